@@ -1,0 +1,51 @@
+# Tandem: `make run` starts the app, `make test` runs every test. Both set up .venv first.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.tandem-setup
+LLAMA_CPP_VERSION := 0.3.36
+# The default native build uses AMX where the CPU has it and crashes in llama_decode on such
+# machines (FINDINGS.md); these flags give a portable AVX2 build. Override for CUDA/Metal/Vulkan,
+# e.g. make setup LLAMA_CMAKE_ARGS="-DGGML_CUDA=ON" (see README).
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+export QT_API := pyside6
+
+.PHONY: setup run test lint bench screenshot package install-desktop clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip wheel
+	@if ! $(PY) -c "import importlib.metadata as m, sys; sys.exit(m.version('llama_cpp_python') != '$(LLAMA_CPP_VERSION)')" 2>/dev/null; then \
+		echo "Building llama-cpp-python $(LLAMA_CPP_VERSION) (a few minutes on first setup)"; \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install "llama-cpp-python==$(LLAMA_CPP_VERSION)"; \
+	fi
+	$(PY) -m pip install -q -e ".[dev,model]"
+	$(PY) -c "import llama_cpp, PySide6, gguf, huggingface_hub; print('setup ok: llama-cpp-python', llama_cpp.__version__)"
+	touch $(STAMP)
+
+run: setup
+	$(VENV)/bin/tandem
+
+test: setup
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider
+
+lint: setup
+	$(VENV)/bin/ruff check engine app ui tests
+	$(VENV)/bin/ruff format --check engine app ui tests
+	$(VENV)/bin/mypy
+
+bench: setup
+	$(VENV)/bin/tandem bench --draft ngram --max-tokens 256 --out bench-report.md
+
+screenshot: setup
+	QT_QPA_PLATFORM=offscreen $(PY) -m app.screenshot resources/screenshot.png
+
+package: setup
+	$(PY) -m pip install -q -e ".[package]"
+	$(VENV)/bin/pyinstaller --noconfirm --clean packaging/tandem.spec
+
+clean:
+	rm -rf build dist .mypy_cache .ruff_cache

@@ -1,0 +1,380 @@
+"""The model library: curated pairs from resources/catalog.json, this machine, and local files.
+
+The catalog is data, not code: each pair names a target and a draft (a model key, or "ngram" for
+prompt-lookup drafting that needs no second model), with the sizes and the speedup others
+reported. "Fits this machine" is a plain comparison of the pair's memory need with the RAM this
+machine has, plus whether a GPU is present (published speedups for model drafts were mostly
+measured on GPUs; on CPUs they are small, see FINDINGS.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app import paths
+from engine.errors import ModelFileError, TandemError
+from engine.gguf_info import GGUFInfo, read_gguf_info
+from engine.pairing import pair_problem
+
+NGRAM = "ngram"
+NO_DRAFT = "none"
+
+
+class CatalogError(TandemError):
+    """resources/catalog.json is missing or malformed (a packaging bug, not a user mistake)."""
+
+
+class UnknownPairError(TandemError):
+    """A pair name that is not in the catalog."""
+
+
+@dataclass(frozen=True)
+class CatalogModel:
+    key: str
+    name: str
+    repo_id: str | None  # None: shipped with Tandem, nothing to download
+    filename: str
+    size_bytes: int
+    quantization: str
+    architecture: str
+    n_params_b: float
+    context_length: int
+    license: str
+    is_gated: bool
+    revision: str = "main"
+    sha256: str | None = None
+    source: str | None = None
+
+    @property
+    def is_downloadable(self) -> bool:
+        return self.repo_id is not None
+
+
+@dataclass(frozen=True)
+class ReportedSpeedup:
+    factor: float
+    by: str
+    setup: str
+    source: str
+
+
+@dataclass(frozen=True)
+class CatalogPair:
+    name: str
+    title: str
+    target: CatalogModel
+    draft: CatalogModel | None  # None: n-gram drafting, no draft model
+    min_ram_bytes: int
+    is_gpu_recommended: bool
+    hardware: str
+    reported_speedup: ReportedSpeedup | None
+    speedup_note: str | None = None
+    is_embedded: bool = False
+
+    @property
+    def draft_label(self) -> str:
+        return self.draft.name if self.draft else "n-gram (prompt lookup)"
+
+    @property
+    def models(self) -> tuple[CatalogModel, ...]:
+        return (self.target,) if self.draft is None else (self.target, self.draft)
+
+    @property
+    def download_bytes(self) -> int:
+        """Bytes to fetch from the hub; 0 for the embedded pair."""
+        return sum(m.size_bytes for m in self.models if m.is_downloadable)
+
+
+@dataclass(frozen=True)
+class IncompatiblePair:
+    target: str
+    draft: str
+    rule: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Catalog:
+    models: tuple[CatalogModel, ...]
+    pairs: tuple[CatalogPair, ...]
+    incompatible: tuple[IncompatiblePair, ...]
+    about: str = ""
+
+    def find_pair(self, name: str) -> CatalogPair:
+        wanted = name.strip().lower()
+        for pair in self.pairs:
+            if pair.name.lower() == wanted:
+                return pair
+        names = ", ".join(p.name for p in self.pairs)
+        raise UnknownPairError(f"no pair named '{name}' in the catalog; known pairs: {names}")
+
+
+def catalog_path() -> Path:
+    return paths.resources_dir() / "catalog.json"
+
+
+def _require(entry: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in entry:
+        raise CatalogError(f"the catalog is malformed: {where} has no '{key}'")
+    value = entry[key]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise CatalogError(f"the catalog is malformed: {where}.{key} has the wrong type ({value!r})")
+    return value
+
+
+def _parse_model(key: str, entry: dict[str, Any]) -> CatalogModel:
+    where = f"model '{key}'"
+    repo_id = entry.get("repo_id")
+    if repo_id is not None and (not isinstance(repo_id, str) or repo_id.count("/") != 1):
+        raise CatalogError(f"the catalog is malformed: {where}.repo_id must look like 'owner/name'")
+    filename = _require(entry, "filename", str, where)
+    if not filename.endswith(".gguf"):
+        raise CatalogError(f"the catalog is malformed: {where}.filename is not a .gguf file")
+    sha256 = entry.get("sha256")
+    if sha256 is not None and (not isinstance(sha256, str) or len(sha256) != 64):
+        raise CatalogError(f"the catalog is malformed: {where}.sha256 is not 64 hex digits")
+    return CatalogModel(
+        key=key,
+        name=_require(entry, "name", str, where),
+        repo_id=repo_id,
+        filename=filename,
+        size_bytes=_require(entry, "size_bytes", int, where),
+        quantization=_require(entry, "quantization", str, where),
+        architecture=_require(entry, "architecture", str, where),
+        n_params_b=float(_require(entry, "n_params_b", (int, float), where)),
+        context_length=_require(entry, "context_length", int, where),
+        license=_require(entry, "license", str, where),
+        is_gated=_require(entry, "is_gated", bool, where),
+        revision=str(entry.get("revision", "main")),
+        sha256=sha256.lower() if sha256 else None,
+        source=entry.get("source"),
+    )
+
+
+def parse_catalog(data: dict[str, Any]) -> Catalog:
+    """Build a Catalog from the JSON structure; raise CatalogError naming the bad entry."""
+    if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+        raise CatalogError("the catalog is malformed: it has no 'models' table")
+    models = {key: _parse_model(key, entry) for key, entry in data["models"].items()}
+    pairs: list[CatalogPair] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(data.get("pairs", [])):
+        where = f"pair #{i + 1}"
+        name = _require(entry, "name", str, where)
+        if name in seen:
+            raise CatalogError(f"the catalog is malformed: two pairs are named '{name}'")
+        seen.add(name)
+        target_key = _require(entry, "target", str, where)
+        draft_key = _require(entry, "draft", str, where)
+        if target_key not in models:
+            raise CatalogError(f"the catalog is malformed: {where} names unknown target '{target_key}'")
+        if draft_key != NGRAM and draft_key not in models:
+            raise CatalogError(f"the catalog is malformed: {where} names unknown draft '{draft_key}'")
+        speedup_entry = entry.get("reported_speedup")
+        speedup = None
+        if speedup_entry is not None:
+            speedup = ReportedSpeedup(
+                factor=float(_require(speedup_entry, "factor", (int, float), where)),
+                by=_require(speedup_entry, "by", str, where),
+                setup=_require(speedup_entry, "setup", str, where),
+                source=_require(speedup_entry, "source", str, where),
+            )
+        pairs.append(
+            CatalogPair(
+                name=name,
+                title=_require(entry, "title", str, where),
+                target=models[target_key],
+                draft=None if draft_key == NGRAM else models[draft_key],
+                min_ram_bytes=_require(entry, "min_ram_bytes", int, where),
+                is_gpu_recommended=bool(entry.get("is_gpu_recommended", False)),
+                hardware=str(entry.get("hardware", "")),
+                reported_speedup=speedup,
+                speedup_note=entry.get("speedup_note"),
+                is_embedded=bool(entry.get("is_embedded", False)),
+            )
+        )
+    incompatible = tuple(
+        IncompatiblePair(
+            target=_require(e, "target", str, "incompatible entry"),
+            draft=_require(e, "draft", str, "incompatible entry"),
+            rule=_require(e, "rule", str, "incompatible entry"),
+            reason=_require(e, "reason", str, "incompatible entry"),
+        )
+        for e in data.get("incompatible", [])
+    )
+    return Catalog(tuple(models.values()), tuple(pairs), incompatible, str(data.get("about", "")))
+
+
+def load_catalog(path: Path | None = None) -> Catalog:
+    path = path or catalog_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise CatalogError(f"the model catalog is missing: {path}") from e
+    except json.JSONDecodeError as e:
+        raise CatalogError(f"the model catalog {path} is not valid JSON: {e}") from e
+    return parse_catalog(data)
+
+
+# --- this machine -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MachineInfo:
+    total_ram_bytes: int
+    has_gpu: bool
+    gpu_label: str  # "NVIDIA GPU", "Apple Silicon", "" when none
+
+
+def total_ram_bytes() -> int:
+    """Physical memory: /proc/meminfo on Linux, sysconf elsewhere; 0 when unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return 0
+
+
+def detect_gpu() -> str:
+    """A label for the accelerator llama.cpp could use here, or "" for none. Cheap: no driver calls."""
+    if sys.platform == "darwin" and platform.machine() == "arm64":
+        return "Apple Silicon"
+    if Path("/proc/driver/nvidia/version").exists() or Path("/dev/nvidia0").exists():
+        return "NVIDIA GPU"
+    if Path("/dev/kfd").exists():
+        return "AMD GPU"
+    return ""
+
+
+def detect_machine() -> MachineInfo:
+    gpu = detect_gpu()
+    return MachineInfo(total_ram_bytes=total_ram_bytes(), has_gpu=bool(gpu), gpu_label=gpu)
+
+
+@dataclass(frozen=True)
+class Fit:
+    is_fitting: bool
+    reason: str
+
+
+def fit_for(pair: CatalogPair, machine: MachineInfo) -> Fit:
+    """Does the pair fit this machine? The reason reads well in a tooltip or a table cell."""
+    if machine.total_ram_bytes and machine.total_ram_bytes < pair.min_ram_bytes:
+        return Fit(
+            False,
+            f"needs {format_bytes(pair.min_ram_bytes)} of memory; "
+            f"this machine has {format_bytes(machine.total_ram_bytes)}",
+        )
+    if pair.is_gpu_recommended and not machine.has_gpu:
+        return Fit(True, "fits in memory; without a GPU expect little or no speedup from a draft model")
+    if machine.has_gpu:
+        return Fit(True, f"fits ({machine.gpu_label})")
+    return Fit(True, "fits")
+
+
+def format_bytes(n_bytes: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if abs(n_bytes) < 1000:
+            return f"{n_bytes:.0f} {unit}" if unit == "B" else f"{n_bytes:.1f} {unit}"
+        n_bytes /= 1000
+    return f"{n_bytes:.1f} TB"
+
+
+# --- local files ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """A .gguf file in the models folder with its header read, or the reason it cannot be read."""
+
+    path: Path
+    size_bytes: int
+    info: GGUFInfo | None
+    problem: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.info.name if self.info else self.path.name
+
+    def describe(self) -> dict[str, Any]:
+        info = self.info
+        return {
+            "path": str(self.path),
+            "name": self.name,
+            "size_bytes": self.size_bytes,
+            "architecture": info.architecture if info else None,
+            "quantization": info.quantization if info else None,
+            "n_params": info.n_params if info else None,
+            "context_length": info.context_length if info else None,
+            "problem": self.problem,
+        }
+
+
+def iter_gguf_files(folder: Path) -> Iterable[Path]:
+    # Partial downloads end in .part and never match; hidden files are editors' or the OS's.
+    for path in sorted(folder.rglob("*.gguf")):
+        if path.is_file() and not path.name.startswith("."):
+            yield path
+
+
+def scan_local_models(folder: Path | None = None) -> list[LocalModel]:
+    folder = folder or paths.models_dir()
+    found: list[LocalModel] = []
+    for path in iter_gguf_files(folder):
+        size = path.stat().st_size
+        try:
+            found.append(LocalModel(path, size, read_gguf_info(path)))
+        except ModelFileError as e:
+            found.append(LocalModel(path, size, None, str(e)))
+    return found
+
+
+def format_params(n_params: int | None) -> str:
+    if not n_params:
+        return "?"
+    if n_params >= 1e9:
+        return f"{n_params / 1e9:.1f}B"
+    if n_params >= 1e6:
+        return f"{n_params / 1e6:.0f}M"
+    return f"{n_params / 1e3:.0f}K"
+
+
+@dataclass(frozen=True)
+class DraftChoice:
+    """A local model considered as a draft for a target; problem is the broken rule, or None."""
+
+    path: Path
+    name: str
+    problem: str | None
+
+    @property
+    def is_compatible(self) -> bool:
+        return self.problem is None
+
+
+def draft_choices(target: GGUFInfo, candidates: Iterable[LocalModel]) -> list[DraftChoice]:
+    """Every other local model, compatible ones first, each with the rule it breaks if any."""
+    choices: list[DraftChoice] = []
+    target_path = target.path.resolve()
+    for model in candidates:
+        if model.path.resolve() == target_path:
+            continue
+        if model.info is None:
+            choices.append(DraftChoice(model.path, model.name, model.problem or "unreadable file"))
+            continue
+        choices.append(DraftChoice(model.path, model.name, pair_problem(target, model.info)))
+    choices.sort(key=lambda c: (not c.is_compatible, c.name.lower()))
+    return choices

@@ -1,0 +1,122 @@
+"""The app's settings: one JSON file beside the database.
+
+A settings file the app cannot read (hand-edited, half-written, from another version) must never
+stop the app or touch the conversations: it is set aside as settings.json.corrupt and defaults
+are used. Writes go through a temporary file and an atomic rename, so a crash mid-write leaves
+the previous file whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app import paths
+from engine.config import EngineConfig, SamplingParams
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Settings:
+    model_path: str | None = None  # None: the embedded default model
+    draft: str = "ngram"  # "ngram", "none", or a draft GGUF path
+    draft_model_path: str | None = None  # the last draft model chosen, offered by the toggle
+    n_threads: int | None = None  # None: the machine's cores
+    n_ctx: int = 4096
+    n_gpu_layers: int = 0
+    draft_max: int = 16
+    adaptive: bool = True
+    temperature: float = 0.0
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    max_tokens: int = 512
+    show_draft_tint: bool = True
+    # Plain-decoding speed last measured per target model, the baseline of the speedup shown.
+    plain_tokens_per_s: dict[str, float] = field(default_factory=dict)
+    last_conversation_id: int | None = None
+
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(
+            temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, min_p=self.min_p
+        )
+
+    def engine_config(self, target_path: str) -> EngineConfig:
+        return EngineConfig(
+            target_path=target_path,
+            draft=None if self.draft == "none" else self.draft,
+            n_ctx=self.n_ctx,
+            n_threads=self.n_threads,
+            n_gpu_layers=self.n_gpu_layers,
+            draft_max=self.draft_max,
+            adaptive=self.adaptive,
+        )
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+
+_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,)}
+
+
+def _accepts(type_text: str, value: Any) -> bool:
+    """Does a value fit a field annotated `type_text` (e.g. "int | None")?"""
+    for name in (part.strip() for part in type_text.split("|")):
+        if name == "None" and value is None:
+            return True
+        kinds = _TYPES.get(name)
+        # bool is an int in Python; a JSON true must not become a thread count.
+        if kinds and isinstance(value, kinds) and (name == "bool" or not isinstance(value, bool)):
+            return True
+    return False
+
+
+def _coerce(raw: dict[str, Any]) -> Settings:
+    """Keep the known keys whose values have the field's type; drop the rest."""
+    kept: dict[str, Any] = {}
+    for f in dataclasses.fields(Settings):
+        if f.name not in raw:
+            continue
+        value = raw[f.name]
+        if f.name == "plain_tokens_per_s":
+            if isinstance(value, dict):
+                kept[f.name] = {
+                    str(k): float(v)
+                    for k, v in value.items()
+                    if isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+                }
+        elif _accepts(str(f.type), value):
+            kept[f.name] = float(value) if str(f.type) == "float" else value
+    return Settings(**kept)
+
+
+def load_settings(path: Path | None = None) -> Settings:
+    path = path or paths.settings_path()
+    if not path.exists():
+        return Settings()
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(raw, dict):
+            raise ValueError("the top level is not an object")
+        return _coerce(raw)
+    except (OSError, ValueError, TypeError) as e:
+        backup = path.with_name(path.name + ".corrupt")
+        log.warning("settings file %s is unreadable (%s); using defaults, kept it as %s", path, e, backup)
+        try:
+            os.replace(path, backup)
+        except OSError:
+            pass
+        return Settings()
+
+
+def save_settings(settings: Settings, path: Path | None = None) -> None:
+    path = path or paths.settings_path()
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(dataclasses.asdict(settings), indent=2, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)

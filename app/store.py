@@ -1,0 +1,196 @@
+"""Conversations and messages in SQLite, at paths.database_path().
+
+Nothing the user wrote is lost: a user message is written before generation starts, a reply is
+written as it streams and at its end, and regenerate/edit mark the messages they replace as
+"superseded" instead of deleting them. Rows of `messages` are in the order they were written
+(the autoincrement id). The GUI thread owns the connection; every write is a small transaction
+in WAL mode, well under a millisecond on a local disk.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app import paths
+
+# complete: finished normally; streaming: being written; cancelled: the user pressed Stop;
+# interrupted: the engine (or the app) stopped mid-reply; superseded: replaced by regenerate/edit.
+STATUSES = ("complete", "streaming", "cancelled", "interrupted", "superseded")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    title TEXT NOT NULL,
+    system_prompt TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'system')),
+    content TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'complete',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    stats_json TEXT,          -- the reply's final numbers (engine.events.Stats.as_dict + extras)
+    draft_spans_json TEXT     -- [[start, end], ...] character ranges of content that the draft wrote
+);
+CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
+"""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: int
+    title: str
+    system_prompt: str
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Message:
+    id: int
+    conversation_id: int
+    role: str
+    content: str
+    status: str
+    stats: dict[str, Any] | None
+    draft_spans: tuple[tuple[int, int], ...]
+
+    @property
+    def is_interrupted(self) -> bool:
+        return self.status == "interrupted"
+
+
+def _message(row: sqlite3.Row) -> Message:
+    spans = json.loads(row["draft_spans_json"]) if row["draft_spans_json"] else []
+    return Message(
+        id=row["id"],
+        conversation_id=row["conversation_id"],
+        role=row["role"],
+        content=row["content"],
+        status=row["status"],
+        stats=json.loads(row["stats_json"]) if row["stats_json"] else None,
+        draft_spans=tuple((int(a), int(b)) for a, b in spans),
+    )
+
+
+class Store:
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or paths.database_path()
+        self._db = sqlite3.connect(self.path)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(SCHEMA)
+        # A reply still "streaming" at open time was cut off by a crash of the whole app.
+        with self._db:
+            self._db.execute("UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'")
+
+    def close(self) -> None:
+        self._db.close()
+
+    # conversations
+
+    def create_conversation(self, title: str = "New conversation", system_prompt: str = "") -> Conversation:
+        now = time.time()
+        with self._db:
+            cur = self._db.execute(
+                "INSERT INTO conversations (title, system_prompt, created_at, updated_at) VALUES (?, ?, ?, ?)",
+                (title, system_prompt, now, now),
+            )
+        assert cur.lastrowid is not None
+        return Conversation(cur.lastrowid, title, system_prompt, now)
+
+    def conversations(self, search: str = "") -> list[Conversation]:
+        """Newest first; `search` matches titles, case-insensitively."""
+        pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = self._db.execute(
+            "SELECT id, title, system_prompt, updated_at FROM conversations "
+            "WHERE title LIKE ? ESCAPE '\\' ORDER BY updated_at DESC, id DESC",
+            (pattern,),
+        ).fetchall()
+        return [Conversation(r["id"], r["title"], r["system_prompt"], r["updated_at"]) for r in rows]
+
+    def conversation(self, conversation_id: int) -> Conversation | None:
+        r = self._db.execute(
+            "SELECT id, title, system_prompt, updated_at FROM conversations WHERE id = ?", (conversation_id,)
+        ).fetchone()
+        return Conversation(r["id"], r["title"], r["system_prompt"], r["updated_at"]) if r else None
+
+    def rename_conversation(self, conversation_id: int, title: str) -> None:
+        with self._db:
+            self._db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
+
+    def set_system_prompt(self, conversation_id: int, system_prompt: str) -> None:
+        with self._db:
+            self._db.execute(
+                "UPDATE conversations SET system_prompt = ? WHERE id = ?", (system_prompt, conversation_id)
+            )
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        with self._db:
+            self._db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    def _touch(self, conversation_id: int, now: float) -> None:
+        self._db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
+
+    # messages
+
+    def add_message(
+        self, conversation_id: int, role: str, content: str, status: str = "complete"
+    ) -> Message:
+        now = time.time()
+        with self._db:
+            cur = self._db.execute(
+                "INSERT INTO messages (conversation_id, role, content, status, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (conversation_id, role, content, status, now, now),
+            )
+            self._touch(conversation_id, now)
+        assert cur.lastrowid is not None
+        return Message(cur.lastrowid, conversation_id, role, content, status, None, ())
+
+    def update_message(
+        self,
+        message_id: int,
+        content: str,
+        status: str | None = None,
+        stats: dict[str, Any] | None = None,
+        draft_spans: Iterable[tuple[int, int]] | None = None,
+    ) -> None:
+        sets, values = ["content = ?", "updated_at = ?"], [content, time.time()]
+        if status is not None:
+            sets.append("status = ?")
+            values.append(status)
+        if stats is not None:
+            sets.append("stats_json = ?")
+            values.append(json.dumps(stats))
+        if draft_spans is not None:
+            sets.append("draft_spans_json = ?")
+            values.append(json.dumps([list(s) for s in draft_spans]))
+        with self._db:
+            self._db.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", (*values, message_id))
+
+    def set_status(self, message_ids: Iterable[int], status: str) -> None:
+        with self._db:
+            self._db.executemany("UPDATE messages SET status = ? WHERE id = ?", [(status, i) for i in message_ids])
+
+    def messages(self, conversation_id: int, include_superseded: bool = False) -> list[Message]:
+        where = "" if include_superseded else "AND status != 'superseded'"
+        rows = self._db.execute(
+            f"SELECT * FROM messages WHERE conversation_id = ? {where} ORDER BY id", (conversation_id,)
+        ).fetchall()
+        return [_message(r) for r in rows]
+
+    def message(self, message_id: int) -> Message | None:
+        r = self._db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+        return _message(r) if r else None

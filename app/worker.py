@@ -1,0 +1,516 @@
+"""The engine's worker process, and the parent-side handle that talks to it.
+
+llama.cpp runs in a child process (multiprocessing "spawn": no inherited Qt or threads), so a
+native crash, a SIGKILL or the OOM killer takes down only the child; the window stays and the
+next request starts a fresh child. Requests and replies cross two one-way pipes as small frozen
+dataclasses. Stop is not a message: the child is busy in its token loop and reads no pipe then,
+so the parent sets a shared multiprocessing.Event that the engine checks every step.
+
+This module imports no Qt: tests and scripts can drive a worker directly.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import queue
+import signal
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from engine.config import EngineConfig, SamplingParams
+from engine.events import Event
+
+log = logging.getLogger(__name__)
+
+# ---------------------------------------------------------------------------------------------
+# Messages, parent -> child
+
+
+@dataclass(frozen=True)
+class ChatTurn:
+    role: str  # "user" | "assistant"
+    content: str
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """Load (or reload) the engine. An empty target_path means the embedded default model."""
+
+    config: EngineConfig
+
+
+@dataclass(frozen=True)
+class SetDraftRequest:
+    draft: str | None  # "ngram", a GGUF path, or None
+
+
+@dataclass(frozen=True)
+class ReplyRequest:
+    request_id: int
+    turns: tuple[ChatTurn, ...]  # oldest first, ending with the user's message
+    system_prompt: str = ""
+    params: SamplingParams = SamplingParams()
+    max_tokens: int = 512
+    speculate: bool | None = None  # False: plain decoding for this reply (Compare)
+    history_key: str = ""  # one per conversation: keeps which old turns were left out stable
+
+
+@dataclass(frozen=True)
+class ShutdownRequest:
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages, child -> parent
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    target_path: str
+    target_name: str
+    draft: str | None  # as loaded: "ngram", a path, or None
+    draft_name: str
+    speculation: str  # "none" | "ngram" | "draft"
+    n_ctx: int
+    has_chat_template: bool
+    gpu_offload_supported: bool
+    pair_note: str  # the pair and its compatibility, as a sentence for the window
+
+
+@dataclass(frozen=True)
+class LoadProgressed:
+    stage: str
+
+
+@dataclass(frozen=True)
+class EngineLoaded:
+    info: EngineInfo
+
+
+@dataclass(frozen=True)
+class EngineFailed:
+    sentence: str
+
+
+@dataclass(frozen=True)
+class DraftChanged:
+    info: EngineInfo
+
+
+@dataclass(frozen=True)
+class DraftFailed:
+    sentence: str
+
+
+@dataclass(frozen=True)
+class ReplyStarted:
+    request_id: int
+    n_prompt_tokens: int
+    n_dropped_turns: int  # oldest turns left out of the prompt to fit the context
+    speculation: str
+
+
+@dataclass(frozen=True)
+class ReplyEvent:
+    request_id: int
+    event: Event
+
+
+@dataclass(frozen=True)
+class ReplyFailed:
+    request_id: int
+    sentence: str
+
+
+@dataclass(frozen=True)
+class WorkerDied:
+    """Made by the parent when the child is gone without being asked to stop."""
+
+    exitcode: int | None
+    sentence: str
+
+
+# ---------------------------------------------------------------------------------------------
+# The child
+
+
+def _model_name(path: str) -> str:
+    try:
+        from engine.gguf_info import read_gguf_info
+
+        return read_gguf_info(path, check_architecture=False).name
+    except Exception:
+        return Path(path).stem
+
+
+def _engine_info(engine: Any, config: EngineConfig, note: str = "") -> EngineInfo:
+    speculation = engine.speculation
+    draft = config.draft if speculation != "none" else None
+    target_name = _model_name(config.target_path)
+    if speculation == "draft" and draft:
+        draft_name = _model_name(draft)
+        pair = f"{target_name} drafted by {draft_name}: vocabularies compatible"
+    elif speculation == "ngram":
+        draft_name = "n-gram lookup"
+        pair = f"{target_name} with n-gram lookup (drafts from the conversation itself; always compatible)"
+    else:
+        draft_name = ""
+        pair = f"{target_name}, speculation off"
+    return EngineInfo(
+        target_path=config.target_path,
+        target_name=target_name,
+        draft=draft,
+        draft_name=draft_name,
+        speculation=speculation,
+        n_ctx=int(engine.n_ctx),
+        has_chat_template=bool(engine.has_chat_template),
+        gpu_offload_supported=bool(engine.gpu_offload_supported),
+        pair_note=f"{pair}. {note}".strip() if note else pair,
+    )
+
+
+def _unexpected(e: BaseException) -> str:
+    log.error("unexpected error in the engine worker:\n%s", traceback.format_exc())
+    return f"the engine hit an unexpected error ({type(e).__name__}: {e}); details are in the worker log"
+
+
+class _Child:
+    """The request loop of the worker process. One engine, one request at a time."""
+
+    def __init__(self, events: multiprocessing.connection.Connection, cancel: Any) -> None:
+        self.events = events
+        self.cancel = cancel
+        self.engine: Any = None
+        self.config: EngineConfig | None = None
+        self.load_error = "no model is loaded"
+        self.n_dropped: dict[str, int] = {}  # history_key -> turns left out last time
+
+    def send(self, message: object) -> None:
+        self.events.send(message)
+
+    def handle(self, request: object) -> bool:
+        """Serve one request; False ends the loop."""
+        if isinstance(request, ShutdownRequest):
+            return False
+        if isinstance(request, LoadRequest):
+            self.load(request.config)
+        elif isinstance(request, SetDraftRequest):
+            self.set_draft(request.draft)
+        elif isinstance(request, ReplyRequest):
+            self.reply(request)
+        return True
+
+    def close_engine(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+            self.n_dropped.clear()
+
+    def load(self, config: EngineConfig) -> None:
+        from engine.errors import TandemError
+        from engine.session import Engine
+
+        self.close_engine()
+        try:
+            if not config.target_path:
+                self.send(LoadProgressed("Preparing the embedded model (first start only)…"))
+                from app.default_model import ensure_default_model
+
+                config = replace(config, target_path=str(ensure_default_model()))
+            size_mb = os.path.getsize(config.target_path) / 1e6 if os.path.exists(config.target_path) else 0
+            what = f"{Path(config.target_path).name} ({size_mb:.0f} MB)"
+            if config.speculation == "draft" and config.draft:
+                what += f" and draft {Path(config.draft).name}"
+            self.send(LoadProgressed(f"Loading {what}…"))
+            note = ""
+            try:
+                self.engine = Engine(config)
+            except TandemError as e:
+                if config.speculation != "draft":
+                    raise
+                # A draft that cannot be used must not cost the user their target model: load
+                # the target alone and show why the draft is off, as state rather than an error.
+                log.warning("draft not used: %s", e)
+                config = replace(config, draft=None)
+                self.engine = Engine(config)
+                note = f"Draft model not used: {e}."
+            self.config = config
+            self.send(EngineLoaded(_engine_info(self.engine, config, note)))
+        except TandemError as e:
+            self.load_error = str(e)
+            self.send(EngineFailed(str(e)))
+        except Exception as e:
+            self.load_error = _unexpected(e)
+            self.send(EngineFailed(self.load_error))
+
+    def set_draft(self, draft: str | None) -> None:
+        from engine.errors import TandemError
+
+        if self.engine is None or self.config is None:
+            self.send(DraftFailed(f"speculation cannot change: {self.load_error}"))
+            return
+        try:
+            self.engine.set_draft(draft)
+            self.config = replace(self.config, draft=draft)
+            self.send(DraftChanged(_engine_info(self.engine, self.config)))
+        except TandemError as e:
+            self.send(DraftFailed(str(e)))
+        except Exception as e:
+            self.send(DraftFailed(_unexpected(e)))
+
+    def reply(self, request: ReplyRequest) -> None:
+        from engine.errors import TandemError
+
+        if self.engine is None:
+            self.send(ReplyFailed(request.request_id, f"no reply: {self.load_error}"))
+            return
+        try:
+            prompt, stop, n_dropped, n_prompt = build_prompt(
+                self.engine, request, self.n_dropped.get(request.history_key, 0)
+            )
+            if request.history_key:
+                self.n_dropped[request.history_key] = n_dropped
+            self.send(ReplyStarted(request.request_id, n_prompt, n_dropped, self.engine.speculation))
+            for event in self.engine.generate(
+                prompt,
+                params=request.params,
+                max_tokens=request.max_tokens,
+                stop=stop,
+                cancel=self.cancel,
+                speculate=request.speculate,
+            ):
+                self.send(ReplyEvent(request.request_id, event))
+        except TandemError as e:
+            self.send(ReplyFailed(request.request_id, str(e)))
+        except (BrokenPipeError, EOFError):
+            raise
+        except Exception as e:
+            self.send(ReplyFailed(request.request_id, _unexpected(e)))
+
+
+BASE_MODEL_STOP = ("\nUser:",)
+
+
+def format_plain(system_prompt: str, turns: tuple[ChatTurn, ...]) -> str:
+    """A base model (no chat template) continues a plain-text transcript."""
+    lines = [system_prompt.strip() + "\n"] if system_prompt.strip() else []
+    for turn in turns:
+        speaker = "User" if turn.role == "user" else "Assistant"
+        lines.append(f"{speaker}: {turn.content.strip()}")
+    lines.append("Assistant:")
+    return "\n".join(lines)
+
+
+def build_prompt(engine: Any, request: ReplyRequest, n_dropped_before: int) -> tuple[str, tuple[str, ...], int, int]:
+    """The prompt for a reply: (prompt, stop strings, turns left out, prompt tokens).
+
+    When the conversation outgrows the context the oldest turns are left out, whole user/assistant
+    pairs at a time and never the system prompt or the new message. Once turns must go, enough
+    go to free a quarter of the context, and the count is remembered per conversation: the
+    following turns then share the same prompt prefix, so the engine's KV cache still covers it
+    instead of re-reading the whole conversation on every turn.
+    """
+    turns = request.turns
+    n_ctx = int(engine.n_ctx)
+    reserve = min(request.max_tokens, n_ctx // 2)  # room kept for the reply
+
+    def render(n_dropped: int) -> tuple[str, int]:
+        kept = turns[n_dropped:]
+        if engine.has_chat_template:
+            messages = [{"role": "system", "content": request.system_prompt}] if request.system_prompt else []
+            messages += [{"role": t.role, "content": t.content} for t in kept]
+            prompt = engine.format_chat(messages)
+        else:
+            prompt = format_plain(request.system_prompt, kept)
+        return prompt, int(engine.count_tokens(prompt))
+
+    def next_cut(n_dropped: int) -> int | None:
+        """The next index where a kept history may start (a user turn), never past the last one."""
+        for i in range(n_dropped + 1, len(turns)):
+            if turns[i].role == "user":
+                return i
+        return None
+
+    n_dropped = min(max(0, n_dropped_before), len(turns) - 1)
+    while n_dropped > 0 and turns[n_dropped].role != "user":
+        n_dropped -= 1
+    prompt, n_prompt = render(n_dropped)
+    if n_prompt + reserve > n_ctx:
+        goal = n_ctx - reserve - n_ctx // 4
+        while n_prompt > goal:
+            cut = next_cut(n_dropped)
+            if cut is None:
+                break
+            n_dropped = cut
+            prompt, n_prompt = render(n_dropped)
+    stop = () if engine.has_chat_template else BASE_MODEL_STOP
+    return prompt, stop, n_dropped, n_prompt
+
+
+def worker_main(
+    requests: multiprocessing.connection.Connection,
+    events: multiprocessing.connection.Connection,
+    cancel: Any,
+    log_path: str,
+) -> None:
+    """The child process's entry point."""
+    # Ctrl+C in a terminal goes to the whole process group: the parent decides, not the child.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(
+        filename=log_path, level=logging.INFO, format="%(asctime)s worker %(process)d %(levelname)s %(message)s"
+    )
+    # A native crash (SIGSEGV in llama.cpp) leaves a Python traceback in the log.
+    with open(log_path, "a", encoding="utf-8") as crash_log:
+        faulthandler.enable(crash_log)
+        child = _Child(events, cancel)
+        try:
+            while True:
+                try:
+                    request = requests.recv()
+                except (EOFError, OSError):
+                    break  # the parent is gone
+                if not child.handle(request):
+                    break
+        except (BrokenPipeError, EOFError, ConnectionResetError):
+            pass  # the parent is gone mid-reply
+        finally:
+            child.close_engine()
+
+
+# ---------------------------------------------------------------------------------------------
+# The parent's handle
+
+
+_SIGNAL_REASONS = {
+    signal.SIGKILL: "was killed (SIGKILL: out of memory, or stopped by another program)",
+    signal.SIGSEGV: "crashed inside llama.cpp (SIGSEGV)",
+    signal.SIGABRT: "aborted inside llama.cpp (SIGABRT)",
+    signal.SIGBUS: "crashed inside llama.cpp (SIGBUS)",
+    signal.SIGILL: "crashed: this CPU lacks an instruction the llama.cpp build uses (SIGILL)",
+    signal.SIGFPE: "crashed inside llama.cpp (SIGFPE)",
+    signal.SIGTERM: "was terminated (SIGTERM)",
+}
+
+
+def death_sentence(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            reason = _SIGNAL_REASONS.get(signal.Signals(-exitcode), f"was stopped by signal {-exitcode}")
+        except ValueError:
+            reason = f"was stopped by signal {-exitcode}"
+    elif exitcode:
+        reason = f"exited with code {exitcode}"
+    else:
+        reason = "exited unexpectedly"
+    return f"The engine process {reason}. Your conversation is saved; the next message starts a fresh engine."
+
+
+class WorkerProcess:
+    """Parent-side handle of one worker process.
+
+    `on_message` is called on a reader thread with every message from the child, then once with
+    WorkerDied if the child ends without shutdown() having been called. send() never blocks the
+    caller: a writer thread owns the request pipe, so a long conversation cannot stall the GUI
+    thread on a full pipe while the child is busy generating.
+    """
+
+    def __init__(self, on_message: Callable[[object], None], log_path: Path | None = None) -> None:
+        from app import paths
+
+        self._on_message = on_message
+        self._log_path = log_path or paths.logs_dir() / "worker.log"
+        self._ctx = multiprocessing.get_context("spawn")
+        self._cancel = self._ctx.Event()
+        self._outbox: queue.Queue[object] = queue.Queue()
+        self._closing = False
+        self._process: Any = None
+
+    def start(self) -> None:
+        requests_recv, self._requests = self._ctx.Pipe(duplex=False)
+        self._events, events_send = self._ctx.Pipe(duplex=False)
+        self._process = self._ctx.Process(
+            target=worker_main,
+            args=(requests_recv, events_send, self._cancel, str(self._log_path)),
+            name="tandem-engine",
+            daemon=True,
+        )
+        self._process.start()
+        # The parent keeps only its own ends: the child's death then reads as EOF here.
+        requests_recv.close()
+        events_send.close()
+        threading.Thread(target=self._write_loop, name="tandem-worker-writer", daemon=True).start()
+        threading.Thread(target=self._read_loop, name="tandem-worker-reader", daemon=True).start()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def is_alive(self) -> bool:
+        return bool(self._process and self._process.is_alive())
+
+    def send(self, request: object) -> None:
+        if isinstance(request, ReplyRequest):
+            # Cleared before the request is queued, so a Stop pressed for it (even before the
+            # child picks it up) still applies.
+            self._cancel.clear()
+        self._outbox.put(request)
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def shutdown(self, timeout_s: float = 3.0) -> None:
+        """Ask the child to finish; kill it if it does not within timeout_s."""
+        if self._process is None:
+            return
+        self._closing = True
+        self._cancel.set()
+        self._outbox.put(ShutdownRequest())
+        self._outbox.put(None)
+        self._process.join(timeout_s)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(1.0)
+
+    def _write_loop(self) -> None:
+        while True:
+            request = self._outbox.get()
+            if request is None:
+                break
+            try:
+                self._requests.send(request)
+            except (BrokenPipeError, OSError):
+                break  # the child is gone; the reader reports it
+        self._requests.close()
+
+    def _read_loop(self) -> None:
+        process = self._process
+        while True:
+            ready = multiprocessing.connection.wait([self._events, process.sentinel])
+            if self._events in ready:
+                try:
+                    message = self._events.recv()
+                except (EOFError, OSError):
+                    break
+                self._on_message(message)
+                continue
+            # The child has exited: deliver what it sent before dying, then report.
+            try:
+                while self._events.poll(0):
+                    self._on_message(self._events.recv())
+            except (EOFError, OSError):
+                pass
+            break
+        process.join(5.0)
+        self._outbox.put(None)
+        self._events.close()
+        if not self._closing:
+            self._on_message(WorkerDied(process.exitcode, death_sentence(process.exitcode)))
+

@@ -1,0 +1,183 @@
+"""One llama.cpp model and its context, driven through llama-cpp-python's low-level API.
+
+`LlamaRunner.tokens` is always exactly what the KV cache holds (positions 0..n-1), so callers
+reuse a cached prefix by comparing token lists and roll back by truncating. Only rows that
+need logits ask for them: a prompt prefill asks for none.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from engine.errors import DecodeError, ModelLoadError, OutOfMemoryError
+
+
+def _quiet_llama_logs() -> None:
+    from llama_cpp import _logger
+
+    _logger.set_verbose(False)
+
+
+class ContextFullError(Exception):
+    """llama_decode found no KV slot: the context is full."""
+
+
+class LlamaRunner:
+    def __init__(
+        self,
+        path: str,
+        n_ctx: int,
+        n_threads: int,
+        n_gpu_layers: int = 0,
+        n_batch: int = 512,
+    ) -> None:
+        import llama_cpp
+        from llama_cpp._internals import LlamaContext, LlamaModel
+
+        _quiet_llama_logs()
+        self._llama = llama_cpp
+        model_params = llama_cpp.llama_model_default_params()
+        model_params.n_gpu_layers = n_gpu_layers
+        try:
+            self.model = LlamaModel(path_model=path, params=model_params, verbose=False)
+        except ValueError as e:
+            raise ModelLoadError(
+                f"llama.cpp could not load {path}; the file may be damaged or need a newer llama.cpp"
+            ) from e
+        ctx_params = llama_cpp.llama_context_default_params()
+        ctx_params.n_ctx = n_ctx
+        ctx_params.n_batch = n_batch
+        ctx_params.n_ubatch = n_batch
+        ctx_params.n_seq_max = 1
+        ctx_params.n_threads = n_threads
+        ctx_params.n_threads_batch = n_threads
+        ctx_params.no_perf = True
+        try:
+            self.context = LlamaContext(model=self.model, params=ctx_params, verbose=False)
+        except ValueError as e:
+            raise OutOfMemoryError(
+                f"not enough memory for a {n_ctx}-token context with {path}; lower the context size"
+            ) from e
+        self.ctx = self.context.ctx
+        self.memory = self.context.memory
+        self.vocab = self.model.vocab
+        self.n_ctx = llama_cpp.llama_n_ctx(self.ctx)
+        self.n_batch = n_batch
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        self.tokens: list[int] = []
+        self.llama_s = 0.0  # seconds spent inside llama_decode since construction
+        self._eog_cache: dict[int, bool] = {}
+        self._piece_cache: dict[int, bytes] = {}
+
+    # -- tokens -------------------------------------------------------------------------------
+
+    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
+        return list(self.model.tokenize(text.encode("utf-8"), add_bos=add_special, special=True))
+
+    def token_bytes(self, token: int) -> bytes:
+        """The bytes a token stands for (control tokens: none). Cached: the hot loop asks often."""
+        cached = self._piece_cache.get(token)
+        if cached is None:
+            # The wrapper's LlamaModel.token_to_piece returns its whole 32-byte buffer; use the length.
+            buf = ctypes.create_string_buffer(64)
+            n = self._llama.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
+            if n < 0:
+                buf = ctypes.create_string_buffer(-n)
+                n = self._llama.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
+            cached = self._piece_cache[token] = buf.raw[: max(n, 0)]
+        return cached
+
+    def is_eog(self, token: int) -> bool:
+        cached = self._eog_cache.get(token)
+        if cached is None:
+            cached = self._eog_cache[token] = bool(self._llama.llama_vocab_is_eog(self.vocab, token))
+        return cached
+
+    # -- KV cache -----------------------------------------------------------------------------
+
+    def truncate(self, n_keep: int) -> None:
+        """Drop every cached position from n_keep on."""
+        if n_keep >= len(self.tokens):
+            return
+        if not self._llama.llama_memory_seq_rm(self.memory, 0, n_keep, -1):
+            # Recurrent/hybrid models cannot drop part of a sequence: start over.
+            self._llama.llama_memory_clear(self.memory, True)
+            del self.tokens[:]
+            return
+        del self.tokens[n_keep:]
+
+    def clear(self) -> None:
+        self._llama.llama_memory_clear(self.memory, True)
+        self.tokens.clear()
+
+    def common_prefix(self, tokens: Sequence[int]) -> int:
+        n = min(len(tokens), len(self.tokens))
+        i = 0
+        cached = self.tokens
+        while i < n and cached[i] == tokens[i]:
+            i += 1
+        return i
+
+    # -- decoding -----------------------------------------------------------------------------
+
+    def decode(self, tokens: Sequence[int], n_logits: int) -> np.ndarray:
+        """Append tokens to the cache; return logits of the last n_logits of them, (n, n_vocab).
+
+        The returned array is a view into llama.cpp's buffer: valid until this runner's next
+        decode. Batches longer than n_batch are split; logits come from the final chunk only,
+        so n_logits must not exceed n_batch.
+        """
+        if not tokens:
+            return np.empty((0, self.n_vocab), dtype=np.float32)
+        if len(self.tokens) + len(tokens) > self.n_ctx:
+            raise ContextFullError
+        start = 0
+        out = None
+        while start < len(tokens):
+            chunk = tokens[start : start + self.n_batch]
+            is_last = start + len(chunk) == len(tokens)
+            n_out = min(n_logits, len(chunk)) if is_last else 0
+            out = self._decode_chunk(chunk, n_out)
+            start += len(chunk)
+        assert out is not None
+        return out
+
+    def _decode_chunk(self, chunk: Sequence[int], n_logits: int) -> np.ndarray:
+        batch = self._batch
+        n = len(chunk)
+        pos0 = len(self.tokens)
+        first_logit = n - n_logits
+        for i, tok in enumerate(chunk):
+            batch.token[i] = tok
+            batch.pos[i] = pos0 + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = i >= first_logit
+        batch.n_tokens = n
+        t0 = time.perf_counter()
+        rc = self._llama.llama_decode(self.ctx, batch)
+        if rc == 0 and n_logits:
+            ptr = self._llama.llama_get_logits_ith(self.ctx, first_logit)
+        self.llama_s += time.perf_counter() - t0
+        if rc == 1:
+            raise ContextFullError
+        if rc != 0:
+            raise DecodeError(f"llama.cpp failed to decode a batch (code {rc})")
+        self.tokens.extend(chunk)
+        if not n_logits:
+            return np.empty((0, self.n_vocab), dtype=np.float32)
+        # Rows with logits are stored contiguously, in batch order (llama.h).
+        array = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(n_logits * self.n_vocab,))
+        return array.reshape(n_logits, self.n_vocab)
+
+    def close(self) -> None:
+        if self._batch is not None:
+            self._llama.llama_batch_free(self._batch)
+            self._batch = None
+        self.context.close()
+        self.model.close()

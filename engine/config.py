@@ -1,0 +1,46 @@
+"""Settings of the engine and of one request, as plain frozen dataclasses."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+def default_threads() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """temperature 0 is greedy; the filters apply identically to target and draft."""
+
+    temperature: float = 0.0
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    repeat_penalty: float = 1.0
+    repeat_last_n: int = 64
+    seed: int | None = None
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    target_path: str
+    draft: str | None = None  # a GGUF path, "ngram", or None / "none"
+    n_ctx: int = 4096
+    n_threads: int | None = None  # None: the machine's cores
+    n_gpu_layers: int = 0
+    n_batch: int = 512
+    draft_max: int = 16  # the longest draft the adaptive controller may choose
+    adaptive: bool = True  # False: always draft draft_max tokens
+    draft_p_min: float = 0.6  # a draft model stops drafting when its top token is less likely
+
+    @property
+    def speculation(self) -> str:
+        if self.draft in (None, "", "none"):
+            return "none"
+        return "ngram" if self.draft == "ngram" else "draft"

@@ -1,0 +1,99 @@
+"""What generation yields: small frozen dataclasses, safe to pickle across a process pipe."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Union
+
+StopReason = Literal["length", "eos", "stop", "cancelled", "context"]
+SpeculationKind = Literal["none", "ngram", "draft"]
+
+
+@dataclass(frozen=True)
+class TextPiece:
+    """Text produced by generation. is_draft: the draft proposed it and the target accepted it."""
+
+    text: str
+    n_tokens: int
+    is_draft: bool
+
+
+@dataclass(frozen=True)
+class Stats:
+    """A snapshot of one reply's numbers so far."""
+
+    speculation: SpeculationKind
+    n_prompt_tokens: int  # prompt tokens of this request
+    n_prefilled: int  # of those, decoded now (the rest were reused from the cache)
+    n_generated: int
+    n_drafted: int
+    n_accepted: int
+    n_steps: int  # verify batches (plain decoding: one per token)
+    n_steps_with_draft: int
+    prefill_s: float
+    decode_s: float
+    llama_s: float  # time spent inside llama.cpp (decodes), prefill and decode
+    draft_max: int  # the draft length in use at the time of this snapshot (0 = plain decoding)
+    step_overhead_ms_median: float = 0.0  # time per step spent outside llama.cpp
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.n_accepted / self.n_drafted if self.n_drafted else 0.0
+
+    @property
+    def mean_accepted_length(self) -> float:
+        """Tokens accepted per step that had a draft."""
+        return self.n_accepted / self.n_steps_with_draft if self.n_steps_with_draft else 0.0
+
+    @property
+    def tokens_per_step(self) -> float:
+        return self.n_generated / self.n_steps if self.n_steps else 0.0
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        return self.n_prefilled / self.prefill_s if self.prefill_s > 0 else 0.0
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return self.n_generated / self.decode_s if self.decode_s > 0 else 0.0
+
+    @property
+    def total_s(self) -> float:
+        return self.prefill_s + self.decode_s
+
+    @property
+    def llama_fraction(self) -> float:
+        return self.llama_s / self.total_s if self.total_s > 0 else 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "speculation": self.speculation,
+            "n_prompt_tokens": self.n_prompt_tokens,
+            "n_prefilled": self.n_prefilled,
+            "n_generated": self.n_generated,
+            "n_drafted": self.n_drafted,
+            "n_accepted": self.n_accepted,
+            "n_steps": self.n_steps,
+            "acceptance_rate": round(self.acceptance_rate, 4),
+            "mean_accepted_length": round(self.mean_accepted_length, 3),
+            "prefill_s": round(self.prefill_s, 4),
+            "decode_s": round(self.decode_s, 4),
+            "prefill_tokens_per_s": round(self.prefill_tokens_per_s, 2),
+            "decode_tokens_per_s": round(self.decode_tokens_per_s, 2),
+            "llama_s": round(self.llama_s, 4),
+            "llama_fraction": round(self.llama_fraction, 4),
+            "step_overhead_ms_median": round(self.step_overhead_ms_median, 4),
+        }
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The last event of a reply."""
+
+    stop_reason: StopReason
+    text: str
+    token_ids: tuple[int, ...]
+    stats: Stats
+
+
+Event = Union[TextPiece, Stats, Finished]

@@ -1,0 +1,107 @@
+"""Turn a row of logits into what the target (or the draft) would sample from.
+
+`distribution` applies repetition penalty, temperature, top-k, top-p and min-p in llama.cpp's
+order and returns a sparse distribution (ids, probs). The speculative rule compares target and
+draft distributions made by this same function, so the filters apply identically to both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.config import SamplingParams
+
+
+@dataclass(frozen=True)
+class Dist:
+    """A sparse probability distribution over token ids. ids are unique; probs sum to 1."""
+
+    ids: np.ndarray  # int64
+    probs: np.ndarray  # float64
+
+    def prob(self, token: int) -> float:
+        hit = np.nonzero(self.ids == token)[0]
+        return float(self.probs[hit[0]]) if hit.size else 0.0
+
+    def sample(self, rng: np.random.Generator) -> int:
+        return int(self.ids[_choose(self.probs, rng)])
+
+
+def _choose(probs: np.ndarray, rng: np.random.Generator) -> int:
+    cdf = np.cumsum(probs)
+    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(probs) - 1))
+
+
+def penalize(logits: np.ndarray, history: Sequence[int], params: SamplingParams) -> np.ndarray:
+    """llama.cpp's repetition penalty over the last repeat_last_n tokens (a copy when it applies)."""
+    if params.repeat_penalty == 1.0 or not history:
+        return logits
+    recent = np.unique(np.asarray(history[-params.repeat_last_n :], dtype=np.int64))
+    out = logits.copy()
+    values = out[recent]
+    out[recent] = np.where(values > 0, values / params.repeat_penalty, values * params.repeat_penalty)
+    return out
+
+
+def greedy(logits: np.ndarray, history: Sequence[int], params: SamplingParams) -> int:
+    return int(np.argmax(penalize(logits, history, params)))
+
+
+def distribution(logits: np.ndarray, history: Sequence[int], params: SamplingParams) -> Dist:
+    logits = penalize(logits, history, params)
+    n_vocab = logits.shape[0]
+    if 0 < params.top_k < n_vocab:
+        ids = np.argpartition(logits, -params.top_k)[-params.top_k :]
+    else:
+        ids = np.arange(n_vocab)
+    scaled = logits[ids].astype(np.float64) / max(params.temperature, 1e-6)
+    order = np.argsort(-scaled, kind="stable")
+    ids, scaled = ids[order], scaled[order]
+    probs = np.exp(scaled - scaled[0])
+    probs /= probs.sum()
+    keep = len(probs)
+    if params.top_p < 1.0:
+        # Keep the smallest prefix whose mass reaches top_p (at least one token).
+        keep = min(keep, int(np.searchsorted(np.cumsum(probs), params.top_p, side="left")) + 1)
+    if params.min_p > 0.0:
+        keep = min(keep, max(1, int(np.count_nonzero(probs[:keep] >= params.min_p * probs[0]))))
+    ids, probs = ids[:keep], probs[:keep]
+    return Dist(ids.astype(np.int64), probs / probs.sum())
+
+
+def top_probability(logits: np.ndarray) -> float:
+    """The softmax probability of the argmax token, without building the distribution."""
+    m = float(logits.max())
+    return 1.0 / float(np.exp(logits - m, dtype=np.float32).sum())
+
+
+def accept_draft(
+    p: Dist, token: int, q: Dist | None, rng: np.random.Generator
+) -> tuple[bool, int | None]:
+    """The speculative sampling rule for one drafted token.
+
+    p: target distribution at this position, q: the draft's (None: the draft was
+    deterministic, q is one-hot on `token`). Accept with probability min(1, p/q); on
+    rejection return a token from the normalised residual max(0, p - q). Either way the
+    emitted token is distributed exactly as p (Leviathan et al. 2023, Chen et al. 2023).
+    """
+    p_tok = p.prob(token)
+    q_tok = 1.0 if q is None else q.prob(token)
+    if q_tok > 0.0 and rng.random() < min(1.0, p_tok / q_tok):
+        return True, None
+    if q is None:
+        residual = np.where(p.ids == token, 0.0, p.probs)
+        ids = p.ids
+    else:
+        ids = np.union1d(p.ids, q.ids)
+        p_dense = np.zeros(len(ids))
+        q_dense = np.zeros(len(ids))
+        p_dense[np.searchsorted(ids, p.ids)] = p.probs
+        q_dense[np.searchsorted(ids, q.ids)] = q.probs
+        residual = np.maximum(p_dense - q_dense, 0.0)
+    if residual.sum() <= 0.0:  # p == q up to rounding: any token from p is right
+        return False, p.sample(rng)
+    return False, int(ids[_choose(residual / residual.sum(), rng)])

@@ -1,0 +1,306 @@
+"""The speculative decoding loop: draft, verify in one batch, accept a prefix, roll back the rest.
+
+Invariant: `target.tokens` is exactly the target's KV cache, and `pending` (the last token of
+`ctx`) is the one token emitted but not yet decoded. Each step decodes [pending] + draft in a
+single target batch with logits for every row: row i is the target's distribution for the
+position right after draft[i-1]. Drafts are kept while the target agrees (greedy: the same
+argmax; sampling: the min(1, p/q) rule in engine/sampling.accept_draft), then the target adds one
+token of its own: the correction at the first rejection, or a bonus token after a fully
+accepted draft. Rejected positions are removed from the target's cache; the draft model's cache
+is trimmed lazily on its next proposal (ModelDrafter.propose). Plain decoding is the same step
+with an empty draft, so turning speculation off changes nothing else.
+
+Legend: p = target distribution, q = draft distribution, k = drafted tokens this step.
+"""
+
+from __future__ import annotations
+
+import codecs
+import statistics
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.adaptive import DraftLengthController
+from engine.backend import ContextFullError, LlamaRunner
+from engine.config import SamplingParams
+from engine.drafters import Draft, ModelDrafter, NgramDrafter
+from engine.events import Event, Finished, SpeculationKind, Stats, StopReason, TextPiece
+from engine.sampling import accept_draft, distribution, penalize
+
+STATS_INTERVAL_S = 0.1
+
+
+@dataclass
+class _Counters:
+    n_prompt_tokens: int = 0
+    n_prefilled: int = 0
+    n_generated: int = 0
+    n_drafted: int = 0
+    n_accepted: int = 0
+    n_steps: int = 0
+    n_steps_with_draft: int = 0
+    prefill_s: float = 0.0
+    decode_started: float = 0.0
+    llama_s: float = 0.0
+    step_overhead_s: list[float] = field(default_factory=list)
+
+
+class _TextAssembler:
+    """Bytes of tokens -> text pieces: holds back incomplete UTF-8 and possible stop-string starts."""
+
+    def __init__(self, stop: Sequence[str]) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.stop = [s for s in stop if s]
+        self.text = ""  # everything decoded so far
+        self.n_emitted = 0  # characters of self.text already handed out
+        self.stopped = False
+
+    def add(self, data: bytes) -> None:
+        self.text += self._decoder.decode(data)
+
+    def flush(self) -> None:
+        self.text += self._decoder.decode(b"", final=True)
+
+    def ready(self, final: bool) -> str:
+        """Text that can be shown now; sets `stopped` and cuts the text at a stop string."""
+        if self.stop and not self.stopped:
+            start = max(0, self.n_emitted - max(len(s) for s in self.stop))
+            hits = [i for i in (self.text.find(s, start) for s in self.stop) if i >= 0]
+            if hits:
+                self.text = self.text[: min(hits)]
+                self.stopped = True
+        end = len(self.text)
+        if self.stop and not self.stopped and not final:
+            # Hold back a tail that could still grow into a stop string.
+            for s in self.stop:
+                for n in range(min(len(s) - 1, end - self.n_emitted), 0, -1):
+                    if self.text.endswith(s[:n]):
+                        end = min(end, len(self.text) - n)
+                        break
+        piece = self.text[self.n_emitted : end]
+        self.n_emitted = end
+        return piece
+
+
+class SpeculativeDecoder:
+    def __init__(
+        self,
+        target: LlamaRunner,
+        drafter: NgramDrafter | ModelDrafter | None,
+        controller: DraftLengthController | None,
+    ) -> None:
+        self.target = target
+        self.drafter = drafter
+        self.controller = controller
+
+    @property
+    def speculation(self) -> SpeculationKind:
+        if self.drafter is None:
+            return "none"
+        return "ngram" if isinstance(self.drafter, NgramDrafter) else "draft"
+
+    def run(
+        self,
+        prompt: list[int],
+        params: SamplingParams,
+        max_tokens: int,
+        stop: Sequence[str] = (),
+        cancel: threading.Event | None = None,
+        speculate: bool = True,
+    ) -> Iterator[Event]:
+        target = self.target
+        drafter = self.drafter if speculate else None
+        controller = self.controller
+        kind: SpeculationKind = self.speculation if drafter is not None else "none"
+        rng = np.random.default_rng(params.seed)
+        c = _Counters(n_prompt_tokens=len(prompt))
+        llama_s0 = target.llama_s + self._draft_llama_s()
+
+        # Prefill everything but the last prompt token; it goes into the first verify batch.
+        t0 = time.perf_counter()
+        n_keep = target.common_prefix(prompt[:-1])
+        target.truncate(n_keep)
+        target.decode(prompt[n_keep:-1], n_logits=0)
+        c.n_prefilled = len(prompt) - n_keep
+        c.prefill_s = time.perf_counter() - t0
+        c.decode_started = time.perf_counter()
+
+        ctx = list(prompt)  # prompt + everything emitted; ctx[-1] is the pending token
+        out_tokens: list[int] = []
+        text = _TextAssembler(stop)
+        if isinstance(drafter, NgramDrafter):
+            drafter.begin(ctx)
+        last_stats = time.perf_counter()
+        stop_reason: StopReason = "length"
+
+        def stats(draft_max: int) -> Stats:
+            now = time.perf_counter()
+            return Stats(
+                speculation=kind,
+                n_prompt_tokens=c.n_prompt_tokens,
+                n_prefilled=c.n_prefilled,
+                n_generated=c.n_generated,
+                n_drafted=c.n_drafted,
+                n_accepted=c.n_accepted,
+                n_steps=c.n_steps,
+                n_steps_with_draft=c.n_steps_with_draft,
+                prefill_s=c.prefill_s,
+                decode_s=now - c.decode_started,
+                llama_s=target.llama_s + self._draft_llama_s() - llama_s0,
+                draft_max=draft_max,
+                step_overhead_ms_median=(
+                    statistics.median(c.step_overhead_s) * 1000 if c.step_overhead_s else 0.0
+                ),
+            )
+
+        k = 0
+        while True:
+            if cancel is not None and cancel.is_set():
+                stop_reason = "cancelled"
+                break
+            if c.n_generated >= max_tokens:
+                stop_reason = "length"
+                break
+            room = target.n_ctx - len(target.tokens) - 1
+            if room < 0:
+                stop_reason = "context"
+                break
+            step_t0 = time.perf_counter()
+            llama_step0 = target.llama_s + self._draft_llama_s()
+
+            # 1. Draft.
+            draft, bucket = self._draft(drafter, ctx, params, rng, min(room, max_tokens - c.n_generated))
+            k = len(draft.tokens)
+
+            # 2. Verify [pending] + draft in one target batch.
+            n_before = len(target.tokens)
+            v0 = target.llama_s
+            try:
+                rows = target.decode([ctx[-1], *draft.tokens], n_logits=k + 1)
+            except ContextFullError:
+                stop_reason = "context"
+                break
+            verify_s = target.llama_s - v0
+
+            # 3. Accept the agreed prefix, then one token from the target.
+            emitted, n_accepted = self._accept(rows, draft, ctx, params, rng)
+
+            # 4. Roll back what the target rejected: keep pending + accepted drafts.
+            target.truncate(n_before + 1 + n_accepted)
+            if controller is not None and drafter is not None:
+                controller.record(bucket, k, n_accepted, verify_s, draft.token_s)
+            c.n_steps += 1
+            c.n_drafted += k
+            c.n_accepted += n_accepted
+            c.n_steps_with_draft += k > 0
+            overhead = (time.perf_counter() - step_t0) - (
+                target.llama_s + self._draft_llama_s() - llama_step0
+            )
+            c.step_overhead_s.append(overhead)
+
+            # 5. Emit, stopping at an end-of-generation token, the token budget or a stop string.
+            pieces: list[TextPiece] = []
+            finished = False
+            for i, token in enumerate(emitted):
+                if target.is_eog(token):
+                    stop_reason, finished = "eos", True
+                    break
+                ctx.append(token)
+                out_tokens.append(token)
+                c.n_generated += 1
+                text.add(target.token_bytes(token))
+                piece = text.ready(final=False)
+                is_draft = i < n_accepted
+                if piece:
+                    if pieces and pieces[-1].is_draft == is_draft:
+                        last = pieces.pop()
+                        pieces.append(TextPiece(last.text + piece, last.n_tokens + 1, is_draft))
+                    else:
+                        pieces.append(TextPiece(piece, 1, is_draft))
+                if text.stopped:
+                    stop_reason, finished = "stop", True
+                    break
+                if c.n_generated >= max_tokens:
+                    break
+            yield from pieces
+            if finished:
+                break
+            if time.perf_counter() - last_stats >= STATS_INTERVAL_S:
+                last_stats = time.perf_counter()
+                yield stats(k)
+
+        if not text.stopped:
+            text.flush()
+            tail = text.ready(final=True)
+            if tail:
+                yield TextPiece(tail, 0, False)
+        final = stats(k)
+        yield final
+        yield Finished(stop_reason, text.text, tuple(out_tokens), final)
+
+    # -- pieces of a step ---------------------------------------------------------------------
+
+    def _draft_llama_s(self) -> float:
+        return self.drafter.runner.llama_s if isinstance(self.drafter, ModelDrafter) else 0.0
+
+    def _draft(
+        self,
+        drafter: NgramDrafter | ModelDrafter | None,
+        ctx: list[int],
+        params: SamplingParams,
+        rng: np.random.Generator,
+        room: int,
+    ) -> tuple[Draft, int]:
+        """The step's draft and its acceptance bucket (for n-gram: the match length, capped)."""
+        controller = self.controller
+        if drafter is None or controller is None or room <= 0:
+            return Draft([]), 0
+        if isinstance(drafter, NgramDrafter):
+            candidates, match_len = drafter.lookup(ctx, min(controller.k_max, room))
+            bucket = min(match_len, 4)
+            k = controller.choose(len(candidates), bucket)
+            return Draft(candidates[:k]), bucket
+        k = controller.choose(min(controller.k_max, room), 0)
+        return drafter.propose(ctx, k, params, rng), 0
+
+    def _accept(
+        self,
+        rows: np.ndarray,
+        draft: Draft,
+        ctx: list[int],
+        params: SamplingParams,
+        rng: np.random.Generator,
+    ) -> tuple[list[int], int]:
+        """Tokens this step emits (accepted drafts, then the target's own) and how many were drafted."""
+        emitted: list[int] = []
+        history = ctx  # extended temporarily with accepted drafts (repetition penalty)
+        n_ctx0 = len(ctx)
+        try:
+            for i, token in enumerate(draft.tokens):
+                if params.is_greedy:
+                    best = int(np.argmax(penalize(rows[i], history, params)))
+                    if best != token:
+                        emitted.append(best)
+                        return emitted, i
+                else:
+                    p = distribution(rows[i], history, params)
+                    q = draft.dists[i] if draft.dists is not None else None
+                    ok, correction = accept_draft(p, token, q, rng)
+                    if not ok:
+                        assert correction is not None
+                        emitted.append(correction)
+                        return emitted, i
+                emitted.append(token)
+                history.append(token)
+            last = rows[len(draft.tokens)]
+            if params.is_greedy:
+                emitted.append(int(np.argmax(penalize(last, history, params))))
+            else:
+                emitted.append(distribution(last, history, params).sample(rng))
+            return emitted, len(draft.tokens)
+        finally:
+            del history[n_ctx0:]
