@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -33,6 +34,10 @@ class CatalogError(TandemError):
 
 class UnknownPairError(TandemError):
     """A pair name that is not in the catalog."""
+
+
+class ImportModelError(TandemError):
+    """A model file could not be copied into the models folder (disk full, permissions)."""
 
 
 @dataclass(frozen=True)
@@ -268,6 +273,7 @@ def detect_machine() -> MachineInfo:
 class Fit:
     is_fitting: bool
     reason: str
+    is_gpu_advised: bool = False  # fits, but the reported speedup needs a GPU this machine lacks
 
 
 def fit_for(pair: CatalogPair, machine: MachineInfo) -> Fit:
@@ -279,7 +285,7 @@ def fit_for(pair: CatalogPair, machine: MachineInfo) -> Fit:
             f"this machine has {format_bytes(machine.total_ram_bytes)}",
         )
     if pair.is_gpu_recommended and not machine.has_gpu:
-        return Fit(True, "fits in memory; without a GPU expect little or no speedup from a draft model")
+        return Fit(True, "fits in memory; without a GPU expect little or no speedup from a draft model", True)
     if machine.has_gpu:
         return Fit(True, f"fits ({machine.gpu_label})")
     return Fit(True, "fits")
@@ -378,3 +384,36 @@ def draft_choices(target: GGUFInfo, candidates: Iterable[LocalModel]) -> list[Dr
         choices.append(DraftChoice(model.path, model.name, pair_problem(target, model.info)))
     choices.sort(key=lambda c: (not c.is_compatible, c.name.lower()))
     return choices
+
+
+def import_model(source: Path, models_dir: Path | None = None) -> Path:
+    """Check a GGUF file and copy it into <models>/imported/; a copy never appears half-written."""
+    source = Path(source).expanduser()
+    read_gguf_info(source)  # raises ModelFileError with the reason (not GGUF, truncated, ...)
+    root = (models_dir or paths.models_dir()).resolve()
+    if source.resolve().is_relative_to(root):
+        return source  # already in the library
+    folder = root / "imported"
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = source.name.removesuffix(".gguf")
+    dest = folder / f"{stem}.gguf"
+    n = 1
+    while dest.exists():
+        if dest.stat().st_size == source.stat().st_size:
+            return dest  # imported before
+        n += 1
+        dest = folder / f"{stem}-{n}.gguf"
+    free = shutil.disk_usage(folder).free
+    if source.stat().st_size > free:
+        raise ImportModelError(
+            f"not enough free disk space in {folder} to import {source.name} "
+            f"({format_bytes(source.stat().st_size)} needed, {format_bytes(free)} free)"
+        )
+    partial = dest.with_name(dest.name + ".part")
+    try:
+        shutil.copyfile(source, partial)
+        os.replace(partial, dest)
+    except OSError as e:
+        partial.unlink(missing_ok=True)
+        raise ImportModelError(f"could not copy {source} into {folder}: {e.strerror or e}") from e
+    return dest

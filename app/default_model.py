@@ -52,3 +52,42 @@ def ensure_default_model() -> Path:
         )
     os.replace(partial, target)
     return target
+
+
+def write_f16_copy(source: Path, dest: Path) -> Path:
+    """Dequantize a GGUF into an F16 GGUF of the same model: same tokenizer, same function.
+
+    With the embedded Q4_K_M model this gives a real target (F16) / draft (Q4_K_M) pair offline.
+    """
+    import gguf
+    import numpy as np
+
+    reader = gguf.GGUFReader(str(source))
+    arch = str(reader.fields["general.architecture"].contents())
+    partial = dest.with_name(dest.name + ".part")
+    writer = gguf.GGUFWriter(str(partial), arch)
+    for field in reader.fields.values():
+        if field.name.startswith("GGUF.") or field.name in ("general.architecture", "general.file_type"):
+            continue
+        sub_type = field.types[1] if len(field.types) > 1 else None
+        writer.add_key_value(field.name, field.contents(), field.types[0], sub_type)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    for tensor in reader.tensors:
+        data = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+        # Norms and other vectors stay F32, as llama.cpp's converter leaves them.
+        data = data.astype(np.float16 if data.ndim > 1 else np.float32)
+        writer.add_tensor(tensor.name, data)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    os.replace(partial, dest)
+    return dest
+
+
+def ensure_default_f16() -> Path:
+    """The F16 copy of the default model (made on first use, about 15 s)."""
+    dest = models_dir() / "gemma-3-270m-f16.gguf"
+    if not dest.exists():
+        write_f16_copy(ensure_default_model(), dest)
+    return dest

@@ -8,6 +8,7 @@ the previous file whole.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -108,10 +109,8 @@ def load_settings(path: Path | None = None) -> Settings:
     except (OSError, ValueError, TypeError) as e:
         backup = path.with_name(path.name + ".corrupt")
         log.warning("settings file %s is unreadable (%s); using defaults, kept it as %s", path, e, backup)
-        try:
+        with contextlib.suppress(OSError):
             os.replace(path, backup)
-        except OSError:
-            pass
         return Settings()
 
 

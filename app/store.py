@@ -145,9 +145,7 @@ class Store:
 
     # messages
 
-    def add_message(
-        self, conversation_id: int, role: str, content: str, status: str = "complete"
-    ) -> Message:
+    def add_message(self, conversation_id: int, role: str, content: str, status: str = "complete") -> Message:
         now = time.time()
         with self._db:
             cur = self._db.execute(
@@ -182,7 +180,9 @@ class Store:
 
     def set_status(self, message_ids: Iterable[int], status: str) -> None:
         with self._db:
-            self._db.executemany("UPDATE messages SET status = ? WHERE id = ?", [(status, i) for i in message_ids])
+            self._db.executemany(
+                "UPDATE messages SET status = ? WHERE id = ?", [(status, i) for i in message_ids]
+            )
 
     def messages(self, conversation_id: int, include_superseded: bool = False) -> list[Message]:
         where = "" if include_superseded else "AND status != 'superseded'"

@@ -309,7 +309,9 @@ def format_plain(system_prompt: str, turns: tuple[ChatTurn, ...]) -> str:
     return "\n".join(lines)
 
 
-def build_prompt(engine: Any, request: ReplyRequest, n_dropped_before: int) -> tuple[str, tuple[str, ...], int, int]:
+def build_prompt(
+    engine: Any, request: ReplyRequest, n_dropped_before: int
+) -> tuple[str, tuple[str, ...], int, int]:
     """The prompt for a reply: (prompt, stop strings, turns left out, prompt tokens).
 
     When the conversation outgrows the context the oldest turns are left out, whole user/assistant
@@ -365,7 +367,9 @@ def worker_main(
     # Ctrl+C in a terminal goes to the whole process group: the parent decides, not the child.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(
-        filename=log_path, level=logging.INFO, format="%(asctime)s worker %(process)d %(levelname)s %(message)s"
+        filename=log_path,
+        level=logging.INFO,
+        format="%(asctime)s worker %(process)d %(levelname)s %(message)s",
     )
     # A native crash (SIGSEGV in llama.cpp) leaves a Python traceback in the log.
     with open(log_path, "a", encoding="utf-8") as crash_log:
@@ -453,6 +457,10 @@ class WorkerProcess:
     def pid(self) -> int | None:
         return self._process.pid if self._process else None
 
+    @property
+    def exitcode(self) -> int | None:
+        return self._process.exitcode if self._process else None
+
     def is_alive(self) -> bool:
         return bool(self._process and self._process.is_alive())
 
@@ -513,4 +521,3 @@ class WorkerProcess:
         self._events.close()
         if not self._closing:
             self._on_message(WorkerDied(process.exitcode, death_sentence(process.exitcode)))
-

@@ -16,10 +16,22 @@ import numpy as np
 from engine.errors import DecodeError, ModelLoadError, OutOfMemoryError
 
 
-def _quiet_llama_logs() -> None:
-    from llama_cpp import _logger
+_log_callback = None  # kept alive: llama.cpp holds a pointer to it
 
-    _logger.set_verbose(False)
+
+def _quiet_llama_logs() -> None:
+    """Drop llama.cpp's log lines: the CLI's stderr carries Tandem's own messages only."""
+    global _log_callback
+    if _log_callback is not None:
+        return
+    import llama_cpp
+
+    @llama_cpp.llama_log_callback
+    def _drop(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        return None
+
+    _log_callback = _drop
+    llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
 
 
 class ContextFullError(Exception):
@@ -174,6 +186,28 @@ class LlamaRunner:
         # Rows with logits are stored contiguously, in batch order (llama.h).
         array = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(n_logits * self.n_vocab,))
         return array.reshape(n_logits, self.n_vocab)
+
+    def time_batches(self, sizes: Sequence[int], context_tokens: Sequence[int]) -> dict[int, float]:
+        """Seconds for one decode of each batch size, every row with logits (a verify batch).
+
+        Measured on top of `context_tokens` on an empty cache, which is left empty again.
+        """
+        assert not self.tokens, "measure on an empty cache"
+        sizes = [n for n in sizes if n <= self.n_batch and len(context_tokens) + n <= self.n_ctx]
+        filler = list(context_tokens) * (1 + max(sizes, default=1) // max(len(context_tokens), 1))
+        costs: dict[int, float] = {}
+        try:
+            self.decode(context_tokens, n_logits=0)
+            self.decode(filler[:1], n_logits=1)  # warm-up: first decodes allocate buffers
+            self.truncate(len(context_tokens))
+            for n in sizes:
+                t0 = time.perf_counter()
+                self.decode(filler[:n], n_logits=n)
+                costs[n] = time.perf_counter() - t0
+                self.truncate(len(context_tokens))
+        finally:
+            self.clear()
+        return costs
 
     def close(self) -> None:
         if self._batch is not None:

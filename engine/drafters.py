@@ -31,7 +31,12 @@ class Draft:
 class NgramDrafter:
     kind = "ngram"
 
-    def __init__(self, max_ngram: int = 6) -> None:
+    @staticmethod
+    def bucket(match_len: int) -> int:
+        """Acceptance statistics are kept per class of match length: longer matches draft better."""
+        return 1 if match_len <= 1 else 2 if match_len == 2 else 3 if match_len <= 4 else 4
+
+    def __init__(self, max_ngram: int = 8) -> None:
         self.max_ngram = max_ngram
         # _index[n][ngram] = end position (exclusive) of its latest occurrence.
         self._index: list[dict[tuple[int, ...], int]] = [{} for _ in range(max_ngram + 1)]

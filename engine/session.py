@@ -27,9 +27,12 @@ class Engine:
         self.config = config
         self.n_threads = config.n_threads or default_threads()
         self.info_target: GGUFInfo = read_gguf_info(config.target_path)
+        # Never more context than the model was trained for (quality falls apart past it).
+        n_ctx_train = self.info_target.context_length
+        n_ctx = min(config.n_ctx, n_ctx_train) if n_ctx_train else config.n_ctx
         self.target = LlamaRunner(
             str(self.info_target.path),
-            n_ctx=config.n_ctx,
+            n_ctx=n_ctx,
             n_threads=self.n_threads,
             n_gpu_layers=config.n_gpu_layers,
             n_batch=config.n_batch,
@@ -39,6 +42,7 @@ class Engine:
         self._drafter: NgramDrafter | ModelDrafter | None = None
         self._controller: DraftLengthController | None = None
         self._chat_formatter = None
+        self._verify_costs: dict[int, float] | None = None
         try:
             self.set_draft(config.draft)
         except TandemError:
@@ -64,6 +68,7 @@ class Engine:
             self._close_draft()
             self._drafter, self.info_draft = NgramDrafter(), None
             self._controller = DraftLengthController(k_max, self.config.adaptive)
+            self._controller.calibrate(self._measure_verify_costs(), None)
             return
         assert draft is not None
         info = read_gguf_info(draft)
@@ -80,6 +85,26 @@ class Engine:
         self._close_draft()
         self._drafter, self.info_draft = ModelDrafter(runner, self.config.draft_p_min), info
         self._controller = DraftLengthController(k_max, self.config.adaptive, draft_costs_time=True)
+        draft_costs = runner.time_batches([1], self._calibration_tokens())
+        self._controller.calibrate(self._measure_verify_costs(), draft_costs.get(1))
+
+    def _calibration_tokens(self) -> list[int]:
+        return self.tokenize("The quick brown fox jumps over the lazy dog, and then it runs away.")
+
+    def _measure_verify_costs(self) -> dict[int, float]:
+        """The target's verify-batch costs, measured once per engine on an empty cache.
+
+        Knowing them up front lets the draft-length controller pick a good length from the
+        first step, and skip a draft model that cannot pay on this machine before it costs
+        anything. Measured only while the cache is empty (at load); later switches reuse them.
+        """
+        if self._verify_costs is None:
+            if self.target.tokens:
+                return {}
+            self._verify_costs = self.target.time_batches(
+                [1, 2, 4, 8, 16, 32], self._calibration_tokens()
+            )
+        return self._verify_costs
 
     def _close_draft(self) -> None:
         if isinstance(self._drafter, ModelDrafter):
@@ -165,9 +190,9 @@ class Engine:
         elif isinstance(self._drafter, NgramDrafter):
             self._drafter = NgramDrafter()
         if self._controller is not None:
-            self._controller = DraftLengthController(
-                self._controller.k_max, self._controller.adaptive, self._controller.draft_costs_time
-            )
+            old = self._controller
+            self._controller = DraftLengthController(old.k_max, old.adaptive, old.draft_costs_time)
+            self._controller.calibrate(self._verify_costs or {}, old.calibrated_draft_token_s)
 
     def close(self) -> None:
         self._close_draft()

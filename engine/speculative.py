@@ -261,7 +261,7 @@ class SpeculativeDecoder:
             return Draft([]), 0
         if isinstance(drafter, NgramDrafter):
             candidates, match_len = drafter.lookup(ctx, min(controller.k_max, room))
-            bucket = min(match_len, 4)
+            bucket = NgramDrafter.bucket(match_len)
             k = controller.choose(len(candidates), bucket)
             return Draft(candidates[:k]), bucket
         k = controller.choose(min(controller.k_max, room), 0)
@@ -276,6 +276,8 @@ class SpeculativeDecoder:
         rng: np.random.Generator,
     ) -> tuple[list[int], int]:
         """Tokens this step emits (accepted drafts, then the target's own) and how many were drafted."""
+        if params.is_greedy and params.repeat_penalty == 1.0:
+            return self._accept_greedy(rows, draft.tokens)
         emitted: list[int] = []
         history = ctx  # extended temporarily with accepted drafts (repetition penalty)
         n_ctx0 = len(ctx)
@@ -304,3 +306,16 @@ class SpeculativeDecoder:
             return emitted, len(draft.tokens)
         finally:
             del history[n_ctx0:]
+
+    @staticmethod
+    def _accept_greedy(rows: np.ndarray, drafted: list[int]) -> tuple[list[int], int]:
+        """Greedy verification in two numpy calls: a drafted token is accepted when its logit is
+        the row's maximum (a row max is cheaper than an argmax, and the rows are 1 MB each with a
+        262k vocabulary). Exact ties between two logits are treated as agreement."""
+        k = len(drafted)
+        if k:
+            agree = rows[np.arange(k), drafted] >= rows[:k].max(axis=1)
+            n_accepted = k if agree.all() else int(np.argmin(agree))
+        else:
+            n_accepted = 0
+        return [*drafted[:n_accepted], int(np.argmax(rows[n_accepted]))], n_accepted

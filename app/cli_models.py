@@ -1,0 +1,346 @@
+"""`tandem models ...`: the model library on the command line.
+
+    tandem models download REPO_ID FILENAME [--revision REV]
+    tandem models download --pair NAME
+    tandem models list
+    tandem models pairs TARGET
+    tandem models import PATH
+    tandem models catalog
+
+Progress goes to stderr, results to stdout (`download` and `import` print the local path as
+their last stdout line, so scripts can take it with `tail -1`). Every failure is one line on
+stderr starting with `error: ` and exit code 2; an interrupted download keeps its .part file
+and resumes on the next run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import TextIO
+
+from app import paths
+from app.catalog import (
+    Catalog,
+    LocalModel,
+    detect_machine,
+    draft_choices,
+    fit_for,
+    format_bytes,
+    format_params,
+    import_model,
+    load_catalog,
+    scan_local_models,
+)
+from app.downloads import DownloadProgress, FileRequest, download_files, pair_requests
+from engine.errors import TandemError
+
+EXIT_OK = 0
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a usage mistake ends with one `error: ` line like every other failure."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"error: {message}\n")
+        sys.exit(EXIT_ERROR)
+
+
+def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register `models` and its sub-commands; the handler is set as `handler=run_models`."""
+    models = subparsers.add_parser(
+        "models",
+        help="download, list, import and pair GGUF models",
+        description="The model library: catalog pairs, downloads that resume, local files.",
+    )
+    models.set_defaults(handler=run_models)
+    sub = models.add_subparsers(dest="models_command", metavar="COMMAND")
+    sub.required = True
+
+    download = sub.add_parser("download", help="download a GGUF file or a catalog pair from the hub")
+    download.add_argument(
+        "repo_id", nargs="?", help="hub repository, e.g. bartowski/Qwen2.5-7B-Instruct-GGUF"
+    )
+    download.add_argument("filename", nargs="?", help="GGUF file in that repository")
+    download.add_argument("--revision", default="main", help="branch, tag or commit (default: main)")
+    download.add_argument("--pair", metavar="NAME", help="download both files of a catalog pair")
+    download.add_argument("--sha256", help="expected sha256 of the file (the hub's own is checked anyway)")
+    download.add_argument("--catalog", type=Path, help=argparse.SUPPRESS)
+
+    sub.add_parser("list", help="local models with size, architecture, quantisation, parameters, context")
+
+    pairs = sub.add_parser("pairs", help="local drafts that can draft for TARGET, and why the others cannot")
+    pairs.add_argument("target", help="a .gguf path, or the file name of a local model")
+
+    imp = sub.add_parser("import", help="check a GGUF file and copy it into the models folder")
+    imp.add_argument("path", type=Path)
+
+    catalog = sub.add_parser("catalog", help="curated pairs, their sizes and whether they fit this machine")
+    catalog.add_argument("--catalog", type=Path, help=argparse.SUPPRESS)
+    catalog.add_argument("--json", action="store_true", help="machine-readable output")
+    return models
+
+
+def run_models(args: argparse.Namespace) -> int:
+    """Run a parsed `models` command; TandemErrors become one `error:` line and exit code 2."""
+    commands = {
+        "download": _cmd_download,
+        "list": _cmd_list,
+        "pairs": _cmd_pairs,
+        "import": _cmd_import,
+        "catalog": _cmd_catalog,
+    }
+    try:
+        return commands[args.models_command](args)
+    except TandemError as e:
+        return _fail(str(e))
+    except KeyboardInterrupt:
+        _fail("interrupted; a partial download is kept and resumes when you run the command again")
+        return EXIT_INTERRUPTED
+    except Exception as e:  # the edge of the program: no traceback on screen, a log for a bug report
+        log = _log_traceback()
+        return _fail(f"unexpected {type(e).__name__}: {e} (details in {log})")
+
+
+def main_models(argv: list[str]) -> int:
+    """`tandem models ARGV...` as a function, for tests and `python -m app.cli_models`."""
+    parser = _ArgumentParser(prog="tandem")
+    subparsers = parser.add_subparsers(dest="command", parser_class=_ArgumentParser)
+    add_models_parser(subparsers)
+    try:
+        args = parser.parse_args(["models", *argv])
+    except SystemExit as e:
+        return int(e.code) if isinstance(e.code, int) else EXIT_ERROR
+    return run_models(args)
+
+
+def _fail(message: str) -> int:
+    # One line, whatever the message holds: scripts read the last line of stderr.
+    sys.stdout.flush()
+    sys.stderr.write("error: " + " ".join(message.split()) + "\n")
+    sys.stderr.flush()
+    return EXIT_ERROR
+
+
+def _log_traceback() -> Path:
+    log = paths.logs_dir() / "cli-errors.log"
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(time.strftime("%Y-%m-%d %H:%M:%S") + "\n" + traceback.format_exc() + "\n")
+    return log
+
+
+# --- download --------------------------------------------------------------------------------
+
+
+class _ProgressPrinter:
+    """A live line on a terminal; one line a second when stderr is a file or a pipe."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.is_tty = stream.isatty()
+        self._last_line_s = 0.0
+        self._line_open = False
+
+    def __call__(self, p: DownloadProgress) -> None:
+        now = time.monotonic()
+        is_final = p.state in ("done", "verifying", "retrying", "paused", "cancelled")
+        if not is_final and now - self._last_line_s < (0.2 if self.is_tty else 1.0):
+            return
+        self._last_line_s = now
+        speed = f"{format_bytes(p.bytes_per_s)}/s" if p.bytes_per_s else "-"
+        eta = _format_eta(p.eta_s)
+        files = f"[{p.file_index + 1}/{p.n_files}] " if p.n_files > 1 else ""
+        line = (
+            f"{files}{p.filename}: {p.state} {format_bytes(p.file_done_bytes)} / "
+            f"{format_bytes(p.file_total_bytes)} ({p.file_fraction:.0%})"
+        )
+        if p.n_files > 1:
+            line += f", all: {p.total_fraction:.0%}"
+        if p.state == "downloading":
+            line += f", {speed}, {eta} left"
+        if p.message:
+            line += f" - {p.message}"
+        if self.is_tty:
+            self.stream.write("\r\x1b[K" + line)
+            self._line_open = True
+            if p.state in ("done", "retrying"):
+                self.stream.write("\n")
+                self._line_open = False
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self._line_open:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._line_open = False
+
+
+def _format_eta(eta_s: float | None) -> str:
+    if eta_s is None:
+        return "?"
+    seconds = int(eta_s + 0.5)
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    if seconds >= 60:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds} s"
+
+
+def _catalog(args: argparse.Namespace) -> Catalog:
+    return load_catalog(getattr(args, "catalog", None))
+
+
+def _cmd_download(args: argparse.Namespace) -> int:
+    if args.pair and (args.repo_id or args.filename):
+        raise TandemError("give either --pair NAME or REPO_ID FILENAME, not both")
+    if args.pair:
+        pair = _catalog(args).find_pair(args.pair)
+        requests = pair_requests(pair)
+        if not requests:
+            # The embedded pair ships inside Tandem's own packages: assemble it, nothing to fetch.
+            from app.default_model import ensure_default_model
+
+            print(ensure_default_model())
+            return EXIT_OK
+        print(
+            f"downloading {pair.title}: {format_bytes(pair.download_bytes)} (approximate)",
+            file=sys.stderr,
+        )
+    elif args.repo_id and args.filename:
+        requests = [FileRequest(args.repo_id, args.filename, args.revision, args.sha256)]
+    else:
+        raise TandemError(
+            "give REPO_ID FILENAME (e.g. Qwen/Qwen3-0.6B-GGUF Qwen3-0.6B-Q8_0.gguf) or --pair NAME"
+        )
+    printer = _ProgressPrinter(sys.stderr)
+    try:
+        paths_done = download_files(requests, on_progress=printer)
+    finally:
+        printer.close()
+    for path in paths_done:
+        print(path)
+    return EXIT_OK
+
+
+# --- list / pairs / import / catalog ------------------------------------------------------------
+
+
+def _table(rows: list[list[str]], stream: TextIO) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        stream.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    folder = paths.models_dir()
+    models = scan_local_models(folder)
+    if not models:
+        print(
+            f"no models in {folder}; try `tandem models download --pair NAME` or `tandem models import PATH`"
+        )
+        return EXIT_OK
+    rows = [["FILE", "SIZE", "ARCH", "QUANT", "PARAMS", "CONTEXT", "NAME"]]
+    problems: list[LocalModel] = []
+    for m in models:
+        rel = str(m.path.relative_to(folder)) if m.path.is_relative_to(folder) else str(m.path)
+        if m.info is None:
+            problems.append(m)
+            rows.append([rel, format_bytes(m.size_bytes), "-", "-", "-", "-", "unreadable (see below)"])
+            continue
+        info = m.info
+        ctx = f"{info.context_length:,}" if info.context_length else "?"
+        rows.append(
+            [rel, format_bytes(m.size_bytes), info.architecture, info.quantization,
+             format_params(info.n_params), ctx, info.name]
+        )  # fmt: skip
+    _table(rows, sys.stdout)
+    for m in problems:
+        print(f"{m.path.name}: {m.problem}")
+    print(f"{len(models)} model file(s) in {folder}")
+    return EXIT_OK
+
+
+def _resolve_target(spec: str) -> Path:
+    path = Path(spec).expanduser()
+    if path.exists():
+        return path
+    matches = [m.path for m in scan_local_models() if spec in (m.path.name, m.path.stem)]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise TandemError(f"'{spec}' matches {len(matches)} local models; give the full path")
+    raise TandemError(f"no model file '{spec}' (neither a path nor a model in {paths.models_dir()})")
+
+
+def _cmd_pairs(args: argparse.Namespace) -> int:
+    from engine.gguf_info import read_gguf_info
+
+    target_path = _resolve_target(args.target)
+    target = read_gguf_info(target_path)
+    choices = draft_choices(target, scan_local_models())
+    compatible = [c for c in choices if c.is_compatible]
+    incompatible = [c for c in choices if not c.is_compatible]
+    print(f"target: {target.name} ({target_path})")
+    print("compatible drafts:")
+    print("  ngram  (prompt lookup: no draft model needed)")
+    for c in compatible:
+        print(f"  {c.path}")
+    if incompatible:
+        print("incompatible:")
+        for c in incompatible:
+            print(f"  {c.path}: {c.problem}")
+    return EXIT_OK
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    path = import_model(args.path)
+    print(path)
+    return EXIT_OK
+
+
+def _cmd_catalog(args: argparse.Namespace) -> int:
+    catalog = _catalog(args)
+    machine = detect_machine()
+    if args.json:
+        out = []
+        for pair in catalog.pairs:
+            fit = fit_for(pair, machine)
+            out.append(
+                {
+                    "name": pair.name,
+                    "title": pair.title,
+                    "download_bytes": pair.download_bytes,
+                    "fits": fit.is_fitting,
+                    "fit_reason": fit.reason,
+                    "reported_speedup": pair.reported_speedup.factor if pair.reported_speedup else None,
+                    "source": pair.reported_speedup.source if pair.reported_speedup else None,
+                }
+            )
+        print(json.dumps(out, indent=1))
+        return EXIT_OK
+    rows = [["PAIR", "DOWNLOAD", "FITS", "REPORTED", "TITLE"]]
+    for pair in catalog.pairs:
+        fit = fit_for(pair, machine)
+        size = "built in" if pair.is_embedded else format_bytes(pair.download_bytes)
+        speed = f"{pair.reported_speedup.factor:.1f}x" if pair.reported_speedup else "-"
+        fits = "no" if not fit.is_fitting else "yes (GPU advised)" if fit.is_gpu_advised else "yes"
+        rows.append([pair.name, size, fits, speed, pair.title])
+    _table(rows, sys.stdout)
+    print("\npairs that do not work (llama.cpp's vocabulary rules):")
+    for bad in catalog.incompatible:
+        print(f"  {bad.target} + {bad.draft}: {bad.rule} differs; {bad.reason}")
+    print("\nreported speedups are others' numbers on their hardware; see `--json` for sources")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main_models(sys.argv[1:]))

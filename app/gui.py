@@ -1,0 +1,55 @@
+"""The desktop app's entry: `tandem [--model PATH] [--draft PATH|ngram|none]` opens the window."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from app import paths
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="tandem", description="Chat with a local GGUF model, sped up by speculation."
+    )
+    parser.add_argument(
+        "--model",
+        metavar="PATH",
+        help="the target GGUF model (default: the saved choice, else the embedded Gemma 3 270M)",
+    )
+    parser.add_argument(
+        "--draft", metavar="PATH|ngram|none", help="a draft GGUF model, n-gram lookup, or none"
+    )
+    # Qt's own options (-platform, -style...) pass through to QApplication.
+    args, _unknown = parser.parse_known_args(argv)
+    return args
+
+
+def run_gui(argv: list[str]) -> int:
+    """Open the main window; returns the application's exit code."""
+    args = parse_args(argv)
+    logging.basicConfig(
+        filename=paths.logs_dir() / "tandem.log",
+        level=logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    from ui.pyside_refcount_fix import immortalize_singletons
+
+    immortalize_singletons()  # before any Qt call: see the module (PySide6 6.12 on Python 3.11)
+    from PySide6.QtWidgets import QApplication
+
+    from ui.main_window import MainWindow
+
+    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "tandem", *argv])
+    app.setApplicationName("Tandem")
+    app.setApplicationDisplayName("Tandem")
+    window = MainWindow(model=args.model, draft=args.draft)
+    window.show()
+    code = app.exec()
+    window.shutdown()
+    return int(code)
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_gui(sys.argv[1:]))

@@ -1,0 +1,22 @@
+"""`tandem`: the window by default; `tandem generate|bench|models ...` on the command line."""
+
+from __future__ import annotations
+
+import sys
+
+CLI_COMMANDS = ("generate", "bench", "models")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in CLI_COMMANDS:
+        from app.cli import main as cli_main
+
+        return cli_main(args)
+    from app.gui import run_gui
+
+    return run_gui(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""The chat: system prompt, messages, a notice line, the input and its buttons.
+
+The view keeps no conversation state of its own beyond its widgets; the main window tells it
+what to show and listens to its ..._requested signals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ui.message_widget import MessageWidget
+
+
+class PromptEdit(QPlainTextEdit):
+    """Multi-line input: Enter sends, Shift+Enter adds a line, Esc cancels an edit."""
+
+    submitted = Signal()
+    escaped = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setPlaceholderText("Message the model (Enter sends, Shift+Enter adds a line)")
+        self.setTabChangesFocus(True)
+        line = self.fontMetrics().lineSpacing()
+        self.setMinimumHeight(line * 2 + 12)
+        self.setMaximumHeight(line * 8 + 12)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt's name)
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            if event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+                self.insertPlainText("\n")
+            else:
+                self.submitted.emit()
+            event.accept()
+            return
+        if event.key() == Qt.Key.Key_Escape:
+            self.escaped.emit()
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+
+class ChatView(QWidget):
+    send_requested = Signal(str)
+    stop_requested = Signal()
+    regenerate_requested = Signal()
+    edit_requested = Signal(int)  # message id of the user message to edit
+    edit_cancelled = Signal()
+    system_prompt_changed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._widgets: dict[int, MessageWidget] = {}
+        self._is_busy = False
+        self._should_follow = True  # keep the newest text in view unless the user scrolled up
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+
+        system_row = QHBoxLayout()
+        system_row.addWidget(QLabel("System prompt:"))
+        self.system_prompt = QLineEdit()
+        self.system_prompt.setPlaceholderText("Instructions for this conversation (optional)")
+        self.system_prompt.editingFinished.connect(self.on_system_prompt_editing_finished)
+        system_row.addWidget(self.system_prompt, 1)
+        layout.addLayout(system_row)
+
+        self.notice = QLabel()
+        self.notice.setObjectName("notice")
+        self.notice.setWordWrap(True)
+        self.notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.notice.setVisible(False)
+        layout.addWidget(self.notice)
+
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        container = QWidget()
+        self.messages_layout = QVBoxLayout(container)
+        self.messages_layout.setContentsMargins(0, 0, 0, 0)
+        self.messages_layout.setSpacing(8)
+        self.messages_layout.addStretch(1)
+        self.scroll.setWidget(container)
+        bar = self.scroll.verticalScrollBar()
+        bar.rangeChanged.connect(self.on_scrollbar_range_changed)
+        bar.valueChanged.connect(self.on_scrollbar_value_changed)
+        layout.addWidget(self.scroll, 1)
+
+        self.editing_banner = QLabel("Editing your last message: Enter sends it again, Esc cancels.")
+        self.editing_banner.setVisible(False)
+        layout.addWidget(self.editing_banner)
+
+        input_row = QHBoxLayout()
+        self.input = PromptEdit()
+        self.input.submitted.connect(self.on_input_submitted)
+        self.input.escaped.connect(self.on_input_escaped)
+        input_row.addWidget(self.input, 1)
+        buttons = QVBoxLayout()
+        self.send_button = QPushButton("Send")
+        self.send_button.setDefault(True)
+        self.send_button.clicked.connect(self.on_input_submitted)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setEnabled(False)
+        self.stop_button.clicked.connect(self.stop_requested)
+        self.regenerate_button = QToolButton()
+        self.regenerate_button.setText("Regenerate")
+        self.regenerate_button.setToolTip("Write the last reply again")
+        self.regenerate_button.clicked.connect(self.regenerate_requested)
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.stop_button)
+        buttons.addWidget(self.regenerate_button)
+        input_row.addLayout(buttons)
+        layout.addLayout(input_row)
+        self._is_editing = False
+
+    # ---- messages
+
+    def clear(self) -> None:
+        for widget in self._widgets.values():
+            self.messages_layout.removeWidget(widget)
+            widget.deleteLater()
+        self._widgets.clear()
+        self._should_follow = True
+
+    def add_message(
+        self,
+        message_id: int,
+        role: str,
+        text: str,
+        draft_spans: Sequence[tuple[int, int]] = (),
+        status: str = "complete",
+        stats: dict[str, Any] | None = None,
+        tint: bool = True,
+    ) -> MessageWidget:
+        widget = MessageWidget(message_id, role)
+        widget.set_content(text, draft_spans, tint)
+        widget.set_status(
+            status,
+            stats,
+            note="(no text)" if role == "assistant" and not text and status != "streaming" else "",
+        )
+        widget.edit_requested.connect(self.edit_requested)
+        self.messages_layout.insertWidget(self.messages_layout.count() - 1, widget)
+        self._widgets[message_id] = widget
+        self._update_edit_buttons()
+        return widget
+
+    def remove_messages(self, message_ids: Sequence[int]) -> None:
+        for message_id in message_ids:
+            widget = self._widgets.pop(message_id, None)
+            if widget is not None:
+                self.messages_layout.removeWidget(widget)
+                widget.deleteLater()
+        self._update_edit_buttons()
+
+    def widget_for(self, message_id: int) -> MessageWidget | None:
+        return self._widgets.get(message_id)
+
+    def message_widgets(self) -> list[MessageWidget]:
+        return list(self._widgets.values())
+
+    def set_tint(self, tint: bool) -> None:
+        for widget in self._widgets.values():
+            widget.set_tint(tint)
+
+    def _update_edit_buttons(self) -> None:
+        users = [w for w in self._widgets.values() if w.role == "user"]
+        for w in users:
+            w.set_editable(w is users[-1] and not self._is_busy)
+
+    # ---- state shown
+
+    def set_busy(self, is_busy: bool) -> None:
+        self._is_busy = is_busy
+        self.send_button.setEnabled(not is_busy)
+        self.stop_button.setEnabled(is_busy)
+        self.regenerate_button.setEnabled(not is_busy)
+        self._update_edit_buttons()
+
+    def set_notice(self, text: str, is_warning: bool = False) -> None:
+        self.notice.setStyleSheet(
+            "QLabel#notice { background: rgba(230, 160, 40, 60); padding: 4px; border-radius: 4px; }"
+            if is_warning
+            else "QLabel#notice { background: rgba(90, 140, 230, 40); padding: 4px; border-radius: 4px; }"
+        )
+        self.notice.setText(text)
+        self.notice.setVisible(bool(text))
+
+    def set_system_prompt(self, text: str) -> None:
+        self.system_prompt.setText(text)
+
+    def set_editing(self, text: str | None) -> None:
+        """Show `text` in the input for editing; None leaves editing mode."""
+        self._is_editing = text is not None
+        self.editing_banner.setVisible(self._is_editing)
+        if text is not None:
+            self.input.setPlainText(text)
+            self.input.setFocus()
+            self.input.moveCursor(self.input.textCursor().MoveOperation.End)
+
+    @property
+    def is_editing(self) -> bool:
+        return self._is_editing
+
+    def scroll_to_end(self) -> None:
+        self._should_follow = True
+        QTimer.singleShot(
+            0, lambda: self.scroll.verticalScrollBar().setValue(self.scroll.verticalScrollBar().maximum())
+        )
+
+    # ---- handlers
+
+    def on_input_submitted(self) -> None:
+        text = self.input.toPlainText().strip()
+        if not text or self._is_busy:
+            return
+        self.input.clear()
+        self.scroll_to_end()
+        self.send_requested.emit(text)
+
+    def on_input_escaped(self) -> None:
+        if self._is_editing:
+            self.set_editing(None)
+            self.input.clear()
+            self.edit_cancelled.emit()
+
+    def on_system_prompt_editing_finished(self) -> None:
+        self.system_prompt_changed.emit(self.system_prompt.text().strip())
+
+    def on_scrollbar_range_changed(self, _minimum: int, maximum: int) -> None:
+        if self._should_follow:
+            self.scroll.verticalScrollBar().setValue(maximum)
+
+    def on_scrollbar_value_changed(self, value: int) -> None:
+        bar = self.scroll.verticalScrollBar()
+        self._should_follow = value >= bar.maximum() - 24

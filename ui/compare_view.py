@@ -1,0 +1,272 @@
+"""Compare: the same prompt with speculation off, then on, side by side, with a tokens-over-time chart.
+
+The two runs go one after the other (the worker serves one request at a time): run side by side
+they would share the CPU and both numbers would be wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import QPointF, QRectF, Signal
+from PySide6.QtGui import QColor, QPainter, QPainterPath, QPaintEvent, QPen
+from PySide6.QtWidgets import (
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.events import Stats
+from ui.markdown_view import MessageBody
+from ui.stats_format import DASH, SPECULATION_NAMES
+
+PLAIN_COLOR = QColor(120, 120, 120)
+SPECULATIVE_COLOR = QColor(40, 160, 90)
+
+
+class TokensChart(QWidget):
+    """Tokens generated over decode time for two runs, drawn with QPainter."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.series: dict[str, list[tuple[float, int]]] = {"plain": [], "speculative": []}
+        self.setMinimumHeight(140)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+
+    def clear(self) -> None:
+        for points in self.series.values():
+            points.clear()
+        self.update()
+
+    def add_points(self, name: str, points: Sequence[tuple[float, int]]) -> None:
+        self.series[name].extend(points)
+        self.update()
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt's name)
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        metrics = painter.fontMetrics()
+        left, bottom, top, right = metrics.horizontalAdvance("0000") + 8, metrics.height() + 6, 8, 8
+        plot = QRectF(left, top, max(10, self.width() - left - right), max(10, self.height() - top - bottom))
+        painter.setPen(QPen(self.palette().mid().color()))
+        painter.drawRect(plot)
+        all_points = [p for points in self.series.values() for p in points]
+        max_t = max((t for t, _ in all_points), default=0.0) or 1.0
+        max_n = max((n for _, n in all_points), default=0) or 1
+        painter.setPen(self.palette().text().color())
+        painter.drawText(QPointF(2, top + metrics.ascent()), str(max_n))
+        painter.drawText(QPointF(2, plot.bottom()), "0")
+        painter.drawText(QPointF(plot.left(), self.height() - 2), "0 s")
+        label = f"{max_t:.1f} s"
+        painter.drawText(QPointF(plot.right() - metrics.horizontalAdvance(label), self.height() - 2), label)
+        painter.drawText(
+            QPointF(plot.left() + 6, plot.top() + metrics.ascent() + 2), "tokens over decode time"
+        )
+        for name, color in (("plain", PLAIN_COLOR), ("speculative", SPECULATIVE_COLOR)):
+            points = self.series[name]
+            if not points:
+                continue
+            path = QPainterPath(QPointF(plot.left(), plot.bottom()))
+            for t, n in points:
+                path.lineTo(plot.left() + plot.width() * t / max_t, plot.bottom() - plot.height() * n / max_n)
+            painter.setPen(QPen(color, 2))
+            painter.drawPath(path)
+        legend_y = plot.top() + 2 * metrics.height() + 4
+        for i, (name, color) in enumerate((("plain", PLAIN_COLOR), ("speculative", SPECULATIVE_COLOR))):
+            y = legend_y + i * metrics.height()
+            painter.setPen(QPen(color, 3))
+            painter.drawLine(
+                QPointF(plot.left() + 8, y - metrics.ascent() / 3),
+                QPointF(plot.left() + 24, y - metrics.ascent() / 3),
+            )
+            painter.setPen(self.palette().text().color())
+            painter.drawText(QPointF(plot.left() + 30, y), name)
+        painter.end()
+
+
+class _RunPane(QGroupBox):
+    def __init__(self, title: str, parent: QWidget | None = None) -> None:
+        super().__init__(title, parent)
+        layout = QVBoxLayout(self)
+        self.body = MessageBody(grows_with_content=False)
+        self.body.setMinimumHeight(120)
+        self.stats = QLabel(DASH)
+        self.stats.setWordWrap(True)
+        layout.addWidget(self.body, 1)
+        layout.addWidget(self.stats)
+        self.text = ""
+        self.spans: list[tuple[int, int]] = []
+
+    def reset(self) -> None:
+        self.text, self.spans = "", []
+        self.body.set_content("", (), True)
+        self.stats.setText(DASH)
+
+    def append(self, pieces: Sequence[tuple[str, bool]], tint: bool) -> None:
+        for text, is_draft in pieces:
+            if is_draft:
+                self.spans.append((len(self.text), len(self.text) + len(text)))
+            self.text += text
+        self.body.set_content(self.text, self.spans, tint)
+
+    def set_text(self, text: str, tint: bool) -> None:
+        """The final text (stop strings trimmed); spans past its end are dropped."""
+        if text != self.text:
+            self.spans = [(a, min(b, len(text))) for a, b in self.spans if a < len(text)]
+            self.text = text
+            self.body.set_content(self.text, self.spans, tint)
+
+    def show_stats(self, stats: Stats) -> None:
+        parts = [f"{stats.n_generated} tokens", f"{stats.decode_tokens_per_s:.1f} tok/s"]
+        if stats.speculation != "none":
+            parts.append(
+                f"acceptance {stats.acceptance_rate:.0%}" if stats.n_drafted else f"acceptance {DASH}"
+            )
+            parts.append(f"mean accepted {stats.mean_accepted_length:.2f}" if stats.n_drafted else "")
+        self.stats.setText(" · ".join(p for p in parts if p))
+
+
+class CompareView(QWidget):
+    compare_requested = Signal(str)
+    stop_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        intro = QLabel(
+            "Runs one prompt with speculation off, then on (one after the other, so they do not share "
+            "the CPU), and shows both replies with their speed."
+        )
+        intro.setWordWrap(True)
+        layout.addWidget(intro)
+        row = QHBoxLayout()
+        self.prompt = QPlainTextEdit()
+        self.prompt.setPlaceholderText("Prompt to compare")
+        self.prompt.setMaximumHeight(self.fontMetrics().lineSpacing() * 5 + 12)
+        row.addWidget(self.prompt, 1)
+        buttons = QVBoxLayout()
+        self.run_button = QPushButton("Compare")
+        self.run_button.clicked.connect(self.on_run_button_clicked)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setEnabled(False)
+        self.stop_button.clicked.connect(self.stop_requested)
+        buttons.addWidget(self.run_button)
+        buttons.addWidget(self.stop_button)
+        buttons.addStretch(1)
+        row.addLayout(buttons)
+        layout.addLayout(row)
+        self.availability = QLabel()
+        self.availability.setWordWrap(True)
+        layout.addWidget(self.availability)
+        panes = QGridLayout()
+        self.plain = _RunPane("Speculation off")
+        self.speculative = _RunPane("Speculation on")
+        panes.addWidget(self.plain, 0, 0)
+        panes.addWidget(self.speculative, 0, 1)
+        layout.addLayout(panes, 1)
+        self.summary = QLabel(f"Speedup: {DASH}")
+        self.summary.setObjectName("summary")
+        font = self.summary.font()
+        font.setBold(True)
+        self.summary.setFont(font)
+        layout.addWidget(self.summary)
+        self.chart = TokensChart()
+        layout.addWidget(self.chart)
+        self.request_ids: dict[int, str] = {}  # request id -> "plain" | "speculative"
+        self.final_stats: dict[str, Stats] = {}
+        self._is_busy = False
+        self._can_speculate = True
+
+    def set_speculation(self, speculation: str) -> None:
+        self._can_speculate = speculation != "none"
+        self.speculative.setTitle(f"Speculation on ({SPECULATION_NAMES.get(speculation, speculation)})")
+        self.availability.setText(
+            ""
+            if self._can_speculate
+            else "Speculation is off: choose n-gram lookup or a draft model to compare."
+        )
+        self._update_buttons()
+
+    def set_busy(self, is_busy: bool) -> None:
+        self._is_busy = is_busy
+        self._update_buttons()
+
+    def _update_buttons(self) -> None:
+        self.run_button.setEnabled(self._can_speculate and not self._is_busy)
+        self.stop_button.setEnabled(self._is_busy and bool(self.request_ids))
+
+    def start(self, plain_request_id: int, speculative_request_id: int) -> None:
+        self.request_ids = {plain_request_id: "plain", speculative_request_id: "speculative"}
+        self.final_stats = {}
+        self.plain.reset()
+        self.speculative.reset()
+        self.chart.clear()
+        self.summary.setText(f"Speedup: {DASH} (running speculation off first)")
+        self._update_buttons()
+
+    def pane(self, request_id: int) -> _RunPane | None:
+        name = self.request_ids.get(request_id)
+        return None if name is None else self.plain if name == "plain" else self.speculative
+
+    def on_progress(
+        self, request_id: int, pieces: Sequence[tuple[str, bool]], stats: Sequence[Stats], tint: bool
+    ) -> None:
+        pane, name = self.pane(request_id), self.request_ids.get(request_id)
+        if pane is None or name is None:
+            return
+        if pieces:
+            pane.append(pieces, tint)
+        if stats:
+            pane.show_stats(stats[-1])
+            self.chart.add_points(name, [(s.decode_s, s.n_generated) for s in stats])
+
+    def on_finished(self, request_id: int, text: str, stats: Stats, tint: bool) -> None:
+        pane, name = self.pane(request_id), self.request_ids.get(request_id)
+        if pane is None or name is None:
+            return
+        pane.set_text(text, tint)
+        pane.show_stats(stats)
+        self.chart.add_points(name, [(stats.decode_s, stats.n_generated)])
+        self.final_stats[name] = stats
+        self._show_summary()
+        if len(self.final_stats) == 2:
+            self.request_ids = {}
+            self._update_buttons()
+
+    def on_failed(self, request_id: int, sentence: str) -> None:
+        pane = self.pane(request_id)
+        if pane is None:
+            return
+        pane.stats.setText(sentence)
+        self.request_ids.pop(request_id, None)
+        if not self.request_ids:
+            self._update_buttons()
+
+    def speedup(self) -> float | None:
+        plain, spec = self.final_stats.get("plain"), self.final_stats.get("speculative")
+        if plain is None or spec is None or plain.decode_tokens_per_s <= 0:
+            return None
+        return spec.decode_tokens_per_s / plain.decode_tokens_per_s
+
+    def _show_summary(self) -> None:
+        plain, spec = self.final_stats.get("plain"), self.final_stats.get("speculative")
+        speedup = self.speedup()
+        if speedup is None or plain is None or spec is None:
+            self.summary.setText(f"Speedup: {DASH} (running speculation on next)")
+            return
+        self.summary.setText(
+            f"Speedup: {speedup:.2f}×  (plain {plain.decode_tokens_per_s:.1f} tok/s, speculative "
+            f"{spec.decode_tokens_per_s:.1f} tok/s; {spec.acceptance_rate:.0%} of drafted tokens accepted, "
+            f"{spec.mean_accepted_length:.2f} per draft)"
+        )
+
+    def on_run_button_clicked(self) -> None:
+        text = self.prompt.toPlainText().strip()
+        if text:
+            self.compare_requested.emit(text)

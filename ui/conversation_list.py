@@ -1,0 +1,121 @@
+"""The list of conversations: search by title, new, rename, delete."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QInputDialog,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.store import Conversation
+
+
+class ConversationList(QWidget):
+    conversation_selected = Signal(int)
+    new_requested = Signal()
+    rename_requested = Signal(int, str)
+    delete_requested = Signal(int)
+    search_changed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 0, 6)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search titles")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self.search_changed)
+        layout.addWidget(self.search)
+        self.list = QListWidget()
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self.on_list_context_menu_requested)
+        self.list.currentItemChanged.connect(self.on_list_current_item_changed)
+        self.list.itemDoubleClicked.connect(lambda item: self.ask_rename(self._id(item)))
+        layout.addWidget(self.list, 1)
+        buttons = QHBoxLayout()
+        self.new_button = QPushButton("New")
+        self.new_button.setToolTip("Start a new conversation")
+        self.new_button.clicked.connect(self.new_requested)
+        self.rename_button = QPushButton("Rename")
+        self.rename_button.clicked.connect(lambda: self.ask_rename(self.current_id()))
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.clicked.connect(lambda: self.ask_delete(self.current_id()))
+        for button in (self.new_button, self.rename_button, self.delete_button):
+            buttons.addWidget(button)
+        layout.addLayout(buttons)
+        self._is_updating = False
+
+    @staticmethod
+    def _id(item: QListWidgetItem | None) -> int | None:
+        return int(item.data(Qt.ItemDataRole.UserRole)) if item is not None else None
+
+    def current_id(self) -> int | None:
+        return self._id(self.list.currentItem())
+
+    def set_conversations(self, conversations: Sequence[Conversation], current_id: int | None) -> None:
+        """Refill the list without announcing a selection change."""
+        self._is_updating = True
+        try:
+            self.list.clear()
+            for conversation in conversations:
+                item = QListWidgetItem(conversation.title)
+                item.setData(Qt.ItemDataRole.UserRole, conversation.id)
+                item.setToolTip(conversation.title)
+                self.list.addItem(item)
+                if conversation.id == current_id:
+                    self.list.setCurrentItem(item)
+        finally:
+            self._is_updating = False
+
+    def titles(self) -> list[str]:
+        return [self.list.item(i).text() for i in range(self.list.count())]
+
+    def ask_rename(self, conversation_id: int | None) -> None:
+        item = self._item(conversation_id)
+        if item is None or conversation_id is None:
+            return
+        title, ok = QInputDialog.getText(self, "Rename conversation", "Title:", text=item.text())
+        if ok and title.strip():
+            self.rename_requested.emit(conversation_id, title.strip())
+
+    def ask_delete(self, conversation_id: int | None) -> None:
+        item = self._item(conversation_id)
+        if item is None or conversation_id is None:
+            return
+        answer = QMessageBox.question(
+            self, "Delete conversation", f"Delete “{item.text()}” and all its messages?"
+        )
+        if answer == QMessageBox.StandardButton.Yes:
+            self.delete_requested.emit(conversation_id)
+
+    def _item(self, conversation_id: int | None) -> QListWidgetItem | None:
+        for i in range(self.list.count()):
+            item = self.list.item(i)
+            if self._id(item) == conversation_id:
+                return item
+        return None
+
+    def on_list_current_item_changed(self, current: QListWidgetItem | None, _previous: object) -> None:
+        if not self._is_updating and current is not None:
+            self.conversation_selected.emit(self._id(current))
+
+    def on_list_context_menu_requested(self, point: QPoint) -> None:
+        item = self.list.itemAt(point)
+        if item is None:
+            return
+        conversation_id = self._id(item)
+        menu = QMenu(self)
+        menu.addAction("Rename…", lambda: self.ask_rename(conversation_id))
+        menu.addAction("Delete…", lambda: self.ask_delete(conversation_id))
+        menu.exec(self.list.mapToGlobal(point))

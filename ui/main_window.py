@@ -1,0 +1,736 @@
+"""Tandem's main window: conversations, the chat, Compare, models; the speculation toolbar.
+
+The window owns the store (conversations on disk), the settings and the engine controller. It
+knows the engine only through the controller's signals: replies arrive as coalesced
+ReplyProgress batches, are shown, and are written to the store at most every SAVE_INTERVAL_S
+and at their end, so a crash of anything loses at most that much of a reply.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QShowEvent
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QProgressBar,
+    QSizePolicy,
+    QSplitter,
+    QTabWidget,
+    QToolBar,
+    QWidget,
+)
+
+from app.controller import EngineController, ReplyProgress
+from app.settings import Settings, load_settings, save_settings
+from app.store import Message, Store
+from app.worker import ChatTurn, EngineInfo, ReplyStarted
+from engine.events import Finished, Stats
+from ui.chat_view import ChatView
+from ui.compare_view import CompareView
+from ui.conversation_list import ConversationList
+from ui.settings_dialog import SettingsDialog, needs_reload
+from ui.stats_format import DASH, live_line
+
+log = logging.getLogger(__name__)
+
+SAVE_INTERVAL_S = 0.5  # a streaming reply reaches the database at least this often
+TITLE_LENGTH = 48
+MIN_TOKENS_FOR_BASELINE = 8  # a plain reply shorter than this is too noisy to be the speed baseline
+SPECULATION_CHOICES = (("Off", "none"), ("N-gram lookup", "ngram"), ("Draft model", "draft"))
+
+
+@dataclass
+class LiveReply:
+    """The reply being generated for the chat, as shown and as stored."""
+
+    request_id: int
+    conversation_id: int
+    message_id: int
+    text: str = ""
+    spans: list[tuple[int, int]] = field(default_factory=list)  # draft-written ranges of text
+    stats: Stats | None = None
+    last_saved_s: float = 0.0
+
+    def append(self, pieces: tuple[tuple[str, bool], ...]) -> None:
+        for text, is_draft in pieces:
+            start, end = len(self.text), len(self.text) + len(text)
+            if is_draft and text:
+                if self.spans and self.spans[-1][1] == start:
+                    self.spans[-1] = (self.spans[-1][0], end)
+                else:
+                    self.spans.append((start, end))
+            self.text += text
+
+    def shown(self, is_final: bool = False) -> tuple[str, list[tuple[int, int]]]:
+        """Text without the leading whitespace models put after the prompt, spans shifted to match."""
+        text = self.text.rstrip() if is_final else self.text
+        cut = len(text) - len(text.lstrip())
+        spans = [
+            (max(0, a - cut), min(len(text), b) - cut) for a, b in self.spans if b > cut and a < len(text)
+        ]
+        return text[cut:], [(a, b) for a, b in spans if b > a]
+
+
+def _title_from(text: str) -> str:
+    first_line = text.strip().splitlines()[0] if text.strip() else "New conversation"
+    return first_line if len(first_line) <= TITLE_LENGTH else first_line[: TITLE_LENGTH - 1] + "…"
+
+
+def _turns(messages: list[Message]) -> tuple[ChatTurn, ...]:
+    """The conversation as the model sees it: user/assistant turns, neighbours of one role merged.
+
+    Merging matters after a failed reply (two user messages in a row): many chat templates
+    refuse roles that do not alternate.
+    """
+    turns: list[ChatTurn] = []
+    for m in messages:
+        if m.role not in ("user", "assistant") or not m.content.strip():
+            continue
+        if turns and turns[-1].role == m.role:
+            turns[-1] = ChatTurn(m.role, turns[-1].content + "\n\n" + m.content)
+        else:
+            turns.append(ChatTurn(m.role, m.content))
+    return tuple(turns)
+
+
+class MainWindow(QMainWindow):
+    def __init__(
+        self,
+        model: str | None = None,
+        draft: str | None = None,
+        controller: EngineController | None = None,
+    ) -> None:
+        """model/draft override the saved choice for this session (the command line's --model/--draft)."""
+        super().__init__()
+        self.setWindowTitle("Tandem")
+        self.resize(1180, 780)
+        self.settings: Settings = load_settings()
+        self.store = Store()
+        self.controller = controller or EngineController(self)
+        self._model_override = model
+        self._draft_override = draft
+        self.live: LiveReply | None = None
+        self.conversation_id: int | None = None
+        self._editing_message_id: int | None = None
+        self._pending_system_prompt = ""
+        self._is_closed = False
+        self._has_shown = False
+
+        self._build_tabs()
+        self._build_toolbar()
+        self._build_status_bar()
+        self._connect_controller()
+
+        self._refresh_conversations()
+        last = self.settings.last_conversation_id
+        if last is not None and self.store.conversation(last) is not None:
+            self.show_conversation(last)
+        else:
+            conversations = self.store.conversations()
+            if conversations:
+                self.show_conversation(conversations[0].id)
+        self.start_engine()
+
+    # ---- building
+
+    def _build_toolbar(self) -> None:
+        bar = QToolBar("Speculation")
+        bar.setObjectName("speculationToolbar")
+        bar.setMovable(False)
+        self.addToolBar(bar)
+        bar.addWidget(QLabel(" Speculation: "))
+        self.speculation_combo = QComboBox()
+        for label, kind in SPECULATION_CHOICES:
+            self.speculation_combo.addItem(label, kind)
+        self.speculation_combo.setToolTip("Takes effect from the next reply")
+        self.speculation_combo.activated.connect(self.on_speculation_combo_activated)
+        bar.addWidget(self.speculation_combo)
+        self.choose_draft_action = QAction("Choose draft…", self)
+        self.choose_draft_action.setToolTip(
+            "Pick a small GGUF model with the target's vocabulary to draft for it"
+        )
+        self.choose_draft_action.triggered.connect(self.on_choose_draft_action_triggered)
+        bar.addAction(self.choose_draft_action)
+        bar.addSeparator()
+        self.pair_label = QLabel("Loading…")
+        self.pair_label.setObjectName("pairLabel")
+        self.pair_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        bar.addWidget(self.pair_label)
+        spacer = QWidget()
+        spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        bar.addWidget(spacer)
+        self.tint_check = QCheckBox("Tint drafted tokens")
+        self.tint_check.setToolTip("Shade the text the draft proposed and the target accepted")
+        self.tint_check.setChecked(self.settings.show_draft_tint)
+        self.tint_check.toggled.connect(self.on_tint_check_toggled)
+        bar.addWidget(self.tint_check)
+        self.settings_action = QAction("Settings…", self)
+        self.settings_action.triggered.connect(self.on_settings_action_triggered)
+        bar.addAction(self.settings_action)
+        self._show_speculation_choice(self._current_draft())
+
+    def _build_tabs(self) -> None:
+        self.tabs = QTabWidget()
+        self.setCentralWidget(self.tabs)
+        splitter = QSplitter()
+        self.conversations = ConversationList()
+        self.chat = ChatView()
+        splitter.addWidget(self.conversations)
+        splitter.addWidget(self.chat)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([250, 930])
+        self.tabs.addTab(splitter, "Chat")
+        self.compare = CompareView()
+        self.tabs.addTab(self.compare, "Compare")
+        self.models_page = self._make_models_page()
+        self.tabs.addTab(self.models_page, "Models")
+
+        self.conversations.conversation_selected.connect(self.on_conversations_conversation_selected)
+        self.conversations.new_requested.connect(self.on_conversations_new_requested)
+        self.conversations.rename_requested.connect(self.on_conversations_rename_requested)
+        self.conversations.delete_requested.connect(self.on_conversations_delete_requested)
+        self.conversations.search_changed.connect(self.on_conversations_search_changed)
+        self.chat.send_requested.connect(self.on_chat_send_requested)
+        self.chat.stop_requested.connect(self.controller.stop)
+        self.chat.regenerate_requested.connect(self.on_chat_regenerate_requested)
+        self.chat.edit_requested.connect(self.on_chat_edit_requested)
+        self.chat.edit_cancelled.connect(self.on_chat_edit_cancelled)
+        self.chat.system_prompt_changed.connect(self.on_chat_system_prompt_changed)
+        self.compare.compare_requested.connect(self.on_compare_compare_requested)
+        self.compare.stop_requested.connect(self.controller.stop)
+        self.tabs.currentChanged.connect(self.on_tabs_current_changed)
+
+    def _make_models_page(self) -> QWidget:
+        # The models page is built separately and may be missing or broken in a given build;
+        # the chat must open regardless.
+        try:
+            from ui.models_page import ModelsPage  # type: ignore[import-not-found]
+
+            page = ModelsPage()
+            page.pair_chosen.connect(self.on_models_page_pair_chosen)
+            return page
+        except Exception as e:  # ImportError, or a page that fails to build
+            log.warning("models page unavailable: %s", e)
+            label = QLabel(
+                "The models page is not available in this build.\nStart with: tandem --model PATH --draft PATH|ngram|none"
+            )
+            label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            return label
+
+    def _build_status_bar(self) -> None:
+        status = self.statusBar()
+        self.load_label = QLabel()
+        self.load_progress = QProgressBar()
+        self.load_progress.setRange(0, 0)  # llama.cpp reports no fraction through the engine: busy
+        self.load_progress.setMaximumWidth(160)
+        self.load_progress.setMaximumHeight(14)
+        status.addWidget(self.load_label)
+        status.addWidget(self.load_progress)
+        self.stats_label = QLabel(f"Speed: {DASH}")
+        self.stats_label.setObjectName("statsIndicator")
+        self.stats_label.setToolTip(
+            "tokens/s of the reply, share of drafted tokens accepted, tokens accepted per "
+            "draft, and speed against plain decoding of this model"
+        )
+        status.addPermanentWidget(self.stats_label)
+        self._set_loading(None)
+
+    def _connect_controller(self) -> None:
+        c = self.controller
+        c.load_progressed.connect(self.on_controller_load_progressed)
+        c.engine_loaded.connect(self.on_controller_engine_loaded)
+        c.engine_failed.connect(self.on_controller_engine_failed)
+        c.engine_died.connect(self.on_controller_engine_died)
+        c.draft_changed.connect(self.on_controller_draft_changed)
+        c.draft_failed.connect(self.on_controller_draft_failed)
+        c.reply_started.connect(self.on_controller_reply_started)
+        c.reply_progressed.connect(self.on_controller_reply_progressed)
+        c.reply_finished.connect(self.on_controller_reply_finished)
+        c.reply_failed.connect(self.on_controller_reply_failed)
+        c.busy_changed.connect(self.on_controller_busy_changed)
+
+    # ---- engine
+
+    def _current_draft(self) -> str:
+        return self._draft_override or self.settings.draft
+
+    def start_engine(self) -> None:
+        target = self._model_override or self.settings.model_path or ""
+        config = self.settings.engine_config(target)
+        if self._draft_override is not None:
+            config = self.settings.replace(draft=self._draft_override).engine_config(target)
+        self.controller.load(config)
+
+    def _set_loading(self, stage: str | None) -> None:
+        self.load_label.setText(stage or "")
+        self.load_label.setVisible(stage is not None)
+        self.load_progress.setVisible(stage is not None)
+
+    def _plain_tokens_per_s(self) -> float | None:
+        info = self.controller.info
+        return self.settings.plain_tokens_per_s.get(info.target_path) if info else None
+
+    def _record_plain_speed(self, stats: Stats) -> None:
+        info = self.controller.info
+        if info is None or stats.speculation != "none" or stats.n_generated < MIN_TOKENS_FOR_BASELINE:
+            return
+        speeds = dict(self.settings.plain_tokens_per_s)
+        speeds[info.target_path] = round(stats.decode_tokens_per_s, 3)
+        self._update_settings(plain_tokens_per_s=speeds)
+
+    def _update_settings(self, **changes: Any) -> None:
+        self.settings = self.settings.replace(**changes)
+        try:
+            save_settings(self.settings)
+        except OSError as e:
+            log.warning("cannot save settings: %s", e)
+
+    def _show_pair(self, info: EngineInfo | None, problem: str = "") -> None:
+        if info is None:
+            self.pair_label.setText(problem or "No model loaded")
+            self.pair_label.setStyleSheet("color: #c0392b;" if problem else "")
+            return
+        text = info.pair_note
+        if problem:
+            text += f" — {problem}"
+        self.pair_label.setText(text)
+        self.pair_label.setToolTip(
+            f"Target: {info.target_path}" + (f"\nDraft: {info.draft}" if info.draft else "")
+        )
+        self.pair_label.setStyleSheet("color: #c0392b;" if problem or "not used" in info.pair_note else "")
+        self.setWindowTitle(f"Tandem — {info.target_name}")
+
+    def _show_speculation_choice(self, draft: str | None) -> None:
+        kind = "none" if draft in (None, "", "none") else "ngram" if draft == "ngram" else "draft"
+        self.speculation_combo.setCurrentIndex(self.speculation_combo.findData(kind))
+        self.compare.set_speculation(kind)
+
+    def set_speculation(self, draft: str) -> None:
+        """Switch to "none", "ngram" or a draft GGUF path; applies from the next reply."""
+        changes: dict[str, Any] = {"draft": draft}
+        if draft not in ("none", "ngram"):
+            changes["draft_model_path"] = draft
+        self._draft_override = None
+        self._update_settings(**changes)
+        self._show_speculation_choice(draft)
+        self.pair_label.setText("Switching speculation… (applies from the next reply)")
+        self.pair_label.setStyleSheet("")
+        self.controller.set_draft(None if draft == "none" else draft)
+
+    # ---- conversations
+
+    def _refresh_conversations(self) -> None:
+        self.conversations.set_conversations(
+            self.store.conversations(self.conversations.search.text().strip()), self.conversation_id
+        )
+
+    def show_conversation(self, conversation_id: int | None) -> None:
+        self.conversation_id = conversation_id
+        self._editing_message_id = None
+        self.chat.set_editing(None)
+        self.chat.clear()
+        self.chat.set_notice("")
+        tint = self.settings.show_draft_tint
+        if conversation_id is None:
+            self.chat.set_system_prompt(self._pending_system_prompt)
+            self._refresh_conversations()
+            return
+        conversation = self.store.conversation(conversation_id)
+        self.chat.set_system_prompt(conversation.system_prompt if conversation else "")
+        for m in self.store.messages(conversation_id):
+            if self.live is not None and self.live.message_id == m.id:
+                text, spans = self.live.shown()
+                self.chat.add_message(m.id, m.role, text, spans, "streaming", None, tint)
+            else:
+                self.chat.add_message(m.id, m.role, m.content, m.draft_spans, m.status, m.stats, tint)
+        self.chat.scroll_to_end()
+        self._refresh_conversations()
+        if self.settings.last_conversation_id != conversation_id:
+            self.settings = self.settings.replace(last_conversation_id=conversation_id)
+
+    def _ensure_conversation(self, first_text: str) -> int:
+        if self.conversation_id is None:
+            conversation = self.store.create_conversation(
+                _title_from(first_text), self._pending_system_prompt
+            )
+            self._pending_system_prompt = ""
+            self.conversation_id = conversation.id
+            self.settings = self.settings.replace(last_conversation_id=conversation.id)
+        else:
+            conversation_ = self.store.conversation(self.conversation_id)
+            if (
+                conversation_ is not None
+                and conversation_.title == "New conversation"
+                and not self.store.messages(self.conversation_id)
+            ):
+                self.store.rename_conversation(self.conversation_id, _title_from(first_text))
+        return self.conversation_id
+
+    # ---- replies
+
+    def _supersede_from(self, message_id: int) -> None:
+        """Hide message_id and everything after it in the current conversation (kept in the database)."""
+        assert self.conversation_id is not None
+        ids = [m.id for m in self.store.messages(self.conversation_id) if m.id >= message_id]
+        self.store.set_status(ids, "superseded")
+        self.chat.remove_messages(ids)
+
+    def _start_reply(self, conversation_id: int) -> None:
+        messages = self.store.messages(conversation_id)
+        turns = _turns(messages)
+        if not turns or turns[-1].role != "user":
+            return
+        conversation = self.store.conversation(conversation_id)
+        # The reply's row exists before the first token, so a crash at any point leaves it marked.
+        reply = self.store.add_message(conversation_id, "assistant", "", status="streaming")
+        self.chat.add_message(reply.id, "assistant", "", (), "streaming", None, self.settings.show_draft_tint)
+        request_id = self.controller.start_reply(
+            turns,
+            system_prompt=conversation.system_prompt if conversation else "",
+            params=self.settings.sampling(),
+            max_tokens=self.settings.max_tokens,
+            history_key=f"conversation-{conversation_id}",
+        )
+        self.live = LiveReply(request_id, conversation_id, reply.id, last_saved_s=time.monotonic())
+        self.stats_label.setText(f"Speed: {DASH} (prefilling)")
+
+    def send(self, text: str) -> None:
+        """Send a user message in the current conversation (a new one if none is open)."""
+        if self.controller.is_busy or not text.strip():
+            return
+        if self._editing_message_id is not None:
+            self._supersede_from(self._editing_message_id)
+            self._editing_message_id = None
+            self.chat.set_editing(None)
+        conversation_id = self._ensure_conversation(text)
+        message = self.store.add_message(conversation_id, "user", text)
+        self.chat.add_message(message.id, "user", text, tint=self.settings.show_draft_tint)
+        self.chat.set_notice("")
+        self._start_reply(conversation_id)
+        self._refresh_conversations()
+
+    def regenerate(self) -> None:
+        if self.controller.is_busy or self.conversation_id is None:
+            return
+        messages = self.store.messages(self.conversation_id)
+        last_user = next((m for m in reversed(messages) if m.role == "user"), None)
+        if last_user is None:
+            return
+        later = [m for m in messages if m.id > last_user.id]
+        if later:
+            self._supersede_from(later[0].id)
+        self._start_reply(self.conversation_id)
+
+    def _save_live(self, status: str, stats: dict[str, Any] | None = None) -> None:
+        live = self.live
+        if live is None:
+            return
+        text, spans = live.shown(is_final=status != "streaming")
+        self.store.update_message(live.message_id, text, status=status, stats=stats, draft_spans=spans)
+        live.last_saved_s = time.monotonic()
+
+    def _live_widget(self) -> Any:
+        if self.live is None or self.live.conversation_id != self.conversation_id:
+            return None
+        return self.chat.widget_for(self.live.message_id)
+
+    def _end_live(self, status: str, stats: dict[str, Any] | None, note: str = "") -> None:
+        live = self.live
+        if live is None:
+            return
+        self._save_live(status, stats)
+        widget = self._live_widget()
+        if widget is not None:
+            text, spans = live.shown(is_final=True)
+            widget.set_content(text, spans, self.settings.show_draft_tint)
+            widget.set_status(status, stats, note)
+        self.live = None
+
+    # ---- controller signals
+
+    def on_controller_load_progressed(self, stage: str) -> None:
+        self._set_loading(stage)
+
+    def on_controller_engine_loaded(self, info: EngineInfo) -> None:
+        self._set_loading(None)
+        self._show_pair(info)
+        self._show_speculation_choice(info.draft or "none")
+        self.compare.set_speculation(info.speculation)
+
+    def on_controller_engine_failed(self, sentence: str) -> None:
+        self._set_loading(None)
+        self._show_pair(None, f"Model not loaded: {sentence}")
+        self.chat.set_notice(f"The model could not be loaded: {sentence}", is_warning=True)
+
+    def on_controller_engine_died(self, sentence: str) -> None:
+        self._set_loading(None)
+        self._show_pair(None, "Engine stopped; the next message starts a fresh one")
+        self.chat.set_notice(sentence, is_warning=True)
+
+    def on_controller_draft_changed(self, info: EngineInfo) -> None:
+        self._show_pair(info)
+        self._show_speculation_choice(info.draft or "none")
+        self.compare.set_speculation(info.speculation)
+
+    def on_controller_draft_failed(self, sentence: str) -> None:
+        info = self.controller.info
+        self._show_pair(info, f"Speculation unchanged: {sentence}")
+        if info is not None:
+            self._update_settings(draft=info.draft or "none")
+            self._show_speculation_choice(info.draft or "none")
+
+    def on_controller_reply_started(self, started: ReplyStarted) -> None:
+        if self.live is None or started.request_id != self.live.request_id:
+            return
+        if started.n_dropped_turns and self.live.conversation_id == self.conversation_id:
+            info = self.controller.info
+            n_ctx = f" ({info.n_ctx} tokens)" if info else ""
+            self.chat.set_notice(
+                f"This conversation is longer than the model's context{n_ctx}: its oldest "
+                f"{started.n_dropped_turns} messages are left out of the prompt. The system prompt is kept."
+            )
+
+    def on_controller_reply_progressed(self, progress: ReplyProgress) -> None:
+        tint = self.settings.show_draft_tint
+        if progress.request_id in self.compare.request_ids:
+            self.compare.on_progress(progress.request_id, progress.pieces, progress.stats, tint)
+            if progress.stats:
+                self._show_live_stats(progress.stats[-1])
+            return
+        live = self.live
+        if live is None or progress.request_id != live.request_id:
+            return
+        live.append(progress.pieces)
+        if progress.stats:
+            live.stats = progress.stats[-1]
+            self._show_live_stats(live.stats)
+        widget = self._live_widget()
+        if widget is not None and progress.pieces:
+            text, spans = live.shown()
+            widget.set_content(text, spans, tint)
+        if time.monotonic() - live.last_saved_s >= SAVE_INTERVAL_S:
+            self._save_live("streaming")
+
+    def _show_live_stats(self, stats: Stats, prefix: str = "Speed") -> None:
+        self.stats_label.setText(f"{prefix}: {live_line(stats.as_dict(), self._plain_tokens_per_s())}")
+
+    def _stats_record(self, finished: Finished) -> dict[str, Any]:
+        record = finished.stats.as_dict()
+        record["stop_reason"] = finished.stop_reason
+        record["n_steps_with_draft"] = finished.stats.n_steps_with_draft
+        plain = self._plain_tokens_per_s()
+        if plain:
+            record["plain_tokens_per_s"] = plain
+        return record
+
+    def on_controller_reply_finished(self, request_id: int, finished: Finished) -> None:
+        tint = self.settings.show_draft_tint
+        if request_id in self.compare.request_ids:
+            name = self.compare.request_ids[request_id]
+            if name == "plain" and finished.stop_reason != "cancelled":
+                self._record_plain_speed(finished.stats)
+            self.compare.on_finished(request_id, finished.text, finished.stats, tint)
+            self._show_live_stats(finished.stats, prefix="Last run")
+            return
+        live = self.live
+        if live is None or request_id != live.request_id:
+            return
+        if finished.text != live.text:
+            # The final text is authoritative (a stop string is cut from it); keep the spans inside it.
+            live.text = finished.text
+            live.spans = [(a, min(b, len(finished.text))) for a, b in live.spans if a < len(finished.text)]
+        if finished.stop_reason != "cancelled":
+            self._record_plain_speed(finished.stats)
+        record = self._stats_record(finished)
+        status = "cancelled" if finished.stop_reason == "cancelled" else "complete"
+        note = "stopped at the context limit" if finished.stop_reason == "context" else ""
+        self._end_live(status, record, note)
+        self._show_live_stats(finished.stats, prefix="Last reply")
+        self._refresh_conversations()
+
+    def on_controller_reply_failed(self, request_id: int, sentence: str, has_engine_died: bool) -> None:
+        if request_id in self.compare.request_ids:
+            self.compare.on_failed(request_id, sentence)
+            return
+        live = self.live
+        if live is None or request_id != live.request_id:
+            return
+        if has_engine_died or live.text:
+            stats = self._stats_record_partial(live.stats)
+            self._end_live("interrupted", stats)
+        else:
+            # Nothing was written (the prompt did not fit, no model): the empty reply row is hidden.
+            self.store.set_status([live.message_id], "superseded")
+            self.chat.remove_messages([live.message_id])
+            self.live = None
+        if not has_engine_died:
+            self.chat.set_notice(f"No reply: {sentence}", is_warning=True)
+
+    def _stats_record_partial(self, stats: Stats | None) -> dict[str, Any] | None:
+        if stats is None:
+            return None
+        record = stats.as_dict()
+        record["stop_reason"] = "interrupted"
+        plain = self._plain_tokens_per_s()
+        if plain:
+            record["plain_tokens_per_s"] = plain
+        return record
+
+    def on_controller_busy_changed(self, is_busy: bool) -> None:
+        self.chat.set_busy(is_busy)
+        self.compare.set_busy(is_busy)
+
+    # ---- view signals
+
+    def on_chat_send_requested(self, text: str) -> None:
+        self.send(text)
+
+    def on_chat_regenerate_requested(self) -> None:
+        self.regenerate()
+
+    def on_chat_edit_requested(self, message_id: int) -> None:
+        if self.controller.is_busy:
+            return
+        widget = self.chat.widget_for(message_id)
+        if widget is None:
+            return
+        self._editing_message_id = message_id
+        self.chat.set_editing(widget.text())
+
+    def edit_last_user_message(self) -> None:
+        users = [w for w in self.chat.message_widgets() if w.role == "user"]
+        if users:
+            self.on_chat_edit_requested(users[-1].message_id)
+
+    def on_chat_edit_cancelled(self) -> None:
+        self._editing_message_id = None
+
+    def on_chat_system_prompt_changed(self, text: str) -> None:
+        if self.conversation_id is None:
+            self._pending_system_prompt = text
+        else:
+            self.store.set_system_prompt(self.conversation_id, text)
+
+    def on_conversations_conversation_selected(self, conversation_id: int) -> None:
+        if conversation_id != self.conversation_id:
+            self.show_conversation(conversation_id)
+
+    def on_conversations_new_requested(self) -> None:
+        if self.conversation_id is not None and not self.store.messages(self.conversation_id):
+            self.chat.input.setFocus()
+            return
+        conversation = self.store.create_conversation()
+        self.show_conversation(conversation.id)
+        self.chat.input.setFocus()
+
+    def on_conversations_rename_requested(self, conversation_id: int, title: str) -> None:
+        self.store.rename_conversation(conversation_id, title)
+        self._refresh_conversations()
+
+    def on_conversations_delete_requested(self, conversation_id: int) -> None:
+        if self.live is not None and self.live.conversation_id == conversation_id:
+            self.controller.stop()
+            self.live = None
+        self.store.delete_conversation(conversation_id)
+        if conversation_id == self.conversation_id:
+            remaining = self.store.conversations()
+            self.show_conversation(remaining[0].id if remaining else None)
+        else:
+            self._refresh_conversations()
+
+    def on_conversations_search_changed(self, _text: str) -> None:
+        self._refresh_conversations()
+
+    def on_compare_compare_requested(self, prompt: str) -> None:
+        if self.controller.is_busy:
+            return
+        turns = (ChatTurn("user", prompt),)
+        params, max_tokens = self.settings.sampling(), self.settings.max_tokens
+        plain_id = self.controller.start_reply(turns, params=params, max_tokens=max_tokens, speculate=False)
+        speculative_id = self.controller.start_reply(
+            turns, params=params, max_tokens=max_tokens, speculate=None
+        )
+        self.compare.start(plain_id, speculative_id)
+
+    def on_tabs_current_changed(self, index: int) -> None:
+        if self.tabs.widget(index) is self.compare and not self.compare.prompt.toPlainText().strip():
+            last_user = next((w for w in reversed(self.chat.message_widgets()) if w.role == "user"), None)
+            self.compare.prompt.setPlainText(
+                self.chat.input.toPlainText().strip() or (last_user.text() if last_user else "")
+            )
+
+    def on_speculation_combo_activated(self, index: int) -> None:
+        kind = self.speculation_combo.itemData(index)
+        if kind in ("none", "ngram"):
+            self.set_speculation(kind)
+        elif self.settings.draft_model_path and Path(self.settings.draft_model_path).exists():
+            self.set_speculation(self.settings.draft_model_path)
+        else:
+            self.on_choose_draft_action_triggered()
+
+    def on_choose_draft_action_triggered(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Choose a draft model", str(Path.home()), "GGUF models (*.gguf)"
+        )
+        if path:
+            self.set_speculation(path)
+        else:
+            self._show_speculation_choice(self._current_draft())
+
+    def on_tint_check_toggled(self, is_checked: bool) -> None:
+        self._update_settings(show_draft_tint=is_checked)
+        self.chat.set_tint(is_checked)
+
+    def on_settings_action_triggered(self) -> None:
+        info = self.controller.info
+        dialog = SettingsDialog(self.settings, bool(info and info.gpu_offload_supported), self)
+        if dialog.exec():
+            before, after = self.settings, dialog.result_settings()
+            self._update_settings(**{k: getattr(after, k) for k in after.__dataclass_fields__})
+            if needs_reload(before, after):
+                self.start_engine()
+
+    def on_models_page_pair_chosen(self, target_path: str, draft: str) -> None:
+        changes: dict[str, Any] = {"model_path": target_path, "draft": draft or "none"}
+        if draft not in ("", "none", "ngram"):
+            changes["draft_model_path"] = draft
+        self._model_override = self._draft_override = None
+        self._update_settings(**changes)
+        self._show_speculation_choice(draft)
+        self.start_engine()
+        self.tabs.setCurrentIndex(0)
+
+    # ---- window
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt's name)
+        super().showEvent(event)
+        if not self._has_shown:
+            self._has_shown = True
+            self.activateWindow()
+            QTimer.singleShot(0, self.chat.input.setFocus)
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
+        self.shutdown()
+        super().closeEvent(event)
+
+    def shutdown(self) -> None:
+        """Stop the engine, keep a reply cut short as interrupted, save settings, close the database."""
+        if self._is_closed:
+            return
+        self._is_closed = True
+        if self.live is not None:
+            self.controller.stop()
+            self._end_live("interrupted", self._stats_record_partial(self.live.stats))
+        self.controller.shutdown()
+        self._update_settings()
+        self.store.close()

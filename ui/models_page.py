@@ -1,0 +1,616 @@
+"""The models page: catalog pairs to download, local models, import, and a pair picker.
+
+Downloads run on plain Python threads (app.downloads knows no Qt); each reports through a small
+QObject whose signals are emitted from that thread and delivered queued on the GUI thread, so
+no widget is touched off the GUI thread. Pause and cancel set a flag the downloader reads once
+per chunk (a busy thread never sees a queued signal).
+
+The pair picker offers only the drafts llama.cpp's vocabulary rules accept for the chosen target,
+plus n-gram drafting and none; the others stay in the list, disabled, with the broken rule as
+their tooltip, because "why can't I pick this one?" is the question users ask most.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QStandardItemModel
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFileDialog,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import paths
+from app.catalog import (
+    NGRAM,
+    NO_DRAFT,
+    Catalog,
+    CatalogPair,
+    LocalModel,
+    MachineInfo,
+    detect_machine,
+    draft_choices,
+    fit_for,
+    format_bytes,
+    format_params,
+    import_model,
+    load_catalog,
+    scan_local_models,
+)
+from app.downloads import (
+    DownloadControl,
+    DownloadProgress,
+    DownloadStopped,
+    FileRequest,
+    pair_requests,
+    partial_download,
+)
+from engine.errors import TandemError
+
+CUSTOM_KEY = "custom"  # the job key of the "any hub file" row
+
+
+class _JobSignals(QObject):
+    # Each carries the job's key, so they connect straight to the page's bound methods: a
+    # connection to a QObject's method is queued onto that object's (the GUI) thread.
+    progressed = Signal(str, object)  # key, DownloadProgress
+    finished = Signal(str, object)  # key, list[str] of final paths
+    failed = Signal(str, str, bool)  # key, one-sentence message, is_paused
+
+
+class _Job:
+    """One download (a pair or a single file) on its own thread, with its pause/cancel control."""
+
+    def __init__(
+        self, key: str, run: Callable[[DownloadControl, Callable[[DownloadProgress], None]], list[Path]]
+    ):
+        self.key = key
+        self.control = DownloadControl()
+        self.signals = _JobSignals()
+        self._run = run
+        self.thread = threading.Thread(target=self._main, name=f"download-{key}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _main(self) -> None:
+        key = self.key
+        try:
+            done = self._run(self.control, lambda p: self.signals.progressed.emit(key, p))
+        except DownloadStopped as e:
+            self.signals.failed.emit(key, str(e), e.is_paused)
+        except TandemError as e:
+            self.signals.failed.emit(key, str(e), False)
+        except Exception as e:  # a thread must not die silently: the page shows it
+            self.signals.failed.emit(key, f"the download failed: {type(e).__name__}: {e}", False)
+        else:
+            self.signals.finished.emit(key, [str(p) for p in done])
+
+
+class _ImportSignals(QObject):
+    finished = Signal(str)  # the imported path
+    failed = Signal(str)
+
+
+def _format_eta(eta_s: float | None) -> str:
+    if eta_s is None:
+        return "?"
+    seconds = int(eta_s + 0.5)
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    if seconds >= 60:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds} s"
+
+
+def describe_progress(p: DownloadProgress) -> str:
+    files = f"{p.file_index + 1}/{p.n_files} · " if p.n_files > 1 else ""
+    text = f"{files}{format_bytes(p.total_done_bytes)} of {format_bytes(p.total_bytes)}"
+    if p.state == "downloading" and p.bytes_per_s > 0:
+        text += f" · {format_bytes(p.bytes_per_s)}/s · {_format_eta(p.eta_s)} left"
+    elif p.state != "downloading":
+        text += f" · {p.state}"
+    if p.message:
+        text += f" ({p.message})"
+    return text
+
+
+class ModelsPage(QWidget):
+    """The "Models" tab. Emits pair_chosen(target_path, draft) with draft "ngram", "none" or a path."""
+
+    pair_chosen = Signal(str, str)
+    models_changed = Signal()
+
+    PROGRESS_STEPS = 1000
+
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        *,
+        catalog: Catalog | None = None,
+        models_dir: Path | None = None,
+        machine: MachineInfo | None = None,
+        download_options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("modelsPage")
+        self.setAcceptDrops(True)
+        self.catalog = catalog or load_catalog()
+        self.models_dir = models_dir or paths.models_dir()
+        self.machine = machine or detect_machine()
+        self.download_options = dict(download_options or {})
+        self.local_models: list[LocalModel] = []
+        self.jobs: dict[str, _Job] = {}
+        self._imports: list[tuple[threading.Thread, _ImportSignals]] = []
+        self.download_buttons: dict[str, QPushButton] = {}
+        self.pause_buttons: dict[str, QPushButton] = {}
+        self.cancel_buttons: dict[str, QPushButton] = {}
+        self.progress_bars: dict[str, QProgressBar] = {}
+        self.status_labels: dict[str, QLabel] = {}
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(self._build_catalog_box(), 3)
+        layout.addWidget(self._build_custom_box())
+        layout.addWidget(self._build_local_box(), 2)
+        layout.addWidget(self._build_pair_box())
+        self.message_label = QLabel()
+        self.message_label.setObjectName("modelsMessage")
+        self.message_label.setWordWrap(True)
+        layout.addWidget(self.message_label)
+        self.refresh_local_models()
+
+    # --- building --------------------------------------------------------------------------------
+
+    def _build_catalog_box(self) -> QGroupBox:
+        box = QGroupBox("Known-good pairs")
+        v = QVBoxLayout(box)
+        memory = format_bytes(self.machine.total_ram_bytes) if self.machine.total_ram_bytes else "unknown"
+        gpu = self.machine.gpu_label or "no GPU found"
+        v.addWidget(QLabel(f"This machine: {memory} of memory, {gpu}."))
+        columns = ["Pair", "Download", "Fits this machine", "Reported speedup", "Progress", ""]
+        table = QTableWidget(len(self.catalog.pairs), len(columns))
+        table.setObjectName("catalogTable")
+        table.setHorizontalHeaderLabels(columns)
+        table.verticalHeader().setVisible(False)
+        table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        header = table.horizontalHeader()
+        for col in range(len(columns)):
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
+        for row, pair in enumerate(self.catalog.pairs):
+            self._fill_catalog_row(table, row, pair)
+        self.catalog_table = table
+        v.addWidget(table)
+        if self.catalog.incompatible:
+            lines = [
+                f"• {b.target} + {b.draft}: {b.rule} differs; {b.reason}" for b in self.catalog.incompatible
+            ]
+            bad = QLabel("Pairs that do not work:\n" + "\n".join(lines))
+            bad.setObjectName("incompatibleLabel")
+            bad.setWordWrap(True)
+            v.addWidget(bad)
+        return box
+
+    def _fill_catalog_row(self, table: QTableWidget, row: int, pair: CatalogPair) -> None:
+        title = QTableWidgetItem(pair.title)
+        title.setToolTip(
+            "\n".join(
+                f"{m.name}: {m.repo_id or 'built in'} / {m.filename}, {m.quantization}, "
+                f"{format_bytes(m.size_bytes)}, context {m.context_length:,}, licence {m.license}"
+                + (", gated: needs a Hugging Face token" if m.is_gated else "")
+                for m in pair.models
+            )
+            + f"\nDraft: {pair.draft_label}\nHardware: {pair.hardware}"
+        )
+        table.setItem(row, 0, title)
+        size = "built in" if pair.is_embedded else f"≈ {format_bytes(pair.download_bytes)}"
+        table.setItem(row, 1, QTableWidgetItem(size))
+        fit = fit_for(pair, self.machine)
+        fit_item = QTableWidgetItem(
+            ("yes" if fit.is_fitting else "no") + (" (GPU advised)" if fit.is_gpu_advised else "")
+        )
+        fit_item.setToolTip(fit.reason)
+        table.setItem(row, 2, fit_item)
+        speedup = pair.reported_speedup
+        speed_item = QTableWidgetItem(f"{speedup.factor:.1f}x" if speedup else "no public number")
+        speed_item.setToolTip(
+            f"Reported by {speedup.by}\n{speedup.setup}\n{speedup.source}"
+            if speedup
+            else pair.speedup_note or ""
+        )
+        table.setItem(row, 3, speed_item)
+
+        progress_cell = QWidget()
+        ph = QHBoxLayout(progress_cell)
+        ph.setContentsMargins(2, 2, 2, 2)
+        bar = QProgressBar()
+        bar.setRange(0, self.PROGRESS_STEPS)
+        bar.setValue(0)
+        bar.setFixedWidth(110)
+        status = QLabel()
+        ph.addWidget(bar)
+        ph.addWidget(status, 1)
+        table.setCellWidget(row, 4, progress_cell)
+
+        buttons = QWidget()
+        bh = QHBoxLayout(buttons)
+        bh.setContentsMargins(2, 2, 2, 2)
+        download = QPushButton("Set up" if pair.is_embedded else "Download")
+        pause = QPushButton("Pause")
+        cancel = QPushButton("Cancel")
+        for b in (pause, cancel):
+            b.setEnabled(False)
+        download.clicked.connect(lambda _=False, p=pair: self.on_download_clicked(p))
+        pause.clicked.connect(lambda _=False, k=pair.name: self.pause_download(k))
+        cancel.clicked.connect(lambda _=False, k=pair.name: self.cancel_download(k))
+        bh.addWidget(download)
+        if not pair.is_embedded:
+            bh.addWidget(pause)
+            bh.addWidget(cancel)
+        table.setCellWidget(row, 5, buttons)
+        self.download_buttons[pair.name] = download
+        self.pause_buttons[pair.name] = pause
+        self.cancel_buttons[pair.name] = cancel
+        self.progress_bars[pair.name] = bar
+        self.status_labels[pair.name] = status
+        self._show_kept_part(pair)
+
+    def _build_custom_box(self) -> QGroupBox:
+        box = QGroupBox("Any GGUF file from the Hugging Face hub")
+        grid = QGridLayout(box)
+        self.repo_edit = QLineEdit()
+        self.repo_edit.setPlaceholderText("repository, e.g. Qwen/Qwen3-0.6B-GGUF")
+        self.file_edit = QLineEdit()
+        self.file_edit.setPlaceholderText("file, e.g. Qwen3-0.6B-Q8_0.gguf")
+        self.revision_edit = QLineEdit()
+        self.revision_edit.setPlaceholderText("main")
+        download = QPushButton("Download")
+        pause = QPushButton("Pause")
+        cancel = QPushButton("Cancel")
+        for b in (pause, cancel):
+            b.setEnabled(False)
+        download.clicked.connect(self.on_custom_download_clicked)
+        pause.clicked.connect(lambda: self.pause_download(CUSTOM_KEY))
+        cancel.clicked.connect(lambda: self.cancel_download(CUSTOM_KEY))
+        bar = QProgressBar()
+        bar.setRange(0, self.PROGRESS_STEPS)
+        status = QLabel()
+        status.setWordWrap(True)
+        grid.addWidget(self.repo_edit, 0, 0)
+        grid.addWidget(self.file_edit, 0, 1)
+        grid.addWidget(self.revision_edit, 0, 2)
+        grid.addWidget(download, 0, 3)
+        grid.addWidget(pause, 0, 4)
+        grid.addWidget(cancel, 0, 5)
+        grid.addWidget(bar, 1, 0, 1, 2)
+        grid.addWidget(status, 1, 2, 1, 4)
+        self.download_buttons[CUSTOM_KEY] = download
+        self.pause_buttons[CUSTOM_KEY] = pause
+        self.cancel_buttons[CUSTOM_KEY] = cancel
+        self.progress_bars[CUSTOM_KEY] = bar
+        self.status_labels[CUSTOM_KEY] = status
+        return box
+
+    def _build_local_box(self) -> QGroupBox:
+        box = QGroupBox("Models on this computer")
+        v = QVBoxLayout(box)
+        columns = ["File", "Size", "Architecture", "Quantisation", "Parameters", "Context"]
+        table = QTableWidget(0, len(columns))
+        table.setObjectName("localTable")
+        table.setHorizontalHeaderLabels(columns)
+        table.verticalHeader().setVisible(False)
+        table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.local_table = table
+        v.addWidget(table)
+        row = QHBoxLayout()
+        self.import_button = QPushButton("Import a GGUF file…")
+        self.import_button.clicked.connect(self.on_import_button_clicked)
+        refresh = QPushButton("Refresh")
+        refresh.clicked.connect(self.refresh_local_models)
+        hint = QLabel(f"or drop .gguf files here. Folder: {self.models_dir}")
+        hint.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        row.addWidget(self.import_button)
+        row.addWidget(refresh)
+        row.addWidget(hint, 1)
+        v.addLayout(row)
+        return box
+
+    def _build_pair_box(self) -> QGroupBox:
+        box = QGroupBox("Chat with")
+        grid = QGridLayout(box)
+        self.target_combo = QComboBox()
+        self.target_combo.setObjectName("targetCombo")
+        self.draft_combo = QComboBox()
+        self.draft_combo.setObjectName("draftCombo")
+        self.use_pair_button = QPushButton("Use this pair")
+        self.use_pair_button.clicked.connect(self.on_use_pair_button_clicked)
+        self.pair_explanation = QLabel()
+        self.pair_explanation.setObjectName("pairExplanation")
+        self.pair_explanation.setWordWrap(True)
+        grid.addWidget(QLabel("Target"), 0, 0)
+        grid.addWidget(self.target_combo, 0, 1)
+        grid.addWidget(QLabel("Draft"), 0, 2)
+        grid.addWidget(self.draft_combo, 0, 3)
+        grid.addWidget(self.use_pair_button, 0, 4)
+        grid.addWidget(self.pair_explanation, 1, 0, 1, 5)
+        grid.setColumnStretch(1, 2)
+        grid.setColumnStretch(3, 2)
+        self.target_combo.currentIndexChanged.connect(self.on_target_combo_current_index_changed)
+        return box
+
+    # --- local models and the pair picker --------------------------------------------------------
+
+    def refresh_local_models(self) -> None:
+        self.local_models = scan_local_models(self.models_dir)
+        table = self.local_table
+        table.setRowCount(len(self.local_models))
+        for row, m in enumerate(self.local_models):
+            rel = m.path.relative_to(self.models_dir) if m.path.is_relative_to(self.models_dir) else m.path
+            info = m.info
+            cells = [
+                str(rel),
+                format_bytes(m.size_bytes),
+                info.architecture if info else "unreadable",
+                info.quantization if info else "",
+                format_params(info.n_params) if info else "",
+                f"{info.context_length:,}" if info and info.context_length else "",
+            ]
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setToolTip(m.problem or str(m.path))
+                table.setItem(row, col, item)
+        previous = self.target_combo.currentData()
+        self.target_combo.blockSignals(True)
+        self.target_combo.clear()
+        for m in self.local_models:
+            if m.info is not None:
+                self.target_combo.addItem(f"{m.name} ({m.path.name})", str(m.path))
+        index = self.target_combo.findData(previous) if previous else -1
+        self.target_combo.setCurrentIndex(max(index, 0) if self.target_combo.count() else -1)
+        self.target_combo.blockSignals(False)
+        self.on_target_combo_current_index_changed()
+        self.models_changed.emit()
+
+    def on_target_combo_current_index_changed(self, _index: int = 0) -> None:
+        self.draft_combo.clear()
+        target_path = self.target_combo.currentData()
+        self.use_pair_button.setEnabled(target_path is not None)
+        if target_path is None:
+            self.pair_explanation.setText("No local model yet: download a pair or import a GGUF file.")
+            return
+        self.draft_combo.addItem("n-gram (prompt lookup, no draft model)", NGRAM)
+        self.draft_combo.addItem("none (plain decoding)", NO_DRAFT)
+        target = next(m for m in self.local_models if str(m.path) == target_path)
+        assert target.info is not None
+        choices = draft_choices(target.info, self.local_models)
+        model = self.draft_combo.model()
+        refused: list[str] = []
+        for choice in choices:
+            self.draft_combo.addItem(f"{choice.name} ({choice.path.name})", str(choice.path))
+            index = self.draft_combo.count() - 1
+            if choice.problem is not None:
+                # Disabled but visible, with the rule it breaks: the user sees why.
+                if isinstance(model, QStandardItemModel):
+                    item = model.item(index)
+                    item.setEnabled(False)
+                self.draft_combo.setItemData(index, choice.problem, Qt.ItemDataRole.ToolTipRole)
+                rule = choice.problem.removeprefix("the draft model cannot draft for this target: ")
+                refused.append(f"{choice.path.name}: {rule}")
+            else:
+                self.draft_combo.setItemData(index, "can draft for this target", Qt.ItemDataRole.ToolTipRole)
+        if refused:
+            self.pair_explanation.setText("Cannot draft for this target:\n" + "\n".join(refused))
+        else:
+            self.pair_explanation.setText("Every local model can draft for this target.")
+        self.draft_combo.setCurrentIndex(0)
+
+    def is_draft_enabled(self, index: int) -> bool:
+        model = self.draft_combo.model()
+        if isinstance(model, QStandardItemModel):
+            return bool(model.item(index).isEnabled())
+        return True
+
+    def on_use_pair_button_clicked(self) -> None:
+        target = self.target_combo.currentData()
+        draft = self.draft_combo.currentData()
+        if target is None or draft is None or not self.is_draft_enabled(self.draft_combo.currentIndex()):
+            return
+        self.pair_chosen.emit(str(target), str(draft))
+
+    # --- downloads -------------------------------------------------------------------------------
+
+    def _show_kept_part(self, pair: CatalogPair) -> None:
+        kept = sum(partial_download(r.repo_id, r.filename, self.models_dir) for r in pair_requests(pair))
+        if kept and pair.download_bytes:
+            self.progress_bars[pair.name].setValue(
+                int(self.PROGRESS_STEPS * min(1.0, kept / pair.download_bytes))
+            )
+            self.status_labels[pair.name].setText(f"{format_bytes(kept)} kept; Download resumes")
+
+    def on_download_clicked(self, pair: CatalogPair) -> None:
+        if pair.is_embedded:
+            self._set_up_embedded(pair)
+            return
+        requests = pair_requests(pair)
+        self.start_download(pair.name, requests)
+
+    def on_custom_download_clicked(self) -> None:
+        repo, name = self.repo_edit.text().strip(), self.file_edit.text().strip()
+        if not repo or not name:
+            self.status_labels[CUSTOM_KEY].setText("Give a repository and a file name.")
+            return
+        revision = self.revision_edit.text().strip() or "main"
+        self.start_download(CUSTOM_KEY, [FileRequest(repo, name, revision)])
+
+    def start_download(self, key: str, requests: Sequence[FileRequest]) -> None:
+        if key in self.jobs:
+            return
+        from app.downloads import download_files
+
+        models_dir = self.models_dir
+        options = self.download_options
+
+        def run(control: DownloadControl, on_progress: Callable[[DownloadProgress], None]) -> list[Path]:
+            return download_files(
+                list(requests), models_dir=models_dir, control=control, on_progress=on_progress, **options
+            )
+
+        job = _Job(key, run)
+        self._connect(job)
+        self.jobs[key] = job
+        self.download_buttons[key].setEnabled(False)
+        self.pause_buttons[key].setEnabled(True)
+        self.cancel_buttons[key].setEnabled(True)
+        self.status_labels[key].setText("asking the hub…")
+        self.status_labels[key].setStyleSheet("")
+        job.start()
+
+    def _connect(self, job: _Job) -> None:
+        job.signals.progressed.connect(self.on_job_progressed)
+        job.signals.finished.connect(self.on_job_finished)
+        job.signals.failed.connect(self.on_job_failed)
+
+    def pause_download(self, key: str) -> None:
+        job = self.jobs.get(key)
+        if job:
+            job.control.pause()
+            self.status_labels[key].setText("pausing…")
+
+    def cancel_download(self, key: str) -> None:
+        job = self.jobs.get(key)
+        if job:
+            job.control.cancel()
+            self.status_labels[key].setText("cancelling…")
+
+    def on_job_progressed(self, key: str, p: DownloadProgress) -> None:
+        self.progress_bars[key].setValue(int(self.PROGRESS_STEPS * p.total_fraction))
+        self.status_labels[key].setText(describe_progress(p))
+        self.status_labels[key].setToolTip(f"{p.filename}: {p.state}")
+
+    def on_job_finished(self, key: str, done: list[str]) -> None:
+        self._end_job(key)
+        self.progress_bars[key].setValue(self.PROGRESS_STEPS)
+        self.status_labels[key].setText("downloaded: " + ", ".join(Path(d).name for d in done))
+        self.refresh_local_models()
+
+    def on_job_failed(self, key: str, message: str, is_paused: bool) -> None:
+        self._end_job(key)
+        label = self.status_labels[key]
+        if is_paused:
+            label.setText(message)
+        else:
+            if "cancelled" in message:
+                self.progress_bars[key].setValue(0)
+            label.setText(message)
+            label.setStyleSheet("" if "cancelled" in message else "color: #b00020;")
+        label.setToolTip(message)
+
+    def _end_job(self, key: str) -> None:
+        job = self.jobs.pop(key, None)
+        if job is not None:
+            job.thread.join(timeout=1)
+        self.download_buttons[key].setEnabled(True)
+        self.pause_buttons[key].setEnabled(False)
+        self.cancel_buttons[key].setEnabled(False)
+
+    def _set_up_embedded(self, pair: CatalogPair) -> None:
+        """The built-in model ships in Tandem's packages: join its chunks once, then offer it."""
+
+        def run(control: DownloadControl, on_progress: Callable[[DownloadProgress], None]) -> list[Path]:
+            from app.default_model import ensure_default_model
+
+            return [ensure_default_model()]
+
+        job = _Job(pair.name, run)
+        self._connect(job)
+        self.jobs[pair.name] = job
+        self.download_buttons[pair.name].setEnabled(False)
+        self.status_labels[pair.name].setText("setting up the built-in model…")
+        job.start()
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Pause every download (their .part files stay for next time) and wait for the threads."""
+        for job in list(self.jobs.values()):
+            job.control.pause()
+        for job in list(self.jobs.values()):
+            job.thread.join(timeout=timeout_s)
+
+    # --- import ----------------------------------------------------------------------------------
+
+    def on_import_button_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Import a GGUF model", str(Path.home()), "GGUF models (*.gguf)"
+        )
+        if path:
+            self.import_files([Path(path)])
+
+    def import_files(self, files: Sequence[Path]) -> None:
+        """Check each file now (a bad one is refused at once), copy the good ones on a thread."""
+        from engine.gguf_info import read_gguf_info
+
+        for f in files:
+            try:
+                read_gguf_info(f)
+            except TandemError as e:
+                self.show_message(str(e), is_error=True)
+                continue
+            signals = _ImportSignals()
+            signals.finished.connect(self.on_import_finished)
+            signals.failed.connect(self.on_import_failed)
+
+            def copy(
+                source: Path = f, s: _ImportSignals = signals, models_dir: Path = self.models_dir
+            ) -> None:
+                try:
+                    s.finished.emit(str(import_model(source, models_dir)))
+                except TandemError as e:
+                    s.failed.emit(str(e))
+
+            thread = threading.Thread(target=copy, name="import-model", daemon=True)
+            self._imports.append((thread, signals))
+            self.show_message(f"importing {f.name}…")
+            thread.start()
+
+    def on_import_finished(self, path: str) -> None:
+        self._imports = [(t, s) for t, s in self._imports if t.is_alive()]
+        self.show_message(f"imported {Path(path).name}")
+        self.refresh_local_models()
+
+    def on_import_failed(self, message: str) -> None:
+        self.show_message(message, is_error=True)
+
+    def show_message(self, text: str, is_error: bool = False) -> None:
+        self.message_label.setText(text)
+        self.message_label.setStyleSheet("color: #b00020;" if is_error else "")
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt's name
+        if any(u.isLocalFile() for u in event.mimeData().urls()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt's name
+        files = [Path(u.toLocalFile()) for u in event.mimeData().urls() if u.isLocalFile()]
+        if files:
+            event.acceptProposedAction()
+            self.import_files(files)

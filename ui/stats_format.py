@@ -1,0 +1,79 @@
+"""Speculation numbers as the window shows them: one short line, and a longer tooltip."""
+
+from __future__ import annotations
+
+from typing import Any
+
+DASH = "—"
+
+SPECULATION_NAMES = {"none": "plain decoding", "ngram": "n-gram lookup", "draft": "draft model"}
+
+
+def speedup_text(tokens_per_s: float, plain_tokens_per_s: float | None, speculation: str) -> str:
+    if speculation == "none":
+        return "1.00× (plain)"
+    if not plain_tokens_per_s or tokens_per_s <= 0:
+        return DASH
+    return f"{tokens_per_s / plain_tokens_per_s:.2f}×"
+
+
+def live_line(stats: dict[str, Any], plain_tokens_per_s: float | None) -> str:
+    """The live indicator: tokens/s, acceptance, mean accepted length, speedup vs plain."""
+    speculation = str(stats.get("speculation", "none"))
+    tps = float(stats.get("decode_tokens_per_s", 0.0))
+    parts = [f"{tps:.1f} tok/s" if tps > 0 else f"{DASH} tok/s"]
+    if speculation == "none":
+        parts += [f"acceptance {DASH}", f"mean accepted {DASH}"]
+    else:
+        drafted = int(stats.get("n_drafted", 0))
+        parts.append(
+            f"acceptance {stats.get('acceptance_rate', 0.0):.0%}" if drafted else f"acceptance {DASH}"
+        )
+        parts.append(
+            f"mean accepted {stats.get('mean_accepted_length', 0.0):.2f}"
+            if drafted
+            else f"mean accepted {DASH}"
+        )
+    parts.append(f"speedup {speedup_text(tps, plain_tokens_per_s, speculation)}")
+    return " · ".join(parts)
+
+
+def details_line(stats: dict[str, Any]) -> str:
+    """The line kept under a finished reply."""
+    speculation = str(stats.get("speculation", "none"))
+    tps = float(stats.get("decode_tokens_per_s", 0.0))
+    parts = [
+        f"{stats.get('n_generated', 0)} tokens",
+        f"{tps:.1f} tok/s",
+        SPECULATION_NAMES.get(speculation, speculation),
+    ]
+    if speculation != "none" and stats.get("n_drafted"):
+        parts.append(f"{stats.get('acceptance_rate', 0.0):.0%} of drafted tokens accepted")
+        parts.append(f"{stats.get('mean_accepted_length', 0.0):.2f} accepted per draft")
+    plain = stats.get("plain_tokens_per_s")
+    if speculation != "none":
+        parts.append(f"speedup {speedup_text(tps, plain, speculation)}")
+    return " · ".join(parts)
+
+
+def details_tooltip(stats: dict[str, Any]) -> str:
+    speculation = str(stats.get("speculation", "none"))
+    plain = stats.get("plain_tokens_per_s")
+    rows = [
+        ("Speculation", SPECULATION_NAMES.get(speculation, speculation)),
+        ("Tokens generated", stats.get("n_generated", 0)),
+        ("Decode speed", f"{float(stats.get('decode_tokens_per_s', 0.0)):.1f} tok/s"),
+        ("Plain speed (baseline)", f"{plain:.1f} tok/s" if plain else DASH),
+        ("Speedup vs plain", speedup_text(float(stats.get("decode_tokens_per_s", 0.0)), plain, speculation)),
+        ("Drafted / accepted", f"{stats.get('n_drafted', 0)} / {stats.get('n_accepted', 0)}"),
+        ("Acceptance rate", f"{float(stats.get('acceptance_rate', 0.0)):.1%}"),
+        ("Mean accepted length", f"{float(stats.get('mean_accepted_length', 0.0)):.2f}"),
+        ("Verify steps", stats.get("n_steps", 0)),
+        ("Prompt tokens (new / total)", f"{stats.get('n_prefilled', 0)} / {stats.get('n_prompt_tokens', 0)}"),
+        ("Prefill", f"{float(stats.get('prefill_s', 0.0)) * 1000:.0f} ms"),
+        ("Decode", f"{float(stats.get('decode_s', 0.0)):.2f} s"),
+        ("Time in llama.cpp", f"{float(stats.get('llama_fraction', 0.0)):.0%}"),
+        ("Stop reason", stats.get("stop_reason", DASH)),
+    ]
+    body = "".join(f"<tr><td>{k}</td><td>&nbsp;&nbsp;{v}</td></tr>" for k, v in rows)
+    return f"<table>{body}</table>"
