@@ -91,9 +91,12 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)
-        # A reply still "streaming" at open time was cut off by a crash of the whole app.
+
+    def mark_unfinished_interrupted(self) -> int:
+        """At app start: a reply still "streaming" was cut off by a crash of the whole app."""
         with self._db:
-            self._db.execute("UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'")
+            cur = self._db.execute("UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'")
+        return cur.rowcount
 
     def close(self) -> None:
         self._db.close()

@@ -77,7 +77,8 @@ class LlamaRunner:
         self.ctx = self.context.ctx
         self.memory = self.context.memory
         self.vocab = self.model.vocab
-        self.n_ctx = llama_cpp.llama_n_ctx(self.ctx)
+        # llama.cpp may round the context up (to 256); the limit is what was asked for.
+        self.n_ctx = min(n_ctx, llama_cpp.llama_n_ctx(self.ctx))
         self.n_batch = n_batch
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)

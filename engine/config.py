@@ -38,6 +38,7 @@ class EngineConfig:
     draft_max: int = 32  # the longest draft the adaptive controller may choose
     adaptive: bool = True  # False: always draft draft_max tokens
     draft_p_min: float = 0.6  # a draft model stops drafting when its top token is less likely
+    draft_sampling: bool = True  # at temperature > 0 a draft model samples (and keeps q)
 
     @property
     def speculation(self) -> str:

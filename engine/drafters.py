@@ -73,9 +73,10 @@ class NgramDrafter:
 class ModelDrafter:
     kind = "draft"
 
-    def __init__(self, runner: LlamaRunner, p_min: float = 0.6) -> None:
+    def __init__(self, runner: LlamaRunner, p_min: float = 0.6, sampled: bool = True) -> None:
         self.runner = runner
         self.p_min = p_min  # greedy drafts stop when the draft is less sure than this
+        self.sampled = sampled  # at temperature > 0: sample drafts and keep q (else greedy drafts)
 
     def propose(
         self, ctx: list[int], k: int, params: SamplingParams, rng: np.random.Generator
@@ -94,7 +95,7 @@ class ModelDrafter:
             logits = runner.decode(ctx[n_keep:], n_logits=1)[0]
         except ContextFullError:
             return Draft([])
-        sampled = not params.is_greedy
+        sampled = self.sampled and not params.is_greedy
         draft = Draft([], [] if sampled else None)
         history = list(ctx)
         for i in range(k):

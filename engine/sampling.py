@@ -29,6 +29,34 @@ class Dist:
     def sample(self, rng: np.random.Generator) -> int:
         return int(self.ids[_choose(self.probs, rng)])
 
+    def sample_keyed(self, seed: int, position: int) -> int:
+        """Sample with the Gumbel-max trick, noise keyed by (seed, position, token id).
+
+        The token drawn at a position depends only on this distribution and the key, not on
+        how many random numbers were used before. So with a deterministic draft (n-gram or a
+        greedy draft model) "keep the draft while it equals the target's sample" emits exactly
+        the text plain decoding emits with the same seed, whatever the draft lengths were.
+        """
+        u = keyed_uniform(seed, position, self.ids)
+        gumbel = -np.log(-np.log(u))
+        with np.errstate(divide="ignore"):
+            return int(self.ids[np.argmax(np.log(self.probs) + gumbel)])
+
+
+_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def keyed_uniform(seed: int, position: int, ids: np.ndarray) -> np.ndarray:
+    """Uniform numbers in (0, 1), one per id, a pure function of (seed, position, id) (splitmix64)."""
+    with np.errstate(over="ignore"):
+        z = (ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ np.uint64(
+            (seed * 0xBF58476D1CE4E5B9 + position * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+        )
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return ((z >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+
 
 def _choose(probs: np.ndarray, rng: np.random.Generator) -> int:
     cdf = np.cumsum(probs)
@@ -78,30 +106,24 @@ def top_probability(logits: np.ndarray) -> float:
     return 1.0 / float(np.exp(logits - m, dtype=np.float32).sum())
 
 
-def accept_draft(
-    p: Dist, token: int, q: Dist | None, rng: np.random.Generator
-) -> tuple[bool, int | None]:
-    """The speculative sampling rule for one drafted token.
+def accept_draft(p: Dist, token: int, q: Dist, rng: np.random.Generator) -> tuple[bool, int | None]:
+    """The speculative sampling rule for one token sampled from the draft's distribution.
 
-    p: target distribution at this position, q: the draft's (None: the draft was
-    deterministic, q is one-hot on `token`). Accept with probability min(1, p/q); on
-    rejection return a token from the normalised residual max(0, p - q). Either way the
-    emitted token is distributed exactly as p (Leviathan et al. 2023, Chen et al. 2023).
+    p: target distribution at this position, q: the draft's. Accept with probability
+    min(1, p/q); on rejection return a token from the normalised residual max(0, p - q).
+    Either way the emitted token is distributed exactly as p (Leviathan et al. 2023, Chen
+    et al. 2023). Deterministic drafts don't come here: see Dist.sample_keyed.
     """
     p_tok = p.prob(token)
-    q_tok = 1.0 if q is None else q.prob(token)
+    q_tok = q.prob(token)
     if q_tok > 0.0 and rng.random() < min(1.0, p_tok / q_tok):
         return True, None
-    if q is None:
-        residual = np.where(p.ids == token, 0.0, p.probs)
-        ids = p.ids
-    else:
-        ids = np.union1d(p.ids, q.ids)
-        p_dense = np.zeros(len(ids))
-        q_dense = np.zeros(len(ids))
-        p_dense[np.searchsorted(ids, p.ids)] = p.probs
-        q_dense[np.searchsorted(ids, q.ids)] = q.probs
-        residual = np.maximum(p_dense - q_dense, 0.0)
+    ids = np.union1d(p.ids, q.ids)
+    p_dense = np.zeros(len(ids))
+    q_dense = np.zeros(len(ids))
+    p_dense[np.searchsorted(ids, p.ids)] = p.probs
+    q_dense[np.searchsorted(ids, q.ids)] = q.probs
+    residual = np.maximum(p_dense - q_dense, 0.0)
     if residual.sum() <= 0.0:  # p == q up to rounding: any token from p is right
         return False, p.sample(rng)
     return False, int(ids[_choose(residual / residual.sum(), rng)])

@@ -83,7 +83,7 @@ class Engine:
             n_batch=self.config.n_batch,
         )
         self._close_draft()
-        self._drafter, self.info_draft = ModelDrafter(runner, self.config.draft_p_min), info
+        self._drafter, self.info_draft = ModelDrafter(runner, self.config.draft_p_min, self.config.draft_sampling), info
         self._controller = DraftLengthController(k_max, self.config.adaptive, draft_costs_time=True)
         draft_costs = runner.time_batches([1], self._calibration_tokens())
         self._controller.calibrate(self._measure_verify_costs(), draft_costs.get(1))

@@ -4,7 +4,8 @@ Invariant: `target.tokens` is exactly the target's KV cache, and `pending` (the 
 `ctx`) is the one token emitted but not yet decoded. Each step decodes [pending] + draft in a
 single target batch with logits for every row: row i is the target's distribution for the
 position right after draft[i-1]. Drafts are kept while the target agrees (greedy: the same
-argmax; sampling: the min(1, p/q) rule in engine/sampling.accept_draft), then the target adds one
+argmax; sampled drafts: the min(1, p/q) rule in engine/sampling.accept_draft; deterministic
+drafts at temperature > 0: the same keyed sample, Dist.sample_keyed), then the target adds one
 token of its own: the correction at the first rejection, or a bonus token after a fully
 accepted draft. Rejected positions are removed from the target's cache; the draft model's cache
 is trimmed lazily on its next proposal (ModelDrafter.propose). Plain decoding is the same step
@@ -116,7 +117,8 @@ class SpeculativeDecoder:
         drafter = self.drafter if speculate else None
         controller = self.controller
         kind: SpeculationKind = self.speculation if drafter is not None else "none"
-        rng = np.random.default_rng(params.seed)
+        seed = params.seed if params.seed is not None else int(np.random.SeedSequence().entropy % (1 << 63))
+        rng = np.random.default_rng(seed)  # for the min(1, p/q) rule of sampled drafts
         c = _Counters(n_prompt_tokens=len(prompt))
         llama_s0 = target.llama_s + self._draft_llama_s()
 
@@ -187,7 +189,7 @@ class SpeculativeDecoder:
             verify_s = target.llama_s - v0
 
             # 3. Accept the agreed prefix, then one token from the target.
-            emitted, n_accepted = self._accept(rows, draft, ctx, params, rng)
+            emitted, n_accepted = self._accept(rows, draft, ctx, params, rng, seed)
 
             # 4. Roll back what the target rejected: keep pending + accepted drafts.
             target.truncate(n_before + 1 + n_accepted)
@@ -274,6 +276,7 @@ class SpeculativeDecoder:
         ctx: list[int],
         params: SamplingParams,
         rng: np.random.Generator,
+        seed: int,
     ) -> tuple[list[int], int]:
         """Tokens this step emits (accepted drafts, then the target's own) and how many were drafted."""
         if params.is_greedy and params.repeat_penalty == 1.0:
@@ -283,29 +286,31 @@ class SpeculativeDecoder:
         n_ctx0 = len(ctx)
         try:
             for i, token in enumerate(draft.tokens):
-                if params.is_greedy:
-                    best = int(np.argmax(penalize(rows[i], history, params)))
-                    if best != token:
-                        emitted.append(best)
-                        return emitted, i
-                else:
+                if draft.dists is not None:
+                    # A sampled draft: the min(1, p/q) rule with the draft's own q.
                     p = distribution(rows[i], history, params)
-                    q = draft.dists[i] if draft.dists is not None else None
-                    ok, correction = accept_draft(p, token, q, rng)
-                    if not ok:
-                        assert correction is not None
-                        emitted.append(correction)
-                        return emitted, i
+                    ok, correction = accept_draft(p, token, draft.dists[i], rng)
+                else:
+                    # A deterministic draft: keep it while it equals the target's own choice.
+                    choice = self._target_choice(rows[i], history, params, seed)
+                    ok, correction = choice == token, choice
+                if not ok:
+                    assert correction is not None
+                    emitted.append(correction)
+                    return emitted, i
                 emitted.append(token)
                 history.append(token)
-            last = rows[len(draft.tokens)]
-            if params.is_greedy:
-                emitted.append(int(np.argmax(penalize(last, history, params))))
-            else:
-                emitted.append(distribution(last, history, params).sample(rng))
+            emitted.append(self._target_choice(rows[len(draft.tokens)], history, params, seed))
             return emitted, len(draft.tokens)
         finally:
             del history[n_ctx0:]
+
+    @staticmethod
+    def _target_choice(row: np.ndarray, history: list[int], params: SamplingParams, seed: int) -> int:
+        """The target's token after `history`: its argmax, or its keyed sample at this position."""
+        if params.is_greedy:
+            return int(np.argmax(penalize(row, history, params)))
+        return distribution(row, history, params).sample_keyed(seed, len(history))
 
     @staticmethod
     def _accept_greedy(rows: np.ndarray, drafted: list[int]) -> tuple[list[int], int]:

@@ -10,6 +10,11 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from engine.tiny import write_tiny_model  # noqa: E402
+from ui.pyside_refcount_fix import immortalize_singletons  # noqa: E402
+
+# PySide6 6.12 on Python 3.11 drops a reference to None/True/False on every void Qt call; a
+# test session makes far more than the ~5,000 calls that takes to abort the interpreter.
+immortalize_singletons()
 
 
 @pytest.fixture(autouse=True)
@@ -41,3 +46,58 @@ def tiny_draft(models_dir: Path) -> Path:
 def tiny_incompatible(models_dir: Path) -> Path:
     """Token 40's text differs from the target's: llama.cpp's pairing rule refuses it."""
     return write_tiny_model(models_dir / "other-vocab.gguf", seed=3, n_layers=2, rename_token=40)
+
+
+@pytest.fixture(scope="session")
+def slow_target(models_dir: Path) -> Path:
+    """Wider and deeper than tiny_target: a few hundred tokens a second on two cores, so a long
+    reply lasts seconds and a test can stop it, or kill its engine, in the middle."""
+    return write_tiny_model(models_dir / "slow-target.gguf", seed=1, n_layers=8, n_embd=256, n_ff=1024)
+
+
+@pytest.fixture(scope="session")
+def tiny_base(models_dir: Path) -> Path:
+    """tiny_target without a chat template: a base model, prompted as a plain-text transcript."""
+    import engine.tiny
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(engine.tiny, "CHAT_TEMPLATE", "")
+        return write_tiny_model(models_dir / "base.gguf", seed=1, n_layers=4)
+
+
+@pytest.fixture
+def open_window(qtbot):  # type: ignore[no-untyped-def]
+    """Open the real main window on a model (its engine in a real worker process).
+
+    Settings get one engine thread: llama.cpp's spinning threads collapse when the two cores
+    are shared with other processes. Windows are shut down (engine stopped) at the end.
+    """
+    from app.settings import load_settings, save_settings
+    from ui.main_window import MainWindow
+
+    windows = []
+
+    def open_(model: Path, draft: str | None = "ngram", wait_loaded: bool = True, write_settings: bool = True, **changes):  # type: ignore[no-untyped-def]
+        if write_settings:
+            save_settings(load_settings().replace(n_threads=1, **changes))
+        window = MainWindow(model=str(model), draft=draft)
+        qtbot.addWidget(window)
+        window.show()
+        windows.append(window)
+        if wait_loaded:
+            qtbot.waitUntil(lambda: window.controller.info is not None, timeout=60_000)
+        return window
+
+    yield open_
+    for window in windows:
+        window.shutdown()
+
+
+@pytest.fixture
+def wait_reply(qtbot):  # type: ignore[no-untyped-def]
+    """Wait until a window has no reply in flight."""
+
+    def wait(window, timeout_ms: int = 60_000) -> None:  # type: ignore[no-untyped-def]
+        qtbot.waitUntil(lambda: not window.controller.is_busy and window.live is None, timeout=timeout_ms)
+
+    return wait

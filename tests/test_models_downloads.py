@@ -349,3 +349,16 @@ def test_an_existing_complete_file_is_not_fetched_again(hub: FakeHub) -> None:
     assert again == first
     assert len(hub.recorded("cdn", "GET")) == 1
     assert [e.state for e in events] == ["done"]
+
+
+def test_a_second_download_of_the_same_file_at_the_same_time_is_refused(hub: FakeHub) -> None:
+    from filelock import FileLock
+
+    final = local_path_for(REPO, "tiny-target.gguf")
+    final.parent.mkdir(parents=True)
+    with (
+        FileLock(str(final.with_name(final.name + ".part.lock"))),
+        pytest.raises(DownloadError, match="already being downloaded by another Tandem"),
+    ):
+        download_file(FileRequest(REPO, "tiny-target.gguf"))
+    assert not final.exists()

@@ -116,6 +116,7 @@ class MainWindow(QMainWindow):
         self.resize(1180, 780)
         self.settings: Settings = load_settings()
         self.store = Store()
+        self.store.mark_unfinished_interrupted()
         self.controller = controller or EngineController(self)
         self._model_override = model
         self._draft_override = draft

@@ -194,7 +194,10 @@ class ModelsPage(QWidget):
         header = table.horizontalHeader()
         for col in range(len(columns)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
+        table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        table.setWordWrap(True)
         for row, pair in enumerate(self.catalog.pairs):
             self._fill_catalog_row(table, row, pair)
         self.catalog_table = table
@@ -239,15 +242,20 @@ class ModelsPage(QWidget):
         table.setItem(row, 3, speed_item)
 
         progress_cell = QWidget()
-        ph = QHBoxLayout(progress_cell)
-        ph.setContentsMargins(2, 2, 2, 2)
+        pv = QVBoxLayout(progress_cell)
+        pv.setContentsMargins(2, 2, 2, 2)
+        pv.setSpacing(1)
         bar = QProgressBar()
         bar.setRange(0, self.PROGRESS_STEPS)
         bar.setValue(0)
-        bar.setFixedWidth(110)
+        bar.setMaximumHeight(14)
         status = QLabel()
-        ph.addWidget(bar)
-        ph.addWidget(status, 1)
+        status.setWordWrap(True)
+        font = status.font()
+        font.setPointSizeF(font.pointSizeF() * 0.9)
+        status.setFont(font)
+        pv.addWidget(bar)
+        pv.addWidget(status)
         table.setCellWidget(row, 4, progress_cell)
 
         buttons = QWidget()

@@ -1,0 +1,183 @@
+"""The chat, driven through the real window: a real worker process runs llama.cpp on tiny models."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
+
+from app.store import Store
+
+
+def _db_messages(window, include_superseded: bool = False):  # type: ignore[no-untyped-def]
+    store = Store()
+    try:
+        return store.messages(window.conversation_id, include_superseded=include_superseded)
+    finally:
+        store.close()
+
+
+def test_window_opens_with_title_focus_and_pair(qtbot, open_window, tiny_target) -> None:
+    window = open_window(tiny_target)
+    assert "Tandem" in window.windowTitle()
+    qtbot.waitUntil(lambda: window.chat.input.hasFocus(), timeout=5000)
+    assert "n-gram" in window.pair_label.text()
+    assert window.speculation_combo.currentData() == "ngram"
+    assert not window.load_progress.isVisible()
+
+
+def test_send_streams_the_reply_and_stores_it_as_it_goes(qtbot, open_window, wait_reply, slow_target) -> None:
+    window = open_window(slow_target, max_tokens=1000)
+    progress_updates: list[int] = []
+    window.controller.reply_progressed.connect(lambda p: progress_updates.append(len(p.pieces)))
+    stored_at_start: list[list[tuple[str, str]]] = []
+    window.controller.reply_started.connect(
+        lambda _s: stored_at_start.append([(m.role, m.status) for m in _db_messages(window)])
+    )
+
+    window.chat.input.setPlainText("Tell me a story")
+    qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
+    # Before the engine has produced anything: the user message and the reply's row are on disk.
+    rows = _db_messages(window)
+    assert [(m.role, m.content, m.status) for m in rows] == [
+        ("user", "Tell me a story", "complete"),
+        ("assistant", "", "streaming"),
+    ]
+    assert window.chat.stop_button.isEnabled() and not window.chat.send_button.isEnabled()
+
+    # Mid-reply the text is in the window and, within a second or so, in the database.
+    started = time.monotonic()
+    qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 40, timeout=60_000)
+    widget = window.chat.widget_for(window.live.message_id)
+    assert widget is not None and widget.text()
+    qtbot.waitUntil(lambda: time.monotonic() - started > 1.2, timeout=5000)
+    if window.live is not None:  # still streaming: the partial reply must be stored already
+        reply = _db_messages(window)[-1]
+        assert reply.status == "streaming" and reply.content
+    wait_reply(window)
+
+    assert stored_at_start and stored_at_start[0][0] == ("user", "complete")
+    assert len(progress_updates) > 3, "the reply arrived in one piece instead of streaming"
+    user, reply = _db_messages(window)
+    assert reply.role == "assistant" and reply.status == "complete" and reply.content
+    assert reply.stats is not None and reply.stats["n_generated"] > 0 and reply.stats["speculation"] == "ngram"
+    widget = window.chat.widget_for(reply.id)
+    assert widget.text() == reply.content
+    assert "tok/s" in widget.details.text() and widget.details.isVisible()
+    assert "Decode speed" in widget.details.toolTip()
+    assert "tok/s" in window.stats_label.text() and "acceptance" in window.stats_label.text()
+    assert window.conversations.titles() == ["Tell me a story"]
+
+
+def test_stop_ends_the_reply_and_keeps_it(qtbot, open_window, wait_reply, slow_target) -> None:
+    window = open_window(slow_target, max_tokens=3000)
+    window.send("Write a very long essay")
+    qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 10, timeout=60_000)
+    qtbot.mouseClick(window.chat.stop_button, Qt.MouseButton.LeftButton)
+    wait_reply(window)
+    reply = _db_messages(window)[-1]
+    assert reply.status == "cancelled" and reply.content
+    assert reply.stats["stop_reason"] == "cancelled" and reply.stats["n_generated"] < 3000
+    assert "stopped" in window.chat.widget_for(reply.id).details.text()
+    # The next message is answered normally.
+    window.settings = window.settings.replace(max_tokens=16)
+    window.send("Shorter please")
+    wait_reply(window)
+    assert _db_messages(window)[-1].status == "complete"
+
+
+def test_regenerate_replaces_the_last_reply_and_keeps_the_old_one(qtbot, open_window, wait_reply, tiny_target) -> None:
+    window = open_window(tiny_target, max_tokens=24, temperature=1.0)
+    window.send("Hello")
+    wait_reply(window)
+    first_reply = _db_messages(window)[-1]
+    qtbot.mouseClick(window.chat.regenerate_button, Qt.MouseButton.LeftButton)
+    wait_reply(window)
+    visible = _db_messages(window)
+    assert [m.role for m in visible] == ["user", "assistant"]
+    assert visible[-1].id != first_reply.id and visible[-1].status == "complete"
+    everything = _db_messages(window, include_superseded=True)
+    assert [(m.id, m.status) for m in everything if m.id == first_reply.id] == [(first_reply.id, "superseded")]
+    assert [w.role for w in window.chat.message_widgets()] == ["user", "assistant"]
+
+
+def test_edit_last_user_message_and_resend(qtbot, open_window, wait_reply, tiny_target) -> None:
+    window = open_window(tiny_target, max_tokens=16)
+    window.send("first version")
+    wait_reply(window)
+    user_widget = next(w for w in window.chat.message_widgets() if w.role == "user")
+    assert user_widget.edit_button.isVisible()
+    qtbot.mouseClick(user_widget.edit_button, Qt.MouseButton.LeftButton)
+    assert window.chat.input.toPlainText() == "first version" and window.chat.editing_banner.isVisible()
+    window.chat.input.setPlainText("second version")
+    qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
+    wait_reply(window)
+    visible = _db_messages(window)
+    assert [(m.role, m.content) for m in visible][0] == ("user", "second version")
+    assert [m.role for m in visible] == ["user", "assistant"] and visible[-1].status == "complete"
+    superseded = [m.content for m in _db_messages(window, include_superseded=True) if m.status == "superseded"]
+    assert "first version" in superseded  # nothing the user wrote is lost
+    assert not window.chat.editing_banner.isVisible()
+
+
+def test_enter_sends_and_shift_enter_adds_a_line(qtbot, open_window, wait_reply, tiny_target) -> None:
+    window = open_window(tiny_target, max_tokens=8)
+    qtbot.keyClicks(window.chat.input, "line one")
+    qtbot.keyClick(window.chat.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(window.chat.input, "line two")
+    assert window.conversation_id is None  # nothing sent yet
+    assert window.chat.input.toPlainText() == "line one\nline two"
+    qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
+    wait_reply(window)
+    assert _db_messages(window)[0].content == "line one\nline two"
+    assert window.chat.input.toPlainText() == ""
+
+
+def test_copy_puts_the_message_on_the_clipboard(qtbot, open_window, wait_reply, tiny_target) -> None:
+    window = open_window(tiny_target, max_tokens=8)
+    window.send("copy **me**")
+    wait_reply(window)
+    user_widget = next(w for w in window.chat.message_widgets() if w.role == "user")
+    qtbot.mouseClick(user_widget.copy_button, Qt.MouseButton.LeftButton)
+    assert QApplication.clipboard().text() == "copy **me**"  # the Markdown source, not the rendering
+
+
+def test_system_prompt_is_kept_per_conversation(qtbot, open_window, wait_reply, tiny_target) -> None:
+    window = open_window(tiny_target, max_tokens=8)
+    window.send("hi")
+    wait_reply(window)
+    first = window.conversation_id
+    window.chat.system_prompt.setText("You are terse.")
+    window.chat.system_prompt.editingFinished.emit()
+    qtbot.mouseClick(window.conversations.new_button, Qt.MouseButton.LeftButton)
+    assert window.chat.system_prompt.text() == ""
+    window.show_conversation(first)
+    assert window.chat.system_prompt.text() == "You are terse."
+    store = Store()
+    assert store.conversation(first).system_prompt == "You are terse."
+    store.close()
+
+
+def test_replies_render_markdown_with_code_blocks(qtbot, open_window, tiny_target) -> None:
+    from PySide6.QtGui import QTextFormat
+
+    window = open_window(tiny_target)
+    widget = window.chat.add_message(-1, "assistant", "Some **bold** text\n\n```python\nprint('hi')\n```\n")
+    doc = widget.body.document()
+    assert "**" not in doc.toPlainText() and "print('hi')" in doc.toPlainText()
+    block, fenced = doc.firstBlock(), []
+    while block.isValid():
+        if block.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence):
+            fenced.append(block.text())
+        block = block.next()
+    assert fenced == ["print('hi')"]
+
+
+def test_a_base_model_chats_as_a_plain_transcript(qtbot, open_window, wait_reply, tiny_base) -> None:
+    window = open_window(tiny_base, max_tokens=16)
+    assert not window.controller.info.has_chat_template
+    window.send("Once upon a time")
+    wait_reply(window)
+    reply = _db_messages(window)[-1]
+    assert reply.status == "complete" and "User:" not in reply.content

@@ -1,0 +1,129 @@
+"""Seeing and switching speculation: the toggle, the pair shown, the tint, Compare, the speedup."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QTextDocument
+
+from app.settings import load_settings
+from app.store import Store
+from ui.markdown_view import DRAFT_TINT, render
+
+
+def _last_reply(window):  # type: ignore[no-untyped-def]
+    store = Store()
+    try:
+        return store.messages(window.conversation_id)[-1]
+    finally:
+        store.close()
+
+
+def _tinted_text(doc: QTextDocument) -> str:
+    out = []
+    block = doc.firstBlock()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            if fragment.charFormat().background().color() == DRAFT_TINT:
+                out.append(fragment.text())
+            it += 1
+        block = block.next()
+    return "".join(out)
+
+
+def test_tint_follows_the_source_spans_through_markdown(qapp) -> None:
+    source = "Plain **bold words** and `code` end"
+    start = source.index("bold")
+    doc = QTextDocument()
+    render(doc, source, [(start, start + len("bold words"))], tint=True)
+    assert doc.toPlainText() == "Plain bold words and code end"
+    assert _tinted_text(doc) == "bold words"
+    render(doc, source, [(start, start + 4)], tint=False)
+    assert _tinted_text(doc) == ""
+
+
+def test_speculation_toggle_takes_effect_from_the_next_reply(
+    qtbot, open_window, wait_reply, tiny_target, tiny_draft, tiny_incompatible
+) -> None:
+    window = open_window(tiny_target, max_tokens=24)
+    window.send("first")
+    wait_reply(window)
+    assert _last_reply(window).stats["speculation"] == "ngram"
+
+    # Off, through the combo box.
+    off = window.speculation_combo.findData("none")
+    window.speculation_combo.setCurrentIndex(off)
+    window.speculation_combo.activated.emit(off)
+    qtbot.waitUntil(lambda: window.controller.info.speculation == "none", timeout=30_000)
+    assert "speculation off" in window.pair_label.text()
+    window.send("second")
+    wait_reply(window)
+    reply = _last_reply(window)
+    assert reply.stats["speculation"] == "none"
+    # A plain reply gives the model's plain speed: the baseline of every later speedup.
+    baseline = load_settings().plain_tokens_per_s.get(str(tiny_target))
+    assert baseline == pytest.approx(reply.stats["decode_tokens_per_s"], abs=0.01)
+
+    # A draft model: the pair and its compatibility are shown.
+    window.set_speculation(str(tiny_draft))
+    qtbot.waitUntil(lambda: window.controller.info.speculation == "draft", timeout=30_000)
+    assert "compatible" in window.pair_label.text() and window.speculation_combo.currentData() == "draft"
+    window.send("third")
+    wait_reply(window)
+    reply = _last_reply(window)
+    assert reply.stats["speculation"] == "draft"
+    assert reply.stats.get("plain_tokens_per_s")  # the speedup is known now
+    assert "speedup" in window.chat.widget_for(reply.id).details.text()
+    assert "—" not in window.stats_label.text().split("speedup")[1]
+
+    # An incompatible draft is refused with the rule that failed; the working pair stays.
+    window.set_speculation(str(tiny_incompatible))
+    qtbot.waitUntil(lambda: "token 40" in window.pair_label.text(), timeout=30_000)
+    assert window.controller.info.speculation == "draft"
+    assert load_settings().draft == str(tiny_draft)
+
+
+def test_draft_tint_shows_accepted_tokens_and_toggles(qtbot, open_window, wait_reply, tiny_target) -> None:
+    window = open_window(tiny_target, max_tokens=200)
+    window.send("abc abc abc abc abc abc abc abc abc abc")
+    wait_reply(window)
+    reply = _last_reply(window)
+    assert reply.draft_spans, "n-gram lookup accepted nothing on a repetitive reply"
+    widget = window.chat.widget_for(reply.id)
+    assert _tinted_text(widget.body.document())
+    qtbot.mouseClick(window.tint_check, Qt.MouseButton.LeftButton)
+    assert not window.tint_check.isChecked()
+    assert _tinted_text(widget.body.document()) == ""
+    assert load_settings().show_draft_tint is False
+
+
+def test_compare_runs_plain_then_speculative_side_by_side(qtbot, open_window, wait_reply, tiny_target) -> None:
+    window = open_window(tiny_target, max_tokens=128)
+    order: list[int] = []
+    window.controller.reply_started.connect(lambda s: order.append(s.request_id))
+    window.tabs.setCurrentWidget(window.compare)
+    window.compare.prompt.setPlainText("Repeat: the cat sat on the mat, the cat sat on the mat.")
+    qtbot.mouseClick(window.compare.run_button, Qt.MouseButton.LeftButton)
+    assert not window.compare.run_button.isEnabled()
+    qtbot.waitUntil(lambda: len(window.compare.final_stats) == 2, timeout=60_000)
+    wait_reply(window)
+
+    plain, speculative = window.compare.final_stats["plain"], window.compare.final_stats["speculative"]
+    assert plain.speculation == "none" and speculative.speculation == "ngram"
+    assert order == sorted(order)  # plain first, then speculative: never at once
+    assert "×" in window.compare.summary.text() and "tok/s" in window.compare.summary.text()
+    assert window.compare.speedup() == speculative.decode_tokens_per_s / plain.decode_tokens_per_s
+    assert window.compare.plain.text and window.compare.speculative.text
+    assert window.compare.chart.series["plain"] and window.compare.chart.series["speculative"]
+    assert window.compare.chart.grab().width() > 0  # the QPainter chart paints
+    assert load_settings().plain_tokens_per_s.get(str(tiny_target))
+    assert window.compare.run_button.isEnabled()
+
+
+def test_compare_needs_speculation_on(qtbot, open_window, tiny_target) -> None:
+    window = open_window(tiny_target, draft="none")
+    assert window.controller.info.speculation == "none"
+    assert not window.compare.run_button.isEnabled()
+    assert "choose n-gram" in window.compare.availability.text()
