@@ -37,8 +37,12 @@ lint: setup
 	$(VENV)/bin/ruff format --check engine app ui tests
 	$(VENV)/bin/mypy
 
+# Side-by-side speed: n-gram drafting on the embedded model (with llama-cpp-python's own prompt
+# lookup as the peer and the follow-up latency test), then the real draft-model pair
+# (F16 target + Q4_K_M draft). Reports land in bench-*.md.
 bench: setup
-	$(VENV)/bin/tandem bench --draft ngram --max-tokens 256 --out bench-report.md
+	$(VENV)/bin/tandem bench --model default --draft ngram --max-tokens 256 --out bench-ngram.md
+	$(VENV)/bin/tandem bench --model default-f16 --draft default --max-tokens 128 --sets copy,qa,writing --no-peer --turns 0 --out bench-draft.md
 
 screenshot: setup
 	QT_QPA_PLATFORM=offscreen $(PY) -m app.screenshot resources/screenshot.png

@@ -25,9 +25,9 @@ def sha256_file(path: Path, chunk_bytes: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-def ensure_default_model() -> Path:
+def ensure_default_model(folder: Path | None = None) -> Path:
     """The path of the assembled, verified default model (assembling it on first use)."""
-    target = models_dir() / DEFAULT_MODEL_NAME
+    target = (folder or models_dir()) / DEFAULT_MODEL_NAME
     if target.exists():
         return target
     try:
@@ -85,9 +85,9 @@ def write_f16_copy(source: Path, dest: Path) -> Path:
     return dest
 
 
-def ensure_default_f16() -> Path:
+def ensure_default_f16(folder: Path | None = None) -> Path:
     """The F16 copy of the default model (made on first use, about 15 s)."""
-    dest = models_dir() / "gemma-3-270m-f16.gguf"
+    dest = (folder or models_dir()) / "gemma-3-270m-f16.gguf"
     if not dest.exists():
-        write_f16_copy(ensure_default_model(), dest)
+        write_f16_copy(ensure_default_model(folder), dest)
     return dest

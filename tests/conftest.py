@@ -101,3 +101,35 @@ def wait_reply(qtbot):  # type: ignore[no-untyped-def]
         qtbot.waitUntil(lambda: not window.controller.is_busy and window.live is None, timeout=timeout_ms)
 
     return wait
+
+
+@pytest.fixture(scope="session")
+def gemma_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded Gemma 3 270M (and its F16 copy) assembled once per test session.
+
+    Reuses an already assembled copy from the user's models folder to save a minute.
+    """
+    import shutil
+
+    from app.default_model import DEFAULT_MODEL_NAME
+
+    folder = tmp_path_factory.mktemp("gemma")
+    cached = Path(os.path.expanduser("~/.local/share/Tandem/models"))
+    for name in (DEFAULT_MODEL_NAME, "gemma-3-270m-f16.gguf"):
+        if (cached / name).is_file():
+            os.symlink(cached / name, folder / name)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def gemma_q4(gemma_dir: Path) -> Path:
+    from app.default_model import ensure_default_model
+
+    return ensure_default_model(gemma_dir)
+
+
+@pytest.fixture(scope="session")
+def gemma_f16(gemma_dir: Path) -> Path:
+    from app.default_model import ensure_default_f16
+
+    return ensure_default_f16(gemma_dir)

@@ -124,6 +124,7 @@ class MessageBody(QTextBrowser):
             self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.viewport().setAutoFillBackground(False)
         self.document().setDocumentMargin(2)
+        self.document().setUndoRedoEnabled(False)  # read-only text re-rendered ~40 times a second
         self.document().documentLayout().documentSizeChanged.connect(self.on_layout_size_changed)
         mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self.document().setDefaultStyleSheet(f"code, pre {{ font-family: '{mono.family()}'; }}")

@@ -1,0 +1,149 @@
+"""`tandem generate` and `tandem bench` as a user runs them: real processes, real exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.tiny import write_tiny_model
+
+ROOT = Path(__file__).resolve().parent.parent
+JSON_KEYS = {
+    "text", "token_ids", "n_prompt_tokens", "n_generated", "n_drafted", "n_accepted",
+    "acceptance_rate", "prefill_s", "decode_s", "decode_tokens_per_s", "speculation", "stop_reason",
+}  # fmt: skip
+
+
+def tandem(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("TANDEM_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "app.main", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env,
+    )  # fmt: skip
+
+
+def last_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: ")
+    return line
+
+
+@pytest.mark.parametrize("draft", ["none", "ngram", "model"])
+def test_generate_json(tiny_target: Path, tiny_draft: Path, draft: str) -> None:
+    spec = str(tiny_draft) if draft == "model" else draft
+    r = tandem("generate", "--model", str(tiny_target), "--draft", spec, "--prompt", "the cat sat",
+               "--max-tokens", "24", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert JSON_KEYS <= out.keys()
+    assert out["speculation"] == {"none": "none", "ngram": "ngram", "model": "draft"}[draft]
+    assert out["n_generated"] == len(out["token_ids"]) == 24
+    assert out["stop_reason"] == "length"
+    assert 0.0 <= out["acceptance_rate"] <= 1.0
+
+
+def test_generate_streams_text_and_prints_stats(tiny_target: Path, tmp_path: Path) -> None:
+    prompt_file = tmp_path / "p.txt"
+    prompt_file.write_text("the cat sat on the mat", encoding="utf-8")
+    r = tandem("generate", "--model", str(tiny_target), "--prompt-file", str(prompt_file), "--max-tokens", "10",
+               "--draft", "ngram")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    stats = r.stderr.strip().splitlines()[-1]
+    assert stats.startswith("[ngram] 10 tokens") and "tok/s" in stats
+
+
+def test_greedy_json_is_the_same_with_and_without_speculation(tiny_target: Path) -> None:
+    common = ("generate", "--model", str(tiny_target), "--prompt", "abc abc abc abd", "--max-tokens", "40", "--json")
+    plain = json.loads(tandem(*common).stdout)
+    fast = json.loads(tandem(*common, "--draft", "ngram").stdout)
+    assert fast["n_drafted"] > 0
+    assert fast["token_ids"] == plain["token_ids"]
+
+
+def test_bad_model_files(tmp_path: Path, tiny_target: Path) -> None:
+    cases = {
+        "missing.gguf": (None, "model file not found"),
+        "empty.gguf": (b"", "is empty"),
+        "text.gguf": (b"just some text\n", "is not a GGUF model file"),
+        "random.gguf": (os.urandom(4096), "is not a GGUF model file"),
+        "cut.gguf": (tiny_target.read_bytes()[:300_000], "is truncated"),
+    }
+    for name, (content, message) in cases.items():
+        path = tmp_path / name
+        if content is not None:
+            path.write_bytes(content)
+        line = last_error_line(tandem("generate", "--model", str(path), "--prompt", "hi"))
+        assert message in line, (name, line)
+        # The same checks guard the draft.
+        line = last_error_line(tandem("generate", "--model", str(tiny_target), "--draft", str(path), "--prompt", "hi"))
+        assert message in line, (name, line)
+
+
+def test_incompatible_pair_names_the_rule(tiny_target: Path, tiny_incompatible: Path) -> None:
+    line = last_error_line(tandem("generate", "--model", str(tiny_target), "--draft", str(tiny_incompatible), "--prompt", "hi"))
+    assert "text of token 40 differs" in line and "'%'" in line and "'%_x'" in line
+
+
+def test_eos_mismatch_names_the_rule(tmp_path: Path, tiny_target: Path) -> None:
+    other = write_tiny_model(tmp_path / "eos.gguf", seed=4, eos_token_id=2)
+    line = last_error_line(tandem("generate", "--model", str(tiny_target), "--draft", str(other), "--prompt", "hi"))
+    assert "EOS token id" in line and "target: 1, draft: 2" in line
+
+
+def test_prompt_longer_than_context(tiny_target: Path) -> None:
+    line = last_error_line(tandem("generate", "--model", str(tiny_target), "--prompt", "word " * 400, "--ctx", "128"))
+    assert "the prompt is" in line and "tokens long but the context holds only 128" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--prompt", "   "), "the prompt is empty"),
+        (("--prompt-file", "/nonexistent/prompt.txt"), "prompt file not found"),
+        (("--prompt", "hi", "--max-tokens", "0"), "--max-tokens must be at least 1"),
+        (("--prompt", "hi", "--temperature", "-1"), "--temperature must be 0 or more"),
+        (("--prompt", "hi", "--top-p", "0"), "--top-p must be in (0, 1]"),
+        (("--prompt", "hi", "--threads", "0"), "--threads must be at least 1"),
+        (("--prompt", "hi", "--max-tokens", "many"), "invalid int value"),
+        ((), "one of the arguments --prompt --prompt-file is required"),
+    ],
+)
+def test_bad_arguments(tiny_target: Path, args: tuple[str, ...], message: str) -> None:
+    line = last_error_line(tandem("generate", "--model", str(tiny_target), *args))
+    assert message in line
+
+
+def test_chat_needs_a_template(tmp_path: Path, tiny_target: Path) -> None:
+    r = tandem("generate", "--model", str(tiny_target), "--prompt", "hi", "--chat", "--max-tokens", "5", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["n_prompt_tokens"] > 3  # the template wrapped the message
+
+
+def test_bench_runs_side_by_side(tiny_target: Path, tmp_path: Path) -> None:
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"name": "loop", "set": "copy", "prompt": "abc abc abc abc abc"}) + "\n")
+    out = tmp_path / "report.md"
+    r = tandem("bench", "--model", str(tiny_target), "--draft", "ngram", "--prompts", str(prompts),
+               "--max-tokens", "32", "--turns", "3", "--no-peer", "--json", "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    (row,) = report["prompts"]
+    assert row["plain_tokens_per_s"] > 0 and row["spec_tokens_per_s"] > 0
+    assert row["same_text"] is True
+    assert len(report["ttft_s"]) == 3
+    assert "| loop | copy |" in out.read_text()
+
+
+def test_bench_bad_prompt_file(tiny_target: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    line = last_error_line(tandem("bench", "--model", str(tiny_target), "--prompts", str(bad), "--no-peer"))
+    assert "line 1: not a JSON object" in line
