@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 CLI_COMMANDS = ("generate", "bench", "models")
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A local-first app: huggingface_hub must not report usage (it reads this at import).
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in CLI_COMMANDS:
         from app.cli import main as cli_main

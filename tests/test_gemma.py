@@ -9,7 +9,7 @@ import pytest
 from engine.config import EngineConfig
 from engine.events import Finished
 from engine.session import Engine
-from tests.test_speculative import assert_same_or_near_tie
+from test_speculative import assert_same_or_near_tie
 
 pytestmark = pytest.mark.gemma
 

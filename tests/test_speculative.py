@@ -44,8 +44,9 @@ def assert_same_or_near_tie(model: Path, prompt: list[int], plain: tuple[int, ..
     assert gap < NEAR_TIE, f"speculative output differs at token {i} where the target was sure (gap {gap})"
 
 
-@pytest.mark.parametrize("draft", ["ngram", "model"])
-@pytest.mark.parametrize("adaptive", [True, False])
+# A tiny draft model costs as much as its tiny target: the adaptive controller rightly refuses
+# it, so the model case runs with a fixed draft length.
+@pytest.mark.parametrize(("draft", "adaptive"), [("ngram", True), ("ngram", False), ("model", False)])
 def test_greedy_output_equals_plain(tiny_target: Path, tiny_draft: Path, draft: str, adaptive: bool) -> None:
     spec = str(tiny_draft) if draft == "model" else "ngram"
     engine = Engine(
