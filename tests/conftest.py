@@ -77,7 +77,13 @@ def open_window(qtbot):  # type: ignore[no-untyped-def]
 
     windows = []
 
-    def open_(model: Path, draft: str | None = "ngram", wait_loaded: bool = True, write_settings: bool = True, **changes):  # type: ignore[no-untyped-def]
+    def open_(
+        model: Path,
+        draft: str | None = "ngram",
+        wait_loaded: bool = True,
+        write_settings: bool = True,
+        **changes,
+    ):  # type: ignore[no-untyped-def]
         if write_settings:
             save_settings(load_settings().replace(n_threads=1, **changes))
         window = MainWindow(model=str(model), draft=draft)

@@ -77,7 +77,9 @@ def test_stats_and_draft_spans_round_trip() -> None:
     store = Store()
     c = store.create_conversation()
     m = store.add_message(c.id, "assistant", "")
-    store.update_message(m.id, "abcdef", status="complete", stats={"decode_tokens_per_s": 12.5}, draft_spans=[(1, 3)])
+    store.update_message(
+        m.id, "abcdef", status="complete", stats={"decode_tokens_per_s": 12.5}, draft_spans=[(1, 3)]
+    )
     got = store.message(m.id)
     assert got is not None
     assert got.stats == {"decode_tokens_per_s": 12.5}
@@ -133,7 +135,9 @@ def test_corrupt_settings_fall_back_to_defaults_and_keep_the_database(tandem_hom
 
 def test_settings_with_wrong_types_keep_only_the_valid_values() -> None:
     paths.settings_path().write_text(
-        json.dumps({"n_threads": True, "n_ctx": "big", "temperature": 1, "draft": "ngram", "top_k": 7, "x": 1}),
+        json.dumps(
+            {"n_threads": True, "n_ctx": "big", "temperature": 1, "draft": "ngram", "top_k": 7, "x": 1}
+        ),
         encoding="utf-8",
     )
     settings = load_settings()

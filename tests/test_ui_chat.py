@@ -61,7 +61,9 @@ def test_send_streams_the_reply_and_stores_it_as_it_goes(qtbot, open_window, wai
     assert len(progress_updates) > 3, "the reply arrived in one piece instead of streaming"
     user, reply = _db_messages(window)
     assert reply.role == "assistant" and reply.status == "complete" and reply.content
-    assert reply.stats is not None and reply.stats["n_generated"] > 0 and reply.stats["speculation"] == "ngram"
+    assert (
+        reply.stats is not None and reply.stats["n_generated"] > 0 and reply.stats["speculation"] == "ngram"
+    )
     widget = window.chat.widget_for(reply.id)
     assert widget.text() == reply.content
     assert "tok/s" in widget.details.text() and widget.details.isVisible()
@@ -87,7 +89,9 @@ def test_stop_ends_the_reply_and_keeps_it(qtbot, open_window, wait_reply, slow_t
     assert _db_messages(window)[-1].status == "complete"
 
 
-def test_regenerate_replaces_the_last_reply_and_keeps_the_old_one(qtbot, open_window, wait_reply, tiny_target) -> None:
+def test_regenerate_replaces_the_last_reply_and_keeps_the_old_one(
+    qtbot, open_window, wait_reply, tiny_target
+) -> None:
     window = open_window(tiny_target, max_tokens=24, temperature=1.0)
     window.send("Hello")
     wait_reply(window)
@@ -98,7 +102,9 @@ def test_regenerate_replaces_the_last_reply_and_keeps_the_old_one(qtbot, open_wi
     assert [m.role for m in visible] == ["user", "assistant"]
     assert visible[-1].id != first_reply.id and visible[-1].status == "complete"
     everything = _db_messages(window, include_superseded=True)
-    assert [(m.id, m.status) for m in everything if m.id == first_reply.id] == [(first_reply.id, "superseded")]
+    assert [(m.id, m.status) for m in everything if m.id == first_reply.id] == [
+        (first_reply.id, "superseded")
+    ]
     assert [w.role for w in window.chat.message_widgets()] == ["user", "assistant"]
 
 
@@ -116,7 +122,9 @@ def test_edit_last_user_message_and_resend(qtbot, open_window, wait_reply, tiny_
     visible = _db_messages(window)
     assert [(m.role, m.content) for m in visible][0] == ("user", "second version")
     assert [m.role for m in visible] == ["user", "assistant"] and visible[-1].status == "complete"
-    superseded = [m.content for m in _db_messages(window, include_superseded=True) if m.status == "superseded"]
+    superseded = [
+        m.content for m in _db_messages(window, include_superseded=True) if m.status == "superseded"
+    ]
     assert "first version" in superseded  # nothing the user wrote is lost
     assert not window.chat.editing_banner.isVisible()
 

@@ -99,7 +99,9 @@ def test_draft_tint_shows_accepted_tokens_and_toggles(qtbot, open_window, wait_r
     assert load_settings().show_draft_tint is False
 
 
-def test_compare_runs_plain_then_speculative_side_by_side(qtbot, open_window, wait_reply, tiny_target) -> None:
+def test_compare_runs_plain_then_speculative_side_by_side(
+    qtbot, open_window, wait_reply, tiny_target
+) -> None:
     window = open_window(tiny_target, max_tokens=128)
     order: list[int] = []
     window.controller.reply_started.connect(lambda s: order.append(s.request_id))
@@ -127,3 +129,29 @@ def test_compare_needs_speculation_on(qtbot, open_window, tiny_target) -> None:
     assert window.controller.info.speculation == "none"
     assert not window.compare.run_button.isEnabled()
     assert "choose n-gram" in window.compare.availability.text()
+
+
+def test_settings_dialog_values_and_engine_reload(qtbot, open_window, wait_reply, tiny_target) -> None:
+    from ui.settings_dialog import SettingsDialog
+
+    window = open_window(tiny_target)
+    dialog = SettingsDialog(window.settings, gpu_offload_supported=False)
+    qtbot.addWidget(dialog)
+    assert not dialog.gpu_layers.isEnabled()  # this build runs on the CPU only
+    dialog.context.setValue(1024)
+    dialog.temperature.setValue(0.7)
+    dialog.top_k.setValue(20)
+    dialog.adaptive.setChecked(False)
+    dialog.draft_max.setValue(6)
+    new = dialog.result_settings()
+    assert (new.n_ctx, new.temperature, new.top_k, new.adaptive, new.draft_max) == (1024, 0.7, 20, False, 6)
+
+    window.apply_settings(new)
+    qtbot.waitUntil(
+        lambda: window.controller.info is not None and window.controller.info.n_ctx == 1024, timeout=30_000
+    )
+    assert load_settings().temperature == 0.7
+    window.send("hello")
+    wait_reply(window)
+    assert _last_reply(window).status == "complete"
+    assert SettingsDialog(window.settings, gpu_offload_supported=True).gpu_layers.isEnabled()

@@ -106,7 +106,9 @@ def test_a_file_that_is_not_a_model_fails_with_a_sentence(worker, tmp_path: Path
     assert reply_failed.request_id == 1 and "GGUF" in reply_failed.sentence
 
 
-def test_an_incompatible_draft_leaves_the_target_loaded_and_says_why(worker, tiny_target, tiny_incompatible) -> None:
+def test_an_incompatible_draft_leaves_the_target_loaded_and_says_why(
+    worker, tiny_target, tiny_incompatible
+) -> None:
     w, inbox = worker
     w.send(LoadRequest(config(str(tiny_target), draft=str(tiny_incompatible), n_ctx=1024)))
     loaded = inbox.wait_for(EngineLoaded)
@@ -201,7 +203,11 @@ def test_a_short_conversation_is_sent_whole_with_its_system_prompt(small_engine)
     request = ReplyRequest(1, turns, system_prompt="Be brief.", max_tokens=64)
     prompt, stop, n_dropped, n_prompt = build_prompt(small_engine, request, 0)
     assert n_dropped == 0 and stop == ()
-    assert prompt.startswith("<|system|>Be brief.") and "question 0" in prompt and prompt.endswith("<|assistant|>")
+    assert (
+        prompt.startswith("<|system|>Be brief.")
+        and "question 0" in prompt
+        and prompt.endswith("<|assistant|>")
+    )
     assert n_prompt == small_engine.count_tokens(prompt)
 
 
@@ -216,7 +222,9 @@ def test_the_oldest_turns_go_first_and_the_system_prompt_stays(small_engine) -> 
     # One more exchange later, the same turns are still left out (the cached prefix stays valid),
     # unless more must go.
     later = (*turns, ChatTurn("assistant", "short"), ChatTurn("user", "next"))
-    prompt2, _, n_dropped2, _ = build_prompt(small_engine, ReplyRequest(2, later, "SYSTEM RULES", max_tokens=64), n_dropped)
+    prompt2, _, n_dropped2, _ = build_prompt(
+        small_engine, ReplyRequest(2, later, "SYSTEM RULES", max_tokens=64), n_dropped
+    )
     assert n_dropped2 == n_dropped
     shared = prompt.removesuffix("<|assistant|>")
     assert prompt2.startswith(shared)
@@ -229,7 +237,9 @@ def test_base_models_get_a_plain_text_transcript(tiny_base: Path) -> None:
     try:
         assert not engine.has_chat_template
         turns = (ChatTurn("user", "Hi"), ChatTurn("assistant", "Hello!"), ChatTurn("user", "How are you?"))
-        prompt, stop, _, _ = build_prompt(engine, ReplyRequest(1, turns, system_prompt="Be kind.", max_tokens=32), 0)
+        prompt, stop, _, _ = build_prompt(
+            engine, ReplyRequest(1, turns, system_prompt="Be kind.", max_tokens=32), 0
+        )
         assert prompt == "Be kind.\n\nUser: Hi\nAssistant: Hello!\nUser: How are you?\nAssistant:"
         assert stop == BASE_MODEL_STOP
     finally:

@@ -38,6 +38,8 @@ class ConversationList(QWidget):
         self.search.textChanged.connect(self.search_changed)
         layout.addWidget(self.search)
         self.list = QListWidget()
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.customContextMenuRequested.connect(self.on_list_context_menu_requested)
         self.list.currentItemChanged.connect(self.on_list_current_item_changed)

@@ -696,10 +696,14 @@ class MainWindow(QMainWindow):
         info = self.controller.info
         dialog = SettingsDialog(self.settings, bool(info and info.gpu_offload_supported), self)
         if dialog.exec():
-            before, after = self.settings, dialog.result_settings()
-            self._update_settings(**{k: getattr(after, k) for k in after.__dataclass_fields__})
-            if needs_reload(before, after):
-                self.start_engine()
+            self.apply_settings(dialog.result_settings())
+
+    def apply_settings(self, after: Settings) -> None:
+        """Save new settings; reload the engine if an engine setting changed (sampling applies next reply)."""
+        before = self.settings
+        self._update_settings(**{k: getattr(after, k) for k in after.__dataclass_fields__})
+        if needs_reload(before, after):
+            self.start_engine()
 
     def on_models_page_pair_chosen(self, target_path: str, draft: str) -> None:
         changes: dict[str, Any] = {"model_path": target_path, "draft": draft or "none"}

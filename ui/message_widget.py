@@ -59,7 +59,7 @@ class MessageWidget(QFrame):
 
         self.details = QLabel()
         self.details.setObjectName("details")
-        self.details.setStyleSheet("color: palette(mid); font-size: 11px;")
+        self.details.setStyleSheet("color: gray; font-size: 11px;")
         self.details.setWordWrap(True)
         self.details.setVisible(False)
         layout.addWidget(self.details)
