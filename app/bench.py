@@ -65,9 +65,13 @@ def load_prompts(path: str | None, sets: str | None) -> list[BenchPrompt]:
             continue
         try:
             item = json.loads(line)
-            prompts.append(BenchPrompt(str(item.get("name", f"prompt-{i}")), str(item.get("set", "custom")), str(item["prompt"])))
+            prompts.append(
+                BenchPrompt(
+                    str(item.get("name", f"prompt-{i}")), str(item.get("set", "custom")), str(item["prompt"])
+                )
+            )
         except (ValueError, KeyError, TypeError) as e:
-            raise TandemError(f"{source}, line {i}: not a JSON object with a \"prompt\" field") from e
+            raise TandemError(f'{source}, line {i}: not a JSON object with a "prompt" field') from e
     if sets:
         wanted = {s.strip() for s in sets.split(",")}
         prompts = [p for p in prompts if p.set in wanted]
@@ -152,7 +156,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
     engine = Engine(config)
     peer = None
     if not args.no_peer:
-        peer = PeerPromptLookup(config.target_path, min(engine.n_ctx, 2048), engine.n_threads, config.n_gpu_layers)
+        peer = PeerPromptLookup(
+            config.target_path, min(engine.n_ctx, 2048), engine.n_threads, config.n_gpu_layers
+        )
     results: list[PromptResult] = []
     log = sys.stderr
     try:
@@ -195,7 +201,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
     return summarize(results, ttft, config.target_path, config.draft)
 
 
-def summarize(results: list[PromptResult], ttft: list[float], model: str, draft: str | None) -> dict[str, object]:
+def summarize(
+    results: list[PromptResult], ttft: list[float], model: str, draft: str | None
+) -> dict[str, object]:
     sets: dict[str, dict[str, float | None]] = {}
     for name in dict.fromkeys(r.set for r in results):
         rs = [r for r in results if r.set == name]
@@ -237,7 +245,11 @@ def to_markdown(report: dict[str, object]) -> str:
             f"x{r['speedup']:.2f} | {_fmt(r['peer_tokens_per_s'], '.1f')} | {_fmt(r['vs_peer'])} | "
             f"{r['acceptance_rate']:.0%} | {r['mean_accepted_length']:.1f} | {'yes' if r['same_text'] else 'NO'} |"
         )
-    lines += ["", "| set | plain tok/s | spec tok/s | speedup (median) | spec/peer | accepted |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| set | plain tok/s | spec tok/s | speedup (median) | spec/peer | accepted |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, s in report["sets"].items():  # type: ignore[attr-defined]
         lines.append(
             f"| {name} | {s['plain_tokens_per_s']:.1f} | {s['spec_tokens_per_s']:.1f} | x{s['speedup']:.2f} | "

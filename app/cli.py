@@ -78,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="the prompt text")
     src.add_argument("--prompt-file", help="read the prompt from this file")
-    g.add_argument("--chat", action="store_true", help="use the prompt as a user message in the chat template")
+    g.add_argument(
+        "--chat", action="store_true", help="use the prompt as a user message in the chat template"
+    )
     g.add_argument("--system", default=None, help="system message (with --chat)")
     g.add_argument("--max-tokens", type=int, default=256)
     g.add_argument("--temperature", type=float, default=0.0)
@@ -93,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="compare plain and speculative decoding side by side")
     _add_engine_args(b, model_default="default")
     b.add_argument("--draft", default="ngram", help="draft GGUF path or `ngram`")
-    b.add_argument("--prompts", default=None, help="JSONL file of {\"name\", \"set\", \"prompt\"} lines")
+    b.add_argument("--prompts", default=None, help='JSONL file of {"name", "set", "prompt"} lines')
     b.add_argument("--sets", default=None, help="comma-separated built-in sets (copy,code,qa,writing)")
     b.add_argument("--max-tokens", type=int, default=256)
     b.add_argument("--repeat", type=int, default=1)

@@ -41,7 +41,8 @@ def run_gui(argv: list[str]) -> int:
 
     from ui.main_window import MainWindow
 
-    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "tandem", *argv])
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication([sys.argv[0] or "tandem", *argv])
     app.setApplicationName("Tandem")
     app.setApplicationDisplayName("Tandem")
     window = MainWindow(model=args.model, draft=args.draft)

@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 EXAMPLE = "The quick brown fox jumps over the lazy dog. It was the best of times, it was the worst of times."
@@ -63,7 +64,7 @@ def main(argv: list[str]) -> int:
     window.resize(1280, 820)
     window.show()
 
-    def wait_until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
+    def wait_until(condition: Callable[[], bool], what: str) -> None:
         # A blocking event loop, polled by a timer: a processEvents() spin would take a core
         # from llama.cpp, whose threads then wait on each other (1 tok/s instead of 60 here).
         deadline = time.monotonic() + TIMEOUT_S

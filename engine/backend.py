@@ -15,7 +15,6 @@ import numpy as np
 
 from engine.errors import DecodeError, ModelLoadError, OutOfMemoryError
 
-
 _log_callback = None  # kept alive: llama.cpp holds a pointer to it
 
 
@@ -185,7 +184,9 @@ class LlamaRunner:
         if not n_logits:
             return np.empty((0, self.n_vocab), dtype=np.float32)
         # Rows with logits are stored contiguously, in batch order (llama.h).
-        array = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(n_logits * self.n_vocab,))
+        array = np.ctypeslib.as_array(
+            ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(n_logits * self.n_vocab,)
+        )
         return array.reshape(n_logits, self.n_vocab)
 
     def time_batches(self, sizes: Sequence[int], context_tokens: Sequence[int]) -> dict[int, float]:

@@ -78,9 +78,7 @@ class ModelDrafter:
         self.p_min = p_min  # greedy drafts stop when the draft is less sure than this
         self.sampled = sampled  # at temperature > 0: sample drafts and keep q (else greedy drafts)
 
-    def propose(
-        self, ctx: list[int], k: int, params: SamplingParams, rng: np.random.Generator
-    ) -> Draft:
+    def propose(self, ctx: list[int], k: int, params: SamplingParams, rng: np.random.Generator) -> Draft:
         runner = self.runner
         if k <= 0:
             return Draft([])

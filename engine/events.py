@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 StopReason = Literal["length", "eos", "stop", "cancelled", "context"]
 SpeculationKind = Literal["none", "ngram", "draft"]
@@ -96,4 +96,4 @@ class Finished:
     stats: Stats
 
 
-Event = Union[TextPiece, Stats, Finished]
+Event = TextPiece | Stats | Finished

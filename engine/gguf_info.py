@@ -216,9 +216,7 @@ def read_gguf_info(path: str | os.PathLike[str], check_architecture: bool = True
     with open(p, "rb") as f:
         head = f.read(4)
         if head != GGUF_MAGIC:
-            raise NotGGUFError(
-                f"{p} is not a GGUF model file (it starts with {head!r}, not b'GGUF')"
-            )
+            raise NotGGUFError(f"{p} is not a GGUF model file (it starts with {head!r}, not b'GGUF')")
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             return _parse(buf, p, size, check_architecture)
 

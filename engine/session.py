@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from engine.adaptive import DraftLengthController
 from engine.backend import LlamaRunner
@@ -41,7 +42,7 @@ class Engine:
         self.info_draft: GGUFInfo | None = None
         self._drafter: NgramDrafter | ModelDrafter | None = None
         self._controller: DraftLengthController | None = None
-        self._chat_formatter = None
+        self._chat_formatter: Any = None  # llama_cpp's Jinja2ChatFormatter, made on first use
         self._verify_costs: dict[int, float] | None = None
         try:
             self.set_draft(config.draft)
@@ -83,7 +84,10 @@ class Engine:
             n_batch=self.config.n_batch,
         )
         self._close_draft()
-        self._drafter, self.info_draft = ModelDrafter(runner, self.config.draft_p_min, self.config.draft_sampling), info
+        self._drafter, self.info_draft = (
+            ModelDrafter(runner, self.config.draft_p_min, self.config.draft_sampling),
+            info,
+        )
         self._controller = DraftLengthController(k_max, self.config.adaptive, draft_costs_time=True)
         draft_costs = runner.time_batches([1], self._calibration_tokens())
         self._controller.calibrate(self._measure_verify_costs(), draft_costs.get(1))
@@ -101,9 +105,7 @@ class Engine:
         if self._verify_costs is None:
             if self.target.tokens:
                 return {}
-            self._verify_costs = self.target.time_batches(
-                [1, 2, 4, 8, 16, 32], self._calibration_tokens()
-            )
+            self._verify_costs = self.target.time_batches([1, 2, 4, 8, 16, 32], self._calibration_tokens())
         return self._verify_costs
 
     def _close_draft(self) -> None:
@@ -138,7 +140,7 @@ class Engine:
                 eos_token=_token_text(self.info_target, "tokenizer.ggml.eos_token_id"),
                 bos_token=_token_text(self.info_target, "tokenizer.ggml.bos_token_id"),
             )
-        prompt = self._chat_formatter(messages=messages).prompt  # type: ignore[attr-defined]
+        prompt = self._chat_formatter(messages=messages).prompt
         # The template writes BOS itself; tokenize() adds BOS too: keep one.
         bos = _token_text(self.info_target, "tokenizer.ggml.bos_token_id")
         if bos and prompt.startswith(bos):

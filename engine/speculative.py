@@ -117,7 +117,7 @@ class SpeculativeDecoder:
         drafter = self.drafter if speculate else None
         controller = self.controller
         kind: SpeculationKind = self.speculation if drafter is not None else "none"
-        seed = params.seed if params.seed is not None else int(np.random.SeedSequence().entropy % (1 << 63))
+        seed = params.seed if params.seed is not None else int(np.random.default_rng().integers(1 << 62))
         rng = np.random.default_rng(seed)  # for the min(1, p/q) rule of sampled drafts
         c = _Counters(n_prompt_tokens=len(prompt))
         llama_s0 = target.llama_s + self._draft_llama_s()

@@ -115,7 +115,6 @@ def gemma_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     Reuses an already assembled copy from the user's models folder to save a minute.
     """
-    import shutil
 
     from app.default_model import DEFAULT_MODEL_NAME
 

@@ -43,7 +43,7 @@ def test_generate_json(tiny_target: Path, tiny_draft: Path, draft: str) -> None:
                "--max-tokens", "24", "--json")  # fmt: skip
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
-    assert JSON_KEYS <= out.keys()
+    assert out.keys() >= JSON_KEYS
     assert out["speculation"] == {"none": "none", "ngram": "ngram", "model": "draft"}[draft]
     assert out["n_generated"] == len(out["token_ids"]) == 24
     assert out["stop_reason"] == "length"
@@ -61,7 +61,16 @@ def test_generate_streams_text_and_prints_stats(tiny_target: Path, tmp_path: Pat
 
 
 def test_greedy_json_is_the_same_with_and_without_speculation(tiny_target: Path) -> None:
-    common = ("generate", "--model", str(tiny_target), "--prompt", "abc abc abc abd", "--max-tokens", "40", "--json")
+    common = (
+        "generate",
+        "--model",
+        str(tiny_target),
+        "--prompt",
+        "abc abc abc abd",
+        "--max-tokens",
+        "40",
+        "--json",
+    )
     plain = json.loads(tandem(*common).stdout)
     fast = json.loads(tandem(*common, "--draft", "ngram").stdout)
     assert fast["n_drafted"] > 0
@@ -83,23 +92,31 @@ def test_bad_model_files(tmp_path: Path, tiny_target: Path) -> None:
         line = last_error_line(tandem("generate", "--model", str(path), "--prompt", "hi"))
         assert message in line, (name, line)
         # The same checks guard the draft.
-        line = last_error_line(tandem("generate", "--model", str(tiny_target), "--draft", str(path), "--prompt", "hi"))
+        line = last_error_line(
+            tandem("generate", "--model", str(tiny_target), "--draft", str(path), "--prompt", "hi")
+        )
         assert message in line, (name, line)
 
 
 def test_incompatible_pair_names_the_rule(tiny_target: Path, tiny_incompatible: Path) -> None:
-    line = last_error_line(tandem("generate", "--model", str(tiny_target), "--draft", str(tiny_incompatible), "--prompt", "hi"))
+    line = last_error_line(
+        tandem("generate", "--model", str(tiny_target), "--draft", str(tiny_incompatible), "--prompt", "hi")
+    )
     assert "text of token 40 differs" in line and "'%'" in line and "'%_x'" in line
 
 
 def test_eos_mismatch_names_the_rule(tmp_path: Path, tiny_target: Path) -> None:
     other = write_tiny_model(tmp_path / "eos.gguf", seed=4, eos_token_id=2)
-    line = last_error_line(tandem("generate", "--model", str(tiny_target), "--draft", str(other), "--prompt", "hi"))
+    line = last_error_line(
+        tandem("generate", "--model", str(tiny_target), "--draft", str(other), "--prompt", "hi")
+    )
     assert "EOS token id" in line and "target: 1, draft: 2" in line
 
 
 def test_prompt_longer_than_context(tiny_target: Path) -> None:
-    line = last_error_line(tandem("generate", "--model", str(tiny_target), "--prompt", "word " * 400, "--ctx", "128"))
+    line = last_error_line(
+        tandem("generate", "--model", str(tiny_target), "--prompt", "word " * 400, "--ctx", "128")
+    )
     assert "the prompt is" in line and "tokens long but the context holds only 128" in line
 
 
@@ -122,7 +139,9 @@ def test_bad_arguments(tiny_target: Path, args: tuple[str, ...], message: str) -
 
 
 def test_chat_needs_a_template(tmp_path: Path, tiny_target: Path) -> None:
-    r = tandem("generate", "--model", str(tiny_target), "--prompt", "hi", "--chat", "--max-tokens", "5", "--json")
+    r = tandem(
+        "generate", "--model", str(tiny_target), "--prompt", "hi", "--chat", "--max-tokens", "5", "--json"
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["n_prompt_tokens"] > 3  # the template wrapped the message
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_speculative import assert_same_or_near_tie
 
 from engine.config import EngineConfig
 from engine.events import Finished
 from engine.session import Engine
-from test_speculative import assert_same_or_near_tie
 
 pytestmark = pytest.mark.gemma
 
@@ -17,7 +17,7 @@ PROMPTS = [
     "Original text:\nThe committee met on Tuesday to review the proposed changes to the city's recycling "
     "program. After a long discussion, members agreed that the current schedule confuses many residents."
     "\n\nThe same text, copied exactly:\n",
-    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n',
     "Question: Why is the sky blue?\nAnswer:",
 ]
 
@@ -32,7 +32,11 @@ def generate(engine: Engine, prompt: str, speculate: bool) -> Finished:
 @pytest.mark.parametrize("draft", ["ngram", "q4-model"])
 def test_f16_target_greedy_output_is_identical(gemma_f16: Path, gemma_q4: Path, draft: str) -> None:
     spec = "ngram" if draft == "ngram" else str(gemma_q4)
-    engine = Engine(EngineConfig(str(gemma_f16), draft=spec, n_ctx=1024, draft_max=8, adaptive=draft == "ngram", n_threads=2))
+    engine = Engine(
+        EngineConfig(
+            str(gemma_f16), draft=spec, n_ctx=1024, draft_max=8, adaptive=draft == "ngram", n_threads=2
+        )
+    )
     try:
         n_accepted = 0
         for prompt in PROMPTS:

@@ -76,17 +76,23 @@ def test_filters_apply_in_order() -> None:
     np.testing.assert_allclose(d.probs, np.array([0.5, 0.2, 0.15]) / 0.85, rtol=1e-5)
     d = distribution(logits, [], SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.35))
     assert list(d.ids) == [0, 1]  # min-p keeps tokens at least 0.35 x the top probability
-    d = distribution(logits, [0], SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=10.0))
+    d = distribution(
+        logits, [0], SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=10.0)
+    )
     assert d.ids[0] == 1  # token 0 was penalised below token 1
 
 
 @pytest.mark.parametrize("mode", ["sampled-draft", "ngram"])
-def test_speculative_generation_matches_plain_distribution(tiny_target: Path, tiny_draft: Path, mode: str) -> None:
+def test_speculative_generation_matches_plain_distribution(
+    tiny_target: Path, tiny_draft: Path, mode: str
+) -> None:
     """Second-token marginal of real speculative generations against the exact target marginal."""
     params = SamplingParams(temperature=1.5, top_k=6, top_p=1.0, min_p=0.0)
     prompt = "the cat sat on the mat. the cat"
     draft = str(tiny_draft) if mode == "sampled-draft" else "ngram"
-    engine = Engine(EngineConfig(str(tiny_target), draft=draft, n_ctx=256, draft_max=3, adaptive=False, draft_p_min=0.0))
+    engine = Engine(
+        EngineConfig(str(tiny_target), draft=draft, n_ctx=256, draft_max=3, adaptive=False, draft_p_min=0.0)
+    )
     tokens = engine.tokenize(prompt)
     if mode == "ngram":
         # A prompt whose n-gram continuation the model finds plausible: its own greedy text,
@@ -112,7 +118,9 @@ def test_speculative_generation_matches_plain_distribution(tiny_target: Path, ti
     try:
         for seed in range(3000):
             result = None
-            for event in engine.generate(tokens, SamplingParams(**{**params.__dict__, "seed": seed}), max_tokens=2):
+            for event in engine.generate(
+                tokens, SamplingParams(**{**params.__dict__, "seed": seed}), max_tokens=2
+            ):
                 if isinstance(event, Finished):
                     result = event
             assert result is not None and len(result.token_ids) == 2

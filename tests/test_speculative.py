@@ -29,7 +29,9 @@ def run(engine: Engine, prompt: str | list[int], **kw) -> Finished:
     return events[-1]
 
 
-def assert_same_or_near_tie(model: Path, prompt: list[int], plain: tuple[int, ...], spec: tuple[int, ...]) -> None:
+def assert_same_or_near_tie(
+    model: Path, prompt: list[int], plain: tuple[int, ...], spec: tuple[int, ...]
+) -> None:
     """Greedy output must be identical, except after a position where the top two logits tie."""
     if plain == spec:
         return
@@ -50,7 +52,9 @@ def assert_same_or_near_tie(model: Path, prompt: list[int], plain: tuple[int, ..
 def test_greedy_output_equals_plain(tiny_target: Path, tiny_draft: Path, draft: str, adaptive: bool) -> None:
     spec = str(tiny_draft) if draft == "model" else "ngram"
     engine = Engine(
-        EngineConfig(str(tiny_target), draft=spec, n_ctx=1024, draft_max=6, adaptive=adaptive, draft_p_min=0.0)
+        EngineConfig(
+            str(tiny_target), draft=spec, n_ctx=1024, draft_max=6, adaptive=adaptive, draft_p_min=0.0
+        )
     )
     try:
         n_drafted = 0
@@ -69,7 +73,11 @@ def test_greedy_output_equals_plain(tiny_target: Path, tiny_draft: Path, draft: 
 
 
 def test_fixed_drafts_are_both_accepted_and_rejected(tiny_target: Path, tiny_draft: Path) -> None:
-    engine = Engine(EngineConfig(str(tiny_target), draft=str(tiny_draft), n_ctx=1024, draft_max=4, adaptive=False, draft_p_min=0.0))
+    engine = Engine(
+        EngineConfig(
+            str(tiny_target), draft=str(tiny_draft), n_ctx=1024, draft_max=4, adaptive=False, draft_p_min=0.0
+        )
+    )
     try:
         s = run(engine, PROMPTS[0], max_tokens=120).stats
     finally:
@@ -82,7 +90,11 @@ def test_fixed_drafts_are_both_accepted_and_rejected(tiny_target: Path, tiny_dra
 
 def test_kv_rollback_after_many_rejections(tiny_target: Path, tiny_draft: Path) -> None:
     """After a long run full of rejected drafts, the target's cache is exactly its tokens."""
-    engine = Engine(EngineConfig(str(tiny_target), draft=str(tiny_draft), n_ctx=1024, draft_max=5, adaptive=False, draft_p_min=0.0))
+    engine = Engine(
+        EngineConfig(
+            str(tiny_target), draft=str(tiny_draft), n_ctx=1024, draft_max=5, adaptive=False, draft_p_min=0.0
+        )
+    )
     fresh = LlamaRunner(str(tiny_target), n_ctx=1024, n_threads=2)
     try:
         params = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=7)
@@ -118,7 +130,11 @@ def test_kv_cache_is_reused_between_calls(tiny_target: Path) -> None:
 
 
 def test_text_pieces_add_up_and_show_origin(tiny_target: Path, tiny_draft: Path) -> None:
-    engine = Engine(EngineConfig(str(tiny_target), draft=str(tiny_draft), n_ctx=1024, draft_max=4, adaptive=False, draft_p_min=0.0))
+    engine = Engine(
+        EngineConfig(
+            str(tiny_target), draft=str(tiny_draft), n_ctx=1024, draft_max=4, adaptive=False, draft_p_min=0.0
+        )
+    )
     try:
         events = list(engine.generate(PROMPTS[0], max_tokens=100))
     finally:
@@ -133,17 +149,29 @@ def test_text_pieces_add_up_and_show_origin(tiny_target: Path, tiny_draft: Path)
 
 
 @pytest.mark.parametrize("draft", ["ngram", "greedy-model"])
-def test_seeded_sampling_with_deterministic_drafts_equals_plain(tiny_target: Path, tiny_draft: Path, draft: str) -> None:
+def test_seeded_sampling_with_deterministic_drafts_equals_plain(
+    tiny_target: Path, tiny_draft: Path, draft: str
+) -> None:
     """Keyed sampling: the same seed gives the same text with speculation on and off."""
     spec = "ngram" if draft == "ngram" else str(tiny_draft)
     engine = Engine(
-        EngineConfig(str(tiny_target), draft=spec, n_ctx=1024, draft_max=6, adaptive=False, draft_p_min=0.0, draft_sampling=False)
+        EngineConfig(
+            str(tiny_target),
+            draft=spec,
+            n_ctx=1024,
+            draft_max=6,
+            adaptive=False,
+            draft_p_min=0.0,
+            draft_sampling=False,
+        )
     )
     params = SamplingParams(temperature=0.8, top_k=20, seed=1234)
     try:
         plain = run(engine, PROMPTS[0], params=params, max_tokens=80, speculate=False)
         fast = run(engine, PROMPTS[0], params=params, max_tokens=80)
-        other_seed = run(engine, PROMPTS[0], params=SamplingParams(temperature=0.8, top_k=20, seed=99), max_tokens=80)
+        other_seed = run(
+            engine, PROMPTS[0], params=SamplingParams(temperature=0.8, top_k=20, seed=99), max_tokens=80
+        )
     finally:
         engine.close()
     assert fast.stats.n_accepted > 0
@@ -185,7 +213,9 @@ def test_stop_string_cuts_the_text(tiny_target: Path) -> None:
 def test_prompt_longer_than_context_is_refused(tiny_target: Path) -> None:
     engine = Engine(EngineConfig(str(tiny_target), n_ctx=64))
     try:
-        with pytest.raises(PromptTooLongError, match=r"the prompt is \d+ tokens long but the context holds only 64"):
+        with pytest.raises(
+            PromptTooLongError, match=r"the prompt is \d+ tokens long but the context holds only 64"
+        ):
             engine.generate("word " * 200)
     finally:
         engine.close()
@@ -215,7 +245,9 @@ def test_end_of_generation_token_stops(tiny_target: Path) -> None:
 def test_chat_template_from_metadata(tiny_target: Path) -> None:
     engine = Engine(EngineConfig(str(tiny_target), n_ctx=256))
     try:
-        prompt = engine.format_chat([{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}])
+        prompt = engine.format_chat(
+            [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+        )
     finally:
         engine.close()
     assert prompt == "<|system|>be brief\n<|user|>hi\n<|assistant|>"

@@ -90,20 +90,20 @@ class ChatView(QWidget):
         self.notice.setVisible(False)
         layout.addWidget(self.notice)
 
-        self.scroll = QScrollArea()
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll_area = QScrollArea()
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         container = QWidget()
         self.messages_layout = QVBoxLayout(container)
         self.messages_layout.setContentsMargins(0, 0, 0, 0)
         self.messages_layout.setSpacing(8)
         self.messages_layout.addStretch(1)
-        self.scroll.setWidget(container)
-        bar = self.scroll.verticalScrollBar()
+        self.scroll_area.setWidget(container)
+        bar = self.scroll_area.verticalScrollBar()
         bar.rangeChanged.connect(self.on_scrollbar_range_changed)
         bar.valueChanged.connect(self.on_scrollbar_value_changed)
-        layout.addWidget(self.scroll, 1)
+        layout.addWidget(self.scroll_area, 1)
 
         self.editing_banner = QLabel("Editing your last message: Enter sends it again, Esc cancels.")
         self.editing_banner.setVisible(False)
@@ -223,9 +223,8 @@ class ChatView(QWidget):
 
     def scroll_to_end(self) -> None:
         self._should_follow = True
-        QTimer.singleShot(
-            0, lambda: self.scroll.verticalScrollBar().setValue(self.scroll.verticalScrollBar().maximum())
-        )
+        bar = self.scroll_area.verticalScrollBar()
+        QTimer.singleShot(0, lambda: bar.setValue(bar.maximum()))
 
     # ---- handlers
 
@@ -248,8 +247,8 @@ class ChatView(QWidget):
 
     def on_scrollbar_range_changed(self, _minimum: int, maximum: int) -> None:
         if self._should_follow:
-            self.scroll.verticalScrollBar().setValue(maximum)
+            self.scroll_area.verticalScrollBar().setValue(maximum)
 
     def on_scrollbar_value_changed(self, value: int) -> None:
-        bar = self.scroll.verticalScrollBar()
+        bar = self.scroll_area.verticalScrollBar()
         self._should_follow = value >= bar.maximum() - 24

@@ -215,7 +215,7 @@ class MainWindow(QMainWindow):
         # The models page is built separately and may be missing or broken in a given build;
         # the chat must open regardless.
         try:
-            from ui.models_page import ModelsPage  # type: ignore[import-not-found]
+            from ui.models_page import ModelsPage
 
             page = ModelsPage()
             page.pair_chosen.connect(self.on_models_page_pair_chosen)
