@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 
 from app import paths
@@ -37,6 +38,7 @@ def run_gui(argv: list[str]) -> int:
     from ui.pyside_refcount_fix import immortalize_singletons
 
     immortalize_singletons()  # before any Qt call: see the module (PySide6 6.12 on Python 3.11)
+    from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
     from ui.main_window import MainWindow
@@ -47,6 +49,13 @@ def run_gui(argv: list[str]) -> int:
     app.setApplicationDisplayName("Tandem")
     window = MainWindow(model=args.model, draft=args.draft)
     window.show()
+    # Ctrl+C or a SIGTERM closes the window properly (replies marked, engine stopped). Python
+    # runs signal handlers only between bytecodes, so a timer wakes it while Qt waits.
+    signal.signal(signal.SIGINT, lambda *_: window.close())
+    signal.signal(signal.SIGTERM, lambda *_: window.close())
+    wake = QTimer()
+    wake.timeout.connect(lambda: None)
+    wake.start(250)
     code = app.exec()
     window.shutdown()
     return int(code)

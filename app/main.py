@@ -9,6 +9,10 @@ CLI_COMMANDS = ("generate", "bench", "models")
 
 
 def main(argv: list[str] | None = None) -> int:
+    # In a PyInstaller bundle, a "spawn" worker re-runs this executable: hand it to multiprocessing.
+    import multiprocessing
+
+    multiprocessing.freeze_support()
     # A local-first app: huggingface_hub must not report usage (it reads this at import).
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     args = sys.argv[1:] if argv is None else argv

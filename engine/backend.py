@@ -82,6 +82,12 @@ class LlamaRunner:
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self.tokens: list[int] = []
+        # Recurrent and hybrid models keep a state, not per-position entries: they cannot
+        # drop the tail of a sequence, which rolling back a rejected draft needs.
+        self.can_roll_back = not (
+            llama_cpp.llama_model_is_recurrent(self.model.model)
+            or llama_cpp.llama_model_is_hybrid(self.model.model)
+        )
         self.llama_s = 0.0  # seconds spent inside llama_decode since construction
         self._eog_cache: dict[int, bool] = {}
         self._piece_cache: dict[int, bytes] = {}

@@ -64,6 +64,11 @@ class Engine:
             self._close_draft()
             self._drafter, self._controller, self.info_draft = None, None, None
             return
+        if not self.target.can_roll_back:
+            raise TandemError(
+                f"{self.info_target.name} is a recurrent or hybrid model: it cannot undo rejected "
+                "drafts, so speculation is off for it"
+            )
         k_max = self.config.draft_max
         if draft == "ngram":
             self._close_draft()

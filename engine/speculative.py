@@ -126,6 +126,7 @@ class SpeculativeDecoder:
         t0 = time.perf_counter()
         n_keep = target.common_prefix(prompt[:-1])
         target.truncate(n_keep)
+        n_keep = len(target.tokens)  # a model that cannot drop a tail was cleared instead
         target.decode(prompt[n_keep:-1], n_logits=0)
         c.n_prefilled = len(prompt) - n_keep
         c.prefill_s = time.perf_counter() - t0
@@ -160,6 +161,7 @@ class SpeculativeDecoder:
             )
 
         k = 0
+        n_silent = 0
         while True:
             if cancel is not None and cancel.is_set():
                 stop_reason = "cancelled"
@@ -217,12 +219,14 @@ class SpeculativeDecoder:
                 text.add(target.token_bytes(token))
                 piece = text.ready(final=False)
                 is_draft = i < n_accepted
+                n_silent += 1  # tokens whose bytes are still held back count with the next text
                 if piece:
                     if pieces and pieces[-1].is_draft == is_draft:
                         last = pieces.pop()
-                        pieces.append(TextPiece(last.text + piece, last.n_tokens + 1, is_draft))
+                        pieces.append(TextPiece(last.text + piece, last.n_tokens + n_silent, is_draft))
                     else:
-                        pieces.append(TextPiece(piece, 1, is_draft))
+                        pieces.append(TextPiece(piece, n_silent, is_draft))
+                    n_silent = 0
                 if text.stopped:
                     stop_reason, finished = "stop", True
                     break
@@ -239,7 +243,7 @@ class SpeculativeDecoder:
             text.flush()
             tail = text.ready(final=True)
             if tail:
-                yield TextPiece(tail, 0, False)
+                yield TextPiece(tail, n_silent, False)
         final = stats(k)
         yield final
         yield Finished(stop_reason, text.text, tuple(out_tokens), final)
