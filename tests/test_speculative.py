@@ -20,7 +20,6 @@ PROMPTS = [
     "abc abc abc abd abd abc",
     "hello",
 ]
-NEAR_TIE = 0.02  # logits closer than this may flip between batched and one-by-one kernels
 
 
 def run(engine: Engine, prompt: str | list[int], **kw) -> Finished:
@@ -29,21 +28,34 @@ def run(engine: Engine, prompt: str | list[int], **kw) -> Finished:
     return events[-1]
 
 
-def assert_same_or_near_tie(
-    model: Path, prompt: list[int], plain: tuple[int, ...], spec: tuple[int, ...]
-) -> None:
-    """Greedy output must be identical, except after a position where the top two logits tie."""
+def assert_same_or_near_tie(model: Path, prompt: list[int], plain: tuple[int, ...], spec: tuple[int, ...]) -> None:
+    """Greedy output must be identical, except after a flip the kernels themselves explain.
+
+    A verify batch runs other matmul kernels than a one-token decode; on quantized models their
+    logits differ by up to ~1 (measured on Gemma 3 270M Q4_K_M). A flip is a near-tie when the
+    plain choice beats the speculative one by less than twice that measured disagreement.
+    """
     if plain == spec:
         return
     i = next((j for j, (a, b) in enumerate(zip(plain, spec)) if a != b), min(len(plain), len(spec)))
-    runner = LlamaRunner(str(model), n_ctx=1024, n_threads=2)
+    assert i < len(plain) and i < len(spec), "one output stopped early where the other went on"
+    tokens = prompt + list(plain[:i])
+    single_runner = LlamaRunner(str(model), n_ctx=1024, n_threads=2)
+    batch_runner = LlamaRunner(str(model), n_ctx=1024, n_threads=2)
     try:
-        logits = runner.decode(prompt + list(plain[:i]), n_logits=1)[0]
-        top2 = np.sort(logits)[-2:]
-        gap = float(top2[1] - top2[0])
+        single = single_runner.decode(tokens, n_logits=1)[0].copy()
+        n_rows = min(8, len(tokens))
+        batch_runner.decode(tokens[:-n_rows], n_logits=0)
+        batched = batch_runner.decode(tokens[-n_rows:], n_logits=n_rows)[-1].copy()
     finally:
-        runner.close()
-    assert gap < NEAR_TIE, f"speculative output differs at token {i} where the target was sure (gap {gap})"
+        single_runner.close()
+        batch_runner.close()
+    kernel_noise = float(np.abs(batched - single).max())
+    gap = float(single[plain[i]] - single[spec[i]])
+    assert gap <= 2 * kernel_noise + 1e-3, (
+        f"speculative output differs at token {i} where the target was sure "
+        f"(gap {gap:.3f}, batch/single kernel difference {kernel_noise:.3f})"
+    )
 
 
 # A tiny draft model costs as much as its tiny target: the adaptive controller rightly refuses
