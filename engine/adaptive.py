@@ -10,6 +10,8 @@ keeps speculation from ever running much slower than having it off.
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from dataclasses import dataclass, field
 
 _EMA = 0.85  # weight of history in every running estimate
@@ -22,6 +24,8 @@ _PRIOR_SLOPE = 0.05  # extra cost of one more unmeasured row in a verify batch, 
 _PRIOR_DRAFT_COST = 0.2  # a draft model's decode, relative to the target's, until measured
 _PROBE_FIRST = 8
 _PROBE_MAX = 64
+_COST_SAMPLES = 5  # verify costs: the median of the last few timings of each batch size
+_EXPLORE_EVERY = 8  # speculative steps between tries of a longer draft than the best known
 
 
 @dataclass
@@ -40,7 +44,9 @@ class DraftLengthController:
     adaptive: bool = True
     draft_costs_time: bool = False  # a draft model costs a decode per token; n-gram lookup ~nothing
     _acceptance: dict[int, _Acceptance] = field(default_factory=dict)
-    _verify_s: dict[int, float] = field(default_factory=dict)  # batch size -> EMA seconds
+    _verify_samples: dict[int, deque[float]] = field(default_factory=dict)  # batch size -> seconds
+    _verify_s: dict[int, float] = field(default_factory=dict)  # batch size -> median of samples
+    _n_spec_steps: int = 0
     _draft_token_s: float | None = None
     _plain_steps: int = 0
     _probe_interval: int = _PROBE_FIRST
@@ -120,6 +126,11 @@ class DraftLengthController:
         best_k = max(range(available + 1), key=lambda k: self.expected_rate(k, bucket))
         if best_k > 0:
             self._plain_steps = 0
+            self._n_spec_steps += 1
+            if best_k < available and self._n_spec_steps % _EXPLORE_EVERY == 0:
+                # Timings are noisy (one slow sample can make a batch size look too dear to
+                # ever try again): now and then try a longer draft and let its cost be measured.
+                return min(available, 2 * best_k)
             return best_k
         self._plain_steps += 1
         if self._plain_steps >= self._probe_interval and self.could_pay(available):
@@ -130,9 +141,15 @@ class DraftLengthController:
 
     def calibrate(self, verify_s: dict[int, float], draft_token_s: float | None) -> None:
         """Start from measured costs instead of priors (Engine measures them when a draft is set)."""
-        self._verify_s.update(verify_s)
+        for n_rows, seconds in verify_s.items():
+            self._add_verify_sample(n_rows, seconds)
         if draft_token_s is not None:
             self._draft_token_s = self.calibrated_draft_token_s = draft_token_s
+
+    def _add_verify_sample(self, n_rows: int, seconds: float) -> None:
+        samples = self._verify_samples.setdefault(n_rows, deque(maxlen=_COST_SAMPLES))
+        samples.append(seconds)
+        self._verify_s[n_rows] = statistics.median(samples)
 
     def record(
         self,
@@ -142,9 +159,7 @@ class DraftLengthController:
         verify_s: float,
         draft_token_s: list[float] | None = None,
     ) -> None:
-        n_rows = n_drafted + 1
-        old = self._verify_s.get(n_rows)
-        self._verify_s[n_rows] = verify_s if old is None else _EMA * old + (1 - _EMA) * verify_s
+        self._add_verify_sample(n_drafted + 1, verify_s)
         for t in draft_token_s or ():
             d = self._draft_token_s
             self._draft_token_s = t if d is None else _EMA * d + (1 - _EMA) * t

@@ -209,10 +209,13 @@ class LlamaRunner:
             self.decode(filler[:1], n_logits=1)  # warm-up: first decodes allocate buffers
             self.truncate(len(context_tokens))
             for n in sizes:
-                t0 = time.perf_counter()
-                self.decode(filler[:n], n_logits=n)
-                costs[n] = time.perf_counter() - t0
-                self.truncate(len(context_tokens))
+                best = float("inf")
+                for _ in range(2):  # the faster of two: a busy machine only ever slows one down
+                    t0 = time.perf_counter()
+                    self.decode(filler[:n], n_logits=n)
+                    best = min(best, time.perf_counter() - t0)
+                    self.truncate(len(context_tokens))
+                costs[n] = best
         finally:
             self.clear()
         return costs

@@ -28,7 +28,9 @@ def run(engine: Engine, prompt: str | list[int], **kw) -> Finished:
     return events[-1]
 
 
-def assert_same_or_near_tie(model: Path, prompt: list[int], plain: tuple[int, ...], spec: tuple[int, ...]) -> None:
+def assert_same_or_near_tie(
+    model: Path, prompt: list[int], plain: tuple[int, ...], spec: tuple[int, ...]
+) -> None:
     """Greedy output must be identical, except after a flip the kernels themselves explain.
 
     A verify batch runs other matmul kernels than a one-token decode; on quantized models their

@@ -737,5 +737,9 @@ class MainWindow(QMainWindow):
             self.controller.stop()
             self._end_live("interrupted", self._stats_record_partial(self.live.stats))
         self.controller.shutdown()
+        # Downloads pause; their .part files stay and resume next time.
+        shutdown_downloads = getattr(self.models_page, "shutdown", None)
+        if shutdown_downloads is not None:
+            shutdown_downloads()
         self._update_settings()
         self.store.close()
