@@ -47,9 +47,23 @@ bench: setup
 screenshot: setup
 	QT_QPA_PLATFORM=offscreen $(PY) -m app.screenshot resources/screenshot.png
 
+# The desktop bundle dist/tandem/ (PyInstaller one folder; packaging/README.md). It carries the
+# llama.cpp that .venv was built with: for a GPU bundle, set up with LLAMA_CMAKE_ARGS first.
 package: setup
-	$(PY) -m pip install -q -e ".[package]"
-	$(VENV)/bin/pyinstaller --noconfirm --clean packaging/tandem.spec
+	$(PY) -c "import PyInstaller" 2>/dev/null || $(PY) -m pip install -q -e ".[package]"
+	$(VENV)/bin/pyinstaller --noconfirm --clean --log-level WARN --distpath dist --workpath build/pyinstaller packaging/tandem.spec
+	@du -sh dist/tandem
+
+# The bundle into ~/.local (opt/tandem, bin/tandem, the menu entry, icons); PREFIX=... moves it.
+install-desktop:
+	test -x dist/tandem/tandem || $(MAKE) package
+	packaging/linux/install.sh dist/tandem
+
+# Runs the built bundle outside the venv: generate 16 tokens, open and close the window.
+.PHONY: package-smoke
+package-smoke:
+	test -x dist/tandem/tandem || $(MAKE) package
+	packaging/smoke_test.sh dist/tandem
 
 clean:
 	rm -rf build dist .mypy_cache .ruff_cache

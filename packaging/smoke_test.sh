@@ -14,7 +14,8 @@
 #    after TANDEM_SMOKE_ALIVE_S seconds (default 8), its engine worker (a multiprocessing "spawn"
 #    child of the frozen executable, started by the main window) is running, and that worker
 #    has mapped llama.cpp from the bundle and the default model (= the engine loaded); no process
-#    maps anything from a virtual environment or site-packages. It is then ended with SIGTERM.
+#    maps anything from a virtual environment or site-packages. It is then closed with SIGTERM,
+#    which app/gui.py turns into window.close(), and must exit 0 with its children gone.
 # 3. Window on a real X display (Xvfb + xdotool; skipped with a note when they are missing,
 #    unless TANDEM_SMOKE_REQUIRE_X=1): the window must become visible (xdotool --onlyvisible),
 #    its title must change to "Tandem — <model>" (the engine loaded in the worker), then it is
@@ -43,7 +44,9 @@ PIDS_TO_STOP=()
 cleanup() {
     local pid
     for pid in "${PIDS_TO_STOP[@]}"; do
-        kill "$pid" 2>/dev/null || true
+        kill -TERM "$pid" 2>/dev/null || continue
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
     done
     rm -rf "$WORK"
 }
@@ -142,12 +145,18 @@ grep -q "$DIST/_internal/llama_cpp/lib/libllama.so" "/proc/$worker/maps" || fail
 sleep "$ALIVE_S"
 kill -0 "$GUI" 2>/dev/null || fail "the offscreen app died within ${ALIVE_S} s"
 children=$(children_of "$GUI")
+# shellcheck disable=SC2086
 check_no_venv "$GUI" $children
+# app/gui.py turns SIGTERM into window.close(): the same path as the close button.
 kill -TERM "$GUI"
-wait "$GUI" 2>/dev/null || true
+for _ in $(seq 300); do kill -0 "$GUI" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$GUI" 2>/dev/null && fail "the offscreen app did not exit within 30 s of SIGTERM"
+code=0
+wait "$GUI" || code=$?
+((code == 0)) || fail "the offscreen app exited $code after SIGTERM (expected a clean close: 0)"
 # shellcheck disable=SC2086
 gone_within_5s $children || fail "a child process (worker or resource tracker) outlived the app by 5 s"
-echo "smoke: offscreen window ok: up for ${ALIVE_S} s with its engine worker (model loaded from the bundle), ended by SIGTERM; the worker followed"
+echo "smoke: offscreen window ok: up ${ALIVE_S} s with its engine worker (llama.cpp and the model from the bundle); closed by SIGTERM, exit 0"
 
 # ---- 3. Window on a real X display ------------------------------------------------------------
 if ! command -v Xvfb >/dev/null || ! command -v xdotool >/dev/null || ! command -v python3 >/dev/null; then
