@@ -62,7 +62,7 @@ def _add_engine_args(p: argparse.ArgumentParser, model_default: str | None) -> N
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     p.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
     p.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU")
-    p.add_argument("--draft-max", type=int, default=32, help="longest draft per step")
+    p.add_argument("--draft-max", type=int, default=64, help="longest draft per step")
     p.add_argument(
         "--fixed-draft", action="store_true", help="always draft --draft-max tokens (no adaptation)"
     )

@@ -35,7 +35,7 @@ class EngineConfig:
     n_threads: int | None = None  # None: the machine's cores
     n_gpu_layers: int = 0
     n_batch: int = 512
-    draft_max: int = 32  # the longest draft the adaptive controller may choose
+    draft_max: int = 64  # the longest draft the adaptive controller may choose
     adaptive: bool = True  # False: always draft draft_max tokens
     draft_p_min: float = 0.6  # a draft model stops drafting when its top token is less likely
     draft_sampling: bool = True  # at temperature > 0 a draft model samples (and keeps q)

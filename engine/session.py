@@ -110,7 +110,7 @@ class Engine:
         if self._verify_costs is None:
             if self.target.tokens:
                 return {}
-            self._verify_costs = self.target.time_batches([1, 2, 4, 8, 16, 32], self._calibration_tokens())
+            self._verify_costs = self.target.time_batches([1, 2, 4, 8, 16], self._calibration_tokens())
         return self._verify_costs
 
     def _close_draft(self) -> None:
