@@ -24,6 +24,10 @@ _PRIOR_SLOPE = 0.05  # extra cost of one more unmeasured row in a verify batch, 
 _PRIOR_DRAFT_COST = 0.2  # a draft model's decode, relative to the target's, until measured
 _PROBE_FIRST = 8
 _PROBE_MAX = 64
+# A draft model must promise at least this much over plain decoding before it is run: its
+# estimates leave out catching up on the tokens it missed (the whole prompt, the first time),
+# which a marginal gain would not pay back.
+_MIN_GAIN_DRAFT_MODEL = 1.15
 _COST_SAMPLES = 5  # verify costs: the median of the last few timings of each batch size
 _EXPLORE_EVERY = 8  # speculative steps between tries of a longer draft than the best known
 
@@ -47,10 +51,13 @@ class DraftLengthController:
     _verify_samples: dict[int, deque[float]] = field(default_factory=dict)  # batch size -> seconds
     _verify_s: dict[int, float] = field(default_factory=dict)  # batch size -> median of samples
     _n_spec_steps: int = 0
-    _draft_token_s: float | None = None
+    # A draft decode's cost relative to a 1-row target decode: a ratio survives the machine
+    # getting busier or quieter (both slow down alike) where two absolute timings would not.
+    _draft_ratio: float | None = None
     _plain_steps: int = 0
     _probe_interval: int = _PROBE_FIRST
-    calibrated_draft_token_s: float | None = None
+    _calibration: tuple[dict[int, float], float | None] = ({}, None)
+    _snapshot: DraftLengthController | None = None  # the calibration alone, never updated
 
     # -- estimates ---------------------------------------------------------------------------
 
@@ -91,9 +98,8 @@ class DraftLengthController:
     def draft_cost(self) -> float:
         if not self.draft_costs_time:
             return 0.0
-        if self._draft_token_s is not None:
-            return self._draft_token_s
-        return _PRIOR_DRAFT_COST * self.verify_cost(1)
+        ratio = self._draft_ratio if self._draft_ratio is not None else _PRIOR_DRAFT_COST
+        return ratio * self.verify_cost(1)
 
     def expected_rate(self, k: int, bucket: int = 0) -> float:
         """Expected tokens per second of a step that drafts k tokens."""
@@ -103,6 +109,10 @@ class DraftLengthController:
 
     # -- decisions ---------------------------------------------------------------------------
 
+    @property
+    def min_gain(self) -> float:
+        return _MIN_GAIN_DRAFT_MODEL if self.draft_costs_time else 1.0
+
     def could_pay(self, available: int) -> bool:
         """Would some draft length beat plain decoding if every drafted token were accepted?
 
@@ -110,9 +120,12 @@ class DraftLengthController:
         CPU), probing is pointless and only costs time: the draft model would have to catch
         up on every token it missed.
         """
-        plain = 1.0 / self.verify_cost(1)
+        # Judged on the calibration, measured in one go: live timings of 1-row batches drift
+        # with the machine's load while those of longer batches, rarely run, would not.
+        ref = self._snapshot or self
+        plain = 1.0 / ref.verify_cost(1)
         return any(
-            (k + 1) / (k * self.draft_cost() + self.verify_cost(k + 1)) > plain
+            (k + 1) / (k * ref.draft_cost() + ref.verify_cost(k + 1)) > plain * self.min_gain
             for k in range(1, min(available, self.k_max) + 1)
         )
 
@@ -123,8 +136,8 @@ class DraftLengthController:
             return 0
         if not self.adaptive:
             return available
-        best_k = max(range(available + 1), key=lambda k: self.expected_rate(k, bucket))
-        if best_k > 0:
+        best_k = max(range(1, available + 1), key=lambda k: self.expected_rate(k, bucket))
+        if self.expected_rate(best_k, bucket) > self.expected_rate(0, bucket) * self.min_gain:
             self._plain_steps = 0
             self._n_spec_steps += 1
             if best_k < available and self._n_spec_steps % _EXPLORE_EVERY == 0:
@@ -144,7 +157,18 @@ class DraftLengthController:
         for n_rows, seconds in verify_s.items():
             self._add_verify_sample(n_rows, seconds)
         if draft_token_s is not None:
-            self._draft_token_s = self.calibrated_draft_token_s = draft_token_s
+            self._draft_ratio = draft_token_s / self.verify_cost(1)
+        self._calibration = (dict(verify_s), draft_token_s)
+        snapshot = DraftLengthController(self.k_max, self.adaptive, self.draft_costs_time)
+        snapshot._verify_s = dict(self._verify_s)
+        snapshot._draft_ratio = self._draft_ratio
+        self._snapshot = snapshot
+
+    def fresh(self) -> DraftLengthController:
+        """A controller with this one's calibration and nothing learned since (fresh bench runs)."""
+        new = DraftLengthController(self.k_max, self.adaptive, self.draft_costs_time)
+        new.calibrate(*self._calibration)
+        return new
 
     def _add_verify_sample(self, n_rows: int, seconds: float) -> None:
         samples = self._verify_samples.setdefault(n_rows, deque(maxlen=_COST_SAMPLES))
@@ -161,8 +185,9 @@ class DraftLengthController:
     ) -> None:
         self._add_verify_sample(n_drafted + 1, verify_s)
         for t in draft_token_s or ():
-            d = self._draft_token_s
-            self._draft_token_s = t if d is None else _EMA * d + (1 - _EMA) * t
+            ratio = t / self.verify_cost(1)
+            r = self._draft_ratio
+            self._draft_ratio = ratio if r is None else _EMA * r + (1 - _EMA) * ratio
         if n_drafted:
             acc = self._bucket(bucket)
             # Geometric model: every accepted token is a success; the first rejection a failure.

@@ -94,8 +94,11 @@ class Engine:
             info,
         )
         self._controller = DraftLengthController(k_max, self.config.adaptive, draft_costs_time=True)
+        # Draft and target timed back to back, so their ratio reflects one state of the machine.
         draft_costs = runner.time_batches([1], self._calibration_tokens())
-        self._controller.calibrate(self._measure_verify_costs(), draft_costs.get(1))
+        target_costs = self.target.time_batches([1], self._calibration_tokens()) if not self.target.tokens else {}
+        verify_costs = {**self._measure_verify_costs(), **target_costs}
+        self._controller.calibrate(verify_costs, draft_costs.get(1))
 
     def _calibration_tokens(self) -> list[int]:
         return self.tokenize("The quick brown fox jumps over the lazy dog, and then it runs away.")
@@ -197,9 +200,7 @@ class Engine:
         elif isinstance(self._drafter, NgramDrafter):
             self._drafter = NgramDrafter()
         if self._controller is not None:
-            old = self._controller
-            self._controller = DraftLengthController(old.k_max, old.adaptive, old.draft_costs_time)
-            self._controller.calibrate(self._verify_costs or {}, old.calibrated_draft_token_s)
+            self._controller = self._controller.fresh()
 
     def close(self) -> None:
         self._close_draft()
