@@ -35,6 +35,7 @@ class Stats:
     llama_s: float  # time spent inside llama.cpp (decodes), prefill and decode
     draft_max: int  # the draft length in use at the time of this snapshot (0 = plain decoding)
     step_overhead_ms_median: float = 0.0  # time per step spent outside llama.cpp
+    note: str = ""  # a state worth showing, e.g. why speculation is not drafting
 
     @property
     def acceptance_rate(self) -> float:
@@ -83,6 +84,7 @@ class Stats:
             "llama_s": round(self.llama_s, 4),
             "llama_fraction": round(self.llama_fraction, 4),
             "step_overhead_ms_median": round(self.step_overhead_ms_median, 4),
+            "note": self.note,
         }
 
 

@@ -158,6 +158,7 @@ class SpeculativeDecoder:
                 step_overhead_ms_median=(
                     statistics.median(c.step_overhead_s) * 1000 if c.step_overhead_s else 0.0
                 ),
+                note=self._note(drafter),
             )
 
         k = 0
@@ -249,6 +250,13 @@ class SpeculativeDecoder:
         yield Finished(stop_reason, text.text, tuple(out_tokens), final)
 
     # -- pieces of a step ---------------------------------------------------------------------
+
+    def _note(self, drafter: NgramDrafter | ModelDrafter | None) -> str:
+        controller = self.controller
+        if isinstance(drafter, ModelDrafter) and controller is not None and controller.adaptive:
+            if not controller.could_pay(controller.k_max):
+                return "the draft model is too slow to help on this machine: decoding plainly"
+        return ""
 
     def _draft_llama_s(self) -> float:
         return self.drafter.runner.llama_s if isinstance(self.drafter, ModelDrafter) else 0.0

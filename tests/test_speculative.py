@@ -266,3 +266,15 @@ def test_chat_template_from_metadata(tiny_target: Path) -> None:
     finally:
         engine.close()
     assert prompt == "<|system|>be brief\n<|user|>hi\n<|assistant|>"
+
+
+def test_a_draft_model_that_cannot_pay_says_so(tiny_target: Path, tiny_draft: Path) -> None:
+    # The tiny draft is as large as its target: drafting can never beat plain decoding.
+    engine = Engine(EngineConfig(str(tiny_target), draft=str(tiny_draft), n_ctx=512))
+    try:
+        result = run(engine, PROMPTS[0], max_tokens=40)
+    finally:
+        engine.close()
+    assert result.stats.n_drafted == 0
+    assert "too slow to help on this machine" in result.stats.note
+    assert result.stats.as_dict()["note"] == result.stats.note

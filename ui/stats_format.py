@@ -35,6 +35,8 @@ def live_line(stats: dict[str, Any], plain_tokens_per_s: float | None) -> str:
             else f"mean accepted {DASH}"
         )
     parts.append(f"speedup {speedup_text(tps, plain_tokens_per_s, speculation)}")
+    if stats.get("note"):
+        parts.append(str(stats["note"]))
     return " · ".join(parts)
 
 
