@@ -291,6 +291,18 @@ def fit_for(pair: CatalogPair, machine: MachineInfo) -> Fit:
     return Fit(True, "fits")
 
 
+def format_eta(eta_s: float | None) -> str:
+    """Time left as a person reads it: "2 min 05 s", "1 h 03 min", "?" when unknown."""
+    if eta_s is None:
+        return "?"
+    seconds = int(eta_s + 0.5)
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    if seconds >= 60:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds} s"
+
+
 def format_bytes(n_bytes: float) -> str:
     for unit in ("B", "kB", "MB", "GB"):
         if abs(n_bytes) < 1000:

@@ -31,6 +31,7 @@ from app.catalog import (
     draft_choices,
     fit_for,
     format_bytes,
+    format_eta,
     format_params,
     import_model,
     load_catalog,
@@ -155,7 +156,7 @@ class _ProgressPrinter:
             return
         self._last_line_s = now
         speed = f"{format_bytes(p.bytes_per_s)}/s" if p.bytes_per_s else "-"
-        eta = _format_eta(p.eta_s)
+        eta = format_eta(p.eta_s)
         files = f"[{p.file_index + 1}/{p.n_files}] " if p.n_files > 1 else ""
         line = (
             f"{files}{p.filename}: {p.state} {format_bytes(p.file_done_bytes)} / "
@@ -182,17 +183,6 @@ class _ProgressPrinter:
             self.stream.write("\n")
             self.stream.flush()
             self._line_open = False
-
-
-def _format_eta(eta_s: float | None) -> str:
-    if eta_s is None:
-        return "?"
-    seconds = int(eta_s + 0.5)
-    if seconds >= 3600:
-        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
-    if seconds >= 60:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds} s"
 
 
 def _catalog(args: argparse.Namespace) -> Catalog:

@@ -49,6 +49,7 @@ from app.catalog import (
     draft_choices,
     fit_for,
     format_bytes,
+    format_eta,
     format_params,
     import_model,
     load_catalog,
@@ -109,22 +110,11 @@ class _ImportSignals(QObject):
     failed = Signal(str)
 
 
-def _format_eta(eta_s: float | None) -> str:
-    if eta_s is None:
-        return "?"
-    seconds = int(eta_s + 0.5)
-    if seconds >= 3600:
-        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
-    if seconds >= 60:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds} s"
-
-
 def describe_progress(p: DownloadProgress) -> str:
     files = f"{p.file_index + 1}/{p.n_files} · " if p.n_files > 1 else ""
     text = f"{files}{format_bytes(p.total_done_bytes)} of {format_bytes(p.total_bytes)}"
     if p.state == "downloading" and p.bytes_per_s > 0:
-        text += f" · {format_bytes(p.bytes_per_s)}/s · {_format_eta(p.eta_s)} left"
+        text += f" · {format_bytes(p.bytes_per_s)}/s · {format_eta(p.eta_s)} left"
     elif p.state != "downloading":
         text += f" · {p.state}"
     if p.message:
