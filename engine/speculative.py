@@ -253,9 +253,13 @@ class SpeculativeDecoder:
 
     def _note(self, drafter: NgramDrafter | ModelDrafter | None) -> str:
         controller = self.controller
-        if isinstance(drafter, ModelDrafter) and controller is not None and controller.adaptive:
-            if not controller.could_pay(controller.k_max):
-                return "the draft model is too slow to help on this machine: decoding plainly"
+        if (
+            isinstance(drafter, ModelDrafter)
+            and controller is not None
+            and controller.adaptive
+            and not controller.could_pay(controller.k_max)
+        ):
+            return "the draft model is too slow to help on this machine: decoding plainly"
         return ""
 
     def _draft_llama_s(self) -> float:
