@@ -451,7 +451,8 @@ class WorkerProcess:
         requests_recv.close()
         events_send.close()
         threading.Thread(target=self._write_loop, name="tandem-worker-writer", daemon=True).start()
-        threading.Thread(target=self._read_loop, name="tandem-worker-reader", daemon=True).start()
+        self._reader = threading.Thread(target=self._read_loop, name="tandem-worker-reader", daemon=True)
+        self._reader.start()
 
     @property
     def pid(self) -> int | None:
@@ -482,10 +483,12 @@ class WorkerProcess:
         self._cancel.set()
         self._outbox.put(ShutdownRequest())
         self._outbox.put(None)
-        self._process.join(timeout_s)
-        if self._process.is_alive():
+        # The reader thread reaps the child when it exits. Joining the process here as well
+        # would race it for waitpid(): the loser sees no exit code and takes the child for alive.
+        self._reader.join(timeout_s)
+        if self._reader.is_alive():
             self._process.kill()
-            self._process.join(1.0)
+            self._reader.join(2.0)
 
     def _write_loop(self) -> None:
         while True:
