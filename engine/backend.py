@@ -198,26 +198,31 @@ class LlamaRunner:
     def time_batches(self, sizes: Sequence[int], context_tokens: Sequence[int]) -> dict[int, float]:
         """Seconds for one decode of each batch size, every row with logits (a verify batch).
 
-        Measured on top of `context_tokens` on an empty cache, which is left empty again.
+        Measured after `context_tokens`, appended to whatever the cache holds; the cache is
+        rolled back to what it held before.
         """
-        assert not self.tokens, "measure on an empty cache"
-        sizes = [n for n in sizes if n <= self.n_batch and len(context_tokens) + n <= self.n_ctx]
+        n0 = len(self.tokens)
+        room = self.n_ctx - n0 - len(context_tokens) - 1
+        sizes = [n for n in sizes if n <= min(self.n_batch, room)]
         filler = list(context_tokens) * (1 + max(sizes, default=1) // max(len(context_tokens), 1))
         costs: dict[int, float] = {}
+        if not sizes:
+            return costs
         try:
             self.decode(context_tokens, n_logits=0)
+            n1 = len(self.tokens)
             self.decode(filler[:1], n_logits=1)  # warm-up: first decodes allocate buffers
-            self.truncate(len(context_tokens))
+            self.truncate(n1)
             for n in sizes:
                 best = float("inf")
                 for _ in range(2):  # the faster of two: a busy machine only ever slows one down
                     t0 = time.perf_counter()
                     self.decode(filler[:n], n_logits=n)
                     best = min(best, time.perf_counter() - t0)
-                    self.truncate(len(context_tokens))
+                    self.truncate(n1)
                 costs[n] = best
         finally:
-            self.clear()
+            self.truncate(n0)
         return costs
 
     def close(self) -> None:

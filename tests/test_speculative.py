@@ -278,3 +278,17 @@ def test_a_draft_model_that_cannot_pay_says_so(tiny_target: Path, tiny_draft: Pa
     assert result.stats.n_drafted == 0
     assert "too slow to help on this machine" in result.stats.note
     assert result.stats.as_dict()["note"] == result.stats.note
+
+
+def test_switching_speculation_mid_conversation_keeps_the_cache(tiny_target: Path) -> None:
+    engine = Engine(EngineConfig(str(tiny_target), n_ctx=512))
+    try:
+        first = run(engine, PROMPTS[0], max_tokens=20)
+        cached = list(engine.target.tokens)
+        engine.set_draft("ngram")  # calibrates on top of the conversation, then rolls back
+        assert engine.target.tokens == cached
+        follow = run(engine, PROMPTS[0] + first.text, max_tokens=20)
+    finally:
+        engine.close()
+    assert follow.stats.speculation == "ngram"
+    assert follow.stats.n_prefilled < follow.stats.n_prompt_tokens
