@@ -3,12 +3,30 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.tandem-setup
 LLAMA_CPP_VERSION := 0.3.36
-# The default native build uses AMX where the CPU has it and crashes in llama_decode on such
-# machines (FINDINGS.md); these flags give a portable AVX2 build. Override for CUDA/Metal/Vulkan,
-# e.g. make setup LLAMA_CMAKE_ARGS="-DGGML_CUDA=ON" (see README).
-LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+# llama.cpp is built for this machine's CPU, without GGML_NATIVE: a native build also turns on
+# AMX where the CPU reports it, and crashes in llama_decode there (FINDINGS.md). Each SIMD level
+# the CPU has (AVX2, FMA, AVX-512, VNNI...) is switched on by name instead. AVX-512 VNNI matters:
+# it makes the compute-bound verify batches of speculative decoding ~1.7x cheaper here, while
+# plain decoding is memory-bound and gains little. For a bundle that runs on other machines,
+# or for CUDA/Metal/Vulkan, set LLAMA_CMAKE_ARGS yourself (see README, GPU offload).
+CPU_FLAGS := $(shell grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
+has_cpu = $(filter $(1),$(CPU_FLAGS))
+LLAMA_CPU_ARGS := -DGGML_NATIVE=OFF \
+	$(if $(call has_cpu,avx),-DGGML_AVX=ON) $(if $(call has_cpu,avx2),-DGGML_AVX2=ON) \
+	$(if $(call has_cpu,fma),-DGGML_FMA=ON) $(if $(call has_cpu,f16c),-DGGML_F16C=ON) \
+	$(if $(call has_cpu,bmi2),-DGGML_BMI2=ON) $(if $(call has_cpu,avx_vnni),-DGGML_AVX_VNNI=ON) \
+	$(if $(and $(call has_cpu,avx512f),$(call has_cpu,avx512bw),$(call has_cpu,avx512vl)),-DGGML_AVX512=ON \
+		$(if $(call has_cpu,avx512vbmi),-DGGML_AVX512_VBMI=ON) \
+		$(if $(call has_cpu,avx512_vnni),-DGGML_AVX512_VNNI=ON) \
+		$(if $(call has_cpu,avx512_bf16),-DGGML_AVX512_BF16=ON))
+LLAMA_CMAKE_ARGS ?= $(strip $(LLAMA_CPU_ARGS))
+# Built wheels are kept per set of flags: pip's own cache would hand back a wheel built with
+# other flags (it keys on the version only).
+LLAMA_FLAGS_ID := $(shell echo "$(LLAMA_CMAKE_ARGS)" | sha256sum | cut -c1-12)
+WHEELHOUSE := $(HOME)/.cache/tandem/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(LLAMA_FLAGS_ID)
+# One stamp per set of flags: `make setup LLAMA_CMAKE_ARGS=...` with new flags sets up again.
+STAMP := $(VENV)/.tandem-setup-$(LLAMA_FLAGS_ID)
 export QT_API := pyside6
 
 .PHONY: setup run test lint bench screenshot package install-desktop clean
@@ -18,9 +36,15 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip wheel
-	@if ! $(PY) -c "import importlib.metadata as m, sys; sys.exit(m.version('llama_cpp_python') != '$(LLAMA_CPP_VERSION)')" 2>/dev/null; then \
-		echo "Building llama-cpp-python $(LLAMA_CPP_VERSION) (a few minutes on first setup)"; \
-		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install "llama-cpp-python==$(LLAMA_CPP_VERSION)"; \
+	@if [ "$$(cat $(VENV)/.llama-flags 2>/dev/null)" != "$(LLAMA_CPP_VERSION) $(LLAMA_CMAKE_ARGS)" ]; then \
+		if ! ls $(WHEELHOUSE)/llama_cpp_python-*.whl >/dev/null 2>&1; then \
+			echo "Building llama-cpp-python $(LLAMA_CPP_VERSION) with: $(LLAMA_CMAKE_ARGS) (a few minutes)"; \
+			CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel --no-cache-dir --no-deps -w $(WHEELHOUSE) \
+				"llama-cpp-python==$(LLAMA_CPP_VERSION)" || exit 1; \
+		fi; \
+		$(PY) -m pip install -q --force-reinstall --no-deps $(WHEELHOUSE)/llama_cpp_python-*.whl || exit 1; \
+		$(PY) -m pip install -q $(WHEELHOUSE)/llama_cpp_python-*.whl || exit 1; \
+		echo "$(LLAMA_CPP_VERSION) $(LLAMA_CMAKE_ARGS)" > $(VENV)/.llama-flags; \
 	fi
 	$(PY) -m pip install -q -e ".[dev,model]"
 	$(PY) -c "import llama_cpp, PySide6, gguf, huggingface_hub; print('setup ok: llama-cpp-python', llama_cpp.__version__)"
