@@ -66,7 +66,7 @@ lint: setup
 # (F16 target + Q4_K_M draft). Reports land in bench-*.md.
 bench: setup
 	$(VENV)/bin/tandem bench --model default --draft ngram --max-tokens 256 --out bench-ngram.md
-	$(VENV)/bin/tandem bench --model default-f16 --draft default --max-tokens 128 --sets copy,qa,writing --no-peer --turns 0 --out bench-draft.md
+	$(VENV)/bin/tandem bench --model default-f16 --draft default --max-tokens 128 --sets copy,qa,writing --repeat 3 --no-peer --turns 0 --out bench-draft.md
 
 screenshot: setup
 	QT_QPA_PLATFORM=offscreen $(PY) -m app.screenshot resources/screenshot.png

@@ -195,7 +195,9 @@ class LlamaRunner:
         )
         return array.reshape(n_logits, self.n_vocab)
 
-    def time_batches(self, sizes: Sequence[int], context_tokens: Sequence[int]) -> dict[int, float]:
+    def time_batches(
+        self, sizes: Sequence[int], context_tokens: Sequence[int], repeats: int = 3
+    ) -> dict[int, float]:
         """Seconds for one decode of each batch size, every row with logits (a verify batch).
 
         Measured after `context_tokens`, appended to whatever the cache holds; the cache is
@@ -215,7 +217,7 @@ class LlamaRunner:
             self.truncate(n1)
             for n in sizes:
                 best = float("inf")
-                for _ in range(2):  # the faster of two: a busy machine only ever slows one down
+                for _ in range(repeats):  # the fastest: a busy machine only ever slows one down
                     t0 = time.perf_counter()
                     self.decode(filler[:n], n_logits=n)
                     best = min(best, time.perf_counter() - t0)

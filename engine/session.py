@@ -95,8 +95,8 @@ class Engine:
         )
         self._controller = DraftLengthController(k_max, self.config.adaptive, draft_costs_time=True)
         # Draft and target timed back to back, so their ratio reflects one state of the machine.
-        draft_costs = runner.time_batches([1], self._calibration_tokens())
-        target_costs = self.target.time_batches([1], self._calibration_tokens())
+        draft_costs = runner.time_batches([1], self._calibration_tokens(), repeats=6)
+        target_costs = self.target.time_batches([1], self._calibration_tokens(), repeats=6)
         verify_costs = {**self._measure_verify_costs(), **target_costs}
         self._controller.calibrate(verify_costs, draft_costs.get(1))
 
