@@ -138,3 +138,15 @@ def gemma_f16(gemma_dir: Path) -> Path:
     from app.default_model import ensure_default_f16
 
     return ensure_default_f16(gemma_dir)
+
+
+@pytest.fixture
+def hub(tiny_target: Path, tiny_draft: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A local stand-in for the Hugging Face hub serving the tiny pair; HF_ENDPOINT points at it."""
+    from hub_server import TINY_DRAFT_REPO, TINY_REPO, FakeHub, go_online
+
+    with FakeHub() as fake:
+        fake.add_file(TINY_REPO, "tiny-target.gguf", tiny_target.read_bytes())
+        fake.add_file(TINY_DRAFT_REPO, "tiny-draft.gguf", tiny_draft.read_bytes())
+        go_online(monkeypatch, fake, tmp_path)
+        yield fake

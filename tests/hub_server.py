@@ -30,6 +30,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
+# The repositories the shared `hub` fixture (conftest.py) serves the tiny test models from.
+TINY_REPO = "tandem-test/tiny-target-GGUF"
+TINY_DRAFT_REPO = "tandem-test/tiny-draft-GGUF"
+
 
 @dataclass
 class HubFile:

@@ -10,24 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from hub_server import FakeHub, go_online, tiny_pair_catalog
+from hub_server import TINY_DRAFT_REPO, TINY_REPO, FakeHub, tiny_pair_catalog
 
 from app import paths
 from app.cli_models import add_models_parser, main_models
 from engine.tiny import write_tiny_model
 
-REPO = "tandem-test/tiny-target-GGUF"
-DRAFT_REPO = "tandem-test/tiny-draft-GGUF"
+REPO, DRAFT_REPO = TINY_REPO, TINY_DRAFT_REPO  # served by the `hub` fixture (conftest.py)
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def hub(tiny_target: Path, tiny_draft: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    with FakeHub() as hub:
-        hub.add_file(REPO, "tiny-target.gguf", tiny_target.read_bytes())
-        hub.add_file(DRAFT_REPO, "tiny-draft.gguf", tiny_draft.read_bytes())
-        go_online(monkeypatch, hub, tmp_path)
-        yield hub
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], list[str]]:

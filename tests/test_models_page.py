@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hub_server import FakeHub, go_online, tiny_pair_catalog
+from hub_server import TINY_DRAFT_REPO, TINY_REPO, FakeHub, tiny_pair_catalog
 
 pytest.importorskip("pytestqt")
 
@@ -17,19 +17,9 @@ from app import paths  # noqa: E402
 from app.catalog import MachineInfo, parse_catalog  # noqa: E402
 from ui.models_page import CUSTOM_KEY, ModelsPage  # noqa: E402
 
-REPO = "tandem-test/tiny-target-GGUF"
-DRAFT_REPO = "tandem-test/tiny-draft-GGUF"
+REPO, DRAFT_REPO = TINY_REPO, TINY_DRAFT_REPO  # served by the `hub` fixture (conftest.py)
 GiB = 1024**3
 MACHINE = MachineInfo(total_ram_bytes=16 * GiB, has_gpu=False, gpu_label="")
-
-
-@pytest.fixture
-def hub(tiny_target: Path, tiny_draft: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    with FakeHub() as hub:
-        hub.add_file(REPO, "tiny-target.gguf", tiny_target.read_bytes())
-        hub.add_file(DRAFT_REPO, "tiny-draft.gguf", tiny_draft.read_bytes())
-        go_online(monkeypatch, hub, tmp_path)
-        yield hub
 
 
 def make_page(qtbot, hub: FakeHub | None = None) -> ModelsPage:
