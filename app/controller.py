@@ -74,7 +74,7 @@ class _Batch:
 
 
 class EngineController(QObject):
-    load_progressed = Signal(str)
+    load_progressed = Signal(str, float)  # stage, fraction loaded (-1: not known)
     engine_loaded = Signal(object)  # EngineInfo
     engine_failed = Signal(str)
     engine_died = Signal(str)
@@ -130,7 +130,7 @@ class EngineController(QObject):
         self._config = config
         self._info = None
         self._ensure_worker(send_load=False)
-        self.load_progressed.emit("Starting the engine…")
+        self.load_progressed.emit("Starting the engine…", -1.0)
         assert self._worker is not None
         self._worker.send(LoadRequest(config))
 
@@ -211,7 +211,7 @@ class EngineController(QObject):
         self._worker = WorkerProcess(lambda message: self._enqueue(generation, message))
         self._worker.start()
         if send_load and self._config is not None:
-            self.load_progressed.emit("Starting a fresh engine…")
+            self.load_progressed.emit("Starting a fresh engine…", -1.0)
             self._worker.send(LoadRequest(self._config))
 
     def _enqueue(self, generation: int, message: object) -> None:
@@ -268,7 +268,8 @@ class EngineController(QObject):
 
     def _dispatch(self, message: object) -> None:
         if isinstance(message, LoadProgressed):
-            self.load_progressed.emit(message.stage)
+            fraction = message.fraction
+            self.load_progressed.emit(message.stage, -1.0 if fraction is None else fraction)
         elif isinstance(message, EngineLoaded):
             self._info = message.info
             if self._config is not None:

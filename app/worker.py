@@ -88,6 +88,7 @@ class EngineInfo:
 @dataclass(frozen=True)
 class LoadProgressed:
     stage: str
+    fraction: float | None = None  # of the target model loaded, when llama.cpp says
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,17 @@ class _Child:
     def send(self, message: object) -> None:
         self.events.send(message)
 
+    def _load_progress_reporter(self, what: str) -> Callable[[float], None]:
+        """llama.cpp reports load progress many times a second: pass on every 5%."""
+        last = [-1.0]
+
+        def report(fraction: float) -> None:
+            if fraction - last[0] >= 0.05 or fraction >= 1.0:
+                last[0] = fraction
+                self.send(LoadProgressed(f"Loading {what}…", fraction))
+
+        return report
+
     def handle(self, request: object) -> bool:
         """Serve one request; False ends the loop."""
         if isinstance(request, ShutdownRequest):
@@ -232,7 +244,7 @@ class _Child:
             self.send(LoadProgressed(f"Loading {what}…"))
             note = ""
             try:
-                self.engine = Engine(config)
+                self.engine = Engine(config, on_progress=self._load_progress_reporter(what))
             except TandemError as e:
                 if config.speculation != "draft":
                     raise
@@ -240,7 +252,7 @@ class _Child:
                 # the target alone and show why the draft is off, as state rather than an error.
                 log.warning("draft not used: %s", e)
                 config = replace(config, draft=None)
-                self.engine = Engine(config)
+                self.engine = Engine(config, on_progress=self._load_progress_reporter(what))
                 note = f"Draft model not used: {e}."
             self.config = config
             self.send(EngineLoaded(_engine_info(self.engine, config, note)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -45,6 +45,7 @@ class LlamaRunner:
         n_threads: int,
         n_gpu_layers: int = 0,
         n_batch: int = 512,
+        on_progress: Callable[[float], None] | None = None,
     ) -> None:
         import llama_cpp
         from llama_cpp._internals import LlamaContext, LlamaModel
@@ -53,6 +54,15 @@ class LlamaRunner:
         self._llama = llama_cpp
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = n_gpu_layers
+        if on_progress is not None:
+
+            def report(progress: float, user_data: ctypes.c_void_p) -> bool:
+                on_progress(float(progress))
+                return True  # keep loading
+
+            # Kept on self: llama.cpp calls it while the model loads.
+            self._progress_callback = llama_cpp.llama_progress_callback(report)
+            model_params.progress_callback = self._progress_callback
         try:
             self.model = LlamaModel(path_model=path, params=model_params, verbose=False)
         except ValueError as e:

@@ -9,7 +9,7 @@ benchmarks, the tests. Files are checked (engine.gguf_info) and pairs matched
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from engine.adaptive import DraftLengthController
@@ -24,7 +24,8 @@ from engine.speculative import SpeculativeDecoder
 
 
 class Engine:
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: EngineConfig, on_progress: Callable[[float], None] | None = None) -> None:
+        """Check and load the target (and draft); on_progress gets the target's load fraction."""
         self.config = config
         self.n_threads = config.n_threads or default_threads()
         self.info_target: GGUFInfo = read_gguf_info(config.target_path)
@@ -37,6 +38,7 @@ class Engine:
             n_threads=self.n_threads,
             n_gpu_layers=config.n_gpu_layers,
             n_batch=config.n_batch,
+            on_progress=on_progress,
         )
         self.n_ctx = self.target.n_ctx
         self.info_draft: GGUFInfo | None = None

@@ -78,7 +78,10 @@ def test_reply_streams_pieces_stats_and_one_finished(worker, tiny_target: Path) 
     loaded = inbox.wait_for(EngineLoaded)
     assert isinstance(loaded, EngineLoaded)
     assert loaded.info.speculation == "ngram" and loaded.info.has_chat_template
-    assert any(isinstance(m, LoadProgressed) for m in inbox.seen)
+    progress = [m for m in inbox.seen if isinstance(m, LoadProgressed)]
+    fractions = [m.fraction for m in progress if m.fraction is not None]
+    assert fractions and fractions[-1] == 1.0  # llama.cpp's own load progress, to the end
+    assert fractions == sorted(fractions)
 
     w.send(ReplyRequest(7, (ChatTurn("user", "say abc abc abc abc abc"),), max_tokens=64))
     finished = inbox.wait_event(Finished)

@@ -232,7 +232,7 @@ class MainWindow(QMainWindow):
         status = self.statusBar()
         self.load_label = QLabel()
         self.load_progress = QProgressBar()
-        self.load_progress.setRange(0, 0)  # llama.cpp reports no fraction through the engine: busy
+        self.load_progress.setRange(0, 0)  # busy until llama.cpp reports a fraction
         self.load_progress.setMaximumWidth(160)
         self.load_progress.setMaximumHeight(14)
         status.addWidget(self.load_label)
@@ -459,8 +459,13 @@ class MainWindow(QMainWindow):
 
     # ---- controller signals
 
-    def on_controller_load_progressed(self, stage: str) -> None:
+    def on_controller_load_progressed(self, stage: str, fraction: float) -> None:
         self._set_loading(stage)
+        if fraction < 0:
+            self.load_progress.setRange(0, 0)
+        else:
+            self.load_progress.setRange(0, 100)
+            self.load_progress.setValue(round(fraction * 100))
 
     def on_controller_engine_loaded(self, info: EngineInfo) -> None:
         self._set_loading(None)
