@@ -46,7 +46,7 @@ def run_gui(argv: list[str]) -> int:
     existing = QApplication.instance()
     app = existing if isinstance(existing, QApplication) else QApplication([sys.argv[0] or "tandem", *argv])
     app.setApplicationName("Tandem")
-    app.setApplicationDisplayName("Tandem")
+    # No applicationDisplayName: Qt would append it to titles that already start with "Tandem".
     window = MainWindow(model=args.model, draft=args.draft)
     window.show()
     # Ctrl+C or a SIGTERM closes the window properly (replies marked, engine stopped). Python
