@@ -115,6 +115,11 @@ class DraftLengthController:
     def min_gain(self) -> float:
         return _MIN_GAIN_DRAFT_MODEL if self.draft_costs_time else 1.0
 
+    @property
+    def never_pays(self) -> bool:
+        """Calibrated: a draft model that no draft length can make beat plain decoding."""
+        return self._never_pays
+
     def could_pay(self, available: int) -> bool:
         """Would some draft length beat plain decoding if every drafted token were accepted?
 

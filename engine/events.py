@@ -47,10 +47,6 @@ class Stats:
         return self.n_accepted / self.n_steps_with_draft if self.n_steps_with_draft else 0.0
 
     @property
-    def tokens_per_step(self) -> float:
-        return self.n_generated / self.n_steps if self.n_steps else 0.0
-
-    @property
     def prefill_tokens_per_s(self) -> float:
         return self.n_prefilled / self.prefill_s if self.prefill_s > 0 else 0.0
 

@@ -128,9 +128,6 @@ class Engine:
     def count_tokens(self, text: str) -> int:
         return len(self.tokenize(text))
 
-    def detokenize(self, tokens: Sequence[int]) -> str:
-        return b"".join(self.target.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
-
     @property
     def has_chat_template(self) -> bool:
         return self.info_target.chat_template is not None

@@ -257,7 +257,7 @@ class SpeculativeDecoder:
             isinstance(drafter, ModelDrafter)
             and controller is not None
             and controller.adaptive
-            and not controller.could_pay(controller.k_max)
+            and controller.never_pays
         ):
             return "the draft model is too slow to help on this machine: decoding plainly"
         return ""
