@@ -271,9 +271,9 @@ def to_markdown(report: dict[str, object]) -> str:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from app.cli import UserError, _validate_common
+    from app.cli import UserError, validate_engine_args
 
-    _validate_common(args)
+    validate_engine_args(args)
     if args.draft in (None, "", "none"):
         raise UserError("bench needs --draft PATH or --draft ngram (it compares against plain decoding)")
     if args.repeat < 1:

@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _validate_common(args: argparse.Namespace) -> None:
+def validate_engine_args(args: argparse.Namespace) -> None:
     if args.ctx < 16:
         raise UserError(f"--ctx must be at least 16 tokens (got {args.ctx})")
     if args.threads is not None and args.threads < 1:
@@ -156,7 +156,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from engine.events import Finished, TextPiece
     from engine.session import Engine
 
-    _validate_common(args)
+    validate_engine_args(args)
     if args.temperature < 0:
         raise UserError(f"--temperature must be 0 or more (got {args.temperature})")
     if not 0.0 < args.top_p <= 1.0:
