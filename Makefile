@@ -21,10 +21,18 @@ LLAMA_CPU_ARGS := -DGGML_NATIVE=OFF \
 		$(if $(call has_cpu,avx512_vnni),-DGGML_AVX512_VNNI=ON) \
 		$(if $(call has_cpu,avx512_bf16),-DGGML_AVX512_BF16=ON))
 LLAMA_CMAKE_ARGS ?= $(strip $(LLAMA_CPU_ARGS))
+# Every build also carries llama.cpp's RPC backend: `--rpc HOST:PORT` spreads a target's layers
+# over `tandem rpc-server` machines (README, Beyond one machine).
+LLAMA_BUILD_ARGS := $(LLAMA_CMAKE_ARGS) -DGGML_RPC=ON
 # Built wheels are kept per set of flags: pip's own cache would hand back a wheel built with
 # other flags (it keys on the version only).
-LLAMA_FLAGS_ID := $(shell echo "$(LLAMA_CMAKE_ARGS)" | sha256sum | cut -c1-12)
+LLAMA_FLAGS_ID := $(shell echo "$(LLAMA_BUILD_ARGS)" | sha256sum | cut -c1-12)
 WHEELHOUSE := $(HOME)/.cache/tandem/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(LLAMA_FLAGS_ID)
+# llama.cpp's own tools (llama-lookup as a benchmark peer, llama-server as a real remote server,
+# ggml-rpc-server for `tandem rpc-server`), built from the llama.cpp sources inside the same sdist
+# with the same flags, cached per set of flags like the wheel and copied into .venv/bin.
+LLAMA_TOOLS := llama-lookup llama-server ggml-rpc-server
+TOOLS_CACHE := $(HOME)/.cache/tandem/tools/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(LLAMA_FLAGS_ID)
 # One stamp per set of flags: `make setup LLAMA_CMAKE_ARGS=...` with new flags sets up again.
 STAMP := $(VENV)/.tandem-setup-$(LLAMA_FLAGS_ID)
 export QT_API := pyside6
@@ -36,16 +44,30 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip wheel
-	@if [ "$$(cat $(VENV)/.llama-flags 2>/dev/null)" != "$(LLAMA_CPP_VERSION) $(LLAMA_CMAKE_ARGS)" ]; then \
+	@if [ "$$(cat $(VENV)/.llama-flags 2>/dev/null)" != "$(LLAMA_CPP_VERSION) $(LLAMA_BUILD_ARGS)" ]; then \
 		if ! ls $(WHEELHOUSE)/llama_cpp_python-*.whl >/dev/null 2>&1; then \
-			echo "Building llama-cpp-python $(LLAMA_CPP_VERSION) with: $(LLAMA_CMAKE_ARGS) (a few minutes)"; \
-			CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel --no-cache-dir --no-deps -w $(WHEELHOUSE) \
+			echo "Building llama-cpp-python $(LLAMA_CPP_VERSION) with: $(LLAMA_BUILD_ARGS) (a few minutes)"; \
+			CMAKE_ARGS="$(LLAMA_BUILD_ARGS)" $(PY) -m pip wheel --no-cache-dir --no-deps -w $(WHEELHOUSE) \
 				"llama-cpp-python==$(LLAMA_CPP_VERSION)" || exit 1; \
 		fi; \
 		$(PY) -m pip install -q --force-reinstall --no-deps $(WHEELHOUSE)/llama_cpp_python-*.whl || exit 1; \
 		$(PY) -m pip install -q $(WHEELHOUSE)/llama_cpp_python-*.whl || exit 1; \
-		echo "$(LLAMA_CPP_VERSION) $(LLAMA_CMAKE_ARGS)" > $(VENV)/.llama-flags; \
+		echo "$(LLAMA_CPP_VERSION) $(LLAMA_BUILD_ARGS)" > $(VENV)/.llama-flags; \
 	fi
+	@if ! ls $(TOOLS_CACHE)/bin/ggml-rpc-server >/dev/null 2>&1; then \
+		echo "Building llama.cpp's tools ($(LLAMA_TOOLS)) from the same sdist (about 10 minutes)"; \
+		rm -rf $(TOOLS_CACHE).tmp && mkdir -p $(TOOLS_CACHE).tmp && \
+		$(PY) -m pip download -q --no-deps --no-binary :all: -d $(TOOLS_CACHE).tmp "llama-cpp-python==$(LLAMA_CPP_VERSION)" && \
+		tar -xzf $(TOOLS_CACHE).tmp/llama_cpp_python-$(LLAMA_CPP_VERSION).tar.gz -C $(TOOLS_CACHE).tmp && \
+		cmake -S $(TOOLS_CACHE).tmp/llama_cpp_python-$(LLAMA_CPP_VERSION)/vendor/llama.cpp -B $(TOOLS_CACHE).tmp/build \
+			$(LLAMA_BUILD_ARGS) -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+			-DCMAKE_BUILD_TYPE=Release >/dev/null && \
+		cmake --build $(TOOLS_CACHE).tmp/build -j$$(nproc) --target $(LLAMA_TOOLS) >/dev/null && \
+		mkdir -p $(TOOLS_CACHE)/bin && \
+		for t in $(LLAMA_TOOLS); do cp $(TOOLS_CACHE).tmp/build/bin/$$t $(TOOLS_CACHE)/bin/ || exit 1; done && \
+		rm -rf $(TOOLS_CACHE).tmp || exit 1; \
+	fi
+	cp $(TOOLS_CACHE)/bin/* $(VENV)/bin/
 	$(PY) -m pip install -q -e ".[dev,model]"
 	$(PY) -c "import llama_cpp, PySide6, gguf, huggingface_hub; print('setup ok: llama-cpp-python', llama_cpp.__version__)"
 	touch $(STAMP)

@@ -1,9 +1,18 @@
 """`tandem bench`: plain and speculative decoding side by side, in one run, on the same prompts.
 
-For every prompt and repeat, the runs alternate (plain, speculative, peer) so that machine
-noise hits all of them alike, and every run starts from a fresh cache (a draft cache reused
-between runs of the same prompt would inflate speculative numbers: llama.cpp PR #10455).
-The peer is llama-cpp-python's own prompt-lookup speculative decoding on the same prompts.
+Two views of the same work, because a user waits for both:
+- **Decode**: tokens per second once the prompt is in, in this process. Beside it the ceiling
+  the machine allows right now: with every drafted token accepted, the best speedup is
+  max over k of (k+1)·t(1)/t(k+1), where t(n) is one n-row verify batch, timed in the same run.
+  Peers on the same prompts: llama-cpp-python's own prompt lookup (LlamaPromptLookupDecoding)
+  and llama.cpp's `llama-lookup` (built from the same vendored sources with the same flags).
+- **Whole process**: `tandem generate` run as a separate process, plain and speculative, timed
+  from outside: start-up, model load, any measuring, prefill and decode, all of it. The cost
+  cache is warmed first by one run on another prompt, as it is for a user's second run.
+
+For every prompt and repeat the runs alternate (plain, speculative, peers) so machine noise hits
+them alike, and every run starts from a fresh KV cache and fresh acceptance statistics (a draft
+cache reused between runs of the same prompt inflates speculative numbers: llama.cpp PR #10455).
 Speed claims live here, as ratios measured side by side, never in unit tests.
 """
 
@@ -11,8 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,8 +34,14 @@ from pathlib import Path
 from app.paths import resources_dir
 from engine.config import SamplingParams
 from engine.errors import TandemError
-from engine.events import Finished, Stats, TextPiece
+from engine.events import Finished, TextPiece
 from engine.session import Engine
+
+CEILING_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+WARM_UP_PROMPT = (
+    "Original text:\nThe river rises in the hills above the town and runs south to the sea.\n\n"
+    "Copy of the original text:\nThe river rises"
+)
 
 
 @dataclass(frozen=True)
@@ -32,27 +52,62 @@ class BenchPrompt:
 
 
 @dataclass(frozen=True)
+class ProcessRun:
+    """One `tandem generate` (or `llama-lookup`) process, timed from outside."""
+
+    wall_s: float
+    load_s: float = 0.0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    catch_up_s: float = 0.0  # a draft model's first pass over the prompt (part of decode_s)
+    n_generated: int = 0
+    token_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class PromptResult:
     name: str
     set: str
     plain_tokens_per_s: float
     spec_tokens_per_s: float
-    peer_tokens_per_s: float | None
+    ceiling: float | None  # best possible decode speedup on this machine now (all drafts accepted)
+    peer_tokens_per_s: float | None  # llama-cpp-python's LlamaPromptLookupDecoding
+    lookup_tokens_per_s: float | None  # llama.cpp's llama-lookup
+    lookup_acceptance: float | None
     acceptance_rate: float
     mean_accepted_length: float
     n_generated: int
-    same_text: bool  # speculative output == plain output (greedy)
+    same_text: bool  # speculative output == plain output
     step_overhead_ms_median: float
+    plain_process_s: float | None  # whole processes, timed from outside (medians)
+    spec_process_s: float | None
+    lookup_process_s: float | None
+    spec_load_s: float | None
+    spec_catch_up_s: float | None
+    spec_prefill_s: float | None
+    spec_decode_s: float | None
 
     @property
     def speedup(self) -> float:
         return self.spec_tokens_per_s / self.plain_tokens_per_s if self.plain_tokens_per_s else 0.0
 
     @property
+    def of_ceiling(self) -> float | None:
+        return self.speedup / self.ceiling if self.ceiling else None
+
+    @property
     def vs_peer(self) -> float | None:
-        if not self.peer_tokens_per_s:
+        return self.spec_tokens_per_s / self.peer_tokens_per_s if self.peer_tokens_per_s else None
+
+    @property
+    def vs_lookup(self) -> float | None:
+        return self.spec_tokens_per_s / self.lookup_tokens_per_s if self.lookup_tokens_per_s else None
+
+    @property
+    def process_speedup(self) -> float | None:
+        if not self.plain_process_s or not self.spec_process_s:
             return None
-        return self.spec_tokens_per_s / self.peer_tokens_per_s
+        return self.plain_process_s / self.spec_process_s
 
 
 def load_prompts(path: str | None, sets: str | None) -> list[BenchPrompt]:
@@ -80,14 +135,26 @@ def load_prompts(path: str | None, sets: str | None) -> list[BenchPrompt]:
     return prompts
 
 
-def _run(engine: Engine, prompt: str, max_tokens: int, speculate: bool) -> Finished:
+def _run(engine: Engine, prompt: str, max_tokens: int, params: SamplingParams, speculate: bool) -> Finished:
     engine.reset_cache()
     finished = None
-    for event in engine.generate(prompt, SamplingParams(), max_tokens=max_tokens, speculate=speculate):
+    for event in engine.generate(prompt, params, max_tokens=max_tokens, speculate=speculate):
         if isinstance(event, Finished):
             finished = event
     assert finished is not None
     return finished
+
+
+def measure_ceiling(engine: Engine, prompt: str) -> float | None:
+    """max over k of (k+1)·t(1)/t(k+1): the decode speedup if every drafted token were accepted."""
+    engine.reset_cache()
+    tokens = engine.tokenize(prompt)[:256]
+    costs = engine.target.time_batches(CEILING_SIZES, tokens, repeats=3)
+    engine.reset_cache()
+    t1 = costs.get(1)
+    if not t1:
+        return None
+    return max(n * t1 / t for n, t in costs.items())
 
 
 class PeerPromptLookup:
@@ -122,6 +189,76 @@ class PeerPromptLookup:
         self.llm.close()
 
 
+def find_tool(name: str) -> str | None:
+    """llama.cpp's own tools: `make setup` copies them next to the venv's python."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.is_file() else shutil.which(name)
+
+
+_LOOKUP_DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
+_LOOKUP_DRAFTED = re.compile(r"n_drafted\s*=\s*(\d+)")
+_LOOKUP_ACCEPT = re.compile(r"n_accept\s*=\s*(\d+)")
+
+
+def run_llama_lookup(
+    binary: str, model: str, prompt_file: str, max_tokens: int, n_threads: int, n_ctx: int
+) -> tuple[float, float | None, ProcessRun]:
+    """llama.cpp's n-gram speculative example, greedy: (decode tok/s, acceptance, the process)."""
+    cmd = [
+        binary, "-m", model, "-f", prompt_file, "-n", str(max_tokens), "-t", str(n_threads),
+        "-tb", str(n_threads), "-c", str(n_ctx), "--temp", "0", "--spec-draft-n-max", "10",
+    ]  # fmt: skip
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)
+    wall = time.perf_counter() - t0
+    log = done.stdout + done.stderr
+    m = _LOOKUP_DECODED.search(log)
+    if done.returncode != 0 or m is None:
+        tail = log.strip().splitlines()[-1:] or ["no output"]
+        raise TandemError(f"llama-lookup failed (exit {done.returncode}): {tail[0]}")
+    n, seconds = int(m.group(1)), float(m.group(2))
+    drafted, accepted = _LOOKUP_DRAFTED.search(log), _LOOKUP_ACCEPT.search(log)
+    rate = (
+        int(accepted.group(1)) / int(drafted.group(1))
+        if drafted and accepted and int(drafted.group(1))
+        else None
+    )
+    return n / seconds if seconds > 0 else 0.0, rate, ProcessRun(wall, n_generated=n)
+
+
+def run_process(
+    model: str, draft: str, prompt_file: str, max_tokens: int, args: argparse.Namespace
+) -> ProcessRun:
+    """One whole `tandem generate` process, timed from outside."""
+    cmd = [
+        sys.executable, "-m", "app.main", "generate", "--model", model, "--draft", draft,
+        "--prompt-file", prompt_file, "--max-tokens", str(max_tokens), "--ctx", str(args.ctx),
+        "--draft-max", str(args.draft_max), "--temperature", str(args.temperature), "--json",
+    ]  # fmt: skip
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
+    if args.temperature > 0:
+        cmd += ["--seed", str(args.seed)]
+    if args.fixed_draft:
+        cmd.append("--fixed-draft")
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=os.environ.copy())
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
+        raise TandemError(f"tandem generate failed (exit {done.returncode}): {tail[0]}")
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    return ProcessRun(
+        wall_s=wall,
+        load_s=r["load_s"],
+        prefill_s=r["prefill_s"],
+        decode_s=r["decode_s"],
+        catch_up_s=r.get("draft_catch_up_s", 0.0),
+        n_generated=r["n_generated"],
+        token_ids=tuple(r["token_ids"]),
+    )
+
+
 def follow_up_latency(engine: Engine, n_turns: int, max_tokens: int = 32) -> list[float]:
     """Time to first token (s) for each turn of a growing conversation, with the KV cache kept."""
     engine.reset_cache()
@@ -148,49 +285,111 @@ def follow_up_latency(engine: Engine, n_turns: int, max_tokens: int = 32) -> lis
     return ttft
 
 
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
 def run_bench(args: argparse.Namespace) -> dict[str, object]:
     from app.cli import engine_config
 
     config = engine_config(args)
     prompts = load_prompts(args.prompts, args.sets)
+    params = SamplingParams(temperature=args.temperature, seed=args.seed if args.temperature > 0 else None)
+    is_ngram = config.draft == "ngram"
+    log = sys.stderr
+    lookup_bin = find_tool("llama-lookup") if is_ngram and not args.no_lookup else None
+    if is_ngram and not args.no_lookup and lookup_bin is None:
+        print("llama-lookup not found (make setup builds it): skipping that peer", file=log)
+    assert config.draft is not None
+    workdir = Path(tempfile.mkdtemp(prefix="tandem-bench-"))
+    if not args.no_process:
+        # A user's second run: the cost cache and the OS file cache already hold what a first
+        # run leaves there. Warm both on a prompt that is not measured.
+        warm = workdir / "warm-up.txt"
+        warm.write_text(WARM_UP_PROMPT, encoding="utf-8")
+        for draft in ("none", config.draft):
+            run_process(config.target_path, draft, str(warm), 32, args)
     engine = Engine(config)
     peer = None
-    if not args.no_peer:
+    if is_ngram and not args.no_peer:
         peer = PeerPromptLookup(
             config.target_path, min(engine.n_ctx, 2048), engine.n_threads, config.n_gpu_layers
         )
     results: list[PromptResult] = []
-    log = sys.stderr
     try:
         for p in prompts:
-            plain, spec, peer_rates, finals = [], [], [], []
+            prompt_file = workdir / f"{p.name}.txt"
+            prompt_file.write_text(p.prompt, encoding="utf-8")
+            ceiling = measure_ceiling(engine, p.prompt) if is_ngram else None
+            plain, spec, peer_rates, lookup_rates, lookup_acc = [], [], [], [], []
+            proc_plain: list[ProcessRun] = []
+            proc_spec: list[ProcessRun] = []
+            proc_lookup: list[ProcessRun] = []
+            finals = []
             for _ in range(args.repeat):
-                a = _run(engine, p.prompt, args.max_tokens, speculate=False)
-                b = _run(engine, p.prompt, args.max_tokens, speculate=True)
+                a = _run(engine, p.prompt, args.max_tokens, params, speculate=False)
+                b = _run(engine, p.prompt, args.max_tokens, params, speculate=True)
                 plain.append(a.stats.decode_tokens_per_s)
                 spec.append(b.stats.decode_tokens_per_s)
                 finals.append((a, b))
                 if peer is not None:
                     peer_rates.append(peer.tokens_per_s(p.prompt, args.max_tokens))
+                if lookup_bin is not None:
+                    rate, acc, run = run_llama_lookup(
+                        lookup_bin, config.target_path, str(prompt_file), args.max_tokens,
+                        engine.n_threads, min(engine.n_ctx, 4096),
+                    )  # fmt: skip
+                    lookup_rates.append(rate)
+                    proc_lookup.append(run)
+                    if acc is not None:
+                        lookup_acc.append(acc)
+                if not args.no_process:
+                    proc_plain.append(
+                        run_process(config.target_path, "none", str(prompt_file), args.max_tokens, args)
+                    )
+                    proc_spec.append(
+                        run_process(config.target_path, config.draft, str(prompt_file), args.max_tokens, args)
+                    )
             a, b = finals[-1]
-            s: Stats = b.stats
+            s = b.stats
+            same = a.token_ids == b.token_ids
+            if proc_plain and proc_spec:
+                same = same and proc_plain[-1].token_ids == proc_spec[-1].token_ids
             r = PromptResult(
                 name=p.name,
                 set=p.set,
                 plain_tokens_per_s=statistics.median(plain),
                 spec_tokens_per_s=statistics.median(spec),
-                peer_tokens_per_s=statistics.median(peer_rates) if peer_rates else None,
+                ceiling=ceiling,
+                peer_tokens_per_s=_median(peer_rates),
+                lookup_tokens_per_s=_median(lookup_rates),
+                lookup_acceptance=_median(lookup_acc),
                 acceptance_rate=s.acceptance_rate,
                 mean_accepted_length=s.mean_accepted_length,
                 n_generated=s.n_generated,
-                same_text=a.token_ids == b.token_ids,
+                same_text=same,
                 step_overhead_ms_median=s.step_overhead_ms_median,
+                plain_process_s=_median([x.wall_s for x in proc_plain]),
+                spec_process_s=_median([x.wall_s for x in proc_spec]),
+                lookup_process_s=_median([x.wall_s for x in proc_lookup]),
+                spec_load_s=_median([x.load_s for x in proc_spec]),
+                spec_catch_up_s=_median([x.catch_up_s for x in proc_spec]),
+                spec_prefill_s=_median([x.prefill_s for x in proc_spec]),
+                spec_decode_s=_median([x.decode_s for x in proc_spec]),
             )
             results.append(r)
-            peer_note = f", peer {r.peer_tokens_per_s:.1f}" if r.peer_tokens_per_s else ""
+            extra = ""
+            if r.ceiling:
+                extra += f" (ceiling x{r.ceiling:.2f})"
+            if r.peer_tokens_per_s:
+                extra += f", llama-cpp-python lookup {r.peer_tokens_per_s:.1f}"
+            if r.lookup_tokens_per_s:
+                extra += f", llama-lookup {r.lookup_tokens_per_s:.1f}"
+            if r.process_speedup:
+                extra += f"; whole process x{r.process_speedup:.2f}"
             print(
                 f"{p.name:16s} plain {r.plain_tokens_per_s:6.1f}  spec {r.spec_tokens_per_s:6.1f} tok/s"
-                f"  x{r.speedup:.2f}{peer_note}  accepted {r.acceptance_rate:.0%}",
+                f"  x{r.speedup:.2f}{extra}  accepted {r.acceptance_rate:.0%}",
                 file=log,
             )
         ttft = follow_up_latency(engine, args.turns) if args.turns > 0 else []
@@ -198,67 +397,135 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
         engine.close()
         if peer is not None:
             peer.close()
-    return summarize(results, ttft, config.target_path, config.draft)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return summarize(results, ttft, config.target_path, config.draft, args)
 
 
 def summarize(
-    results: list[PromptResult], ttft: list[float], model: str, draft: str | None
+    results: list[PromptResult],
+    ttft: list[float],
+    model: str,
+    draft: str | None,
+    args: argparse.Namespace | None = None,
 ) -> dict[str, object]:
+    def med(values: list[float | None]) -> float | None:
+        present = [v for v in values if v is not None]
+        return statistics.median(present) if present else None
+
     sets: dict[str, dict[str, float | None]] = {}
     for name in dict.fromkeys(r.set for r in results):
         rs = [r for r in results if r.set == name]
-        peers = [v for v in (r.vs_peer for r in rs) if v is not None]
         sets[name] = {
             "plain_tokens_per_s": statistics.median(r.plain_tokens_per_s for r in rs),
             "spec_tokens_per_s": statistics.median(r.spec_tokens_per_s for r in rs),
             "speedup": statistics.median(r.speedup for r in rs),
-            "vs_peer": statistics.median(peers) if peers else None,
+            "ceiling": med([r.ceiling for r in rs]),
+            "of_ceiling": med([r.of_ceiling for r in rs]),
+            "vs_peer": med([r.vs_peer for r in rs]),
+            "vs_lookup": med([r.vs_lookup for r in rs]),
+            "process_speedup": med([r.process_speedup for r in rs]),
             "acceptance_rate": statistics.median(r.acceptance_rate for r in rs),
         }
+    import llama_cpp
+
+    from engine.costcache import build_identity, cpu_identity
+
     return {
         "model": model,
         "draft": draft,
-        "prompts": [{**asdict(r), "speedup": r.speedup, "vs_peer": r.vs_peer} for r in results],
+        "max_tokens": getattr(args, "max_tokens", None),
+        "temperature": getattr(args, "temperature", 0.0),
+        "threads": getattr(args, "threads", None),
+        "machine": cpu_identity(),
+        "build": build_identity().split("|", 1)[-1].strip(),
+        "llama_cpp_python": llama_cpp.__version__,
+        "prompts": [
+            {
+                **asdict(r),
+                "speedup": r.speedup,
+                "of_ceiling": r.of_ceiling,
+                "vs_peer": r.vs_peer,
+                "vs_lookup": r.vs_lookup,
+                "process_speedup": r.process_speedup,
+            }
+            for r in results
+        ],
         "sets": sets,
         "median_speedup": statistics.median(r.speedup for r in results),
         "min_speedup": min(r.speedup for r in results),
+        "median_process_speedup": med([r.process_speedup for r in results]),
+        "min_process_speedup": min((v for v in (r.process_speedup for r in results) if v), default=None),
         "step_overhead_ms_median": statistics.median(r.step_overhead_ms_median for r in results),
         "ttft_s": ttft,
         "ttft_turn10_over_turn1": (ttft[-1] / ttft[0]) if len(ttft) > 1 and ttft[0] > 0 else None,
     }
 
 
-def _fmt(v: float | None, spec: str = ".2f") -> str:
-    return "—" if v is None else format(v, spec)
+def _fmt(v: float | None, spec: str = ".2f", prefix: str = "") -> str:
+    return "—" if v is None else prefix + format(v, spec)
 
 
 def to_markdown(report: dict[str, object]) -> str:
+    prompts: list[dict] = report["prompts"]  # type: ignore[assignment]
     lines = [
         f"# Tandem bench: {Path(str(report['model'])).name}, draft {report['draft'] or 'none'}",
         "",
-        "| prompt | set | plain tok/s | spec tok/s | speedup | peer tok/s | spec/peer | accepted | mean accepted | same text |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"{report['max_tokens']} tokens, temperature {report['temperature']}, threads "
+        f"{report['threads'] or 'all cores'}; CPU: {report['machine']}; llama-cpp-python "
+        f"{report['llama_cpp_python']}, llama.cpp built with: {report['build']}",
+        "",
+        "## Decode (tokens/s once the prompt is in)",
+        "",
+        "| prompt | set | plain | spec | speedup | ceiling | of ceiling | llama-cpp-python lookup "
+        "| spec/it | llama-lookup | spec/it | accepted | llama-lookup accepted | mean accepted | same text |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in report["prompts"]:  # type: ignore[attr-defined]
+    for r in prompts:
         lines.append(
             f"| {r['name']} | {r['set']} | {r['plain_tokens_per_s']:.1f} | {r['spec_tokens_per_s']:.1f} | "
-            f"x{r['speedup']:.2f} | {_fmt(r['peer_tokens_per_s'], '.1f')} | {_fmt(r['vs_peer'])} | "
-            f"{r['acceptance_rate']:.0%} | {r['mean_accepted_length']:.1f} | {'yes' if r['same_text'] else 'NO'} |"
+            f"x{r['speedup']:.2f} | {_fmt(r['ceiling'], '.2f', 'x')} | {_fmt(r['of_ceiling'], '.0%')} | "
+            f"{_fmt(r['peer_tokens_per_s'], '.1f')} | {_fmt(r['vs_peer'], '.2f', 'x')} | "
+            f"{_fmt(r['lookup_tokens_per_s'], '.1f')} | {_fmt(r['vs_lookup'], '.2f', 'x')} | "
+            f"{r['acceptance_rate']:.0%} | {_fmt(r['lookup_acceptance'], '.0%')} | "
+            f"{r['mean_accepted_length']:.1f} | {'yes' if r['same_text'] else 'NO'} |"
         )
+    if any(r["plain_process_s"] for r in prompts):
+        lines += [
+            "",
+            "## Whole process (`tandem generate`, timed from outside, cost cache warm)",
+            "",
+            "| prompt | plain s | spec s | speedup | spec: load | draft catch-up | prefill | decode "
+            "| llama-lookup s |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in prompts:
+            lines.append(
+                f"| {r['name']} | {_fmt(r['plain_process_s'])} | {_fmt(r['spec_process_s'])} | "
+                f"{_fmt(r['process_speedup'], '.2f', 'x')} | {_fmt(r['spec_load_s'])} | "
+                f"{_fmt(r['spec_catch_up_s'])} | {_fmt(r['spec_prefill_s'])} | {_fmt(r['spec_decode_s'])} | "
+                f"{_fmt(r['lookup_process_s'])} |"
+            )
     lines += [
         "",
-        "| set | plain tok/s | spec tok/s | speedup (median) | spec/peer | accepted |",
-        "|---|---|---|---|---|---|",
+        "## Sets (medians)",
+        "",
+        "| set | plain tok/s | spec tok/s | decode speedup | of ceiling | vs llama-cpp-python | "
+        "vs llama-lookup | whole process | accepted |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in report["sets"].items():  # type: ignore[attr-defined]
         lines.append(
             f"| {name} | {s['plain_tokens_per_s']:.1f} | {s['spec_tokens_per_s']:.1f} | x{s['speedup']:.2f} | "
-            f"{_fmt(s['vs_peer'])} | {s['acceptance_rate']:.0%} |"
+            f"{_fmt(s['of_ceiling'], '.0%')} | {_fmt(s['vs_peer'], '.2f', 'x')} | "
+            f"{_fmt(s['vs_lookup'], '.2f', 'x')} | {_fmt(s['process_speedup'], '.2f', 'x')} | "
+            f"{s['acceptance_rate']:.0%} |"
         )
     lines += [
         "",
-        f"Median speedup x{report['median_speedup']:.2f}, lowest x{report['min_speedup']:.2f}; "
-        f"time outside llama.cpp per step (median of prompt medians): {report['step_overhead_ms_median']:.2f} ms.",
+        f"Decode: median speedup x{report['median_speedup']:.2f}, lowest x{report['min_speedup']:.2f}. "
+        f"Whole process: median {_fmt(report['median_process_speedup'], '.2f', 'x')}, "  # type: ignore[arg-type]
+        f"lowest {_fmt(report['min_process_speedup'], '.2f', 'x')}. "  # type: ignore[arg-type]
+        f"Time outside llama.cpp per step (median of prompt medians): {report['step_overhead_ms_median']:.2f} ms.",
     ]
     ttft = report["ttft_s"]
     if ttft:
@@ -278,6 +545,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise UserError("bench needs --draft PATH or --draft ngram (it compares against plain decoding)")
     if args.repeat < 1:
         raise UserError(f"--repeat must be at least 1 (got {args.repeat})")
+    if args.temperature < 0:
+        raise UserError(f"--temperature must be 0 or more (got {args.temperature})")
     report = run_bench(args)
     markdown = to_markdown(report)
     if args.out:

@@ -10,9 +10,11 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import NoReturn
 
+from app.paths import cost_cache_dir
 from engine.config import EngineConfig, SamplingParams, default_threads
 from engine.errors import TandemError
 
@@ -31,7 +33,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def resolve_model(spec: str) -> str:
-    """A model path, or `default` (the embedded Gemma 3 270M Q4_K_M) / `default-f16` (its F16 copy)."""
+    """A model path, or `default` (the embedded Gemma 3 270M Q4_K_M), `default-f16` (its F16 copy) or
+    `default-costly` (the F16 copy with 72 zero-output layers: a target a draft model can speed up)."""
     if spec == "default":
         from app.default_model import ensure_default_model
 
@@ -40,6 +43,10 @@ def resolve_model(spec: str) -> str:
         from app.default_model import ensure_default_f16
 
         return str(ensure_default_f16())
+    if spec == "default-costly":
+        from app.default_model import ensure_default_costly
+
+        return str(ensure_default_costly())
     return spec
 
 
@@ -100,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--max-tokens", type=int, default=256)
     b.add_argument("--repeat", type=int, default=1)
     b.add_argument("--no-peer", action="store_true", help="skip llama-cpp-python's prompt lookup")
+    b.add_argument("--no-lookup", action="store_true", help="skip llama.cpp's llama-lookup")
+    b.add_argument(
+        "--no-process", action="store_true", help="skip the whole-process runs (`tandem generate`, timed)"
+    )
+    b.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)")
+    b.add_argument("--seed", type=int, default=1, help="sampling seed (with --temperature)")
     b.add_argument("--turns", type=int, default=10, help="turns in the follow-up latency test (0: skip)")
     b.add_argument("--json", action="store_true")
     b.add_argument("--out", default=None, help="also write the report as Markdown here")
@@ -133,6 +146,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
         n_gpu_layers=args.gpu_layers,
         draft_max=args.draft_max,
         adaptive=not args.fixed_draft,
+        cost_cache_dir=str(cost_cache_dir()),
     )
 
 
@@ -172,7 +186,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
         repeat_penalty=args.repeat_penalty,
         seed=args.seed,
     )
+    t_load = time.perf_counter()
     engine = Engine(engine_config(args))
+    load_s = time.perf_counter() - t_load
     try:
         if args.chat:
             messages = [{"role": "system", "content": args.system}] if args.system else []
@@ -192,6 +208,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                 "text": finished.text,
                 "token_ids": list(finished.token_ids),
                 **s.as_dict(),
+                "load_s": round(load_s, 4),
                 "stop_reason": finished.stop_reason,
                 "model": engine.info_target.name,
                 "draft": engine.info_draft.name if engine.info_draft else None,

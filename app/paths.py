@@ -31,6 +31,11 @@ def models_dir() -> Path:
     return path
 
 
+def cost_cache_dir() -> Path:
+    """Step costs and acceptance measured on this machine (engine.costcache), kept between runs."""
+    return home() / "costs"
+
+
 def logs_dir() -> Path:
     path = home() / "logs"
     path.mkdir(parents=True, exist_ok=True)

@@ -57,6 +57,7 @@ class Settings:
             n_gpu_layers=self.n_gpu_layers,
             draft_max=self.draft_max,
             adaptive=self.adaptive,
+            cost_cache_dir=str(paths.cost_cache_dir()),
         )
 
     def replace(self, **changes: Any) -> Settings:

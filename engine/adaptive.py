@@ -1,11 +1,20 @@
-"""Choose the draft length each step to maximise expected tokens per second.
+"""Choose the draft length each step from what this run measures, and drop a drafter that stops paying.
 
 With per-token acceptance probability a, a draft of k tokens yields on average
 E(k) = 1 + a + ... + a^k = (1 - a^(k+1)) / (1 - a) tokens (the accepted prefix plus the
-target's own token) and costs T(k) = k * t_draft + t_verify(k + 1). k = 0 is plain decoding.
-Both a and the costs are measured as the run goes. When no k > 0 beats plain decoding,
-plain decoding it is, with a short probe now and then so the estimates can recover: that
-keeps speculation from ever running much slower than having it off.
+target's own token) and costs T(k) = k * t_draft + t_step(k + 1), where t_step(n) is the whole
+wall time of a step that verifies n rows (the llama.cpp batch *and* Tandem's own work around
+it) and t_draft the measured cost of one drafted token. k = 0 is plain decoding, t_step(1).
+Every figure is measured as the run goes; a cost cache (engine.costcache) only seeds them, so
+a new process starts where the last one on the same machine, build and pair left off.
+
+Two guards keep speculation from ever costing more than it gives:
+- the model above picks k = 0 whenever no length is expected to beat a plain step, and
+- a throughput guard compares what speculative steps actually deliver with the plain step
+  measured live on this machine now (a plain step is interleaved now and then to keep that
+  reference fresh). Their accumulated loss (a CUSUM: gains do not bank credit) may reach
+  LOSS_BUDGET_TOKENS plain tokens' worth; then the drafter is suspended and re-probed after a
+  doubling back-off. No fixed margin stands in for a measurement.
 """
 
 from __future__ import annotations
@@ -21,16 +30,16 @@ _EMA = 0.85  # weight of history in every running estimate
 _PRIOR_ACCEPT = {0: 0.7, 1: 0.3, 2: 0.5, 3: 0.7, 4: 0.9}
 _PRIOR_WEIGHT = 2.0
 _PRIOR_SLOPE = 0.05  # extra cost of one more unmeasured row in a verify batch, relative
-_PRIOR_DRAFT_COST = 0.2  # a draft model's decode, relative to the target's, until measured
-_PROBE_FIRST = 8
-_PROBE_MAX = 64
-# A draft model must promise at least this much over plain decoding, at 100% acceptance, before
-# it is run: its estimates leave out catching up on the tokens it missed (the whole prompt, the
-# first time), and acceptance is never perfect. Measured: a pair promising 1.17x at 100% ran
-# 0.82x plain (F16 Gemma 3 270M target, Q4_K_M draft, 2 AVX-512 cores).
-_MIN_GAIN_DRAFT_MODEL = 1.3
-_COST_SAMPLES = 5  # verify costs: the median of the last few timings of each batch size
+_PRIOR_DRAFT_COST = 0.2  # a draft model's decode, relative to a plain step, until measured
+_COST_SAMPLES = 5  # step costs: the median of the last few timings of each batch size
 _EXPLORE_EVERY = 8  # speculative steps between tries of a longer draft than the best known
+# Throughput guard.
+LOSS_BUDGET_TOKENS = 16.0  # accumulated loss, in plain tokens' worth, before a drafter is suspended
+_BACKOFF_FIRST = 16  # plain steps a suspended drafter waits before it is probed again...
+_BACKOFF_MAX = 1024  # ...doubling each time it fails again
+_PLAIN_REFRESH_STEPS = 64  # speculative steps between plain steps that re-measure the reference
+_PROBE_FIRST = 8  # plain steps (chosen by the model, not by the guard) before a short probe...
+_PROBE_MAX = 64  # ...doubling while probes keep failing: estimates must be able to recover
 
 
 @dataclass
@@ -49,17 +58,22 @@ class DraftLengthController:
     adaptive: bool = True
     draft_costs_time: bool = False  # a draft model costs a decode per token; n-gram lookup ~nothing
     _acceptance: dict[int, _Acceptance] = field(default_factory=dict)
-    _verify_samples: dict[int, deque[float]] = field(default_factory=dict)  # batch size -> seconds
-    _verify_s: dict[int, float] = field(default_factory=dict)  # batch size -> median of samples
+    _step_samples: dict[int, deque[float]] = field(default_factory=dict)  # rows -> step seconds
+    _step_s: dict[int, float] = field(default_factory=dict)  # rows -> median of samples
+    _n_live: set[int] = field(default_factory=set)  # batch sizes measured in this process
     _n_spec_steps: int = 0
-    # A draft decode's cost relative to a 1-row target decode: a ratio survives the machine
-    # getting busier or quieter (both slow down alike) where two absolute timings would not.
+    # A drafted token's cost relative to a plain step: a ratio survives the machine getting
+    # busier or quieter (both slow down alike) where two absolute timings would not.
     _draft_ratio: float | None = None
-    _plain_steps: int = 0
+    # Throughput guard.
+    _loss_s: float = 0.0  # CUSUM of (step time - tokens x plain step time) over speculative steps
+    _gain_s: float = 0.0  # plain time saved since the last resume (resets the back-off when large)
+    _suspended_steps: int = 0  # plain steps left before the drafter is probed again
+    _backoff: int = _BACKOFF_FIRST
+    _since_plain: int = 0  # speculative steps since the last plain step
+    _plain_steps: int = 0  # consecutive plain steps chosen by the model
     _probe_interval: int = _PROBE_FIRST
-    _calibration: tuple[dict[int, float], float | None] = ({}, None)
-    _snapshot: DraftLengthController | None = None  # the calibration alone, never updated
-    _never_pays: bool = False  # calibrated: no draft length can beat plain decoding
+    n_suspensions: int = 0
 
     # -- estimates ---------------------------------------------------------------------------
 
@@ -73,14 +87,15 @@ class DraftLengthController:
         return acc
 
     def verify_cost(self, n_rows: int) -> float:
-        """Seconds for a verify batch of n_rows, from the batch sizes measured so far.
+        """Seconds for a step that verifies n_rows, from the batch sizes measured so far.
 
         Between measured sizes: linear interpolation. Beyond the largest: a mild slope, so
-        the controller tries a little longer drafts and measures them. The cost is far from
-        linear on real hardware (on a 2-core CPU with Gemma 3 270M a 2-row batch costs 2.7x a
-        1-row one, and 64 rows cost the same as 2), so nothing here assumes a shape.
+        the controller tries a little longer drafts and measures them (see `choose`, which
+        never goes past twice the largest size measured). The cost is far from linear on real
+        hardware (on a 2-core CPU with Gemma 3 270M a 2-row batch costs 2.7x a 1-row one on
+        AVX2, and 64 rows cost 20x), so nothing here assumes a shape.
         """
-        measured = self._verify_s
+        measured = self._step_s
         if n_rows in measured:
             return measured[n_rows]
         if not measured:
@@ -98,6 +113,7 @@ class DraftLengthController:
         return measured[top] * (1 + _PRIOR_SLOPE * (n_rows - top))
 
     def draft_cost(self) -> float:
+        """Seconds per drafted token (0 for n-gram lookup)."""
         if not self.draft_costs_time:
             return 0.0
         ratio = self._draft_ratio if self._draft_ratio is not None else _PRIOR_DRAFT_COST
@@ -109,37 +125,38 @@ class DraftLengthController:
         tokens = (1 - a ** (k + 1)) / (1 - a)
         return tokens / (k * self.draft_cost() + self.verify_cost(k + 1))
 
+    @property
+    def plain_tokens_per_s(self) -> float | None:
+        """Plain decoding's speed on this machine now: one token per 1-row step, as measured."""
+        s = self._step_s.get(1)
+        return 1.0 / s if s else None
+
     # -- decisions ---------------------------------------------------------------------------
 
     @property
-    def min_gain(self) -> float:
-        return _MIN_GAIN_DRAFT_MODEL if self.draft_costs_time else 1.0
+    def never_pays(self) -> bool:
+        """A measured draft model too slow for any draft length to beat plain decoding, even with
+        every drafted token accepted. Needs a measured draft cost; priors never decide this."""
+        if not self.draft_costs_time or self._draft_ratio is None or 1 not in self._step_s:
+            return False
+        k_top = min(self.k_max, 2 * max(self._step_s))
+        plain = 1.0 / self.verify_cost(1)
+        return all(self._best_case_rate(k) <= plain for k in range(1, k_top + 1))
 
     @property
-    def never_pays(self) -> bool:
-        """Calibrated: a draft model that no draft length can make beat plain decoding."""
-        return self._never_pays
-
-    def could_pay(self, available: int) -> bool:
-        """Would some draft length beat plain decoding if every drafted token were accepted?
-
-        When not even that holds (a draft model nearly as slow as its target, as on a 2-core
-        CPU), probing is pointless and only costs time: the draft model would have to catch
-        up on every token it missed.
-        """
-        # Judged on the calibration, measured in one go: live timings of 1-row batches drift
-        # with the machine's load while those of longer batches, rarely run, would not.
-        ref = self._snapshot or self
-        k = self._best_case_length(available)
-        return ref._best_case_rate(k) > self.min_gain / ref.verify_cost(1)
+    def suspended(self) -> bool:
+        return self._suspended_steps > 0
 
     def _best_case_rate(self, k: int) -> float:
         """Tokens per second of a k-token draft if every drafted token were accepted."""
         return (k + 1) / (k * self.draft_cost() + self.verify_cost(k + 1))
 
-    def _best_case_length(self, available: int) -> int:
-        ref = self._snapshot or self
-        return max(range(1, max(1, min(available, self.k_max)) + 1), key=ref._best_case_rate)
+    def _explore_limit(self) -> int:
+        """Never draft more than twice the largest batch measured: an unmeasured size is a guess,
+        and a guess at 64 rows can cost 20 plain steps on a CPU."""
+        if not self._step_s:
+            return 1
+        return 2 * max(self._step_s)
 
     def choose(self, available: int, bucket: int = 0) -> int:
         """The draft length for this step, given that the drafter can offer `available` tokens."""
@@ -148,67 +165,115 @@ class DraftLengthController:
             return 0
         if not self.adaptive:
             return available
-        if self._never_pays:
+        if self._suspended_steps > 0:
+            self._suspended_steps -= 1
+            if self._suspended_steps == 0:
+                self._loss_s = self._gain_s = 0.0
             return 0
-        best_k = max(range(1, available + 1), key=lambda k: self.expected_rate(k, bucket))
-        if self.expected_rate(best_k, bucket) > self.expected_rate(0, bucket) * self.min_gain:
+        if self.never_pays:
+            return 0
+        if 1 not in self._n_live or self._since_plain >= _PLAIN_REFRESH_STEPS:
+            # The guard's reference is a plain step measured now: take one when it is missing
+            # or old (one token at plain speed in every few hundred).
+            return 0
+        limit = min(available, self._explore_limit())
+        best_k = max(range(1, limit + 1), key=lambda k: self.expected_rate(k, bucket))
+        if self.expected_rate(best_k, bucket) > self.expected_rate(0, bucket):
             self._plain_steps = 0
             self._n_spec_steps += 1
-            if best_k < available and self._n_spec_steps % _EXPLORE_EVERY == 0:
+            if best_k < limit and self._n_spec_steps % _EXPLORE_EVERY == 0:
                 # Timings are noisy (one slow sample can make a batch size look too dear to
                 # ever try again): now and then try a longer draft and let its cost be measured.
-                return min(available, 2 * best_k)
+                return min(limit, 2 * best_k)
             return best_k
         self._plain_steps += 1
-        if self._plain_steps >= self._probe_interval and self.could_pay(available):
+        if self._plain_steps >= self._probe_interval:
+            # Acceptance learned from a bad patch would otherwise never be re-measured.
             self._plain_steps = 0
             self._probe_interval = min(self._probe_interval * 2, _PROBE_MAX)
-            # A draft model is probed at the one length that could pay; n-gram drafts cost
-            # nothing to make, so a short probe is the cheap way to re-measure acceptance.
-            return self._best_case_length(available) if self.draft_costs_time else min(available, 2)
+            if self.draft_costs_time:  # at the one length that could pay best
+                return max(range(1, limit + 1), key=self._best_case_rate)
+            return min(limit, 2)  # n-gram drafts cost nothing to make: a short probe suffices
         return 0
-
-    def calibrate(self, verify_s: dict[int, float], draft_token_s: float | None) -> None:
-        """Start from measured costs instead of priors (Engine measures them when a draft is set)."""
-        for n_rows, seconds in verify_s.items():
-            self._add_verify_sample(n_rows, seconds)
-        if draft_token_s is not None:
-            self._draft_ratio = draft_token_s / self.verify_cost(1)
-        self._calibration = (dict(verify_s), draft_token_s)
-        snapshot = DraftLengthController(self.k_max, self.adaptive, self.draft_costs_time)
-        snapshot._verify_s = dict(self._verify_s)
-        snapshot._draft_ratio = self._draft_ratio
-        self._snapshot = snapshot
-        self._never_pays = self.draft_costs_time and not self.could_pay(self.k_max)
-
-    def fresh(self) -> DraftLengthController:
-        """A controller with this one's calibration and nothing learned since (fresh bench runs)."""
-        new = DraftLengthController(self.k_max, self.adaptive, self.draft_costs_time)
-        new.calibrate(*self._calibration)
-        return new
-
-    def _add_verify_sample(self, n_rows: int, seconds: float) -> None:
-        samples = self._verify_samples.setdefault(n_rows, deque(maxlen=_COST_SAMPLES))
-        samples.append(seconds)
-        self._verify_s[n_rows] = statistics.median(samples)
 
     def record(
         self,
         bucket: int,
         n_drafted: int,
         n_accepted: int,
-        verify_s: float,
-        draft_token_s: list[float] | None = None,
+        step_s: float,
+        draft_s: float = 0.0,
     ) -> None:
-        self._add_verify_sample(n_drafted + 1, verify_s)
-        for t in draft_token_s or ():
-            ratio = t / self.verify_cost(1)
+        """One step: k drafted, n accepted, its whole wall time, and the part spent drafting."""
+        n_rows = n_drafted + 1
+        self._add_step_sample(n_rows, step_s - draft_s)
+        self._n_live.add(n_rows)
+        if n_drafted == 0:
+            self._since_plain = 0
+            return
+        self._since_plain += 1
+        if self.draft_costs_time and draft_s > 0:
+            ratio = draft_s / n_drafted / self.verify_cost(1)
             r = self._draft_ratio
             self._draft_ratio = ratio if r is None else _EMA * r + (1 - _EMA) * ratio
-        if n_drafted:
-            acc = self._bucket(bucket)
-            # Geometric model: every accepted token is a success; the first rejection a failure.
-            acc.accepted = _EMA * acc.accepted + n_accepted
-            acc.trials = _EMA * acc.trials + n_accepted + (1 if n_accepted < n_drafted else 0)
-            if self.expected_rate(n_drafted, bucket) > self.expected_rate(0, bucket):
-                self._probe_interval = _PROBE_FIRST
+        acc = self._bucket(bucket)
+        # Geometric model: every accepted token is a success; the first rejection a failure.
+        acc.accepted = _EMA * acc.accepted + n_accepted
+        acc.trials = _EMA * acc.trials + n_accepted + (1 if n_accepted < n_drafted else 0)
+        if self.expected_rate(n_drafted, bucket) > self.expected_rate(0, bucket):
+            self._probe_interval = _PROBE_FIRST
+        self._guard(n_accepted + 1, step_s)
+
+    def _guard(self, n_emitted: int, step_s: float) -> None:
+        """Throughput guard: the loss of this speculative step against plain steps measured live."""
+        plain_s = self._step_s.get(1)
+        if plain_s is None or not self.adaptive:
+            return
+        delta = step_s - n_emitted * plain_s  # > 0: plain decoding would have been faster
+        self._loss_s = max(0.0, self._loss_s + delta)
+        self._gain_s -= delta
+        if self._gain_s > LOSS_BUDGET_TOKENS * plain_s:
+            self._backoff = _BACKOFF_FIRST  # it pays: a later bad patch is probed again soon
+        if self._loss_s > LOSS_BUDGET_TOKENS * plain_s:
+            self._suspended_steps = self._backoff
+            self._backoff = min(2 * self._backoff, _BACKOFF_MAX)
+            self._loss_s = self._gain_s = 0.0
+            self.n_suspensions += 1
+
+    def _add_step_sample(self, n_rows: int, seconds: float) -> None:
+        samples = self._step_samples.setdefault(n_rows, deque(maxlen=_COST_SAMPLES))
+        samples.append(seconds)
+        self._step_s[n_rows] = statistics.median(samples)
+
+    # -- what survives the process (engine.costcache) --------------------------------------------
+
+    def export(self) -> dict[str, object]:
+        """What this run measured, to seed the next process on the same machine and pair."""
+        return {
+            "step_s": {str(n): s for n, s in sorted(self._step_s.items())},
+            "draft_ratio": self._draft_ratio,
+            "acceptance": {
+                str(b): [round(a.accepted, 4), round(a.trials, 4)] for b, a in self._acceptance.items()
+            },
+        }
+
+    def seed(self, data: dict[str, object]) -> None:
+        """Start from a previous run's measurements (already validated by engine.costcache)."""
+        step_s = data.get("step_s")
+        if isinstance(step_s, dict):
+            for n, s in step_s.items():
+                self._add_step_sample(int(n), float(s))
+        ratio = data.get("draft_ratio")
+        if isinstance(ratio, int | float) and ratio > 0:
+            self._draft_ratio = float(ratio)
+        acceptance = data.get("acceptance")
+        if isinstance(acceptance, dict):
+            for b, (accepted, trials) in acceptance.items():
+                acc = self._bucket(int(b))
+                acc.accepted, acc.trials = float(accepted), float(trials)
+
+    def fresh(self) -> DraftLengthController:
+        """A controller with this one's measured costs and nothing else (fresh benchmark runs)."""
+        new = DraftLengthController(self.k_max, self.adaptive, self.draft_costs_time)
+        new.seed({"step_s": self.export()["step_s"], "draft_ratio": self._draft_ratio})
+        return new

@@ -101,6 +101,16 @@ class LlamaRunner:
         self.llama_s = 0.0  # seconds spent inside llama_decode since construction
         self._eog_cache: dict[int, bool] = {}
         self._piece_cache: dict[int, bytes] = {}
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """One throw-away decode, as llama.cpp's own tools do: the first decode of a context
+        allocates its buffers and is several times slower than the next, and the draft-length
+        controller must not take that for the cost of a plain step."""
+        bos = self._llama.llama_vocab_bos(self.vocab)
+        self.decode([bos if bos >= 0 else 0], n_logits=1)
+        self.clear()
+        self.llama_s = 0.0
 
     # -- tokens -------------------------------------------------------------------------------
 

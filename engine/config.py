@@ -39,6 +39,8 @@ class EngineConfig:
     adaptive: bool = True  # False: always draft draft_max tokens
     draft_p_min: float = 0.6  # a draft model stops drafting when its top token is less likely
     draft_sampling: bool = True  # at temperature > 0 a draft model samples (and keeps q)
+    # Where measured step costs are kept between processes (engine.costcache); None: not kept.
+    cost_cache_dir: str | None = None
 
     @property
     def speculation(self) -> str:

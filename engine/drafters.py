@@ -6,13 +6,15 @@ wins on copy and edit work, where a reply repeats its prompt.
 
 ModelDrafter: a small model of the same vocabulary. Its KV cache is kept across steps: each
 step decodes only what it has not seen (the target's correction and, after a fully accepted
-draft, the last drafted token), so no token is decoded twice.
+draft, the last drafted token), so no token is decoded twice. The model is loaded on first use:
+where the cost cache already knows it cannot pay on this machine, it is never loaded at all.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,7 +27,8 @@ from engine.sampling import Dist, distribution, greedy, top_probability
 class Draft:
     tokens: list[int]
     dists: list[Dist] | None = None  # the draft's own distributions (sampled drafts only)
-    token_s: list[float] = field(default_factory=list)  # seconds per single-token draft decode
+    draft_s: float = 0.0  # seconds spent drafting this step's tokens
+    catch_up_s: float = 0.0  # seconds spent first decoding a long stretch the draft had not seen
 
 
 class NgramDrafter:
@@ -73,28 +76,60 @@ class NgramDrafter:
 class ModelDrafter:
     kind = "draft"
 
-    def __init__(self, runner: LlamaRunner, p_min: float = 0.6, sampled: bool = True) -> None:
-        self.runner = runner
+    # A step's catch-up is 1-2 tokens; more is a prompt (or a stretch decoded plainly) seen for
+    # the first time: a one-off prefill, not the per-token cost of drafting.
+    CATCH_UP_TOKENS = 2
+
+    def __init__(self, load: Callable[[], LlamaRunner], p_min: float = 0.6, sampled: bool = True) -> None:
+        self._load = load
+        self._runner: LlamaRunner | None = None
         self.p_min = p_min  # greedy drafts stop when the draft is less sure than this
         self.sampled = sampled  # at temperature > 0: sample drafts and keep q (else greedy drafts)
 
+    @property
+    def loaded(self) -> bool:
+        return self._runner is not None
+
+    @property
+    def runner(self) -> LlamaRunner:
+        if self._runner is None:
+            self._runner = self._load()
+        return self._runner
+
+    @property
+    def llama_s(self) -> float:
+        return self._runner.llama_s if self._runner is not None else 0.0
+
+    def close(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+
     def propose(self, ctx: list[int], k: int, params: SamplingParams, rng: np.random.Generator) -> Draft:
-        runner = self.runner
         if k <= 0:
             return Draft([])
+        t0 = time.perf_counter()
+        first_use = self._runner is None
+        runner = self.runner
+        # Loading is a one-off, like a prompt's catch-up: neither is the cost of drafting a token.
+        load_s = time.perf_counter() - t0 if first_use else 0.0
+        t0 = time.perf_counter()
         n_keep = runner.common_prefix(ctx)
         if n_keep == len(ctx):  # need logits for the last token: decode it again
             n_keep -= 1
         runner.truncate(n_keep)
         k = min(k, runner.n_ctx - len(ctx))
         if k <= 0:
-            return Draft([])
+            return Draft([], catch_up_s=load_s)
         try:
             logits = runner.decode(ctx[n_keep:], n_logits=1)[0]
         except ContextFullError:
-            return Draft([])
+            return Draft([], catch_up_s=load_s)
         sampled = self.sampled and not params.is_greedy
-        draft = Draft([], [] if sampled else None)
+        draft = Draft([], [] if sampled else None, catch_up_s=load_s)
+        if len(ctx) - n_keep > self.CATCH_UP_TOKENS:
+            draft.catch_up_s += time.perf_counter() - t0
+            t0 = time.perf_counter()
         history = list(ctx)
         for i in range(k):
             if sampled:
@@ -110,7 +145,6 @@ class ModelDrafter:
             history.append(token)
             if i == k - 1:
                 break
-            t0 = time.perf_counter()
             logits = runner.decode([token], n_logits=1)[0]
-            draft.token_s.append(time.perf_counter() - t0)
+        draft.draft_s = time.perf_counter() - t0
         return draft

@@ -36,6 +36,10 @@ class Stats:
     draft_max: int  # the draft length in use at the time of this snapshot (0 = plain decoding)
     step_overhead_ms_median: float = 0.0  # time per step spent outside llama.cpp
     note: str = ""  # a state worth showing, e.g. why speculation is not drafting
+    # Plain decoding's speed on this machine now, from the 1-row steps the engine times itself
+    # (None before any): the speedup can be estimated before any plain run was measured.
+    plain_tokens_per_s_est: float | None = None
+    draft_catch_up_s: float = 0.0  # of decode_s: a draft model's first pass over the prompt
 
     @property
     def acceptance_rate(self) -> float:
@@ -81,6 +85,10 @@ class Stats:
             "llama_fraction": round(self.llama_fraction, 4),
             "step_overhead_ms_median": round(self.step_overhead_ms_median, 4),
             "note": self.note,
+            "plain_tokens_per_s_est": (
+                round(self.plain_tokens_per_s_est, 2) if self.plain_tokens_per_s_est else None
+            ),
+            "draft_catch_up_s": round(self.draft_catch_up_s, 4),
         }
 
 

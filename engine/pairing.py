@@ -1,8 +1,8 @@
 """Can this draft model draft for this target? Decided from GGUF metadata, before loading.
 
 The rules are llama.cpp's own (common/speculative.cpp, common_speculative_are_compatible):
-same vocabulary type, same BOS/EOS ids and add-BOS/EOS flags, vocabulary sizes within 128,
-and identical token text from id 5 on. The error names the rule that failed, with both values.
+same vocabulary type; the same add-BOS flag, and the same BOS id where BOS is added; the same
+for EOS; vocabulary sizes within 128; identical token text from id 5 on. The error names the rule that failed, with both values.
 """
 
 from __future__ import annotations
@@ -25,33 +25,25 @@ def _flag(info: GGUFInfo, key: str, default: bool) -> bool:
 
 
 def check_pair(target: GGUFInfo, draft: GGUFInfo) -> None:
-    """Raise IncompatiblePairError naming the first rule the pair breaks."""
-    rules: list[tuple[str, object, object]] = [
-        ("vocabulary type (tokenizer.ggml.model)", target.vocab_type, draft.vocab_type),
-        (
-            "add-BOS flag (tokenizer.ggml.add_bos_token)",
-            _flag(target, "tokenizer.ggml.add_bos_token", _add_bos_default(target)),
-            _flag(draft, "tokenizer.ggml.add_bos_token", _add_bos_default(draft)),
-        ),
-        (
-            "add-EOS flag (tokenizer.ggml.add_eos_token)",
-            _flag(target, "tokenizer.ggml.add_eos_token", False),
-            _flag(draft, "tokenizer.ggml.add_eos_token", False),
-        ),
-        (
-            "BOS token id (tokenizer.ggml.bos_token_id)",
-            target.metadata.get("tokenizer.ggml.bos_token_id"),
-            draft.metadata.get("tokenizer.ggml.bos_token_id"),
-        ),
-        (
-            "EOS token id (tokenizer.ggml.eos_token_id)",
-            target.metadata.get("tokenizer.ggml.eos_token_id"),
-            draft.metadata.get("tokenizer.ggml.eos_token_id"),
-        ),
-    ]
-    for rule, t, d in rules:
-        if t != d:
-            raise IncompatiblePairError(rule, t, d)
+    """Raise IncompatiblePairError naming the first rule the pair breaks.
+
+    As in llama.cpp, a BOS (EOS) id matters only when the tokenizer adds BOS (EOS) to prompts:
+    a Qwen2.5 base target (EOS 151643) drafts with a Qwen2.5 instruct draft (EOS 151645).
+    """
+    if target.vocab_type != draft.vocab_type:
+        raise IncompatiblePairError(
+            "vocabulary type (tokenizer.ggml.model)", target.vocab_type, draft.vocab_type
+        )
+    for name, flag_key, id_key, default in (
+        ("BOS", "tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id", _add_bos_default),
+        ("EOS", "tokenizer.ggml.add_eos_token", "tokenizer.ggml.eos_token_id", lambda _: False),
+    ):
+        add_t, add_d = _flag(target, flag_key, default(target)), _flag(draft, flag_key, default(draft))
+        if add_t != add_d:
+            raise IncompatiblePairError(f"add-{name} flag ({flag_key})", add_t, add_d)
+        id_t, id_d = target.metadata.get(id_key), draft.metadata.get(id_key)
+        if add_t and id_t != id_d:
+            raise IncompatiblePairError(f"{name} token id ({id_key})", id_t, id_d)
     if abs(target.n_vocab - draft.n_vocab) > VOCAB_MAX_SIZE_DIFFERENCE:
         raise IncompatiblePairError(
             f"vocabulary size (more than {VOCAB_MAX_SIZE_DIFFERENCE} apart)",

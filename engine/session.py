@@ -15,6 +15,7 @@ from typing import Any
 from engine.adaptive import DraftLengthController
 from engine.backend import LlamaRunner
 from engine.config import EngineConfig, SamplingParams, default_threads
+from engine.costcache import CostCache, cost_key
 from engine.drafters import ModelDrafter, NgramDrafter
 from engine.errors import PromptTooLongError, TandemError
 from engine.events import Event, SpeculationKind
@@ -45,7 +46,6 @@ class Engine:
         self._drafter: NgramDrafter | ModelDrafter | None = None
         self._controller: DraftLengthController | None = None
         self._chat_formatter: Any = None  # llama_cpp's Jinja2ChatFormatter, made on first use
-        self._verify_costs: dict[int, float] | None = None
         try:
             self.set_draft(config.draft)
         except TandemError:
@@ -61,8 +61,14 @@ class Engine:
         return "ngram" if isinstance(self._drafter, NgramDrafter) else "draft"
 
     def set_draft(self, draft: str | None) -> None:
-        """Switch speculation: "ngram", a GGUF path for a draft model, or None / "none"."""
+        """Switch speculation: "ngram", a GGUF path for a draft model, or None / "none".
+
+        Nothing is timed here: the controller starts from what the cost cache remembers for this
+        pair on this machine and build (engine.costcache), or from priors, and measures online
+        from the first reply on. A draft model is loaded when it is first asked to draft.
+        """
         if draft in (None, "", "none"):
+            self._save_costs()
             self._close_draft()
             self._drafter, self._controller, self.info_draft = None, None, None
             return
@@ -73,52 +79,70 @@ class Engine:
             )
         k_max = self.config.draft_max
         if draft == "ngram":
+            self._save_costs()
             self._close_draft()
             self._drafter, self.info_draft = NgramDrafter(), None
             self._controller = DraftLengthController(k_max, self.config.adaptive)
-            self._controller.calibrate(self._measure_verify_costs(), None)
+            self._seed_costs()
             return
         assert draft is not None
         info = read_gguf_info(draft)
         check_pair(self.info_target, info)
         if self.info_draft is not None and self.info_draft.path == info.path:
             return
-        runner = LlamaRunner(
-            str(info.path),
-            n_ctx=self.n_ctx,
-            n_threads=self.n_threads,
-            n_gpu_layers=self.config.n_gpu_layers,
-            n_batch=self.config.n_batch,
-        )
+        self._save_costs()
         self._close_draft()
-        self._drafter, self.info_draft = (
-            ModelDrafter(runner, self.config.draft_p_min, self.config.draft_sampling),
-            info,
-        )
-        self._controller = DraftLengthController(k_max, self.config.adaptive, draft_costs_time=True)
-        # Draft and target timed back to back, so their ratio reflects one state of the machine.
-        draft_costs = runner.time_batches([1], self._calibration_tokens(), repeats=6)
-        target_costs = self.target.time_batches([1], self._calibration_tokens(), repeats=6)
-        verify_costs = {**self._measure_verify_costs(), **target_costs}
-        self._controller.calibrate(verify_costs, draft_costs.get(1))
+        config = self.config
 
-    def _calibration_tokens(self) -> list[int]:
-        return self.tokenize("The quick brown fox jumps over the lazy dog, and then it runs away.")
+        def load() -> LlamaRunner:
+            return LlamaRunner(
+                str(info.path),
+                n_ctx=self.n_ctx,
+                n_threads=self.n_threads,
+                n_gpu_layers=config.n_gpu_layers,
+                n_batch=config.n_batch,
+            )
 
-    def _measure_verify_costs(self) -> dict[int, float]:
-        """The target's verify-batch costs, measured once per engine (about 0.5 s on a CPU).
+        self._drafter = ModelDrafter(load, config.draft_p_min, config.draft_sampling)
+        self.info_draft = info
+        self._controller = DraftLengthController(k_max, config.adaptive, draft_costs_time=True)
+        self._seed_costs()
 
-        Knowing them up front lets the draft-length controller pick a good length from the
-        first step, and skip a draft model that cannot pay on this machine before it costs
-        anything. Later switches of the draft reuse them.
-        """
-        if self._verify_costs is None:
-            self._verify_costs = self.target.time_batches([1, 2, 4, 8, 16], self._calibration_tokens())
-        return self._verify_costs
+    # -- measured costs that outlive the process -------------------------------------------------
+
+    def _cost_key(self) -> str | None:
+        if self.config.cost_cache_dir is None or self._drafter is None:
+            return None
+        draft = "ngram" if self.info_draft is None else str(self.info_draft.path)
+        try:
+            return cost_key(
+                str(self.info_target.path),
+                draft,
+                self.n_threads,
+                self.config.n_batch,
+                self.config.n_gpu_layers,
+                ",".join(getattr(self.config, "rpc_servers", None) or ()),
+            )
+        except OSError:  # a model file moved away under us: nothing to cache against
+            return None
+
+    def _seed_costs(self) -> None:
+        key = self._cost_key()
+        if key is None or self._controller is None or self.config.cost_cache_dir is None:
+            return
+        data = CostCache(self.config.cost_cache_dir).load(key)
+        if data is not None:
+            self._controller.seed(data)
+
+    def _save_costs(self) -> None:
+        key = self._cost_key()
+        if key is None or self._controller is None or self.config.cost_cache_dir is None:
+            return
+        CostCache(self.config.cost_cache_dir).save(key, self._controller.export())
 
     def _close_draft(self) -> None:
         if isinstance(self._drafter, ModelDrafter):
-            self._drafter.runner.close()
+            self._drafter.close()
 
     # -- text ---------------------------------------------------------------------------------
 
@@ -180,7 +204,7 @@ class Engine:
         if len(tokens) >= self.n_ctx:
             raise PromptTooLongError(len(tokens), self.n_ctx)
         decoder = SpeculativeDecoder(self.target, self._drafter, self._controller)
-        return decoder.run(
+        events = decoder.run(
             tokens,
             params or SamplingParams(),
             max_tokens,
@@ -188,18 +212,27 @@ class Engine:
             cancel=cancel,
             speculate=speculate is not False,
         )
+        return self._saving_costs_after(events)
+
+    def _saving_costs_after(self, events: Iterator[Event]) -> Iterator[Event]:
+        try:
+            yield from events
+        finally:
+            self._save_costs()
 
     def reset_cache(self) -> None:
         """Forget every cached token and learned estimate (benchmarks start each run fresh)."""
         self.target.clear()
         if isinstance(self._drafter, ModelDrafter):
-            self._drafter.runner.clear()
+            if self._drafter.loaded:
+                self._drafter.runner.clear()
         elif isinstance(self._drafter, NgramDrafter):
             self._drafter = NgramDrafter()
         if self._controller is not None:
             self._controller = self._controller.fresh()
 
     def close(self) -> None:
+        self._save_costs()
         self._close_draft()
         self.target.close()
 

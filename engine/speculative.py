@@ -45,6 +45,7 @@ class _Counters:
     n_steps: int = 0
     n_steps_with_draft: int = 0
     prefill_s: float = 0.0
+    draft_catch_up_s: float = 0.0  # a draft model's first pass over the prompt (inside decode_s)
     decode_started: float = 0.0
     llama_s: float = 0.0
     step_overhead_s: list[float] = field(default_factory=list)
@@ -159,6 +160,8 @@ class SpeculativeDecoder:
                     statistics.median(c.step_overhead_s) * 1000 if c.step_overhead_s else 0.0
                 ),
                 note=self._note(drafter),
+                plain_tokens_per_s_est=controller.plain_tokens_per_s if controller is not None else None,
+                draft_catch_up_s=c.draft_catch_up_s,
             )
 
         k = 0
@@ -180,24 +183,25 @@ class SpeculativeDecoder:
             # 1. Draft.
             draft, bucket = self._draft(drafter, ctx, params, rng, min(room, max_tokens - c.n_generated))
             k = len(draft.tokens)
+            c.draft_catch_up_s += draft.catch_up_s
 
             # 2. Verify [pending] + draft in one target batch.
             n_before = len(target.tokens)
-            v0 = target.llama_s
             try:
                 rows = target.decode([ctx[-1], *draft.tokens], n_logits=k + 1)
             except ContextFullError:
                 stop_reason = "context"
                 break
-            verify_s = target.llama_s - v0
 
             # 3. Accept the agreed prefix, then one token from the target.
             emitted, n_accepted = self._accept(rows, draft, ctx, params, rng, seed)
 
             # 4. Roll back what the target rejected: keep pending + accepted drafts.
             target.truncate(n_before + 1 + n_accepted)
-            if controller is not None and drafter is not None:
-                controller.record(bucket, k, n_accepted, verify_s, draft.token_s)
+            if controller is not None:
+                # The whole step as the user waits for it, less a one-off draft prefill.
+                step_s = time.perf_counter() - step_t0 - draft.catch_up_s
+                controller.record(bucket, k, n_accepted, step_s, draft.draft_s)
             c.n_steps += 1
             c.n_drafted += k
             c.n_accepted += n_accepted
@@ -253,17 +257,16 @@ class SpeculativeDecoder:
 
     def _note(self, drafter: NgramDrafter | ModelDrafter | None) -> str:
         controller = self.controller
-        if (
-            isinstance(drafter, ModelDrafter)
-            and controller is not None
-            and controller.adaptive
-            and controller.never_pays
-        ):
+        if drafter is None or controller is None or not controller.adaptive:
+            return ""
+        if isinstance(drafter, ModelDrafter) and controller.never_pays:
             return "the draft model is too slow to help on this machine: decoding plainly"
+        if controller.suspended:
+            return "drafts stopped paying: decoding plainly for now, trying again soon"
         return ""
 
     def _draft_llama_s(self) -> float:
-        return self.drafter.runner.llama_s if isinstance(self.drafter, ModelDrafter) else 0.0
+        return self.drafter.llama_s if isinstance(self.drafter, ModelDrafter) else 0.0
 
     def _draft(
         self,

@@ -268,14 +268,15 @@ def test_chat_template_from_metadata(tiny_target: Path) -> None:
     assert prompt == "<|system|>be brief\n<|user|>hi\n<|assistant|>"
 
 
-def test_a_draft_model_that_cannot_pay_says_so(tiny_target: Path, tiny_draft: Path) -> None:
-    # The tiny draft is as large as its target: drafting can never beat plain decoding.
-    engine = Engine(EngineConfig(str(tiny_target), draft=str(tiny_draft), n_ctx=512))
+def test_a_draft_model_that_cannot_pay_says_so(tiny_target: Path, slow_target: Path) -> None:
+    # A "draft" far larger than its target (same vocabulary): drafting can never beat plain
+    # decoding. Nothing is cached here, so the engine learns it from one bounded probe.
+    engine = Engine(EngineConfig(str(tiny_target), draft=str(slow_target), n_ctx=512))
     try:
         result = run(engine, PROMPTS[0], max_tokens=40)
     finally:
         engine.close()
-    assert result.stats.n_drafted == 0
+    assert result.stats.n_drafted <= 8
     assert "too slow to help on this machine" in result.stats.note
     assert result.stats.as_dict()["note"] == result.stats.note
 
@@ -285,7 +286,7 @@ def test_switching_speculation_mid_conversation_keeps_the_cache(tiny_target: Pat
     try:
         first = run(engine, PROMPTS[0], max_tokens=20)
         cached = list(engine.target.tokens)
-        engine.set_draft("ngram")  # calibrates on top of the conversation, then rolls back
+        engine.set_draft("ngram")  # measures nothing up front: the cache stays as it was
         assert engine.target.tokens == cached
         follow = run(engine, PROMPTS[0] + first.text, max_tokens=20)
     finally:

@@ -1,0 +1,128 @@
+"""Measured step costs and acceptance that outlive a process, so no one pays to measure them twice.
+
+The draft-length controller learns what a verify step of each size costs, what a drafted token
+costs and how often drafts are accepted. Those depend on the models, the thread count, the batch
+size, where the layers run, the llama.cpp build and the CPU, so the cache key holds all of them:
+a figure is reused only where it was measured. A cache miss costs nothing up front (the controller
+measures online, in the first reply); a corrupt or stale file is ignored and rewritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import platform
+import tempfile
+from pathlib import Path
+from typing import Any
+
+FORMAT = 1
+
+
+def file_identity(path: str) -> str:
+    """A model file as the cache sees it: where it is, its size and when it last changed."""
+    if path == "ngram":
+        return "ngram"
+    st = os.stat(path)
+    return f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}"
+
+
+@functools.cache
+def build_identity() -> str:
+    """llama-cpp-python's version and the features llama.cpp was compiled with (AVX2, AVX512...)."""
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info()
+    return f"{llama_cpp.__version__}|{info.decode(errors='replace') if isinstance(info, bytes) else info}"
+
+
+@functools.cache
+def cpu_identity() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def cost_key(
+    target_path: str,
+    draft: str,
+    n_threads: int,
+    n_batch: int,
+    n_gpu_layers: int,
+    placement: str = "",
+) -> str:
+    """Everything a measured cost depends on, hashed. placement: where layers run (RPC servers)."""
+    parts = {
+        "format": FORMAT,
+        "target": file_identity(target_path),
+        "draft": file_identity(draft),
+        "n_threads": n_threads,
+        "n_batch": n_batch,
+        "n_gpu_layers": n_gpu_layers,
+        "placement": placement,
+        "build": build_identity(),
+        "cpu": cpu_identity(),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _valid(data: Any) -> bool:
+    """The shape DraftLengthController.export writes, with sane numbers."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return False
+    step_s = data.get("step_s")
+    if not isinstance(step_s, dict) or not all(
+        str(n).isdigit() and 0 < int(n) <= 4096 and isinstance(s, int | float) and 0 < s < 60
+        for n, s in step_s.items()
+    ):
+        return False
+    ratio = data.get("draft_ratio")
+    if ratio is not None and not (isinstance(ratio, int | float) and 0 < ratio < 100):
+        return False
+    acceptance = data.get("acceptance", {})
+    return isinstance(acceptance, dict) and all(
+        str(b).isdigit()
+        and isinstance(v, list)
+        and len(v) == 2
+        and all(isinstance(x, int | float) and 0 <= x < 1e6 for x in v)
+        and v[0] <= v[1]
+        for b, v in acceptance.items()
+    )
+
+
+class CostCache:
+    """One JSON file per key under `directory`; every failure reads as a miss."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+
+    def _path(self, key: str) -> Path:
+        return self.directory / f"{key}.json"
+
+    def load(self, key: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self._path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):
+            return None
+        return data if _valid(data) else None
+
+    def save(self, key: str, data: dict[str, Any]) -> None:
+        """Write atomically; a cache that cannot be written is no reason to fail a reply."""
+        payload = {"format": FORMAT, **data}
+        if not _valid(payload):
+            return
+        with contextlib.suppress(OSError):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".costs-", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump(payload, f)
+                os.replace(tmp, self._path(key))
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)

@@ -1,0 +1,121 @@
+"""Measured costs outlive the process: a second engine on the same pair measures nothing up front,
+and a corrupt, stale or foreign cache is ignored and rewritten, never an error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.config import EngineConfig, SamplingParams
+from engine.costcache import CostCache, cost_key
+from engine.events import Finished
+from engine.session import Engine
+
+PROMPT = "one two three four five six seven eight nine ten. one two three four five six"
+
+
+def generate(engine: Engine, max_tokens: int = 48) -> Finished:
+    for event in engine.generate(PROMPT, SamplingParams(), max_tokens=max_tokens):
+        if isinstance(event, Finished):
+            return event
+    raise AssertionError("no Finished event")
+
+
+def config(target: Path, cache: Path, draft: str = "ngram", **kw: object) -> EngineConfig:
+    return EngineConfig(str(target), draft=draft, n_ctx=512, n_threads=1, cost_cache_dir=str(cache), **kw)  # type: ignore[arg-type]
+
+
+def test_the_second_engine_starts_from_what_the_first_measured(tiny_target: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "costs"
+    first = Engine(config(tiny_target, cache))
+    try:
+        assert first._controller is not None and not first._controller._step_s  # nothing timed at load
+        generate(first)
+    finally:
+        first.close()
+    files = list(cache.glob("*.json"))
+    assert len(files) == 1
+    second = Engine(config(tiny_target, cache))
+    try:
+        assert second._controller is not None
+        assert second._controller._step_s, "the second engine should start from the cached costs"
+    finally:
+        second.close()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"not json", b"\xff\xfe", json.dumps({"format": 1, "step_s": {"1": -5}}).encode(), b"[1, 2]"],
+)
+def test_a_corrupt_cache_is_ignored_and_rewritten(tiny_target: Path, tmp_path: Path, content: bytes) -> None:
+    cache = tmp_path / "costs"
+    engine = Engine(config(tiny_target, cache))
+    key = engine._cost_key()
+    assert key is not None
+    engine.close()
+    path = cache / f"{key}.json"
+    path.write_bytes(content)
+    engine = Engine(config(tiny_target, cache))
+    try:
+        assert engine._controller is not None and not engine._controller._step_s
+        result = generate(engine)
+    finally:
+        engine.close()
+    assert result.stats.n_generated > 0
+    assert CostCache(cache).load(key) is not None  # rewritten with this run's measurements
+
+
+def test_the_key_holds_everything_a_cost_depends_on(tiny_target: Path, tiny_draft: Path) -> None:
+    base = cost_key(str(tiny_target), "ngram", 2, 512, 0)
+    assert base == cost_key(str(tiny_target), "ngram", 2, 512, 0)
+    assert base != cost_key(str(tiny_target), str(tiny_draft), 2, 512, 0)
+    assert base != cost_key(str(tiny_target), "ngram", 1, 512, 0)
+    assert base != cost_key(str(tiny_target), "ngram", 2, 256, 0)
+    assert base != cost_key(str(tiny_target), "ngram", 2, 512, 10)
+    assert base != cost_key(str(tiny_target), "ngram", 2, 512, 0, "127.0.0.1:50052")
+
+
+def test_a_changed_model_file_is_a_new_key(tmp_path: Path, tiny_target: Path) -> None:
+    copy = tmp_path / "t.gguf"
+    copy.write_bytes(tiny_target.read_bytes())
+    before = cost_key(str(copy), "ngram", 2, 512, 0)
+    with copy.open("ab") as f:
+        f.write(b"\0" * 32)
+    assert cost_key(str(copy), "ngram", 2, 512, 0) != before
+
+
+def test_an_unwritable_cache_is_no_error(tiny_target: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache folder should be")
+    engine = Engine(config(tiny_target, blocker / "costs"))
+    try:
+        assert generate(engine).stats.n_generated > 0
+    finally:
+        engine.close()
+
+
+def test_a_draft_model_known_not_to_pay_is_never_loaded(
+    tiny_target: Path, slow_target: Path, tmp_path: Path
+) -> None:
+    # A "draft" far larger than its target (same vocabulary): drafting can never beat plain
+    # decoding. The first engine finds that out by measuring (one bounded probe); the second
+    # knows it from the cache and never even loads it.
+    cache = tmp_path / "costs"
+    first = Engine(config(tiny_target, cache, draft=str(slow_target)))
+    try:
+        result = generate(first, max_tokens=60)
+    finally:
+        first.close()
+    assert "too slow to help on this machine" in result.stats.note
+    assert result.stats.n_drafted <= 8
+    second = Engine(config(tiny_target, cache, draft=str(slow_target)))
+    try:
+        again = generate(second, max_tokens=60)
+        assert second._drafter is not None and not second._drafter.loaded  # type: ignore[union-attr]
+    finally:
+        second.close()
+    assert again.stats.n_drafted == 0
+    assert "too slow to help on this machine" in again.stats.note
+    assert again.token_ids == result.token_ids
