@@ -132,6 +132,9 @@ class GGUFInfo:
         return len(self.tokens)
 
 
+_U64 = struct.Struct("<Q")
+
+
 class _Reader:
     """Bounds-checked little-endian reads over a memory map; every overrun is a truncation."""
 
@@ -162,6 +165,28 @@ class _Reader:
         self.pos += n
         return bytes(raw).decode("utf-8", errors="replace")
 
+    def strings(self, count: int, what: str, keep: bool) -> list[str] | _SkippedArray:
+        """An array of strings (a vocabulary: 262,144 of them in Gemma 3), in one tight loop:
+        every process that opens a model reads its header, so this is paid on each start."""
+        buf, pos, size = self.buf, self.pos, self.size
+        unpack = _U64.unpack_from
+        out: list[str] = []
+        append = out.append
+        for _ in range(count):
+            if pos + 8 > size:
+                self.pos = pos
+                self._need(8, what)
+            (n,) = unpack(buf, pos)
+            pos += 8
+            if pos + n > size:
+                self.pos = pos
+                self._need(n, what)
+            if keep:
+                append(buf[pos : pos + n].decode("utf-8", errors="replace"))
+            pos += n
+        self.pos = pos
+        return out if keep else _SkippedArray(count)
+
     def skip(self, n: int, what: str) -> None:
         self._need(n, what)
         self.pos += n
@@ -184,6 +209,8 @@ class _Reader:
                 values = struct.unpack_from(fmt, self.buf, self.pos)
                 self.pos += item_size * count
                 return list(values)
+            if item_type == _STRING:
+                return self.strings(count, what, keep_array)
             return [self.value(item_type, what, keep_array) for _ in range(count)]
         raise NotGGUFError(f"{self.path} is not a valid GGUF file: unknown value type {type_id} in {what}")
 
