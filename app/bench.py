@@ -77,7 +77,8 @@ class PromptResult:
     acceptance_rate: float
     mean_accepted_length: float
     n_generated: int
-    same_text: bool  # speculative output == plain output
+    same_text: bool  # speculative output == plain output, in this process
+    same_text_processes: bool | None  # the same across the two `tandem generate` processes
     step_overhead_ms_median: float
     plain_process_s: float | None  # whole processes, timed from outside (medians)
     spec_process_s: float | None
@@ -352,9 +353,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                     )
             a, b = finals[-1]
             s = b.stats
-            same = a.token_ids == b.token_ids
+            same_processes = None
             if proc_plain and proc_spec:
-                same = same and proc_plain[-1].token_ids == proc_spec[-1].token_ids
+                same_processes = proc_plain[-1].token_ids == proc_spec[-1].token_ids
             r = PromptResult(
                 name=p.name,
                 set=p.set,
@@ -367,7 +368,8 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                 acceptance_rate=s.acceptance_rate,
                 mean_accepted_length=s.mean_accepted_length,
                 n_generated=s.n_generated,
-                same_text=same,
+                same_text=a.token_ids == b.token_ids,
+                same_text_processes=same_processes,
                 step_overhead_ms_median=s.step_overhead_ms_median,
                 plain_process_s=_median([x.wall_s for x in proc_plain]),
                 spec_process_s=_median([x.wall_s for x in proc_spec]),
@@ -480,6 +482,7 @@ def to_markdown(report: dict[str, object]) -> str:
         "| spec/it | llama-lookup | spec/it | accepted | llama-lookup accepted | mean accepted | same text |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    same = {True: "yes", False: "NO", None: "—"}
     for r in prompts:
         lines.append(
             f"| {r['name']} | {r['set']} | {r['plain_tokens_per_s']:.1f} | {r['spec_tokens_per_s']:.1f} | "
@@ -487,7 +490,7 @@ def to_markdown(report: dict[str, object]) -> str:
             f"{_fmt(r['peer_tokens_per_s'], '.1f')} | {_fmt(r['vs_peer'], '.2f', 'x')} | "
             f"{_fmt(r['lookup_tokens_per_s'], '.1f')} | {_fmt(r['vs_lookup'], '.2f', 'x')} | "
             f"{r['acceptance_rate']:.0%} | {_fmt(r['lookup_acceptance'], '.0%')} | "
-            f"{r['mean_accepted_length']:.1f} | {'yes' if r['same_text'] else 'NO'} |"
+            f"{r['mean_accepted_length']:.1f} | {same[r['same_text']]} |"
         )
     if any(r["plain_process_s"] for r in prompts):
         lines += [
@@ -495,15 +498,15 @@ def to_markdown(report: dict[str, object]) -> str:
             "## Whole process (`tandem generate`, timed from outside, cost cache warm)",
             "",
             "| prompt | plain s | spec s | speedup | spec: load | draft catch-up | prefill | decode "
-            "| llama-lookup s |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| llama-lookup s | same text |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in prompts:
             lines.append(
                 f"| {r['name']} | {_fmt(r['plain_process_s'])} | {_fmt(r['spec_process_s'])} | "
                 f"{_fmt(r['process_speedup'], '.2f', 'x')} | {_fmt(r['spec_load_s'])} | "
                 f"{_fmt(r['spec_catch_up_s'])} | {_fmt(r['spec_prefill_s'])} | {_fmt(r['spec_decode_s'])} | "
-                f"{_fmt(r['lookup_process_s'])} |"
+                f"{_fmt(r['lookup_process_s'])} | {same[r['same_text_processes']]} |"
             )
     lines += [
         "",
@@ -526,6 +529,9 @@ def to_markdown(report: dict[str, object]) -> str:
         f"Whole process: median {_fmt(report['median_process_speedup'], '.2f', 'x')}, "  # type: ignore[arg-type]
         f"lowest {_fmt(report['min_process_speedup'], '.2f', 'x')}. "  # type: ignore[arg-type]
         f"Time outside llama.cpp per step (median of prompt medians): {report['step_overhead_ms_median']:.2f} ms.",
+        "Same text: greedy output with and without speculation. An F16 target gives the same tokens; "
+        "a quantized one may flip where its two best logits nearly tie, because llama.cpp's batched "
+        "and one-row kernels round differently (FINDINGS.md).",
     ]
     ttft = report["ttft_s"]
     if ttft:
