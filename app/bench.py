@@ -8,7 +8,9 @@ Two views of the same work, because a user waits for both:
   and llama.cpp's `llama-lookup` (built from the same vendored sources with the same flags).
 - **Whole process**: `tandem generate` run as a separate process, plain and speculative, timed
   from outside: start-up, model load, any measuring, prefill and decode, all of it. The cost
-  cache is warmed first by one run on another prompt, as it is for a user's second run.
+  cache is warmed first by one run on another prompt, as it is for a user's second run, and
+  every measured run, here or in a process, starts from that same cache (the bench keeps its
+  own in a temporary folder: the user's is never touched).
 
 For every prompt and repeat the runs alternate (plain, speculative, peers) so machine noise hits
 them alike, and every run starts from a fresh KV cache and fresh acceptance statistics (a draft
@@ -19,6 +21,7 @@ Speed claims live here, as ratios measured side by side, never in unit tests.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -137,7 +140,7 @@ def load_prompts(path: str | None, sets: str | None) -> list[BenchPrompt]:
 
 
 def _run(engine: Engine, prompt: str, max_tokens: int, params: SamplingParams, speculate: bool) -> Finished:
-    engine.reset_cache()
+    engine.reset_cache()  # as a new process would start (the caller resets the cost cache)
     finished = None
     for event in engine.generate(prompt, params, max_tokens=max_tokens, speculate=speculate):
         if isinstance(event, Finished):
@@ -228,7 +231,7 @@ def run_llama_lookup(
 
 
 def run_process(
-    model: str, draft: str, prompt_file: str, max_tokens: int, args: argparse.Namespace
+    model: str, draft: str, prompt_file: str, max_tokens: int, args: argparse.Namespace, env: dict[str, str]
 ) -> ProcessRun:
     """One whole `tandem generate` process, timed from outside."""
     cmd = [
@@ -243,7 +246,7 @@ def run_process(
     if args.fixed_draft:
         cmd.append("--fixed-draft")
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=os.environ.copy())
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
@@ -293,7 +296,19 @@ def _median(values: list[float]) -> float | None:
 def run_bench(args: argparse.Namespace) -> dict[str, object]:
     from app.cli import engine_config
 
-    config = engine_config(args)
+    workdir = Path(tempfile.mkdtemp(prefix="tandem-bench-"))
+    # Measured runs never touch the user's cost cache: they share one of their own, reset before
+    # every run to what the warm-up left, so each starts as a user's second process would.
+    home = workdir / "home"
+    costs, snapshot = home / "costs", workdir / "costs-after-warm-up"
+    config = dataclasses.replace(engine_config(args), cost_cache_dir=str(costs))
+    env = {**os.environ, "TANDEM_HOME": str(home)}
+
+    def restore_costs() -> None:
+        shutil.rmtree(costs, ignore_errors=True)
+        if snapshot.is_dir():
+            shutil.copytree(snapshot, costs)
+
     prompts = load_prompts(args.prompts, args.sets)
     params = SamplingParams(temperature=args.temperature, seed=args.seed if args.temperature > 0 else None)
     is_ngram = config.draft == "ngram"
@@ -302,14 +317,14 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
     if is_ngram and not args.no_lookup and lookup_bin is None:
         print("llama-lookup not found (make setup builds it): skipping that peer", file=log)
     assert config.draft is not None
-    workdir = Path(tempfile.mkdtemp(prefix="tandem-bench-"))
-    if not args.no_process:
-        # A user's second run: the cost cache and the OS file cache already hold what a first
-        # run leaves there. Warm both on a prompt that is not measured.
-        warm = workdir / "warm-up.txt"
-        warm.write_text(WARM_UP_PROMPT, encoding="utf-8")
-        for draft in ("none", config.draft):
-            run_process(config.target_path, draft, str(warm), 32, args)
+    # A user's second run: the cost cache and the OS file cache already hold what a first run
+    # leaves there. Warm both on a prompt that is not measured.
+    warm = workdir / "warm-up.txt"
+    warm.write_text(WARM_UP_PROMPT, encoding="utf-8")
+    for draft in ("none", config.draft):
+        run_process(config.target_path, draft, str(warm), 64, args, env)
+    if costs.is_dir():
+        shutil.copytree(costs, snapshot)
     engine = Engine(config)
     peer = None
     if is_ngram and not args.no_peer:
@@ -328,7 +343,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
             proc_lookup: list[ProcessRun] = []
             finals = []
             for _ in range(args.repeat):
+                restore_costs()
                 a = _run(engine, p.prompt, args.max_tokens, params, speculate=False)
+                restore_costs()
                 b = _run(engine, p.prompt, args.max_tokens, params, speculate=True)
                 plain.append(a.stats.decode_tokens_per_s)
                 spec.append(b.stats.decode_tokens_per_s)
@@ -345,12 +362,13 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                     if acc is not None:
                         lookup_acc.append(acc)
                 if not args.no_process:
-                    proc_plain.append(
-                        run_process(config.target_path, "none", str(prompt_file), args.max_tokens, args)
-                    )
-                    proc_spec.append(
-                        run_process(config.target_path, config.draft, str(prompt_file), args.max_tokens, args)
-                    )
+                    for draft, runs in (("none", proc_plain), (config.draft, proc_spec)):
+                        restore_costs()
+                        runs.append(
+                            run_process(
+                                config.target_path, draft, str(prompt_file), args.max_tokens, args, env
+                            )
+                        )
             a, b = finals[-1]
             s = b.stats
             same_processes = None
@@ -394,6 +412,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                 f"  x{r.speedup:.2f}{extra}  accepted {r.acceptance_rate:.0%}",
                 file=log,
             )
+        restore_costs()
         ttft = follow_up_latency(engine, args.turns) if args.turns > 0 else []
     finally:
         engine.close()

@@ -221,7 +221,8 @@ class Engine:
             self._save_costs()
 
     def reset_cache(self) -> None:
-        """Forget every cached token and learned estimate (benchmarks start each run fresh)."""
+        """Start over as a new process would: no cached tokens, nothing learned in this process,
+        the controller seeded from the cost cache as it is now (benchmarks start each run so)."""
         self.target.clear()
         if isinstance(self._drafter, ModelDrafter):
             if self._drafter.loaded:
@@ -229,7 +230,9 @@ class Engine:
         elif isinstance(self._drafter, NgramDrafter):
             self._drafter = NgramDrafter()
         if self._controller is not None:
-            self._controller = self._controller.fresh()
+            c = self._controller
+            self._controller = DraftLengthController(c.k_max, c.adaptive, c.draft_costs_time)
+            self._seed_costs()
 
     def close(self) -> None:
         self._save_costs()

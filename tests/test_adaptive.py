@@ -172,3 +172,13 @@ def test_export_and_seed_round_trip() -> None:
     assert d.verify_cost(3) == c.verify_cost(3)
     assert d.draft_cost() == c.draft_cost()
     assert d.acceptance(0) == c.acceptance(0)
+
+
+def test_vectorised_estimates_match_the_scalar_ones() -> None:
+    for step_s in ({}, {"1": 1.0}, {"1": 1.0, "5": 3.0, "9": 4.0}, {"4": 2.0, "16": 3.0}):
+        c = DraftLengthController(k_max=64, draft_costs_time=True)
+        c.seed({"step_s": step_s, "draft_ratio": 0.3})
+        costs = c.verify_costs(40)
+        assert np.allclose(costs[1:], [c.verify_cost(n) for n in range(1, 41)])
+        rates = c.expected_rates(30, bucket=3)
+        assert np.allclose(rates, [c.expected_rate(k, bucket=3) for k in range(31)])
