@@ -169,6 +169,12 @@ class DraftLengthController:
         return all(self._best_case_rate(k) <= plain for k in range(1, k_top + 1))
 
     @property
+    def will_draft(self) -> bool:
+        """Is drafting possible soon (not known useless, not suspended)? Then a draft model
+        should be loaded and have read the prompt."""
+        return not self.adaptive or not (self.never_pays or self.suspended)
+
+    @property
     def suspended(self) -> bool:
         return self._suspended_steps > 0
 
@@ -235,7 +241,12 @@ class DraftLengthController:
         self._add_step_sample(n_rows, step_s - draft_s)
         self._n_live.add(n_rows)
         if n_drafted == 0:
-            self._since_plain = 0
+            if draft_s > 0:
+                # A draft model was asked and drafted nothing (unsure of its first token). Its
+                # acceptance is not in question, but the decode it cost counts against the guard.
+                self._guard(1, step_s)
+            else:
+                self._since_plain = 0
             return
         self._since_plain += 1
         if self.draft_costs_time and draft_s > 0:

@@ -105,6 +105,18 @@ class ModelDrafter:
             self._runner.close()
             self._runner = None
 
+    def prefill(self, tokens: list[int]) -> float:
+        """Read a prompt ahead of drafting (loading the model on first use); seconds spent."""
+        t0 = time.perf_counter()
+        runner = self.runner
+        n_keep = runner.common_prefix(tokens)
+        runner.truncate(n_keep)
+        try:
+            runner.decode(tokens[n_keep:], n_logits=0)
+        except ContextFullError:
+            runner.clear()
+        return time.perf_counter() - t0
+
     def propose(self, ctx: list[int], k: int, params: SamplingParams, rng: np.random.Generator) -> Draft:
         if k <= 0:
             return Draft([])

@@ -39,7 +39,9 @@ class Stats:
     # Plain decoding's speed on this machine now, from the 1-row steps the engine times itself
     # (None before any): the speedup can be estimated before any plain run was measured.
     plain_tokens_per_s_est: float | None = None
-    draft_catch_up_s: float = 0.0  # of decode_s: a draft model's first pass over the prompt
+    # A draft model's loading and first reading of the prompt (within prefill_s, or decode_s
+    # where it was first needed mid-reply).
+    draft_catch_up_s: float = 0.0
 
     @property
     def acceptance_rate(self) -> float:
