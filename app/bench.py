@@ -90,6 +90,7 @@ class PromptResult:
     spec_catch_up_s: float | None
     spec_prefill_s: float | None
     spec_decode_s: float | None
+    batch_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # verify batch t(n), ms
 
     @property
     def speedup(self) -> float:
@@ -149,16 +150,17 @@ def _run(engine: Engine, prompt: str, max_tokens: int, params: SamplingParams, s
     return finished
 
 
-def measure_ceiling(engine: Engine, prompt: str) -> float | None:
-    """max over k of (k+1)·t(1)/t(k+1): the decode speedup if every drafted token were accepted."""
+def measure_ceiling(engine: Engine, prompt: str) -> tuple[float | None, dict[int, float]]:
+    """max over k of (k+1)·t(1)/t(k+1): the decode speedup if every drafted token were accepted,
+    and the verify batch costs t(n) (seconds) it comes from."""
     engine.reset_cache()
     tokens = engine.tokenize(prompt)[:256]
     costs = engine.target.time_batches(CEILING_SIZES, tokens, repeats=3)
     engine.reset_cache()
     t1 = costs.get(1)
     if not t1:
-        return None
-    return max(n * t1 / t for n, t in costs.items())
+        return None, costs
+    return max(n * t1 / t for n, t in costs.items()), costs
 
 
 class PeerPromptLookup:
@@ -336,7 +338,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
         for p in prompts:
             prompt_file = workdir / f"{p.name}.txt"
             prompt_file.write_text(p.prompt, encoding="utf-8")
-            ceiling = measure_ceiling(engine, p.prompt) if is_ngram else None
+            ceiling, batch_s = measure_ceiling(engine, p.prompt) if is_ngram else (None, {})
             plain, spec, peer_rates, lookup_rates, lookup_acc = [], [], [], [], []
             proc_plain: list[ProcessRun] = []
             proc_spec: list[ProcessRun] = []
@@ -396,6 +398,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                 spec_catch_up_s=_median([x.catch_up_s for x in proc_spec]),
                 spec_prefill_s=_median([x.prefill_s for x in proc_spec]),
                 spec_decode_s=_median([x.decode_s for x in proc_spec]),
+                batch_ms={str(n): round(t * 1000, 2) for n, t in batch_s.items()},
             )
             results.append(r)
             extra = ""
@@ -511,6 +514,16 @@ def to_markdown(report: dict[str, object]) -> str:
             f"{r['acceptance_rate']:.0%} | {_fmt(r['lookup_acceptance'], '.0%')} | "
             f"{r['mean_accepted_length']:.1f} | {same[r['same_text']]} |"
         )
+    batch_ms = [r.get("batch_ms") or {} for r in prompts]
+    sizes = sorted({int(n) for b in batch_ms for n in b})
+    if sizes:
+        medians = {n: statistics.median(b[str(n)] for b in batch_ms if str(n) in b) for n in sizes}
+        lines += [
+            "",
+            "Verify batch cost t(n) on this machine during the run (ms, median over prompts): "
+            + ", ".join(f"{n}: {medians[n]:.1f}" for n in sizes)
+            + ". Ceiling = max over n of n·t(1)/t(n).",
+        ]
     if any(r["plain_process_s"] for r in prompts):
         lines += [
             "",

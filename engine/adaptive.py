@@ -67,6 +67,8 @@ class DraftLengthController:
     # A drafted token's cost relative to a plain step: a ratio survives the machine getting
     # busier or quieter (both slow down alike) where two absolute timings would not.
     _draft_ratio: float | None = None
+    # Seconds to load the draft model (measured the first time; a one-off per process).
+    draft_load_s: float | None = None
     # Throughput guard.
     _loss_s: float = 0.0  # CUSUM of (step time - tokens x plain step time) over speculative steps
     _gain_s: float = 0.0  # plain time saved since the last resume (resets the back-off when large)
@@ -177,6 +179,27 @@ class DraftLengthController:
     @property
     def suspended(self) -> bool:
         return self._suspended_steps > 0
+
+    def pays_back(self, n_tokens: int, one_off_s: float) -> bool:
+        """Would drafting over a reply of at most n_tokens save more than a one-off cost (loading
+        a draft model, reading the prompt into it)? At the acceptance and costs known now: a
+        32-token reply on a slow target must not wait for a draft model it cannot repay."""
+        if not self.adaptive or 1 not in self._step_s:
+            return True  # nothing measured yet: measure (the cache keeps it for next time)
+        limit = min(self.k_max, max(1, n_tokens), self._explore_limit())
+        rates = self.expected_rates(limit)
+        best = float(rates[1:].max()) if limit >= 1 else 0.0
+        plain_s = self.verify_cost(1)
+        if best * plain_s <= 1.0:
+            return False
+        saved_s = n_tokens * (plain_s - 1.0 / best)
+        return saved_s > one_off_s
+
+    def one_off_draft_s(self, prompt_s: float) -> float:
+        """The draft model's one-off cost for a reply: its load (when not loaded) and reading a
+        prompt that took the target prompt_s (at the measured draft/target cost ratio)."""
+        ratio = self._draft_ratio if self._draft_ratio is not None else _PRIOR_DRAFT_COST
+        return (self.draft_load_s or 0.0) + ratio * prompt_s
 
     def _best_case_rate(self, k: int) -> float:
         """Tokens per second of a k-token draft if every drafted token were accepted."""
@@ -289,6 +312,7 @@ class DraftLengthController:
         return {
             "step_s": {str(n): s for n, s in sorted(self._step_s.items())},
             "draft_ratio": self._draft_ratio,
+            "draft_load_s": self.draft_load_s,
             "acceptance": {
                 str(b): [round(a.accepted, 4), round(a.trials, 4)] for b, a in self._acceptance.items()
             },
@@ -303,6 +327,9 @@ class DraftLengthController:
         ratio = data.get("draft_ratio")
         if isinstance(ratio, int | float) and ratio > 0:
             self._draft_ratio = float(ratio)
+        load_s = data.get("draft_load_s")
+        if isinstance(load_s, int | float) and load_s > 0:
+            self.draft_load_s = float(load_s)
         acceptance = data.get("acceptance")
         if isinstance(acceptance, dict):
             for b, (accepted, trials) in acceptance.items():
@@ -312,5 +339,11 @@ class DraftLengthController:
     def fresh(self) -> DraftLengthController:
         """A controller with this one's measured costs and nothing else (fresh benchmark runs)."""
         new = DraftLengthController(self.k_max, self.adaptive, self.draft_costs_time)
-        new.seed({"step_s": self.export()["step_s"], "draft_ratio": self._draft_ratio})
+        new.seed(
+            {
+                "step_s": self.export()["step_s"],
+                "draft_ratio": self._draft_ratio,
+                "draft_load_s": self.draft_load_s,
+            }
+        )
         return new

@@ -84,6 +84,9 @@ def _valid(data: Any) -> bool:
     ratio = data.get("draft_ratio")
     if ratio is not None and not (isinstance(ratio, int | float) and 0 < ratio < 100):
         return False
+    load_s = data.get("draft_load_s")
+    if load_s is not None and not (isinstance(load_s, int | float) and 0 < load_s < 600):
+        return False
     acceptance = data.get("acceptance", {})
     return isinstance(acceptance, dict) and all(
         str(b).isdigit()

@@ -20,6 +20,7 @@ import numpy as np
 
 from engine.backend import ContextFullError, LlamaRunner
 from engine.config import SamplingParams
+from engine.errors import TandemError
 from engine.sampling import Dist, distribution, greedy, top_probability
 
 
@@ -83,6 +84,8 @@ class ModelDrafter:
     def __init__(self, load: Callable[[], LlamaRunner], p_min: float = 0.6, sampled: bool = True) -> None:
         self._load = load
         self._runner: LlamaRunner | None = None
+        self.load_error: str | None = None  # why the model could not be loaded (then: no drafts)
+        self.load_s: float | None = None  # seconds the load took
         self.p_min = p_min  # greedy drafts stop when the draft is less sure than this
         self.sampled = sampled  # at temperature > 0: sample drafts and keep q (else greedy drafts)
 
@@ -90,10 +93,22 @@ class ModelDrafter:
     def loaded(self) -> bool:
         return self._runner is not None
 
+    def _ensure_loaded(self) -> bool:
+        """Load on first use. A model that cannot be loaded (memory, a damaged file) turns
+        drafting off with the reason kept, rather than failing the reply it was meant to speed up."""
+        if self._runner is None and self.load_error is None:
+            t0 = time.perf_counter()
+            try:
+                self._runner = self._load()
+            except TandemError as e:
+                self.load_error = str(e)
+            self.load_s = time.perf_counter() - t0
+        return self._runner is not None
+
     @property
     def runner(self) -> LlamaRunner:
         if self._runner is None:
-            self._runner = self._load()
+            raise RuntimeError("the draft model is not loaded")
         return self._runner
 
     @property
@@ -108,6 +123,8 @@ class ModelDrafter:
     def prefill(self, tokens: list[int]) -> float:
         """Read a prompt ahead of drafting (loading the model on first use); seconds spent."""
         t0 = time.perf_counter()
+        if not self._ensure_loaded():
+            return time.perf_counter() - t0
         runner = self.runner
         n_keep = runner.common_prefix(tokens)
         runner.truncate(n_keep)
@@ -122,6 +139,8 @@ class ModelDrafter:
             return Draft([])
         t0 = time.perf_counter()
         first_use = self._runner is None
+        if not self._ensure_loaded():
+            return Draft([])
         runner = self.runner
         # Loading is a one-off, like a prompt's catch-up: neither is the cost of drafting a token.
         load_s = time.perf_counter() - t0 if first_use else 0.0

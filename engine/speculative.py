@@ -129,10 +129,20 @@ class SpeculativeDecoder:
         target.truncate(n_keep)
         n_keep = len(target.tokens)  # a model that cannot drop a tail was cleared instead
         target.decode(prompt[n_keep:-1], n_logits=0)
+        skipped_note = ""
         if isinstance(drafter, ModelDrafter) and controller is not None and controller.will_draft:
-            # The draft model reads the prompt too; done here, it is part of the prefill the
-            # user waits for anyway, and the first drafting step starts on time.
-            c.draft_catch_up_s += drafter.prefill(prompt[:-1])
+            one_off_s = controller.one_off_draft_s(time.perf_counter() - t0) if not drafter.loaded else 0.0
+            if drafter.loaded or controller.pays_back(max_tokens, one_off_s):
+                # The draft model reads the prompt too; done here, it is part of the prefill the
+                # user waits for anyway, and the first drafting step starts on time.
+                was_loaded = drafter.loaded
+                c.draft_catch_up_s += drafter.prefill(prompt[:-1])
+                if not was_loaded and drafter.load_s is not None and drafter.loaded:
+                    controller.draft_load_s = drafter.load_s
+            else:
+                # Loading the draft model costs more than it could save in a reply this short.
+                drafter = None
+                skipped_note = "a reply this short cannot repay loading the draft model: decoding plainly"
         c.n_prefilled = len(prompt) - n_keep
         c.prefill_s = time.perf_counter() - t0
         c.decode_started = time.perf_counter()
@@ -163,7 +173,7 @@ class SpeculativeDecoder:
                 step_overhead_ms_median=(
                     statistics.median(c.step_overhead_s) * 1000 if c.step_overhead_s else 0.0
                 ),
-                note=self._note(drafter),
+                note=skipped_note or self._note(drafter),
                 plain_tokens_per_s_est=controller.plain_tokens_per_s if controller is not None else None,
                 draft_catch_up_s=c.draft_catch_up_s,
             )
@@ -261,6 +271,8 @@ class SpeculativeDecoder:
 
     def _note(self, drafter: NgramDrafter | ModelDrafter | None) -> str:
         controller = self.controller
+        if isinstance(drafter, ModelDrafter) and drafter.load_error:
+            return f"the draft model could not be loaded ({drafter.load_error}): decoding plainly"
         if drafter is None or controller is None or not controller.adaptive:
             return ""
         if isinstance(drafter, ModelDrafter) and controller.never_pays:
@@ -289,8 +301,14 @@ class SpeculativeDecoder:
             bucket = NgramDrafter.bucket(match_len)
             k = controller.choose(len(candidates), bucket)
             return Draft(candidates[:k]), bucket
+        if not drafter.loaded and not controller.pays_back(room, controller.one_off_draft_s(0.0)):
+            return Draft([]), 0  # what is left of the reply cannot repay loading the model
         k = controller.choose(min(controller.k_max, room), 0)
-        return drafter.propose(ctx, k, params, rng), 0
+        was_loaded = drafter.loaded
+        draft = drafter.propose(ctx, k, params, rng)
+        if not was_loaded and drafter.loaded and drafter.load_s is not None:
+            controller.draft_load_s = drafter.load_s
+        return draft, 0
 
     def _accept(
         self,

@@ -182,3 +182,22 @@ def test_vectorised_estimates_match_the_scalar_ones() -> None:
         assert np.allclose(costs[1:], [c.verify_cost(n) for n in range(1, 41)])
         rates = c.expected_rates(30, bucket=3)
         assert np.allclose(rates, [c.expected_rate(k, bucket=3) for k in range(31)])
+
+
+def test_a_one_off_cost_is_paid_only_where_the_reply_can_repay_it() -> None:
+    # Costly target (60 ms a token), a draft at a third of its cost, 70% acceptance: drafting is
+    # ~1.3x faster, saving ~14 ms a token. Loading the draft (0.5 s) repays itself over a long
+    # reply, never over a 16-token one.
+    costly = {1: 0.060, 2: 0.075, 4: 0.090, 8: 0.130}
+    c = DraftLengthController(k_max=16, draft_costs_time=True)
+    assert c.pays_back(16, 0.5), "with nothing measured, measure"
+    c.seed({"step_s": {str(n): s for n, s in costly.items()}, "draft_ratio": 0.3, "draft_load_s": 0.5})
+    one_off = c.one_off_draft_s(prompt_s=0.1)
+    assert 0.5 < one_off < 0.6  # the load and the draft's share of reading the prompt
+    assert c.pays_back(512, one_off)
+    assert not c.pays_back(16, one_off)
+    # A draft that cannot beat plain decoding at any length never repays anything.
+    slow = DraftLengthController(k_max=16, draft_costs_time=True)
+    slow.seed({"step_s": {str(n): s for n, s in costly.items()}, "draft_ratio": 2.0})
+    assert not slow.pays_back(10_000, 0.0)
+    assert slow.export()["draft_load_s"] is None

@@ -119,3 +119,33 @@ def test_a_draft_model_known_not_to_pay_is_never_loaded(
     assert again.stats.n_drafted == 0
     assert "too slow to help on this machine" in again.stats.note
     assert again.token_ids == result.token_ids
+
+
+def test_a_short_reply_does_not_wait_for_a_draft_model_it_cannot_repay(
+    slow_target: Path, tiny_draft: Path, tmp_path: Path
+) -> None:
+    # The first engine measures a pair whose draft is far cheaper than its target, including how
+    # long the draft model takes to load.
+    cache = tmp_path / "costs"
+    first = Engine(config(slow_target, cache, draft=str(tiny_draft)))
+    try:
+        result = generate(first, max_tokens=60)
+        key = first._cost_key()
+    finally:
+        first.close()
+    assert key is not None
+    data = CostCache(cache).load(key)
+    assert data is not None and data["draft_load_s"] > 0
+    # On a machine where that load took a minute, a 4-token reply is decoded plainly, without
+    # loading the draft at all, and says why; the text is the target's own either way.
+    data["draft_load_s"] = 60.0
+    CostCache(cache).save(key, {k: v for k, v in data.items() if k != "format"})
+    second = Engine(config(slow_target, cache, draft=str(tiny_draft)))
+    try:
+        short = generate(second, max_tokens=4)
+        assert second._drafter is not None and not second._drafter.loaded  # type: ignore[union-attr]
+    finally:
+        second.close()
+    assert short.stats.n_drafted == 0
+    assert "cannot repay loading the draft model" in short.stats.note
+    assert short.token_ids == result.token_ids[: len(short.token_ids)]

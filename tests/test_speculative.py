@@ -293,3 +293,20 @@ def test_switching_speculation_mid_conversation_keeps_the_cache(tiny_target: Pat
         engine.close()
     assert follow.stats.speculation == "ngram"
     assert follow.stats.n_prefilled < follow.stats.n_prompt_tokens
+
+
+def test_a_draft_model_that_cannot_be_loaded_leaves_the_reply_plain(tiny_target: Path, tiny_draft: Path, tmp_path: Path) -> None:
+    # The draft model is loaded when first needed; if that fails (here: the file vanished after
+    # it was checked), the reply goes on without drafts and says why.
+    draft = tmp_path / "draft.gguf"
+    draft.write_bytes(tiny_draft.read_bytes())
+    engine = Engine(EngineConfig(str(tiny_target), draft=str(draft), n_ctx=512))
+    draft.unlink()
+    try:
+        result = run(engine, PROMPTS[0], max_tokens=20)
+        plain = run(engine, PROMPTS[0], max_tokens=20, speculate=False)
+    finally:
+        engine.close()
+    assert result.stats.n_generated == 20 and result.stats.n_drafted == 0
+    assert result.stats.note.startswith("the draft model could not be loaded (")
+    assert result.token_ids == plain.token_ids
