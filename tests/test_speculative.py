@@ -295,7 +295,9 @@ def test_switching_speculation_mid_conversation_keeps_the_cache(tiny_target: Pat
     assert follow.stats.n_prefilled < follow.stats.n_prompt_tokens
 
 
-def test_a_draft_model_that_cannot_be_loaded_leaves_the_reply_plain(tiny_target: Path, tiny_draft: Path, tmp_path: Path) -> None:
+def test_a_draft_model_that_cannot_be_loaded_leaves_the_reply_plain(
+    tiny_target: Path, tiny_draft: Path, tmp_path: Path
+) -> None:
     # The draft model is loaded when first needed; if that fails (here: the file vanished after
     # it was checked), the reply goes on without drafts and says why.
     draft = tmp_path / "draft.gguf"
