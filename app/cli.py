@@ -69,6 +69,12 @@ def _add_engine_args(p: argparse.ArgumentParser, model_default: str | None) -> N
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     p.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
     p.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU")
+    p.add_argument(
+        "--rpc",
+        default=None,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="llama.cpp RPC servers (`tandem rpc-server`) that take the target's --gpu-layers",
+    )
     p.add_argument("--draft-max", type=int, default=64, help="longest draft per step")
     p.add_argument(
         "--fixed-draft", action="store_true", help="always draft --draft-max tokens (no adaptation)"
@@ -80,13 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     g = sub.add_parser("generate", help="generate text from a prompt")
-    _add_engine_args(g, model_default=None)
+    _add_engine_args(g, model_default="")  # required unless --remote (checked in cmd_generate)
     g.add_argument("--draft", default="none", help="draft GGUF path, `ngram`, or `none` (default)")
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="the prompt text")
     src.add_argument("--prompt-file", help="read the prompt from this file")
     g.add_argument(
-        "--chat", action="store_true", help="use the prompt as a user message in the chat template"
+        "--chat",
+        action="store_true",
+        help="use the prompt as a user message (the chat template, or a transcript for a base model)",
     )
     g.add_argument("--system", default=None, help="system message (with --chat)")
     g.add_argument("--max-tokens", type=int, default=256)
@@ -98,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=None)
     g.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     g.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    g.add_argument(
+        "--remote", default=None, metavar="URL", help="generate on an OpenAI-compatible server (--model: its model)"
+    )
+    g.add_argument("--api-key", default=None, help="the server's API key (with --remote)")
 
     b = sub.add_parser("bench", help="compare plain and speculative decoding side by side")
     _add_engine_args(b, model_default="default")
@@ -123,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_models_parser(sub)
+    from app.serve import add_serve_parser
+
+    add_serve_parser(sub, _add_engine_args)
+    from app.rpc_server import add_rpc_server_parser
+
+    add_rpc_server_parser(sub)
     return parser
 
 
@@ -135,6 +153,21 @@ def validate_engine_args(args: argparse.Namespace) -> None:
         raise UserError(f"--max-tokens must be at least 1 (got {args.max_tokens})")
     if args.draft_max < 1:
         raise UserError(f"--draft-max must be at least 1 (got {args.draft_max})")
+    if getattr(args, "rpc", None):
+        from engine.rpc import parse_servers
+
+        parse_servers(args.rpc)  # RpcError (exit 2) for a bad address
+        if args.gpu_layers < 1:
+            raise UserError(
+                "--rpc moves only the layers given by --gpu-layers to the RPC servers: "
+                "add --gpu-layers N (99: all of them)"
+            )
+
+
+def _rpc_servers(args: argparse.Namespace) -> tuple[str, ...]:
+    from engine.rpc import parse_servers
+
+    return parse_servers(getattr(args, "rpc", None))
 
 
 def engine_config(args: argparse.Namespace) -> EngineConfig:
@@ -144,6 +177,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
         n_ctx=args.ctx,
         n_threads=args.threads or default_threads(),
         n_gpu_layers=args.gpu_layers,
+        rpc_servers=_rpc_servers(args),
         draft_max=args.draft_max,
         adaptive=not args.fixed_draft,
         cost_cache_dir=str(cost_cache_dir()),
@@ -170,6 +204,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from engine.events import Finished, TextPiece
     from engine.session import Engine
 
+    if args.remote:
+        from app.remote import cmd_generate_remote
+
+        return cmd_generate_remote(args)
+    if not args.model:
+        raise UserError("the following arguments are required: --model (or --remote URL)")
     validate_engine_args(args)
     if args.temperature < 0:
         raise UserError(f"--temperature must be 0 or more (got {args.temperature})")
@@ -191,11 +231,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
     load_s = time.perf_counter() - t_load
     try:
         if args.chat:
-            messages = [{"role": "system", "content": args.system}] if args.system else []
-            messages.append({"role": "user", "content": prompt})
-            prompt = engine.format_chat(messages)
+            # The model's chat template, or for a base model the window's transcript, whose reply
+            # ends at the next speaker line (engine.chat).
+            from engine.chat import chat_prompt, generate_reply
+
+            prompt = chat_prompt(engine, [{"role": "user", "content": prompt}], args.system or "")
+            events = generate_reply(engine, prompt, params, max_tokens=args.max_tokens, stop=args.stop)
+        else:
+            events = engine.generate(prompt, params, max_tokens=args.max_tokens, stop=args.stop)
         finished: Finished | None = None
-        for event in engine.generate(prompt, params, max_tokens=args.max_tokens, stop=args.stop):
+        for event in events:
             if isinstance(event, TextPiece) and not args.json:
                 sys.stdout.write(event.text)
                 sys.stdout.flush()
@@ -237,6 +282,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "generate":
             return cmd_generate(args)
+        if args.command == "serve":
+            from app.serve import cmd_serve
+
+            return cmd_serve(args)
         if args.command == "bench":
             from app.bench import cmd_bench
 
@@ -245,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
             from app.cli_models import run_models
 
             return run_models(args)
+        if args.command == "rpc-server":
+            from app.rpc_server import run_rpc_server
+
+            return run_rpc_server(args)
     except TandemError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

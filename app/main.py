@@ -1,11 +1,11 @@
-"""`tandem`: the window by default; `tandem generate|bench|models ...` on the command line."""
+"""`tandem`: the window by default; `tandem generate|bench|models|serve|rpc-server ...` on the command line."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-CLI_COMMANDS = ("generate", "bench", "models")
+CLI_COMMANDS = ("generate", "bench", "models", "serve", "rpc-server")
 
 
 def main(argv: list[str] | None = None) -> int:

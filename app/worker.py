@@ -22,9 +22,11 @@ import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from engine.chat import chat_prompt, generate_reply
 from engine.config import EngineConfig, SamplingParams
 from engine.events import Event
 
@@ -61,6 +63,8 @@ class ReplyRequest:
     max_tokens: int = 512
     speculate: bool | None = None  # False: plain decoding for this reply (Compare)
     history_key: str = ""  # one per conversation: keeps which old turns were left out stable
+    prompt: str | None = None  # raw text, continued as is (no chat template): tandem serve's completions
+    stop: tuple[str, ...] = ()  # more stop strings (tandem serve)
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,14 @@ class ReplyEvent:
 @dataclass(frozen=True)
 class ReplyFailed:
     request_id: int
+    sentence: str
+
+
+@dataclass(frozen=True)
+class LastWords:
+    """Sent by the child just before it ends itself (llama.cpp aborted, e.g. an RPC server was
+    lost mid-reply); the parent says this in its WorkerDied instead of the bare exit code."""
+
     sentence: str
 
 
@@ -239,6 +251,8 @@ class _Child:
                 config = replace(config, target_path=str(ensure_default_model()))
             size_mb = os.path.getsize(config.target_path) / 1e6 if os.path.exists(config.target_path) else 0
             what = f"{Path(config.target_path).name} ({size_mb:.0f} MB)"
+            if config.rpc_servers:
+                what += f", its layers on {', '.join(config.rpc_servers)}"
             if config.speculation == "draft" and config.draft:
                 what += f" and draft {Path(config.draft).name}"
             self.send(LoadProgressed(f"Loading {what}…"))
@@ -285,17 +299,22 @@ class _Child:
             self.send(ReplyFailed(request.request_id, f"no reply: {self.load_error}"))
             return
         try:
-            prompt, stop, n_dropped, n_prompt = build_prompt(
-                self.engine, request, self.n_dropped.get(request.history_key, 0)
-            )
+            if request.prompt is not None:  # a raw text completion
+                prompt, stop, n_dropped = request.prompt, (), 0
+                n_prompt = int(self.engine.count_tokens(prompt))
+            else:
+                prompt, stop, n_dropped, n_prompt = build_prompt(
+                    self.engine, request, self.n_dropped.get(request.history_key, 0)
+                )
             if request.history_key:
                 self.n_dropped[request.history_key] = n_dropped
             self.send(ReplyStarted(request.request_id, n_prompt, n_dropped, self.engine.speculation))
-            for event in self.engine.generate(
+            generate = self.engine.generate if request.prompt is not None else partial(generate_reply, self.engine)
+            for event in generate(
                 prompt,
                 params=request.params,
                 max_tokens=request.max_tokens,
-                stop=stop,
+                stop=(*stop, *request.stop),
                 cancel=self.cancel,
                 speculate=request.speculate,
             ):
@@ -306,19 +325,6 @@ class _Child:
             raise
         except Exception as e:
             self.send(ReplyFailed(request.request_id, _unexpected(e)))
-
-
-BASE_MODEL_STOP = ("\nUser:",)
-
-
-def format_plain(system_prompt: str, turns: tuple[ChatTurn, ...]) -> str:
-    """A base model (no chat template) continues a plain-text transcript."""
-    lines = [system_prompt.strip() + "\n"] if system_prompt.strip() else []
-    for turn in turns:
-        speaker = "User" if turn.role == "user" else "Assistant"
-        lines.append(f"{speaker}: {turn.content.strip()}")
-    lines.append("Assistant:")
-    return "\n".join(lines)
 
 
 def build_prompt(
@@ -337,13 +343,7 @@ def build_prompt(
     reserve = min(request.max_tokens, n_ctx // 2)  # room kept for the reply
 
     def render(n_dropped: int) -> tuple[str, int]:
-        kept = turns[n_dropped:]
-        if engine.has_chat_template:
-            messages = [{"role": "system", "content": request.system_prompt}] if request.system_prompt else []
-            messages += [{"role": t.role, "content": t.content} for t in kept]
-            prompt = engine.format_chat(messages)
-        else:
-            prompt = format_plain(request.system_prompt, kept)
+        prompt = chat_prompt(engine, turns[n_dropped:], request.system_prompt)
         return prompt, int(engine.count_tokens(prompt))
 
     def next_cut(n_dropped: int) -> int | None:
@@ -365,8 +365,8 @@ def build_prompt(
                 break
             n_dropped = cut
             prompt, n_prompt = render(n_dropped)
-    stop = () if engine.has_chat_template else BASE_MODEL_STOP
-    return prompt, stop, n_dropped, n_prompt
+    # A base model's reply ends at its next speaker line: engine.chat.generate_reply applies that.
+    return prompt, (), n_dropped, n_prompt
 
 
 def worker_main(
@@ -387,6 +387,17 @@ def worker_main(
     with open(log_path, "a", encoding="utf-8") as crash_log:
         faulthandler.enable(crash_log)
         child = _Child(events, cancel)
+        from engine import rpc
+
+        # llama.cpp aborts the process when an RPC server is lost: say which one first.
+        rpc.set_abort_reporter(
+            lambda sentence: child.send(
+                LastWords(
+                    f"The engine stopped: {sentence}. Your conversation is saved; the next message "
+                    "starts a fresh engine."
+                )
+            )
+        )
         try:
             while True:
                 try:
@@ -448,6 +459,7 @@ class WorkerProcess:
         self._outbox: queue.Queue[object] = queue.Queue()
         self._closing = False
         self._process: Any = None
+        self._last_words: str | None = None
 
     def start(self) -> None:
         requests_recv, self._requests = self._ctx.Pipe(duplex=False)
@@ -522,12 +534,12 @@ class WorkerProcess:
                     message = self._events.recv()
                 except (EOFError, OSError):
                     break
-                self._on_message(message)
+                self._deliver(message)
                 continue
             # The child has exited: deliver what it sent before dying, then report.
             try:
                 while self._events.poll(0):
-                    self._on_message(self._events.recv())
+                    self._deliver(self._events.recv())
             except (EOFError, OSError):
                 pass
             break
@@ -535,4 +547,11 @@ class WorkerProcess:
         self._outbox.put(None)
         self._events.close()
         if not self._closing:
-            self._on_message(WorkerDied(process.exitcode, death_sentence(process.exitcode)))
+            sentence = self._last_words or death_sentence(process.exitcode)
+            self._on_message(WorkerDied(process.exitcode, sentence))
+
+    def _deliver(self, message: object) -> None:
+        if isinstance(message, LastWords):
+            self._last_words = message.sentence
+        else:
+            self._on_message(message)

@@ -46,7 +46,10 @@ class LlamaRunner:
         n_gpu_layers: int = 0,
         n_batch: int = 512,
         on_progress: Callable[[float], None] | None = None,
+        rpc_servers: Sequence[str] = (),
     ) -> None:
+        """rpc_servers: `HOST:PORT` endpoints of `ggml-rpc-server`s that take this model's
+        offloaded layers (engine.rpc); n_gpu_layers says how many layers leave this machine."""
         import llama_cpp
         from llama_cpp._internals import LlamaContext, LlamaModel
 
@@ -54,6 +57,12 @@ class LlamaRunner:
         self._llama = llama_cpp
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = n_gpu_layers
+        from engine import rpc
+
+        # Kept on self: llama.cpp reads the array while the model loads. None: its own choice.
+        self._devices = rpc.device_list(rpc_servers)
+        if self._devices is not None:
+            model_params.devices = ctypes.cast(self._devices, ctypes.c_void_p)
         if on_progress is not None:
 
             def report(progress: float, user_data: ctypes.c_void_p) -> bool:

@@ -34,6 +34,9 @@ class EngineConfig:
     n_ctx: int = 4096
     n_threads: int | None = None  # None: the machine's cores
     n_gpu_layers: int = 0
+    # `HOST:PORT` of llama.cpp RPC servers (engine.rpc): the target's n_gpu_layers go there;
+    # the draft model stays on this machine.
+    rpc_servers: tuple[str, ...] = ()
     n_batch: int = 512
     draft_max: int = 64  # the longest draft the adaptive controller may choose
     adaptive: bool = True  # False: always draft draft_max tokens

@@ -40,6 +40,7 @@ class Engine:
             n_gpu_layers=config.n_gpu_layers,
             n_batch=config.n_batch,
             on_progress=on_progress,
+            rpc_servers=config.rpc_servers,
         )
         self.n_ctx = self.target.n_ctx
         self.info_draft: GGUFInfo | None = None
@@ -121,7 +122,7 @@ class Engine:
                 self.n_threads,
                 self.config.n_batch,
                 self.config.n_gpu_layers,
-                ",".join(getattr(self.config, "rpc_servers", None) or ()),
+                ",".join(self.config.rpc_servers),
             )
         except OSError:  # a model file moved away under us: nothing to cache against
             return None
@@ -180,9 +181,11 @@ class Engine:
 
     @property
     def gpu_offload_supported(self) -> bool:
-        import llama_cpp
+        """A local GPU, or RPC servers to offload to (llama_supports_gpu_offload() alone is true
+        in every build with the RPC backend, GPU or not)."""
+        from engine import rpc
 
-        return bool(llama_cpp.llama_supports_gpu_offload())
+        return bool(self.config.rpc_servers) or bool(rpc.local_devices())
 
     def generate(
         self,

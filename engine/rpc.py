@@ -1,0 +1,447 @@
+"""llama.cpp's RPC backend: a target model's layers on other machines running `ggml-rpc-server`.
+
+llama-cpp-python 0.3.36 has no `rpc_servers` any more, so this does what llama.cpp's own `--rpc`
+does (`add_rpc_devices` in the vendored common/arg.cpp): find the "RPC" backend registry, get its
+`ggml_backend_rpc_add_server` through `ggml_backend_reg_get_proc_address`, add each endpoint and
+register the registry it returns. The target model then gets those devices explicitly through
+`llama_model_params.devices` (a NULL-terminated array), and `n_gpu_layers` decides how many of its
+layers leave this machine. Every other model (the draft) gets the local devices only: once an RPC
+server is registered, llama.cpp's default device choice would include it.
+
+ggml aborts the whole process on any RPC failure (a refused connection, a failed handshake, a
+server that dies mid-reply). So before ggml sees an endpoint, Tandem connects to it itself and
+does the protocol's HELLO handshake, which turns a dead address or a version mismatch into a
+sentence; and it installs ggml's abort callback, which names the address that stopped answering
+before the process ends (the app's engine runs in a worker process, so that ends only the worker).
+
+The protocol has no authentication: an RPC server runs whatever graph a client sends it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import ipaddress
+import os
+import re
+import socket
+import struct
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from engine.errors import TandemError
+
+# RPC_PROTO_*_VERSION in the vendored ggml/include/ggml-rpc.h (llama-cpp-python 0.3.36). A server
+# answers the HELLO with its own version; the client accepts the same major and a minor <= its own.
+PROTOCOL = (7, 0, 0)
+MAX_SERVERS = 16  # GGML_RPC_MAX_SERVERS
+DEFAULT_PORT = 50052
+_CMD_HELLO = 14  # RPC_CMD_HELLO, fixed by a static_assert in ggml-rpc.cpp
+_CONN_CAPS_SIZE = 24  # RPC_CONN_CAPS_SIZE (transport.h)
+_HELLO_RSP_SIZE = 4 + _CONN_CAPS_SIZE  # major, minor, patch, padding, conn_caps
+CONNECT_TIMEOUT_S = 3.0
+ANSWER_TIMEOUT_S = 5.0
+
+# enum ggml_backend_dev_type (ggml-backend.h)
+_DEV_CPU, _DEV_GPU, _DEV_IGPU, _DEV_ACCEL, _DEV_META = range(5)
+
+# What ends the process when ggml aborts (the CLI's exit code for an error a user can act on).
+ABORT_EXIT_CODE = 2
+
+
+class RpcError(TandemError):
+    """An RPC server cannot be used: a bad address, nothing listening, another protocol version."""
+
+
+# -- addresses -----------------------------------------------------------------------------------
+
+
+def parse_servers(spec: str | Iterable[str] | None) -> tuple[str, ...]:
+    """`HOST:PORT[,HOST:PORT...]` (or a list of them) as normalised endpoints; RpcError if bad."""
+    if spec is None:
+        return ()
+    parts = spec.split(",") if isinstance(spec, str) else [p for s in spec for p in str(s).split(",")]
+    endpoints: list[str] = []
+    for raw in parts:
+        text = raw.strip()
+        if not text:
+            continue
+        endpoint = _parse_endpoint(text)
+        if endpoint in endpoints:
+            raise RpcError(f"the RPC server {endpoint} is listed twice")
+        endpoints.append(endpoint)
+    if isinstance(spec, str) and spec.strip() and not endpoints:
+        raise RpcError(f"no RPC server in {spec!r}; expected HOST:PORT[,HOST:PORT...]")
+    if len(endpoints) > MAX_SERVERS:
+        raise RpcError(f"at most {MAX_SERVERS} RPC servers can be used (got {len(endpoints)})")
+    return tuple(endpoints)
+
+
+def _parse_endpoint(text: str) -> str:
+    if text.startswith("[") or text.count(":") > 1:
+        raise RpcError(
+            f"{text!r}: llama.cpp's RPC client speaks IPv4 only; use an IPv4 address or a host name"
+        )
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not host:
+        raise RpcError(f"{text!r} is not an RPC server address; expected HOST:PORT (e.g. 192.168.1.20:50052)")
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise RpcError(f"{text!r}: the port must be a number from 1 to 65535")
+    if not re.fullmatch(r"[A-Za-z0-9.-]+", host):
+        raise RpcError(f"{text!r}: {host!r} is not a host name or an IPv4 address")
+    return f"{host.lower()}:{int(port_text)}"
+
+
+def _split(endpoint: str) -> tuple[str, int]:
+    host, _, port = endpoint.rpartition(":")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+# -- reachability and the protocol's handshake ----------------------------------------------------
+
+
+def _connect(endpoint: str, timeout_s: float) -> socket.socket:
+    """A TCP connection to an endpoint, resolved the way ggml does (IPv4); RpcError if none."""
+    host, port = _split(endpoint)
+    try:
+        address = socket.gethostbyname(host)
+    except OSError as e:
+        raise RpcError(
+            f"cannot find the RPC server {endpoint}: the host name {host!r} does not resolve"
+        ) from e
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.settimeout(timeout_s)
+    try:
+        sock.connect((address, port))
+    except ConnectionRefusedError as e:
+        sock.close()
+        raise RpcError(
+            f"nothing is listening at {endpoint} (connection refused): start `tandem rpc-server "
+            f"--host {host} --port {port}` on that machine, or check the address"
+        ) from e
+    except TimeoutError as e:
+        sock.close()
+        raise RpcError(
+            f"the RPC server {endpoint} did not accept a connection within {timeout_s:.0f} s "
+            "(unreachable, or a firewall drops it)"
+        ) from e
+    except OSError as e:
+        sock.close()
+        raise RpcError(f"cannot reach the RPC server {endpoint}: {e.strerror or e}") from e
+    return sock
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def check_server(
+    endpoint: str, connect_timeout_s: float = CONNECT_TIMEOUT_S, answer_timeout_s: float = ANSWER_TIMEOUT_S
+) -> tuple[int, int, int]:
+    """Connect and do the RPC HELLO handshake as ggml would; the server's protocol version.
+
+    Raises RpcError with a sentence naming the address for everything ggml would abort on.
+    """
+    want = ".".join(map(str, PROTOCOL))
+    sock = _connect(endpoint, connect_timeout_s)
+    try:
+        sock.settimeout(answer_timeout_s)
+        # | cmd (1 byte) | request size (8 bytes, little-endian) | request: conn_caps (zeros: TCP) |
+        sock.sendall(struct.pack("<BQ", _CMD_HELLO, _CONN_CAPS_SIZE) + bytes(_CONN_CAPS_SIZE))
+        try:
+            header = _recv_exact(sock, 8)
+        except ConnectionError:
+            header = b""
+        if len(header) < 8:
+            raise RpcError(
+                f"the RPC server {endpoint} closed the connection during the handshake: it is not a "
+                f"llama.cpp RPC server, or it speaks another protocol version than this build ({want}); "
+                "run the same Tandem (or llama.cpp) version on both machines"
+            )
+        (size,) = struct.unpack("<Q", header)
+        if size != _HELLO_RSP_SIZE:
+            raise RpcError(
+                f"{endpoint} answered the RPC handshake with {size} bytes instead of {_HELLO_RSP_SIZE}: "
+                f"not a llama.cpp RPC server of protocol {want}"
+            )
+        body = _recv_exact(sock, size)
+        if len(body) < size:
+            raise RpcError(f"the RPC server {endpoint} closed the connection during the handshake")
+    except TimeoutError as e:
+        raise RpcError(
+            f"the RPC server {endpoint} accepted the connection but did not answer the handshake "
+            f"within {answer_timeout_s:.0f} s: it may be serving another client (an RPC server serves "
+            "one at a time), or it is not a llama.cpp RPC server"
+        ) from e
+    except OSError as e:
+        raise RpcError(f"the connection to the RPC server {endpoint} broke during the handshake: {e}") from e
+    finally:
+        sock.close()
+    major, minor, patch = body[0], body[1], body[2]
+    if major != PROTOCOL[0] or minor > PROTOCOL[1]:
+        raise RpcError(
+            f"the RPC server {endpoint} speaks RPC protocol {major}.{minor}.{patch}; this build speaks "
+            f"{want}: run the same Tandem (or llama.cpp) version on both machines"
+        )
+    return major, minor, patch
+
+
+def answers(endpoint: str, timeout_s: float = 2.0) -> bool:
+    """Does an RPC server answer the handshake at this endpoint now? (A server being killed may
+    still accept a connection for a moment; it cannot answer.)"""
+    try:
+        check_server(endpoint, connect_timeout_s=timeout_s / 2, answer_timeout_s=timeout_s)
+    except RpcError:
+        return False
+    return True
+
+
+# -- ggml's backend registry ---------------------------------------------------------------------
+
+
+class _Ggml:
+    """The few ggml functions this needs, resolved in the library llama_cpp itself loaded."""
+
+    _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+        "ggml_backend_reg_by_name": (ctypes.c_void_p, [ctypes.c_char_p]),
+        "ggml_backend_reg_get_proc_address": (ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p]),
+        "ggml_backend_register": (None, [ctypes.c_void_p]),
+        "ggml_backend_reg_dev_count": (ctypes.c_size_t, [ctypes.c_void_p]),
+        "ggml_backend_reg_dev_get": (ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t]),
+        "ggml_backend_reg_name": (ctypes.c_char_p, [ctypes.c_void_p]),
+        "ggml_backend_dev_count": (ctypes.c_size_t, []),
+        "ggml_backend_dev_get": (ctypes.c_void_p, [ctypes.c_size_t]),
+        "ggml_backend_dev_type": (ctypes.c_int, [ctypes.c_void_p]),
+        "ggml_backend_dev_backend_reg": (ctypes.c_void_p, [ctypes.c_void_p]),
+        "ggml_backend_dev_name": (ctypes.c_char_p, [ctypes.c_void_p]),
+        "ggml_backend_dev_description": (ctypes.c_char_p, [ctypes.c_void_p]),
+        "ggml_set_abort_callback": (ctypes.c_void_p, [ctypes.c_void_p]),
+    }
+
+    def __init__(self) -> None:
+        import llama_cpp
+        import llama_cpp.llama_cpp as bindings
+
+        # dlsym on libllama's handle searches its dependencies too (Linux, macOS): the very
+        # libggml that llama.cpp uses, never a second copy with a registry of its own.
+        libs: list[Any] = [bindings._lib]
+        lib_dir = Path(llama_cpp.__file__).parent / "lib"
+        for name in ("ggml", "ggml-base"):  # Windows: GetProcAddress does not search dependencies
+            with contextlib.suppress(Exception):
+                from llama_cpp._ctypes_extensions import load_shared_library
+
+                libs.append(load_shared_library(name, lib_dir))
+        for name, (restype, argtypes) in self._SIGNATURES.items():
+            for lib in libs:
+                fn = getattr(lib, name, None)
+                if fn is not None:
+                    fn.restype, fn.argtypes = restype, argtypes
+                    setattr(self, name, fn)
+                    break
+            else:
+                raise RpcError(f"this llama.cpp build lacks {name}; Tandem cannot use RPC servers with it")
+
+    def __getattr__(self, name: str) -> Any:  # for type checkers: the functions set above
+        raise AttributeError(name)
+
+
+@functools.cache
+def _ggml() -> _Ggml:
+    return _Ggml()
+
+
+def supported() -> bool:
+    """Was llama.cpp built with its RPC backend (`-DGGML_RPC=ON`)?"""
+    import llama_cpp
+
+    return bool(llama_cpp.llama_supports_rpc())
+
+
+_registered: dict[str, int] = {}  # endpoint -> its backend registry (ggml keeps it for the process)
+_in_use: tuple[str, ...] = ()  # the servers the loaded target uses: named when ggml aborts
+
+
+def _register(endpoint: str) -> int:
+    reg = _registered.get(endpoint)
+    if reg is not None:
+        return reg
+    g = _ggml()
+    rpc_reg = g.ggml_backend_reg_by_name(b"RPC")
+    if not rpc_reg:
+        raise RpcError("this llama.cpp build has no RPC backend; `make setup` builds it with -DGGML_RPC=ON")
+    address = g.ggml_backend_reg_get_proc_address(rpc_reg, b"ggml_backend_rpc_add_server")
+    if not address:
+        raise RpcError("this llama.cpp build's RPC backend has no ggml_backend_rpc_add_server")
+    add_server = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p)(address)
+    reg = add_server(endpoint.encode())  # asks the server for its device count (one round trip)
+    if not reg:
+        raise RpcError(f"the RPC server {endpoint} offers no device")
+    g.ggml_backend_register(reg)
+    _registered[endpoint] = reg
+    return int(reg)
+
+
+def _is_rpc_device(g: _Ggml, dev: int) -> bool:
+    name = g.ggml_backend_reg_name(g.ggml_backend_dev_backend_reg(dev)) or b""
+    return name == b"RPC" or name.startswith(b"RPC[")
+
+
+def local_devices() -> list[int]:
+    """This machine's offload devices as llama.cpp would choose them: GPUs, else integrated GPUs."""
+    g = _ggml()
+    gpus, igpus = [], []
+    for i in range(g.ggml_backend_dev_count()):
+        dev = g.ggml_backend_dev_get(i)
+        kind = g.ggml_backend_dev_type(dev)
+        if kind == _DEV_GPU and not _is_rpc_device(g, dev):
+            gpus.append(dev)
+        elif kind == _DEV_IGPU:
+            igpus.append(dev)
+    return gpus or igpus
+
+
+def local_device_names() -> list[str]:
+    """The GPUs llama.cpp can offload to on this machine (empty in a CPU build). Not
+    llama_supports_gpu_offload(): that is true in every build with the RPC backend."""
+    return device_names(local_devices())
+
+
+def server_devices(endpoints: Sequence[str]) -> list[int]:
+    """Check each server (TCP connect and handshake), register it, and return its devices."""
+    if endpoints and not supported():
+        raise RpcError("this llama.cpp build has no RPC backend; `make setup` builds it with -DGGML_RPC=ON")
+    global _in_use
+    for endpoint in endpoints:
+        check_server(endpoint)
+    if not endpoints:
+        return []
+    install_abort_handler()
+    _in_use = tuple(endpoints)
+    g = _ggml()
+    devices: list[int] = []
+    for endpoint in endpoints:
+        reg = _register(endpoint)
+        devices += [g.ggml_backend_reg_dev_get(reg, i) for i in range(g.ggml_backend_reg_dev_count(reg))]
+    return devices
+
+
+def device_list(rpc_servers: Sequence[str]) -> Any:
+    """What `llama_model_params.devices` should be for a model: None (llama.cpp's own choice) while
+    no RPC server is registered in this process; otherwise a NULL-terminated array: the servers'
+    devices first (as llama.cpp orders them, to keep network transfers down), then the local ones.
+    Keep the array alive until the model is loaded."""
+    if not rpc_servers and not _registered:
+        return None
+    devices = server_devices(rpc_servers) + local_devices()
+    return (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
+
+
+def device_names(devices: Any) -> list[str]:
+    """`NAME (description)` of each device (an RPC device's description is its server)."""
+    g = _ggml()
+    names = []
+    for dev in devices or ():
+        if not dev:
+            break
+        names.append(
+            f"{g.ggml_backend_dev_name(dev).decode()} ({g.ggml_backend_dev_description(dev).decode()})"
+        )
+    return names
+
+
+# -- when ggml aborts -----------------------------------------------------------------------------
+
+_reporter: Callable[[str], None] | None = None
+_abort_callback: Any = None
+_stderr_fd: int | None = None
+
+
+def set_abort_reporter(reporter: Callable[[str], None] | None) -> None:
+    """Who hears the sentence when ggml aborts the process (default: `error: ...` on stderr).
+
+    It runs on whatever thread ggml aborted on (often its RPC dispatcher thread), just before the
+    process exits with ABORT_EXIT_CODE.
+    """
+    global _reporter
+    _reporter = reporter
+
+
+def describe_abort(message: str, endpoints: Sequence[str]) -> str:
+    """ggml's abort message as a sentence that names the RPC server at fault."""
+    is_rpc = "ggml-rpc" in message or "RPC" in message
+    text = re.sub(r"^\S*?:\d+: ", "", message.strip())
+    if endpoints:
+        dead = [e for e in endpoints if not answers(e)]
+        if dead:
+            which = ", ".join(dead)
+            return f"lost the RPC server {which}: it stopped answering (it was stopped, crashed, or the network dropped)"
+        if is_rpc:
+            return (
+                f"the connection to the RPC server {', '.join(endpoints)} broke "
+                f"(llama.cpp: {text or 'aborted'})"
+            )
+    return f"llama.cpp aborted: {text or 'no reason given'}"
+
+
+def _report_to_stderr(sentence: str) -> None:
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    data = f"\nerror: {sentence}\n".encode(errors="replace")
+    # fd 2 may be pointed at /dev/null while llama-cpp-python loads a model: use the saved one.
+    os.write(_stderr_fd if _stderr_fd is not None else 2, data)
+
+
+def _on_abort(message: bytes | None) -> None:
+    try:
+        sentence = describe_abort((message or b"").decode(errors="replace"), _in_use)
+        (_reporter or _report_to_stderr)(sentence)
+    except BaseException:
+        pass
+    finally:
+        os._exit(ABORT_EXIT_CODE)
+
+
+def install_abort_handler() -> None:
+    """Route ggml's aborts through _on_abort (once per process)."""
+    global _abort_callback, _stderr_fd
+    if _abort_callback is not None:
+        return
+    with contextlib.suppress(OSError):
+        _stderr_fd = os.dup(2)
+    _abort_callback = ctypes.CFUNCTYPE(None, ctypes.c_char_p)(_on_abort)
+    _ggml().ggml_set_abort_callback(ctypes.cast(_abort_callback, ctypes.c_void_p))
+
+
+# -- the server ----------------------------------------------------------------------------------
+
+
+def find_server_binary() -> str | None:
+    """llama.cpp's `ggml-rpc-server`: in the bundle, beside the venv's python (`make setup`), on PATH."""
+    import shutil
+
+    name = "ggml-rpc-server.exe" if sys.platform == "win32" else "ggml-rpc-server"
+    candidates = []
+    bundle = getattr(sys, "_MEIPASS", None)
+    if bundle:
+        candidates.append(Path(bundle) / name)
+    candidates.append(Path(sys.executable).parent / name)
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+    return shutil.which(name)

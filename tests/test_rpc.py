@@ -1,0 +1,410 @@
+"""A target split across machines with llama.cpp RPC: the real `ggml-rpc-server` on 127.0.0.1.
+
+Generation with RPC runs in child processes (`tandem generate`, the engine's worker): once ggml
+has registered an RPC server it stays registered for the process, and a lost server ends it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from app.rpc_server import notice
+from app.worker import (
+    ChatTurn,
+    EngineFailed,
+    EngineLoaded,
+    LoadRequest,
+    ReplyEvent,
+    ReplyRequest,
+    WorkerDied,
+    WorkerProcess,
+)
+from engine import rpc
+from engine.config import EngineConfig
+from engine.events import Finished
+from engine.tiny import write_tiny_model
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER_BIN = Path(sys.executable).parent / "ggml-rpc-server"
+TIMEOUT_S = 120
+
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0, what: str = "") -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or condition}")
+        time.sleep(0.02)
+
+
+def server_ready(endpoint: str) -> bool:
+    try:
+        rpc.check_server(endpoint, connect_timeout_s=1.0, answer_timeout_s=2.0)
+    except rpc.RpcError:
+        return False
+    return True
+
+
+def memory_kb(pid: int, field: str) -> int:
+    """VmRSS (now) or VmHWM (peak) of a process, in kB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} for {pid}")
+
+
+class Server:
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.endpoint = f"127.0.0.1:{self.port}"
+        assert SERVER_BIN.is_file(), f"{SERVER_BIN} is missing: make setup builds it"
+        self.proc = subprocess.Popen(
+            [str(SERVER_BIN), "--host", "127.0.0.1", "--port", str(self.port), "--threads", "1"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_until(lambda: server_ready(self.endpoint) or self.proc.poll() is not None, what="the RPC server")
+        assert self.proc.poll() is None, "ggml-rpc-server exited at start"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def rpc_server() -> Iterator[Server]:
+    server = Server()
+    yield server
+    server.kill()
+
+
+@pytest.fixture(scope="session")
+def wide_draft(models_dir: Path) -> Path:
+    """A draft as big as slow_target (its noisy copy): were it sent to the RPC server, the
+    server's memory would grow by twice the target's size."""
+    return write_tiny_model(
+        models_dir / "wide-draft.gguf", seed=1, n_layers=8, n_embd=256, n_ff=1024, perturb=0.02
+    )
+
+
+def tandem(*args: str, timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("TANDEM_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "app.main", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env,
+    )  # fmt: skip
+
+
+def error_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: "), result.stderr
+    return line
+
+
+def generate_json(model: Path, *extra: str) -> dict:  # type: ignore[type-arg]
+    r = tandem("generate", "--model", str(model), "--prompt", "the cat sat on the mat", "--max-tokens", "32",
+               "--threads", "1", "--ctx", "512", "--json", *extra)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+# -- the real server ----------------------------------------------------------------------------
+
+
+def test_generate_on_rpc_server_equals_local_and_the_server_holds_the_layers(
+    rpc_server: Server, slow_target: Path, wide_draft: Path
+) -> None:
+    local = generate_json(slow_target)
+    rss0 = memory_kb(rpc_server.proc.pid, "VmRSS")
+    remote = generate_json(slow_target, "--rpc", rpc_server.endpoint, "--gpu-layers", "99")
+    grown_kb = memory_kb(rpc_server.proc.pid, "VmHWM") - rss0
+    assert remote["token_ids"] == local["token_ids"]
+    assert remote["n_generated"] == 32
+    # Every layer's weights went to the server (the token embeddings stay here: a few hundred kB).
+    model_kb = slow_target.stat().st_size / 1024
+    assert grown_kb > 0.8 * model_kb, (grown_kb, model_kb)
+
+    # Speculation over RPC: the target's layers there, the draft model here. Greedy: same text.
+    # The server serves one client at a time; the last one has gone, so this starts from its baseline.
+    rss1 = memory_kb(rpc_server.proc.pid, "VmRSS")
+    peak_before = memory_kb(rpc_server.proc.pid, "VmHWM")
+    spec = generate_json(
+        slow_target, "--rpc", rpc_server.endpoint, "--gpu-layers", "99",
+        "--draft", str(wide_draft), "--fixed-draft", "--draft-max", "4",
+    )  # fmt: skip
+    assert spec["speculation"] == "draft" and spec["n_drafted"] > 0
+    assert spec["token_ids"] == local["token_ids"]
+    peak = max(memory_kb(rpc_server.proc.pid, "VmHWM"), peak_before)
+    # The draft (as big as the target) stayed here: the server's peak is one model, not two.
+    assert peak - rss1 < 1.5 * model_kb, (peak - rss1, model_kb)
+
+
+def test_handshake_with_the_real_server_reports_this_builds_protocol(rpc_server: Server) -> None:
+    assert rpc.check_server(rpc_server.endpoint)[0] == rpc.PROTOCOL[0]
+
+
+def test_server_killed_mid_reply_ends_generate_with_the_address(
+    rpc_server: Server, slow_target: Path
+) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.main", "generate", "--model", str(slow_target), "--prompt", "the cat",
+         "--max-tokens", "1800", "--ctx", "2048", "--threads", "1", "--rpc", rpc_server.endpoint,
+         "--gpu-layers", "99"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.read(1)  # the reply is streaming
+        assert first, proc.stderr.read().decode()
+        rpc_server.kill()
+        proc.wait(TIMEOUT_S)
+        stderr = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 2, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: lost the RPC server {rpc_server.endpoint}"), stderr
+
+
+def test_worker_reports_the_lost_server_and_a_fresh_engine_restarts(slow_target: Path) -> None:
+    inbox: queue.Queue[object] = queue.Queue()
+
+    def wait_for(kind: type) -> object:
+        while True:
+            message = inbox.get(timeout=TIMEOUT_S)
+            if isinstance(message, kind):
+                return message
+            if isinstance(message, EngineFailed | WorkerDied) and kind not in (EngineFailed, WorkerDied):
+                raise AssertionError(message)
+
+    server = Server()
+    config = EngineConfig(
+        str(slow_target), n_threads=1, n_ctx=2048, n_gpu_layers=99, rpc_servers=(server.endpoint,)
+    )
+    reply = ReplyRequest(1, (ChatTurn("user", "the cat"),), max_tokens=1800)
+    worker = WorkerProcess(inbox.put)
+    worker.start()
+    try:
+        worker.send(LoadRequest(config))
+        wait_for(EngineLoaded)
+        worker.send(reply)
+        wait_for(ReplyEvent)
+        server.kill()
+        died = wait_for(WorkerDied)
+        assert isinstance(died, WorkerDied)
+        assert f"lost the RPC server {server.endpoint}" in died.sentence
+        assert "conversation is saved" in died.sentence
+    finally:
+        worker.shutdown()
+
+    # What the window does next: a fresh worker. The server is still down: a sentence, no crash.
+    worker = WorkerProcess(inbox.put)
+    worker.start()
+    try:
+        worker.send(LoadRequest(config))
+        failed = wait_for(EngineFailed)
+        assert isinstance(failed, EngineFailed)
+        assert f"nothing is listening at {server.endpoint}" in failed.sentence
+        assert worker.is_alive()
+        # The server is back (same address): the same engine loads and replies.
+        server = Server(server.port)
+        worker.send(LoadRequest(config))
+        wait_for(EngineLoaded)
+        worker.send(ReplyRequest(2, (ChatTurn("user", "the cat"),), max_tokens=8))
+        done = wait_for(ReplyEvent)
+        while not isinstance(done.event, Finished):  # type: ignore[attr-defined]
+            done = wait_for(ReplyEvent)
+    finally:
+        worker.shutdown()
+        server.kill()
+
+
+# -- addresses that cannot work: one sentence each, exit code 2 ------------------------------------
+
+
+def test_unreachable_address_is_named(tiny_target: Path) -> None:
+    port = free_port()
+    r = tandem("generate", "--model", str(tiny_target), "--prompt", "hi", "--rpc", f"127.0.0.1:{port}",
+               "--gpu-layers", "99")  # fmt: skip
+    line = error_line(r)
+    assert f"nothing is listening at 127.0.0.1:{port} (connection refused)" in line
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("localhost", "is not an RPC server address; expected HOST:PORT"),
+        ("127.0.0.1:99999", "the port must be a number from 1 to 65535"),
+        ("[::1]:50052", "IPv4 only"),
+        ("127.0.0.1:5000,127.0.0.1:5000", "listed twice"),
+    ],
+)
+def test_bad_rpc_addresses(tiny_target: Path, spec: str, message: str) -> None:
+    r = tandem("generate", "--model", str(tiny_target), "--prompt", "hi", "--rpc", spec, "--gpu-layers", "99")
+    assert message in error_line(r)
+
+
+def test_rpc_without_gpu_layers_says_what_to_add(tiny_target: Path) -> None:
+    r = tandem("generate", "--model", str(tiny_target), "--prompt", "hi", "--rpc", "127.0.0.1:50052")
+    assert "add --gpu-layers N" in error_line(r)
+
+
+class FakeServer:
+    """A TCP server on 127.0.0.1 that answers the RPC handshake its own way (a llama.cpp of
+    another protocol version, or something that is no RPC server at all)."""
+
+    def __init__(self, answer: Callable[[socket.socket], None]) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.endpoint = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.answer = answer
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn, contextlib.suppress(OSError):
+                self.answer(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def hello_answer(major: int, minor: int, patch: int) -> Callable[[socket.socket], None]:
+    def answer(conn: socket.socket) -> None:
+        request = b""
+        while len(request) < 1 + 8 + 24:
+            chunk = conn.recv(64)
+            if not chunk:
+                return
+            request += chunk
+        assert request[0] == 14  # RPC_CMD_HELLO
+        conn.sendall((28).to_bytes(8, "little") + bytes([major, minor, patch, 0]) + bytes(24))
+
+    return answer
+
+
+def test_protocol_version_mismatch_is_named(tiny_target: Path) -> None:
+    fake = FakeServer(hello_answer(6, 1, 0))
+    try:
+        r = tandem("generate", "--model", str(tiny_target), "--prompt", "hi", "--rpc", fake.endpoint,
+                   "--gpu-layers", "99")  # fmt: skip
+    finally:
+        fake.close()
+    line = error_line(r)
+    assert f"the RPC server {fake.endpoint} speaks RPC protocol 6.1.0; this build speaks 7.0.0" in line
+
+
+def test_handshake_failures_are_sentences() -> None:
+    newer = FakeServer(hello_answer(7, 9, 0))
+    closes = FakeServer(lambda conn: None)  # reads nothing, closes: another protocol
+    http = FakeServer(lambda conn: conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n"))
+    silent = FakeServer(lambda conn: conn.recv(1) and threading.Event().wait(10))
+    older_minor = FakeServer(hello_answer(7, 0, 3))
+    try:
+        with pytest.raises(rpc.RpcError, match=r"speaks RPC protocol 7\.9\.0"):
+            rpc.check_server(newer.endpoint)
+        with pytest.raises(rpc.RpcError, match="closed the connection during the handshake"):
+            rpc.check_server(closes.endpoint)
+        with pytest.raises(rpc.RpcError, match="instead of 28: not a llama.cpp RPC server"):
+            rpc.check_server(http.endpoint)
+        with pytest.raises(rpc.RpcError, match="did not answer the handshake within 1 s"):
+            rpc.check_server(silent.endpoint, answer_timeout_s=1.0)
+        assert rpc.check_server(older_minor.endpoint) == (7, 0, 3)
+    finally:
+        for fake in (newer, closes, http, silent, older_minor):
+            fake.close()
+
+
+def test_describe_abort_names_the_dead_server() -> None:
+    alive = FakeServer(hello_answer(7, 0, 0))
+    dead = f"127.0.0.1:{free_port()}"
+    message = "/src/ggml-rpc.cpp:566: Remote RPC server crashed or returned malformed response"
+    try:
+        assert rpc.describe_abort(message, [alive.endpoint, dead]).startswith(f"lost the RPC server {dead}:")
+        assert rpc.describe_abort(message, [alive.endpoint]) == (
+            f"the connection to the RPC server {alive.endpoint} broke "
+            "(llama.cpp: Remote RPC server crashed or returned malformed response)"
+        )
+        assert rpc.describe_abort("/src/ggml.c:10: GGML_ASSERT(x) failed", []) == (
+            "llama.cpp aborted: GGML_ASSERT(x) failed"
+        )
+    finally:
+        alive.close()
+
+
+# -- `tandem rpc-server` --------------------------------------------------------------------------
+
+
+def test_rpc_server_command_warns_and_serves() -> None:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.main", "rpc-server", "--port", str(port), "--threads", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+    )  # fmt: skip
+    try:
+        wait_until(
+            lambda: server_ready(f"127.0.0.1:{port}") or proc.poll() is not None, what="tandem rpc-server"
+        )
+        assert proc.poll() is None
+        # A second server on the same port: refused before it starts, with the reason.
+        r = tandem("rpc-server", "--port", str(port))
+        assert f"cannot listen on 127.0.0.1:{port}" in error_line(r)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+    assert proc.stderr is not None
+    stderr = proc.stderr.read()
+    assert "no authentication" in stderr and "trusted network only" in stderr
+    assert "warning:" not in stderr  # loopback: nothing else can reach it
+
+
+def test_rpc_server_notice_warns_for_a_network_address() -> None:
+    text = "\n".join(notice("192.168.1.20", 50052))
+    assert "no authentication" in text
+    assert "warning: 192.168.1.20 is not a loopback address" in text
+    assert "warning" not in "\n".join(notice("127.0.0.1", 50052))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--host", "my-laptop"], "--host must be an IPv4 address"),
+        (["--port", "0"], "--port must be from 1 to 65535"),
+        (["--threads", "0"], "--threads must be at least 1"),
+    ],
+)
+def test_rpc_server_bad_arguments(args: list[str], message: str) -> None:
+    assert message in error_line(tandem("rpc-server", *args))
