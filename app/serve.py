@@ -1,0 +1,1081 @@
+"""`tandem serve`: the engine on an OpenAI-compatible HTTP API.
+
+Built on Starlette (routing, requests, JSON responses) served by uvicorn: both are small, widely
+used and maintained, and together they are the ASGI stack most Python model servers stand on,
+so the HTTP parsing, keep-alive and shutdown are theirs, not ours. The two generation endpoints
+are plain ASGI apps under Starlette's router: a generation needs the request's receive channel
+for its whole life, to notice a client that leaves and cancel its reply within one step.
+
+The engine runs in the same worker process the window uses (app/worker.py): a native crash in
+llama.cpp kills only that child, the request it was serving gets a 500, and the next request
+starts a fresh engine. One generation runs at a time; up to `--queue` more wait their turn, and
+beyond that a request gets 503 with Retry-After. The engine keeps its KV cache between requests,
+so a request that shares a prefix with the one before (a chat's next turn) prefills only what
+is new.
+
+Speculation is reported the way existing clients read it: llama-server's `timings` object and
+LM Studio's `stats`, on every response and on the last streamed chunk. A request may set
+`"speculation": "off"` to be decoded plainly (to compare); the response's `speculation` says
+what ran: "ngram", "draft" or "none".
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import json
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.worker import (
+    ChatTurn,
+    EngineFailed,
+    EngineInfo,
+    EngineLoaded,
+    LoadRequest,
+    ReplyEvent,
+    ReplyFailed,
+    ReplyRequest,
+    ReplyStarted,
+    WorkerDied,
+    WorkerProcess,
+)
+from engine.config import EngineConfig, SamplingParams
+from engine.errors import TandemError
+from engine.events import Finished, Stats, TextPiece
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+DEFAULT_QUEUE = 8  # requests that may wait while one generates
+DEFAULT_TEMPERATURE = 0.8  # llama-server's default when a request names none
+RETRY_AFTER_S = 2
+CANCEL_GRACE_S = 30.0  # a cancelled reply must end within this, or its engine is replaced
+MAX_BODY_BYTES = 32 * 1024 * 1024
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors, the way OpenAI's API writes them
+
+
+class ApiError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        kind: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.kind = kind
+        self.param = param
+        self.code = code
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+
+    async def send(self, send: Send) -> None:
+        await _send_json(send, self.status, self.body(), self.headers)
+
+
+async def _send_json(send: Send, status: int, obj: object, headers: dict[str, str] | None = None) -> None:
+    body = json.dumps(obj, ensure_ascii=False).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _bad(message: str, param: str | None = None) -> ApiError:
+    return ApiError(400, message, param=param)
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests: checked field by field, every bad value a 400 naming the field
+
+
+@dataclass
+class GenerationRequest:
+    chat: bool
+    model: str | None
+    turns: tuple[ChatTurn, ...] = ()
+    system_prompt: str = ""
+    prompt: str | None = None  # a text completion's raw prompt
+    params: SamplingParams = field(default_factory=SamplingParams)
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+    stream: bool = False
+    include_usage: bool = False
+    speculate: bool | None = None
+
+
+def _describe(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _number(body: dict[str, Any], key: str, lo: float, hi: float, integer: bool = False) -> Any:
+    value = body.get(key)
+    if value is None:
+        return None
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        raise _bad(f"'{key}' must be {kind} (got {_describe(value)})", key)
+    if not lo <= value <= hi:
+        raise _bad(f"'{key}' must be between {lo:g} and {hi:g} (got {value})", key)
+    return value
+
+
+def _flag(body: dict[str, Any], key: str) -> bool:
+    value = body.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise _bad(f"'{key}' must be true or false (got {_describe(value)})", key)
+    return value
+
+
+def _text_content(content: object, where: str) -> str:
+    """A message's content: a string, or a list of text parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if (
+                not isinstance(part, dict)
+                or part.get("type") != "text"
+                or not isinstance(part.get("text"), str)
+            ):
+                kind = part.get("type") if isinstance(part, dict) else None
+                raise _bad(
+                    f"{where}.content: only text parts are supported (got a part of type {_describe(kind)})",
+                    "messages",
+                )
+            texts.append(part["text"])
+        return "".join(texts)
+    raise _bad(
+        f"{where}.content must be a string or a list of text parts (got {_describe(content)})", "messages"
+    )
+
+
+def parse_request(body: object, chat: bool, n_ctx: int) -> GenerationRequest:
+    if not isinstance(body, dict):
+        raise _bad("the request body must be a JSON object")
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise _bad(f"'model' must be a string (got {_describe(model)})", "model")
+    n = _number(body, "n", 1, 128, integer=True)
+    if n is not None and n != 1:
+        raise _bad(f"'n' must be 1: this server generates one choice per request (got {n})", "n")
+    if body.get("logprobs") not in (None, False, 0):
+        raise _bad("'logprobs' is not supported by this server", "logprobs")
+    if body.get("tools") or body.get("functions"):
+        raise _bad("tools and function calling are not supported by this server", "tools")
+    if body.get("echo") not in (None, False):
+        raise _bad("'echo' is not supported by this server", "echo")
+    if body.get("suffix") not in (None, ""):
+        raise _bad("'suffix' is not supported by this server", "suffix")
+    response_format = body.get("response_format")
+    if response_format is not None and (
+        not isinstance(response_format, dict) or response_format.get("type") != "text"
+    ):
+        raise _bad(
+            '\'response_format\' must be {"type": "text"}: structured output is not supported',
+            "response_format",
+        )
+    for key in ("frequency_penalty", "presence_penalty"):
+        _number(
+            body, key, -2.0, 2.0
+        )  # accepted for compatibility; llama.cpp's repeat_penalty is used instead
+
+    temperature = _number(body, "temperature", 0.0, 5.0)
+    top_p = _number(body, "top_p", 0.0, 1.0)
+    if top_p == 0:
+        raise _bad("'top_p' must be more than 0 (got 0)", "top_p")
+    top_k = _number(body, "top_k", 0, 1_000_000, integer=True)
+    min_p = _number(body, "min_p", 0.0, 1.0)
+    repeat_penalty = _number(body, "repeat_penalty", 0.0, 10.0)
+    seed = _number(body, "seed", -(2**63), 2**63 - 1, integer=True)
+    defaults = SamplingParams()
+    params = SamplingParams(
+        temperature=DEFAULT_TEMPERATURE if temperature is None else float(temperature),
+        top_k=defaults.top_k if top_k is None else int(top_k),
+        top_p=defaults.top_p if top_p is None else float(top_p),
+        min_p=defaults.min_p if min_p is None else float(min_p),
+        repeat_penalty=defaults.repeat_penalty if repeat_penalty is None else float(repeat_penalty),
+        seed=None if seed is None else int(seed) % (2**63),
+    )
+
+    max_tokens = _number(body, "max_completion_tokens", 1, 10**9, integer=True)
+    if max_tokens is None:
+        max_tokens = _number(body, "max_tokens", 1, 10**9, integer=True)
+    if max_tokens is not None and max_tokens > n_ctx:
+        max_tokens = n_ctx  # the reply ends at the context's end anyway
+
+    stop_value = body.get("stop")
+    if stop_value is None:
+        stop: tuple[str, ...] = ()
+    elif isinstance(stop_value, str):
+        stop = (stop_value,) if stop_value else ()
+    elif isinstance(stop_value, list) and all(isinstance(s, str) for s in stop_value):
+        if len(stop_value) > 16:
+            raise _bad(f"'stop' may hold at most 16 strings (got {len(stop_value)})", "stop")
+        stop = tuple(s for s in stop_value if s)
+    else:
+        raise _bad(f"'stop' must be a string or a list of strings (got {_describe(stop_value)})", "stop")
+
+    stream = _flag(body, "stream")
+    options = body.get("stream_options")
+    include_usage = False
+    if options is not None:
+        if not isinstance(options, dict):
+            raise _bad(f"'stream_options' must be an object (got {_describe(options)})", "stream_options")
+        include_usage = _flag(options, "include_usage")
+
+    speculation = body.get("speculation")
+    if speculation not in (None, "on", "off"):
+        raise _bad(f'\'speculation\' must be "on" or "off" (got {_describe(speculation)})', "speculation")
+
+    request = GenerationRequest(
+        chat=chat,
+        model=model,
+        params=params,
+        max_tokens=max_tokens,
+        stop=stop,
+        stream=stream,
+        include_usage=include_usage,
+        speculate=False if speculation == "off" else None,
+    )
+    if chat:
+        request.turns, request.system_prompt = _parse_messages(body.get("messages"))
+    else:
+        request.prompt = _parse_prompt(body.get("prompt"))
+    return request
+
+
+def _parse_messages(messages: object) -> tuple[tuple[ChatTurn, ...], str]:
+    if not isinstance(messages, list) or not messages:
+        raise _bad(f"'messages' must be a non-empty list of messages (got {_describe(messages)})", "messages")
+    turns: list[ChatTurn] = []
+    system: list[str] = []
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict):
+            raise _bad(
+                f"{where} must be an object with 'role' and 'content' (got {_describe(message)})", "messages"
+            )
+        role = message.get("role")
+        content = _text_content(message.get("content"), where)
+        if role in ("system", "developer"):
+            system.append(content)
+        elif role in ("user", "assistant"):
+            turns.append(ChatTurn(role, content))
+        else:
+            raise _bad(
+                f'{where}.role must be "system", "developer", "user" or "assistant" (got {_describe(role)})',
+                "messages",
+            )
+    if not turns:
+        raise _bad("'messages' holds no user or assistant message", "messages")
+    return tuple(turns), "\n\n".join(s for s in system if s.strip())
+
+
+def _parse_prompt(prompt: object) -> str:
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, list) and len(prompt) > 1 and all(isinstance(p, str) for p in prompt):
+        raise _bad("'prompt' may hold one prompt: this server generates one choice per request", "prompt")
+    if not isinstance(prompt, str):
+        raise _bad(f"'prompt' must be a string (got {_describe(prompt)})", "prompt")
+    if not prompt:
+        raise _bad("'prompt' is empty", "prompt")
+    return prompt
+
+
+# ---------------------------------------------------------------------------------------------
+# The engine's worker process, seen from the event loop
+
+
+class _Job:
+    """One reply: the worker's messages for it, handed from the reader thread to the event loop."""
+
+    def __init__(self, request_id: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.request_id = request_id
+        self.loop = loop
+        self.queue: asyncio.Queue[object] = asyncio.Queue()
+        self.done = False
+
+    def put(self, message: object) -> None:  # reader thread
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, message)
+
+    async def get(self) -> object:
+        message = await self.queue.get()
+        if isinstance(message, (ReplyFailed, WorkerDied)) or (
+            isinstance(message, ReplyEvent) and isinstance(message.event, Finished)
+        ):
+            self.done = True
+        return message
+
+
+class EngineHost:
+    """Owns the worker process: loads the engine, runs one reply at a time, replaces a dead engine."""
+
+    def __init__(
+        self, config: EngineConfig, max_queue: int = DEFAULT_QUEUE, log_path: Path | None = None
+    ) -> None:
+        self.config = config
+        self.max_queue = max_queue
+        self.log_path = log_path
+        self.info: EngineInfo | None = None
+        self.load_error = ""
+        self.created = int(time.time())
+        self._lock = threading.Lock()
+        self._worker: WorkerProcess | None = None
+        self._generation = 0
+        self._loaded = threading.Event()
+        self._job: _Job | None = None
+        self._next_id = 1
+        self._occupied = 0  # the running request and those waiting (event loop only)
+        self._turn: asyncio.Lock | None = None
+
+    # -- the worker
+
+    def start(self) -> None:
+        """Start a fresh worker and ask it to load the engine (wait_loaded() waits for it)."""
+        with self._lock:
+            old, self._worker = self._worker, None
+            self._generation += 1
+            generation = self._generation
+            self.info = None
+            self._loaded.clear()
+        if old is not None:
+            old.shutdown(timeout_s=1.0)
+        worker = WorkerProcess(lambda message: self._on_message(generation, message), log_path=self.log_path)
+        worker.start()
+        worker.send(LoadRequest(self.config))
+        with self._lock:
+            self._worker = worker
+
+    def wait_loaded(self, timeout_s: float | None = None) -> EngineInfo:
+        """Block until the engine is loaded; TandemError with the worker's sentence if it failed."""
+        self._loaded.wait(timeout_s)
+        if self.info is None:
+            raise TandemError(self.load_error or "the engine did not load in time")
+        return self.info
+
+    @property
+    def alive(self) -> bool:
+        return self._worker is not None and self._worker.is_alive() and self.info is not None
+
+    def shutdown(self) -> None:
+        with self._lock:
+            worker, self._worker = self._worker, None
+            self._generation += 1
+        if worker is not None:
+            worker.shutdown()
+
+    def _on_message(self, generation: int, message: object) -> None:
+        """Reader thread: every message from the child."""
+        with self._lock:
+            if generation != self._generation:
+                return  # from a worker that was replaced
+            job = self._job
+            if isinstance(message, EngineLoaded):
+                self.info = message.info
+                self._loaded.set()
+            elif isinstance(message, EngineFailed):
+                self.load_error = message.sentence
+                self._loaded.set()
+            elif isinstance(message, WorkerDied):
+                self.info = None
+                self.load_error = message.sentence
+                self._worker = None
+                self._loaded.set()
+                if job is not None:
+                    job.put(message)
+            elif (
+                isinstance(message, (ReplyStarted, ReplyEvent, ReplyFailed))
+                and job is not None
+                and job.request_id == message.request_id
+            ):
+                job.put(message)
+
+    async def ensure_engine(self) -> EngineInfo:
+        """The loaded engine; a fresh one when the last died (the request waits for the load)."""
+        if not self.alive:
+            say("tandem serve: starting a fresh engine")
+            self.start()
+            with contextlib.suppress(TandemError):
+                await asyncio.to_thread(self.wait_loaded)
+            if self.info is None:
+                raise ApiError(500, f"the engine could not start: {self.load_error}", kind="server_error")
+        assert self.info is not None
+        return self.info
+
+    # -- one reply at a time
+
+    def reserve(self) -> None:
+        """Take a place in line, or 503 when the line is full."""
+        if self._occupied >= 1 + self.max_queue:
+            raise ApiError(
+                503,
+                f"the server is busy: one reply is generating and {self.max_queue} more are waiting; retry later",
+                kind="server_error",
+                code="server_busy",
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+        self._occupied += 1
+
+    def unreserve(self) -> None:
+        self._occupied -= 1
+
+    def load(self) -> dict[str, int]:
+        """Requests generating now (0 or 1) and waiting for their turn."""
+        generating = int(self._job is not None)
+        return {"generating": generating, "waiting": max(0, self._occupied - generating)}
+
+    @property
+    def turn(self) -> asyncio.Lock:
+        if self._turn is None:
+            self._turn = asyncio.Lock()
+        return self._turn
+
+    def submit(self, request: GenerationRequest, info: EngineInfo) -> _Job:
+        with self._lock:
+            worker = self._worker
+            job = _Job(self._next_id, asyncio.get_running_loop())
+            self._next_id += 1
+            self._job = job
+        if worker is None:
+            job.put(WorkerDied(None, self.load_error or "the engine is gone"))
+            return job
+        worker.send(
+            ReplyRequest(
+                request_id=job.request_id,
+                turns=request.turns,
+                system_prompt=request.system_prompt,
+                params=request.params,
+                max_tokens=request.max_tokens or info.n_ctx,
+                speculate=request.speculate,
+                prompt=request.prompt,
+                stop=request.stop,
+            )
+        )
+        return job
+
+    def cancel(self) -> None:
+        worker = self._worker
+        if worker is not None:
+            worker.cancel()
+
+    async def finish(self, job: _Job) -> None:
+        """Let the job end before the next one starts: cancel it if it still runs, and wait."""
+        try:
+            if not job.done:
+                self.cancel()
+                deadline = time.monotonic() + CANCEL_GRACE_S
+                while not job.done:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        say("tandem serve: a cancelled reply did not stop; replacing the engine")
+                        self.shutdown()
+                        break
+                    try:
+                        await asyncio.wait_for(job.get(), left)
+                    except TimeoutError:
+                        continue
+        finally:
+            with self._lock:
+                if self._job is job:
+                    self._job = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses
+
+
+def _timings(stats: Stats | None) -> dict[str, Any]:
+    """llama-server's `timings` object."""
+    if stats is None:
+        return {}
+    return {
+        "cache_n": stats.n_prompt_tokens - stats.n_prefilled,
+        "prompt_n": stats.n_prefilled,
+        "prompt_ms": round(stats.prefill_s * 1000, 3),
+        "prompt_per_token_ms": round(stats.prefill_s * 1000 / stats.n_prefilled, 3)
+        if stats.n_prefilled
+        else 0.0,
+        "prompt_per_second": round(stats.prefill_tokens_per_s, 3),
+        "predicted_n": stats.n_generated,
+        "predicted_ms": round(stats.decode_s * 1000, 3),
+        "predicted_per_token_ms": round(stats.decode_s * 1000 / stats.n_generated, 3)
+        if stats.n_generated
+        else 0.0,
+        "predicted_per_second": round(stats.decode_tokens_per_s, 3),
+        "draft_n": stats.n_drafted,
+        "draft_n_accepted": stats.n_accepted,
+    }
+
+
+def _lmstudio_stats(stats: Stats | None, info: EngineInfo) -> dict[str, Any]:
+    """LM Studio's `stats` object (its speculative-decoding counters)."""
+    if stats is None:
+        return {}
+    return {
+        "tokens_per_second": round(stats.decode_tokens_per_s, 3),
+        "time_to_first_token": round(stats.prefill_s, 4),
+        "generation_time": round(stats.decode_s, 4),
+        "stop_reason": None,
+        "draft_model": info.draft_name if stats.speculation != "none" else None,
+        "total_draft_tokens_count": stats.n_drafted,
+        "accepted_draft_tokens_count": stats.n_accepted,
+        "rejected_draft_tokens_count": stats.n_drafted - stats.n_accepted,
+        "ignored_draft_tokens_count": 0,
+    }
+
+
+def _usage(stats: Stats | None) -> dict[str, int]:
+    n_prompt = stats.n_prompt_tokens if stats else 0
+    n_generated = stats.n_generated if stats else 0
+    return {
+        "prompt_tokens": n_prompt,
+        "completion_tokens": n_generated,
+        "total_tokens": n_prompt + n_generated,
+    }
+
+
+FINISH_REASONS = {"length": "length", "context": "length", "eos": "stop", "stop": "stop", "cancelled": "stop"}
+
+
+def model_id(info: EngineInfo) -> str:
+    return Path(info.target_path).stem
+
+
+class _Reply:
+    """Builds the JSON of one response (whole or streamed) for a chat or a text completion."""
+
+    def __init__(self, request: GenerationRequest, info: EngineInfo) -> None:
+        self.request = request
+        self.info = info
+        prefix = "chatcmpl" if request.chat else "cmpl"
+        self.id = f"{prefix}-{uuid.uuid4().hex[:24]}"
+        self.created = int(time.time())
+        self.model = model_id(info)
+
+    def _head(self, chunk: bool) -> dict[str, Any]:
+        if self.request.chat:
+            kind = "chat.completion.chunk" if chunk else "chat.completion"
+        else:
+            kind = "text_completion"
+        return {
+            "id": self.id,
+            "object": kind,
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": "tandem",
+        }
+
+    def extras(self, stats: Stats | None, stop_reason: str) -> dict[str, Any]:
+        lm = _lmstudio_stats(stats, self.info)
+        if lm:
+            lm["stop_reason"] = stop_reason
+        return {
+            "timings": _timings(stats),
+            "stats": lm,
+            "speculation": stats.speculation if stats else "none",
+        }
+
+    def whole(self, finished: Finished) -> dict[str, Any]:
+        reason = FINISH_REASONS.get(finished.stop_reason, "stop")
+        if self.request.chat:
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {"role": "assistant", "content": finished.text},
+                "logprobs": None,
+                "finish_reason": reason,
+            }
+        else:
+            choice = {"index": 0, "text": finished.text, "logprobs": None, "finish_reason": reason}
+        return {
+            **self._head(chunk=False),
+            "choices": [choice],
+            "usage": _usage(finished.stats),
+            **self.extras(finished.stats, finished.stop_reason),
+        }
+
+    def chunk(
+        self, text: str | None, finish_reason: str | None = None, first: bool = False
+    ) -> dict[str, Any]:
+        if self.request.chat:
+            delta: dict[str, Any] = {}
+            if first:
+                delta["role"] = "assistant"
+            if text is not None:
+                delta["content"] = text
+            choice: dict[str, Any] = {
+                "index": 0,
+                "delta": delta,
+                "logprobs": None,
+                "finish_reason": finish_reason,
+            }
+        else:
+            choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
+        out = {**self._head(chunk=True), "choices": [choice]}
+        if self.request.include_usage:
+            out["usage"] = None
+        return out
+
+    def last_chunks(self, finished: Finished) -> list[dict[str, Any]]:
+        reason = FINISH_REASONS.get(finished.stop_reason, "stop")
+        extras = self.extras(finished.stats, finished.stop_reason)
+        last = {**self.chunk(None, reason), **extras}
+        if not self.request.include_usage:
+            return [last]
+        usage = {**self._head(chunk=True), "choices": [], "usage": _usage(finished.stats), **extras}
+        return [last, usage]
+
+
+def _sse(obj: object) -> bytes:
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# The app
+
+
+class ApiServer:
+    def __init__(self, host: EngineHost, api_key: str | None = None) -> None:
+        self.host = host
+        self.api_key = api_key
+
+    # -- checks shared by every endpoint
+
+    def check_auth(self, headers: Any) -> None:
+        if not self.api_key:
+            return
+        given = headers.get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            token.strip().encode(), self.api_key.encode()
+        ):
+            what = "no API key was given" if not given else "the API key is not valid"
+            raise ApiError(
+                401,
+                f"{what}: send 'Authorization: Bearer KEY' with the key this server was started with",
+                code="invalid_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+
+    def check_model(self, name: str | None, info: EngineInfo) -> None:
+        if name in (None, "", model_id(info), info.target_name, Path(info.target_path).name):
+            return
+        raise ApiError(
+            404,
+            f"The model '{name}' does not exist: this server serves '{model_id(info)}'",
+            param="model",
+            code="model_not_found",
+        )
+
+    # -- endpoints
+
+    def build_app(self) -> Any:
+        from starlette.applications import Starlette
+        from starlette.exceptions import HTTPException
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+
+        async def models(request: Request) -> JSONResponse:
+            try:
+                self.check_auth(request.headers)
+            except ApiError as e:
+                return JSONResponse(e.body(), e.status, headers=e.headers)
+            info = self.host.info
+            data = []
+            if info is not None:
+                data.append(
+                    {
+                        "id": model_id(info),
+                        "object": "model",
+                        "created": self.host.created,
+                        "owned_by": "tandem",
+                        "speculation": info.speculation,
+                        "draft_model": info.draft_name or None,
+                        "n_ctx": info.n_ctx,
+                    }
+                )
+            return JSONResponse({"object": "list", "data": data})
+
+        async def health(request: Request) -> JSONResponse:
+            if self.host.alive:
+                return JSONResponse({"status": "ok", **self.host.load()})
+            return JSONResponse({"status": "loading"}, 503)
+
+        async def http_error(request: Request, exc: Exception) -> JSONResponse:
+            assert isinstance(exc, HTTPException)
+            error = ApiError(exc.status_code, exc.detail, code=None)
+            return JSONResponse(error.body(), exc.status_code, headers=dict(exc.headers or {}))
+
+        async def server_error(request: Request, exc: Exception) -> JSONResponse:
+            say(f"tandem serve: unexpected error: {type(exc).__name__}: {exc}")
+            error = ApiError(500, f"unexpected server error: {type(exc).__name__}", kind="server_error")
+            return JSONResponse(error.body(), 500)
+
+        return Starlette(
+            routes=[
+                Route("/v1/models", models, methods=["GET"]),
+                Route("/v1/chat/completions", _Endpoint(self, chat=True), methods=["POST"]),
+                Route("/v1/completions", _Endpoint(self, chat=False), methods=["POST"]),
+                Route("/health", health, methods=["GET"]),
+            ],
+            exception_handlers={HTTPException: http_error, Exception: server_error},
+        )
+
+
+class _Endpoint:
+    """POST /v1/chat/completions or /v1/completions, as an ASGI app."""
+
+    def __init__(self, server: ApiServer, chat: bool) -> None:
+        self.server = server
+        self.chat = chat
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from starlette.datastructures import Headers
+
+        host = self.server.host
+        try:
+            self.server.check_auth(Headers(scope=scope))
+            raw = await _read_body(receive)
+            try:
+                body = json.loads(raw)
+            except (ValueError, UnicodeDecodeError) as e:
+                raise _bad(f"the request body is not valid JSON ({e})") from None
+            info = host.info
+            n_ctx = info.n_ctx if info is not None else 1 << 30
+            request = parse_request(body, self.chat, n_ctx)
+            if info is not None:
+                self.server.check_model(request.model, info)
+            host.reserve()
+        except ApiError as e:
+            await e.send(send)
+            return
+        try:
+            await self._serve(request, receive, send)
+        finally:
+            host.unreserve()
+
+    async def _serve(self, request: GenerationRequest, receive: Receive, send: Send) -> None:
+        host = self.server.host
+        gone = asyncio.Event()
+        job: _Job | None = None
+
+        async def watch() -> None:
+            """The client leaving: cancel its reply (the engine checks every step)."""
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    gone.set()
+                    if job is not None and not job.done:
+                        host.cancel()
+                    return
+
+        watcher = asyncio.create_task(watch())
+        started = False
+        try:
+            # Wait for our turn, unless the client leaves first.
+            acquire = asyncio.ensure_future(host.turn.acquire())
+            left = asyncio.ensure_future(gone.wait())
+            await asyncio.wait({acquire, left}, return_when=asyncio.FIRST_COMPLETED)
+            left.cancel()
+            if not acquire.done() or acquire.cancelled():
+                acquire.cancel()
+                return
+            try:
+                if gone.is_set():
+                    return
+                info = await host.ensure_engine()
+                self.server.check_model(request.model, info)
+                reply = _Reply(request, info)
+                job = host.submit(request, info)
+                if gone.is_set():
+                    host.cancel()
+                t0 = time.monotonic()
+                # Hold the response until the first token (or the failure): a prompt too long or
+                # a crash during the prefill still gets its own status code.
+                head: list[object] = []
+                while True:
+                    message = await job.get()
+                    head.append(message)
+                    if isinstance(message, ReplyStarted):
+                        continue
+                    if isinstance(message, ReplyEvent) and not isinstance(
+                        message.event, (TextPiece, Finished)
+                    ):
+                        continue
+                    break
+                if isinstance(message, (ReplyFailed, WorkerDied)):
+                    raise self._failure(message, head, info)
+                if request.stream:
+                    started = True
+                    await self._stream(reply, job, head, send, gone)
+                else:
+                    finished = message.event if isinstance(message.event, Finished) else None  # type: ignore[union-attr]
+                    while finished is None:
+                        message = await job.get()
+                        if isinstance(message, (ReplyFailed, WorkerDied)):
+                            raise self._failure(message, [*head, message], info)
+                        if isinstance(message, ReplyEvent) and isinstance(message.event, Finished):
+                            finished = message.event
+                    started = True
+                    if not gone.is_set():
+                        await _send_json(send, 200, reply.whole(finished))
+                    self._log(request, finished, gone.is_set(), time.monotonic() - t0)
+            finally:
+                if job is not None:
+                    await host.finish(job)
+                host.turn.release()
+        except ApiError as e:
+            if not started and not gone.is_set():
+                await e.send(send)
+            say(f"tandem serve: {e.status}: {e.message}")
+        finally:
+            watcher.cancel()
+
+    def _failure(self, message: object, seen: list[object], info: EngineInfo) -> ApiError:
+        if isinstance(message, WorkerDied):
+            reason = message.sentence.split(". ")[0].rstrip(".")
+            return ApiError(
+                500,
+                f"{reason} during this reply; the next request starts a fresh engine",
+                kind="server_error",
+            )
+        assert isinstance(message, ReplyFailed)
+        started = next((m for m in seen if isinstance(m, ReplyStarted)), None)
+        if started is not None and started.n_prompt_tokens >= info.n_ctx:
+            return ApiError(400, message.sentence, code="context_length_exceeded")
+        return ApiError(500, message.sentence, kind="server_error")
+
+    async def _stream(
+        self, reply: _Reply, job: _Job, head: list[object], send: Send, gone: asyncio.Event
+    ) -> None:
+        t0 = time.monotonic()
+
+        async def emit(data: bytes, more: bool = True) -> None:
+            if gone.is_set():
+                return
+            try:
+                await send({"type": "http.response.body", "body": data, "more_body": more})
+            except Exception:  # the connection is gone (uvicorn raises OSError subclasses)
+                gone.set()
+                self.server.host.cancel()
+
+        headers = [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-cache"),
+            (b"x-accel-buffering", b"no"),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        first = True
+        pending = [m for m in head if isinstance(m, ReplyEvent)]
+        while True:
+            message = pending.pop(0) if pending else await job.get()
+            if isinstance(message, ReplyEvent):
+                event = message.event
+                if isinstance(event, TextPiece):
+                    await emit(_sse(reply.chunk(event.text, first=first)))
+                    first = False
+                elif isinstance(event, Finished):
+                    if first:
+                        await emit(_sse(reply.chunk("", first=True)))
+                    for chunk in reply.last_chunks(event):
+                        await emit(_sse(chunk))
+                    await emit(b"data: [DONE]\n\n", more=False)
+                    self._log(reply.request, event, gone.is_set(), time.monotonic() - t0)
+                    return
+            elif isinstance(message, (ReplyFailed, WorkerDied)):
+                error = self._failure(message, head, reply.info)
+                await emit(_sse({"error": {**error.body()["error"], "code": error.status}}), more=False)
+                say(f"tandem serve: {error.status} mid-stream: {error.message}")
+                return
+
+    def _log(self, request: GenerationRequest, finished: Finished, gone: bool, elapsed_s: float) -> None:
+        s = finished.stats
+        what = "chat" if request.chat else "completion"
+        end = finished.stop_reason + (" (client went away)" if gone else "")
+        say(
+            f"tandem serve: {what}: {s.n_prompt_tokens} prompt tokens ({s.n_prompt_tokens - s.n_prefilled} cached), "
+            f"{s.n_generated} generated in {elapsed_s:.2f} s, {s.decode_tokens_per_s:.1f} tok/s, "
+            f"[{s.speculation}] drafted {s.n_drafted}, accepted {s.n_accepted}; stop: {end}"
+        )
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ApiError(400, "the client closed the request before sending its body")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise ApiError(413, f"the request body is larger than {MAX_BODY_BYTES // (1024 * 1024)} MB")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+# ---------------------------------------------------------------------------------------------
+# The command
+
+
+def add_serve_parser(sub: Any, add_engine_args: Callable[..., None]) -> None:
+    s = sub.add_parser("serve", help="serve the model on an OpenAI-compatible HTTP API")
+    add_engine_args(s, model_default="default")
+    s.add_argument("--draft", default="ngram", help="draft GGUF path, `ngram` (default), or `none`")
+    s.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"address to listen on (default {DEFAULT_HOST}: this computer only)",
+    )
+    s.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    s.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every /v1 request")
+    s.add_argument(
+        "--queue",
+        type=int,
+        default=DEFAULT_QUEUE,
+        help=f"requests that may wait while one generates (default {DEFAULT_QUEUE})",
+    )
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    from engine.errors import TandemError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise TandemError(f"cannot listen on {host}: {e.strerror}") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as e:
+        sock.close()
+        reason = "the port is in use by another program" if e.errno == 98 else e.strerror
+        raise TandemError(f"cannot listen on {host}:{port}: {reason}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from app import paths
+    from app.cli import UserError, engine_config
+    from engine.gguf_info import read_gguf_info
+    from engine.pairing import check_pair
+
+    if args.ctx < 16:
+        raise UserError(f"--ctx must be at least 16 tokens (got {args.ctx})")
+    if args.threads is not None and args.threads < 1:
+        raise UserError(f"--threads must be at least 1 (got {args.threads})")
+    if args.draft_max < 1:
+        raise UserError(f"--draft-max must be at least 1 (got {args.draft_max})")
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port must be between 0 and 65535 (got {args.port})")
+    if args.queue < 0:
+        raise UserError(f"--queue must be 0 or more (got {args.queue})")
+    if args.api_key is not None and not args.api_key.strip():
+        raise UserError("--api-key is empty")
+    if not is_loopback(args.host) and not args.api_key:
+        say(
+            f"warning: serving on {args.host} without --api-key: anyone who can reach this computer "
+            "on the network can use the model"
+        )
+    config = engine_config(args)
+    # The files' own checks, before anything listens: a bad model is an error line, at once.
+    target = read_gguf_info(config.target_path)
+    if config.speculation == "draft" and config.draft:
+        check_pair(target, read_gguf_info(config.draft))
+
+    sock = _listen(args.host, args.port)
+    host = EngineHost(config, max_queue=args.queue, log_path=paths.logs_dir() / "serve-worker.log")
+    try:
+        say(f"tandem serve: loading {Path(config.target_path).name}…")
+        host.start()
+        info = host.wait_loaded()
+        return _run_uvicorn(ApiServer(host, args.api_key), info, sock)
+    finally:
+        host.shutdown()
+        sock.close()
+
+
+class _Stopped(Exception):
+    pass
+
+
+def _stop_on_signal(signum: int, frame: object) -> None:
+    raise _Stopped
+
+
+def _run_uvicorn(server: ApiServer, info: EngineInfo, sock: socket.socket) -> int:
+    import uvicorn
+
+    address = sock.getsockname()
+    host_text = f"[{address[0]}]" if ":" in address[0] else address[0]
+    url = f"http://{host_text}:{address[1]}/v1"
+    say(f"tandem serve: {info.pair_note}")
+    say(f"tandem serve: model '{model_id(info)}', context {info.n_ctx} tokens")
+    say(f"tandem serve: listening on {url} (OpenAI-compatible; Ctrl+C stops)")
+    config = uvicorn.Config(
+        server.build_app(),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=3,
+    )
+    stop_handler = signal.signal(signal.SIGTERM, _stop_on_signal)
+    try:
+        # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again.
+        uvicorn.Server(config).run(sockets=[sock])
+    except (KeyboardInterrupt, _Stopped):
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, stop_handler)
+    say("tandem serve: stopped")
+    return 0
