@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from app.worker import (
-    BASE_MODEL_STOP,
     ChatTurn,
     DraftChanged,
     DraftFailed,
@@ -243,8 +242,10 @@ def test_base_models_get_a_plain_text_transcript(tiny_base: Path) -> None:
         prompt, stop, _, _ = build_prompt(
             engine, ReplyRequest(1, turns, system_prompt="Be kind.", max_tokens=32), 0
         )
-        assert prompt == "Be kind.\n\nUser: Hi\nAssistant: Hello!\nUser: How are you?\nAssistant:"
-        assert stop == BASE_MODEL_STOP
+        # The system prompt, engine.chat's example exchange, the conversation, the reply's start.
+        assert prompt.startswith("Be kind.\n\nUser: ")
+        assert prompt.endswith("\nUser: Hi\nAssistant: Hello!\nUser: How are you?\nAssistant:")
+        assert stop == ()  # the reply ends at any new speaker line (engine.chat), not a fixed string
     finally:
         engine.close()
 

@@ -1,0 +1,310 @@
+"""Chat on any model: its own chat template, or a plain transcript for a base model.
+
+A base model (no chat template in the GGUF, like the embedded Gemma 3 270M) only continues
+text. Given nothing but "User: ... / Assistant:" it invents more speakers ("Student:", "User:")
+and loops; given a one-line preamble and one example exchange it answers and then starts a new
+speaker line by itself. So a base model's reply ends at the first new speaker line: any name at
+the start of a line followed by a colon (`Student:`, `User:`, `Q:`), except inside a fenced
+code block, with trailing whitespace trimmed. While streaming, text that could still turn into
+such a line is held back, so the speaker line never reaches the user.
+
+The window's worker (app/worker.py) and the CLI's `generate --chat` both prompt through here.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine.config import SamplingParams
+from engine.events import Event, Finished, TextPiece
+
+# Sampling for chat in the window, in the ranges llama.cpp's defaults and the chat apps use: a
+# little randomness, the unlikely tail cut off (top-p, min-p), and a mild repetition penalty over
+# the last 64 tokens. Speculation stays exact under it (engine/sampling.py applies the same filters
+# and penalty to every drafted position). The CLI keeps temperature 0 (greedy) as its default.
+CHAT_SAMPLING = SamplingParams(
+    temperature=0.7, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.1, repeat_last_n=64
+)
+
+DEFAULT_PREAMBLE = (
+    "A conversation between a user and a helpful assistant. The assistant answers each "
+    "message in its own words, briefly and accurately, and then stops."
+)
+# One exchange shows the base model what an answer looks like: an answer in new words, not the
+# request repeated back, and then the end of the turn.
+EXAMPLE_EXCHANGE = (
+    ("user", "Write one sentence about rain."),
+    ("assistant", "Rain drummed softly on the roof and filled the street with the smell of wet earth."),
+)
+SPEAKER_NAMES = {"user": "User", "assistant": "Assistant", "system": "System"}
+MARKER_CHARS = 40  # of the preamble's first line (transcript_marker)
+MIN_MARKER_CHARS = 12
+
+# A new speaker line: a name of up to 31 word characters and spaces at the very start of a line,
+# a colon, then a space, a line end, or the end of the text ("10:30" and "http://" are no names).
+_SPEAKER = re.compile(r"\w[\w ]{0,30}:(?=\s|$)")
+_SPEAKER_SO_FAR = re.compile(r"\w[\w ]{0,30}:\s")  # the same on a line still being written
+# What could still grow into one: a partial name, maybe with its colon.
+_SPEAKER_PREFIX = re.compile(r"\w[\w ]{0,30}:?")
+_FENCE = re.compile(r" {0,3}(```|~~~)")
+
+
+def _role_and_content(message: Any) -> tuple[str, str]:
+    if isinstance(message, Mapping):
+        return str(message["role"]), str(message["content"])
+    return str(message.role), str(message.content)
+
+
+def transcript(system_prompt: str, messages: Sequence[Any]) -> str:
+    """A base model's prompt: preamble (the system prompt, or a default), one example exchange,
+    the conversation as `User:` / `Assistant:` lines, and `Assistant:` where the reply starts.
+
+    messages: dicts with "role" and "content", or objects with .role and .content, oldest first.
+    """
+    preamble = system_prompt.strip() or DEFAULT_PREAMBLE
+    lines = [preamble, ""]
+    turns = [*EXAMPLE_EXCHANGE, *(_role_and_content(m) for m in messages)]
+    for role, content in turns:
+        if role == "system":
+            continue  # only as the preamble
+        speaker = SPEAKER_NAMES.get(role, role.capitalize())
+        lines.append(f"{speaker}: {content.strip()}")
+    lines.append("Assistant:")
+    return "\n".join(lines)
+
+
+def is_speaker_line(line: str) -> bool:
+    """Does this whole line start a new speaker's turn ("Student: ...", "User:")?"""
+    return _SPEAKER.match(line) is not None
+
+
+def transcript_marker(prompt: str) -> str:
+    """The first words of a transcript's preamble: a reply line starting with them starts the
+    transcript over (seen on Gemma 3 270M at temperature 0.7) and ends the reply too."""
+    marker = prompt.lstrip().split("\n", 1)[0].strip()[:MARKER_CHARS]
+    return marker if len(marker) >= MIN_MARKER_CHARS else ""
+
+
+def _ends_reply(line: str, marker: str) -> bool:
+    return is_speaker_line(line) or bool(marker and line.startswith(marker))
+
+
+def find_speaker_line(text: str, marker: str = "") -> int | None:
+    """Where a base model's reply ends: the start of its first speaker line after the first line
+    (the first line continues "Assistant:"), outside fenced code blocks; None if there is none.
+    A line starting with `marker` (see transcript_marker) counts as one."""
+    in_fence = False
+    start = text.find("\n") + 1
+    if start == 0:
+        return None
+    while True:
+        end = text.find("\n", start)
+        line = text[start:] if end < 0 else text[start:end]
+        if not in_fence and _ends_reply(line, marker):
+            return start
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        if end < 0:
+            return None
+        start = end + 1
+
+
+def cut_reply(text: str, marker: str = "") -> str:
+    """A base model's finished reply: up to its first speaker line, whitespace trimmed."""
+    end = find_speaker_line(text, marker)
+    return (text if end is None else text[:end]).strip()
+
+
+@dataclass
+class _Mark:
+    end: int  # offset in the raw text where the piece ends
+    is_draft: bool
+    n_tokens: int
+
+
+class SpeakerStop:
+    """Streaming form of cut_reply: feed it text as it comes, show only what it returns.
+
+    Held back until it is safe: leading whitespace (dropped), trailing whitespace, and a line
+    that could still become a speaker line. Pieces keep their draft flag (the window's tint).
+    marker: a line starting with it ends the reply too (see transcript_marker).
+    """
+
+    def __init__(self, marker: str = "") -> None:
+        self.marker = marker
+        self.raw = ""  # everything received
+        self.stopped = False
+        self._end: int | None = None  # where the reply was cut, once stopped
+        self._shown = 0  # raw offset up to which text was handed out
+        self._start: int | None = None  # first non-whitespace character
+        self._line_start = -1  # start of the current line; -1 while on the first line
+        self._in_fence = False
+        self._marks: list[_Mark] = []
+
+    @property
+    def text(self) -> str:
+        """The reply so far as it will read (complete once finish() was called)."""
+        if self._start is None:
+            return ""
+        end = self._end if self._end is not None else len(self.raw)
+        return self.raw[self._start : end].rstrip()
+
+    def feed(self, text: str, is_draft: bool = False, n_tokens: int = 0) -> list[TextPiece]:
+        if self.stopped or (not text and not n_tokens):
+            return []
+        self.raw += text
+        self._marks.append(_Mark(len(self.raw), is_draft, n_tokens))
+        if self._start is None:
+            stripped = len(self.raw) - len(self.raw.lstrip())
+            if stripped == len(self.raw):
+                self._scan_lines()
+                return []
+            self._start = stripped
+        safe = self._scan_lines()
+        return self._release(safe)
+
+    def finish(self) -> list[TextPiece]:
+        """The rest at the end of generation: a trailing "Name:" counts as a speaker line."""
+        if self.stopped:
+            return []
+        if self._line_start >= 0 and not self._in_fence:
+            line = self.raw[self._line_start :]
+            if re.fullmatch(r"\w[\w ]{0,30}:\s*", line):
+                self._stop_at(self._line_start)
+                return self._release(len(self.raw[: self._line_start].rstrip()))
+        if self._start is None:
+            return []
+        return self._release(len(self.raw.rstrip()))
+
+    def _stop_at(self, offset: int) -> None:
+        self.stopped = True
+        self._end = offset
+
+    def _scan_lines(self) -> int:
+        """Consume complete lines; return how far the raw text is safe to show."""
+        raw = self.raw
+        while True:
+            nl = raw.find("\n", max(self._line_start, 0))
+            if nl < 0:
+                break
+            if self._line_start >= 0:
+                line = raw[self._line_start : nl]
+                if not self._in_fence and _ends_reply(line, self.marker):
+                    self._stop_at(self._line_start)
+                    return len(raw[: self._line_start].rstrip())
+                if _FENCE.match(line):
+                    self._in_fence = not self._in_fence
+            self._line_start = nl + 1
+        safe = len(raw)
+        if self._line_start >= 0 and not self._in_fence:
+            line = raw[self._line_start :]
+            marker = self.marker
+            if _SPEAKER_SO_FAR.match(line) or (marker and line.startswith(marker)):
+                self._stop_at(self._line_start)
+                return len(raw[: self._line_start].rstrip())
+            if _SPEAKER_PREFIX.fullmatch(line) or (marker and line and marker.startswith(line)):
+                safe = self._line_start  # could still become "Name: " (or the marker)
+        return len(raw[:safe].rstrip())
+
+    def _release(self, upto: int) -> list[TextPiece]:
+        """Hand out raw[shown:upto] as pieces split where the draft flag changes. A piece's tokens
+        go with the text that completes it; tokens of text never shown (leading whitespace) ride
+        along with the next piece."""
+        start = max(self._shown, self._start or 0)
+        if self._start is None or upto <= start:
+            return []
+        pieces: list[TextPiece] = []
+        pos, done, carry = start, 0, 0
+        for mark in self._marks:
+            if mark.end <= pos:
+                done += 1
+                carry += mark.n_tokens
+                continue
+            complete = mark.end <= upto
+            end = mark.end if complete else upto
+            n_tokens = (mark.n_tokens if complete else 0) + carry
+            carry = 0
+            text = self.raw[pos:end]
+            if pieces and pieces[-1].is_draft == mark.is_draft:
+                last = pieces.pop()
+                pieces.append(TextPiece(last.text + text, last.n_tokens + n_tokens, mark.is_draft))
+            else:
+                pieces.append(TextPiece(text, n_tokens, mark.is_draft))
+            pos = end
+            if not complete:
+                break
+            done += 1
+        del self._marks[:done]
+        self._shown = upto
+        return pieces
+
+
+class _StopEvent(threading.Event):
+    """The engine's cancel flag: set by the caller (Stop) or by the speaker rule."""
+
+    def __init__(self, outer: Any = None) -> None:
+        super().__init__()
+        self.outer = outer
+
+    def is_set(self) -> bool:
+        return super().is_set() or (self.outer is not None and bool(self.outer.is_set()))
+
+    def cancelled_by_caller(self) -> bool:
+        return self.outer is not None and bool(self.outer.is_set())
+
+
+def stop_at_speaker_lines(events: Iterator[Event], stop: _StopEvent, marker: str = "") -> Iterator[Event]:
+    """A base model's event stream with the speaker rule applied; `stop` tells the engine to end."""
+    rule = SpeakerStop(marker)
+    for event in events:
+        if isinstance(event, TextPiece):
+            if rule.stopped:
+                continue
+            yield from rule.feed(event.text, event.is_draft, event.n_tokens)
+            if rule.stopped:
+                stop.set()
+        elif isinstance(event, Finished):
+            yield from rule.finish()
+            reason = event.stop_reason
+            if rule.stopped and not stop.cancelled_by_caller():
+                reason = "stop"
+            yield Finished(reason, rule.text, event.token_ids, event.stats)
+        else:
+            yield event
+
+
+def chat_prompt(engine: Any, messages: Sequence[Any], system_prompt: str = "") -> str:
+    """The prompt for the next assistant turn, in the model's template or as a transcript."""
+    if engine.has_chat_template:
+        chat = [{"role": "system", "content": system_prompt}] if system_prompt.strip() else []
+        chat += [{"role": r, "content": c} for r, c in map(_role_and_content, messages)]
+        return str(engine.format_chat(chat))
+    return transcript(system_prompt, messages)
+
+
+def generate_reply(
+    engine: Any,
+    prompt: str | list[int],
+    params: SamplingParams | None = None,
+    max_tokens: int = 512,
+    stop: Sequence[str] = (),
+    cancel: Any = None,
+    speculate: bool | None = None,
+) -> Iterator[Event]:
+    """engine.generate for a chat reply: a base model's reply ends at a new speaker line."""
+    if engine.has_chat_template:
+        return iter(
+            engine.generate(
+                prompt, params, max_tokens=max_tokens, stop=stop, cancel=cancel, speculate=speculate
+            )
+        )
+    flag = _StopEvent(cancel)
+    events = engine.generate(
+        prompt, params, max_tokens=max_tokens, stop=stop, cancel=flag, speculate=speculate
+    )
+    marker = transcript_marker(prompt) if isinstance(prompt, str) else ""
+    return stop_at_speaker_lines(iter(events), flag, marker)
