@@ -845,7 +845,8 @@ class _Endpoint:
                     started = True
                     await self._stream(reply, job, head, send, gone)
                 else:
-                    finished = message.event if isinstance(message.event, Finished) else None  # type: ignore[union-attr]
+                    event = message.event if isinstance(message, ReplyEvent) else None
+                    finished = event if isinstance(event, Finished) else None
                     while finished is None:
                         message = await job.get()
                         if isinstance(message, (ReplyFailed, WorkerDied)):

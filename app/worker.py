@@ -299,8 +299,9 @@ class _Child:
             self.send(ReplyFailed(request.request_id, f"no reply: {self.load_error}"))
             return
         try:
+            stop: tuple[str, ...] = ()
             if request.prompt is not None:  # a raw text completion
-                prompt, stop, n_dropped = request.prompt, (), 0
+                prompt, n_dropped = request.prompt, 0
                 n_prompt = int(self.engine.count_tokens(prompt))
             else:
                 prompt, stop, n_dropped, n_prompt = build_prompt(
