@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
+from engine.chat import CHAT_SAMPLING
 from engine.config import EngineConfig, SamplingParams
 
 log = logging.getLogger(__name__)
@@ -31,22 +32,37 @@ class Settings:
     n_threads: int | None = None  # None: the machine's cores
     n_ctx: int = 4096
     n_gpu_layers: int = 0
+    # llama.cpp RPC servers that take the target's GPU layers, "HOST:PORT,HOST:PORT" (engine.rpc).
+    rpc_servers: str = ""
     draft_max: int = 16
     adaptive: bool = True
-    temperature: float = 0.0
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
+    # Chat sampling (engine.chat.CHAT_SAMPLING); temperature 0 is greedy: exact and repeatable.
+    temperature: float = CHAT_SAMPLING.temperature
+    top_k: int = CHAT_SAMPLING.top_k
+    top_p: float = CHAT_SAMPLING.top_p
+    min_p: float = CHAT_SAMPLING.min_p
+    repeat_penalty: float = CHAT_SAMPLING.repeat_penalty
+    repeat_last_n: int = CHAT_SAMPLING.repeat_last_n
     max_tokens: int = 512
     show_draft_tint: bool = True
     # Plain-decoding speed last measured per target model, the baseline of the speedup shown.
     plain_tokens_per_s: dict[str, float] = field(default_factory=dict)
     last_conversation_id: int | None = None
+    has_seen_welcome: bool = False  # the welcome panel opens by itself on the first start only
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(
-            temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, min_p=self.min_p
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            min_p=self.min_p,
+            repeat_penalty=self.repeat_penalty,
+            repeat_last_n=self.repeat_last_n,
         )
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.temperature <= 0.0
 
     def engine_config(self, target_path: str) -> EngineConfig:
         return EngineConfig(
@@ -55,6 +71,7 @@ class Settings:
             n_ctx=self.n_ctx,
             n_threads=self.n_threads,
             n_gpu_layers=self.n_gpu_layers,
+            rpc_servers=_rpc_servers(self.rpc_servers),
             draft_max=self.draft_max,
             adaptive=self.adaptive,
             cost_cache_dir=str(paths.cost_cache_dir()),
@@ -62,6 +79,17 @@ class Settings:
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
+
+
+def _rpc_servers(text: str) -> tuple[str, ...]:
+    """The dialog only saves valid lists; a hand-edited one that is not is ignored, and said so."""
+    from engine.rpc import RpcError, parse_servers
+
+    try:
+        return parse_servers(text)
+    except RpcError as e:
+        log.warning("RPC servers in the settings ignored: %s", e)
+        return ()
 
 
 _TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,)}
@@ -82,6 +110,10 @@ def _accepts(type_text: str, value: Any) -> bool:
 def _coerce(raw: dict[str, Any]) -> Settings:
     """Keep the known keys whose values have the field's type; drop the rest."""
     kept: dict[str, Any] = {}
+    if "repeat_penalty" not in raw and raw.get("temperature") == 0.0:
+        # Written before the chat sampling defaults, when every file said temperature 0 (greedy)
+        # whether the user chose it or not: take the new defaults.
+        raw = {k: v for k, v in raw.items() if k != "temperature"}
     for f in dataclasses.fields(Settings):
         if f.name not in raw:
             continue

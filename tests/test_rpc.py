@@ -41,7 +41,6 @@ SERVER_BIN = Path(sys.executable).parent / "ggml-rpc-server"
 TIMEOUT_S = 120
 
 
-
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -408,3 +407,73 @@ def test_rpc_server_notice_warns_for_a_network_address() -> None:
 )
 def test_rpc_server_bad_arguments(args: list[str], message: str) -> None:
     assert message in error_line(tandem("rpc-server", *args))
+
+
+# -- the window ------------------------------------------------------------------------------------
+
+
+def test_settings_dialog_takes_rpc_servers(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from app.settings import Settings
+    from ui.settings_dialog import SettingsDialog, needs_reload
+
+    before = Settings()
+    dialog = SettingsDialog(before, gpu_offload_supported=False)
+    qtbot.addWidget(dialog)
+    assert not dialog.gpu_layers.isEnabled()  # a CPU build without RPC servers: nothing to offload to
+    dialog.rpc_servers.setText("my-laptop")
+    assert dialog.gpu_layers.isEnabled()
+    dialog.accept()
+    assert dialog.result() != dialog.DialogCode.Accepted
+    assert "is not an RPC server address" in dialog.rpc_error.text() and not dialog.rpc_error.isHidden()
+
+    dialog.rpc_servers.setText("10.0.0.2:50052 , 10.0.0.3:50052")
+    dialog.accept()
+    assert "set it (999: all of them)" in dialog.rpc_error.text()
+    dialog.gpu_layers.setValue(999)
+    dialog.accept()
+    assert dialog.result() == dialog.DialogCode.Accepted
+    after = dialog.result_settings()
+    assert after.rpc_servers == "10.0.0.2:50052, 10.0.0.3:50052"
+    assert needs_reload(before, after)
+    assert after.engine_config("m.gguf").rpc_servers == ("10.0.0.2:50052", "10.0.0.3:50052")
+    # A hand-edited settings file with a bad list: ignored, the model loads locally.
+    assert Settings(rpc_servers="nonsense").engine_config("m.gguf").rpc_servers == ()
+
+
+def test_window_on_an_rpc_server_survives_losing_it(  # type: ignore[no-untyped-def]
+    qtbot, open_window, wait_reply, slow_target: Path
+) -> None:
+    from app.store import Store
+
+    server = Server()
+    try:
+        rss0 = memory_kb(server.proc.pid, "VmRSS")
+        window = open_window(slow_target, rpc_servers=server.endpoint, n_gpu_layers=99, max_tokens=1800)
+        assert memory_kb(server.proc.pid, "VmHWM") - rss0 > 0.8 * slow_target.stat().st_size / 1024
+        window.send("Write a very long essay")
+        qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 10, timeout=60_000)
+        server.kill()
+        wait_reply(window)
+        qtbot.waitUntil(
+            lambda: f"lost the RPC server {server.endpoint}" in window.chat.notice.text(), timeout=30_000
+        )
+        store = Store()
+        try:
+            user, reply = store.messages(window.conversation_id)
+        finally:
+            store.close()
+        assert user.content == "Write a very long essay"
+        assert reply.status == "interrupted" and reply.content
+
+        # The server is back: the next message starts a fresh engine on it and is answered.
+        server = Server(server.port)
+        window.settings = window.settings.replace(max_tokens=16)
+        window.send("Shorter please")
+        wait_reply(window, timeout_ms=120_000)
+        store = Store()
+        try:
+            assert store.messages(window.conversation_id)[-1].status == "complete"
+        finally:
+            store.close()
+    finally:
+        server.kill()

@@ -43,9 +43,11 @@ ip netns list | grep -qw "$NS" && die "network namespace $NS exists already (ip 
 
 SERVER_PID=
 cleanup() {
-    [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
-    ip link del "$HOST_IF" 2>/dev/null || true
-    ip netns del "$NS" 2>/dev/null || true
+    set +e
+    if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null; fi
+    ip link del "$HOST_IF" 2>/dev/null
+    ip netns del "$NS" 2>/dev/null
+    true
 }
 trap cleanup EXIT
 

@@ -8,17 +8,21 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QDoubleSpinBox,
     QFormLayout,
+    QHBoxLayout,
     QLabel,
+    QLineEdit,
+    QPushButton,
     QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
 from app.settings import Settings
+from engine.chat import CHAT_SAMPLING
 from engine.config import default_threads
 
 # Changing one of these needs the engine reloaded; sampling settings apply from the next reply.
-ENGINE_FIELDS = ("n_threads", "n_ctx", "n_gpu_layers", "draft_max", "adaptive")
+ENGINE_FIELDS = ("n_threads", "n_ctx", "n_gpu_layers", "rpc_servers", "draft_max", "adaptive")
 
 
 class SettingsDialog(QDialog):
@@ -56,12 +60,53 @@ class SettingsDialog(QDialog):
             note.setWordWrap(True)
             form.addRow("", note)
 
+        self.rpc_servers = QLineEdit(settings.rpc_servers)
+        self.rpc_servers.setObjectName("rpcServersEdit")
+        self.rpc_servers.setPlaceholderText("none (HOST:PORT, HOST:PORT…)")
+        self.rpc_servers.setToolTip(
+            "Machines running `tandem rpc-server`: the target model's GPU layers go there, the draft "
+            "model stays here. The protocol has no authentication: use a trusted network only."
+        )
+        self.rpc_servers.textChanged.connect(self.on_rpc_servers_text_changed)
+        form.addRow("RPC servers:", self.rpc_servers)
+        self.rpc_error = QLabel()
+        self.rpc_error.setObjectName("rpcServersError")
+        self.rpc_error.setWordWrap(True)
+        self.rpc_error.setStyleSheet("color: #b00020;")
+        self.rpc_error.setVisible(False)
+        form.addRow("", self.rpc_error)
+        self._gpu_offload_supported = gpu_offload_supported
+        self.on_rpc_servers_text_changed(self.rpc_servers.text())
+
+        sampling_row = QHBoxLayout()
+        self.greedy = QCheckBox("Greedy (exact, repeatable)")
+        self.greedy.setObjectName("greedyCheck")
+        self.greedy.setToolTip(
+            "Temperature 0: always the model's most likely token, so the same prompt gives the same "
+            "reply. Speculation is exact either way: it never changes what the model would write."
+        )
+        self.greedy.setChecked(settings.temperature <= 0.0)
+        self.greedy.toggled.connect(self.on_greedy_toggled)
+        sampling_row.addWidget(self.greedy)
+        self.chat_defaults_button = QPushButton("Chat defaults")
+        self.chat_defaults_button.setToolTip(
+            f"Temperature {CHAT_SAMPLING.temperature}, top-k {CHAT_SAMPLING.top_k}, "
+            f"top-p {CHAT_SAMPLING.top_p}, min-p {CHAT_SAMPLING.min_p}, repetition penalty "
+            f"{CHAT_SAMPLING.repeat_penalty} over the last {CHAT_SAMPLING.repeat_last_n} tokens"
+        )
+        self.chat_defaults_button.clicked.connect(self.on_chat_defaults_button_clicked)
+        sampling_row.addWidget(self.chat_defaults_button)
+        sampling_row.addStretch(1)
+        form.addRow("Sampling:", sampling_row)
+
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(0.0, 2.0)
         self.temperature.setSingleStep(0.1)
         self.temperature.setValue(settings.temperature)
         self.temperature.setToolTip("0 is greedy: the same prompt gives the same reply")
+        self.temperature.valueChanged.connect(self.on_temperature_value_changed)
         form.addRow("Temperature:", self.temperature)
+        self._last_temperature = settings.temperature if settings.temperature > 0 else CHAT_SAMPLING.temperature
 
         self.top_k = QSpinBox()
         self.top_k.setRange(0, 1000)
@@ -80,6 +125,19 @@ class SettingsDialog(QDialog):
         self.min_p.setValue(settings.min_p)
         form.addRow("Min-p:", self.min_p)
 
+        self.repeat_penalty = QDoubleSpinBox()
+        self.repeat_penalty.setRange(1.0, 2.0)
+        self.repeat_penalty.setSingleStep(0.05)
+        self.repeat_penalty.setValue(settings.repeat_penalty)
+        self.repeat_penalty.setToolTip("1.0 is off; above 1 makes tokens used recently less likely")
+        form.addRow("Repetition penalty:", self.repeat_penalty)
+
+        self.repeat_last_n = QSpinBox()
+        self.repeat_last_n.setRange(0, 4096)
+        self.repeat_last_n.setSuffix(" tokens")
+        self.repeat_last_n.setValue(settings.repeat_last_n)
+        form.addRow("Penalize repeats within the last:", self.repeat_last_n)
+
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(16, 32768)
         self.max_tokens.setValue(settings.max_tokens)
@@ -95,6 +153,8 @@ class SettingsDialog(QDialog):
         self.draft_max.setValue(settings.draft_max)
         form.addRow("Draft length (longest if adaptive):", self.draft_max)
 
+        for box in (self.top_k, self.top_p, self.min_p):
+            box.setEnabled(not self.greedy.isChecked())
         layout.addLayout(form)
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
@@ -108,14 +168,70 @@ class SettingsDialog(QDialog):
             n_threads=self.threads.value() or None,
             n_ctx=self.context.value(),
             n_gpu_layers=self.gpu_layers.value(),
+            rpc_servers=", ".join(self._parsed_rpc_servers()),
             temperature=self.temperature.value(),
             top_k=self.top_k.value(),
             top_p=self.top_p.value(),
             min_p=self.min_p.value(),
+            repeat_penalty=self.repeat_penalty.value(),
+            repeat_last_n=self.repeat_last_n.value(),
             max_tokens=self.max_tokens.value(),
             adaptive=self.adaptive.isChecked(),
             draft_max=self.draft_max.value(),
         )
+
+
+    def _parsed_rpc_servers(self) -> tuple[str, ...]:
+        from engine.rpc import RpcError, parse_servers
+
+        try:
+            return parse_servers(self.rpc_servers.text())
+        except RpcError:
+            return ()
+
+    def on_rpc_servers_text_changed(self, text: str) -> None:
+        # RPC servers are where the GPU layers go, in any build.
+        self.gpu_layers.setEnabled(self._gpu_offload_supported or bool(text.strip()))
+        self.rpc_error.setVisible(False)
+
+    def accept(self) -> None:
+        """Refuse an RPC server list that cannot work, with the reason under the field."""
+        from engine.rpc import RpcError, parse_servers
+
+        try:
+            servers = parse_servers(self.rpc_servers.text())
+            if servers and self.gpu_layers.value() < 1:
+                raise RpcError(
+                    "GPU layers says how many layers go to the RPC servers: set it (999: all of them)"
+                )
+        except RpcError as e:
+            self.rpc_error.setText(str(e))
+            self.rpc_error.setVisible(True)
+            self.rpc_servers.setFocus()
+            return
+        super().accept()
+
+    def on_greedy_toggled(self, is_checked: bool) -> None:
+        if is_checked:
+            if self.temperature.value() > 0:
+                self._last_temperature = self.temperature.value()
+            self.temperature.setValue(0.0)
+        elif self.temperature.value() <= 0:
+            self.temperature.setValue(self._last_temperature)
+        for box in (self.top_k, self.top_p, self.min_p):
+            box.setEnabled(not is_checked)
+
+    def on_temperature_value_changed(self, value: float) -> None:
+        if (value <= 0.0) != self.greedy.isChecked():
+            self.greedy.setChecked(value <= 0.0)
+
+    def on_chat_defaults_button_clicked(self) -> None:
+        self.temperature.setValue(CHAT_SAMPLING.temperature)
+        self.top_k.setValue(CHAT_SAMPLING.top_k)
+        self.top_p.setValue(CHAT_SAMPLING.top_p)
+        self.min_p.setValue(CHAT_SAMPLING.min_p)
+        self.repeat_penalty.setValue(CHAT_SAMPLING.repeat_penalty)
+        self.repeat_last_n.setValue(CHAT_SAMPLING.repeat_last_n)
 
 
 def needs_reload(before: Settings, after: Settings) -> bool:
