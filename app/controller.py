@@ -3,8 +3,9 @@
 The GUI thread never waits on the engine. A reader thread (in WorkerProcess) receives every
 message and appends it to a queue; the first message into an empty queue wakes the GUI thread
 once, and a single-shot timer then drains the whole queue at most every FLUSH_INTERVAL_MS. The
-text pieces of one drain are merged into one ReplyProgress, so a model producing thousands of
-tokens a second costs the window about 40 repaints a second, and an idle engine costs nothing.
+text pieces of one drain are appended to their reply's one buffer (app.reply.Reply) and announced
+by one ReplyProgress, so a model producing thousands of tokens a second costs the window about
+40 repaints a second, and an idle engine costs nothing.
 
 When the child dies (native crash, SIGKILL, out of memory) the replies it owed fail with a
 sentence, and the next request starts a fresh child with the last configuration by itself.
@@ -15,10 +16,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from app.reply import Reply, ReplyProgress
 from app.worker import (
     ChatTurn,
     DraftChanged,
@@ -38,39 +42,33 @@ from app.worker import (
     death_sentence,
 )
 from engine.config import EngineConfig, SamplingParams
-from engine.events import Finished, Stats, TextPiece
+from engine.events import Finished, Stats
+
+__all__ = ["FLUSH_INTERVAL_MS", "EngineController", "Reply", "ReplyProgress"]
 
 FLUSH_INTERVAL_MS = 25  # at most 40 display updates a second, at least 30 while text arrives
+DRAIN_BUDGET_S = 0.005  # one drain handles messages for about this long, then yields the loop
 
 
-@dataclass(frozen=True)
-class ReplyProgress:
-    """Everything one reply produced since the last display update."""
+class EngineHost(Protocol):
+    """What the controller needs of the engine's process (app.worker.WorkerProcess); it calls
+    the `on_message` it was made with, on a thread of its own, with every message."""
 
-    request_id: int
-    pieces: tuple[tuple[str, bool], ...]  # (text, is_draft), neighbours of the same origin merged
-    n_tokens: int
-    stats: tuple[Stats, ...]  # the snapshots that arrived, oldest first (empty: none this time)
+    @property
+    def pid(self) -> int | None: ...
 
+    @property
+    def exitcode(self) -> int | None: ...
 
-class _Batch:
-    """Pieces and stats of one reply, gathered during one drain."""
+    def start(self) -> None: ...
 
-    def __init__(self, request_id: int) -> None:
-        self.request_id = request_id
-        self.pieces: list[tuple[str, bool]] = []
-        self.n_tokens = 0
-        self.stats: list[Stats] = []
+    def is_alive(self) -> bool: ...
 
-    def add_piece(self, piece: TextPiece) -> None:
-        if self.pieces and self.pieces[-1][1] == piece.is_draft:
-            self.pieces[-1] = (self.pieces[-1][0] + piece.text, piece.is_draft)
-        else:
-            self.pieces.append((piece.text, piece.is_draft))
-        self.n_tokens += piece.n_tokens
+    def send(self, request: object) -> None: ...
 
-    def progress(self) -> ReplyProgress:
-        return ReplyProgress(self.request_id, tuple(self.pieces), self.n_tokens, tuple(self.stats))
+    def cancel(self) -> None: ...
+
+    def shutdown(self, timeout_s: float = 3.0) -> None: ...
 
 
 class EngineController(QObject):
@@ -81,21 +79,29 @@ class EngineController(QObject):
     draft_changed = Signal(object)  # EngineInfo
     draft_failed = Signal(str)
     reply_started = Signal(object)  # worker.ReplyStarted
-    reply_progressed = Signal(object)  # ReplyProgress
-    reply_finished = Signal(int, object)  # request id, engine.events.Finished
+    reply_progressed = Signal(object)  # app.reply.ReplyProgress
+    reply_finished = Signal(object)  # app.reply.Reply, its `finished` set
     reply_failed = Signal(int, str, bool)  # request id, sentence, whether the engine died
     busy_changed = Signal(bool)
     _woke = Signal()  # emitted from the reader thread; queued to the GUI thread
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        parent: QObject | None = None,
+        worker_factory: Callable[[Callable[[object], None]], EngineHost] = WorkerProcess,
+    ) -> None:
+        """worker_factory(on_message) makes the engine's process (app.bench_gui passes a stand-in)."""
         super().__init__(parent)
-        self._worker: WorkerProcess | None = None
+        self._worker_factory = worker_factory
+        self._worker: EngineHost | None = None
         self._generation = 0  # which worker the queued messages came from
         self._config: EngineConfig | None = None
         self._info: EngineInfo | None = None
         self._pending: list[int] = []
+        self._replies: dict[int, Reply] = {}  # the buffers of the pending replies
         self._next_request_id = 1
         self._lock = threading.Lock()
+        self._tap: Callable[[object], bool] | None = None  # another user of this engine (the API)
         self._inbox: deque[tuple[int, object]] = deque()
         self._is_wake_pending = False
         self._last_flush_s = 0.0
@@ -159,6 +165,7 @@ class EngineController(QObject):
         self._next_request_id += 1
         was_busy = self.is_busy
         self._pending.append(request_id)
+        self._replies[request_id] = Reply(request_id)
         self._worker.send(
             ReplyRequest(
                 request_id=request_id,
@@ -173,6 +180,10 @@ class EngineController(QObject):
         if not was_busy:
             self.busy_changed.emit(True)
         return request_id
+
+    def reply(self, request_id: int) -> Reply | None:
+        """The buffer of a reply not yet finished or failed (the same object every signal carries)."""
+        return self._replies.get(request_id)
 
     @Slot()
     def stop(self) -> None:
@@ -196,6 +207,21 @@ class EngineController(QObject):
         if self._worker is not None and self._worker.pid:
             os.kill(self._worker.pid, signal.SIGKILL)
 
+    # ---- another user of the same engine (the window's API server, app.serve.SharedEngineHost)
+
+    def set_tap(self, tap: Callable[[object], bool] | None) -> None:
+        """tap(message) sees every worker message first, on the reader thread; the messages it
+        returns True for (replies to its own requests) are not the window's."""
+        self._tap = tap
+
+    def send_to_worker(self, request: object) -> bool:
+        """Send another user's request to the engine (any thread); False when no engine runs."""
+        worker = self._worker
+        if worker is None or not worker.is_alive():
+            return False
+        worker.send(request)
+        return True
+
     # ---- the worker
 
     def _ensure_worker(self, send_load: bool) -> None:
@@ -208,7 +234,7 @@ class EngineController(QObject):
             self._dispatch(WorkerDied(exitcode, death_sentence(exitcode)))
         self._generation += 1
         generation = self._generation
-        self._worker = WorkerProcess(lambda message: self._enqueue(generation, message))
+        self._worker = self._worker_factory(lambda message: self._enqueue(generation, message))
         self._worker.start()
         if send_load and self._config is not None:
             self.load_progressed.emit("Starting a fresh engine…", -1.0)
@@ -216,6 +242,9 @@ class EngineController(QObject):
 
     def _enqueue(self, generation: int, message: object) -> None:
         """Reader thread: queue a message and wake the GUI thread if it is not already woken."""
+        tap = self._tap
+        if tap is not None and tap(message):
+            return
         with self._lock:
             self._inbox.append((generation, message))
             if self._is_wake_pending:
@@ -236,35 +265,51 @@ class EngineController(QObject):
             messages = list(self._inbox)
             self._inbox.clear()
             self._is_wake_pending = False
-        batch: _Batch | None = None
+        # The reply that pieces are being appended to, its length before this drain, its new stats.
+        current: tuple[Reply, int, list[Stats]] | None = None
 
-        def emit_batch() -> None:
-            nonlocal batch
-            if batch is not None and (batch.pieces or batch.stats):
-                self.reply_progressed.emit(batch.progress())
-            batch = None
+        def announce() -> None:
+            nonlocal current
+            if current is not None:
+                reply, start, stats = current
+                if len(reply) != start or stats:
+                    self.reply_progressed.emit(ReplyProgress(reply, start, tuple(stats)))
+            current = None
 
-        for generation, message in messages:
+        deadline = time.perf_counter() + DRAIN_BUDGET_S
+        for i, (generation, message) in enumerate(messages):
+            if i % 128 == 127 and time.perf_counter() > deadline:
+                # A backlog (an engine faster than the window): the rest in the next turn of the
+                # event loop, so that one drain never holds the window for long.
+                with self._lock:
+                    self._inbox.extendleft(reversed(messages[i:]))
+                    self._is_wake_pending = True  # the timer below is the wake-up
+                self._flush_timer.start(1)  # not 0: Qt would run it before due timers and input
+                break
             if generation != self._generation:
                 continue  # from a worker that was replaced
             if isinstance(message, ReplyEvent):
                 event = message.event
+                reply = self._replies.get(message.request_id)
+                if reply is None:
+                    continue  # already settled (failed when its engine died)
                 if isinstance(event, Finished):
-                    emit_batch()
+                    announce()
+                    reply.finish(event)
+                    del self._replies[message.request_id]
                     self._finish(message.request_id)
-                    self.reply_finished.emit(message.request_id, event)
+                    self.reply_finished.emit(reply)
                     continue
-                if batch is None or batch.request_id != message.request_id:
-                    emit_batch()
-                    batch = _Batch(message.request_id)
-                if isinstance(event, TextPiece):
-                    batch.add_piece(event)
-                elif isinstance(event, Stats):
-                    batch.stats.append(event)
+                if current is None or current[0] is not reply:
+                    announce()
+                    current = (reply, len(reply), [])
+                reply.add(event)
+                if isinstance(event, Stats):
+                    current[2].append(event)
                 continue
-            emit_batch()
+            announce()
             self._dispatch(message)
-        emit_batch()
+        announce()
 
     def _dispatch(self, message: object) -> None:
         if isinstance(message, LoadProgressed):
@@ -289,6 +334,7 @@ class EngineController(QObject):
         elif isinstance(message, ReplyStarted):
             self.reply_started.emit(message)
         elif isinstance(message, ReplyFailed):
+            self._replies.pop(message.request_id, None)
             self._finish(message.request_id)
             self.reply_failed.emit(message.request_id, message.sentence, False)
         elif isinstance(message, WorkerDied):
@@ -306,6 +352,7 @@ class EngineController(QObject):
 
     def _fail_pending(self, sentence: str, engine_died: bool) -> None:
         pending, self._pending = self._pending, []
+        self._replies.clear()
         for request_id in pending:
             self.reply_failed.emit(request_id, sentence, engine_died)
         if pending:

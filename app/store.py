@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
+from app.reply import ReplyText
 
 # complete: finished normally; streaming: being written; cancelled: the user pressed Stop;
 # interrupted: the engine (or the app) stopped mid-reply; superseded: replaced by regenerate/edit.
@@ -67,6 +68,11 @@ class Message:
     @property
     def is_interrupted(self) -> bool:
         return self.status == "interrupted"
+
+    @property
+    def reply_text(self) -> ReplyText:
+        """The content with its drafted ranges, as app.reply.Reply.shown() gave them."""
+        return ReplyText(self.content, self.draft_spans)
 
 
 def _message(row: sqlite3.Row) -> Message:
@@ -180,6 +186,12 @@ class Store:
             values.append(json.dumps([list(s) for s in draft_spans]))
         with self._db:
             self._db.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", (*values, message_id))
+
+    def save_reply(
+        self, message_id: int, reply: ReplyText, status: str, stats: dict[str, Any] | None = None
+    ) -> None:
+        """Write a reply as it stands (app.reply.Reply.shown()): its text and drafted ranges."""
+        self.update_message(message_id, reply.text, status=status, stats=stats, draft_spans=reply.draft_spans)
 
     def set_status(self, message_ids: Iterable[int], status: str) -> None:
         with self._db:

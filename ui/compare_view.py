@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.reply import Reply, ReplyProgress
 from engine.events import Stats
 from ui.markdown_view import MessageBody
 from ui.stats_format import DASH, SPECULATION_NAMES
@@ -100,27 +101,28 @@ class _RunPane(QGroupBox):
         self.stats.setWordWrap(True)
         layout.addWidget(self.body, 1)
         layout.addWidget(self.stats)
-        self.text = ""
-        self.spans: list[tuple[int, int]] = []
+        self.reply: Reply | None = None  # the controller's buffer of this run's reply
+
+    @property
+    def text(self) -> str:
+        return self.reply.text if self.reply is not None else ""
 
     def reset(self) -> None:
-        self.text, self.spans = "", []
+        self.reply = None
         self.body.set_content("", (), True)
         self.stats.setText(DASH)
 
-    def append(self, pieces: Sequence[tuple[str, bool]], tint: bool) -> None:
-        for text, is_draft in pieces:
-            if is_draft:
-                self.spans.append((len(self.text), len(self.text) + len(text)))
-            self.text += text
-        self.body.set_content(self.text, self.spans, tint)
+    def stream(self, reply: Reply, tint: bool) -> None:
+        """Show the reply so far, exactly as generated; only its new text is laid out."""
+        self.reply = reply
+        shown = reply.raw()
+        self.body.stream(shown.text, shown.draft_spans, tint)
 
-    def set_text(self, text: str, tint: bool) -> None:
-        """The final text (stop strings trimmed); spans past its end are dropped."""
-        if text != self.text:
-            self.spans = [(a, min(b, len(text))) for a, b in self.spans if a < len(text)]
-            self.text = text
-            self.body.set_content(self.text, self.spans, tint)
+    def finish(self, reply: Reply, tint: bool) -> None:
+        """The final text (stop strings trimmed), rendered once."""
+        self.reply = reply
+        shown = reply.raw()
+        self.body.finish(shown.text, shown.draft_spans, tint)
 
     def show_stats(self, stats: Stats) -> None:
         parts = [f"{stats.n_generated} tokens", f"{stats.decode_tokens_per_s:.1f} tok/s"]
@@ -214,23 +216,22 @@ class CompareView(QWidget):
         name = self.request_ids.get(request_id)
         return None if name is None else self.plain if name == "plain" else self.speculative
 
-    def on_progress(
-        self, request_id: int, pieces: Sequence[tuple[str, bool]], stats: Sequence[Stats], tint: bool
-    ) -> None:
-        pane, name = self.pane(request_id), self.request_ids.get(request_id)
+    def on_progress(self, progress: ReplyProgress, tint: bool) -> None:
+        pane, name = self.pane(progress.request_id), self.request_ids.get(progress.request_id)
         if pane is None or name is None:
             return
-        if pieces:
-            pane.append(pieces, tint)
-        if stats:
-            pane.show_stats(stats[-1])
-            self.chart.add_points(name, [(s.decode_s, s.n_generated) for s in stats])
+        if len(progress.reply) != progress.start:
+            pane.stream(progress.reply, tint)
+        if progress.stats:
+            pane.show_stats(progress.stats[-1])
+            self.chart.add_points(name, [(s.decode_s, s.n_generated) for s in progress.stats])
 
-    def on_finished(self, request_id: int, text: str, stats: Stats, tint: bool) -> None:
-        pane, name = self.pane(request_id), self.request_ids.get(request_id)
-        if pane is None or name is None:
+    def on_finished(self, reply: Reply, tint: bool) -> None:
+        pane, name = self.pane(reply.request_id), self.request_ids.get(reply.request_id)
+        if pane is None or name is None or reply.finished is None:
             return
-        pane.set_text(text, tint)
+        stats = reply.finished.stats
+        pane.finish(reply, tint)
         pane.show_stats(stats)
         self.chart.add_points(name, [(stats.decode_s, stats.n_generated)])
         self.final_stats[name] = stats

@@ -8,6 +8,7 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
+from app.reply import ReplyText
 from ui.markdown_view import MessageBody
 from ui.stats_format import details_line, details_tooltip
 
@@ -65,7 +66,16 @@ class MessageWidget(QFrame):
         layout.addWidget(self.details)
 
     def set_content(self, text: str, draft_spans: Sequence[tuple[int, int]], tint: bool) -> None:
+        """Render the whole text (a stored message, or a reply that has just ended)."""
         self.body.set_content(text, draft_spans, tint)
+
+    def stream(self, reply: ReplyText, tint: bool) -> None:
+        """Show a streaming reply so far; only its new text is laid out."""
+        self.body.stream(reply.text, reply.draft_spans, tint)
+
+    def finish(self, reply: ReplyText, tint: bool) -> None:
+        """The reply has ended: its final text, rendered once (text() has it at once)."""
+        self.body.finish(reply.text, reply.draft_spans, tint)
 
     def text(self) -> str:
         return self.body.source_text()
