@@ -2,15 +2,17 @@
 
 The window owns the store (conversations on disk), the settings and the engine controller. It
 knows the engine only through the controller's signals: replies arrive as coalesced
-ReplyProgress batches, are shown, and are written to the store at most every SAVE_INTERVAL_S
+ReplyProgress updates of one reply buffer (app.reply), are shown (only the new text is laid out),
+and are written to the store at most every SAVE_INTERVAL_S
 and at their end, so a crash of anything loses at most that much of a reply.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +29,12 @@ from PySide6.QtWidgets import (
     QSplitter,
     QTabWidget,
     QToolBar,
+    QVBoxLayout,
     QWidget,
 )
 
-from app.controller import EngineController, ReplyProgress
+from app.controller import EngineController
+from app.reply import Reply, ReplyProgress
 from app.settings import Settings, load_settings, save_settings
 from app.store import Message, Store
 from app.worker import ChatTurn, EngineInfo, ReplyStarted
@@ -51,34 +55,24 @@ SPECULATION_CHOICES = (("Off", "none"), ("N-gram lookup", "ngram"), ("Draft mode
 
 @dataclass
 class LiveReply:
-    """The reply being generated for the chat, as shown and as stored."""
+    """The reply being generated for the chat: the controller's buffer, and where it is shown and stored."""
 
-    request_id: int
     conversation_id: int
     message_id: int
-    text: str = ""
-    spans: list[tuple[int, int]] = field(default_factory=list)  # draft-written ranges of text
-    stats: Stats | None = None
+    reply: Reply
     last_saved_s: float = 0.0
 
-    def append(self, pieces: tuple[tuple[str, bool], ...]) -> None:
-        for text, is_draft in pieces:
-            start, end = len(self.text), len(self.text) + len(text)
-            if is_draft and text:
-                if self.spans and self.spans[-1][1] == start:
-                    self.spans[-1] = (self.spans[-1][0], end)
-                else:
-                    self.spans.append((start, end))
-            self.text += text
+    @property
+    def request_id(self) -> int:
+        return self.reply.request_id
 
-    def shown(self, is_final: bool = False) -> tuple[str, list[tuple[int, int]]]:
-        """Text without the leading whitespace models put after the prompt, spans shifted to match."""
-        text = self.text.rstrip() if is_final else self.text
-        cut = len(text) - len(text.lstrip())
-        spans = [
-            (max(0, a - cut), min(len(text), b) - cut) for a, b in self.spans if b > cut and a < len(text)
-        ]
-        return text[cut:], [(a, b) for a, b in spans if b > a]
+    @property
+    def text(self) -> str:
+        return self.reply.text
+
+    @property
+    def stats(self) -> Stats | None:
+        return self.reply.stats
 
 
 def _title_from(text: str) -> str:
@@ -130,6 +124,7 @@ class MainWindow(QMainWindow):
         self._build_tabs()
         self._build_toolbar()
         self._build_status_bar()
+        self._build_menu()
         self._connect_controller()
 
         self._refresh_conversations()
@@ -178,6 +173,9 @@ class MainWindow(QMainWindow):
         self.settings_action = QAction("Settings…", self)
         self.settings_action.triggered.connect(self.on_settings_action_triggered)
         bar.addAction(self.settings_action)
+        from ui.serve_toggle import ServeToggle
+
+        self.serve_toggle = ServeToggle(self, bar)  # the loaded engine on the OpenAI-compatible API
         self._show_speculation_choice(self._current_draft())
 
     def _build_tabs(self) -> None:
@@ -190,7 +188,14 @@ class MainWindow(QMainWindow):
         splitter.addWidget(self.chat)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([250, 930])
-        self.tabs.addTab(splitter, "Chat")
+        chat_tab = QWidget()
+        chat_layout = QVBoxLayout(chat_tab)
+        chat_layout.setContentsMargins(0, 0, 0, 0)
+        self.welcome = self._make_welcome()
+        if self.welcome is not None:
+            chat_layout.addWidget(self.welcome)
+        chat_layout.addWidget(splitter, 1)
+        self.tabs.addTab(chat_tab, "Chat")
         self.compare = CompareView()
         self.tabs.addTab(self.compare, "Compare")
         self.models_page = self._make_models_page()
@@ -227,6 +232,84 @@ class MainWindow(QMainWindow):
             )
             label.setAlignment(Qt.AlignmentFlag.AlignCenter)
             return label
+
+    def _make_welcome(self) -> Any:
+        """The first-start welcome panel (ui/welcome.py); like the models page, optional."""
+        self._welcome_download: str | None = None  # the pair its button is downloading
+        self._is_welcome_connected = False
+        try:
+            from app.catalog import detect_machine, gpu_memory_bytes, load_catalog
+            from ui.welcome import WelcomePanel
+
+            machine = detect_machine()
+            vram = gpu_memory_bytes(machine.gpu_label, machine.total_ram_bytes) if machine.has_gpu else 0
+            panel = WelcomePanel(load_catalog(), machine, vram)
+        except Exception as e:
+            log.warning("welcome panel unavailable: %s", e)
+            return None
+        panel.download_requested.connect(self.on_welcome_download_requested)
+        panel.dismissed.connect(self.on_welcome_dismissed)
+        if self.settings.has_seen_welcome:
+            panel.hide()
+        else:
+            self._update_settings(has_seen_welcome=True)  # first start only
+        return panel
+
+    def _build_menu(self) -> None:
+        help_menu = self.menuBar().addMenu("&Help")
+        self.welcome_action = QAction("Welcome", self)
+        self.welcome_action.setToolTip("The built-in model, speculation, and a model for this machine")
+        self.welcome_action.triggered.connect(self.show_welcome)
+        self.welcome_action.setEnabled(self.welcome is not None)
+        help_menu.addAction(self.welcome_action)
+
+    def show_welcome(self) -> None:
+        if self.welcome is not None:
+            self.tabs.setCurrentIndex(0)
+            self.welcome.show()
+
+    def on_welcome_dismissed(self) -> None:
+        self._update_settings(has_seen_welcome=True)
+
+    def on_welcome_download_requested(self, pair: Any) -> None:
+        """Download the recommended pair through the Models page; switch to it when done."""
+        page = self.models_page
+        if self.welcome is None:
+            return
+        if not hasattr(page, "download_finished"):
+            self.welcome.set_status("Downloads need the Models page, which is not available in this build.", True)
+            return
+        if not self._is_welcome_connected:
+            self._is_welcome_connected = True
+            page.download_progressed.connect(self.on_models_page_download_progressed)
+            page.download_finished.connect(self.on_models_page_download_finished)
+            page.download_failed.connect(self.on_models_page_download_failed)
+        self._welcome_download = pair.name
+        self.welcome.set_downloading(True)
+        self.welcome.set_status(f"Downloading {pair.title}… (progress, pause and cancel also on the Models page)")
+        page.on_download_clicked(pair)
+
+    def on_models_page_download_progressed(self, key: str, text: str) -> None:
+        if self.welcome is not None and key == self._welcome_download:
+            self.welcome.set_status(f"Downloading: {text}")
+
+    def on_models_page_download_finished(self, key: str, done: list[str]) -> None:
+        if self.welcome is None or key != self._welcome_download or not done:
+            return
+        self._welcome_download = None
+        self.welcome.set_downloading(False)
+        self.welcome.set_status("Downloaded; switching to the new pair…")
+        target = done[0]
+        draft = done[1] if len(done) > 1 else "ngram"
+        self.on_models_page_pair_chosen(target, draft)
+
+    def on_models_page_download_failed(self, key: str, message: str, is_paused: bool) -> None:
+        if self.welcome is not None and key == self._welcome_download:
+            self.welcome.set_downloading(False)
+            self.welcome.set_status(
+                f"Download paused: {message}" if is_paused else f"Download stopped: {message}",
+                is_error=not is_paused,
+            )
 
     def _build_status_bar(self) -> None:
         status = self.statusBar()
@@ -350,8 +433,8 @@ class MainWindow(QMainWindow):
         self.chat.set_system_prompt(conversation.system_prompt if conversation else "")
         for m in self.store.messages(conversation_id):
             if self.live is not None and self.live.message_id == m.id:
-                text, spans = self.live.shown()
-                self.chat.add_message(m.id, m.role, text, spans, "streaming", None, tint)
+                shown = self.live.reply.shown()
+                self.chat.add_message(m.id, m.role, shown.text, shown.draft_spans, "streaming", None, tint)
             else:
                 self.chat.add_message(m.id, m.role, m.content, m.draft_spans, m.status, m.stats, tint)
         self.chat.scroll_to_end()
@@ -402,7 +485,9 @@ class MainWindow(QMainWindow):
             max_tokens=self.settings.max_tokens,
             history_key=f"conversation-{conversation_id}",
         )
-        self.live = LiveReply(request_id, conversation_id, reply.id, last_saved_s=time.monotonic())
+        buffer = self.controller.reply(request_id)
+        assert buffer is not None
+        self.live = LiveReply(conversation_id, reply.id, buffer, last_saved_s=time.monotonic())
         self.stats_label.setText(f"Speed: {DASH} (prefilling)")
 
     def send(self, text: str) -> None:
@@ -436,8 +521,8 @@ class MainWindow(QMainWindow):
         live = self.live
         if live is None:
             return
-        text, spans = live.shown(is_final=status != "streaming")
-        self.store.update_message(live.message_id, text, status=status, stats=stats, draft_spans=spans)
+        shown = live.reply.shown(is_final=status != "streaming")
+        self.store.save_reply(live.message_id, shown, status, stats)
         live.last_saved_s = time.monotonic()
 
     def _live_widget(self) -> Any:
@@ -452,8 +537,7 @@ class MainWindow(QMainWindow):
         self._save_live(status, stats)
         widget = self._live_widget()
         if widget is not None:
-            text, spans = live.shown(is_final=True)
-            widget.set_content(text, spans, self.settings.show_draft_tint)
+            widget.finish(live.reply.shown(is_final=True), self.settings.show_draft_tint)
             widget.set_status(status, stats, note)
         self.live = None
 
@@ -469,6 +553,8 @@ class MainWindow(QMainWindow):
 
     def on_controller_engine_loaded(self, info: EngineInfo) -> None:
         self._set_loading(None)
+        if self.welcome is not None:
+            self.welcome.set_gpu_backend(info.gpu_offload_supported)
         self._show_pair(info)
         self._show_speculation_choice(info.draft or "none")
         self.compare.set_speculation(info.speculation)
@@ -509,21 +595,18 @@ class MainWindow(QMainWindow):
     def on_controller_reply_progressed(self, progress: ReplyProgress) -> None:
         tint = self.settings.show_draft_tint
         if progress.request_id in self.compare.request_ids:
-            self.compare.on_progress(progress.request_id, progress.pieces, progress.stats, tint)
+            self.compare.on_progress(progress, tint)
             if progress.stats:
                 self._show_live_stats(progress.stats[-1])
             return
         live = self.live
         if live is None or progress.request_id != live.request_id:
             return
-        live.append(progress.pieces)
         if progress.stats:
-            live.stats = progress.stats[-1]
-            self._show_live_stats(live.stats)
+            self._show_live_stats(progress.stats[-1])
         widget = self._live_widget()
-        if widget is not None and progress.pieces:
-            text, spans = live.shown()
-            widget.set_content(text, spans, tint)
+        if widget is not None and len(live.reply) != progress.start:
+            widget.stream(live.reply.shown(), tint)
         if time.monotonic() - live.last_saved_s >= SAVE_INTERVAL_S:
             self._save_live("streaming")
 
@@ -539,22 +622,20 @@ class MainWindow(QMainWindow):
             record["plain_tokens_per_s"] = plain
         return record
 
-    def on_controller_reply_finished(self, request_id: int, finished: Finished) -> None:
+    def on_controller_reply_finished(self, reply: Reply) -> None:
+        finished = reply.finished
+        assert finished is not None
         tint = self.settings.show_draft_tint
-        if request_id in self.compare.request_ids:
-            name = self.compare.request_ids[request_id]
+        if reply.request_id in self.compare.request_ids:
+            name = self.compare.request_ids[reply.request_id]
             if name == "plain" and finished.stop_reason != "cancelled":
                 self._record_plain_speed(finished.stats)
-            self.compare.on_finished(request_id, finished.text, finished.stats, tint)
+            self.compare.on_finished(reply, tint)
             self._show_live_stats(finished.stats, prefix="Last run")
             return
         live = self.live
-        if live is None or request_id != live.request_id:
+        if live is None or reply.request_id != live.request_id:
             return
-        if finished.text != live.text:
-            # The final text is authoritative (a stop string is cut from it); keep the spans inside it.
-            live.text = finished.text
-            live.spans = [(a, min(b, len(finished.text))) for a, b in live.spans if a < len(finished.text)]
         if finished.stop_reason != "cancelled":
             self._record_plain_speed(finished.stats)
         record = self._stats_record(finished)
@@ -662,6 +743,10 @@ class MainWindow(QMainWindow):
             return
         turns = (ChatTurn("user", prompt),)
         params, max_tokens = self.settings.sampling(), self.settings.max_tokens
+        if not params.is_greedy and params.seed is None:
+            # One seed for both runs: with n-gram drafts sampled speculation then writes the very
+            # text plain decoding writes (engine/sampling.py, keyed sampling), so only speed differs.
+            params = replace(params, seed=random.randrange(1 << 31))
         plain_id = self.controller.start_reply(turns, params=params, max_tokens=max_tokens, speculate=False)
         speculative_id = self.controller.start_reply(
             turns, params=params, max_tokens=max_tokens, speculate=None
@@ -741,6 +826,7 @@ class MainWindow(QMainWindow):
         if self.live is not None:
             self.controller.stop()
             self._end_live("interrupted", self._stats_record_partial(self.live.stats))
+        self.serve_toggle.stop()
         self.controller.shutdown()
         # Downloads pause; their .part files stay and resume next time.
         shutdown_downloads = getattr(self.models_page, "shutdown", None)
