@@ -264,6 +264,38 @@ def detect_gpu() -> str:
     return ""
 
 
+def gpu_memory_bytes(gpu_label: str | None = None, total_ram: int | None = None) -> int:
+    """The accelerator's own memory, 0 when unknown. NVIDIA: nvidia-smi (2 s at most); AMD: the
+    amdgpu driver's sysfs file; Apple Silicon: the share of unified memory Metal lets one process
+    wire by default (about two thirds)."""
+    label = detect_gpu() if gpu_label is None else gpu_label
+    if label == "Apple Silicon":
+        return int((total_ram if total_ram is not None else total_ram_bytes()) * 2 / 3)
+    if label == "NVIDIA GPU":
+        import subprocess
+
+        try:
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+                timeout=2,
+                check=True,
+            ).stdout
+            return max((int(line.strip()) for line in out.splitlines() if line.strip().isdigit()), default=0) * 2**20
+        except (OSError, subprocess.SubprocessError, ValueError):
+            return 0
+    if label == "AMD GPU":
+        best = 0
+        for f in Path("/sys/class/drm").glob("card*/device/mem_info_vram_total"):
+            try:
+                best = max(best, int(f.read_text().strip()))
+            except (OSError, ValueError):
+                continue
+        return best
+    return 0
+
+
 def detect_machine() -> MachineInfo:
     gpu = detect_gpu()
     return MachineInfo(total_ram_bytes=total_ram_bytes(), has_gpu=bool(gpu), gpu_label=gpu)

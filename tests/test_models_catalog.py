@@ -137,3 +137,32 @@ def test_ngram_constant_matches_the_settings_value() -> None:
     from app.settings import Settings
 
     assert Settings().draft == NGRAM
+
+
+def test_catalog_corrections_checked_against_the_hub() -> None:
+    """Facts checked against the hub's pages and llama.cpp's sources (issue 10)."""
+    catalog = load_catalog()
+    one_b = next(m for m in catalog.models if m.key == "gemma-3-1b-it-q4_k_m")
+    assert one_b.repo_id == "ggml-org/gemma-3-1b-it-GGUF" and one_b.size_bytes == 806_058_240
+    # Issue #10664 has no figure for Qwen2.5 7B + 0.5B: no number, and the note says none is known.
+    qwen = catalog.find_pair("qwen2.5-7b-0.5b")
+    assert qwen.reported_speedup is None and qwen.speedup_note and "no" in qwen.speedup_note.lower()
+    # llama-server's --fim-qwen-7b-spec preset (PR 12287): the base Coder models from ggml-org.
+    coder = catalog.find_pair("qwen2.5-coder-7b-0.5b")
+    assert coder.draft is not None
+    assert (coder.target.repo_id, coder.target.filename) == (
+        "ggml-org/Qwen2.5-Coder-7B-Q8_0-GGUF",
+        "qwen2.5-coder-7b-q8_0.gguf",
+    )
+    assert (coder.draft.repo_id, coder.draft.filename) == (
+        "ggml-org/Qwen2.5-Coder-0.5B-Q8_0-GGUF",
+        "qwen2.5-coder-0.5b-q8_0.gguf",
+    )
+    assert "Instruct" not in coder.target.name and "12287" in (coder.speedup_note or "")
+    gemma = catalog.find_pair("gemma-3-12b-1b")
+    assert gemma.reported_speedup is None and "Transformers" in (gemma.speedup_note or "")
+    # llama.cpp's compatibility check fails on the add-BOS flag before it compares vocabulary sizes.
+    llama_qwen = next(
+        bad for bad in catalog.incompatible if bad.target.startswith("Llama 3.1") and bad.draft.startswith("Qwen2.5")
+    )
+    assert llama_qwen.rule.startswith("add-BOS flag")

@@ -9,6 +9,7 @@ import pytest
 from scipy.stats import chisquare
 
 from engine.backend import LlamaRunner
+from engine.chat import CHAT_SAMPLING
 from engine.config import EngineConfig, SamplingParams
 from engine.events import Finished
 from engine.sampling import Dist, accept_draft, distribution
@@ -82,12 +83,17 @@ def test_filters_apply_in_order() -> None:
     assert d.ids[0] == 1  # token 0 was penalised below token 1
 
 
+@pytest.mark.parametrize(
+    "params",
+    [SamplingParams(temperature=1.5, top_k=6, top_p=1.0, min_p=0.0), CHAT_SAMPLING],
+    ids=["hot-top-6", "chat-defaults"],
+)
 @pytest.mark.parametrize("mode", ["sampled-draft", "ngram"])
 def test_speculative_generation_matches_plain_distribution(
-    tiny_target: Path, tiny_draft: Path, mode: str
+    tiny_target: Path, tiny_draft: Path, mode: str, params: SamplingParams
 ) -> None:
-    """Second-token marginal of real speculative generations against the exact target marginal."""
-    params = SamplingParams(temperature=1.5, top_k=6, top_p=1.0, min_p=0.0)
+    """Second-token marginal of real speculative generations against the exact target marginal
+    (with the window's chat defaults too: top-p, min-p and the repetition penalty)."""
     prompt = "the cat sat on the mat. the cat"
     draft = str(tiny_draft) if mode == "sampled-draft" else "ngram"
     engine = Engine(
@@ -133,3 +139,48 @@ def test_speculative_generation_matches_plain_distribution(
     assert counts[-1] == 0
     assert n_drafted > 0 and 0 < n_accepted < n_drafted  # both rules' branches ran
     assert chi2_pvalue(counts[:-1], np.array([exact[i] for i in ids])) > ALPHA
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(repeat_penalty=1.1, repeat_last_n=64),  # greedy with the repetition penalty
+        SamplingParams(**{**CHAT_SAMPLING.__dict__, "seed": 11}),  # the window's defaults, seeded
+    ],
+    ids=["greedy-penalty", "chat-defaults"],
+)
+@pytest.mark.parametrize("mode", ["ngram", "greedy-draft"])
+def test_deterministic_drafts_write_the_plain_text_under_chat_settings(
+    tiny_target: Path, tiny_draft: Path, mode: str, params: SamplingParams
+) -> None:
+    """n-gram drafts and a greedy draft model are checked with the target's own (keyed) choice,
+    repetition penalty included: the text is token for token what plain decoding writes."""
+    draft = "ngram" if mode == "ngram" else str(tiny_draft)
+    engine = Engine(
+        EngineConfig(
+            str(tiny_target),
+            draft=draft,
+            n_ctx=512,
+            n_threads=1,
+            draft_max=6,
+            adaptive=False,
+            draft_p_min=0.0,
+            draft_sampling=False,
+        )
+    )
+    prompt = "the cat sat on the mat. the cat sat on the mat. the cat"
+    try:
+        plain = [e for e in engine.generate(prompt, params, max_tokens=80, speculate=False)][-1]
+        fast = [e for e in engine.generate(prompt, params, max_tokens=80)][-1]
+        unpenalized = [
+            e
+            for e in engine.generate(
+                prompt, SamplingParams(**{**params.__dict__, "repeat_penalty": 1.0}), max_tokens=80, speculate=False
+            )
+        ][-1]
+    finally:
+        engine.close()
+    assert isinstance(plain, Finished) and isinstance(fast, Finished) and isinstance(unpenalized, Finished)
+    assert fast.stats.n_drafted > 0 and fast.stats.n_accepted > 0
+    assert fast.token_ids == plain.token_ids
+    assert unpenalized.token_ids != plain.token_ids  # the penalty was applied, and changed the text

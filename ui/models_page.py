@@ -127,6 +127,11 @@ class ModelsPage(QWidget):
 
     pair_chosen = Signal(str, str)
     models_changed = Signal()
+    # For others following a download (the welcome panel): key (a pair name), then the text shown,
+    # the final paths in the pair's order (target, draft), or the message and whether it is paused.
+    download_progressed = Signal(str, str)
+    download_finished = Signal(str, list)
+    download_failed = Signal(str, str, bool)
 
     PROGRESS_STEPS = 1000
 
@@ -504,12 +509,14 @@ class ModelsPage(QWidget):
         self.progress_bars[key].setValue(int(self.PROGRESS_STEPS * p.total_fraction))
         self.status_labels[key].setText(describe_progress(p))
         self.status_labels[key].setToolTip(f"{p.filename}: {p.state}")
+        self.download_progressed.emit(key, describe_progress(p))
 
     def on_job_finished(self, key: str, done: list[str]) -> None:
         self._end_job(key)
         self.progress_bars[key].setValue(self.PROGRESS_STEPS)
         self.status_labels[key].setText("downloaded: " + ", ".join(Path(d).name for d in done))
         self.refresh_local_models()
+        self.download_finished.emit(key, [str(d) for d in done])
 
     def on_job_failed(self, key: str, message: str, is_paused: bool) -> None:
         self._end_job(key)
@@ -522,6 +529,7 @@ class ModelsPage(QWidget):
             label.setText(message)
             label.setStyleSheet("" if "cancelled" in message else "color: #b00020;")
         label.setToolTip(message)
+        self.download_failed.emit(key, message, is_paused)
 
     def _end_job(self, key: str) -> None:
         job = self.jobs.pop(key, None)

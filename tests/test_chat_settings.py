@@ -1,0 +1,67 @@
+"""Chat sampling defaults in the window's settings, greedy one click away, the CLI still greedy."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app import paths
+from app.cli import build_parser
+from app.settings import Settings, load_settings
+from engine.chat import CHAT_SAMPLING
+
+pytest.importorskip("pytestqt")
+
+from ui.settings_dialog import SettingsDialog  # noqa: E402
+
+
+def test_window_defaults_are_the_chat_sampling_and_the_cli_stays_greedy() -> None:
+    settings = Settings()
+    assert settings.sampling() == CHAT_SAMPLING
+    assert 0.5 <= CHAT_SAMPLING.temperature <= 0.8 and CHAT_SAMPLING.top_p == 0.95
+    assert CHAT_SAMPLING.min_p == 0.05 and CHAT_SAMPLING.repeat_penalty == 1.1
+    assert CHAT_SAMPLING.repeat_last_n == 64
+    args = build_parser().parse_args(["generate", "--model", "m.gguf", "--prompt", "hi"])
+    assert args.temperature == 0.0 and args.repeat_penalty == 1.0
+
+
+def test_a_settings_file_from_before_the_chat_defaults_takes_them() -> None:
+    # Every file written before said temperature 0, chosen or not, and had no repetition penalty.
+    paths.settings_path().write_text(json.dumps({"temperature": 0.0, "top_k": 40, "n_ctx": 2048}))
+    settings = load_settings()
+    assert settings.temperature == CHAT_SAMPLING.temperature and settings.n_ctx == 2048
+    # A greedy choice made since is kept.
+    paths.settings_path().write_text(json.dumps({"temperature": 0.0, "repeat_penalty": 1.1}))
+    assert load_settings().temperature == 0.0
+
+
+def test_greedy_is_one_click_and_chat_defaults_another(qtbot) -> None:
+    dialog = SettingsDialog(Settings(), gpu_offload_supported=False)
+    qtbot.addWidget(dialog)
+    assert not dialog.greedy.isChecked() and dialog.temperature.value() == pytest.approx(0.7)
+    assert dialog.repeat_penalty.value() == pytest.approx(1.1) and dialog.repeat_last_n.value() == 64
+
+    dialog.greedy.click()
+    assert dialog.temperature.value() == 0.0 and not dialog.top_p.isEnabled()
+    greedy = dialog.result_settings()
+    assert greedy.is_greedy and greedy.sampling().is_greedy
+    assert greedy.repeat_penalty == pytest.approx(1.1)  # greedy keeps the loop guard
+
+    dialog.greedy.click()  # back: the temperature it had
+    assert dialog.temperature.value() == pytest.approx(0.7) and dialog.top_p.isEnabled()
+
+    dialog.temperature.setValue(1.3)
+    dialog.repeat_penalty.setValue(1.0)
+    dialog.chat_defaults_button.click()
+    restored = dialog.result_settings()
+    assert restored.sampling() == CHAT_SAMPLING
+
+    dialog.temperature.setValue(0.0)  # typing 0 is greedy too
+    assert dialog.greedy.isChecked()
+
+
+def test_a_greedy_settings_file_opens_with_the_box_ticked(qtbot) -> None:
+    dialog = SettingsDialog(Settings(temperature=0.0), gpu_offload_supported=False)
+    qtbot.addWidget(dialog)
+    assert dialog.greedy.isChecked() and not dialog.min_p.isEnabled()

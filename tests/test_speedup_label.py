@@ -1,0 +1,64 @@
+"""The speedup the window shows: estimated (and marked so) from the engine's own plain-speed
+measurement until a plain run of the model exists, measured after that."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ui.stats_format import DASH, details_line, details_tooltip, live_line, speedup_text
+
+STATS = {
+    "speculation": "ngram",
+    "decode_tokens_per_s": 90.0,
+    "n_drafted": 40,
+    "acceptance_rate": 0.5,
+    "mean_accepted_length": 2.0,
+    "n_generated": 100,
+}
+
+
+def test_speedup_text_measured_estimated_or_unknown() -> None:
+    assert speedup_text(90.0, 50.0, "ngram") == "1.80×"
+    assert speedup_text(90.0, None, "ngram", 50.0) == "≈1.8× est."
+    assert speedup_text(90.0, 45.0, "ngram", 50.0) == "2.00×"  # measured wins over the estimate
+    assert speedup_text(90.0, None, "ngram") == DASH
+    assert speedup_text(0.0, None, "ngram", 50.0) == DASH
+    assert speedup_text(40.0, None, "none", 50.0) == "1.00× (plain)"
+
+
+def test_live_line_and_details_use_the_engines_estimate_until_a_plain_run() -> None:
+    estimated = {**STATS, "plain_tokens_per_s_est": 50.0}
+    assert live_line(estimated, None).endswith("speedup ≈1.8× est.")
+    assert live_line(estimated, 60.0).endswith("speedup 1.50×")
+    assert "speedup ≈1.8× est." in details_line(estimated)
+    assert "speedup 1.50×" in details_line({**estimated, "plain_tokens_per_s": 60.0})
+    assert "estimated" in details_tooltip(estimated) and "measured" in details_tooltip(
+        {**estimated, "plain_tokens_per_s": 60.0}
+    )
+    # Records saved before there was an estimate read as before.
+    assert live_line(STATS, None).endswith(f"speedup {DASH}")
+
+
+@pytest.mark.parametrize("draft", ["ngram"])
+def test_the_window_shows_an_estimate_then_the_measured_speedup(
+    qtbot, open_window, wait_reply, tiny_target: Path, draft: str
+) -> None:
+    window = open_window(tiny_target, draft=draft, max_tokens=48)
+    window.send("the cat sat on the mat. the cat sat on the mat. the cat")
+    wait_reply(window)
+    label = window.stats_label.text()
+    assert "speedup ≈" in label and label.split("speedup ")[1].split(" ·")[0].endswith("est."), label
+
+    window.set_speculation("none")
+    qtbot.waitUntil(lambda: window.controller.info.speculation == "none", timeout=30_000)
+    window.send("again, plainly")
+    wait_reply(window)
+    window.set_speculation("ngram")
+    qtbot.waitUntil(lambda: window.controller.info.speculation == "ngram", timeout=30_000)
+    window.send("the cat sat on the mat. the cat sat on the mat. the cat")
+    wait_reply(window)
+    label = window.stats_label.text()
+    speedup = label.split("speedup ")[1].split(" ·")[0]
+    assert "est." not in speedup and "≈" not in speedup and speedup.endswith("×"), label

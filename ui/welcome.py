@@ -1,0 +1,197 @@
+"""The welcome panel: shown above the chat on the first start, again from Help ▸ Welcome.
+
+It says what the built-in model is (a tiny base model, there so Tandem works offline at once),
+what speculation does and how the draft tint reads, and which catalog pair suits this machine,
+with one button that downloads that pair (through the Models page's downloads) and switches to
+it when done. It never blocks: the chat works while it is shown, and it closes with one click.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from app.catalog import Catalog, CatalogPair, MachineInfo, format_bytes
+
+# Chat pairs from the catalog, most capable first. The Coder pair is left out: its base models
+# complete code rather than chat.
+CHAT_PAIRS = ("gemma-3-12b-1b", "qwen3-8b-0.6b", "llama-3.1-8b-3.2-1b", "qwen2.5-7b-0.5b")
+# Room for the KV cache and the compute buffers on top of the weights, on a GPU.
+VRAM_HEADROOM = 1.2
+TINT_CSS = "background-color: rgba(60, 190, 110, 70);"  # ui.markdown_view.DRAFT_TINT
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    pair: CatalogPair | None  # None: no real pair fits; stay on the built-in model
+    reason: str
+
+
+def recommend_pair(
+    catalog: Catalog, machine: MachineInfo, gpu_backend: bool = False, vram_bytes: int = 0
+) -> Recommendation:
+    """The catalog pair for this machine.
+
+    With a GPU backend built into llama.cpp and the GPU's memory known: the most capable pair
+    whose files fit in that memory (with room for the cache). Otherwise, on the CPU: the smallest
+    chat pair that fits in RAM, because there a bigger model is slower and a draft model gains
+    little. Nothing when no pair fits in RAM.
+    """
+    known = {p.name: p for p in catalog.pairs}
+    pairs = [known[name] for name in CHAT_PAIRS if name in known]
+    ram = machine.total_ram_bytes
+    fitting = [p for p in pairs if not ram or ram >= p.min_ram_bytes]
+    if not fitting:
+        least = min((p.min_ram_bytes for p in pairs), default=0)
+        return Recommendation(
+            None,
+            f"The chat pairs in the catalog need at least {format_bytes(least)} of memory and this "
+            f"machine has {format_bytes(ram)}: stay with the built-in model, or import a smaller GGUF "
+            "model on the Models page.",
+        )
+    if gpu_backend and vram_bytes:
+        on_gpu = [p for p in fitting if p.download_bytes * VRAM_HEADROOM <= vram_bytes]
+        if on_gpu:
+            gpu = machine.gpu_label or "the GPU"
+            return Recommendation(
+                on_gpu[0],
+                f"The most capable pair that fits in {gpu}'s {format_bytes(vram_bytes)}: a GPU is "
+                "where a draft model pays most.",
+            )
+    memory = f"{format_bytes(ram)} of memory" if ram else "this machine's memory"
+    if machine.has_gpu and not gpu_backend:
+        where = (
+            f"This machine has {machine.gpu_label or 'a GPU'}, but this build of llama.cpp runs on the CPU "
+            "only (README: GPU offload)"
+        )
+    elif gpu_backend and vram_bytes:
+        where = f"No pair fits in the GPU's {format_bytes(vram_bytes)}; it runs on the CPU"
+    else:
+        where = "It runs on the CPU here"
+    return Recommendation(
+        fitting[-1],
+        f"Fits {memory}. {where}: the smallest chat pair is the fastest there, and expect little "
+        "speedup from a draft model without a GPU (n-gram speculation helps with any model).",
+    )
+
+
+class WelcomePanel(QFrame):
+    """Emits download_requested(pair) for the button, dismissed() for Close."""
+
+    download_requested = Signal(object)
+    dismissed = Signal()
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        machine: MachineInfo,
+        vram_bytes: int = 0,
+        gpu_backend: bool = False,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("welcomePanel")
+        self.setStyleSheet(
+            "QFrame#welcomePanel { background: rgba(90, 140, 230, 22); border: 1px solid "
+            "rgba(90, 140, 230, 90); border-radius: 6px; }"
+        )
+        self.catalog = catalog
+        self.machine = machine
+        self.vram_bytes = vram_bytes
+        self.gpu_backend = gpu_backend
+        self.is_downloading = False
+
+        layout = QVBoxLayout(self)
+        top = QHBoxLayout()
+        title = QLabel("<b>Welcome to Tandem</b>")
+        top.addWidget(title, 1)
+        self.close_button = QPushButton("Close")
+        self.close_button.setObjectName("welcomeClose")
+        self.close_button.setToolTip("Open it again from Help ▸ Welcome")
+        self.close_button.clicked.connect(self.on_close_button_clicked)
+        top.addWidget(self.close_button)
+        layout.addLayout(top)
+
+        self.about_label = QLabel(
+            "<p>You are chatting with <b>Gemma 3 270M</b>, a tiny <i>base</i> model built into Tandem "
+            "so that it works offline from the first minute. A base model continues text rather than "
+            "following instructions: expect short, simple answers, good for trying Tandem out, not "
+            "for real work.</p>"
+            "<p><b>Speculation</b>: a cheap drafter (n-gram lookup in the conversation, or a small "
+            "draft model) guesses several tokens ahead, and the model checks all of them in one pass. "
+            "The text is exactly what the model alone would write, only sooner. "
+            f'<span style="{TINT_CSS}">Tinted text</span> is what the drafter guessed and the model '
+            "accepted; the status bar shows the share accepted and the speedup over plain decoding "
+            "(marked <i>est.</i> until a reply with speculation off has measured it).</p>"
+        )
+        self.about_label.setObjectName("welcomeAbout")
+        self.about_label.setWordWrap(True)
+        self.about_label.setTextFormat(Qt.TextFormat.RichText)
+        layout.addWidget(self.about_label)
+
+        row = QHBoxLayout()
+        self.recommendation_label = QLabel()
+        self.recommendation_label.setObjectName("welcomeRecommendation")
+        self.recommendation_label.setWordWrap(True)
+        self.recommendation_label.setTextFormat(Qt.TextFormat.RichText)
+        row.addWidget(self.recommendation_label, 1)
+        self.download_button = QPushButton()
+        self.download_button.setObjectName("welcomeDownload")
+        self.download_button.clicked.connect(self.on_download_button_clicked)
+        row.addWidget(self.download_button, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(row)
+        self.status_label = QLabel()
+        self.status_label.setObjectName("welcomeStatus")
+        self.status_label.setWordWrap(True)
+        self.status_label.setVisible(False)
+        layout.addWidget(self.status_label)
+        self._show_recommendation()
+
+    @property
+    def recommendation(self) -> Recommendation:
+        return recommend_pair(self.catalog, self.machine, self.gpu_backend, self.vram_bytes)
+
+    def set_gpu_backend(self, supported: bool) -> None:
+        """Known once the engine has loaded (the worker process owns llama.cpp)."""
+        if supported != self.gpu_backend:
+            self.gpu_backend = supported
+            self._show_recommendation()
+
+    def _show_recommendation(self) -> None:
+        rec = self.recommendation
+        pair = rec.pair
+        if pair is None:
+            self.recommendation_label.setText(f"<p><b>A real model for this machine</b>: {rec.reason}</p>")
+            self.download_button.setVisible(False)
+            return
+        size = format_bytes(pair.download_bytes)
+        self.recommendation_label.setText(
+            f"<p><b>Recommended for this machine: {pair.title}</b> ({size} to download). {rec.reason} "
+            "More pairs, and your own files, are on the Models page.</p>"
+        )
+        self.download_button.setText(f"Download and switch ({size})")
+        self.download_button.setToolTip(
+            "Downloads both files (pause and resume on the Models page) and switches to the pair when done"
+        )
+        self.download_button.setVisible(True)
+        self.download_button.setEnabled(not self.is_downloading)
+
+    def set_status(self, text: str, is_error: bool = False) -> None:
+        self.status_label.setText(text)
+        self.status_label.setStyleSheet("color: #b00020;" if is_error else "")
+        self.status_label.setVisible(bool(text))
+
+    def set_downloading(self, is_downloading: bool) -> None:
+        self.is_downloading = is_downloading
+        self.download_button.setEnabled(not is_downloading)
+
+    def on_download_button_clicked(self) -> None:
+        pair = self.recommendation.pair
+        if pair is not None and not self.is_downloading:
+            self.download_requested.emit(pair)
+
+    def on_close_button_clicked(self) -> None:
+        self.hide()
+        self.dismissed.emit()
