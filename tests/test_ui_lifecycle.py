@@ -9,6 +9,7 @@ import time
 from PySide6.QtCore import QTimer
 
 from app import paths
+from app.settings import Settings
 from app.store import Store
 
 
@@ -122,7 +123,7 @@ def test_corrupt_settings_file_opens_with_defaults_and_keeps_conversations(
     paths.settings_path().write_bytes(b"\x00\xff{ not json at all")
 
     window = open_window(tiny_target, write_settings=False, wait_loaded=False)
-    assert window.settings.n_ctx == 4096 and window.settings.temperature == 0.0  # defaults
+    assert window.settings.n_ctx == 4096 and window.settings.temperature == Settings().temperature  # defaults
     assert window.conversations.titles() == ["kept"]
     assert [w.text() for w in window.chat.message_widgets()] == ["do not lose me"]
     assert (paths.home() / "settings.json.corrupt").exists()
