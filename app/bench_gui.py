@@ -192,6 +192,7 @@ def measure(n_tokens: int, n_chars: int, tokens_per_s: float) -> dict[str, float
     from PySide6.QtCore import QEventLoop, QTimer
 
     from app.controller import EngineController
+    from app.gui import freeze_startup_objects
     from app.settings import Settings, load_settings, save_settings
     from ui.main_window import MainWindow
 
@@ -226,6 +227,7 @@ def measure(n_tokens: int, n_chars: int, tokens_per_s: float) -> dict[str, float
             raise SystemExit(f"bench_gui: timed out waiting for {what}")
 
     wait_until(lambda: controller.info is not None, "the stand-in engine")
+    freeze_startup_objects()  # as app.gui does once the window is up
     gaps: list[float] = []
     updates: list[float] = []
     last = time.perf_counter()

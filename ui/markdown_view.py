@@ -215,7 +215,7 @@ def _spans_within(
 class _Stream:
     """Where a streaming body stands: source[:committed] is rendered and stays in the document."""
 
-    shown: int = -1  # source[:shown] is in the document (-1: nothing yet, not even an empty text)
+    shown: int = -1  # source[:shown] is in the document (-1: none of it yet: show it all at once)
     committed: int = 0
     prefix: str = ""  # rendered before source[committed:] (a code fence's opening line, re-opened)
     tail: int = 0  # document position where the open block's blocks begin
@@ -249,7 +249,7 @@ class _Stream:
             elif not line.strip():
                 self.cut, self.cut_prefix = end, ""
         # A long open block: cut at its last complete line.
-        if self.scanned - self.committed > MAX_OPEN_BLOCK and self.scanned > self.cut:
+        if self.scanned - self.cut > MAX_OPEN_BLOCK:
             self.cut, self.cut_prefix = self.scanned, self.fence_line
 
 
@@ -326,14 +326,15 @@ class MessageBody(QTextBrowser):
         """Show a streaming reply's text so far: `source` extends what was shown before, and only
         the new text is laid out. `spans` are sorted and disjoint (app.reply.Reply's).
 
-        After the first call, at most MAX_STREAM_STEP new characters are laid out per turn of the
-        event loop; a burst bigger than that (an engine far faster than the window) is shown over
-        the next turns."""
+        At most MAX_STREAM_STEP new characters are laid out per turn of the event loop; a burst
+        bigger than that (an engine far faster than the window) is shown over the next turns."""
         if self._is_settling:
             self._settle_id += 1
             self._is_settling = False
         if self._stream is None or tint != self._tint or not source.startswith(self._source):
-            self._stream = _Stream()
+            # A body that shows text already (a reply shown again, the tint switched) shows all
+            # it has at once, as set_content would; a new reply starts from nothing.
+            self._stream = _Stream(shown=0 if self._stream is None and not self._source else -1)
             self._tint = tint
         self._source, self._spans = source, tuple(spans)
         self._advance()
@@ -343,8 +344,6 @@ class MessageBody(QTextBrowser):
         state = self._stream
         if state is None or state.shown == len(self._source):
             return
-        # A fresh start (a new reply, a reply shown again, the tint switched) shows all it has at
-        # once, as set_content would; after that, bursts are spread over turns.
         end = len(self._source) if state.shown < 0 else min(len(self._source), state.shown + MAX_STREAM_STEP)
         state.scan(self._source[:end])
         doc = self.document()
