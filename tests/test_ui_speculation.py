@@ -93,6 +93,12 @@ def test_draft_tint_shows_accepted_tokens_and_toggles(qtbot, open_window, wait_r
     assert reply.draft_spans, "n-gram lookup accepted nothing on a repetitive reply"
     widget = window.chat.widget_for(reply.id)
     assert _tinted_text(widget.body.document())
+    # Streamed a piece at a time, the reply ends exactly as a full render of what was stored.
+    qtbot.waitUntil(lambda: not widget.body.is_settling, timeout=5000)
+    full = QTextDocument()
+    render(full, reply.content, reply.draft_spans, tint=True)
+    assert widget.body.document().toPlainText() == full.toPlainText()
+    assert _tinted_text(widget.body.document()) == _tinted_text(full)
     qtbot.mouseClick(window.tint_check, Qt.MouseButton.LeftButton)
     assert not window.tint_check.isChecked()
     assert _tinted_text(widget.body.document()) == ""
