@@ -250,6 +250,7 @@ def test_streamed_reply_ends_exactly_as_a_full_render(qtbot, source_name: str) -
     full.setDefaultStyleSheet(streamed.defaultStyleSheet())
     assert streamed.toHtml() == full.toHtml()
     assert body.height() == int(streamed.size().height()) + 4
+    assert body.verticalScrollBar().maximum() == 0  # it all shows: a wheel scrolls the chat, not it
 
 
 def test_streamed_paragraphs_and_fences_look_like_the_full_render_while_streaming(qtbot) -> None:

@@ -437,6 +437,8 @@ class MessageBody(QTextBrowser):
     def _fit_height(self) -> None:
         if self._grows and not self._is_rendering:
             self.setFixedHeight(int(self.document().size().height()) + 4)
+            # Everything shows: nothing to scroll (resizeEvent leaves QTextEdit's range stale).
+            self.verticalScrollBar().setRange(0, 0)
 
     def on_layout_size_changed(self, _size: object) -> None:
         self._fit_height()
