@@ -60,7 +60,7 @@ def recommend_pair(
                 f"The most capable pair that fits in {gpu}'s {format_bytes(vram_bytes)}: a GPU is "
                 "where a draft model pays most.",
             )
-    memory = f"{format_bytes(ram)} of memory" if ram else "this machine's memory"
+    memory = f"this machine's {format_bytes(ram)} of memory" if ram else "this machine's memory"
     if machine.has_gpu and not gpu_backend:
         where = (
             f"This machine has {machine.gpu_label or 'a GPU'}, but this build of llama.cpp runs on the CPU "
@@ -72,7 +72,7 @@ def recommend_pair(
         where = "It runs on the CPU here"
     return Recommendation(
         fitting[-1],
-        f"Fits {memory}. {where}: the smallest chat pair is the fastest there, and expect little "
+        f"Fits in {memory}. {where}: the smallest chat pair is the fastest there, and expect little "
         "speedup from a draft model without a GPU (n-gram speculation helps with any model).",
     )
 
