@@ -208,7 +208,13 @@ def test_render_tints_exactly_the_mapped_ranges_and_shades_code(qapp) -> None:
     assert _tinted(doc) == _reference_tint(plain, REPLY, spans)
     code = [b for b in _look(doc) if b[2]]
     assert [b[0] for b in code][:2] == ["def accept(draft, target):", "    n = 0"]
-    assert all(b[3] != "#00000000" for b in code)  # shaded
+    assert len(code) == 7  # both fences, every line (the empty one too)
+    block = doc.firstBlock()
+    while block.isValid():  # every code line shaded, nothing else
+        is_code = block.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence)
+        has_background = block.blockFormat().hasProperty(QTextFormat.Property.BackgroundBrush)
+        assert has_background == is_code, block.text()
+        block = block.next()
 
 
 def _stream_in_pieces(body: MessageBody, source: str, spans: list[tuple[int, int]], seed: int) -> int:
