@@ -273,7 +273,7 @@ class MainWindow(QMainWindow):
 
     def on_welcome_download_requested(self, pair: Any) -> None:
         """Download the recommended pair through the Models page; switch to it when done."""
-        page = self.models_page
+        page: Any = self.models_page  # a QLabel where the page could not be built
         if self.welcome is None:
             return
         if not hasattr(page, "download_finished"):
