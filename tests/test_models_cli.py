@@ -184,7 +184,7 @@ def test_catalog_lists_the_pairs_and_what_does_not_work(capsys: pytest.CaptureFi
     text = "\n".join(out)
     assert "gemma-3-270m-ngram" in text and "built in" in text
     assert "qwen2.5-7b-0.5b" in text
-    assert "Llama 3.1 8B Instruct + Qwen2.5 0.5B Instruct: vocabulary size" in text
+    assert "Llama 3.1 8B Instruct + Qwen2.5 0.5B Instruct: add-BOS flag" in text
     code, out, _ = run(capsys, "catalog", "--json")
     pairs = json.loads("\n".join(out))
     assert {p["name"] for p in pairs} >= {"gemma-3-270m-ngram", "llama-3.1-8b-3.2-1b"}
