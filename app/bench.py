@@ -207,12 +207,19 @@ _LOOKUP_ACCEPT = re.compile(r"n_accept\s*=\s*(\d+)")
 
 
 def run_llama_lookup(
-    binary: str, model: str, prompt_file: str, max_tokens: int, n_threads: int, n_ctx: int
+    binary: str,
+    model: str,
+    prompt_file: str,
+    max_tokens: int,
+    n_threads: int,
+    n_ctx: int,
+    extra: tuple[str, ...] = (),
 ) -> tuple[float, float | None, ProcessRun]:
-    """llama.cpp's n-gram speculative example, greedy: (decode tok/s, acceptance, the process)."""
+    """llama.cpp's n-gram speculative example, greedy: (decode tok/s, acceptance, the process).
+    extra: where the layers go, as for Tandem (-ngl, --rpc)."""
     cmd = [
         binary, "-m", model, "-f", prompt_file, "-n", str(max_tokens), "-t", str(n_threads),
-        "-tb", str(n_threads), "-c", str(n_ctx), "--temp", "0", "--spec-draft-n-max", "10",
+        "-tb", str(n_threads), "-c", str(n_ctx), "--temp", "0", "--spec-draft-n-max", "10", *extra,
     ]  # fmt: skip
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)
@@ -247,6 +254,10 @@ def run_process(
         cmd += ["--seed", str(args.seed)]
     if args.fixed_draft:
         cmd.append("--fixed-draft")
+    if getattr(args, "gpu_layers", 0):
+        cmd += ["--gpu-layers", str(args.gpu_layers)]
+    if getattr(args, "rpc", None):
+        cmd += ["--rpc", args.rpc]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     wall = time.perf_counter() - t0
@@ -316,6 +327,11 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
     is_ngram = config.draft == "ngram"
     log = sys.stderr
     lookup_bin = find_tool("llama-lookup") if is_ngram and not args.no_lookup else None
+    placement: tuple[str, ...] = ()
+    if getattr(args, "gpu_layers", 0):
+        placement += ("-ngl", str(args.gpu_layers))
+    if getattr(args, "rpc", None):
+        placement += ("--rpc", args.rpc)
     if is_ngram and not args.no_lookup and lookup_bin is None:
         print("llama-lookup not found (make setup builds it): skipping that peer", file=log)
     assert config.draft is not None
@@ -357,7 +373,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                 if lookup_bin is not None:
                     rate, acc, run = run_llama_lookup(
                         lookup_bin, config.target_path, str(prompt_file), args.max_tokens,
-                        engine.n_threads, min(engine.n_ctx, 4096),
+                        engine.n_threads, min(engine.n_ctx, 4096), placement,
                     )  # fmt: skip
                     lookup_rates.append(rate)
                     proc_lookup.append(run)
