@@ -40,6 +40,7 @@ from typing import Any
 
 from app.worker import (
     ChatTurn,
+    DraftChanged,
     EngineFailed,
     EngineInfo,
     EngineLoaded,
@@ -346,6 +347,8 @@ class _Job:
 class EngineHost:
     """Owns the worker process: loads the engine, runs one reply at a time, replaces a dead engine."""
 
+    LOAD_TIMEOUT_S: float | None = None  # a big model may take long; a failure ends the wait anyway
+
     def __init__(
         self, config: EngineConfig, max_queue: int = DEFAULT_QUEUE, log_path: Path | None = None
     ) -> None:
@@ -406,7 +409,7 @@ class EngineHost:
             if generation != self._generation:
                 return  # from a worker that was replaced
             job = self._job
-            if isinstance(message, EngineLoaded):
+            if isinstance(message, (EngineLoaded, DraftChanged)):
                 self.info = message.info
                 self._loaded.set()
             elif isinstance(message, EngineFailed):
@@ -430,9 +433,9 @@ class EngineHost:
         """The loaded engine; a fresh one when the last died (the request waits for the load)."""
         if not self.alive:
             say("tandem serve: starting a fresh engine")
-            self.start()
+            self._restart()
             with contextlib.suppress(TandemError):
-                await asyncio.to_thread(self.wait_loaded)
+                await asyncio.to_thread(self.wait_loaded, self.LOAD_TIMEOUT_S)
             if self.info is None:
                 raise ApiError(500, f"the engine could not start: {self.load_error}", kind="server_error")
         assert self.info is not None
@@ -468,14 +471,10 @@ class EngineHost:
 
     def submit(self, request: GenerationRequest, info: EngineInfo) -> _Job:
         with self._lock:
-            worker = self._worker
             job = _Job(self._next_id, asyncio.get_running_loop())
             self._next_id += 1
             self._job = job
-        if worker is None:
-            job.put(WorkerDied(None, self.load_error or "the engine is gone"))
-            return job
-        worker.send(
+        sent = self._send(
             ReplyRequest(
                 request_id=job.request_id,
                 turns=request.turns,
@@ -487,7 +486,28 @@ class EngineHost:
                 stop=request.stop,
             )
         )
+        if not sent:
+            with self._lock:
+                self.info = None  # the next request starts a fresh engine
+            job.put(WorkerDied(None, self.load_error or "The engine process is gone"))
         return job
+
+    # -- how the worker is reached (SharedEngineHost reaches one that the window owns)
+
+    def _send(self, request: ReplyRequest) -> bool:
+        worker = self._worker
+        if worker is None:
+            return False
+        worker.send(request)
+        return True
+
+    def _restart(self) -> None:
+        self.start()
+
+    def _give_up(self) -> None:
+        """A cancelled reply did not stop in time."""
+        say("tandem serve: a cancelled reply did not stop; replacing the engine")
+        self.shutdown()
 
     def cancel(self) -> None:
         worker = self._worker
@@ -503,8 +523,7 @@ class EngineHost:
                 while not job.done:
                     left = deadline - time.monotonic()
                     if left <= 0:
-                        say("tandem serve: a cancelled reply did not stop; replacing the engine")
-                        self.shutdown()
+                        self._give_up()
                         break
                     try:
                         await asyncio.wait_for(job.get(), left)
@@ -514,6 +533,108 @@ class EngineHost:
             with self._lock:
                 if self._job is job:
                     self._job = None
+
+
+class SharedEngineHost(EngineHost):
+    """An engine whose worker process someone else owns: the window's (app.controller).
+
+    The owner passes every message of its worker through tap() first; replies to this host's
+    requests (ids from FIRST_REQUEST_ID on, far above the owner's) are taken, everything else is
+    watched (the engine loaded, changed its draft, died) and left to the owner. Requests go to the
+    owner's worker through `send`; a dead engine is reloaded through `want_engine` (the owner
+    starts a fresh one, as it would for its own next request).
+    """
+
+    FIRST_REQUEST_ID = 1 << 40
+    LOAD_TIMEOUT_S = 300.0
+
+    def __init__(
+        self,
+        send: Callable[[object], bool],
+        cancel: Callable[[], None],
+        want_engine: Callable[[], None],
+        info: EngineInfo | None,
+        max_queue: int = DEFAULT_QUEUE,
+    ) -> None:
+        super().__init__(EngineConfig(""), max_queue)
+        self._send_to_owner = send
+        self._cancel_owner = cancel
+        self._want_engine = want_engine
+        self._next_id = self.FIRST_REQUEST_ID
+        self.info = info
+        if info is not None:
+            self._loaded.set()
+
+    def tap(self, message: object) -> bool:
+        """Owner's reader thread: True when the message is this host's (the owner drops it)."""
+        if isinstance(message, (ReplyStarted, ReplyEvent, ReplyFailed)):
+            if message.request_id < self.FIRST_REQUEST_ID:
+                return False
+        elif isinstance(message, WorkerDied):
+            with self._lock:
+                self.info = None
+                self.load_error = message.sentence
+                job = self._job
+            if job is not None:
+                job.put(message)
+            return False
+        elif not isinstance(message, (EngineLoaded, DraftChanged, EngineFailed)):
+            return False
+        self._on_message(self._generation, message)
+        return isinstance(message, (ReplyStarted, ReplyEvent, ReplyFailed))
+
+    @property
+    def alive(self) -> bool:
+        return self.info is not None
+
+    def _send(self, request: ReplyRequest) -> bool:
+        return self._send_to_owner(request)
+
+    def _restart(self) -> None:
+        self._loaded.clear()
+        self._want_engine()
+
+    def _give_up(self) -> None:
+        say("tandem serve: a cancelled reply did not stop in time")
+
+    def cancel(self) -> None:
+        self._cancel_owner()
+
+    def shutdown(self) -> None:
+        pass  # the owner's engine stays
+
+
+class BackgroundServer:
+    """The API on a thread of its own (uvicorn without signal handlers), for the window."""
+
+    def __init__(self, server: ApiServer, sock: socket.socket) -> None:
+        import uvicorn
+
+        self.sock = sock
+        config = uvicorn.Config(
+            server.build_app(),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=2,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name="tandem-api", daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        host, port = self.sock.getsockname()[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout_s)
+        self.sock.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -984,7 +1105,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int) -> socket.socket:
     from engine.errors import TandemError
 
     try:
@@ -1034,7 +1155,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if config.speculation == "draft" and config.draft:
         check_pair(target, read_gguf_info(config.draft))
 
-    sock = _listen(args.host, args.port)
+    sock = listen(args.host, args.port)
     host = EngineHost(config, max_queue=args.queue, log_path=paths.logs_dir() / "serve-worker.log")
     try:
         say(f"tandem serve: loading {Path(config.target_path).name}…")
