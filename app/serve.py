@@ -1128,16 +1128,11 @@ def listen(host: str, port: int) -> socket.socket:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from app import paths
-    from app.cli import UserError, engine_config
+    from app.cli import UserError, engine_config, validate_engine_args
     from engine.gguf_info import read_gguf_info
     from engine.pairing import check_pair
 
-    if args.ctx < 16:
-        raise UserError(f"--ctx must be at least 16 tokens (got {args.ctx})")
-    if args.threads is not None and args.threads < 1:
-        raise UserError(f"--threads must be at least 1 (got {args.threads})")
-    if args.draft_max < 1:
-        raise UserError(f"--draft-max must be at least 1 (got {args.draft_max})")
+    validate_engine_args(argparse.Namespace(**vars(args), max_tokens=1))  # --ctx, --threads, --rpc ...
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port must be between 0 and 65535 (got {args.port})")
     if args.queue < 0:

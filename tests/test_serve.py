@@ -359,3 +359,4 @@ def test_bad_model_port_in_use_and_open_host_warning(tiny_target: Path, tmp_path
         line = error_line(serve("--model", str(tiny_target), "--port", str(port)))
         assert line == f"error: cannot listen on 127.0.0.1:{port}: the port is in use by another program"
     assert "must be between" in error_line(serve("--model", str(tiny_target), "--port", "70000"))
+    assert "--threads must be at least 1" in error_line(serve("--model", str(tiny_target), "--threads", "0"))
