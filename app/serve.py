@@ -331,6 +331,7 @@ class _Job:
         self.loop = loop
         self.queue: asyncio.Queue[object] = asyncio.Queue()
         self.done = False
+        self.started = False  # the engine began it (a shared engine may still be busy with another's)
 
     def put(self, message: object) -> None:  # reader thread
         self.loop.call_soon_threadsafe(self.queue.put_nowait, message)
@@ -561,6 +562,7 @@ class SharedEngineHost(EngineHost):
         self._cancel_owner = cancel
         self._want_engine = want_engine
         self._next_id = self.FIRST_REQUEST_ID
+        self._cancel_on_start: set[int] = set()
         self.info = info
         if info is not None:
             self._loaded.set()
@@ -570,6 +572,14 @@ class SharedEngineHost(EngineHost):
         if isinstance(message, (ReplyStarted, ReplyEvent, ReplyFailed)):
             if message.request_id < self.FIRST_REQUEST_ID:
                 return False
+            if isinstance(message, ReplyStarted):
+                with self._lock:
+                    if self._job is not None and self._job.request_id == message.request_id:
+                        self._job.started = True
+                    cancel = message.request_id in self._cancel_on_start
+                    self._cancel_on_start.discard(message.request_id)
+                if cancel:
+                    self._cancel_owner()
         elif isinstance(message, WorkerDied):
             with self._lock:
                 self.info = None
@@ -598,6 +608,13 @@ class SharedEngineHost(EngineHost):
         say("tandem serve: a cancelled reply did not stop in time")
 
     def cancel(self) -> None:
+        """Cancel this host's reply, never the window's: one still queued behind the window's
+        reply is cancelled when it starts (the engine has one cancel flag for all)."""
+        with self._lock:
+            job = self._job
+            if job is not None and not job.started:
+                self._cancel_on_start.add(job.request_id)
+                return
         self._cancel_owner()
 
     def shutdown(self) -> None:

@@ -64,3 +64,30 @@ def test_window_serve_says_when_the_port_is_taken(qtbot, open_window, tiny_targe
         assert toggle.label.text() == (
             f"API not started: cannot listen on 127.0.0.1:{toggle.port}: the port is in use by another program"
         )
+
+
+def test_api_client_leaving_never_stops_the_windows_reply(qtbot, open_window, wait_reply, slow_target) -> None:
+    """The engine has one cancel flag: an API request queued behind the window's reply, whose
+    client leaves, is cancelled when it starts, and the window's reply runs to its end."""
+    window = open_window(slow_target, max_tokens=400)
+    toggle = window.serve_toggle
+    toggle.port = free_port()
+    toggle.action.trigger()
+    window.chat.input.setPlainText("Tell me a story")
+    qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: window.live is not None and window.controller.is_busy, timeout=30_000)
+    body = {"prompt": "the", "max_tokens": 50, "temperature": 0}
+    with pytest.raises(httpx.ReadTimeout):  # still queued behind the window's reply; the client leaves
+        httpx.post(f"{toggle.url}/completions", json=body, timeout=httpx.Timeout(10, read=0.3))
+    assert toggle.host is not None and toggle.host.load()["generating"] == 1
+    wait_reply(window)
+    store = Store()
+    try:
+        rows = store.messages(window.conversation_id)
+    finally:
+        store.close()
+    assert [(m.role, m.status) for m in rows] == [("user", "complete"), ("assistant", "complete")]
+    qtbot.waitUntil(lambda: toggle.host.load()["generating"] == 0, timeout=30_000)
+    r = httpx.post(f"{toggle.url}/completions", json={"prompt": "a", "max_tokens": 3, "temperature": 0}, timeout=30)
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= 3
+    toggle.action.trigger()
