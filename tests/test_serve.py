@@ -55,6 +55,40 @@ def local_greedy(model: Path, prompt: str, max_tokens: int) -> str:
         engine.close()
 
 
+def local_chat(model: Path, system: str, user: str, max_tokens: int) -> str:
+    """A chat reply in this process, through the engine's own chat formatting (engine.chat)."""
+    from engine.chat import chat_prompt, generate_reply
+    from engine.session import Engine
+
+    engine = Engine(EngineConfig(str(model), n_threads=1))
+    try:
+        prompt = chat_prompt(engine, [{"role": "user", "content": user}], system)
+        events = generate_reply(engine, prompt, SamplingParams(temperature=0.0), max_tokens=max_tokens)
+        return [e for e in events if isinstance(e, Finished)][0].text
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("base", [False, True])
+def test_chat_uses_the_engines_chat_formatting(
+    server: ServeProcess, tiny_target: Path, tiny_base: Path, tmp_path: Path, base: bool
+) -> None:
+    """The model's chat template, or for a base model the transcript the window uses."""
+    s = ServeProcess(tmp_path, "--model", str(tiny_base), "--threads", "1").started() if base else server
+    model = tiny_base if base else tiny_target
+    try:
+        r = client_for(s).chat.completions.create(
+            model=model.stem,
+            messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "the cat"}],
+            max_tokens=24, temperature=0, extra_body={"speculation": "off"},
+        )  # fmt: skip
+        assert r.choices[0].message.content == local_chat(model, "Be brief.", "the cat", 24)
+        assert r.choices[0].message.content.strip()  # (a reply to compare, not two empty ones)
+    finally:
+        if base:
+            s.stop()
+
+
 def test_list_models(server: ServeProcess) -> None:
     models = client_for(server).models.list().data
     assert [m.id for m in models] == ["target"]
