@@ -66,7 +66,9 @@ def test_window_serve_says_when_the_port_is_taken(qtbot, open_window, tiny_targe
         )
 
 
-def test_api_client_leaving_never_stops_the_windows_reply(qtbot, open_window, wait_reply, slow_target) -> None:
+def test_api_client_leaving_never_stops_the_windows_reply(
+    qtbot, open_window, wait_reply, slow_target
+) -> None:
     """The engine has one cancel flag: an API request queued behind the window's reply, whose
     client leaves, is cancelled when it starts, and the window's reply runs to its end."""
     window = open_window(slow_target, max_tokens=400)
@@ -88,6 +90,8 @@ def test_api_client_leaving_never_stops_the_windows_reply(qtbot, open_window, wa
         store.close()
     assert [(m.role, m.status) for m in rows] == [("user", "complete"), ("assistant", "complete")]
     qtbot.waitUntil(lambda: toggle.host.load()["generating"] == 0, timeout=30_000)
-    r = httpx.post(f"{toggle.url}/completions", json={"prompt": "a", "max_tokens": 3, "temperature": 0}, timeout=30)
+    r = httpx.post(
+        f"{toggle.url}/completions", json={"prompt": "a", "max_tokens": 3, "temperature": 0}, timeout=30
+    )
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= 3
     toggle.action.trigger()
