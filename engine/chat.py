@@ -119,6 +119,42 @@ def cut_reply(text: str, marker: str = "") -> str:
     return (text if end is None else text[:end]).strip()
 
 
+class _Text:
+    """A reply's raw text, growing at the end and read near the end. Text before `keep_from` moves
+    to a list of parts, so a long reply is not copied again with every piece."""
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._tail = ""
+        self._tail_start = 0  # offset of _tail in the whole text
+
+    def __len__(self) -> int:
+        return self._tail_start + len(self._tail)
+
+    def append(self, text: str) -> None:
+        self._tail += text
+
+    def get(self, start: int, end: int | None = None) -> str:
+        """text[start:end]; start must not be before the last keep_from."""
+        assert start >= self._tail_start
+        base = self._tail_start
+        return self._tail[start - base :] if end is None else self._tail[start - base : end - base]
+
+    def find(self, sub: str, start: int) -> int:
+        i = self._tail.find(sub, max(0, start - self._tail_start))
+        return i + self._tail_start if i >= 0 else -1
+
+    def keep_from(self, offset: int) -> None:
+        cut = offset - self._tail_start
+        if cut > 4096:  # in chunks: each move copies the tail
+            self._parts.append(self._tail[:cut])
+            self._tail = self._tail[cut:]
+            self._tail_start = offset
+
+    def __str__(self) -> str:
+        return "".join(self._parts) + self._tail
+
+
 @dataclass
 class _Mark:
     end: int  # offset in the raw text where the piece ends
@@ -136,13 +172,14 @@ class SpeakerStop:
 
     def __init__(self, marker: str = "") -> None:
         self.marker = marker
-        self.raw = ""  # everything received
+        self._raw = _Text()  # everything received
         self.stopped = False
         self._end: int | None = None  # where the reply was cut, once stopped
         self._shown = 0  # raw offset up to which text was handed out
         self._start: int | None = None  # first non-whitespace character
         self._line_start = -1  # start of the current line; -1 while on the first line
         self._in_fence = False
+        self._scanned = 0  # raw offset up to which newlines were looked for
         self._marks: list[_Mark] = []
 
     @property
@@ -150,35 +187,50 @@ class SpeakerStop:
         """The reply so far as it will read (complete once finish() was called)."""
         if self._start is None:
             return ""
-        end = self._end if self._end is not None else len(self.raw)
-        return self.raw[self._start : end].rstrip()
+        end = self._end if self._end is not None else len(self._raw)
+        return str(self._raw)[self._start : end].rstrip()
+
+    @property
+    def raw(self) -> str:
+        """Everything received."""
+        return str(self._raw)
 
     def feed(self, text: str, is_draft: bool = False, n_tokens: int = 0) -> list[TextPiece]:
         if self.stopped or (not text and not n_tokens):
             return []
-        self.raw += text
-        self._marks.append(_Mark(len(self.raw), is_draft, n_tokens))
+        self._raw.append(text)
+        self._marks.append(_Mark(len(self._raw), is_draft, n_tokens))
         if self._start is None:
-            stripped = len(self.raw) - len(self.raw.lstrip())
-            if stripped == len(self.raw):
+            raw = self._raw.get(0)  # only whitespace so far, and this piece
+            stripped = len(raw) - len(raw.lstrip())
+            if stripped == len(raw):
                 self._scan_lines()
                 return []
             self._start = stripped
-        safe = self._scan_lines()
-        return self._release(safe)
+        pieces = self._release(self._scan_lines())
+        # What is shown, and lies before the current line, is not read again (only by .text).
+        self._raw.keep_from(min(self._shown, self._line_start) if self._line_start >= 0 else self._shown)
+        return pieces
 
     def finish(self) -> list[TextPiece]:
         """The rest at the end of generation: a trailing "Name:" counts as a speaker line."""
         if self.stopped:
             return []
         if self._line_start >= 0 and not self._in_fence:
-            line = self.raw[self._line_start :]
+            line = self._raw.get(self._line_start)
             if re.fullmatch(r"\w[\w ]{0,30}:\s*", line):
                 self._stop_at(self._line_start)
-                return self._release(len(self.raw[: self._line_start].rstrip()))
+                return self._release(self._trimmed(self._line_start))
         if self._start is None:
             return []
-        return self._release(len(self.raw.rstrip()))
+        return self._release(self._trimmed(len(self._raw)))
+
+    def _trimmed(self, end: int) -> int:
+        """end, moved back over trailing whitespace (without copying the text)."""
+        raw = self._raw
+        while end > self._shown and raw.get(end - 1, end).isspace():
+            end -= 1
+        return end
 
     def _stop_at(self, offset: int) -> None:
         self.stopped = True
@@ -186,29 +238,34 @@ class SpeakerStop:
 
     def _scan_lines(self) -> int:
         """Consume complete lines; return how far the raw text is safe to show."""
-        raw = self.raw
+        raw = self._raw
         while True:
-            nl = raw.find("\n", max(self._line_start, 0))
+            nl = raw.find("\n", max(self._line_start, self._scanned))
             if nl < 0:
+                self._scanned = len(raw)
                 break
             if self._line_start >= 0:
-                line = raw[self._line_start : nl]
+                line = raw.get(self._line_start, nl)
                 if not self._in_fence and _ends_reply(line, self.marker):
                     self._stop_at(self._line_start)
-                    return len(raw[: self._line_start].rstrip())
+                    return self._trimmed(self._line_start)
                 if _FENCE.match(line):
                     self._in_fence = not self._in_fence
             self._line_start = nl + 1
         safe = len(raw)
         if self._line_start >= 0 and not self._in_fence:
-            line = raw[self._line_start :]
+            # Names and markers are short: the line's head decides (a long line is never copied).
+            head = raw.get(self._line_start, self._line_start + 64)
+            is_whole = len(raw) - self._line_start <= 64
             marker = self.marker
-            if _SPEAKER_SO_FAR.match(line) or (marker and line.startswith(marker)):
+            if _SPEAKER_SO_FAR.match(head) or (marker and head.startswith(marker)):
                 self._stop_at(self._line_start)
-                return len(raw[: self._line_start].rstrip())
-            if _SPEAKER_PREFIX.fullmatch(line) or (marker and line and marker.startswith(line)):
+                return self._trimmed(self._line_start)
+            if is_whole and (
+                _SPEAKER_PREFIX.fullmatch(head) or (marker and head and marker.startswith(head))
+            ):
                 safe = self._line_start  # could still become "Name: " (or the marker)
-        return len(raw[:safe].rstrip())
+        return self._trimmed(safe)
 
     def _release(self, upto: int) -> list[TextPiece]:
         """Hand out raw[shown:upto] as pieces split where the draft flag changes. A piece's tokens
@@ -228,7 +285,7 @@ class SpeakerStop:
             end = mark.end if complete else upto
             n_tokens = (mark.n_tokens if complete else 0) + carry
             carry = 0
-            text = self.raw[pos:end]
+            text = self._raw.get(pos, end)
             if pieces and pieces[-1].is_draft == mark.is_draft:
                 last = pieces.pop()
                 pieces.append(TextPiece(last.text + text, last.n_tokens + n_tokens, mark.is_draft))
