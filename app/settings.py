@@ -49,6 +49,7 @@ class Settings:
     plain_tokens_per_s: dict[str, float] = field(default_factory=dict)
     last_conversation_id: int | None = None
     has_seen_welcome: bool = False  # the welcome panel opens by itself on the first start only
+    theme: str = "system"  # "system" (follow the desktop's light/dark scheme), "light" or "dark"
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(

@@ -27,6 +27,8 @@ from PySide6.QtWidgets import (
 
 from ui.message_widget import MessageWidget
 
+READABLE_WIDTH_EM = 110  # average characters: about 90 of text a line after margins
+
 
 class PromptEdit(QPlainTextEdit):
     """Multi-line input: Enter sends, Shift+Enter adds a line, Esc cancels an edit."""
@@ -94,10 +96,18 @@ class ChatView(QWidget):
         self.scroll_area.setWidgetResizable(True)
         self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
         self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # Replies keep a readable line length: a centred column at most READABLE_WIDTH_EM wide.
         container = QWidget()
-        self.messages_layout = QVBoxLayout(container)
-        self.messages_layout.setContentsMargins(0, 0, 0, 0)
-        self.messages_layout.setSpacing(8)
+        centre = QHBoxLayout(container)
+        centre.setContentsMargins(0, 0, 0, 0)
+        column = QWidget()
+        column.setMaximumWidth(self.fontMetrics().averageCharWidth() * READABLE_WIDTH_EM)
+        centre.addStretch(0)
+        centre.addWidget(column, 1)
+        centre.addStretch(0)
+        self.messages_layout = QVBoxLayout(column)
+        self.messages_layout.setContentsMargins(4, 4, 4, 4)
+        self.messages_layout.setSpacing(14)
         self.messages_layout.addStretch(1)
         self.scroll_area.setWidget(container)
         bar = self.scroll_area.verticalScrollBar()
@@ -182,6 +192,11 @@ class ChatView(QWidget):
         for widget in self._widgets.values():
             widget.set_tint(tint)
 
+    def restyle(self) -> None:
+        """The theme changed: every message in its colours."""
+        for widget in self._widgets.values():
+            widget.restyle()
+
     def _update_edit_buttons(self) -> None:
         users = [w for w in self._widgets.values() if w.role == "user"]
         for w in users:
@@ -241,6 +256,8 @@ class ChatView(QWidget):
             self.set_editing(None)
             self.input.clear()
             self.edit_cancelled.emit()
+        elif self._is_busy:
+            self.stop_requested.emit()
 
     def on_system_prompt_editing_finished(self) -> None:
         self.system_prompt_changed.emit(self.system_prompt.text().strip())

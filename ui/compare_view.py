@@ -24,10 +24,11 @@ from PySide6.QtWidgets import (
 
 from app.reply import Reply, ReplyProgress
 from engine.events import Stats
+from ui import theme
 from ui.markdown_view import MessageBody
 from ui.stats_format import DASH, SPECULATION_NAMES
 
-PLAIN_COLOR = QColor(120, 120, 120)
+PLAIN_COLOR = QColor(120, 120, 120)  # the light theme's (ui.theme.colors() has the current ones)
 SPECULATIVE_COLOR = QColor(40, 160, 90)
 
 
@@ -69,7 +70,9 @@ class TokensChart(QWidget):
         painter.drawText(
             QPointF(plot.left() + 6, plot.top() + metrics.ascent() + 2), "tokens over decode time"
         )
-        for name, color in (("plain", PLAIN_COLOR), ("speculative", SPECULATIVE_COLOR)):
+        colors = theme.colors()
+        lines = (("plain", colors.plain_line), ("speculative", colors.speculative_line))
+        for name, color in lines:
             points = self.series[name]
             if not points:
                 continue
@@ -79,7 +82,7 @@ class TokensChart(QWidget):
             painter.setPen(QPen(color, 2))
             painter.drawPath(path)
         legend_y = plot.top() + 2 * metrics.height() + 4
-        for i, (name, color) in enumerate((("plain", PLAIN_COLOR), ("speculative", SPECULATIVE_COLOR))):
+        for i, (name, color) in enumerate(lines):
             y = legend_y + i * metrics.height()
             painter.setPen(QPen(color, 3))
             painter.drawLine(
@@ -184,6 +187,12 @@ class CompareView(QWidget):
         self.final_stats: dict[str, Stats] = {}
         self._is_busy = False
         self._can_speculate = True
+
+    def restyle(self) -> None:
+        """The theme changed: both replies and the chart in its colours."""
+        self.plain.body.restyle()
+        self.speculative.body.restyle()
+        self.chart.update()
 
     def set_speculation(self, speculation: str) -> None:
         self._can_speculate = speculation != "none"

@@ -120,11 +120,18 @@ class MainWindow(QMainWindow):
         self._pending_system_prompt = ""
         self._is_closed = False
         self._has_shown = False
+        from ui.theme import ThemeManager
+
+        self.theme = ThemeManager(self.settings.theme, self)  # before any text is rendered
+        self.theme.changed.connect(self.on_theme_changed)
 
         self._build_tabs()
         self._build_toolbar()
         self._build_status_bar()
         self._build_menu()
+        from ui import shortcuts
+
+        self.shortcut_actions = shortcuts.install(self)
         self._connect_controller()
 
         self._refresh_conversations()
@@ -792,6 +799,8 @@ class MainWindow(QMainWindow):
         """Save new settings; reload the engine if an engine setting changed (sampling applies next reply)."""
         before = self.settings
         self._update_settings(**{k: getattr(after, k) for k in after.__dataclass_fields__})
+        if after.theme != self.theme.choice:
+            self.theme.set_choice(after.theme)
         if needs_reload(before, after):
             self.start_engine()
 
@@ -804,6 +813,42 @@ class MainWindow(QMainWindow):
         self._show_speculation_choice(draft)
         self.start_engine()
         self.tabs.setCurrentIndex(0)
+
+    # ---- keyboard (ui/shortcuts.py)
+
+    def focus_input(self) -> None:
+        self.tabs.setCurrentIndex(0)
+        self.chat.input.setFocus()
+
+    def focus_search(self) -> None:
+        self.tabs.setCurrentIndex(0)
+        self.conversations.search.setFocus()
+        self.conversations.search.selectAll()
+
+    def open_compare(self) -> None:
+        self.tabs.setCurrentWidget(self.compare)
+        self.compare.prompt.setFocus()
+
+    def cycle_speculation(self) -> None:
+        """Off -> n-gram -> the draft model (when one was chosen and exists) -> off."""
+        kinds = ["none", "ngram"]
+        if self.settings.draft_model_path and Path(self.settings.draft_model_path).exists():
+            kinds.append("draft")
+        current = self.speculation_combo.currentData()
+        kind = kinds[(kinds.index(current) + 1) % len(kinds)] if current in kinds else "none"
+        self.speculation_combo.setCurrentIndex(self.speculation_combo.findData(kind))
+        self.on_speculation_combo_activated(self.speculation_combo.currentIndex())
+
+    def show_shortcuts(self) -> None:
+        from ui.shortcuts import ShortcutsDialog
+
+        dialog = ShortcutsDialog(list(self.shortcut_actions.values()), self)
+        dialog.setObjectName("shortcutsDialog")
+        dialog.open()
+
+    def on_theme_changed(self, _is_dark: bool) -> None:
+        self.chat.restyle()
+        self.compare.restyle()
 
     # ---- window
 

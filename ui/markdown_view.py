@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import (
     QColor,
+    QContextMenuEvent,
     QFontDatabase,
     QResizeEvent,
+    QTextBlock,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
@@ -33,10 +35,13 @@ from PySide6.QtGui import (
     QTextDocumentFragment,
     QTextFormat,
 )
-from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QWidget
+from PySide6.QtWidgets import QApplication, QFrame, QSizePolicy, QTextBrowser, QToolButton, QWidget
 
-DRAFT_TINT = QColor(60, 190, 110, 70)  # translucent green: readable on light and dark themes
+from ui.code_highlight import CodeHighlighter
+
+DRAFT_TINT = QColor(60, 190, 110, 70)  # translucent green (the light theme's: ui.theme)
 CODE_BACKGROUND = QColor(127, 127, 127, 38)
+_colors = {"draft_tint": DRAFT_TINT, "code_background": CODE_BACKGROUND}  # set by ui.theme
 LOOKAHEAD = 400  # markup the importer drops (a link's URL, a fence line) is shorter than this
 MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub
 # A streaming open block longer than this is cut at its last complete line (inside a code fence
@@ -164,6 +169,15 @@ def tint_ranges(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]
     return out
 
 
+def set_colors(draft_tint: QColor, code_background: QColor) -> None:
+    """The tint and the code background of renders from now on (the theme's)."""
+    _colors["draft_tint"], _colors["code_background"] = draft_tint, code_background
+
+
+def draft_tint() -> QColor:
+    return _colors["draft_tint"]
+
+
 def render(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]], tint: bool) -> None:
     doc.setMarkdown(source, MARKDOWN)
     cursor = QTextCursor(doc)
@@ -172,7 +186,7 @@ def render(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]], ti
     cursor.beginEditBlock()
     # Code blocks get a shaded background so they read as blocks while the reply streams.
     code_format = QTextBlockFormat()
-    code_format.setBackground(CODE_BACKGROUND)
+    code_format.setBackground(_colors["code_background"])
     block, first_code = doc.firstBlock(), None
     while block.isValid():
         is_code = block.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence)
@@ -188,7 +202,7 @@ def render(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]], ti
         block = nxt
     if tint and spans:
         tint_format = QTextCharFormat()
-        tint_format.setBackground(DRAFT_TINT)
+        tint_format.setBackground(_colors["draft_tint"])
         for start, end in tint_ranges(doc, source, spans):
             cursor.setPosition(start)
             cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
@@ -278,6 +292,9 @@ class MessageBody(QTextBrowser):
         self._is_settling = False
         self._is_catching_up = False
         self._is_rendering = False
+        self.highlighter = CodeHighlighter(self.document())
+        self._copy_buttons: list[QToolButton] = []
+        self.setAccessibleName("Message text")
 
     def set_content(self, source: str, spans: Sequence[tuple[int, int]], tint: bool) -> None:
         """Render the whole text now (a stored message, a change of tint)."""
@@ -286,6 +303,7 @@ class MessageBody(QTextBrowser):
         self._settle_id += 1  # a finish() still under way is dropped
         self._is_settling = False
         self._show_rendered(self._rendered(source, self._spans))
+        self._place_copy_buttons()
 
     def finish(self, source: str, spans: Sequence[tuple[int, int]], tint: bool) -> None:
         """The reply has ended: render its whole text once. The render and the swap into the
@@ -306,6 +324,7 @@ class MessageBody(QTextBrowser):
             if settle_id == self._settle_id:
                 self._is_settling = False
                 self._show_rendered(rendered)
+                self._place_copy_buttons()
 
         QTimer.singleShot(YIELD_MS, self, render_step)
 
@@ -336,6 +355,7 @@ class MessageBody(QTextBrowser):
             # it has at once, as set_content would; a new reply starts from nothing.
             self._stream = _Stream(shown=0 if self._stream is None and not self._source else -1)
             self._tint = tint
+            self._place_copy_buttons()  # none while streaming
         self._source, self._spans = source, tuple(spans)
         self._advance()
 
@@ -358,6 +378,9 @@ class MessageBody(QTextBrowser):
                 state.committed, state.prefix = state.cut, state.cut_prefix
                 state.tail = doc.characterCount() - 1
             open_block = self._part(state.prefix, state.committed, end)
+            # The open block is laid out again on every update: its code is coloured once it
+            # is closed (committed above), not on every update.
+            self.highlighter.skip_from = state.tail
             if state.tail == 0:
                 self._show(open_block)
             else:
@@ -365,6 +388,7 @@ class MessageBody(QTextBrowser):
             state.shown = end
         finally:
             self._is_rendering = False
+            self.highlighter.skip_from = None
         self._fit_height()
         if end < len(self._source) and not self._is_catching_up:
             self._is_catching_up = True
@@ -423,6 +447,83 @@ class MessageBody(QTextBrowser):
             cursor.insertFragment(part_cursor.selection())
         cursor.endEditBlock()
 
+    def restyle(self) -> None:
+        """Render again in the theme's colours (the tint and code background are in the document)."""
+        if self._stream is not None:
+            self._stream = None
+            self.stream(self._source, self._spans, self._tint)
+        elif self._is_settling:
+            self.finish(self._source, self._spans, self._tint)
+        else:
+            self.set_content(self._source, self._spans, self._tint)
+        self.highlighter.restyle()
+
+    # ---- code blocks: a Copy button on each (once the text is final) and "Copy code" in the menu
+
+    def code_blocks(self) -> list[tuple[QTextBlock, str]]:
+        """Each code block's first line and its whole text."""
+        out: list[tuple[QTextBlock, str]] = []
+        lines: list[str] = []
+        first: QTextBlock | None = None
+        block = self.document().firstBlock()
+        while block.isValid():
+            if block.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence):
+                if first is None:
+                    first, lines = block, []
+                lines.append(block.text())
+            elif first is not None:
+                out.append((first, "\n".join(lines)))
+                first = None
+            block = block.next()
+        if first is not None:
+            out.append((first, "\n".join(lines)))
+        return out
+
+    def code_at(self, position: int) -> str | None:
+        """The text of the code block holding a document position, if any."""
+        for first, text in self.code_blocks():
+            if first.position() <= position < first.position() + len(text) + 1:
+                return text
+        return None
+
+    def _place_copy_buttons(self) -> None:
+        blocks = self.code_blocks() if self._grows and self._stream is None and not self._is_settling else []
+        while len(self._copy_buttons) < len(blocks):
+            button = QToolButton(self.viewport())
+            button.setText("Copy")
+            button.setToolTip("Copy this code block")
+            button.setAutoRaise(True)
+            button.setCursor(Qt.CursorShape.PointingHandCursor)
+            button.clicked.connect(lambda _=False, b=button: self._on_copy_code(b))
+            self._copy_buttons.append(button)
+        layout = self.document().documentLayout()
+        for i, button in enumerate(self._copy_buttons):
+            if i >= len(blocks):
+                button.hide()
+                continue
+            first, text = blocks[i]
+            rect = layout.blockBoundingRect(first)
+            button.setProperty("code", text)
+            button.setAccessibleName(f"Copy code block {i + 1}")
+            button.adjustSize()
+            button.move(max(0, self.viewport().width() - button.width() - 4), int(rect.top()))
+            button.show()
+            button.raise_()
+
+    def _on_copy_code(self, button: QToolButton) -> None:
+        QApplication.clipboard().setText(str(button.property("code") or ""))
+        button.setText("Copied")
+        QTimer.singleShot(1500, button, lambda: button.setText("Copy"))
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 (Qt's name)
+        menu = self.createStandardContextMenu(event.pos())
+        code = self.code_at(self.cursorForPosition(event.pos()).position())
+        if code is not None:
+            action = menu.addAction("Copy code")
+            action.triggered.connect(lambda: QApplication.clipboard().setText(code))
+        menu.exec(event.globalPos())
+        menu.deleteLater()
+
     def set_tint(self, tint: bool) -> None:
         if tint == self._tint:
             return
@@ -450,6 +551,8 @@ class MessageBody(QTextBrowser):
             return
         super().resizeEvent(event)
         self._fit_height()
+        if self._copy_buttons:
+            self._place_copy_buttons()
 
     def sizeHint(self) -> QSize:  # noqa: N802
         if not self._grows:

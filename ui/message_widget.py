@@ -9,6 +9,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from app.reply import ReplyText
+from ui import theme
 from ui.markdown_view import MessageBody
 from ui.stats_format import details_line, details_tooltip
 
@@ -30,13 +31,9 @@ class MessageWidget(QFrame):
         self.status = "complete"
         self.setObjectName("userMessage" if role == "user" else "assistantMessage")
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setStyleSheet(
-            "QFrame#userMessage { background: rgba(90, 140, 230, 28); border-radius: 6px; }"
-            "QFrame#assistantMessage { border: none; }"
-        )
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 6, 8, 6)
-        layout.setSpacing(2)
+        layout.setContentsMargins(12, 8, 12, 8)
+        layout.setSpacing(4)
 
         header = QHBoxLayout()
         self.author = QLabel("<b>You</b>" if role == "user" else "<b>Assistant</b>")
@@ -45,29 +42,68 @@ class MessageWidget(QFrame):
         self.edit_button = QToolButton()
         self.edit_button.setText("Edit")
         self.edit_button.setToolTip("Edit this message and send it again")
+        self.edit_button.setAccessibleName("Edit message")
         self.edit_button.setVisible(False)
         self.edit_button.clicked.connect(lambda: self.edit_requested.emit(self.message_id))
         header.addWidget(self.edit_button)
         self.copy_button = QToolButton()
         self.copy_button.setText("Copy")
         self.copy_button.setToolTip("Copy this message's text")
+        self.copy_button.setAccessibleName("Copy message")
         self.copy_button.clicked.connect(self.on_copy_button_clicked)
         header.addWidget(self.copy_button)
         layout.addLayout(header)
 
         self.body = MessageBody(self)
+        self.body.setAccessibleName("Your message" if role == "user" else "Reply")
         layout.addWidget(self.body)
 
         self.details = QLabel()
         self.details.setObjectName("details")
-        self.details.setStyleSheet("color: gray; font-size: 11px;")
         self.details.setWordWrap(True)
         self.details.setVisible(False)
         layout.addWidget(self.details)
+        self._spans: tuple[tuple[int, int], ...] = ()
+        self._stats_tooltip = ""
+        self.restyle(render=False)
+
+    def restyle(self, render: bool = True) -> None:
+        """Colours of the current theme (ui.theme); the text rendered again in them."""
+        colors = theme.colors()
+        self.setStyleSheet(
+            f"QFrame#userMessage {{ background: {colors.user_bubble}; border-radius: 8px; }}"
+            "QFrame#assistantMessage { border: none; }"
+            f"QLabel#details {{ color: {colors.muted_text}; font-size: 11px; }}"
+        )
+        if render:
+            self.body.restyle()
+
+    def _describe_draft(self, text: str, draft_spans: Sequence[tuple[int, int]]) -> None:
+        """Say in words what the tint shows (screen readers, and the tooltip)."""
+        self._spans = tuple(draft_spans)
+        drafted = sum(max(0, min(b, len(text)) - max(a, 0)) for a, b in draft_spans)
+        if self.role != "assistant" or not text:
+            self.body.setAccessibleDescription("")
+        elif drafted:
+            self.body.setAccessibleDescription(
+                f"{drafted} of {len(text)} characters ({drafted / len(text):.0%}) came from the draft "
+                "and were accepted by the model; they are shaded green."
+            )
+        else:
+            self.body.setAccessibleDescription("No text of this reply came from the draft.")
+        self._update_tooltip()
+
+    def _update_tooltip(self) -> None:
+        description = self.body.accessibleDescription()
+        parts = [f"<p>{description}</p>"] if description else []
+        if self._stats_tooltip:
+            parts.append(self._stats_tooltip)
+        self.body.setToolTip("".join(parts))
 
     def set_content(self, text: str, draft_spans: Sequence[tuple[int, int]], tint: bool) -> None:
         """Render the whole text (a stored message, or a reply that has just ended)."""
         self.body.set_content(text, draft_spans, tint)
+        self._describe_draft(text, draft_spans)
 
     def stream(self, reply: ReplyText, tint: bool) -> None:
         """Show a streaming reply so far; only its new text is laid out."""
@@ -76,6 +112,7 @@ class MessageWidget(QFrame):
     def finish(self, reply: ReplyText, tint: bool) -> None:
         """The reply has ended: its final text, rendered once (text() has it at once)."""
         self.body.finish(reply.text, reply.draft_spans, tint)
+        self._describe_draft(reply.text, reply.draft_spans)
 
     def text(self) -> str:
         return self.body.source_text()
@@ -89,7 +126,8 @@ class MessageWidget(QFrame):
         if stats:
             parts.append(details_line(stats))
             self.details.setToolTip(details_tooltip(stats))
-            self.body.setToolTip(details_tooltip(stats))
+            self._stats_tooltip = details_tooltip(stats)
+            self._update_tooltip()
         status_note = STATUS_NOTES.get(status, "")
         if status_note:
             parts.append(status_note)

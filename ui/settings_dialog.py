@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import (
     QCheckBox,
+    QComboBox,
     QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
@@ -155,6 +156,16 @@ class SettingsDialog(QDialog):
 
         for box in (self.top_k, self.top_p, self.min_p):
             box.setEnabled(not self.greedy.isChecked())
+
+        from ui.theme import THEME_CHOICES
+
+        self.theme = QComboBox()
+        self.theme.setObjectName("themeCombo")
+        for label, value in THEME_CHOICES:
+            self.theme.addItem(label, value)
+        self.theme.setCurrentIndex(max(0, self.theme.findData(settings.theme)))
+        self.theme.setToolTip("System follows the desktop's light or dark scheme")
+        form.addRow("Theme:", self.theme)
         layout.addLayout(form)
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
@@ -178,6 +189,7 @@ class SettingsDialog(QDialog):
             max_tokens=self.max_tokens.value(),
             adaptive=self.adaptive.isChecked(),
             draft_max=self.draft_max.value(),
+            theme=str(self.theme.currentData()),
         )
 
 

@@ -1,0 +1,157 @@
+"""Syntax colours for a message's code blocks, by Pygments, without stalling the window.
+
+The colours are a QSyntaxHighlighter's: they live in each block's layout, not in the document,
+so a rendered reply's text and formats (what streaming must reproduce exactly) are untouched.
+Pygments is pure Python (about 10 µs a character here), so nothing is lexed where Qt asks for a
+block's colours: the block is queued, and a timer lexes queued lines a few milliseconds per turn
+of the event loop and then colours them. Lines are lexed one at a time (a line inside a
+multi-line string is coloured as code) and cached by (language, line), so the full render at
+the end of a reply, a resize or a theme switch costs no lexing for lines already seen.
+While a reply streams, the open block (re-rendered on every update) is left alone
+(`skip_from`): each code block is coloured once, when it is closed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict, deque
+from functools import lru_cache
+
+from PySide6.QtCore import QTimer
+from PySide6.QtGui import QColor, QSyntaxHighlighter, QTextBlock, QTextCharFormat, QTextDocument, QTextFormat
+
+from ui import theme
+
+SLICE_S = 0.004  # lexing and colouring per turn of the event loop
+CACHE_LINES = 20_000
+YIELD_MS = 1
+
+_Tokens = tuple[tuple[int, int, object], ...]  # (start, length, Pygments token type)
+_token_cache: OrderedDict[tuple[str, str], _Tokens] = OrderedDict()
+
+
+@lru_cache(maxsize=64)
+def _lexer(language: str) -> object | None:
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    name = language.strip().lower()
+    if not name:
+        return None
+    try:
+        return get_lexer_by_name(name, stripnl=False, ensurenl=False, stripall=False)
+    except ClassNotFound:
+        return None
+
+
+def code_language(block: QTextBlock) -> str | None:
+    """The fence's language of a code block's line ("" when none given); None outside code."""
+    fmt = block.blockFormat()
+    if not fmt.hasProperty(QTextFormat.Property.BlockCodeFence):
+        return None
+    return fmt.stringProperty(QTextFormat.Property.BlockCodeLanguage)
+
+
+def tokens(language: str, line: str) -> _Tokens:
+    key = (language, line)
+    cached = _token_cache.get(key)
+    if cached is not None:
+        _token_cache.move_to_end(key)
+        return cached
+    lexer = _lexer(language)
+    result: _Tokens = ()
+    if lexer is not None:
+        result = tuple(
+            (start, len(value), ttype)
+            for start, ttype, value in lexer.get_tokens_unprocessed(line)  # type: ignore[attr-defined]
+            if value
+        )
+    _token_cache[key] = result
+    if len(_token_cache) > CACHE_LINES:
+        _token_cache.popitem(last=False)
+    return result
+
+
+_formats: dict[str, dict[object, QTextCharFormat | None]] = {}
+
+
+def _format(style_name: str, ttype: object) -> QTextCharFormat | None:
+    formats = _formats.setdefault(style_name, {})
+    if ttype in formats:
+        return formats[ttype]
+    from pygments.styles import get_style_by_name
+
+    style = get_style_by_name(style_name)
+    spec = style.style_for_token(ttype)  # type: ignore[arg-type]
+    fmt: QTextCharFormat | None = None
+    if spec.get("color"):
+        # Colour only: bold or italic would change widths, and the layout with them.
+        fmt = QTextCharFormat()
+        fmt.setForeground(QColor("#" + spec["color"]))
+    formats[ttype] = fmt
+    return fmt
+
+
+class CodeHighlighter(QSyntaxHighlighter):
+    def __init__(self, document: QTextDocument) -> None:
+        super().__init__(document)
+        # Set while a streaming open block is laid out after this document position: blocks
+        # after it are not coloured; the block holding it (the last one that stays) keeps its colours.
+        self.skip_from: int | None = None
+        self._queue: deque[tuple[QTextBlock, str]] = deque()
+        self._is_applying = False
+        self._is_scheduled = False
+
+    @property
+    def pending(self) -> int:
+        return len(self._queue)
+
+    def highlightBlock(self, text: str) -> None:  # noqa: N802 (Qt's name)
+        block = self.currentBlock()
+        language = code_language(block)
+        if language is None or not text or _lexer(language) is None:
+            return
+        if not self._is_applying:
+            if self.skip_from is None:
+                self._queue.append((block, text))
+                self._schedule()
+                return
+            if block.position() > self.skip_from or (language, text) not in _token_cache:
+                return
+        self._apply(language, text)
+
+    def _apply(self, language: str, text: str) -> None:
+        style = theme.colors().code_style
+        for start, length, ttype in tokens(language, text):
+            fmt = _format(style, ttype)
+            if fmt is not None:
+                self.setFormat(start, length, fmt)
+
+    def _schedule(self) -> None:
+        if not self._is_scheduled:
+            self._is_scheduled = True
+            QTimer.singleShot(YIELD_MS, self, self._work)
+
+    def _work(self) -> None:
+        self._is_scheduled = False
+        deadline = time.perf_counter() + SLICE_S
+        document = self.document()
+        while self._queue and time.perf_counter() < deadline:
+            block, text = self._queue.popleft()
+            if not block.isValid() or block.document() is not document or block.text() != text:
+                continue  # replaced since (a streaming block re-rendered)
+            language = code_language(block)
+            if language is None:
+                continue
+            tokens(language, text)
+            self._is_applying = True
+            try:
+                self.rehighlightBlock(block)
+            finally:
+                self._is_applying = False
+        if self._queue:
+            self._schedule()
+
+    def restyle(self) -> None:
+        """Colour every code line again (the theme changed)."""
+        self.rehighlight()

@@ -1,0 +1,211 @@
+"""Light and dark: follow the system's colour scheme, or the user's choice in Settings.
+
+`ThemeManager` watches Qt's colour scheme hint (QStyleHints.colorScheme, Qt 6.5+) and applies
+the choice ("system", "light" or "dark"). With "system" the platform's palette is kept, and its
+lightness decides which of our colours (the draft tint, code blocks, the highlighter's style, the
+charts) go with it: a dark platform theme that gives no scheme hint is still read as dark. A
+forced choice asks the platform for that scheme and, where the platform cannot switch (Linux
+without a portal, offscreen), sets a palette of its own.
+
+Everything that draws reads `colors()`; `ThemeManager.changed` says when to redraw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QColor, QGuiApplication, QPalette
+
+THEME_CHOICES = (("System", "system"), ("Light", "light"), ("Dark", "dark"))
+
+
+@dataclass(frozen=True)
+class ThemeColors:
+    is_dark: bool
+    draft_tint: QColor  # the background of accepted draft text
+    code_background: QColor
+    code_style: str  # a Pygments style
+    plain_line: QColor  # charts: plain decoding
+    speculative_line: QColor  # charts: with speculation
+    user_bubble: str  # CSS colour of the user's messages
+    muted_text: str  # CSS colour of details lines
+
+
+LIGHT = ThemeColors(
+    is_dark=False,
+    draft_tint=QColor(60, 190, 110, 70),
+    code_background=QColor(127, 127, 127, 38),
+    code_style="default",
+    plain_line=QColor(120, 120, 120),
+    speculative_line=QColor(30, 150, 80),
+    user_bubble="rgba(90, 140, 230, 28)",
+    muted_text="#666666",
+)
+DARK = ThemeColors(
+    is_dark=True,
+    # Stronger than the light tint: over a dark base it still reads as green, white text on it.
+    draft_tint=QColor(60, 200, 115, 100),
+    code_background=QColor(255, 255, 255, 22),
+    code_style="github-dark",
+    plain_line=QColor(175, 175, 175),
+    speculative_line=QColor(90, 215, 140),
+    user_bubble="rgba(110, 160, 255, 40)",
+    muted_text="#a8a8a8",
+)
+
+_current = LIGHT
+
+
+def colors() -> ThemeColors:
+    """The colours in use now."""
+    return _current
+
+
+def _set_current(theme: ThemeColors) -> None:
+    global _current
+    _current = theme
+    from ui import markdown_view  # the renderer keeps its own module-level colours
+
+    markdown_view.set_colors(theme.draft_tint, theme.code_background)
+
+
+def dark_palette() -> QPalette:
+    p = QPalette()
+    base, window, text = QColor(30, 30, 32), QColor(45, 45, 48), QColor(230, 230, 230)
+    disabled = QColor(130, 130, 130)
+    for role, color in (
+        (QPalette.ColorRole.Window, window),
+        (QPalette.ColorRole.WindowText, text),
+        (QPalette.ColorRole.Base, base),
+        (QPalette.ColorRole.AlternateBase, QColor(38, 38, 41)),
+        (QPalette.ColorRole.ToolTipBase, QColor(55, 55, 58)),
+        (QPalette.ColorRole.ToolTipText, text),
+        (QPalette.ColorRole.PlaceholderText, QColor(150, 150, 150)),
+        (QPalette.ColorRole.Text, text),
+        (QPalette.ColorRole.Button, window),
+        (QPalette.ColorRole.ButtonText, text),
+        (QPalette.ColorRole.BrightText, QColor(255, 90, 90)),
+        (QPalette.ColorRole.Light, QColor(70, 70, 74)),
+        (QPalette.ColorRole.Midlight, QColor(60, 60, 64)),
+        (QPalette.ColorRole.Mid, QColor(90, 90, 95)),
+        (QPalette.ColorRole.Dark, QColor(20, 20, 22)),
+        (QPalette.ColorRole.Shadow, QColor(0, 0, 0)),
+        (QPalette.ColorRole.Highlight, QColor(60, 120, 215)),
+        (QPalette.ColorRole.HighlightedText, QColor(255, 255, 255)),
+        (QPalette.ColorRole.Link, QColor(110, 170, 255)),
+        (QPalette.ColorRole.LinkVisited, QColor(180, 140, 255)),
+    ):
+        p.setColor(role, color)
+    for role in (QPalette.ColorRole.WindowText, QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText):
+        p.setColor(QPalette.ColorGroup.Disabled, role, disabled)
+    return p
+
+
+def light_palette() -> QPalette:
+    p = QPalette()
+    base, window, text = QColor(255, 255, 255), QColor(239, 239, 239), QColor(20, 20, 20)
+    for role, color in (
+        (QPalette.ColorRole.Window, window),
+        (QPalette.ColorRole.WindowText, text),
+        (QPalette.ColorRole.Base, base),
+        (QPalette.ColorRole.AlternateBase, QColor(247, 247, 247)),
+        (QPalette.ColorRole.ToolTipBase, QColor(255, 255, 220)),
+        (QPalette.ColorRole.ToolTipText, text),
+        (QPalette.ColorRole.PlaceholderText, QColor(120, 120, 120)),
+        (QPalette.ColorRole.Text, text),
+        (QPalette.ColorRole.Button, window),
+        (QPalette.ColorRole.ButtonText, text),
+        (QPalette.ColorRole.BrightText, QColor(255, 255, 255)),
+        (QPalette.ColorRole.Light, QColor(255, 255, 255)),
+        (QPalette.ColorRole.Midlight, QColor(202, 202, 202)),
+        (QPalette.ColorRole.Mid, QColor(184, 184, 184)),
+        (QPalette.ColorRole.Dark, QColor(159, 159, 159)),
+        (QPalette.ColorRole.Shadow, QColor(118, 118, 118)),
+        (QPalette.ColorRole.Highlight, QColor(48, 140, 198)),
+        (QPalette.ColorRole.HighlightedText, QColor(255, 255, 255)),
+        (QPalette.ColorRole.Link, QColor(0, 90, 200)),
+        (QPalette.ColorRole.LinkVisited, QColor(110, 40, 180)),
+    ):
+        p.setColor(role, color)
+    for role in (QPalette.ColorRole.WindowText, QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText):
+        p.setColor(QPalette.ColorGroup.Disabled, role, QColor(150, 150, 150))
+    return p
+
+
+def _is_dark(palette: QPalette) -> bool:
+    return palette.color(QPalette.ColorRole.Window).lightness() < 128
+
+
+class ThemeManager(QObject):
+    """Applies a theme choice to the application and follows the system while the choice is "system"."""
+
+    changed = Signal(bool)  # is_dark
+
+    def __init__(self, choice: str = "system", parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        app = QGuiApplication.instance()
+        assert isinstance(app, QGuiApplication)
+        self._app = app
+        self._system_palette = QPalette(app.palette())
+        self._has_own_palette = False
+        self._choice = ""
+        app.styleHints().colorSchemeChanged.connect(self.on_color_scheme_changed)
+        self.set_choice(choice)
+
+    @property
+    def choice(self) -> str:
+        return self._choice
+
+    @property
+    def is_dark(self) -> bool:
+        return colors().is_dark
+
+    def set_choice(self, choice: str) -> None:
+        if choice not in ("system", "light", "dark"):
+            choice = "system"
+        self._choice = choice
+        hints = self._app.styleHints()
+        if choice == "system":
+            hints.unsetColorScheme()
+            self._follow_system(hints.colorScheme())
+            return
+        want_dark = choice == "dark"
+        if not self._has_own_palette:
+            self._system_palette = QPalette(self._app.palette())
+        hints.setColorScheme(Qt.ColorScheme.Dark if want_dark else Qt.ColorScheme.Light)
+        if _is_dark(self._app.palette()) != want_dark or self._has_own_palette:
+            # The platform did not switch (or an own palette is already in place): set ours.
+            self._app.setPalette(dark_palette() if want_dark else light_palette())
+            self._has_own_palette = True
+        self._settle(want_dark)
+
+    def _system_is_dark(self, scheme: Qt.ColorScheme) -> bool:
+        if scheme == Qt.ColorScheme.Dark:
+            return True
+        if scheme == Qt.ColorScheme.Light:
+            return False
+        return _is_dark(self._app.palette())
+
+    def _settle(self, is_dark: bool) -> None:
+        theme = DARK if is_dark else LIGHT
+        is_change = theme is not colors()
+        _set_current(theme)
+        if is_change:
+            self.changed.emit(is_dark)
+
+    def _follow_system(self, scheme: Qt.ColorScheme) -> None:
+        if self._has_own_palette:
+            self._app.setPalette(self._system_palette)
+            self._has_own_palette = False
+        is_dark = self._system_is_dark(scheme)
+        if _is_dark(self._app.palette()) != is_dark:
+            # The platform reports a scheme its palette does not follow (no platform theme).
+            self._system_palette = QPalette(self._app.palette())
+            self._app.setPalette(dark_palette() if is_dark else light_palette())
+            self._has_own_palette = True
+        self._settle(is_dark)
+
+    def on_color_scheme_changed(self, scheme: Qt.ColorScheme) -> None:
+        if self._choice == "system":
+            self._follow_system(scheme)
