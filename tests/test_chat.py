@@ -126,6 +126,19 @@ def test_streaming_never_shows_a_speaker_line_whatever_the_piece_sizes(text: str
         assert rule.stopped == (find_speaker_line(text) is not None or text.rstrip().endswith(":"))
 
 
+def test_a_long_reply_streams_whole_and_still_stops() -> None:
+    """Past the first few kB the rule keeps only the current line's text at hand: same result."""
+    body = "".join(f"Line {i} of a long answer, with words: {'x' * (i % 50)}\n" for i in range(600))
+    long_line = "word " * 3000  # one line of 15 kB
+    text = f" Start.\n{body}```\nKey: inside code\n```\n{long_line}\nStudent: the end"
+    for chunk in (7, 300):
+        rule = SpeakerStop()
+        shown = [p for i in range(0, len(text), chunk) for p in rule.feed(text[i : i + chunk])]
+        shown += rule.finish()
+        assert "".join(p.text for p in shown) == cut_reply(text) == rule.text
+        assert rule.text.endswith(long_line.rstrip()) and rule.stopped
+
+
 def test_streamed_pieces_keep_their_draft_flags_and_tokens() -> None:
     rule = SpeakerStop()
     shown = rule.feed(" The sea", False, 2)
