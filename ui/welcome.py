@@ -115,10 +115,10 @@ class WelcomePanel(QFrame):
         layout.addLayout(top)
 
         self.about_label = QLabel(
-            "<p>You are chatting with <b>Gemma 3 270M</b>, a tiny <i>base</i> model built into Tandem "
-            "so that it works offline from the first minute. A base model continues text rather than "
-            "following instructions: expect short, simple answers, good for trying Tandem out, not "
-            "for real work.</p>"
+            "<p>Tandem starts on <b>Gemma 3 270M</b>, a tiny <i>base</i> model built in so that it "
+            "works offline from the first minute. A base model continues text rather than following "
+            "instructions: expect short, simple answers, good for trying Tandem out, not for real "
+            "work.</p>"
             "<p><b>Speculation</b>: a cheap drafter (n-gram lookup in the conversation, or a small "
             "draft model) guesses several tokens ahead, and the model checks all of them in one pass. "
             "The text is exactly what the model alone would write, only sooner. "
