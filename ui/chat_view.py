@@ -81,6 +81,7 @@ class ChatView(QWidget):
         system_row.addWidget(QLabel("System prompt:"))
         self.system_prompt = QLineEdit()
         self.system_prompt.setPlaceholderText("Instructions for this conversation (optional)")
+        self.system_prompt.setAccessibleName("System prompt")
         self.system_prompt.editingFinished.connect(self.on_system_prompt_editing_finished)
         system_row.addWidget(self.system_prompt, 1)
         layout.addLayout(system_row)
@@ -93,6 +94,7 @@ class ChatView(QWidget):
         layout.addWidget(self.notice)
 
         self.scroll_area = QScrollArea()
+        self.scroll_area.setAccessibleName("Messages")
         self.scroll_area.setWidgetResizable(True)
         self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
         self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -121,6 +123,8 @@ class ChatView(QWidget):
 
         input_row = QHBoxLayout()
         self.input = PromptEdit()
+        self.input.setAccessibleName("Message")
+        self.input.setAccessibleDescription("Enter sends, Shift+Enter adds a line, Esc stops a reply")
         self.input.submitted.connect(self.on_input_submitted)
         self.input.escaped.connect(self.on_input_escaped)
         input_row.addWidget(self.input, 1)

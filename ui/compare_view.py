@@ -39,6 +39,7 @@ class TokensChart(QWidget):
         super().__init__(parent)
         self.series: dict[str, list[tuple[float, int]]] = {"plain": [], "speculative": []}
         self.setMinimumHeight(140)
+        self.setAccessibleName("Tokens over decode time")
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
 
     def clear(self) -> None:
@@ -153,6 +154,8 @@ class CompareView(QWidget):
         row = QHBoxLayout()
         self.prompt = QPlainTextEdit()
         self.prompt.setPlaceholderText("Prompt to compare")
+        self.prompt.setAccessibleName("Prompt to compare")
+        self.prompt.setTabChangesFocus(True)
         self.prompt.setMaximumHeight(self.fontMetrics().lineSpacing() * 5 + 12)
         row.addWidget(self.prompt, 1)
         buttons = QVBoxLayout()

@@ -156,6 +156,7 @@ class MainWindow(QMainWindow):
         for label, kind in SPECULATION_CHOICES:
             self.speculation_combo.addItem(label, kind)
         self.speculation_combo.setToolTip("Takes effect from the next reply")
+        self.speculation_combo.setAccessibleName("Speculation")
         self.speculation_combo.activated.connect(self.on_speculation_combo_activated)
         bar.addWidget(self.speculation_combo)
         self.choose_draft_action = QAction("Choose draft…", self)
@@ -329,6 +330,7 @@ class MainWindow(QMainWindow):
         status.addWidget(self.load_progress)
         self.stats_label = QLabel(f"Speed: {DASH}")
         self.stats_label.setObjectName("statsIndicator")
+        self.stats_label.setAccessibleName("Speed")
         self.stats_label.setToolTip(
             "tokens/s of the reply, share of drafted tokens accepted, tokens accepted per "
             "draft, and speed against plain decoding of this model"
