@@ -37,6 +37,8 @@ def test_live_line_and_details_use_the_engines_estimate_until_a_plain_run() -> N
     assert "estimated" in details_tooltip(estimated) and "measured" in details_tooltip(
         {**estimated, "plain_tokens_per_s": 60.0}
     )
+    # Too short a reply for a fair estimate (its first step weighs too much).
+    assert live_line({**estimated, "n_generated": 6}, None).endswith(f"speedup {DASH}")
     # Records saved before there was an estimate read as before.
     assert live_line(STATS, None).endswith(f"speedup {DASH}")
 

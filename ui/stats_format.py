@@ -28,8 +28,15 @@ def speedup_text(
     return DASH
 
 
+# The estimate compares a reply's speed with steady plain steps; a reply's first step (the end of
+# the prompt goes in with it) weighs too much in a short reply for that to be fair.
+MIN_TOKENS_FOR_ESTIMATE = 16
+
+
 def _estimate(stats: dict[str, Any]) -> float | None:
     value = stats.get("plain_tokens_per_s_est")
+    if int(stats.get("n_generated", MIN_TOKENS_FOR_ESTIMATE)) < MIN_TOKENS_FOR_ESTIMATE:
+        return None
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
