@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
-from engine.errors import ModelFileError, TandemError
+from engine.errors import IncompatiblePairError, ModelFileError, PairRefusal, TandemError
 from engine.gguf_info import GGUFInfo, read_gguf_info
-from engine.pairing import pair_problem
+from engine.pairing import check_pair
 
 NGRAM = "ngram"
 NO_DRAFT = "none"
@@ -409,6 +409,7 @@ class DraftChoice:
     path: Path
     name: str
     problem: str | None
+    refusal: PairRefusal | None = None  # the broken vocabulary rule as data (None: unreadable or fine)
 
     @property
     def is_compatible(self) -> bool:
@@ -425,7 +426,12 @@ def draft_choices(target: GGUFInfo, candidates: Iterable[LocalModel]) -> list[Dr
         if model.info is None:
             choices.append(DraftChoice(model.path, model.name, model.problem or "unreadable file"))
             continue
-        choices.append(DraftChoice(model.path, model.name, pair_problem(target, model.info)))
+        try:
+            check_pair(target, model.info)
+        except IncompatiblePairError as e:
+            choices.append(DraftChoice(model.path, model.name, str(e), e.refusal))
+            continue
+        choices.append(DraftChoice(model.path, model.name, None))
     choices.sort(key=lambda c: (not c.is_compatible, c.name.lower()))
     return choices
 

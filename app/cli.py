@@ -8,55 +8,28 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn
 
+from app.cli_base import EXIT_BAD_INPUT, Parser, at_the_edge
+from app.model_spec import parse_draft, parse_model
 from app.paths import cost_cache_dir
 from engine.config import EngineConfig, SamplingParams, default_threads
 from engine.errors import TandemError
-
-EXIT_BAD_INPUT = 2
 
 
 class UserError(TandemError):
     pass
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
-
-
 def resolve_model(spec: str) -> str:
-    """A model path, or `default` (the embedded Gemma 3 270M Q4_K_M), `default-f16` (its F16 copy) or
-    `default-costly` (the F16 copy with 72 zero-output layers: a target a draft model can speed up)."""
-    if spec == "default":
-        from app.default_model import ensure_default_model
-
-        return str(ensure_default_model())
-    if spec == "default-f16":
-        from app.default_model import ensure_default_f16
-
-        return str(ensure_default_f16())
-    if spec == "default-costly":
-        from app.default_model import ensure_default_costly
-
-        return str(ensure_default_costly())
-    return spec
+    """A model path, or `default` / `default-f16` / `default-costly` (app/model_spec.py)."""
+    return parse_model(spec).resolve()
 
 
 def resolve_draft(spec: str | None) -> str | None:
-    if spec in (None, "", "none"):
-        return None
-    if spec == "ngram":
-        return "ngram"
-    assert spec is not None
-    return resolve_model(spec)
+    return parse_draft(spec).resolve()
 
 
 def _add_engine_args(p: argparse.ArgumentParser, model_default: str | None) -> None:
@@ -82,8 +55,8 @@ def _add_engine_args(p: argparse.ArgumentParser, model_default: str | None) -> N
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="tandem", description="Local LLM chat with speculative decoding.")
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    parser = Parser(prog="tandem", description="Local LLM chat with speculative decoding.")
+    sub = parser.add_subparsers(dest="command", parser_class=Parser)
 
     g = sub.add_parser("generate", help="generate text from a prompt")
     _add_engine_args(g, model_default="")  # required unless --remote (checked in cmd_generate)
@@ -279,36 +252,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_BAD_INPUT
-    try:
-        if args.command == "generate":
-            return cmd_generate(args)
-        if args.command == "serve":
-            from app.serve import cmd_serve
+    return at_the_edge(lambda: _run(parser, args))
 
-            return cmd_serve(args)
-        if args.command == "bench":
-            from app.bench import cmd_bench
 
-            return cmd_bench(args)
-        if args.command == "models":
-            from app.cli_models import run_models
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.command == "generate":
+        return cmd_generate(args)
+    if args.command == "serve":
+        from app.serve import cmd_serve
 
-            return run_models(args)
-        if args.command == "rpc-server":
-            from app.rpc_server import run_rpc_server
+        return cmd_serve(args)
+    if args.command == "bench":
+        from app.bench import cmd_bench
 
-            return run_rpc_server(args)
-    except TandemError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:  # the edge: a sentence, not a traceback
-        if os.environ.get("TANDEM_DEBUG"):
-            raise
-        print(f"error: unexpected failure: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        return cmd_bench(args)
+    if args.command == "models":
+        from app.cli_models import run_models
+
+        return run_models(args)
+    if args.command == "rpc-server":
+        from app.rpc_server import run_rpc_server
+
+        return run_rpc_server(args)
     parser.print_help()
     return EXIT_BAD_INPUT
 

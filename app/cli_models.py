@@ -19,7 +19,6 @@ import argparse
 import json
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import TextIO
 
@@ -37,21 +36,12 @@ from app.catalog import (
     load_catalog,
     scan_local_models,
 )
+from app.cli_base import EXIT_BAD_INPUT, EXIT_OK, Parser, at_the_edge
 from app.downloads import DownloadProgress, FileRequest, download_files, pair_requests
+from app.model_spec import parse_model
 from engine.errors import TandemError
 
-EXIT_OK = 0
-EXIT_ERROR = 2
-EXIT_INTERRUPTED = 130
-
-
-class _ArgumentParser(argparse.ArgumentParser):
-    """argparse, but a usage mistake ends with one `error: ` line like every other failure."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"error: {message}\n")
-        sys.exit(EXIT_ERROR)
+EXIT_ERROR = EXIT_BAD_INPUT
 
 
 def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -78,7 +68,7 @@ def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     sub.add_parser("list", help="local models with size, architecture, quantisation, parameters, context")
 
     pairs = sub.add_parser("pairs", help="local drafts that can draft for TARGET, and why the others cannot")
-    pairs.add_argument("target", help="a .gguf path, or the file name of a local model")
+    pairs.add_argument("target", help="a .gguf path, the file name of a local model, or `default`")
 
     imp = sub.add_parser("import", help="check a GGUF file and copy it into the models folder")
     imp.add_argument("path", type=Path)
@@ -98,43 +88,22 @@ def run_models(args: argparse.Namespace) -> int:
         "import": _cmd_import,
         "catalog": _cmd_catalog,
     }
-    try:
-        return commands[args.models_command](args)
-    except TandemError as e:
-        return _fail(str(e))
-    except KeyboardInterrupt:
-        _fail("interrupted; a partial download is kept and resumes when you run the command again")
-        return EXIT_INTERRUPTED
-    except Exception as e:  # the edge of the program: no traceback on screen, a log for a bug report
-        log = _log_traceback()
-        return _fail(f"unexpected {type(e).__name__}: {e} (details in {log})")
+    return at_the_edge(
+        lambda: commands[args.models_command](args),
+        interrupted="interrupted; a partial download is kept and resumes when you run the command again",
+    )
 
 
 def main_models(argv: list[str]) -> int:
     """`tandem models ARGV...` as a function, for tests and `python -m app.cli_models`."""
-    parser = _ArgumentParser(prog="tandem")
-    subparsers = parser.add_subparsers(dest="command", parser_class=_ArgumentParser)
+    parser = Parser(prog="tandem")
+    subparsers = parser.add_subparsers(dest="command", parser_class=Parser)
     add_models_parser(subparsers)
     try:
         args = parser.parse_args(["models", *argv])
     except SystemExit as e:
         return int(e.code) if isinstance(e.code, int) else EXIT_ERROR
     return run_models(args)
-
-
-def _fail(message: str) -> int:
-    # One line, whatever the message holds: scripts read the last line of stderr.
-    sys.stdout.flush()
-    sys.stderr.write("error: " + " ".join(message.split()) + "\n")
-    sys.stderr.flush()
-    return EXIT_ERROR
-
-
-def _log_traceback() -> Path:
-    log = paths.logs_dir() / "cli-errors.log"
-    with open(log, "a", encoding="utf-8") as f:
-        f.write(time.strftime("%Y-%m-%d %H:%M:%S") + "\n" + traceback.format_exc() + "\n")
-    return log
 
 
 # --- download --------------------------------------------------------------------------------
@@ -260,6 +229,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _resolve_target(spec: str) -> Path:
+    model = parse_model(spec)
+    if model.embedded is not None:  # `default`, `default-f16`: as everywhere else
+        return Path(model.resolve())
     path = Path(spec).expanduser()
     if path.exists():
         return path

@@ -1,4 +1,6 @@
-"""The desktop app's entry: `tandem [--model PATH] [--draft PATH|ngram|none]` opens the window."""
+"""The desktop app's entry: `tandem [--model PATH|default] [--draft PATH|ngram|none]` opens the window.
+
+Model and draft are read by app/model_spec.py in the engine's worker, as the command line reads them."""
 
 from __future__ import annotations
 
@@ -11,13 +13,13 @@ from app import paths
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="tandem", description="Chat with a local GGUF model, sped up by speculation."
-    )
+    from app.cli_base import Parser
+
+    parser = Parser(prog="tandem", description="Chat with a local GGUF model, sped up by speculation.")
     parser.add_argument(
         "--model",
-        metavar="PATH",
-        help="the target GGUF model (default: the saved choice, else the embedded Gemma 3 270M)",
+        metavar="PATH|default",
+        help="the target GGUF model, or `default`: the embedded Gemma 3 270M (default: the saved choice)",
     )
     parser.add_argument(
         "--draft", metavar="PATH|ngram|none", help="a draft GGUF model, n-gram lookup, or none"

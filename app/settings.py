@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
+from app.model_spec import parse_draft
 from engine.chat import CHAT_SAMPLING
 from engine.config import EngineConfig, SamplingParams
 
@@ -68,7 +69,7 @@ class Settings:
     def engine_config(self, target_path: str) -> EngineConfig:
         return EngineConfig(
             target_path=target_path,
-            draft=None if self.draft == "none" else self.draft,
+            draft=parse_draft(self.draft).engine_value(),
             n_ctx=self.n_ctx,
             n_threads=self.n_threads,
             n_gpu_layers=self.n_gpu_layers,

@@ -28,6 +28,7 @@ from typing import Any
 
 from engine.chat import chat_prompt, generate_reply
 from engine.config import EngineConfig, SamplingParams
+from engine.errors import ErrorKind, Failure, PairRefusal
 from engine.events import Event
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,8 @@ class EngineInfo:
     has_chat_template: bool
     gpu_offload_supported: bool
     pair_note: str  # the pair and its compatibility, as a sentence for the window
+    # The draft asked for but refused when loading (the target loaded alone), as data.
+    draft_refusal: Failure | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,8 @@ class EngineLoaded:
 @dataclass(frozen=True)
 class EngineFailed:
     sentence: str
+    kind: ErrorKind = ErrorKind.UNEXPECTED
+    pair: PairRefusal | None = None  # where kind is INCOMPATIBLE_PAIR: the rule and both values
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,8 @@ class DraftChanged:
 @dataclass(frozen=True)
 class DraftFailed:
     sentence: str
+    kind: ErrorKind = ErrorKind.UNEXPECTED
+    pair: PairRefusal | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,8 @@ class ReplyEvent:
 class ReplyFailed:
     request_id: int
     sentence: str
+    kind: ErrorKind = ErrorKind.UNEXPECTED
+    pair: PairRefusal | None = None
 
 
 @dataclass(frozen=True)
@@ -164,7 +173,7 @@ def _model_name(path: str) -> str:
         return Path(path).stem
 
 
-def _engine_info(engine: Any, config: EngineConfig, note: str = "") -> EngineInfo:
+def _engine_info(engine: Any, config: EngineConfig, refusal: Failure | None = None) -> EngineInfo:
     speculation = engine.speculation
     draft = config.draft if speculation != "none" else None
     target_name = _model_name(config.target_path)
@@ -186,8 +195,13 @@ def _engine_info(engine: Any, config: EngineConfig, note: str = "") -> EngineInf
         n_ctx=int(engine.n_ctx),
         has_chat_template=bool(engine.has_chat_template),
         gpu_offload_supported=bool(engine.gpu_offload_supported),
-        pair_note=f"{pair}. {note}".strip() if note else pair,
+        pair_note=f"{pair}. Draft model not used: {refusal.sentence}." if refusal else pair,
+        draft_refusal=refusal,
     )
+
+
+def _pair(e: BaseException) -> PairRefusal | None:
+    return Failure.of(e).pair
 
 
 def _unexpected(e: BaseException) -> str:
@@ -244,11 +258,13 @@ class _Child:
 
         self.close_engine()
         try:
-            if not config.target_path:
-                self.send(LoadProgressed("Preparing the embedded model (first start only)…"))
-                from app.default_model import ensure_default_model
+            from app.model_spec import parse_draft, parse_model
 
-                config = replace(config, target_path=str(ensure_default_model()))
+            # `default` (or nothing), `default-f16`, a path: read as the command line reads it.
+            target = parse_model(config.target_path)
+            if target.embedded is not None:
+                self.send(LoadProgressed("Preparing the embedded model (first start only)…"))
+            config = replace(config, target_path=target.resolve(), draft=parse_draft(config.draft).resolve())
             size_mb = os.path.getsize(config.target_path) / 1e6 if os.path.exists(config.target_path) else 0
             what = f"{Path(config.target_path).name} ({size_mb:.0f} MB)"
             if config.rpc_servers:
@@ -256,7 +272,7 @@ class _Child:
             if config.speculation == "draft" and config.draft:
                 what += f" and draft {Path(config.draft).name}"
             self.send(LoadProgressed(f"Loading {what}…"))
-            note = ""
+            refusal: Failure | None = None
             try:
                 self.engine = Engine(config, on_progress=self._load_progress_reporter(what))
             except TandemError as e:
@@ -267,12 +283,12 @@ class _Child:
                 log.warning("draft not used: %s", e)
                 config = replace(config, draft=None)
                 self.engine = Engine(config, on_progress=self._load_progress_reporter(what))
-                note = f"Draft model not used: {e}."
+                refusal = Failure.of(e)
             self.config = config
-            self.send(EngineLoaded(_engine_info(self.engine, config, note)))
+            self.send(EngineLoaded(_engine_info(self.engine, config, refusal)))
         except TandemError as e:
             self.load_error = str(e)
-            self.send(EngineFailed(str(e)))
+            self.send(EngineFailed(str(e), e.kind, _pair(e)))
         except Exception as e:
             self.load_error = _unexpected(e)
             self.send(EngineFailed(self.load_error))
@@ -281,14 +297,17 @@ class _Child:
         from engine.errors import TandemError
 
         if self.engine is None or self.config is None:
-            self.send(DraftFailed(f"speculation cannot change: {self.load_error}"))
+            self.send(DraftFailed(f"speculation cannot change: {self.load_error}", ErrorKind.NO_ENGINE))
             return
         try:
+            from app.model_spec import parse_draft
+
+            draft = parse_draft(draft).resolve()
             self.engine.set_draft(draft)
             self.config = replace(self.config, draft=draft)
             self.send(DraftChanged(_engine_info(self.engine, self.config)))
         except TandemError as e:
-            self.send(DraftFailed(str(e)))
+            self.send(DraftFailed(str(e), e.kind, _pair(e)))
         except Exception as e:
             self.send(DraftFailed(_unexpected(e)))
 
@@ -296,7 +315,7 @@ class _Child:
         from engine.errors import TandemError
 
         if self.engine is None:
-            self.send(ReplyFailed(request.request_id, f"no reply: {self.load_error}"))
+            self.send(ReplyFailed(request.request_id, f"no reply: {self.load_error}", ErrorKind.NO_ENGINE))
             return
         try:
             stop: tuple[str, ...] = ()
@@ -321,7 +340,7 @@ class _Child:
             ):
                 self.send(ReplyEvent(request.request_id, event))
         except TandemError as e:
-            self.send(ReplyFailed(request.request_id, str(e)))
+            self.send(ReplyFailed(request.request_id, str(e), e.kind, _pair(e)))
         except (BrokenPipeError, EOFError):
             raise
         except Exception as e:

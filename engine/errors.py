@@ -6,53 +6,116 @@ Every error carries one sentence written for the person at the keyboard. Only th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class ErrorKind(StrEnum):
+    """What kind of error a user met, as data: a window or a client words it, never parses it."""
+
+    MODEL_FILE = "model_file"  # a model file cannot be used (the subclasses below say why)
+    MODEL_NOT_FOUND = "model_not_found"
+    EMPTY_MODEL = "empty_model"
+    NOT_GGUF = "not_gguf"
+    TRUNCATED_MODEL = "truncated_model"
+    UNSUPPORTED_ARCHITECTURE = "unsupported_architecture"
+    MODEL_LOAD = "model_load"
+    INCOMPATIBLE_PAIR = "incompatible_pair"
+    PROMPT_TOO_LONG = "prompt_too_long"
+    OUT_OF_MEMORY = "out_of_memory"
+    DECODE = "decode"
+    DOWNLOAD = "download"
+    RPC = "rpc"
+    NO_ENGINE = "no_engine"  # asked of an engine that did not load (the load's error said why)
+    OTHER = "other"  # a TandemError without a kind of its own
+    UNEXPECTED = "unexpected"  # not a TandemError: a bug, logged with its traceback
+
 
 class TandemError(Exception):
-    """Base of every error Tandem reports to a user."""
+    """Base of every error Tandem reports to a user. kind: what it is, as data."""
+
+    kind: ErrorKind = ErrorKind.OTHER
+
+
+@dataclass(frozen=True)
+class PairRefusal:
+    """Why a draft cannot draft for a target: the rule it breaks and both values."""
+
+    rule: str
+    target_value: object
+    draft_value: object
+
+    def describe(self) -> str:
+        return f"{self.rule} differs (target: {self.target_value!r}, draft: {self.draft_value!r})"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An error as a value that crosses a process pipe: its kind, its sentence and, for a
+    refused pair, the rule and both values."""
+
+    kind: ErrorKind
+    sentence: str
+    pair: PairRefusal | None = None
+
+    @classmethod
+    def of(cls, error: BaseException, sentence: str | None = None) -> Failure:
+        kind = error.kind if isinstance(error, TandemError) else ErrorKind.UNEXPECTED
+        pair = error.refusal if isinstance(error, IncompatiblePairError) else None
+        return cls(kind, str(error) if sentence is None else sentence, pair)
 
 
 class ModelFileError(TandemError):
     """A model file cannot be used: missing, empty, not GGUF, truncated, unknown architecture."""
 
+    kind = ErrorKind.MODEL_FILE
+
 
 class ModelNotFoundError(ModelFileError):
-    pass
+    kind = ErrorKind.MODEL_NOT_FOUND
 
 
 class EmptyModelError(ModelFileError):
-    pass
+    kind = ErrorKind.EMPTY_MODEL
 
 
 class NotGGUFError(ModelFileError):
-    pass
+    kind = ErrorKind.NOT_GGUF
 
 
 class TruncatedModelError(ModelFileError):
-    pass
+    kind = ErrorKind.TRUNCATED_MODEL
 
 
 class UnsupportedArchitectureError(ModelFileError):
-    pass
+    kind = ErrorKind.UNSUPPORTED_ARCHITECTURE
 
 
 class ModelLoadError(ModelFileError):
     """llama.cpp refused a file that passed Tandem's own checks."""
 
+    kind = ErrorKind.MODEL_LOAD
+
 
 class IncompatiblePairError(TandemError):
     """The draft's vocabulary does not match the target's."""
+
+    kind = ErrorKind.INCOMPATIBLE_PAIR
 
     def __init__(self, rule: str, target_value: object, draft_value: object) -> None:
         self.rule = rule
         self.target_value = target_value
         self.draft_value = draft_value
-        super().__init__(
-            f"the draft model cannot draft for this target: {rule} differs "
-            f"(target: {target_value!r}, draft: {draft_value!r})"
-        )
+        super().__init__(f"the draft model cannot draft for this target: {self.refusal.describe()}")
+
+    @property
+    def refusal(self) -> PairRefusal:
+        return PairRefusal(self.rule, self.target_value, self.draft_value)
 
 
 class PromptTooLongError(TandemError):
+    kind = ErrorKind.PROMPT_TOO_LONG
+
     def __init__(self, n_prompt_tokens: int, n_ctx: int) -> None:
         self.n_prompt_tokens = n_prompt_tokens
         self.n_ctx = n_ctx
@@ -63,15 +126,19 @@ class PromptTooLongError(TandemError):
 
 
 class OutOfMemoryError(TandemError):
-    pass
+    kind = ErrorKind.OUT_OF_MEMORY
 
 
 class DecodeError(TandemError):
     """llama_decode failed for a reason other than a full context."""
 
+    kind = ErrorKind.DECODE
+
 
 class DownloadError(TandemError):
     """A model download failed; the message says why and what to do."""
+
+    kind = ErrorKind.DOWNLOAD
 
 
 class EngineCrashedError(TandemError):

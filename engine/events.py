@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Literal
 
 StopReason = Literal["length", "eos", "stop", "cancelled", "context"]
 SpeculationKind = Literal["none", "ngram", "draft"]
+
+
+class DraftingState(StrEnum):
+    """Why speculation is not drafting right now, as data (Stats.note says it in words)."""
+
+    DRAFTING = ""  # nothing to say: drafting as asked, or speculation is off
+    SHORT_REPLY = "short_reply"  # the reply is too short to repay loading the draft model
+    DRAFT_LOAD_FAILED = "draft_load_failed"  # the draft model could not be loaded
+    DRAFT_TOO_SLOW = "draft_too_slow"  # the draft model cannot beat plain decoding here
+    SUSPENDED = "suspended"  # drafts stopped paying; re-probed after a back-off
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,7 @@ class Stats:
     draft_max: int  # the draft length in use at the time of this snapshot (0 = plain decoding)
     step_overhead_ms_median: float = 0.0  # time per step spent outside llama.cpp
     note: str = ""  # a state worth showing, e.g. why speculation is not drafting
+    note_kind: DraftingState = DraftingState.DRAFTING  # the same state as data: branch on this
     # Plain decoding's speed on this machine now, from the 1-row steps the engine times itself
     # (None before any): the speedup can be estimated before any plain run was measured.
     plain_tokens_per_s_est: float | None = None
@@ -87,6 +99,7 @@ class Stats:
             "llama_fraction": round(self.llama_fraction, 4),
             "step_overhead_ms_median": round(self.step_overhead_ms_median, 4),
             "note": self.note,
+            "note_kind": str(self.note_kind),
             "plain_tokens_per_s_est": (
                 round(self.plain_tokens_per_s_est, 2) if self.plain_tokens_per_s_est else None
             ),

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.errors import TandemError
+from engine.errors import ErrorKind, TandemError
 
 # RPC_PROTO_*_VERSION in the vendored ggml/include/ggml-rpc.h (llama-cpp-python 0.3.36). A server
 # answers the HELLO with its own version; the client accepts the same major and a minor <= its own.
@@ -54,6 +54,8 @@ ABORT_EXIT_CODE = 2
 
 class RpcError(TandemError):
     """An RPC server cannot be used: a bad address, nothing listening, another protocol version."""
+
+    kind = ErrorKind.RPC
 
 
 # -- addresses -----------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from engine.adaptive import DraftLengthController
 from engine.backend import ContextFullError, LlamaRunner
 from engine.config import SamplingParams
 from engine.drafters import Draft, ModelDrafter, NgramDrafter
-from engine.events import Event, Finished, SpeculationKind, Stats, StopReason, TextPiece
+from engine.events import DraftingState, Event, Finished, SpeculationKind, Stats, StopReason, TextPiece
 from engine.sampling import accept_draft, distribution, penalize
 
 STATS_INTERVAL_S = 0.1
@@ -174,6 +174,7 @@ class SpeculativeDecoder:
                     statistics.median(c.step_overhead_s) * 1000 if c.step_overhead_s else 0.0
                 ),
                 note=skipped_note or self._note(drafter),
+                note_kind=DraftingState.SHORT_REPLY if skipped_note else self._note_kind(drafter),
                 plain_tokens_per_s_est=controller.plain_tokens_per_s if controller is not None else None,
                 draft_catch_up_s=c.draft_catch_up_s,
             )
@@ -269,15 +270,25 @@ class SpeculativeDecoder:
 
     # -- pieces of a step ---------------------------------------------------------------------
 
-    def _note(self, drafter: NgramDrafter | ModelDrafter | None) -> str:
+    def _note_kind(self, drafter: NgramDrafter | ModelDrafter | None) -> DraftingState:
         controller = self.controller
         if isinstance(drafter, ModelDrafter) and drafter.load_error:
-            return f"the draft model could not be loaded ({drafter.load_error}): decoding plainly"
+            return DraftingState.DRAFT_LOAD_FAILED
         if drafter is None or controller is None or not controller.adaptive:
-            return ""
+            return DraftingState.DRAFTING
         if isinstance(drafter, ModelDrafter) and controller.never_pays:
-            return "the draft model is too slow to help on this machine: decoding plainly"
+            return DraftingState.DRAFT_TOO_SLOW
         if controller.suspended:
+            return DraftingState.SUSPENDED
+        return DraftingState.DRAFTING
+
+    def _note(self, drafter: NgramDrafter | ModelDrafter | None) -> str:
+        kind = self._note_kind(drafter)
+        if kind is DraftingState.DRAFT_LOAD_FAILED and isinstance(drafter, ModelDrafter):
+            return f"the draft model could not be loaded ({drafter.load_error}): decoding plainly"
+        if kind is DraftingState.DRAFT_TOO_SLOW:
+            return "the draft model is too slow to help on this machine: decoding plainly"
+        if kind is DraftingState.SUSPENDED:
             return "drafts stopped paying: decoding plainly for now, trying again soon"
         return ""
 

@@ -10,7 +10,7 @@ import pytest
 
 from engine.config import EngineConfig, SamplingParams
 from engine.costcache import CostCache, cost_key
-from engine.events import Finished
+from engine.events import DraftingState, Finished
 from engine.session import Engine
 
 PROMPT = "one two three four five six seven eight nine ten. one two three four five six"
@@ -148,4 +148,5 @@ def test_a_short_reply_does_not_wait_for_a_draft_model_it_cannot_repay(
         second.close()
     assert short.stats.n_drafted == 0
     assert "cannot repay loading the draft model" in short.stats.note
+    assert short.stats.note_kind is DraftingState.SHORT_REPLY
     assert short.token_ids == result.token_ids[: len(short.token_ids)]

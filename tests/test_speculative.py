@@ -11,7 +11,7 @@ import pytest
 from engine.backend import LlamaRunner
 from engine.config import EngineConfig, SamplingParams
 from engine.errors import PromptTooLongError
-from engine.events import Finished, Stats, TextPiece
+from engine.events import DraftingState, Finished, Stats, TextPiece
 from engine.session import Engine
 
 PROMPTS = [
@@ -279,6 +279,8 @@ def test_a_draft_model_that_cannot_pay_says_so(tiny_target: Path, slow_target: P
     assert result.stats.n_drafted <= 8
     assert "too slow to help on this machine" in result.stats.note
     assert result.stats.as_dict()["note"] == result.stats.note
+    assert result.stats.note_kind is DraftingState.DRAFT_TOO_SLOW
+    assert result.stats.as_dict()["note_kind"] == "draft_too_slow"
 
 
 def test_switching_speculation_mid_conversation_keeps_the_cache(tiny_target: Path) -> None:
@@ -311,4 +313,5 @@ def test_a_draft_model_that_cannot_be_loaded_leaves_the_reply_plain(
         engine.close()
     assert result.stats.n_generated == 20 and result.stats.n_drafted == 0
     assert result.stats.note.startswith("the draft model could not be loaded (")
+    assert result.stats.note_kind is DraftingState.DRAFT_LOAD_FAILED
     assert result.token_ids == plain.token_ids

@@ -29,6 +29,7 @@ from app.worker import (
     build_prompt,
 )
 from engine.config import EngineConfig
+from engine.errors import ErrorKind
 from engine.events import Finished, Stats, TextPiece
 
 TIMEOUT_S = 60
@@ -103,9 +104,13 @@ def test_a_file_that_is_not_a_model_fails_with_a_sentence(worker, tmp_path: Path
     w.send(LoadRequest(config(str(notes))))
     failed = inbox.wait_for(EngineFailed)
     assert "not a valid GGUF file" in failed.sentence or "GGUF" in failed.sentence
+    assert failed.kind is ErrorKind.NOT_GGUF and failed.pair is None
     w.send(ReplyRequest(1, (ChatTurn("user", "hi"),)))
     reply_failed = inbox.wait_for(ReplyFailed)
     assert reply_failed.request_id == 1 and "GGUF" in reply_failed.sentence
+    assert reply_failed.kind is ErrorKind.NO_ENGINE
+    w.send(SetDraftRequest("ngram"))
+    assert inbox.wait_for(DraftFailed).kind is ErrorKind.NO_ENGINE
 
 
 def test_an_incompatible_draft_leaves_the_target_loaded_and_says_why(
@@ -116,6 +121,12 @@ def test_an_incompatible_draft_leaves_the_target_loaded_and_says_why(
     loaded = inbox.wait_for(EngineLoaded)
     assert loaded.info.speculation == "none"
     assert "Draft model not used" in loaded.info.pair_note and "token 40" in loaded.info.pair_note
+    # The same refusal as data: the window colours and words it without reading the sentence.
+    refusal = loaded.info.draft_refusal
+    assert refusal is not None and refusal.kind is ErrorKind.INCOMPATIBLE_PAIR
+    assert refusal.pair is not None and refusal.pair.rule == "text of token 40"
+    assert refusal.pair.target_value != refusal.pair.draft_value
+    assert pickle.loads(pickle.dumps(loaded)) == loaded
 
 
 def test_set_draft_switches_speculation_and_refuses_an_incompatible_pair(
@@ -127,9 +138,12 @@ def test_set_draft_switches_speculation_and_refuses_an_incompatible_pair(
     w.send(SetDraftRequest(str(tiny_draft)))
     changed = inbox.wait_for(DraftChanged)
     assert changed.info.speculation == "draft" and "compatible" in changed.info.pair_note
+    assert changed.info.draft_refusal is None
     w.send(SetDraftRequest(str(tiny_incompatible)))
     refused = inbox.wait_for(DraftFailed)
     assert "token 40" in refused.sentence
+    assert refused.kind is ErrorKind.INCOMPATIBLE_PAIR
+    assert refused.pair is not None and refused.pair.rule == "text of token 40"
     w.send(ReplyRequest(2, (ChatTurn("user", "hello"),), max_tokens=16))
     assert inbox.wait_event(Finished).stats.speculation == "draft"  # the previous draft stays
 
@@ -178,6 +192,7 @@ def test_a_prompt_longer_than_the_context_fails_with_a_sentence(worker, tiny_tar
     w.send(ReplyRequest(1, (ChatTurn("user", "word " * 400),), max_tokens=16))
     failed = inbox.wait_for(ReplyFailed)
     assert "context holds only 256" in failed.sentence
+    assert failed.kind is ErrorKind.PROMPT_TOO_LONG
 
 
 # ---- prompt building, in-process on a real engine

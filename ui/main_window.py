@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.controller import EngineController
+from app.model_spec import parse_draft
 from app.reply import Reply, ReplyProgress
 from app.settings import Settings, load_settings, save_settings
 from app.store import Message, Store
@@ -400,25 +401,25 @@ class MainWindow(QMainWindow):
         self.pair_label.setToolTip(
             f"Target: {info.target_path}" + (f"\nDraft: {info.draft}" if info.draft else "")
         )
-        self.pair_label.setStyleSheet("color: #c0392b;" if problem or "not used" in info.pair_note else "")
+        self.pair_label.setStyleSheet("color: #c0392b;" if problem or info.draft_refusal is not None else "")
         self.setWindowTitle(f"Tandem — {info.target_name}")
 
     def _show_speculation_choice(self, draft: str | None) -> None:
-        kind = "none" if draft in (None, "", "none") else "ngram" if draft == "ngram" else "draft"
+        kind = str(parse_draft(draft).kind)
         self.speculation_combo.setCurrentIndex(self.speculation_combo.findData(kind))
         self.compare.set_speculation(kind)
 
     def set_speculation(self, draft: str) -> None:
         """Switch to "none", "ngram" or a draft GGUF path; applies from the next reply."""
         changes: dict[str, Any] = {"draft": draft}
-        if draft not in ("none", "ngram"):
+        if parse_draft(draft).model is not None:
             changes["draft_model_path"] = draft
         self._draft_override = None
         self._update_settings(**changes)
         self._show_speculation_choice(draft)
         self.pair_label.setText("Switching speculation… (applies from the next reply)")
         self.pair_label.setStyleSheet("")
-        self.controller.set_draft(None if draft == "none" else draft)
+        self.controller.set_draft(parse_draft(draft).engine_value())
 
     # ---- conversations
 
@@ -807,8 +808,8 @@ class MainWindow(QMainWindow):
             self.start_engine()
 
     def on_models_page_pair_chosen(self, target_path: str, draft: str) -> None:
-        changes: dict[str, Any] = {"model_path": target_path, "draft": draft or "none"}
-        if draft not in ("", "none", "ngram"):
+        changes: dict[str, Any] = {"model_path": target_path, "draft": parse_draft(draft).text}
+        if parse_draft(draft).model is not None:
             changes["draft_model_path"] = draft
         self._model_override = self._draft_override = None
         self._update_settings(**changes)

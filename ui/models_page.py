@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,15 @@ class _JobSignals(QObject):
     # connection to a QObject's method is queued onto that object's (the GUI) thread.
     progressed = Signal(str, object)  # key, DownloadProgress
     finished = Signal(str, object)  # key, list[str] of final paths
-    failed = Signal(str, str, bool)  # key, one-sentence message, is_paused
+    failed = Signal(str, str, object)  # key, one-sentence message, DownloadEnd
+
+
+class DownloadEnd(Enum):
+    """How a download that did not finish ended: the page words it, never parses the message."""
+
+    FAILED = "failed"
+    PAUSED = "paused"
+    CANCELLED = "cancelled"
 
 
 class _Job:
@@ -96,11 +105,12 @@ class _Job:
         try:
             done = self._run(self.control, lambda p: self.signals.progressed.emit(key, p))
         except DownloadStopped as e:
-            self.signals.failed.emit(key, str(e), e.is_paused)
+            end = DownloadEnd.PAUSED if e.is_paused else DownloadEnd.CANCELLED
+            self.signals.failed.emit(key, str(e), end)
         except TandemError as e:
-            self.signals.failed.emit(key, str(e), False)
+            self.signals.failed.emit(key, str(e), DownloadEnd.FAILED)
         except Exception as e:  # a thread must not die silently: the page shows it
-            self.signals.failed.emit(key, f"the download failed: {type(e).__name__}: {e}", False)
+            self.signals.failed.emit(key, f"the download failed: {type(e).__name__}: {e}", DownloadEnd.FAILED)
         else:
             self.signals.finished.emit(key, [str(p) for p in done])
 
@@ -417,8 +427,8 @@ class ModelsPage(QWidget):
                     item = model.item(index)
                     item.setEnabled(False)
                 self.draft_combo.setItemData(index, choice.problem, Qt.ItemDataRole.ToolTipRole)
-                rule = choice.problem.removeprefix("the draft model cannot draft for this target: ")
-                refused.append(f"{choice.path.name}: {rule}")
+                why = choice.refusal.describe() if choice.refusal is not None else choice.problem
+                refused.append(f"{choice.path.name}: {why}")
             else:
                 self.draft_combo.setItemData(index, "can draft for this target", Qt.ItemDataRole.ToolTipRole)
         if refused:
@@ -518,18 +528,16 @@ class ModelsPage(QWidget):
         self.refresh_local_models()
         self.download_finished.emit(key, [str(d) for d in done])
 
-    def on_job_failed(self, key: str, message: str, is_paused: bool) -> None:
+    def on_job_failed(self, key: str, message: str, end: DownloadEnd) -> None:
         self._end_job(key)
         label = self.status_labels[key]
-        if is_paused:
-            label.setText(message)
-        else:
-            if "cancelled" in message:
-                self.progress_bars[key].setValue(0)
-            label.setText(message)
-            label.setStyleSheet("" if "cancelled" in message else "color: #b00020;")
+        label.setText(message)
+        if end is DownloadEnd.CANCELLED:
+            self.progress_bars[key].setValue(0)
+        if end is not DownloadEnd.PAUSED:
+            label.setStyleSheet("color: #b00020;" if end is DownloadEnd.FAILED else "")
         label.setToolTip(message)
-        self.download_failed.emit(key, message, is_paused)
+        self.download_failed.emit(key, message, end is DownloadEnd.PAUSED)
 
     def _end_job(self, key: str) -> None:
         job = self.jobs.pop(key, None)

@@ -1,0 +1,109 @@
+"""What a user may type for a model or a draft, read in one place.
+
+A model is a GGUF path or one of the embedded names: `default` (the embedded Gemma 3 270M
+Q4_K_M), `default-f16` (its F16 copy, made offline) or `default-costly` (the F16 copy with
+extra zero-output layers: a target a draft model can speed up). An empty string means
+`default`. A draft is `none` (or empty: plain decoding), `ngram` (prompt lookup) or a model as
+above. The command line (`generate`, `bench`, `serve`, `models pairs`), the window's
+`--model/--draft` and its saved settings all go through `parse_model` / `parse_draft`; the
+embedded files are made only by `resolve()`, where a path is needed (in the engine's worker
+for the window, so the window opens at once).
+
+No Qt, no engine: parsing is pure; resolving imports app.default_model lazily.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+
+class Embedded(StrEnum):
+    """The models Tandem carries or makes offline, by the name a user types."""
+
+    DEFAULT = "default"
+    F16 = "default-f16"
+    COSTLY = "default-costly"
+
+
+class DraftKind(StrEnum):
+    NONE = "none"
+    NGRAM = "ngram"
+    MODEL = "draft"  # as EngineConfig.speculation and Stats.speculation name it
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model as typed: an embedded one (embedded set, path empty) or a file path."""
+
+    embedded: Embedded | None = None
+    path: str = ""
+
+    @property
+    def text(self) -> str:
+        """How to write it back (settings, a command line)."""
+        return str(self.embedded) if self.embedded is not None else self.path
+
+    def resolve(self) -> str:
+        """The GGUF file's path; an embedded model is joined or made on first use."""
+        if self.embedded is None:
+            return str(Path(self.path).expanduser()) if self.path.startswith("~") else self.path
+        from app import default_model
+
+        make: dict[Embedded, Callable[[], Path]] = {
+            Embedded.DEFAULT: default_model.ensure_default_model,
+            Embedded.F16: default_model.ensure_default_f16,
+            Embedded.COSTLY: default_model.ensure_default_costly,
+        }
+        return str(make[self.embedded]())
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    kind: DraftKind
+    model: ModelSpec | None = None  # with kind MODEL
+
+    @property
+    def text(self) -> str:
+        return self.model.text if self.model is not None else str(self.kind)
+
+    def engine_value(self) -> str | None:
+        """EngineConfig.draft without resolving an embedded model (the worker resolves it)."""
+        return None if self.kind is DraftKind.NONE else self.text
+
+    def resolve(self) -> str | None:
+        """EngineConfig.draft: None, "ngram" or a GGUF path (an embedded draft made on first use)."""
+        if self.model is not None:
+            return self.model.resolve()
+        return None if self.kind is DraftKind.NONE else str(self.kind)
+
+
+def parse_model(text: str | None) -> ModelSpec:
+    """`default`, `default-f16`, `default-costly`, empty (= `default`) or a path."""
+    name = (text or "").strip()
+    if not name:
+        return ModelSpec(Embedded.DEFAULT)
+    try:
+        return ModelSpec(Embedded(name))
+    except ValueError:
+        return ModelSpec(None, name)
+
+
+def parse_draft(text: str | None) -> DraftSpec:
+    """`none` or empty (plain decoding), `ngram`, or a model as parse_model reads it."""
+    name = (text or "").strip()
+    if name in ("", DraftKind.NONE):
+        return DraftSpec(DraftKind.NONE)
+    if name == DraftKind.NGRAM:
+        return DraftSpec(DraftKind.NGRAM)
+    return DraftSpec(DraftKind.MODEL, parse_model(name))
+
+
+def resolve_model(text: str | None) -> str:
+    return parse_model(text).resolve()
+
+
+def resolve_draft(text: str | None) -> str | None:
+    return parse_draft(text).resolve()

@@ -1,0 +1,188 @@
+"""Data, not sentences, across boundaries: what the engine and the worker report carries a typed
+kind (and for a refused pair the rule and both values); the window branches on those, never on
+the wording of a sentence someone else composed."""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+from hub_server import FakeHub, tiny_pair_catalog
+
+from app.downloads import DownloadStopped, HubUnreachableError
+from engine.config import EngineConfig
+from engine.errors import (
+    EmptyModelError,
+    ErrorKind,
+    Failure,
+    IncompatiblePairError,
+    ModelNotFoundError,
+    NotGGUFError,
+    PromptTooLongError,
+    TandemError,
+    TruncatedModelError,
+)
+from engine.events import DraftingState, Finished
+from engine.rpc import RpcError
+from engine.session import Engine
+
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import Qt  # noqa: E402
+
+from app import paths  # noqa: E402
+from app.catalog import MachineInfo, draft_choices, parse_catalog, scan_local_models  # noqa: E402
+from engine.gguf_info import read_gguf_info  # noqa: E402
+from ui.models_page import DownloadEnd, ModelsPage, _Job  # noqa: E402
+
+
+def _generate(engine: Engine, prompt: str, max_tokens: int) -> Finished:
+    finished = None
+    for event in engine.generate(prompt, max_tokens=max_tokens):
+        if isinstance(event, Finished):
+            finished = event
+    assert finished is not None
+    return finished
+
+
+# ---- errors as values
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (ModelNotFoundError("no file"), ErrorKind.MODEL_NOT_FOUND),
+        (EmptyModelError("empty"), ErrorKind.EMPTY_MODEL),
+        (NotGGUFError("text"), ErrorKind.NOT_GGUF),
+        (TruncatedModelError("cut"), ErrorKind.TRUNCATED_MODEL),
+        (PromptTooLongError(5000, 4096), ErrorKind.PROMPT_TOO_LONG),
+        (RpcError("nothing listening"), ErrorKind.RPC),
+        (HubUnreachableError("no hub"), ErrorKind.DOWNLOAD),
+        (TandemError("something"), ErrorKind.OTHER),
+        (ValueError("a bug"), ErrorKind.UNEXPECTED),
+    ],
+)
+def test_every_error_has_its_kind(error: BaseException, kind: ErrorKind) -> None:
+    failure = Failure.of(error)
+    assert failure.kind is kind and failure.sentence == str(error) and failure.pair is None
+    assert pickle.loads(pickle.dumps(failure)) == failure
+
+
+def test_an_incompatible_pair_travels_as_its_rule_and_both_values() -> None:
+    error = IncompatiblePairError("text of token 40", "abc", "abd")
+    failure = Failure.of(error)
+    assert failure.kind is ErrorKind.INCOMPATIBLE_PAIR
+    assert failure.pair is not None
+    assert (failure.pair.rule, failure.pair.target_value, failure.pair.draft_value) == (
+        "text of token 40",
+        "abc",
+        "abd",
+    )
+    # The sentence the CLI prints is built from the same values.
+    assert str(error) == f"the draft model cannot draft for this target: {failure.pair.describe()}"
+    assert pickle.loads(pickle.dumps(failure)) == failure
+
+
+def test_draft_choices_carry_the_refusal_as_data(
+    tiny_target: Path, tiny_draft: Path, tiny_incompatible: Path
+) -> None:
+    folder = paths.models_dir()
+    for f in (tiny_target, tiny_draft, tiny_incompatible):
+        shutil.copy(f, folder / f.name)
+    choices = {
+        c.path.name: c for c in draft_choices(read_gguf_info(folder / "target.gguf"), scan_local_models())
+    }
+    assert choices["draft.gguf"].refusal is None and choices["draft.gguf"].problem is None
+    other = choices["other-vocab.gguf"]
+    assert other.refusal is not None and other.refusal.rule == "text of token 40"
+    assert other.problem is not None and other.problem.endswith(other.refusal.describe())
+
+
+# ---- the drafting state
+
+
+def test_a_suspended_drafter_says_so_as_data(tiny_target: Path) -> None:
+    plain_engine = Engine(EngineConfig(str(tiny_target), draft=None, n_ctx=512, n_threads=1))
+    try:
+        plain = _generate(plain_engine, "abc abc abc abc abc abc", max_tokens=8)
+    finally:
+        plain_engine.close()
+    assert plain.stats.note_kind is DraftingState.DRAFTING and plain.stats.note == ""
+    engine = Engine(EngineConfig(str(tiny_target), draft="ngram", n_ctx=512, n_threads=1))
+    try:
+        controller = engine._controller
+        assert controller is not None and controller.adaptive
+        controller._suspended_steps = 10_000  # as the throughput guard leaves it after a loss
+        suspended = _generate(engine, "abc abc abc abc abc abc abc", max_tokens=12)
+    finally:
+        engine.close()
+    assert suspended.stats.note_kind is DraftingState.SUSPENDED
+    assert suspended.stats.n_drafted == 0 and suspended.stats.note
+    assert suspended.stats.as_dict()["note_kind"] == "suspended"
+
+
+# ---- the window
+
+
+def test_the_pair_label_is_red_when_the_draft_was_refused_at_load(
+    qtbot, open_window, tiny_target: Path, tiny_incompatible: Path
+) -> None:
+    window = open_window(tiny_target, draft=str(tiny_incompatible))
+    info = window.controller.info
+    assert info.draft_refusal is not None and info.draft_refusal.kind is ErrorKind.INCOMPATIBLE_PAIR
+    assert "c0392b" in window.pair_label.styleSheet()
+    window.set_speculation("ngram")
+    qtbot.waitUntil(lambda: window.controller.info.speculation == "ngram", timeout=30_000)
+    qtbot.waitUntil(lambda: "n-gram" in window.pair_label.text(), timeout=30_000)
+    assert window.controller.info.draft_refusal is None
+    assert "c0392b" not in window.pair_label.styleSheet()
+
+
+def _page(qtbot, hub: FakeHub) -> ModelsPage:
+    from hub_server import TINY_DRAFT_REPO, TINY_REPO
+
+    data = tiny_pair_catalog(
+        hub.repos[TINY_REPO].files["tiny-target.gguf"], hub.repos[TINY_DRAFT_REPO].files["tiny-draft.gguf"]
+    )
+    machine = MachineInfo(total_ram_bytes=16 * 1024**3, has_gpu=False, gpu_label="")
+    page = ModelsPage(catalog=parse_catalog(data), machine=machine, download_options={"backoff_s": 0.01})
+    qtbot.addWidget(page)
+    page.show()
+    return page
+
+
+@pytest.mark.parametrize(
+    ("stop", "end"),
+    [
+        (
+            DownloadStopped("the download of x was cancelled", is_paused=False, kept_bytes=0),
+            DownloadEnd.CANCELLED,
+        ),
+        (DownloadStopped("paused at 3 MB", is_paused=True, kept_bytes=3), DownloadEnd.PAUSED),
+        (HubUnreachableError("the hub did not answer"), DownloadEnd.FAILED),
+    ],
+)
+def test_a_download_job_reports_how_it_ended_as_data(qtbot, stop: Exception, end: DownloadEnd) -> None:
+    def run(control, on_progress):  # type: ignore[no-untyped-def]
+        raise stop
+
+    job = _Job("k", run)
+    with qtbot.waitSignal(job.signals.failed, timeout=10_000) as failed:
+        job.start()
+    assert failed.args == ["k", str(stop), end]
+
+
+def test_a_cancelled_download_is_not_shown_as_an_error(qtbot, hub: FakeHub) -> None:
+    page = _page(qtbot, hub)
+    hub.throttle_s = 0.02
+    qtbot.mouseClick(page.download_buttons["tiny-pair"], Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: page.progress_bars["tiny-pair"].value() > 100, timeout=30_000)
+    with qtbot.waitSignal(page.download_failed, timeout=30_000) as failed:
+        qtbot.mouseClick(page.cancel_buttons["tiny-pair"], Qt.MouseButton.LeftButton)
+    assert failed.args[2] is False  # not paused
+    label = page.status_labels["tiny-pair"]
+    assert "cancelled" in label.text()
+    assert page.progress_bars["tiny-pair"].value() == 0
+    assert label.styleSheet() == ""
