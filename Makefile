@@ -82,6 +82,7 @@ lint: setup
 	$(VENV)/bin/ruff check engine app ui tests
 	$(VENV)/bin/ruff format --check engine app ui tests
 	$(VENV)/bin/mypy
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_architecture.py  # import contracts
 
 # Side-by-side speed, every ratio measured in one run (README, Speed). Decode and whole-process
 # (`tandem generate` timed from outside) tables; peers: llama-cpp-python's prompt lookup and
