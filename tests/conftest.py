@@ -70,7 +70,7 @@ def open_window(qtbot):  # type: ignore[no-untyped-def]
     """Open the real main window on a model (its engine in a real worker process).
 
     Settings get one engine thread: llama.cpp's spinning threads collapse when the two cores
-    are shared with other processes. Windows are shut down (engine stopped) at the end.
+    are shared with other processes, and greedy sampling unless `temperature` is given. Windows are shut down (engine stopped) at the end.
     """
     from app.settings import load_settings, save_settings
     from ui.main_window import MainWindow
@@ -85,6 +85,9 @@ def open_window(qtbot):  # type: ignore[no-untyped-def]
         **changes,
     ):  # type: ignore[no-untyped-def]
         if write_settings:
+            # Greedy unless a test asks otherwise: the window's own default samples (temperature
+            # 0.7), and most window tests check text that must come out the same every run.
+            changes.setdefault("temperature", 0.0)
             save_settings(load_settings().replace(n_threads=1, **changes))
         window = MainWindow(model=str(model), draft=draft)
         qtbot.addWidget(window)

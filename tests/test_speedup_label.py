@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.chat import CHAT_SAMPLING
 from ui.stats_format import DASH, details_line, details_tooltip, live_line, speedup_text
 
 STATS = {
@@ -47,7 +48,8 @@ def test_live_line_and_details_use_the_engines_estimate_until_a_plain_run() -> N
 def test_the_window_shows_an_estimate_then_the_measured_speedup(
     qtbot, open_window, wait_reply, tiny_target: Path, draft: str
 ) -> None:
-    window = open_window(tiny_target, draft=draft, max_tokens=48)
+    # The window's chat sampling defaults (the fixture would make it greedy).
+    window = open_window(tiny_target, draft=draft, max_tokens=48, temperature=CHAT_SAMPLING.temperature)
     window.send("the cat sat on the mat. the cat sat on the mat. the cat")
     wait_reply(window)
     label = window.stats_label.text()
