@@ -53,7 +53,9 @@ def _unnamed(root: QWidget) -> list[str]:
         interface = QAccessible.queryAccessibleInterface(widget)
         name = interface.text(QAccessible.Text.Name) if interface is not None else ""
         if not name.strip():
-            missing.append(f"{type(widget).__name__} {widget.objectName()!r} in {type(widget.parentWidget()).__name__}")
+            missing.append(
+                f"{type(widget).__name__} {widget.objectName()!r} in {type(widget.parentWidget()).__name__}"
+            )
     return missing
 
 

@@ -111,4 +111,6 @@ def test_help_lists_every_shortcut(qtbot, open_window, tiny_target) -> None:
     menus = [a.text() for a in window.menuBar().actions()]
     assert menus.index("&Conversation") < menus.index("&Help")
     # The menus show the keys too (a menu item's shortcut is its first key).
-    assert window.shortcut_actions["newConversationAction"].shortcut() == _standard(QKeySequence.StandardKey.New)
+    assert window.shortcut_actions["newConversationAction"].shortcut() == _standard(
+        QKeySequence.StandardKey.New
+    )

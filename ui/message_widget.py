@@ -9,8 +9,10 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from app.reply import ReplyText
+from engine.events import Stats
 from ui import theme
 from ui.markdown_view import MessageBody
+from ui.speed_panel import SpeedPanel
 from ui.stats_format import details_line, details_tooltip
 
 STATUS_NOTES = {
@@ -57,6 +59,10 @@ class MessageWidget(QFrame):
         self.body = MessageBody(self)
         self.body.setAccessibleName("Your message" if role == "user" else "Reply")
         layout.addWidget(self.body)
+        # Filled from the reply's stats (live, then kept small); replies only, hidden until then.
+        self.speed = SpeedPanel(self)
+        self.speed.setVisible(False)
+        layout.addWidget(self.speed)
 
         self.details = QLabel()
         self.details.setObjectName("details")
@@ -120,9 +126,18 @@ class MessageWidget(QFrame):
     def set_tint(self, tint: bool) -> None:
         self.body.set_tint(tint)
 
+    def add_stats(self, snapshots: Sequence[Stats], plain_tokens_per_s: float | None) -> None:
+        """A streaming reply's stats as they arrive: the live speed panel."""
+        if self.role == "assistant" and snapshots:
+            self.speed.add_stats(snapshots, plain_tokens_per_s)
+            self.speed.setVisible(True)
+
     def set_status(self, status: str, stats: dict[str, Any] | None = None, note: str = "") -> None:
         self.status = status
         parts = []
+        if stats and self.role == "assistant":
+            self.speed.set_final(stats)
+            self.speed.setVisible(True)
         if stats:
             parts.append(details_line(stats))
             self.details.setToolTip(details_tooltip(stats))

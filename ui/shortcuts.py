@@ -43,14 +43,18 @@ class Shortcut:
 
 def _shortcuts() -> list[Shortcut]:
     return [
-        Shortcut("newConversationAction", "&New conversation", _keys(StandardKey.New), "Start a new conversation"),
+        Shortcut(
+            "newConversationAction", "&New conversation", _keys(StandardKey.New), "Start a new conversation"
+        ),
         Shortcut(
             "searchConversationsAction",
             "&Search conversations",
             _keys(StandardKey.Find),
             "Search the conversations by title",
         ),
-        Shortcut("focusInputAction", "&Message box", _keys(None, "Ctrl+L"), "Put the cursor in the message box"),
+        Shortcut(
+            "focusInputAction", "&Message box", _keys(None, "Ctrl+L"), "Put the cursor in the message box"
+        ),
         Shortcut(
             "stopAction",
             "S&top",
@@ -58,7 +62,10 @@ def _shortcuts() -> list[Shortcut]:
             "Stop the reply being written (Esc in the message box does it too)",
         ),
         Shortcut(
-            "regenerateAction", "&Regenerate", _keys(StandardKey.Refresh, "Ctrl+R"), "Write the last reply again"
+            "regenerateAction",
+            "&Regenerate",
+            _keys(StandardKey.Refresh, "Ctrl+R"),
+            "Write the last reply again",
         ),
         Shortcut(
             "switchSpeculationAction",
@@ -67,9 +74,13 @@ def _shortcuts() -> list[Shortcut]:
             "Next speculation: off, n-gram lookup, the draft model (if one was chosen)",
         ),
         Shortcut("showChatAction", "C&hat", _keys(None, "Ctrl+1"), "Show the chat"),
-        Shortcut("showCompareAction", "&Compare", _keys(None, "Ctrl+2"), "Open Compare: speculation off vs on"),
+        Shortcut(
+            "showCompareAction", "&Compare", _keys(None, "Ctrl+2"), "Open Compare: speculation off vs on"
+        ),
         Shortcut("showModelsAction", "&Models", _keys(None, "Ctrl+3"), "Show the models page"),
-        Shortcut("settingsAction", "Se&ttings…", _keys(StandardKey.Preferences, "Ctrl+,"), "Open the settings"),
+        Shortcut(
+            "settingsAction", "Se&ttings…", _keys(StandardKey.Preferences, "Ctrl+,"), "Open the settings"
+        ),
         Shortcut(
             "shortcutsAction",
             "&Keyboard shortcuts",

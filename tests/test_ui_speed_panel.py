@@ -1,0 +1,118 @@
+"""The live speed panel: a tokens/s sparkline with the plain rate, an acceptance gauge, the mean
+accepted length and the speedup, drawn from the stats the window already receives."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QColor
+
+from app.store import Store
+from engine.events import Stats
+from ui import theme
+from ui.speed_panel import POINTS_KEY, SpeedPanel, windowed_rates
+
+
+def _stats(
+    decode_s: float, n: int, drafted: int = 0, accepted: int = 0, steps_with_draft: int = 0, **kw
+) -> Stats:  # type: ignore[no-untyped-def]
+    values = dict(
+        speculation="ngram",
+        n_prompt_tokens=10,
+        n_prefilled=10,
+        n_generated=n,
+        n_drafted=drafted,
+        n_accepted=accepted,
+        n_steps=n,
+        n_steps_with_draft=steps_with_draft,
+        prefill_s=0.01,
+        decode_s=decode_s,
+        llama_s=decode_s,
+        draft_max=8,
+    )
+    values.update(kw)
+    return Stats(**values)  # type: ignore[arg-type]
+
+
+def test_windowed_rates() -> None:
+    points = [(0.1, 10), (0.2, 20), (0.5, 50), (1.0, 150), (1.5, 200)]
+    rates = windowed_rates(points, window_s=0.5)
+    assert [t for t, _ in rates] == [0.1, 0.2, 0.5, 1.0, 1.5]
+    assert rates[0][1] == 100.0 and rates[1][1] == 100.0  # cumulative until half a second
+    assert rates[3][1] == (150 - 50) / 0.5  # over the last half second
+    assert rates[4][1] == (200 - 150) / 0.5
+
+
+def _has_colour(image, colour: QColor, tolerance: int = 90) -> bool:  # type: ignore[no-untyped-def]
+    for y in range(0, image.height(), 1):
+        for x in range(0, min(image.width(), 185), 1):  # the sparkline only
+            c = image.pixelColor(x, y)
+            if (
+                abs(c.red() - colour.red()) + abs(c.green() - colour.green()) + abs(c.blue() - colour.blue())
+                < tolerance
+            ):
+                return True
+    return False
+
+
+def test_panel_numbers_and_drawing(qtbot) -> None:
+    panel = SpeedPanel()
+    qtbot.addWidget(panel)
+    panel.resize(600, panel.height())
+    panel.show()
+    snapshots = [
+        _stats(0.1 * i, 12 * i, drafted=10 * i, accepted=7 * i, steps_with_draft=3 * i) for i in range(1, 21)
+    ]
+    panel.add_stats(snapshots[:10], plain_tokens_per_s=60.0)
+    panel.add_stats(snapshots[10:], plain_tokens_per_s=60.0)
+    assert len(panel.points) == 20
+    assert panel.tokens_per_s() == 120.0
+    assert panel.speedup() == (2.0, False)
+    image = panel.grab().toImage()
+    assert _has_colour(image, theme.colors().speculative_line)  # the sparkline
+    assert _has_colour(image, theme.colors().plain_line)  # the plain reference line
+    # Without a measured plain run, the engine's own estimate, marked as one.
+    panel.plain_tokens_per_s = None
+    panel.stats["plain_tokens_per_s_est"] = 80.0
+    assert panel.speedup() == (1.5, True)
+    # Finished: the small version, with the numbers said in words.
+    height = panel.height()
+    record = snapshots[-1].as_dict() | {"plain_tokens_per_s": 60.0}
+    panel.set_final(record)
+    assert panel.is_compact and panel.height() < height
+    assert "120.0 tok/s" in panel.accessibleDescription() and "2.00×" in panel.accessibleDescription()
+    kept = panel.kept_points()
+    assert 2 <= len(kept) <= 21 and kept[-1] == [2.0, 240]
+    # A stored reply's panel draws its kept sparkline.
+    stored = SpeedPanel()
+    qtbot.addWidget(stored)
+    stored.set_final(record | {POINTS_KEY: kept})
+    assert stored.points == [(t, n) for t, n in kept]
+
+
+def test_live_panel_in_the_window_and_kept_with_the_reply(
+    qtbot, open_window, wait_reply, slow_target
+) -> None:
+    window = open_window(slow_target, draft="ngram", max_tokens=400, temperature=0.0)
+    window.send("abcabcabcabc abcabcabcabc abcabcabcabc")
+    qtbot.waitUntil(lambda: window.live is not None, timeout=10_000)
+    message_id = window.live.message_id
+    widget = window.chat.widget_for(message_id)
+    assert widget is not None
+    qtbot.waitUntil(lambda: widget.speed.isVisible() and len(widget.speed.points) >= 3, timeout=60_000)
+    assert not widget.speed.is_compact  # large while it streams
+    wait_reply(window)
+    assert widget.speed.is_compact and widget.speed.isVisible()
+    store = Store()
+    try:
+        reply = store.messages(window.conversation_id)[-1]
+    finally:
+        store.close()
+    assert reply.id == message_id and len(reply.stats[POINTS_KEY]) >= 3
+    # Shown again (another conversation, then back): the stored reply keeps its panel.
+    conversation_id = window.conversation_id
+    window.show_conversation(None)
+    window.show_conversation(conversation_id)
+    again = window.chat.widget_for(message_id)
+    assert again is not None and again is not widget
+    assert not again.speed.isHidden() and again.speed.points and again.speed.is_compact
+    user = next(w for w in window.chat.message_widgets() if w.role == "user")
+    assert user.speed.isHidden()
