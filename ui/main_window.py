@@ -39,10 +39,11 @@ from app.reply import Reply, ReplyProgress
 from app.settings import Settings, load_settings, save_settings
 from app.store import Message, Store
 from app.worker import ChatTurn, EngineInfo, ReplyStarted
-from engine.events import Finished, Stats
+from engine.events import Stats
 from ui.chat_view import ChatView
 from ui.compare_view import CompareView
 from ui.conversation_list import ConversationList
+from ui.presenter import SpeedPresenter
 from ui.settings_dialog import SettingsDialog, needs_reload
 from ui.stats_format import DASH, live_line
 
@@ -50,7 +51,6 @@ log = logging.getLogger(__name__)
 
 SAVE_INTERVAL_S = 0.5  # a streaming reply reaches the database at least this often
 TITLE_LENGTH = 48
-MIN_TOKENS_FOR_BASELINE = 8  # a plain reply shorter than this is too noisy to be the speed baseline
 SPECULATION_CHOICES = (("Off", "none"), ("N-gram lookup", "ngram"), ("Draft model", "draft"))
 
 
@@ -113,6 +113,13 @@ class MainWindow(QMainWindow):
         self.store = Store()
         self.store.mark_unfinished_interrupted()
         self.controller = controller or EngineController(self)
+        # The speed baseline and the stats records (ui/presenter.py: no widgets, tested alone).
+        self.speed_stats = SpeedPresenter(
+            lambda: self.settings,
+            self._update_settings,
+            lambda: self.controller.info.target_path if self.controller.info else None,
+            self,
+        )
         self._model_override = model
         self._draft_override = draft
         self.live: LiveReply | None = None
@@ -371,16 +378,7 @@ class MainWindow(QMainWindow):
         self.load_progress.setVisible(stage is not None)
 
     def _plain_tokens_per_s(self) -> float | None:
-        info = self.controller.info
-        return self.settings.plain_tokens_per_s.get(info.target_path) if info else None
-
-    def _record_plain_speed(self, stats: Stats) -> None:
-        info = self.controller.info
-        if info is None or stats.speculation != "none" or stats.n_generated < MIN_TOKENS_FOR_BASELINE:
-            return
-        speeds = dict(self.settings.plain_tokens_per_s)
-        speeds[info.target_path] = round(stats.decode_tokens_per_s, 3)
-        self._update_settings(plain_tokens_per_s=speeds)
+        return self.speed_stats.plain_tokens_per_s()
 
     def _update_settings(self, **changes: Any) -> None:
         self.settings = self.settings.replace(**changes)
@@ -625,32 +623,22 @@ class MainWindow(QMainWindow):
     def _show_live_stats(self, stats: Stats, prefix: str = "Speed") -> None:
         self.stats_label.setText(f"{prefix}: {live_line(stats.as_dict(), self._plain_tokens_per_s())}")
 
-    def _stats_record(self, finished: Finished) -> dict[str, Any]:
-        record = finished.stats.as_dict()
-        record["stop_reason"] = finished.stop_reason
-        record["n_steps_with_draft"] = finished.stats.n_steps_with_draft
-        plain = self._plain_tokens_per_s()
-        if plain:
-            record["plain_tokens_per_s"] = plain
-        return record
-
     def on_controller_reply_finished(self, reply: Reply) -> None:
         finished = reply.finished
         assert finished is not None
         tint = self.settings.show_draft_tint
         if reply.request_id in self.compare.request_ids:
             name = self.compare.request_ids[reply.request_id]
-            if name == "plain" and finished.stop_reason != "cancelled":
-                self._record_plain_speed(finished.stats)
+            if name == "plain":
+                self.speed_stats.record_plain_speed(finished)
             self.compare.on_finished(reply, tint)
             self._show_live_stats(finished.stats, prefix="Last run")
             return
         live = self.live
         if live is None or reply.request_id != live.request_id:
             return
-        if finished.stop_reason != "cancelled":
-            self._record_plain_speed(finished.stats)
-        record = self._stats_record(finished)
+        self.speed_stats.record_plain_speed(finished)
+        record = self.speed_stats.record(finished)
         widget = self._live_widget()
         if widget is not None and widget.speed.points:  # the reply keeps its small sparkline
             from ui.speed_panel import POINTS_KEY
@@ -670,7 +658,7 @@ class MainWindow(QMainWindow):
         if live is None or request_id != live.request_id:
             return
         if has_engine_died or live.text:
-            stats = self._stats_record_partial(live.stats)
+            stats = self.speed_stats.partial_record(live.stats)
             self._end_live("interrupted", stats)
         else:
             # Nothing was written (the prompt did not fit, no model): the empty reply row is hidden.
@@ -679,16 +667,6 @@ class MainWindow(QMainWindow):
             self.live = None
         if not has_engine_died:
             self.chat.set_notice(f"No reply: {sentence}", is_warning=True)
-
-    def _stats_record_partial(self, stats: Stats | None) -> dict[str, Any] | None:
-        if stats is None:
-            return None
-        record = stats.as_dict()
-        record["stop_reason"] = "interrupted"
-        plain = self._plain_tokens_per_s()
-        if plain:
-            record["plain_tokens_per_s"] = plain
-        return record
 
     def on_controller_busy_changed(self, is_busy: bool) -> None:
         self.chat.set_busy(is_busy)
@@ -880,7 +858,7 @@ class MainWindow(QMainWindow):
         self._is_closed = True
         if self.live is not None:
             self.controller.stop()
-            self._end_live("interrupted", self._stats_record_partial(self.live.stats))
+            self._end_live("interrupted", self.speed_stats.partial_record(self.live.stats))
         self.serve_toggle.stop()
         self.controller.shutdown()
         # Downloads pause; their .part files stay and resume next time.
