@@ -13,6 +13,7 @@ While a reply streams, the open block (re-rendered on every update) is left alon
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict, deque
 from functools import lru_cache
@@ -25,9 +26,37 @@ from ui import theme
 SLICE_S = 0.004  # lexing and colouring per turn of the event loop
 CACHE_LINES = 20_000
 YIELD_MS = 1
+WARM_WAIT_MS = 50
 
 _Tokens = tuple[tuple[int, int, object], ...]  # (start, length, Pygments token type)
 _token_cache: OrderedDict[tuple[str, str], _Tokens] = OrderedDict()
+
+
+_warm = threading.Event()  # set once Pygments' lexers are imported (on a thread: ~150 ms)
+_warming: list[threading.Thread] = []
+
+
+def warm_up() -> None:
+    """Import Pygments and its common lexers on a thread, away from the event loop."""
+    if _warming:
+        return
+
+    def work() -> None:
+        try:
+            for name in ("python", "bash", "javascript", "json", "c", "cpp", "rust"):
+                _lexer(name)
+            lexer = _lexer("python")
+            list(lexer.get_tokens_unprocessed("def f(x): return x  # warm"))  # type: ignore[attr-defined]
+            from pygments.styles import get_style_by_name
+
+            for theme_colors in (theme.LIGHT, theme.DARK):
+                get_style_by_name(theme_colors.code_style)
+        finally:
+            _warm.set()
+
+    thread = threading.Thread(target=work, name="pygments-warm-up", daemon=True)
+    _warming.append(thread)
+    thread.start()
 
 
 @lru_cache(maxsize=64)
@@ -95,6 +124,7 @@ def _format(style_name: str, ttype: object) -> QTextCharFormat | None:
 class CodeHighlighter(QSyntaxHighlighter):
     def __init__(self, document: QTextDocument) -> None:
         super().__init__(document)
+        warm_up()
         # Set while a streaming open block is laid out after this document position: blocks
         # after it are not coloured; the block holding it (the last one that stays) keeps its colours.
         self.skip_from: int | None = None
@@ -109,7 +139,7 @@ class CodeHighlighter(QSyntaxHighlighter):
     def highlightBlock(self, text: str) -> None:  # noqa: N802 (Qt's name)
         block = self.currentBlock()
         language = code_language(block)
-        if language is None or not text or _lexer(language) is None:
+        if language is None or not text or not language.strip():
             return
         if not self._is_applying:
             if self.skip_from is None:
@@ -118,6 +148,8 @@ class CodeHighlighter(QSyntaxHighlighter):
                 return
             if block.position() > self.skip_from or (language, text) not in _token_cache:
                 return
+        elif _lexer(language) is None:  # (cached: the queue's worker looked it up)
+            return
         self._apply(language, text)
 
     def _apply(self, language: str, text: str) -> None:
@@ -134,6 +166,10 @@ class CodeHighlighter(QSyntaxHighlighter):
 
     def _work(self) -> None:
         self._is_scheduled = False
+        if not _warm.is_set():  # the first lexers are still being imported on their thread
+            self._is_scheduled = True
+            QTimer.singleShot(WARM_WAIT_MS, self, self._work)
+            return
         deadline = time.perf_counter() + SLICE_S
         document = self.document()
         while self._queue and time.perf_counter() < deadline:
@@ -141,7 +177,7 @@ class CodeHighlighter(QSyntaxHighlighter):
             if not block.isValid() or block.document() is not document or block.text() != text:
                 continue  # replaced since (a streaming block re-rendered)
             language = code_language(block)
-            if language is None:
+            if language is None or _lexer(language) is None:
                 continue
             tokens(language, text)
             self._is_applying = True

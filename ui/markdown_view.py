@@ -324,7 +324,8 @@ class MessageBody(QTextBrowser):
             if settle_id == self._settle_id:
                 self._is_settling = False
                 self._show_rendered(rendered)
-                self._place_copy_buttons()
+                # The buttons in a turn of their own (a first one costs a few ms to build).
+                QTimer.singleShot(YIELD_MS, self, self._place_copy_buttons)
 
         QTimer.singleShot(YIELD_MS, self, render_step)
 
