@@ -359,19 +359,6 @@ class LocalModel:
     def name(self) -> str:
         return self.info.name if self.info else self.path.name
 
-    def describe(self) -> dict[str, Any]:
-        info = self.info
-        return {
-            "path": str(self.path),
-            "name": self.name,
-            "size_bytes": self.size_bytes,
-            "architecture": info.architecture if info else None,
-            "quantization": info.quantization if info else None,
-            "n_params": info.n_params if info else None,
-            "context_length": info.context_length if info else None,
-            "problem": self.problem,
-        }
-
 
 def iter_gguf_files(folder: Path) -> Iterable[Path]:
     # Partial downloads end in .part and never match; hidden files are editors' or the OS's.

@@ -748,13 +748,6 @@ def pair_requests(pair: CatalogPair) -> list[FileRequest]:
     ]
 
 
-def download_pair(pair: CatalogPair, **kwargs: Any) -> list[Path]:
-    requests = pair_requests(pair)
-    if not requests:
-        return []
-    return download_files(requests, **kwargs)
-
-
 def partial_download(repo_id: str, filename: str, models_dir: Path | None = None) -> int:
     """Bytes kept from an interrupted download of this file (0 when none)."""
     part = part_path_for(local_path_for(repo_id, filename, models_dir))

@@ -139,7 +139,3 @@ class DownloadError(TandemError):
     """A model download failed; the message says why and what to do."""
 
     kind = ErrorKind.DOWNLOAD
-
-
-class EngineCrashedError(TandemError):
-    """The engine's worker process died (native crash, killed, out of memory)."""
