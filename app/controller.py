@@ -93,6 +93,8 @@ class EngineController(QObject):
         """worker_factory(on_message) makes the engine's process (app.bench_gui passes a stand-in)."""
         super().__init__(parent)
         self._worker_factory = worker_factory
+        self._local_factory = worker_factory
+        self._remote: object | None = None  # the server used instead (app.remote_worker.RemoteTarget)
         self._worker: EngineHost | None = None
         self._generation = 0  # which worker the queued messages came from
         self._config: EngineConfig | None = None
@@ -139,6 +141,30 @@ class EngineController(QObject):
         self.load_progressed.emit("Starting the engine…", -1.0)
         assert self._worker is not None
         self._worker.send(LoadRequest(config))
+
+    def use_remote(self, target: object | None) -> None:
+        """Use a server (app.remote_worker.RemoteTarget) as the engine, or None: this computer's.
+        Applies from the next load; a change ends the current engine and what it owed."""
+        if target == self._remote:
+            return
+        from functools import partial
+
+        from app.remote_worker import RemoteWorker
+
+        self._remote = target
+        self._worker_factory = (
+            self._local_factory if target is None else partial(RemoteWorker, target=target)
+        )
+        worker, self._worker = self._worker, None
+        self._generation += 1
+        self._info = None
+        if worker is not None:
+            worker.shutdown(timeout_s=1.0)
+        self._fail_pending("the engine was changed", engine_died=True)
+
+    @property
+    def remote(self) -> object | None:
+        return self._remote
 
     @Slot(object)
     def set_draft(self, draft: str | None) -> None:

@@ -193,8 +193,20 @@ class RemoteClient:
             return wanted
         return models[0] if models else None
 
-    def stream(self, path: str, body: dict[str, Any], on_text: Any) -> RemoteResult:
-        """POST with stream=true; on_text(text) for each piece as it arrives."""
+    def stream(
+        self,
+        path: str,
+        body: dict[str, Any],
+        on_text: Any,
+        on_chunk: Any = None,
+        cancel: Any = None,
+    ) -> RemoteResult:
+        """POST with stream=true; on_text(text) for each piece as it arrives.
+
+        on_chunk(chunk, text) sees every parsed chunk (the window reads its numbers and extension
+        fields); cancel (a threading.Event) set ends the stream at the next line: the connection
+        is closed, which a server takes as the client leaving, and finish_reason is "cancelled".
+        """
         import httpx
 
         result = RemoteResult()
@@ -211,6 +223,9 @@ class RemoteClient:
                         )
                     raise error
                 for line in response.iter_lines():
+                    if cancel is not None and cancel.is_set():
+                        result.finish_reason = "cancelled"
+                        break
                     if not line.startswith("data:"):
                         continue
                     payload = line[5:].strip()
@@ -230,6 +245,7 @@ class RemoteClient:
                             f"{self.base} failed mid-reply after {len(result.text)} characters: {message}"
                         )
                     result.absorb(chunk)
+                    chunk_text = ""
                     for choice in chunk.get("choices") or []:
                         if not isinstance(choice, dict):
                             continue
@@ -242,9 +258,12 @@ class RemoteClient:
                             result.t_last = now
                             result.text += text
                             result.n_chunks += 1
+                            chunk_text += text
                             on_text(text)
                         if choice.get("finish_reason"):
                             result.finish_reason = choice["finish_reason"]
+                    if on_chunk is not None:
+                        on_chunk(chunk, chunk_text)
         except httpx.HTTPError as e:
             raise self._transport_error(e, len(result.text)) from None
         result.t_end = time.perf_counter()

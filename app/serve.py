@@ -131,6 +131,7 @@ class GenerationRequest:
     stream: bool = False
     include_usage: bool = False
     speculate: bool | None = None
+    timings_per_token: bool = False  # llama-server's option: `timings` on every streamed chunk
 
 
 def _describe(value: object) -> str:
@@ -272,6 +273,7 @@ def parse_request(body: object, chat: bool, n_ctx: int) -> GenerationRequest:
         stream=stream,
         include_usage=include_usage,
         speculate=False if speculation == "off" else None,
+        timings_per_token=_flag(body, "timings_per_token"),
     )
     if chat:
         request.turns, request.system_prompt = _parse_messages(body.get("messages"))
@@ -1042,12 +1044,20 @@ class _Endpoint:
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         first = True
         pending = [m for m in head if isinstance(m, ReplyEvent)]
+        stats: Stats | None = None
         while True:
             message = pending.pop(0) if pending else await job.get()
             if isinstance(message, ReplyEvent):
                 event = message.event
-                if isinstance(event, TextPiece):
-                    await emit(_sse(reply.chunk(event.text, first=first)))
+                if isinstance(event, Stats):
+                    stats = event
+                elif isinstance(event, TextPiece):
+                    chunk = reply.chunk(event.text, first=first)
+                    # Extension: which tokens the draft wrote (a remote Tandem window tints them).
+                    chunk["tandem"] = {"drafted": event.is_draft, "n_tokens": event.n_tokens}
+                    if reply.request.timings_per_token and stats is not None:
+                        chunk["timings"] = _timings(stats)
+                    await emit(_sse(chunk))
                     first = False
                 elif isinstance(event, Finished):
                     if first:

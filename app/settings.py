@@ -51,6 +51,12 @@ class Settings:
     last_conversation_id: int | None = None
     has_seen_welcome: bool = False  # the welcome panel opens by itself on the first start only
     theme: str = "system"  # "system" (follow the desktop's light/dark scheme), "light" or "dark"
+    # The engine: "local" (this computer) or "remote" (an OpenAI-compatible server, app/remote_worker.py).
+    # The API key is kept in this file as the other settings are (plain JSON, the user's own directory).
+    engine: str = "local"
+    remote_url: str = ""
+    remote_api_key: str = ""
+    remote_model: str = ""  # empty: the first model the server lists
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(
@@ -78,6 +84,10 @@ class Settings:
             adaptive=self.adaptive,
             cost_cache_dir=str(paths.cost_cache_dir()),
         )
+
+    @property
+    def is_remote(self) -> bool:
+        return self.engine == "remote" and bool(self.remote_url.strip())
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

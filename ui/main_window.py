@@ -366,6 +366,14 @@ class MainWindow(QMainWindow):
         return self._draft_override or self.settings.draft
 
     def start_engine(self) -> None:
+        # Settings → Engine: a server (app/remote_worker.py) or this computer.
+        from app.remote_worker import RemoteTarget
+
+        s = self.settings
+        remote = RemoteTarget(s.remote_url, s.remote_api_key, s.remote_model) if s.is_remote else None
+        self.controller.use_remote(remote)
+        self.speculation_combo.setEnabled(remote is None)
+        self.choose_draft_action.setEnabled(remote is None)
         target = self._model_override or self.settings.model_path or ""
         config = self.settings.engine_config(target)
         if self._draft_override is not None:
@@ -666,7 +674,8 @@ class MainWindow(QMainWindow):
             self.chat.remove_messages([live.message_id])
             self.live = None
         if not has_engine_died:
-            self.chat.set_notice(f"No reply: {sentence}", is_warning=True)
+            # A reply cut short (a server lost mid-reply) is kept: the sentence says what happened.
+            self.chat.set_notice(sentence if live.text else f"No reply: {sentence}", is_warning=True)
 
     def on_controller_busy_changed(self, is_busy: bool) -> None:
         self.chat.set_busy(is_busy)

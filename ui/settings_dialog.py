@@ -23,7 +23,8 @@ from engine.chat import CHAT_SAMPLING
 from engine.config import default_threads
 
 # Changing one of these needs the engine reloaded; sampling settings apply from the next reply.
-ENGINE_FIELDS = ("n_threads", "n_ctx", "n_gpu_layers", "rpc_servers", "draft_max", "adaptive")
+ENGINE_FIELDS = ("n_threads", "n_ctx", "n_gpu_layers", "rpc_servers", "draft_max", "adaptive",
+                 "engine", "remote_url", "remote_api_key", "remote_model")  # fmt: skip
 
 
 class SettingsDialog(QDialog):
@@ -35,6 +36,10 @@ class SettingsDialog(QDialog):
         self._settings = settings
         layout = QVBoxLayout(self)
         form = QFormLayout()
+
+        from ui.remote_engine import RemoteEngineFields
+
+        self.remote = RemoteEngineFields(settings, form, self)  # Engine: this computer or a server
 
         self.threads = QSpinBox()
         self.threads.setRange(0, 256)
@@ -190,6 +195,7 @@ class SettingsDialog(QDialog):
             adaptive=self.adaptive.isChecked(),
             draft_max=self.draft_max.value(),
             theme=str(self.theme.currentData()),
+            **self.remote.values(),
         )
 
 
@@ -209,6 +215,9 @@ class SettingsDialog(QDialog):
     def accept(self) -> None:
         """Refuse an RPC server list that cannot work, with the reason under the field."""
         from engine.rpc import RpcError, parse_servers
+
+        if not self.remote.check():  # a server address that cannot work: said under it
+            return
 
         try:
             servers = parse_servers(self.rpc_servers.text())

@@ -1,0 +1,333 @@
+"""The window's engine on another computer: an OpenAI-compatible server in place of the worker.
+
+RemoteWorker has WorkerProcess's interface (start/send/cancel/shutdown/is_alive, pid/exitcode)
+and delivers the same messages (app.worker: EngineLoaded, ReplyStarted, ReplyEvent with
+TextPiece/Stats/Finished, ReplyFailed, ...), so the controller, the chat, Stop, Regenerate, Edit
+and the store work as with a local engine. Requests are served one at a time by a thread that
+streams through app.remote.RemoteClient.
+
+What the server says is shown as it says it: tokens the draft wrote are tinted where the server
+marks them (`tandem serve` adds `"tandem": {"drafted", "n_tokens"}` to each chunk); acceptance
+is the server's own `timings` (draft_n, draft_n_accepted; asked per chunk with llama-server's
+`timings_per_token`) or LM Studio's `stats`. A server that tells neither gets a note saying so.
+
+This module imports no Qt.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from app.remote import RemoteClient, RemoteError, RemoteResult, api_base
+from app.worker import (
+    DraftFailed,
+    EngineFailed,
+    EngineInfo,
+    EngineLoaded,
+    LoadProgressed,
+    LoadRequest,
+    ReplyEvent,
+    ReplyFailed,
+    ReplyRequest,
+    ReplyStarted,
+    SetDraftRequest,
+)
+from engine.errors import ErrorKind
+from engine.events import Finished, Stats, TextPiece
+
+log = logging.getLogger(__name__)
+
+NO_DRAFT_MARKS = "this server does not say which tokens were drafted"
+STOP_REASONS = {"length": "length", "stop": "eos", "cancelled": "cancelled"}
+
+
+@dataclass(frozen=True)
+class RemoteTarget:
+    """A server the window uses as its engine: its address, key and model (empty: the first it lists)."""
+
+    url: str
+    api_key: str = ""
+    model: str = ""
+
+
+def _sentence(e: Exception) -> str:
+    text = str(e)
+    if not text.startswith("http"):  # an address starts as written
+        text = text[:1].upper() + text[1:]
+    return text + ("" if text.endswith(".") else ".")
+
+
+class _ReplyState:
+    """One streamed reply: its text, what the server told of its drafts, the stats built from that."""
+
+    def __init__(self, request: ReplyRequest, speculation: str) -> None:
+        self.request = request
+        self.speculation = speculation
+        self.text = ""
+        self.n_tokens = 0
+        self.has_draft_marks = False
+        self.timings: dict[str, Any] = {}
+        self.lm_stats: dict[str, Any] = {}
+        self.usage: dict[str, Any] = {}
+        self.t0 = time.perf_counter()
+        self.t_first: float | None = None
+
+    def stats(self) -> Stats:
+        t, lm = self.timings, self.lm_stats
+        now = time.perf_counter()
+        drafted = accepted = 0
+        if isinstance(t.get("draft_n"), int):
+            drafted, accepted = t["draft_n"], int(t.get("draft_n_accepted") or 0)
+        elif isinstance(lm.get("total_draft_tokens_count"), int):
+            drafted, accepted = (
+                lm["total_draft_tokens_count"],
+                int(lm.get("accepted_draft_tokens_count") or 0),
+            )
+        speculation = self.speculation
+        if drafted and speculation == "none":
+            speculation = "draft"
+        n_generated = t.get("predicted_n") if isinstance(t.get("predicted_n"), int) else None
+        if n_generated is None and isinstance(self.usage.get("completion_tokens"), int):
+            n_generated = self.usage["completion_tokens"]
+        if n_generated is None:
+            n_generated = self.n_tokens
+        n_prompt = self.usage.get("prompt_tokens")
+        n_prefilled = t.get("prompt_n") if isinstance(t.get("prompt_n"), int) else 0
+        if not isinstance(n_prompt, int):
+            n_prompt = n_prefilled + int(t.get("cache_n") or 0)
+        # Times as this computer sees them (the first token includes the network), the server's
+        # own where it reports them.
+        first = self.t_first if self.t_first is not None else now
+        prefill_s = (
+            float(t["prompt_ms"]) / 1000 if isinstance(t.get("prompt_ms"), int | float) else first - self.t0
+        )
+        decode_s = (
+            float(t["predicted_ms"]) / 1000 if isinstance(t.get("predicted_ms"), int | float) else now - first
+        )
+        return Stats(
+            speculation=speculation,  # type: ignore[arg-type]
+            n_prompt_tokens=n_prompt,
+            n_prefilled=n_prefilled,
+            n_generated=n_generated,
+            n_drafted=drafted,
+            n_accepted=accepted,
+            n_steps=n_generated,
+            n_steps_with_draft=0,
+            prefill_s=max(0.0, prefill_s),
+            decode_s=max(0.0, decode_s),
+            llama_s=0.0,
+            draft_max=0,
+            note="" if self.has_draft_marks else NO_DRAFT_MARKS,
+        )
+
+
+class RemoteWorker:
+    """Parent-side handle of a remote engine, shaped as app.worker.WorkerProcess."""
+
+    def __init__(self, on_message: Callable[[object], None], target: RemoteTarget) -> None:
+        self._on_message = on_message
+        self.target = target
+        self._cancel = threading.Event()
+        self._outbox: queue.Queue[object] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._client: RemoteClient | None = None
+        self._model: str | None = None
+        self._speculation = "none"
+        self.base = ""
+
+    # ---- WorkerProcess's interface
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+    @property
+    def exitcode(self) -> int | None:
+        return None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="tandem-remote-engine", daemon=True)
+        self._thread.start()
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive() and not self._closing
+
+    def send(self, request: object) -> None:
+        if isinstance(request, ReplyRequest):
+            self._cancel.clear()  # as WorkerProcess: a Stop pressed after this still applies
+        self._outbox.put(request)
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def shutdown(self, timeout_s: float = 3.0) -> None:
+        self._closing = True
+        self._cancel.set()
+        self._outbox.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    # ---- the thread
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                request = self._outbox.get()
+                if request is None or self._closing:
+                    break
+                try:
+                    self._handle(request)
+                except Exception as e:  # a bug here must not leave a reply waiting forever
+                    log.exception("remote engine")
+                    if isinstance(request, ReplyRequest):
+                        self._on_message(ReplyFailed(request.request_id, f"unexpected error: {e}"))
+        finally:
+            if self._client is not None:
+                self._client.close()
+
+    def _handle(self, request: object) -> None:
+        if isinstance(request, LoadRequest):
+            self._load()
+        elif isinstance(request, SetDraftRequest):
+            where = self.base or self.target.url
+            self._on_message(
+                DraftFailed(f"the server at {where} decides its own speculation", ErrorKind.OTHER)
+            )
+        elif isinstance(request, ReplyRequest):
+            self._reply(request)
+
+    def _load(self) -> None:
+        try:
+            self.base = api_base(self.target.url)
+        except RemoteError as e:
+            self._on_message(EngineFailed(_sentence(e).replace("--remote", "the server address")))
+            return
+        self._on_message(LoadProgressed(f"Connecting to {self.base}…"))
+        if self._client is None:
+            self._client = RemoteClient(self.base, self.target.api_key or None)
+        try:
+            model = self._client.pick_model(self.target.model or None)
+        except RemoteError as e:
+            self._on_message(EngineFailed(_sentence(e).replace("; pass --api-key", "; set it in Settings")))
+            return
+        self._model = model
+        entry = self._model_entry(model)
+        speculation = entry.get("speculation")
+        self._speculation = speculation if speculation in ("none", "ngram", "draft") else "none"
+        n_ctx = entry.get("n_ctx") if isinstance(entry.get("n_ctx"), int) else 0
+        name = model or "the server's model"
+        draft_name = str(entry.get("draft_model") or "")
+        how = f", drafting with {draft_name}" if draft_name else ""
+        info = EngineInfo(
+            target_path=self.base,
+            target_name=name,
+            draft=None,
+            draft_name=draft_name,
+            speculation=self._speculation,
+            n_ctx=n_ctx,
+            has_chat_template=True,
+            gpu_offload_supported=False,
+            pair_note=f"{name} on {self.base}{how} (the server decides its speculation)",
+        )
+        self._on_message(EngineLoaded(info))
+
+    def _model_entry(self, model: str | None) -> dict[str, Any]:
+        """The server's /models entry of the model (tandem serve adds speculation, draft_model, n_ctx)."""
+        assert self._client is not None
+        try:
+            response = self._client._http.get(f"{self.base}/models")
+            for entry in response.json().get("data", []):
+                if isinstance(entry, dict) and entry.get("id") == model:
+                    return entry
+        except Exception:
+            pass
+        return {}
+
+    def _body(self, request: ReplyRequest) -> tuple[str, dict[str, Any]]:
+        p = request.params
+        body: dict[str, Any] = {
+            "max_tokens": request.max_tokens,
+            "temperature": p.temperature,
+            "top_p": p.top_p,
+            "top_k": p.top_k,
+            "min_p": p.min_p,
+            "repeat_penalty": p.repeat_penalty,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "timings_per_token": True,  # llama-server (and tandem serve): acceptance as it goes
+        }
+        if p.seed is not None:
+            body["seed"] = p.seed
+        if self._model:
+            body["model"] = self._model
+        if request.speculate is False:
+            body["speculation"] = "off"  # tandem serve's extension (Compare's plain run)
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if request.prompt is not None:
+            body["prompt"] = request.prompt
+            return "/completions", body
+        messages = [{"role": "system", "content": request.system_prompt}] if request.system_prompt else []
+        messages += [{"role": t.role, "content": t.content} for t in request.turns]
+        body["messages"] = messages
+        return "/chat/completions", body
+
+    def _reply(self, request: ReplyRequest) -> None:
+        rid = request.request_id
+        if self._client is None:
+            self._load()
+            if self._client is None or not self.base:
+                self._on_message(
+                    ReplyFailed(rid, f"no reply: cannot use {self.target.url}", ErrorKind.NO_ENGINE)
+                )
+                return
+        state = _ReplyState(request, self._speculation)
+        self._on_message(ReplyStarted(rid, 0, 0, self._speculation))
+        path, body = self._body(request)
+        last_timings: list[dict[str, Any]] = [{}]
+
+        def on_chunk(chunk: dict[str, Any], text: str) -> None:
+            for key, into in (("timings", state.timings), ("stats", state.lm_stats), ("usage", state.usage)):
+                value = chunk.get(key)
+                if isinstance(value, dict) and value:
+                    into.update(value)
+            if isinstance(chunk.get("speculation"), str) and chunk["speculation"] in (
+                "none",
+                "ngram",
+                "draft",
+            ):
+                state.speculation = chunk["speculation"]
+            if text:
+                mark = chunk.get("tandem")
+                drafted, n_tokens = False, 1
+                if isinstance(mark, dict):
+                    state.has_draft_marks = True
+                    drafted = bool(mark.get("drafted"))
+                    if isinstance(mark.get("n_tokens"), int) and mark["n_tokens"] > 0:
+                        n_tokens = mark["n_tokens"]
+                if state.t_first is None:
+                    state.t_first = time.perf_counter()
+                state.text += text
+                state.n_tokens += n_tokens
+                self._on_message(ReplyEvent(rid, TextPiece(text, n_tokens, drafted)))
+            if state.timings and state.timings != last_timings[0]:
+                last_timings[0] = dict(state.timings)
+                self._on_message(ReplyEvent(rid, state.stats()))
+
+        try:
+            result: RemoteResult = self._client.stream(
+                path, body, lambda _text: None, on_chunk=on_chunk, cancel=self._cancel
+            )
+        except RemoteError as e:
+            sentence = _sentence(e).replace("; pass --api-key", "; set it in Settings")
+            self._on_message(ReplyFailed(rid, sentence))
+            return
+        stop_reason = STOP_REASONS.get(result.finish_reason or "stop", "eos")
+        self._on_message(ReplyEvent(rid, Finished(stop_reason, state.text, (), state.stats())))  # type: ignore[arg-type]

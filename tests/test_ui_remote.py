@@ -1,0 +1,216 @@
+"""The window on a server's engine (Settings → Engine → A server): `tandem serve` and llama.cpp's
+own `llama-server`, both real processes on 127.0.0.1; chat, Stop, Regenerate, Edit, the tint,
+the server's acceptance, and a server that vanishes mid-reply."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+
+from app.remote_worker import NO_DRAFT_MARKS
+from app.settings import load_settings
+from app.store import Store
+from tests.serve_process import ServeProcess, free_port
+from tests.test_remote import llama_server  # noqa: F401 (a fixture)
+from tests.test_ui_speculation import _tinted_text
+
+
+def _rows(window, include_superseded: bool = False):  # type: ignore[no-untyped-def]
+    store = Store()
+    try:
+        return store.messages(window.conversation_id, include_superseded)
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def server(tiny_target: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    home = tmp_path_factory.mktemp("serve-home")
+    s = ServeProcess(
+        home, "--model", str(tiny_target), "--draft", "ngram", "--threads", "1", "--api-key", "k1"
+    )
+    try:
+        yield s.started()
+    finally:
+        s.stop()
+
+
+def _remote_window(open_window, url: str, key: str = "", **changes):  # type: ignore[no-untyped-def]
+    window = open_window(
+        Path("unused.gguf"), wait_loaded=False, engine="remote", remote_url=url, remote_api_key=key, **changes
+    )
+    return window
+
+
+def test_settings_engine_fetches_models_and_says_what_fails(qtbot, server: ServeProcess) -> None:
+    from ui.settings_dialog import SettingsDialog
+
+    dialog = SettingsDialog(load_settings(), gpu_offload_supported=False)
+    qtbot.addWidget(dialog)
+    fields = dialog.remote
+    assert not fields.url.isEnabled()  # "This computer"
+    fields.engine.setCurrentIndex(fields.engine.findData("remote"))
+    assert fields.url.isEnabled() and fields.fetch_button.isEnabled()
+
+    # Nothing listening: one line naming the address.
+    port = free_port()
+    fields.url.setText(f"127.0.0.1:{port}")
+    fields.fetch_button.click()
+    qtbot.waitUntil(lambda: fields.fetch_button.isEnabled(), timeout=20_000)
+    assert fields.error.text() == f"Nothing is listening at http://127.0.0.1:{port}/v1 (connection refused)"
+
+    # A key is needed, then a wrong one.
+    fields.url.setText(server.url)
+    fields.fetch_button.click()
+    qtbot.waitUntil(lambda: fields.fetch_button.isEnabled(), timeout=20_000)
+    assert fields.error.text().startswith(f"{server.url} needs an API key (HTTP 401")
+    assert fields.error.text().endswith("fill in the API key")
+    fields.api_key.setText("nope")
+    fields.fetch_button.click()
+    qtbot.waitUntil(lambda: fields.fetch_button.isEnabled(), timeout=20_000)
+    assert fields.error.text().startswith(f"{server.url} refused the API key")
+
+    fields.api_key.setText("k1")
+    fields.fetch_button.click()
+    qtbot.waitUntil(lambda: fields.fetch_button.isEnabled(), timeout=20_000)
+    assert [fields.model.itemText(i) for i in range(fields.model.count())] == ["target"]
+    assert fields.model.currentText() == "target" and fields.error.text() == "1 model on the server"
+    new = dialog.result_settings()
+    assert (new.engine, new.remote_url, new.remote_api_key, new.remote_model) == (
+        "remote",
+        server.url,
+        "k1",
+        "target",
+    )
+
+    # An address that cannot work keeps the dialog open and says why.
+    accepted: list[bool] = []
+    dialog.accepted.connect(lambda: accepted.append(True))
+    fields.url.setText("ftp://x")
+    dialog.accept()
+    assert not accepted
+    assert fields.error.text() == "The server address must be an http:// or https:// address (got 'ftp://x')"
+    fields.url.setText(server.url)
+    dialog.accept()
+    assert accepted
+
+
+def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_target, server) -> None:  # type: ignore[no-untyped-def]
+    # Start on this computer's engine, then switch in Settings: the local engine ends.
+    window = open_window(tiny_target, max_tokens=200, repeat_penalty=1.0)
+    assert window.controller.worker_pid is not None
+    window.apply_settings(
+        window.settings.replace(
+            engine="remote", remote_url=server.url, remote_api_key="k1", remote_model="target"
+        )
+    )
+    qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
+    info = window.controller.info
+    assert info.target_path == server.url and info.speculation == "ngram"
+    assert window.pair_label.text().startswith(f"target on {server.url}")
+    assert window.controller.worker_pid is None  # no engine process here
+    assert not window.speculation_combo.isEnabled()
+    settings = load_settings()
+    assert (settings.engine, settings.remote_url, settings.remote_api_key) == ("remote", server.url, "k1")
+
+    window.send("abc abc abc abc abc abc abc abc abc abc")
+    wait_reply(window)
+    rows = _rows(window)
+    assert [(m.role, m.status) for m in rows] == [("user", "complete"), ("assistant", "complete")]
+    reply = rows[-1]
+    assert reply.content and reply.draft_spans, "tandem serve marked no drafted text on a repetitive reply"
+    widget = window.chat.widget_for(reply.id)
+    assert _tinted_text(widget.body.document())
+    # The numbers are the server's own: its timings, shown in the indicator.
+    stats = reply.stats
+    assert stats["speculation"] == "ngram" and 0 < stats["n_accepted"] <= stats["n_drafted"]
+    assert not stats["note"]  # tandem serve tells which tokens were drafted
+    rate = stats["n_accepted"] / stats["n_drafted"]
+    assert f"acceptance {rate:.0%}" in window.stats_label.text()
+
+    # Regenerate: the first reply is superseded; greedy, so the same text comes again.
+    window.regenerate()
+    wait_reply(window)
+    rows = _rows(window)
+    assert [(m.role, m.status) for m in rows] == [("user", "complete"), ("assistant", "complete")]
+    assert rows[-1].content == reply.content and rows[-1].id != reply.id
+
+    # Edit the question: what followed it is superseded, the new one answered.
+    window.on_chat_edit_requested(rows[0].id)
+    window.chat.input.setPlainText("hello there")
+    qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
+    wait_reply(window)
+    rows = _rows(window)
+    assert [(m.role, m.content[:11] if m.role == "user" else m.status) for m in rows] == [
+        ("user", "hello there"),
+        ("assistant", "complete"),
+    ]
+    assert len(_rows(window, include_superseded=True)) == 5  # superseded rows are kept
+
+    # History: the next message goes with the conversation before it (the server's prompt count).
+    first = rows[-1].stats
+    window.send("and more")
+    wait_reply(window)
+    rows = _rows(window)
+    assert [m.role for m in rows] == ["user", "assistant", "user", "assistant"]
+    assert rows[-1].stats["n_prompt_tokens"] > first["n_prompt_tokens"] + first["n_generated"] // 2
+
+
+def test_window_stop_and_a_server_killed_mid_reply(
+    qtbot, open_window, wait_reply, slow_target, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    s = ServeProcess(tmp_path, "--model", str(slow_target), "--threads", "1", "--ctx", "2048").started()
+    try:
+        window = _remote_window(open_window, s.url, max_tokens=2000)
+        qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
+
+        # Stop: the reply ends where it was, marked stopped.
+        window.send("Tell me a story")
+        qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 5, timeout=30_000)
+        window.chat.stop_requested.emit()
+        wait_reply(window)
+        rows = _rows(window)
+        assert [(m.role, m.status) for m in rows] == [("user", "complete"), ("assistant", "cancelled")]
+        assert rows[-1].content
+        assert NO_DRAFT_MARKS not in window.stats_label.text()  # tandem serve marks its drafts
+
+        # The server vanishes mid-reply while the user types the next message.
+        window.send("Another one")
+        qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 5, timeout=30_000)
+        window.chat.input.setPlainText("my next question, half written")
+        s.proc.kill()
+        s.proc.wait(10)
+        wait_reply(window)
+        rows = _rows(window)
+        assert [(m.role, m.status) for m in rows][-2:] == [("user", "complete"), ("assistant", "interrupted")]
+        assert rows[-1].content  # the partial reply is kept
+        assert rows[-2].content == "Another one"
+        assert window.chat.input.toPlainText() == "my next question, half written"
+        notice = window.chat.notice.text()
+        assert notice.startswith(f"The stream from {s.url} was cut after "), notice
+        assert "\n" not in notice
+    finally:
+        s.stop()
+
+
+def test_window_shows_llama_servers_acceptance(qtbot, open_window, wait_reply, llama_server: str) -> None:  # noqa: F811
+    window = _remote_window(open_window, llama_server, max_tokens=48, repeat_penalty=1.0)
+    qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
+    assert window.controller.info.target_path == f"{llama_server}/v1"
+    window.send("the cat sat on the mat")
+    wait_reply(window)
+    reply = _rows(window)[-1]
+    assert reply.status == "complete" and reply.content
+    stats = reply.stats
+    # llama-server's own counts, from its timings: it drafted with its draft model.
+    assert stats["speculation"] == "draft" and stats["n_drafted"] > 0
+    assert 0 <= stats["n_accepted"] <= stats["n_drafted"]
+    rate = stats["n_accepted"] / stats["n_drafted"]
+    label = window.stats_label.text()
+    assert f"acceptance {rate:.0%}" in label
+    # llama-server does not say which tokens were drafted: no tint, and the window says so.
+    assert not reply.draft_spans
+    assert NO_DRAFT_MARKS in label and stats["note"] == NO_DRAFT_MARKS

@@ -1,0 +1,158 @@
+"""Settings → Engine: this computer, or a server (its address, API key and a model it lists).
+
+The models are fetched from the server's `/v1/models` when the user asks (the Fetch button), on
+a thread: the dialog never waits on the network. What goes wrong is one line under the fields.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtWidgets import QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QWidget
+
+from app.remote import RemoteClient, RemoteError, api_base
+from app.settings import Settings
+
+ENGINE_CHOICES = (("This computer", "local"), ("A server", "remote"))
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if text.startswith("http") else text[:1].upper() + text[1:]
+
+
+class RemoteEngineFields(QObject):
+    fetched = Signal(object, str)  # from the fetching thread: (model ids or None, error sentence)
+
+    def __init__(self, settings: Settings, form: QFormLayout, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.engine = QComboBox()
+        self.engine.setObjectName("engineCombo")
+        self.engine.setAccessibleName("Engine")
+        for label, value in ENGINE_CHOICES:
+            self.engine.addItem(label, value)
+        self.engine.setCurrentIndex(max(0, self.engine.findData(settings.engine)))
+        self.engine.setToolTip("Run models here, or chat with a model on an OpenAI-compatible server")
+        form.addRow("Engine:", self.engine)
+
+        self.url = QLineEdit(settings.remote_url)
+        self.url.setObjectName("remoteUrlEdit")
+        self.url.setAccessibleName("Server address")
+        self.url.setPlaceholderText("http://HOST:PORT (tandem serve, llama-server, LM Studio, vLLM…)")
+        form.addRow("Server:", self.url)
+
+        self.api_key = QLineEdit(settings.remote_api_key)
+        self.api_key.setObjectName("remoteKeyEdit")
+        self.api_key.setAccessibleName("API key")
+        self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.api_key.setPlaceholderText("none")
+        self.api_key.setToolTip("Sent as 'Authorization: Bearer KEY'; kept in Tandem's settings file")
+        form.addRow("API key:", self.api_key)
+
+        row = QHBoxLayout()
+        self.model = QComboBox()
+        self.model.setObjectName("remoteModelCombo")
+        self.model.setAccessibleName("Server model")
+        self.model.setEditable(True)
+        self.model.setMinimumContentsLength(24)
+        self.model.lineEdit().setPlaceholderText("the first one it serves")
+        if settings.remote_model:
+            self.model.addItem(settings.remote_model)
+        self.model.setCurrentText(settings.remote_model)
+        row.addWidget(self.model, 1)
+        self.fetch_button = QPushButton("Fetch models")
+        self.fetch_button.setObjectName("fetchModelsButton")
+        self.fetch_button.setToolTip("Ask the server for the models it serves (GET /v1/models)")
+        self.fetch_button.clicked.connect(self.on_fetch_button_clicked)
+        row.addWidget(self.fetch_button)
+        form.addRow("Model:", row)
+
+        self.error = QLabel()
+        self.error.setObjectName("remoteError")
+        self.error.setWordWrap(False)
+        self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.error.setVisible(False)
+        form.addRow("", self.error)
+
+        self.fetched.connect(self.on_self_fetched, Qt.ConnectionType.QueuedConnection)
+        self.engine.currentIndexChanged.connect(self.on_engine_current_index_changed)
+        self.on_engine_current_index_changed()
+
+    @property
+    def is_remote(self) -> bool:
+        return self.engine.currentData() == "remote"
+
+    def values(self) -> dict[str, Any]:
+        return {
+            "engine": str(self.engine.currentData()),
+            "remote_url": self.url.text().strip(),
+            "remote_api_key": self.api_key.text().strip(),
+            "remote_model": self.model.currentText().strip(),
+        }
+
+    def show_error(self, text: str, is_error: bool = True) -> None:
+        self.error.setText(_one_line(text))
+        self.error.setToolTip(text)
+        self.error.setStyleSheet("color: #b00020;" if is_error else "")
+        self.error.setVisible(bool(text))
+
+    def check(self) -> bool:
+        """Can the dialog close? A server needs an address that parses."""
+        if not self.is_remote:
+            return True
+        try:
+            api_base(self.url.text() or "")
+        except RemoteError as e:
+            self.show_error(str(e).replace("--remote", "the server address"))
+            self.url.setFocus()
+            return False
+        return True
+
+    @Slot()
+    def on_engine_current_index_changed(self, _index: int = 0) -> None:
+        for w in (self.url, self.api_key, self.model, self.fetch_button):
+            w.setEnabled(self.is_remote)
+        if not self.is_remote:
+            self.show_error("")
+
+    @Slot()
+    def on_fetch_button_clicked(self) -> None:
+        try:
+            base = api_base(self.url.text() or "")
+        except RemoteError as e:
+            self.show_error(str(e).replace("--remote", "the server address"))
+            return
+        key = self.api_key.text().strip() or None
+        self.fetch_button.setEnabled(False)
+        self.show_error(f"Asking {base} for its models…", is_error=False)
+
+        def fetch() -> None:
+            client = RemoteClient(base, key)
+            try:
+                models = client.list_models()
+                error = "" if models else f"{base} lists no models (type the model's name)"
+                self.fetched.emit(models, error)
+            except RemoteError as e:
+                self.fetched.emit(None, str(e).replace("; pass --api-key", "; fill in the API key"))
+            except Exception as e:  # never a traceback in a dialog
+                self.fetched.emit(None, f"cannot ask {base} for its models: {e}")
+            finally:
+                client.close()
+
+        threading.Thread(target=fetch, name="tandem-fetch-models", daemon=True).start()
+
+    @Slot(object, str)
+    def on_self_fetched(self, models: list[str] | None, error: str) -> None:
+        self.fetch_button.setEnabled(self.is_remote)
+        if models:
+            current = self.model.currentText().strip()
+            self.model.clear()
+            self.model.addItems(models)
+            self.model.setCurrentText(current if current in models else models[0])
+            self.show_error(
+                f"{len(models)} model{'s' if len(models) != 1 else ''} on the server", is_error=False
+            )
+        else:
+            self.show_error(error or "the server has no model list (type the model's name)")
