@@ -379,6 +379,15 @@ def scan_local_models(folder: Path | None = None) -> list[LocalModel]:
     return found
 
 
+def local_model(path: Path) -> LocalModel:
+    """One .gguf file as the models page lists it (the model in use may live outside the folder)."""
+    size = path.stat().st_size
+    try:
+        return LocalModel(path, size, read_gguf_info(path))
+    except ModelFileError as e:
+        return LocalModel(path, size, None, str(e))
+
+
 def format_params(n_params: int | None) -> str:
     if not n_params:
         return "?"

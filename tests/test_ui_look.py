@@ -136,3 +136,20 @@ def test_reply_column_keeps_a_readable_width(qtbot, open_window, tiny_target) ->
     qtbot.waitUntil(lambda: widget.body.width() > 400, timeout=5000)
     chars = widget.body.width() / widget.body.fontMetrics().averageCharWidth()
     assert 60 < chars <= 115
+
+
+def test_the_model_in_use_is_listed_and_chosen_on_the_models_page(qtbot, open_window, tiny_target) -> None:
+    """The model in use (here a file outside the models folder, as the built-in model or
+    --model PATH can be) is among the local models, marked, and selected under "Chat with"."""
+    window = open_window(tiny_target)
+    page = window.models_page
+    assert tiny_target.parent != page.models_dir
+    qtbot.waitUntil(lambda: page.target_combo.count() > 0, timeout=10_000)
+    assert page.target_combo.currentData() == str(tiny_target)
+    assert "in use" in page.target_combo.currentText()
+    files = [page.local_table.item(r, 0).text() for r in range(page.local_table.rowCount())]
+    assert any(f.endswith("(in use)") and tiny_target.name in f for f in files)
+    assert page.use_pair_button.isEnabled()
+    # The refresh button keeps it (and a second refresh does not list it twice).
+    page.refresh_local_models()
+    assert [m.path for m in page.local_models].count(tiny_target) == 1

@@ -111,7 +111,7 @@ def _format(style_name: str, ttype: object) -> QTextCharFormat | None:
     from pygments.styles import get_style_by_name
 
     style = get_style_by_name(style_name)
-    spec = style.style_for_token(ttype)  # type: ignore[arg-type]
+    spec = style.style_for_token(ttype)
     fmt: QTextCharFormat | None = None
     if spec.get("color"):
         # Colour only: bold or italic would change widths, and the layout with them.

@@ -569,6 +569,9 @@ class MainWindow(QMainWindow):
 
     def on_controller_engine_loaded(self, info: EngineInfo) -> None:
         self._set_loading(None)
+        set_model_in_use = getattr(self.models_page, "set_model_in_use", None)  # (a QLabel if unavailable)
+        if set_model_in_use is not None:
+            set_model_in_use(info.target_path)
         if self.welcome is not None:
             self.welcome.set_gpu_backend(info.gpu_offload_supported)
         self._show_pair(info)

@@ -54,6 +54,7 @@ from app.catalog import (
     format_params,
     import_model,
     load_catalog,
+    local_model,
     scan_local_models,
 )
 from app.downloads import (
@@ -162,6 +163,7 @@ class ModelsPage(QWidget):
         self.machine = machine or detect_machine()
         self.download_options = dict(download_options or {})
         self.local_models: list[LocalModel] = []
+        self.model_in_use: Path | None = None  # the engine's target, listed wherever it lives
         self.jobs: dict[str, _Job] = {}
         self._imports: list[tuple[threading.Thread, _ImportSignals]] = []
         self.download_buttons: dict[str, QPushButton] = {}
@@ -373,15 +375,25 @@ class ModelsPage(QWidget):
 
     # --- local models and the pair picker --------------------------------------------------------
 
-    def refresh_local_models(self) -> None:
+    def set_model_in_use(self, path: str | None) -> None:
+        """The engine's target (the built-in model, or one opened with --model): listed among the
+        local models wherever it lives, and chosen under "Chat with"."""
+        self.model_in_use = Path(path).resolve() if path else None
+        self.refresh_local_models(select=self.model_in_use)
+
+    def refresh_local_models(self, select: Path | None = None) -> None:
         self.local_models = scan_local_models(self.models_dir)
+        in_use = self.model_in_use
+        if in_use is not None and in_use.is_file() and all(m.path.resolve() != in_use for m in self.local_models):
+            self.local_models.insert(0, local_model(in_use))
         table = self.local_table
         table.setRowCount(len(self.local_models))
         for row, m in enumerate(self.local_models):
             rel = m.path.relative_to(self.models_dir) if m.path.is_relative_to(self.models_dir) else m.path
             info = m.info
+            is_in_use = in_use is not None and m.path.resolve() == in_use
             cells = [
-                str(rel),
+                f"{rel} (in use)" if is_in_use else str(rel),
                 format_bytes(m.size_bytes),
                 info.architecture if info else "unreadable",
                 info.quantization if info else "",
@@ -397,7 +409,10 @@ class ModelsPage(QWidget):
         self.target_combo.clear()
         for m in self.local_models:
             if m.info is not None:
-                self.target_combo.addItem(f"{m.name} ({m.path.name})", str(m.path))
+                in_use_text = ", in use" if in_use is not None and m.path.resolve() == in_use else ""
+                self.target_combo.addItem(f"{m.name} ({m.path.name}{in_use_text})", str(m.path))
+        if isinstance(select, Path):  # (a button's clicked(bool) may land here too)
+            previous = next((str(m.path) for m in self.local_models if m.path.resolve() == select), previous)
         index = self.target_combo.findData(previous) if previous else -1
         self.target_combo.setCurrentIndex(max(index, 0) if self.target_combo.count() else -1)
         self.target_combo.blockSignals(False)

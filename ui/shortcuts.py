@@ -15,7 +15,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QMenu, QVBoxLayout, QWidget
 
 if TYPE_CHECKING:
     from ui.main_window import MainWindow
@@ -137,7 +137,7 @@ def install(window: MainWindow, help_menu_title: str = "&Help") -> dict[str, QAc
         "showModelsAction": lambda: window.tabs.setCurrentWidget(window.models_page),
         "settingsAction": window.on_settings_action_triggered,
         "shortcutsAction": window.show_shortcuts,
-        "quitAction": window.close,
+        "quitAction": lambda: None if window.close() else None,
     }
     actions: dict[str, QAction] = {}
     for shortcut in _shortcuts():
@@ -149,7 +149,10 @@ def install(window: MainWindow, help_menu_title: str = "&Help") -> dict[str, QAc
         window.addAction(action)  # active wherever the focus is in the window
         actions[shortcut.name] = action
     bar = window.menuBar()
-    help_menu = next((a.menu() for a in bar.actions() if a.text() == help_menu_title), None)
+    help_menu = next(
+        (menu for a in bar.actions() if a.text() == help_menu_title and isinstance(menu := a.menu(), QMenu)),
+        None,
+    )
     before = help_menu.menuAction() if help_menu is not None else None
     conversation = bar.addMenu("&Conversation")
     for name in ("newConversationAction", "searchConversationsAction", "focusInputAction"):
@@ -163,10 +166,10 @@ def install(window: MainWindow, help_menu_title: str = "&Help") -> dict[str, QAc
     view = bar.addMenu("&View")
     for name in ("showChatAction", "showCompareAction", "showModelsAction"):
         view.addAction(actions[name])
-    if before is not None:
+    if help_menu is not None and before is not None:
         bar.insertMenu(before, conversation)
         bar.insertMenu(before, view)
-        help_menu.addAction(actions["shortcutsAction"])  # type: ignore[union-attr]
+        help_menu.addAction(actions["shortcutsAction"])
     else:
         bar.addMenu("&Help").addAction(actions["shortcutsAction"])
     return actions

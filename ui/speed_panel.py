@@ -311,7 +311,5 @@ class SpeedPanel(QWidget):
                 if y - 2 - painter.fontMetrics().ascent() > rect.top()
                 else y + painter.fontMetrics().ascent()
             )
-            painter.drawText(
-                QPointF(rect.right() - painter.fontMetrics().horizontalAdvance(label), label_y), label
-            )
+            painter.drawText(QPointF(rect.left() + 2, label_y), label)  # left: the line grows rightwards
             painter.setFont(self.font())
