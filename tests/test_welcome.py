@@ -126,8 +126,13 @@ def test_download_and_switch(
     panel = window.welcome
     assert panel is not None and panel.isVisible()
     assert panel.recommendation.pair is not None and panel.recommendation.pair.name == "qwen2.5-7b-0.5b"
+    # Connected after the window's own handler: sees the button as that handler left it.
+    enabled_after_click: list[bool] = []
+    panel.download_requested.connect(
+        lambda _pair: enabled_after_click.append(panel.download_button.isEnabled())
+    )
     qtbot.mouseClick(panel.download_button, qtbot_left())
-    assert not panel.download_button.isEnabled()
+    assert enabled_after_click == [False]  # no second download while one runs
     qtbot.waitUntil(
         lambda: (
             window.controller.info is not None
