@@ -140,6 +140,7 @@ class RemoteWorker:
         self._client: RemoteClient | None = None
         self._model: str | None = None
         self._speculation = "none"
+        self._load_error = ""  # why the last connection failed ("" once loaded)
         self.base = ""
 
     # ---- WorkerProcess's interface
@@ -203,11 +204,16 @@ class RemoteWorker:
         elif isinstance(request, ReplyRequest):
             self._reply(request)
 
+    def _fail_load(self, sentence: str) -> None:
+        self._load_error = sentence
+        self._on_message(EngineFailed(sentence))
+
     def _load(self) -> None:
+        self._load_error = "not connected yet"
         try:
             self.base = api_base(self.target.url)
         except RemoteError as e:
-            self._on_message(EngineFailed(_sentence(e).replace("--remote", "the server address")))
+            self._fail_load(_sentence(e).replace("--remote", "the server address"))
             return
         self._on_message(LoadProgressed(f"Connecting to {self.base}…"))
         if self._client is None:
@@ -215,8 +221,9 @@ class RemoteWorker:
         try:
             model = self._client.pick_model(self.target.model or None)
         except RemoteError as e:
-            self._on_message(EngineFailed(_sentence(e).replace("; pass --api-key", "; set it in Settings")))
+            self._fail_load(_sentence(e).replace("; pass --api-key", "; set it in Settings"))
             return
+        self._load_error = ""
         self._model = model
         entry = self._model_entry(model)
         speculation = entry.get("speculation")
@@ -281,12 +288,10 @@ class RemoteWorker:
 
     def _reply(self, request: ReplyRequest) -> None:
         rid = request.request_id
-        if self._client is None:
-            self._load()
-            if self._client is None or not self.base:
-                self._on_message(
-                    ReplyFailed(rid, f"no reply: cannot use {self.target.url}", ErrorKind.NO_ENGINE)
-                )
+        if self._client is None or self._load_error:
+            self._load()  # not connected yet, or it failed: try again (the server may be back)
+            if self._load_error:
+                self._on_message(ReplyFailed(rid, self._load_error, ErrorKind.NO_ENGINE))
                 return
         state = _ReplyState(request, self._speculation)
         self._on_message(ReplyStarted(rid, 0, 0, self._speculation))

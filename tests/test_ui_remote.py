@@ -214,3 +214,124 @@ def test_window_shows_llama_servers_acceptance(qtbot, open_window, wait_reply, l
     # llama-server does not say which tokens were drafted: no tint, and the window says so.
     assert not reply.draft_spans
     assert NO_DRAFT_MARKS in label and stats["note"] == NO_DRAFT_MARKS
+
+
+def test_tandem_serve_marks_drafted_text_per_chunk(server: ServeProcess) -> None:
+    """The extension the window tints from: `"tandem": {"drafted", "n_tokens"}` on each text chunk,
+    and llama-server's `timings_per_token` (timings on every chunk once the engine reported any)."""
+    import json
+
+    import httpx
+
+    def chunks(**extra: object) -> list[dict]:
+        body = {"messages": [{"role": "user", "content": "abc abc abc abc abc abc abc abc abc abc"}],
+                "max_tokens": 1500, "temperature": 0, "repeat_penalty": 1.0, "stream": True, **extra}  # fmt: skip
+        out = []
+        with httpx.stream("POST", f"{server.url}/chat/completions", json=body, timeout=60,
+                          headers={"Authorization": "Bearer k1"}) as r:  # fmt: skip
+            assert r.status_code == 200
+            for line in r.iter_lines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    out.append(json.loads(line[6:]))
+        return out
+
+    got = chunks(timings_per_token=True)
+    texts = [c for c in got if c["choices"] and c["choices"][0]["delta"].get("content")]
+    assert texts and all(set(c["tandem"]) == {"drafted", "n_tokens"} for c in texts)
+    final = got[-1]["timings"]
+    drafted_tokens = sum(c["tandem"]["n_tokens"] for c in texts if c["tandem"]["drafted"])
+    # Accepted tokens whose text joins a token the target wrote are sent as the target's.
+    assert 0 < drafted_tokens <= final["draft_n_accepted"], final
+    assert sum(c["tandem"]["n_tokens"] for c in texts) == final["predicted_n"]
+    with_timings = [c for c in texts if "timings" in c]
+    assert len(with_timings) > 1
+    assert [c["timings"]["predicted_n"] for c in with_timings] == sorted(
+        c["timings"]["predicted_n"] for c in with_timings
+    )
+    # Not asked: text chunks carry no timings (the last chunk still does).
+    plain = chunks()
+    assert not any("timings" in c for c in plain[:-1]) and "timings" in plain[-1]
+    assert all("tandem" in c for c in plain if c["choices"] and c["choices"][0]["delta"].get("content"))
+
+
+def test_remote_worker_speaks_the_workers_messages(server: ServeProcess) -> None:
+    """RemoteWorker in WorkerProcess's shape: loaded, started, text with its draft marks, the
+    server's numbers while it streams (not only at the end), finished; Stop ends it as cancelled."""
+    import queue
+
+    from app.remote_worker import RemoteTarget, RemoteWorker
+    from app.worker import ChatTurn, EngineLoaded, LoadRequest, ReplyEvent, ReplyRequest, ReplyStarted
+    from engine.config import EngineConfig, SamplingParams
+    from engine.events import Finished, Stats, TextPiece
+
+    inbox: queue.Queue[object] = queue.Queue()
+    worker = RemoteWorker(inbox.put, RemoteTarget(server.url, "k1"))
+    worker.start()
+
+    def until_finished() -> list[object]:
+        out = []
+        while True:
+            message = inbox.get(timeout=60)
+            out.append(message)
+            if isinstance(message, ReplyEvent) and isinstance(message.event, Finished):
+                return out
+
+    try:
+        assert worker.is_alive() and worker.pid is None
+        worker.send(LoadRequest(EngineConfig(target_path="")))
+        loaded = inbox.get(timeout=30)
+        while not isinstance(loaded, EngineLoaded):
+            loaded = inbox.get(timeout=30)
+        assert loaded.info.target_name == "target" and loaded.info.speculation == "ngram"
+        turns = (ChatTurn("user", "abc abc abc abc abc abc abc abc abc abc"),)
+        params = SamplingParams(temperature=0.0, repeat_penalty=1.0)
+        # Long enough for the engine's stats (every 0.1 s) to come several times.
+        worker.send(ReplyRequest(1, turns, params=params, max_tokens=1500))
+        messages = until_finished()
+        assert isinstance(messages[0], ReplyStarted)
+        events = [m.event for m in messages if isinstance(m, ReplyEvent)]
+        pieces = [e for e in events if isinstance(e, TextPiece)]
+        finished = events[-1]
+        assert isinstance(finished, Finished) and finished.text == "".join(p.text for p in pieces)
+        assert any(p.is_draft for p in pieces)
+        live = [e for e in events[:-1] if isinstance(e, Stats)]
+        assert len(live) > 1 and live[-1].n_generated > live[0].n_generated  # acceptance as it goes
+        assert finished.stats.n_drafted >= live[-1].n_drafted > 0
+
+        # Stop: cancelled at once, the text so far kept.
+        worker.send(ReplyRequest(2, turns, params=params, max_tokens=2000))
+        worker.cancel()
+        finished = until_finished()[-1].event
+        assert finished.stop_reason == "cancelled"
+    finally:
+        worker.shutdown()
+    assert not worker.is_alive()
+
+
+def test_window_says_when_nothing_listens_and_uses_the_server_once_it_does(
+    qtbot, open_window, wait_reply, tiny_target, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    window = _remote_window(open_window, f"127.0.0.1:{port}")
+    expected = f"Nothing is listening at {url} (connection refused)."
+    qtbot.waitUntil(lambda: expected in window.chat.notice.text(), timeout=30_000)
+    assert window.controller.info is None
+
+    window.send("are you there?")
+    wait_reply(window)
+    assert window.chat.notice.text() == f"No reply: {expected}"
+    assert [(m.role, m.content) for m in _rows(window)] == [("user", "are you there?")]  # kept
+
+    s = ServeProcess(tmp_path, "--model", str(tiny_target), "--threads", "1", port=port).started()
+    try:
+        window.regenerate()  # the next try connects again
+        wait_reply(window)
+        assert [(m.role, m.status) for m in _rows(window)] == [
+            ("user", "complete"),
+            ("assistant", "complete"),
+        ]
+        assert window.controller.info is not None and window.controller.info.target_path == url
+        assert window.pair_label.text().startswith(f"target on {url}")
+    finally:
+        s.stop()
