@@ -16,7 +16,10 @@ is new.
 Speculation is reported the way existing clients read it: llama-server's `timings` object and
 LM Studio's `stats`, on every response and on the last streamed chunk. A request may set
 `"speculation": "off"` to be decoded plainly (to compare); the response's `speculation` says
-what ran: "ngram", "draft" or "none".
+what ran: "ngram", "draft" or "none". Each streamed text chunk also says which of its tokens the
+draft wrote (`"tandem": {"drafted": bool, "n_tokens": int}`, an extension other clients ignore;
+the window on a server tints from it), and `"timings_per_token": true` (llama-server's option)
+adds `timings` to the text chunks as the engine reports them.
 """
 
 from __future__ import annotations

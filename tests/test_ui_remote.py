@@ -158,6 +158,15 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     assert [m.role for m in rows] == ["user", "assistant", "user", "assistant"]
     assert rows[-1].stats["n_prompt_tokens"] > first["n_prompt_tokens"] + first["n_generated"] // 2
 
+    # Back to this computer: a local engine process again, the speculation switch back on.
+    window.apply_settings(window.settings.replace(engine="local"))
+    qtbot.waitUntil(lambda: window.controller.info is not None, timeout=60_000)
+    assert window.controller.info.target_path == str(tiny_target) and window.controller.worker_pid
+    assert window.speculation_combo.isEnabled()
+    window.send("and here?")
+    wait_reply(window)
+    assert _rows(window)[-1].status == "complete"
+
 
 def test_window_stop_and_a_server_killed_mid_reply(
     qtbot, open_window, wait_reply, slow_target, tmp_path

@@ -6,6 +6,7 @@ a thread: the dialog never waits on the network. What goes wrong is one line und
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -132,14 +133,15 @@ class RemoteEngineFields(QObject):
             client = RemoteClient(base, key)
             try:
                 models = client.list_models()
-                error = "" if models else f"{base} lists no models (type the model's name)"
-                self.fetched.emit(models, error)
+                answer = (models, "" if models else f"{base} lists no models (type the model's name)")
             except RemoteError as e:
-                self.fetched.emit(None, str(e).replace("; pass --api-key", "; fill in the API key"))
+                answer = (None, str(e).replace("; pass --api-key", "; fill in the API key"))
             except Exception as e:  # never a traceback in a dialog
-                self.fetched.emit(None, f"cannot ask {base} for its models: {e}")
+                answer = (None, f"cannot ask {base} for its models: {e}")
             finally:
                 client.close()
+            with contextlib.suppress(RuntimeError):  # the dialog was closed meanwhile
+                self.fetched.emit(*answer)
 
         threading.Thread(target=fetch, name="tandem-fetch-models", daemon=True).start()
 
