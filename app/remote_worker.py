@@ -44,6 +44,7 @@ from engine.events import Finished, Stats, TextPiece
 log = logging.getLogger(__name__)
 
 NO_DRAFT_MARKS = "this server does not say which tokens were drafted"
+STATS_INTERVAL_S = 0.25
 STOP_REASONS = {"length": "length", "stop": "eos", "cancelled": "cancelled"}
 
 
@@ -72,23 +73,20 @@ class _ReplyState:
         self.text = ""
         self.n_tokens = 0
         self.has_draft_marks = False
-        self.timings: dict[str, Any] = {}
-        self.lm_stats: dict[str, Any] = {}
-        self.usage: dict[str, Any] = {}
+        # What the server said so far: llama-server's timings, LM Studio's stats, vLLM's metrics, usage.
+        self.seen = RemoteResult()
         self.t0 = time.perf_counter()
         self.t_first: float | None = None
 
+    @property
+    def usage(self) -> dict[str, Any]:
+        return self.seen.usage
+
     def stats(self) -> Stats:
-        t, lm = self.timings, self.lm_stats
+        t = self.seen.timings
         now = time.perf_counter()
-        drafted = accepted = 0
-        if isinstance(t.get("draft_n"), int):
-            drafted, accepted = t["draft_n"], int(t.get("draft_n_accepted") or 0)
-        elif isinstance(lm.get("total_draft_tokens_count"), int):
-            drafted, accepted = (
-                lm["total_draft_tokens_count"],
-                int(lm.get("accepted_draft_tokens_count") or 0),
-            )
+        drafted, accepted, _source = self.seen.drafts()
+        drafted, accepted = drafted or 0, accepted or 0
         speculation = self.speculation
         if drafted and speculation == "none":
             speculation = "draft"
@@ -296,13 +294,10 @@ class RemoteWorker:
         state = _ReplyState(request, self._speculation)
         self._on_message(ReplyStarted(rid, 0, 0, self._speculation))
         path, body = self._body(request)
-        last_timings: list[dict[str, Any]] = [{}]
+        last: dict[str, Any] = {"numbers": None, "at": 0.0}
 
         def on_chunk(chunk: dict[str, Any], text: str) -> None:
-            for key, into in (("timings", state.timings), ("stats", state.lm_stats), ("usage", state.usage)):
-                value = chunk.get(key)
-                if isinstance(value, dict) and value:
-                    into.update(value)
+            state.seen.absorb(chunk)
             if isinstance(chunk.get("speculation"), str) and chunk["speculation"] in (
                 "none",
                 "ngram",
@@ -322,8 +317,16 @@ class RemoteWorker:
                 state.text += text
                 state.n_tokens += n_tokens
                 self._on_message(ReplyEvent(rid, TextPiece(text, n_tokens, drafted)))
-            if state.timings and state.timings != last_timings[0]:
-                last_timings[0] = dict(state.timings)
+            # The numbers whenever the server's change, and at least every STATS_INTERVAL_S while
+            # text comes (a server that reports none: the speed measured here).
+            numbers = (state.seen.drafts(), state.seen.timings.get("predicted_n"))
+            now = time.perf_counter()
+            if (
+                (state.seen.timings or state.seen.stats or state.seen.metrics)
+                and numbers != last["numbers"]
+                or (text and now - last["at"] >= STATS_INTERVAL_S)
+            ):
+                last["numbers"], last["at"] = numbers, now
                 self._on_message(ReplyEvent(rid, state.stats()))
 
         try:

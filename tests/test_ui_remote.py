@@ -220,6 +220,7 @@ def test_window_shows_llama_servers_acceptance(qtbot, open_window, wait_reply, l
     rate = stats["n_accepted"] / stats["n_drafted"]
     label = window.stats_label.text()
     assert f"acceptance {rate:.0%}" in label
+    assert "mean accepted —" in label  # it does not say in how many steps: unknown, not 0
     # llama-server does not say which tokens were drafted: no tint, and the window says so.
     assert not reply.draft_spans
     assert NO_DRAFT_MARKS in label and stats["note"] == NO_DRAFT_MARKS

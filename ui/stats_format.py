@@ -52,9 +52,11 @@ def live_line(stats: dict[str, Any], plain_tokens_per_s: float | None) -> str:
         parts.append(
             f"acceptance {stats.get('acceptance_rate', 0.0):.0%}" if drafted else f"acceptance {DASH}"
         )
+        # A server reports what it accepted but not in how many steps: unknown, not 0.
+        known = stats.get("mean_accepted_length") or not stats.get("n_accepted")
         parts.append(
             f"mean accepted {stats.get('mean_accepted_length', 0.0):.2f}"
-            if drafted
+            if drafted and known
             else f"mean accepted {DASH}"
         )
     parts.append(f"speedup {speedup_text(tps, plain_tokens_per_s, speculation, _estimate(stats))}")
@@ -74,7 +76,8 @@ def details_line(stats: dict[str, Any]) -> str:
     ]
     if speculation != "none" and stats.get("n_drafted"):
         parts.append(f"{stats.get('acceptance_rate', 0.0):.0%} of drafted tokens accepted")
-        parts.append(f"{stats.get('mean_accepted_length', 0.0):.2f} accepted per draft")
+        if stats.get("mean_accepted_length") or not stats.get("n_accepted"):  # a server does not say
+            parts.append(f"{stats.get('mean_accepted_length', 0.0):.2f} accepted per draft")
     plain = stats.get("plain_tokens_per_s")
     if speculation != "none":
         parts.append(f"speedup {speedup_text(tps, plain, speculation, _estimate(stats))}")
