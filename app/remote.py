@@ -26,6 +26,7 @@ from engine.errors import TandemError
 
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 600.0
+LIST_TIMEOUT_S = 30.0  # a model list is quick; a server that does not answer it is not waited on
 
 
 class RemoteError(TandemError):
@@ -167,7 +168,11 @@ class RemoteClient:
         import httpx
 
         try:
-            response = self._http.get(f"{self.base}/models")
+            response = self._http.get(
+                f"{self.base}/models", timeout=httpx.Timeout(LIST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+            )
+        except httpx.ReadTimeout:
+            raise RemoteError(f"{self.base} did not list its models within {LIST_TIMEOUT_S:.0f} s") from None
         except httpx.HTTPError as e:
             raise self._transport_error(e) from None
         if response.status_code in (401, 403):

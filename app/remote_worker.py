@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.remote import RemoteClient, RemoteError, RemoteResult, api_base
+from app.remote import LIST_TIMEOUT_S, RemoteClient, RemoteError, RemoteResult, api_base
 from app.worker import (
     DraftFailed,
     EngineFailed,
@@ -247,7 +247,7 @@ class RemoteWorker:
         """The server's /models entry of the model (tandem serve adds speculation, draft_model, n_ctx)."""
         assert self._client is not None
         try:
-            response = self._client._http.get(f"{self.base}/models")
+            response = self._client._http.get(f"{self.base}/models", timeout=LIST_TIMEOUT_S)
             for entry in response.json().get("data", []):
                 if isinstance(entry, dict) and entry.get("id") == model:
                     return entry
@@ -295,8 +295,20 @@ class RemoteWorker:
         self._on_message(ReplyStarted(rid, 0, 0, self._speculation))
         path, body = self._body(request)
         last: dict[str, Any] = {"numbers": None, "at": 0.0}
+        # The stream runs on a thread of its own, so that Stop answers at once even while the
+        # server is still reading the prompt (no line comes then): the reply ends here, and the
+        # stream, told by its own event, closes the connection at its next line (the server
+        # takes that as the client leaving). Nothing of it is delivered after the reply ended.
+        lock = threading.Lock()
+        closed = [False]
+        stop_stream = threading.Event()
 
         def on_chunk(chunk: dict[str, Any], text: str) -> None:
+            with lock:
+                if not closed[0]:
+                    deliver(chunk, text)
+
+        def deliver(chunk: dict[str, Any], text: str) -> None:
             state.seen.absorb(chunk)
             if isinstance(chunk.get("speculation"), str) and chunk["speculation"] in (
                 "none",
@@ -329,13 +341,39 @@ class RemoteWorker:
                 last["numbers"], last["at"] = numbers, now
                 self._on_message(ReplyEvent(rid, state.stats()))
 
-        try:
-            result: RemoteResult = self._client.stream(
-                path, body, lambda _text: None, on_chunk=on_chunk, cancel=self._cancel
-            )
-        except RemoteError as e:
-            sentence = _sentence(e).replace("; pass --api-key", "; set it in Settings")
-            self._on_message(ReplyFailed(rid, sentence))
-            return
-        stop_reason = STOP_REASONS.get(result.finish_reason or "stop", "eos")
-        self._on_message(ReplyEvent(rid, Finished(stop_reason, state.text, (), state.stats())))  # type: ignore[arg-type]
+        client = self._client
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                outcome["result"] = client.stream(
+                    path, body, lambda _text: None, on_chunk=on_chunk, cancel=stop_stream
+                )
+            except Exception as e:  # RemoteError, or a bug: said below either way
+                outcome["error"] = e
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="tandem-remote-stream", daemon=True).start()
+        while not done.wait(0.05):
+            if self._cancel.is_set():
+                stop_stream.set()
+                break
+        with lock:
+            closed[0] = True
+            error = outcome.get("error")
+            result: RemoteResult | None = outcome.get("result")
+            if error is not None and not self._cancel.is_set():
+                if isinstance(error, RemoteError):
+                    sentence = _sentence(error).replace("; pass --api-key", "; set it in Settings")
+                else:
+                    log.error("remote stream failed", exc_info=error)
+                    sentence = f"the reply from {self.base} failed: {type(error).__name__}: {error}"
+                self._on_message(ReplyFailed(rid, sentence))
+                return
+            if result is None or self._cancel.is_set():
+                stop_reason = "cancelled"
+            else:
+                stop_reason = STOP_REASONS.get(result.finish_reason or "stop", "eos")
+            self._on_message(ReplyEvent(rid, Finished(stop_reason, state.text, (), state.stats())))  # type: ignore[arg-type]

@@ -345,3 +345,51 @@ def test_window_says_when_nothing_listens_and_uses_the_server_once_it_does(
         assert window.pair_label.text().startswith(f"target on {url}")
     finally:
         s.stop()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A server on 127.0.0.1 that lists a model and then never answers a completion (a big
+    prompt being read on a slow machine, or a hung server)."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    release = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = json.dumps({"object": "list", "data": [{"id": "slow", "object": "model"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self) -> None:  # noqa: N802
+            release.wait(60)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        release.set()
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_stop_answers_while_the_server_is_silent(qtbot, open_window, wait_reply, silent_server: str) -> None:
+    window = _remote_window(open_window, silent_server)
+    qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
+    window.send("a question the server never answers")
+    qtbot.waitUntil(lambda: window.live is not None and window.controller.is_busy, timeout=5_000)
+    window.chat.stop_requested.emit()
+    wait_reply(window, timeout_ms=10_000)  # not the 600 s read timeout
+    rows = _rows(window)
+    assert rows[0].content == "a question the server never answers"
+    assert [(m.role, m.status) for m in rows] == [("user", "complete"), ("assistant", "cancelled")]
