@@ -18,7 +18,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
@@ -43,6 +43,9 @@ from app.worker import (
 )
 from engine.config import EngineConfig, SamplingParams
 from engine.events import Finished, Stats
+
+if TYPE_CHECKING:
+    from app.remote_worker import RemoteTarget
 
 __all__ = ["FLUSH_INTERVAL_MS", "EngineController", "Reply", "ReplyProgress"]
 
@@ -94,7 +97,7 @@ class EngineController(QObject):
         super().__init__(parent)
         self._worker_factory = worker_factory
         self._local_factory = worker_factory
-        self._remote: object | None = None  # the server used instead (app.remote_worker.RemoteTarget)
+        self._remote: RemoteTarget | None = None  # the server used instead of this computer's engine
         self._worker: EngineHost | None = None
         self._generation = 0  # which worker the queued messages came from
         self._config: EngineConfig | None = None
@@ -142,7 +145,7 @@ class EngineController(QObject):
         assert self._worker is not None
         self._worker.send(LoadRequest(config))
 
-    def use_remote(self, target: object | None) -> None:
+    def use_remote(self, target: RemoteTarget | None) -> None:
         """Use a server (app.remote_worker.RemoteTarget) as the engine, or None: this computer's.
         Applies from the next load; a change ends the current engine and what it owed."""
         if target == self._remote:
@@ -152,9 +155,7 @@ class EngineController(QObject):
         from app.remote_worker import RemoteWorker
 
         self._remote = target
-        self._worker_factory = (
-            self._local_factory if target is None else partial(RemoteWorker, target=target)
-        )
+        self._worker_factory = self._local_factory if target is None else partial(RemoteWorker, target=target)
         worker, self._worker = self._worker, None
         self._generation += 1
         self._info = None
@@ -163,7 +164,7 @@ class EngineController(QObject):
         self._fail_pending("the engine was changed", engine_died=True)
 
     @property
-    def remote(self) -> object | None:
+    def remote(self) -> RemoteTarget | None:
         return self._remote
 
     @Slot(object)

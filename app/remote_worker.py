@@ -96,7 +96,7 @@ class _ReplyState:
         if n_generated is None:
             n_generated = self.n_tokens
         n_prompt = self.usage.get("prompt_tokens")
-        n_prefilled = t.get("prompt_n") if isinstance(t.get("prompt_n"), int) else 0
+        n_prefilled = int(t["prompt_n"]) if isinstance(t.get("prompt_n"), int) else 0
         if not isinstance(n_prompt, int):
             n_prompt = n_prefilled + int(t.get("cache_n") or 0)
         # Times as this computer sees them (the first token includes the network), the server's
@@ -226,7 +226,7 @@ class RemoteWorker:
         entry = self._model_entry(model)
         speculation = entry.get("speculation")
         self._speculation = speculation if speculation in ("none", "ngram", "draft") else "none"
-        n_ctx = entry.get("n_ctx") if isinstance(entry.get("n_ctx"), int) else 0
+        n_ctx = int(entry["n_ctx"]) if isinstance(entry.get("n_ctx"), int) else 0
         name = model or "the server's model"
         draft_name = str(entry.get("draft_model") or "")
         how = f", drafting with {draft_name}" if draft_name else ""
@@ -342,6 +342,7 @@ class RemoteWorker:
                 self._on_message(ReplyEvent(rid, state.stats()))
 
         client = self._client
+        assert client is not None
         outcome: dict[str, Any] = {}
         done = threading.Event()
 

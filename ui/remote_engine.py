@@ -58,7 +58,9 @@ class RemoteEngineFields(QObject):
         self.model.setAccessibleName("Server model")
         self.model.setEditable(True)
         self.model.setMinimumContentsLength(24)
-        self.model.lineEdit().setPlaceholderText("the first one it serves")
+        edit = self.model.lineEdit()
+        if edit is not None:
+            edit.setPlaceholderText("the first one it serves")
         if settings.remote_model:
             self.model.addItem(settings.remote_model)
         self.model.setCurrentText(settings.remote_model)
