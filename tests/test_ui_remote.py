@@ -158,6 +158,17 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     assert [m.role for m in rows] == ["user", "assistant", "user", "assistant"]
     assert rows[-1].stats["n_prompt_tokens"] > first["n_prompt_tokens"] + first["n_generated"] // 2
 
+    # Compare: the plain run asks tandem serve for `"speculation": "off"`, the other drafts.
+    window.tabs.setCurrentWidget(window.compare)
+    window.compare.prompt.setPlainText("Repeat: the cat sat on the mat, the cat sat on the mat.")
+    qtbot.mouseClick(window.compare.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: len(window.compare.final_stats) == 2, timeout=60_000)
+    wait_reply(window)
+    plain, speculative = window.compare.final_stats["plain"], window.compare.final_stats["speculative"]
+    assert (plain.speculation, plain.n_drafted) == ("none", 0) and speculative.speculation == "ngram"
+    assert window.compare.plain.text and window.compare.plain.text == window.compare.speculative.text
+    window.tabs.setCurrentIndex(0)
+
     # Back to this computer: a local engine process again, the speculation switch back on.
     window.apply_settings(window.settings.replace(engine="local"))
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=60_000)
