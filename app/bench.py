@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from app.paths import resources_dir
+from engine.chat import transcript
 from engine.config import SamplingParams
 from engine.errors import TandemError
 from engine.events import Finished, TextPiece
@@ -214,7 +215,7 @@ def run_llama_lookup(
     n_threads: int,
     n_ctx: int,
     extra: tuple[str, ...] = (),
-) -> tuple[float, float | None, ProcessRun]:
+) -> tuple[float | None, float | None, ProcessRun]:
     """llama.cpp's n-gram speculative example, greedy: (decode tok/s, acceptance, the process).
     extra: where the layers go, as for Tandem (-ngl, --rpc)."""
     cmd = [
@@ -226,9 +227,11 @@ def run_llama_lookup(
     wall = time.perf_counter() - t0
     log = done.stdout + done.stderr
     m = _LOOKUP_DECODED.search(log)
-    if done.returncode != 0 or m is None:
+    if done.returncode != 0:
         tail = log.strip().splitlines()[-1:] or ["no output"]
         raise TandemError(f"llama-lookup failed (exit {done.returncode}): {tail[0]}")
+    if m is None:  # it ended without its timing line (seen once under heavy load): no figure
+        return None, None, ProcessRun(wall)
     n, seconds = int(m.group(1)), float(m.group(2))
     drafted, accepted = _LOOKUP_DRAFTED.search(log), _LOOKUP_ACCEPT.search(log)
     rate = (
@@ -285,20 +288,22 @@ def follow_up_latency(engine: Engine, n_turns: int, max_tokens: int = 32) -> lis
         "Why do cats knead?", "How often should a cat see a vet?", "Do cats like water?",
         "What toys do cats like?", "How do cats see in the dark?", "Why do cats chase lasers?",
     ]  # fmt: skip
-    transcript = ""
+    messages: list[dict[str, str]] = []
     ttft = []
     for turn in range(n_turns):
-        transcript += f"User: {questions[turn % len(questions)]}\nAssistant:"
+        # The window's own base-model transcript (engine.chat), growing turn by turn.
+        messages.append({"role": "user", "content": questions[turn % len(questions)]})
+        prompt = transcript("", messages)
         t0 = time.perf_counter()
         first = None
         reply = ""
-        for event in engine.generate(transcript, SamplingParams(), max_tokens=max_tokens, stop=["\nUser:"]):
+        for event in engine.generate(prompt, SamplingParams(), max_tokens=max_tokens, stop=["\nUser:"]):
             if isinstance(event, TextPiece) and first is None:
                 first = time.perf_counter() - t0
             if isinstance(event, Finished):
                 reply = event.text
         ttft.append(first if first is not None else time.perf_counter() - t0)
-        transcript += reply + "\n"
+        messages.append({"role": "assistant", "content": reply})
     return ttft
 
 
@@ -375,8 +380,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                         lookup_bin, config.target_path, str(prompt_file), args.max_tokens,
                         engine.n_threads, min(engine.n_ctx, 4096), placement,
                     )  # fmt: skip
-                    lookup_rates.append(rate)
-                    proc_lookup.append(run)
+                    if rate is not None:
+                        lookup_rates.append(rate)
+                        proc_lookup.append(run)
                     if acc is not None:
                         lookup_acc.append(acc)
                 if not args.no_process:
