@@ -404,3 +404,16 @@ def test_stop_answers_while_the_server_is_silent(qtbot, open_window, wait_reply,
     rows = _rows(window)
     assert rows[0].content == "a question the server never answers"
     assert [(m.role, m.status) for m in rows] == [("user", "complete"), ("assistant", "cancelled")]
+
+
+def test_a_servers_fields_reload_the_engine_only_when_a_server_is_used() -> None:
+    from app.settings import Settings
+    from ui.settings_dialog import needs_reload
+
+    local = Settings()
+    assert not needs_reload(local, local.replace(remote_url="10.0.0.2:8080", remote_model="m"))
+    remote = local.replace(engine="remote", remote_url="10.0.0.2:8080")
+    assert needs_reload(local, remote) and needs_reload(remote, local)
+    assert needs_reload(remote, remote.replace(remote_model="m"))
+    assert needs_reload(remote, remote.replace(remote_api_key="k"))
+    assert needs_reload(local, local.replace(n_ctx=1024))

@@ -256,4 +256,6 @@ class SettingsDialog(QDialog):
 
 
 def needs_reload(before: Settings, after: Settings) -> bool:
+    if before.is_remote == after.is_remote and not after.is_remote:  # a server's fields edited, not used
+        return any(getattr(before, f) != getattr(after, f) for f in ENGINE_FIELDS if not f.startswith("remote_"))
     return any(getattr(before, f) != getattr(after, f) for f in ENGINE_FIELDS)
