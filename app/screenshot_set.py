@@ -3,11 +3,11 @@
     QT_SCALE_FACTOR=2 python -m app.screenshot_set --theme dark --out resources
 
 writes resources/screenshot-chat-dark-2x.png, -compare-, -code- and -models- (one scale per process:
-Qt reads QT_SCALE_FACTOR once). It drives the window as app/screenshot.py does (its texts, its
+Qt reads QT_SCALE_FACTOR once). It drives the window as the first app/screenshot.py did (its texts, a
 scratch TANDEM_HOME, the embedded Gemma 3 270M): a plain reply measures this machine's plain
 speed, then an n-gram reply is grabbed half way with the speed panel live; then Compare runs
 one prompt off and on, and the Models page is grabbed as it opens. Run it under a real X
-display (Xvfb) or offscreen; `--pages` picks which of the three to write.
+display (Xvfb) or offscreen; `--pages` picks which of the four to write.
 """
 
 from __future__ import annotations
@@ -21,14 +21,22 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.screenshot import (
-    ASK,
-    EXAMPLE,
-    GRAB_AT_FRACTION,
-    PLAIN_PARAGRAPH,
-    SPECULATIVE_PARAGRAPH,
-    SYSTEM_PROMPT,
+# The texts of the first app/screenshot.py (Gemma 3 270M is a base model: it may paraphrase).
+EXAMPLE = "The quick brown fox jumps over the lazy dog. It was the best of times, it was the worst of times."
+PLAIN_PARAGRAPH = (
+    "Speculative decoding lets a fast guesser propose several tokens at once, and the large model "
+    "checks them all in a single pass."
 )
+SPECULATIVE_PARAGRAPH = (
+    "Speculative decoding lets a fast guesser propose several tokens at once, and the large model "
+    "checks them all in a single pass. When the guesses are right, the reply arrives several tokens "
+    "per step instead of one; when they are wrong, nothing is lost but a little work. Repeating a "
+    "paragraph is the easy case: every token of the answer is already in the prompt, so n-gram "
+    "lookup drafts it for free and the model only has to agree."
+)
+ASK = "Please repeat this text exactly:\n\n"
+SYSTEM_PROMPT = "The assistant repeats text exactly, word for word."
+GRAB_AT_FRACTION = 0.5
 
 TIMEOUT_S = 600
 CODE_QUESTION = "Show me a Python function that adds two numbers."
@@ -93,7 +101,7 @@ def main(argv: list[str]) -> int:
 
     def save(page: str) -> None:
         image = window.grab().toImage()
-        if not image.save(str(path(page)), b"PNG", 0):
+        if not image.save(str(path(page)), "PNG", 0):  # type: ignore[call-overload]  # (str works)
             raise SystemExit(f"screenshot_set: could not write {path(page)}")
         print(f"screenshot_set: wrote {path(page)} ({path(page).stat().st_size // 1024} KB)")
 
