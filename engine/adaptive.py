@@ -42,6 +42,14 @@ _BACKOFF_MAX = 1024  # ...doubling each time it fails again
 _PLAIN_REFRESH_STEPS = 64  # speculative steps between plain steps that re-measure the reference
 _PROBE_FIRST = 8  # plain steps (chosen by the model, not by the guard) before a short probe...
 _PROBE_MAX = 64  # ...doubling while probes keep failing: estimates must be able to recover
+# A reply's first drafts are short and grow by doubling while they are accepted whole (as TCP's
+# slow start): acceptance carried over from other text (the cache, earlier replies) may not hold
+# for this one, and one failed 16-token verify costs ~7 plain tokens on 2 AVX2 cores, a quarter
+# of a short reply. Copying reaches full length within three steps.
+_RAMP_FIRST = 4
+# Acceptance counts carried into a new process weigh no more than this many trials: the cache
+# gives a start, this run's own drafts decide.
+_SEED_TRIALS = 2.0
 
 
 @dataclass
@@ -77,6 +85,7 @@ class DraftLengthController:
     _since_plain: int = 0  # speculative steps since the last plain step
     _plain_steps: int = 0  # consecutive plain steps chosen by the model
     _probe_interval: int = _PROBE_FIRST
+    _ramp: int = _RAMP_FIRST  # longest draft allowed now in this reply (see _RAMP_FIRST)
     n_suspensions: int = 0
 
     # -- estimates ---------------------------------------------------------------------------
@@ -160,6 +169,10 @@ class DraftLengthController:
 
     # -- decisions ---------------------------------------------------------------------------
 
+    def begin_reply(self) -> None:
+        """A new reply: its drafts start short again (see _RAMP_FIRST)."""
+        self._ramp = _RAMP_FIRST
+
     @property
     def never_pays(self) -> bool:
         """A measured draft model too slow for any draft length to beat plain decoding, even with
@@ -230,7 +243,7 @@ class DraftLengthController:
             # The guard's reference is a plain step measured now: take one when it is missing
             # or old (one token at plain speed in every few hundred).
             return 0
-        limit = min(available, self._explore_limit())
+        limit = min(available, self._explore_limit(), self._ramp)
         rates = self.expected_rates(limit, bucket)
         best_k = 1 + int(np.argmax(rates[1:]))
         if rates[best_k] > rates[0]:
@@ -246,9 +259,9 @@ class DraftLengthController:
             # Acceptance learned from a bad patch would otherwise never be re-measured.
             self._plain_steps = 0
             self._probe_interval = min(self._probe_interval * 2, _PROBE_MAX)
-            # A short probe re-measures acceptance for little: a long one from a draft model
-            # costs a draft decode per token, and a probe every few dozen steps would add up.
-            return min(limit, 2)
+            # A one-token probe re-measures acceptance for the least: a longer one costs more
+            # verify rows (3 rows cost 3x one on AVX2) and, from a draft model, more decodes.
+            return 1
         return 0
 
     def record(
@@ -272,6 +285,10 @@ class DraftLengthController:
                 self._since_plain = 0
             return
         self._since_plain += 1
+        if n_accepted == n_drafted:
+            self._ramp = min(2 * max(self._ramp, n_drafted), max(self.k_max, 1))
+        else:
+            self._ramp = max(_RAMP_FIRST, n_accepted + 1)
         if self.draft_costs_time and draft_s > 0:
             ratio = draft_s / n_drafted / self.verify_cost(1)
             r = self._draft_ratio
@@ -334,7 +351,8 @@ class DraftLengthController:
         if isinstance(acceptance, dict):
             for b, (accepted, trials) in acceptance.items():
                 acc = self._bucket(int(b))
-                acc.accepted, acc.trials = float(accepted), float(trials)
+                scale = min(1.0, _SEED_TRIALS / trials) if trials > 0 else 1.0
+                acc.accepted, acc.trials = float(accepted) * scale, float(trials) * scale
 
     def fresh(self) -> DraftLengthController:
         """A controller with this one's measured costs and nothing else (fresh benchmark runs)."""

@@ -121,6 +121,8 @@ class SpeculativeDecoder:
         seed = params.seed if params.seed is not None else int(np.random.default_rng().integers(1 << 62))
         rng = np.random.default_rng(seed)  # for the min(1, p/q) rule of sampled drafts
         c = _Counters(n_prompt_tokens=len(prompt))
+        if controller is not None:
+            controller.begin_reply()
         llama_s0 = target.llama_s + self._draft_llama_s()
 
         # Prefill everything but the last prompt token; it goes into the first verify batch.
