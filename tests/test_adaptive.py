@@ -201,3 +201,22 @@ def test_a_one_off_cost_is_paid_only_where_the_reply_can_repay_it() -> None:
     slow.seed({"step_s": {str(n): s for n, s in costly.items()}, "draft_ratio": 2.0})
     assert not slow.pays_back(10_000, 0.0)
     assert slow.export()["draft_load_s"] is None
+
+
+def test_a_reply_starts_with_short_drafts_that_double_while_accepted() -> None:
+    # Acceptance learned elsewhere (here: everything accepted before) may not hold for this reply:
+    # its first draft is short, and grows only while drafts are accepted whole.
+    c = seeded(k_max=64)
+    c.seed({"step_s": {}, "acceptance": {"4": [50.0, 50.0]}})
+    c.record(4, 0, 0, CPU_VERIFY[1])
+    c.begin_reply()
+    lengths = []
+    for _ in range(4):
+        k = c.choose(available=64, bucket=4)
+        lengths.append(k)
+        c.record(4, k, k, CPU_VERIFY.get(k + 1, 0.1))
+    assert lengths[0] <= 4
+    assert lengths == sorted(lengths) and lengths[-1] >= 4 * lengths[0]
+    # A rejection early on falls back to short drafts; a new reply starts short again.
+    c.begin_reply()
+    assert c.choose(available=64, bucket=4) <= 4
