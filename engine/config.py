@@ -21,6 +21,10 @@ class SamplingParams:
     repeat_penalty: float = 1.0
     repeat_last_n: int = 64
     seed: int | None = None
+    # Tokens the repetition penalty leaves alone: line breaks and the speaker names a transcript
+    # repeats every turn (llama.cpp's old penalize_nl=false). Penalised, they keep a base model
+    # from starting the next "User:" line, so its reply runs on. Engine.generate fills it in.
+    penalty_exempt: frozenset[int] = frozenset()
 
     @property
     def is_greedy(self) -> bool:

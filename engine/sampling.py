@@ -68,6 +68,8 @@ def penalize(logits: np.ndarray, history: Sequence[int], params: SamplingParams)
     if params.repeat_penalty == 1.0 or not history:
         return logits
     recent = np.unique(np.asarray(history[-params.repeat_last_n :], dtype=np.int64))
+    if params.penalty_exempt:
+        recent = recent[~np.isin(recent, np.fromiter(params.penalty_exempt, dtype=np.int64))]
     out = logits.copy()
     values = out[recent]
     out[recent] = np.where(values > 0, values / params.repeat_penalty, values * params.repeat_penalty)

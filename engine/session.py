@@ -8,6 +8,8 @@ benchmarks, the tests. Files are checked (engine.gguf_info) and pairs matched
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -206,16 +208,36 @@ class Engine:
             raise TandemError("the prompt is empty")
         if len(tokens) >= self.n_ctx:
             raise PromptTooLongError(len(tokens), self.n_ctx)
+        params = params or SamplingParams()
+        if params.repeat_penalty != 1.0 and not params.penalty_exempt:
+            params = dataclasses.replace(params, penalty_exempt=self.penalty_exempt_tokens())
         decoder = SpeculativeDecoder(self.target, self._drafter, self._controller)
         events = decoder.run(
             tokens,
-            params or SamplingParams(),
+            params,
             max_tokens,
             stop=stop,
             cancel=cancel,
             speculate=speculate is not False,
         )
         return self._saving_costs_after(events)
+
+    @functools.cached_property
+    def _penalty_exempt(self) -> frozenset[int]:
+        from engine.chat import SPEAKER_NAMES
+
+        texts = ["\n", "\n\n", "\n\n\n", ":", " :"]
+        for name in SPEAKER_NAMES.values():
+            texts += [f"\n{name}:", f"{name}:", f" {name}:"]
+        ids: set[int] = set()
+        for text in texts:
+            ids.update(self.tokenize(text, add_special=False))
+        return frozenset(ids)
+
+    def penalty_exempt_tokens(self) -> frozenset[int]:
+        """Tokens the repetition penalty spares (SamplingParams.penalty_exempt): line breaks and
+        a transcript's speaker names, as this model's tokenizer writes them."""
+        return self._penalty_exempt
 
     def _saving_costs_after(self, events: Iterator[Event]) -> Iterator[Event]:
         try:

@@ -251,8 +251,16 @@ def repeated_phrase(text: str, n_words: int = 6) -> str | None:
 @pytest.mark.gemma
 @pytest.mark.parametrize(
     "params",
-    [CHAT_SAMPLING, SamplingParams(**{**CHAT_SAMPLING.__dict__, "seed": 7}), SamplingParams()],
-    ids=["chat-defaults", "chat-defaults-seed-7", "greedy"],
+    [
+        CHAT_SAMPLING,
+        SamplingParams(**{**CHAT_SAMPLING.__dict__, "seed": 7}),
+        SamplingParams(),
+        # The window's Greedy box: temperature 0, the chat defaults' repetition penalty kept. A
+        # penalty on line breaks and speaker names kept the model from starting "User:" and it
+        # wrote the preamble again instead (seen in the first-run screenshot).
+        SamplingParams(**{**CHAT_SAMPLING.__dict__, "temperature": 0.0}),
+    ],
+    ids=["chat-defaults", "chat-defaults-seed-7", "greedy", "greedy-with-penalty"],
 )
 def test_the_embedded_model_answers_a_conversation_and_stops(gemma_q4: Path, params: SamplingParams) -> None:
     from app.worker import ChatTurn, ReplyRequest, build_prompt
@@ -279,6 +287,8 @@ def test_the_embedded_model_answers_a_conversation_and_stops(gemma_q4: Path, par
             assert find_speaker_line(reply) is None and not reply.startswith(("User:", "Assistant:")), context
             assert request.lower().rstrip(".?") not in reply.lower(), f"repeated the request: {context}"
             assert repeated_phrase(reply) is None, f"loops on {repeated_phrase(reply)!r}: {context}"
+            for sentence in DEFAULT_PREAMBLE.split(". "):
+                assert sentence.strip(". ").lower() not in reply.lower(), f"wrote the preamble: {context}"
             turns = (*turns, ChatTurn("assistant", reply))
     finally:
         engine.close()

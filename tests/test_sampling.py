@@ -12,7 +12,7 @@ from engine.backend import LlamaRunner
 from engine.chat import CHAT_SAMPLING
 from engine.config import EngineConfig, SamplingParams
 from engine.events import Finished
-from engine.sampling import Dist, accept_draft, distribution
+from engine.sampling import Dist, accept_draft, distribution, penalize
 from engine.session import Engine
 
 ALPHA = 1e-3  # significance level of every goodness-of-fit test here
@@ -175,7 +175,10 @@ def test_deterministic_drafts_write_the_plain_text_under_chat_settings(
         unpenalized = [
             e
             for e in engine.generate(
-                prompt, SamplingParams(**{**params.__dict__, "repeat_penalty": 1.0}), max_tokens=80, speculate=False
+                prompt,
+                SamplingParams(**{**params.__dict__, "repeat_penalty": 1.0}),
+                max_tokens=80,
+                speculate=False,
             )
         ][-1]
     finally:
@@ -184,3 +187,24 @@ def test_deterministic_drafts_write_the_plain_text_under_chat_settings(
     assert fast.stats.n_drafted > 0 and fast.stats.n_accepted > 0
     assert fast.token_ids == plain.token_ids
     assert unpenalized.token_ids != plain.token_ids  # the penalty was applied, and changed the text
+
+
+def test_the_repetition_penalty_spares_exempt_tokens() -> None:
+    logits = np.array([2.0, 2.0, -1.0, 3.0], dtype=np.float32)
+    params = SamplingParams(repeat_penalty=2.0)
+    assert penalize(logits, [0, 1, 2], params).tolist() == [1.0, 1.0, -2.0, 3.0]
+    spared = SamplingParams(repeat_penalty=2.0, penalty_exempt=frozenset({1, 2}))
+    assert penalize(logits, [0, 1, 2], spared).tolist() == [1.0, 2.0, -1.0, 3.0]
+
+
+def test_the_engine_spares_line_breaks_and_speaker_names(tiny_target: Path) -> None:
+    from engine.session import Engine
+
+    engine = Engine(EngineConfig(str(tiny_target), n_ctx=256, n_threads=1))
+    try:
+        exempt = engine.penalty_exempt_tokens()
+        assert set(engine.tokenize("\nUser:", add_special=False)) <= exempt
+        assert set(engine.tokenize("\n", add_special=False)) <= exempt
+        assert not set(engine.tokenize("mountain", add_special=False)) <= exempt
+    finally:
+        engine.close()
