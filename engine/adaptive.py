@@ -288,7 +288,9 @@ class DraftLengthController:
         if n_accepted == n_drafted:
             self._ramp = min(2 * max(self._ramp, n_drafted), max(self.k_max, 1))
         else:
-            self._ramp = max(_RAMP_FIRST, n_accepted + 1)
+            # Halved, not reset: an edit in copied text rejects a draft now and then, and the
+            # copying goes on after it.
+            self._ramp = max(_RAMP_FIRST, n_accepted + 1, self._ramp // 2)
         if self.draft_costs_time and draft_s > 0:
             ratio = draft_s / n_drafted / self.verify_cost(1)
             r = self._draft_ratio
