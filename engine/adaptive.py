@@ -50,6 +50,10 @@ _RAMP_FIRST = 4
 # Acceptance counts carried into a new process weigh no more than this many trials: the cache
 # gives a start, this run's own drafts decide.
 _SEED_TRIALS = 2.0
+# A draft model measured too slow to ever pay is not run, but that measurement may have been
+# taken on a busy machine: after this many replies its cost is measured afresh (doubling).
+_REMEASURE_FIRST = 8
+_REMEASURE_MAX = 1024
 
 
 @dataclass
@@ -86,6 +90,8 @@ class DraftLengthController:
     _plain_steps: int = 0  # consecutive plain steps chosen by the model
     _probe_interval: int = _PROBE_FIRST
     _ramp: int = _RAMP_FIRST  # longest draft allowed now in this reply (see _RAMP_FIRST)
+    _replies_not_run: int = 0  # replies since a draft model was last found too slow
+    _remeasure_every: int = _REMEASURE_FIRST
     n_suspensions: int = 0
 
     # -- estimates ---------------------------------------------------------------------------
@@ -170,8 +176,15 @@ class DraftLengthController:
     # -- decisions ---------------------------------------------------------------------------
 
     def begin_reply(self) -> None:
-        """A new reply: its drafts start short again (see _RAMP_FIRST)."""
+        """A new reply: its drafts start short again (see _RAMP_FIRST); a draft model found too
+        slow is re-measured now and then (see _REMEASURE_FIRST)."""
         self._ramp = _RAMP_FIRST
+        if self.never_pays:
+            self._replies_not_run += 1
+            if self._replies_not_run >= self._remeasure_every:
+                self._replies_not_run = 0
+                self._remeasure_every = min(2 * self._remeasure_every, _REMEASURE_MAX)
+                self._draft_ratio = None  # measured again in this reply; the guard bounds the loss
 
     @property
     def never_pays(self) -> bool:
@@ -192,6 +205,13 @@ class DraftLengthController:
     @property
     def suspended(self) -> bool:
         return self._suspended_steps > 0
+
+    def note_draft_load(self, seconds: float) -> None:
+        """A measured load of the draft model. The fastest one seen is its cost: a load timed
+        while the machine was busy says nothing about the next, and a figure too high would
+        keep the model from ever being loaded (and timed) again."""
+        if self.draft_load_s is None or seconds < self.draft_load_s:
+            self.draft_load_s = seconds
 
     def pays_back(self, n_tokens: int, one_off_s: float) -> bool:
         """Would drafting over a reply of at most n_tokens save more than a one-off cost (loading

@@ -140,7 +140,7 @@ class SpeculativeDecoder:
                 was_loaded = drafter.loaded
                 c.draft_catch_up_s += drafter.prefill(prompt[:-1])
                 if not was_loaded and drafter.load_s is not None and drafter.loaded:
-                    controller.draft_load_s = drafter.load_s
+                    controller.note_draft_load(drafter.load_s)
             else:
                 # Loading the draft model costs more than it could save in a reply this short.
                 drafter = None
@@ -320,7 +320,7 @@ class SpeculativeDecoder:
         was_loaded = drafter.loaded
         draft = drafter.propose(ctx, k, params, rng)
         if not was_loaded and drafter.loaded and drafter.load_s is not None:
-            controller.draft_load_s = drafter.load_s
+            controller.note_draft_load(drafter.load_s)
         return draft, 0
 
     def _accept(

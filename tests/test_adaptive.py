@@ -220,3 +220,18 @@ def test_a_reply_starts_with_short_drafts_that_double_while_accepted() -> None:
     # A rejection early on falls back to short drafts; a new reply starts short again.
     c.begin_reply()
     assert c.choose(available=64, bucket=4) <= 4
+
+
+def test_a_draft_model_found_too_slow_is_measured_again_now_and_then() -> None:
+    # A draft timed on a busy machine may look too slow for good: every few replies (doubling)
+    # its cost is measured afresh instead of trusted forever.
+    c = seeded(k_max=16, draft_costs_time=True)
+    c.seed({"step_s": {}, "draft_ratio": 5.0})
+    assert c.never_pays
+    remeasured = []
+    for reply in range(1, 40):
+        c.begin_reply()
+        if not c.never_pays:
+            remeasured.append(reply)
+            c.seed({"step_s": {}, "draft_ratio": 5.0})  # measured again: still too slow
+    assert remeasured == [8, 24]
