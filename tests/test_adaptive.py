@@ -203,9 +203,9 @@ def test_a_one_off_cost_is_paid_only_where_the_reply_can_repay_it() -> None:
     assert slow.export()["draft_load_s"] is None
 
 
-def test_a_reply_starts_with_short_drafts_that_double_while_accepted() -> None:
+def test_a_reply_starts_with_short_drafts_until_one_is_accepted_whole() -> None:
     # Acceptance learned elsewhere (here: everything accepted before) may not hold for this reply:
-    # its first draft is short, and grows only while drafts are accepted whole.
+    # its first draft is short, and drafts grow once one is accepted whole.
     c = seeded(k_max=64)
     c.seed({"step_s": {}, "acceptance": {"4": [50.0, 50.0]}})
     c.record(4, 0, 0, CPU_VERIFY[1])
