@@ -235,3 +235,14 @@ def test_a_draft_model_found_too_slow_is_measured_again_now_and_then() -> None:
             remeasured.append(reply)
             c.seed({"step_s": {}, "draft_ratio": 5.0})  # measured again: still too slow
     assert remeasured == [8, 24]
+
+
+def test_short_drafts_accepted_whole_release_the_limit_whatever_their_length() -> None:
+    # Where a 3-row verify costs more than a 4-row one (AVX2), the
+    # model may draft 3 or fewer: those accepted whole must still end the reply's short start.
+    c = seeded(k_max=32)
+    c.record(4, 0, 0, CPU_VERIFY[1])
+    c.begin_reply()
+    for _ in range(2):
+        c.record(4, 2, 2, CPU_VERIFY[4])
+    assert c._ramp == 32
