@@ -73,6 +73,10 @@ def test_panel_numbers_and_drawing(qtbot) -> None:
     panel.plain_tokens_per_s = None
     panel.stats["plain_tokens_per_s_est"] = 80.0
     assert panel.speedup() == (1.5, True)
+    # ...but not for a reply too short to compare (the details line shows none either).
+    panel.stats["n_generated"] = 6
+    assert panel.speedup() == (None, False)
+    panel.stats["n_generated"] = 240
     # Finished: the small version, with the numbers said in words.
     height = panel.height()
     record = snapshots[-1].as_dict() | {"plain_tokens_per_s": 60.0}

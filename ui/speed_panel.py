@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from engine.events import Stats
 from ui import theme
-from ui.stats_format import DASH, live_line
+from ui.stats_format import DASH, live_line, plain_estimate
 
 RATE_WINDOW_S = 0.5  # the sparkline's rate: tokens over the last this many seconds of decoding
 MAX_POINTS = 600  # more snapshots are thinned (every other one dropped)
@@ -124,9 +124,9 @@ class SpeedPanel(QWidget):
             return None, False
         if self.plain_tokens_per_s:
             return tps / self.plain_tokens_per_s, False
-        estimate = self.stats.get("plain_tokens_per_s_est")
-        if isinstance(estimate, int | float) and estimate > 0:
-            return tps / float(estimate), True
+        estimate = plain_estimate(self.stats)  # None for replies too short to compare fairly
+        if estimate is not None:
+            return tps / estimate, True
         return None, False
 
     def reference_rate(self) -> float | None:

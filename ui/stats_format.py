@@ -33,6 +33,11 @@ def speedup_text(
 MIN_TOKENS_FOR_ESTIMATE = 16
 
 
+def plain_estimate(stats: dict[str, Any]) -> float | None:
+    """The engine's own estimate of plain tokens/s, where a reply is long enough to compare."""
+    return _estimate(stats)
+
+
 def _estimate(stats: dict[str, Any]) -> float | None:
     value = stats.get("plain_tokens_per_s_est")
     if int(stats.get("n_generated", MIN_TOKENS_FOR_ESTIMATE)) < MIN_TOKENS_FOR_ESTIMATE:
