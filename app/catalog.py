@@ -282,7 +282,10 @@ def gpu_memory_bytes(gpu_label: str | None = None, total_ram: int | None = None)
                 timeout=2,
                 check=True,
             ).stdout
-            return max((int(line.strip()) for line in out.splitlines() if line.strip().isdigit()), default=0) * 2**20
+            return (
+                max((int(line.strip()) for line in out.splitlines() if line.strip().isdigit()), default=0)
+                * 2**20
+            )
         except (OSError, subprocess.SubprocessError, ValueError):
             return 0
     if label == "AMD GPU":

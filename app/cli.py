@@ -80,7 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     g.add_argument("--json", action="store_true", help="print one JSON object at the end")
     g.add_argument(
-        "--remote", default=None, metavar="URL", help="generate on an OpenAI-compatible server (--model: its model)"
+        "--remote",
+        default=None,
+        metavar="URL",
+        help="generate on an OpenAI-compatible server (--model: its model)",
     )
     g.add_argument("--api-key", default=None, help="the server's API key (with --remote)")
 

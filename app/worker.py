@@ -329,7 +329,9 @@ class _Child:
             if request.history_key:
                 self.n_dropped[request.history_key] = n_dropped
             self.send(ReplyStarted(request.request_id, n_prompt, n_dropped, self.engine.speculation))
-            generate = self.engine.generate if request.prompt is not None else partial(generate_reply, self.engine)
+            generate = (
+                self.engine.generate if request.prompt is not None else partial(generate_reply, self.engine)
+            )
             for event in generate(
                 prompt,
                 params=request.params,

@@ -163,6 +163,8 @@ def test_catalog_corrections_checked_against_the_hub() -> None:
     assert gemma.reported_speedup is None and "Transformers" in (gemma.speedup_note or "")
     # llama.cpp's compatibility check fails on the add-BOS flag before it compares vocabulary sizes.
     llama_qwen = next(
-        bad for bad in catalog.incompatible if bad.target.startswith("Llama 3.1") and bad.draft.startswith("Qwen2.5")
+        bad
+        for bad in catalog.incompatible
+        if bad.target.startswith("Llama 3.1") and bad.draft.startswith("Qwen2.5")
     )
     assert llama_qwen.rule.startswith("add-BOS flag")

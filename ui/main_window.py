@@ -293,7 +293,9 @@ class MainWindow(QMainWindow):
         if self.welcome is None:
             return
         if not hasattr(page, "download_finished"):
-            self.welcome.set_status("Downloads need the Models page, which is not available in this build.", True)
+            self.welcome.set_status(
+                "Downloads need the Models page, which is not available in this build.", True
+            )
             return
         if not self._is_welcome_connected:
             self._is_welcome_connected = True
@@ -302,7 +304,9 @@ class MainWindow(QMainWindow):
             page.download_failed.connect(self.on_models_page_download_failed)
         self._welcome_download = pair.name
         self.welcome.set_downloading(True)
-        self.welcome.set_status(f"Downloading {pair.title}… (progress, pause and cancel also on the Models page)")
+        self.welcome.set_status(
+            f"Downloading {pair.title}… (progress, pause and cancel also on the Models page)"
+        )
         page.on_download_clicked(pair)
 
     def on_models_page_download_progressed(self, key: str, text: str) -> None:

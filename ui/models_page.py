@@ -384,7 +384,11 @@ class ModelsPage(QWidget):
     def refresh_local_models(self, select: Path | None = None) -> None:
         self.local_models = scan_local_models(self.models_dir)
         in_use = self.model_in_use
-        if in_use is not None and in_use.is_file() and all(m.path.resolve() != in_use for m in self.local_models):
+        if (
+            in_use is not None
+            and in_use.is_file()
+            and all(m.path.resolve() != in_use for m in self.local_models)
+        ):
             self.local_models.insert(0, local_model(in_use))
         table = self.local_table
         table.setRowCount(len(self.local_models))

@@ -112,7 +112,9 @@ class SettingsDialog(QDialog):
         self.temperature.setToolTip("0 is greedy: the same prompt gives the same reply")
         self.temperature.valueChanged.connect(self.on_temperature_value_changed)
         form.addRow("Temperature:", self.temperature)
-        self._last_temperature = settings.temperature if settings.temperature > 0 else CHAT_SAMPLING.temperature
+        self._last_temperature = (
+            settings.temperature if settings.temperature > 0 else CHAT_SAMPLING.temperature
+        )
 
         self.top_k = QSpinBox()
         self.top_k.setRange(0, 1000)
@@ -198,7 +200,6 @@ class SettingsDialog(QDialog):
             **self.remote.values(),
         )
 
-
     def _parsed_rpc_servers(self) -> tuple[str, ...]:
         from engine.rpc import RpcError, parse_servers
 
@@ -257,5 +258,7 @@ class SettingsDialog(QDialog):
 
 def needs_reload(before: Settings, after: Settings) -> bool:
     if before.is_remote == after.is_remote and not after.is_remote:  # a server's fields edited, not used
-        return any(getattr(before, f) != getattr(after, f) for f in ENGINE_FIELDS if not f.startswith("remote_"))
+        return any(
+            getattr(before, f) != getattr(after, f) for f in ENGINE_FIELDS if not f.startswith("remote_")
+        )
     return any(getattr(before, f) != getattr(after, f) for f in ENGINE_FIELDS)
