@@ -18,6 +18,7 @@ Target: at most 50 ms. The figure depends on the machine and on what else runs o
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -189,10 +190,11 @@ def _info(target_path: str) -> EngineInfo:
 
 def measure(n_tokens: int, n_chars: int, tokens_per_s: float) -> dict[str, float]:
     """Open the window, stream one reply, return the longest stall and what else was seen."""
-    from PySide6.QtCore import QEventLoop, QTimer
+    from PySide6.QtCore import QTimer
 
     from app.controller import EngineController
     from app.gui import freeze_startup_objects
+    from app.gui import wait_until as wait_for
     from app.settings import Settings, load_settings, save_settings
     from ui.main_window import MainWindow
 
@@ -213,18 +215,7 @@ def measure(n_tokens: int, n_chars: int, tokens_per_s: float) -> dict[str, float
     window.resize(1180, 780)
     window.show()
 
-    def wait_until(condition: Callable[[], bool], what: str) -> None:
-        deadline = time.monotonic() + TIMEOUT_S
-        loop = QEventLoop()
-        poll = QTimer()
-        poll.setInterval(10)
-        poll.timeout.connect(lambda: loop.quit() if condition() or time.monotonic() > deadline else None)
-        poll.start()
-        if not condition():
-            loop.exec()
-        poll.stop()
-        if not condition():
-            raise SystemExit(f"bench_gui: timed out waiting for {what}")
+    wait_until = functools.partial(wait_for, timeout_s=TIMEOUT_S, prog="bench_gui", poll_ms=10)
 
     wait_until(lambda: controller.info is not None, "the stand-in engine")
     freeze_startup_objects()  # as app.gui does once the window is up

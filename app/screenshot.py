@@ -16,6 +16,7 @@ itself; the window is grabbed when the last one has ended.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -56,9 +57,9 @@ def _shoot(out: Path, model: Path) -> int:
     from ui.pyside_refcount_fix import immortalize_singletons
 
     immortalize_singletons()
-    from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
+    from app.gui import wait_until as wait_for
     from ui.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(["tandem"])
@@ -67,20 +68,7 @@ def _shoot(out: Path, model: Path) -> int:
     window.resize(*WINDOW_SIZE)
     window.show()
 
-    def wait_until(condition: Callable[[], bool], what: str) -> None:
-        # A blocking event loop, polled by a timer: a processEvents() spin would take a core
-        # from llama.cpp, whose threads then wait on each other (1 tok/s instead of 60 here).
-        deadline = time.monotonic() + TIMEOUT_S
-        loop = QEventLoop()
-        poll = QTimer()
-        poll.setInterval(20)
-        poll.timeout.connect(lambda: loop.quit() if condition() or time.monotonic() > deadline else None)
-        poll.start()
-        if not condition():
-            loop.exec()
-        poll.stop()
-        if not condition():
-            raise SystemExit(f"screenshot: timed out waiting for {what}")
+    wait_until = functools.partial(wait_for, timeout_s=TIMEOUT_S, prog="screenshot")
 
     try:
         wait_until(lambda: window.controller.info is not None or window.chat.notice.isVisible(), "the model")

@@ -13,12 +13,11 @@ display (Xvfb) or offscreen; `--pages` picks which of the four to write.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 # The texts of the first app/screenshot.py (Gemma 3 270M is a base model: it may paraphrase).
@@ -70,6 +69,7 @@ def main(argv: list[str]) -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.controller import ReplyProgress
+    from app.gui import wait_until as wait_for
     from app.settings import load_settings, save_settings
     from ui.main_window import MainWindow
 
@@ -80,18 +80,7 @@ def main(argv: list[str]) -> int:
     window.resize(1280, 820)
     window.show()
 
-    def wait_until(condition: Callable[[], bool], what: str) -> None:
-        deadline = time.monotonic() + TIMEOUT_S
-        loop = QEventLoop()
-        poll = QTimer()
-        poll.setInterval(20)
-        poll.timeout.connect(lambda: loop.quit() if condition() or time.monotonic() > deadline else None)
-        poll.start()
-        if not condition():
-            loop.exec()
-        poll.stop()
-        if not condition():
-            raise SystemExit(f"screenshot_set: timed out waiting for {what}")
+    wait_until = functools.partial(wait_for, timeout_s=TIMEOUT_S, prog="screenshot_set")
 
     def settle() -> None:
         """Let layouts, the highlighter's slices and paints run (a third of a second of the loop)."""
