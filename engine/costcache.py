@@ -115,8 +115,9 @@ class CostCache:
         return data if _valid(data) else None
 
     def save(self, key: str, data: dict[str, Any]) -> None:
-        """Write atomically; a cache that cannot be written is no reason to fail a reply."""
-        payload = {"format": FORMAT, **data}
+        """Write atomically; a cache that cannot be written is no reason to fail a reply. What
+        `load` returned saves back as it is (its format field is this one's)."""
+        payload = {**data, "format": FORMAT}
         if not _valid(payload):
             return
         with contextlib.suppress(OSError):

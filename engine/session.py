@@ -210,7 +210,7 @@ class Engine:
             raise PromptTooLongError(len(tokens), self.n_ctx)
         params = params or SamplingParams()
         if params.repeat_penalty != 1.0 and not params.penalty_exempt:
-            params = dataclasses.replace(params, penalty_exempt=self.penalty_exempt_tokens())
+            params = dataclasses.replace(params, penalty_exempt=self.penalty_exempt_tokens)
         decoder = SpeculativeDecoder(self.target, self._drafter, self._controller)
         events = decoder.run(
             tokens,
@@ -223,7 +223,9 @@ class Engine:
         return self._saving_costs_after(events)
 
     @functools.cached_property
-    def _penalty_exempt(self) -> frozenset[int]:
+    def penalty_exempt_tokens(self) -> frozenset[int]:
+        """Tokens the repetition penalty spares (SamplingParams.penalty_exempt): line breaks and
+        a transcript's speaker names, as this model's tokenizer writes them."""
         from engine.chat import SPEAKER_NAMES
 
         texts = ["\n", "\n\n", "\n\n\n", ":", " :"]
@@ -233,11 +235,6 @@ class Engine:
         for text in texts:
             ids.update(self.tokenize(text, add_special=False))
         return frozenset(ids)
-
-    def penalty_exempt_tokens(self) -> frozenset[int]:
-        """Tokens the repetition penalty spares (SamplingParams.penalty_exempt): line breaks and
-        a transcript's speaker names, as this model's tokenizer writes them."""
-        return self._penalty_exempt
 
     def _saving_costs_after(self, events: Iterator[Event]) -> Iterator[Event]:
         try:

@@ -117,7 +117,7 @@ def test_a_draft_model_known_not_to_pay_is_never_loaded(
     data = CostCache(cache).load(key)
     assert data is not None and data["draft_ratio"] is not None
     data["draft_ratio"] = max(data["draft_ratio"], 10.0)
-    CostCache(cache).save(key, {k: v for k, v in data.items() if k != "format"})
+    CostCache(cache).save(key, data)
     second = Engine(config(tiny_target, cache, draft=str(slow_target)))
     try:
         again = generate(second, max_tokens=60)
@@ -148,7 +148,7 @@ def test_a_short_reply_does_not_wait_for_a_draft_model_it_cannot_repay(
     # loading the draft at all, and says why; the text is the target's own either way.
     data["draft_load_s"] = 60.0
     data["draft_ratio"] = 0.05  # a draft that would pay, given time (on a busy machine it may not)
-    CostCache(cache).save(key, {k: v for k, v in data.items() if k != "format"})
+    CostCache(cache).save(key, data)
     second = Engine(config(slow_target, cache, draft=str(tiny_draft)))
     try:
         short = generate(second, max_tokens=4)

@@ -202,7 +202,7 @@ def test_the_engine_spares_line_breaks_and_speaker_names(tiny_target: Path) -> N
 
     engine = Engine(EngineConfig(str(tiny_target), n_ctx=256, n_threads=1))
     try:
-        exempt = engine.penalty_exempt_tokens()
+        exempt = engine.penalty_exempt_tokens
         assert set(engine.tokenize("\nUser:", add_special=False)) <= exempt
         assert set(engine.tokenize("\n", add_special=False)) <= exempt
         assert not set(engine.tokenize("mountain", add_special=False)) <= exempt
