@@ -205,6 +205,7 @@ def find_tool(name: str) -> str | None:
 _LOOKUP_DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
 _LOOKUP_DRAFTED = re.compile(r"n_drafted\s*=\s*(\d+)")
 _LOOKUP_ACCEPT = re.compile(r"n_accept\s*=\s*(\d+)")
+_LOOKUP_TRIES = 6
 
 
 def run_llama_lookup(
@@ -222,15 +223,22 @@ def run_llama_lookup(
         binary, "-m", model, "-f", prompt_file, "-n", str(max_tokens), "-t", str(n_threads),
         "-tb", str(n_threads), "-c", str(n_ctx), "--temp", "0", "--spec-draft-n-max", "10", *extra,
     ]  # fmt: skip
-    t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)
-    wall = time.perf_counter() - t0
-    log = done.stdout + done.stderr
-    m = _LOOKUP_DECODED.search(log)
-    if done.returncode != 0:
-        tail = log.strip().splitlines()[-1:] or ["no output"]
-        raise TandemError(f"llama-lookup failed (exit {done.returncode}): {tail[0]}")
-    if m is None:  # it ended without its timing line (seen once under heavy load): no figure
+    # llama.cpp's logger is a thread that prints a queue, and the process exits without waiting
+    # for it (common_log_main() is leaked on purpose), so on a busy machine the closing lines,
+    # the timing among them, are sometimes lost (3 runs in 20 with both cores loaded). Such a
+    # run is repeated; a run that prints its timing is the figure.
+    for _ in range(_LOOKUP_TRIES):
+        t0 = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)
+        wall = time.perf_counter() - t0
+        log = done.stdout + done.stderr
+        if done.returncode != 0:
+            tail = log.strip().splitlines()[-1:] or ["no output"]
+            raise TandemError(f"llama-lookup failed (exit {done.returncode}): {tail[0]}")
+        m = _LOOKUP_DECODED.search(log)
+        if m is not None:
+            break
+    else:
         return None, None, ProcessRun(wall)
     n, seconds = int(m.group(1)), float(m.group(2))
     drafted, accepted = _LOOKUP_DRAFTED.search(log), _LOOKUP_ACCEPT.search(log)
