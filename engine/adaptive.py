@@ -54,6 +54,8 @@ _SEED_TRIALS = 2.0
 # taken on a busy machine: after this many replies its cost is measured afresh (doubling).
 _REMEASURE_FIRST = 8
 _REMEASURE_MAX = 1024
+# Prompt reads shorter than this are mostly fixed costs: no prefill cost ratio is taken from them.
+_PREFILL_MIN_TOKENS = 16
 
 
 @dataclass
@@ -81,6 +83,11 @@ class DraftLengthController:
     _draft_ratio: float | None = None
     # Seconds to load the draft model (measured the first time; a one-off per process).
     draft_load_s: float | None = None
+    # The draft model's cost of reading a prompt token relative to the target's (measured when
+    # it reads one). Prefill is compute-bound where decoding is memory-bound, so this is not
+    # the decode ratio: standing in for it, that ratio over-charged a costly target's draft
+    # so much that it was never loaded.
+    _draft_prefill_ratio: float | None = None
     # Throughput guard.
     _loss_s: float = 0.0  # CUSUM of (step time - tokens x plain step time) over speculative steps
     _gain_s: float = 0.0  # plain time saved since the last resume (resets the back-off when large)
@@ -232,9 +239,22 @@ class DraftLengthController:
 
     def one_off_draft_s(self, prompt_s: float) -> float:
         """The draft model's one-off cost for a reply: its load (when not loaded) and reading a
-        prompt that took the target prompt_s (at the measured draft/target cost ratio)."""
-        ratio = self._draft_ratio if self._draft_ratio is not None else _PRIOR_DRAFT_COST
+        prompt that took the target prompt_s (at the measured prefill cost ratio; until one is
+        measured, the decode ratio)."""
+        ratio = self._draft_prefill_ratio
+        if ratio is None:
+            ratio = self._draft_ratio if self._draft_ratio is not None else _PRIOR_DRAFT_COST
         return (self.draft_load_s or 0.0) + ratio * prompt_s
+
+    def note_draft_prefill(self, draft_s: float, n_draft: int, target_s: float, n_target: int) -> None:
+        """The draft model read n_draft prompt tokens in draft_s where the target read n_target
+        in target_s. Reads too short to time are ignored; the lowest ratio seen is kept (a
+        read slowed by a busy machine says nothing about the next)."""
+        if n_draft < _PREFILL_MIN_TOKENS or n_target < _PREFILL_MIN_TOKENS or draft_s <= 0 or target_s <= 0:
+            return
+        ratio = (draft_s / n_draft) / (target_s / n_target)
+        if self._draft_prefill_ratio is None or ratio < self._draft_prefill_ratio:
+            self._draft_prefill_ratio = ratio
 
     def _best_case_rate(self, k: int) -> float:
         """Tokens per second of a k-token draft if every drafted token were accepted."""
@@ -360,6 +380,7 @@ class DraftLengthController:
             "step_s": {str(n): s for n, s in sorted(self._step_s.items())},
             "draft_ratio": self._draft_ratio,
             "draft_load_s": self.draft_load_s,
+            "draft_prefill_ratio": self._draft_prefill_ratio,
             "acceptance": {
                 str(b): [round(a.accepted, 4), round(a.trials, 4)] for b, a in self._acceptance.items()
             },
@@ -377,6 +398,9 @@ class DraftLengthController:
         load_s = data.get("draft_load_s")
         if isinstance(load_s, int | float) and load_s > 0:
             self.draft_load_s = float(load_s)
+        prefill = data.get("draft_prefill_ratio")
+        if isinstance(prefill, int | float) and prefill > 0:
+            self._draft_prefill_ratio = float(prefill)
         acceptance = data.get("acceptance")
         if isinstance(acceptance, dict):
             for b, (accepted, trials) in acceptance.items():
@@ -392,6 +416,7 @@ class DraftLengthController:
                 "step_s": self.export()["step_s"],
                 "draft_ratio": self._draft_ratio,
                 "draft_load_s": self.draft_load_s,
+                "draft_prefill_ratio": self._draft_prefill_ratio,
             }
         )
         return new

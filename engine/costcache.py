@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-FORMAT = 1
+FORMAT = 2  # 2: the draft model's prefill cost ratio
 
 
 def file_identity(path: str) -> str:
@@ -81,9 +81,10 @@ def _valid(data: Any) -> bool:
         for n, s in step_s.items()
     ):
         return False
-    ratio = data.get("draft_ratio")
-    if ratio is not None and not (isinstance(ratio, int | float) and 0 < ratio < 100):
-        return False
+    for name in ("draft_ratio", "draft_prefill_ratio"):
+        ratio = data.get(name)
+        if ratio is not None and not (isinstance(ratio, int | float) and 0 < ratio < 100):
+            return False
     load_s = data.get("draft_load_s")
     if load_s is not None and not (isinstance(load_s, int | float) and 0 < load_s < 600):
         return False

@@ -88,6 +88,7 @@ class ModelDrafter:
         self.load_s: float | None = None  # seconds the load took
         self.p_min = p_min  # greedy drafts stop when the draft is less sure than this
         self.sampled = sampled  # at temperature > 0: sample drafts and keep q (else greedy drafts)
+        self.last_read: tuple[int, float] = (0, 0.0)  # the last prefill: tokens read, seconds
 
     @property
     def loaded(self) -> bool:
@@ -121,17 +122,22 @@ class ModelDrafter:
             self._runner = None
 
     def prefill(self, tokens: list[int]) -> float:
-        """Read a prompt ahead of drafting (loading the model on first use); seconds spent."""
+        """Read a prompt ahead of drafting (loading the model on first use); seconds spent.
+        What the read alone took is kept in last_read: (tokens read, seconds)."""
         t0 = time.perf_counter()
+        self.last_read = (0, 0.0)
         if not self._ensure_loaded():
             return time.perf_counter() - t0
         runner = self.runner
+        t_read = time.perf_counter()
         n_keep = runner.common_prefix(tokens)
         runner.truncate(n_keep)
         try:
             runner.decode(tokens[n_keep:], n_logits=0)
         except ContextFullError:
             runner.clear()
+        else:
+            self.last_read = (len(tokens) - n_keep, time.perf_counter() - t_read)
         return time.perf_counter() - t0
 
     def propose(self, ctx: list[int], k: int, params: SamplingParams, rng: np.random.Generator) -> Draft:

@@ -131,9 +131,10 @@ class SpeculativeDecoder:
         target.truncate(n_keep)
         n_keep = len(target.tokens)  # a model that cannot drop a tail was cleared instead
         target.decode(prompt[n_keep:-1], n_logits=0)
+        target_read_s = time.perf_counter() - t0
         skipped_note = ""
         if isinstance(drafter, ModelDrafter) and controller is not None and controller.will_draft:
-            one_off_s = controller.one_off_draft_s(time.perf_counter() - t0) if not drafter.loaded else 0.0
+            one_off_s = controller.one_off_draft_s(target_read_s) if not drafter.loaded else 0.0
             if drafter.loaded or controller.pays_back(max_tokens, one_off_s):
                 # The draft model reads the prompt too; done here, it is part of the prefill the
                 # user waits for anyway, and the first drafting step starts on time.
@@ -141,6 +142,8 @@ class SpeculativeDecoder:
                 c.draft_catch_up_s += drafter.prefill(prompt[:-1])
                 if not was_loaded and drafter.load_s is not None and drafter.loaded:
                     controller.note_draft_load(drafter.load_s)
+                n_read, read_s = drafter.last_read
+                controller.note_draft_prefill(read_s, n_read, target_read_s, len(prompt) - 1 - n_keep)
             else:
                 # Loading the draft model costs more than it could save in a reply this short.
                 drafter = None

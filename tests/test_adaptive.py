@@ -4,6 +4,7 @@ throughput guard that drops a drafter within a bounded loss, whatever its estima
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from engine.adaptive import LOSS_BUDGET_TOKENS, DraftLengthController
 
@@ -196,6 +197,15 @@ def test_a_one_off_cost_is_paid_only_where_the_reply_can_repay_it() -> None:
     assert 0.5 < one_off < 0.6  # the load and the draft's share of reading the prompt
     assert c.pays_back(512, one_off)
     assert not c.pays_back(16, one_off)
+    # Once the draft's own prompt read is measured, that ratio stands in for the decode ratio:
+    # a prefill-bound draft far cheaper than its decode ratio suggests is loaded sooner.
+    c.note_draft_prefill(0.002, 8, 0.1, 100)  # too short to time: ignored
+    assert c.one_off_draft_s(prompt_s=0.1) == one_off
+    c.note_draft_prefill(0.010, 100, 0.1, 100)  # a tenth of the target's cost per prompt token
+    c.note_draft_prefill(0.050, 100, 0.1, 100)  # a read on a busy moment: the lowest ratio stays
+    assert c.one_off_draft_s(prompt_s=1.0) == pytest.approx(0.5 + 0.1)
+    assert c.export()["draft_prefill_ratio"] == pytest.approx(0.1)
+    assert c.fresh().one_off_draft_s(prompt_s=1.0) == pytest.approx(0.6)
     # A draft that cannot beat plain decoding at any length never repays anything.
     slow = DraftLengthController(k_max=16, draft_costs_time=True)
     slow.seed({"step_s": {str(n): s for n, s in costly.items()}, "draft_ratio": 2.0})

@@ -144,6 +144,8 @@ def test_a_short_reply_does_not_wait_for_a_draft_model_it_cannot_repay(
     assert key is not None
     data = CostCache(cache).load(key)
     assert data is not None and data["draft_load_s"] > 0
+    # ...and what reading the prompt costs the draft beside the target (the one-off estimate).
+    assert 0 < data["draft_prefill_ratio"] < 1
     # On a machine where that load took a minute, a 4-token reply is decoded plainly, without
     # loading the draft at all, and says why; the text is the target's own either way.
     data["draft_load_s"] = 60.0
