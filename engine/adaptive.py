@@ -36,6 +36,12 @@ _PRIOR_DRAFT_COST = 0.2  # a draft model's decode, relative to a plain step, unt
 _COST_SAMPLES = 5  # step costs: the median of the last few timings of each batch size
 _EXPLORE_EVERY = 8  # speculative steps between tries of a longer draft than the best known
 # Throughput guard.
+# A step slower than this many times the usual cost of its batch size was slowed by the machine
+# (another program, the OS), not by drafting: plain decoding would have waited as long. The
+# guard counts it at this many times the usual cost, so one stall does not suspend a drafter
+# that pays (seen: a 2-row step of 1.7 s among 30 ms ones on a busy 2-core machine suspended
+# copying for 16 steps). A drafter slow every step raises its size's median and is not capped.
+_OUTLIER = 3.0
 LOSS_BUDGET_TOKENS = 16.0  # accumulated loss, in plain tokens' worth, before a drafter is suspended
 _BACKOFF_FIRST = 16  # plain steps a suspended drafter waits before it is probed again...
 _BACKOFF_MAX = 1024  # ...doubling each time it fails again
@@ -322,7 +328,7 @@ class DraftLengthController:
             if draft_s > 0:
                 # A draft model was asked and drafted nothing (unsure of its first token). Its
                 # acceptance is not in question, but the decode it cost counts against the guard.
-                self._guard(1, step_s)
+                self._guard(1, self._usual(n_rows, step_s, draft_s))
             else:
                 self._since_plain = 0
             return
@@ -349,7 +355,18 @@ class DraftLengthController:
         acc.trials = _EMA * acc.trials + n_accepted + (1 if n_accepted < n_drafted else 0)
         if self.expected_rate(n_drafted, bucket) > self.expected_rate(0, bucket):
             self._probe_interval = _PROBE_FIRST
-        self._guard(n_accepted + 1, step_s)
+        self._guard(n_accepted + 1, self._usual(n_rows, step_s, draft_s))
+
+    def _usual(self, n_rows: int, step_s: float, draft_s: float) -> float:
+        """step_s as the guard counts it: at most _OUTLIER times the usual cost of an n_rows
+        batch (the median of its recent timings once there are 3, else n_rows plain steps,
+        which no CPU verify batch costs more than) plus the drafting it took."""
+        plain_s = self._step_s.get(1)
+        if plain_s is None:
+            return step_s
+        samples = self._step_samples.get(n_rows, ())
+        usual = self._step_s[n_rows] if len(samples) >= 3 else n_rows * plain_s
+        return min(step_s, _OUTLIER * usual + draft_s)
 
     def _guard(self, n_emitted: int, step_s: float) -> None:
         """Throughput guard: the loss of this speculative step against plain steps measured live."""

@@ -156,6 +156,27 @@ def test_speculation_that_never_pays_costs_almost_nothing_over_a_long_reply() ->
         assert spent / plain < 1.03, (draft_token_s, spent / plain)
 
 
+def test_one_stalled_step_does_not_suspend_a_drafter_that_pays() -> None:
+    # Copying on a busy machine: drafts accepted whole, and one 2-row step stalls for 1.7 s
+    # (another program had the cores). Plain decoding would have stalled as long: the drafter
+    # stays on. The same stall every step is not a stall but the cost, and suspends it.
+    c = seeded(k_max=32)
+    c.record(4, 0, 0, CPU_VERIFY[1])
+    k = c.choose(available=32, bucket=4)
+    c.record(4, k, k, c.verify_cost(k + 1))
+    c.record(4, 1, 1, 1.7)
+    for _ in range(20):
+        k = c.choose(available=32, bucket=4)
+        assert k > 0
+        c.record(4, k, k, c.verify_cost(k + 1))
+    assert c.n_suspensions == 0
+    slow = seeded(k_max=32)
+    slow.record(4, 0, 0, CPU_VERIFY[1])
+    for _ in range(5):
+        slow.record(4, 1, 1, 1.7)
+    assert slow.n_suspensions >= 1
+
+
 def test_speculation_that_pays_is_kept() -> None:
     c = DraftLengthController(k_max=16)
     cheap = {n: 0.02 * (1 + 0.08 * (n - 1)) for n in range(1, 18)}
