@@ -79,8 +79,8 @@ test: setup
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider
 
 lint: setup
-	$(VENV)/bin/ruff check engine app ui tests
-	$(VENV)/bin/ruff format --check engine app ui tests
+	$(VENV)/bin/ruff check engine app ui tests tools
+	$(VENV)/bin/ruff format --check engine app ui tests tools
 	$(VENV)/bin/mypy
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_architecture.py  # import contracts
 
@@ -99,10 +99,10 @@ bench: setup
 	$(BENCH) --model default-costly --draft default --max-tokens 128 --sets copy,qa,writing --turns 0 --out bench-draft-can-pay.md
 	$(BENCH) --model default-costly --draft default --max-tokens 128 --sets copy,qa,writing --turns 0 --temperature 0.8 --out bench-draft-can-pay-t08.md
 	$(BENCH) --model default-costly --draft default --max-tokens 32 --sets qa,writing --turns 0 --out bench-draft-short.md
-	-test -f app/bench_gui.py && QT_QPA_PLATFORM=offscreen $(PY) -m app.bench_gui
+	-test -f tools/bench_gui.py && QT_QPA_PLATFORM=offscreen $(PY) -m tools.bench_gui
 
 screenshot: setup
-	QT_QPA_PLATFORM=offscreen $(PY) -m app.screenshot resources/screenshot.png
+	QT_QPA_PLATFORM=offscreen $(PY) -m tools.screenshot resources/screenshot.png
 
 # The desktop bundle dist/tandem/ (PyInstaller one folder; packaging/README.md). It carries the
 # llama.cpp that .venv was built with: for a GPU bundle, set up with LLAMA_CMAKE_ARGS first.

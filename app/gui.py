@@ -1,6 +1,6 @@
 """The desktop app's entry: `tandem [--model PATH|default] [--draft PATH|ngram|none]` opens the window.
 
-Model and draft are read by app/model_spec.py in the engine's worker, as the command line reads them."""
+Model and draft are read by app/library/model_spec.py in the engine's worker, as the command line reads them."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from app import paths
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    from app.cli_base import Parser
+    from app.cli.cli_base import Parser
 
     parser = Parser(prog="tandem", description="Chat with a local GGUF model, sped up by speculation.")
     parser.add_argument(

@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in CLI_COMMANDS:
-        from app.cli import main as cli_main
+        from app.cli.cli import main as cli_main
 
         return cli_main(args)
     from app.gui import run_gui

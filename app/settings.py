@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
-from app.model_spec import parse_draft
+from app.library.model_spec import parse_draft
 from engine.chat import CHAT_SAMPLING
 from engine.config import EngineConfig, SamplingParams
 
@@ -51,7 +51,7 @@ class Settings:
     last_conversation_id: int | None = None
     has_seen_welcome: bool = False  # the welcome panel opens by itself on the first start only
     theme: str = "system"  # "system" (follow the desktop's light/dark scheme), "light" or "dark"
-    # The engine: "local" (this computer) or "remote" (an OpenAI-compatible server, app/remote_worker.py).
+    # The engine: "local" (this computer) or "remote" (an OpenAI-compatible server, app/host/remote_worker.py).
     # The API key is kept in this file as the other settings are (plain JSON, the user's own directory).
     engine: str = "local"
     remote_url: str = ""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
-from app.reply import ReplyText
+from app.host.reply import ReplyText
 
 # complete: finished normally; streaming: being written; cancelled: the user pressed Stop;
 # interrupted: the engine (or the app) stopped mid-reply; superseded: replaced by regenerate/edit.
@@ -71,7 +71,7 @@ class Message:
 
     @property
     def reply_text(self) -> ReplyText:
-        """The content with its drafted ranges, as app.reply.Reply.shown() gave them."""
+        """The content with its drafted ranges, as app.host.reply.Reply.shown() gave them."""
         return ReplyText(self.content, self.draft_spans)
 
 
@@ -190,7 +190,7 @@ class Store:
     def save_reply(
         self, message_id: int, reply: ReplyText, status: str, stats: dict[str, Any] | None = None
     ) -> None:
-        """Write a reply as it stands (app.reply.Reply.shown()): its text and drafted ranges."""
+        """Write a reply as it stands (app.host.reply.Reply.shown()): its text and drafted ranges."""
         self.update_message(message_id, reply.text, status=status, stats=stats, draft_spans=reply.draft_spans)
 
     def set_status(self, message_ids: Iterable[int], status: str) -> None:

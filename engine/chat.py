@@ -8,7 +8,7 @@ the start of a line followed by a colon (`Student:`, `User:`, `Q:`), except insi
 code block, with trailing whitespace trimmed. While streaming, text that could still turn into
 such a line is held back, so the speaker line never reaches the user.
 
-The window's worker (app/worker.py) and the CLI's `generate --chat` both prompt through here.
+The window's worker (app/host/worker.py) and the CLI's `generate --chat` both prompt through here.
 """
 
 from __future__ import annotations

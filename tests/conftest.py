@@ -9,7 +9,7 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from engine.tiny import write_tiny_model  # noqa: E402
+from tests.tiny import write_tiny_model  # noqa: E402
 from ui.pyside_refcount_fix import immortalize_singletons  # noqa: E402
 
 # PySide6 6.12 on Python 3.11 drops a reference to None/True/False on every void Qt call; a
@@ -58,10 +58,10 @@ def slow_target(models_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def tiny_base(models_dir: Path) -> Path:
     """tiny_target without a chat template: a base model, prompted as a plain-text transcript."""
-    import engine.tiny
+    import tests.tiny
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(engine.tiny, "CHAT_TEMPLATE", "")
+        mp.setattr(tests.tiny, "CHAT_TEMPLATE", "")
         return write_tiny_model(models_dir / "base.gguf", seed=1, n_layers=4)
 
 
@@ -119,7 +119,7 @@ def gemma_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     Reuses an already assembled copy from the user's models folder to save a minute.
     """
 
-    from app.default_model import DEFAULT_MODEL_NAME
+    from app.library.default_model import DEFAULT_MODEL_NAME
 
     folder = tmp_path_factory.mktemp("gemma")
     cached = Path(os.path.expanduser("~/.local/share/Tandem/models"))
@@ -131,14 +131,14 @@ def gemma_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def gemma_q4(gemma_dir: Path) -> Path:
-    from app.default_model import ensure_default_model
+    from app.library.default_model import ensure_default_model
 
     return ensure_default_model(gemma_dir)
 
 
 @pytest.fixture(scope="session")
 def gemma_f16(gemma_dir: Path) -> Path:
-    from app.default_model import ensure_default_f16
+    from app.library.default_model import ensure_default_f16
 
     return ensure_default_f16(gemma_dir)
 

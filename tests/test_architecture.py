@@ -2,17 +2,24 @@
 
 The rules, and why:
 - `engine/` is the speculative decoder and its models: pure Python over llama.cpp. It imports
-  no Qt (PySide6, shiboken6) and nothing from `app/` or `ui/`, so the CLI, `tandem serve`, the
-  worker process and benchmarks can use it without a display, and the papers' loop reads alone.
+  no Qt (PySide6, shiboken6) and nothing from `app/`, `ui/`, `tests/` or `tools/`, so the CLI,
+  `tandem serve`, the worker process and benchmarks can use it without a display, and the
+  papers' loop reads alone.
 - `ui/` is widgets. It knows the engine only through the values that cross the worker's pipe:
   `engine.events` (TextPiece, Stats, Finished, DraftingState), `engine.errors` (error kinds,
   PairRefusal, Failure, the exception types it catches) and `engine.config` (SamplingParams,
   defaults). Everything else (loading models, GGUF parsing, pairing, RPC) goes through `app/`.
   The few places that still reach further are listed in UI_ENGINE_DEBT with the reason; a new
   one fails this test, and one that is gone must be taken off the list.
-- In `app/`, only the Qt side of the engine host and the window's entry points import Qt
-  (APP_QT_MODULES); the command line (`generate`, `serve`, `models`, `bench`, `rpc-server`)
-  and the worker process start without Qt, checked also by importing them in a fresh process.
+- `app/` is in rooms (ROOMS): `app/library` (catalog, machine, local models, downloads, the
+  default model, the model resolver), `app/host` (the engine's worker process, its remote
+  stand-in, the reply buffer, the Qt controller), `app/api` (the OpenAI-compatible server and
+  client), `app/cli` (the command line). Each room imports no Qt and nothing from `ui/`, `tests/`
+  or `tools/` (the one exception: the Qt controller, app/host/controller.py), and none imports a
+  room above it: the library nothing of host/api/cli, host and api nothing of the command line.
+  At app/ top level stay only the entry points and the shared state (APP_TOP). `ui/` imports
+  nothing from the command line. The command line and the worker process start without Qt,
+  checked also by importing them in a fresh process.
 - Every third-party package imported by `app/`, `engine/` or `ui/` is declared in
   pyproject.toml (a dependency, or the `model` extra for the embedded model).
 """
@@ -42,9 +49,20 @@ UI_ENGINE_DEBT = {
         "chat sampling defaults and RPC address validation; belong in app/settings.py",
     ),
 }
-# The window's side of app/: the Qt controller, the window's entry, and tools that drive the window.
-APP_QT_MODULES = ("app/controller.py", "app/gui.py", "app/bench_gui.py", "app/screenshot*.py")
-FIRST_PARTY = {"app", "engine", "ui", "tests"}
+# The window's side of app/: the Qt controller and the window's entry.
+APP_QT_MODULES = ("app/host/controller.py", "app/gui.py")
+# What stays at app/ top level: the entry points (main: `python -m app.main`, gui: the window's)
+# and the state every room shares (paths, settings, the conversation store).
+APP_TOP = {"__init__.py", "main.py", "gui.py", "paths.py", "settings.py", "store.py"}
+NEVER = (*QT, "ui", "tests", "tools")
+# room: what it must not import (a top-level package, or a dotted prefix such as app.cli)
+ROOMS = {
+    "app/library": (*NEVER, "app.host", "app.api", "app.cli"),
+    "app/host": (*NEVER, "app.cli"),
+    "app/api": (*NEVER, "app.cli"),
+    "app/cli": NEVER,
+}
+FIRST_PARTY = {"app", "engine", "ui", "tests", "tools"}
 
 
 def imports(path: Path, package: str | None = None) -> list[tuple[int, str]]:
@@ -80,6 +98,10 @@ def top(module: str) -> str:
     return module.split(".")[0]
 
 
+def within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
 def test_the_reader_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
     # The contract is only as good as its reader: check it on a file written to break it.
     probe = tmp_path / "probe.py"
@@ -90,6 +112,11 @@ def test_the_reader_sees_function_level_and_relative_imports(tmp_path: Path) -> 
     assert found == {"PySide6.QtCore", "engine", "engine.events", "app.cli"}
     bad = [m for _, m in imports(probe, package="engine") if top(m) in (*QT, "app", "ui")]
     assert bad == ["PySide6.QtCore", "app.cli"]
+    assert [m for _, m in imports(probe, package="app.library") if within(m, ROOMS["app/library"])] == [
+        "PySide6.QtCore",
+        "app.cli",
+    ]
+    assert not within("app.client", ("app.cli",))  # a prefix is a whole dotted name
 
 
 def test_engine_imports_no_qt_and_nothing_from_app_or_ui() -> None:
@@ -97,9 +124,9 @@ def test_engine_imports_no_qt_and_nothing_from_app_or_ui() -> None:
         f"{rel(p)}:{line}: {m}"
         for p in sources("engine")
         for line, m in imports(p)
-        if top(m) in (*QT, "app", "ui")
+        if top(m) in (*QT, "app", "ui", "tests", "tools")
     ]
-    assert not bad, "engine/ must stay free of Qt, app/ and ui/:\n" + "\n".join(bad)
+    assert not bad, "engine/ must stay free of Qt, app/, ui/, tests/ and tools/:\n" + "\n".join(bad)
 
 
 def test_ui_knows_the_engine_only_through_its_values() -> None:
@@ -119,7 +146,22 @@ def test_ui_knows_the_engine_only_through_its_values() -> None:
     assert not any(stale.values()), f"no longer imported, take them off UI_ENGINE_DEBT: {stale}"
 
 
-def test_only_the_window_side_of_app_imports_qt() -> None:
+def test_app_is_in_rooms_and_each_room_imports_only_what_is_below_it() -> None:
+    top_level = {p.name for p in (ROOT / "app").glob("*.py")}
+    assert top_level == APP_TOP, f"app/ top level holds only {sorted(APP_TOP)}; put the rest in a room"
+    rooms = {rel(p) for p in (ROOT / "app").iterdir() if (p / "__init__.py").is_file()}
+    assert rooms == set(ROOMS), f"a new room of app/ needs its rules in ROOMS: {sorted(rooms)}"
+    bad = [
+        f"{rel(p)}:{line}: {m}"
+        for room, never in ROOMS.items()
+        for p in sources(room)
+        for line, m in imports(p)
+        if within(m, never) and not (rel(p) in APP_QT_MODULES and top(m) in QT)
+    ]
+    assert not bad, "imports across the rooms of app/ (see ROOMS):\n" + "\n".join(bad)
+
+
+def test_only_the_window_side_of_app_imports_qt_and_ui_not_the_command_line() -> None:
     bad = [
         f"{rel(p)}:{line}: {m}"
         for p in sources("app")
@@ -128,14 +170,21 @@ def test_only_the_window_side_of_app_imports_qt() -> None:
         if top(m) in (*QT, "ui")
     ]
     assert not bad, "only " + ", ".join(sorted(APP_QT_MODULES)) + " may import Qt or ui/:\n" + "\n".join(bad)
+    bad = [
+        f"{rel(p)}:{line}: {m}" for p in sources("ui") for line, m in imports(p) if within(m, ("app.cli",))
+    ]
+    assert not bad, "ui/ uses app/library, app/host and app/api, not the command line:\n" + "\n".join(bad)
 
 
 def test_the_command_line_and_the_worker_start_without_qt() -> None:
     code = (
         "import sys\n"
-        "import app.cli, app.cli_models, app.serve, app.remote, app.bench, app.rpc_server, app.worker\n"
-        "import app.main, app.model_spec, app.cli_base\n"
-        "app.cli.build_parser()\n"
+        "import app.cli.cli, app.cli.cli_models, app.cli.serve, app.cli.remote, app.cli.bench\n"
+        "import app.cli.rpc_server, app.cli.cli_base, app.api.serve, app.api.remote\n"
+        "import app.host.worker, app.host.remote_worker, app.host.reply\n"
+        "import app.library.catalog, app.library.downloads, app.library.default_model, app.library.model_spec\n"
+        "import app.main, app.settings, app.store\n"
+        "app.cli.cli.build_parser()\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'shiboken6', 'ui'))\n"
         "print(loaded)\n"
     )

@@ -203,7 +203,7 @@ def test_cli_chat_on_a_base_model_uses_the_transcript(tiny_base: Path) -> None:
         [
             sys.executable,
             "-m",
-            "app.cli",
+            "app.cli.cli",
             "generate",
             "--model",
             str(tiny_base),
@@ -263,7 +263,7 @@ def repeated_phrase(text: str, n_words: int = 6) -> str | None:
     ids=["chat-defaults", "chat-defaults-seed-7", "greedy", "greedy-with-penalty"],
 )
 def test_the_embedded_model_answers_a_conversation_and_stops(gemma_q4: Path, params: SamplingParams) -> None:
-    from app.worker import ChatTurn, ReplyRequest, build_prompt
+    from app.host.worker import ChatTurn, ReplyRequest, build_prompt
     from engine.session import Engine
 
     if params.seed is None and not params.is_greedy:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from app import paths
-from app.cli import build_parser
+from app.cli.cli import build_parser
 from app.settings import Settings, load_settings
 from engine.chat import CHAT_SAMPLING
 

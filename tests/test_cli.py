@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.tiny import write_tiny_model
+from tests.tiny import write_tiny_model
 
 ROOT = Path(__file__).resolve().parent.parent
 JSON_KEYS = {

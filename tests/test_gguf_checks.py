@@ -14,7 +14,7 @@ from engine.errors import (
     UnsupportedArchitectureError,
 )
 from engine.gguf_info import read_gguf_info
-from engine.tiny import write_tiny_model
+from tests.tiny import write_tiny_model
 
 
 def test_reads_a_valid_model(tiny_target: Path) -> None:

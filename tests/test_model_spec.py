@@ -1,5 +1,5 @@
-"""What a user types for a model or a draft means the same everywhere (app/model_spec.py), and
-the command line has one edge: exit code 2 and one last `error:` line (app/cli_base.py)."""
+"""What a user types for a model or a draft means the same everywhere (app/library/model_spec.py), and
+the command line has one edge: exit code 2 and one last `error:` line (app/cli/cli_base.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from app import paths
-from app.cli_base import EXIT_BAD_INPUT, EXIT_INTERRUPTED, at_the_edge
-from app.default_model import DEFAULT_MODEL_NAME
-from app.model_spec import DraftKind, Embedded, ModelSpec, parse_draft, parse_model
+from app.cli.cli_base import EXIT_BAD_INPUT, EXIT_INTERRUPTED, at_the_edge
+from app.library.default_model import DEFAULT_MODEL_NAME
+from app.library.model_spec import DraftKind, Embedded, ModelSpec, parse_draft, parse_model
 from app.settings import Settings
 from engine.errors import ModelNotFoundError
 

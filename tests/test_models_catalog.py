@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app import paths
-from app.catalog import (
+from app.library.catalog import (
     NGRAM,
     CatalogError,
     MachineInfo,

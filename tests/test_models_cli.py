@@ -13,8 +13,8 @@ import pytest
 from hub_server import TINY_DRAFT_REPO, TINY_REPO, FakeHub, tiny_pair_catalog
 
 from app import paths
-from app.cli_models import add_models_parser, main_models
-from engine.tiny import write_tiny_model
+from app.cli.cli_models import add_models_parser, main_models
+from tests.tiny import write_tiny_model
 
 REPO, DRAFT_REPO = TINY_REPO, TINY_DRAFT_REPO  # served by the `hub` fixture (conftest.py)
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -203,7 +203,7 @@ def test_parser_plugs_into_another_argparse_tree(capsys: pytest.CaptureFixture[s
 def test_a_real_process_fails_with_exit_code_2_and_no_traceback(hub: FakeHub) -> None:
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
     proc = subprocess.run(
-        [sys.executable, "-m", "app.cli_models", "download", REPO, "missing.gguf"],
+        [sys.executable, "-m", "app.cli.cli_models", "download", REPO, "missing.gguf"],
         cwd=PROJECT_ROOT,
         env=env,
         capture_output=True,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hub_server import FakeHub, HubFile, closed_port, go_online
 
-from app.downloads import (
+from app.library.downloads import (
     DownloadControl,
     DownloadProgress,
     DownloadStopped,
@@ -25,7 +25,7 @@ from app.downloads import (
     sidecar_path_for,
 )
 from engine.errors import DownloadError
-from engine.tiny import write_tiny_model
+from tests.tiny import write_tiny_model
 
 REPO = "tandem-test/tiny-target-GGUF"
 DRAFT_REPO = "tandem-test/tiny-draft-GGUF"
@@ -117,7 +117,7 @@ def test_download_killed_in_another_process_resumes_with_a_range_request(hub: Fa
     hub.throttle_s = 0.05  # 16 kB every 50 ms: about 2.5 s for the whole file
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli_models", "download", REPO, "tiny-target.gguf"],
+        [sys.executable, "-m", "app.cli.cli_models", "download", REPO, "tiny-target.gguf"],
         cwd=PROJECT_ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -14,7 +14,7 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl  # noqa: E402
 from PySide6.QtGui import QDropEvent  # noqa: E402
 
 from app import paths  # noqa: E402
-from app.catalog import MachineInfo, parse_catalog  # noqa: E402
+from app.library.catalog import MachineInfo, parse_catalog  # noqa: E402
 from ui.models_page import CUSTOM_KEY, ModelsPage  # noqa: E402
 
 REPO, DRAFT_REPO = TINY_REPO, TINY_DRAFT_REPO  # served by the `hub` fixture (conftest.py)

@@ -109,6 +109,7 @@ def test_spec_excludes_tests_dev_tools_and_unused_qt() -> None:
     assert isinstance(excludes, list)
     for name in ("tests", "pytest", "_pytest", "pytestqt", "tkinter", "matplotlib", "scipy", "mypy", "ruff"):
         assert name in excludes, name
+    assert "tools" in excludes  # developer tools (screenshot, bench_gui): not part of the product
     for module in ("QtWebEngineCore", "Qt3DCore", "QtQuick", "QtQml", "QtMultimedia", "QtPdf", "QtNetwork"):
         assert f"PySide6.{module}" in excludes, module
     for used in ("PySide6.QtCore", "PySide6.QtGui", "PySide6.QtWidgets", "numpy", "jinja2", "gguf"):

@@ -11,7 +11,7 @@ from engine.errors import IncompatiblePairError
 from engine.gguf_info import read_gguf_info
 from engine.pairing import check_pair, pair_problem
 from engine.session import Engine
-from engine.tiny import write_tiny_model
+from tests.tiny import write_tiny_model
 
 
 def test_compatible_pair(tiny_target: Path, tiny_draft: Path) -> None:

@@ -1,4 +1,4 @@
-"""The one reply buffer (app.reply) and the controller that fills it from the worker's messages.
+"""The one reply buffer (app.host.reply) and the controller that fills it from the worker's messages.
 
 The controller is driven through its real message path (queue, wake-up, timed drains) by a
 stand-in engine host that delivers messages from a thread of its own, as WorkerProcess's
@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from app.reply import Reply, ReplyProgress, ReplyText
+from app.host.reply import Reply, ReplyProgress, ReplyText
 from app.store import Store
 from engine.events import Finished, Stats, TextPiece
 
@@ -118,7 +118,7 @@ class StandInHost:
 
 
 def _controller(qapp):  # type: ignore[no-untyped-def]
-    from app.controller import EngineController
+    from app.host.controller import EngineController
 
     hosts: list[StandInHost] = []
 
@@ -130,7 +130,7 @@ def _controller(qapp):  # type: ignore[no-untyped-def]
 
 
 def test_controller_builds_one_buffer_and_announces_only_what_is_new(qtbot, qapp) -> None:
-    from app.worker import ChatTurn, ReplyEvent
+    from app.host.worker import ChatTurn, ReplyEvent
 
     controller, hosts = _controller(qapp)
     progress: list[tuple[int, str, int]] = []
@@ -166,7 +166,7 @@ def test_controller_builds_one_buffer_and_announces_only_what_is_new(qtbot, qapp
 def test_a_backlog_is_drained_over_several_turns_in_order(qtbot, qapp) -> None:
     """Thousands of queued pieces (an engine far faster than the window) arrive in order and
     complete, and no drain takes them all at once."""
-    from app.worker import ChatTurn, ReplyEvent
+    from app.host.worker import ChatTurn, ReplyEvent
 
     controller, hosts = _controller(qapp)
     starts: list[int] = []
@@ -187,7 +187,7 @@ def test_a_backlog_is_drained_over_several_turns_in_order(qtbot, qapp) -> None:
 
 
 def test_a_reply_failing_drops_its_buffer(qtbot, qapp) -> None:
-    from app.worker import ChatTurn, ReplyEvent, ReplyFailed
+    from app.host.worker import ChatTurn, ReplyEvent, ReplyFailed
 
     controller, hosts = _controller(qapp)
     failed: list[tuple[int, str, bool]] = []

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from app.rpc_server import notice
-from app.worker import (
+from app.cli.rpc_server import notice
+from app.host.worker import (
     ChatTurn,
     EngineFailed,
     EngineLoaded,
@@ -34,7 +34,7 @@ from app.worker import (
 from engine import rpc
 from engine.config import EngineConfig
 from engine.events import Finished
-from engine.tiny import write_tiny_model
+from tests.tiny import write_tiny_model
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER_BIN = Path(sys.executable).parent / "ggml-rpc-server"

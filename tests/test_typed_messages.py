@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hub_server import FakeHub, tiny_pair_catalog
 
-from app.downloads import DownloadStopped, HubUnreachableError
+from app.library.downloads import DownloadStopped, HubUnreachableError
 from engine.config import EngineConfig
 from engine.errors import (
     EmptyModelError,
@@ -33,7 +33,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt  # noqa: E402
 
 from app import paths  # noqa: E402
-from app.catalog import MachineInfo, draft_choices, parse_catalog, scan_local_models  # noqa: E402
+from app.library.catalog import MachineInfo, draft_choices, parse_catalog, scan_local_models  # noqa: E402
 from engine.gguf_info import read_gguf_info  # noqa: E402
 from ui.models_page import DownloadEnd, ModelsPage, _Job  # noqa: E402
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from app.remote_worker import NO_DRAFT_MARKS
+from app.host.remote_worker import NO_DRAFT_MARKS
 from app.settings import load_settings
 from app.store import Store
 from tests.serve_process import ServeProcess, free_port
@@ -280,8 +280,8 @@ def test_remote_worker_speaks_the_workers_messages(server: ServeProcess) -> None
     server's numbers while it streams (not only at the end), finished; Stop ends it as cancelled."""
     import queue
 
-    from app.remote_worker import RemoteTarget, RemoteWorker
-    from app.worker import ChatTurn, EngineLoaded, LoadRequest, ReplyEvent, ReplyRequest, ReplyStarted
+    from app.host.remote_worker import RemoteTarget, RemoteWorker
+    from app.host.worker import ChatTurn, EngineLoaded, LoadRequest, ReplyEvent, ReplyRequest, ReplyStarted
     from engine.config import EngineConfig, SamplingParams
     from engine.events import Finished, Stats, TextPiece
 

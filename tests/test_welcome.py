@@ -11,8 +11,8 @@ from hub_server import TINY_DRAFT_REPO, TINY_REPO, FakeHub, tiny_pair_catalog
 
 pytest.importorskip("pytestqt")
 
-from app import catalog as catalog_module  # noqa: E402
-from app.catalog import MachineInfo, load_catalog  # noqa: E402
+from app.library import catalog as catalog_module  # noqa: E402
+from app.library.catalog import MachineInfo, load_catalog  # noqa: E402
 from app.settings import load_settings  # noqa: E402
 from ui.welcome import WelcomePanel, recommend_pair  # noqa: E402
 

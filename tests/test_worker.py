@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.worker import (
+from app.host.worker import (
     ChatTurn,
     DraftChanged,
     DraftFailed,

@@ -114,7 +114,7 @@ set_delay() {
 
 if [ "$CHECK" = 1 ]; then
     TINY=$(mktemp -d)/tiny.gguf
-    "$PY" -c "from engine.tiny import write_tiny_model; write_tiny_model('$TINY', n_layers=4)"
+    "$PY" -c "from tests.tiny import write_tiny_model; write_tiny_model('$TINY', n_layers=4)"
     for delay in 0 1; do
         set_delay "$delay"
         echo "delay $delay ms each way ($METHOD): RPC handshake $RTT"
@@ -125,8 +125,8 @@ if [ "$CHECK" = 1 ]; then
     exit 0
 fi
 
-TARGET=$("$PY" -c "from app.default_model import ensure_default_f16; print(ensure_default_f16())")
-DRAFT=$("$PY" -c "from app.default_model import ensure_default_model; print(ensure_default_model())")
+TARGET=$("$PY" -c "from app.library.default_model import ensure_default_f16; print(ensure_default_f16())")
+DRAFT=$("$PY" -c "from app.library.default_model import ensure_default_model; print(ensure_default_model())")
 SUMMARY="$OUT/summary.md"
 {
     echo "Delay: $METHOD, added in each direction; threads $THREADS on each side; $MAX_TOKENS tokens;"

@@ -11,6 +11,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -59,4 +60,5 @@ def row(path: str, delay: str, handshake: str, mode: str) -> None:
 
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
-    {"wait": wait, "rtt": rtt, "row": row}[command](*args)
+    commands: dict[str, Callable[..., None]] = {"wait": wait, "rtt": rtt, "row": row}
+    commands[command](*args)

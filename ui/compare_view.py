@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.reply import Reply, ReplyProgress
+from app.host.reply import Reply, ReplyProgress
 from engine.events import Stats
 from ui import theme
 from ui.markdown_view import MessageBody

@@ -2,7 +2,7 @@
 
 The window owns the store (conversations on disk), the settings and the engine controller. It
 knows the engine only through the controller's signals: replies arrive as coalesced
-ReplyProgress updates of one reply buffer (app.reply), are shown (only the new text is laid out),
+ReplyProgress updates of one reply buffer (app.host.reply), are shown (only the new text is laid out),
 and are written to the store at most every SAVE_INTERVAL_S
 and at their end, so a crash of anything loses at most that much of a reply.
 """
@@ -33,12 +33,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.controller import EngineController
-from app.model_spec import parse_draft
-from app.reply import Reply, ReplyProgress
+from app.host.controller import EngineController
+from app.host.reply import Reply, ReplyProgress
+from app.host.worker import ChatTurn, EngineInfo, ReplyStarted
+from app.library.model_spec import parse_draft
 from app.settings import Settings, load_settings, save_settings
 from app.store import Message, Store
-from app.worker import ChatTurn, EngineInfo, ReplyStarted
 from engine.events import Stats
 from ui.chat_view import ChatView
 from ui.compare_view import CompareView
@@ -254,7 +254,7 @@ class MainWindow(QMainWindow):
         self._welcome_download: str | None = None  # the pair its button is downloading
         self._is_welcome_connected = False
         try:
-            from app.catalog import detect_machine, gpu_memory_bytes, load_catalog
+            from app.library.catalog import detect_machine, gpu_memory_bytes, load_catalog
             from ui.welcome import WelcomePanel
 
             machine = detect_machine()
@@ -370,8 +370,8 @@ class MainWindow(QMainWindow):
         return self._draft_override or self.settings.draft
 
     def start_engine(self) -> None:
-        # Settings → Engine: a server (app/remote_worker.py) or this computer.
-        from app.remote_worker import RemoteTarget
+        # Settings → Engine: a server (app/host/remote_worker.py) or this computer.
+        from app.host.remote_worker import RemoteTarget
 
         s = self.settings
         remote = RemoteTarget(s.remote_url, s.remote_api_key, s.remote_model) if s.is_remote else None

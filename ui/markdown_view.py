@@ -344,7 +344,7 @@ class MessageBody(QTextBrowser):
 
     def stream(self, source: str, spans: Sequence[tuple[int, int]], tint: bool) -> None:
         """Show a streaming reply's text so far: `source` extends what was shown before, and only
-        the new text is laid out. `spans` are sorted and disjoint (app.reply.Reply's).
+        the new text is laid out. `spans` are sorted and disjoint (app.host.reply.Reply's).
 
         At most MAX_STREAM_STEP new characters are laid out per turn of the event loop; a burst
         bigger than that (an engine far faster than the window) is shown over the next turns."""

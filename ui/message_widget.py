@@ -8,7 +8,7 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
-from app.reply import ReplyText
+from app.host.reply import ReplyText
 from engine.events import Stats
 from ui import theme
 from ui.markdown_view import MessageBody
@@ -23,7 +23,6 @@ STATUS_NOTES = {
 
 
 class MessageWidget(QFrame):
-    copy_requested = Signal(int)
     edit_requested = Signal(int)
 
     def __init__(self, message_id: int, role: str, parent: QWidget | None = None) -> None:
@@ -156,4 +155,3 @@ class MessageWidget(QFrame):
 
     def on_copy_button_clicked(self) -> None:
         QApplication.clipboard().setText(self.text())
-        self.copy_requested.emit(self.message_id)

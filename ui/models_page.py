@@ -1,6 +1,6 @@
 """The models page: catalog pairs to download, local models, import, and a pair picker.
 
-Downloads run on plain Python threads (app.downloads knows no Qt); each reports through a small
+Downloads run on plain Python threads (app.library.downloads knows no Qt); each reports through a small
 QObject whose signals are emitted from that thread and delivered queued on the GUI thread, so
 no widget is touched off the GUI thread. Pause and cancel set a flag the downloader reads once
 per chunk (a busy thread never sees a queued signal).
@@ -39,7 +39,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import paths
-from app.catalog import (
+from app.library.catalog import (
     NGRAM,
     NO_DRAFT,
     Catalog,
@@ -57,7 +57,7 @@ from app.catalog import (
     local_model,
     scan_local_models,
 )
-from app.downloads import (
+from app.library.downloads import (
     DownloadControl,
     DownloadProgress,
     DownloadStopped,
@@ -497,7 +497,7 @@ class ModelsPage(QWidget):
     def start_download(self, key: str, requests: Sequence[FileRequest]) -> None:
         if key in self.jobs:
             return
-        from app.downloads import download_files
+        from app.library.downloads import download_files
 
         models_dir = self.models_dir
         options = self.download_options
@@ -570,7 +570,7 @@ class ModelsPage(QWidget):
         """The built-in model ships in Tandem's packages: join its chunks once, then offer it."""
 
         def run(control: DownloadControl, on_progress: Callable[[DownloadProgress], None]) -> list[Path]:
-            from app.default_model import ensure_default_model
+            from app.library.default_model import ensure_default_model
 
             return [ensure_default_model()]
 

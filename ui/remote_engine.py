@@ -13,7 +13,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QWidget
 
-from app.remote import RemoteClient, RemoteError, api_base
+from app.api.remote import RemoteClient, RemoteError, api_base
 from app.settings import Settings
 
 ENGINE_CHOICES = (("This computer", "local"), ("A server", "remote"))

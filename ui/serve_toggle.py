@@ -1,7 +1,7 @@
 """The toolbar's "Serve API" switch: the window's loaded engine on the OpenAI-compatible API.
 
 As LM Studio's server tab does: other programs on this computer use the model the window has
-loaded, through the same API as `tandem serve` (app/serve.py), without a second copy of it in
+loaded, through the same API as `tandem serve` (app/api/serve.py), without a second copy of it in
 memory. Their replies run in the window's own engine process, one at a time with the window's.
 The address is shown in the status bar while it serves; it listens on 127.0.0.1 only.
 """
@@ -14,8 +14,8 @@ from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel
 
-from app.serve import DEFAULT_PORT, ApiServer, BackgroundServer, SharedEngineHost, listen
-from app.worker import EngineLoaded
+from app.api.serve import DEFAULT_PORT, ApiServer, BackgroundServer, SharedEngineHost, listen
+from app.host.worker import EngineLoaded
 from engine.errors import TandemError
 
 HOST = "127.0.0.1"

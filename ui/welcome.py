@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from app.catalog import Catalog, CatalogPair, MachineInfo, format_bytes
+from app.library.catalog import Catalog, CatalogPair, MachineInfo, format_bytes
 
 # Chat pairs from the catalog, most capable first. The Coder pair is left out: its base models
 # complete code rather than chat.

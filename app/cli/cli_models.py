@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TextIO
 
 from app import paths
-from app.catalog import (
+from app.cli.cli_base import EXIT_BAD_INPUT, EXIT_OK, Parser, at_the_edge
+from app.library.catalog import (
     Catalog,
     LocalModel,
     detect_machine,
@@ -36,9 +37,8 @@ from app.catalog import (
     load_catalog,
     scan_local_models,
 )
-from app.cli_base import EXIT_BAD_INPUT, EXIT_OK, Parser, at_the_edge
-from app.downloads import DownloadProgress, FileRequest, download_files, pair_requests
-from app.model_spec import parse_model
+from app.library.downloads import DownloadProgress, FileRequest, download_files, pair_requests
+from app.library.model_spec import parse_model
 from engine.errors import TandemError
 
 EXIT_ERROR = EXIT_BAD_INPUT
@@ -95,7 +95,7 @@ def run_models(args: argparse.Namespace) -> int:
 
 
 def main_models(argv: list[str]) -> int:
-    """`tandem models ARGV...` as a function, for tests and `python -m app.cli_models`."""
+    """`tandem models ARGV...` as a function, for tests and `python -m app.cli.cli_models`."""
     parser = Parser(prog="tandem")
     subparsers = parser.add_subparsers(dest="command", parser_class=Parser)
     add_models_parser(subparsers)
@@ -166,7 +166,7 @@ def _cmd_download(args: argparse.Namespace) -> int:
         requests = pair_requests(pair)
         if not requests:
             # The embedded pair ships inside Tandem's own packages: assemble it, nothing to fetch.
-            from app.default_model import ensure_default_model
+            from app.library.default_model import ensure_default_model
 
             print(ensure_default_model())
             return EXIT_OK

@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from app.cli_base import EXIT_BAD_INPUT, Parser, at_the_edge
-from app.model_spec import parse_draft, parse_model
+from app.cli.cli_base import EXIT_BAD_INPUT, Parser, at_the_edge
+from app.library.model_spec import parse_draft, parse_model
 from app.paths import cost_cache_dir
 from engine.config import EngineConfig, SamplingParams, default_threads
 from engine.errors import TandemError
@@ -24,7 +24,7 @@ class UserError(TandemError):
 
 
 def resolve_model(spec: str) -> str:
-    """A model path, or `default` / `default-f16` / `default-costly` (app/model_spec.py)."""
+    """A model path, or `default` / `default-f16` / `default-costly` (app/library/model_spec.py)."""
     return parse_model(spec).resolve()
 
 
@@ -106,15 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", default=None, help="also write the report as Markdown here")
 
     try:
-        from app.cli_models import add_models_parser
+        from app.cli.cli_models import add_models_parser
     except ImportError:  # the model library is optional for the engine's CLI
         pass
     else:
         add_models_parser(sub)
-    from app.serve import add_serve_parser
+    from app.cli.serve import add_serve_parser
 
     add_serve_parser(sub, _add_engine_args)
-    from app.rpc_server import add_rpc_server_parser
+    from app.cli.rpc_server import add_rpc_server_parser
 
     add_rpc_server_parser(sub)
     return parser
@@ -181,7 +181,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from engine.session import Engine
 
     if args.remote:
-        from app.remote import cmd_generate_remote
+        from app.cli.remote import cmd_generate_remote
 
         return cmd_generate_remote(args)
     if not args.model:
@@ -262,19 +262,19 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "generate":
         return cmd_generate(args)
     if args.command == "serve":
-        from app.serve import cmd_serve
+        from app.cli.serve import cmd_serve
 
         return cmd_serve(args)
     if args.command == "bench":
-        from app.bench import cmd_bench
+        from app.cli.bench import cmd_bench
 
         return cmd_bench(args)
     if args.command == "models":
-        from app.cli_models import run_models
+        from app.cli.cli_models import run_models
 
         return run_models(args)
     if args.command == "rpc-server":
-        from app.rpc_server import run_rpc_server
+        from app.cli.rpc_server import run_rpc_server
 
         return run_rpc_server(args)
     parser.print_help()

@@ -1,6 +1,6 @@
 """GUI stall benchmark: the longest the window's event loop stops while a long reply streams.
 
-`python -m app.bench_gui` (run by `make bench`) opens the real main window, sends one message
+`python -m tools.bench_gui` (run by `make bench`) opens the real main window, sends one message
 and streams an 8,000-token reply of real text into it: about 32,000 characters of paragraphs,
 lists and fenced code, taken from this repository's README and sources. A tiny test model's
 tokens are single bytes, so no model is used: a stand-in engine process (an EngineHost that
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from app.worker import EngineInfo
+    from app.host.worker import EngineInfo
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MS = 50.0
@@ -113,7 +113,7 @@ class ScriptedEngine:
             thread.join(timeout_s)
 
     def send(self, request: object) -> None:
-        from app.worker import DraftChanged, EngineLoaded, LoadRequest, ReplyRequest, SetDraftRequest
+        from app.host.worker import DraftChanged, EngineLoaded, LoadRequest, ReplyRequest, SetDraftRequest
 
         if isinstance(request, LoadRequest):
             self._on_message(EngineLoaded(_info(request.config.target_path or "bench.gguf")))
@@ -125,7 +125,7 @@ class ScriptedEngine:
             thread.start()
 
     def _reply(self, request_id: int) -> None:
-        from app.worker import ReplyEvent, ReplyStarted
+        from app.host.worker import ReplyEvent, ReplyStarted
         from engine.events import Finished, Stats, StopReason, TextPiece
 
         send = self._on_message
@@ -173,7 +173,7 @@ class ScriptedEngine:
 
 
 def _info(target_path: str) -> EngineInfo:
-    from app.worker import EngineInfo
+    from app.host.worker import EngineInfo
 
     return EngineInfo(
         target_path=target_path,
@@ -192,9 +192,9 @@ def measure(n_tokens: int, n_chars: int, tokens_per_s: float) -> dict[str, float
     """Open the window, stream one reply, return the longest stall and what else was seen."""
     from PySide6.QtCore import QTimer
 
-    from app.controller import EngineController
     from app.gui import freeze_startup_objects
     from app.gui import wait_until as wait_for
+    from app.host.controller import EngineController
     from app.settings import Settings, load_settings, save_settings
     from ui.main_window import MainWindow
 
@@ -273,7 +273,7 @@ def measure(n_tokens: int, n_chars: int, tokens_per_s: float) -> dict[str, float
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.bench_gui", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.bench_gui", description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=8000, help="tokens in the reply (default 8000)")
     parser.add_argument("--chars", type=int, default=32_000, help="characters in the reply (default 32000)")
     parser.add_argument(

@@ -33,7 +33,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app import paths
-from app.catalog import CatalogPair, format_bytes
+from app.library.catalog import CatalogPair, format_bytes
 from engine.errors import DownloadError
 
 ProgressCallback = Callable[["DownloadProgress"], None]

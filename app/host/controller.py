@@ -3,7 +3,7 @@
 The GUI thread never waits on the engine. A reader thread (in WorkerProcess) receives every
 message and appends it to a queue; the first message into an empty queue wakes the GUI thread
 once, and a single-shot timer then drains the whole queue at most every FLUSH_INTERVAL_MS. The
-text pieces of one drain are appended to their reply's one buffer (app.reply.Reply) and announced
+text pieces of one drain are appended to their reply's one buffer (app.host.reply.Reply) and announced
 by one ReplyProgress, so a model producing thousands of tokens a second costs the window about
 40 repaints a second, and an idle engine costs nothing.
 
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from app.reply import Reply, ReplyProgress
-from app.worker import (
+from app.host.reply import Reply, ReplyProgress
+from app.host.worker import (
     ChatTurn,
     DraftChanged,
     DraftFailed,
@@ -45,7 +45,7 @@ from engine.config import EngineConfig, SamplingParams
 from engine.events import Finished, Stats
 
 if TYPE_CHECKING:
-    from app.remote_worker import RemoteTarget
+    from app.host.remote_worker import RemoteTarget
 
 __all__ = ["FLUSH_INTERVAL_MS", "EngineController", "Reply", "ReplyProgress"]
 
@@ -54,7 +54,7 @@ DRAIN_BUDGET_S = 0.005  # one drain handles messages for about this long, then y
 
 
 class EngineHost(Protocol):
-    """What the controller needs of the engine's process (app.worker.WorkerProcess); it calls
+    """What the controller needs of the engine's process (app.host.worker.WorkerProcess); it calls
     the `on_message` it was made with, on a thread of its own, with every message."""
 
     @property
@@ -82,8 +82,8 @@ class EngineController(QObject):
     draft_changed = Signal(object)  # EngineInfo
     draft_failed = Signal(str)
     reply_started = Signal(object)  # worker.ReplyStarted
-    reply_progressed = Signal(object)  # app.reply.ReplyProgress
-    reply_finished = Signal(object)  # app.reply.Reply, its `finished` set
+    reply_progressed = Signal(object)  # app.host.reply.ReplyProgress
+    reply_finished = Signal(object)  # app.host.reply.Reply, its `finished` set
     reply_failed = Signal(int, str, bool)  # request id, sentence, whether the engine died
     busy_changed = Signal(bool)
     _woke = Signal()  # emitted from the reader thread; queued to the GUI thread
@@ -93,7 +93,7 @@ class EngineController(QObject):
         parent: QObject | None = None,
         worker_factory: Callable[[Callable[[object], None]], EngineHost] = WorkerProcess,
     ) -> None:
-        """worker_factory(on_message) makes the engine's process (app.bench_gui passes a stand-in)."""
+        """worker_factory(on_message) makes the engine's process (tools.bench_gui passes a stand-in)."""
         super().__init__(parent)
         self._worker_factory = worker_factory
         self._local_factory = worker_factory
@@ -146,13 +146,13 @@ class EngineController(QObject):
         self._worker.send(LoadRequest(config))
 
     def use_remote(self, target: RemoteTarget | None) -> None:
-        """Use a server (app.remote_worker.RemoteTarget) as the engine, or None: this computer's.
+        """Use a server (app.host.remote_worker.RemoteTarget) as the engine, or None: this computer's.
         Applies from the next load; a change ends the current engine and what it owed."""
         if target == self._remote:
             return
         from functools import partial
 
-        from app.remote_worker import RemoteWorker
+        from app.host.remote_worker import RemoteWorker
 
         self._remote = target
         self._worker_factory = self._local_factory if target is None else partial(RemoteWorker, target=target)
@@ -226,15 +226,7 @@ class EngineController(QObject):
             worker.shutdown()
         self._fail_pending("the app is closing", engine_died=True)
 
-    def kill_worker_for_test(self) -> None:
-        """SIGKILL the child, as the OOM killer would (tests only)."""
-        import os
-        import signal
-
-        if self._worker is not None and self._worker.pid:
-            os.kill(self._worker.pid, signal.SIGKILL)
-
-    # ---- another user of the same engine (the window's API server, app.serve.SharedEngineHost)
+    # ---- another user of the same engine (the window's API server, app.api.serve.SharedEngineHost)
 
     def set_tap(self, tap: Callable[[object], bool] | None) -> None:
         """tap(message) sees every worker message first, on the reader thread; the messages it

@@ -9,7 +9,7 @@ above. The command line (`generate`, `bench`, `serve`, `models pairs`), the wind
 embedded files are made only by `resolve()`, where a path is needed (in the engine's worker
 for the window, so the window opens at once).
 
-No Qt, no engine: parsing is pure; resolving imports app.default_model lazily.
+No Qt, no engine: parsing is pure; resolving imports app.library.default_model lazily.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class ModelSpec:
         """The GGUF file's path; an embedded model is joined or made on first use."""
         if self.embedded is None:
             return str(Path(self.path).expanduser()) if self.path.startswith("~") else self.path
-        from app import default_model
+        from app.library import default_model
 
         make: dict[Embedded, Callable[[], Path]] = {
             Embedded.DEFAULT: default_model.ensure_default_model,

@@ -1,6 +1,6 @@
 """`make screenshot`: the real window on first start, on the embedded default model.
 
-    python -m app.screenshot resources/screenshot.png
+    python -m tools.screenshot resources/screenshot.png
 
 Runs the real app (on the display if there is one, as under `xvfb-run -a`; offscreen where
 there is none, or where QT_QPA_PLATFORM=offscreen says so, as `make screenshot` does) in a
@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
     out = Path(argv[0] if argv else "resources/screenshot.png").resolve()
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # no display: draw off screen
-    from app.default_model import ensure_default_model
+    from app.library.default_model import ensure_default_model
 
     model = ensure_default_model()  # in the usual models folder, before TANDEM_HOME moves
     os.environ["TANDEM_HOME"] = tempfile.mkdtemp(prefix="tandem-screenshot-")

@@ -258,7 +258,7 @@ class _Child:
 
         self.close_engine()
         try:
-            from app.model_spec import parse_draft, parse_model
+            from app.library.model_spec import parse_draft, parse_model
 
             # `default` (or nothing), `default-f16`, a path: read as the command line reads it.
             target = parse_model(config.target_path)
@@ -300,7 +300,7 @@ class _Child:
             self.send(DraftFailed(f"speculation cannot change: {self.load_error}", ErrorKind.NO_ENGINE))
             return
         try:
-            from app.model_spec import parse_draft
+            from app.library.model_spec import parse_draft
 
             draft = parse_draft(draft).resolve()
             self.engine.set_draft(draft)

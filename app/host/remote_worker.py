@@ -1,10 +1,10 @@
 """The window's engine on another computer: an OpenAI-compatible server in place of the worker.
 
 RemoteWorker has WorkerProcess's interface (start/send/cancel/shutdown/is_alive, pid/exitcode)
-and delivers the same messages (app.worker: EngineLoaded, ReplyStarted, ReplyEvent with
+and delivers the same messages (app.host.worker: EngineLoaded, ReplyStarted, ReplyEvent with
 TextPiece/Stats/Finished, ReplyFailed, ...), so the controller, the chat, Stop, Regenerate, Edit
 and the store work as with a local engine. Requests are served one at a time by a thread that
-streams through app.remote.RemoteClient.
+streams through app.api.remote.RemoteClient.
 
 What the server says is shown as it says it: tokens the draft wrote are tinted where the server
 marks them (`tandem serve` adds `"tandem": {"drafted", "n_tokens"}` to each chunk); acceptance
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.remote import LIST_TIMEOUT_S, RemoteClient, RemoteError, RemoteResult, api_base
-from app.worker import (
+from app.api.remote import LIST_TIMEOUT_S, RemoteClient, RemoteError, RemoteResult, api_base
+from app.host.worker import (
     DraftFailed,
     EngineFailed,
     EngineInfo,
@@ -126,7 +126,7 @@ class _ReplyState:
 
 
 class RemoteWorker:
-    """Parent-side handle of a remote engine, shaped as app.worker.WorkerProcess."""
+    """Parent-side handle of a remote engine, shaped as app.host.worker.WorkerProcess."""
 
     def __init__(self, on_message: Callable[[object], None], target: RemoteTarget) -> None:
         self._on_message = on_message

@@ -1,9 +1,9 @@
 """The README's gallery: the real window in one theme at one scale, mid-reply, Compare, Models.
 
-    QT_SCALE_FACTOR=2 python -m app.screenshot_set --theme dark --out resources
+    QT_SCALE_FACTOR=2 python -m tools.screenshot_set --theme dark --out resources
 
 writes resources/screenshot-chat-dark-2x.png, -compare-, -code- and -models- (one scale per process:
-Qt reads QT_SCALE_FACTOR once). It drives the window as the first app/screenshot.py did (its texts, a
+Qt reads QT_SCALE_FACTOR once). It drives the window as the first tools/screenshot.py did (its texts, a
 scratch TANDEM_HOME, the embedded Gemma 3 270M): a plain reply measures this machine's plain
 speed, then an n-gram reply is grabbed half way with the speed panel live; then Compare runs
 one prompt off and on, and the Models page is grabbed as it opens. Run it under a real X
@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-# The texts of the first app/screenshot.py (Gemma 3 270M is a base model: it may paraphrase).
+# The texts of the first tools/screenshot.py (Gemma 3 270M is a base model: it may paraphrase).
 EXAMPLE = "The quick brown fox jumps over the lazy dog. It was the best of times, it was the worst of times."
 PLAIN_PARAGRAPH = (
     "Speculative decoding lets a fast guesser propose several tokens at once, and the large model "
@@ -43,7 +43,7 @@ CODE_ANSWER = "Here it is:\n\n```python\ndef add(a: int, b: int) -> int:\n    re
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.screenshot_set")
+    parser = argparse.ArgumentParser(prog="python -m tools.screenshot_set")
     parser.add_argument("--theme", choices=("light", "dark"), default="light")
     parser.add_argument("--out", default="resources")
     parser.add_argument("--pages", default="chat,compare,code,models")
@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
         return out_dir / f"screenshot-{page}-{args.theme}-{scale}x.png"
 
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from app.default_model import ensure_default_model
+    from app.library.default_model import ensure_default_model
 
     model = ensure_default_model()
     os.environ["TANDEM_HOME"] = tempfile.mkdtemp(prefix="tandem-screenshots-")
@@ -68,8 +68,8 @@ def main(argv: list[str]) -> int:
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.controller import ReplyProgress
     from app.gui import wait_until as wait_for
+    from app.host.controller import ReplyProgress
     from app.settings import load_settings, save_settings
     from ui.main_window import MainWindow
 

@@ -1,4 +1,5 @@
-"""`tandem serve`: the engine on an OpenAI-compatible HTTP API.
+"""The engine on an OpenAI-compatible HTTP API: the server of `tandem serve` (app/cli/serve.py)
+and of the window's serve toggle (ui/serve_toggle.py).
 
 Built on Starlette (routing, requests, JSON responses) served by uvicorn: both are small, widely
 used and maintained, and together they are the ASGI stack most Python model servers stand on,
@@ -6,7 +7,7 @@ so the HTTP parsing, keep-alive and shutdown are theirs, not ours. The two gener
 are plain ASGI apps under Starlette's router: a generation needs the request's receive channel
 for its whole life, to notice a client that leaves and cancel its reply within one step.
 
-The engine runs in the same worker process the window uses (app/worker.py): a native crash in
+The engine runs in the same worker process the window uses (app/host/worker.py): a native crash in
 llama.cpp kills only that child, the request it was serving gets a 500, and the next request
 starts a fresh engine. One generation runs at a time; up to `--queue` more wait their turn, and
 beyond that a request gets 503 with Retry-After. The engine keeps its KV cache between requests,
@@ -24,13 +25,10 @@ adds `timings` to the text chunks as the engine reports them.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import hmac
-import ipaddress
 import json
-import signal
 import socket
 import sys
 import threading
@@ -41,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.worker import (
+from app.host.worker import (
     ChatTurn,
     DraftChanged,
     EngineFailed,
@@ -542,7 +540,7 @@ class EngineHost:
 
 
 class SharedEngineHost(EngineHost):
-    """An engine whose worker process someone else owns: the window's (app.controller).
+    """An engine whose worker process someone else owns: the window's (app.host.controller).
 
     The owner passes every message of its worker through tap() first; replies to this host's
     requests (ids from FIRST_REQUEST_ID on, far above the owner's) are taken, everything else is
@@ -1104,35 +1102,7 @@ async def _read_body(receive: Receive) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------
-# The command
-
-
-def add_serve_parser(sub: Any, add_engine_args: Callable[..., None]) -> None:
-    s = sub.add_parser("serve", help="serve the model on an OpenAI-compatible HTTP API")
-    add_engine_args(s, model_default="default")
-    s.add_argument("--draft", default="ngram", help="draft GGUF path, `ngram` (default), or `none`")
-    s.add_argument(
-        "--host",
-        default=DEFAULT_HOST,
-        help=f"address to listen on (default {DEFAULT_HOST}: this computer only)",
-    )
-    s.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
-    s.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every /v1 request")
-    s.add_argument(
-        "--queue",
-        type=int,
-        default=DEFAULT_QUEUE,
-        help=f"requests that may wait while one generates (default {DEFAULT_QUEUE})",
-    )
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+# The socket (`tandem serve` and the window's serve toggle listen on it)
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -1154,75 +1124,3 @@ def listen(host: str, port: int) -> socket.socket:
         raise TandemError(f"cannot listen on {host}:{port}: {reason}") from None
     sock.set_inheritable(True)
     return sock
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    from app import paths
-    from app.cli import UserError, engine_config, validate_engine_args
-    from engine.gguf_info import read_gguf_info
-    from engine.pairing import check_pair
-
-    validate_engine_args(argparse.Namespace(**vars(args), max_tokens=1))  # --ctx, --threads, --rpc ...
-    if not 0 <= args.port <= 65535:
-        raise UserError(f"--port must be between 0 and 65535 (got {args.port})")
-    if args.queue < 0:
-        raise UserError(f"--queue must be 0 or more (got {args.queue})")
-    if args.api_key is not None and not args.api_key.strip():
-        raise UserError("--api-key is empty")
-    if not is_loopback(args.host) and not args.api_key:
-        say(
-            f"warning: serving on {args.host} without --api-key: anyone who can reach this computer "
-            "on the network can use the model"
-        )
-    config = engine_config(args)
-    # The files' own checks, before anything listens: a bad model is an error line, at once.
-    target = read_gguf_info(config.target_path)
-    if config.speculation == "draft" and config.draft:
-        check_pair(target, read_gguf_info(config.draft))
-
-    sock = listen(args.host, args.port)
-    host = EngineHost(config, max_queue=args.queue, log_path=paths.logs_dir() / "serve-worker.log")
-    try:
-        say(f"tandem serve: loading {Path(config.target_path).name}…")
-        host.start()
-        info = host.wait_loaded()
-        return _run_uvicorn(ApiServer(host, args.api_key), info, sock)
-    finally:
-        host.shutdown()
-        sock.close()
-
-
-class _Stopped(Exception):
-    pass
-
-
-def _stop_on_signal(signum: int, frame: object) -> None:
-    raise _Stopped
-
-
-def _run_uvicorn(server: ApiServer, info: EngineInfo, sock: socket.socket) -> int:
-    import uvicorn
-
-    address = sock.getsockname()
-    host_text = f"[{address[0]}]" if ":" in address[0] else address[0]
-    url = f"http://{host_text}:{address[1]}/v1"
-    say(f"tandem serve: {info.pair_note}")
-    say(f"tandem serve: model '{model_id(info)}', context {info.n_ctx} tokens")
-    say(f"tandem serve: listening on {url} (OpenAI-compatible; Ctrl+C stops)")
-    config = uvicorn.Config(
-        server.build_app(),
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-        timeout_graceful_shutdown=3,
-    )
-    stop_handler = signal.signal(signal.SIGTERM, _stop_on_signal)
-    try:
-        # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again.
-        uvicorn.Server(config).run(sockets=[sock])
-    except (KeyboardInterrupt, _Stopped):
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, stop_handler)
-    say("tandem serve: stopped")
-    return 0

@@ -1,0 +1,1 @@
+"""Developer tools, not part of the product: run from the repository root (`python -m tools.screenshot`)."""
