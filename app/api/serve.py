@@ -340,7 +340,16 @@ class _Job:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, message)
 
     async def get(self) -> object:
-        message = await self.queue.get()
+        return self._seen(await self.queue.get())
+
+    def drain(self) -> list[object]:
+        """Every message that has arrived already, without waiting."""
+        out = []
+        while not self.queue.empty():
+            out.append(self._seen(self.queue.get_nowait()))
+        return out
+
+    def _seen(self, message: object) -> object:
         if isinstance(message, (ReplyFailed, WorkerDied)) or (
             isinstance(message, ReplyEvent) and isinstance(message.event, Finished)
         ):
@@ -1046,8 +1055,15 @@ class _Endpoint:
         first = True
         pending = [m for m in head if isinstance(m, ReplyEvent)]
         stats: Stats | None = None
+        out: list[bytes] = []  # events for one write: whatever arrived in one turn of the loop
         while True:
-            message = pending.pop(0) if pending else await job.get()
+            if not pending:
+                if out:
+                    await emit(b"".join(out))
+                    out.clear()
+                pending.append(await job.get())
+                pending.extend(job.drain())
+            message = pending.pop(0)
             if isinstance(message, ReplyEvent):
                 event = message.event
                 if isinstance(event, Stats):
@@ -1058,19 +1074,20 @@ class _Endpoint:
                     chunk["tandem"] = {"drafted": event.is_draft, "n_tokens": event.n_tokens}
                     if reply.request.timings_per_token and stats is not None:
                         chunk["timings"] = _timings(stats)
-                    await emit(_sse(chunk))
+                    out.append(_sse(chunk))
                     first = False
                 elif isinstance(event, Finished):
                     if first:
-                        await emit(_sse(reply.chunk("", first=True)))
-                    for chunk in reply.last_chunks(event):
-                        await emit(_sse(chunk))
-                    await emit(b"data: [DONE]\n\n", more=False)
+                        out.append(_sse(reply.chunk("", first=True)))
+                    out.extend(_sse(chunk) for chunk in reply.last_chunks(event))
+                    out.append(b"data: [DONE]\n\n")
+                    await emit(b"".join(out), more=False)
                     self._log(reply.request, event, gone.is_set(), time.monotonic() - t0)
                     return
             elif isinstance(message, (ReplyFailed, WorkerDied)):
                 error = self._failure(message, head, reply.info)
-                await emit(_sse({"error": {**error.body()["error"], "code": error.status}}), more=False)
+                out.append(_sse({"error": {**error.body()["error"], "code": error.status}}))
+                await emit(b"".join(out), more=False)
                 say(f"tandem serve: {error.status} mid-stream: {error.message}")
                 return
 
