@@ -168,3 +168,8 @@ def test_catalog_corrections_checked_against_the_hub() -> None:
         if bad.target.startswith("Llama 3.1") and bad.draft.startswith("Qwen2.5")
     )
     assert llama_qwen.rule.startswith("add-BOS flag")
+
+
+def test_every_shipped_pair_says_what_it_is_good_for() -> None:
+    for pair in load_catalog().pairs:
+        assert 20 < len(pair.good_for) < 200, pair.name  # one sentence, for the Models page's card

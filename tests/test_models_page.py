@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 import shutil
 from pathlib import Path
 
@@ -11,10 +13,11 @@ from hub_server import TINY_DRAFT_REPO, TINY_REPO, FakeHub, tiny_pair_catalog
 pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl  # noqa: E402
-from PySide6.QtGui import QDropEvent  # noqa: E402
+from PySide6.QtGui import QDropEvent, QPalette  # noqa: E402
+from PySide6.QtWidgets import QFrame, QLabel, QProgressBar, QPushButton, QToolButton, QWidget  # noqa: E402
 
 from app import paths  # noqa: E402
-from app.library.catalog import MachineInfo, parse_catalog  # noqa: E402
+from app.library.catalog import MachineInfo, load_catalog, parse_catalog  # noqa: E402
 from ui.models_page import CUSTOM_KEY, ModelsPage  # noqa: E402
 
 REPO, DRAFT_REPO = TINY_REPO, TINY_DRAFT_REPO  # served by the `hub` fixture (conftest.py)
@@ -36,30 +39,70 @@ def make_page(qtbot, hub: FakeHub | None = None) -> ModelsPage:
     return page
 
 
-def test_page_downloads_a_pair_with_live_progress_and_lists_the_files(qtbot, hub: FakeHub) -> None:
+def card_named(page: ModelsPage, title: str) -> QFrame:
+    """A catalog card, found as a screen reader finds it: by its accessible name."""
+    cards = [c for c in page.findChildren(QFrame, "pairCard") if c.accessibleName() == title]
+    assert len(cards) == 1, [c.accessibleName() for c in page.findChildren(QFrame, "pairCard")]
+    return cards[0]
+
+
+def text_of(card: QWidget, name: str) -> str:
+    label = card.findChild(QLabel, name)
+    assert label is not None, name
+    return label.text()
+
+
+def button_named(card: QWidget, accessible_name: str) -> QPushButton:
+    found = [b for b in card.findChildren(QPushButton) if b.accessibleName() == accessible_name]
+    assert len(found) == 1, [b.accessibleName() for b in card.findChildren(QPushButton)]
+    return found[0]
+
+
+def test_page_downloads_a_pair_with_live_progress_on_its_card_and_lists_the_files(
+    qtbot, hub: FakeHub
+) -> None:
     page = make_page(qtbot, hub)
     assert page.local_table.rowCount() == 0
-    assert page.catalog_table.item(0, 2).text() == "yes"
+    card = card_named(page, "Tiny target + tiny draft")
+    assert text_of(card, "pairFit").startswith("✓ Fits")
+    download = button_named(card, "Download Tiny target + tiny draft")
+    pause = button_named(card, "Pause the download of Tiny target + tiny draft")
+    use = button_named(card, "Chat with Tiny target + tiny draft")
+    bar = card.findChild(QProgressBar, "pairProgress")
+    assert download.isVisibleTo(page) and not use.isVisibleTo(page)
+    assert not pause.isVisibleTo(page) and not bar.isVisibleTo(page)  # no clutter before a download
     hub.throttle_s = 0.01  # about a second per file: several progress updates reach the window
     values: list[int] = []
-    page.progress_bars["tiny-pair"].valueChanged.connect(values.append)
+    bar.valueChanged.connect(values.append)
     texts: list[str] = []
 
     def is_midway() -> bool:
-        texts.append(page.status_labels["tiny-pair"].text())
-        return 0 < page.progress_bars["tiny-pair"].value() < 1000
+        texts.append(text_of(card, "pairStatus"))
+        return 0 < bar.value() < 1000
 
     with qtbot.waitSignal(page.models_changed, timeout=60_000):
-        qtbot.mouseClick(page.download_buttons["tiny-pair"], Qt.MouseButton.LeftButton)
-        assert not page.download_buttons["tiny-pair"].isEnabled()
-        assert page.pause_buttons["tiny-pair"].isEnabled()
+        qtbot.mouseClick(download, Qt.MouseButton.LeftButton)
+        assert not download.isEnabled()
+        assert pause.isEnabled() and pause.isVisibleTo(page) and bar.isVisibleTo(page)
         qtbot.waitUntil(is_midway, timeout=30_000)
 
     assert any(0 < v < 500 for v in values) and any(500 <= v < 1000 for v in values)
-    assert page.progress_bars["tiny-pair"].value() == 1000
-    assert any(" of " in t and "/s" in t for t in texts)
-    assert page.status_labels["tiny-pair"].text() == "downloaded: tiny-target.gguf, tiny-draft.gguf"
-    assert page.download_buttons["tiny-pair"].isEnabled() and not page.pause_buttons["tiny-pair"].isEnabled()
+    assert bar.value() == 1000
+    # Size, speed and time left, on the card itself.
+    assert any(
+        re.search(r" of [\d.]+ [kMG]?B · [\d.]+ [kMG]?B/s · (\d+ min )?\d+ s left", t) for t in texts
+    ), texts[-5:]
+    assert text_of(card, "pairStatus") == "downloaded: tiny-target.gguf, tiny-draft.gguf"
+    assert download.isEnabled() and not pause.isEnabled() and not pause.isVisibleTo(page)
+    # The card switches from Download to chatting with the pair.
+    assert use.isVisibleTo(page) and not download.isVisibleTo(page)
+    with qtbot.waitSignal(page.pair_chosen) as chosen:
+        qtbot.mouseClick(use, Qt.MouseButton.LeftButton)
+    folder = paths.models_dir()
+    assert chosen.args == [
+        str(folder / "tandem-test--tiny-target-GGUF" / "tiny-target.gguf"),
+        str(folder / "tandem-test--tiny-draft-GGUF" / "tiny-draft.gguf"),
+    ]
     files = {page.local_table.item(r, 0).text() for r in range(page.local_table.rowCount())}
     assert files == {
         "tandem-test--tiny-target-GGUF/tiny-target.gguf",
@@ -154,10 +197,184 @@ def test_import_by_drop_and_refusal_of_a_bad_file(qtbot, tmp_path: Path, tiny_dr
     assert page.message_label.text() == "imported draft.gguf"
 
 
-def test_page_builds_from_the_shipped_catalog(qtbot) -> None:
-    page = ModelsPage()
+def shipped_page(qtbot, machine: MachineInfo = MACHINE, **kwargs) -> ModelsPage:  # type: ignore[no-untyped-def]
+    page = ModelsPage(machine=machine, **kwargs)
     qtbot.addWidget(page)
-    assert page.catalog_table.rowCount() >= 6
-    assert page.download_buttons["gemma-3-270m-ngram"].text() == "Set up"
-    assert "Pairs that do not work" in page.findChild(type(page.message_label), "incompatibleLabel").text()
+    page.resize(1280, 800)
+    page.show()
+    return page
+
+
+def recommended(page: ModelsPage) -> list[str]:
+    return [
+        c.accessibleName()
+        for c in page.findChildren(QFrame, "pairCard")
+        if c.findChild(QLabel, "recommendedBadge").isVisibleTo(page)
+    ]
+
+
+def test_the_shipped_catalog_as_cards_with_what_a_choice_needs(qtbot) -> None:
+    page = shipped_page(qtbot)
+    catalog = load_catalog()
+    cards = page.findChildren(QFrame, "pairCard")
+    assert sorted(c.accessibleName() for c in cards) == sorted(p.title for p in catalog.pairs)
     assert page.target_combo.count() == 0 and not page.use_pair_button.isEnabled()
+
+    builtin = card_named(page, "Gemma 3 270M with n-gram drafting (built in)")
+    assert "offline" in text_of(builtin, "pairGoodFor")
+    assert text_of(builtin, "pairSize").startswith("Built in: nothing to download (253.1 MB")
+    assert button_named(builtin, "Set up Gemma 3 270M with n-gram drafting (built in)").text() == "Set up"
+    assert "1.9×" in text_of(builtin, "pairSpeedup") and "FINDINGS.md" in text_of(builtin, "pairSpeedup")
+
+    qwen = card_named(page, "Qwen2.5 7B Instruct + Qwen2.5 0.5B Instruct")
+    assert "all-rounder" in text_of(qwen, "pairGoodFor")
+    assert text_of(qwen, "pairSize") == (
+        "Download: 5.2 GB (4.7 GB Qwen2.5 7B Instruct + 531.1 MB Qwen2.5 0.5B Instruct)"
+    )
+    assert text_of(qwen, "pairFit") == (
+        "✓ Fits: needs 8.6 GB of memory, this machine has 17.2 GB. "
+        "Without a GPU, expect little or no speedup from the draft model."
+    )
+    speedup = text_of(qwen, "pairSpeedup")
+    assert (
+        "no published figure" in speedup
+        and 'href="https://github.com/ggml-org/llama.cpp/issues/10664"' in speedup
+    )
+    llama = card_named(page, "Llama 3.1 8B Instruct + Llama 3.2 1B Instruct")
+    speedup = text_of(llama, "pairSpeedup")
+    assert "<b>1.7×</b>" in speedup and "oxfighterjet" in speedup
+    assert 'href="https://github.com/ggml-org/llama.cpp/issues/5877"' in speedup
+    assert "RTX 3060" in llama.findChild(QLabel, "pairSpeedup").toolTip()  # the setup behind it
+
+    # On a CPU the smallest chat pair is recommended, with the reason on its card.
+    assert recommended(page) == ["Qwen2.5 7B Instruct + Qwen2.5 0.5B Instruct"]
+    assert "smallest chat pair" in text_of(qwen, "pairRecommendation")
+    assert "Recommended for this machine" in qwen.accessibleDescription()
+    # Cards lay out in columns, not a table.
+    assert page.card_grid.columns == 3
+
+
+def test_fit_and_recommendation_follow_memory_and_the_gpu(qtbot) -> None:
+    small = shipped_page(qtbot, MachineInfo(total_ram_bytes=8 * GiB, has_gpu=False, gpu_label=""))
+    gemma = card_named(small, "Gemma 3 12B IT + Gemma 3 1B IT")
+    assert text_of(gemma, "pairFit") == "✗ Does not fit: needs 12.9 GB of memory; this machine has 8.6 GB."
+    assert text_of(card_named(small, "Qwen2.5 7B Instruct + Qwen2.5 0.5B Instruct"), "pairFit").startswith(
+        "✓ Fits"
+    )
+    assert recommended(small) == ["Qwen2.5 7B Instruct + Qwen2.5 0.5B Instruct"]
+
+    tiny = shipped_page(qtbot, MachineInfo(total_ram_bytes=4 * GiB, has_gpu=False, gpu_label=""))
+    assert recommended(tiny) == []  # nothing real fits: no badge anywhere
+
+    gpu = MachineInfo(total_ram_bytes=64 * GiB, has_gpu=True, gpu_label="NVIDIA GPU")
+    page = shipped_page(qtbot, gpu, vram_bytes=7 * GiB)
+    # Before the engine says llama.cpp has a GPU backend, the GPU is not counted on.
+    assert "runs on the CPU only" in text_of(card_named(page, "Qwen3 8B + Qwen3 0.6B"), "pairFit")
+    assert "runs on the CPU" in page.machine_label.text()
+    page.set_gpu_backend(True)
+    assert recommended(page) == ["Qwen3 8B + Qwen3 0.6B"]  # the most capable pair in 7 GiB of VRAM
+    assert text_of(card_named(page, "Qwen3 8B + Qwen3 0.6B"), "pairFit") == (
+        "✓ Fits: needs 10.7 GB of memory, this machine has 68.7 GB; the models fit in NVIDIA GPU's 7.5 GB."
+    )
+    assert text_of(card_named(page, "Gemma 3 12B IT + Gemma 3 1B IT"), "pairFit") == (
+        "✓ Fits in memory (needs 12.9 GB of memory, this machine has 68.7 GB), but not in NVIDIA GPU's "
+        "7.5 GB (needs ≈ 9.7 GB): part of it runs on the CPU."
+    )
+    assert "NVIDIA GPU with 7.5 GB, used by llama.cpp" in page.machine_label.text()
+
+
+def test_pairs_that_do_not_work_are_folded_away_until_asked_for(qtbot) -> None:
+    page = shipped_page(qtbot)
+    n_bad = len(load_catalog().incompatible)
+    toggle = page.findChild(QToolButton, "incompatibleToggle")
+    label = page.findChild(QLabel, "incompatibleLabel")
+    assert toggle.text() == toggle.accessibleName() == f"Pairs that do not work ({n_bad})"
+    assert not toggle.isChecked() and not label.isVisibleTo(page)  # closed by default
+    qtbot.mouseClick(toggle, Qt.MouseButton.LeftButton)
+    assert toggle.isChecked() and label.isVisibleTo(page)
+    for bad in load_catalog().incompatible:
+        assert html.escape(bad.reason) in label.text()
+    assert label.text().count("<li>") == n_bad
+    qtbot.mouseClick(toggle, Qt.MouseButton.LeftButton)
+    assert not label.isVisibleTo(page)
+
+
+def test_the_new_controls_have_accessible_names(qtbot) -> None:
+    page = shipped_page(qtbot)
+    for card in page.findChildren(QFrame, "pairCard"):
+        title = card.accessibleName()
+        assert title and "Fits: needs" in card.accessibleDescription()
+        for button in card.findChildren(QPushButton):
+            assert title in button.accessibleName(), button.text()
+        assert (
+            card.findChild(QProgressBar, "pairProgress").accessibleName() == f"Download progress of {title}"
+        )
+        assert card.findChild(QLabel, "pairSpeedup").accessibleName().startswith(("Reported", "No published"))
+    assert page.findChild(QToolButton, "incompatibleToggle").accessibleName()
+    assert page.target_combo.accessibleName() == "Target model"
+    assert page.local_table.accessibleName() == "Models on this computer"
+
+
+def test_cards_follow_the_theme(qtbot) -> None:
+    from ui.theme import ThemeManager, dark_palette, light_palette
+
+    page = shipped_page(qtbot)
+    card = card_named(page, "Qwen2.5 7B Instruct + Qwen2.5 0.5B Instruct")
+    manager = ThemeManager("light")
+    try:
+        light_base = light_palette().color(QPalette.ColorRole.Base).name()
+        dark_base = dark_palette().color(QPalette.ColorRole.Base).name()
+        assert f"background: {light_base}" in card.styleSheet()
+        fit_light = card.findChild(QLabel, "pairFit").styleSheet()
+        manager.set_choice("dark")  # the palette change reaches widgets as posted events
+        qtbot.waitUntil(lambda: f"background: {dark_base}" in card.styleSheet(), timeout=5000)
+        assert card.findChild(QLabel, "pairFit").styleSheet() != fit_light
+        badge = card.findChild(QLabel, "recommendedBadge").styleSheet()
+        assert dark_palette().color(QPalette.ColorRole.Highlight).name() in badge
+    finally:
+        manager.set_choice("system")
+
+
+def test_the_built_in_pair_in_use_says_so_and_offers_to_chat(
+    qtbot, tmp_path: Path, tiny_target: Path
+) -> None:
+    page = shipped_page(qtbot)
+    card = card_named(page, "Gemma 3 270M with n-gram drafting (built in)")
+    set_up = button_named(card, "Set up Gemma 3 270M with n-gram drafting (built in)")
+    use = button_named(card, "Chat with Gemma 3 270M with n-gram drafting (built in)")
+    badge = card.findChild(QLabel, "inUseBadge")
+    assert set_up.isVisibleTo(page) and not use.isVisibleTo(page) and not badge.isVisibleTo(page)
+    # The engine runs a file of the built-in model's name, outside the models folder.
+    built_in = tmp_path / "gemma-3-270m-q4_k_m.gguf"
+    shutil.copy(tiny_target, built_in)
+    page.set_model_in_use(str(built_in))
+    assert badge.isVisibleTo(page) and use.isVisibleTo(page) and not set_up.isVisibleTo(page)
+    assert card.accessibleDescription().startswith("In use.")
+    with qtbot.waitSignal(page.pair_chosen) as chosen:
+        qtbot.mouseClick(use, Qt.MouseButton.LeftButton)
+    assert chosen.args == [str(built_in.resolve()), "ngram"]
+
+
+def test_tab_order_follows_the_cards_layout(qtbot, hub: FakeHub) -> None:
+    page = make_page(qtbot, hub)
+    page.cards["tiny-pair"].set_running(True)  # Pause and Cancel shown, left of Download
+    chain, widget = [], page.target_combo
+    for _ in range(500):
+        if widget.isVisible() and widget.isEnabled() and widget.focusPolicy() & Qt.FocusPolicy.TabFocus:
+            chain.append(widget)
+        widget = widget.nextInFocusChain()
+        if widget is page.target_combo:
+            break
+    card = page.cards["tiny-pair"]
+    in_card = [w for w in chain if card.isAncestorOf(w)]
+    positions = [w.mapTo(card, w.rect().topLeft()) for w in in_card]
+    assert [(p.y(), p.x()) for p in positions] == sorted((p.y(), p.x()) for p in positions)
+    names = [w.accessibleName() for w in in_card]
+    assert names == [
+        "No published speedup figure. a test pair, see https://example.invalid",  # its link
+        "Pause the download of Tiny target + tiny draft",
+        "Cancel the download of Tiny target + tiny draft",
+    ]  # (Download is disabled while it runs)
+    # The page reads top to bottom: Chat with, the card, the folded pairs, local models, any file.
+    order = [page.target_combo, card.cancel_button, page.import_button, page.repo_edit]
+    assert [chain.index(w) for w in order] == sorted(chain.index(w) for w in order)

@@ -12,18 +12,20 @@ their tooltip, because "why can't I pick this one?" is the question users ask mo
 
 from __future__ import annotations
 
+import html
 import threading
 from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
     QFileDialog,
+    QFrame,
     QGridLayout,
     QGroupBox,
     QHBoxLayout,
@@ -32,8 +34,10 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QTableWidget,
     QTableWidgetItem,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -48,10 +52,10 @@ from app.library.catalog import (
     MachineInfo,
     detect_machine,
     draft_choices,
-    fit_for,
     format_bytes,
     format_eta,
     format_params,
+    gpu_memory_bytes,
     import_model,
     load_catalog,
     local_model,
@@ -62,10 +66,20 @@ from app.library.downloads import (
     DownloadProgress,
     DownloadStopped,
     FileRequest,
+    local_path_for,
     pair_requests,
     partial_download,
 )
 from engine.errors import TandemError
+from ui.pair_card import (
+    PROGRESS_STEPS,
+    CardGrid,
+    PairCard,
+    app_palette,
+    bad_colour,
+    describe_fit,
+)
+from ui.welcome import Recommendation, recommend_pair
 
 CUSTOM_KEY = "custom"  # the job key of the "any hub file" row
 
@@ -144,7 +158,7 @@ class ModelsPage(QWidget):
     download_finished = Signal(str, list)
     download_failed = Signal(str, str, bool)
 
-    PROGRESS_STEPS = 1000
+    PROGRESS_STEPS = PROGRESS_STEPS
 
     def __init__(
         self,
@@ -154,6 +168,8 @@ class ModelsPage(QWidget):
         models_dir: Path | None = None,
         machine: MachineInfo | None = None,
         download_options: dict[str, Any] | None = None,
+        gpu_backend: bool = False,
+        vram_bytes: int | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("modelsPage")
@@ -162,131 +178,128 @@ class ModelsPage(QWidget):
         self.models_dir = models_dir or paths.models_dir()
         self.machine = machine or detect_machine()
         self.download_options = dict(download_options or {})
+        self.gpu_backend = gpu_backend  # known once the engine has loaded (set_gpu_backend)
+        self._vram_bytes = vram_bytes  # None: not asked yet (nvidia-smi takes a moment)
         self.local_models: list[LocalModel] = []
         self.model_in_use: Path | None = None  # the engine's target, listed wherever it lives
         self.jobs: dict[str, _Job] = {}
         self._imports: list[tuple[threading.Thread, _ImportSignals]] = []
+        self.cards: dict[str, PairCard] = {}
         self.download_buttons: dict[str, QPushButton] = {}
         self.pause_buttons: dict[str, QPushButton] = {}
         self.cancel_buttons: dict[str, QPushButton] = {}
         self.progress_bars: dict[str, QProgressBar] = {}
         self.status_labels: dict[str, QLabel] = {}
 
-        layout = QVBoxLayout(self)
-        layout.addWidget(self._build_catalog_box(), 3)
-        layout.addWidget(self._build_custom_box())
-        layout.addWidget(self._build_local_box(), 2)
+        # One scrolling column: what you chat with now, the pairs to choose from, the pairs that
+        # do not work (folded), your own files, and any file from the hub.
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        scroll = QScrollArea()
+        scroll.setObjectName("modelsScroll")
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        outer.addWidget(scroll)
+        content = QWidget()
+        content.setObjectName("modelsContent")
+        scroll.setWidget(content)
+        self.scroll_area = scroll
+        layout = QVBoxLayout(content)
+        layout.setSpacing(12)
         layout.addWidget(self._build_pair_box())
+        layout.addWidget(self._build_catalog_section())
+        layout.addWidget(self._build_incompatible_section())
+        layout.addWidget(self._build_local_box())
+        layout.addWidget(self._build_custom_box())
         self.message_label = QLabel()
         self.message_label.setObjectName("modelsMessage")
         self.message_label.setWordWrap(True)
         layout.addWidget(self.message_label)
+        layout.addStretch(1)
         self.refresh_local_models()
+        self._show_fit_and_recommendation()
 
     # --- building --------------------------------------------------------------------------------
 
-    def _build_catalog_box(self) -> QGroupBox:
-        box = QGroupBox("Known-good pairs")
-        v = QVBoxLayout(box)
-        memory = format_bytes(self.machine.total_ram_bytes) if self.machine.total_ram_bytes else "unknown"
-        gpu = self.machine.gpu_label or "no GPU found"
-        v.addWidget(QLabel(f"This machine: {memory} of memory, {gpu}."))
-        columns = ["Pair", "Download", "Fits this machine", "Reported speedup", "Progress", ""]
-        table = QTableWidget(len(self.catalog.pairs), len(columns))
-        table.setObjectName("catalogTable")
-        table.setHorizontalHeaderLabels(columns)
-        table.verticalHeader().setVisible(False)
-        table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
-        header = table.horizontalHeader()
-        for col in range(len(columns)):
-            header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
-        table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        table.setWordWrap(True)
-        for row, pair in enumerate(self.catalog.pairs):
-            self._fill_catalog_row(table, row, pair)
-        self.catalog_table = table
-        v.addWidget(table)
-        if self.catalog.incompatible:
-            lines = [
-                f"• {b.target} + {b.draft}: {b.rule} differs; {b.reason}" for b in self.catalog.incompatible
-            ]
-            bad = QLabel("Pairs that do not work:\n" + "\n".join(lines))
-            bad.setObjectName("incompatibleLabel")
-            bad.setWordWrap(True)
-            v.addWidget(bad)
-        return box
+    def _build_catalog_section(self) -> QWidget:
+        section = QWidget()
+        section.setObjectName("catalogSection")
+        v = QVBoxLayout(section)
+        v.setContentsMargins(0, 0, 0, 0)
+        heading = QLabel("Pairs to download")
+        heading.setObjectName("catalogHeading")
+        font = heading.font()
+        font.setPointSizeF(font.pointSizeF() * 1.3)
+        font.setBold(True)
+        heading.setFont(font)
+        v.addWidget(heading)
+        self.machine_label = QLabel()
+        self.machine_label.setObjectName("machineLabel")
+        self.machine_label.setWordWrap(True)
+        v.addWidget(self.machine_label)
+        self.card_grid = CardGrid()
+        self.card_grid.setObjectName("catalogCards")
+        for pair in self.catalog.pairs:
+            card = PairCard(pair)
+            card.download_button.clicked.connect(lambda _=False, p=pair: self.on_download_clicked(p))
+            card.pause_button.clicked.connect(lambda _=False, k=pair.name: self.pause_download(k))
+            card.cancel_button.clicked.connect(lambda _=False, k=pair.name: self.cancel_download(k))
+            card.use_button.clicked.connect(lambda _=False, p=pair: self.use_catalog_pair(p))
+            self.cards[pair.name] = card
+            self.download_buttons[pair.name] = card.download_button
+            self.pause_buttons[pair.name] = card.pause_button
+            self.cancel_buttons[pair.name] = card.cancel_button
+            self.progress_bars[pair.name] = card.progress_bar
+            self.status_labels[pair.name] = card.status_label
+            self.card_grid.add_card(card)
+            self._show_kept_part(pair)
+        v.addWidget(self.card_grid)
+        return section
 
-    def _fill_catalog_row(self, table: QTableWidget, row: int, pair: CatalogPair) -> None:
-        title = QTableWidgetItem(pair.title)
-        title.setToolTip(
-            "\n".join(
-                f"{m.name}: {m.repo_id or 'built in'} / {m.filename}, {m.quantization}, "
-                f"{format_bytes(m.size_bytes)}, context {m.context_length:,}, licence {m.license}"
-                + (", gated: needs a Hugging Face token" if m.is_gated else "")
-                for m in pair.models
-            )
-            + f"\nDraft: {pair.draft_label}\nHardware: {pair.hardware}"
+    def _build_incompatible_section(self) -> QWidget:
+        """Known-bad pairs, folded away behind a disclosure (closed until asked for)."""
+        section = QWidget()
+        section.setObjectName("incompatibleSection")
+        v = QVBoxLayout(section)
+        v.setContentsMargins(0, 0, 0, 0)
+        bad = self.catalog.incompatible
+        toggle = QToolButton()
+        toggle.setObjectName("incompatibleToggle")
+        toggle.setText(f"Pairs that do not work ({len(bad)})")
+        toggle.setAccessibleName(f"Pairs that do not work ({len(bad)})")
+        toggle.setToolTip("Pairs people try that llama.cpp's vocabulary rules refuse, and why")
+        toggle.setCheckable(True)
+        toggle.setChecked(False)
+        toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        toggle.setArrowType(Qt.ArrowType.RightArrow)
+        toggle.setAutoRaise(True)
+        v.addWidget(toggle)
+        lines = "".join(
+            f"<li><b>{html.escape(b.target)} + {html.escape(b.draft)}</b>: the {html.escape(b.rule)} "
+            f"differs; {html.escape(b.reason)}.</li>"
+            for b in bad
         )
-        table.setItem(row, 0, title)
-        size = "built in" if pair.is_embedded else f"≈ {format_bytes(pair.download_bytes)}"
-        table.setItem(row, 1, QTableWidgetItem(size))
-        fit = fit_for(pair, self.machine)
-        fit_item = QTableWidgetItem(
-            ("yes" if fit.is_fitting else "no") + (" (GPU advised)" if fit.is_gpu_advised else "")
+        label = QLabel(
+            "<p>A draft model must share its target's vocabulary: llama.cpp refuses these pairs.</p>"
+            f"<ul>{lines}</ul>"
         )
-        fit_item.setToolTip(fit.reason)
-        table.setItem(row, 2, fit_item)
-        speedup = pair.reported_speedup
-        speed_item = QTableWidgetItem(f"{speedup.factor:.1f}x" if speedup else "no public number")
-        speed_item.setToolTip(
-            f"Reported by {speedup.by}\n{speedup.setup}\n{speedup.source}"
-            if speedup
-            else pair.speedup_note or ""
-        )
-        table.setItem(row, 3, speed_item)
+        label.setObjectName("incompatibleLabel")
+        label.setTextFormat(Qt.TextFormat.RichText)
+        label.setWordWrap(True)
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        label.setVisible(False)
+        v.addWidget(label)
 
-        progress_cell = QWidget()
-        pv = QVBoxLayout(progress_cell)
-        pv.setContentsMargins(2, 2, 2, 2)
-        pv.setSpacing(1)
-        bar = QProgressBar()
-        bar.setRange(0, self.PROGRESS_STEPS)
-        bar.setValue(0)
-        bar.setMaximumHeight(14)
-        status = QLabel()
-        status.setWordWrap(True)
-        font = status.font()
-        font.setPointSizeF(font.pointSizeF() * 0.9)
-        status.setFont(font)
-        pv.addWidget(bar)
-        pv.addWidget(status)
-        table.setCellWidget(row, 4, progress_cell)
+        def on_toggled(is_open: bool) -> None:
+            label.setVisible(is_open)
+            toggle.setArrowType(Qt.ArrowType.DownArrow if is_open else Qt.ArrowType.RightArrow)
 
-        buttons = QWidget()
-        bh = QHBoxLayout(buttons)
-        bh.setContentsMargins(2, 2, 2, 2)
-        download = QPushButton("Set up" if pair.is_embedded else "Download")
-        pause = QPushButton("Pause")
-        cancel = QPushButton("Cancel")
-        for b in (pause, cancel):
-            b.setEnabled(False)
-        download.clicked.connect(lambda _=False, p=pair: self.on_download_clicked(p))
-        pause.clicked.connect(lambda _=False, k=pair.name: self.pause_download(k))
-        cancel.clicked.connect(lambda _=False, k=pair.name: self.cancel_download(k))
-        bh.addWidget(download)
-        if not pair.is_embedded:
-            bh.addWidget(pause)
-            bh.addWidget(cancel)
-        table.setCellWidget(row, 5, buttons)
-        self.download_buttons[pair.name] = download
-        self.pause_buttons[pair.name] = pause
-        self.cancel_buttons[pair.name] = cancel
-        self.progress_bars[pair.name] = bar
-        self.status_labels[pair.name] = status
-        self._show_kept_part(pair)
+        toggle.toggled.connect(on_toggled)
+        self.incompatible_toggle = toggle
+        self.incompatible_label = label
+        section.setVisible(bool(bad))
+        return section
 
     def _build_custom_box(self) -> QGroupBox:
         box = QGroupBox("Any GGUF file from the Hugging Face hub")
@@ -335,6 +348,8 @@ class ModelsPage(QWidget):
         table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        table.setAccessibleName("Models on this computer")
+        table.setMinimumHeight(150)
         self.local_table = table
         v.addWidget(table)
         row = QHBoxLayout()
@@ -362,9 +377,15 @@ class ModelsPage(QWidget):
         self.pair_explanation = QLabel()
         self.pair_explanation.setObjectName("pairExplanation")
         self.pair_explanation.setWordWrap(True)
-        grid.addWidget(QLabel("Target"), 0, 0)
+        self.target_combo.setAccessibleName("Target model")
+        self.draft_combo.setAccessibleName("Draft")
+        self.use_pair_button.setAccessibleName("Use this pair")
+        target_label, draft_label = QLabel("&Target"), QLabel("&Draft")
+        target_label.setBuddy(self.target_combo)
+        draft_label.setBuddy(self.draft_combo)
+        grid.addWidget(target_label, 0, 0)
         grid.addWidget(self.target_combo, 0, 1)
-        grid.addWidget(QLabel("Draft"), 0, 2)
+        grid.addWidget(draft_label, 0, 2)
         grid.addWidget(self.draft_combo, 0, 3)
         grid.addWidget(self.use_pair_button, 0, 4)
         grid.addWidget(self.pair_explanation, 1, 0, 1, 5)
@@ -421,6 +442,7 @@ class ModelsPage(QWidget):
         self.target_combo.setCurrentIndex(max(index, 0) if self.target_combo.count() else -1)
         self.target_combo.blockSignals(False)
         self.on_target_combo_current_index_changed()
+        self._show_card_states()
         self.models_changed.emit()
 
     def on_target_combo_current_index_changed(self, _index: int = 0) -> None:
@@ -469,15 +491,99 @@ class ModelsPage(QWidget):
             return
         self.pair_chosen.emit(str(target), str(draft))
 
+    # --- the cards ---------------------------------------------------------------------------------
+
+    @property
+    def vram_bytes(self) -> int:
+        if self._vram_bytes is None:
+            self._vram_bytes = (
+                gpu_memory_bytes(self.machine.gpu_label, self.machine.total_ram_bytes)
+                if self.machine.has_gpu
+                else 0
+            )
+        return self._vram_bytes
+
+    def set_gpu_backend(self, supported: bool) -> None:
+        """Known once the engine has loaded (the worker process owns llama.cpp)."""
+        if supported != self.gpu_backend:
+            self.gpu_backend = supported
+            self._show_fit_and_recommendation()
+
+    def recommendation(self) -> Recommendation:
+        vram = self.vram_bytes if self.gpu_backend else 0
+        return recommend_pair(self.catalog, self.machine, self.gpu_backend, vram)
+
+    def _show_fit_and_recommendation(self) -> None:
+        m = self.machine
+        memory = format_bytes(m.total_ram_bytes) if m.total_ram_bytes else "unknown"
+        if m.has_gpu and self.gpu_backend and self.vram_bytes:
+            gpu = f"{m.gpu_label} with {format_bytes(self.vram_bytes)}, used by llama.cpp"
+        elif m.has_gpu:
+            gpu = f"{m.gpu_label or 'a GPU'} (this build of llama.cpp runs on the CPU)"
+        else:
+            gpu = "no GPU found"
+        self.machine_label.setText(
+            f"This machine: {memory} of memory, {gpu}. Each card says whether its pair fits here and why."
+        )
+        vram = self.vram_bytes if self.gpu_backend else 0
+        rec = self.recommendation()
+        for name, card in self.cards.items():
+            card.set_fit(*describe_fit(card.pair, m, self.gpu_backend, vram))
+            card.set_recommended(rec.reason if rec.pair is not None and rec.pair.name == name else None)
+
+    def pair_paths(self, pair: CatalogPair) -> list[Path]:
+        """Where the pair's files are (or will be) in the models folder, target first."""
+        if pair.is_embedded:
+            in_use = self.model_in_use
+            if in_use is not None and in_use.name == pair.target.filename and in_use.is_file():
+                return [in_use]  # set up already, wherever it was unpacked
+            return [self.models_dir / pair.target.filename]
+        return [local_path_for(r.repo_id, r.filename, self.models_dir) for r in pair_requests(pair)]
+
+    def _show_card_states(self) -> None:
+        in_use = self.model_in_use
+        for card in self.cards.values():
+            files = self.pair_paths(card.pair)
+            card.set_downloaded(all(f.is_file() for f in files))
+            card.set_in_use(in_use is not None and files[0].resolve() == in_use)
+
+    def use_catalog_pair(self, pair: CatalogPair) -> None:
+        """A downloaded card's "Chat with this pair": the same signal as the picker's button."""
+        files = self.pair_paths(pair)
+        if not all(f.is_file() for f in files):
+            self._show_card_states()
+            return
+        draft = str(files[1]) if len(files) > 1 else NGRAM
+        self.pair_chosen.emit(str(files[0]), draft)
+
     # --- downloads -------------------------------------------------------------------------------
 
     def _show_kept_part(self, pair: CatalogPair) -> None:
         kept = sum(partial_download(r.repo_id, r.filename, self.models_dir) for r in pair_requests(pair))
         if kept and pair.download_bytes:
-            self.progress_bars[pair.name].setValue(
-                int(self.PROGRESS_STEPS * min(1.0, kept / pair.download_bytes))
+            card = self.cards[pair.name]
+            card.set_fraction(kept / pair.download_bytes)
+            card.set_status(
+                f"{format_bytes(kept)} of {format_bytes(pair.download_bytes)} kept; Download resumes"
             )
-            self.status_labels[pair.name].setText(f"{format_bytes(kept)} kept; Download resumes")
+
+    def _set_status(self, key: str, text: str, is_error: bool = False) -> None:
+        card = self.cards.get(key)
+        if card is not None:
+            card.set_status(text, is_error)
+            return
+        label = self.status_labels[key]
+        label.setText(text)
+        label.setStyleSheet(f"color: {bad_colour(app_palette())};" if is_error else "")
+
+    def _set_running(self, key: str, is_running: bool) -> None:
+        card = self.cards.get(key)
+        if card is not None:
+            card.set_running(is_running)
+            return
+        self.download_buttons[key].setEnabled(not is_running)
+        self.pause_buttons[key].setEnabled(is_running)
+        self.cancel_buttons[key].setEnabled(is_running)
 
     def on_download_clicked(self, pair: CatalogPair) -> None:
         if pair.is_embedded:
@@ -489,7 +595,7 @@ class ModelsPage(QWidget):
     def on_custom_download_clicked(self) -> None:
         repo, name = self.repo_edit.text().strip(), self.file_edit.text().strip()
         if not repo or not name:
-            self.status_labels[CUSTOM_KEY].setText("Give a repository and a file name.")
+            self._set_status(CUSTOM_KEY, "Give a repository and a file name.")
             return
         revision = self.revision_edit.text().strip() or "main"
         self.start_download(CUSTOM_KEY, [FileRequest(repo, name, revision)])
@@ -510,11 +616,8 @@ class ModelsPage(QWidget):
         job = _Job(key, run)
         self._connect(job)
         self.jobs[key] = job
-        self.download_buttons[key].setEnabled(False)
-        self.pause_buttons[key].setEnabled(True)
-        self.cancel_buttons[key].setEnabled(True)
-        self.status_labels[key].setText("asking the hub…")
-        self.status_labels[key].setStyleSheet("")
+        self._set_running(key, True)
+        self._set_status(key, "asking the hub…")
         job.start()
 
     def _connect(self, job: _Job) -> None:
@@ -526,59 +629,58 @@ class ModelsPage(QWidget):
         job = self.jobs.get(key)
         if job:
             job.control.pause()
-            self.status_labels[key].setText("pausing…")
+            self._set_status(key, "pausing…")
 
     def cancel_download(self, key: str) -> None:
         job = self.jobs.get(key)
         if job:
             job.control.cancel()
-            self.status_labels[key].setText("cancelling…")
+            self._set_status(key, "cancelling…")
 
     def on_job_progressed(self, key: str, p: DownloadProgress) -> None:
+        text = describe_progress(p)
         self.progress_bars[key].setValue(int(self.PROGRESS_STEPS * p.total_fraction))
-        self.status_labels[key].setText(describe_progress(p))
+        self._set_status(key, text)
         self.status_labels[key].setToolTip(f"{p.filename}: {p.state}")
-        self.download_progressed.emit(key, describe_progress(p))
+        self.download_progressed.emit(key, text)
 
     def on_job_finished(self, key: str, done: list[str]) -> None:
         self._end_job(key)
         self.progress_bars[key].setValue(self.PROGRESS_STEPS)
-        self.status_labels[key].setText("downloaded: " + ", ".join(Path(d).name for d in done))
+        self._set_status(key, "downloaded: " + ", ".join(Path(d).name for d in done))
         self.refresh_local_models()
         self.download_finished.emit(key, [str(d) for d in done])
 
     def on_job_failed(self, key: str, message: str, end: DownloadEnd) -> None:
         self._end_job(key)
-        label = self.status_labels[key]
-        label.setText(message)
         if end is DownloadEnd.CANCELLED:
             self.progress_bars[key].setValue(0)
-        if end is not DownloadEnd.PAUSED:
-            label.setStyleSheet("color: #b00020;" if end is DownloadEnd.FAILED else "")
-        label.setToolTip(message)
+        self._set_status(key, message, is_error=end is DownloadEnd.FAILED)
+        self.status_labels[key].setToolTip(message)
         self.download_failed.emit(key, message, end is DownloadEnd.PAUSED)
 
     def _end_job(self, key: str) -> None:
         job = self.jobs.pop(key, None)
         if job is not None:
             job.thread.join(timeout=1)
-        self.download_buttons[key].setEnabled(True)
-        self.pause_buttons[key].setEnabled(False)
-        self.cancel_buttons[key].setEnabled(False)
+        self.progress_bars[key].setRange(0, self.PROGRESS_STEPS)
+        self._set_running(key, False)
 
     def _set_up_embedded(self, pair: CatalogPair) -> None:
         """The built-in model ships in Tandem's packages: join its chunks once, then offer it."""
+        models_dir = self.models_dir
 
         def run(control: DownloadControl, on_progress: Callable[[DownloadProgress], None]) -> list[Path]:
             from app.library.default_model import ensure_default_model
 
-            return [ensure_default_model()]
+            return [ensure_default_model(models_dir)]
 
         job = _Job(pair.name, run)
         self._connect(job)
         self.jobs[pair.name] = job
-        self.download_buttons[pair.name].setEnabled(False)
-        self.status_labels[pair.name].setText("setting up the built-in model…")
+        self._set_running(pair.name, True)
+        self.progress_bars[pair.name].setRange(0, 0)  # busy: joining the chunks has no progress
+        self._set_status(pair.name, "setting up the built-in model…")
         job.start()
 
     def shutdown(self, timeout_s: float = 5.0) -> None:
@@ -635,6 +737,12 @@ class ModelsPage(QWidget):
     def show_message(self, text: str, is_error: bool = False) -> None:
         self.message_label.setText(text)
         self.message_label.setStyleSheet("color: #b00020;" if is_error else "")
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            for card in self.cards.values():
+                card.restyle()
+        return super().event(event)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt's name
         if any(u.isLocalFile() for u in event.mimeData().urls()):

@@ -81,6 +81,7 @@ class CatalogPair:
     hardware: str
     reported_speedup: ReportedSpeedup | None
     speedup_note: str | None = None
+    good_for: str = ""  # what the pair suits, in a sentence (the Models page's cards)
     is_embedded: bool = False
 
     @property
@@ -202,6 +203,7 @@ def parse_catalog(data: dict[str, Any]) -> Catalog:
                 hardware=str(entry.get("hardware", "")),
                 reported_speedup=speedup,
                 speedup_note=entry.get("speedup_note"),
+                good_for=str(entry.get("good_for", "")),
                 is_embedded=bool(entry.get("is_embedded", False)),
             )
         )

@@ -1,0 +1,396 @@
+"""One catalog pair as a card on the Models page: what it is good for, what it costs, whether it
+fits this machine and why, the speedup others reported (with where), and its download.
+
+The card owns its widgets and their look; the Models page owns the downloads and tells the card
+what to show (set_progress, set_state...). Colours come from the palette (Window, Base, Mid,
+Highlight...) and are worked out again when the palette changes (the page calls restyle()), so
+a card follows the theme.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QGuiApplication, QPalette, QResizeEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.library.catalog import CatalogPair, MachineInfo, fit_for, format_bytes
+
+# Room for the KV cache and compute buffers on top of the weights, on a GPU (as ui/welcome.py).
+VRAM_HEADROOM = 1.2
+PROGRESS_STEPS = 1000
+_URL_RE = re.compile(r"https?://[^\s)>\"']+")
+
+
+def app_palette() -> QPalette:
+    """The palette the theme set (ui/theme.py sets the application's): a card's own palette
+    holds the colours its stylesheet set, which would not follow a theme switch."""
+    return QGuiApplication.palette()
+
+
+def _is_dark(palette: QPalette) -> bool:
+    return palette.color(QPalette.ColorRole.Window).lightness() < 128
+
+
+def good_colour(palette: QPalette) -> str:
+    """Green that reads on the palette's window colour (light or dark)."""
+    return "#6fd08c" if _is_dark(palette) else "#1b7a3a"
+
+
+def bad_colour(palette: QPalette) -> str:
+    return "#ff8a80" if _is_dark(palette) else "#b00020"
+
+
+def _rgba(color: QColor, alpha: int) -> str:
+    return f"rgba({color.red()}, {color.green()}, {color.blue()}, {alpha})"
+
+
+def pair_model_bytes(pair: CatalogPair) -> int:
+    """The pair's weights on disk (the built-in target included, which needs no download)."""
+    return sum(m.size_bytes for m in pair.models)
+
+
+def describe_fit(
+    pair: CatalogPair, machine: MachineInfo, gpu_backend: bool = False, vram_bytes: int = 0
+) -> tuple[bool, str]:
+    """(fits, one sentence why): RAM always; the GPU's memory where a GPU backend is built in."""
+    fit = fit_for(pair, machine)
+    if not fit.is_fitting:
+        return False, f"Does not fit: {fit.reason}."
+    ram = machine.total_ram_bytes
+    memory = (
+        f"needs {format_bytes(pair.min_ram_bytes)} of memory, this machine has {format_bytes(ram)}"
+        if ram
+        else f"needs {format_bytes(pair.min_ram_bytes)} of memory"
+    )
+    if gpu_backend and vram_bytes:
+        need = int(pair_model_bytes(pair) * VRAM_HEADROOM)
+        gpu = machine.gpu_label or "the GPU"
+        if need <= vram_bytes:
+            return True, f"Fits: {memory}; the models fit in {gpu}'s {format_bytes(vram_bytes)}."
+        return True, (
+            f"Fits in memory ({memory}), but not in {gpu}'s {format_bytes(vram_bytes)} "
+            f"(needs ≈ {format_bytes(need)}): part of it runs on the CPU."
+        )
+    if machine.has_gpu and not gpu_backend:
+        return True, (
+            f"Fits: {memory}. This build of llama.cpp runs on the CPU only, so "
+            f"{machine.gpu_label or 'the GPU'} is not used."
+        )
+    if fit.is_gpu_advised:
+        return True, f"Fits: {memory}. Without a GPU, expect little or no speedup from the draft model."
+    return True, f"Fits: {memory}."
+
+
+def describe_speedup(pair: CatalogPair) -> tuple[str, str]:
+    """(rich text for the card, plain text for a tooltip and screen readers)."""
+    s = pair.reported_speedup
+    if s is not None:
+        if _URL_RE.fullmatch(s.source.strip()):
+            where = f'<a href="{html.escape(s.source.strip())}">source</a>'
+        else:
+            where = f"source: {html.escape(s.source)}"
+        rich = f"Reported speedup: <b>{s.factor:.1f}×</b>, by {html.escape(s.by)} ({where})"
+        plain = f"Reported speedup {s.factor:.1f}x, by {s.by}. {s.setup}. Source: {s.source}"
+        return rich, plain
+    note = pair.speedup_note or ""
+    url = _URL_RE.search(note)
+    link = f' (<a href="{html.escape(url.group(0).rstrip(".,;"))}">what is known</a>)' if url else ""
+    return f"Reported speedup: no published figure{link}", f"No published speedup figure. {note}".strip()
+
+
+class PairCard(QFrame):
+    """A catalog pair. The page connects download_button, pause_button, cancel_button and
+    use_button; the card only shows what the page tells it."""
+
+    def __init__(self, pair: CatalogPair, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.pair = pair
+        self.setObjectName("pairCard")
+        self.setProperty("pairName", pair.name)
+        self.setAccessibleName(pair.title)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)  # a row: one height
+        self.is_recommended = False
+        self.is_in_use = False
+        self.is_fitting = True
+        self._fit_text = ""
+        self._restyling = False
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(14, 12, 14, 12)
+        layout.setSpacing(6)
+
+        badges = QHBoxLayout()
+        badges.setSpacing(6)
+        self.recommended_badge = self._badge("Recommended for this machine", "recommendedBadge")
+        self.in_use_badge = self._badge("In use", "inUseBadge")
+        self.builtin_badge = self._badge("Built in", "builtinBadge")
+        for badge in (self.recommended_badge, self.in_use_badge, self.builtin_badge):
+            badges.addWidget(badge)
+            badge.setVisible(False)
+        self.builtin_badge.setVisible(pair.is_embedded)
+        badges.addStretch(1)
+        layout.addLayout(badges)
+
+        self.title_label = QLabel(pair.title)
+        self.title_label.setObjectName("pairTitle")
+        self.title_label.setWordWrap(True)
+        font = self.title_label.font()
+        font.setPointSizeF(font.pointSizeF() * 1.15)
+        font.setBold(True)
+        self.title_label.setFont(font)
+        layout.addWidget(self.title_label)
+
+        self.good_for_label = self._text_label("pairGoodFor", pair.good_for)
+        self.good_for_label.setVisible(bool(pair.good_for))
+        layout.addWidget(self.good_for_label)
+
+        self.size_label = self._text_label("pairSize", self._size_text())
+        self.size_label.setToolTip(
+            "\n".join(
+                f"{m.name}: {m.repo_id or 'built in'} / {m.filename}, {m.quantization}, "
+                f"{format_bytes(m.size_bytes)}, context {m.context_length:,}, licence {m.license}"
+                + (", gated: needs a Hugging Face token" if m.is_gated else "")
+                for m in pair.models
+            )
+        )
+        layout.addWidget(self.size_label)
+
+        self.fit_label = self._text_label("pairFit", "")
+        self.fit_label.setToolTip(f"What it needs: {pair.hardware}" if pair.hardware else "")
+        layout.addWidget(self.fit_label)
+
+        rich, plain = describe_speedup(pair)
+        self.speedup_label = self._text_label("pairSpeedup", rich)
+        self.speedup_label.setTextFormat(Qt.TextFormat.RichText)
+        self.speedup_label.setOpenExternalLinks(True)
+        self.speedup_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        self.speedup_label.setToolTip(plain)
+        self.speedup_label.setAccessibleName(plain)
+        layout.addWidget(self.speedup_label)
+
+        self.recommendation_label = self._text_label("pairRecommendation", "")
+        self.recommendation_label.setVisible(False)
+        layout.addWidget(self.recommendation_label)
+
+        layout.addStretch(1)
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setObjectName("pairProgress")
+        self.progress_bar.setAccessibleName(f"Download progress of {pair.title}")
+        self.progress_bar.setRange(0, PROGRESS_STEPS)
+        self.progress_bar.setValue(0)
+        self.progress_bar.setTextVisible(False)
+        self.progress_bar.setMaximumHeight(8)
+        self.progress_bar.setVisible(False)
+        layout.addWidget(self.progress_bar)
+        self.status_label = self._text_label("pairStatus", "")
+        self.status_label.setVisible(False)
+        layout.addWidget(self.status_label)
+
+        buttons = QHBoxLayout()
+        buttons.setSpacing(6)
+        if pair.is_embedded:
+            self.download_button = QPushButton("Set up")
+            self.download_button.setAccessibleName(f"Set up {pair.title}")
+            self.download_button.setToolTip("Unpacks the built-in model into the models folder (no download)")
+        else:
+            self.download_button = QPushButton("Download")
+            self.download_button.setAccessibleName(f"Download {pair.title}")
+            self.download_button.setToolTip(
+                f"Downloads {format_bytes(pair.download_bytes)} from the Hugging Face hub; "
+                "pause keeps what came, Download again resumes"
+            )
+        self.download_button.setObjectName("pairDownload")
+        self.use_button = QPushButton("Chat with this pair")
+        self.use_button.setObjectName("pairUse")
+        self.use_button.setAccessibleName(f"Chat with {pair.title}")
+        self.use_button.setVisible(False)
+        self.pause_button = QPushButton("Pause")
+        self.pause_button.setObjectName("pairPause")
+        self.pause_button.setAccessibleName(f"Pause the download of {pair.title}")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setObjectName("pairCancel")
+        self.cancel_button.setAccessibleName(f"Cancel the download of {pair.title}")
+        for b in (self.pause_button, self.cancel_button):
+            b.setEnabled(False)
+            b.setVisible(False)
+        buttons.addStretch(1)
+        for b in (self.pause_button, self.cancel_button, self.use_button, self.download_button):
+            buttons.addWidget(b)
+        layout.addLayout(buttons)
+        self._restyle()
+
+    # --- pieces ----------------------------------------------------------------------------------
+
+    def _badge(self, text: str, name: str) -> QLabel:
+        badge = QLabel(text)
+        badge.setObjectName(name)
+        badge.setAccessibleName(text)
+        return badge
+
+    def _text_label(self, name: str, text: str) -> QLabel:
+        label = QLabel(text)
+        label.setObjectName(name)
+        label.setWordWrap(True)
+        label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        return label
+
+    def _size_text(self) -> str:
+        pair = self.pair
+        if pair.is_embedded:
+            return f"Built in: nothing to download ({format_bytes(pair.target.size_bytes)} on disk)"
+        parts = " + ".join(f"{format_bytes(m.size_bytes)} {m.name}" for m in pair.models if m.is_downloadable)
+        gated = " · needs a Hugging Face token" if any(m.is_gated for m in pair.models) else ""
+        return f"Download: {format_bytes(pair.download_bytes)} ({parts}){gated}"
+
+    # --- what the page tells the card ----------------------------------------------------------------
+
+    def set_fit(self, is_fitting: bool, text: str) -> None:
+        self.is_fitting = is_fitting
+        self._fit_text = text
+        self.fit_label.setText(("✓ " if is_fitting else "✗ ") + text)
+        self._restyle()
+        self._describe()
+
+    def set_recommended(self, reason: str | None) -> None:
+        self.is_recommended = reason is not None
+        self.recommended_badge.setVisible(self.is_recommended)
+        self.recommended_badge.setToolTip(reason or "")
+        self.recommendation_label.setText(reason or "")
+        self.recommendation_label.setVisible(self.is_recommended)
+        self._restyle()
+        self._describe()
+
+    def set_in_use(self, is_in_use: bool) -> None:
+        self.is_in_use = is_in_use
+        self.in_use_badge.setVisible(is_in_use)
+        self.in_use_badge.setToolTip("The model in use now is this pair's target" if is_in_use else "")
+        self._describe()
+
+    def set_downloaded(self, is_downloaded: bool) -> None:
+        """Both files here: offer to chat with the pair instead of downloading it."""
+        self.use_button.setVisible(is_downloaded)
+        self.download_button.setVisible(not is_downloaded)
+
+    def set_running(self, is_running: bool) -> None:
+        self.download_button.setEnabled(not is_running)
+        self.use_button.setEnabled(not is_running)
+        for b in (self.pause_button, self.cancel_button):
+            b.setEnabled(is_running and not self.pair.is_embedded)
+            b.setVisible(is_running and not self.pair.is_embedded)
+        if is_running:
+            self.progress_bar.setVisible(True)
+            self.status_label.setVisible(True)
+
+    def set_status(self, text: str, is_error: bool = False) -> None:
+        self.status_label.setText(text)
+        self.status_label.setVisible(bool(text))
+        self.status_label.setStyleSheet(f"color: {bad_colour(app_palette())};" if is_error else "")
+
+    def set_fraction(self, fraction: float) -> None:
+        self.progress_bar.setValue(int(PROGRESS_STEPS * max(0.0, min(1.0, fraction))))
+        self.progress_bar.setVisible(True)
+
+    def _describe(self) -> None:
+        bits = [b.text() for b in (self.recommended_badge, self.in_use_badge) if not b.isHidden()]
+        bits += [self.good_for_label.text(), self.size_label.text(), self.fit_label.text()]
+        self.setAccessibleDescription(". ".join(t.rstrip(".") for t in bits if t) + ".")
+
+    # --- look --------------------------------------------------------------------------------------
+
+    def _restyle(self) -> None:
+        """Stylesheet colours from the palette now in force (called again when it changes)."""
+        if self._restyling:
+            return
+        self._restyling = True
+        try:
+            p = app_palette()
+            base = p.color(QPalette.ColorRole.Base)
+            mid = p.color(QPalette.ColorRole.Mid)
+            accent = p.color(QPalette.ColorRole.Highlight)
+            accent_text = p.color(QPalette.ColorRole.HighlightedText)
+            text = p.color(QPalette.ColorRole.Text)
+            border = accent.name() if self.is_recommended else _rgba(mid, 200)
+            width = 2 if self.is_recommended else 1
+            self.setStyleSheet(
+                f"QFrame#pairCard {{ background: {base.name()}; border: {width}px solid {border}; "
+                "border-radius: 8px; }"
+            )
+            pill = "border-radius: 9px; padding: 2px 8px; font-weight: bold;"
+            self.recommended_badge.setStyleSheet(
+                f"background: {accent.name()}; color: {accent_text.name()}; {pill}"
+            )
+            good = good_colour(p)
+            self.in_use_badge.setStyleSheet(
+                f"background: {_rgba(QColor(good), 50)}; color: {text.name()}; border: 1px solid {good}; {pill}"
+            )
+            self.builtin_badge.setStyleSheet(f"background: {_rgba(mid, 70)}; color: {text.name()}; {pill}")
+            fit = good if self.is_fitting else bad_colour(p)
+            self.fit_label.setStyleSheet(f"color: {fit};")
+            muted = "#a8a8a8" if _is_dark(p) else "#5c5c5c"
+            self.recommendation_label.setStyleSheet(f"color: {muted};")
+        finally:
+            self._restyling = False
+
+    def restyle(self) -> None:
+        """The palette changed (a theme switch): the page calls this, because a widget with a
+        stylesheet of its own is not told when the application's palette changes."""
+        self._restyle()
+        if self.status_label.styleSheet():
+            self.status_label.setStyleSheet(f"color: {bad_colour(app_palette())};")
+
+
+class CardGrid(QWidget):
+    """Cards in as many columns as fit (each at least MIN_CARD_WIDTH wide), laid out again when
+    the width changes the count."""
+
+    MIN_CARD_WIDTH = 330
+    MAX_COLUMNS = 3
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.cards: list[PairCard] = []
+        self._grid = QGridLayout(self)
+        self._grid.setContentsMargins(0, 0, 0, 0)
+        self._grid.setSpacing(12)
+        self._columns = 0
+        self._relayout(2)
+
+    def add_card(self, card: PairCard) -> None:
+        self.cards.append(card)
+        self._relayout(self._columns, force=True)
+
+    @property
+    def columns(self) -> int:
+        return self._columns
+
+    def _columns_for(self, width: int) -> int:
+        return max(1, min(self.MAX_COLUMNS, (width + self._grid.spacing()) // self.MIN_CARD_WIDTH))
+
+    def _relayout(self, columns: int, force: bool = False) -> None:
+        if columns == self._columns and not force:
+            return
+        self._columns = columns
+        for card in self.cards:
+            self._grid.removeWidget(card)
+        for i, card in enumerate(self.cards):
+            self._grid.addWidget(card, i // columns, i % columns)
+        for c in range(self.MAX_COLUMNS):
+            self._grid.setColumnStretch(c, 1 if c < columns else 0)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._relayout(self._columns_for(event.size().width()))
