@@ -24,6 +24,8 @@ from engine.config import EngineConfig, SamplingParams
 
 log = logging.getLogger(__name__)
 
+SERVE_PORT = 8080  # app.api.serve.DEFAULT_PORT, without importing the server here
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -57,6 +59,12 @@ class Settings:
     remote_url: str = ""
     remote_api_key: str = ""
     remote_model: str = ""  # empty: the first model the server lists
+    # The window's "Serve API" switch (ui/serve_toggle.py): its port, an optional API key (kept
+    # here as the server's key is), and whether other computers may connect (every network
+    # interface, 0.0.0.0, instead of this computer only, 127.0.0.1).
+    serve_port: int = SERVE_PORT
+    serve_api_key: str = ""
+    serve_public: bool = False
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(
@@ -84,6 +92,10 @@ class Settings:
             adaptive=self.adaptive,
             cost_cache_dir=str(paths.cost_cache_dir()),
         )
+
+    @property
+    def serve_host(self) -> str:
+        return "0.0.0.0" if self.serve_public else "127.0.0.1"
 
     @property
     def is_remote(self) -> bool:
@@ -137,6 +149,8 @@ def _coerce(raw: dict[str, Any]) -> Settings:
                     for k, v in value.items()
                     if isinstance(v, int | float) and not isinstance(v, bool) and v > 0
                 }
+        elif f.name == "serve_port" and _accepts("int", value) and not 1 <= value <= 65535:
+            continue  # hand-edited out of range: the default
         elif _accepts(str(f.type), value):
             kept[f.name] = float(value) if str(f.type) == "float" else value
     return Settings(**kept)

@@ -8,19 +8,21 @@ import httpx
 import openai
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLineEdit
 
 from app.store import Store
 from tests.serve_process import free_port
 
 
 def test_window_serves_its_own_engine(qtbot, open_window, wait_reply, tiny_target) -> None:
-    window = open_window(tiny_target)
+    port = free_port()
+    window = open_window(tiny_target, serve_port=port)
     pid = window.controller.worker_pid
     toggle = window.serve_toggle
-    toggle.port = free_port()
     toggle.action.trigger()
-    url = f"http://127.0.0.1:{toggle.port}/v1"
+    url = f"http://127.0.0.1:{port}/v1"
     assert toggle.action.isChecked() and toggle.label.isVisible() and toggle.label.text() == f"API: {url}"
+    assert toggle.url == toggle.address == url
 
     client = openai.OpenAI(base_url=url, api_key="none", max_retries=0, timeout=60)
     assert [m.id for m in client.models.list().data] == ["target"]
@@ -53,16 +55,16 @@ def test_window_serves_its_own_engine(qtbot, open_window, wait_reply, tiny_targe
 
 
 def test_window_serve_says_when_the_port_is_taken(qtbot, open_window, tiny_target) -> None:
-    window = open_window(tiny_target)
-    toggle = window.serve_toggle
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        toggle.port = busy.getsockname()[1]
+        port = busy.getsockname()[1]
+        window = open_window(tiny_target, serve_port=port)
+        toggle = window.serve_toggle
         toggle.action.trigger()
         assert not toggle.action.isChecked() and toggle.url is None
         assert toggle.label.text() == (
-            f"API not started: cannot listen on 127.0.0.1:{toggle.port}: the port is in use by another program"
+            f"API not started: cannot listen on 127.0.0.1:{port}: the port is in use by another program"
         )
 
 
@@ -71,9 +73,8 @@ def test_api_client_leaving_never_stops_the_windows_reply(
 ) -> None:
     """The engine has one cancel flag: an API request queued behind the window's reply, whose
     client leaves, is cancelled when it starts, and the window's reply runs to its end."""
-    window = open_window(slow_target, max_tokens=400)
+    window = open_window(slow_target, max_tokens=400, serve_port=free_port())
     toggle = window.serve_toggle
-    toggle.port = free_port()
     toggle.action.trigger()
     window.chat.input.setPlainText("Tell me a story")
     qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
@@ -95,3 +96,119 @@ def test_api_client_leaving_never_stops_the_windows_reply(
     )
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= 3
     toggle.action.trigger()
+
+
+def test_window_serve_follows_its_settings(qtbot, open_window, tiny_target) -> None:
+    """Settings → API port and key are honoured; changing them while serving moves the server."""
+    port, key = free_port(), "s3cret-key"
+    window = open_window(tiny_target, serve_port=port, serve_api_key=key)
+    toggle = window.serve_toggle
+    toggle.action.trigger()
+    url = f"http://127.0.0.1:{port}/v1"
+    assert toggle.url == url and toggle.label.text() == f"API: {url} · key required"
+
+    def ask(base_url: str, api_key: str) -> str:
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=60)
+        r = client.chat.completions.create(
+            model="target", messages=[{"role": "user", "content": "hi"}], max_tokens=3, temperature=0
+        )
+        return str(r.choices[0].finish_reason)
+
+    with pytest.raises(openai.AuthenticationError) as refused:
+        ask(url, "wrong")
+    assert refused.value.status_code == 401 and "API key is not valid" in str(refused.value)
+    assert httpx.get(f"{url}/models").status_code == 401  # no key at all
+    assert ask(url, key) in ("stop", "length")
+
+    # A new port and key while serving: the server moves; the old address answers nothing.
+    new_port, new_key = free_port(), "other-key"
+    window.apply_settings(window.settings.replace(serve_port=new_port, serve_api_key=new_key))
+    new_url = f"http://127.0.0.1:{new_port}/v1"
+    assert toggle.action.isChecked() and toggle.url == new_url
+    assert toggle.label.text() == f"API: {new_url} · key required"
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{url}/models")
+    with pytest.raises(openai.AuthenticationError):
+        ask(new_url, key)
+    assert ask(new_url, new_key) in ("stop", "length")
+
+    # Only the key changes: the same server takes it from the next request.
+    server = toggle.server
+    window.apply_settings(window.settings.replace(serve_api_key=""))
+    assert toggle.server is server and toggle.label.text() == f"API: {new_url}"
+    assert httpx.get(f"{new_url}/models").status_code == 200
+
+    # A port taken by another program: the reason shows and the switch turns off.
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        window.apply_settings(window.settings.replace(serve_port=taken))
+        assert not toggle.action.isChecked() and toggle.url is None
+        assert toggle.label.isVisible() and toggle.label.text() == (
+            f"API not started: cannot listen on 127.0.0.1:{taken}: the port is in use by another program"
+        )
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{new_url}/models")
+
+
+def test_window_serve_to_other_computers_warns_without_a_key(qtbot, open_window, tiny_target) -> None:
+    port = free_port()
+    window = open_window(tiny_target, serve_port=port, serve_public=True)
+    toggle = window.serve_toggle
+    toggle.action.trigger()
+    assert toggle.server is not None and toggle.server.sock.getsockname()[:2] == ("0.0.0.0", port)
+    assert toggle.address is not None and toggle.address.endswith(f":{port}/v1")
+    assert toggle.label.text() == (
+        f"API: {toggle.address} · warning: no API key: anyone who can reach this computer on the "
+        "network can use the model"
+    )
+    assert f"On this computer: http://127.0.0.1:{port}/v1" in toggle.label.toolTip()
+    assert httpx.get(f"{toggle.url}/models").json()["data"][0]["id"] == "target"
+    # With a key the warning goes; back to this computer only, the server moves to 127.0.0.1.
+    window.apply_settings(window.settings.replace(serve_api_key="k"))
+    assert "warning" not in toggle.label.text() and toggle.label.text().endswith("· key required")
+    window.apply_settings(window.settings.replace(serve_public=False))
+    assert toggle.server.sock.getsockname()[:2] == ("127.0.0.1", port)
+    assert toggle.label.text() == f"API: http://127.0.0.1:{port}/v1 · key required"
+    toggle.action.trigger()
+
+
+def test_serve_settings_fields(qtbot) -> None:
+    from app.settings import Settings
+    from ui.settings_dialog import SettingsDialog
+
+    dialog = SettingsDialog(Settings(), gpu_offload_supported=False)
+    qtbot.addWidget(dialog)
+    serve = dialog.serve
+    assert serve.port.value() == 8080 and (serve.port.minimum(), serve.port.maximum()) == (1, 65535)
+    assert not serve.public.isChecked() and serve.warning.isHidden()
+    serve.api_key.setText("abc")
+    assert serve.api_key.echoMode() == QLineEdit.EchoMode.Password
+    serve.show_key.click()
+    assert serve.api_key.echoMode() == QLineEdit.EchoMode.Normal and serve.show_key.text() == "Hide"
+    serve.show_key.click()
+    assert serve.api_key.echoMode() == QLineEdit.EchoMode.Password and serve.show_key.text() == "Show"
+    serve.public.setChecked(True)
+    assert serve.warning.isHidden()  # a key is set
+    serve.api_key.clear()
+    assert not serve.warning.isHidden() and "anyone who can reach this computer" in serve.warning.text()
+    serve.port.setValue(9191)
+    s = dialog.result_settings()
+    assert (s.serve_port, s.serve_api_key, s.serve_public, s.serve_host) == (9191, "", True, "0.0.0.0")
+    serve.api_key.setText("  k  ")
+    assert dialog.result_settings().serve_api_key == "k"
+
+
+def test_a_hand_edited_serve_port_out_of_range_is_the_default(tmp_path) -> None:
+    import json
+
+    from app.settings import load_settings
+
+    path = tmp_path / "settings.json"
+    for bad in (0, 70000, -1, "8080", True):
+        path.write_text(json.dumps({"serve_port": bad, "serve_public": True}))
+        s = load_settings(path)
+        assert (s.serve_port, s.serve_public) == (8080, True)
+    path.write_text(json.dumps({"serve_port": 1234}))
+    assert load_settings(path).serve_port == 1234

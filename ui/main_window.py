@@ -822,6 +822,7 @@ class MainWindow(QMainWindow):
             self.theme.set_choice(after.theme)
         if needs_reload(before, after):
             self.start_engine()
+        self.serve_toggle.apply_settings(self.settings)  # its port, key, who may connect
 
     def on_models_page_pair_chosen(self, target_path: str, draft: str) -> None:
         changes: dict[str, Any] = {"model_path": target_path, "draft": parse_draft(draft).text}

@@ -1,24 +1,46 @@
 """The toolbar's "Serve API" switch: the window's loaded engine on the OpenAI-compatible API.
 
-As LM Studio's server tab does: other programs on this computer use the model the window has
-loaded, through the same API as `tandem serve` (app/api/serve.py), without a second copy of it in
-memory. Their replies run in the window's own engine process, one at a time with the window's.
-The address is shown in the status bar while it serves; it listens on 127.0.0.1 only.
+As LM Studio's server tab does: other programs use the model the window has loaded, through the
+same API as `tandem serve` (app/api/serve.py), without a second copy of it in memory. Their
+replies run in the window's own engine process, one at a time with the window's.
+
+Where it listens comes from Settings (app/settings.py): the port (8080), an optional API key, and
+"allow other computers" (every network interface instead of 127.0.0.1). The full address is
+shown in the status bar while it serves, with a warning when other computers may connect and no
+key is set (as `tandem serve` warns). Changing the address while serving restarts the server
+there; a new key applies to the next request.
 """
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel
 
-from app.api.serve import DEFAULT_PORT, ApiServer, BackgroundServer, SharedEngineHost, listen
+from app.api.serve import ApiServer, BackgroundServer, SharedEngineHost, listen
 from app.host.worker import EngineLoaded
+from app.settings import Settings
 from engine.errors import TandemError
 
-HOST = "127.0.0.1"
+OPEN_WARNING = "no API key: anyone who can reach this computer on the network can use the model"
+
+
+def lan_address() -> str | None:
+    """This computer's address on its network, as another computer would reach it (None if unknown).
+
+    A UDP socket "connected" to an outside address sends nothing; it only picks the interface a
+    packet would leave by.
+    """
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # TEST-NET-1: never answered, never sent to
+            address = str(s.getsockname()[0])
+    except OSError:
+        return None
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
 
 
 class ServeToggle(QObject):
@@ -27,13 +49,8 @@ class ServeToggle(QObject):
     def __init__(self, window: Any, toolbar: Any) -> None:
         super().__init__(window)
         self.window = window
-        self.port = DEFAULT_PORT
         self.action = QAction("Serve API", window)
         self.action.setCheckable(True)
-        self.action.setToolTip(
-            f"Let other programs on this computer use the loaded model through an OpenAI-compatible "
-            f"API on {HOST} (as `tandem serve` does)"
-        )
         self.action.toggled.connect(self.on_action_toggled)
         toolbar.addAction(self.action)
         self.label = QLabel()
@@ -42,12 +59,33 @@ class ServeToggle(QObject):
         self.label.hide()
         window.statusBar().addPermanentWidget(self.label)
         self.server: BackgroundServer | None = None
+        self.api: ApiServer | None = None
         self.host: SharedEngineHost | None = None
         self.engine_wanted.connect(self.on_engine_wanted, Qt.ConnectionType.QueuedConnection)
+        self._update_tooltip(window.settings)
+
+    @property
+    def settings(self) -> Settings:
+        settings: Settings = self.window.settings
+        return settings
 
     @property
     def url(self) -> str | None:
-        return self.server.url if self.server is not None else None
+        """Where a program on this computer reaches the API (None when it does not serve)."""
+        if self.server is None:
+            return None
+        port = self.server.sock.getsockname()[1]
+        return f"http://127.0.0.1:{port}/v1"
+
+    @property
+    def address(self) -> str | None:
+        """The full address shown: where other computers reach it, when they may."""
+        if self.server is None:
+            return None
+        host, port = self.server.sock.getsockname()[:2]
+        if host == "0.0.0.0":
+            host = lan_address() or socket.gethostname() or host
+        return f"http://{host}:{port}/v1"
 
     @Slot(bool)
     def on_action_toggled(self, on: bool) -> None:
@@ -59,9 +97,10 @@ class ServeToggle(QObject):
     def start(self) -> None:
         if self.server is not None:
             return
+        settings = self.settings
         controller = self.window.controller
         try:
-            sock = listen(HOST, self.port)
+            sock = listen(settings.serve_host, settings.serve_port)
         except TandemError as e:
             self._show(f"API not started: {e}", error=True)
             self.action.blockSignals(True)
@@ -75,18 +114,32 @@ class ServeToggle(QObject):
             info=controller.info,
         )
         controller.set_tap(host.tap)
-        self.server = BackgroundServer(ApiServer(host), sock)
+        self.api = ApiServer(host, settings.serve_api_key or None)
+        self.server = BackgroundServer(self.api, sock)
         self.server.start()
-        self._show(f"API: {self.server.url}")
+        self._show_address()
 
     def stop(self) -> None:
         server, self.server = self.server, None
-        self.host = None
+        self.host = self.api = None
         if server is None:
             return
         self.window.controller.set_tap(None)
         server.stop()
         self.label.hide()
+
+    def apply_settings(self, settings: Settings) -> None:
+        """Settings saved: serve on the new address (a restart), or with the new key."""
+        self._update_tooltip(settings)
+        if self.server is None or self.api is None:
+            return
+        host, port = self.server.sock.getsockname()[:2]
+        if (host, port) != (settings.serve_host, settings.serve_port):
+            self.stop()
+            self.start()  # a port now in use: the reason shows and the switch turns off
+            return
+        self.api.api_key = settings.serve_api_key or None
+        self._show_address()
 
     @Slot()
     def on_engine_wanted(self) -> None:
@@ -99,10 +152,30 @@ class ServeToggle(QObject):
         elif controller.config is not None:
             controller.load(controller.config)
 
+    def _update_tooltip(self, settings: Settings) -> None:
+        who = "other computers on the network" if settings.serve_public else "other programs on this computer"
+        self.action.setToolTip(
+            f"Let {who} use the loaded model through an OpenAI-compatible API on port "
+            f"{settings.serve_port} (as `tandem serve` does; the port, a key and who may connect "
+            "are in Settings)"
+        )
+
+    def _show_address(self) -> None:
+        settings = self.settings
+        text = f"API: {self.address}"
+        warning = settings.serve_public and not settings.serve_api_key
+        if warning:
+            text += f" · warning: {OPEN_WARNING}"
+        elif settings.serve_api_key:
+            text += " · key required"
+        self._show(text, error=warning)
+        tip = "OpenAI-compatible: GET /models, POST /chat/completions, POST /completions"
+        if settings.serve_public:
+            tip += f"\nOn this computer: {self.url}"
+        self.label.setToolTip(tip)
+
     def _show(self, text: str, error: bool = False) -> None:
         self.label.setText(text)
         self.label.setStyleSheet("color: #b00020;" if error else "")
-        self.label.setToolTip(
-            "" if error else "OpenAI-compatible: GET /models, POST /chat/completions, POST /completions"
-        )
+        self.label.setToolTip("")
         self.label.show()

@@ -173,6 +173,9 @@ class SettingsDialog(QDialog):
         self.theme.setCurrentIndex(max(0, self.theme.findData(settings.theme)))
         self.theme.setToolTip("System follows the desktop's light or dark scheme")
         form.addRow("Theme:", self.theme)
+        from ui.serve_settings import ServeFields
+
+        self.serve = ServeFields(settings, form, self)  # Serve API: port, key, other computers
         layout.addLayout(form)
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
@@ -198,6 +201,7 @@ class SettingsDialog(QDialog):
             draft_max=self.draft_max.value(),
             theme=str(self.theme.currentData()),
             **self.remote.values(),
+            **self.serve.values(),
         )
 
     def _parsed_rpc_servers(self) -> tuple[str, ...]:

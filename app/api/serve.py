@@ -1053,7 +1053,7 @@ class _Endpoint:
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         first = True
-        pending = [m for m in head if isinstance(m, ReplyEvent)]
+        pending: list[object] = [m for m in head if isinstance(m, ReplyEvent)]
         stats: Stats | None = None
         out: list[bytes] = []  # events for one write: whatever arrived in one turn of the loop
         while True:

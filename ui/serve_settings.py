@@ -1,0 +1,87 @@
+"""Settings → the "Serve API" switch (ui/serve_toggle.py): its port, API key and who may connect."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QObject, Slot
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QWidget,
+)
+
+from app.settings import Settings
+
+OPEN_WARNING = "Without an API key, anyone who can reach this computer on the network can use the model."
+
+
+class ServeFields(QObject):
+    def __init__(self, settings: Settings, form: QFormLayout, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.port = QSpinBox()
+        self.port.setObjectName("servePortSpin")
+        self.port.setAccessibleName("API port")
+        self.port.setRange(1, 65535)
+        self.port.setValue(settings.serve_port)
+        self.port.setToolTip(
+            "Where Serve API listens (8080 by default). A port another program uses is refused "
+            "when serving starts, with the reason in the status bar."
+        )
+        form.addRow("API port:", self.port)
+
+        row = QHBoxLayout()
+        self.api_key = QLineEdit(settings.serve_api_key)
+        self.api_key.setObjectName("serveKeyEdit")
+        self.api_key.setAccessibleName("API key for Serve API")
+        self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.api_key.setPlaceholderText("none (optional)")
+        self.api_key.setToolTip(
+            "Programs must send 'Authorization: Bearer KEY'; others get 401. Kept in Tandem's settings file."
+        )
+        row.addWidget(self.api_key, 1)
+        self.show_key = QPushButton("Show")
+        self.show_key.setObjectName("serveKeyShowButton")
+        self.show_key.setCheckable(True)
+        self.show_key.setToolTip("Show or hide the key")
+        self.show_key.toggled.connect(self.on_show_key_toggled)
+        row.addWidget(self.show_key)
+        form.addRow("API key:", row)
+
+        self.public = QCheckBox("Allow other computers to connect")
+        self.public.setObjectName("servePublicCheck")
+        self.public.setChecked(settings.serve_public)
+        self.public.setToolTip(
+            "Listen on every network interface (0.0.0.0) instead of this computer only (127.0.0.1)"
+        )
+        form.addRow("", self.public)
+        self.warning = QLabel(OPEN_WARNING)
+        self.warning.setObjectName("serveOpenWarning")
+        self.warning.setWordWrap(True)
+        self.warning.setStyleSheet("color: #b00020;")
+        form.addRow("", self.warning)
+
+        self.public.toggled.connect(self.on_changed)
+        self.api_key.textChanged.connect(self.on_changed)
+        self.on_changed()
+
+    def values(self) -> dict[str, Any]:
+        return {
+            "serve_port": self.port.value(),
+            "serve_api_key": self.api_key.text().strip(),
+            "serve_public": self.public.isChecked(),
+        }
+
+    @Slot(bool)
+    def on_show_key_toggled(self, shown: bool) -> None:
+        self.api_key.setEchoMode(QLineEdit.EchoMode.Normal if shown else QLineEdit.EchoMode.Password)
+        self.show_key.setText("Hide" if shown else "Show")
+
+    @Slot()
+    def on_changed(self, *_args: object) -> None:
+        self.warning.setVisible(self.public.isChecked() and not self.api_key.text().strip())
