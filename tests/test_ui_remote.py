@@ -417,3 +417,47 @@ def test_a_servers_fields_reload_the_engine_only_when_a_server_is_used() -> None
     assert needs_reload(remote, remote.replace(remote_model="m"))
     assert needs_reload(remote, remote.replace(remote_api_key="k"))
     assert needs_reload(local, local.replace(n_ctx=1024))
+
+
+def test_local_only_fields_are_greyed_out_while_a_server_is_chosen(qtbot) -> None:
+    from app.settings import Settings
+    from ui.remote_engine import LOCAL_ONLY_TIP
+    from ui.settings_dialog import SettingsDialog
+
+    # A build without GPU offload: GPU layers is disabled for its own reason, and stays so.
+    dialog = SettingsDialog(
+        Settings(engine="remote", remote_url="10.0.0.2:8080"), gpu_offload_supported=False
+    )
+    qtbot.addWidget(dialog)
+    local_only = [dialog.threads, dialog.context, dialog.gpu_layers, dialog.rpc_servers,
+                  dialog.repeat_last_n, dialog.adaptive, dialog.draft_max]  # fmt: skip
+    shared = [dialog.temperature, dialog.max_tokens, dialog.repeat_penalty, dialog.theme, dialog.remote.url]
+    form = dialog.layout().itemAt(0).layout()
+
+    def label(w):  # type: ignore[no-untyped-def]
+        return form.labelForField(w)
+
+    assert LOCAL_ONLY_TIP.startswith('Applies to "This computer" only')
+    for w in local_only:
+        assert not w.isEnabled() and w.toolTip() == LOCAL_ONLY_TIP
+        assert label(w) is None or not label(w).isEnabled()
+    assert all(w.isEnabled() for w in shared)
+
+    dialog.remote.engine.setCurrentIndex(dialog.remote.engine.findData("local"))
+    for w in local_only:
+        assert w.toolTip() != LOCAL_ONLY_TIP
+        assert label(w) is None or label(w).isEnabled()
+    assert [w.isEnabled() for w in local_only] == [True, True, False, True, True, True, True]
+    assert dialog.gpu_layers.toolTip().startswith("This build of llama.cpp runs on the CPU only")
+    assert "tandem rpc-server" in dialog.rpc_servers.toolTip()
+    assert not dialog.remote.url.isEnabled()
+
+    # RPC servers enable GPU layers (their layers go there); back on a server, all are off again,
+    # and back here once more, each is as the user left it.
+    dialog.rpc_servers.setText("10.0.0.3:50052")
+    assert dialog.gpu_layers.isEnabled()
+    dialog.remote.engine.setCurrentIndex(dialog.remote.engine.findData("remote"))
+    assert not any(w.isEnabled() for w in local_only)
+    dialog.remote.engine.setCurrentIndex(dialog.remote.engine.findData("local"))
+    assert all(w.isEnabled() for w in local_only)
+    assert dialog.result_settings().rpc_servers == "10.0.0.3:50052"

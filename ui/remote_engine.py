@@ -17,6 +17,7 @@ from app.api.remote import RemoteClient, RemoteError, api_base
 from app.settings import Settings
 
 ENGINE_CHOICES = (("This computer", "local"), ("A server", "remote"))
+LOCAL_ONLY_TIP = 'Applies to "This computer" only: the server runs the model with its own settings'
 
 
 def _one_line(text: str) -> str:
@@ -79,6 +80,10 @@ class RemoteEngineFields(QObject):
         self.error.setVisible(False)
         form.addRow("", self.error)
 
+        # Fields of the local engine (threads, context, GPU layers...), greyed out while a server
+        # is chosen: widget -> (its enabled state and tooltip before, given back on "This computer").
+        self._form = form
+        self._local_only: dict[QWidget, tuple[bool, str]] = {}
         self.fetched.connect(self.on_self_fetched, Qt.ConnectionType.QueuedConnection)
         self.engine.currentIndexChanged.connect(self.on_engine_current_index_changed)
         self.on_engine_current_index_changed()
@@ -113,12 +118,33 @@ class RemoteEngineFields(QObject):
             return False
         return True
 
+    def set_local_only(self, widgets: list[QWidget]) -> None:
+        """The fields that only the local engine uses: disabled, with a tooltip, while a server is chosen."""
+        self._local_only = {w: (w.isEnabled(), w.toolTip()) for w in widgets}
+        self._show_local_only()
+
+    def _show_local_only(self) -> None:
+        for w, (enabled, tip) in self._local_only.items():
+            label = self._form.labelForField(w)
+            if self.is_remote:
+                if w.toolTip() != LOCAL_ONLY_TIP:  # remember what a field was, to give it back
+                    self._local_only[w] = (w.isEnabled(), w.toolTip())
+                w.setEnabled(False)
+                w.setToolTip(LOCAL_ONLY_TIP)
+            else:
+                w.setEnabled(enabled)
+                w.setToolTip(tip)
+            if label is not None:
+                label.setEnabled(not self.is_remote)
+                label.setToolTip(LOCAL_ONLY_TIP if self.is_remote else "")
+
     @Slot()
     def on_engine_current_index_changed(self, _index: int = 0) -> None:
         for w in (self.url, self.api_key, self.model, self.fetch_button):
             w.setEnabled(self.is_remote)
         if not self.is_remote:
             self.show_error("")
+        self._show_local_only()
 
     @Slot()
     def on_fetch_button_clicked(self) -> None:

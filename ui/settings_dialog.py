@@ -163,6 +163,9 @@ class SettingsDialog(QDialog):
 
         for box in (self.top_k, self.top_p, self.min_p):
             box.setEnabled(not self.greedy.isChecked())
+        # Read by the local engine only: greyed out, with a tooltip saying so, while "A server" is chosen.
+        self.remote.set_local_only([self.threads, self.context, self.gpu_layers, self.rpc_servers,
+                                    self.repeat_last_n, self.adaptive, self.draft_max])  # fmt: skip
 
         from ui.theme import THEME_CHOICES
 
