@@ -1,18 +1,18 @@
 """Tandem's main window: conversations, the chat, Compare, models; the speculation toolbar.
 
-The window owns the store (conversations on disk), the settings and the engine controller. It
-knows the engine only through the controller's signals: replies arrive as coalesced
-ReplyProgress updates of one reply buffer (app.host.reply), are shown (only the new text is laid out),
-and are written to the store at most every SAVE_INTERVAL_S
-and at their end, so a crash of anything loses at most that much of a reply.
+The window builds and wires widgets. What it shows and decides lives in its presenter
+(ui/presenter.py, ChatPresenter: no widgets): the settings, the store (conversations on disk),
+the reply being generated and its saving, the stats records and speed baseline, Compare routing
+and the one speculation state. The window forwards user actions to the presenter and follows
+its signals: replies arrive as coalesced ReplyProgress updates of one reply buffer
+(app.host.reply) and are shown (only the new text is laid out); the presenter writes them to the
+store at most every SAVE_INTERVAL_S and at their end, so a crash of anything loses at most that
+much of a reply.
 """
 
 from __future__ import annotations
 
 import logging
-import random
-import time
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,68 +36,31 @@ from PySide6.QtWidgets import (
 
 from app.host.controller import EngineController
 from app.host.reply import Reply, ReplyProgress
-from app.host.worker import ChatTurn, EngineInfo, ReplyStarted
-from app.library.model_spec import parse_draft
-from app.settings import Settings, load_settings, save_settings
-from app.store import Message, Store
-from engine.events import Stats
+from app.host.worker import EngineInfo
+from app.settings import Settings, load_settings
+from app.store import Store
 from ui.about import AboutDialog, app_icon
 from ui.chat_view import ChatView
 from ui.compare_view import CompareView
 from ui.conversation_list import ConversationList
-from ui.presenter import SpeedPresenter
+from ui.presenter import (
+    SAVE_INTERVAL_S,
+    ChatPresenter,
+    ConversationShown,
+    LiveReply,
+    MessageRow,
+    PairView,
+    ReplyEnded,
+    SpeculationView,
+)
 from ui.settings_dialog import SettingsDialog, needs_reload
-from ui.stats_format import DASH, live_line
+from ui.stats_format import DASH
 
 log = logging.getLogger(__name__)
 
-SAVE_INTERVAL_S = 0.5  # a streaming reply reaches the database at least this often
-TITLE_LENGTH = 48
+__all__ = ["SAVE_INTERVAL_S", "MainWindow"]
+
 SPECULATION_CHOICES = (("Off", "none"), ("N-gram lookup", "ngram"), ("Draft model", "draft"))
-
-
-@dataclass
-class LiveReply:
-    """The reply being generated for the chat: the controller's buffer, and where it is shown and stored."""
-
-    conversation_id: int
-    message_id: int
-    reply: Reply
-    last_saved_s: float = 0.0
-
-    @property
-    def request_id(self) -> int:
-        return self.reply.request_id
-
-    @property
-    def text(self) -> str:
-        return self.reply.text
-
-    @property
-    def stats(self) -> Stats | None:
-        return self.reply.stats
-
-
-def _title_from(text: str) -> str:
-    first_line = text.strip().splitlines()[0] if text.strip() else "New conversation"
-    return first_line if len(first_line) <= TITLE_LENGTH else first_line[: TITLE_LENGTH - 1] + "…"
-
-
-def _turns(messages: list[Message]) -> tuple[ChatTurn, ...]:
-    """The conversation as the model sees it: user/assistant turns, neighbours of one role merged.
-
-    Merging matters after a failed reply (two user messages in a row): many chat templates
-    refuse roles that do not alternate.
-    """
-    turns: list[ChatTurn] = []
-    for m in messages:
-        if m.role not in ("user", "assistant") or not m.content.strip():
-            continue
-        if turns and turns[-1].role == m.role:
-            turns[-1] = ChatTurn(m.role, turns[-1].content + "\n\n" + m.content)
-        else:
-            turns.append(ChatTurn(m.role, m.content))
-    return tuple(turns)
 
 
 class MainWindow(QMainWindow):
@@ -114,23 +77,12 @@ class MainWindow(QMainWindow):
         QApplication.setWindowIcon(icon)
         self.setWindowIcon(icon)
         self.resize(1180, 780)
-        self.settings: Settings = load_settings()
-        self.store = Store()
-        self.store.mark_unfinished_interrupted()
+        store = Store()
+        store.mark_unfinished_interrupted()
         self.controller = controller or EngineController(self)
-        # The speed baseline and the stats records (ui/presenter.py: no widgets, tested alone).
-        self.speed_stats = SpeedPresenter(
-            lambda: self.settings,
-            self._update_settings,
-            lambda: self.controller.info.target_path if self.controller.info else None,
-            self,
-        )
-        self._model_override = model
-        self._draft_override = draft
-        self.live: LiveReply | None = None
-        self.conversation_id: int | None = None
-        self._editing_message_id: int | None = None
-        self._pending_system_prompt = ""
+        # What the window shows and decides (ui/presenter.py: no widgets, tested alone).
+        self.presenter = ChatPresenter(self.controller, store, load_settings(), model, draft, self)
+        self.presenter.record_extras = self._record_extras
         self._is_closed = False
         self._has_shown = False
         from ui.theme import ThemeManager
@@ -146,16 +98,33 @@ class MainWindow(QMainWindow):
 
         self.shortcut_actions = shortcuts.install(self)
         self._connect_controller()
+        self._connect_presenter()
 
         self._refresh_conversations()
-        last = self.settings.last_conversation_id
-        if last is not None and self.store.conversation(last) is not None:
-            self.show_conversation(last)
-        else:
-            conversations = self.store.conversations()
-            if conversations:
-                self.show_conversation(conversations[0].id)
+        self.presenter.open_last_conversation()
         self.start_engine()
+
+    # ---- the presenter's state, as the window's (tools and tests read these)
+
+    @property
+    def settings(self) -> Settings:
+        return self.presenter.settings
+
+    @settings.setter
+    def settings(self, settings: Settings) -> None:
+        self.presenter.settings = settings
+
+    @property
+    def store(self) -> Store:
+        return self.presenter.store
+
+    @property
+    def live(self) -> LiveReply | None:
+        return self.presenter.live
+
+    @property
+    def conversation_id(self) -> int | None:
+        return self.presenter.conversation_id
 
     # ---- building
 
@@ -197,7 +166,6 @@ class MainWindow(QMainWindow):
         from ui.serve_toggle import ServeToggle
 
         self.serve_toggle = ServeToggle(self, bar)  # the loaded engine on the OpenAI-compatible API
-        self._show_speculation_choice(self._current_draft())
 
     def _build_tabs(self) -> None:
         self.tabs = QTabWidget()
@@ -368,35 +336,33 @@ class MainWindow(QMainWindow):
         c = self.controller
         c.load_progressed.connect(self.on_controller_load_progressed)
         c.engine_loaded.connect(self.on_controller_engine_loaded)
-        c.engine_failed.connect(self.on_controller_engine_failed)
-        c.engine_died.connect(self.on_controller_engine_died)
-        c.draft_changed.connect(self.on_controller_draft_changed)
-        c.draft_failed.connect(self.on_controller_draft_failed)
-        c.reply_started.connect(self.on_controller_reply_started)
-        c.reply_progressed.connect(self.on_controller_reply_progressed)
-        c.reply_finished.connect(self.on_controller_reply_finished)
-        c.reply_failed.connect(self.on_controller_reply_failed)
         c.busy_changed.connect(self.on_controller_busy_changed)
+
+    def _connect_presenter(self) -> None:
+        p = self.presenter
+        p.conversation_shown.connect(self.on_presenter_conversation_shown)
+        p.conversations_changed.connect(self._refresh_conversations)
+        p.message_added.connect(self.on_presenter_message_added)
+        p.messages_removed.connect(self.chat.remove_messages)
+        p.editing_changed.connect(self.chat.set_editing)
+        p.notice_changed.connect(self.chat.set_notice)
+        p.speed_line_changed.connect(self.stats_label.setText)
+        p.reply_progressed.connect(self.on_presenter_reply_progressed)
+        p.reply_ended.connect(self.on_presenter_reply_ended)
+        p.speculation_changed.connect(self.on_presenter_speculation_changed)
+        p.pair_changed.connect(self.on_presenter_pair_changed)
+        p.loading_finished.connect(lambda: self._set_loading(None))
+        p.compare_started.connect(self.compare.start)
+        p.compare_progressed.connect(self.on_presenter_compare_progressed)
+        p.compare_finished.connect(self.on_presenter_compare_finished)
+        p.compare_failed.connect(self.compare.on_failed)
+        self.on_presenter_speculation_changed(p.speculation)
 
     # ---- engine
 
-    def _current_draft(self) -> str:
-        return self._draft_override or self.settings.draft
-
     def start_engine(self) -> None:
         # Settings → Engine: a server (app/host/remote_worker.py) or this computer.
-        from app.host.remote_worker import RemoteTarget
-
-        s = self.settings
-        remote = RemoteTarget(s.remote_url, s.remote_api_key, s.remote_model) if s.is_remote else None
-        self.controller.use_remote(remote)
-        self.speculation_combo.setEnabled(remote is None)
-        self.choose_draft_action.setEnabled(remote is None)
-        target = self._model_override or self.settings.model_path or ""
-        config = self.settings.engine_config(target)
-        if self._draft_override is not None:
-            config = self.settings.replace(draft=self._draft_override).engine_config(target)
-        self.controller.load(config)
+        self.presenter.start_engine()
 
     def _set_loading(self, stage: str | None) -> None:
         self.load_label.setText(stage or "")
@@ -404,46 +370,28 @@ class MainWindow(QMainWindow):
         self.load_progress.setVisible(stage is not None)
 
     def _plain_tokens_per_s(self) -> float | None:
-        return self.speed_stats.plain_tokens_per_s()
+        return self.presenter.speed.plain_tokens_per_s()
 
     def _update_settings(self, **changes: Any) -> None:
-        self.settings = self.settings.replace(**changes)
-        try:
-            save_settings(self.settings)
-        except OSError as e:
-            log.warning("cannot save settings: %s", e)
+        self.presenter.update_settings(**changes)
 
-    def _show_pair(self, info: EngineInfo | None, problem: str = "") -> None:
-        if info is None:
-            self.pair_label.setText(problem or "No model loaded")
-            self.pair_label.setStyleSheet("color: #c0392b;" if problem else "")
-            return
-        text = info.pair_note
-        if problem:
-            text += f" — {problem}"
-        self.pair_label.setText(text)
-        self.pair_label.setToolTip(
-            f"Target: {info.target_path}" + (f"\nDraft: {info.draft}" if info.draft else "")
-        )
-        self.pair_label.setStyleSheet("color: #c0392b;" if problem or info.draft_refusal is not None else "")
-        self.setWindowTitle(f"Tandem — {info.target_name}")
+    def on_presenter_pair_changed(self, pair: PairView) -> None:
+        self.pair_label.setText(pair.text)
+        if pair.tooltip is not None:
+            self.pair_label.setToolTip(pair.tooltip)
+        self.pair_label.setStyleSheet("color: #c0392b;" if pair.is_problem else "")
+        if pair.title is not None:
+            self.setWindowTitle(pair.title)
 
-    def _show_speculation_choice(self, draft: str | None) -> None:
-        kind = str(parse_draft(draft).kind)
-        self.speculation_combo.setCurrentIndex(self.speculation_combo.findData(kind))
-        self.compare.set_speculation(kind)
+    def on_presenter_speculation_changed(self, speculation: SpeculationView) -> None:
+        self.speculation_combo.setCurrentIndex(self.speculation_combo.findData(speculation.choice))
+        self.speculation_combo.setEnabled(speculation.can_switch)
+        self.choose_draft_action.setEnabled(speculation.can_switch)
+        self.compare.set_speculation(speculation.in_effect)
 
     def set_speculation(self, draft: str) -> None:
         """Switch to "none", "ngram" or a draft GGUF path; applies from the next reply."""
-        changes: dict[str, Any] = {"draft": draft}
-        if parse_draft(draft).model is not None:
-            changes["draft_model_path"] = draft
-        self._draft_override = None
-        self._update_settings(**changes)
-        self._show_speculation_choice(draft)
-        self.pair_label.setText("Switching speculation… (applies from the next reply)")
-        self.pair_label.setStyleSheet("")
-        self.controller.set_draft(parse_draft(draft).engine_value())
+        self.presenter.set_speculation(draft)
 
     # ---- conversations
 
@@ -453,127 +401,68 @@ class MainWindow(QMainWindow):
         )
 
     def show_conversation(self, conversation_id: int | None) -> None:
-        self.conversation_id = conversation_id
-        self._editing_message_id = None
-        self.chat.set_editing(None)
+        self.presenter.show_conversation(conversation_id)
+
+    def on_presenter_conversation_shown(self, shown: ConversationShown) -> None:
         self.chat.clear()
         self.chat.set_notice("")
-        tint = self.settings.show_draft_tint
-        if conversation_id is None:
-            self.chat.set_system_prompt(self._pending_system_prompt)
-            self._refresh_conversations()
-            return
-        conversation = self.store.conversation(conversation_id)
-        self.chat.set_system_prompt(conversation.system_prompt if conversation else "")
-        for m in self.store.messages(conversation_id):
-            if self.live is not None and self.live.message_id == m.id:
-                shown = self.live.reply.shown()
-                self.chat.add_message(m.id, m.role, shown.text, shown.draft_spans, "streaming", None, tint)
-            else:
-                self.chat.add_message(m.id, m.role, m.content, m.draft_spans, m.status, m.stats, tint)
-        self.chat.scroll_to_end()
-        self._refresh_conversations()
-        if self.settings.last_conversation_id != conversation_id:
-            self.settings = self.settings.replace(last_conversation_id=conversation_id)
+        self.chat.set_system_prompt(shown.system_prompt)
+        for row in shown.messages:
+            self.on_presenter_message_added(row)
+        if shown.id is not None:
+            self.chat.scroll_to_end()
 
-    def _ensure_conversation(self, first_text: str) -> int:
-        if self.conversation_id is None:
-            conversation = self.store.create_conversation(
-                _title_from(first_text), self._pending_system_prompt
-            )
-            self._pending_system_prompt = ""
-            self.conversation_id = conversation.id
-            self.settings = self.settings.replace(last_conversation_id=conversation.id)
-        else:
-            conversation_ = self.store.conversation(self.conversation_id)
-            if (
-                conversation_ is not None
-                and conversation_.title == "New conversation"
-                and not self.store.messages(self.conversation_id)
-            ):
-                self.store.rename_conversation(self.conversation_id, _title_from(first_text))
-        return self.conversation_id
+    def on_presenter_message_added(self, row: MessageRow) -> None:
+        self.chat.add_message(
+            row.id, row.role, row.text, row.draft_spans, row.status, row.stats, self.settings.show_draft_tint
+        )
 
     # ---- replies
 
-    def _supersede_from(self, message_id: int) -> None:
-        """Hide message_id and everything after it in the current conversation (kept in the database)."""
-        assert self.conversation_id is not None
-        ids = [m.id for m in self.store.messages(self.conversation_id) if m.id >= message_id]
-        self.store.set_status(ids, "superseded")
-        self.chat.remove_messages(ids)
-
-    def _start_reply(self, conversation_id: int) -> None:
-        messages = self.store.messages(conversation_id)
-        turns = _turns(messages)
-        if not turns or turns[-1].role != "user":
-            return
-        conversation = self.store.conversation(conversation_id)
-        # The reply's row exists before the first token, so a crash at any point leaves it marked.
-        reply = self.store.add_message(conversation_id, "assistant", "", status="streaming")
-        self.chat.add_message(reply.id, "assistant", "", (), "streaming", None, self.settings.show_draft_tint)
-        request_id = self.controller.start_reply(
-            turns,
-            system_prompt=conversation.system_prompt if conversation else "",
-            params=self.settings.sampling(),
-            max_tokens=self.settings.max_tokens,
-            history_key=f"conversation-{conversation_id}",
-        )
-        buffer = self.controller.reply(request_id)
-        assert buffer is not None
-        self.live = LiveReply(conversation_id, reply.id, buffer, last_saved_s=time.monotonic())
-        self.stats_label.setText(f"Speed: {DASH} (prefilling)")
-
     def send(self, text: str) -> None:
         """Send a user message in the current conversation (a new one if none is open)."""
-        if self.controller.is_busy or not text.strip():
-            return
-        if self._editing_message_id is not None:
-            self._supersede_from(self._editing_message_id)
-            self._editing_message_id = None
-            self.chat.set_editing(None)
-        conversation_id = self._ensure_conversation(text)
-        message = self.store.add_message(conversation_id, "user", text)
-        self.chat.add_message(message.id, "user", text, tint=self.settings.show_draft_tint)
-        self.chat.set_notice("")
-        self._start_reply(conversation_id)
-        self._refresh_conversations()
+        self.presenter.send(text)
 
     def regenerate(self) -> None:
-        if self.controller.is_busy or self.conversation_id is None:
-            return
-        messages = self.store.messages(self.conversation_id)
-        last_user = next((m for m in reversed(messages) if m.role == "user"), None)
-        if last_user is None:
-            return
-        later = [m for m in messages if m.id > last_user.id]
-        if later:
-            self._supersede_from(later[0].id)
-        self._start_reply(self.conversation_id)
-
-    def _save_live(self, status: str, stats: dict[str, Any] | None = None) -> None:
-        live = self.live
-        if live is None:
-            return
-        shown = live.reply.shown(is_final=status != "streaming")
-        self.store.save_reply(live.message_id, shown, status, stats)
-        live.last_saved_s = time.monotonic()
+        self.presenter.regenerate()
 
     def _live_widget(self) -> Any:
-        if self.live is None or self.live.conversation_id != self.conversation_id:
+        live = self.presenter.live
+        if live is None or not self.presenter.is_live_shown():
             return None
-        return self.chat.widget_for(self.live.message_id)
+        return self.chat.widget_for(live.message_id)
 
-    def _end_live(self, status: str, stats: dict[str, Any] | None, note: str = "") -> None:
-        live = self.live
-        if live is None:
-            return
-        self._save_live(status, stats)
+    def _record_extras(self, live: LiveReply) -> dict[str, Any]:
+        """What a finished reply keeps besides its numbers: its small sparkline, when shown."""
         widget = self._live_widget()
+        if widget is None or not widget.speed.points:
+            return {}
+        from ui.speed_panel import POINTS_KEY
+
+        return {POINTS_KEY: widget.speed.kept_points()}
+
+    def on_presenter_reply_progressed(self, progress: ReplyProgress) -> None:
+        live, widget = self.presenter.live, self._live_widget()
+        if live is None or widget is None:
+            return
+        if len(live.reply) != progress.start:
+            widget.stream(live.reply.shown(), self.settings.show_draft_tint)
+        if progress.stats:
+            widget.add_stats(progress.stats, self._plain_tokens_per_s())
+
+    def on_presenter_reply_ended(self, ended: ReplyEnded) -> None:
+        if ended.conversation_id != self.presenter.conversation_id:
+            return
+        widget = self.chat.widget_for(ended.message_id)
         if widget is not None:
-            widget.finish(live.reply.shown(is_final=True), self.settings.show_draft_tint)
-            widget.set_status(status, stats, note)
-        self.live = None
+            widget.finish(ended.text, self.settings.show_draft_tint)
+            widget.set_status(ended.status, ended.stats, ended.note)
+
+    def on_presenter_compare_progressed(self, progress: ReplyProgress) -> None:
+        self.compare.on_progress(progress, self.settings.show_draft_tint)
+
+    def on_presenter_compare_finished(self, reply: Reply) -> None:
+        self.compare.on_finished(reply, self.settings.show_draft_tint)
 
     # ---- controller signals
 
@@ -586,118 +475,13 @@ class MainWindow(QMainWindow):
             self.load_progress.setValue(round(fraction * 100))
 
     def on_controller_engine_loaded(self, info: EngineInfo) -> None:
-        self._set_loading(None)
+        # The pair, the speculation shown and the loading line follow the presenter.
         set_model_in_use = getattr(self.models_page, "set_model_in_use", None)  # (a QLabel if unavailable)
         if set_model_in_use is not None:
             set_model_in_use(info.target_path)
             self.models_page.set_gpu_backend(info.gpu_offload_supported)
         if self.welcome is not None:
             self.welcome.set_gpu_backend(info.gpu_offload_supported)
-        self._show_pair(info)
-        self._show_speculation_choice(info.draft or "none")
-        self.compare.set_speculation(info.speculation)
-
-    def on_controller_engine_failed(self, sentence: str) -> None:
-        self._set_loading(None)
-        self._show_pair(None, f"Model not loaded: {sentence}")
-        self.chat.set_notice(f"The model could not be loaded: {sentence}", is_warning=True)
-
-    def on_controller_engine_died(self, sentence: str) -> None:
-        self._set_loading(None)
-        self._show_pair(None, "Engine stopped; the next message starts a fresh one")
-        self.chat.set_notice(sentence, is_warning=True)
-
-    def on_controller_draft_changed(self, info: EngineInfo) -> None:
-        self._show_pair(info)
-        self._show_speculation_choice(info.draft or "none")
-        self.compare.set_speculation(info.speculation)
-
-    def on_controller_draft_failed(self, sentence: str) -> None:
-        info = self.controller.info
-        self._show_pair(info, f"Speculation unchanged: {sentence}")
-        if info is not None:
-            self._update_settings(draft=info.draft or "none")
-            self._show_speculation_choice(info.draft or "none")
-
-    def on_controller_reply_started(self, started: ReplyStarted) -> None:
-        if self.live is None or started.request_id != self.live.request_id:
-            return
-        if started.n_dropped_turns and self.live.conversation_id == self.conversation_id:
-            info = self.controller.info
-            n_ctx = f" ({info.n_ctx} tokens)" if info else ""
-            self.chat.set_notice(
-                f"This conversation is longer than the model's context{n_ctx}: its oldest "
-                f"{started.n_dropped_turns} messages are left out of the prompt. The system prompt is kept."
-            )
-
-    def on_controller_reply_progressed(self, progress: ReplyProgress) -> None:
-        tint = self.settings.show_draft_tint
-        if progress.request_id in self.compare.request_ids:
-            self.compare.on_progress(progress, tint)
-            if progress.stats:
-                self._show_live_stats(progress.stats[-1])
-            return
-        live = self.live
-        if live is None or progress.request_id != live.request_id:
-            return
-        if progress.stats:
-            self._show_live_stats(progress.stats[-1])
-        widget = self._live_widget()
-        if widget is not None and len(live.reply) != progress.start:
-            widget.stream(live.reply.shown(), tint)
-        if widget is not None and progress.stats:
-            widget.add_stats(progress.stats, self._plain_tokens_per_s())
-        if time.monotonic() - live.last_saved_s >= SAVE_INTERVAL_S:
-            self._save_live("streaming")
-
-    def _show_live_stats(self, stats: Stats, prefix: str = "Speed") -> None:
-        self.stats_label.setText(f"{prefix}: {live_line(stats.as_dict(), self._plain_tokens_per_s())}")
-
-    def on_controller_reply_finished(self, reply: Reply) -> None:
-        finished = reply.finished
-        assert finished is not None
-        tint = self.settings.show_draft_tint
-        if reply.request_id in self.compare.request_ids:
-            name = self.compare.request_ids[reply.request_id]
-            if name == "plain":
-                self.speed_stats.record_plain_speed(finished)
-            self.compare.on_finished(reply, tint)
-            self._show_live_stats(finished.stats, prefix="Last run")
-            return
-        live = self.live
-        if live is None or reply.request_id != live.request_id:
-            return
-        self.speed_stats.record_plain_speed(finished)
-        record = self.speed_stats.record(finished)
-        widget = self._live_widget()
-        if widget is not None and widget.speed.points:  # the reply keeps its small sparkline
-            from ui.speed_panel import POINTS_KEY
-
-            record[POINTS_KEY] = widget.speed.kept_points()
-        status = "cancelled" if finished.stop_reason == "cancelled" else "complete"
-        note = "stopped at the context limit" if finished.stop_reason == "context" else ""
-        self._end_live(status, record, note)
-        self._show_live_stats(finished.stats, prefix="Last reply")
-        self._refresh_conversations()
-
-    def on_controller_reply_failed(self, request_id: int, sentence: str, has_engine_died: bool) -> None:
-        if request_id in self.compare.request_ids:
-            self.compare.on_failed(request_id, sentence)
-            return
-        live = self.live
-        if live is None or request_id != live.request_id:
-            return
-        if has_engine_died or live.text:
-            stats = self.speed_stats.partial_record(live.stats)
-            self._end_live("interrupted", stats)
-        else:
-            # Nothing was written (the prompt did not fit, no model): the empty reply row is hidden.
-            self.store.set_status([live.message_id], "superseded")
-            self.chat.remove_messages([live.message_id])
-            self.live = None
-        if not has_engine_died:
-            # A reply cut short (a server lost mid-reply) is kept: the sentence says what happened.
-            self.chat.set_notice(sentence if live.text else f"No reply: {sentence}", is_warning=True)
 
     def on_controller_busy_changed(self, is_busy: bool) -> None:
         self.chat.set_busy(is_busy)
@@ -712,13 +496,9 @@ class MainWindow(QMainWindow):
         self.regenerate()
 
     def on_chat_edit_requested(self, message_id: int) -> None:
-        if self.controller.is_busy:
-            return
         widget = self.chat.widget_for(message_id)
-        if widget is None:
-            return
-        self._editing_message_id = message_id
-        self.chat.set_editing(widget.text())
+        if widget is not None:
+            self.presenter.edit(message_id, widget.text())
 
     def edit_last_user_message(self) -> None:
         users = [w for w in self.chat.message_widgets() if w.role == "user"]
@@ -726,58 +506,29 @@ class MainWindow(QMainWindow):
             self.on_chat_edit_requested(users[-1].message_id)
 
     def on_chat_edit_cancelled(self) -> None:
-        self._editing_message_id = None
+        self.presenter.cancel_edit()
 
     def on_chat_system_prompt_changed(self, text: str) -> None:
-        if self.conversation_id is None:
-            self._pending_system_prompt = text
-        else:
-            self.store.set_system_prompt(self.conversation_id, text)
+        self.presenter.set_system_prompt(text)
 
     def on_conversations_conversation_selected(self, conversation_id: int) -> None:
-        if conversation_id != self.conversation_id:
-            self.show_conversation(conversation_id)
+        self.presenter.select_conversation(conversation_id)
 
     def on_conversations_new_requested(self) -> None:
-        if self.conversation_id is not None and not self.store.messages(self.conversation_id):
-            self.chat.input.setFocus()
-            return
-        conversation = self.store.create_conversation()
-        self.show_conversation(conversation.id)
+        self.presenter.new_conversation()
         self.chat.input.setFocus()
 
     def on_conversations_rename_requested(self, conversation_id: int, title: str) -> None:
-        self.store.rename_conversation(conversation_id, title)
-        self._refresh_conversations()
+        self.presenter.rename_conversation(conversation_id, title)
 
     def on_conversations_delete_requested(self, conversation_id: int) -> None:
-        if self.live is not None and self.live.conversation_id == conversation_id:
-            self.controller.stop()
-            self.live = None
-        self.store.delete_conversation(conversation_id)
-        if conversation_id == self.conversation_id:
-            remaining = self.store.conversations()
-            self.show_conversation(remaining[0].id if remaining else None)
-        else:
-            self._refresh_conversations()
+        self.presenter.delete_conversation(conversation_id)
 
     def on_conversations_search_changed(self, _text: str) -> None:
         self._refresh_conversations()
 
     def on_compare_compare_requested(self, prompt: str) -> None:
-        if self.controller.is_busy:
-            return
-        turns = (ChatTurn("user", prompt),)
-        params, max_tokens = self.settings.sampling(), self.settings.max_tokens
-        if not params.is_greedy and params.seed is None:
-            # One seed for both runs: with n-gram drafts sampled speculation then writes the very
-            # text plain decoding writes (engine/sampling.py, keyed sampling), so only speed differs.
-            params = replace(params, seed=random.randrange(1 << 31))
-        plain_id = self.controller.start_reply(turns, params=params, max_tokens=max_tokens, speculate=False)
-        speculative_id = self.controller.start_reply(
-            turns, params=params, max_tokens=max_tokens, speculate=None
-        )
-        self.compare.start(plain_id, speculative_id)
+        self.presenter.compare(prompt)
 
     def on_tabs_current_changed(self, index: int) -> None:
         if self.tabs.widget(index) is self.compare and not self.compare.prompt.toPlainText().strip():
@@ -787,12 +538,7 @@ class MainWindow(QMainWindow):
             )
 
     def on_speculation_combo_activated(self, index: int) -> None:
-        kind = self.speculation_combo.itemData(index)
-        if kind in ("none", "ngram"):
-            self.set_speculation(kind)
-        elif self.settings.draft_model_path and Path(self.settings.draft_model_path).exists():
-            self.set_speculation(self.settings.draft_model_path)
-        else:
+        if not self.presenter.choose_speculation(self.speculation_combo.itemData(index)):
             self.on_choose_draft_action_triggered()
 
     def on_choose_draft_action_triggered(self) -> None:
@@ -802,7 +548,7 @@ class MainWindow(QMainWindow):
         if path:
             self.set_speculation(path)
         else:
-            self._show_speculation_choice(self._current_draft())
+            self.presenter.reshow_speculation()
 
     def on_tint_check_toggled(self, is_checked: bool) -> None:
         self._update_settings(show_draft_tint=is_checked)
@@ -825,13 +571,7 @@ class MainWindow(QMainWindow):
         self.serve_toggle.apply_settings(self.settings)  # its port, key, who may connect
 
     def on_models_page_pair_chosen(self, target_path: str, draft: str) -> None:
-        changes: dict[str, Any] = {"model_path": target_path, "draft": parse_draft(draft).text}
-        if parse_draft(draft).model is not None:
-            changes["draft_model_path"] = draft
-        self._model_override = self._draft_override = None
-        self._update_settings(**changes)
-        self._show_speculation_choice(draft)
-        self.start_engine()
+        self.presenter.choose_pair(target_path, draft)
         self.tabs.setCurrentIndex(0)
 
     # ---- keyboard (ui/shortcuts.py)
@@ -851,13 +591,8 @@ class MainWindow(QMainWindow):
 
     def cycle_speculation(self) -> None:
         """Off -> n-gram -> the draft model (when one was chosen and exists) -> off."""
-        kinds = ["none", "ngram"]
-        if self.settings.draft_model_path and Path(self.settings.draft_model_path).exists():
-            kinds.append("draft")
-        current = self.speculation_combo.currentData()
-        kind = kinds[(kinds.index(current) + 1) % len(kinds)] if current in kinds else "none"
-        self.speculation_combo.setCurrentIndex(self.speculation_combo.findData(kind))
-        self.on_speculation_combo_activated(self.speculation_combo.currentIndex())
+        if not self.presenter.choose_speculation(self.presenter.next_speculation()):
+            self.on_choose_draft_action_triggered()
 
     def show_shortcuts(self) -> None:
         from ui.shortcuts import ShortcutsDialog
@@ -888,14 +623,11 @@ class MainWindow(QMainWindow):
         if self._is_closed:
             return
         self._is_closed = True
-        if self.live is not None:
-            self.controller.stop()
-            self._end_live("interrupted", self.speed_stats.partial_record(self.live.stats))
+        self.presenter.stop_live()
         self.serve_toggle.stop()
         self.controller.shutdown()
         # Downloads pause; their .part files stay and resume next time.
         shutdown_downloads = getattr(self.models_page, "shutdown", None)
         if shutdown_downloads is not None:
             shutdown_downloads()
-        self._update_settings()
-        self.store.close()
+        self.presenter.close()

@@ -1,0 +1,184 @@
+"""The chat presenter without widgets: a real engine controller (a real worker process on a tiny
+generated model), a real SQLite store under tmp_path, real settings in this test's TANDEM_HOME.
+The Qt application exists for signals only: no QWidget is made."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.settings import load_settings
+from app.store import Store
+
+pytest.importorskip("pytestqt")
+
+from app.host.controller import EngineController  # noqa: E402
+from ui.presenter import (  # noqa: E402
+    ChatPresenter,
+    MessageRow,
+    PairView,
+    ReplyEnded,
+    SpeculationView,
+)
+
+
+class Seen:
+    """Every signal the presenter emits, in order: what a window would follow."""
+
+    def __init__(self, presenter: ChatPresenter) -> None:
+        self.events: list[tuple[str, Any]] = []
+        for name in (
+            "conversation_shown",
+            "message_added",
+            "messages_removed",
+            "notice_changed",
+            "speed_line_changed",
+            "reply_progressed",
+            "reply_ended",
+            "speculation_changed",
+            "pair_changed",
+            "compare_started",
+            "compare_progressed",
+            "compare_finished",
+            "compare_failed",
+        ):
+            getattr(presenter, name).connect(lambda *args, name=name: self.events.append((name, args)))
+
+    def of(self, name: str) -> list[Any]:
+        return [args[0] if len(args) == 1 else args for n, args in self.events if n == name]
+
+
+@pytest.fixture
+def make(qtbot, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """make(model, draft, **settings) -> a presenter whose engine is loaded."""
+    made: list[tuple[ChatPresenter, Store]] = []
+
+    def make_(model: Path, draft: str | None = "ngram", **changes: Any) -> ChatPresenter:
+        changes.setdefault("temperature", 0.0)
+        settings = load_settings().replace(n_threads=1, **changes)
+        store = Store(tmp_path / f"tandem-{len(made)}.db")
+        presenter = ChatPresenter(EngineController(), store, settings, model=str(model), draft=draft)
+        made.append((presenter, store))
+        presenter.start_engine()
+        qtbot.waitUntil(lambda: presenter.controller.info is not None, timeout=60_000)
+        return presenter
+
+    yield make_
+    for presenter, _store in made:
+        presenter.stop_live()
+        presenter.controller.shutdown()
+        presenter.close()
+
+
+def _idle(qtbot, presenter: ChatPresenter) -> None:  # type: ignore[no-untyped-def]
+    qtbot.waitUntil(lambda: not presenter.controller.is_busy and presenter.live is None, timeout=60_000)
+
+
+def test_switching_speculation_keeps_one_state(
+    qtbot, make, tiny_target: Path, tiny_incompatible: Path
+) -> None:
+    presenter = make(tiny_target, draft="ngram")
+    seen = Seen(presenter)
+    assert presenter.speculation == SpeculationView("ngram", "ngram", True)
+
+    presenter.set_speculation("none")
+    # The choice is the state at once; saved; the engine follows and the pair says so.
+    assert (
+        presenter.speculation.choice == "none" and seen.of("speculation_changed")[-1] == presenter.speculation
+    )
+    assert load_settings().draft == "none" and presenter.draft == "none"
+    assert seen.of("pair_changed")[-1] == PairView("Switching speculation… (applies from the next reply)")
+    qtbot.waitUntil(lambda: presenter.controller.info.speculation == "none", timeout=30_000)
+    qtbot.waitUntil(lambda: "speculation off" in seen.of("pair_changed")[-1].text, timeout=30_000)
+    assert presenter.speculation == SpeculationView("none", "none", True)
+    assert presenter.next_speculation() == "ngram"  # no draft model chosen: off <-> n-gram
+    assert not presenter.choose_speculation("draft")  # ... so the window must ask for a file
+
+    # A refused draft: the engine keeps n-gram lookup; the choice, the settings and the state
+    # shown all go back to what the engine runs, and the pair reports the rule as a problem.
+    assert presenter.choose_speculation("ngram")
+    qtbot.waitUntil(lambda: presenter.controller.info.speculation == "ngram", timeout=30_000)
+    presenter.set_speculation(str(tiny_incompatible))
+    assert presenter.speculation.choice == "draft"
+    qtbot.waitUntil(lambda: "token 40" in seen.of("pair_changed")[-1].text, timeout=30_000)
+    pair = seen.of("pair_changed")[-1]
+    assert pair.is_problem and pair.text.startswith(presenter.controller.info.pair_note)
+    assert presenter.speculation == SpeculationView("ngram", "ngram", True)
+    assert presenter.settings.draft == "ngram" == load_settings().draft
+    assert load_settings().draft_model_path == str(tiny_incompatible)  # the last file chosen stays offered
+    # Every announcement was the one state as it stood then; the last one is the state now.
+    views = seen.of("speculation_changed")
+    assert views and views[-1] is presenter.speculation
+    assert all(isinstance(v, SpeculationView) for v in views)
+
+
+def test_a_reply_is_saved_as_it_streams_and_recorded_when_it_ends(qtbot, make, tiny_target: Path) -> None:
+    presenter = make(tiny_target, draft="none", max_tokens=24)
+    seen = Seen(presenter)
+    presenter.record_extras = lambda live: {"kept_by_the_window": live.message_id}
+    presenter.send("Say something")
+    assert presenter.live is not None and presenter.conversation_id is not None
+    rows = seen.of("message_added")
+    assert [(r.role, r.status) for r in rows] == [("user", "complete"), ("assistant", "streaming")]
+    assert rows[0] == MessageRow(rows[0].id, "user", "Say something")
+    stored = presenter.store.messages(presenter.conversation_id)
+    assert [(m.role, m.status) for m in stored] == [("user", "complete"), ("assistant", "streaming")]
+
+    _idle(qtbot, presenter)
+    (ended,) = seen.of("reply_ended")
+    assert isinstance(ended, ReplyEnded) and ended.status == "complete" and ended.text.text
+    reply = presenter.store.message(ended.message_id)
+    assert reply is not None and reply.status == "complete"
+    assert reply.content == ended.text.text and reply.stats == ended.stats
+    assert reply.stats is not None and reply.stats["stop_reason"] == "length"
+    assert reply.stats["n_generated"] == 24 and reply.stats["kept_by_the_window"] == ended.message_id
+    # A plain reply long enough is this target's speed baseline, saved in the settings.
+    target = presenter.controller.info.target_path
+    assert load_settings().plain_tokens_per_s[target] == pytest.approx(
+        reply.stats["decode_tokens_per_s"], rel=1e-2
+    )
+    assert seen.of("speed_line_changed")[-1].startswith("Last reply: ")
+    assert presenter.store.conversation(presenter.conversation_id).title == "Say something"
+
+    # Shown again, the conversation comes back from the store as rows.
+    presenter.show_conversation(presenter.conversation_id)
+    shown = seen.of("conversation_shown")[-1]
+    assert [(m.role, m.text, m.status) for m in shown.messages] == [
+        ("user", "Say something", "complete"),
+        ("assistant", ended.text.text, "complete"),
+    ]
+
+
+def test_compare_runs_are_routed_to_compare_not_to_the_chat(qtbot, make, tiny_target: Path) -> None:
+    presenter = make(tiny_target, draft="ngram", max_tokens=24)
+    seen = Seen(presenter)
+    presenter.compare("Repeat: the cat sat on the mat, the cat sat on the mat.")
+    ((plain_id, speculative_id),) = seen.of("compare_started")
+    assert presenter.compare_runs == {plain_id: "plain", speculative_id: "speculative"}
+    qtbot.waitUntil(lambda: len(seen.of("compare_finished")) == 2, timeout=60_000)
+    finished = seen.of("compare_finished")
+    assert [r.request_id for r in finished] == [plain_id, speculative_id]
+    assert {p.request_id for p in seen.of("compare_progressed")} <= {plain_id, speculative_id}
+    assert finished[0].finished.stats.speculation == "none"
+    assert finished[1].finished.stats.speculation == "ngram"
+    assert finished[0].text == finished[1].text  # greedy: the same text, only the speed differs
+    # Nothing of it reached the chat or the store; the plain run became the baseline.
+    assert not seen.of("reply_progressed") and not seen.of("reply_ended") and not seen.of("message_added")
+    assert presenter.store.conversations() == [] and presenter.compare_runs == {}
+    assert presenter.speed.plain_tokens_per_s() == round(finished[0].finished.stats.decode_tokens_per_s, 3)
+    assert seen.of("speed_line_changed")[-1].startswith("Last run: ")
+
+
+def test_the_presenter_module_imports_no_widgets() -> None:
+    source = Path(__file__).parents[1] / "ui" / "presenter.py"
+    modules = set()
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            modules.add(node.module)
+        elif isinstance(node, ast.Import):
+            modules.update(a.name for a in node.names)
+    assert not {m for m in modules if "QtWidgets" in m or "QtGui" in m}
+    assert {m for m in modules if m.startswith("ui.")} <= {"ui.stats_format"}  # words, no widgets
