@@ -37,6 +37,10 @@ class ContextFullError(Exception):
     """llama_decode found no KV slot: the context is full."""
 
 
+class DecodeCancelled(Exception):
+    """A long batch was stopped between two of its n_batch chunks (LlamaRunner.decode's `cancel`)."""
+
+
 class LlamaRunner:
     def __init__(
         self,
@@ -172,12 +176,16 @@ class LlamaRunner:
 
     # -- decoding -----------------------------------------------------------------------------
 
-    def decode(self, tokens: Sequence[int], n_logits: int) -> np.ndarray:
+    def decode(
+        self, tokens: Sequence[int], n_logits: int, cancel: Callable[[], bool] | None = None
+    ) -> np.ndarray:
         """Append tokens to the cache; return logits of the last n_logits of them, (n, n_vocab).
 
         The returned array is a view into llama.cpp's buffer: valid until this runner's next
         decode. Batches longer than n_batch are split; logits come from the final chunk only,
-        so n_logits must not exceed n_batch.
+        so n_logits must not exceed n_batch. `cancel` is asked before each chunk after the
+        first: when it says so, DecodeCancelled is raised, and the cache (and `tokens`) keep the
+        chunks decoded so far (a long prompt's prefill stops within one chunk of a Stop).
         """
         if not tokens:
             return np.empty((0, self.n_vocab), dtype=np.float32)
@@ -186,6 +194,8 @@ class LlamaRunner:
         start = 0
         out = None
         while start < len(tokens):
+            if start and cancel is not None and cancel():
+                raise DecodeCancelled
             chunk = tokens[start : start + self.n_batch]
             is_last = start + len(chunk) == len(tokens)
             n_out = min(n_logits, len(chunk)) if is_last else 0

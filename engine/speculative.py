@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.adaptive import DraftLengthController
-from engine.backend import ContextFullError, LlamaRunner
+from engine.backend import ContextFullError, DecodeCancelled, LlamaRunner
 from engine.config import SamplingParams
 from engine.drafters import Draft, ModelDrafter, NgramDrafter
 from engine.events import DraftingState, Event, Finished, SpeculationKind, Stats, StopReason, TextPiece
@@ -130,10 +130,23 @@ class SpeculativeDecoder:
         n_keep = target.common_prefix(prompt[:-1])
         target.truncate(n_keep)
         n_keep = len(target.tokens)  # a model that cannot drop a tail was cleared instead
-        target.decode(prompt[n_keep:-1], n_logits=0)
+        # A Stop during a long prompt's prefill is seen between its n_batch chunks: what was read
+        # stays cached, and the reply ends "cancelled" before its first token (even if the flag
+        # is cleared meanwhile: the prompt is incomplete).
+        prefill_cut = False
+        try:
+            target.decode(prompt[n_keep:-1], n_logits=0, cancel=cancel.is_set if cancel else None)
+        except DecodeCancelled:
+            prefill_cut = True
         target_read_s = time.perf_counter() - t0
         skipped_note = ""
-        if isinstance(drafter, ModelDrafter) and controller is not None and controller.will_draft:
+        if (
+            isinstance(drafter, ModelDrafter)
+            and controller is not None
+            and controller.will_draft
+            and not prefill_cut
+            and not (cancel is not None and cancel.is_set())
+        ):
             one_off_s = controller.one_off_draft_s(target_read_s) if not drafter.loaded else 0.0
             if drafter.loaded or controller.pays_back(max_tokens, one_off_s):
                 # The draft model reads the prompt too; done here, it is part of the prefill the
@@ -148,7 +161,9 @@ class SpeculativeDecoder:
                 # Loading the draft model costs more than it could save in a reply this short.
                 drafter = None
                 skipped_note = "a reply this short cannot repay loading the draft model: decoding plainly"
-        c.n_prefilled = len(prompt) - n_keep
+        # The prompt tokens read now (the last one goes into the first verify batch), or as far
+        # as a cancelled prefill got.
+        c.n_prefilled = (len(target.tokens) if prefill_cut else len(prompt)) - n_keep
         c.prefill_s = time.perf_counter() - t0
         c.decode_started = time.perf_counter()
 
@@ -187,7 +202,7 @@ class SpeculativeDecoder:
         k = 0
         n_silent = 0
         while True:
-            if cancel is not None and cancel.is_set():
+            if prefill_cut or (cancel is not None and cancel.is_set()):
                 stop_reason = "cancelled"
                 break
             if c.n_generated >= max_tokens:

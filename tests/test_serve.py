@@ -318,6 +318,35 @@ def test_disconnect_cancels_and_the_next_request_runs(slow_target: Path, tmp_pat
         s.stop()
 
 
+def test_a_client_leaving_during_the_prefill_stops_it(
+    slow_target: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A streaming client that gives up before the first token (a long prompt, read 8 tokens a
+    batch): the prefill stops between two batches, the part read stays cached for the next."""
+    from app.api.serve import ApiServer, BackgroundServer, EngineHost, listen
+
+    host = EngineHost(EngineConfig(str(slow_target), draft="ngram", n_ctx=2048, n_batch=8, n_threads=1))
+    host.start()
+    host.wait_loaded(60)
+    server = BackgroundServer(ApiServer(host), listen("127.0.0.1", 0))
+    server.start()
+    try:
+        body = {"prompt": " ".join(f"line {i}: the cat sat on the mat." for i in range(75)), "max_tokens": 50}
+        with pytest.raises(httpx.ReadTimeout):  # the full prefill takes seconds; the client leaves
+            httpx.post(f"{server.url}/completions", json={**body, "stream": True},
+                       timeout=httpx.Timeout(30, read=0.3))  # fmt: skip
+        r = httpx.post(f"{server.url}/completions", json={**body, "max_tokens": 1}, timeout=60)
+        assert r.status_code == 200
+        n_prompt, cached = r.json()["usage"]["prompt_tokens"], r.json()["timings"]["cache_n"]
+        assert n_prompt > 1500 and 0 < cached < n_prompt - 1  # read in part, then stopped
+        log = capfd.readouterr().err
+        assert f"completion: {n_prompt} prompt tokens ({cached} read before the stop), 0 generated" in log
+        assert "stop: cancelled (client went away)" in log
+    finally:
+        server.stop()
+        host.shutdown()
+
+
 def test_queue_full_gets_503_with_retry_after(slow_target: Path, tmp_path: Path) -> None:
     s = ServeProcess(tmp_path, "--model", str(slow_target), "--threads", "1", "--queue", "0").started()
     try:

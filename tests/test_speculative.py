@@ -212,6 +212,46 @@ def test_cancel_returns_within_one_step(tiny_target: Path) -> None:
     assert final.stats.n_generated <= 2 * (8 + 1)
 
 
+class _SetOnCall(threading.Event):
+    """A cancel flag that reads as set from its n-th look on: a Stop at a known moment."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n_looks = 0
+        self.n = n
+
+    def is_set(self) -> bool:
+        self.n_looks += 1
+        return self.n_looks >= self.n
+
+
+def test_cancel_during_the_prefill_stops_between_batches(tiny_target: Path) -> None:
+    """A long prompt is read n_batch tokens at a time, and a Stop is seen between two of them:
+    the reply ends "cancelled" before its first token, with what was read kept in the cache;
+    the next reply of the same prompt reads only the rest and writes what it would have."""
+    prompt = " ".join(f"line {i}: the cat sat on the mat." for i in range(40))
+    config = EngineConfig(str(tiny_target), draft="ngram", n_ctx=2048, n_batch=16, n_threads=1)
+    engine = Engine(config)
+    try:
+        n_prompt = len(engine.tokenize(prompt))
+        assert n_prompt > 10 * 16
+        events = list(engine.generate(prompt, max_tokens=20, cancel=_SetOnCall(3)))
+        assert not any(isinstance(e, TextPiece) for e in events)
+        cut = events[-1]
+        assert isinstance(cut, Finished) and cut.stop_reason == "cancelled" and cut.text == ""
+        assert cut.stats.n_generated == 0 and cut.stats.n_prefilled == 3 * 16  # 3 looks, 3 batches
+        assert len(engine.target.tokens) == 3 * 16
+        again = run(engine, prompt, max_tokens=20)
+        assert again.stop_reason != "cancelled" and again.stats.n_prefilled == n_prompt - 3 * 16
+    finally:
+        engine.close()
+    fresh = Engine(config)
+    try:
+        assert run(fresh, prompt, max_tokens=20).token_ids == again.token_ids
+    finally:
+        fresh.close()
+
+
 def test_stop_string_cuts_the_text(tiny_target: Path) -> None:
     engine = Engine(EngineConfig(str(tiny_target), draft="ngram", n_ctx=1024))
     try:

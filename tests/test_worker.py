@@ -162,6 +162,26 @@ def test_cancel_ends_the_reply_as_cancelled(worker, slow_target: Path) -> None:
     assert inbox.wait_event(Finished).stop_reason != "cancelled"
 
 
+def test_stop_during_a_long_prefill_ends_the_reply_before_its_first_token(worker, slow_target: Path) -> None:
+    """A Stop while a long prompt is read is seen between two n_batch chunks, not after them all."""
+    w, inbox = worker
+    w.send(LoadRequest(config(str(slow_target), draft="ngram", n_ctx=4096, n_batch=8)))
+    prompt = " ".join(f"line {i}: the cat sat on the mat." for i in range(75))  # under 2048 tokens
+    w.send(ReplyRequest(1, (), prompt=prompt, max_tokens=50))
+    started = inbox.wait_for(ReplyStarted)
+    assert started.n_prompt_tokens > 1500  # seconds of prefill, 8 tokens a batch
+    w.cancel()
+    finished = inbox.wait_event(Finished)
+    assert not any(isinstance(m, ReplyEvent) and isinstance(m.event, TextPiece) for m in inbox.seen)
+    assert finished.stop_reason == "cancelled" and finished.text == ""
+    assert 0 <= finished.stats.n_prefilled < started.n_prompt_tokens - 1
+    # The next reply reads the rest of the prompt (what was read is cached) and is not cancelled.
+    w.send(ReplyRequest(2, (), prompt=prompt, max_tokens=4))
+    again = inbox.wait_event(Finished)
+    assert again.stop_reason != "cancelled"
+    assert again.stats.n_prefilled == started.n_prompt_tokens - finished.stats.n_prefilled
+
+
 def test_a_killed_worker_is_reported_with_a_sentence(worker, slow_target: Path) -> None:
     w, inbox = worker
     w.send(LoadRequest(config(str(slow_target), draft="ngram", n_ctx=4096)))

@@ -1095,8 +1095,11 @@ class _Endpoint:
         s = finished.stats
         what = "chat" if request.chat else "completion"
         end = finished.stop_reason + (" (client went away)" if gone else "")
+        read = f"{s.n_prompt_tokens - s.n_prefilled} cached"
+        if finished.stop_reason == "cancelled" and not s.n_generated:
+            read = f"{s.n_prefilled} read before the stop"  # a Stop during the prefill
         say(
-            f"tandem serve: {what}: {s.n_prompt_tokens} prompt tokens ({s.n_prompt_tokens - s.n_prefilled} cached), "
+            f"tandem serve: {what}: {s.n_prompt_tokens} prompt tokens ({read}), "
             f"{s.n_generated} generated in {elapsed_s:.2f} s, {s.decode_tokens_per_s:.1f} tok/s, "
             f"[{s.speculation}] drafted {s.n_drafted}, accepted {s.n_accepted}; stop: {end}"
         )
