@@ -65,6 +65,11 @@ class LlamaRunner:
 
         # Kept on self: llama.cpp reads the array while the model loads. None: its own choice.
         self._devices = rpc.device_list(rpc_servers)
+        # For the watchdog of a server gone silent (engine.rpc.Watchdog): when the llama call in
+        # progress began (0.0: none) and the longest one so far. Loading counts as one call.
+        self.call_started = time.perf_counter()
+        self.slowest_call_s = 0.0
+        self._watchdog = rpc.Watchdog(rpc_servers, self) if rpc_servers else None
         if self._devices is not None:
             model_params.devices = ctypes.cast(self._devices, ctypes.c_void_p)
         if on_progress is not None:
@@ -115,6 +120,8 @@ class LlamaRunner:
         self._eog_cache: dict[int, bool] = {}
         self._piece_cache: dict[int, bytes] = {}
         self._warm_up()
+        if self._watchdog is not None:
+            self._watchdog.arm()  # the model's connections exist now
 
     def _warm_up(self) -> None:
         """One throw-away decode, as llama.cpp's own tools do: the first decode of a context
@@ -163,7 +170,9 @@ class LlamaRunner:
         del self.tokens[n_keep:]
 
     def clear(self) -> None:
+        self.call_started = time.perf_counter()  # clearing a server's KV buffer is a round trip
         self._llama.llama_memory_clear(self.memory, True)
+        self.call_started = 0.0
         self.tokens.clear()
 
     def common_prefix(self, tokens: Sequence[int]) -> int:
@@ -216,11 +225,15 @@ class LlamaRunner:
             batch.seq_id[i][0] = 0
             batch.logits[i] = i >= first_logit
         batch.n_tokens = n
-        t0 = time.perf_counter()
+        t0 = self.call_started = time.perf_counter()
         rc = self._llama.llama_decode(self.ctx, batch)
         if rc == 0 and n_logits:
             ptr = self._llama.llama_get_logits_ith(self.ctx, first_logit)
-        self.llama_s += time.perf_counter() - t0
+        self.call_started = 0.0
+        dt = time.perf_counter() - t0
+        self.llama_s += dt
+        if dt > self.slowest_call_s:
+            self.slowest_call_s = dt
         if rc == 1:
             raise ContextFullError
         if rc != 0:
@@ -267,6 +280,8 @@ class LlamaRunner:
         return costs
 
     def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.stop()
         if self._batch is not None:
             self._llama.llama_batch_free(self._batch)
             self._batch = None

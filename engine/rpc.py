@@ -189,7 +189,8 @@ def check_server(
         raise RpcError(
             f"the RPC server {endpoint} accepted the connection but did not answer the handshake "
             f"within {answer_timeout_s:.0f} s: it may be serving another client (an RPC server serves "
-            "one at a time), or it is not a llama.cpp RPC server"
+            "one at a time; after a silent network drop it waits for the lost one until restarted), "
+            "or it is not a llama.cpp RPC server"
         ) from e
     except OSError as e:
         raise RpcError(f"the connection to the RPC server {endpoint} broke during the handshake: {e}") from e
@@ -409,14 +410,22 @@ def _report_to_stderr(sentence: str) -> None:
     os.write(_stderr_fd if _stderr_fd is not None else 2, data)
 
 
-def _on_abort(message: bytes | None) -> None:
+def _end_process(sentence: str) -> None:
+    """Say the sentence (to the reporter, else as `error: ...` on stderr) and end the process."""
     try:
-        sentence = describe_abort((message or b"").decode(errors="replace"), _in_use)
         (_reporter or _report_to_stderr)(sentence)
     except BaseException:
         pass
     finally:
         os._exit(ABORT_EXIT_CODE)
+
+
+def _on_abort(message: bytes | None) -> None:
+    try:
+        sentence = describe_abort((message or b"").decode(errors="replace"), _in_use)
+    except BaseException:
+        sentence = "llama.cpp aborted"
+    _end_process(sentence)
 
 
 def install_abort_handler() -> None:
@@ -428,6 +437,238 @@ def install_abort_handler() -> None:
         _stderr_fd = os.dup(2)
     _abort_callback = ctypes.CFUNCTYPE(None, ctypes.c_char_p)(_on_abort)
     _ggml().ggml_set_abort_callback(ctypes.cast(_abort_callback, ctypes.c_void_p))
+
+
+# -- a server that goes silent --------------------------------------------------------------------
+#
+# ggml's RPC client blocks in send/recv with no timeout: when a server's machine loses power or the
+# network goes away without a reset, llama_decode never returns. The llama.cpp RPC server serves one
+# client at a time, so a second connection cannot tell a busy server from a dead one (it is neither
+# accepted nor answered while this process holds the first; a few such probes even fill its listen
+# backlog). What can tell them apart is TCP itself, on the engine's own connection: a live machine's
+# kernel acknowledges every segment and keepalive probe however busy the server process is. So
+# each connection gets keepalive probes (sent only while it is idle), and while a llama call runs
+# far longer than it should, a watchdog thread reads from the kernel (TCP_INFO) when the server
+# last answered anything; silence past SILENCE_S ends the process as ggml's abort does, naming
+# the address. A slow call on a live link is never ended: the peer's answers decide, not the clock.
+# The kernel's own limit (TCP_USER_TIMEOUT, keepalive count) at twice that is the backstop where
+# no call is watched; ggml then aborts on the broken connection and _on_abort names the server.
+
+SILENCE_S = 20.0  # no answer at all (data, ACK, keepalive reply) for this long: the server is gone
+STALL_FLOOR_S = 10.0  # a llama call is watched once it has run this long ...
+STALL_FACTOR = 4.0  # ... and this many times the slowest call seen so far
+SILENCE_ENV = "TANDEM_RPC_SILENCE_S"
+STALL_ENV = "TANDEM_RPC_STALL_S"
+
+
+def watchdog_settings() -> tuple[float, float]:
+    """(silence_s, stall_floor_s): the defaults, or what TANDEM_RPC_SILENCE_S / TANDEM_RPC_STALL_S say
+    (tests use a few seconds). A value that is not a positive number is ignored."""
+
+    def env(name: str, default: float, least: float) -> float:
+        try:
+            value = float(os.environ.get(name, ""))
+        except ValueError:
+            return default
+        return max(value, least) if value > 0 else default
+
+    return env(SILENCE_ENV, SILENCE_S, 1.0), env(STALL_ENV, STALL_FLOOR_S, 0.05)
+
+
+def _resolve(endpoint: str) -> tuple[str, int] | None:
+    host, port = _split(endpoint)
+    try:
+        return socket.gethostbyname(host), port
+    except OSError:
+        return None
+
+
+def _open_fds() -> list[int]:
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        with contextlib.suppress(OSError):
+            return [int(name) for name in os.listdir(folder) if name.isdigit()]
+    return []
+
+
+def _tcp_socket(fd: int) -> socket.socket | None:
+    """A socket object on a duplicate of fd if fd is an IPv4 TCP socket (closing it leaves fd open)."""
+    try:
+        sock = socket.socket(fileno=os.dup(fd))  # family and type read from the descriptor
+    except OSError:
+        return None
+    if sock.family != socket.AF_INET or sock.type != socket.SOCK_STREAM:
+        sock.close()
+        return None
+    return sock
+
+
+def engine_connections(peers: dict[str, tuple[str, int]]) -> dict[str, list[int]]:
+    """The file descriptors of this process's TCP connections to each endpoint (ggml's own: it
+    keeps one per server for as long as the model is loaded). Empty on Windows (sockets are no
+    file descriptors there)."""
+    import stat
+
+    found: dict[str, list[int]] = {}
+    if sys.platform == "win32":
+        return found
+    by_peer = {peer: endpoint for endpoint, peer in peers.items()}
+    for fd in _open_fds():
+        try:
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+        except OSError:
+            continue
+        sock = _tcp_socket(fd)
+        if sock is None:
+            continue
+        with sock:
+            try:
+                peer = sock.getpeername()
+            except OSError:
+                continue
+        endpoint = by_peer.get(peer) if isinstance(peer, tuple) else None
+        if endpoint is not None:
+            found.setdefault(endpoint, []).append(fd)
+    return found
+
+
+def arm_keepalive(fd: int, silence_s: float) -> bool:
+    """Keepalive probes on an idle connection (first after silence_s/4, then every silence_s/10),
+    and the kernel's own limit at 2 x silence_s (unanswered probes, unacknowledged data). The
+    probes are TCP's, invisible to the RPC protocol; a live machine answers them at once."""
+    idle = max(1, int(silence_s / 4))
+    interval = max(1, int(silence_s / 10))
+    count = max(1, int((2 * silence_s - idle) / interval))
+    sock = _tcp_socket(fd)
+    if sock is None:
+        return False
+    try:
+        with sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            idle_option = getattr(socket, "TCP_KEEPIDLE", getattr(socket, "TCP_KEEPALIVE", None))
+            for option, value in (
+                (idle_option, idle),
+                (getattr(socket, "TCP_KEEPINTVL", None), interval),
+                (getattr(socket, "TCP_KEEPCNT", None), count),
+                (getattr(socket, "TCP_USER_TIMEOUT", None), int(2 * silence_s * 1000)),
+            ):
+                if option is not None:
+                    with contextlib.suppress(OSError):
+                        sock.setsockopt(socket.IPPROTO_TCP, option, value)
+    except OSError:
+        return False
+    return True
+
+
+_TCP_ESTABLISHED = 1
+
+
+def heard_ago(fd: int) -> float | None:
+    """Seconds since the peer of a TCP connection last sent anything (data or an ACK, keepalive
+    replies included), from the kernel's TCP_INFO; None where that cannot be read (not Linux)."""
+    if not sys.platform.startswith("linux") or not hasattr(socket, "TCP_INFO"):
+        return None
+    sock = _tcp_socket(fd)
+    if sock is None:
+        return None
+    try:
+        with sock:
+            info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    except OSError:
+        return None
+    if len(info) < 8 + 13 * 4 or info[0] != _TCP_ESTABLISHED:
+        return None  # closing or closed: ggml sees that itself
+    # struct tcp_info: 8 bytes of u8 fields, then u32s; tcpi_last_data_recv is the 12th, then
+    # tcpi_last_ack_recv (milliseconds ago).
+    last_data_recv, last_ack_recv = struct.unpack_from("=2I", info, 8 + 11 * 4)
+    return min(last_data_recv, last_ack_recv) / 1000.0
+
+
+class Watchdog:
+    """Watches one model's llama calls for a server gone silent (see the section's comment).
+
+    `runner` (engine.backend.LlamaRunner, held weakly: the thread ends with it) says in
+    `call_started` when the llama call in progress began (time.perf_counter(); 0.0: none) and in
+    `slowest_call_s` the longest so far. Runs only where RPC servers are used: a daemon thread
+    that wakes every second or so and reads those two numbers unless a call has stalled.
+    """
+
+    def __init__(self, endpoints: Sequence[str], runner: Any) -> None:
+        import logging
+        import threading
+        import time
+        import weakref
+
+        self._log = logging.getLogger(__name__)
+        self._time = time
+        self.endpoints = tuple(endpoints)
+        self.silence_s, self.stall_floor_s = watchdog_settings()
+        self._runner = weakref.ref(runner)
+        self._peers = {e: p for e in self.endpoints if (p := _resolve(e)) is not None}
+        self._armed: dict[int, float] = {}  # fd -> when its keepalive was set
+        self._connections: dict[str, list[int]] = {}
+        self._stop = threading.Event()
+        self.arm()
+        self._thread = threading.Thread(target=self._run, name="tandem-rpc-watchdog", daemon=True)
+        self._thread.start()
+
+    def arm(self) -> None:
+        """Find the engine's connections and set keepalive on the ones not yet armed."""
+        self._connections = engine_connections(self._peers)
+        now = self._time.monotonic()
+        for fds in self._connections.values():
+            for fd in fds:
+                if fd not in self._armed and arm_keepalive(fd, self.silence_s):
+                    self._armed[fd] = now
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def silent_for(self, endpoint: str) -> float | None:
+        """How long the server has said nothing on the engine's connection; None if unknown. A
+        connection armed only just now counts from then: before, nothing asked it to answer."""
+        heard: list[float] = []
+        now = self._time.monotonic()
+        for fd in self._connections.get(endpoint, []):
+            ago = heard_ago(fd)
+            if ago is not None:
+                heard.append(min(ago, now - self._armed.get(fd, now)))
+        return min(heard) if heard else None
+
+    def _run(self) -> None:
+        tick = min(1.0, self.silence_s / 4)
+        reported_at = 0.0  # how long the call had run when it was last logged
+        while not self._stop.wait(tick):
+            runner = self._runner()
+            if runner is None:
+                return  # its model failed to load, or was dropped without close()
+            started, slowest = runner.call_started, runner.slowest_call_s
+            del runner
+            if not started:
+                reported_at = 0.0
+                continue
+            running = self._time.perf_counter() - started
+            if running < max(self.stall_floor_s, STALL_FACTOR * slowest):
+                continue
+            if any(not self._connections.get(e) for e in self._peers):
+                self.arm()  # connections made after the last look (the model was loading)
+            silent = {e: s for e in self._peers if (s := self.silent_for(e)) is not None}
+            for endpoint, seconds in silent.items():
+                if seconds >= self.silence_s:
+                    if self._stop.is_set():
+                        return  # the model was closed meanwhile
+                    _end_process(
+                        f"lost the RPC server {endpoint}: no answer for {seconds:.0f} s "
+                        "(its machine went off or the network dropped)"
+                    )
+            if running >= 2 * reported_at:  # logged with back-off: at 1x, 2x, 4x ... the first look
+                reported_at = running
+                heard = ", ".join(f"{e} {s:.1f} s ago" for e, s in silent.items()) or "unknown"
+                self._log.info(
+                    "a llama call has run %.1f s; the RPC servers still answer (last heard: %s)",
+                    running,
+                    heard,
+                )
 
 
 # -- the server ----------------------------------------------------------------------------------

@@ -7,11 +7,14 @@ has registered an RPC server it stays registered for the process, and a lost ser
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import queue
+import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -477,3 +480,267 @@ def test_window_on_an_rpc_server_survives_losing_it(  # type: ignore[no-untyped-
             store.close()
     finally:
         server.kill()
+
+
+# -- a server that goes silent (its machine off, the network gone: no reset, no error) -------------
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
+
+
+def _netns_unusable() -> str | None:
+    if not sys.platform.startswith("linux") or shutil.which("ip") is None:
+        return "a silent network drop is made with `ip netns` (Linux)"
+    if os.geteuid() != 0:
+        return "a silent network drop needs root (ip netns, a veth pair)"
+    return None
+
+
+_netns_made = itertools.count()
+
+
+class SilentNetworkServer:
+    """ggml-rpc-server in a network namespace of its own, reached over a veth pair (as
+    tools/rpc_latency.sh does). drop() takes the namespace's end of the pair down: from then on
+    every packet vanishes, both ways, with no reset and no error, as when the server's machine
+    loses power or its cable is pulled."""
+
+    def __init__(self) -> None:
+        n = next(_netns_made)
+        tag = f"{os.getpid() % 100000:05d}{n % 10}"
+        self.ns, self.host_if, self.ns_if = f"tandem-silent-{tag}", f"tds{tag}a", f"tds{tag}b"
+        subnet = f"10.{180 + n % 50}.{os.getpid() % 250}"
+        self.host_ip, self.ns_ip = f"{subnet}.1", f"{subnet}.2"
+        self.endpoint = f"{self.ns_ip}:{rpc.DEFAULT_PORT}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        _ip("netns", "add", self.ns)
+        try:
+            _ip("link", "add", self.host_if, "type", "veth", "peer", "name", self.ns_if)
+            _ip("link", "set", self.ns_if, "netns", self.ns)
+            _ip("addr", "add", f"{self.host_ip}/30", "dev", self.host_if)
+            _ip("link", "set", self.host_if, "up")
+            _ip("-n", self.ns, "addr", "add", f"{self.ns_ip}/30", "dev", self.ns_if)
+            _ip("-n", self.ns, "link", "set", self.ns_if, "up")
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns, str(SERVER_BIN), "--host", self.ns_ip,
+             "--port", str(rpc.DEFAULT_PORT), "--threads", "1"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        proc = self.proc
+        wait_until(lambda: server_ready(self.endpoint) or proc.poll() is not None, what="the RPC server")
+        assert proc.poll() is None, "ggml-rpc-server exited at start"
+
+    def drop(self) -> None:
+        _ip("-n", self.ns, "link", "set", self.ns_if, "down")
+
+    def restore(self) -> None:
+        _ip("-n", self.ns, "link", "set", self.ns_if, "up")
+
+    def restart(self) -> None:
+        """A fresh server: the old one still waits for the client that vanished (ggml-rpc-server
+        has no keepalive of its own), and serves nobody else meanwhile."""
+        self.kill()
+        self.start()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def close(self) -> None:
+        self.kill()
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, timeout=30)  # and the veth pair
+
+
+@pytest.fixture
+def silent_network() -> Iterator[SilentNetworkServer]:
+    reason = _netns_unusable()
+    if reason:
+        pytest.skip(reason)
+    server = SilentNetworkServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def quick_watchdog(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The watchdog's thresholds in seconds, not tens of them: the server counts as gone after 2 s
+    without a word; a llama call is looked at once it has run 0.5 s (the worker, a child
+    process, and `tandem generate` read them from the environment)."""
+    values = {rpc.SILENCE_ENV: "2", rpc.STALL_ENV: "0.5"}
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return values
+
+
+def test_watchdog_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(rpc.SILENCE_ENV, raising=False)
+    monkeypatch.delenv(rpc.STALL_ENV, raising=False)
+    assert rpc.watchdog_settings() == (rpc.SILENCE_S, rpc.STALL_FLOOR_S)
+    monkeypatch.setenv(rpc.SILENCE_ENV, "0.2")  # keepalive counts whole seconds: at least 1
+    monkeypatch.setenv(rpc.STALL_ENV, "nonsense")
+    assert rpc.watchdog_settings() == (1.0, rpc.STALL_FLOOR_S)
+
+
+def test_the_engines_connection_is_found_armed_and_heard_from() -> None:
+    """The watchdog's view of a real TCP connection on 127.0.0.1: found by its peer, given
+    keepalive probes, and the kernel's count of how long ago the peer last said anything."""
+
+    def answer_and_stay(conn: socket.socket) -> None:
+        hello_answer(7, 0, 0)(conn)
+        while conn.recv(64):  # connected until the client goes
+            pass
+
+    server = FakeServer(answer_and_stay)
+    host, port = server.sock.getsockname()
+    client = socket.create_connection((host, port), timeout=5)
+    try:
+        found = rpc.engine_connections({server.endpoint: (host, port)})
+        assert found == {server.endpoint: [client.fileno()]}
+        assert rpc.arm_keepalive(client.fileno(), silence_s=20)
+        assert client.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        assert client.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 5
+        assert client.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 40_000
+        client.sendall(struct.pack("<BQ", 14, 24) + bytes(24))
+        assert len(client.recv(64)) == 36  # the answer: heard from just now
+        heard = rpc.heard_ago(client.fileno())
+        assert heard is not None and 0 <= heard < 1.0
+    finally:
+        client.close()
+        server.close()
+
+
+def test_silent_drop_mid_reply_ends_the_worker_naming_the_server(
+    silent_network: SilentNetworkServer, quick_watchdog: dict[str, str], slow_target: Path
+) -> None:
+    import time
+
+    inbox: queue.Queue[object] = queue.Queue()
+
+    def wait_for(kind: type) -> object:
+        while True:
+            message = inbox.get(timeout=TIMEOUT_S)
+            if isinstance(message, kind):
+                return message
+            if isinstance(message, EngineFailed | WorkerDied) and kind not in (EngineFailed, WorkerDied):
+                raise AssertionError(message)
+
+    endpoint = silent_network.endpoint
+    config = EngineConfig(str(slow_target), n_threads=1, n_ctx=2048, n_gpu_layers=99, rpc_servers=(endpoint,))
+    worker = WorkerProcess(inbox.put)
+    worker.start()
+    try:
+        worker.send(LoadRequest(config))
+        wait_for(EngineLoaded)
+        worker.send(ReplyRequest(1, (ChatTurn("user", "the cat"),), max_tokens=1800))
+        wait_for(ReplyEvent)
+        silent_network.drop()
+        dropped = time.monotonic()
+        died = wait_for(WorkerDied)
+        took = time.monotonic() - dropped
+    finally:
+        worker.shutdown()
+    assert isinstance(died, WorkerDied)
+    assert died.exitcode == rpc.ABORT_EXIT_CODE
+    assert f"lost the RPC server {endpoint}: no answer for 2 s" in died.sentence, died.sentence
+    assert "conversation is saved" in died.sentence
+    assert took < 20, took  # 2 s of silence, a look every half second: not minutes, not forever
+
+    # The network is back; the old server still waits for the client that vanished, so it is
+    # restarted, and a fresh engine (what the window starts next) loads on it and answers.
+    silent_network.restore()
+    silent_network.restart()
+    worker = WorkerProcess(inbox.put)
+    worker.start()
+    try:
+        worker.send(LoadRequest(config))
+        wait_for(EngineLoaded)
+        worker.send(ReplyRequest(2, (ChatTurn("user", "the cat"),), max_tokens=8))
+        done = wait_for(ReplyEvent)
+        while not isinstance(done.event, Finished):  # type: ignore[attr-defined]
+            done = wait_for(ReplyEvent)
+        assert worker.is_alive()
+    finally:
+        worker.shutdown()
+
+
+def test_silent_drop_ends_generate_with_an_error_line(
+    silent_network: SilentNetworkServer, quick_watchdog: dict[str, str], slow_target: Path
+) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **quick_watchdog}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.main", "generate", "--model", str(slow_target), "--prompt", "the cat",
+         "--max-tokens", "1800", "--ctx", "2048", "--threads", "1", "--rpc", silent_network.endpoint,
+         "--gpu-layers", "99"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.read(1)  # the reply is streaming
+        assert first, proc.stderr.read().decode()
+        silent_network.drop()
+        proc.wait(60)
+        stderr = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 2, stderr
+    assert "Traceback" not in stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: lost the RPC server {silent_network.endpoint}: no answer for 2 s"), stderr
+
+
+def test_a_server_silent_but_alive_is_waited_for(
+    rpc_server: Server, quick_watchdog: dict[str, str], slow_target: Path, tmp_path: Path
+) -> None:
+    """A server that says nothing for longer than the watchdog's limit, its machine alive (here:
+    the process stopped with SIGSTOP; as a long prefill on a slow server, or a slow link): the
+    kernel there still answers TCP, so the reply waits, and ends normally once it goes on. A
+    fresh connection could not tell: the server answers no second client while it has one."""
+    import re
+
+    inbox: queue.Queue[object] = queue.Queue()
+    log = tmp_path / "worker.log"
+    config = EngineConfig(
+        str(slow_target), n_threads=1, n_ctx=2048, n_gpu_layers=99, rpc_servers=(rpc_server.endpoint,)
+    )
+    worker = WorkerProcess(inbox.put, log_path=log)
+    worker.start()
+
+    def wait_for(kind: type, event: type | None = None) -> object:
+        while True:
+            message = inbox.get(timeout=TIMEOUT_S)
+            if isinstance(message, EngineFailed | WorkerDied):
+                raise AssertionError(message)
+            if isinstance(message, kind) and (event is None or isinstance(message.event, event)):  # type: ignore[attr-defined]
+                return message
+
+    def watched_s() -> float:
+        """The longest stalled call the watchdog has logged as still answered."""
+        found = re.findall(r"a llama call has run ([\d.]+) s; the RPC servers still answer", log.read_text())
+        return max(map(float, found), default=0.0)
+
+    try:
+        worker.send(LoadRequest(config))
+        wait_for(EngineLoaded)
+        worker.send(ReplyRequest(1, (ChatTurn("user", "the cat"),), max_tokens=200))
+        wait_for(ReplyEvent)
+        rpc_server.proc.send_signal(signal.SIGSTOP)
+        try:
+            # Silent for over twice the limit (2 s), seen by the watchdog, and the engine lives.
+            wait_until(lambda: watched_s() >= 5 or not worker.is_alive(), timeout_s=60, what="the watchdog")
+            assert worker.is_alive(), inbox.get(timeout=5)
+        finally:
+            rpc_server.proc.send_signal(signal.SIGCONT)
+        finished = wait_for(ReplyEvent, Finished)
+        assert finished.event.stop_reason in ("length", "eog", "stop")  # type: ignore[attr-defined]
+        assert worker.is_alive()
+    finally:
+        worker.shutdown()
