@@ -16,6 +16,7 @@ from app.store import Store
 from tests.serve_process import ServeProcess, free_port
 from tests.test_remote import llama_server  # noqa: F401 (a fixture)
 from tests.test_ui_speculation import _tinted_text
+from ui.remote_engine import LOCAL_ONLY_TIP
 
 
 def _rows(window, include_superseded: bool = False):  # type: ignore[no-untyped-def]
@@ -112,7 +113,8 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     assert info.target_path == server.url and info.speculation == "ngram"
     assert window.pair_label.text().startswith(f"target on {server.url}")
     assert window.controller.worker_pid is None  # no engine process here
-    assert not window.speculation_combo.isEnabled()
+    assert not window.speculation_combo.isEnabled() and not window.choose_draft_action.isEnabled()
+    assert window.speculation_combo.toolTip() == window.choose_draft_action.toolTip() == LOCAL_ONLY_TIP
     settings = load_settings()
     assert (settings.engine, settings.remote_url, settings.remote_api_key) == ("remote", server.url, "k1")
 
@@ -173,7 +175,8 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     window.apply_settings(window.settings.replace(engine="local"))
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=60_000)
     assert window.controller.info.target_path == str(tiny_target) and window.controller.worker_pid
-    assert window.speculation_combo.isEnabled()
+    assert window.speculation_combo.isEnabled() and window.choose_draft_action.isEnabled()
+    assert window.speculation_combo.toolTip() == "Takes effect from the next reply"
     window.send("and here?")
     wait_reply(window)
     assert _rows(window)[-1].status == "complete"

@@ -142,9 +142,8 @@ class MainWindow(QMainWindow):
         self.speculation_combo.activated.connect(self.on_speculation_combo_activated)
         bar.addWidget(self.speculation_combo)
         self.choose_draft_action = QAction("Choose draft…", self)
-        self.choose_draft_action.setToolTip(
-            "Pick a small GGUF model with the target's vocabulary to draft for it"
-        )
+        self._draft_tip = "Pick a small GGUF model with the target's vocabulary to draft for it"
+        self.choose_draft_action.setToolTip(self._draft_tip)
         self.choose_draft_action.triggered.connect(self.on_choose_draft_action_triggered)
         bar.addAction(self.choose_draft_action)
         bar.addSeparator()
@@ -387,6 +386,11 @@ class MainWindow(QMainWindow):
         self.speculation_combo.setCurrentIndex(self.speculation_combo.findData(speculation.choice))
         self.speculation_combo.setEnabled(speculation.can_switch)
         self.choose_draft_action.setEnabled(speculation.can_switch)
+        from ui.remote_engine import LOCAL_ONLY_TIP  # a server decides its own speculation
+
+        local = speculation.can_switch
+        self.speculation_combo.setToolTip("Takes effect from the next reply" if local else LOCAL_ONLY_TIP)
+        self.choose_draft_action.setToolTip(self._draft_tip if local else LOCAL_ONLY_TIP)
         self.compare.set_speculation(speculation.in_effect)
 
     def set_speculation(self, draft: str) -> None:
