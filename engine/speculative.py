@@ -60,9 +60,24 @@ class _TextAssembler:
         self.text = ""  # everything decoded so far
         self.n_emitted = 0  # characters of self.text already handed out
         self.stopped = False
+        self.n_held = 0  # tokens added since the last piece: they count with the next one
+        self.held_drafted = True  # ...and were all drafted
 
-    def add(self, data: bytes) -> None:
+    def add(self, data: bytes, drafted: bool = False) -> None:
         self.text += self._decoder.decode(data)
+        self.n_held += 1
+        self.held_drafted = self.held_drafted and drafted
+
+    def take(self, final: bool) -> TextPiece | None:
+        """The next piece with the tokens it holds: text is marked drafted only when every one of
+        its tokens was (a character whose bytes span a token the target wrote is the target's,
+        so drafted marks never exceed the accepted count)."""
+        text = self.ready(final)
+        if not text:
+            return None
+        piece = TextPiece(text, self.n_held, self.held_drafted and self.n_held > 0)
+        self.n_held, self.held_drafted = 0, True
+        return piece
 
     def flush(self) -> None:
         self.text += self._decoder.decode(b"", final=True)
@@ -200,7 +215,6 @@ class SpeculativeDecoder:
             )
 
         k = 0
-        n_silent = 0
         while True:
             if prefill_cut or (cancel is not None and cancel.is_set()):
                 stop_reason = "cancelled"
@@ -256,17 +270,15 @@ class SpeculativeDecoder:
                 ctx.append(token)
                 out_tokens.append(token)
                 c.n_generated += 1
-                text.add(target.token_bytes(token))
-                piece = text.ready(final=False)
-                is_draft = i < n_accepted
-                n_silent += 1  # tokens whose bytes are still held back count with the next text
-                if piece:
-                    if pieces and pieces[-1].is_draft == is_draft:
+                text.add(target.token_bytes(token), drafted=i < n_accepted)
+                piece = text.take(final=False)
+                if piece is not None:
+                    if pieces and pieces[-1].is_draft == piece.is_draft:
                         last = pieces.pop()
-                        pieces.append(TextPiece(last.text + piece, last.n_tokens + n_silent, is_draft))
-                    else:
-                        pieces.append(TextPiece(piece, n_silent, is_draft))
-                    n_silent = 0
+                        piece = TextPiece(
+                            last.text + piece.text, last.n_tokens + piece.n_tokens, piece.is_draft
+                        )
+                    pieces.append(piece)
                 if text.stopped:
                     stop_reason, finished = "stop", True
                     break
@@ -281,9 +293,9 @@ class SpeculativeDecoder:
 
         if not text.stopped:
             text.flush()
-            tail = text.ready(final=True)
-            if tail:
-                yield TextPiece(tail, n_silent, False)
+            tail = text.take(final=True)
+            if tail is not None:
+                yield TextPiece(tail.text, tail.n_tokens, False)
         final = stats(k)
         yield final
         yield Finished(stop_reason, text.text, tuple(out_tokens), final)

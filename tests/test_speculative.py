@@ -13,6 +13,7 @@ from engine.config import EngineConfig, SamplingParams
 from engine.errors import PromptTooLongError
 from engine.events import DraftingState, Finished, Stats, TextPiece
 from engine.session import Engine
+from engine.speculative import _TextAssembler
 
 PROMPTS = [
     "the cat sat on the mat. the cat sat on the mat. the cat",
@@ -161,6 +162,23 @@ def test_text_pieces_add_up_and_show_origin(tiny_target: Path, tiny_draft: Path)
     # Every token is counted once, even those whose bytes were held back (partial UTF-8).
     assert sum(p.n_tokens for p in pieces) == final.stats.n_generated
     assert isinstance(events[-2], Stats) and events[-2] == final.stats
+    # Text is marked drafted only where every token in it was: the marks never exceed acceptance.
+    assert 0 < sum(p.n_tokens for p in pieces if p.is_draft) <= final.stats.n_accepted
+
+
+def test_held_back_text_is_marked_drafted_only_if_all_its_tokens_were() -> None:
+    # A stop string starting with a space holds a space back until the next token shows it is not
+    # the stop: a space the target wrote, sent with a drafted token's text, is not drafted text.
+    text = _TextAssembler([" QQQ"])
+    text.add(b" ", drafted=False)
+    assert text.take(final=False) is None
+    text.add(b"a", drafted=True)
+    assert text.take(final=False) == TextPiece(" a", 2, False)
+    # Split UTF-8: both halves drafted, the character is drafted and counts both tokens.
+    text.add(b"\xc3", drafted=True)
+    assert text.take(final=False) is None
+    text.add(b"\xa9", drafted=True)
+    assert text.take(final=False) == TextPiece("\u00e9", 2, True)
 
 
 @pytest.mark.parametrize("draft", ["ngram", "greedy-model"])
