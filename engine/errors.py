@@ -27,6 +27,8 @@ class ErrorKind(StrEnum):
     DOWNLOAD = "download"
     RPC = "rpc"
     NO_ENGINE = "no_engine"  # asked of an engine that did not load (the load's error said why)
+    ENGINE_STOPPED = "engine_stopped"  # the engine ended before it answered: crashed, closed, replaced
+    REMOTE = "remote"  # a server used as the engine could not be reached or refused
     OTHER = "other"  # a TandemError without a kind of its own
     UNEXPECTED = "unexpected"  # not a TandemError: a bug, logged with its traceback
 

@@ -16,12 +16,16 @@ from app.store import Store
 pytest.importorskip("pytestqt")
 
 from app.host.controller import EngineController  # noqa: E402
+from engine.errors import ErrorKind, Failure, PairRefusal  # noqa: E402
 from ui.presenter import (  # noqa: E402
     ChatPresenter,
     MessageRow,
     PairView,
     ReplyEnded,
     SpeculationView,
+    UnexpectedFailure,
+    failure_words,
+    pair_words,
 )
 
 
@@ -105,7 +109,9 @@ def test_switching_speculation_keeps_one_state(
     assert presenter.speculation.choice == "draft"
     qtbot.waitUntil(lambda: "token 40" in seen.of("pair_changed")[-1].text, timeout=30_000)
     pair = seen.of("pair_changed")[-1]
-    assert pair.is_problem and pair.text.startswith(presenter.controller.info.pair_note)
+    # The window words the refusal from its rule and both values, not from the worker's sentence.
+    assert pair.is_problem and pair.text.startswith(pair_words(presenter.controller.info))
+    assert "vocabulary does not match the target's: text of token 40 differs" in pair.text
     assert presenter.speculation == SpeculationView("ngram", "ngram", True)
     assert presenter.settings.draft == "ngram" == load_settings().draft
     assert load_settings().draft_model_path == str(tiny_incompatible)  # the last file chosen stays offered
@@ -170,6 +176,63 @@ def test_compare_runs_are_routed_to_compare_not_to_the_chat(qtbot, make, tiny_ta
     assert presenter.store.conversations() == [] and presenter.compare_runs == {}
     assert presenter.speed.plain_tokens_per_s() == round(finished[0].finished.stats.decode_tokens_per_s, 3)
     assert seen.of("speed_line_changed")[-1].startswith("Last run: ")
+
+
+def test_a_failed_load_arrives_as_its_kind_and_is_worded_by_the_window(qtbot, tmp_path: Path) -> None:
+    store = Store(tmp_path / "t.db")
+    missing = tmp_path / "missing.gguf"
+    presenter = ChatPresenter(
+        EngineController(), store, load_settings().replace(n_threads=1), model=str(missing)
+    )
+    seen = Seen(presenter)
+    failures: list[Failure] = []
+    presenter.controller.engine_failed.connect(failures.append)
+    try:
+        presenter.start_engine()
+        qtbot.waitUntil(lambda: bool(failures), timeout=60_000)
+        (failure,) = failures
+        assert failure.kind is ErrorKind.MODEL_NOT_FOUND and str(missing) in failure.sentence
+        text, is_warning = seen.of("notice_changed")[-1]
+        assert is_warning and text == f"The model could not be loaded: {failure.sentence}"
+        assert seen.of("pair_changed")[-1] == PairView(
+            f"Model not loaded: {failure.sentence}", is_problem=True
+        )
+        # A reply asked of no engine fails as NO_ENGINE, kept out of the chat, said in the notice.
+        presenter.send("hello?")
+        qtbot.waitUntil(lambda: presenter.live is None and not presenter.controller.is_busy, timeout=30_000)
+        assert seen.of("messages_removed") and seen.of("notice_changed")[-1][0].startswith("No reply: ")
+    finally:
+        presenter.controller.shutdown()
+        presenter.close()
+
+
+def test_the_window_words_a_refused_pair_from_its_values() -> None:
+    refusal = Failure(
+        ErrorKind.INCOMPATIBLE_PAIR, "(the worker's sentence)", PairRefusal("text of token 40", "abc", "abd")
+    )
+    words = failure_words(refusal)
+    assert "worker's sentence" not in words
+    assert words.endswith("text of token 40 differs (target: 'abc', draft: 'abd')")
+    other = Failure(
+        ErrorKind.PROMPT_TOO_LONG, "the prompt is 5000 tokens long but the context holds only 4096"
+    )
+    assert failure_words(other) == other.sentence
+
+
+def test_an_unexpected_failure_raises_once_the_window_has_settled_it(qtbot, tmp_path: Path) -> None:
+    store = Store(tmp_path / "t.db")
+    presenter = ChatPresenter(EngineController(), store, load_settings())
+    seen = Seen(presenter)
+    try:
+        presenter.compare_runs = {7: "plain", 8: "speculative"}
+        presenter.on_controller_reply_failed(7, Failure(ErrorKind.DECODE, "llama_decode returned -1"), False)
+        assert seen.of("compare_failed") == [(7, "llama_decode returned -1")]
+        with pytest.raises(UnexpectedFailure, match="a bug"):
+            presenter.on_controller_reply_failed(8, Failure(ErrorKind.UNEXPECTED, "a bug"), False)
+        assert seen.of("compare_failed")[-1] == (8, "a bug") and presenter.compare_runs == {}
+    finally:
+        presenter.controller.shutdown()
+        presenter.close()
 
 
 def test_the_presenter_module_imports_no_widgets() -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from app.host.reply import Reply, ReplyProgress, ReplyText
 from app.store import Store
+from engine.errors import ErrorKind, Failure
 from engine.events import Finished, Stats, TextPiece
 
 
@@ -191,10 +192,19 @@ def test_a_reply_failing_drops_its_buffer(qtbot, qapp) -> None:
 
     controller, hosts = _controller(qapp)
     failed: list[tuple[int, str, bool]] = []
-    controller.reply_failed.connect(lambda *args: failed.append(args))
+    # The failure crosses as data (engine.errors.Failure): its sentence and its kind.
+    kinds: list[ErrorKind] = []
+
+    def on_failed(rid: int, failure: Failure, died: bool) -> None:
+        failed.append((rid, failure.sentence, died))
+        kinds.append(failure.kind)
+
+    controller.reply_failed.connect(on_failed)
     request_id = controller.start_reply((ChatTurn("user", "hi"),))
     reply = controller.reply(request_id)
-    hosts[0].deliver([ReplyEvent(request_id, TextPiece("partial", 1, False)), ReplyFailed(request_id, "no")])
+    hosts[0].deliver(
+        [ReplyEvent(request_id, TextPiece("partial", 1, False)), ReplyFailed(request_id, "no", ErrorKind.DECODE)]
+    )
     qtbot.waitUntil(lambda: bool(failed), timeout=5000)
-    assert failed == [(request_id, "no", False)]
+    assert failed == [(request_id, "no", False)] and kinds == [ErrorKind.DECODE]
     assert controller.reply(request_id) is None and reply is not None and reply.text == "partial"

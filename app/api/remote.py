@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from engine.errors import TandemError
+from engine.errors import ErrorKind, TandemError
 
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 600.0
@@ -29,7 +29,7 @@ LIST_TIMEOUT_S = 30.0  # a model list is quick; a server that does not answer it
 
 
 class RemoteError(TandemError):
-    pass
+    kind = ErrorKind.REMOTE
 
 
 def api_base(url: str) -> str:

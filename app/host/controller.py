@@ -7,8 +7,10 @@ text pieces of one drain are appended to their reply's one buffer (app.host.repl
 by one ReplyProgress, so a model producing thousands of tokens a second costs the window about
 40 repaints a second, and an idle engine costs nothing.
 
-When the child dies (native crash, SIGKILL, out of memory) the replies it owed fail with a
-sentence, and the next request starts a fresh child with the last configuration by itself.
+When the child dies (native crash, SIGKILL, out of memory) the replies it owed fail (kind
+ENGINE_STOPPED), and the next request starts a fresh child with the last configuration by itself.
+Failures reach the window as data: an engine.errors.Failure (kind, sentence, and for a refused
+pair the rule and both values), never a bare sentence.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from app.host.worker import (
     death_sentence,
 )
 from engine.config import EngineConfig, SamplingParams
+from engine.errors import ErrorKind, Failure
 from engine.events import Finished, Stats
 
 if TYPE_CHECKING:
@@ -77,14 +80,14 @@ class EngineHost(Protocol):
 class EngineController(QObject):
     load_progressed = Signal(str, float)  # stage, fraction loaded (-1: not known)
     engine_loaded = Signal(object)  # EngineInfo
-    engine_failed = Signal(str)
-    engine_died = Signal(str)
+    engine_failed = Signal(object)  # engine.errors.Failure
+    engine_died = Signal(object)  # engine.errors.Failure, kind ENGINE_STOPPED
     draft_changed = Signal(object)  # EngineInfo
-    draft_failed = Signal(str)
+    draft_failed = Signal(object)  # engine.errors.Failure
     reply_started = Signal(object)  # worker.ReplyStarted
     reply_progressed = Signal(object)  # app.host.reply.ReplyProgress
     reply_finished = Signal(object)  # app.host.reply.Reply, its `finished` set
-    reply_failed = Signal(int, str, bool)  # request id, sentence, whether the engine died
+    reply_failed = Signal(int, object, bool)  # request id, engine.errors.Failure, whether the engine died
     busy_changed = Signal(bool)
     _woke = Signal()  # emitted from the reader thread; queued to the GUI thread
 
@@ -342,26 +345,27 @@ class EngineController(QObject):
                 )
             self.engine_loaded.emit(message.info)
         elif isinstance(message, EngineFailed):
-            self.engine_failed.emit(message.sentence)
+            self.engine_failed.emit(Failure(message.kind, message.sentence, message.pair))
         elif isinstance(message, DraftChanged):
             self._info = message.info
             self.draft_changed.emit(message.info)
         elif isinstance(message, DraftFailed):
             if self._config is not None and self._info is not None:
                 self._config = replace(self._config, draft=self._info.draft)
-            self.draft_failed.emit(message.sentence)
+            self.draft_failed.emit(Failure(message.kind, message.sentence, message.pair))
         elif isinstance(message, ReplyStarted):
             self.reply_started.emit(message)
         elif isinstance(message, ReplyFailed):
             self._replies.pop(message.request_id, None)
             self._finish(message.request_id)
-            self.reply_failed.emit(message.request_id, message.sentence, False)
+            failure = Failure(message.kind, message.sentence, message.pair)
+            self.reply_failed.emit(message.request_id, failure, False)
         elif isinstance(message, WorkerDied):
             self._worker = None
             self._info = None
             self._generation += 1
             self._fail_pending(message.sentence, engine_died=True)
-            self.engine_died.emit(message.sentence)
+            self.engine_died.emit(Failure(ErrorKind.ENGINE_STOPPED, message.sentence))
 
     def _finish(self, request_id: int) -> None:
         if request_id in self._pending:
@@ -372,7 +376,8 @@ class EngineController(QObject):
     def _fail_pending(self, sentence: str, engine_died: bool) -> None:
         pending, self._pending = self._pending, []
         self._replies.clear()
+        failure = Failure(ErrorKind.ENGINE_STOPPED, sentence)
         for request_id in pending:
-            self.reply_failed.emit(request_id, sentence, engine_died)
+            self.reply_failed.emit(request_id, failure, engine_died)
         if pending:
             self.busy_changed.emit(False)

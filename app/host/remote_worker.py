@@ -204,7 +204,7 @@ class RemoteWorker:
 
     def _fail_load(self, sentence: str) -> None:
         self._load_error = sentence
-        self._on_message(EngineFailed(sentence))
+        self._on_message(EngineFailed(sentence, ErrorKind.REMOTE))
 
     def _load(self) -> None:
         self._load_error = "not connected yet"
@@ -240,6 +240,7 @@ class RemoteWorker:
             has_chat_template=True,
             gpu_offload_supported=False,
             pair_note=f"{name} on {self.base}{how} (the server decides its speculation)",
+            server=self.base,
         )
         self._on_message(EngineLoaded(info))
 
@@ -366,12 +367,14 @@ class RemoteWorker:
             error = outcome.get("error")
             result: RemoteResult | None = outcome.get("result")
             if error is not None and not self._cancel.is_set():
+                kind = ErrorKind.REMOTE
                 if isinstance(error, RemoteError):
                     sentence = _sentence(error).replace("; pass --api-key", "; set it in Settings")
                 else:
                     log.error("remote stream failed", exc_info=error)
                     sentence = f"the reply from {self.base} failed: {type(error).__name__}: {error}"
-                self._on_message(ReplyFailed(rid, sentence))
+                    kind = ErrorKind.UNEXPECTED
+                self._on_message(ReplyFailed(rid, sentence, kind))
                 return
             if result is None or self._cancel.is_set():
                 stop_reason = "cancelled"
