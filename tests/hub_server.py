@@ -350,6 +350,8 @@ class _HubHandler(BaseHTTPRequestHandler):
             self.wfile.write(chunk)
             if self.hub.throttle_s:
                 self.wfile.flush()
+                # A deliberately slow hub (the thing under test: progress, pause and cancel
+                # mid-download), not a wait for something to happen.
                 time.sleep(self.hub.throttle_s)
 
     def _model_info(self, repo_id: str, revision: str) -> None:

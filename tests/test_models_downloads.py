@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from app.library.downloads import (
 )
 from engine.errors import DownloadError
 from tests.tiny import write_tiny_model
+from tests.waiting import wait_until
 
 REPO = "tandem-test/tiny-target-GGUF"
 DRAFT_REPO = "tandem-test/tiny-draft-GGUF"
@@ -126,11 +126,12 @@ def test_download_killed_in_another_process_resumes_with_a_range_request(hub: Fa
     final = local_path_for(REPO, "tiny-target.gguf")
     part = part_path_for(final)
     try:
-        deadline = time.monotonic() + 60
-        while not (part.exists() and part.stat().st_size >= 100_000):
+
+        def started() -> bool:
             assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the download never started"
-            time.sleep(0.02)
+            return part.exists() and part.stat().st_size >= 100_000
+
+        wait_until(started, 60, "the download to start")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate()

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 
 from tests.serve_process import ROOT, ServeProcess, free_port, tandem_env
 from tests.test_cli import JSON_KEYS
+from tests.waiting import wait_until
 
 LLAMA_SERVER = Path(sys.executable).parent / "llama-server"
 
@@ -123,14 +123,12 @@ def test_stream_cut_mid_reply(slow_target: Path, tmp_path: Path) -> None:
         r = subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr.decode())
         line = error_line(r)
         assert line.startswith(f"error: the stream from {s.url} was cut after ")
-        # The orphaned engine notices its server is gone and ends.
-        deadline = time.monotonic() + 30
-        while (
-            Path(f"/proc/{worker}").exists()
-            and b"Z" not in Path(f"/proc/{worker}/stat").read_bytes().split()[2]
-        ):
-            assert time.monotonic() < deadline, "the worker outlived its server"
-            time.sleep(0.1)
+
+        def worker_gone() -> bool:  # the orphaned engine notices its server is gone and ends
+            stat = Path(f"/proc/{worker}/stat")
+            return not stat.exists() or b"Z" in stat.read_bytes().split()[2]
+
+        wait_until(worker_gone, 30, "the worker to end with its server", interval_s=0.1)
     finally:
         s.stop()
 
@@ -166,17 +164,16 @@ def llama_server(tiny_target: Path, tiny_draft: Path, tmp_path: Path) -> Iterato
         stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        assert proc.poll() is None, (tmp_path / "llama-server.log").read_text()
+        try:
+            return httpx.get(f"{url}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, (tmp_path / "llama-server.log").read_text()
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, (tmp_path / "llama-server.log").read_text()
-            time.sleep(0.2)
+        wait_until(healthy, 120, lambda: (tmp_path / "llama-server.log").read_text(), interval_s=0.2)
         yield url
     finally:
         proc.terminate()

@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 from engine.config import EngineConfig, SamplingParams
 from engine.events import Finished
 from tests.serve_process import ServeProcess, free_port, tandem_env
+from tests.waiting import wait_until
 
 TIMINGS_KEYS = {"prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "predicted_per_second", "draft_n",
                 "draft_n_accepted"}  # fmt: skip
@@ -379,10 +379,12 @@ def test_engine_crash_answers_500_and_next_request_gets_a_fresh_engine(
 
         t = threading.Thread(target=long_request)
         t.start()
-        deadline = time.monotonic() + 60
-        while httpx.get(f"http://127.0.0.1:{s.port}/health").json().get("generating") != 1:
-            assert time.monotonic() < deadline, "the request never started generating"
-            time.sleep(0.05)
+        wait_until(
+            lambda: httpx.get(f"http://127.0.0.1:{s.port}/health").json().get("generating") == 1,
+            60,
+            "the request to start generating",
+            interval_s=0.05,
+        )
         os.kill(s.worker_pid(), signal.SIGSEGV)  # as a native crash inside llama.cpp would
         t.join(60)
         assert len(outcome) == 1 and isinstance(outcome[0], openai.InternalServerError)

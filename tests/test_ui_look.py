@@ -64,8 +64,8 @@ def test_the_open_block_is_coloured_once_closed(qtbot) -> None:
     qtbot.addWidget(body)
     body.show()
     body.stream("Intro.\n\n```python\nx = 1\n", [], tint=True)
-    qtbot.wait(20)
-    assert body.highlighter.pending == 0 and not any(_code_line_formats(body).values())
+    qtbot.waitUntil(lambda: body.highlighter.pending == 0, timeout=5000)  # nothing left to colour...
+    assert not any(_code_line_formats(body).values())  # ... and the open block was not coloured
     assert not [b for b in body._copy_buttons if b.isVisible()]  # no buttons mid-stream
     body.stream("Intro.\n\n```python\nx = 1\nimport os\n```\n\nAfter.", [], tint=True)
     qtbot.waitUntil(lambda: all(_code_line_formats(body).values()), timeout=5000)
