@@ -556,7 +556,9 @@ class SilentNetworkServer:
 
     def close(self) -> None:
         self.kill()
-        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, timeout=30)  # and the veth pair
+        # The pair goes at once; the namespace once the last of its sockets has timed out.
+        for args in (["link", "del", self.host_if], ["netns", "del", self.ns]):
+            subprocess.run(["ip", *args], capture_output=True, timeout=30)
 
 
 @pytest.fixture
@@ -744,3 +746,90 @@ def test_a_server_silent_but_alive_is_waited_for(
         assert worker.is_alive()
     finally:
         worker.shutdown()
+
+
+def _connected(endpoint: str) -> bool:
+    """Does this machine hold an established TCP connection to endpoint (/proc/net/tcp)?"""
+    host, port = endpoint.split(":")
+    remote = "".join(f"{int(part):02X}" for part in reversed(host.split("."))) + f":{int(port):04X}"
+    rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return any(row.split()[2] == remote and row.split()[3] == "01" for row in rows)
+
+
+def test_silent_drop_between_replies_ends_the_next_one_naming_the_server(
+    silent_network: SilentNetworkServer, quick_watchdog: dict[str, str], tiny_target: Path
+) -> None:
+    """No call runs while the server vanishes: the kernel's own limit (keepalive unanswered for
+    2 x 2 s) closes the engine's connection, and the next reply ends at once, naming the server."""
+    inbox: queue.Queue[object] = queue.Queue()
+
+    def wait_for(kind: type, event: type | None = None) -> object:
+        while True:
+            message = inbox.get(timeout=TIMEOUT_S)
+            if isinstance(message, kind) and (event is None or isinstance(message.event, event)):  # type: ignore[attr-defined]
+                return message
+            if isinstance(message, EngineFailed | WorkerDied):
+                raise AssertionError(message)
+
+    endpoint = silent_network.endpoint
+    config = EngineConfig(str(tiny_target), n_threads=1, n_ctx=512, n_gpu_layers=99, rpc_servers=(endpoint,))
+    worker = WorkerProcess(inbox.put)
+    worker.start()
+    try:
+        worker.send(LoadRequest(config))
+        wait_for(EngineLoaded)
+        worker.send(ReplyRequest(1, (ChatTurn("user", "the cat"),), max_tokens=4))
+        wait_for(ReplyEvent, Finished)
+        assert _connected(endpoint)
+        silent_network.drop()
+        wait_until(
+            lambda: not _connected(endpoint), timeout_s=60, what="the kernel to give up the connection"
+        )
+        worker.send(ReplyRequest(2, (ChatTurn("user", "the dog"),), max_tokens=4))
+        died = inbox.get(timeout=TIMEOUT_S)
+        while not isinstance(died, WorkerDied):
+            assert not isinstance(died, ReplyEvent) or not isinstance(died.event, Finished), died
+            died = inbox.get(timeout=TIMEOUT_S)
+    finally:
+        worker.shutdown()
+    assert f"lost the RPC server {endpoint}: it stopped answering" in died.sentence, died.sentence
+
+
+def test_window_keeps_the_conversation_when_its_server_goes_silent(  # type: ignore[no-untyped-def]
+    qtbot, open_window, wait_reply, silent_network: SilentNetworkServer, quick_watchdog, slow_target: Path
+) -> None:
+    from app.store import Store
+
+    endpoint = silent_network.endpoint
+    window = open_window(slow_target, rpc_servers=endpoint, n_gpu_layers=99, max_tokens=1800)
+    window.send("Write a very long essay")
+    qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 10, timeout=60_000)
+    silent_network.drop()
+    wait_reply(window)
+    qtbot.waitUntil(
+        lambda: f"lost the RPC server {endpoint}: no answer for" in window.chat.notice.text(), timeout=30_000
+    )
+    store = Store()
+    try:
+        user, reply = store.messages(window.conversation_id)
+    finally:
+        store.close()
+    assert user.content == "Write a very long essay"
+    assert reply.status == "interrupted" and reply.content
+
+    # The network is back and the server restarted: the next message is answered by a fresh engine.
+    silent_network.restore()
+    silent_network.restart()
+    window.settings = window.settings.replace(max_tokens=16)
+    window.send("Shorter please")
+    wait_reply(window, timeout_ms=120_000)
+    store = Store()
+    try:
+        assert [m.content for m in store.messages(window.conversation_id)][:3] == [
+            "Write a very long essay",
+            reply.content,
+            "Shorter please",
+        ]
+        assert store.messages(window.conversation_id)[-1].status == "complete"
+    finally:
+        store.close()
