@@ -658,7 +658,7 @@ class Watchdog:
                     if self._stop.is_set():
                         return  # the model was closed meanwhile
                     _end_process(
-                        f"lost the RPC server {endpoint}: no answer for {seconds:.0f} s "
+                        f"lost the RPC server {endpoint}: no answer for {int(seconds)} s "
                         "(its machine went off or the network dropped)"
                     )
             if running >= 2 * reported_at:  # logged with back-off: at 1x, 2x, 4x ... the first look
