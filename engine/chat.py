@@ -9,6 +9,9 @@ code block, with trailing whitespace trimmed. While streaming, text that could s
 such a line is held back, so the speaker line never reaches the user.
 
 The window's worker (app/host/worker.py) and the CLI's `generate --chat` both prompt through here.
+`build_chat_prompt` makes a reply's prompt from a conversation, leaving out the oldest turns
+that do not fit the context; it tokenizes the prompt once, and `generate_reply` decodes those
+very tokens (a ChatPrompt), not its text again.
 """
 
 from __future__ import annotations
@@ -334,6 +337,64 @@ def stop_at_speaker_lines(events: Iterator[Event], stop: _StopEvent, marker: str
             yield event
 
 
+@dataclass(frozen=True)
+class ChatPrompt:
+    """A chat reply's prompt, tokenized once: its text (a base model's stop rule reads it), its
+    tokens (what is decoded), and how many of the oldest turns were left out to fit the context."""
+
+    text: str
+    tokens: tuple[int, ...]
+    n_dropped: int = 0
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+
+def build_chat_prompt(
+    engine: Any,
+    turns: Sequence[Any],
+    system_prompt: str = "",
+    max_tokens: int = 512,
+    n_dropped_before: int = 0,
+) -> ChatPrompt:
+    """The prompt for the next reply to `turns` (oldest first, ending with the user's message).
+
+    When the conversation outgrows the context the oldest turns are left out, whole user/assistant
+    pairs at a time and never the system prompt or the new message. Once turns must go, enough
+    go to free a quarter of the context, and the count is remembered per conversation (the caller
+    passes last time's as n_dropped_before): the following turns then share the same prompt
+    prefix, so the engine's KV cache still covers it instead of re-reading the whole conversation
+    on every turn. A base model's reply ends at its next speaker line (generate_reply).
+    """
+    n_ctx = int(engine.n_ctx)
+    reserve = min(max_tokens, n_ctx // 2)  # room kept for the reply
+
+    def render(n_dropped: int) -> ChatPrompt:
+        text = chat_prompt(engine, turns[n_dropped:], system_prompt)
+        return ChatPrompt(text, tuple(engine.tokenize(text)), n_dropped)
+
+    def next_cut(n_dropped: int) -> int | None:
+        """The next index where a kept history may start (a user turn), never past the last one."""
+        for i in range(n_dropped + 1, len(turns)):
+            if _role_and_content(turns[i])[0] == "user":
+                return i
+        return None
+
+    n_dropped = min(max(0, n_dropped_before), len(turns) - 1)
+    while n_dropped > 0 and _role_and_content(turns[n_dropped])[0] != "user":
+        n_dropped -= 1
+    prompt = render(n_dropped)
+    if prompt.n_tokens + reserve > n_ctx:
+        goal = n_ctx - reserve - n_ctx // 4
+        while prompt.n_tokens > goal:
+            cut = next_cut(prompt.n_dropped)
+            if cut is None:
+                break
+            prompt = render(cut)
+    return prompt
+
+
 def chat_prompt(engine: Any, messages: Sequence[Any], system_prompt: str = "") -> str:
     """The prompt for the next assistant turn, in the model's template or as a transcript."""
     if engine.has_chat_template:
@@ -345,14 +406,18 @@ def chat_prompt(engine: Any, messages: Sequence[Any], system_prompt: str = "") -
 
 def generate_reply(
     engine: Any,
-    prompt: str | list[int],
+    prompt: str | list[int] | ChatPrompt,
     params: SamplingParams | None = None,
     max_tokens: int = 512,
     stop: Sequence[str] = (),
     cancel: Any = None,
     speculate: bool | None = None,
 ) -> Iterator[Event]:
-    """engine.generate for a chat reply: a base model's reply ends at a new speaker line."""
+    """engine.generate for a chat reply: a base model's reply ends at a new speaker line.
+    A ChatPrompt is decoded from its tokens (not tokenized again)."""
+    text = prompt.text if isinstance(prompt, ChatPrompt) else prompt
+    if isinstance(prompt, ChatPrompt):
+        prompt = list(prompt.tokens)
     if engine.has_chat_template:
         return iter(
             engine.generate(
@@ -363,5 +428,5 @@ def generate_reply(
     events = engine.generate(
         prompt, params, max_tokens=max_tokens, stop=stop, cancel=flag, speculate=speculate
     )
-    marker = transcript_marker(prompt) if isinstance(prompt, str) else ""
+    marker = transcript_marker(text) if isinstance(text, str) else ""
     return stop_at_speaker_lines(iter(events), flag, marker)

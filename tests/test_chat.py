@@ -263,7 +263,8 @@ def repeated_phrase(text: str, n_words: int = 6) -> str | None:
     ids=["chat-defaults", "chat-defaults-seed-7", "greedy", "greedy-with-penalty"],
 )
 def test_the_embedded_model_answers_a_conversation_and_stops(gemma_q4: Path, params: SamplingParams) -> None:
-    from app.host.worker import ChatTurn, ReplyRequest, build_prompt
+    from app.host.worker import ChatTurn
+    from engine.chat import build_chat_prompt
     from engine.session import Engine
 
     if params.seed is None and not params.is_greedy:
@@ -271,12 +272,10 @@ def test_the_embedded_model_answers_a_conversation_and_stops(gemma_q4: Path, par
     engine = Engine(EngineConfig(str(gemma_q4), draft="ngram", n_ctx=2048, n_threads=2))
     turns: tuple[ChatTurn, ...] = ()
     try:
-        for i, request in enumerate(REQUESTS):
+        for request in REQUESTS:
             turns = (*turns, ChatTurn("user", request))
-            prompt, stop, _, _ = build_prompt(
-                engine, ReplyRequest(i, turns, params=params, max_tokens=160), 0
-            )
-            events = list(generate_reply(engine, prompt, params, max_tokens=160, stop=stop))
+            prompt = build_chat_prompt(engine, turns, max_tokens=160)  # as the worker builds it
+            events = list(generate_reply(engine, prompt, params, max_tokens=160))
             finished = events[-1]
             assert isinstance(finished, Finished)
             reply = finished.text

@@ -26,7 +26,6 @@ from app.host.worker import (
     SetDraftRequest,
     WorkerDied,
     WorkerProcess,
-    build_prompt,
 )
 from engine.config import EngineConfig
 from engine.errors import ErrorKind
@@ -213,76 +212,6 @@ def test_a_prompt_longer_than_the_context_fails_with_a_sentence(worker, tiny_tar
     failed = inbox.wait_for(ReplyFailed)
     assert "context holds only 256" in failed.sentence
     assert failed.kind is ErrorKind.PROMPT_TOO_LONG
-
-
-# ---- prompt building, in-process on a real engine
-
-
-@pytest.fixture(scope="module")
-def small_engine(tiny_target: Path):  # type: ignore[no-untyped-def]
-    from engine.session import Engine
-
-    engine = Engine(config(str(tiny_target), n_ctx=512))
-    yield engine
-    engine.close()
-
-
-def _conversation(n_pairs: int, words: int = 30) -> tuple[ChatTurn, ...]:
-    turns = []
-    for i in range(n_pairs):
-        turns.append(ChatTurn("user", f"question {i}: " + "lorem " * words))
-        turns.append(ChatTurn("assistant", f"answer {i}: " + "ipsum " * words))
-    return tuple(turns)
-
-
-def test_a_short_conversation_is_sent_whole_with_its_system_prompt(small_engine) -> None:
-    turns = (*_conversation(1, words=3), ChatTurn("user", "and now?"))
-    request = ReplyRequest(1, turns, system_prompt="Be brief.", max_tokens=64)
-    prompt, stop, n_dropped, n_prompt = build_prompt(small_engine, request, 0)
-    assert n_dropped == 0 and stop == ()
-    assert (
-        prompt.startswith("<|system|>Be brief.")
-        and "question 0" in prompt
-        and prompt.endswith("<|assistant|>")
-    )
-    assert n_prompt == small_engine.count_tokens(prompt)
-
-
-def test_the_oldest_turns_go_first_and_the_system_prompt_stays(small_engine) -> None:
-    turns = (*_conversation(8), ChatTurn("user", "the newest question"))
-    request = ReplyRequest(1, turns, system_prompt="SYSTEM RULES", max_tokens=64)
-    prompt, _, n_dropped, n_prompt = build_prompt(small_engine, request, 0)
-    assert n_dropped > 0 and n_dropped % 2 == 0  # whole user/assistant pairs
-    assert "SYSTEM RULES" in prompt and "the newest question" in prompt
-    assert "question 0:" not in prompt
-    assert n_prompt + 64 <= small_engine.n_ctx
-    # One more exchange later, the same turns are still left out (the cached prefix stays valid),
-    # unless more must go.
-    later = (*turns, ChatTurn("assistant", "short"), ChatTurn("user", "next"))
-    prompt2, _, n_dropped2, _ = build_prompt(
-        small_engine, ReplyRequest(2, later, "SYSTEM RULES", max_tokens=64), n_dropped
-    )
-    assert n_dropped2 == n_dropped
-    shared = prompt.removesuffix("<|assistant|>")
-    assert prompt2.startswith(shared)
-
-
-def test_base_models_get_a_plain_text_transcript(tiny_base: Path) -> None:
-    from engine.session import Engine
-
-    engine = Engine(config(str(tiny_base), n_ctx=512))
-    try:
-        assert not engine.has_chat_template
-        turns = (ChatTurn("user", "Hi"), ChatTurn("assistant", "Hello!"), ChatTurn("user", "How are you?"))
-        prompt, stop, _, _ = build_prompt(
-            engine, ReplyRequest(1, turns, system_prompt="Be kind.", max_tokens=32), 0
-        )
-        # The system prompt, engine.chat's example exchange, the conversation, the reply's start.
-        assert prompt.startswith("Be kind.\n\nUser: ")
-        assert prompt.endswith("\nUser: Hi\nAssistant: Hello!\nUser: How are you?\nAssistant:")
-        assert stop == ()  # the reply ends at any new speaker line (engine.chat), not a fixed string
-    finally:
-        engine.close()
 
 
 def test_a_base_model_replies_through_the_worker(worker, tiny_base: Path) -> None:

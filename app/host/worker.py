@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from engine.chat import chat_prompt, generate_reply
+from engine.chat import ChatPrompt, build_chat_prompt, generate_reply
 from engine.config import EngineConfig, SamplingParams
 from engine.errors import ErrorKind, Failure, PairRefusal
 from engine.events import Event
@@ -319,14 +319,20 @@ class _Child:
             self.send(ReplyFailed(request.request_id, f"no reply: {self.load_error}", ErrorKind.NO_ENGINE))
             return
         try:
-            stop: tuple[str, ...] = ()
+            # The prompt is tokenized once here; those tokens are what the engine decodes.
+            prompt: list[int] | ChatPrompt
             if request.prompt is not None:  # a raw text completion
-                prompt, n_dropped = request.prompt, 0
-                n_prompt = int(self.engine.count_tokens(prompt))
+                prompt = list(self.engine.tokenize(request.prompt))
+                n_dropped, n_prompt = 0, len(prompt)
             else:
-                prompt, stop, n_dropped, n_prompt = build_prompt(
-                    self.engine, request, self.n_dropped.get(request.history_key, 0)
+                prompt = build_chat_prompt(
+                    self.engine,
+                    request.turns,
+                    request.system_prompt,
+                    request.max_tokens,
+                    self.n_dropped.get(request.history_key, 0),
                 )
+                n_dropped, n_prompt = prompt.n_dropped, prompt.n_tokens
             if request.history_key:
                 self.n_dropped[request.history_key] = n_dropped
             self.send(ReplyStarted(request.request_id, n_prompt, n_dropped, self.engine.speculation))
@@ -337,7 +343,7 @@ class _Child:
                 prompt,
                 params=request.params,
                 max_tokens=request.max_tokens,
-                stop=(*stop, *request.stop),
+                stop=request.stop,
                 cancel=self.cancel,
                 speculate=request.speculate,
             ):
@@ -348,48 +354,6 @@ class _Child:
             raise
         except Exception as e:
             self.send(ReplyFailed(request.request_id, _unexpected(e)))
-
-
-def build_prompt(
-    engine: Any, request: ReplyRequest, n_dropped_before: int
-) -> tuple[str, tuple[str, ...], int, int]:
-    """The prompt for a reply: (prompt, stop strings, turns left out, prompt tokens).
-
-    When the conversation outgrows the context the oldest turns are left out, whole user/assistant
-    pairs at a time and never the system prompt or the new message. Once turns must go, enough
-    go to free a quarter of the context, and the count is remembered per conversation: the
-    following turns then share the same prompt prefix, so the engine's KV cache still covers it
-    instead of re-reading the whole conversation on every turn.
-    """
-    turns = request.turns
-    n_ctx = int(engine.n_ctx)
-    reserve = min(request.max_tokens, n_ctx // 2)  # room kept for the reply
-
-    def render(n_dropped: int) -> tuple[str, int]:
-        prompt = chat_prompt(engine, turns[n_dropped:], request.system_prompt)
-        return prompt, int(engine.count_tokens(prompt))
-
-    def next_cut(n_dropped: int) -> int | None:
-        """The next index where a kept history may start (a user turn), never past the last one."""
-        for i in range(n_dropped + 1, len(turns)):
-            if turns[i].role == "user":
-                return i
-        return None
-
-    n_dropped = min(max(0, n_dropped_before), len(turns) - 1)
-    while n_dropped > 0 and turns[n_dropped].role != "user":
-        n_dropped -= 1
-    prompt, n_prompt = render(n_dropped)
-    if n_prompt + reserve > n_ctx:
-        goal = n_ctx - reserve - n_ctx // 4
-        while n_prompt > goal:
-            cut = next_cut(n_dropped)
-            if cut is None:
-                break
-            n_dropped = cut
-            prompt, n_prompt = render(n_dropped)
-    # A base model's reply ends at its next speaker line: engine.chat.generate_reply applies that.
-    return prompt, (), n_dropped, n_prompt
 
 
 def worker_main(
