@@ -203,7 +203,10 @@ def test_a_reply_failing_drops_its_buffer(qtbot, qapp) -> None:
     request_id = controller.start_reply((ChatTurn("user", "hi"),))
     reply = controller.reply(request_id)
     hosts[0].deliver(
-        [ReplyEvent(request_id, TextPiece("partial", 1, False)), ReplyFailed(request_id, "no", ErrorKind.DECODE)]
+        [
+            ReplyEvent(request_id, TextPiece("partial", 1, False)),
+            ReplyFailed(request_id, "no", ErrorKind.DECODE),
+        ]
     )
     qtbot.waitUntil(lambda: bool(failed), timeout=5000)
     assert failed == [(request_id, "no", False)] and kinds == [ErrorKind.DECODE]

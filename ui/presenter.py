@@ -251,7 +251,9 @@ def pair_words(info: EngineInfo) -> str:
     if info.speculation == "draft" and info.draft:
         pair = f"{info.target_name} drafted by {info.draft_name}: vocabularies compatible"
     elif info.speculation == "ngram":
-        pair = f"{info.target_name} with n-gram lookup (drafts from the conversation itself; always compatible)"
+        pair = (
+            f"{info.target_name} with n-gram lookup (drafts from the conversation itself; always compatible)"
+        )
     else:
         pair = f"{info.target_name}, speculation off"
     if info.draft_refusal is not None:
