@@ -85,6 +85,22 @@ def test_an_incompatible_pair_travels_as_its_rule_and_both_values() -> None:
     assert pickle.loads(pickle.dumps(failure)) == failure
 
 
+def test_a_remote_error_names_the_input_to_change_as_data() -> None:
+    from app.api.remote import RemoteError, RemoteFix, api_base
+
+    with pytest.raises(RemoteError) as empty:
+        api_base("  ")
+    error = empty.value
+    assert error.kind is ErrorKind.REMOTE and error.fix is RemoteFix.ADDRESS
+    assert str(error).startswith("--remote is empty: ")  # the command line's words
+    assert error.sentence("the server address", "-").startswith("the server address is empty: ")
+    key = RemoteError("http://h/v1 needs an API key (HTTP 401: no)", RemoteFix.API_KEY)
+    assert str(key) == "http://h/v1 needs an API key (HTTP 401: no); pass --api-key"
+    assert key.sentence("-", "fill in the API key").endswith("(HTTP 401: no); fill in the API key")
+    refused = RemoteError("http://h/v1 refused the API key (HTTP 401: no)")  # nothing to name
+    assert refused.fix is None and refused.sentence("-", "-") == str(refused)
+
+
 def test_draft_choices_carry_the_refusal_as_data(
     tiny_target: Path, tiny_draft: Path, tiny_incompatible: Path
 ) -> None:

@@ -17,6 +17,8 @@ from app.api.remote import RemoteClient, RemoteError, api_base
 from app.settings import Settings
 
 ENGINE_CHOICES = (("This computer", "local"), ("A server", "remote"))
+# How this dialog names the inputs a RemoteError asks to change (app.api.remote.RemoteFix).
+WINDOW_NAMES = ("the server address", "fill in the API key")
 LOCAL_ONLY_TIP = 'Applies to "This computer" only: the server runs the model with its own settings'
 
 
@@ -113,7 +115,7 @@ class RemoteEngineFields(QObject):
         try:
             api_base(self.url.text() or "")
         except RemoteError as e:
-            self.show_error(str(e).replace("--remote", "the server address"))
+            self.show_error(e.sentence(*WINDOW_NAMES))
             self.url.setFocus()
             return False
         return True
@@ -151,7 +153,7 @@ class RemoteEngineFields(QObject):
         try:
             base = api_base(self.url.text() or "")
         except RemoteError as e:
-            self.show_error(str(e).replace("--remote", "the server address"))
+            self.show_error(e.sentence(*WINDOW_NAMES))
             return
         key = self.api_key.text().strip() or None
         self.fetch_button.setEnabled(False)
@@ -163,7 +165,7 @@ class RemoteEngineFields(QObject):
                 models = client.list_models()
                 answer = (models, "" if models else f"{base} lists no models (type the model's name)")
             except RemoteError as e:
-                answer = (None, str(e).replace("; pass --api-key", "; fill in the API key"))
+                answer = (None, e.sentence(*WINDOW_NAMES))
             except Exception as e:  # never a traceback in a dialog
                 answer = (None, f"cannot ask {base} for its models: {e}")
             finally:

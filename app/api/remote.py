@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,24 +29,48 @@ READ_TIMEOUT_S = 600.0
 LIST_TIMEOUT_S = 30.0  # a model list is quick; a server that does not answer it is not waited on
 
 
+class RemoteFix(StrEnum):
+    """What the user can change to fix a RemoteError, as data: each edge names the input its own
+    way (the command line: --remote, --api-key; the window: its Settings fields)."""
+
+    ADDRESS = "address"  # the server's address is wrong: the sentence is about it
+    API_KEY = "api_key"  # the server wants an API key and none was given
+
+
 class RemoteError(TandemError):
     kind = ErrorKind.REMOTE
+
+    def __init__(self, problem: str, fix: RemoteFix | None = None) -> None:
+        self.problem = problem
+        self.fix = fix
+        super().__init__(self.sentence())
+
+    def sentence(self, address: str = "--remote", give_key: str = "pass --api-key") -> str:
+        """The error with the input to change named as an edge names it (default: the command
+        line's; str(error) is this)."""
+        if self.fix is RemoteFix.ADDRESS:
+            return f"{address} {self.problem}"
+        if self.fix is RemoteFix.API_KEY:
+            return f"{self.problem}; {give_key}"
+        return self.problem
 
 
 def api_base(url: str) -> str:
     """The server's API root: `http://host:port/v1` from `host:port`, `http://host:port` or the full root."""
     text = url.strip().rstrip("/")
     if not text:
-        raise RemoteError("--remote is empty: give the server's address, e.g. http://127.0.0.1:8080")
+        raise RemoteError(
+            "is empty: give the server's address, e.g. http://127.0.0.1:8080", RemoteFix.ADDRESS
+        )
     if "://" not in text:
         text = "http://" + text
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise RemoteError(f"--remote must be an http:// or https:// address (got {url!r})")
+        raise RemoteError(f"must be an http:// or https:// address (got {url!r})", RemoteFix.ADDRESS)
     try:
         parts.port  # noqa: B018 - raises on a bad port
     except ValueError:
-        raise RemoteError(f"--remote has a bad port (got {url!r})") from None
+        raise RemoteError(f"has a bad port (got {url!r})", RemoteFix.ADDRESS) from None
     if parts.path in ("", "/"):
         text += "/v1"
     return text
@@ -159,7 +184,7 @@ class RemoteClient:
         if code in (401, 403):
             if self.api_key:
                 return RemoteError(f"{self.base} refused the API key (HTTP {code}: {message})")
-            return RemoteError(f"{self.base} needs an API key (HTTP {code}: {message}); pass --api-key")
+            return RemoteError(f"{self.base} needs an API key (HTTP {code}: {message})", RemoteFix.API_KEY)
         return RemoteError(f"{self.base} answered {what} with HTTP {code}: {message}")
 
     def list_models(self) -> list[str] | None:

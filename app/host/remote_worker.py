@@ -58,7 +58,8 @@ class RemoteTarget:
 
 
 def _sentence(e: Exception) -> str:
-    text = str(e)
+    """A RemoteError as the window says it (its Settings fields named), or any error's text."""
+    text = e.sentence("the server address", "set it in Settings") if isinstance(e, RemoteError) else str(e)
     if not text.startswith("http"):  # an address starts as written
         text = text[:1].upper() + text[1:]
     return text + ("" if text.endswith(".") else ".")
@@ -211,7 +212,7 @@ class RemoteWorker:
         try:
             self.base = api_base(self.target.url)
         except RemoteError as e:
-            self._fail_load(_sentence(e).replace("--remote", "the server address"))
+            self._fail_load(_sentence(e))
             return
         self._on_message(LoadProgressed(f"Connecting to {self.base}…"))
         if self._client is None:
@@ -219,7 +220,7 @@ class RemoteWorker:
         try:
             model = self._client.pick_model(self.target.model or None)
         except RemoteError as e:
-            self._fail_load(_sentence(e).replace("; pass --api-key", "; set it in Settings"))
+            self._fail_load(_sentence(e))
             return
         self._load_error = ""
         self._model = model
@@ -369,7 +370,7 @@ class RemoteWorker:
             if error is not None and not self._cancel.is_set():
                 kind = ErrorKind.REMOTE
                 if isinstance(error, RemoteError):
-                    sentence = _sentence(error).replace("; pass --api-key", "; set it in Settings")
+                    sentence = _sentence(error)
                 else:
                     log.error("remote stream failed", exc_info=error)
                     sentence = f"the reply from {self.base} failed: {type(error).__name__}: {error}"
