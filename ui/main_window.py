@@ -45,7 +45,6 @@ from ui.chat_view import ChatView
 from ui.compare_view import CompareView
 from ui.conversation_list import ConversationList
 from ui.presenter import (
-    SAVE_INTERVAL_S,
     STRICT_ENV,
     ChatPresenter,
     ConversationShown,
@@ -59,8 +58,6 @@ from ui.settings_dialog import SettingsDialog, needs_reload
 from ui.stats_format import DASH
 
 log = logging.getLogger(__name__)
-
-__all__ = ["SAVE_INTERVAL_S", "MainWindow"]
 
 SPECULATION_CHOICES = (("Off", "none"), ("N-gram lookup", "ngram"), ("Draft model", "draft"))
 
