@@ -483,10 +483,10 @@ class MainWindow(QMainWindow):
 
     def on_controller_engine_loaded(self, info: EngineInfo) -> None:
         # The pair, the speculation shown and the loading line follow the presenter.
-        set_model_in_use = getattr(self.models_page, "set_model_in_use", None)  # (a QLabel if unavailable)
-        if set_model_in_use is not None:
-            set_model_in_use(info.target_path)
-            self.models_page.set_gpu_backend(info.gpu_offload_supported)
+        page: Any = self.models_page  # (a QLabel if unavailable)
+        if hasattr(page, "set_model_in_use"):
+            page.set_model_in_use(info.target_path)
+            page.set_gpu_backend(info.gpu_offload_supported)
         if self.welcome is not None:
             self.welcome.set_gpu_backend(info.gpu_offload_supported)
 
