@@ -43,6 +43,7 @@ _EXPLORE_EVERY = 8  # speculative steps between tries of a longer draft than the
 # copying for 16 steps). A drafter slow every step raises its size's median and is not capped.
 _OUTLIER = 3.0
 LOSS_BUDGET_TOKENS = 16.0  # accumulated loss, in plain tokens' worth, before a drafter is suspended
+_RESUME_BUDGET_TOKENS = 2.0  # ...and, after a suspension, before it is suspended again
 _BACKOFF_FIRST = 16  # plain steps a suspended drafter waits before it is probed again...
 _BACKOFF_MAX = 1024  # ...doubling each time it fails again
 _PLAIN_REFRESH_STEPS = 64  # speculative steps between plain steps that re-measure the reference
@@ -283,7 +284,13 @@ class DraftLengthController:
         if self._suspended_steps > 0:
             self._suspended_steps -= 1
             if self._suspended_steps == 0:
-                self._loss_s = self._gain_s = 0.0
+                # The probe that follows may lose only _RESUME_BUDGET_TOKENS more before the
+                # drafter is suspended again (for twice as long): a drafter that keeps failing
+                # costs a few tokens per probe, not a whole budget each time. One that pays
+                # earns the full budget back as its gains bring the sum down.
+                plain_s = self._step_s.get(1, 0.0)
+                self._loss_s = max(0.0, LOSS_BUDGET_TOKENS - _RESUME_BUDGET_TOKENS) * plain_s
+                self._gain_s = 0.0
             return 0
         if self.never_pays:
             return 0
@@ -327,7 +334,11 @@ class DraftLengthController:
         if n_drafted == 0:
             if draft_s > 0:
                 # A draft model was asked and drafted nothing (unsure of its first token). Its
-                # acceptance is not in question, but the decode it cost counts against the guard.
+                # acceptance is not in question, but the decode it cost counts against the guard,
+                # and is its cost per drafted token as far as anyone can tell: a draft model that
+                # is never sure must still be found too slow to run (seen over RPC: a Q4 draft
+                # asked every step, drafting nothing, decoding at 0.68x plain).
+                self._note_draft_cost(draft_s)
                 self._guard(1, self._usual(n_rows, step_s, draft_s))
             else:
                 self._since_plain = 0
@@ -345,10 +356,8 @@ class DraftLengthController:
             # Halved, not reset: an edit in copied text rejects a draft now and then, and the
             # copying goes on after it.
             self._ramp = max(_RAMP_FIRST, n_accepted + 1, self._ramp // 2)
-        if self.draft_costs_time and draft_s > 0:
-            ratio = draft_s / n_drafted / self.verify_cost(1)
-            r = self._draft_ratio
-            self._draft_ratio = ratio if r is None else _EMA * r + (1 - _EMA) * ratio
+        if draft_s > 0:
+            self._note_draft_cost(draft_s / n_drafted)
         acc = self._bucket(bucket)
         # Geometric model: every accepted token is a success; the first rejection a failure.
         acc.accepted = _EMA * acc.accepted + n_accepted
@@ -356,6 +365,13 @@ class DraftLengthController:
         if self.expected_rate(n_drafted, bucket) > self.expected_rate(0, bucket):
             self._probe_interval = _PROBE_FIRST
         self._guard(n_accepted + 1, self._usual(n_rows, step_s, draft_s))
+
+    def _note_draft_cost(self, per_token_s: float) -> None:
+        if not self.draft_costs_time:
+            return
+        ratio = per_token_s / self.verify_cost(1)
+        r = self._draft_ratio
+        self._draft_ratio = ratio if r is None else _EMA * r + (1 - _EMA) * ratio
 
     def _usual(self, n_rows: int, step_s: float, draft_s: float) -> float:
         """step_s as the guard counts it: at most _OUTLIER times the usual cost of an n_rows

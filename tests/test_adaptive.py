@@ -177,6 +177,38 @@ def test_one_stalled_step_does_not_suspend_a_drafter_that_pays() -> None:
     assert slow.n_suspensions >= 1
 
 
+def test_after_a_suspension_a_failing_probe_costs_a_few_tokens_not_a_whole_budget() -> None:
+    # Steps that lose half a plain token each: the first suspension takes the whole loss budget
+    # (16 plain tokens' worth); after it, the probe may lose only 2 more before the next one.
+    c = seeded(k_max=16)
+    c.record(4, 0, 0, CPU_VERIFY[1])
+    losing = CPU_VERIFY[1] * 1.5  # one draft, rejected: 1 token for 1.5 plain steps
+
+    def steps_to_suspension() -> int:
+        before, n = c.n_suspensions, 0
+        while c.n_suspensions == before:
+            c.record(4, 1, 0, losing)
+            n += 1
+            assert n < 100
+        return n
+
+    assert steps_to_suspension() >= 32
+    while c.suspended:
+        assert c.choose(available=16, bucket=4) == 0
+    assert steps_to_suspension() <= 5
+
+
+def test_a_draft_model_that_never_drafts_is_still_found_too_slow() -> None:
+    # Asked every step, unsure of its first token every time: its decode is its cost, measured.
+    # At a target step's cost, no draft length could pay even if all were accepted: not run.
+    c = seeded(k_max=16, draft_costs_time=True)
+    c.record(0, 0, 0, CPU_VERIFY[1])
+    assert not c.never_pays  # nothing measured of the draft yet: priors never decide this
+    c.record(0, 0, 0, CPU_VERIFY[1] * 2, draft_s=CPU_VERIFY[1])
+    assert c.never_pays
+    assert c.choose(available=16) == 0
+
+
 def test_speculation_that_pays_is_kept() -> None:
     c = DraftLengthController(k_max=16)
     cheap = {n: 0.02 * (1 + 0.08 * (n - 1)) for n in range(1, 18)}
