@@ -333,12 +333,16 @@ class DraftLengthController:
         self._n_live.add(n_rows)
         if n_drafted == 0:
             if draft_s > 0:
-                # A draft model was asked and drafted nothing (unsure of its first token). Its
-                # acceptance is not in question, but the decode it cost counts against the guard,
-                # and is its cost per drafted token as far as anyone can tell: a draft model that
-                # is never sure must still be found too slow to run (seen over RPC: a Q4 draft
-                # asked every step, drafting nothing, decoding at 0.68x plain).
+                # A draft model was asked and drafted nothing (unsure of its first token): a
+                # decode spent for no token. It counts as a draft whose first token failed (so a
+                # draft model that is seldom sure is seldom asked), its decode is its cost per
+                # drafted token as far as anyone can tell (one that is never sure must still be
+                # found too slow to run), and the loss counts against the guard. Seen over RPC:
+                # a Q4 draft asked every step, drafting nothing, decoding at 0.68x plain.
                 self._note_draft_cost(draft_s)
+                acc = self._bucket(bucket)
+                acc.accepted *= _EMA
+                acc.trials = _EMA * acc.trials + 1
                 self._guard(1, self._usual(n_rows, step_s, draft_s))
             else:
                 self._since_plain = 0

@@ -209,6 +209,26 @@ def test_a_draft_model_that_never_drafts_is_still_found_too_slow() -> None:
     assert c.choose(available=16) == 0
 
 
+def test_a_draft_model_seldom_sure_of_its_first_token_is_seldom_asked() -> None:
+    # A draft at 0.3 of a target step would pay if it drafted, but it is unsure every time (it
+    # drafts nothing): each ask is a decode for no token, counted as a failed draft, so asks
+    # become rare probes instead of a 30% loss on every token.
+    # Verify rows nearly free beside a round trip (a target on an RPC server): drafts would pay.
+    cheap = {"1": 0.012, "2": 0.013, "4": 0.014, "8": 0.016, "16": 0.02}
+    c = DraftLengthController(k_max=16, draft_costs_time=True)
+    c.seed({"step_s": cheap, "draft_ratio": 0.3})
+    c.record(0, 0, 0, CPU_VERIFY[1])
+    asks = 0
+    for _ in range(60):
+        if c.choose(available=16) > 0:
+            asks += 1
+            c.record(0, 0, 0, CPU_VERIFY[1] * 1.3, draft_s=CPU_VERIFY[1] * 0.3)
+        else:
+            c.record(0, 0, 0, CPU_VERIFY[1])
+    assert not c.never_pays
+    assert asks <= 12
+
+
 def test_speculation_that_pays_is_kept() -> None:
     c = DraftLengthController(k_max=16)
     cheap = {n: 0.02 * (1 + 0.08 * (n - 1)) for n in range(1, 18)}

@@ -19,7 +19,7 @@
 #
 # Needs root (ip netns, tc), `make setup` done, and an otherwise idle machine: it is a benchmark.
 # Environment: DELAYS, THREADS (each side; default 1: the server and this side share the cores),
-# MAX_TOKENS (128), SETS (copy,qa,writing), REPEAT (1), OUT (rpc-latency), METHOD.
+# MAX_TOKENS (128), SETS (copy,qa,writing), REPEAT (1), OUT (rpc-latency), METHOD, MODES (ngram draft).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -137,7 +137,7 @@ SUMMARY="$OUT/summary.md"
 } >"$SUMMARY"
 for delay in $DELAYS; do
     set_delay "$delay"
-    for mode in ngram draft; do
+    for mode in ${MODES:-ngram draft}; do
         spec=ngram
         [ "$mode" = draft ] && spec=$DRAFT
         json="$OUT/delay-${delay}ms-$mode.json"
