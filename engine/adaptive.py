@@ -95,6 +95,7 @@ class DraftLengthController:
     # the decode ratio: standing in for it, that ratio over-charged a costly target's draft
     # so much that it was never loaded.
     _draft_prefill_ratio: float | None = None
+    _target_prefill_token_s: float | None = None  # the target's prefill, seconds per token (lowest seen)
     # Throughput guard.
     _loss_s: float = 0.0  # CUSUM of (step time - tokens x plain step time) over speculative steps
     _gain_s: float = 0.0  # plain time saved since the last resume (resets the back-off when large)
@@ -244,14 +245,22 @@ class DraftLengthController:
         saved_s = n_tokens * (plain_s - 1.0 / best)
         return saved_s > one_off_s
 
-    def one_off_draft_s(self, prompt_s: float) -> float:
-        """The draft model's one-off cost for a reply: its load (when not loaded) and reading a
-        prompt that took the target prompt_s (at the measured prefill cost ratio; until one is
-        measured, the decode ratio)."""
+    def one_off_draft_s(self, prompt_s: float, loaded: bool = False) -> float:
+        """The draft model's one-off cost: its load (unless loaded) and reading text that took
+        the target prompt_s (at the measured prefill cost ratio; until one is measured, the
+        decode ratio)."""
         ratio = self._draft_prefill_ratio
         if ratio is None:
             ratio = self._draft_ratio if self._draft_ratio is not None else _PRIOR_DRAFT_COST
-        return (self.draft_load_s or 0.0) + ratio * prompt_s
+        return (0.0 if loaded else self.draft_load_s or 0.0) + ratio * prompt_s
+
+    def target_read_s(self, n_tokens: int) -> float:
+        """What reading n_tokens of text costs the target: at the lowest per-token prefill cost
+        seen, else (nothing seen) at a 1-row step's cost, which no prefill exceeds."""
+        per_token = self._target_prefill_token_s
+        if per_token is None:
+            per_token = self.verify_cost(1)
+        return n_tokens * per_token
 
     def note_draft_prefill(self, draft_s: float, n_draft: int, target_s: float, n_target: int) -> None:
         """The draft model read n_draft prompt tokens in draft_s where the target read n_target
@@ -259,7 +268,10 @@ class DraftLengthController:
         read slowed by a busy machine says nothing about the next)."""
         if n_draft < _PREFILL_MIN_TOKENS or n_target < _PREFILL_MIN_TOKENS or draft_s <= 0 or target_s <= 0:
             return
-        ratio = (draft_s / n_draft) / (target_s / n_target)
+        target_token_s = target_s / n_target
+        if self._target_prefill_token_s is None or target_token_s < self._target_prefill_token_s:
+            self._target_prefill_token_s = target_token_s
+        ratio = (draft_s / n_draft) / target_token_s
         if self._draft_prefill_ratio is None or ratio < self._draft_prefill_ratio:
             self._draft_prefill_ratio = ratio
 
@@ -418,6 +430,7 @@ class DraftLengthController:
             "draft_ratio": self._draft_ratio,
             "draft_load_s": self.draft_load_s,
             "draft_prefill_ratio": self._draft_prefill_ratio,
+            "target_prefill_token_s": self._target_prefill_token_s,
             "acceptance": {
                 str(b): [round(a.accepted, 4), round(a.trials, 4)] for b, a in self._acceptance.items()
             },
@@ -438,6 +451,9 @@ class DraftLengthController:
         prefill = data.get("draft_prefill_ratio")
         if isinstance(prefill, int | float) and prefill > 0:
             self._draft_prefill_ratio = float(prefill)
+        token_s = data.get("target_prefill_token_s")
+        if isinstance(token_s, int | float) and token_s > 0:
+            self._target_prefill_token_s = float(token_s)
         acceptance = data.get("acceptance")
         if isinstance(acceptance, dict):
             for b, (accepted, trials) in acceptance.items():
@@ -454,6 +470,7 @@ class DraftLengthController:
                 "draft_ratio": self._draft_ratio,
                 "draft_load_s": self.draft_load_s,
                 "draft_prefill_ratio": self._draft_prefill_ratio,
+                "target_prefill_token_s": self._target_prefill_token_s,
             }
         )
         return new

@@ -85,6 +85,9 @@ def _valid(data: Any) -> bool:
         ratio = data.get(name)
         if ratio is not None and not (isinstance(ratio, int | float) and 0 < ratio < 100):
             return False
+    token_s = data.get("target_prefill_token_s")
+    if token_s is not None and not (isinstance(token_s, int | float) and 0 < token_s < 60):
+        return False
     load_s = data.get("draft_load_s")
     if load_s is not None and not (isinstance(load_s, int | float) and 0 < load_s < 600):
         return False

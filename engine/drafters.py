@@ -121,6 +121,12 @@ class ModelDrafter:
             self._runner.close()
             self._runner = None
 
+    def unseen(self, ctx: list[int]) -> int:
+        """How many tokens of ctx the model would read before drafting (all, when not loaded)."""
+        if self._runner is None:
+            return len(ctx)
+        return len(ctx) - self._runner.common_prefix(ctx)
+
     def prefill(self, tokens: list[int]) -> float:
         """Read a prompt ahead of drafting (loading the model on first use); seconds spent.
         What the read alone took is kept in last_read: (tokens read, seconds)."""

@@ -344,9 +344,17 @@ class SpeculativeDecoder:
             bucket = NgramDrafter.bucket(match_len)
             k = controller.choose(len(candidates), bucket)
             return Draft(candidates[:k]), bucket
-        if not drafter.loaded and not controller.pays_back(room, controller.one_off_draft_s(0.0)):
-            return Draft([]), 0  # what is left of the reply cannot repay loading the model
         k = controller.choose(min(controller.k_max, room), 0)
+        if k <= 0:
+            return Draft([]), 0
+        unseen = drafter.unseen(ctx)
+        if not drafter.loaded or unseen > ModelDrafter.CATCH_UP_TOKENS:
+            # Loading the model, or reading all it has not seen (the prompt, when it did not read
+            # it during the prefill; what was decoded plainly meanwhile) is a one-off paid now,
+            # within the reply: only where what is left of the reply can repay it.
+            one_off = controller.one_off_draft_s(controller.target_read_s(unseen), drafter.loaded)
+            if not controller.pays_back(room, one_off):
+                return Draft([]), 0
         was_loaded = drafter.loaded
         draft = drafter.propose(ctx, k, params, rng)
         if not was_loaded and drafter.loaded and drafter.load_s is not None:

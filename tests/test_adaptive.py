@@ -279,6 +279,12 @@ def test_a_one_off_cost_is_paid_only_where_the_reply_can_repay_it() -> None:
     assert c.one_off_draft_s(prompt_s=1.0) == pytest.approx(0.5 + 0.1)
     assert c.export()["draft_prefill_ratio"] == pytest.approx(0.1)
     assert c.fresh().one_off_draft_s(prompt_s=1.0) == pytest.approx(0.6)
+    # A loaded draft catching up mid-reply pays only the reading, at the target's measured
+    # prefill cost per token (a millisecond here), never the load again.
+    assert c.target_read_s(300) == pytest.approx(0.3)
+    assert c.one_off_draft_s(c.target_read_s(300), loaded=True) == pytest.approx(0.03)
+    assert c.fresh().target_read_s(300) == pytest.approx(0.3)
+    assert not c.pays_back(8, c.one_off_draft_s(c.target_read_s(3000), loaded=True))
     # A draft that cannot beat plain decoding at any length never repays anything.
     slow = DraftLengthController(k_max=16, draft_costs_time=True)
     slow.seed({"step_s": {str(n): s for n, s in costly.items()}, "draft_ratio": 2.0})
