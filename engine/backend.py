@@ -177,8 +177,10 @@ class LlamaRunner:
 
     def common_prefix(self, tokens: Sequence[int]) -> int:
         n = min(len(tokens), len(self.tokens))
-        i = 0
         cached = self.tokens
+        if cached[:n] == list(tokens[:n]):  # the usual case, compared at C speed (every step)
+            return n
+        i = 0
         while i < n and cached[i] == tokens[i]:
             i += 1
         return i
