@@ -446,40 +446,56 @@ def test_settings_dialog_takes_rpc_servers(qtbot) -> None:  # type: ignore[no-un
 def test_window_on_an_rpc_server_survives_losing_it(  # type: ignore[no-untyped-def]
     qtbot, open_window, wait_reply, slow_target: Path
 ) -> None:
-    from app.store import Store
-
     server = Server()
     try:
         rss0 = memory_kb(server.proc.pid, "VmRSS")
         window = open_window(slow_target, rpc_servers=server.endpoint, n_gpu_layers=99, max_tokens=1800)
         assert memory_kb(server.proc.pid, "VmHWM") - rss0 > 0.8 * slow_target.stat().st_size / 1024
-        window.send("Write a very long essay")
-        qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 10, timeout=60_000)
-        server.kill()
-        wait_reply(window)
-        qtbot.waitUntil(
-            lambda: f"lost the RPC server {server.endpoint}" in window.chat.notice.text(), timeout=30_000
+        _lose_server_mid_reply(
+            qtbot, window, wait_reply, server.kill, f"lost the RPC server {server.endpoint}"
         )
-        store = Store()
-        try:
-            user, reply = store.messages(window.conversation_id)
-        finally:
-            store.close()
-        assert user.content == "Write a very long essay"
-        assert reply.status == "interrupted" and reply.content
 
         # The server is back: the next message starts a fresh engine on it and is answered.
         server = Server(server.port)
-        window.settings = window.settings.replace(max_tokens=16)
-        window.send("Shorter please")
-        wait_reply(window, timeout_ms=120_000)
-        store = Store()
-        try:
-            assert store.messages(window.conversation_id)[-1].status == "complete"
-        finally:
-            store.close()
+        _next_message_is_answered(window, wait_reply)
     finally:
         server.kill()
+
+
+def _lose_server_mid_reply(qtbot, window, wait_reply, cut: Callable[[], None], notice: str):  # type: ignore[no-untyped-def]
+    """A long request; once its text streams, cut() takes the server away. The window says
+    `notice` and keeps the conversation: the question and the interrupted reply (returned)."""
+    from app.store import Store
+
+    window.send("Write a very long essay")
+    qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 10, timeout=60_000)
+    cut()
+    wait_reply(window)
+    qtbot.waitUntil(lambda: notice in window.chat.notice.text(), timeout=30_000)
+    store = Store()
+    try:
+        user, reply = store.messages(window.conversation_id)
+    finally:
+        store.close()
+    assert user.content == "Write a very long essay"
+    assert reply.status == "interrupted" and reply.content
+    return reply
+
+
+def _next_message_is_answered(window, wait_reply):  # type: ignore[no-untyped-def]
+    """A short next message is answered (a fresh engine); the conversation's messages, returned."""
+    from app.store import Store
+
+    window.settings = window.settings.replace(max_tokens=16)
+    window.send("Shorter please")
+    wait_reply(window, timeout_ms=120_000)
+    store = Store()
+    try:
+        messages = store.messages(window.conversation_id)
+    finally:
+        store.close()
+    assert messages[-1].status == "complete"
+    return messages
 
 
 # -- a server that goes silent (its machine off, the network gone: no reset, no error) -------------
@@ -798,38 +814,14 @@ def test_silent_drop_between_replies_ends_the_next_one_naming_the_server(
 def test_window_keeps_the_conversation_when_its_server_goes_silent(  # type: ignore[no-untyped-def]
     qtbot, open_window, wait_reply, silent_network: SilentNetworkServer, quick_watchdog, slow_target: Path
 ) -> None:
-    from app.store import Store
-
     endpoint = silent_network.endpoint
     window = open_window(slow_target, rpc_servers=endpoint, n_gpu_layers=99, max_tokens=1800)
-    window.send("Write a very long essay")
-    qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 10, timeout=60_000)
-    silent_network.drop()
-    wait_reply(window)
-    qtbot.waitUntil(
-        lambda: f"lost the RPC server {endpoint}: no answer for" in window.chat.notice.text(), timeout=30_000
+    reply = _lose_server_mid_reply(
+        qtbot, window, wait_reply, silent_network.drop, f"lost the RPC server {endpoint}: no answer for"
     )
-    store = Store()
-    try:
-        user, reply = store.messages(window.conversation_id)
-    finally:
-        store.close()
-    assert user.content == "Write a very long essay"
-    assert reply.status == "interrupted" and reply.content
 
     # The network is back and the server restarted: the next message is answered by a fresh engine.
     silent_network.restore()
     silent_network.restart()
-    window.settings = window.settings.replace(max_tokens=16)
-    window.send("Shorter please")
-    wait_reply(window, timeout_ms=120_000)
-    store = Store()
-    try:
-        assert [m.content for m in store.messages(window.conversation_id)][:3] == [
-            "Write a very long essay",
-            reply.content,
-            "Shorter please",
-        ]
-        assert store.messages(window.conversation_id)[-1].status == "complete"
-    finally:
-        store.close()
+    messages = _next_message_is_answered(window, wait_reply)
+    assert [m.content for m in messages][:3] == ["Write a very long essay", reply.content, "Shorter please"]
