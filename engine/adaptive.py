@@ -61,6 +61,13 @@ _SEED_TRIALS = 2.0
 # taken on a busy machine: after this many replies its cost is measured afresh (doubling).
 _REMEASURE_FIRST = 8
 _REMEASURE_MAX = 1024
+# The single measured figures a cost cache carries (its key: the controller's attribute).
+_SEEDED = {
+    "draft_ratio": "_draft_ratio",
+    "draft_load_s": "draft_load_s",
+    "draft_prefill_ratio": "_draft_prefill_ratio",
+    "target_prefill_token_s": "_target_prefill_token_s",
+}
 # Prompt reads shorter than this are mostly fixed costs: no prefill cost ratio is taken from them.
 _PREFILL_MIN_TOKENS = 16
 
@@ -427,10 +434,7 @@ class DraftLengthController:
         """What this run measured, to seed the next process on the same machine and pair."""
         return {
             "step_s": {str(n): s for n, s in sorted(self._step_s.items())},
-            "draft_ratio": self._draft_ratio,
-            "draft_load_s": self.draft_load_s,
-            "draft_prefill_ratio": self._draft_prefill_ratio,
-            "target_prefill_token_s": self._target_prefill_token_s,
+            **{key: getattr(self, attr) for key, attr in _SEEDED.items()},
             "acceptance": {
                 str(b): [round(a.accepted, 4), round(a.trials, 4)] for b, a in self._acceptance.items()
             },
@@ -442,18 +446,10 @@ class DraftLengthController:
         if isinstance(step_s, dict):
             for n, s in step_s.items():
                 self._add_step_sample(int(n), float(s))
-        ratio = data.get("draft_ratio")
-        if isinstance(ratio, int | float) and ratio > 0:
-            self._draft_ratio = float(ratio)
-        load_s = data.get("draft_load_s")
-        if isinstance(load_s, int | float) and load_s > 0:
-            self.draft_load_s = float(load_s)
-        prefill = data.get("draft_prefill_ratio")
-        if isinstance(prefill, int | float) and prefill > 0:
-            self._draft_prefill_ratio = float(prefill)
-        token_s = data.get("target_prefill_token_s")
-        if isinstance(token_s, int | float) and token_s > 0:
-            self._target_prefill_token_s = float(token_s)
+        for key, attr in _SEEDED.items():
+            value = data.get(key)
+            if isinstance(value, int | float) and value > 0:
+                setattr(self, attr, float(value))
         acceptance = data.get("acceptance")
         if isinstance(acceptance, dict):
             for b, (accepted, trials) in acceptance.items():
@@ -464,13 +460,5 @@ class DraftLengthController:
     def fresh(self) -> DraftLengthController:
         """A controller with this one's measured costs and nothing else (fresh benchmark runs)."""
         new = DraftLengthController(self.k_max, self.adaptive, self.draft_costs_time)
-        new.seed(
-            {
-                "step_s": self.export()["step_s"],
-                "draft_ratio": self._draft_ratio,
-                "draft_load_s": self.draft_load_s,
-                "draft_prefill_ratio": self._draft_prefill_ratio,
-                "target_prefill_token_s": self._target_prefill_token_s,
-            }
-        )
+        new.seed({key: value for key, value in self.export().items() if key != "acceptance"})
         return new

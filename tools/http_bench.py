@@ -66,37 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     from engine.events import Finished, TextPiece
     from engine.session import Engine
 
-    cli_args = build_parser().parse_args(
-        [
-            "generate",
-            "--model",
-            args.model,
-            "--draft",
-            args.draft,
-            "--threads",
-            str(args.threads),
-            "--prompt",
-            "x",
-        ]
-    )
-    config = engine_config(cli_args)
+    engine_args = ["--model", args.model, "--draft", args.draft, "--threads", str(args.threads)]
+    config = engine_config(build_parser().parse_args(["generate", *engine_args, "--prompt", "x"]))
     prompt = _prompt(args.prompt)
     port = _free_port()
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "app.main",
-            "serve",
-            "--model",
-            args.model,
-            "--draft",
-            args.draft,
-            "--threads",
-            str(args.threads),
-            "--port",
-            str(port),
-        ],  # fmt: skip
+        [sys.executable, "-m", "app.main", "serve", *engine_args, "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         cwd=ROOT,
