@@ -633,6 +633,20 @@ class SharedEngineHost(EngineHost):
         pass  # the owner's engine stays
 
 
+def uvicorn_config(server: ApiServer, graceful_shutdown_s: int) -> Any:
+    """How uvicorn runs the API, in `tandem serve` and in the window: quiet (Tandem logs one line
+    a request itself), no lifespan events, open streams given graceful_shutdown_s to end."""
+    import uvicorn
+
+    return uvicorn.Config(
+        server.build_app(),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=graceful_shutdown_s,
+    )
+
+
 class BackgroundServer:
     """The API on a thread of its own (uvicorn without signal handlers), for the window."""
 
@@ -640,14 +654,7 @@ class BackgroundServer:
         import uvicorn
 
         self.sock = sock
-        config = uvicorn.Config(
-            server.build_app(),
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=2,
-        )
-        self._server = uvicorn.Server(config)
+        self._server = uvicorn.Server(uvicorn_config(server, graceful_shutdown_s=2))
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, name="tandem-api", daemon=True
         )

@@ -23,6 +23,7 @@ from app.api.serve import (
     listen,
     model_id,
     say,
+    uvicorn_config,
 )
 from app.host.worker import EngineInfo
 
@@ -108,13 +109,7 @@ def _run_uvicorn(server: ApiServer, info: EngineInfo, sock: socket.socket) -> in
     say(f"tandem serve: {info.pair_note}")
     say(f"tandem serve: model '{model_id(info)}', context {info.n_ctx} tokens")
     say(f"tandem serve: listening on {url} (OpenAI-compatible; Ctrl+C stops)")
-    config = uvicorn.Config(
-        server.build_app(),
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-        timeout_graceful_shutdown=3,
-    )
+    config = uvicorn_config(server, graceful_shutdown_s=3)
     stop_handler = signal.signal(signal.SIGTERM, _stop_on_signal)
     try:
         # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again.
