@@ -119,6 +119,8 @@ class LlamaRunner:
         self.llama_s = 0.0  # seconds spent inside llama_decode since construction
         self._eog_cache: dict[int, bool] = {}
         self._piece_cache: dict[int, bytes] = {}
+        # One device per RPC server: asked a question after a prefill, to wait for the server.
+        self._server_devices = rpc.first_devices(rpc_servers) if rpc_servers else []
         self._warm_up()
         if self._watchdog is not None:
             self._watchdog.arm()  # the model's connections exist now
@@ -230,7 +232,17 @@ class LlamaRunner:
         t0 = self.call_started = time.perf_counter()
         rc = self._llama.llama_decode(self.ctx, batch)
         if rc == 0 and n_logits:
-            ptr = self._llama.llama_get_logits_ith(self.ctx, first_logit)
+            ptr = self._llama.llama_get_logits_ith(self.ctx, first_logit)  # waits for the result
+        elif rc == 0:
+            # A batch without outputs (a prompt's prefill) may still be computing when
+            # llama_decode returns (a GPU, an RPC server): wait, so that its time is counted
+            # here, where it was spent, and not in the next step's (the controller prices the
+            # prompt's reading, and the draft model's, from it).
+            self._llama.llama_synchronize(self.ctx)
+            if self._server_devices:
+                from engine import rpc
+
+                rpc.wait_for(self._server_devices)
         self.call_started = 0.0
         dt = time.perf_counter() - t0
         self.llama_s += dt

@@ -235,6 +235,10 @@ class _Ggml:
         "ggml_backend_dev_name": (ctypes.c_char_p, [ctypes.c_void_p]),
         "ggml_backend_dev_description": (ctypes.c_char_p, [ctypes.c_void_p]),
         "ggml_set_abort_callback": (ctypes.c_void_p, [ctypes.c_void_p]),
+        "ggml_backend_dev_memory": (
+            None,
+            [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)],
+        ),
     }
 
     def __init__(self) -> None:
@@ -342,6 +346,29 @@ def server_devices(endpoints: Sequence[str]) -> list[int]:
         reg = _register(endpoint)
         devices += [g.ggml_backend_reg_dev_get(reg, i) for i in range(g.ggml_backend_reg_dev_count(reg))]
     return devices
+
+
+def first_devices(endpoints: Sequence[str]) -> list[int]:
+    """One registered device per server (a server's devices share one connection)."""
+    g = _ggml()
+    return [
+        g.ggml_backend_reg_dev_get(_registered[e], 0)
+        for e in endpoints
+        if e in _registered and g.ggml_backend_reg_dev_count(_registered[e])
+    ]
+
+
+def wait_for(devices: Sequence[int]) -> None:
+    """Return once each server has done everything sent to it so far.
+
+    ggml's RPC client sends a graph to compute and does not wait for it (the command has no
+    reply); only a command with a reply, on the same connection, comes back after it. Asking a
+    device for its memory is such a command: one round trip. llama_synchronize does not wait
+    for an RPC server: it only flushes the client's queue of commands."""
+    g = _ggml()
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    for dev in devices:
+        g.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
 
 
 def device_list(rpc_servers: Sequence[str]) -> Any:
