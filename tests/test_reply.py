@@ -131,7 +131,7 @@ def _controller(qapp):  # type: ignore[no-untyped-def]
 
 
 def test_controller_builds_one_buffer_and_announces_only_what_is_new(qtbot, qapp) -> None:
-    from app.host.worker import ChatTurn, ReplyEvent
+    from app.host.worker import ChatTurn, ReplyEvents
 
     controller, hosts = _controller(qapp)
     progress: list[tuple[int, str, int]] = []
@@ -145,29 +145,47 @@ def test_controller_builds_one_buffer_and_announces_only_what_is_new(qtbot, qapp
     host = hosts[0]
     host.deliver(
         [
-            ReplyEvent(request_id, TextPiece("Hello", 2, False)),
-            ReplyEvent(request_id, TextPiece(" there", 2, True)),
-            ReplyEvent(request_id, _stats(4)),
+            ReplyEvents(request_id, (TextPiece("Hello", 2, False),)),
+            ReplyEvents(request_id, (TextPiece(" there", 2, True), _stats(4))),  # one batch
         ]
     )
     qtbot.waitUntil(lambda: len(progress) == 1, timeout=5000)
     assert progress == [(0, "Hello there", 1)]
-    host.deliver([ReplyEvent(request_id, TextPiece(", friend", 2, True))])
+    host.deliver([ReplyEvents(request_id, (TextPiece(", friend", 2, True),))])
     qtbot.waitUntil(lambda: len(progress) == 2, timeout=5000)
     assert progress[1] == (11, ", friend", 0)
     assert reply.draft_spans == [(5, 19)]
 
-    host.deliver([ReplyEvent(request_id, Finished("eos", "Hello there, friend", (1,), _stats(6)))])
+    host.deliver([ReplyEvents(request_id, (Finished("eos", "Hello there, friend", (1,), _stats(6)),))])
     qtbot.waitUntil(lambda: bool(finished), timeout=5000)
     assert finished == [reply] and reply.finished is not None  # the same buffer, finished
     assert controller.reply(request_id) is None and not controller.is_busy
     assert len(progress) == 2  # nothing new came with the Finished
 
 
+def test_a_batch_that_ends_the_reply_shows_its_text_then_finishes(qtbot, qapp) -> None:
+    """The worker sends a reply's last text and its Finished in one message: the text is
+    announced (with its drafted span and stats) before the reply finishes."""
+    from app.host.worker import ChatTurn, ReplyEvents
+
+    controller, hosts = _controller(qapp)
+    seen: list[object] = []
+    controller.reply_progressed.connect(lambda p: seen.append((p.new_text, len(p.stats))))
+    controller.reply_finished.connect(lambda r: seen.append(("finished", r.text)))
+    request_id = controller.start_reply((ChatTurn("user", "hi"),))
+    reply = controller.reply(request_id)
+    events = (TextPiece("Hi", 1, False), TextPiece(" you", 1, True), _stats(2))
+    hosts[0].deliver([ReplyEvents(request_id, (*events, Finished("eos", "Hi you", (), _stats(2))))])
+    qtbot.waitUntil(lambda: len(seen) == 2, timeout=5000)
+    assert seen == [("Hi you", 1), ("finished", "Hi you")]
+    assert reply is not None and reply.draft_spans == [(2, 6)] and reply.n_draft_tokens == 1
+    assert not controller.is_busy
+
+
 def test_a_backlog_is_drained_over_several_turns_in_order(qtbot, qapp) -> None:
     """Thousands of queued pieces (an engine far faster than the window) arrive in order and
     complete, and no drain takes them all at once."""
-    from app.host.worker import ChatTurn, ReplyEvent
+    from app.host.worker import ChatTurn, ReplyEvents
 
     controller, hosts = _controller(qapp)
     starts: list[int] = []
@@ -177,8 +195,8 @@ def test_a_backlog_is_drained_over_several_turns_in_order(qtbot, qapp) -> None:
     request_id = controller.start_reply((ChatTurn("user", "hi"),))
     words = [f"w{i} " for i in range(40_000)]
     hosts[0].deliver(
-        [ReplyEvent(request_id, TextPiece(w, 1, i % 3 == 0)) for i, w in enumerate(words)]
-        + [ReplyEvent(request_id, Finished("length", "".join(words), (), _stats(len(words))))]
+        [ReplyEvents(request_id, (TextPiece(w, 1, i % 3 == 0),)) for i, w in enumerate(words)]
+        + [ReplyEvents(request_id, (Finished("length", "".join(words), (), _stats(len(words))),))]
     )
     qtbot.waitUntil(lambda: bool(finished), timeout=30_000)
     reply = finished[0]
@@ -188,7 +206,7 @@ def test_a_backlog_is_drained_over_several_turns_in_order(qtbot, qapp) -> None:
 
 
 def test_a_reply_failing_drops_its_buffer(qtbot, qapp) -> None:
-    from app.host.worker import ChatTurn, ReplyEvent, ReplyFailed
+    from app.host.worker import ChatTurn, ReplyEvents, ReplyFailed
 
     controller, hosts = _controller(qapp)
     failed: list[tuple[int, str, bool]] = []
@@ -204,7 +222,7 @@ def test_a_reply_failing_drops_its_buffer(qtbot, qapp) -> None:
     reply = controller.reply(request_id)
     hosts[0].deliver(
         [
-            ReplyEvent(request_id, TextPiece("partial", 1, False)),
+            ReplyEvents(request_id, (TextPiece("partial", 1, False),)),
             ReplyFailed(request_id, "no", ErrorKind.DECODE),
         ]
     )

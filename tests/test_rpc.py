@@ -29,7 +29,7 @@ from app.host.worker import (
     EngineFailed,
     EngineLoaded,
     LoadRequest,
-    ReplyEvent,
+    ReplyEvents,
     ReplyRequest,
     WorkerDied,
     WorkerProcess,
@@ -217,7 +217,7 @@ def test_worker_reports_the_lost_server_and_a_fresh_engine_restarts(slow_target:
         worker.send(LoadRequest(config))
         wait_for(EngineLoaded)
         worker.send(reply)
-        wait_for(ReplyEvent)
+        wait_for(ReplyEvents)
         server.kill()
         died = wait_for(WorkerDied)
         assert isinstance(died, WorkerDied)
@@ -240,9 +240,9 @@ def test_worker_reports_the_lost_server_and_a_fresh_engine_restarts(slow_target:
         worker.send(LoadRequest(config))
         wait_for(EngineLoaded)
         worker.send(ReplyRequest(2, (ChatTurn("user", "the cat"),), max_tokens=8))
-        done = wait_for(ReplyEvent)
-        while not isinstance(done.event, Finished):  # type: ignore[attr-defined]
-            done = wait_for(ReplyEvent)
+        done = wait_for(ReplyEvents)
+        while done.finished is None:  # type: ignore[attr-defined]
+            done = wait_for(ReplyEvents)
     finally:
         worker.shutdown()
         server.kill()
@@ -658,7 +658,7 @@ def test_silent_drop_mid_reply_ends_the_worker_naming_the_server(
         worker.send(LoadRequest(config))
         wait_for(EngineLoaded)
         worker.send(ReplyRequest(1, (ChatTurn("user", "the cat"),), max_tokens=1800))
-        wait_for(ReplyEvent)
+        wait_for(ReplyEvents)
         silent_network.drop()
         dropped = time.monotonic()
         died = wait_for(WorkerDied)
@@ -681,9 +681,9 @@ def test_silent_drop_mid_reply_ends_the_worker_naming_the_server(
         worker.send(LoadRequest(config))
         wait_for(EngineLoaded)
         worker.send(ReplyRequest(2, (ChatTurn("user", "the cat"),), max_tokens=8))
-        done = wait_for(ReplyEvent)
-        while not isinstance(done.event, Finished):  # type: ignore[attr-defined]
-            done = wait_for(ReplyEvent)
+        done = wait_for(ReplyEvents)
+        while done.finished is None:  # type: ignore[attr-defined]
+            done = wait_for(ReplyEvents)
         assert worker.is_alive()
     finally:
         worker.shutdown()
@@ -737,7 +737,7 @@ def test_a_server_silent_but_alive_is_waited_for(
             message = inbox.get(timeout=TIMEOUT_S)
             if isinstance(message, EngineFailed | WorkerDied):
                 raise AssertionError(message)
-            if isinstance(message, kind) and (event is None or isinstance(message.event, event)):  # type: ignore[attr-defined]
+            if isinstance(message, kind) and (event is None or isinstance(message.events[-1], event)):  # type: ignore[attr-defined]
                 return message
 
     def watched_s() -> float:
@@ -749,7 +749,7 @@ def test_a_server_silent_but_alive_is_waited_for(
         worker.send(LoadRequest(config))
         wait_for(EngineLoaded)
         worker.send(ReplyRequest(1, (ChatTurn("user", "the cat"),), max_tokens=200))
-        wait_for(ReplyEvent)
+        wait_for(ReplyEvents)
         rpc_server.proc.send_signal(signal.SIGSTOP)
         try:
             # Silent for over twice the limit (2 s), seen by the watchdog, and the engine lives.
@@ -757,8 +757,8 @@ def test_a_server_silent_but_alive_is_waited_for(
             assert worker.is_alive(), inbox.get(timeout=5)
         finally:
             rpc_server.proc.send_signal(signal.SIGCONT)
-        finished = wait_for(ReplyEvent, Finished)
-        assert finished.event.stop_reason in ("length", "eog", "stop")  # type: ignore[attr-defined]
+        finished = wait_for(ReplyEvents, Finished)
+        assert finished.finished.stop_reason in ("length", "eog", "stop")  # type: ignore[attr-defined]
         assert worker.is_alive()
     finally:
         worker.shutdown()
@@ -782,7 +782,7 @@ def test_silent_drop_between_replies_ends_the_next_one_naming_the_server(
     def wait_for(kind: type, event: type | None = None) -> object:
         while True:
             message = inbox.get(timeout=TIMEOUT_S)
-            if isinstance(message, kind) and (event is None or isinstance(message.event, event)):  # type: ignore[attr-defined]
+            if isinstance(message, kind) and (event is None or isinstance(message.events[-1], event)):  # type: ignore[attr-defined]
                 return message
             if isinstance(message, EngineFailed | WorkerDied):
                 raise AssertionError(message)
@@ -795,7 +795,7 @@ def test_silent_drop_between_replies_ends_the_next_one_naming_the_server(
         worker.send(LoadRequest(config))
         wait_for(EngineLoaded)
         worker.send(ReplyRequest(1, (ChatTurn("user", "the cat"),), max_tokens=4))
-        wait_for(ReplyEvent, Finished)
+        wait_for(ReplyEvents, Finished)
         assert _connected(endpoint)
         silent_network.drop()
         wait_until(
@@ -804,7 +804,7 @@ def test_silent_drop_between_replies_ends_the_next_one_naming_the_server(
         worker.send(ReplyRequest(2, (ChatTurn("user", "the dog"),), max_tokens=4))
         died = inbox.get(timeout=TIMEOUT_S)
         while not isinstance(died, WorkerDied):
-            assert not isinstance(died, ReplyEvent) or not isinstance(died.event, Finished), died
+            assert not isinstance(died, ReplyEvents) or died.finished is None, died
             died = inbox.get(timeout=TIMEOUT_S)
     finally:
         worker.shutdown()

@@ -284,7 +284,7 @@ def test_remote_worker_speaks_the_workers_messages(server: ServeProcess) -> None
     import queue
 
     from app.host.remote_worker import RemoteTarget, RemoteWorker
-    from app.host.worker import ChatTurn, EngineLoaded, LoadRequest, ReplyEvent, ReplyRequest, ReplyStarted
+    from app.host.worker import ChatTurn, EngineLoaded, LoadRequest, ReplyEvents, ReplyRequest, ReplyStarted
     from engine.config import EngineConfig, SamplingParams
     from engine.events import Finished, Stats, TextPiece
 
@@ -297,7 +297,7 @@ def test_remote_worker_speaks_the_workers_messages(server: ServeProcess) -> None
         while True:
             message = inbox.get(timeout=60)
             out.append(message)
-            if isinstance(message, ReplyEvent) and isinstance(message.event, Finished):
+            if isinstance(message, ReplyEvents) and message.finished is not None:
                 return out
 
     try:
@@ -313,7 +313,7 @@ def test_remote_worker_speaks_the_workers_messages(server: ServeProcess) -> None
         worker.send(ReplyRequest(1, turns, params=params, max_tokens=1500))
         messages = until_finished()
         assert isinstance(messages[0], ReplyStarted)
-        events = [m.event for m in messages if isinstance(m, ReplyEvent)]
+        events = [e for m in messages if isinstance(m, ReplyEvents) for e in m.events]
         pieces = [e for e in events if isinstance(e, TextPiece)]
         finished = events[-1]
         assert isinstance(finished, Finished) and finished.text == "".join(p.text for p in pieces)
@@ -325,7 +325,7 @@ def test_remote_worker_speaks_the_workers_messages(server: ServeProcess) -> None
         # Stop: cancelled at once, the text so far kept.
         worker.send(ReplyRequest(2, turns, params=params, max_tokens=2000))
         worker.cancel()
-        finished = until_finished()[-1].event
+        finished = until_finished()[-1].finished
         assert finished.stop_reason == "cancelled"
     finally:
         worker.shutdown()

@@ -19,7 +19,7 @@ from app.host.worker import (
     EngineLoaded,
     LoadProgressed,
     LoadRequest,
-    ReplyEvent,
+    ReplyEvents,
     ReplyFailed,
     ReplyRequest,
     ReplyStarted,
@@ -27,7 +27,7 @@ from app.host.worker import (
     WorkerDied,
     WorkerProcess,
 )
-from engine.config import EngineConfig
+from engine.config import EngineConfig, SamplingParams
 from engine.errors import ErrorKind
 from engine.events import Finished, Stats, TextPiece
 
@@ -58,8 +58,9 @@ class Inbox:
                 return message
 
     def wait_event(self, kind: type, timeout_s: float = TIMEOUT_S) -> object:
-        message = self.wait_for(ReplyEvent, timeout_s, lambda m: isinstance(m.event, kind))
-        return message.event  # type: ignore[attr-defined]
+        """The first event of that kind (the worker sends a reply's events in batches)."""
+        message = self.wait_for(ReplyEvents, timeout_s, lambda m: any(isinstance(e, kind) for e in m.events))
+        return next(e for e in message.events if isinstance(e, kind))  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -84,12 +85,13 @@ def test_reply_streams_pieces_stats_and_one_finished(worker, tiny_target: Path) 
 
     w.send(ReplyRequest(7, (ChatTurn("user", "say abc abc abc abc abc"),), max_tokens=64))
     finished = inbox.wait_event(Finished)
-    events = [m for m in inbox.seen if isinstance(m, ReplyEvent)]
-    assert all(m.request_id == 7 for m in events)
-    pieces = [m.event for m in events if isinstance(m.event, TextPiece)]
+    messages = [m for m in inbox.seen if isinstance(m, ReplyEvents)]
+    assert all(m.request_id == 7 for m in messages)
+    events = [e for m in messages for e in m.events]
+    pieces = [e for e in events if isinstance(e, TextPiece)]
     assert "".join(p.text for p in pieces) == finished.text
-    assert any(isinstance(m.event, Stats) for m in events)
-    assert isinstance(events[-1].event, Finished)
+    assert any(isinstance(e, Stats) for e in events)
+    assert events[-1] is finished and messages[-1].finished is finished
     started = next(m for m in inbox.seen if isinstance(m, ReplyStarted))
     assert started.n_dropped_turns == 0 and started.n_prompt_tokens > 0
     # What crosses the pipe must survive pickling unchanged (frozen dataclasses).
@@ -171,7 +173,9 @@ def test_stop_during_a_long_prefill_ends_the_reply_before_its_first_token(worker
     assert started.n_prompt_tokens > 1500  # seconds of prefill, 8 tokens a batch
     w.cancel()
     finished = inbox.wait_event(Finished)
-    assert not any(isinstance(m, ReplyEvent) and isinstance(m.event, TextPiece) for m in inbox.seen)
+    assert not any(
+        isinstance(m, ReplyEvents) and any(isinstance(e, TextPiece) for e in m.events) for m in inbox.seen
+    )
     assert finished.stop_reason == "cancelled" and finished.text == ""
     assert 0 <= finished.stats.n_prefilled < started.n_prompt_tokens - 1
     # The next reply reads the rest of the prompt (what was read is cached) and is not cancelled.
@@ -221,3 +225,88 @@ def test_a_base_model_replies_through_the_worker(worker, tiny_base: Path) -> Non
     w.send(ReplyRequest(1, (ChatTurn("user", "Once upon a time"),), max_tokens=24))
     finished = inbox.wait_event(Finished)
     assert "\nUser:" not in finished.text
+
+
+def test_a_fast_reply_crosses_the_pipe_in_few_messages_with_nothing_lost(worker, tiny_target: Path) -> None:
+    """Plain decoding of 256 tokens on a tiny model (well over a thousand tokens a second):
+    the events reach the parent in a few ReplyEvents (one a BATCH_INTERVAL_S, not one a token:
+    about 170 before batching), the first text in a message of its own at once, and the pieces,
+    the text and the counts are those of the same work run by the engine in this process."""
+    from engine.session import Engine
+
+    n = 256
+    w, inbox = worker
+    cfg = config(str(tiny_target), n_ctx=1024)
+    w.send(LoadRequest(cfg))
+    inbox.wait_for(EngineLoaded)
+    prompt = "the cat sat on the mat. " * 4
+    params = SamplingParams(temperature=0.0, repeat_penalty=1.0)
+    w.send(ReplyRequest(1, (), params=params, max_tokens=n, prompt=prompt, speculate=False))
+    finished = inbox.wait_event(Finished)
+    messages = [m for m in inbox.seen if isinstance(m, ReplyEvents)]
+    events = [e for m in messages for e in m.events]
+    pieces = [e for e in events if isinstance(e, TextPiece)]
+
+    engine = Engine(cfg)
+    try:
+        local = list(engine.generate(engine.tokenize(prompt), params, max_tokens=n, speculate=False))
+    finally:
+        engine.close()
+    here = local[-1]
+    assert isinstance(here, Finished) and finished.stats.n_generated == here.stats.n_generated == n
+    assert pieces == [e for e in local if isinstance(e, TextPiece)]  # every piece, in order, marks kept
+    assert finished.text == here.text == "".join(p.text for p in pieces)
+    assert finished.token_ids == here.token_ids and sum(p.n_tokens for p in pieces) == n
+    for count in ("n_prompt_tokens", "n_prefilled", "n_steps", "n_drafted", "n_accepted"):
+        assert getattr(finished.stats, count) == getattr(here.stats, count), count
+
+    assert len(messages) < n // 4, [len(m.events) for m in messages]
+    first = next(m for m in messages if any(isinstance(e, TextPiece) for e in m.events))
+    assert [e for e in first.events if isinstance(e, TextPiece)] == pieces[:1]  # it did not wait
+    assert messages[-1].finished is finished and all(m.finished is None for m in messages[:-1])
+
+
+def test_the_outbox_batches_text_and_keeps_order_and_the_newest_stats(monkeypatch) -> None:
+    """The child's side of the pipe, driven directly: the first text goes at once; later text
+    waits for the interval and then goes by itself even when the engine is silent; an end or
+    any other message flushes what waits first; of waiting Stats only the newest goes."""
+    import multiprocessing
+
+    from app.host import worker as worker_module
+
+    interval = 1.0
+    monkeypatch.setattr(worker_module, "BATCH_INTERVAL_S", interval)
+    received, sent = multiprocessing.Pipe(duplex=False)
+    outbox = worker_module._Outbox(sent)
+
+    def stats(n: int) -> Stats:
+        return Stats("none", 4, 4, n, 0, 0, n, 0, 0.01, 0.01 * n, 0.01 * n, 0)
+
+    a, b, c, d = (TextPiece(t, 1, t == "c") for t in "abcd")
+    outbox.send(ReplyStarted(1, 4, 0, "none"))
+    outbox.send_event(1, stats(0))
+    outbox.send_event(1, a)
+    assert received.recv() == ReplyStarted(1, 4, 0, "none")
+    assert received.recv() == ReplyEvents(1, (stats(0), a))  # the first text: at once
+    outbox.send_event(1, b)
+    outbox.send_event(1, stats(1))
+    outbox.send_event(1, stats(2))
+    outbox.send_event(1, c)
+    assert not received.poll(interval / 3)  # waiting for the interval
+    assert received.poll(TIMEOUT_S)  # then sent with no further event from the engine
+    assert received.recv() == ReplyEvents(1, (b, stats(2), c))
+    outbox.send_event(1, d)
+    end = Finished("length", "abcd", (), stats(4))
+    outbox.send_event(1, end)
+    assert received.recv() == ReplyEvents(1, (d, end))  # the end flushes what waited, at once
+
+    # The next reply's first text goes at once again; a failure comes after the text before it.
+    outbox.send(ReplyStarted(2, 4, 0, "none"))
+    outbox.send_event(2, a)
+    outbox.send_event(2, b)
+    outbox.send(ReplyFailed(2, "no", ErrorKind.DECODE))
+    assert received.recv() == ReplyStarted(2, 4, 0, "none")
+    assert received.recv() == ReplyEvents(2, (a,))
+    assert received.recv() == ReplyEvents(2, (b,))
+    assert received.recv() == ReplyFailed(2, "no", ErrorKind.DECODE)
+    assert not received.poll(interval * 1.5)  # nothing was left waiting, nothing sent twice

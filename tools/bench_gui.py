@@ -125,7 +125,7 @@ class ScriptedEngine:
             thread.start()
 
     def _reply(self, request_id: int) -> None:
-        from app.host.worker import ReplyEvent, ReplyStarted
+        from app.host.worker import ReplyEvents, ReplyStarted
         from engine.events import Finished, Stats, StopReason, TextPiece
 
         send = self._on_message
@@ -163,12 +163,12 @@ class ScriptedEngine:
             n_runs += is_draft and not was_draft
             was_draft = is_draft
             text.append(piece)
-            send(ReplyEvent(request_id, TextPiece(piece, 1, is_draft)))
+            send(ReplyEvents(request_id, (TextPiece(piece, 1, is_draft),)))
             if n % STATS_EVERY == 0:
-                send(ReplyEvent(request_id, stats(n)))
+                send(ReplyEvents(request_id, (stats(n),)))
         final = stats(len(text))
         reason: StopReason = "cancelled" if self._cancel.is_set() else "length"
-        send(ReplyEvent(request_id, Finished(reason, "".join(text), (), final)))
+        send(ReplyEvents(request_id, (Finished(reason, "".join(text), (), final),)))
         self.done.set()
 
 

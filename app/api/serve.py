@@ -20,7 +20,9 @@ LM Studio's `stats`, on every response and on the last streamed chunk. A request
 what ran: "ngram", "draft" or "none". Each streamed text chunk also says which of its tokens the
 draft wrote (`"tandem": {"drafted": bool, "n_tokens": int}`, an extension other clients ignore;
 the window on a server tints from it), and `"timings_per_token": true` (llama-server's option)
-adds `timings` to the text chunks as the engine reports them.
+adds `timings` to the text chunks as the engine reports them. A text chunk holds what the
+worker sent in one message (app.host.worker.ReplyEvents: at most every 30 ms, the first text at
+once), drafted and undrafted text in chunks of their own.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from app.host.worker import (
     EngineInfo,
     EngineLoaded,
     LoadRequest,
-    ReplyEvent,
+    ReplyEvents,
     ReplyFailed,
     ReplyRequest,
     ReplyStarted,
@@ -351,7 +353,7 @@ class _Job:
 
     def _seen(self, message: object) -> object:
         if isinstance(message, (ReplyFailed, WorkerDied)) or (
-            isinstance(message, ReplyEvent) and isinstance(message.event, Finished)
+            isinstance(message, ReplyEvents) and message.finished is not None
         ):
             self.done = True
         return message
@@ -436,7 +438,7 @@ class EngineHost:
                 if job is not None:
                     job.put(message)
             elif (
-                isinstance(message, (ReplyStarted, ReplyEvent, ReplyFailed))
+                isinstance(message, (ReplyStarted, ReplyEvents, ReplyFailed))
                 and job is not None
                 and job.request_id == message.request_id
             ):
@@ -581,7 +583,7 @@ class SharedEngineHost(EngineHost):
 
     def tap(self, message: object) -> bool:
         """Owner's reader thread: True when the message is this host's (the owner drops it)."""
-        if isinstance(message, (ReplyStarted, ReplyEvent, ReplyFailed)):
+        if isinstance(message, (ReplyStarted, ReplyEvents, ReplyFailed)):
             if message.request_id < self.FIRST_REQUEST_ID:
                 return False
             if isinstance(message, ReplyStarted):
@@ -603,7 +605,7 @@ class SharedEngineHost(EngineHost):
         elif not isinstance(message, (EngineLoaded, DraftChanged, EngineFailed)):
             return False
         self._on_message(self._generation, message)
-        return isinstance(message, (ReplyStarted, ReplyEvent, ReplyFailed))
+        return isinstance(message, (ReplyStarted, ReplyEvents, ReplyFailed))
 
     @property
     def alive(self) -> bool:
@@ -991,8 +993,8 @@ class _Endpoint:
                     head.append(message)
                     if isinstance(message, ReplyStarted):
                         continue
-                    if isinstance(message, ReplyEvent) and not isinstance(
-                        message.event, (TextPiece, Finished)
+                    if isinstance(message, ReplyEvents) and not any(
+                        isinstance(event, TextPiece | Finished) for event in message.events
                     ):
                         continue
                     break
@@ -1002,14 +1004,13 @@ class _Endpoint:
                     started = True
                     await self._stream(reply, job, head, send, gone)
                 else:
-                    event = message.event if isinstance(message, ReplyEvent) else None
-                    finished = event if isinstance(event, Finished) else None
+                    finished = message.finished if isinstance(message, ReplyEvents) else None
                     while finished is None:
                         message = await job.get()
                         if isinstance(message, (ReplyFailed, WorkerDied)):
                             raise self._failure(message, [*head, message], info)
-                        if isinstance(message, ReplyEvent) and isinstance(message.event, Finished):
-                            finished = message.event
+                        if isinstance(message, ReplyEvents):
+                            finished = message.finished
                     started = True
                     if not gone.is_set():
                         await _send_json(send, 200, reply.whole(finished))
@@ -1060,9 +1061,24 @@ class _Endpoint:
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         first = True
-        pending: list[object] = [m for m in head if isinstance(m, ReplyEvent)]
+        pending: list[object] = [m for m in head if isinstance(m, ReplyEvents)]
         stats: Stats | None = None
         out: list[bytes] = []  # events for one write: whatever arrived in one turn of the loop
+        run: list[TextPiece] = []  # neighbouring pieces of one batch, all drafted or none: one chunk
+
+        def end_run() -> None:
+            nonlocal first
+            if not run:
+                return
+            chunk = reply.chunk("".join(p.text for p in run), first=first)
+            # Extension: which tokens the draft wrote (a remote Tandem window tints them).
+            chunk["tandem"] = {"drafted": run[0].is_draft, "n_tokens": sum(p.n_tokens for p in run)}
+            if reply.request.timings_per_token and stats is not None:
+                chunk["timings"] = _timings(stats)
+            out.append(_sse(chunk))
+            first = False
+            run.clear()
+
         while True:
             if not pending:
                 if out:
@@ -1071,26 +1087,24 @@ class _Endpoint:
                 pending.append(await job.get())
                 pending.extend(job.drain())
             message = pending.pop(0)
-            if isinstance(message, ReplyEvent):
-                event = message.event
-                if isinstance(event, Stats):
-                    stats = event
-                elif isinstance(event, TextPiece):
-                    chunk = reply.chunk(event.text, first=first)
-                    # Extension: which tokens the draft wrote (a remote Tandem window tints them).
-                    chunk["tandem"] = {"drafted": event.is_draft, "n_tokens": event.n_tokens}
-                    if reply.request.timings_per_token and stats is not None:
-                        chunk["timings"] = _timings(stats)
-                    out.append(_sse(chunk))
-                    first = False
-                elif isinstance(event, Finished):
-                    if first:
-                        out.append(_sse(reply.chunk("", first=True)))
-                    out.extend(_sse(chunk) for chunk in reply.last_chunks(event))
-                    out.append(b"data: [DONE]\n\n")
-                    await emit(b"".join(out), more=False)
-                    self._log(reply.request, event, gone.is_set(), time.monotonic() - t0)
-                    return
+            if isinstance(message, ReplyEvents):
+                for event in message.events:
+                    if isinstance(event, Stats):
+                        stats = event
+                    elif isinstance(event, TextPiece):
+                        if run and run[0].is_draft != event.is_draft:
+                            end_run()
+                        run.append(event)
+                    elif isinstance(event, Finished):
+                        end_run()
+                        if first:
+                            out.append(_sse(reply.chunk("", first=True)))
+                        out.extend(_sse(chunk) for chunk in reply.last_chunks(event))
+                        out.append(b"data: [DONE]\n\n")
+                        await emit(b"".join(out), more=False)
+                        self._log(reply.request, event, gone.is_set(), time.monotonic() - t0)
+                        return
+                end_run()
             elif isinstance(message, (ReplyFailed, WorkerDied)):
                 error = self._failure(message, head, reply.info)
                 out.append(_sse({"error": {**error.body()["error"], "code": error.status}}))

@@ -2,8 +2,8 @@
 
 The GUI thread never waits on the engine. A reader thread (in WorkerProcess) receives every
 message and appends it to a queue; the first message into an empty queue wakes the GUI thread
-once, and a single-shot timer then drains the whole queue at most every FLUSH_INTERVAL_MS. The
-text pieces of one drain are appended to their reply's one buffer (app.host.reply.Reply) and announced
+once, and a single-shot timer then drains the whole queue at most every FLUSH_INTERVAL_MS (the
+worker already sends a reply's events in batches: app.host.worker.ReplyEvents). The text pieces of one drain are appended to their reply's one buffer (app.host.reply.Reply) and announced
 by one ReplyProgress, so a model producing thousands of tokens a second costs the window about
 40 repaints a second, and an idle engine costs nothing.
 
@@ -34,7 +34,7 @@ from app.host.worker import (
     EngineLoaded,
     LoadProgressed,
     LoadRequest,
-    ReplyEvent,
+    ReplyEvents,
     ReplyFailed,
     ReplyRequest,
     ReplyStarted,
@@ -310,24 +310,24 @@ class EngineController(QObject):
                 break
             if generation != self._generation:
                 continue  # from a worker that was replaced
-            if isinstance(message, ReplyEvent):
-                event = message.event
+            if isinstance(message, ReplyEvents):
                 reply = self._replies.get(message.request_id)
                 if reply is None:
                     continue  # already settled (failed when its engine died)
-                if isinstance(event, Finished):
-                    announce()
-                    reply.finish(event)
-                    del self._replies[message.request_id]
-                    self._finish(message.request_id)
-                    self.reply_finished.emit(reply)
-                    continue
                 if current is None or current[0] is not reply:
                     announce()
                     current = (reply, len(reply), [])
-                reply.add(event)
-                if isinstance(event, Stats):
-                    current[2].append(event)
+                for event in message.events:
+                    if isinstance(event, Finished):  # always a batch's last
+                        announce()
+                        reply.finish(event)
+                        del self._replies[message.request_id]
+                        self._finish(message.request_id)
+                        self.reply_finished.emit(reply)
+                        break
+                    reply.add(event)
+                    if isinstance(event, Stats):
+                        current[2].append(event)
                 continue
             announce()
             self._dispatch(message)

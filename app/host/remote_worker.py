@@ -1,7 +1,7 @@
 """The window's engine on another computer: an OpenAI-compatible server in place of the worker.
 
 RemoteWorker has WorkerProcess's interface (start/send/cancel/shutdown/is_alive, pid/exitcode)
-and delivers the same messages (app.host.worker: EngineLoaded, ReplyStarted, ReplyEvent with
+and delivers the same messages (app.host.worker: EngineLoaded, ReplyStarted, ReplyEvents with
 TextPiece/Stats/Finished, ReplyFailed, ...), so the controller, the chat, Stop, Regenerate, Edit
 and the store work as with a local engine. Requests are served one at a time by a thread that
 streams through app.api.remote.RemoteClient.
@@ -32,14 +32,14 @@ from app.host.worker import (
     EngineLoaded,
     LoadProgressed,
     LoadRequest,
-    ReplyEvent,
+    ReplyEvents,
     ReplyFailed,
     ReplyRequest,
     ReplyStarted,
     SetDraftRequest,
 )
 from engine.errors import ErrorKind
-from engine.events import Finished, Stats, TextPiece
+from engine.events import Event, Finished, Stats, TextPiece
 
 log = logging.getLogger(__name__)
 
@@ -311,6 +311,7 @@ class RemoteWorker:
                     deliver(chunk, text)
 
         def deliver(chunk: dict[str, Any], text: str) -> None:
+            events: list[Event] = []  # one chunk's text and numbers: one message
             state.seen.absorb(chunk)
             if isinstance(chunk.get("speculation"), str) and chunk["speculation"] in (
                 "none",
@@ -330,7 +331,7 @@ class RemoteWorker:
                     state.t_first = time.perf_counter()
                 state.text += text
                 state.n_tokens += n_tokens
-                self._on_message(ReplyEvent(rid, TextPiece(text, n_tokens, drafted)))
+                events.append(TextPiece(text, n_tokens, drafted))
             # The numbers whenever the server's change, and at least every STATS_INTERVAL_S while
             # text comes (a server that reports none: the speed measured here).
             numbers = (state.seen.drafts(), state.seen.timings.get("predicted_n"))
@@ -341,7 +342,9 @@ class RemoteWorker:
                 or (text and now - last["at"] >= STATS_INTERVAL_S)
             ):
                 last["numbers"], last["at"] = numbers, now
-                self._on_message(ReplyEvent(rid, state.stats()))
+                events.append(state.stats())
+            if events:
+                self._on_message(ReplyEvents(rid, tuple(events)))
 
         client = self._client
         assert client is not None
@@ -381,4 +384,5 @@ class RemoteWorker:
                 stop_reason = "cancelled"
             else:
                 stop_reason = STOP_REASONS.get(result.finish_reason or "stop", "eos")
-            self._on_message(ReplyEvent(rid, Finished(stop_reason, state.text, (), state.stats())))  # type: ignore[arg-type]
+            finished = Finished(stop_reason, state.text, (), state.stats())  # type: ignore[arg-type]
+            self._on_message(ReplyEvents(rid, (finished,)))

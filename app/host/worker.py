@@ -3,7 +3,8 @@
 llama.cpp runs in a child process (multiprocessing "spawn": no inherited Qt or threads), so a
 native crash, a SIGKILL or the OOM killer takes down only the child; the window stays and the
 next request starts a fresh child. Requests and replies cross two one-way pipes as small frozen
-dataclasses. Stop is not a message: the child is busy in its token loop and reads no pipe then,
+dataclasses; a reply's text and stats are gathered into one ReplyEvents at most every
+BATCH_INTERVAL_S (its first text and its end at once), so the pipe costs little per token. Stop is not a message: the child is busy in its token loop and reads no pipe then,
 so the parent sets a shared multiprocessing.Event that the engine checks every step.
 
 This module imports no Qt: tests and scripts can drive a worker directly.
@@ -19,6 +20,7 @@ import os
 import queue
 import signal
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -29,9 +31,13 @@ from typing import Any
 from engine.chat import ChatPrompt, build_chat_prompt, generate_reply
 from engine.config import EngineConfig, SamplingParams
 from engine.errors import ErrorKind, Failure, PairRefusal
-from engine.events import Event
+from engine.events import Event, Finished, Stats, TextPiece
 
 log = logging.getLogger(__name__)
+
+# A reply's text and stats go to the parent at most this often (its first text, its end and
+# every other message at once): see _Outbox.
+BATCH_INTERVAL_S = 0.030
 
 # ---------------------------------------------------------------------------------------------
 # Messages, parent -> child
@@ -132,9 +138,19 @@ class ReplyStarted:
 
 
 @dataclass(frozen=True)
-class ReplyEvent:
+class ReplyEvents:
+    """Engine events of one reply, in the order generated: one message carries what the engine
+    yielded since the last (see _Outbox), so a fast engine costs a few messages, not one a token.
+    Every TextPiece is there; of the Stats snapshots, the newest of each batch."""
+
     request_id: int
-    event: Event
+    events: tuple[Event, ...]
+
+    @property
+    def finished(self) -> Finished | None:
+        """The reply's Finished where this message ends it (Finished is always a batch's last)."""
+        last = self.events[-1] if self.events else None
+        return last if isinstance(last, Finished) else None
 
 
 @dataclass(frozen=True)
@@ -210,11 +226,89 @@ def _unexpected(e: BaseException) -> str:
     return f"the engine hit an unexpected error ({type(e).__name__}: {e}); details are in the worker log"
 
 
+class _Outbox:
+    """The child's end of the event pipe, gathering a reply's events into few messages.
+
+    Each message costs both processes a pickle, a pipe write and a wake-up, on the cores llama.cpp
+    decodes on. So a reply's TextPieces and Stats wait and go together in one ReplyEvents, at most
+    every BATCH_INTERVAL_S: a flusher thread sends a waiting batch when its time is up, so text
+    never waits for the engine's next event. The first text of a reply, the Finished and every
+    other message go at once, after whatever waited before them (order is kept across all)."""
+
+    def __init__(self, conn: multiprocessing.connection.Connection) -> None:
+        self._conn = conn
+        self._cond = threading.Condition()  # guards everything below and every write to conn
+        self._request_id: int | None = None
+        self._events: list[Event] = []
+        self._has_text = False  # the current reply's first text has gone
+        self._last_sent_s = 0.0
+        self._flusher: threading.Thread | None = None
+
+    def send(self, message: object) -> None:
+        with self._cond:
+            self._flush()
+            self._conn.send(message)
+            self._last_sent_s = time.monotonic()
+            self._request_id = None  # what follows (the next ReplyStarted's events) is a new reply
+
+    def send_event(self, request_id: int, event: Event) -> None:
+        with self._cond:
+            if request_id != self._request_id:
+                self._flush()
+                self._request_id, self._has_text = request_id, False
+            opens_batch = not self._events
+            if isinstance(event, Stats) and not opens_batch:
+                # A snapshot: a newer one replaces the one still waiting.
+                self._events = [e for e in self._events if not isinstance(e, Stats)]
+            self._events.append(event)
+            first_text = isinstance(event, TextPiece) and not self._has_text
+            self._has_text = self._has_text or first_text
+            if (
+                first_text
+                or not isinstance(event, TextPiece | Stats)
+                or time.monotonic() - self._last_sent_s >= BATCH_INTERVAL_S
+            ):
+                self._flush()
+            elif opens_batch:  # the flusher sends it when due (woken once a batch, not per event)
+                if self._flusher is None:
+                    self._flusher = threading.Thread(
+                        target=self._flush_when_due, name="tandem-outbox", daemon=True
+                    )
+                    self._flusher.start()
+                self._cond.notify()
+
+    def flush(self) -> None:
+        with self._cond:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._events:
+            assert self._request_id is not None
+            events, self._events = tuple(self._events), []
+            self._conn.send(ReplyEvents(self._request_id, events))
+            self._last_sent_s = time.monotonic()
+
+    def _flush_when_due(self) -> None:
+        with self._cond:
+            while True:
+                if not self._events:
+                    self._cond.wait()
+                    continue
+                left = self._last_sent_s + BATCH_INTERVAL_S - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                try:
+                    self._flush()
+                except (OSError, EOFError):
+                    return  # the parent is gone; the request loop finds out on its next send
+
+
 class _Child:
     """The request loop of the worker process. One engine, one request at a time."""
 
     def __init__(self, events: multiprocessing.connection.Connection, cancel: Any) -> None:
-        self.events = events
+        self.outbox = _Outbox(events)
         self.cancel = cancel
         self.engine: Any = None
         self.config: EngineConfig | None = None
@@ -222,7 +316,7 @@ class _Child:
         self.n_dropped: dict[str, int] = {}  # history_key -> turns left out last time
 
     def send(self, message: object) -> None:
-        self.events.send(message)
+        self.outbox.send(message)
 
     def _load_progress_reporter(self, what: str) -> Callable[[float], None]:
         """llama.cpp reports load progress many times a second: pass on every 5%."""
@@ -347,13 +441,15 @@ class _Child:
                 cancel=self.cancel,
                 speculate=request.speculate,
             ):
-                self.send(ReplyEvent(request.request_id, event))
+                self.outbox.send_event(request.request_id, event)
         except TandemError as e:
             self.send(ReplyFailed(request.request_id, str(e), e.kind, _pair(e)))
         except (BrokenPipeError, EOFError):
             raise
         except Exception as e:
             self.send(ReplyFailed(request.request_id, _unexpected(e)))
+        else:
+            self.outbox.flush()  # nothing of the reply may wait once its events end
 
 
 def worker_main(
