@@ -113,6 +113,11 @@ class DraftLengthController:
     _probe_interval: int = _PROBE_FIRST
     _ramp: int = _RAMP_FIRST  # longest draft allowed now in this reply (see _RAMP_FIRST)
     _whole_tokens: int = 0  # drafted tokens in this reply's drafts that were accepted whole
+    # A draft model asked for a draft and offering none (unsure of its first token): how often,
+    # as an exponentially weighted count of refusals among asks (draft models only).
+    _refusals: float = 0.0
+    _asks: float = 0.0
+    probing: bool = False  # the last choice was a probe (see `choose`)
     _replies_not_run: int = 0  # replies since a draft model was last found too slow
     _remeasure_every: int = _REMEASURE_FIRST
     n_suspensions: int = 0
@@ -171,11 +176,25 @@ class DraftLengthController:
         return out
 
     def expected_rates(self, k_max: int, bucket: int = 0) -> np.ndarray:
-        """expected_rate(k) for k = 0..k_max, vectorised."""
+        """expected_rate(k) for k = 0..k_max, vectorised.
+
+        A draft model may offer nothing when asked (refusal rate r, measured): then the step
+        yields one token for a draft decode and a 1-row verify."""
         a = min(self.acceptance(bucket), 0.999)
         ks = np.arange(k_max + 1, dtype=np.float64)
         tokens = (1 - a ** (ks + 1)) / (1 - a)
-        return tokens / (ks * self.draft_cost() + self.verify_costs(k_max + 1)[1:])
+        costs = self.verify_costs(k_max + 1)[1:]
+        d = self.draft_cost()
+        drafted_s = ks * d + costs
+        r = self.refusal_rate()
+        if r > 0.0:
+            tokens[1:] = (1 - r) * tokens[1:] + r
+            drafted_s[1:] = (1 - r) * drafted_s[1:] + r * (d + costs[0])
+        return tokens / drafted_s
+
+    def refusal_rate(self) -> float:
+        """How often a draft model, asked for a draft, offers none (no prior refusals)."""
+        return self._refusals / (self._asks + _PRIOR_WEIGHT) if self.draft_costs_time else 0.0
 
     def draft_cost(self) -> float:
         """Seconds per drafted token (0 for n-gram lookup)."""
@@ -186,9 +205,7 @@ class DraftLengthController:
 
     def expected_rate(self, k: int, bucket: int = 0) -> float:
         """Expected tokens per second of a step that drafts k tokens."""
-        a = min(self.acceptance(bucket), 0.999)
-        tokens = (1 - a ** (k + 1)) / (1 - a)
-        return tokens / (k * self.draft_cost() + self.verify_cost(k + 1))
+        return float(self.expected_rates(k, bucket)[k])
 
     @property
     def plain_tokens_per_s(self) -> float | None:
@@ -295,6 +312,7 @@ class DraftLengthController:
 
     def choose(self, available: int, bucket: int = 0) -> int:
         """The draft length for this step, given that the drafter can offer `available` tokens."""
+        self.probing = False
         available = min(available, self.k_max)
         if available <= 0:
             return 0
@@ -333,10 +351,21 @@ class DraftLengthController:
             # Acceptance learned from a bad patch would otherwise never be re-measured.
             self._plain_steps = 0
             self._probe_interval = min(self._probe_interval * 2, _PROBE_MAX)
-            # A one-token probe re-measures acceptance for the least: a longer one costs more
-            # verify rows (3 rows cost 3x one on AVX2) and, from a draft model, more decodes.
-            return 1
+            # A one-token probe re-measures n-gram acceptance for the least: a longer one costs
+            # more verify rows (3 rows cost 3x one on AVX2). A draft model's probe is a reply's
+            # first draft length (it stops where it is unsure): one accepted token at a time
+            # moved its acceptance too slowly to ever draft in a reply (seen: a costly target
+            # whose Q4 draft, 100% accepted at 4 tokens a step, 1.34x, was never run after one
+            # early refusal).
+            self.probing = True
+            return min(limit, _RAMP_FIRST) if self.draft_costs_time else 1
         return 0
+
+    def probe_affords(self, one_off_s: float) -> bool:
+        """May this step's probe pay a one-off (a loaded draft model reading what was decoded
+        plainly since it last drafted)? Within what a probe may lose after a suspension."""
+        plain_s = self._step_s.get(1)
+        return self.probing and plain_s is not None and one_off_s <= _RESUME_BUDGET_TOKENS * plain_s
 
     def record(
         self,
@@ -353,19 +382,21 @@ class DraftLengthController:
         if n_drafted == 0:
             if draft_s > 0:
                 # A draft model was asked and drafted nothing (unsure of its first token): a
-                # decode spent for no token. It counts as a draft whose first token failed (so a
-                # draft model that is seldom sure is seldom asked), its decode is its cost per
+                # decode spent for no token. It counts as a refusal (so a draft model that is
+                # seldom sure is seldom asked: see expected_rates), its decode is its cost per
                 # drafted token as far as anyone can tell (one that is never sure must still be
                 # found too slow to run), and the loss counts against the guard. Seen over RPC:
-                # a Q4 draft asked every step, drafting nothing, decoding at 0.68x plain.
+                # a Q4 draft asked every step, drafting nothing, decoding at 0.68x plain. Not a
+                # rejected draft: the target judged nothing, and counted as one, an unsure first
+                # token of a reply kept a draft accepted 100% of the time from ever running.
                 self._note_draft_cost(draft_s)
-                acc = self._bucket(bucket)
-                acc.accepted *= _EMA
-                acc.trials = _EMA * acc.trials + 1
+                self._note_ask(refused=True)
                 self._guard(1, self._usual(n_rows, step_s, draft_s))
             else:
                 self._since_plain = 0
             return
+        if draft_s > 0:
+            self._note_ask(refused=False)
         self._since_plain += 1
         if n_accepted == n_drafted:
             self._whole_tokens += n_drafted
@@ -388,6 +419,10 @@ class DraftLengthController:
         if self.expected_rate(n_drafted, bucket) > self.expected_rate(0, bucket):
             self._probe_interval = _PROBE_FIRST
         self._guard(n_accepted + 1, self._usual(n_rows, step_s, draft_s))
+
+    def _note_ask(self, refused: bool) -> None:
+        self._refusals = _EMA * self._refusals + refused
+        self._asks = _EMA * self._asks + 1
 
     def _note_draft_cost(self, per_token_s: float) -> None:
         if not self.draft_costs_time:

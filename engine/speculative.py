@@ -353,7 +353,11 @@ class SpeculativeDecoder:
             # it during the prefill; what was decoded plainly meanwhile) is a one-off paid now,
             # within the reply: only where what is left of the reply can repay it.
             one_off = controller.one_off_draft_s(controller.target_read_s(unseen), drafter.loaded)
-            if not controller.pays_back(room, one_off):
+            if not controller.pays_back(room, one_off) and not (
+                drafter.loaded and controller.probe_affords(one_off)
+            ):
+                # (A probe of a loaded draft model catches up within a bounded loss: otherwise,
+                # after a few plain steps, no probe could ever re-measure it.)
                 return Draft([]), 0
         was_loaded = drafter.loaded
         draft = drafter.propose(ctx, k, params, rng)
