@@ -57,6 +57,10 @@ _RAMP_FIRST = 4
 # Acceptance counts carried into a new process weigh no more than this many trials: the cache
 # gives a start, this run's own drafts decide.
 _SEED_TRIALS = 2.0
+# ...except a draft model's: how often two models agree is a property of the pair more than of
+# the text (an n-gram match's worth is all the text's). Seen: a Q4 draft accepted 26 of 26 in one
+# process, carried as 2 of 2 (0.85 with the prior), kept the next from drafting at all.
+_SEED_TRIALS_DRAFT_MODEL = 8.0
 # A draft model measured too slow to ever pay is not run, but that measurement may have been
 # taken on a busy machine: after this many replies its cost is measured afresh (doubling).
 _REMEASURE_FIRST = 8
@@ -64,6 +68,7 @@ _REMEASURE_MAX = 1024
 # The single measured figures a cost cache carries (its key: the controller's attribute).
 _SEEDED = {
     "draft_ratio": "_draft_ratio",
+    "draft_first_ratio": "_draft_first_ratio",
     "draft_load_s": "draft_load_s",
     "draft_prefill_ratio": "_draft_prefill_ratio",
     "target_prefill_token_s": "_target_prefill_token_s",
@@ -95,6 +100,9 @@ class DraftLengthController:
     # A drafted token's cost relative to a plain step: a ratio survives the machine getting
     # busier or quieter (both slow down alike) where two absolute timings would not.
     _draft_ratio: float | None = None
+    # A draft's first decode relative to a plain step: it reads what the draft has not seen (after
+    # a draft accepted whole, 2 tokens: ~2x a 1-token decode on a CPU). Later decodes: _draft_ratio.
+    _draft_first_ratio: float | None = None
     # Seconds to load the draft model (measured the first time; a one-off per process).
     draft_load_s: float | None = None
     # The draft model's cost of reading a prompt token relative to the target's (measured when
@@ -184,12 +192,12 @@ class DraftLengthController:
         ks = np.arange(k_max + 1, dtype=np.float64)
         tokens = (1 - a ** (ks + 1)) / (1 - a)
         costs = self.verify_costs(k_max + 1)[1:]
-        d = self.draft_cost()
-        drafted_s = ks * d + costs
+        first, d = self.draft_first_cost(), self.draft_cost()
+        drafted_s = np.where(ks > 0, first + (ks - 1) * d, 0.0) + costs
         r = self.refusal_rate()
         if r > 0.0:
             tokens[1:] = (1 - r) * tokens[1:] + r
-            drafted_s[1:] = (1 - r) * drafted_s[1:] + r * (d + costs[0])
+            drafted_s[1:] = (1 - r) * drafted_s[1:] + r * (first + costs[0])
         return tokens / drafted_s
 
     def refusal_rate(self) -> float:
@@ -197,11 +205,18 @@ class DraftLengthController:
         return self._refusals / (self._asks + _PRIOR_WEIGHT) if self.draft_costs_time else 0.0
 
     def draft_cost(self) -> float:
-        """Seconds per drafted token (0 for n-gram lookup)."""
+        """Seconds per drafted token after a draft's first (0 for n-gram lookup)."""
         if not self.draft_costs_time:
             return 0.0
         ratio = self._draft_ratio if self._draft_ratio is not None else _PRIOR_DRAFT_COST
         return ratio * self.verify_cost(1)
+
+    def draft_first_cost(self) -> float:
+        """Seconds for a draft's first token (its decode reads what the draft has not seen)."""
+        if not self.draft_costs_time:
+            return 0.0
+        ratio = self._draft_first_ratio if self._draft_first_ratio is not None else self._draft_ratio
+        return (ratio if ratio is not None else _PRIOR_DRAFT_COST) * self.verify_cost(1)
 
     def expected_rate(self, k: int, bucket: int = 0) -> float:
         """Expected tokens per second of a step that drafts k tokens."""
@@ -301,7 +316,7 @@ class DraftLengthController:
 
     def _best_case_rate(self, k: int) -> float:
         """Tokens per second of a k-token draft if every drafted token were accepted."""
-        return (k + 1) / (k * self.draft_cost() + self.verify_cost(k + 1))
+        return (k + 1) / (self.draft_first_cost() + (k - 1) * self.draft_cost() + self.verify_cost(k + 1))
 
     def _explore_limit(self) -> int:
         """Never draft more than twice the largest batch measured: an unmeasured size is a guess,
@@ -374,8 +389,12 @@ class DraftLengthController:
         n_accepted: int,
         step_s: float,
         draft_s: float = 0.0,
+        draft_first_s: float | None = None,
+        n_more: int = 0,
     ) -> None:
-        """One step: k drafted, n accepted, its whole wall time, and the part spent drafting."""
+        """One step: k drafted, n accepted, its whole wall time, and the part spent drafting;
+        of that, the draft's first decode (None: not told, all decodes alike) and how many
+        decodes followed it."""
         n_rows = n_drafted + 1
         self._add_step_sample(n_rows, step_s - draft_s)
         self._n_live.add(n_rows)
@@ -389,7 +408,7 @@ class DraftLengthController:
                 # a Q4 draft asked every step, drafting nothing, decoding at 0.68x plain. Not a
                 # rejected draft: the target judged nothing, and counted as one, an unsure first
                 # token of a reply kept a draft accepted 100% of the time from ever running.
-                self._note_draft_cost(draft_s)
+                self._note_draft_cost(draft_s if draft_first_s is None else draft_first_s, 0.0, 0)
                 self._note_ask(refused=True)
                 self._guard(1, self._usual(n_rows, step_s, draft_s))
             else:
@@ -411,7 +430,12 @@ class DraftLengthController:
             # copying goes on after it.
             self._ramp = max(_RAMP_FIRST, n_accepted + 1, self._ramp // 2)
         if draft_s > 0:
-            self._note_draft_cost(draft_s / n_drafted)
+            if draft_first_s is None:  # not told: every drafted token alike
+                self._note_draft_cost(
+                    draft_s / n_drafted, draft_s * (n_drafted - 1) / n_drafted, n_drafted - 1
+                )
+            else:
+                self._note_draft_cost(draft_first_s, draft_s - draft_first_s, n_more)
         acc = self._bucket(bucket)
         # Geometric model: every accepted token is a success; the first rejection a failure.
         acc.accepted = _EMA * acc.accepted + n_accepted
@@ -424,12 +448,23 @@ class DraftLengthController:
         self._refusals = _EMA * self._refusals + refused
         self._asks = _EMA * self._asks + 1
 
-    def _note_draft_cost(self, per_token_s: float) -> None:
+    def _note_draft_cost(self, first_s: float, more_s: float, n_more: int) -> None:
+        """A draft's first decode took first_s (0: it was a catch-up, priced apart), and n_more
+        decodes after it more_s."""
         if not self.draft_costs_time:
             return
-        ratio = per_token_s / self.verify_cost(1)
-        r = self._draft_ratio
-        self._draft_ratio = ratio if r is None else _EMA * r + (1 - _EMA) * ratio
+        plain_s = self.verify_cost(1)
+        if first_s > 0:
+            r = self._draft_first_ratio
+            ratio = first_s / plain_s
+            self._draft_first_ratio = ratio if r is None else _EMA * r + (1 - _EMA) * ratio
+        if n_more > 0 and more_s > 0:
+            r = self._draft_ratio
+            ratio = more_s / n_more / plain_s
+            self._draft_ratio = ratio if r is None else _EMA * r + (1 - _EMA) * ratio
+        elif self._draft_ratio is None and first_s > 0:
+            # Only first decodes seen so far: the later ones cost no more than a first.
+            self._draft_ratio = first_s / plain_s
 
     def _usual(self, n_rows: int, step_s: float, draft_s: float) -> float:
         """step_s as the guard counts it: at most _OUTLIER times the usual cost of an n_rows
@@ -489,7 +524,8 @@ class DraftLengthController:
         if isinstance(acceptance, dict):
             for b, (accepted, trials) in acceptance.items():
                 acc = self._bucket(int(b))
-                scale = min(1.0, _SEED_TRIALS / trials) if trials > 0 else 1.0
+                cap = _SEED_TRIALS_DRAFT_MODEL if self.draft_costs_time else _SEED_TRIALS
+                scale = min(1.0, cap / trials) if trials > 0 else 1.0
                 acc.accepted, acc.trials = float(accepted) * scale, float(trials) * scale
 
     def fresh(self) -> DraftLengthController:

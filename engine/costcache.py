@@ -81,7 +81,7 @@ def _valid(data: Any) -> bool:
         for n, s in step_s.items()
     ):
         return False
-    for name in ("draft_ratio", "draft_prefill_ratio"):
+    for name in ("draft_ratio", "draft_first_ratio", "draft_prefill_ratio"):
         ratio = data.get(name)
         if ratio is not None and not (isinstance(ratio, int | float) and 0 < ratio < 100):
             return False

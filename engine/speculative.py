@@ -250,7 +250,7 @@ class SpeculativeDecoder:
             if controller is not None:
                 # The whole step as the user waits for it, less a one-off draft prefill.
                 step_s = time.perf_counter() - step_t0 - draft.catch_up_s
-                controller.record(bucket, k, n_accepted, step_s, draft.draft_s)
+                controller.record(bucket, k, n_accepted, step_s, draft.draft_s, draft.first_s, draft.n_more)
             c.n_steps += 1
             c.n_drafted += k
             c.n_accepted += n_accepted
