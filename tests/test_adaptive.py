@@ -363,3 +363,28 @@ def test_short_drafts_accepted_whole_release_the_limit_whatever_their_length() -
     for _ in range(2):
         c.record(4, 2, 2, CPU_VERIFY[4])
     assert c._ramp == 32
+
+
+def test_a_drafts_first_decode_is_priced_apart_from_the_rest() -> None:
+    # After a draft accepted whole, the draft reads 2 tokens in its first decode (~2x one on a
+    # CPU): averaged over short drafts, that made every drafted token look twice as dear.
+    c = DraftLengthController(k_max=16, draft_costs_time=True)
+    c.record(0, 0, 0, 0.050)
+    for _ in range(20):
+        c.record(0, 1, 1, 0.100 + 0.030, draft_s=0.030, draft_first_s=0.030, n_more=0)
+        c.record(0, 8, 8, 0.200 + 0.030 + 7 * 0.015, draft_s=0.030 + 7 * 0.015, draft_first_s=0.030, n_more=7)
+    assert c.draft_first_cost() == pytest.approx(0.030, rel=0.05)
+    assert c.draft_cost() == pytest.approx(0.015, rel=0.05)
+
+
+def test_a_draft_models_acceptance_carries_into_the_next_process() -> None:
+    c = DraftLengthController(k_max=16, draft_costs_time=True)
+    c.record(0, 0, 0, 0.050)
+    for _ in range(6):
+        c.record(0, 4, 4, 0.2, draft_s=0.06, draft_first_s=0.03, n_more=3)
+    fresh = DraftLengthController(k_max=16, draft_costs_time=True)
+    fresh.seed(c.export())
+    assert fresh.acceptance(0) > 0.9
+    ngram = DraftLengthController(k_max=16)  # an n-gram match's worth is the text's: carried lightly
+    ngram.seed({"step_s": {"1": 0.05}, "acceptance": {"4": [24.0, 24.0]}})
+    assert ngram.acceptance(4) < fresh.acceptance(0)
