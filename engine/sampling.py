@@ -80,13 +80,26 @@ def greedy(logits: np.ndarray, history: Sequence[int], params: SamplingParams) -
     return int(np.argmax(penalize(logits, history, params)))
 
 
+def top_k_ids(logits: np.ndarray, k: int) -> np.ndarray:
+    """The ids of the k largest logits (in no order), as np.argpartition finds them.
+
+    A full argpartition of a 262k-entry row costs ~3 ms, and sampling with a draft model needs
+    two per drafted token (the draft's distribution and the target's). When at least k logits
+    lie within a margin of the maximum, the k largest are among them, and only those are
+    partitioned (Gemma 3: a few hundred to ~2,000 within 10 of the maximum, ~1 ms in all).
+    Otherwise, the whole row."""
+    m = logits.max()
+    for margin in (6.0, 12.0):
+        near = np.flatnonzero(logits > m - margin)
+        if len(near) >= k:
+            return near[np.argpartition(logits[near], -k)[-k:]] if len(near) > k else near
+    return np.argpartition(logits, -k)[-k:]
+
+
 def distribution(logits: np.ndarray, history: Sequence[int], params: SamplingParams) -> Dist:
     logits = penalize(logits, history, params)
     n_vocab = logits.shape[0]
-    if 0 < params.top_k < n_vocab:
-        ids = np.argpartition(logits, -params.top_k)[-params.top_k :]
-    else:
-        ids = np.arange(n_vocab)
+    ids = top_k_ids(logits, params.top_k) if 0 < params.top_k < n_vocab else np.arange(n_vocab)
     scaled = logits[ids].astype(np.float64) / max(params.temperature, 1e-6)
     order = np.argsort(-scaled, kind="stable")
     ids, scaled = ids[order], scaled[order]

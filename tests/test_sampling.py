@@ -12,7 +12,7 @@ from engine.backend import LlamaRunner
 from engine.chat import CHAT_SAMPLING
 from engine.config import EngineConfig, SamplingParams
 from engine.events import Finished
-from engine.sampling import Dist, accept_draft, distribution, penalize
+from engine.sampling import Dist, accept_draft, distribution, penalize, top_k_ids
 from engine.session import Engine
 
 ALPHA = 1e-3  # significance level of every goodness-of-fit test here
@@ -208,3 +208,16 @@ def test_the_engine_spares_line_breaks_and_speaker_names(tiny_target: Path) -> N
         assert not set(engine.tokenize("mountain", add_special=False)) <= exempt
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("spread", [0.5, 2.0, 8.0, 30.0])
+def test_top_k_ids_are_exactly_the_k_largest(spread: float) -> None:
+    # Whether few or many logits lie near the maximum (the fast path partitions only those).
+    rng = np.random.default_rng(int(spread * 10))
+    for _ in range(20):
+        logits = (rng.standard_normal(20_000) * spread).astype(np.float32)
+        for k in (1, 7, 40, 500):
+            expected = np.sort(logits[np.argpartition(logits, -k)[-k:]])
+            ids = top_k_ids(logits, k)
+            assert len(ids) == len(set(ids.tolist())) == k
+            assert (np.sort(logits[ids]) == expected).all()
