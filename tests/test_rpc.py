@@ -7,6 +7,7 @@ has registered an RPC server it stays registered for the process, and a lost ser
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -66,6 +67,18 @@ def server_ready(endpoint: str) -> bool:
     except rpc.RpcError:
         return False
     return True
+
+
+def next_message(inbox: queue.Queue[object], kind: type, event: type | None = None) -> object:
+    """The next message of `kind` from a worker (a ReplyEvents: one whose last event is an
+    `event`, where given). An engine failure or a dead worker on the way fails the test, unless
+    that is what is waited for."""
+    while True:
+        message = inbox.get(timeout=TIMEOUT_S)
+        if isinstance(message, kind) and (event is None or isinstance(message.events[-1], event)):  # type: ignore[attr-defined]
+            return message
+        if isinstance(message, EngineFailed | WorkerDied) and kind not in (EngineFailed, WorkerDied):
+            raise AssertionError(message)
 
 
 def memory_kb(pid: int, field: str) -> int:
@@ -198,13 +211,7 @@ def test_server_killed_mid_reply_ends_generate_with_the_address(
 def test_worker_reports_the_lost_server_and_a_fresh_engine_restarts(slow_target: Path) -> None:
     inbox: queue.Queue[object] = queue.Queue()
 
-    def wait_for(kind: type) -> object:
-        while True:
-            message = inbox.get(timeout=TIMEOUT_S)
-            if isinstance(message, kind):
-                return message
-            if isinstance(message, EngineFailed | WorkerDied) and kind not in (EngineFailed, WorkerDied):
-                raise AssertionError(message)
+    wait_for = functools.partial(next_message, inbox)
 
     server = Server()
     config = EngineConfig(
@@ -642,13 +649,7 @@ def test_silent_drop_mid_reply_ends_the_worker_naming_the_server(
 
     inbox: queue.Queue[object] = queue.Queue()
 
-    def wait_for(kind: type) -> object:
-        while True:
-            message = inbox.get(timeout=TIMEOUT_S)
-            if isinstance(message, kind):
-                return message
-            if isinstance(message, EngineFailed | WorkerDied) and kind not in (EngineFailed, WorkerDied):
-                raise AssertionError(message)
+    wait_for = functools.partial(next_message, inbox)
 
     endpoint = silent_network.endpoint
     config = EngineConfig(str(slow_target), n_threads=1, n_ctx=2048, n_gpu_layers=99, rpc_servers=(endpoint,))
@@ -732,13 +733,7 @@ def test_a_server_silent_but_alive_is_waited_for(
     worker = WorkerProcess(inbox.put, log_path=log)
     worker.start()
 
-    def wait_for(kind: type, event: type | None = None) -> object:
-        while True:
-            message = inbox.get(timeout=TIMEOUT_S)
-            if isinstance(message, EngineFailed | WorkerDied):
-                raise AssertionError(message)
-            if isinstance(message, kind) and (event is None or isinstance(message.events[-1], event)):  # type: ignore[attr-defined]
-                return message
+    wait_for = functools.partial(next_message, inbox)
 
     def watched_s() -> float:
         """The longest stalled call the watchdog has logged as still answered."""
@@ -779,13 +774,7 @@ def test_silent_drop_between_replies_ends_the_next_one_naming_the_server(
     2 x 2 s) closes the engine's connection, and the next reply ends at once, naming the server."""
     inbox: queue.Queue[object] = queue.Queue()
 
-    def wait_for(kind: type, event: type | None = None) -> object:
-        while True:
-            message = inbox.get(timeout=TIMEOUT_S)
-            if isinstance(message, kind) and (event is None or isinstance(message.events[-1], event)):  # type: ignore[attr-defined]
-                return message
-            if isinstance(message, EngineFailed | WorkerDied):
-                raise AssertionError(message)
+    wait_for = functools.partial(next_message, inbox)
 
     endpoint = silent_network.endpoint
     config = EngineConfig(str(tiny_target), n_threads=1, n_ctx=512, n_gpu_layers=99, rpc_servers=(endpoint,))
