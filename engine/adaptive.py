@@ -96,6 +96,7 @@ class DraftLengthController:
     _acceptance: dict[int, _Acceptance] = field(default_factory=dict)
     _step_samples: dict[int, deque[float]] = field(default_factory=dict)  # rows -> step seconds
     _step_s: dict[int, float] = field(default_factory=dict)  # rows -> median of samples
+    _cost_arrays: tuple[np.ndarray, np.ndarray] | None = None  # _step_s as sorted arrays (cache)
     _n_live: set[int] = field(default_factory=set)  # batch sizes measured in this process
     _n_spec_steps: int = 0
     # A drafted token's cost relative to a plain step: a ratio survives the machine getting
@@ -172,11 +173,13 @@ class DraftLengthController:
         """verify_cost(n) for n = 0..n_max in one go (index 0 unused): the hot path asks for a
         whole range every step, and a Python loop over it cost ~0.4 ms a step."""
         ns = np.arange(n_max + 1, dtype=np.float64)
-        measured = self._step_s
-        if not measured:
+        if not self._step_s:
             return 1.0 + _PRIOR_SLOPE * (ns - 1)
-        sizes = np.array(sorted(measured), dtype=np.float64)
-        costs = np.array([measured[int(n)] for n in sizes])
+        if self._cost_arrays is None:  # rebuilt only when a size's median changes
+            measured = self._step_s
+            sizes = np.array(sorted(measured), dtype=np.float64)
+            self._cost_arrays = sizes, np.array([measured[int(n)] for n in sizes])
+        sizes, costs = self._cost_arrays
         out = np.interp(ns, sizes, costs)
         lo, hi = sizes[0], sizes[-1]
         below, above = ns < lo, ns > hi
@@ -441,7 +444,8 @@ class DraftLengthController:
         # Geometric model: every accepted token is a success; the first rejection a failure.
         acc.accepted = _EMA * acc.accepted + n_accepted
         acc.trials = _EMA * acc.trials + n_accepted + (1 if n_accepted < n_drafted else 0)
-        if self.expected_rate(n_drafted, bucket) > self.expected_rate(0, bucket):
+        rates = self.expected_rates(n_drafted, bucket)
+        if rates[n_drafted] > rates[0]:
             self._probe_interval = _PROBE_FIRST
         self._guard(n_accepted + 1, self._usual(n_rows, step_s, draft_s))
 
@@ -498,6 +502,7 @@ class DraftLengthController:
         samples = self._step_samples.setdefault(n_rows, deque(maxlen=_COST_SAMPLES))
         samples.append(seconds)
         self._step_s[n_rows] = statistics.median(samples)
+        self._cost_arrays = None
 
     # -- what survives the process (engine.costcache) --------------------------------------------
 
