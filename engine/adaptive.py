@@ -196,6 +196,8 @@ class DraftLengthController:
         ks = np.arange(k_max + 1, dtype=np.float64)
         tokens = (1 - a ** (ks + 1)) / (1 - a)
         costs = self.verify_costs(k_max + 1)[1:]
+        if not self._costs_drafting(bucket):
+            return tokens / costs
         first, d = self.draft_first_cost(), self.draft_cost()
         drafted_s = np.where(ks > 0, first + (ks - 1) * d, 0.0) + costs
         r = self.refusal_rate()
@@ -203,6 +205,11 @@ class DraftLengthController:
             tokens[1:] = (1 - r) * tokens[1:] + r
             drafted_s[1:] = (1 - r) * drafted_s[1:] + r * (first + costs[0])
         return tokens / drafted_s
+
+    def _costs_drafting(self, bucket: int) -> bool:
+        """Does drafting from this bucket cost decodes (a draft model's, bucket 0)? n-gram
+        matches (buckets 1-4) are free, also beside a draft model."""
+        return self.draft_costs_time and bucket == 0
 
     def refusal_rate(self) -> float:
         """How often a draft model, asked for a draft, offers none (no prior refusals)."""
@@ -331,12 +338,21 @@ class DraftLengthController:
 
     def choose(self, available: int, bucket: int = 0) -> int:
         """The draft length for this step, given that the drafter can offer `available` tokens."""
+        return self.choose_among([(available, bucket)])[0]
+
+    def choose_among(self, offers: list[tuple[int, int]]) -> tuple[int, int]:
+        """The draft length for this step and the bucket of the offer it drafts from.
+
+        offers: (tokens available, bucket) per drafter that can draft now. With a draft model,
+        bucket 0 is the model and buckets 1-4 are n-gram matches in the text so far, which cost
+        nothing to draft (llama.cpp, too, asks its n-gram drafters before a draft model): the
+        offer with the higher expected tokens per second wins. (0, bucket) is a plain step."""
         self.probing = False
-        available = min(available, self.k_max)
-        if available <= 0:
-            return 0
+        offers = [(min(n, self.k_max), b) for n, b in offers if n > 0]
+        if not offers:
+            return 0, 0
         if not self.adaptive:
-            return available
+            return offers[0]
         if self._suspended_steps > 0:
             self._suspended_steps -= 1
             if self._suspended_steps == 0:
@@ -347,24 +363,33 @@ class DraftLengthController:
                 plain_s = self._step_s.get(1, 0.0)
                 self._loss_s = max(0.0, LOSS_BUDGET_TOKENS - _RESUME_BUDGET_TOKENS) * plain_s
                 self._gain_s = 0.0
-            return 0
-        if self.never_pays:
-            return 0
+            return 0, 0
+        if self.never_pays:  # the draft model is not run; free n-gram drafts may still pay
+            offers = [(n, b) for n, b in offers if not self._costs_drafting(b)]
+            if not offers:
+                return 0, 0
         if 1 not in self._n_live or self._since_plain >= _PLAIN_REFRESH_STEPS:
             # The guard's reference is a plain step measured now: take one when it is missing
             # or old (one token at plain speed in every few hundred).
-            return 0
-        limit = min(available, self._explore_limit(), self._ramp)
-        rates = self.expected_rates(limit, bucket)
-        best_k = 1 + int(np.argmax(rates[1:]))
-        if rates[best_k] > rates[0]:
+            return 0, 0
+        best: tuple[float, int, int, int] | None = None  # rate, k, bucket, limit
+        for available, bucket in offers:
+            limit = min(available, self._explore_limit(), self._ramp)
+            rates = self.expected_rates(limit, bucket)
+            k = 1 + int(np.argmax(rates[1:]))
+            if rates[k] > rates[0] and (best is None or rates[k] > best[0]):
+                best = float(rates[k]), k, bucket, limit
+        if best is not None:
+            _, best_k, bucket, limit = best
             self._plain_steps = 0
             self._n_spec_steps += 1
             if best_k < limit and self._n_spec_steps % _EXPLORE_EVERY == 0:
                 # Timings are noisy (one slow sample can make a batch size look too dear to
                 # ever try again): now and then try a longer draft and let its cost be measured.
-                return min(limit, 2 * best_k)
-            return best_k
+                return min(limit, 2 * best_k), bucket
+            return best_k, bucket
+        available, bucket = offers[0]
+        limit = min(available, self._explore_limit(), self._ramp)
         self._plain_steps += 1
         if self._plain_steps >= self._probe_interval:
             # Acceptance learned from a bad patch would otherwise never be re-measured.
@@ -377,8 +402,8 @@ class DraftLengthController:
             # whose Q4 draft, 100% accepted at 4 tokens a step, 1.34x, was never run after one
             # early refusal).
             self.probing = True
-            return min(limit, _RAMP_FIRST) if self.draft_costs_time else 1
-        return 0
+            return (min(limit, _RAMP_FIRST) if self._costs_drafting(bucket) else 1), bucket
+        return 0, 0
 
     def probe_affords(self, one_off_s: float) -> bool:
         """May this step's probe pay a one-off (a loaded draft model reading what was decoded
@@ -530,7 +555,7 @@ class DraftLengthController:
         if isinstance(acceptance, dict):
             for b, (accepted, trials) in acceptance.items():
                 acc = self._bucket(int(b))
-                cap = _SEED_TRIALS_DRAFT_MODEL if self.draft_costs_time else _SEED_TRIALS
+                cap = _SEED_TRIALS_DRAFT_MODEL if self._costs_drafting(int(b)) else _SEED_TRIALS
                 scale = min(1.0, cap / trials) if trials > 0 else 1.0
                 acc.accepted, acc.trials = float(accepted) * scale, float(trials) * scale
 

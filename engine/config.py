@@ -46,6 +46,9 @@ class EngineConfig:
     adaptive: bool = True  # False: always draft draft_max tokens
     draft_p_min: float = 0.6  # a draft model stops drafting when its top token is less likely
     draft_sampling: bool = True  # at temperature > 0 a draft model samples (and keeps q)
+    # Beside a draft model, also draft from n-gram matches in the text so far (free to draft;
+    # each step the controller picks whichever it expects more tokens per second from).
+    draft_lookup: bool = True
     # Where measured step costs are kept between processes (engine.costcache); None: not kept.
     cost_cache_dir: str | None = None
 

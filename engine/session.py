@@ -48,6 +48,7 @@ class Engine:
         self.info_draft: GGUFInfo | None = None
         self._drafter: NgramDrafter | ModelDrafter | None = None
         self._controller: DraftLengthController | None = None
+        self._lookup: NgramDrafter | None = None  # n-gram drafts beside a draft model
         self._chat_formatter: Any = None  # llama_cpp's Jinja2ChatFormatter, made on first use
         try:
             self.set_draft(config.draft)
@@ -107,6 +108,7 @@ class Engine:
             )
 
         self._drafter = ModelDrafter(load, config.draft_p_min, config.draft_sampling)
+        self._lookup = NgramDrafter() if config.draft_lookup else None
         self.info_draft = info
         self._controller = DraftLengthController(k_max, config.adaptive, draft_costs_time=True)
         self._seed_costs()
@@ -211,7 +213,7 @@ class Engine:
         params = params or SamplingParams()
         if params.repeat_penalty != 1.0 and not params.penalty_exempt:
             params = dataclasses.replace(params, penalty_exempt=self.penalty_exempt_tokens)
-        decoder = SpeculativeDecoder(self.target, self._drafter, self._controller)
+        decoder = SpeculativeDecoder(self.target, self._drafter, self._controller, self._lookup)
         events = decoder.run(
             tokens,
             params,
@@ -249,6 +251,8 @@ class Engine:
         if isinstance(self._drafter, ModelDrafter):
             if self._drafter.loaded:
                 self._drafter.runner.clear()
+            if self._lookup is not None:
+                self._lookup = NgramDrafter()
         elif isinstance(self._drafter, NgramDrafter):
             self._drafter = NgramDrafter()
         if self._controller is not None:

@@ -109,10 +109,15 @@ class SpeculativeDecoder:
         target: LlamaRunner,
         drafter: NgramDrafter | ModelDrafter | None,
         controller: DraftLengthController | None,
+        lookup: NgramDrafter | None = None,
     ) -> None:
         self.target = target
         self.drafter = drafter
         self.controller = controller
+        # Beside a draft model: n-gram matches in the text so far, free to draft. Each step the
+        # controller drafts from whichever it expects more tokens per second of (choose_among).
+        self.lookup = lookup if isinstance(drafter, ModelDrafter) else None
+        self._use_model = True  # this reply may run the draft model (not: too short to repay it)
 
     @property
     def speculation(self) -> SpeculationKind:
@@ -138,6 +143,7 @@ class SpeculativeDecoder:
         c = _Counters(n_prompt_tokens=len(prompt))
         if controller is not None:
             controller.begin_reply()
+        self._use_model = True
         llama_s0 = target.llama_s + self._draft_llama_s()
 
         # Prefill everything but the last prompt token; it goes into the first verify batch.
@@ -174,8 +180,10 @@ class SpeculativeDecoder:
                 controller.note_draft_prefill(read_s, n_read, target_read_s, len(prompt) - 1 - n_keep)
             else:
                 # Loading the draft model costs more than it could save in a reply this short.
-                drafter = None
-                skipped_note = "a reply this short cannot repay loading the draft model: decoding plainly"
+                if self.lookup is None:
+                    drafter = None
+                self._use_model = False
+                skipped_note = f"a reply this short cannot repay loading the draft model: {self._instead()}"
         # The prompt tokens read now (the last one goes into the first verify batch), or as far
         # as a cancelled prefill got.
         c.n_prefilled = (len(target.tokens) if prefill_cut else len(prompt)) - n_keep
@@ -187,6 +195,8 @@ class SpeculativeDecoder:
         text = _TextAssembler(stop)
         if isinstance(drafter, NgramDrafter):
             drafter.begin(ctx)
+        elif drafter is not None and self.lookup is not None:
+            self.lookup.begin(ctx)
         last_stats = time.perf_counter()
         stop_reason: StopReason = "length"
 
@@ -317,12 +327,16 @@ class SpeculativeDecoder:
     def _note(self, drafter: NgramDrafter | ModelDrafter | None) -> str:
         kind = self._note_kind(drafter)
         if kind is DraftingState.DRAFT_LOAD_FAILED and isinstance(drafter, ModelDrafter):
-            return f"the draft model could not be loaded ({drafter.load_error}): decoding plainly"
+            return f"the draft model could not be loaded ({drafter.load_error}): {self._instead()}"
         if kind is DraftingState.DRAFT_TOO_SLOW:
-            return "the draft model is too slow to help on this machine: decoding plainly"
+            return f"the draft model is too slow to help on this machine: {self._instead()}"
         if kind is DraftingState.SUSPENDED:
             return "drafts stopped paying: decoding plainly for now, trying again soon"
         return ""
+
+    def _instead(self) -> str:
+        """What a reply does without its draft model."""
+        return "decoding plainly" if self.lookup is None else "drafting from the text so far only"
 
     def _draft_llama_s(self) -> float:
         return self.drafter.llama_s if isinstance(self.drafter, ModelDrafter) else 0.0
@@ -344,21 +358,35 @@ class SpeculativeDecoder:
             bucket = NgramDrafter.bucket(match_len)
             k = controller.choose(len(candidates), bucket)
             return Draft(candidates[:k]), bucket
-        k = controller.choose(min(controller.k_max, room), 0)
+        matched: list[int] = []
+        offers: list[tuple[int, int]] = []
+        if self.lookup is not None:
+            matched, match_len = self.lookup.lookup(ctx, min(controller.k_max, room))
+            if matched:
+                offers.append((len(matched), NgramDrafter.bucket(match_len)))
+        unseen = drafter.unseen(ctx)
+        # Loading the model, or reading all it has not seen (the prompt, when it did not read it
+        # during the prefill; what was decoded plainly or drafted by n-gram meanwhile) is a
+        # one-off paid now, within the reply: only where what is left of the reply can repay it.
+        one_off = None
+        if not drafter.loaded or unseen > ModelDrafter.CATCH_UP_TOKENS:
+            one_off = controller.one_off_draft_s(controller.target_read_s(unseen), drafter.loaded)
+        model_pays = one_off is None or controller.pays_back(room, one_off)
+        if self._use_model and (model_pays or not offers):
+            offers.insert(0, (min(controller.k_max, room), 0))
+        k, bucket = controller.choose_among(offers)
         if k <= 0:
             return Draft([]), 0
-        unseen = drafter.unseen(ctx)
-        if not drafter.loaded or unseen > ModelDrafter.CATCH_UP_TOKENS:
-            # Loading the model, or reading all it has not seen (the prompt, when it did not read
-            # it during the prefill; what was decoded plainly meanwhile) is a one-off paid now,
-            # within the reply: only where what is left of the reply can repay it.
-            one_off = controller.one_off_draft_s(controller.target_read_s(unseen), drafter.loaded)
-            if not controller.pays_back(room, one_off) and not (
-                drafter.loaded and controller.probe_affords(one_off)
-            ):
-                # (A probe of a loaded draft model catches up within a bounded loss: otherwise,
-                # after a few plain steps, no probe could ever re-measure it.)
-                return Draft([]), 0
+        if bucket != 0:
+            return Draft(matched[:k]), bucket
+        if (
+            one_off is not None
+            and not model_pays
+            and not (drafter.loaded and controller.probe_affords(one_off))
+        ):
+            # (A probe of a loaded draft model catches up within a bounded loss: otherwise,
+            # after a few plain steps, no probe could ever re-measure it.)
+            return Draft([]), 0
         was_loaded = drafter.loaded
         draft = drafter.propose(ctx, k, params, rng)
         if not was_loaded and drafter.loaded and drafter.load_s is not None:

@@ -388,3 +388,25 @@ def test_a_draft_models_acceptance_carries_into_the_next_process() -> None:
     ngram = DraftLengthController(k_max=16)  # an n-gram match's worth is the text's: carried lightly
     ngram.seed({"step_s": {"1": 0.05}, "acceptance": {"4": [24.0, 24.0]}})
     assert ngram.acceptance(4) < fresh.acceptance(0)
+
+
+def test_beside_a_draft_model_a_long_text_match_drafts_for_free() -> None:
+    # A draft model costing a twentieth of a plain step per token, right 95% of the time; an
+    # n-gram match in the text (bucket 4) that has been right every time costs nothing to draft:
+    # the match wins. A short match that is seldom right (bucket 1) loses to the model.
+    c = seeded(k_max=32, draft_costs_time=True)
+    c.seed({"draft_ratio": 0.05, "acceptance": {"0": [95.0, 100.0], "4": [40.0, 40.0], "1": [1.0, 10.0]}})
+    c.record(0, 0, 0, CPU_VERIFY[1])
+    model = c.expected_rates(32, 0)[1:].max()
+    lookup = c.expected_rates(32, 4)[1:].max()
+    assert lookup > model  # the free drafts are priced free...
+    k, bucket = c.choose_among([(32, 0), (20, 4)])
+    assert bucket == 4 and 0 < k <= 20  # ...and chosen, no longer than the match
+    k, bucket = c.choose_among([(32, 0), (20, 1)])
+    assert bucket == 0 and k > 0
+    # A draft model found too slow to ever pay is not run; the text's drafts still are.
+    c.seed({"draft_ratio": 10.0, "draft_first_ratio": 10.0})
+    assert c.never_pays
+    assert c.choose_among([(32, 0)]) == (0, 0)
+    k, bucket = c.choose_among([(32, 0), (20, 4)])
+    assert bucket == 4 and k > 0

@@ -103,7 +103,7 @@ def test_a_draft_model_known_not_to_pay_is_never_loaded(
     # decoding. The first engine finds that out by measuring (one bounded probe); the second
     # knows it from the cache and never even loads it.
     cache = tmp_path / "costs"
-    first = Engine(config(tiny_target, cache, draft=str(slow_target)))
+    first = Engine(config(tiny_target, cache, draft=str(slow_target), draft_lookup=False))
     try:
         result = generate(first, max_tokens=60)
     finally:
@@ -118,7 +118,7 @@ def test_a_draft_model_known_not_to_pay_is_never_loaded(
     assert data is not None and data["draft_ratio"] is not None
     data["draft_ratio"] = max(data["draft_ratio"], 10.0)
     CostCache(cache).save(key, data)
-    second = Engine(config(tiny_target, cache, draft=str(slow_target)))
+    second = Engine(config(tiny_target, cache, draft=str(slow_target), draft_lookup=False))
     try:
         again = generate(second, max_tokens=60)
         assert second._drafter is not None and not second._drafter.loaded  # type: ignore[union-attr]
@@ -127,6 +127,17 @@ def test_a_draft_model_known_not_to_pay_is_never_loaded(
     assert again.stats.n_drafted == 0
     assert "too slow to help on this machine" in again.stats.note
     assert again.token_ids == result.token_ids
+    # With n-gram drafts from the text beside it (the default), the model is still not loaded,
+    # the reply says so, and the text's own repeats are drafted (this tiny model loops).
+    third = Engine(config(tiny_target, cache, draft=str(slow_target)))
+    try:
+        hybrid = generate(third, max_tokens=60)
+        assert third._drafter is not None and not third._drafter.loaded  # type: ignore[union-attr]
+    finally:
+        third.close()
+    assert hybrid.stats.note.endswith("too slow to help on this machine: drafting from the text so far only")
+    assert hybrid.stats.n_drafted > 0 and hybrid.stats.n_accepted > 0
+    assert hybrid.token_ids == result.token_ids
 
 
 def test_a_short_reply_does_not_wait_for_a_draft_model_it_cannot_repay(
@@ -135,7 +146,7 @@ def test_a_short_reply_does_not_wait_for_a_draft_model_it_cannot_repay(
     # The first engine measures a pair whose draft is far cheaper than its target, including how
     # long the draft model takes to load.
     cache = tmp_path / "costs"
-    first = Engine(config(slow_target, cache, draft=str(tiny_draft)))
+    first = Engine(config(slow_target, cache, draft=str(tiny_draft), draft_lookup=False))
     try:
         result = generate(first, max_tokens=60)
         key = first._cost_key()
@@ -151,7 +162,7 @@ def test_a_short_reply_does_not_wait_for_a_draft_model_it_cannot_repay(
     data["draft_load_s"] = 60.0
     data["draft_ratio"] = 0.05  # a draft that would pay, given time (on a busy machine it may not)
     CostCache(cache).save(key, data)
-    second = Engine(config(slow_target, cache, draft=str(tiny_draft)))
+    second = Engine(config(slow_target, cache, draft=str(tiny_draft), draft_lookup=False))
     try:
         short = generate(second, max_tokens=4)
         assert second._drafter is not None and not second._drafter.loaded  # type: ignore[union-attr]

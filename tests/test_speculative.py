@@ -355,21 +355,27 @@ def test_switching_speculation_mid_conversation_keeps_the_cache(tiny_target: Pat
     assert follow.stats.n_prefilled < follow.stats.n_prompt_tokens
 
 
+@pytest.mark.parametrize("lookup", [False, True])
 def test_a_draft_model_that_cannot_be_loaded_leaves_the_reply_plain(
-    tiny_target: Path, tiny_draft: Path, tmp_path: Path
+    tiny_target: Path, tiny_draft: Path, tmp_path: Path, lookup: bool
 ) -> None:
     # The draft model is loaded when first needed; if that fails (here: the file vanished after
-    # it was checked), the reply goes on without drafts and says why.
+    # it was checked), the reply goes on without the model's drafts and says why (n-gram drafts
+    # from the text, where they are on, go on).
     draft = tmp_path / "draft.gguf"
     draft.write_bytes(tiny_draft.read_bytes())
-    engine = Engine(EngineConfig(str(tiny_target), draft=str(draft), n_ctx=512))
+    engine = Engine(EngineConfig(str(tiny_target), draft=str(draft), n_ctx=512, draft_lookup=lookup))
     draft.unlink()
     try:
         result = run(engine, PROMPTS[0], max_tokens=20)
         plain = run(engine, PROMPTS[0], max_tokens=20, speculate=False)
     finally:
         engine.close()
-    assert result.stats.n_generated == 20 and result.stats.n_drafted == 0
+    assert result.stats.n_generated == 20
     assert result.stats.note.startswith("the draft model could not be loaded (")
+    instead = "drafting from the text so far only" if lookup else "decoding plainly"
+    assert result.stats.note.endswith(instead)
+    if not lookup:
+        assert result.stats.n_drafted == 0
     assert result.stats.note_kind is DraftingState.DRAFT_LOAD_FAILED
     assert result.token_ids == plain.token_ids

@@ -265,6 +265,8 @@ def run_process(
         cmd += ["--seed", str(args.seed)]
     if args.fixed_draft:
         cmd.append("--fixed-draft")
+    if args.model_drafts_only:
+        cmd.append("--model-drafts-only")
     if getattr(args, "gpu_layers", 0):
         cmd += ["--gpu-layers", str(args.gpu_layers)]
     if getattr(args, "rpc", None):

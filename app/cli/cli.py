@@ -52,6 +52,11 @@ def _add_engine_args(p: argparse.ArgumentParser, model_default: str | None) -> N
     p.add_argument(
         "--fixed-draft", action="store_true", help="always draft --draft-max tokens (no adaptation)"
     )
+    p.add_argument(
+        "--model-drafts-only",
+        action="store_true",
+        help="with a draft model: no n-gram drafts from the text beside it",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,6 +161,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
         rpc_servers=_rpc_servers(args),
         draft_max=args.draft_max,
         adaptive=not args.fixed_draft,
+        draft_lookup=not args.model_drafts_only,
         cost_cache_dir=str(cost_cache_dir()),
     )
 
