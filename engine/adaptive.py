@@ -379,31 +379,42 @@ class DraftLengthController:
             k = 1 + int(np.argmax(rates[1:]))
             if rates[k] > rates[0] and (best is None or rates[k] > best[0]):
                 best = float(rates[k]), k, bucket, limit
+        model = next(((n, b) for n, b in offers if self._costs_drafting(b)), None)
         if best is not None:
             _, best_k, bucket, limit = best
-            self._plain_steps = 0
+            if model is not None and not self._costs_drafting(bucket):
+                # The text's drafts win; the draft model is not chosen, and like a plain step
+                # this counts toward its next probe (else its estimates, priors at first, would
+                # never be measured while the text repeats itself).
+                self._plain_steps += 1
+                if self._plain_steps >= self._probe_interval:
+                    return self._probe(*model)
+            else:
+                self._plain_steps = 0
             self._n_spec_steps += 1
             if best_k < limit and self._n_spec_steps % _EXPLORE_EVERY == 0:
                 # Timings are noisy (one slow sample can make a batch size look too dear to
                 # ever try again): now and then try a longer draft and let its cost be measured.
                 return min(limit, 2 * best_k), bucket
             return best_k, bucket
-        available, bucket = offers[0]
-        limit = min(available, self._explore_limit(), self._ramp)
         self._plain_steps += 1
         if self._plain_steps >= self._probe_interval:
             # Acceptance learned from a bad patch would otherwise never be re-measured.
-            self._plain_steps = 0
-            self._probe_interval = min(self._probe_interval * 2, _PROBE_MAX)
-            # A one-token probe re-measures n-gram acceptance for the least: a longer one costs
-            # more verify rows (3 rows cost 3x one on AVX2). A draft model's probe is a reply's
-            # first draft length (it stops where it is unsure): one accepted token at a time
-            # moved its acceptance too slowly to ever draft in a reply (seen: a costly target
-            # whose Q4 draft, 100% accepted at 4 tokens a step, 1.34x, was never run after one
-            # early refusal).
-            self.probing = True
-            return (min(limit, _RAMP_FIRST) if self._costs_drafting(bucket) else 1), bucket
+            return self._probe(*(model or offers[0]))
         return 0, 0
+
+    def _probe(self, available: int, bucket: int) -> tuple[int, int]:
+        """A short draft from an offer not chosen lately, to measure it again."""
+        self._plain_steps = 0
+        self._probe_interval = min(self._probe_interval * 2, _PROBE_MAX)
+        limit = min(available, self._explore_limit(), self._ramp)
+        # A one-token probe re-measures n-gram acceptance for the least: a longer one costs more
+        # verify rows (3 rows cost 3x one on AVX2). A draft model's probe is a reply's first
+        # draft length (it stops where it is unsure): one accepted token at a time moved its
+        # acceptance too slowly to ever draft in a reply (seen: a costly target whose Q4 draft,
+        # 100% accepted at 4 tokens a step, 1.34x, was never run after one early refusal).
+        self.probing = True
+        return (min(limit, _RAMP_FIRST) if self._costs_drafting(bucket) else 1), bucket
 
     def probe_affords(self, one_off_s: float) -> bool:
         """May this step's probe pay a one-off (a loaded draft model reading what was decoded
@@ -470,7 +481,8 @@ class DraftLengthController:
         acc.accepted = _EMA * acc.accepted + n_accepted
         acc.trials = _EMA * acc.trials + n_accepted + (1 if n_accepted < n_drafted else 0)
         rates = self.expected_rates(n_drafted, bucket)
-        if rates[n_drafted] > rates[0]:
+        if rates[n_drafted] > rates[0] and (self._costs_drafting(bucket) or not self.draft_costs_time):
+            # (Beside a draft model, the text's drafts paying says nothing of the model.)
             self._probe_interval = _PROBE_FIRST
         self._guard(n_accepted + 1, self._usual(n_rows, step_s, draft_s))
 

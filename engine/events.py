@@ -54,6 +54,9 @@ class Stats:
     # A draft model's loading and first reading of the prompt (within prefill_s, or decode_s
     # where it was first needed mid-reply).
     draft_catch_up_s: float = 0.0
+    # Of n_drafted and n_accepted: drafts from n-gram matches in the text beside a draft model.
+    n_drafted_text: int = 0
+    n_accepted_text: int = 0
 
     @property
     def acceptance_rate(self) -> float:
@@ -104,6 +107,8 @@ class Stats:
                 round(self.plain_tokens_per_s_est, 2) if self.plain_tokens_per_s_est else None
             ),
             "draft_catch_up_s": round(self.draft_catch_up_s, 4),
+            "n_drafted_text": self.n_drafted_text,
+            "n_accepted_text": self.n_accepted_text,
         }
 
 

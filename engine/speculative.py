@@ -44,6 +44,8 @@ class _Counters:
     n_accepted: int = 0
     n_steps: int = 0
     n_steps_with_draft: int = 0
+    n_drafted_text: int = 0  # drafts from the text beside a draft model
+    n_accepted_text: int = 0
     prefill_s: float = 0.0
     draft_catch_up_s: float = 0.0  # a draft model loading and reading the prompt
     decode_started: float = 0.0
@@ -222,6 +224,8 @@ class SpeculativeDecoder:
                 note_kind=DraftingState.SHORT_REPLY if skipped_note else self._note_kind(drafter),
                 plain_tokens_per_s_est=controller.plain_tokens_per_s if controller is not None else None,
                 draft_catch_up_s=c.draft_catch_up_s,
+                n_drafted_text=c.n_drafted_text,
+                n_accepted_text=c.n_accepted_text,
             )
 
         k = 0
@@ -265,6 +269,9 @@ class SpeculativeDecoder:
             c.n_drafted += k
             c.n_accepted += n_accepted
             c.n_steps_with_draft += k > 0
+            if bucket and isinstance(drafter, ModelDrafter):
+                c.n_drafted_text += k
+                c.n_accepted_text += n_accepted
             overhead = (time.perf_counter() - step_t0) - (
                 target.llama_s + self._draft_llama_s() - llama_step0
             )

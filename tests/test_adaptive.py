@@ -410,3 +410,25 @@ def test_beside_a_draft_model_a_long_text_match_drafts_for_free() -> None:
     assert c.choose_among([(32, 0)]) == (0, 0)
     k, bucket = c.choose_among([(32, 0), (20, 4)])
     assert bucket == 4 and k > 0
+
+
+def test_while_the_text_drafts_the_draft_model_is_still_probed_now_and_then() -> None:
+    # The text repeats itself and its drafts win every step: the draft model, judged on priors
+    # only, would never be measured. It gets a short probe after a few steps, then ever more
+    # rarely (its probes are not reset by the text's drafts paying).
+    c = seeded(k_max=32, draft_costs_time=True)
+    c.seed({"draft_ratio": 0.3, "acceptance": {"4": [40.0, 40.0]}})
+    c.record(0, 0, 0, CPU_VERIFY[1])
+    probes = []
+    for step in range(300):
+        k, bucket = c.choose_among([(32, 0), (20, 4)])
+        if k == 0:  # a plain step now and then keeps the guard's reference fresh
+            c.record(0, 0, 0, CPU_VERIFY[1])
+        elif bucket == 0:
+            assert c.probing and k <= 4
+            probes.append(step)
+            c.record(0, k, 0, 3 * CPU_VERIFY[4], 0.3 * k * CPU_VERIFY[1])  # all rejected
+        else:
+            c.record(bucket, k, k, CPU_VERIFY[16])
+    assert probes and probes[0] < 16
+    assert len(probes) <= 7  # 8, 16, 32, 64, 64, ... steps apart

@@ -46,6 +46,10 @@ WARM_UP_PROMPT = (
     "Original text:\nThe river rises in the hills above the town and runs south to the sea.\n\n"
     "Copy of the original text:\nThe river rises"
 )
+# ...and, with a draft model, first a prompt with nothing to copy: beside a draft model the text's
+# own drafts win on the copy prompt, and a user's first run would have measured the model on
+# fresh text (without it, the cache knows nothing of the model's acceptance).
+WARM_UP_FRESH_PROMPT = "Question: How do bees make honey, and why do they store it?\nAnswer:"
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,8 @@ class PromptResult:
     same_text: bool  # speculative output == plain output, in this process
     same_text_processes: bool | None  # the same across the two `tandem generate` processes
     step_overhead_ms_median: float
+    # With a draft model: the share of accepted drafts that came from n-gram matches in the text.
+    accepted_from_text: float | None
     plain_process_s: float | None  # whole processes, timed from outside (medians)
     spec_process_s: float | None
     lookup_process_s: float | None
@@ -352,10 +358,13 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
     assert config.draft is not None
     # A user's second run: the cost cache and the OS file cache already hold what a first run
     # leaves there. Warm both on a prompt that is not measured.
-    warm = workdir / "warm-up.txt"
+    warm, warm_fresh = workdir / "warm-up.txt", workdir / "warm-up-fresh.txt"
     warm.write_text(WARM_UP_PROMPT, encoding="utf-8")
-    for draft in ("none", config.draft):
-        run_process(config.target_path, draft, str(warm), 64, args, env)
+    warm_fresh.write_text(WARM_UP_FRESH_PROMPT, encoding="utf-8")
+    run_process(config.target_path, "none", str(warm), 64, args, env)
+    if not is_ngram:
+        run_process(config.target_path, config.draft, str(warm_fresh), 64, args, env)
+    run_process(config.target_path, config.draft, str(warm), 64, args, env)
     if costs.is_dir():
         shutil.copytree(costs, snapshot)
     engine = Engine(config)
@@ -423,6 +432,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                 same_text=a.token_ids == b.token_ids,
                 same_text_processes=same_processes,
                 step_overhead_ms_median=s.step_overhead_ms_median,
+                accepted_from_text=(
+                    s.n_accepted_text / s.n_accepted if s.n_accepted and s.speculation == "draft" else None
+                ),
                 plain_process_s=_median([x.wall_s for x in proc_plain]),
                 spec_process_s=_median([x.wall_s for x in proc_spec]),
                 lookup_process_s=_median([x.wall_s for x in proc_lookup]),
@@ -444,7 +456,10 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                 extra += f"; whole process x{r.process_speedup:.2f}"
             print(
                 f"{p.name:16s} plain {r.plain_tokens_per_s:6.1f}  spec {r.spec_tokens_per_s:6.1f} tok/s"
-                f"  x{r.speedup:.2f}{extra}  accepted {r.acceptance_rate:.0%}",
+                f"  x{r.speedup:.2f}{extra}  accepted {r.acceptance_rate:.0%}"
+                + (
+                    f" ({r.accepted_from_text:.0%} from the text)" if r.accepted_from_text is not None else ""
+                ),
                 file=log,
             )
         restore_costs()
@@ -533,8 +548,9 @@ def to_markdown(report: dict[str, object]) -> str:
         "## Decode (tokens/s once the prompt is in)",
         "",
         "| prompt | set | plain | spec | speedup | ceiling | of ceiling | llama-cpp-python lookup "
-        "| spec/it | llama-lookup | spec/it | accepted | llama-lookup accepted | mean accepted | same text |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| spec/it | llama-lookup | spec/it | accepted | llama-lookup accepted | mean accepted "
+        "| accepted from the text | same text |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     same = {True: "yes", False: "NO", None: "—"}
     for r in prompts:
@@ -544,7 +560,8 @@ def to_markdown(report: dict[str, object]) -> str:
             f"{_fmt(r['peer_tokens_per_s'], '.1f')} | {_fmt(r['vs_peer'], '.2f', 'x')} | "
             f"{_fmt(r['lookup_tokens_per_s'], '.1f')} | {_fmt(r['vs_lookup'], '.2f', 'x')} | "
             f"{r['acceptance_rate']:.0%} | {_fmt(r['lookup_acceptance'], '.0%')} | "
-            f"{r['mean_accepted_length']:.1f} | {same[r['same_text']]} |"
+            f"{r['mean_accepted_length']:.1f} | {_fmt(r.get('accepted_from_text'), '.0%')} | "
+            f"{same[r['same_text']]} |"
         )
     batch_ms = [r.get("batch_ms") or {} for r in prompts]
     sizes = sorted({int(n) for b in batch_ms for n in b})
