@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-FORMAT = 2  # 2: the draft model's prefill cost ratio
+FORMAT = 3  # 2: the draft model's prefill cost ratio; 3: n-gram bucket 5 (copying) apart from 4
 
 
 def file_identity(path: str) -> str:

@@ -39,10 +39,24 @@ class Draft:
 class NgramDrafter:
     kind = "ngram"
 
+    # A match is extended backwards past max_ngram up to this length, to tell text being copied
+    # (a long stretch equal to an earlier one) from a phrase that recurs (5-15 tokens).
+    COPY_MATCH = 16
+    COPY_START = 4  # ...or this long, where it covers all of the reply so far
+
     @staticmethod
     def bucket(match_len: int) -> int:
-        """Acceptance statistics are kept per class of match length: longer matches draft better."""
-        return 1 if match_len <= 1 else 2 if match_len == 2 else 3 if match_len <= 4 else 4
+        """Acceptance statistics are kept per class of match length: longer matches draft better.
+        Bucket 5 is copying (16 tokens or more matched): nearly always right, where a recurring
+        phrase of 5-15 tokens (bucket 4) often continues otherwise in fresh text. Kept apart, a
+        copy's acceptance no longer makes fresh text's phrase repeats look safe to draft."""
+        if match_len <= 1:
+            return 1
+        if match_len == 2:
+            return 2
+        if match_len <= 4:
+            return 3
+        return 4 if match_len < NgramDrafter.COPY_MATCH else 5
 
     def __init__(self, max_ngram: int = 8) -> None:
         self.max_ngram = max_ngram
@@ -50,6 +64,7 @@ class NgramDrafter:
         self._index: list[dict[tuple[int, ...], int]] = [{} for _ in range(max_ngram + 1)]
         self._ctx: list[int] = []
         self._n_indexed = 0  # n-grams ending before this position are indexed
+        self._reply_start = 0  # where this generation's own text starts in ctx
 
     def begin(self, ctx: list[int]) -> None:
         """Start a generation: index the prompt (kept when it extends the last context)."""
@@ -57,6 +72,7 @@ class NgramDrafter:
             self._index = [{} for _ in range(self.max_ngram + 1)]
             self._n_indexed = 0
         self._ctx = ctx
+        self._reply_start = len(ctx)
 
     def _index_upto(self, end: int) -> None:
         ctx = self._ctx
@@ -74,6 +90,13 @@ class NgramDrafter:
         for n in range(min(self.max_ngram, end - 1), 0, -1):
             e = self._index[n].get(tuple(ctx[end - n :]))
             if e is not None:
+                if n == self.max_ngram:  # how far back does the match go?
+                    while n < self.COPY_MATCH and e - 1 - n >= 0 and ctx[e - 1 - n] == ctx[end - 1 - n]:
+                        n += 1
+                if self.COPY_START <= n < self.COPY_MATCH and end - n <= self._reply_start:
+                    # Everything this reply has said so far continues an earlier stretch: a reply
+                    # that starts by copying is copying, before it is 16 tokens long.
+                    n = self.COPY_MATCH
                 return ctx[e : min(e + k_max, end)], n
         return [], 0
 

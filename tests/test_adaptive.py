@@ -20,19 +20,19 @@ def seeded(**kw: object) -> DraftLengthController:
 
 def test_the_first_step_is_plain_to_measure_the_reference() -> None:
     c = seeded(k_max=32)
-    assert c.choose(available=32, bucket=4) == 0
-    c.record(4, 0, 0, CPU_VERIFY[1])
-    assert c.choose(available=32, bucket=4) > 0
+    assert c.choose(available=32, bucket=5) == 0
+    c.record(5, 0, 0, CPU_VERIFY[1])
+    assert c.choose(available=32, bucket=5) > 0
 
 
 def test_long_drafts_when_everything_is_accepted() -> None:
     c = seeded(k_max=32)
-    c.record(4, 0, 0, CPU_VERIFY[1])
+    c.record(5, 0, 0, CPU_VERIFY[1])
     for _ in range(10):
-        k = c.choose(available=32, bucket=4)
-        c.record(4, k, k, CPU_VERIFY.get(k + 1, 0.1))
-    assert c.acceptance(4) > 0.95
-    assert c.choose(available=32, bucket=4) >= 16
+        k = c.choose(available=32, bucket=5)
+        c.record(5, k, k, CPU_VERIFY.get(k + 1, 0.1))
+    assert c.acceptance(5) > 0.95
+    assert c.choose(available=32, bucket=5) >= 16
 
 
 def test_falls_back_to_plain_when_drafts_are_rejected() -> None:
@@ -94,9 +94,9 @@ def test_unmeasured_lengths_are_explored_by_doubling() -> None:
     c = DraftLengthController(k_max=64)
     lengths = []
     for _ in range(12):
-        k = c.choose(available=64, bucket=4)
+        k = c.choose(available=64, bucket=5)
         lengths.append(k)
-        c.record(4, k, k, 0.02 * (1 + 0.1 * k))
+        c.record(5, k, k, 0.02 * (1 + 0.1 * k))
     assert lengths[0] == 0
     assert all(b <= 2 * max(1, a + 1) for a, b in zip(lengths, lengths[1:]))
     assert max(lengths) >= 30
@@ -161,19 +161,19 @@ def test_one_stalled_step_does_not_suspend_a_drafter_that_pays() -> None:
     # (another program had the cores). Plain decoding would have stalled as long: the drafter
     # stays on. The same stall every step is not a stall but the cost, and suspends it.
     c = seeded(k_max=32)
-    c.record(4, 0, 0, CPU_VERIFY[1])
-    k = c.choose(available=32, bucket=4)
-    c.record(4, k, k, c.verify_cost(k + 1))
-    c.record(4, 1, 1, 1.7)
+    c.record(5, 0, 0, CPU_VERIFY[1])
+    k = c.choose(available=32, bucket=5)
+    c.record(5, k, k, c.verify_cost(k + 1))
+    c.record(5, 1, 1, 1.7)
     for _ in range(20):
-        k = c.choose(available=32, bucket=4)
+        k = c.choose(available=32, bucket=5)
         assert k > 0
-        c.record(4, k, k, c.verify_cost(k + 1))
+        c.record(5, k, k, c.verify_cost(k + 1))
     assert c.n_suspensions == 0
     slow = seeded(k_max=32)
-    slow.record(4, 0, 0, CPU_VERIFY[1])
+    slow.record(5, 0, 0, CPU_VERIFY[1])
     for _ in range(5):
-        slow.record(4, 1, 1, 1.7)
+        slow.record(5, 1, 1, 1.7)
     assert slow.n_suspensions >= 1
 
 
@@ -181,20 +181,20 @@ def test_after_a_suspension_a_failing_probe_costs_a_few_tokens_not_a_whole_budge
     # Steps that lose half a plain token each: the first suspension takes the whole loss budget
     # (16 plain tokens' worth); after it, the probe may lose only 2 more before the next one.
     c = seeded(k_max=16)
-    c.record(4, 0, 0, CPU_VERIFY[1])
+    c.record(5, 0, 0, CPU_VERIFY[1])
     losing = CPU_VERIFY[1] * 1.5  # one draft, rejected: 1 token for 1.5 plain steps
 
     def steps_to_suspension() -> int:
         before, n = c.n_suspensions, 0
         while c.n_suspensions == before:
-            c.record(4, 1, 0, losing)
+            c.record(5, 1, 0, losing)
             n += 1
             assert n < 100
         return n
 
     assert steps_to_suspension() >= 32
     while c.suspended:
-        assert c.choose(available=16, bucket=4) == 0
+        assert c.choose(available=16, bucket=5) == 0
     assert steps_to_suspension() <= 5
 
 
@@ -324,19 +324,19 @@ def test_a_reply_starts_with_short_drafts_until_one_is_accepted_whole() -> None:
     # Acceptance learned elsewhere (here: everything accepted before) may not hold for this reply:
     # its first draft is short, and drafts grow once one is accepted whole.
     c = seeded(k_max=64)
-    c.seed({"step_s": {}, "acceptance": {"4": [50.0, 50.0]}})
-    c.record(4, 0, 0, CPU_VERIFY[1])
+    c.seed({"step_s": {}, "acceptance": {"5": [50.0, 50.0]}})
+    c.record(5, 0, 0, CPU_VERIFY[1])
     c.begin_reply()
     lengths = []
     for _ in range(4):
-        k = c.choose(available=64, bucket=4)
+        k = c.choose(available=64, bucket=5)
         lengths.append(k)
-        c.record(4, k, k, CPU_VERIFY.get(k + 1, 0.1))
+        c.record(5, k, k, CPU_VERIFY.get(k + 1, 0.1))
     assert lengths[0] <= 4
     assert lengths == sorted(lengths) and lengths[-1] >= 4 * lengths[0]
     # A rejection early on falls back to short drafts; a new reply starts short again.
     c.begin_reply()
-    assert c.choose(available=64, bucket=4) <= 4
+    assert c.choose(available=64, bucket=5) <= 4
 
 
 def test_a_draft_model_found_too_slow_is_measured_again_now_and_then() -> None:
@@ -358,10 +358,10 @@ def test_short_drafts_accepted_whole_release_the_limit_whatever_their_length() -
     # Where a 3-row verify costs more than a 4-row one (AVX2), the
     # model may draft 3 or fewer: those accepted whole must still end the reply's short start.
     c = seeded(k_max=32)
-    c.record(4, 0, 0, CPU_VERIFY[1])
+    c.record(5, 0, 0, CPU_VERIFY[1])
     c.begin_reply()
     for _ in range(2):
-        c.record(4, 2, 2, CPU_VERIFY[4])
+        c.record(5, 2, 2, CPU_VERIFY[4])
     assert c._ramp == 32
 
 
@@ -392,24 +392,24 @@ def test_a_draft_models_acceptance_carries_into_the_next_process() -> None:
 
 def test_beside_a_draft_model_a_long_text_match_drafts_for_free() -> None:
     # A draft model costing a twentieth of a plain step per token, right 95% of the time; an
-    # n-gram match in the text (bucket 4) that has been right every time costs nothing to draft:
+    # n-gram match in the text (bucket 5) that has been right every time costs nothing to draft:
     # the match wins. A short match that is seldom right (bucket 1) loses to the model.
     c = seeded(k_max=32, draft_costs_time=True)
-    c.seed({"draft_ratio": 0.05, "acceptance": {"0": [95.0, 100.0], "4": [40.0, 40.0], "1": [1.0, 10.0]}})
+    c.seed({"draft_ratio": 0.05, "acceptance": {"0": [95.0, 100.0], "5": [40.0, 40.0], "1": [1.0, 10.0]}})
     c.record(0, 0, 0, CPU_VERIFY[1])
     model = c.expected_rates(32, 0)[1:].max()
-    lookup = c.expected_rates(32, 4)[1:].max()
+    lookup = c.expected_rates(32, 5)[1:].max()
     assert lookup > model  # the free drafts are priced free...
-    k, bucket = c.choose_among([(32, 0), (20, 4)])
-    assert bucket == 4 and 0 < k <= 20  # ...and chosen, no longer than the match
+    k, bucket = c.choose_among([(32, 0), (20, 5)])
+    assert bucket == 5 and 0 < k <= 20  # ...and chosen, no longer than the match
     k, bucket = c.choose_among([(32, 0), (20, 1)])
     assert bucket == 0 and k > 0
     # A draft model found too slow to ever pay is not run; the text's drafts still are.
     c.seed({"draft_ratio": 10.0, "draft_first_ratio": 10.0})
     assert c.never_pays
     assert c.choose_among([(32, 0)]) == (0, 0)
-    k, bucket = c.choose_among([(32, 0), (20, 4)])
-    assert bucket == 4 and k > 0
+    k, bucket = c.choose_among([(32, 0), (20, 5)])
+    assert bucket == 5 and k > 0
 
 
 def test_while_the_text_drafts_the_draft_model_is_still_probed_now_and_then() -> None:
@@ -417,11 +417,11 @@ def test_while_the_text_drafts_the_draft_model_is_still_probed_now_and_then() ->
     # only, would never be measured. It gets a short probe after a few steps, then ever more
     # rarely (its probes are not reset by the text's drafts paying).
     c = seeded(k_max=32, draft_costs_time=True)
-    c.seed({"draft_ratio": 0.3, "acceptance": {"4": [40.0, 40.0]}})
+    c.seed({"draft_ratio": 0.3, "acceptance": {"5": [40.0, 40.0]}})
     c.record(0, 0, 0, CPU_VERIFY[1])
     probes = []
     for step in range(300):
-        k, bucket = c.choose_among([(32, 0), (20, 4)])
+        k, bucket = c.choose_among([(32, 0), (20, 5)])
         if k == 0:  # a plain step now and then keeps the guard's reference fresh
             c.record(0, 0, 0, CPU_VERIFY[1])
         elif bucket == 0:

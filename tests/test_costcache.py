@@ -137,6 +137,9 @@ def test_a_draft_model_known_not_to_pay_is_never_loaded(
         third.close()
     assert hybrid.stats.note.endswith("too slow to help on this machine: drafting from the text so far only")
     assert hybrid.stats.n_drafted > 0 and hybrid.stats.n_accepted > 0
+    # ...every one of them from the text, and counted as such.
+    assert hybrid.stats.n_drafted_text == hybrid.stats.n_drafted
+    assert hybrid.stats.n_accepted_text == hybrid.stats.n_accepted
     assert hybrid.token_ids == result.token_ids
 
 

@@ -1,0 +1,65 @@
+"""The n-gram drafter: what it proposes, and how long a match it reports (its acceptance bucket)."""
+
+from __future__ import annotations
+
+from engine.drafters import NgramDrafter
+
+
+def test_the_latest_earlier_match_proposes_what_followed_it() -> None:
+    d = NgramDrafter()
+    ctx = [1, 2, 3, 9, 9, 1, 2, 3, 7, 7, 5, 1, 2, 3]
+    d.begin(ctx)
+    draft, match_len = d.lookup(ctx, 4)
+    assert draft == [7, 7, 5, 1] and match_len == 3  # the later [1, 2, 3], not the first
+    assert NgramDrafter.bucket(match_len) == 3
+
+
+def test_copying_is_told_from_a_recurring_phrase() -> None:
+    # A phrase of 8 tokens seen before (max_ngram) in fresh text, and the same 8 tokens at the
+    # end of a 30-token stretch being copied: the lookup reports how far the match really goes,
+    # so their acceptance is kept apart (bucket 4 and bucket 5).
+    phrase = list(range(100, 108))
+    prompt = [1, 2, *phrase, 50, 51]
+    fresh = [*prompt, 60, 61, *phrase]  # the reply: 60, 61, then the phrase again
+    d = NgramDrafter()
+    d.begin(prompt)
+    draft, match_len = d.lookup(fresh, 8)
+    assert draft[:2] == [50, 51] and match_len == 8 and NgramDrafter.bucket(match_len) == 4
+    source = list(range(200, 230)) + phrase + [70, 71, 72]
+    copy = [*source, 0, *source[: len(source) - 3]]
+    d = NgramDrafter()
+    d.begin(copy[: len(source) + 1])
+    draft, match_len = d.lookup(copy, 8)
+    assert draft == [70, 71, 72, 0, 200, 201, 202, 203]
+    assert match_len == NgramDrafter.COPY_MATCH and NgramDrafter.bucket(match_len) == 5
+    # A match that reaches the start of the text stops there.
+    short = [*phrase, 0, 1, *phrase]
+    d = NgramDrafter()
+    d.begin(short[:9])
+    assert d.lookup(short, 4)[1] == 8
+
+
+def test_a_reply_that_starts_by_copying_is_copying_from_its_first_tokens() -> None:
+    source = list(range(200, 240))
+    prompt = [1, 2, 3, *source, 4, 5]
+    d = NgramDrafter()
+    d.begin(prompt)
+    reply = prompt + source[:3]  # the reply so far: 3 tokens, the start of the source
+    draft, match_len = d.lookup(reply, 4)
+    assert draft == source[3:7] and NgramDrafter.bucket(match_len) < 5  # too short to tell
+    reply = prompt + source[:5]
+    assert NgramDrafter.bucket(d.lookup(reply, 4)[1]) == 5
+    # The same 5 tokens in the middle of a reply (after other text) are a recurring phrase.
+    reply = [*prompt, 90, 91, 92, *source[:5]]
+    assert NgramDrafter.bucket(d.lookup(reply, 4)[1]) == 4
+
+
+def test_a_reply_that_goes_on_copying_where_its_prompt_began_is_copying() -> None:
+    # The prompt itself starts the copy (its last 6 tokens are the source's first); the reply's
+    # first 3 tokens go on with it: 9 tokens matched, all of the reply among them.
+    source = list(range(200, 240))
+    prompt = [1, 2, 3, *source, 4, 5, *source[:6]]
+    d = NgramDrafter()
+    d.begin(prompt)
+    draft, match_len = d.lookup(prompt + source[6:9], 4)
+    assert draft == source[9:13] and NgramDrafter.bucket(match_len) == 5
