@@ -96,7 +96,8 @@ bench: setup
 	$(BENCH) --model default --draft ngram --max-tokens 32 --sets qa,writing --no-peer --no-lookup --turns 0 --out bench-ngram-short.md
 	$(BENCH) --model default-f16 --draft default --max-tokens 128 --sets copy,qa,writing --turns 0 --out bench-draft-cannot-pay.md
 	$(BENCH) --model default-f16 --draft default --max-tokens 128 --sets copy,qa,writing --turns 0 --temperature 0.8 --out bench-draft-cannot-pay-t08.md
-	$(BENCH) --model default-costly --draft default --max-tokens 512 --sets copy,qa --turns 0 --out bench-draft-can-pay.md
+	$(BENCH) --model default-costly --draft default --max-tokens 512 --sets copy,qa,writing --turns 0 --out bench-draft-can-pay.md
+	$(BENCH) --model default-costly --draft default --max-tokens 512 --sets copy,qa --turns 0 --model-drafts-only --out bench-draft-can-pay-model-only.md
 	$(BENCH) --model default-costly --draft default --max-tokens 512 --sets copy,qa --turns 0 --temperature 0.8 --out bench-draft-can-pay-t08.md
 	$(BENCH) --model default-costly --draft default --max-tokens 32 --sets qa,writing --turns 0 --out bench-draft-short.md
 	-test -f tools/bench_gui.py && QT_QPA_PLATFORM=offscreen $(PY) -m tools.bench_gui
