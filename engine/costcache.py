@@ -71,6 +71,15 @@ def cost_key(
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
 
 
+PAIRING_RULES = 1  # bump when engine.pairing's rules change: known-good pairs are checked again
+
+
+def pair_key(target_path: str, draft_path: str) -> str:
+    """A target/draft pair as the cache knows it: both files as they are now, and the rules."""
+    parts = [PAIRING_RULES, file_identity(target_path), file_identity(draft_path)]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:24]
+
+
 def _valid(data: Any) -> bool:
     """The shape DraftLengthController.export writes, with sane numbers."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -134,3 +143,12 @@ class CostCache:
             except OSError:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
+
+    def knows_compatible(self, pair: str) -> bool:
+        """Was this pair (a pair_key) checked and found compatible before?"""
+        return (self.directory / f"pair-{pair}.ok").is_file()
+
+    def remember_compatible(self, pair: str) -> None:
+        with contextlib.suppress(OSError):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            (self.directory / f"pair-{pair}.ok").touch()

@@ -75,7 +75,8 @@ class GGUFInfo:
     architecture: str
     metadata: dict[str, Any]
     tensors: tuple[TensorInfo, ...] = field(repr=False)
-    tokens: tuple[str, ...] = field(repr=False, default=())
+    tokens: tuple[str, ...] = field(repr=False, default=())  # empty when read without them
+    vocab_size: int = 0
 
     @property
     def name(self) -> str:
@@ -129,7 +130,7 @@ class GGUFInfo:
 
     @property
     def n_vocab(self) -> int:
-        return len(self.tokens)
+        return len(self.tokens) or self.vocab_size
 
 
 _U64 = struct.Struct("<Q")
@@ -227,8 +228,12 @@ class _SkippedArray:
 _KEPT_ARRAYS = {"tokenizer.ggml.tokens", "tokenizer.ggml.token_type"}
 
 
-def read_gguf_info(path: str | os.PathLike[str], check_architecture: bool = True) -> GGUFInfo:
+def read_gguf_info(
+    path: str | os.PathLike[str], check_architecture: bool = True, with_tokens: bool = True
+) -> GGUFInfo:
     """Read a GGUF file's header, metadata and tensor table, and check the file is whole.
+    with_tokens=False skips decoding the vocabulary's texts (a third of the time with 262k of
+    them; n_vocab is still known): for a draft model whose pairing is already known good.
 
     Raises a ModelFileError subclass with a sentence a user can act on.
     """
@@ -245,10 +250,10 @@ def read_gguf_info(path: str | os.PathLike[str], check_architecture: bool = True
         if head != GGUF_MAGIC:
             raise NotGGUFError(f"{p} is not a GGUF model file (it starts with {head!r}, not b'GGUF')")
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            return _parse(buf, p, size, check_architecture)
+            return _parse(buf, p, size, check_architecture, with_tokens)
 
 
-def _parse(buf: mmap.mmap, p: Path, size: int, check_architecture: bool) -> GGUFInfo:
+def _parse(buf: mmap.mmap, p: Path, size: int, check_architecture: bool, with_tokens: bool) -> GGUFInfo:
     r = _Reader(buf, p)
     r.pos = 4
     version = r.scalar("<I", "header")
@@ -263,7 +268,8 @@ def _parse(buf: mmap.mmap, p: Path, size: int, check_architecture: bool) -> GGUF
     for _ in range(n_kv):
         key = r.string("metadata")
         type_id = r.scalar("<I", "metadata")
-        metadata[key] = r.value(type_id, "metadata", keep_array=key in _KEPT_ARRAYS)
+        keep = key in _KEPT_ARRAYS and (with_tokens or key != "tokenizer.ggml.tokens")
+        metadata[key] = r.value(type_id, "metadata", keep_array=keep)
     tensors: list[TensorInfo] = []
     sizes = _quant_sizes()
     for _ in range(n_tensors):
@@ -305,4 +311,5 @@ def _parse(buf: mmap.mmap, p: Path, size: int, check_architecture: bool) -> GGUF
         metadata=metadata,
         tensors=tuple(tensors),
         tokens=tuple(tokens) if isinstance(tokens, list) else (),
+        vocab_size=len(tokens),
     )

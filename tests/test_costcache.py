@@ -10,6 +10,7 @@ import pytest
 
 from engine.config import EngineConfig, SamplingParams
 from engine.costcache import CostCache, cost_key
+from engine.errors import IncompatiblePairError
 from engine.events import DraftingState, Finished
 from engine.session import Engine
 
@@ -175,3 +176,27 @@ def test_a_short_reply_does_not_wait_for_a_draft_model_it_cannot_repay(
     assert "cannot repay loading the draft model" in short.stats.note
     assert short.stats.note_kind is DraftingState.SHORT_REPLY
     assert short.token_ids == result.token_ids[: len(short.token_ids)]
+
+
+def test_a_pair_found_compatible_is_not_checked_again_until_a_file_changes(
+    tiny_target: Path, tiny_draft: Path, tiny_incompatible: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "costs"
+    draft = tmp_path / "draft.gguf"
+    draft.write_bytes(tiny_draft.read_bytes())
+    first = Engine(config(tiny_target, cache, draft=str(draft)))
+    try:
+        assert first.info_draft is not None and first.info_draft.tokens  # read and checked
+        n_vocab = first.info_draft.n_vocab
+    finally:
+        first.close()
+    second = Engine(config(tiny_target, cache, draft=str(draft)))
+    try:  # known good: the draft's vocabulary texts are not read again
+        assert second.info_draft is not None and not second.info_draft.tokens
+        assert second.info_draft.n_vocab == n_vocab
+    finally:
+        second.close()
+    # Another file in the same place (another size and time): checked again, and refused.
+    draft.write_bytes(tiny_incompatible.read_bytes())
+    with pytest.raises(IncompatiblePairError, match="text of token"):
+        Engine(config(tiny_target, cache, draft=str(draft)))
