@@ -379,7 +379,7 @@ class SpeculativeDecoder:
         if not drafter.loaded or unseen > ModelDrafter.CATCH_UP_TOKENS:
             one_off = controller.one_off_draft_s(controller.target_read_s(unseen), drafter.loaded)
         model_pays = one_off is None or controller.pays_back(room, one_off)
-        if self._use_model and (model_pays or not offers):
+        if self._use_model and drafter.load_error is None and (model_pays or not offers):
             offers.insert(0, (min(controller.k_max, room), 0))
         k, bucket = controller.choose_among(offers)
         if k <= 0:
