@@ -246,8 +246,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
             print(
                 f"[{s.speculation}] {s.n_generated} tokens, {s.decode_tokens_per_s:.1f} tok/s decode, "
                 f"{s.prefill_tokens_per_s:.1f} tok/s prefill ({s.n_prompt_tokens} prompt tokens), "
-                f"drafted {s.n_drafted}, accepted {s.n_accepted} ({s.acceptance_rate:.0%}), "
-                f"stop: {finished.stop_reason}",
+                f"drafted {s.n_drafted}, accepted {s.n_accepted} ({s.acceptance_rate:.0%})"
+                + (f", {s.n_accepted_text} of them from the text" if s.n_accepted_text else "")
+                + f", stop: {finished.stop_reason}",
                 file=sys.stderr,
             )
     finally:
