@@ -144,11 +144,14 @@ class CostCache:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
 
+    def _pair_path(self, pair: str) -> Path:
+        return self.directory / f"pair-{pair}.ok"
+
     def knows_compatible(self, pair: str) -> bool:
         """Was this pair (a pair_key) checked and found compatible before?"""
-        return (self.directory / f"pair-{pair}.ok").is_file()
+        return self._pair_path(pair).is_file()
 
     def remember_compatible(self, pair: str) -> None:
         with contextlib.suppress(OSError):
             self.directory.mkdir(parents=True, exist_ok=True)
-            (self.directory / f"pair-{pair}.ok").touch()
+            self._pair_path(pair).touch()

@@ -8,6 +8,7 @@ benchmarks, the tests. Files are checked (engine.gguf_info) and pairs matched
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -75,7 +76,7 @@ class Engine:
         if draft in (None, "", "none"):
             self._save_costs()
             self._close_draft()
-            self._drafter, self._controller, self.info_draft = None, None, None
+            self._drafter, self._controller, self.info_draft, self._lookup = None, None, None, None
             return
         if not self.target.can_roll_back:
             raise TandemError(
@@ -86,7 +87,7 @@ class Engine:
         if draft == "ngram":
             self._save_costs()
             self._close_draft()
-            self._drafter, self.info_draft = NgramDrafter(), None
+            self._drafter, self.info_draft, self._lookup = NgramDrafter(), None, None
             self._controller = DraftLengthController(k_max, self.config.adaptive)
             self._seed_costs()
             return
@@ -118,10 +119,11 @@ class Engine:
         compatible before (both files unchanged since) is not checked again, and the draft's
         vocabulary texts are not read (0.1 s of every start with a 262k vocabulary)."""
         cache = CostCache(self.config.cost_cache_dir) if self.config.cost_cache_dir else None
-        try:
-            pair = pair_key(str(self.info_target.path), os.path.expanduser(draft))
-        except OSError:  # a missing draft: read_gguf_info says so in a sentence
-            pair = None
+        pair = None
+        if cache is not None:
+            # (A missing draft has no identity: read_gguf_info then says so in a sentence.)
+            with contextlib.suppress(OSError):
+                pair = pair_key(str(self.info_target.path), os.path.expanduser(draft))
         known = cache is not None and pair is not None and cache.knows_compatible(pair)
         info = read_gguf_info(draft, with_tokens=not known)
         if not known:
