@@ -371,16 +371,18 @@ class SpeculativeDecoder:
             matched, match_len = self.lookup.lookup(ctx, min(controller.k_max, room))
             if matched:
                 offers.append((len(matched), NgramDrafter.bucket(match_len)))
-        unseen = drafter.unseen(ctx)
-        # Loading the model, or reading all it has not seen (the prompt, when it did not read it
-        # during the prefill; what was decoded plainly or drafted by n-gram meanwhile) is a
-        # one-off paid now, within the reply: only where what is left of the reply can repay it.
-        one_off = None
-        if not drafter.loaded or unseen > ModelDrafter.CATCH_UP_TOKENS:
-            one_off = controller.one_off_draft_s(controller.target_read_s(unseen), drafter.loaded)
-        model_pays = one_off is None or controller.pays_back(room, one_off)
-        if self._use_model and drafter.load_error is None and (model_pays or not offers):
-            offers.insert(0, (min(controller.k_max, room), 0))
+        one_off, model_pays = None, False
+        if self._use_model and drafter.load_error is None:
+            # Loading the model, or reading all it has not seen (the prompt, when it did not read
+            # it during the prefill; what was decoded plainly or drafted by n-gram meanwhile) is
+            # a one-off paid now, within the reply: only where what is left of the reply can
+            # repay it.
+            unseen = drafter.unseen(ctx)
+            if not drafter.loaded or unseen > ModelDrafter.CATCH_UP_TOKENS:
+                one_off = controller.one_off_draft_s(controller.target_read_s(unseen), drafter.loaded)
+            model_pays = one_off is None or controller.pays_back(room, one_off)
+            if model_pays or not offers:
+                offers.insert(0, (min(controller.k_max, room), 0))
         k, bucket = controller.choose_among(offers)
         if k <= 0:
             return Draft([]), 0
