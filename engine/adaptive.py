@@ -29,7 +29,9 @@ _EMA = 0.85  # weight of history in every running estimate
 # Before anything is measured: a draft model is usually right; an n-gram match is as good as it
 # is long (bucket = NgramDrafter.bucket(match length)). Optimistic on purpose: one rejected
 # draft corrects the estimate, while a pessimistic prior would never try.
-_PRIOR_ACCEPT = {0: 0.7, 1: 0.3, 2: 0.5, 3: 0.7, 4: 0.8, 5: 0.95}
+# Buckets 6 and 7 are matches in earlier replies (engine.reply_memory): a phrase, and 16 tokens or
+# more (a reply being given again).
+_PRIOR_ACCEPT = {0: 0.7, 1: 0.3, 2: 0.5, 3: 0.7, 4: 0.8, 5: 0.95, 6: 0.5, 7: 0.9}
 _PRIOR_WEIGHT = 2.0
 _PRIOR_SLOPE = 0.05  # extra cost of one more unmeasured row in a verify batch, relative
 _PRIOR_DRAFT_COST = 0.2  # a draft model's decode, relative to a plain step, until measured
@@ -208,7 +210,7 @@ class DraftLengthController:
 
     def _costs_drafting(self, bucket: int) -> bool:
         """Does drafting from this bucket cost decodes (a draft model's, bucket 0)? n-gram
-        matches (buckets 1-5) are free, also beside a draft model."""
+        matches (buckets 1-7) are free, also beside a draft model."""
         return self.draft_costs_time and bucket == 0
 
     def refusal_rate(self) -> float:
@@ -344,9 +346,10 @@ class DraftLengthController:
         """The draft length for this step and the bucket of the offer it drafts from.
 
         offers: (tokens available, bucket) per drafter that can draft now. With a draft model,
-        bucket 0 is the model and buckets 1-5 are n-gram matches in the text so far, which cost
-        nothing to draft (llama.cpp, too, asks its n-gram drafters before a draft model): the
-        offer with the higher expected tokens per second wins. (0, bucket) is a plain step."""
+        bucket 0 is the model and buckets 1-7 are n-gram matches in the text so far or in earlier
+        replies, which cost nothing to draft (llama.cpp, too, asks its n-gram drafters before a
+        draft model): the offer with the higher expected tokens per second wins. (0, bucket) is a
+        plain step."""
         self.probing = False
         offers = [(min(n, self.k_max), b) for n, b in offers if n > 0]
         if not offers:

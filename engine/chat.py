@@ -412,6 +412,7 @@ def generate_reply(
     stop: Sequence[str] = (),
     cancel: Any = None,
     speculate: bool | None = None,
+    use_memory: bool = True,
 ) -> Iterator[Event]:
     """engine.generate for a chat reply: a base model's reply ends at a new speaker line.
     A ChatPrompt is decoded from its tokens (not tokenized again)."""
@@ -421,12 +422,24 @@ def generate_reply(
     if engine.has_chat_template:
         return iter(
             engine.generate(
-                prompt, params, max_tokens=max_tokens, stop=stop, cancel=cancel, speculate=speculate
+                prompt,
+                params,
+                max_tokens=max_tokens,
+                stop=stop,
+                cancel=cancel,
+                speculate=speculate,
+                use_memory=use_memory,
             )
         )
     flag = _StopEvent(cancel)
     events = engine.generate(
-        prompt, params, max_tokens=max_tokens, stop=stop, cancel=flag, speculate=speculate
+        prompt,
+        params,
+        max_tokens=max_tokens,
+        stop=stop,
+        cancel=flag,
+        speculate=speculate,
+        use_memory=use_memory,
     )
     marker = transcript_marker(text) if isinstance(text, str) else ""
     return stop_at_speaker_lines(iter(events), flag, marker)

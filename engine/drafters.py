@@ -2,7 +2,8 @@
 
 NgramDrafter: no model. The longest suffix of the text so far that occurred before (in the
 prompt or the output) predicts that what followed it then follows again. Free to run, so it
-wins on copy and edit work, where a reply repeats its prompt.
+wins on copy and edit work, where a reply repeats its prompt. With a ReplyMemory it also drafts
+from the engine's earlier replies where they match longer (Regenerate, a question asked again).
 
 ModelDrafter: a small model of the same vocabulary. Its KV cache is kept across steps: each
 step decodes only what it has not seen (the target's correction and, after a fully accepted
@@ -21,6 +22,7 @@ import numpy as np
 from engine.backend import ContextFullError, LlamaRunner
 from engine.config import SamplingParams
 from engine.errors import TandemError
+from engine.reply_memory import ReplyMemory
 from engine.sampling import Dist, distribution, greedy, top_probability
 
 
@@ -58,8 +60,17 @@ class NgramDrafter:
             return 3
         return 4 if match_len < NgramDrafter.COPY_MATCH else 5
 
-    def __init__(self, max_ngram: int = 8) -> None:
+    # Matches in earlier replies (ReplyMemory) are kept apart: 6 for a phrase, 7 for 16 tokens
+    # or more (a reply being given again).
+    MEMORY_BUCKETS = (6, 7)
+
+    @staticmethod
+    def memory_bucket(match_len: int) -> int:
+        return 7 if match_len >= NgramDrafter.COPY_MATCH else 6
+
+    def __init__(self, max_ngram: int = 8, memory: ReplyMemory | None = None) -> None:
         self.max_ngram = max_ngram
+        self.memory = memory
         # _index[n][ngram] = end position (exclusive) of its latest occurrence.
         self._index: list[dict[tuple[int, ...], int]] = [{} for _ in range(max_ngram + 1)]
         self._ctx: list[int] = []
@@ -99,6 +110,16 @@ class NgramDrafter:
                     n = self.COPY_MATCH
                 return ctx[e : min(e + k_max, end)], n
         return [], 0
+
+    def offer(self, ctx: list[int], k_max: int, use_memory: bool = True) -> tuple[list[int], int]:
+        """This step's candidates and their acceptance bucket: the text so far's match, or an
+        earlier reply's where that one matches longer."""
+        tokens, n = self.lookup(ctx, k_max)
+        if use_memory and self.memory is not None and n < self.COPY_MATCH:
+            earlier, m = self.memory.lookup(ctx, k_max, extend_to=self.COPY_MATCH)
+            if m > n and earlier:
+                return earlier, self.memory_bucket(m)
+        return tokens, self.bucket(n)
 
 
 class ModelDrafter:

@@ -57,6 +57,9 @@ class Stats:
     # Of n_drafted and n_accepted: drafts from n-gram matches in the text beside a draft model.
     n_drafted_text: int = 0
     n_accepted_text: int = 0
+    # Of n_drafted and n_accepted: drafts from earlier replies (engine.reply_memory).
+    n_drafted_memory: int = 0
+    n_accepted_memory: int = 0
 
     @property
     def acceptance_rate(self) -> float:
@@ -109,6 +112,8 @@ class Stats:
             "draft_catch_up_s": round(self.draft_catch_up_s, 4),
             "n_drafted_text": self.n_drafted_text,
             "n_accepted_text": self.n_accepted_text,
+            "n_drafted_memory": self.n_drafted_memory,
+            "n_accepted_memory": self.n_accepted_memory,
         }
 
 

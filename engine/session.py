@@ -22,9 +22,10 @@ from engine.config import EngineConfig, SamplingParams, default_threads
 from engine.costcache import CostCache, cost_key, pair_key
 from engine.drafters import ModelDrafter, NgramDrafter
 from engine.errors import PromptTooLongError, TandemError
-from engine.events import Event, SpeculationKind
+from engine.events import Event, Finished, SpeculationKind
 from engine.gguf_info import GGUFInfo, read_gguf_info
 from engine.pairing import check_pair
+from engine.reply_memory import ReplyMemory
 from engine.speculative import SpeculativeDecoder
 
 
@@ -51,6 +52,8 @@ class Engine:
         self._drafter: NgramDrafter | ModelDrafter | None = None
         self._controller: DraftLengthController | None = None
         self._lookup: NgramDrafter | None = None  # n-gram drafts beside a draft model
+        # This model's earlier replies, drafted from where a reply says one again (n-gram drafts).
+        self.memory = ReplyMemory()
         self._chat_formatter: Any = None  # llama_cpp's Jinja2ChatFormatter, made on first use
         try:
             self.set_draft(config.draft)
@@ -87,7 +90,7 @@ class Engine:
         if draft == "ngram":
             self._save_costs()
             self._close_draft()
-            self._drafter, self.info_draft, self._lookup = NgramDrafter(), None, None
+            self._drafter, self.info_draft, self._lookup = NgramDrafter(memory=self.memory), None, None
             self._controller = DraftLengthController(k_max, self.config.adaptive)
             self._seed_costs()
             return
@@ -109,7 +112,7 @@ class Engine:
             )
 
         self._drafter = ModelDrafter(load, config.draft_p_min, config.draft_sampling)
-        self._lookup = NgramDrafter() if config.draft_lookup else None
+        self._lookup = NgramDrafter(memory=self.memory) if config.draft_lookup else None
         self.info_draft = info
         self._controller = DraftLengthController(k_max, config.adaptive, draft_costs_time=True)
         self._seed_costs()
@@ -218,11 +221,14 @@ class Engine:
         stop: Sequence[str] = (),
         cancel: threading.Event | None = None,
         speculate: bool | None = None,
+        use_memory: bool = True,
     ) -> Iterator[Event]:
         """Stream a reply: TextPiece and Stats events, then one Finished.
 
         Raises PromptTooLongError (before the first event) when the prompt leaves no room.
         speculate=False forces plain decoding for this call; None uses the current draft.
+        use_memory=False: this reply neither drafts from earlier replies nor is kept for later
+        ones (Compare: the speculative run must not draft from its plain twin's reply).
         """
         tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
         if not tokens:
@@ -240,7 +246,10 @@ class Engine:
             stop=stop,
             cancel=cancel,
             speculate=speculate is not False,
+            use_memory=use_memory,
         )
+        if use_memory:
+            events = self._remembering(tokens, events)
         return self._saving_costs_after(events)
 
     @functools.cached_property
@@ -257,23 +266,33 @@ class Engine:
             ids.update(self.tokenize(text, add_special=False))
         return frozenset(ids)
 
+    def _remembering(self, prompt: list[int], events: Iterator[Event]) -> Iterator[Event]:
+        """Pass the events on; keep the finished reply for drafting later ones (ReplyMemory)."""
+        for event in events:
+            if isinstance(event, Finished):
+                self.memory.add(prompt, event.token_ids)
+            yield event
+
     def _saving_costs_after(self, events: Iterator[Event]) -> Iterator[Event]:
         try:
             yield from events
         finally:
             self._save_costs()
 
-    def reset_cache(self) -> None:
+    def reset_cache(self, keep_memory: bool = False) -> None:
         """Start over as a new process would: no cached tokens, nothing learned in this process,
-        the controller seeded from the cost cache as it is now (benchmarks start each run so)."""
+        the controller seeded from the cost cache as it is now (benchmarks start each run so).
+        keep_memory: keep the earlier replies (a regenerate benchmark's first reply)."""
         self.target.clear()
+        if not keep_memory:
+            self.memory.clear()
         if isinstance(self._drafter, ModelDrafter):
             if self._drafter.loaded:
                 self._drafter.runner.clear()
             if self._lookup is not None:
-                self._lookup = NgramDrafter()
+                self._lookup = NgramDrafter(memory=self.memory)
         elif isinstance(self._drafter, NgramDrafter):
-            self._drafter = NgramDrafter()
+            self._drafter = NgramDrafter(memory=self.memory)
         if self._controller is not None:
             c = self._controller
             self._controller = DraftLengthController(c.k_max, c.adaptive, c.draft_costs_time)

@@ -46,6 +46,8 @@ class _Counters:
     n_steps_with_draft: int = 0
     n_drafted_text: int = 0  # drafts from the text beside a draft model
     n_accepted_text: int = 0
+    n_drafted_memory: int = 0  # drafts from earlier replies (ReplyMemory)
+    n_accepted_memory: int = 0
     prefill_s: float = 0.0
     draft_catch_up_s: float = 0.0  # a draft model loading and reading the prompt
     decode_started: float = 0.0
@@ -120,6 +122,7 @@ class SpeculativeDecoder:
         # controller drafts from whichever it expects more tokens per second of (choose_among).
         self.lookup = lookup if isinstance(drafter, ModelDrafter) else None
         self._use_model = True  # this reply may run the draft model (not: too short to repay it)
+        self._use_memory = True  # this reply may draft from earlier replies (NgramDrafter.memory)
 
     @property
     def speculation(self) -> SpeculationKind:
@@ -135,8 +138,10 @@ class SpeculativeDecoder:
         stop: Sequence[str] = (),
         cancel: threading.Event | None = None,
         speculate: bool = True,
+        use_memory: bool = True,
     ) -> Iterator[Event]:
         target = self.target
+        self._use_memory = use_memory
         drafter = self.drafter if speculate else None
         controller = self.controller
         kind: SpeculationKind = self.speculation if drafter is not None else "none"
@@ -226,6 +231,8 @@ class SpeculativeDecoder:
                 draft_catch_up_s=c.draft_catch_up_s,
                 n_drafted_text=c.n_drafted_text,
                 n_accepted_text=c.n_accepted_text,
+                n_drafted_memory=c.n_drafted_memory,
+                n_accepted_memory=c.n_accepted_memory,
             )
 
         k = 0
@@ -272,6 +279,9 @@ class SpeculativeDecoder:
             if bucket and isinstance(drafter, ModelDrafter):
                 c.n_drafted_text += k
                 c.n_accepted_text += n_accepted
+            if bucket in NgramDrafter.MEMORY_BUCKETS:
+                c.n_drafted_memory += k
+                c.n_accepted_memory += n_accepted
             overhead = (time.perf_counter() - step_t0) - (
                 target.llama_s + self._draft_llama_s() - llama_step0
             )
@@ -361,16 +371,15 @@ class SpeculativeDecoder:
         if drafter is None or controller is None or room <= 0:
             return Draft([]), 0
         if isinstance(drafter, NgramDrafter):
-            candidates, match_len = drafter.lookup(ctx, min(controller.k_max, room))
-            bucket = NgramDrafter.bucket(match_len)
+            candidates, bucket = drafter.offer(ctx, min(controller.k_max, room), self._use_memory)
             k = controller.choose(len(candidates), bucket)
             return Draft(candidates[:k]), bucket
         matched: list[int] = []
         offers: list[tuple[int, int]] = []
         if self.lookup is not None:
-            matched, match_len = self.lookup.lookup(ctx, min(controller.k_max, room))
+            matched, text_bucket = self.lookup.offer(ctx, min(controller.k_max, room), self._use_memory)
             if matched:
-                offers.append((len(matched), NgramDrafter.bucket(match_len)))
+                offers.append((len(matched), text_bucket))
         one_off, model_pays = None, False
         if self._use_model and drafter.load_error is None:
             # Loading the model, or reading all it has not seen (the prompt, when it did not read

@@ -176,6 +176,13 @@ def test_compare_runs_are_routed_to_compare_not_to_the_chat(qtbot, make, tiny_ta
     assert presenter.store.conversations() == [] and presenter.compare_runs == {}
     assert presenter.speed.plain_tokens_per_s() == round(finished[0].finished.stats.decode_tokens_per_s, 3)
     assert seen.of("speed_line_changed")[-1].startswith("Last run: ")
+    # Compared again: the speculative run drafts as it did, not from the earlier runs' answers
+    # (kept, they would draft it whole: a comparison of the engine's memory, not of speculation).
+    presenter.compare("Repeat: the cat sat on the mat, the cat sat on the mat.")
+    qtbot.waitUntil(lambda: len(seen.of("compare_finished")) == 4, timeout=60_000)
+    again = seen.of("compare_finished")[3].finished
+    assert again.stats.speculation == "ngram" and again.text == finished[1].finished.text
+    assert again.stats.n_drafted_memory == 0
 
 
 def test_a_failed_load_arrives_as_its_kind_and_is_worded_by_the_window(qtbot, tmp_path: Path) -> None:

@@ -177,6 +177,22 @@ def test_bench_runs_side_by_side(tiny_target: Path, tmp_path: Path) -> None:
     assert "## Whole process" in text and "## Decode" in text
 
 
+def test_bench_again_drafts_the_second_answer_from_the_first(tiny_target: Path, tmp_path: Path) -> None:
+    prompts = tmp_path / "p.jsonl"
+    prompt = "in the beginning there was the word, and the word was"
+    prompts.write_text(json.dumps({"name": "fresh", "set": "qa", "prompt": prompt}) + "\n")
+    r = tandem("bench", "--model", str(tiny_target), "--draft", "ngram", "--prompts", str(prompts),
+               "--max-tokens", "48", "--turns", "0", "--no-peer", "--again", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    (row,) = report["prompts"]
+    assert report["again"] is True and row["same_text"] is True
+    assert row["accepted_from_memory"] > 0  # the second answer was drafted from the first
+    assert row["plain_process_s"] is None  # earlier answers live in a process: none timed
+    if (Path(sys.executable).parent / "llama-lookup").exists():
+        assert row["lookup_tokens_per_s"] > 0  # with its dynamic cache from a first run
+
+
 def test_bench_bad_prompt_file(tiny_target: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.drafters import NgramDrafter
+from engine.reply_memory import ReplyMemory
 
 
 def test_the_latest_earlier_match_proposes_what_followed_it() -> None:
@@ -63,3 +64,50 @@ def test_a_reply_that_goes_on_copying_where_its_prompt_began_is_copying() -> Non
     d.begin(prompt)
     draft, match_len = d.lookup(prompt + source[6:9], 4)
     assert draft == source[9:13] and NgramDrafter.bucket(match_len) == 5
+
+
+def test_an_earlier_reply_is_drafted_from_the_first_token_of_its_regenerate() -> None:
+    memory = ReplyMemory()
+    prompt = list(range(300, 340))
+    reply = list(range(500, 530))
+    memory.add(prompt, reply)
+    d = NgramDrafter(memory=memory)
+    d.begin(list(prompt))
+    draft, bucket = d.offer(list(prompt), 8)
+    assert draft == reply[:8] and bucket == 7  # the prompt's end matched 16 tokens: a regenerate
+    # Halfway through, the continuation stops at the end of that reply, never in the next one.
+    memory.add([1, 2, 3], [7, 7, 7, 7, 7, 7])
+    ctx = [*prompt, *reply[:26]]
+    assert d.offer(ctx, 8) == (reply[26:], 7)
+    # Asked not to (Compare), the drafter does not look there.
+    assert d.offer(ctx, 8, use_memory=False)[0] != reply[26:]
+
+
+def test_the_text_so_far_wins_over_an_earlier_reply_that_matches_as_long() -> None:
+    memory = ReplyMemory()
+    memory.add([9, 9, 9, 9], [1, 2, 3, 4, 5, 6, 40, 41])
+    d = NgramDrafter(memory=memory)
+    ctx = [1, 2, 3, 4, 5, 6, 30, 31, 0, 1, 2, 3, 4, 5, 6]
+    d.begin(ctx[:8])  # the reply: 0, then the phrase
+    draft, bucket = d.offer(ctx, 2)
+    assert draft == [30, 31] and bucket == 4  # 6 tokens matched in the text: its own phrase
+    # A short match in the text loses to a longer one in an earlier reply.
+    ctx = [8, 3, 4, 5, 6, 30, 1, 2, 3, 4, 5, 6]
+    d.begin(ctx[:6])
+    assert d.offer(ctx, 2) == ([40, 41], 6)
+    # Under ReplyMemory.MIN_MATCH tokens, an earlier reply is not asked.
+    assert ReplyMemory().lookup([5, 6], 4) == ([], 0)
+    assert memory.lookup([0, 5, 6], 4) == ([], 0)
+
+
+def test_reply_memory_keeps_the_latest_replies_within_its_bound() -> None:
+    memory = ReplyMemory(max_tokens=100)
+    for i in range(10):
+        memory.add([], [1000 + i] * 4 + list(range(i * 100, i * 100 + 20)))
+    assert 0 < len(memory) < 10
+    assert memory.lookup([1009] * 4, 3) == ([900, 901, 902], 4)  # the newest is kept
+    assert memory.lookup([1000] * 4, 3) == ([], 0)  # the oldest is gone
+    memory.add([1, 2], [])  # an empty reply is not kept
+    n = len(memory)
+    memory.clear()
+    assert len(memory) == 0 and n > 0 and memory.lookup([1009] * 4, 3) == ([], 0)

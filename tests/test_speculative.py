@@ -212,6 +212,29 @@ def test_seeded_sampling_with_deterministic_drafts_equals_plain(
     assert other_seed.token_ids != plain.token_ids
 
 
+def test_a_regenerated_reply_is_drafted_from_the_earlier_one(tiny_target: Path) -> None:
+    engine = Engine(EngineConfig(str(tiny_target), draft="ngram", n_ctx=1024))
+    prompt = PROMPTS[1]
+    try:
+        first = run(engine, prompt, max_tokens=60)
+        again = run(engine, prompt, max_tokens=60)
+        # Compare's runs (use_memory=False) neither draft from earlier replies nor are kept.
+        compared = run(engine, prompt, max_tokens=60, use_memory=False)
+        engine.reset_cache()  # as a new process: no earlier replies
+        unkept = run(engine, prompt, max_tokens=60, use_memory=False)
+        fresh = run(engine, prompt, max_tokens=60)
+    finally:
+        engine.close()
+    assert first.stats.n_drafted_memory == 0
+    assert again.token_ids == first.token_ids
+    assert again.stats.n_accepted_memory > 0
+    assert again.stats.n_accepted_memory <= again.stats.n_accepted
+    assert again.stats.as_dict()["n_accepted_memory"] == again.stats.n_accepted_memory
+    assert compared.stats.n_drafted_memory == 0 and compared.token_ids == first.token_ids
+    assert unkept.token_ids == fresh.token_ids == first.token_ids
+    assert fresh.stats.n_drafted_memory == 0
+
+
 def test_cancel_returns_within_one_step(tiny_target: Path) -> None:
     engine = Engine(EngineConfig(str(tiny_target), draft="ngram", n_ctx=1024, draft_max=8))
     cancel = threading.Event()

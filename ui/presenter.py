@@ -668,9 +668,13 @@ class ChatPresenter(QObject):
             # One seed for both runs: with n-gram drafts sampled speculation then writes the very
             # text plain decoding writes (engine/sampling.py, keyed sampling), so only speed differs.
             params = replace(params, seed=random.randrange(1 << 31))
-        plain_id = self.controller.start_reply(turns, params=params, max_tokens=max_tokens, speculate=False)
+        # Neither run drafts from earlier replies nor is kept: the speculative run must not draft
+        # the plain run's reply (engine.reply_memory), or Compare would show that, not speculation.
+        plain_id = self.controller.start_reply(
+            turns, params=params, max_tokens=max_tokens, speculate=False, remember=False
+        )
         speculative_id = self.controller.start_reply(
-            turns, params=params, max_tokens=max_tokens, speculate=None
+            turns, params=params, max_tokens=max_tokens, speculate=None, remember=False
         )
         self.compare_runs = {plain_id: "plain", speculative_id: "speculative"}
         self.compare_started.emit(plain_id, speculative_id)

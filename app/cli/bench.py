@@ -16,6 +16,11 @@ For every prompt and repeat the runs alternate (plain, speculative, peers) so ma
 them alike, and every run starts from a fresh KV cache and fresh acceptance statistics (a draft
 cache reused between runs of the same prompt inflates speculative numbers: llama.cpp PR #10455).
 Speed claims live here, as ratios measured side by side, never in unit tests.
+
+--again measures a request asked a second time (Regenerate, a client sending the same request):
+a first answer, not timed (another seed when sampling), is what Tandem's reply memory drafts from
+(engine.reply_memory) and what llama-lookup's dynamic n-gram cache (-lcd) holds. The plain run
+neither drafts from it nor adds to it. In-process only: earlier answers live in a process.
 """
 
 from __future__ import annotations
@@ -90,6 +95,8 @@ class PromptResult:
     step_overhead_ms_median: float
     # With a draft model: the share of accepted drafts that came from n-gram matches in the text.
     accepted_from_text: float | None
+    # Asked again (--again): the share of accepted drafts that came from the earlier answer.
+    accepted_from_memory: float | None
     plain_process_s: float | None  # whole processes, timed from outside (medians)
     spec_process_s: float | None
     lookup_process_s: float | None
@@ -147,10 +154,23 @@ def load_prompts(path: str | None, sets: str | None) -> list[BenchPrompt]:
     return prompts
 
 
-def _run(engine: Engine, prompt: str, max_tokens: int, params: SamplingParams, speculate: bool) -> Finished:
-    engine.reset_cache()  # as a new process would start (the caller resets the cost cache)
+def _run(
+    engine: Engine,
+    prompt: str,
+    max_tokens: int,
+    params: SamplingParams,
+    speculate: bool,
+    again: bool = False,
+) -> Finished:
+    """One reply, started as a new process would (the caller resets the cost cache). again: the
+    engine keeps the earlier replies it was given (a regenerate); a plain run then neither drafts
+    from them nor is kept, so the speculative run has only the first answer to draft from."""
+    engine.reset_cache(keep_memory=again)
     finished = None
-    for event in engine.generate(prompt, params, max_tokens=max_tokens, speculate=speculate):
+    use_memory = speculate or not again
+    for event in engine.generate(
+        prompt, params, max_tokens=max_tokens, speculate=speculate, use_memory=use_memory
+    ):
         if isinstance(event, Finished):
             finished = event
     assert finished is not None
@@ -345,6 +365,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
 
     prompts = load_prompts(args.prompts, args.sets)
     params = SamplingParams(temperature=args.temperature, seed=args.seed if args.temperature > 0 else None)
+    first_params = dataclasses.replace(params, seed=params.seed + 1 if params.seed is not None else None)
     is_ngram = config.draft == "ngram"
     log = sys.stderr
     lookup_bin = find_tool("llama-lookup") if is_ngram and not args.no_lookup else None
@@ -385,26 +406,41 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
             proc_lookup: list[ProcessRun] = []
             finals = []
             for _ in range(args.repeat):
+                if args.again:
+                    # The first answer (another seed when sampling: a Regenerate), not timed.
+                    restore_costs()
+                    _run(engine, p.prompt, args.max_tokens, first_params, speculate=True)
                 restore_costs()
-                a = _run(engine, p.prompt, args.max_tokens, params, speculate=False)
+                a = _run(engine, p.prompt, args.max_tokens, params, speculate=False, again=args.again)
                 restore_costs()
-                b = _run(engine, p.prompt, args.max_tokens, params, speculate=True)
+                b = _run(engine, p.prompt, args.max_tokens, params, speculate=True, again=args.again)
                 plain.append(a.stats.decode_tokens_per_s)
                 spec.append(b.stats.decode_tokens_per_s)
                 finals.append((a, b))
                 if peer is not None:
                     peer_rates.append(peer.tokens_per_s(p.prompt, args.max_tokens))
                 if lookup_bin is not None:
+                    lookup_extra = placement
+                    if args.again:
+                        # llama-lookup's own memory of earlier text: its dynamic n-gram cache,
+                        # written by the first run and read by the timed one.
+                        cache = workdir / f"{p.name}.lcd"
+                        cache.unlink(missing_ok=True)
+                        lookup_extra = (*placement, "-lcd", str(cache))
+                        run_llama_lookup(
+                            lookup_bin, config.target_path, str(prompt_file), args.max_tokens,
+                            engine.n_threads, min(engine.n_ctx, 4096), lookup_extra,
+                        )  # fmt: skip
                     rate, acc, run = run_llama_lookup(
                         lookup_bin, config.target_path, str(prompt_file), args.max_tokens,
-                        engine.n_threads, min(engine.n_ctx, 4096), placement,
+                        engine.n_threads, min(engine.n_ctx, 4096), lookup_extra,
                     )  # fmt: skip
                     if rate is not None:
                         lookup_rates.append(rate)
                         proc_lookup.append(run)
                     if acc is not None:
                         lookup_acc.append(acc)
-                if not args.no_process:
+                if not args.no_process and not args.again:  # earlier replies live in a process
                     for draft, runs in (("none", proc_plain), (config.draft, proc_spec)):
                         restore_costs()
                         runs.append(
@@ -435,6 +471,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                 accepted_from_text=(
                     s.n_accepted_text / s.n_accepted if s.n_accepted and s.speculation == "draft" else None
                 ),
+                accepted_from_memory=(
+                    (s.n_accepted_memory / s.n_accepted if s.n_accepted else 0.0) if args.again else None
+                ),
                 plain_process_s=_median([x.wall_s for x in proc_plain]),
                 spec_process_s=_median([x.wall_s for x in proc_spec]),
                 lookup_process_s=_median([x.wall_s for x in proc_lookup]),
@@ -457,8 +496,11 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
             print(
                 f"{p.name:16s} plain {r.plain_tokens_per_s:6.1f}  spec {r.spec_tokens_per_s:6.1f} tok/s"
                 f"  x{r.speedup:.2f}{extra}  accepted {r.acceptance_rate:.0%}"
+                + (f" ({r.accepted_from_text:.0%} from the text)" if r.accepted_from_text is not None else "")
                 + (
-                    f" ({r.accepted_from_text:.0%} from the text)" if r.accepted_from_text is not None else ""
+                    f" ({r.accepted_from_memory:.0%} from the earlier answer)"
+                    if r.accepted_from_memory is not None
+                    else ""
                 ),
                 file=log,
             )
@@ -505,6 +547,7 @@ def summarize(
         "model": model,
         "draft": draft,
         "max_tokens": getattr(args, "max_tokens", None),
+        "again": bool(getattr(args, "again", False)),
         "temperature": getattr(args, "temperature", 0.0),
         "threads": getattr(args, "threads", None),
         "machine": cpu_identity(),
@@ -544,13 +587,23 @@ def to_markdown(report: dict[str, object]) -> str:
         f"{report['max_tokens']} tokens, temperature {report['temperature']}, threads "
         f"{report['threads'] or 'all cores'}; CPU: {report['machine']}; llama-cpp-python "
         f"{report['llama_cpp_python']}, llama.cpp built with: {report['build']}",
+        *(
+            [
+                "",
+                "Each request asked again: the measured runs follow a first answer (not timed, "
+                "another seed when sampling) that Tandem drafts from, and llama-lookup from its "
+                "dynamic n-gram cache (-lcd). No whole-process runs: earlier answers live in a process.",
+            ]
+            if report.get("again")
+            else []
+        ),
         "",
         "## Decode (tokens/s once the prompt is in)",
         "",
         "| prompt | set | plain | spec | speedup | ceiling | of ceiling | llama-cpp-python lookup "
         "| spec/it | llama-lookup | spec/it | accepted | llama-lookup accepted | mean accepted "
-        "| accepted from the text | same text |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| accepted from the text | from the earlier answer | same text |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     same = {True: "yes", False: "NO", None: "—"}
     for r in prompts:
@@ -561,7 +614,7 @@ def to_markdown(report: dict[str, object]) -> str:
             f"{_fmt(r['lookup_tokens_per_s'], '.1f')} | {_fmt(r['vs_lookup'], '.2f', 'x')} | "
             f"{r['acceptance_rate']:.0%} | {_fmt(r['lookup_acceptance'], '.0%')} | "
             f"{r['mean_accepted_length']:.1f} | {_fmt(r.get('accepted_from_text'), '.0%')} | "
-            f"{same[r['same_text']]} |"
+            f"{_fmt(r.get('accepted_from_memory'), '.0%')} | {same[r['same_text']]} |"
         )
     batch_ms = [r.get("batch_ms") or {} for r in prompts]
     sizes = sorted({int(n) for b in batch_ms for n in b})

@@ -107,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)")
     b.add_argument("--seed", type=int, default=1, help="sampling seed (with --temperature)")
     b.add_argument("--turns", type=int, default=10, help="turns in the follow-up latency test (0: skip)")
+    b.add_argument(
+        "--again",
+        action="store_true",
+        help="measure each request asked a second time (Regenerate): the first answer, not timed, "
+        "is what Tandem drafts from (and llama-lookup's dynamic n-gram cache); in this process only",
+    )
     b.add_argument("--json", action="store_true")
     b.add_argument("--out", default=None, help="also write the report as Markdown here")
 

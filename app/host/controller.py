@@ -187,8 +187,10 @@ class EngineController(QObject):
         max_tokens: int = 512,
         speculate: bool | None = None,
         history_key: str = "",
+        remember: bool = True,
     ) -> int:
-        """Queue a reply; returns its request id. Replies run one after the other."""
+        """Queue a reply; returns its request id. Replies run one after the other.
+        remember=False: the reply neither drafts from earlier replies nor is kept (Compare)."""
         self._ensure_worker(send_load=True)
         assert self._worker is not None
         request_id = self._next_request_id
@@ -205,6 +207,7 @@ class EngineController(QObject):
                 max_tokens=max_tokens,
                 speculate=speculate,
                 history_key=history_key,
+                remember=remember,
             )
         )
         if not was_busy:

@@ -69,6 +69,8 @@ class ReplyRequest:
     params: SamplingParams = SamplingParams()
     max_tokens: int = 512
     speculate: bool | None = None  # False: plain decoding for this reply (Compare)
+    # False: neither draft from earlier replies nor keep this one (Compare's two runs).
+    remember: bool = True
     history_key: str = ""  # one per conversation: keeps which old turns were left out stable
     prompt: str | None = None  # raw text, continued as is (no chat template): tandem serve's completions
     stop: tuple[str, ...] = ()  # more stop strings (tandem serve)
@@ -440,6 +442,7 @@ class _Child:
                 stop=request.stop,
                 cancel=self.cancel,
                 speculate=request.speculate,
+                use_memory=request.remember,
             ):
                 self.outbox.send_event(request.request_id, event)
         except TandemError as e:
