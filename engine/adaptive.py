@@ -31,7 +31,7 @@ _EMA = 0.85  # weight of history in every running estimate
 # draft corrects the estimate, while a pessimistic prior would never try.
 # Buckets 6 and 7 are matches in earlier replies (engine.reply_memory): a phrase, and 16 tokens or
 # more (a reply being given again).
-_PRIOR_ACCEPT = {0: 0.7, 1: 0.3, 2: 0.5, 3: 0.7, 4: 0.8, 5: 0.95, 6: 0.5, 7: 0.9}
+_PRIOR_ACCEPT = {0: 0.7, 1: 0.3, 2: 0.5, 3: 0.7, 4: 0.8, 5: 0.95, 6: 0.5, 7: 0.95}
 _PRIOR_WEIGHT = 2.0
 _PRIOR_SLOPE = 0.05  # extra cost of one more unmeasured row in a verify batch, relative
 _PRIOR_DRAFT_COST = 0.2  # a draft model's decode, relative to a plain step, until measured
@@ -130,6 +130,7 @@ class DraftLengthController:
     _refusals: float = 0.0
     _asks: float = 0.0
     probing: bool = False  # the last choice was a probe (see `choose`)
+    _observes: bool = False  # free offers not drafted are checked against the emitted token
     _replies_not_run: int = 0  # replies since a draft model was last found too slow
     _remeasure_every: int = _REMEASURE_FIRST
     n_suspensions: int = 0
@@ -402,8 +403,11 @@ class DraftLengthController:
             return best_k, bucket
         self._plain_steps += 1
         if self._plain_steps >= self._probe_interval:
-            # Acceptance learned from a bad patch would otherwise never be re-measured.
-            return self._probe(*(model or offers[0]))
+            # Acceptance learned from a bad patch would otherwise never be re-measured. Free
+            # offers that are observed (`observe`) are re-measured every step for nothing.
+            probe = model or (None if self._observes else offers[0])
+            if probe is not None:
+                return self._probe(*probe)
         return 0, 0
 
     def _probe(self, available: int, bucket: int) -> tuple[int, int]:
@@ -418,6 +422,18 @@ class DraftLengthController:
         # 100% accepted at 4 tokens a step, 1.34x, was never run after one early refusal).
         self.probing = True
         return (min(limit, _RAMP_FIRST) if self._costs_drafting(bucket) else 1), bucket
+
+    def observe(self, bucket: int, accepted: bool) -> None:
+        """A free offer (an n-gram match) that was not drafted this step, its first token checked
+        against the token the step emitted: whether drafting it would have been accepted, learned
+        for nothing. Where this is told, such offers are not probed: a probe drafts one token,
+        and a 2-row verify costs up to 2x a 1-row step (AVX2), a plain token lost each time."""
+        if self._costs_drafting(bucket):
+            return
+        self._observes = True
+        acc = self._bucket(bucket)
+        acc.accepted = _EMA * acc.accepted + accepted
+        acc.trials = _EMA * acc.trials + 1
 
     def probe_affords(self, one_off_s: float) -> bool:
         """May this step's probe pay a one-off (a loaded draft model reading what was decoded

@@ -41,10 +41,13 @@ class Draft:
 class NgramDrafter:
     kind = "ngram"
 
-    # A match is extended backwards past max_ngram up to this length, to tell text being copied
-    # (a long stretch equal to an earlier one) from a phrase that recurs (5-15 tokens).
+    # A match is extended backwards past max_ngram, to tell text being copied (16 tokens or more
+    # equal to an earlier stretch) from a phrase that recurs (5-15 tokens).
     COPY_MATCH = 16
     COPY_START = 4  # ...or this long, where it covers all of the reply so far
+    # How far back a match is followed: far enough that, between the text so far and an earlier
+    # reply, the longer match (a reply being given again) is told apart.
+    MATCH_EXTEND = 64
 
     @staticmethod
     def bucket(match_len: int) -> int:
@@ -102,7 +105,7 @@ class NgramDrafter:
             e = self._index[n].get(tuple(ctx[end - n :]))
             if e is not None:
                 if n == self.max_ngram:  # how far back does the match go?
-                    while n < self.COPY_MATCH and e - 1 - n >= 0 and ctx[e - 1 - n] == ctx[end - 1 - n]:
+                    while n < self.MATCH_EXTEND and e - 1 - n >= 0 and ctx[e - 1 - n] == ctx[end - 1 - n]:
                         n += 1
                 if self.COPY_START <= n < self.COPY_MATCH and end - n <= self._reply_start:
                     # Everything this reply has said so far continues an earlier stretch: a reply
@@ -115,8 +118,8 @@ class NgramDrafter:
         """This step's candidates and their acceptance bucket: the text so far's match, or an
         earlier reply's where that one matches longer."""
         tokens, n = self.lookup(ctx, k_max)
-        if use_memory and self.memory is not None and n < self.COPY_MATCH:
-            earlier, m = self.memory.lookup(ctx, k_max, extend_to=self.COPY_MATCH)
+        if use_memory and self.memory is not None and n < self.MATCH_EXTEND:
+            earlier, m = self.memory.lookup(ctx, k_max, extend_to=self.MATCH_EXTEND)
             if m > n and earlier:
                 return earlier, self.memory_bucket(m)
         return tokens, self.bucket(n)

@@ -73,7 +73,7 @@ class ReplyMemory:
             for end in range(start + n, start + len(entry)):
                 index[tuple(tokens[end - n : end])] = end
 
-    def lookup(self, ctx: Sequence[int], k_max: int, extend_to: int = 16) -> tuple[list[int], int]:
+    def lookup(self, ctx: Sequence[int], k_max: int, extend_to: int = 64) -> tuple[list[int], int]:
         """What followed the latest, longest earlier occurrence of ctx's end, and how many tokens
         matched (extended back up to extend_to). ([], 0) where nothing of MIN_MATCH matches."""
         tokens = self._tokens

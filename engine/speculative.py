@@ -123,6 +123,9 @@ class SpeculativeDecoder:
         self.lookup = lookup if isinstance(drafter, ModelDrafter) else None
         self._use_model = True  # this reply may run the draft model (not: too short to repay it)
         self._use_memory = True  # this reply may draft from earlier replies (NgramDrafter.memory)
+        # This step's n-gram offer when it was not drafted: (its first token, its bucket), checked
+        # against the emitted token (DraftLengthController.observe).
+        self._unused_offer: tuple[int, int] | None = None
 
     @property
     def speculation(self) -> SpeculationKind:
@@ -265,6 +268,9 @@ class SpeculativeDecoder:
 
             # 3. Accept the agreed prefix, then one token from the target.
             emitted, n_accepted = self._accept(rows, draft, ctx, params, rng, seed)
+            if self._unused_offer is not None and controller is not None:
+                offered, offer_bucket = self._unused_offer
+                controller.observe(offer_bucket, emitted[0] == offered)
 
             # 4. Roll back what the target rejected: keep pending + accepted drafts.
             target.truncate(n_before + 1 + n_accepted)
@@ -368,13 +374,17 @@ class SpeculativeDecoder:
     ) -> tuple[Draft, int]:
         """The step's draft and its acceptance bucket (for n-gram: the match length, capped)."""
         controller = self.controller
+        self._unused_offer = None
         if drafter is None or controller is None or room <= 0:
             return Draft([]), 0
         if isinstance(drafter, NgramDrafter):
             candidates, bucket = drafter.offer(ctx, min(controller.k_max, room), self._use_memory)
             k = controller.choose(len(candidates), bucket)
+            if candidates and not k:
+                self._unused_offer = candidates[0], bucket
             return Draft(candidates[:k]), bucket
         matched: list[int] = []
+        text_bucket = 0
         offers: list[tuple[int, int]] = []
         if self.lookup is not None:
             matched, text_bucket = self.lookup.offer(ctx, min(controller.k_max, room), self._use_memory)
@@ -393,6 +403,8 @@ class SpeculativeDecoder:
             if model_pays or not offers:
                 offers.insert(0, (min(controller.k_max, room), 0))
         k, bucket = controller.choose_among(offers)
+        if matched and (k <= 0 or bucket == 0):
+            self._unused_offer = matched[0], text_bucket
         if k <= 0:
             return Draft([]), 0
         if bucket != 0:

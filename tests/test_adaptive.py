@@ -432,3 +432,30 @@ def test_while_the_text_drafts_the_draft_model_is_still_probed_now_and_then() ->
             c.record(bucket, k, k, CPU_VERIFY[16])
     assert probes and probes[0] < 16
     assert len(probes) <= 7  # 8, 16, 32, 64, 64, ... steps apart
+
+
+def test_free_offers_that_are_observed_are_not_probed() -> None:
+    # Fresh text: n-gram offers each step, rarely right. Observed for free (the emitted token
+    # checked against the offer's first token), they are never drafted: no one-token probe,
+    # which on AVX2 costs a 2-row step (~2x a plain one) each time it fails.
+    c = seeded(k_max=16)
+    c.record(2, 0, 0, CPU_VERIFY[1])
+    choices = []
+    for i in range(300):
+        k = c.choose(available=8, bucket=2)
+        choices.append(k)
+        c.record(2, k, 0, CPU_VERIFY[2] if k else CPU_VERIFY[1])
+        if not k:
+            c.observe(2, accepted=i % 10 == 0)
+    assert c.acceptance(2) < 0.3 and choices.count(0) >= 295 and not any(choices[10:])
+    # When the text starts repeating itself, observations alone make it draft.
+    n_observed = 0
+    while not c.choose(available=8, bucket=2) and n_observed < 12:
+        c.record(2, 0, 0, CPU_VERIFY[1])
+        c.observe(2, accepted=True)
+        n_observed += 1
+    assert 3 <= n_observed < 12 and c.acceptance(2) > 0.7
+    # A draft model's offers cost decodes: they are never learned that way.
+    m = seeded(k_max=16, draft_costs_time=True)
+    m.observe(0, accepted=True)
+    assert m.acceptance(0) == pytest.approx(0.7)

@@ -32,7 +32,7 @@ def test_copying_is_told_from_a_recurring_phrase() -> None:
     d.begin(copy[: len(source) + 1])
     draft, match_len = d.lookup(copy, 8)
     assert draft == [70, 71, 72, 0, 200, 201, 202, 203]
-    assert match_len == NgramDrafter.COPY_MATCH and NgramDrafter.bucket(match_len) == 5
+    assert match_len == len(source) - 3 and NgramDrafter.bucket(match_len) == 5  # followed back all the way
     # A match that reaches the start of the text stops there.
     short = [*phrase, 0, 1, *phrase]
     d = NgramDrafter()
@@ -111,3 +111,17 @@ def test_reply_memory_keeps_the_latest_replies_within_its_bound() -> None:
     n = len(memory)
     memory.clear()
     assert len(memory) == 0 and n > 0 and memory.lookup([1009] * 4, 3) == ([], 0)
+
+
+def test_a_reply_given_again_wins_over_a_shorter_copy_in_the_text() -> None:
+    # Both match 16 tokens or more: the text so far 18 (a stretch seen before, then 99), the
+    # earlier reply 26 (the end of its prompt and the reply so far). Matches are followed back
+    # far enough to tell them apart, and the longer one drafts.
+    memory = ReplyMemory()
+    prompt, reply = list(range(600, 640)), list(range(500, 540))
+    memory.add(prompt, reply)
+    ctx = [*prompt[-8:], *reply[:10], 99, *prompt, *reply[:10]]
+    d = NgramDrafter(memory=memory)
+    d.begin(ctx[:-10])
+    assert d.lookup(ctx, 4) == ([99, *prompt[:3]], 18)
+    assert d.offer(ctx, 4) == (reply[10:14], 7)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.chat import CHAT_SAMPLING
-from ui.stats_format import DASH, details_line, details_tooltip, live_line, speedup_text
+from ui.stats_format import DASH, details_line, details_tooltip, draft_sources, live_line, speedup_text
 
 STATS = {
     "speculation": "ngram",
@@ -42,6 +42,21 @@ def test_live_line_and_details_use_the_engines_estimate_until_a_plain_run() -> N
     assert live_line({**estimated, "n_generated": 6}, None).endswith(f"speedup {DASH}")
     # Records saved before there was an estimate read as before.
     assert live_line(STATS, None).endswith(f"speedup {DASH}")
+
+
+def test_a_reply_says_where_its_accepted_drafts_came_from() -> None:
+    local = {**STATS, "n_accepted": 20, "n_steps_with_draft": 10}
+    assert draft_sources(local) == ""  # n-gram drafts from the text alone: nothing to tell
+    regenerated = {**local, "n_accepted_memory": 15}
+    assert draft_sources(regenerated) == "accepted from the text 25%, earlier replies 75%"
+    assert "accepted from the text 25%, earlier replies 75%" in details_line(regenerated)
+    assert "from the text 25%, earlier replies 75%" in details_tooltip(regenerated)
+    model = {**local, "speculation": "draft", "n_accepted_text": 5}
+    assert draft_sources(model) == "accepted from the draft model 75%, the text 25%"
+    assert draft_sources({**model, "n_accepted_text": 20}) == "accepted from the text 100%"
+    # A server says what it accepted, not from where (nor in how many steps).
+    assert draft_sources({**model, "n_steps_with_draft": 0}) == ""
+    assert f"Accepted drafts</td><td>&nbsp;&nbsp;{DASH}" in details_tooltip(local)
 
 
 @pytest.mark.parametrize("draft", ["ngram"])

@@ -70,6 +70,27 @@ def live_line(stats: dict[str, Any], plain_tokens_per_s: float | None) -> str:
     return " · ".join(parts)
 
 
+def draft_sources(stats: dict[str, Any]) -> str:
+    """Where the accepted drafts came from: the draft model, the text so far (n-gram matches),
+    earlier replies (the engine's reply memory). "" where there is one source only (n-gram from
+    the text) or nothing to tell (nothing accepted; a server, which does not say)."""
+    speculation = str(stats.get("speculation", "none"))
+    accepted = int(stats.get("n_accepted", 0) or 0)
+    if speculation == "none" or not accepted or not stats.get("n_steps_with_draft"):
+        return ""
+    memory = int(stats.get("n_accepted_memory", 0) or 0)
+    text = int(stats.get("n_accepted_text", 0) or 0) if speculation == "draft" else accepted
+    sources = [
+        (accepted - text, "the draft model"),
+        (text - memory, "the text"),
+        (memory, "earlier replies"),
+    ]
+    shown = [(n, name) for n, name in sources if n > 0]
+    if speculation != "draft" and len(shown) < 2:
+        return ""
+    return "accepted from " + ", ".join(f"{name} {n / accepted:.0%}" for n, name in shown)
+
+
 def details_line(stats: dict[str, Any]) -> str:
     """The line kept under a finished reply."""
     speculation = str(stats.get("speculation", "none"))
@@ -83,6 +104,8 @@ def details_line(stats: dict[str, Any]) -> str:
         parts.append(f"{stats.get('acceptance_rate', 0.0):.0%} of drafted tokens accepted")
         if stats.get("mean_accepted_length") or not stats.get("n_accepted"):  # a server does not say
             parts.append(f"{stats.get('mean_accepted_length', 0.0):.2f} accepted per draft")
+        if sources := draft_sources(stats):
+            parts.append(sources)
     plain = stats.get("plain_tokens_per_s")
     if speculation != "none":
         parts.append(f"speedup {speedup_text(tps, plain, speculation, _estimate(stats))}")
@@ -104,6 +127,7 @@ def details_tooltip(stats: dict[str, Any]) -> str:
         ("Drafted / accepted", f"{stats.get('n_drafted', 0)} / {stats.get('n_accepted', 0)}"),
         ("Acceptance rate", f"{float(stats.get('acceptance_rate', 0.0)):.1%}"),
         ("Mean accepted length", f"{float(stats.get('mean_accepted_length', 0.0)):.2f}"),
+        ("Accepted drafts", draft_sources(stats).removeprefix("accepted ") or DASH),
         ("Verify steps", stats.get("n_steps", 0)),
         ("Prompt tokens (new / total)", f"{stats.get('n_prefilled', 0)} / {stats.get('n_prompt_tokens', 0)}"),
         ("Prefill", f"{float(stats.get('prefill_s', 0.0)) * 1000:.0f} ms"),

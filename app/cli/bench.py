@@ -389,6 +389,15 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
     if costs.is_dir():
         shutil.copytree(costs, snapshot)
     engine = Engine(config)
+    if args.again:
+        # A user who has had an answer given again before: the cost cache knows how earlier
+        # answers' drafts fare (their acceptance), as it knows the rest from the runs above.
+        restore_costs()
+        _run(engine, WARM_UP_FRESH_PROMPT, 64, first_params, speculate=True)
+        _run(engine, WARM_UP_FRESH_PROMPT, 64, params, speculate=True, again=True)
+        shutil.rmtree(snapshot, ignore_errors=True)
+        if costs.is_dir():
+            shutil.copytree(costs, snapshot)
     peer = None
     if is_ngram and not args.no_peer:
         peer = PeerPromptLookup(
