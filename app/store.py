@@ -206,6 +206,23 @@ class Store:
         ).fetchall()
         return [_message(r) for r in rows]
 
+    def recent_exchanges(self, limit: int = 32) -> list[tuple[str, str]]:
+        """The latest finished replies, each with the user message it answered, oldest first,
+        across conversations; replies since replaced (regenerated, superseded) count too."""
+        rows = self._db.execute(
+            """
+            SELECT u.content, a.content FROM messages a
+            JOIN messages u ON u.id = (
+                SELECT MAX(id) FROM messages
+                WHERE conversation_id = a.conversation_id AND role = 'user' AND id < a.id
+            )
+            WHERE a.role = 'assistant' AND a.status IN ('complete', 'superseded') AND a.content != ''
+            ORDER BY a.id DESC LIMIT ?
+            """,
+            (limit,),
+        ).fetchall()
+        return [(str(q), str(a)) for q, a in reversed(rows)]
+
     def message(self, message_id: int) -> Message | None:
         r = self._db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
         return _message(r) if r else None

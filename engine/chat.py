@@ -404,6 +404,26 @@ def chat_prompt(engine: Any, messages: Sequence[Any], system_prompt: str = "") -
     return transcript(system_prompt, messages)
 
 
+def remember_exchanges(engine: Any, exchanges: Sequence[tuple[str, str]]) -> int:
+    """Give the engine's reply memory (engine.reply_memory) earlier answers: (user message,
+    reply) pairs, oldest first, as this model would have seen and written them. Each reply is
+    kept with the end of its prompt, so the same question asked again drafts from its first
+    token. Returns how many were kept; a pair that cannot be read is skipped."""
+    kept = 0
+    for question, answer in exchanges:
+        if not answer.strip():
+            continue
+        prompt = chat_prompt(engine, [{"role": "user", "content": question}])
+        tokens = engine.tokenize(prompt)
+        # A transcript's reply follows "Assistant:" after a space, which the stored text lost.
+        lead = "" if engine.has_chat_template else " "
+        reply = engine.tokenize(lead + answer, add_special=False)
+        if tokens and reply:
+            engine.memory.add(tokens, reply)
+            kept += 1
+    return kept
+
+
 def generate_reply(
     engine: Any,
     prompt: str | list[int] | ChatPrompt,

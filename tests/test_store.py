@@ -73,6 +73,26 @@ def test_superseded_messages_are_kept_but_hidden() -> None:
     assert user.id < old.id
 
 
+def test_recent_exchanges_pair_each_answer_with_its_question_across_conversations() -> None:
+    store = Store()
+    a, b = store.create_conversation(), store.create_conversation()
+    store.add_message(a.id, "user", "first question")
+    old = store.add_message(a.id, "assistant", "old answer")
+    store.set_status([old.id], "superseded")  # regenerated: still an answer the model gave
+    store.add_message(a.id, "assistant", "new answer")
+    store.add_message(b.id, "user", "other question")
+    store.add_message(b.id, "assistant", "", status="cancelled")  # nothing written: left out
+    store.add_message(a.id, "user", "second question")
+    store.add_message(a.id, "assistant", "second answer")
+    store.add_message(b.id, "assistant", "cut short", status="interrupted")
+    assert store.recent_exchanges() == [
+        ("first question", "old answer"),
+        ("first question", "new answer"),
+        ("second question", "second answer"),
+    ]
+    assert store.recent_exchanges(limit=1) == [("second question", "second answer")]
+
+
 def test_stats_and_draft_spans_round_trip() -> None:
     store = Store()
     c = store.create_conversation()

@@ -98,6 +98,32 @@ def test_reply_streams_pieces_stats_and_one_finished(worker, tiny_target: Path) 
     assert pickle.loads(pickle.dumps(finished)) == finished
 
 
+def test_earlier_answers_handed_to_a_new_engine_draft_the_same_question_again(gemma_q4: Path) -> None:
+    # A real model: its answer is text that reads back as the same tokens (a tiny random model's
+    # bytes are not valid UTF-8, and what the window stores is text).
+    question = (ChatTurn("user", "How do airplanes fly?"),)
+    answers = []
+    for earlier in ((), None):
+        inbox = Inbox()
+        w = WorkerProcess(inbox)
+        w.start()
+        try:
+            if earlier is None:  # a new engine (the app started again), told the answer before
+                earlier = ((question[0].content, answers[0].text),)
+            w.send(LoadRequest(config(str(gemma_q4), draft="ngram", n_ctx=1024), earlier=earlier))
+            inbox.wait_for(EngineLoaded)
+            w.send(ReplyRequest(1, question, max_tokens=48))
+            answers.append(inbox.wait_event(Finished))
+        finally:
+            w.shutdown()
+    first, again = answers
+    assert first.stats.n_drafted_memory == 0 and again.text == first.text
+    # The answer (a short sentence) drafted from the earlier one after its first token (a plain
+    # step: the first in a process measures the reference), every such draft accepted.
+    assert again.stats.n_accepted_memory >= 3
+    assert again.stats.n_accepted_memory == again.stats.n_drafted_memory
+
+
 def test_a_file_that_is_not_a_model_fails_with_a_sentence(worker, tmp_path: Path) -> None:
     w, inbox = worker
     notes = tmp_path / "notes.gguf"

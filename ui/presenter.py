@@ -112,6 +112,9 @@ class SpeedPresenter(QObject):
 
 SAVE_INTERVAL_S = 0.5  # a streaming reply reaches the database at least this often
 TITLE_LENGTH = 48
+# Earlier answers handed to the engine for drafting when it starts (a regenerate, or the same
+# question asked again, drafts from them); about the reply memory's size at 500 tokens each.
+EARLIER_EXCHANGES = 64
 
 
 @dataclass
@@ -297,6 +300,8 @@ class ChatPresenter(QObject):
         self.controller = controller
         self.store = store
         self.settings = settings
+        # Every engine started gets the latest answers to draft from (engine.reply_memory).
+        controller.earlier_exchanges = lambda: tuple(self.store.recent_exchanges(EARLIER_EXCHANGES))
         self.speed = SpeedPresenter(lambda: self.settings, self.update_settings, self._target_path, self)
         self._model_override = model
         self._draft_override = draft

@@ -110,6 +110,8 @@ class EngineController(QObject):
         self._next_request_id = 1
         self._lock = threading.Lock()
         self._tap: Callable[[object], bool] | None = None  # another user of this engine (the API)
+        # Earlier answers handed to every engine this starts, for drafting (LoadRequest.earlier).
+        self.earlier_exchanges: Callable[[], tuple[tuple[str, str], ...]] = tuple
         self._inbox: deque[tuple[int, object]] = deque()
         self._is_wake_pending = False
         self._last_flush_s = 0.0
@@ -146,7 +148,10 @@ class EngineController(QObject):
         self._ensure_worker(send_load=False)
         self.load_progressed.emit("Starting the engine…", -1.0)
         assert self._worker is not None
-        self._worker.send(LoadRequest(config))
+        self._worker.send(self._load_request(config))
+
+    def _load_request(self, config: EngineConfig) -> LoadRequest:
+        return LoadRequest(config, earlier=self.earlier_exchanges())
 
     def use_remote(self, target: RemoteTarget | None) -> None:
         """Use a server (app.host.remote_worker.RemoteTarget) as the engine, or None: this computer's.
@@ -263,7 +268,7 @@ class EngineController(QObject):
         self._worker.start()
         if send_load and self._config is not None:
             self.load_progressed.emit("Starting a fresh engine…", -1.0)
-            self._worker.send(LoadRequest(self._config))
+            self._worker.send(self._load_request(self._config))
 
     def _enqueue(self, generation: int, message: object) -> None:
         """Reader thread: queue a message and wake the GUI thread if it is not already woken."""

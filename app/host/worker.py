@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from engine.chat import ChatPrompt, build_chat_prompt, generate_reply
+from engine.chat import ChatPrompt, build_chat_prompt, generate_reply, remember_exchanges
 from engine.config import EngineConfig, SamplingParams
 from engine.errors import ErrorKind, Failure, PairRefusal
 from engine.events import Event, Finished, Stats, TextPiece
@@ -54,6 +54,9 @@ class LoadRequest:
     """Load (or reload) the engine. An empty target_path means the embedded default model."""
 
     config: EngineConfig
+    # Earlier answers, (user message, reply), oldest first: drafted from where a reply says one
+    # again (engine.reply_memory), also across restarts of the app or of a crashed engine.
+    earlier: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -337,6 +340,7 @@ class _Child:
             return False
         if isinstance(request, LoadRequest):
             self.load(request.config)
+            self.remember(request.earlier)
         elif isinstance(request, SetDraftRequest):
             self.set_draft(request.draft)
         elif isinstance(request, ReplyRequest):
@@ -389,6 +393,18 @@ class _Child:
         except Exception as e:
             self.load_error = _unexpected(e)
             self.send(EngineFailed(self.load_error))
+
+    def remember(self, earlier: tuple[tuple[str, str], ...]) -> None:
+        """Seed the engine's reply memory with earlier answers (after the load is reported: the
+        window does not wait for it). Never fails a load: a memory is only ever a speed-up."""
+        if self.engine is None or not earlier:
+            return
+        try:
+            n = remember_exchanges(self.engine, earlier)
+        except Exception as e:
+            log.warning("earlier answers not kept for drafting: %s", _unexpected(e))
+        else:
+            log.info("%d earlier answers kept for drafting", n)
 
     def set_draft(self, draft: str | None) -> None:
         from engine.errors import TandemError
