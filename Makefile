@@ -94,6 +94,8 @@ BENCH := $(VENV)/bin/tandem bench
 bench: setup
 	$(BENCH) --model default --draft ngram --max-tokens 256 --repeat 2 --out bench-ngram.md
 	$(BENCH) --model default --draft ngram --max-tokens 32 --sets qa,writing --no-peer --no-lookup --turns 0 --out bench-ngram-short.md
+	$(BENCH) --model default --draft ngram --max-tokens 128 --sets code,qa,writing --again --turns 0 --out bench-ngram-again.md
+	$(BENCH) --model default --draft ngram --max-tokens 128 --sets code,qa,writing --again --temperature 0.8 --turns 0 --out bench-ngram-again-t08.md
 	$(BENCH) --model default-f16 --draft default --max-tokens 128 --sets copy,qa,writing --turns 0 --out bench-draft-cannot-pay.md
 	$(BENCH) --model default-f16 --draft default --max-tokens 128 --sets copy,qa,writing --turns 0 --temperature 0.8 --out bench-draft-cannot-pay-t08.md
 	$(BENCH) --model default-costly --draft default --max-tokens 512 --sets copy,qa,writing --turns 0 --out bench-draft-can-pay.md

@@ -50,6 +50,7 @@ def test_a_reply_says_where_its_accepted_drafts_came_from() -> None:
     regenerated = {**local, "n_accepted_memory": 15}
     assert draft_sources(regenerated) == "accepted from the text 25%, earlier replies 75%"
     assert "accepted from the text 25%, earlier replies 75%" in details_line(regenerated)
+    assert draft_sources({**local, "n_accepted_memory": 20}) == "accepted from earlier replies 100%"
     assert "from the text 25%, earlier replies 75%" in details_tooltip(regenerated)
     model = {**local, "speculation": "draft", "n_accepted_text": 5}
     assert draft_sources(model) == "accepted from the draft model 75%, the text 25%"

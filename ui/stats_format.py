@@ -72,8 +72,9 @@ def live_line(stats: dict[str, Any], plain_tokens_per_s: float | None) -> str:
 
 def draft_sources(stats: dict[str, Any]) -> str:
     """Where the accepted drafts came from: the draft model, the text so far (n-gram matches),
-    earlier replies (the engine's reply memory). "" where there is one source only (n-gram from
-    the text) or nothing to tell (nothing accepted; a server, which does not say)."""
+    earlier replies (the engine's reply memory). "" where n-gram drafts all came from the text
+    (what n-gram means) or there is nothing to tell (nothing accepted; a server, which does not
+    say)."""
     speculation = str(stats.get("speculation", "none"))
     accepted = int(stats.get("n_accepted", 0) or 0)
     if speculation == "none" or not accepted or not stats.get("n_steps_with_draft"):
@@ -86,7 +87,7 @@ def draft_sources(stats: dict[str, Any]) -> str:
         (memory, "earlier replies"),
     ]
     shown = [(n, name) for n, name in sources if n > 0]
-    if speculation != "draft" and len(shown) < 2:
+    if speculation != "draft" and not memory:
         return ""
     return "accepted from " + ", ".join(f"{name} {n / accepted:.0%}" for n, name in shown)
 
