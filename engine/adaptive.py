@@ -34,6 +34,7 @@ _EMA = 0.85  # weight of history in every running estimate
 _PRIOR_ACCEPT = {0: 0.7, 1: 0.3, 2: 0.5, 3: 0.7, 4: 0.8, 5: 0.95, 6: 0.5, 7: 0.95}
 _PRIOR_WEIGHT = 2.0
 _PRIOR_SLOPE = 0.05  # extra cost of one more unmeasured row in a verify batch, relative
+_SLOPE_MIN_ROWS = 4  # verify batches this large or larger tell what one more row costs
 _PRIOR_DRAFT_COST = 0.2  # a draft model's decode, relative to a plain step, until measured
 _COST_SAMPLES = 5  # step costs: the median of the last few timings of each batch size
 _EXPLORE_EVERY = 8  # speculative steps between tries of a longer draft than the best known
@@ -149,11 +150,12 @@ class DraftLengthController:
     def verify_cost(self, n_rows: int) -> float:
         """Seconds for a step that verifies n_rows, from the batch sizes measured so far.
 
-        Between measured sizes: linear interpolation. Beyond the largest: a mild slope, so
-        the controller tries a little longer drafts and measures them (see `choose`, which
-        never goes past twice the largest size measured). The cost is far from linear on real
-        hardware (on a 2-core CPU with Gemma 3 270M a 2-row batch costs 2.7x a 1-row one on
-        AVX2, and 64 rows cost 20x), so nothing here assumes a shape.
+        Between measured sizes: linear interpolation. Beyond the largest: what one more row
+        has been measured to cost there (`_row_cost_beyond`), so the controller tries longer
+        drafts where they pay and measures them (see `choose`, which never goes past twice the
+        largest size measured). Small batches are far from linear on real hardware (on a 2-core
+        CPU with Gemma 3 270M a 2-row batch costs 2.7x a 1-row one on AVX2, 4 rows less than 3),
+        so below the largest size nothing assumes a shape.
         """
         measured = self._step_s
         if n_rows in measured:
@@ -170,7 +172,29 @@ class DraftLengthController:
         if above:  # smaller than anything measured: no cheaper than the smallest known
             return measured[above[0]] / (1 + _PRIOR_SLOPE * (above[0] - n_rows))
         top = below[-1]
-        return measured[top] * (1 + _PRIOR_SLOPE * (n_rows - top))
+        return measured[top] + self._row_cost_beyond() * (n_rows - top)
+
+    def _row_cost_beyond(self) -> float:
+        """Seconds one more row adds to a verify batch beyond the largest size measured.
+
+        Past a few rows a CPU verify batch costs a fixed part (reading the weights) plus a part
+        per row (AVX2, Gemma 3 270M: 5, 11, 21, 41 and 64 rows cost 60, 94, 150, 250 and 370 ms,
+        5-6 ms a row at every step): the slope between the largest measured size and one at
+        most half as large (of 4 rows or more: smaller batches take other kernels) says what
+        more rows cost. A slope from two noisy medians may come out too low: it is taken as at
+        least a quarter of a row's average cost at the largest size. With no such pair measured,
+        each row adds _PRIOR_SLOPE of the largest batch's cost. (That prior alone priced 41 rows
+        at 300 ms from 21 rows' 150, and copying kept drafting 22 tokens where 44 cost 15% less
+        a token.)"""
+        measured = self._step_s
+        top = max(measured)
+        top_s = measured[top]
+        lower = [n for n in measured if _SLOPE_MIN_ROWS <= n <= top // 2]
+        if not lower:
+            return _PRIOR_SLOPE * top_s
+        base = max(lower)
+        slope = (top_s - measured[base]) / (top - base)
+        return max(slope, 0.25 * top_s / top)
 
     def verify_costs(self, n_max: int) -> np.ndarray:
         """verify_cost(n) for n = 0..n_max in one go (index 0 unused): the hot path asks for a
@@ -187,7 +211,7 @@ class DraftLengthController:
         lo, hi = sizes[0], sizes[-1]
         below, above = ns < lo, ns > hi
         out[below] = costs[0] / (1 + _PRIOR_SLOPE * (lo - ns[below]))
-        out[above] = costs[-1] * (1 + _PRIOR_SLOPE * (ns[above] - hi))
+        out[above] = costs[-1] + self._row_cost_beyond() * (ns[above] - hi)
         return out
 
     def expected_rates(self, k_max: int, bucket: int = 0) -> np.ndarray:

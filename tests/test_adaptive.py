@@ -459,3 +459,20 @@ def test_free_offers_that_are_observed_are_not_probed() -> None:
     m = seeded(k_max=16, draft_costs_time=True)
     m.observe(0, accepted=True)
     assert m.acceptance(0) == pytest.approx(0.7)
+
+
+def test_longer_drafts_are_priced_from_what_a_row_more_costs() -> None:
+    # AVX2, Gemma 3 270M: past a few rows a verify batch costs a fixed part plus 5-6 ms a row
+    # (5, 11, 21 rows: 60, 94, 150 ms; 41 rows were 250). Copying, accepted whole, drafts past
+    # the largest size measured at that slope, where a flat guess kept it at 21 rows.
+    c = DraftLengthController(k_max=63)
+    c.seed({"step_s": {"1": 0.024, "5": 0.060, "11": 0.094, "21": 0.150}, "acceptance": {"5": [2.0, 2.0]}})
+    c.record(5, 0, 0, 0.024)
+    assert c.verify_cost(41) == pytest.approx(0.150 + 20 * (0.150 - 0.060) / (21 - 5))
+    for _ in range(4):
+        c.record(5, 20, 20, 0.150)
+    assert c.choose(available=63, bucket=5) > 21
+    # A slope measured lower than a quarter of a row's average cost is taken as that (noise).
+    flat = DraftLengthController(k_max=63)
+    flat.seed({"step_s": {"1": 0.024, "10": 0.150, "20": 0.150}})
+    assert flat.verify_cost(40) == pytest.approx(0.150 + 20 * 0.25 * 0.150 / 20)

@@ -8,8 +8,9 @@ import pytest
 
 from app import paths
 from app.cli.cli import build_parser
-from app.settings import Settings, load_settings
+from app.settings import Settings, load_settings, save_settings
 from engine.chat import CHAT_SAMPLING
+from engine.config import DRAFT_MAX, EngineConfig
 
 pytest.importorskip("pytestqt")
 
@@ -34,6 +35,21 @@ def test_a_settings_file_from_before_the_chat_defaults_takes_them() -> None:
     # A greedy choice made since is kept.
     paths.settings_path().write_text(json.dumps({"temperature": 0.0, "repeat_penalty": 1.1}))
     assert load_settings().temperature == 0.0
+
+
+def test_the_longest_draft_is_the_engines_and_an_old_files_16_takes_it() -> None:
+    # The window once capped drafts at 16 and every settings file said so: copying then drafted
+    # 16 tokens a step in the window where `tandem bench` measured 40-63.
+    assert Settings().draft_max == DRAFT_MAX == EngineConfig("m.gguf").draft_max > 16
+    args = build_parser().parse_args(["generate", "--model", "m.gguf", "--prompt", "hi"])
+    assert args.draft_max == DRAFT_MAX
+    paths.settings_path().write_text(json.dumps({"draft_max": 16, "n_ctx": 2048}))
+    assert load_settings().draft_max == DRAFT_MAX and load_settings().n_ctx == 2048
+    # A 16 chosen since (a file of the new format) is kept, as is any other length.
+    save_settings(Settings(draft_max=16))
+    assert load_settings().draft_max == 16
+    paths.settings_path().write_text(json.dumps({"draft_max": 8}))
+    assert load_settings().draft_max == 8
 
 
 def test_greedy_is_one_click_and_chat_defaults_another(qtbot) -> None:

@@ -129,7 +129,14 @@ def test_a_draft_model_known_not_to_pay_is_never_loaded(
     assert "too slow to help on this machine" in again.stats.note
     assert again.token_ids == result.token_ids
     # With n-gram drafts from the text beside it (the default), the model is still not loaded,
-    # the reply says so, and the text's own repeats are drafted (this tiny model loops).
+    # the reply says so, and the text's own repeats are drafted (this tiny model loops). Verify
+    # rows made cheap, as on a real model: the tiny model's steps are Python's time (a 3-row
+    # batch measured at 3x a 1-row one), and drafting its half-right loops would not pay.
+    data = CostCache(cache).load(key)
+    assert data is not None
+    one = float(data["step_s"]["1"])
+    data["step_s"] = {str(n): one * (1 + 0.05 * (n - 1)) for n in (1, 2, 3, 5, 9)}
+    CostCache(cache).save(key, data)
     third = Engine(config(tiny_target, cache, draft=str(slow_target)))
     try:
         hybrid = generate(third, max_tokens=60)

@@ -15,7 +15,7 @@ from pathlib import Path
 from app.cli.cli_base import EXIT_BAD_INPUT, Parser, at_the_edge
 from app.library.model_spec import parse_draft, parse_model
 from app.paths import cost_cache_dir
-from engine.config import EngineConfig, SamplingParams, default_threads
+from engine.config import DRAFT_MAX, EngineConfig, SamplingParams, default_threads
 from engine.errors import TandemError
 
 
@@ -48,7 +48,7 @@ def _add_engine_args(p: argparse.ArgumentParser, model_default: str | None) -> N
         metavar="HOST:PORT[,HOST:PORT...]",
         help="llama.cpp RPC servers (`tandem rpc-server`) that take the target's --gpu-layers",
     )
-    p.add_argument("--draft-max", type=int, default=64, help="longest draft per step")
+    p.add_argument("--draft-max", type=int, default=DRAFT_MAX, help="longest draft per step")
     p.add_argument(
         "--fixed-draft", action="store_true", help="always draft --draft-max tokens (no adaptation)"
     )
