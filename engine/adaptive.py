@@ -474,10 +474,13 @@ class DraftLengthController:
         draft_s: float = 0.0,
         draft_first_s: float | None = None,
         n_more: int = 0,
+        learn: bool = True,
     ) -> None:
         """One step: k drafted, n accepted, its whole wall time, and the part spent drafting;
         of that, the draft's first decode (None: not told, all decodes alike) and how many
-        decodes followed it."""
+        decodes followed it. learn=False: its acceptance is not counted (a draft model's draft
+        where the text was being copied: the text drafts such text, and the model's 100% there
+        says nothing of it on fresh text, where it is chosen; its costs still count)."""
         n_rows = n_drafted + 1
         self._add_step_sample(n_rows, step_s - draft_s)
         self._n_live.add(n_rows)
@@ -519,10 +522,11 @@ class DraftLengthController:
                 )
             else:
                 self._note_draft_cost(draft_first_s, draft_s - draft_first_s, n_more)
-        acc = self._bucket(bucket)
-        # Geometric model: every accepted token is a success; the first rejection a failure.
-        acc.accepted = _EMA * acc.accepted + n_accepted
-        acc.trials = _EMA * acc.trials + n_accepted + (1 if n_accepted < n_drafted else 0)
+        if learn:
+            acc = self._bucket(bucket)
+            # Geometric model: every accepted token is a success; the first rejection a failure.
+            acc.accepted = _EMA * acc.accepted + n_accepted
+            acc.trials = _EMA * acc.trials + n_accepted + (1 if n_accepted < n_drafted else 0)
         rates = self.expected_rates(n_drafted, bucket)
         if rates[n_drafted] > rates[0] and (self._costs_drafting(bucket) or not self.draft_costs_time):
             # (Beside a draft model, the text's drafts paying says nothing of the model.)

@@ -66,6 +66,7 @@ class NgramDrafter:
     # Matches in earlier replies (ReplyMemory) are kept apart: 6 for a phrase, 7 for 16 tokens
     # or more (a reply being given again).
     MEMORY_BUCKETS = (6, 7)
+    COPY_BUCKETS = (5, 7)  # text being copied: from the text so far, or from an earlier reply
 
     @staticmethod
     def memory_bucket(match_len: int) -> int:

@@ -126,6 +126,9 @@ class SpeculativeDecoder:
         # This step's n-gram offer when it was not drafted: (its first token, its bucket), checked
         # against the emitted token (DraftLengthController.observe).
         self._unused_offer: tuple[int, int] | None = None
+        # This step's text offer was copying (NgramDrafter.COPY_BUCKETS): a draft model's draft
+        # then does not count toward its acceptance (DraftLengthController.record's learn).
+        self._text_copying = False
 
     @property
     def speculation(self) -> SpeculationKind:
@@ -277,7 +280,10 @@ class SpeculativeDecoder:
             if controller is not None:
                 # The whole step as the user waits for it, less a one-off draft prefill.
                 step_s = time.perf_counter() - step_t0 - draft.catch_up_s
-                controller.record(bucket, k, n_accepted, step_s, draft.draft_s, draft.first_s, draft.n_more)
+                controller.record(
+                    bucket, k, n_accepted, step_s, draft.draft_s, draft.first_s, draft.n_more,
+                    learn=bucket != 0 or not self._text_copying,
+                )  # fmt: skip
             c.n_steps += 1
             c.n_drafted += k
             c.n_accepted += n_accepted
@@ -375,6 +381,7 @@ class SpeculativeDecoder:
         """The step's draft and its acceptance bucket (for n-gram: the match length, capped)."""
         controller = self.controller
         self._unused_offer = None
+        self._text_copying = False
         if drafter is None or controller is None or room <= 0:
             return Draft([]), 0
         if isinstance(drafter, NgramDrafter):
@@ -390,6 +397,7 @@ class SpeculativeDecoder:
             matched, text_bucket = self.lookup.offer(ctx, min(controller.k_max, room), self._use_memory)
             if matched:
                 offers.append((len(matched), text_bucket))
+                self._text_copying = text_bucket in NgramDrafter.COPY_BUCKETS
         one_off, model_pays = None, False
         if self._use_model and drafter.load_error is None:
             # Loading the model, or reading all it has not seen (the prompt, when it did not read

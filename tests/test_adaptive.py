@@ -476,3 +476,17 @@ def test_longer_drafts_are_priced_from_what_a_row_more_costs() -> None:
     flat = DraftLengthController(k_max=63)
     flat.seed({"step_s": {"1": 0.024, "10": 0.150, "20": 0.150}})
     assert flat.verify_cost(40) == pytest.approx(0.150 + 20 * 0.25 * 0.150 / 20)
+
+
+def test_a_draft_models_drafts_where_the_text_was_copied_do_not_count_toward_its_acceptance() -> None:
+    # Probed while the text copies, a draft model copies too (100%); on fresh text, where it is
+    # chosen, it was accepted 70-89% (costly pair, AVX2). Counted, the copy made a 32-token
+    # fresh reply load it (1 s) and decode at 0.92x.
+    c = seeded(k_max=32, draft_costs_time=True)
+    c.seed({"draft_ratio": 0.3, "acceptance": {"0": [3.0, 4.0]}})
+    before = c.acceptance(0)
+    for _ in range(5):
+        c.record(0, 4, 4, CPU_VERIFY[4], 0.3 * 4 * CPU_VERIFY[1], learn=False)
+    assert c.acceptance(0) == before
+    c.record(0, 4, 4, CPU_VERIFY[4], 0.3 * 4 * CPU_VERIFY[1])
+    assert c.acceptance(0) > before

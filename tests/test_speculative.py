@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from engine.adaptive import DraftLengthController
 from engine.backend import LlamaRunner
 from engine.config import EngineConfig, SamplingParams
 from engine.errors import PromptTooLongError
@@ -402,3 +404,29 @@ def test_a_draft_model_that_cannot_be_loaded_leaves_the_reply_plain(
         assert result.stats.n_drafted == 0
     assert result.stats.note_kind is DraftingState.DRAFT_LOAD_FAILED
     assert result.token_ids == plain.token_ids
+
+
+def test_a_draft_model_drafting_beside_a_copy_is_not_credited_with_it(
+    tiny_target: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same model as its own draft (every draft accepted), fixed lengths (it drafts every
+    # step), on a prompt the reply copies: where the text's own match is copying, the model's
+    # drafts are not counted toward its acceptance; elsewhere they are.
+    calls: list[tuple[int, bool]] = []
+    original = DraftLengthController.record
+
+    def spy(self: DraftLengthController, bucket: int, *args: Any, learn: bool = True, **kwargs: Any) -> None:
+        calls.append((bucket, learn))
+        original(self, bucket, *args, learn=learn, **kwargs)
+
+    monkeypatch.setattr(DraftLengthController, "record", spy)
+    config = EngineConfig(
+        str(tiny_target), draft=str(tiny_target), n_ctx=1024, draft_max=4, adaptive=False, draft_p_min=0.0
+    )
+    engine = Engine(config)
+    try:
+        run(engine, "the cat sat on the mat and the dog sat on the log. " * 6, max_tokens=96)
+    finally:
+        engine.close()
+    model_steps = [learn for bucket, learn in calls if bucket == 0]
+    assert False in model_steps and True in model_steps
