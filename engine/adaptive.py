@@ -52,6 +52,10 @@ _BACKOFF_MAX = 1024  # ...doubling each time it fails again
 _PLAIN_REFRESH_STEPS = 64  # speculative steps between plain steps that re-measure the reference
 _PROBE_FIRST = 8  # plain steps (chosen by the model, not by the guard) before a short probe...
 _PROBE_MAX = 64  # ...doubling while probes keep failing: estimates must be able to recover
+# An observed free offer (see `observe`) usually right yet not drafted for this many plain steps
+# gets a short probe: its acceptance is observed every step, its cost is not.
+_COST_PROBE_STEPS = 32
+_COST_PROBE_ACCEPTANCE = 0.5
 # A reply's first drafts are short until one is accepted whole: acceptance carried over from
 # other text (the cache, earlier replies) may not hold for this one, and one failed 16-token
 # verify costs ~7 plain tokens on 2 AVX2 cores, a quarter of a short reply. Copying passes
@@ -132,6 +136,7 @@ class DraftLengthController:
     _asks: float = 0.0
     probing: bool = False  # the last choice was a probe (see `choose`)
     _observes: bool = False  # free offers not drafted are checked against the emitted token
+    _unprobed_steps: int = 0  # plain steps with an observed free offer since one was drafted
     _replies_not_run: int = 0  # replies since a draft model was last found too slow
     _remeasure_every: int = _REMEASURE_FIRST
     n_suspensions: int = 0
@@ -432,6 +437,19 @@ class DraftLengthController:
             probe = model or (None if self._observes else offers[0])
             if probe is not None:
                 return self._probe(*probe)
+        if self._observes and model is None:
+            # Observations re-measure a free offer's acceptance, not what drafting it costs: a
+            # verify batch once timed on a busy moment would keep an offer that is usually right
+            # from ever being drafted (seen: a reply looping on one token, never drafted). Such
+            # an offer gets a probe now and then, a reply's first draft length (a batch size
+            # this short is cheap to be wrong about, and timed afresh).
+            self._unprobed_steps += 1
+            if self._unprobed_steps >= _COST_PROBE_STEPS:
+                available, bucket = max(offers, key=lambda offer: self.acceptance(offer[1]))
+                if self.acceptance(bucket) >= _COST_PROBE_ACCEPTANCE:
+                    self._unprobed_steps = 0
+                    self.probing = True
+                    return min(available, self._explore_limit(), _RAMP_FIRST), bucket
         return 0, 0
 
     def _probe(self, available: int, bucket: int) -> tuple[int, int]:
@@ -503,6 +521,7 @@ class DraftLengthController:
         if draft_s > 0:
             self._note_ask(refused=False)
         self._since_plain += 1
+        self._unprobed_steps = 0
         if n_accepted == n_drafted:
             self._whole_tokens += n_drafted
             if self._whole_tokens >= _RAMP_FIRST:
