@@ -136,7 +136,9 @@ def _accepts(type_text: str, value: Any) -> bool:
 def _coerce(raw: dict[str, Any]) -> Settings:
     """Keep the known keys whose values have the field's type; drop the rest."""
     kept: dict[str, Any] = {}
-    if raw.get("format", 1) < SETTINGS_FORMAT and raw.get("draft_max") == 16:
+    written_format = raw.get("format")
+    old_format = not isinstance(written_format, int) or written_format < SETTINGS_FORMAT
+    if old_format and raw.get("draft_max") == 16:
         # Written when the window's longest draft was 16 whoever chose it (every file said so):
         # copying drafts 40-63 tokens a step, ~15% cheaper a token than 16 on a CPU.
         raw = {k: v for k, v in raw.items() if k != "draft_max"}

@@ -50,6 +50,9 @@ def test_the_longest_draft_is_the_engines_and_an_old_files_16_takes_it() -> None
     assert load_settings().draft_max == 16
     paths.settings_path().write_text(json.dumps({"draft_max": 8}))
     assert load_settings().draft_max == 8
+    # A hand-edited format that is not a number is an old file, not a broken one.
+    paths.settings_path().write_text(json.dumps({"format": "two", "draft_max": 16, "n_ctx": 2048}))
+    assert load_settings().draft_max == DRAFT_MAX and load_settings().n_ctx == 2048
 
 
 def test_greedy_is_one_click_and_chat_defaults_another(qtbot) -> None:
