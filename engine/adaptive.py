@@ -136,7 +136,6 @@ class DraftLengthController:
     _asks: float = 0.0
     probing: bool = False  # the last choice was a probe (see `choose`)
     _observes: bool = False  # free offers not drafted are checked against the emitted token
-    _unprobed_steps: int = 0  # plain steps with an observed free offer since one was drafted
     _replies_not_run: int = 0  # replies since a draft model was last found too slow
     _remeasure_every: int = _REMEASURE_FIRST
     n_suspensions: int = 0
@@ -437,19 +436,18 @@ class DraftLengthController:
             probe = model or (None if self._observes else offers[0])
             if probe is not None:
                 return self._probe(*probe)
-        if self._observes and model is None:
-            # Observations re-measure a free offer's acceptance, not what drafting it costs: a
-            # verify batch once timed on a busy moment would keep an offer that is usually right
-            # from ever being drafted (seen: a reply looping on one token, never drafted). Such
-            # an offer gets a probe now and then, a reply's first draft length (a batch size
-            # this short is cheap to be wrong about, and timed afresh).
-            self._unprobed_steps += 1
-            if self._unprobed_steps >= _COST_PROBE_STEPS:
-                available, bucket = max(offers, key=lambda offer: self.acceptance(offer[1]))
-                if self.acceptance(bucket) >= _COST_PROBE_ACCEPTANCE:
-                    self._unprobed_steps = 0
-                    self.probing = True
-                    return min(available, self._explore_limit(), _RAMP_FIRST), bucket
+        # Observations re-measure a free offer's acceptance, not what drafting it costs: a verify
+        # batch once timed on a busy moment would keep an offer that is usually right from ever
+        # being drafted (seen: a reply looping on one token, never drafted). Such an offer gets a
+        # probe now and then, a reply's first draft length (a batch size this short is cheap to
+        # be wrong about, and timed afresh). _plain_steps counts the plain steps since one was
+        # drafted: no probe above resets it where offers are observed and there is no model.
+        if self._observes and model is None and self._plain_steps >= _COST_PROBE_STEPS:
+            available, bucket = max(offers, key=lambda offer: self.acceptance(offer[1]))
+            if self.acceptance(bucket) >= _COST_PROBE_ACCEPTANCE:
+                self._plain_steps = 0
+                self.probing = True
+                return min(available, self._explore_limit(), _RAMP_FIRST), bucket
         return 0, 0
 
     def _probe(self, available: int, bucket: int) -> tuple[int, int]:
@@ -521,7 +519,6 @@ class DraftLengthController:
         if draft_s > 0:
             self._note_ask(refused=False)
         self._since_plain += 1
-        self._unprobed_steps = 0
         if n_accepted == n_drafted:
             self._whole_tokens += n_drafted
             if self._whole_tokens >= _RAMP_FIRST:

@@ -80,16 +80,15 @@ def draft_sources(stats: dict[str, Any]) -> str:
     if speculation == "none" or not accepted or not stats.get("n_steps_with_draft"):
         return ""
     memory = int(stats.get("n_accepted_memory", 0) or 0)
+    if speculation != "draft" and not memory:
+        return ""
     text = int(stats.get("n_accepted_text", 0) or 0) if speculation == "draft" else accepted
     sources = [
         (accepted - text, "the draft model"),
         (text - memory, "the text"),
         (memory, "earlier replies"),
     ]
-    shown = [(n, name) for n, name in sources if n > 0]
-    if speculation != "draft" and not memory:
-        return ""
-    return "accepted from " + ", ".join(f"{name} {n / accepted:.0%}" for n, name in shown)
+    return "accepted from " + ", ".join(f"{name} {n / accepted:.0%}" for n, name in sources if n > 0)
 
 
 def details_line(stats: dict[str, Any]) -> str:

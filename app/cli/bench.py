@@ -363,6 +363,11 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
         if snapshot.is_dir():
             shutil.copytree(snapshot, costs)
 
+    def snapshot_costs() -> None:
+        shutil.rmtree(snapshot, ignore_errors=True)
+        if costs.is_dir():
+            shutil.copytree(costs, snapshot)
+
     prompts = load_prompts(args.prompts, args.sets)
     params = SamplingParams(temperature=args.temperature, seed=args.seed if args.temperature > 0 else None)
     first_params = dataclasses.replace(params, seed=params.seed + 1 if params.seed is not None else None)
@@ -386,8 +391,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
     if not is_ngram:
         run_process(config.target_path, config.draft, str(warm_fresh), 64, args, env)
     run_process(config.target_path, config.draft, str(warm), 64, args, env)
-    if costs.is_dir():
-        shutil.copytree(costs, snapshot)
+    snapshot_costs()
     engine = Engine(config)
     if args.again:
         # A user who has had an answer given again before: the cost cache knows how earlier
@@ -395,9 +399,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
         restore_costs()
         _run(engine, WARM_UP_FRESH_PROMPT, 64, first_params, speculate=True)
         _run(engine, WARM_UP_FRESH_PROMPT, 64, params, speculate=True, again=True)
-        shutil.rmtree(snapshot, ignore_errors=True)
-        if costs.is_dir():
-            shutil.copytree(costs, snapshot)
+        snapshot_costs()
     peer = None
     if is_ngram and not args.no_peer:
         peer = PeerPromptLookup(
