@@ -118,12 +118,21 @@ def distribution(logits: np.ndarray, history: Sequence[int], params: SamplingPar
 def top_probability(logits: np.ndarray) -> float:
     """The softmax probability of the argmax token, without building the distribution.
 
-    Only logits within 20 of the maximum are exponentiated: the rest weigh at most
-    n_vocab * e^-20 (5e-4 with a 262k vocabulary) together, and skipping them saves an exp over
-    the whole vocabulary for every drafted token (about 1 ms with 262k tokens)."""
-    m = float(logits.max())
-    near = logits[logits > m - 20.0]
-    return 1.0 / float(np.exp(near - m, dtype=np.float32).sum())
+    Logits more than 20 below the maximum weigh at most n_vocab * e^-20 (5e-4 with a 262k
+    vocabulary) together and are left out where few logits lie above that: gathering a few
+    thousand costs less than exponentiating the row. Where many do (Gemma 3 270M, unsure: ~76,000
+    of 262k), gathering them is slower than the whole row's exp (0.9 ms against 0.2 ms, 2 Xeon
+    cores): then the whole row is summed."""
+    m = logits.max()
+    near = logits > m - 20.0
+    if np.count_nonzero(near) <= _GATHER_MAX:
+        total = np.exp(logits[near] - m, dtype=np.float32).sum()
+    else:
+        total = np.exp(logits - m, dtype=np.float32).sum()
+    return 1.0 / float(total)
+
+
+_GATHER_MAX = 4096
 
 
 def accept_draft(p: Dist, token: int, q: Dist, rng: np.random.Generator) -> tuple[bool, int | None]:

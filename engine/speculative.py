@@ -17,10 +17,12 @@ Legend: p = target distribution, q = draft distribution, k = drafted tokens this
 from __future__ import annotations
 
 import codecs
+import os
 import statistics
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -476,13 +478,56 @@ class SpeculativeDecoder:
 
     @staticmethod
     def _accept_greedy(rows: np.ndarray, drafted: list[int]) -> tuple[list[int], int]:
-        """Greedy verification in two numpy calls: a drafted token is accepted when its logit is
-        the row's maximum (a row max is cheaper than an argmax, and the rows are 1 MB each with a
-        262k vocabulary). Exact ties between two logits are treated as agreement."""
-        k = len(drafted)
-        if k:
-            agree = rows[np.arange(k), drafted] >= rows[:k].max(axis=1)
-            n_accepted = k if agree.all() else int(np.argmin(agree))
-        else:
-            n_accepted = 0
-        return [*drafted[:n_accepted], int(np.argmax(rows[n_accepted]))], n_accepted
+        """Greedy verification: a drafted token is kept while its logit is its row's maximum
+        (an exact tie between two logits counts as agreement), then the target adds its own
+        argmax. See greedy_choices."""
+        choices = greedy_choices(rows, drafted)  # the accepted drafts, then the target's own
+        return choices, len(choices) - 1
+
+
+# Verify batches of this many drafted rows or more are read on two threads (below: handing half
+# to another thread costs more than it saves). Reading what llama.cpp just wrote, 2 Xeon cores,
+# AVX2 build, Gemma 3 270M (1 MB a row): a row max ~0.085 ms; 22 rows 1.84 -> 1.57 ms, 63 rows
+# 5.1 -> 2.9 ms, 8 rows 0.79 -> 1.15 ms. llama.cpp's threads are idle meanwhile.
+_PARALLEL_ROWS = 24
+_ROW_READER: ThreadPoolExecutor | None = None
+_ROW_READER_LOCK = threading.Lock()
+
+
+def _row_reader() -> ThreadPoolExecutor | None:
+    """A second thread for reading long verify batches, or None on a one-core machine."""
+    global _ROW_READER
+    if _ROW_READER is None and len(os.sched_getaffinity(0)) >= 2:
+        with _ROW_READER_LOCK:
+            if _ROW_READER is None:
+                _ROW_READER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tandem-rows")
+    return _ROW_READER
+
+
+def greedy_choices(rows: np.ndarray, drafted: Sequence[int]) -> list[int]:
+    """The drafted tokens the target agrees with (rows[i] judges drafted[i]: kept while its logit
+    is the row's maximum), then the target's own token (the argmax of the next row).
+
+    Rows are 1 MB each with a 262k vocabulary, read at ~0.085 ms for a max (numpy's argmax is
+    slower: ~0.11 ms), so a short draft is judged row by row and not read past its first
+    rejection; a long one (copying, mostly accepted whole) is read in two halves at once,
+    numpy releasing the GIL while it reduces."""
+    k = len(drafted)
+    if k >= _PARALLEL_ROWS and (reader := _row_reader()) is not None:
+        half = k // 2
+        later = reader.submit(rows[half:k].max, 1)
+        try:
+            first = rows[:half].max(axis=1)
+        finally:
+            # Always waited for: the rows are llama.cpp's buffer, rewritten by the next decode.
+            second = later.result()
+        agree = rows[np.arange(k), drafted] >= np.concatenate([first, second])
+        n_accepted = k if agree.all() else int(np.argmin(agree))
+    else:
+        n_accepted = k
+        for i, token in enumerate(drafted):
+            row = rows[i]
+            if row[token] < row.max():
+                n_accepted = i
+                break
+    return [*drafted[:n_accepted], int(rows[n_accepted].argmax())]

@@ -282,8 +282,13 @@ def test_vectorised_estimates_match_the_scalar_ones() -> None:
         c.seed({"step_s": step_s, "draft_ratio": 0.3})
         costs = c.verify_costs(40)
         assert np.allclose(costs[1:], [c.verify_cost(n) for n in range(1, 41)])
-        rates = c.expected_rates(30, bucket=3)
-        assert np.allclose(rates, [c.expected_rate(k, bucket=3) for k in range(31)])
+        for bucket in (3, 0):
+            rates = c.expected_rates(30, bucket=bucket)
+            assert np.allclose(rates, [c.expected_rate(k, bucket=bucket) for k in range(31)])
+        c.record(0, 0, 0, 1.0, draft_s=0.3)  # a draft model asked and refusing: a refusal rate
+        assert c.refusal_rate() > 0
+        rates = c.expected_rates(30, bucket=0)
+        assert np.allclose(rates, [c.expected_rate(k, bucket=0) for k in range(31)])
 
 
 def test_a_one_off_cost_is_paid_only_where_the_reply_can_repay_it() -> None:

@@ -12,7 +12,7 @@ from engine.backend import LlamaRunner
 from engine.chat import CHAT_SAMPLING
 from engine.config import EngineConfig, SamplingParams
 from engine.events import Finished
-from engine.sampling import Dist, accept_draft, distribution, penalize, top_k_ids
+from engine.sampling import Dist, accept_draft, distribution, penalize, top_k_ids, top_probability
 from engine.session import Engine
 
 ALPHA = 1e-3  # significance level of every goodness-of-fit test here
@@ -221,3 +221,15 @@ def test_top_k_ids_are_exactly_the_k_largest(spread: float) -> None:
             ids = top_k_ids(logits, k)
             assert len(ids) == len(set(ids.tolist())) == k
             assert (np.sort(logits[ids]) == expected).all()
+
+
+@pytest.mark.parametrize("spread", [0.5, 4.0, 12.0])
+def test_top_probability_is_the_softmax_of_the_argmax(spread: float) -> None:
+    # A sure row (few logits near the top), and unsure ones with tens of thousands within 20 of
+    # it (Gemma 3 270M's, where gathering them cost more than the whole row's exp).
+    rng = np.random.default_rng(3)
+    logits = (rng.standard_normal(262_144) * spread).astype(np.float32)
+    logits[17] = logits.max() + 3.0
+    shifted = logits.astype(np.float64) - logits.max()
+    exact = 1.0 / np.exp(shifted).sum()
+    assert top_probability(logits) == pytest.approx(exact, rel=1e-3, abs=1e-6)

@@ -15,7 +15,7 @@ from engine.config import EngineConfig, SamplingParams
 from engine.errors import PromptTooLongError
 from engine.events import DraftingState, Finished, Stats, TextPiece
 from engine.session import Engine
-from engine.speculative import _TextAssembler
+from engine.speculative import _PARALLEL_ROWS, _TextAssembler, greedy_choices
 
 PROMPTS = [
     "the cat sat on the mat. the cat sat on the mat. the cat",
@@ -166,6 +166,27 @@ def test_text_pieces_add_up_and_show_origin(tiny_target: Path, tiny_draft: Path)
     assert isinstance(events[-2], Stats) and events[-2] == final.stats
     # Text is marked drafted only where every token in it was: the marks never exceed acceptance.
     assert 0 < sum(p.n_tokens for p in pieces if p.is_draft) <= final.stats.n_accepted
+
+
+@pytest.mark.parametrize("k", [0, 1, 5, _PARALLEL_ROWS - 1, _PARALLEL_ROWS, 63])
+def test_greedy_verdicts_keep_the_drafts_the_target_agrees_with(k: int) -> None:
+    # Rows as llama.cpp returns them; short drafts are judged row by row, long ones (read on two
+    # threads) in one go: both must keep exactly the agreed prefix, then add the target's argmax.
+    rng = np.random.default_rng(k)
+    rows = rng.standard_normal((k + 1, 5000)).astype(np.float32)
+    best = [int(r.argmax()) for r in rows]
+    assert greedy_choices(rows, best[:k]) == best  # every draft agreed: all rows, then a bonus
+    for reject in sorted({0, k // 3, k // 2 + 1, k - 1}):
+        if not 0 <= reject < k:
+            continue
+        drafted = best[:k]
+        drafted[reject] = (best[reject] + 1) % 5000
+        assert greedy_choices(rows, drafted) == best[: reject + 1]  # ...the correction last
+    if k:
+        tied = rows.copy()
+        other = (best[0] + 7) % 5000
+        tied[0, other] = tied[0, best[0]]  # an exact tie counts as agreement
+        assert greedy_choices(tied, [other, *best[1:k]])[:1] == [other]
 
 
 def test_held_back_text_is_marked_drafted_only_if_all_its_tokens_were() -> None:
