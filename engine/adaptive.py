@@ -32,6 +32,8 @@ _EMA = 0.85  # weight of history in every running estimate
 # Buckets 6 and 7 are matches in earlier replies (engine.reply_memory): a phrase, and 16 tokens or
 # more (a reply being given again).
 _PRIOR_ACCEPT = {0: 0.7, 1: 0.3, 2: 0.5, 3: 0.7, 4: 0.8, 5: 0.95, 6: 0.5, 7: 0.95}
+# Buckets of text being copied (16 tokens or more matched: engine.drafters.NgramDrafter.bucket).
+COPY_BUCKETS = (5, 7)
 _PRIOR_WEIGHT = 2.0
 _PRIOR_SLOPE = 0.05  # extra cost of one more unmeasured row in a verify batch, relative
 _SLOPE_MIN_ROWS = 4  # verify batches this large or larger tell what one more row costs
@@ -61,6 +63,11 @@ _COST_PROBE_ACCEPTANCE = 0.5
 # verify costs ~7 plain tokens on 2 AVX2 cores, a quarter of a short reply. Copying passes
 # that test in its first step.
 _RAMP_FIRST = 4
+# ...and a reply's first draft from copied text is drafted at the prior's acceptance, not at what
+# other text left in the estimate: a 16-token match is this text's own evidence, and the
+# estimate carried from a copy that ended (each one does) made replies that copy from their
+# first token start with 1-token drafts (AVX2: 14 ms a token where copying costs 5). Once a
+# reply: a copy that fails costs one short draft.
 # Acceptance counts carried into a new process weigh no more than this many trials: the cache
 # gives a start, this run's own drafts decide.
 _SEED_TRIALS = 2.0
@@ -130,6 +137,7 @@ class DraftLengthController:
     _probe_interval: int = _PROBE_FIRST
     _ramp: int = _RAMP_FIRST  # longest draft allowed now in this reply (see _RAMP_FIRST)
     _whole_tokens: int = 0  # drafted tokens in this reply's drafts that were accepted whole
+    _copy_drafted: bool = False  # this reply has drafted from copied text (see COPY_BUCKETS)
     # A draft model asked for a draft and offering none (unsure of its first token): how often,
     # as an exponentially weighted count of refusals among asks (draft models only).
     _refusals: float = 0.0
@@ -218,12 +226,12 @@ class DraftLengthController:
         out[above] = costs[-1] + self._row_cost_beyond() * (ns[above] - hi)
         return out
 
-    def expected_rates(self, k_max: int, bucket: int = 0) -> np.ndarray:
-        """expected_rate(k) for k = 0..k_max, vectorised.
+    def expected_rates(self, k_max: int, bucket: int = 0, acceptance: float | None = None) -> np.ndarray:
+        """expected_rate(k) for k = 0..k_max, vectorised (at the bucket's acceptance, unless told).
 
         A draft model may offer nothing when asked (refusal rate r, measured): then the step
         yields one token for a draft decode and a 1-row verify."""
-        a = min(self.acceptance(bucket), 0.999)
+        a = min(self.acceptance(bucket) if acceptance is None else acceptance, 0.999)
         ks = np.arange(k_max + 1, dtype=np.float64)
         tokens = (1 - a ** (ks + 1)) / (1 - a)
         costs = self.verify_costs(k_max + 1)[1:]
@@ -290,6 +298,7 @@ class DraftLengthController:
         slow is re-measured now and then (see _REMEASURE_FIRST)."""
         self._ramp = _RAMP_FIRST
         self._whole_tokens = 0
+        self._copy_drafted = False
         if self.never_pays:
             self._replies_not_run += 1
             if self._replies_not_run >= self._remeasure_every:
@@ -420,7 +429,9 @@ class DraftLengthController:
         best: tuple[float, int, int, int] | None = None  # rate, k, bucket, limit
         for available, bucket in offers:
             limit = min(available, self._explore_limit(), self._ramp)
-            rates = self.expected_rates(limit, bucket)
+            first_copy = bucket in COPY_BUCKETS and not self._copy_drafted
+            prior = max(self.acceptance(bucket), _PRIOR_ACCEPT[bucket]) if first_copy else None
+            rates = self.expected_rates(limit, bucket, prior)
             k = 1 + int(np.argmax(rates[1:]))
             if rates[k] > rates[0] and (best is None or rates[k] > best[0]):
                 best = float(rates[k]), k, bucket, limit
@@ -532,6 +543,7 @@ class DraftLengthController:
         if draft_s > 0:
             self._note_ask(refused=False)
         self._since_plain += 1
+        self._copy_drafted = self._copy_drafted or bucket in COPY_BUCKETS
         if n_accepted == n_drafted:
             self._whole_tokens += n_drafted
             if self._whole_tokens >= _RAMP_FIRST:

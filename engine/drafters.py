@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.adaptive import COPY_BUCKETS
 from engine.backend import ContextFullError, LlamaRunner
 from engine.config import SamplingParams
 from engine.errors import TandemError
@@ -66,7 +67,7 @@ class NgramDrafter:
     # Matches in earlier replies (ReplyMemory) are kept apart: 6 for a phrase, 7 for 16 tokens
     # or more (a reply being given again).
     MEMORY_BUCKETS = (6, 7)
-    COPY_BUCKETS = (5, 7)  # text being copied: from the text so far, or from an earlier reply
+    COPY_BUCKETS = COPY_BUCKETS  # text being copied: from the text so far, or from an earlier reply
 
     @staticmethod
     def memory_bucket(match_len: int) -> int:

@@ -517,3 +517,22 @@ def test_an_observed_offer_that_is_usually_right_has_its_cost_measured_again() -
     assert probes and 16 <= probes[0] <= 40 and choices[probes[0]] == 4
     assert sum(1 for k in choices[-100:] if k) > 50  # drafting, once the costs were re-measured
     # Fresh text, rarely right: never probed that way (see the test above).
+
+
+def test_a_replys_first_copy_draft_is_not_held_back_by_a_copy_that_ended() -> None:
+    # AVX2 costs (3 rows dearer than 4). The cache carries a copy bucket that a copy's end left
+    # near 50%: at that estimate one token a step is best, and a reply copying from its first token
+    # spent its start at 14 ms a token where copying costs 5. Its first copy draft is judged at
+    # the prior; a later copy offer in the same reply by what this reply has shown.
+    avx2 = {1: 0.0229, 2: 0.0273, 3: 0.0440, 4: 0.0389, 6: 0.0497, 8: 0.0597, 16: 0.0933}
+    c = DraftLengthController(k_max=63)
+    c.seed({"step_s": {str(n): s for n, s in avx2.items()}, "acceptance": {"5": [0.2, 2.0], "7": [0.2, 2.0]}})
+    c.record(5, 0, 0, avx2[1])
+    assert c.acceptance(5) < 0.6
+    assert c.expected_rate(1, 5) > c.expected_rate(3, 5)  # the estimate alone: 1 token
+    c.begin_reply()
+    assert c.choose(available=63, bucket=5) == 4  # the ramp's longest, at the prior
+    c.record(5, 4, 0, 0.0443)  # this copy was wrong at once
+    assert c.choose(available=63, bucket=5) == 1
+    c.begin_reply()
+    assert c.choose(available=63, bucket=7) == 4  # a new reply: its first copy offer again
