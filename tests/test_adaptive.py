@@ -89,17 +89,22 @@ def test_verify_cost_interpolates_between_measured_sizes() -> None:
     assert c.verify_cost(6) > 3.0  # beyond the largest measured: a mild slope
 
 
-def test_unmeasured_lengths_are_explored_by_doubling() -> None:
-    # Nothing cached: a guess at 64 rows could cost 20 plain steps, so lengths grow step by step.
+def test_unmeasured_lengths_are_explored_step_by_step() -> None:
+    # Nothing cached: a guess at 64 rows could cost 20 plain steps, so lengths grow step by step,
+    # doubling the largest batch measured until what one more row costs is known (two sizes of
+    # 4 rows or more), then by four.
     c = DraftLengthController(k_max=64)
-    lengths = []
+    lengths, largest = [], []
     for _ in range(12):
+        largest.append(max(c._step_s, default=1))
         k = c.choose(available=64, bucket=5)
         lengths.append(k)
         c.record(5, k, k, 0.02 * (1 + 0.1 * k))
     assert lengths[0] == 0
-    assert all(b <= 2 * max(1, a + 1) for a, b in zip(lengths, lengths[1:]))
-    assert max(lengths) >= 30
+    assert lengths[:5] == [0, 2, 4, 10, 44]
+    assert all(k <= 2 * top for k, top in zip(lengths[:4], largest[:4]))
+    assert all(k <= 4 * top for k, top in zip(lengths, largest))
+    assert max(lengths) == 64
 
 
 def simulate(
