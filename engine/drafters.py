@@ -73,11 +73,22 @@ class NgramDrafter:
     def memory_bucket(match_len: int) -> int:
         return 7 if match_len >= NgramDrafter.COPY_MATCH else 6
 
+    # A short match (FREQUENT_MAX tokens or fewer) drafts what followed it most often where that
+    # is most of what followed it (FREQUENT_SHARE of FREQUENT_MIN occurrences or more), else what
+    # followed it last: several continuations kept per n-gram, as llama.cpp's lookup (counts per
+    # n-gram) and ngram-map-k4v (4 values per key) keep them. A long match is text being copied
+    # or a loop: what followed it last is what follows.
+    FREQUENT_MAX = 4
+    FREQUENT_MIN = 2
+    FREQUENT_SHARE = 0.5
+
     def __init__(self, max_ngram: int = 8, memory: ReplyMemory | None = None) -> None:
         self.max_ngram = max_ngram
         self.memory = memory
         # _index[n][ngram] = end position (exclusive) of its latest occurrence.
         self._index: list[dict[tuple[int, ...], int]] = [{} for _ in range(max_ngram + 1)]
+        # _next[n][ngram][token] = how often token followed ngram (n <= FREQUENT_MAX).
+        self._next: list[dict[tuple[int, ...], dict[int, int]]] = [{} for _ in range(self.FREQUENT_MAX + 1)]
         self._ctx: list[int] = []
         self._n_indexed = 0  # n-grams ending before this position are indexed
         self._reply_start = 0  # where this generation's own text starts in ctx
@@ -86,16 +97,41 @@ class NgramDrafter:
         """Start a generation: index the prompt (kept when it extends the last context)."""
         if len(ctx) < self._n_indexed or ctx[: self._n_indexed] != self._ctx[: self._n_indexed]:
             self._index = [{} for _ in range(self.max_ngram + 1)]
+            self._next = [{} for _ in range(self.FREQUENT_MAX + 1)]
             self._n_indexed = 0
         self._ctx = ctx
         self._reply_start = len(ctx)
 
     def _index_upto(self, end: int) -> None:
         ctx = self._ctx
+        index, following = self._index, self._next
+        frequent_max = self.FREQUENT_MAX
         for e in range(max(self._n_indexed, 1), end):
+            token = ctx[e]  # what followed the n-grams that end here
             for n in range(1, min(self.max_ngram, e) + 1):
-                self._index[n][tuple(ctx[e - n : e])] = e
+                key = tuple(ctx[e - n : e])
+                index[n][key] = e
+                if n <= frequent_max:
+                    counts = following[n].setdefault(key, {})
+                    counts[token] = counts.get(token, 0) + 1
         self._n_indexed = max(self._n_indexed, end)
+
+    def _most_frequent(self, key: tuple[int, ...], e: int) -> int:
+        """Where to draft from after a short match `key` whose latest occurrence ends at e: the
+        latest occurrence of key + the token that most often followed it, where that token is
+        most of what followed it and not what followed last."""
+        counts = self._next[len(key)].get(key)
+        if counts is None or len(counts) < 2 or len(key) >= self.max_ngram:
+            return e
+        token, count = max(counts.items(), key=lambda item: item[1])
+        if (
+            token == self._ctx[e]
+            or count < self.FREQUENT_MIN
+            or count <= self.FREQUENT_SHARE * sum(counts.values())
+        ):
+            return e
+        longer = self._index[len(key) + 1].get((*key, token))
+        return e if longer is None else longer - 1
 
     def lookup(self, ctx: list[int], k_max: int) -> tuple[list[int], int]:
         """The continuation of the longest earlier match of ctx's suffix, and the match length."""
@@ -109,6 +145,8 @@ class NgramDrafter:
                 if n == self.max_ngram:  # how far back does the match go?
                     while n < self.MATCH_EXTEND and e - 1 - n >= 0 and ctx[e - 1 - n] == ctx[end - 1 - n]:
                         n += 1
+                elif n <= self.FREQUENT_MAX:
+                    e = self._most_frequent(tuple(ctx[end - n :]), e)
                 if self.COPY_START <= n < self.COPY_MATCH and end - n <= self._reply_start:
                     # Everything this reply has said so far continues an earlier stretch: a reply
                     # that starts by copying is copying, before it is 16 tokens long.

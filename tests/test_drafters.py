@@ -125,3 +125,23 @@ def test_a_reply_given_again_wins_over_a_shorter_copy_in_the_text() -> None:
     d.begin(ctx[:-10])
     assert d.lookup(ctx, 4) == ([99, *prompt[:3]], 18)
     assert d.offer(ctx, 4) == (reply[10:14], 7)
+
+
+def test_a_short_match_drafts_what_followed_it_most_often() -> None:
+    # "a b" was followed by "c" twice, then once by "x": what follows it now is most likely "c".
+    a, b, c, x = 1, 2, 3, 9
+    d = NgramDrafter()
+    ctx = [a, b, c, 5, a, b, c, 6, a, b, x, 7, a, b]
+    d.begin(ctx[:1])
+    tokens, n = d.lookup(ctx, 3)
+    assert n == 2 and tokens == [c, 6, a]  # not [x, 7, a], what followed it last
+    # Once it mostly follows otherwise, the latest continuation is drafted.
+    ctx2 = [a, b, c, 5, a, b, x, 6, a, b, x, 7, a, b]
+    d2 = NgramDrafter()
+    d2.begin(ctx2[:1])
+    assert d2.lookup(ctx2, 2) == ([x, 7], 2)
+    # A long match (text being copied, a loop) drafts what followed it last, whatever came before.
+    ctx3 = [*range(20, 30), c, *range(20, 30), x, *range(20, 30)]
+    d3 = NgramDrafter()
+    d3.begin(ctx3[:1])
+    assert d3.lookup(ctx3, 1)[0] == [x]
