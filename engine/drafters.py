@@ -140,13 +140,14 @@ class NgramDrafter:
         # Index every n-gram that ends before the current end: the suffix itself never matches.
         self._index_upto(end)
         for n in range(min(self.max_ngram, end - 1), 0, -1):
-            e = self._index[n].get(tuple(ctx[end - n :]))
+            key = tuple(ctx[end - n :])
+            e = self._index[n].get(key)
             if e is not None:
                 if n == self.max_ngram:  # how far back does the match go?
                     while n < self.MATCH_EXTEND and e - 1 - n >= 0 and ctx[e - 1 - n] == ctx[end - 1 - n]:
                         n += 1
                 elif n <= self.FREQUENT_MAX:
-                    e = self._most_frequent(tuple(ctx[end - n :]), e)
+                    e = self._most_frequent(key, e)
                 if self.COPY_START <= n < self.COPY_MATCH and end - n <= self._reply_start:
                     # Everything this reply has said so far continues an earlier stretch: a reply
                     # that starts by copying is copying, before it is 16 tokens long.
