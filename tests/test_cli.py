@@ -160,7 +160,7 @@ def test_bench_runs_side_by_side(tiny_target: Path, tmp_path: Path) -> None:
     prompts.write_text(json.dumps({"name": "loop", "set": "copy", "prompt": "abc abc abc abc abc"}) + "\n")
     out = tmp_path / "report.md"
     r = tandem("bench", "--model", str(tiny_target), "--draft", "ngram", "--prompts", str(prompts),
-               "--max-tokens", "32", "--turns", "3", "--no-peer", "--json", "--out", str(out))  # fmt: skip
+               "--max-tokens", "32", "--turns", "3", "--json", "--out", str(out))  # fmt: skip
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout.strip().splitlines()[-1])
     (row,) = report["prompts"]
@@ -169,6 +169,7 @@ def test_bench_runs_side_by_side(tiny_target: Path, tmp_path: Path) -> None:
     assert row["ceiling"] > 1.0  # measured in the same run
     assert row["plain_process_s"] > 0 and row["spec_process_s"] > 0 and row["process_speedup"] > 0
     assert row["spec_load_s"] > 0 and row["spec_decode_s"] > 0
+    assert row["peer_tokens_per_s"] > 0  # llama-cpp-python's prompt lookup, in its own process
     if (Path(sys.executable).parent / "llama-lookup").exists():
         assert row["lookup_tokens_per_s"] > 0 and row["lookup_process_s"] > 0
     assert len(report["ttft_s"]) == 3
