@@ -454,8 +454,12 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                 if use_peer:
                     peer_rates.append(
                         run_peer(
-                            config.target_path, str(prompt_file), args.max_tokens,
-                            min(engine.n_ctx, 2048), engine.n_threads, config.n_gpu_layers,
+                            config.target_path,
+                            str(prompt_file),
+                            args.max_tokens,
+                            min(engine.n_ctx, 2048),
+                            engine.n_threads,
+                            config.n_gpu_layers,
                         )  # fmt: skip
                     )
                 if lookup_bin is not None:
