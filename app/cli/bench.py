@@ -460,7 +460,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                             min(engine.n_ctx, 2048),
                             engine.n_threads,
                             config.n_gpu_layers,
-                        )  # fmt: skip
+                        )
                     )
                 if lookup_bin is not None:
                     lookup_extra = placement
