@@ -109,8 +109,13 @@ class DraftLengthController:
     draft_costs_time: bool = False  # a draft model costs a decode per token; n-gram lookup ~nothing
     _acceptance: dict[int, _Acceptance] = field(default_factory=dict)
     _step_samples: dict[int, deque[float]] = field(default_factory=dict)  # rows -> step seconds
-    _step_s: dict[int, float] = field(default_factory=dict)  # rows -> median of samples
-    _cost_arrays: tuple[np.ndarray, np.ndarray] | None = None  # _step_s as sorted arrays (cache)
+    _step_s: dict[int, float] = field(default_factory=dict)  # rows -> median of samples (the guard)
+    # rows -> the lowest of the samples (prices): a busy machine only ever slows a step down, and
+    # one slow sample priced at its face made a size look dearer than a smaller one (AVX2, copying:
+    # a 43-row step timed at 249 ms, 218 ms alone, held drafts to 21 tokens, 5.4 ms a token
+    # against 4.9 at 64 rows, until the next exploration).
+    _step_low: dict[int, float] = field(default_factory=dict)
+    _cost_arrays: tuple[np.ndarray, np.ndarray] | None = None  # _step_low as sorted arrays (cache)
     _n_live: set[int] = field(default_factory=set)  # batch sizes measured in this process
     _n_spec_steps: int = 0
     # A drafted token's cost relative to a plain step: a ratio survives the machine getting
@@ -133,6 +138,7 @@ class DraftLengthController:
     _suspended_steps: int = 0  # plain steps left before the drafter is probed again
     _backoff: int = _BACKOFF_FIRST
     _since_plain: int = 0  # speculative steps since the last plain step
+    _reference_due: bool = False  # the guard would suspend on a plain step timed in another process
     _plain_steps: int = 0  # consecutive plain steps chosen by the model
     _probe_interval: int = _PROBE_FIRST
     _ramp: int = _RAMP_FIRST  # longest draft allowed now in this reply (see _RAMP_FIRST)
@@ -160,7 +166,8 @@ class DraftLengthController:
         return acc
 
     def verify_cost(self, n_rows: int) -> float:
-        """Seconds for a step that verifies n_rows, from the batch sizes measured so far.
+        """Seconds for a step that verifies n_rows, from the batch sizes measured so far (the
+        lowest recent timing of each: see _step_low).
 
         Between measured sizes: linear interpolation. Beyond the largest: what one more row
         has been measured to cost there (`_row_cost_beyond`), so the controller tries longer
@@ -169,7 +176,7 @@ class DraftLengthController:
         with Gemma 3 270M a 2-row batch costs 2.7x a 1-row one on AVX2, 4 rows less than 3), so
         below the largest size nothing assumes a shape.
         """
-        measured = self._step_s
+        measured = self._step_low
         if n_rows in measured:
             return measured[n_rows]
         if not measured:
@@ -198,7 +205,7 @@ class DraftLengthController:
         each row adds _PRIOR_SLOPE of the largest batch's cost. (That prior alone priced 41 rows
         at 300 ms from 21 rows' 150, and copying kept drafting 22 tokens where 44 cost 15% less
         a token.)"""
-        measured = self._step_s
+        measured = self._step_low
         top = max(measured)
         top_s = measured[top]
         lower = [n for n in measured if _SLOPE_MIN_ROWS <= n <= top // 2]
@@ -215,7 +222,7 @@ class DraftLengthController:
         if not self._step_s:
             return 1.0 + _PRIOR_SLOPE * (ns - 1)
         if self._cost_arrays is None:  # rebuilt only when a size's median changes
-            measured = self._step_s
+            measured = self._step_low
             sizes = np.array(sorted(measured), dtype=np.float64)
             self._cost_arrays = sizes, np.array([measured[int(n)] for n in sizes])
         sizes, costs = self._cost_arrays
@@ -382,6 +389,21 @@ class DraftLengthController:
         """Tokens per second of a k-token draft if every drafted token were accepted."""
         return (k + 1) / (self.draft_first_cost() + (k - 1) * self.draft_cost() + self.verify_cost(k + 1))
 
+    def _ramp_limit(self, bucket: int) -> int:
+        """The longest draft the ramp allows now (see _RAMP_FIRST). The ramp bounds what a wrong
+        draft costs, so for free drafts it is a cost: up to twice as long, any draft whose verify
+        batch is priced no dearer than the ramp's. Batch costs are not monotone in rows: on 2 AVX2
+        cores with Gemma 3 270M an odd batch costs more than the next even one (5 rows 50 ms, 6
+        rows 45), with AVX-512 4k+1 to 4k+3 rows more than 4k+4 (5 rows 47 ms, 8 rows 48)."""
+        ramp = self._ramp
+        if ramp >= self.k_max or self._costs_drafting(bucket):
+            return ramp
+        budget = self.verify_cost(ramp + 1)
+        within = [
+            k for k in range(ramp + 1, min(2 * ramp, self.k_max) + 1) if self.verify_cost(k + 1) <= budget
+        ]
+        return max(within, default=ramp)
+
     def _explore_limit(self) -> int:
         """Never draft more than twice the largest batch measured: an unmeasured size is a guess,
         and a guess at 64 rows can cost 20 plain steps on a CPU. Where what one more row costs
@@ -428,13 +450,16 @@ class DraftLengthController:
             offers = [(n, b) for n, b in offers if not self._costs_drafting(b)]
             if not offers:
                 return 0, 0
-        if 1 not in self._n_live or self._since_plain >= _PLAIN_REFRESH_STEPS:
-            # The guard's reference is a plain step measured now: take one when it is missing
-            # or old (one token at plain speed in every few hundred).
+        if 1 not in self._step_s or self._reference_due or self._since_plain >= _PLAIN_REFRESH_STEPS:
+            # The guard's reference is a plain step measured now: take one when there is none,
+            # when it is old (one token at plain speed in every few hundred), and before the
+            # guard suspends a drafter on one timed in another process (the cost cache's). Not
+            # before it is needed: a reply's first step at plain speed cost copying 2% of its
+            # speed (AVX2, 256 tokens).
             return 0, 0
         best: tuple[float, int, int, int] | None = None  # rate, k, bucket, limit
         for available, bucket in offers:
-            limit = min(available, self._explore_limit(), self._ramp)
+            limit = min(available, self._explore_limit(), self._ramp_limit(bucket))
             first_copy = bucket in COPY_BUCKETS and not self._copy_drafted
             prior = max(self.acceptance(bucket), _PRIOR_ACCEPT[bucket]) if first_copy else None
             rates = self.expected_rates(limit, bucket, prior)
@@ -484,7 +509,7 @@ class DraftLengthController:
         """A short draft from an offer not chosen lately, to measure it again."""
         self._plain_steps = 0
         self._probe_interval = min(self._probe_interval * 2, _PROBE_MAX)
-        limit = min(available, self._explore_limit(), self._ramp)
+        limit = min(available, self._explore_limit(), self._ramp_limit(bucket))
         # A one-token probe re-measures n-gram acceptance for the least: a longer one costs more
         # verify rows (3 rows cost 3x one on AVX2). A draft model's probe is a reply's first
         # draft length (it stops where it is unsure): one accepted token at a time moved its
@@ -545,6 +570,7 @@ class DraftLengthController:
                 self._guard(1, self._usual(n_rows, step_s, draft_s))
             else:
                 self._since_plain = 0
+                self._reference_due = False
             return
         if draft_s > 0:
             self._note_ask(refused=False)
@@ -590,7 +616,9 @@ class DraftLengthController:
         decodes after it more_s."""
         if not self.draft_costs_time:
             return
-        plain_s = self.verify_cost(1)
+        # Against a plain step as usually timed (the median), as the draft's own decodes are:
+        # priced by draft_cost() at the lowest plain step, the ratio sheds the same noise.
+        plain_s = self._step_s.get(1) or self.verify_cost(1)
         if first_s > 0:
             r = self._draft_first_ratio
             ratio = first_s / plain_s
@@ -625,6 +653,9 @@ class DraftLengthController:
         if self._gain_s > LOSS_BUDGET_TOKENS * plain_s:
             self._backoff = _BACKOFF_FIRST  # it pays: a later bad patch is probed again soon
         if self._loss_s > LOSS_BUDGET_TOKENS * plain_s:
+            if 1 not in self._n_live:
+                self._reference_due = True  # judge by a plain step timed now, then decide
+                return
             self._suspended_steps = self._backoff
             self._backoff = min(2 * self._backoff, _BACKOFF_MAX)
             self._loss_s = self._gain_s = 0.0
@@ -634,6 +665,7 @@ class DraftLengthController:
         samples = self._step_samples.setdefault(n_rows, deque(maxlen=_COST_SAMPLES))
         samples.append(seconds)
         self._step_s[n_rows] = statistics.median(samples)
+        self._step_low[n_rows] = min(samples)
         self._cost_arrays = None
 
     # -- what survives the process (engine.costcache) --------------------------------------------
@@ -641,7 +673,7 @@ class DraftLengthController:
     def export(self) -> dict[str, object]:
         """What this run measured, to seed the next process on the same machine and pair."""
         return {
-            "step_s": {str(n): s for n, s in sorted(self._step_s.items())},
+            "step_s": {str(n): s for n, s in sorted(self._step_low.items())},
             **{key: getattr(self, attr) for key, attr in _SEEDED.items()},
             "acceptance": {
                 str(b): [round(a.accepted, 4), round(a.trials, 4)] for b, a in self._acceptance.items()
