@@ -598,3 +598,34 @@ def test_one_slow_step_does_not_make_a_batch_size_look_dear() -> None:
     assert c.choose(available=63, bucket=5) >= 60
     c.record(5, 63, 63, 1.2 * avx2[64])  # its first 64-row step this process, slowed
     assert c.choose(available=63, bucket=5) >= 60
+
+
+def test_a_draft_model_is_loaded_for_a_short_reply_only_where_it_surely_repays() -> None:
+    # The cost cache a real warm-up left on 2 AVX2 cores (a costly target, ~74 ms a token, with
+    # its Q4 draft): the draft accepted 7 of 7, in a warm-up reply that looped. On fresh text it
+    # was accepted 68-85%, and loading it (0.4-0.7 s) for 32 tokens cost 0.83-0.94x plain over
+    # the whole process. For 512 tokens it repays its load many times over.
+    c = DraftLengthController(k_max=16, draft_costs_time=True)
+    c.seed(
+        {
+            "step_s": {
+                "1": 0.0742,
+                "2": 0.1084,
+                "3": 0.1237,
+                "4": 0.1388,
+                "5": 0.1519,
+                "8": 0.1912,
+                "15": 0.3095,
+            },
+            "draft_ratio": 0.2928,
+            "draft_first_ratio": 0.2848,
+            "draft_load_s": 0.3816,
+            "draft_prefill_ratio": 0.1728,
+            "target_prefill_token_s": 0.0105,
+            "acceptance": {"0": [7.1523, 7.1523]},
+        }
+    )
+    one_off = c.one_off_draft_s(c.target_read_s(20))
+    assert 0.4 < one_off < 0.5
+    assert not c.pays_back(32, one_off)
+    assert c.pays_back(512, one_off)
