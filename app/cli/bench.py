@@ -212,6 +212,7 @@ class PeerPromptLookup:
             model_path=model_path,
             n_ctx=n_ctx,
             n_threads=n_threads,
+            n_threads_batch=n_threads,  # (its default is every core: with --threads 1, two)
             n_gpu_layers=n_gpu_layers,
             logits_all=True,
             draft_model=LlamaPromptLookupDecoding(num_pred_tokens=10),
