@@ -236,7 +236,7 @@ class DraftLengthController:
         ns = np.arange(n_max + 1, dtype=np.float64)
         if not self._step_s:
             return 1.0 + _PRIOR_SLOPE * (ns - 1)
-        if self._cost_arrays is None:  # rebuilt only when a size's median changes
+        if self._cost_arrays is None:  # rebuilt only when a size's timings change
             measured = self._step_low
             sizes = np.array(sorted(measured), dtype=np.float64)
             self._cost_arrays = sizes, np.array([measured[int(n)] for n in sizes])
@@ -417,11 +417,9 @@ class DraftLengthController:
         ramp = self._ramp
         if ramp >= self.k_max or self._costs_drafting(bucket):
             return ramp
-        budget = self.verify_cost(ramp + 1)
-        within = [
-            k for k in range(ramp + 1, min(2 * ramp, self.k_max) + 1) if self.verify_cost(k + 1) <= budget
-        ]
-        return max(within, default=ramp)
+        costs = self.verify_costs(min(2 * ramp, self.k_max) + 1)  # by rows: k tokens are k + 1
+        within = np.flatnonzero(costs[ramp + 2 :] <= costs[ramp + 1])
+        return ramp + 1 + int(within[-1]) if within.size else ramp
 
     def _explore_limit(self) -> int:
         """Never draft more than twice the largest batch measured: an unmeasured size is a guess,
