@@ -24,7 +24,7 @@ from engine.backend import ContextFullError, LlamaRunner
 from engine.config import SamplingParams
 from engine.errors import TandemError
 from engine.reply_memory import ReplyMemory
-from engine.sampling import Dist, distribution, greedy, top_probability
+from engine.sampling import Dist, distribution, draft_is_sure, greedy
 
 
 @dataclass
@@ -275,9 +275,13 @@ class ModelDrafter:
                 assert draft.dists is not None
                 draft.dists.append(dist)
             else:
-                if self.p_min > 0 and top_probability(logits) < self.p_min:
-                    break
                 token = greedy(logits, history, params)
+                if self.p_min > 0:
+                    # How sure the draft is, of its own top token (the one drafted, unless a
+                    # repetition penalty moved the choice).
+                    top = token if params.repeat_penalty == 1.0 else int(np.argmax(logits))
+                    if not draft_is_sure(logits, top, self.p_min):
+                        break
             draft.tokens.append(token)
             history.append(token)
             if i == k - 1:

@@ -1,8 +1,15 @@
-"""The n-gram drafter: what it proposes, and how long a match it reports (its acceptance bucket)."""
+"""The drafters: what the n-gram drafter proposes and how long a match it reports (its acceptance
+bucket); where a draft model stops drafting."""
 
 from __future__ import annotations
 
-from engine.drafters import NgramDrafter
+from pathlib import Path
+
+import numpy as np
+
+from engine.backend import LlamaRunner
+from engine.config import SamplingParams
+from engine.drafters import ModelDrafter, NgramDrafter
 from engine.reply_memory import ReplyMemory
 
 
@@ -145,3 +152,31 @@ def test_a_short_match_drafts_what_followed_it_most_often() -> None:
     d3 = NgramDrafter()
     d3.begin(ctx3[:1])
     assert d3.lookup(ctx3, 1)[0] == [x]
+
+
+def test_a_draft_model_drafts_while_it_is_sure_and_stops_at_its_first_doubt(tiny_draft: Path) -> None:
+    # Along the draft model's own greedy path, the softmax probability of each top token.
+    runner = LlamaRunner(str(tiny_draft), n_ctx=256, n_threads=1)
+    ctx = runner.tokenize("the quick brown fox", add_special=True)
+    path, sureness = [], []
+    logits = runner.decode(ctx, n_logits=1)[0]
+    for _ in range(12):
+        token = int(np.argmax(logits))
+        shifted = logits.astype(np.float64) - logits[token]
+        sureness.append(float(1.0 / np.exp(shifted).sum()))
+        path.append(token)
+        logits = runner.decode([token], n_logits=1)[0]
+    runner.close()
+    # Every threshold halfway between two of those values: the draft ends at the first below it.
+    order = sorted(sureness)
+    thresholds = [(a + b) / 2 for a, b in zip(order, order[1:]) if b - a > 1e-3]
+    assert len(thresholds) >= 6
+    drafter = ModelDrafter(lambda: LlamaRunner(str(tiny_draft), n_ctx=256, n_threads=1))
+    try:
+        for p_min in thresholds:
+            drafter.p_min = p_min
+            cut = next((j for j, s in enumerate(sureness) if s < p_min), len(path))
+            draft = drafter.propose(ctx, 12, SamplingParams(), np.random.default_rng(0))
+            assert draft.tokens == path[:cut], p_min
+    finally:
+        drafter.close()
