@@ -451,3 +451,31 @@ def test_a_draft_model_drafting_beside_a_copy_is_not_credited_with_it(
         engine.close()
     model_steps = [learn for bucket, learn in calls if bucket == 0]
     assert False in model_steps and True in model_steps
+
+
+def test_the_rows_a_decode_returns_are_the_rows_llama_cpp_holds(tiny_target: Path) -> None:
+    # The runner keeps one view of llama.cpp's logits buffer across decodes (made afresh only
+    # when the buffer moves or more rows are wanted): each decode's rows, of any count, must be
+    # exactly what llama_get_logits_ith gives for that batch, and a single-token decode must
+    # ask for its one row (or for none).
+    import ctypes
+
+    import llama_cpp
+
+    runner = LlamaRunner(str(tiny_target), n_ctx=256, n_threads=1)
+    try:
+        runner.decode(runner.tokenize("the rows"), n_logits=0)
+        for n, n_logits in [(1, 1), (5, 5), (1, 1), (9, 3), (1, 0), (1, 1), (2, 2), (12, 12), (1, 1)]:
+            tokens = [(7 * len(runner.tokens) + i) % 200 + 10 for i in range(n)]
+            rows = runner.decode(tokens, n_logits=n_logits)
+            assert rows.shape == (n_logits, runner.n_vocab)
+            for i in range(n_logits):
+                ptr = llama_cpp.llama_get_logits_ith(runner.ctx, n - n_logits + i)
+                held = np.ctypeslib.as_array(
+                    ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), (runner.n_vocab,)
+                )
+                assert np.array_equal(rows[i], held)
+            if n_logits == 0:
+                assert not llama_cpp.llama_get_logits_ith(runner.ctx, 0)  # NULL: no output asked
+    finally:
+        runner.close()
