@@ -254,3 +254,27 @@ def test_the_logits_far_below_the_top_still_count_where_the_decision_is_close(ab
     logits[9] = np.log(rival_weight)
     assert (_exact_top_probability(logits) >= 0.6) == above
     assert draft_is_sure(logits, 5, 0.6) == above
+
+
+@pytest.mark.parametrize("repeat_penalty", [1.1, 1.5, 0.8])
+def test_the_penalised_distribution_is_the_one_of_the_penalised_row(repeat_penalty: float) -> None:
+    # Recent tokens at the top that the penalty pushes out of the top-k or keeps in it, positive
+    # and negative logits, a penalty that raises them: the top-k of the penalised row, its softmax.
+    rng = np.random.default_rng(11)
+    for trial in range(40):
+        logits = (rng.standard_normal(4096) * 3.0).astype(np.float32)
+        top = np.argsort(-logits)
+        history = [int(t) for t in rng.choice(top[:60], size=30)] + [
+            int(t) for t in rng.integers(0, 4096, 30)
+        ]
+        if trial % 4 == 0:
+            logits -= 20.0  # every logit negative: the penalty multiplies
+        params = SamplingParams(
+            temperature=0.7, top_k=40, top_p=1.0, min_p=0.0, repeat_penalty=repeat_penalty
+        )
+        got = distribution(logits, history, params)
+        penalised = penalize(logits, history, params).astype(np.float64)
+        want_ids = np.argsort(-penalised, kind="stable")[:40]
+        assert sorted(got.ids.tolist()) == sorted(want_ids.tolist())
+        want = np.exp((penalised[got.ids] - penalised[got.ids].max()) / 0.7)
+        assert got.probs == pytest.approx(want / want.sum(), rel=1e-9)
