@@ -228,3 +228,14 @@ def test_the_ceiling_is_timed_where_the_reply_runs(tiny_target: Path, tmp_path: 
         engine.close()
     assert timed_after == [n_prompt + 32]
     assert ceiling is not None and ceiling > 1.0 and 64 in costs
+
+
+def test_the_bench_says_when_a_different_text_is_expected() -> None:
+    from app.cli.bench import same_text_note
+
+    greedy = same_text_note({"temperature": 0.0, "draft": "/models/draft.gguf"})
+    assert greedy.startswith("Same text: greedy output") and "NO is expected" not in greedy
+    keyed = same_text_note({"temperature": 0.8, "draft": "ngram"})
+    assert "same seed" in keyed and "NO is expected" not in keyed
+    sampled = same_text_note({"temperature": 0.8, "draft": "/models/draft.gguf"})
+    assert "keeps the target's distribution, not its tokens: NO is expected" in sampled

@@ -629,6 +629,27 @@ def _fmt(v: float | None, spec: str = ".2f", prefix: str = "") -> str:
     return "—" if v is None else prefix + format(v, spec)
 
 
+def same_text_note(report: dict[str, object]) -> str:
+    """What the "same text" columns compare, and when a NO is expected."""
+    flips = (
+        "An F16 target gives the same tokens; a quantized one may flip where its two best logits "
+        "nearly tie, because llama.cpp's batched and one-row kernels round differently (FINDINGS.md)."
+    )
+    if not report["temperature"]:
+        return f"Same text: greedy output with and without speculation. {flips}"
+    note = (
+        "Same text: sampled output with and without speculation, same seed. Each position's sample "
+        "is keyed by (seed, position, token), so drafts from the text keep the text identical."
+    )
+    if report["draft"] != "ngram":
+        note += (
+            " The draft model's drafts are sampled and accepted by the speculative sampling rule, "
+            "which keeps the target's distribution, not its tokens: NO is expected wherever the "
+            "model drafted."
+        )
+    return f"{note} {flips}"
+
+
 def to_markdown(report: dict[str, object]) -> str:
     prompts: list[dict] = report["prompts"]  # type: ignore[assignment]
     lines = [
@@ -714,9 +735,7 @@ def to_markdown(report: dict[str, object]) -> str:
         f"Whole process: median {_fmt(report['median_process_speedup'], '.2f', 'x')}, "  # type: ignore[arg-type]
         f"lowest {_fmt(report['min_process_speedup'], '.2f', 'x')}. "  # type: ignore[arg-type]
         f"Time outside llama.cpp per step (median of prompt medians): {report['step_overhead_ms_median']:.2f} ms.",
-        "Same text: greedy output with and without speculation. An F16 target gives the same tokens; "
-        "a quantized one may flip where its two best logits nearly tie, because llama.cpp's batched "
-        "and one-row kernels round differently (FINDINGS.md).",
+        same_text_note(report),
     ]
     ttft = report["ttft_s"]
     if ttft:
