@@ -238,7 +238,7 @@ class LlamaRunner:
         if n == 1:  # a drafted token, a plain step: plain item writes (the numpy calls cost ~15 us)
             batch.token[0] = chunk[0]
             batch.pos[0] = pos0
-            batch.logits[0] = n_logits
+            batch.logits[0] = 1 if n_logits else 0
         else:
             self._batch_token[:n] = chunk
             self._batch_pos[:n] = np.arange(pos0, pos0 + n)
@@ -323,5 +323,6 @@ class LlamaRunner:
         if self._batch is not None:
             self._llama.llama_batch_free(self._batch)
             self._batch = None
+        self._rows, self._rows_address = self._rows[:0].copy(), None  # no view of freed memory
         self.context.close()
         self.model.close()
