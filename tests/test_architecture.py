@@ -213,3 +213,85 @@ def test_every_imported_third_party_package_is_declared() -> None:
                 if not dists & declared:
                     missing.append(f"{rel(p)}:{line}: {m} (from {sorted(dists) or 'nothing installed'})")
     assert not missing, "imported but not declared in pyproject.toml:\n" + "\n".join(missing)
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def type_checking_lines(path: Path) -> set[int]:
+    """Lines under `if TYPE_CHECKING:` (imports for the type checker only: no circle at run time)."""
+    lines: set[int] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def import_graph(folders: tuple[str, ...]) -> dict[str, set[str]]:
+    """module -> the first-party modules it imports at run time (also inside functions)."""
+    paths = [p for folder in folders for p in sources(folder)]
+    names = {module_name(p) for p in paths}
+    graph: dict[str, set[str]] = {}
+    for path in paths:
+        edges = set()
+        skipped = type_checking_lines(path)
+        for line, module in imports(path):
+            if line in skipped:
+                continue
+            # `from ui import theme` gives both "ui" and "ui.theme": keep the deepest known name.
+            while module and module not in names:
+                module = module.rpartition(".")[0]
+            if module and module != module_name(path) and "." in module:
+                edges.add(module)
+        graph[module_name(path)] = edges
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_circle_finder_finds_a_circle_through_a_function_level_import() -> None:
+    graph = {"ui.theme": {"ui.markdown_view"}, "ui.markdown_view": {"ui.code_highlight"},
+             "ui.code_highlight": {"ui.theme"}, "ui.about": {"ui.theme"}}  # fmt: skip
+    assert circles(graph) == [["ui.code_highlight", "ui.markdown_view", "ui.theme"]]
+
+
+def test_the_window_has_no_import_circles() -> None:
+    """A module in a circle cannot be read, tested or changed alone (ui/theme.py and
+    ui/markdown_view.py were one: the theme pushed colours into the renderer)."""
+    assert circles(import_graph(("ui",))) == []

@@ -104,19 +104,27 @@ def tokens(language: str, line: str) -> _Tokens:
 _formats: dict[str, dict[object, QTextCharFormat | None]] = {}
 
 
-def _format(style_name: str, ttype: object) -> QTextCharFormat | None:
-    formats = _formats.setdefault(style_name, {})
-    if ttype in formats:
-        return formats[ttype]
+def syntax_color(colors: theme.ThemeColors, ttype: object) -> QColor | None:
+    """A token's colour in the theme's Pygments style, made readable (4.5:1) on every background
+    code can sit on, the tint included (theme.readable); None where the style gives none."""
     from pygments.styles import get_style_by_name
 
-    style = get_style_by_name(style_name)
-    spec = style.style_for_token(ttype)
+    spec = get_style_by_name(colors.code_style).style_for_token(ttype)
+    if not spec.get("color"):
+        return None
+    return theme.readable(QColor("#" + spec["color"]), theme.text_backgrounds(colors), colors.is_dark)
+
+
+def _format(colors: theme.ThemeColors, ttype: object) -> QTextCharFormat | None:
+    formats = _formats.setdefault(colors.code_style, {})
+    if ttype in formats:
+        return formats[ttype]
+    color = syntax_color(colors, ttype)
     fmt: QTextCharFormat | None = None
-    if spec.get("color"):
+    if color is not None:
         # Colour only: bold or italic would change widths, and the layout with them.
         fmt = QTextCharFormat()
-        fmt.setForeground(QColor("#" + spec["color"]))
+        fmt.setForeground(color)
     formats[ttype] = fmt
     return fmt
 
@@ -153,9 +161,9 @@ class CodeHighlighter(QSyntaxHighlighter):
         self._apply(language, text)
 
     def _apply(self, language: str, text: str) -> None:
-        style = theme.colors().code_style
+        colors = theme.colors()
         for start, length, ttype in tokens(language, text):
-            fmt = _format(style, ttype)
+            fmt = _format(colors, ttype)
             if fmt is not None:
                 self.setFormat(start, length, fmt)
 

@@ -37,11 +37,10 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QApplication, QFrame, QSizePolicy, QTextBrowser, QToolButton, QWidget
 
+from ui import theme
 from ui.code_highlight import CodeHighlighter
 
-DRAFT_TINT = QColor(60, 190, 110, 70)  # translucent green (the light theme's: ui.theme)
-CODE_BACKGROUND = QColor(127, 127, 127, 38)
-_colors = {"draft_tint": DRAFT_TINT, "code_background": CODE_BACKGROUND}  # set by ui.theme
+DRAFT_TINT = theme.LIGHT.draft_tint  # the light theme's tint (renders use the theme's in use)
 LOOKAHEAD = 400  # markup the importer drops (a link's URL, a fence line) is shorter than this
 MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub
 # A streaming open block longer than this is cut at its last complete line (inside a code fence
@@ -169,13 +168,20 @@ def tint_ranges(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]
     return out
 
 
-def set_colors(draft_tint: QColor, code_background: QColor) -> None:
-    """The tint and the code background of renders from now on (the theme's)."""
-    _colors["draft_tint"], _colors["code_background"] = draft_tint, code_background
-
-
 def draft_tint() -> QColor:
-    return _colors["draft_tint"]
+    """The tint of renders from now on (the theme's in use)."""
+    return theme.colors().draft_tint
+
+
+def tint_format() -> QTextCharFormat:
+    """How the model's own, confirmed text is marked: the tint, and a dotted underline (a cue
+    that does not rest on colour alone)."""
+    colors = theme.colors()
+    fmt = QTextCharFormat()
+    fmt.setBackground(colors.draft_tint)
+    fmt.setUnderlineStyle(QTextCharFormat.UnderlineStyle.DotLine)
+    fmt.setUnderlineColor(colors.draft_mark)
+    return fmt
 
 
 def render(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]], tint: bool) -> None:
@@ -186,7 +192,7 @@ def render(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]], ti
     cursor.beginEditBlock()
     # Code blocks get a shaded background so they read as blocks while the reply streams.
     code_format = QTextBlockFormat()
-    code_format.setBackground(_colors["code_background"])
+    code_format.setBackground(theme.colors().code_background)
     block, first_code = doc.firstBlock(), None
     while block.isValid():
         is_code = block.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence)
@@ -201,12 +207,11 @@ def render(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]], ti
             first_code = None
         block = nxt
     if tint and spans:
-        tint_format = QTextCharFormat()
-        tint_format.setBackground(_colors["draft_tint"])
+        marked = tint_format()
         for start, end in tint_ranges(doc, source, spans):
             cursor.setPosition(start)
             cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
-            cursor.mergeCharFormat(tint_format)
+            cursor.mergeCharFormat(marked)
     cursor.endEditBlock()
 
 

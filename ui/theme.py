@@ -7,23 +7,36 @@ charts) go with it: a dark platform theme that gives no scheme hint is still rea
 forced choice asks the platform for that scheme and, where the platform cannot switch (Linux
 without a portal, offscreen), sets a palette of its own.
 
-Everything that draws reads `colors()`; `ThemeManager.changed` says when to redraw.
+Everything that draws reads `colors()`; `ThemeManager.changed` says when to redraw. This module
+imports nothing else of the window (the renderer and the highlighter read it, not the reverse).
+
+The tint under the model's own, confirmed text is an opaque colour (not a translucent one laid
+over whatever is below), so what is read on it is known: body text and every syntax colour reach
+WCAG AA (4.5:1) on it and on the page and code backgrounds (`readable`, tested for every
+colour of both Pygments styles in tests/test_ui_contrast.py). A dotted underline in
+`draft_mark` marks the same text for whoever does not see the colour.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 
 THEME_CHOICES = (("System", "system"), ("Light", "light"), ("Dark", "dark"))
+AA = 4.5  # WCAG AA: the least contrast for body text
 
 
 @dataclass(frozen=True)
 class ThemeColors:
     is_dark: bool
-    draft_tint: QColor  # the background of accepted draft text
+    page: QColor  # the window's background (Window), where replies are drawn
+    base: QColor  # inputs' and panes' background (Base)
+    text: QColor  # body text
+    draft_tint: QColor  # the background of the model's own, confirmed text (opaque)
+    draft_mark: QColor  # the dotted underline beside the tint (a cue that is not only colour)
     code_background: QColor
     code_style: str  # a Pygments style
     plain_line: QColor  # charts: plain decoding
@@ -34,7 +47,12 @@ class ThemeColors:
 
 LIGHT = ThemeColors(
     is_dark=False,
-    draft_tint=QColor(60, 190, 110, 70),
+    page=QColor(239, 239, 239),
+    base=QColor(255, 255, 255),
+    text=QColor(20, 20, 20),
+    # The old translucent green at alpha 110 over the page: 1.2:1 at alpha 70 was hard to see.
+    draft_tint=QColor(162, 218, 184),
+    draft_mark=QColor(20, 110, 55),
     code_background=QColor(127, 127, 127, 38),
     code_style="default",
     plain_line=QColor(120, 120, 120),
@@ -44,8 +62,13 @@ LIGHT = ThemeColors(
 )
 DARK = ThemeColors(
     is_dark=True,
-    # Stronger than the light tint: over a dark base it still reads as green, white text on it.
-    draft_tint=QColor(60, 200, 115, 100),
+    page=QColor(45, 45, 48),
+    base=QColor(30, 30, 32),
+    text=QColor(230, 230, 230),
+    # A deep green: it still reads as green on the dark page, and light syntax colours keep
+    # 4.5:1 on it (a lighter green left red keywords at 2.2:1).
+    draft_tint=QColor(32, 84, 56),
+    draft_mark=QColor(110, 220, 150),
     code_background=QColor(255, 255, 255, 22),
     code_style="github-dark",
     plain_line=QColor(175, 175, 175),
@@ -65,9 +88,59 @@ def colors() -> ThemeColors:
 def _set_current(theme: ThemeColors) -> None:
     global _current
     _current = theme
-    from ui import markdown_view  # the renderer keeps its own module-level colours
 
-    markdown_view.set_colors(theme.draft_tint, theme.code_background)
+
+# ---- contrast (WCAG 2.x): what the tint and the syntax colours are checked and adjusted by
+
+
+def over(color: QColor, background: QColor) -> QColor:
+    """A translucent colour laid over an opaque one: the colour that is seen."""
+    a = color.alphaF()
+    return QColor(
+        round(color.red() * a + background.red() * (1 - a)),
+        round(color.green() * a + background.green() * (1 - a)),
+        round(color.blue() * a + background.blue() * (1 - a)),
+    )
+
+
+def luminance(color: QColor) -> float:
+    """WCAG relative luminance of an opaque colour."""
+
+    def channel(value: int) -> float:
+        c = value / 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * channel(color.red()) + 0.7152 * channel(color.green()) + 0.0722 * channel(color.blue())
+
+
+def contrast(a: QColor, b: QColor) -> float:
+    """The WCAG contrast ratio of two opaque colours (1 to 21)."""
+    la, lb = luminance(a), luminance(b)
+    return (max(la, lb) + 0.05) / (min(la, lb) + 0.05)
+
+
+def text_backgrounds(theme: ThemeColors) -> tuple[QColor, ...]:
+    """Every background a reply's text can sit on: the page, a pane, code blocks on either, the tint."""
+    return (
+        theme.page,
+        theme.base,
+        over(theme.code_background, theme.page),
+        over(theme.code_background, theme.base),
+        theme.draft_tint,
+    )
+
+
+def readable(color: QColor, backgrounds: Sequence[QColor], is_dark: bool, minimum: float = AA) -> QColor:
+    """`color` where it reaches `minimum` on every background; else mixed towards white (dark
+    theme) or black (light) in small steps until it does: the hue stays, the contrast is met."""
+    toward = 255 if is_dark else 0
+    r, g, b = color.red(), color.green(), color.blue()
+    for step in range(21):
+        k = step / 20
+        mixed = QColor(round(r + (toward - r) * k), round(g + (toward - g) * k), round(b + (toward - b) * k))
+        if all(contrast(mixed, bg) >= minimum for bg in backgrounds):
+            return mixed
+    return QColor(toward, toward, toward)
 
 
 def dark_palette() -> QPalette:
