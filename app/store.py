@@ -5,14 +5,22 @@ written as it streams and at its end, and regenerate/edit mark the messages they
 "superseded" instead of deleting them. Rows of `messages` are in the order they were written
 (the autoincrement id). The GUI thread owns the connection; every write is a small transaction
 in WAL mode, well under a millisecond on a local disk.
+
+The schema has a version (SQLite's `PRAGMA user_version`) and a history, MIGRATIONS: opening a
+store brings it up to SCHEMA_VERSION, one migration at a time, each in its own transaction. A
+file that cannot be read as a store (damaged, or not a database at all) is set aside, renamed
+beside itself and never deleted, and a fresh store is opened: `Store.set_aside` says where it went
+and `Store.notice` says so in a sentence for the user.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,11 +28,15 @@ from typing import Any
 from app import paths
 from app.host.reply import ReplyText
 
+log = logging.getLogger(__name__)
+
 # complete: finished normally; streaming: being written; cancelled: the user pressed Stop;
 # interrupted: the engine (or the app) stopped mid-reply; superseded: replaced by regenerate/edit.
 STATUSES = ("complete", "streaming", "cancelled", "interrupted", "superseded")
 
-SCHEMA = """
+# Version 1: the schema of every store written before versions existed (user_version 0), hence
+# IF NOT EXISTS: on such a store it changes nothing but the version.
+SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS conversations (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     title TEXT NOT NULL,
@@ -45,6 +57,27 @@ CREATE TABLE IF NOT EXISTS messages (
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
 """
+
+Migration = str | Callable[[sqlite3.Connection], None]
+
+# The schema's history: MIGRATIONS[n] takes a store from version n to n + 1. To change the schema,
+# append one (SQL statements, or a function given the connection for a change that needs Python)
+# and add a test that opens a store of the version before; never edit one that has shipped. Each
+# runs in one transaction with its new version number, so a store is never half migrated.
+MIGRATIONS: list[Migration] = [SCHEMA_V1]
+
+
+def schema_version() -> int:
+    """The version this build writes: the number of migrations."""
+    return len(MIGRATIONS)
+
+
+class StoreDamaged(Exception):
+    """The file cannot be used as this build's store (the reason is the message)."""
+
+
+# SQLite's result codes for a file that is not (or no longer) a readable database.
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 
 
 @dataclass(frozen=True)
@@ -88,15 +121,107 @@ def _message(row: sqlite3.Row) -> Message:
     )
 
 
+def _is_damage(error: sqlite3.DatabaseError) -> bool:
+    """Corruption or not a database at all, as opposed to a lock, a full disk or a permission."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    return type(error) is sqlite3.DatabaseError
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """Open, check and migrate the store at path; StoreDamaged when it cannot be used."""
+    db = sqlite3.connect(path)
+    try:
+        db.row_factory = sqlite3.Row
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            # quick_check reads every page once (milliseconds for a chat history): a damaged page
+            # is found now, while it can be set aside, not in the middle of a reply.
+            problems = [str(row[0]) for row in db.execute("PRAGMA quick_check(3)")]
+        except sqlite3.DatabaseError as e:
+            if _is_damage(e):
+                raise StoreDamaged(str(e)) from None
+            raise
+        if problems != ["ok"]:
+            raise StoreDamaged("; ".join(problems))
+        migrate(db)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def migrate(db: sqlite3.Connection) -> int:
+    """Bring a store up to schema_version(), one migration per transaction; returns the version it
+    was at. A store of a newer version (a later Tandem wrote it) is StoreDamaged: not ours to read."""
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    if version > schema_version():
+        raise StoreDamaged(
+            f"it was written by a newer version of Tandem (schema {version}; this one reads up to "
+            f"{schema_version()})"
+        )
+    for n in range(version, schema_version()):
+        step = MIGRATIONS[n]
+        try:
+            if callable(step):
+                db.execute("BEGIN IMMEDIATE")
+                step(db)
+                db.execute(f"PRAGMA user_version = {n + 1}")
+                db.commit()
+            else:
+                # executescript commits whatever is open first; BEGIN..COMMIT inside makes the
+                # statements and the new version one transaction.
+                db.executescript(f"BEGIN IMMEDIATE;\n{step}\nPRAGMA user_version = {n + 1};\nCOMMIT;")
+        except BaseException:
+            if db.in_transaction:
+                db.rollback()
+            raise
+        log.info("store migrated to schema version %d", n + 1)
+    return int(version)
+
+
+def set_aside_file(path: Path) -> Path:
+    """Rename a store that cannot be used (and its -wal and -shm files) beside itself; never delete."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = path.with_name(f"{path.name}.damaged-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+    for suffix in ("-wal", "-shm", ""):  # the main file last: a crash here leaves it in place
+        part = path.with_name(path.name + suffix)
+        if part.exists():
+            os.replace(part, aside.with_name(aside.name + suffix))
+    return aside
+
+
 class Store:
     def __init__(self, path: Path | None = None) -> None:
+        """Open the store (paths.database_path() by default). A file that cannot be used as one
+        is set aside and a fresh store opened: set_aside and notice say so."""
         self.path = path or paths.database_path()
-        self._db = sqlite3.connect(self.path)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(SCHEMA)
+        self.set_aside: Path | None = None  # where an unusable file was moved at this opening
+        self.notice = ""  # a sentence for the user about it, or ""
+        try:
+            self._db = _connect(self.path)
+        except StoreDamaged as e:
+            self.set_aside = set_aside_file(self.path)
+            log.error(
+                "the conversation store %s cannot be used (%s); kept it as %s", self.path, e, self.set_aside
+            )
+            self.notice = (
+                f"Your conversation history could not be read ({e}). It is kept, untouched, as "
+                f"{self.set_aside.name} beside a new, empty history in {self.path.parent}."
+            )
+            self._db = _connect(self.path)
+
+    @property
+    def version(self) -> int:
+        (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        return int(version)
 
     def mark_unfinished_interrupted(self) -> int:
         """At app start: a reply still "streaming" was cut off by a crash of the whole app."""

@@ -14,10 +14,11 @@ import struct
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from engine.errors import (
     EmptyModelError,
+    ModelFileError,
     ModelNotFoundError,
     NotGGUFError,
     TruncatedModelError,
@@ -135,85 +136,190 @@ class GGUFInfo:
 
 _U64 = struct.Struct("<Q")
 
+# Bounds on what a header may ask for, checked before anything is allocated. Real files sit far
+# below them (Gemma 3: 262,144 tokens, a chat template of a few KB); a file beyond them is not
+# one llama.cpp would load either.
+MAX_KEY_BYTES = 65_535  # the GGUF spec's own limit on a key
+MAX_STRING_BYTES = 16 * 1024 * 1024  # one metadata string (a chat template is a few KB)
+MAX_ARRAY_COUNT = 1 << 24  # items in one metadata array
+MAX_TOKENS = 1 << 21  # vocabulary kept in memory (2,097,152; the largest real ones are ~260k)
+MAX_ARRAY_DEPTH = 2  # an array of arrays at most
+MAX_TENSOR_DIMS = 8
+# A file-like source (a file, a download read over HTTP Range) is read in windows of this size.
+WINDOW_BYTES = 1 << 20
+
+# The well-known keys Tandem reads, and the value types each may have: a wrong type is a bad file,
+# named as such, never a ValueError from deep inside.
+_INTEGER_TYPES = frozenset({0, 1, 2, 3, 4, 5, 10, 11})
+_TYPE_NAMES = {
+    0: "uint8", 1: "int8", 2: "uint16", 3: "int16", 4: "uint32", 5: "int32", 6: "float32",
+    7: "bool", 8: "string", 9: "array", 10: "uint64", 11: "int64", 12: "float64",
+}  # fmt: skip
+_EXPECTED: dict[str, tuple[str, frozenset[int]]] = {
+    "general.architecture": ("a string", frozenset({_STRING})),
+    "general.name": ("a string", frozenset({_STRING})),
+    "general.alignment": ("an integer", _INTEGER_TYPES),
+    "general.file_type": ("an integer", _INTEGER_TYPES),
+    "tokenizer.ggml.model": ("a string", frozenset({_STRING})),
+    "tokenizer.chat_template": ("a string", frozenset({_STRING})),
+    "tokenizer.ggml.tokens": ("an array of strings", frozenset({_ARRAY})),
+    "tokenizer.ggml.bos_token_id": ("an integer", _INTEGER_TYPES),
+    "tokenizer.ggml.eos_token_id": ("an integer", _INTEGER_TYPES),
+    "tokenizer.ggml.add_bos_token": ("true or false", frozenset({7})),
+    "tokenizer.ggml.add_eos_token": ("true or false", frozenset({7})),
+}
+# Per architecture: "{arch}.context_length" and the like.
+_EXPECTED_SUFFIXES = {
+    ".context_length": ("an integer", _INTEGER_TYPES),
+    ".block_count": ("an integer", _INTEGER_TYPES),
+}
+
 
 class _Reader:
-    """Bounds-checked little-endian reads over a memory map; every overrun is a truncation."""
+    """Bounds-checked little-endian reads from a GGUF file, every length checked against the size
+    first (an overrun is a truncation) and every count against the bytes left (an impossible count
+    is a bad file) before anything is allocated.
 
-    def __init__(self, buf: mmap.mmap | bytes, path: Path) -> None:
-        self.buf = buf
+    The bytes come from a buffer holding the whole file (a memory map) or from any binary
+    file-like object with seek() and read() (a file, or a download read over HTTP Range), read in
+    windows of WINDOW_BYTES: only the header is read, never the weights."""
+
+    def __init__(self, source: mmap.mmap | bytes | BinaryIO, size: int, name: str) -> None:
+        self.name = name
+        self.size = size
         self.pos = 0
-        self.path = path
-        self.size = len(buf)
+        if isinstance(source, mmap.mmap | bytes | bytearray | memoryview):
+            self._file: BinaryIO | None = None
+            self.buf: Any = source
+            self.base = 0  # the file offset of buf[0]
+        else:
+            self._file = source
+            self.buf = b""
+            self.base = 0
+
+    def bad(self, reason: str) -> NotGGUFError:
+        return NotGGUFError(f"{self.name} is not a valid GGUF file: {reason}")
 
     def _need(self, n: int, what: str) -> None:
+        """Bytes [pos, pos + n) exist in the file (else TruncatedModelError) and in the window."""
         if self.pos + n > self.size:
             raise TruncatedModelError(
-                f"{self.path} is truncated: the file ends inside its {what} "
+                f"{self.name} is truncated: the file ends inside its {what} "
                 f"(at byte {self.size:,}); download it again"
             )
+        if self._file is not None and not (
+            self.base <= self.pos and self.pos + n <= self.base + len(self.buf)
+        ):
+            self._fill(n, what)
+
+    def _fill(self, n: int, what: str) -> None:
+        assert self._file is not None
+        want = min(max(n, WINDOW_BYTES), self.size - self.pos)
+        self._file.seek(self.pos)
+        parts: list[bytes] = []
+        got = 0
+        while got < want:
+            chunk = self._file.read(want - got)
+            if not chunk:
+                break
+            parts.append(chunk)
+            got += len(chunk)
+        self.buf, self.base = b"".join(parts), self.pos
+        if got < n:  # the file is shorter than its size said (it shrank, or a server lied)
+            self.size = self.pos + got
+            self._need(n, what)
 
     def scalar(self, fmt: str, what: str) -> Any:
         n = struct.calcsize(fmt)
         self._need(n, what)
-        (value,) = struct.unpack_from(fmt, self.buf, self.pos)
+        (value,) = struct.unpack_from(fmt, self.buf, self.pos - self.base)
         self.pos += n
         return value
 
-    def string(self, what: str) -> str:
+    def count(self, what: str, limit: int, min_item_bytes: int) -> int:
+        """A count, refused when the rest of the file cannot hold that many items or above limit."""
         n = self.scalar("<Q", what)
+        if n * min_item_bytes > self.size - self.pos:
+            raise self.bad(f"its {what} claims {n:,} items, more than the file can hold")
+        if n > limit:
+            raise self.bad(f"its {what} claims {n:,} items (at most {limit:,} are allowed)")
+        return int(n)
+
+    def length(self, what: str, limit: int) -> int:
+        n = self.scalar("<Q", what)
+        if n > limit:
+            raise self.bad(f"a string in its {what} claims {n:,} bytes (at most {limit:,} are allowed)")
+        return int(n)
+
+    def string(self, what: str, limit: int = MAX_STRING_BYTES) -> str:
+        n = self.length(what, limit)
         self._need(n, what)
-        raw = self.buf[self.pos : self.pos + n]
+        start = self.pos - self.base
+        text = bytes(self.buf[start : start + n]).decode("utf-8", errors="replace")
         self.pos += n
-        return bytes(raw).decode("utf-8", errors="replace")
+        return text
 
     def strings(self, count: int, what: str, keep: bool) -> list[str] | _SkippedArray:
         """An array of strings (a vocabulary: 262,144 of them in Gemma 3), in one tight loop:
         every process that opens a model reads its header, so this is paid on each start."""
-        buf, pos, size = self.buf, self.pos, self.size
         unpack = _U64.unpack_from
         out: list[str] = []
         append = out.append
+        buf, base, pos = self.buf, self.base, self.pos
+        end = base + len(buf)
         for _ in range(count):
-            if pos + 8 > size:
+            if pos + 8 > end:
                 self.pos = pos
                 self._need(8, what)
-            (n,) = unpack(buf, pos)
+                buf, base, end = self.buf, self.base, self.base + len(self.buf)
+            (n,) = unpack(buf, pos - base)
             pos += 8
-            if pos + n > size:
+            if n > MAX_STRING_BYTES:
+                raise self.bad(f"a string in its {what} claims {n:,} bytes")
+            if keep:
+                if pos + n > end:
+                    self.pos = pos
+                    self._need(n, what)
+                    buf, base, end = self.buf, self.base, self.base + len(self.buf)
+                append(buf[pos - base : pos - base + n].decode("utf-8", errors="replace"))
+            elif pos + n > self.size:
                 self.pos = pos
                 self._need(n, what)
-            if keep:
-                append(buf[pos : pos + n].decode("utf-8", errors="replace"))
             pos += n
         self.pos = pos
         return out if keep else _SkippedArray(count)
 
     def skip(self, n: int, what: str) -> None:
-        self._need(n, what)
+        if self.pos + n > self.size:
+            self._need(n, what)  # raises
         self.pos += n
 
-    def value(self, type_id: int, what: str, keep_array: bool) -> Any:
+    def value(self, type_id: int, what: str, depth: int = 0) -> Any:
+        """One metadata value. Arrays are skipped over, their counts checked against the bytes
+        left (the one array kept, the vocabulary, is read apart: see _parse)."""
         if type_id in _SCALAR_FORMATS:
             return self.scalar(_SCALAR_FORMATS[type_id], what)
         if type_id == _STRING:
             return self.string(what)
-        if type_id == _ARRAY:
-            item_type = self.scalar("<I", what)
-            count = self.scalar("<Q", what)
-            if item_type in _SCALAR_FORMATS:
-                item_size = struct.calcsize(_SCALAR_FORMATS[item_type])
-                if not keep_array:
-                    self.skip(item_size * count, what)
-                    return _SkippedArray(count)
-                self._need(item_size * count, what)
-                fmt = "<" + _SCALAR_FORMATS[item_type][1] * count
-                values = struct.unpack_from(fmt, self.buf, self.pos)
-                self.pos += item_size * count
-                return list(values)
-            if item_type == _STRING:
-                return self.strings(count, what, keep_array)
-            return [self.value(item_type, what, keep_array) for _ in range(count)]
-        raise NotGGUFError(f"{self.path} is not a valid GGUF file: unknown value type {type_id} in {what}")
+        if type_id != _ARRAY:
+            raise self.bad(f"unknown value type {type_id} in its {what}")
+        if depth >= MAX_ARRAY_DEPTH:
+            raise self.bad(f"arrays nested more than {MAX_ARRAY_DEPTH} deep in its {what}")
+        item_type = self.scalar("<I", what)
+        if item_type in _SCALAR_FORMATS:
+            item_size = struct.calcsize(_SCALAR_FORMATS[item_type])
+            count = self.count(what, MAX_ARRAY_COUNT, item_size)
+            self.skip(item_size * count, what)
+        elif item_type == _STRING:
+            count = self.count(what, MAX_ARRAY_COUNT, 8)
+            self.strings(count, what, keep=False)
+        elif item_type == _ARRAY:
+            count = self.count(what, MAX_ARRAY_COUNT, 12)  # each inner array: a type and a count
+            for _ in range(count):
+                self.value(_ARRAY, what, depth + 1)
+        else:
+            raise self.bad(f"unknown value type {item_type} in an array in its {what}")
+        return _SkippedArray(count)
 
 
 @dataclass(frozen=True)
@@ -224,10 +330,6 @@ class _SkippedArray:
         return self.count
 
 
-# Numeric arrays kept in memory; the rest (token scores, merges) are skipped over.
-_KEPT_ARRAYS = {"tokenizer.ggml.tokens", "tokenizer.ggml.token_type"}
-
-
 def read_gguf_info(
     path: str | os.PathLike[str], check_architecture: bool = True, with_tokens: bool = True
 ) -> GGUFInfo:
@@ -235,67 +337,129 @@ def read_gguf_info(
     with_tokens=False skips decoding the vocabulary's texts (a third of the time with 262k of
     them; n_vocab is still known): for a draft model whose pairing is already known good.
 
-    Raises a ModelFileError subclass with a sentence a user can act on.
+    Raises a ModelFileError subclass with a sentence a user can act on, for any file whatever.
     """
     p = Path(path).expanduser()
     if not p.exists():
         raise ModelNotFoundError(f"model file not found: {p}")
     if p.is_dir():
         raise ModelNotFoundError(f"{p} is a folder, not a model file")
-    size = p.stat().st_size
+    try:
+        with open(p, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                raise EmptyModelError(f"{p} is empty (0 bytes); download it again")
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                return read_gguf_header(buf, size, p, check_architecture, with_tokens)
+    except OSError as e:
+        raise ModelFileError(f"{p} cannot be read: {e.strerror or e}") from None
+
+
+def read_gguf_header(
+    source: mmap.mmap | bytes | BinaryIO,
+    size: int,
+    path: str | os.PathLike[str],
+    check_architecture: bool = True,
+    with_tokens: bool = True,
+) -> GGUFInfo:
+    """Read a GGUF header from a buffer holding the whole file or from any binary file-like
+    object with seek() and read() whose total size is known (a file on another machine read over
+    HTTP Range: only the header's bytes are asked for). `path` names the file in every sentence.
+
+    Raises a ModelFileError subclass with a sentence, whatever the bytes are."""
+    p = Path(path)
     if size == 0:
         raise EmptyModelError(f"{p} is empty (0 bytes); download it again")
-    with open(p, "rb") as f:
-        head = f.read(4)
+    r = _Reader(source, size, str(p))
+    try:
+        head = _magic(r)
         if head != GGUF_MAGIC:
             raise NotGGUFError(f"{p} is not a GGUF model file (it starts with {head!r}, not b'GGUF')")
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            return _parse(buf, p, size, check_architecture, with_tokens)
+        return _parse(r, p, check_architecture, with_tokens)
+    except ModelFileError:
+        raise
+    except (ValueError, TypeError, OverflowError, struct.error, RecursionError, UnicodeError) as e:
+        # A check above missed a shape of bad file: still a sentence, never a traceback.
+        raise r.bad(f"{type(e).__name__}: {e}") from None
+    except MemoryError:
+        raise r.bad("its header asks for more memory than this computer has") from None
 
 
-def _parse(buf: mmap.mmap, p: Path, size: int, check_architecture: bool, with_tokens: bool) -> GGUFInfo:
-    r = _Reader(buf, p)
-    r.pos = 4
+def _magic(r: _Reader) -> bytes:
+    n = min(4, r.size)
+    r._need(n, "header")
+    head = bytes(r.buf[r.pos - r.base : r.pos - r.base + n])
+    r.pos += n
+    return head
+
+
+def _check_type(r: _Reader, key: str, type_id: int, architecture: str | None) -> None:
+    expected = _EXPECTED.get(key)
+    if expected is None:
+        for suffix, wanted in _EXPECTED_SUFFIXES.items():
+            if key.endswith(suffix) and (architecture is None or key == architecture + suffix):
+                expected = wanted
+    if expected is not None and type_id not in expected[1]:
+        got = _TYPE_NAMES.get(type_id, f"type {type_id}")
+        raise r.bad(f"its '{key}' should be {expected[0]} but is a {got}")
+
+
+def _parse(r: _Reader, p: Path, check_architecture: bool, with_tokens: bool) -> GGUFInfo:
     version = r.scalar("<I", "header")
     if version not in (2, 3):
         raise NotGGUFError(f"{p} is GGUF version {version}; Tandem reads versions 2 and 3")
+    # A count larger than the file can hold means garbage after a valid magic.
     n_tensors = r.scalar("<Q", "header")
     n_kv = r.scalar("<Q", "header")
-    # A count larger than the file can hold means garbage after a valid magic.
-    if n_tensors > size or n_kv > size:
-        raise NotGGUFError(f"{p} is not a valid GGUF file: its header counts are impossible")
+    # (Not checked against what is left: a truncated file must read as truncated. Each entry read
+    # is bounds-checked, so a big count allocates only as far as the file goes.)
+    if n_tensors > r.size or n_kv > r.size:
+        raise r.bad("its header counts are impossible")
     metadata: dict[str, Any] = {}
     for _ in range(n_kv):
-        key = r.string("metadata")
+        key = r.string("metadata", MAX_KEY_BYTES)
         type_id = r.scalar("<I", "metadata")
-        keep = key in _KEPT_ARRAYS and (with_tokens or key != "tokenizer.ggml.tokens")
-        metadata[key] = r.value(type_id, "metadata", keep_array=keep)
+        _check_type(r, key, type_id, metadata.get("general.architecture"))
+        if key == "tokenizer.ggml.tokens":  # the vocabulary: kept (pairing compares its texts)
+            if r.scalar("<I", "metadata") != _STRING:
+                raise r.bad(f"its '{key}' should be an array of strings")
+            count = r.count("vocabulary", MAX_TOKENS, 8)
+            metadata[key] = r.strings(count, "vocabulary", keep=with_tokens)
+        else:
+            metadata[key] = r.value(type_id, "metadata")
+    arch = str(metadata.get("general.architecture", ""))
     tensors: list[TensorInfo] = []
     sizes = _quant_sizes()
     for _ in range(n_tensors):
-        name = r.string("tensor table")
+        name = r.string("tensor table", MAX_KEY_BYTES)
         n_dims = r.scalar("<I", "tensor table")
-        if n_dims > 8:
-            raise NotGGUFError(f"{p} is not a valid GGUF file: tensor {name} has {n_dims} dimensions")
+        if n_dims > MAX_TENSOR_DIMS:
+            raise r.bad(f"tensor {name} has {n_dims} dimensions")
         shape = tuple(r.scalar("<Q", "tensor table") for _ in range(n_dims))
         type_id = r.scalar("<I", "tensor table")
         offset = r.scalar("<Q", "tensor table")
         if type_id not in sizes:
-            raise NotGGUFError(f"{p} is not a valid GGUF file: tensor {name} has unknown type {type_id}")
+            raise r.bad(f"tensor {name} has unknown type {type_id}")
         block, type_size = sizes[type_id]
         n_elements = 1
         for d in shape:
             n_elements *= d
         tensors.append(TensorInfo(name, shape, type_id, offset, n_elements // block * type_size))
-    alignment = int(metadata.get("general.alignment", DEFAULT_ALIGNMENT)) or DEFAULT_ALIGNMENT
+    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    if (
+        isinstance(alignment, bool)
+        or not isinstance(alignment, int)
+        or alignment <= 0
+        or alignment & (alignment - 1)
+    ):
+        raise r.bad(f"its 'general.alignment' must be a power of two (got {alignment!r})")
     data_start = (r.pos + alignment - 1) // alignment * alignment
     data_end = max((data_start + t.offset + t.n_bytes for t in tensors), default=data_start)
-    if data_end > size:
+    if data_end > r.size:
         raise TruncatedModelError(
-            f"{p} is truncated: its tensors need {data_end:,} bytes but the file has {size:,}; "
+            f"{p} is truncated: its tensors need {data_end:,} bytes but the file has {r.size:,}; "
             "download it again"
         )
-    arch = str(metadata.get("general.architecture", ""))
     if not arch:
         raise UnsupportedArchitectureError(f"{p} does not say which model architecture it holds")
     if check_architecture and arch not in known_architectures():
@@ -305,7 +469,7 @@ def _parse(buf: mmap.mmap, p: Path, size: int, check_architecture: bool, with_to
     tokens = metadata.pop("tokenizer.ggml.tokens", [])
     return GGUFInfo(
         path=p,
-        size_bytes=size,
+        size_bytes=r.size,
         version=version,
         architecture=arch,
         metadata=metadata,

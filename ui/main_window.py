@@ -101,6 +101,8 @@ class MainWindow(QMainWindow):
 
         self._refresh_conversations()
         self.presenter.open_last_conversation()
+        if store.notice:  # the history could not be read: set aside, a fresh one opened (app/store.py)
+            self.chat.set_notice(store.notice, True)
         self.start_engine()
 
     # ---- the presenter's state, as the window's (tools and tests read these)
