@@ -9,11 +9,18 @@ It answers the requests huggingface_hub 2.4 and Tandem's downloader make, as the
     Unknown repo: 401 X-Error-Code RepoNotFound. Gated repo without a valid token: 401
     X-Error-Code GatedRepo. Unknown revision: 404 RevisionNotFound. Unknown file: 404
     EntryNotFound.
-- GET /api/models/{owner}/{name}[/revision/{revision}]  (model_info)
+- GET /api/models/{owner}/{name}[/revision/{revision}][?blobs=true]  (model_info; with blobs,
+    each sibling's size and LFS sha256, as HfApi.model_info(files_metadata=True) asks)
+- GET /api/models?search=&author=&filter=&sort=&limit=  (HfApi.list_models): the repositories
+    whose id contains the search text, most downloaded first.
 - HEAD/GET /blobs/{sha256} on the CDN, with Range support (206, Content-Range, 416).
 
-Faults for tests: throttle (sleep per chunk), drop the connection after N body bytes, serve wrong
-bytes (checksum mismatch), ignore Range. Every request is recorded with its headers and the
+A file may be "padded": its first bytes are given, the rest reads as zeros up to a declared size,
+so a test can serve what looks like a multi-GB model (a real header, then nothing) and check that
+only the header was fetched.
+
+Faults for tests: throttle (sleep per chunk), delay every answer (a slow hub), drop the connection
+after N body bytes, serve wrong bytes (checksum mismatch), ignore Range. Every request is recorded with its headers and the
 number of body bytes sent, so a test can assert that a Range request was made.
 """
 
@@ -28,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 # The repositories the shared `hub` fixture (conftest.py) serves the tiny test models from.
 TINY_REPO = "tandem-test/tiny-target-GGUF"
@@ -41,10 +48,22 @@ class HubFile:
     filename: str
     data: bytes
     is_lfs: bool = True
+    padded_size: int = 0  # > len(data): the file reads as data, then zeros, up to this size
+
+    @property
+    def size(self) -> int:
+        return max(len(self.data), self.padded_size)
 
     @property
     def sha256(self) -> str:
+        if self.padded_size > len(self.data):  # never hashed for real: a padded file is never downloaded
+            return hashlib.sha256(self.data + str(self.padded_size).encode()).hexdigest()
         return hashlib.sha256(self.data).hexdigest()
+
+    def read(self, start: int, end: int) -> bytes:
+        """Bytes [start, end] (inclusive, as in a Range header)."""
+        body = self.data[start : end + 1]
+        return body + bytes(max(0, min(end + 1, self.size) - max(start, len(self.data))))
 
     @property
     def git_sha1(self) -> str:
@@ -66,10 +85,12 @@ class _Repo:
     commit: str
     files: dict[str, HubFile] = field(default_factory=dict)
     is_gated: bool = False
+    downloads: int = 0
 
 
 _RESOLVE_RE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
 _API_RE = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+?)(?:/revision/(?P<rev>[^/]+))?$")
+_SEARCH_PATH = "/api/models"
 _BLOB_RE = re.compile(r"^/blobs/(?P<sha>[0-9a-f]{64})$")
 _RANGE_RE = re.compile(r"^bytes=(\d+)-(\d*)$")
 
@@ -84,6 +105,7 @@ class FakeHub:
         self.chunk_bytes = chunk_bytes
         self.throttle_s = 0.0  # sleep after each chunk of a body
         self.ignore_range = False
+        self.delay_s = 0.0  # sleep before answering any request on the hub server (a slow hub)
         self._drops: dict[str, list[int]] = {}  # sha256 -> body byte counts to drop at, one per GET
         self._corrupt: set[str] = set()  # sha256 of files served with wrong bytes
         self._lock = threading.Lock()
@@ -93,11 +115,17 @@ class FakeHub:
 
     # --- setup -------------------------------------------------------------------------------
 
-    def add_file(self, repo_id: str, filename: str, data: bytes, is_lfs: bool = True) -> HubFile:
+    def add_file(
+        self, repo_id: str, filename: str, data: bytes, is_lfs: bool = True, padded_size: int = 0
+    ) -> HubFile:
         repo = self.repos.setdefault(repo_id, _Repo(commit=hashlib.sha1(repo_id.encode()).hexdigest()))
-        f = HubFile(repo_id, filename, data, is_lfs)
+        f = HubFile(repo_id, filename, data, is_lfs, padded_size)
         repo.files[filename] = f
         return f
+
+    def set_downloads(self, repo_id: str, downloads: int) -> None:
+        """The hub's download count, which orders search results."""
+        self.repos[repo_id].downloads = downloads
 
     def set_gated(self, repo_id: str, valid_token: str) -> None:
         self.repos[repo_id].is_gated = True
@@ -163,6 +191,10 @@ class FakeHub:
                 if (server is None or r.server == server) and (method is None or r.method == method)
             ]
 
+    def bytes_sent(self, f: HubFile) -> int:
+        """Body bytes of this file sent by the CDN so far, over every request."""
+        return sum(r.body_bytes_sent for r in self.recorded("cdn", "GET") if r.path.endswith(f.sha256))
+
     def range_headers(self, f: HubFile) -> list[str | None]:
         """The Range header of every GET of the file's bytes, in order (None: no Range)."""
         return [r.headers.get("range") for r in self.recorded("cdn", "GET") if r.path.endswith(f.sha256)]
@@ -182,6 +214,23 @@ class FakeHub:
         with self._lock:
             drops = self._drops.get(sha)
             return drops.pop(0) if drops else None
+
+
+class _LazyBody:
+    """A padded file's bytes [start, end], made a chunk at a time (never the whole GBs at once)."""
+
+    def __init__(self, f: HubFile, start: int, end: int) -> None:
+        self.f, self.start, self.end = f, start, end
+
+    def __len__(self) -> int:
+        return self.end - self.start + 1
+
+    def __getitem__(self, s: slice) -> bytes:
+        lo, hi = (
+            self.start + (s.start or 0),
+            min(self.start + (s.stop if s.stop is not None else len(self)), self.end + 1),
+        )
+        return self.f.read(lo, hi - 1) if hi > lo else b""
 
 
 def closed_port() -> int:
@@ -217,12 +266,18 @@ class _HubHandler(BaseHTTPRequestHandler):
     # --- routing -------------------------------------------------------------------------------
 
     def _dispatch(self, send_body: bool) -> None:
-        path = urlsplit(self.path).path
+        parts = urlsplit(self.path)
+        path = parts.path
+        self.query = parse_qs(parts.query)
         self.record = RecordedRequest(
             self.role, self.command, path, {k.lower(): v for k, v in self.headers.items()}
         )
         self.hub._record(self.record)
         try:
+            if self.role == "hub" and self.hub.delay_s:
+                # A deliberately slow hub (the thing under test: timeouts, cancel, a window that
+                # stays responsive), not a wait for something to happen.
+                time.sleep(self.hub.delay_s)
             if self.role == "cdn":
                 m = _BLOB_RE.match(path)
                 if m:
@@ -231,6 +286,8 @@ class _HubHandler(BaseHTTPRequestHandler):
                 m = _RESOLVE_RE.match(path)
                 if m:
                     return self._resolve(unquote(m["repo"]), unquote(m["rev"]), unquote(m["file"]), send_body)
+                if path == _SEARCH_PATH and self.command == "GET":
+                    return self._search()
                 m = _API_RE.match(path)
                 if m and self.command == "GET":
                     return self._model_info(unquote(m["repo"]), unquote(m["rev"] or "main"))
@@ -273,7 +330,7 @@ class _HubHandler(BaseHTTPRequestHandler):
             self.send_header("Location", location)
             self.send_header("X-Repo-Commit", repo.commit)
             self.send_header("X-Linked-Etag", f'"{f.sha256}"')
-            self.send_header("X-Linked-Size", str(len(f.data)))
+            self.send_header("X-Linked-Size", str(f.size))
             self.send_header("ETag", f'"{hashlib.sha1(f.sha256.encode()).hexdigest()}"')  # the pointer's
             self.send_header("Content-Type", "text/plain; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
@@ -287,16 +344,17 @@ class _HubHandler(BaseHTTPRequestHandler):
         f = self.hub._find_blob(sha)
         if f is None:
             return self._error(404, "", "Not found")
-        data = f.data
+        data: bytes | HubFile = f if f.padded_size > len(f.data) else f.data
         if sha in self.hub._corrupt:
-            middle = len(data) // 2
-            data = (
-                data[:middle] + bytes(b ^ 0xFF for b in data[middle : middle + 1024]) + data[middle + 1024 :]
-            )
+            raw = f.data
+            middle = len(raw) // 2
+            data = raw[:middle] + bytes(b ^ 0xFF for b in raw[middle : middle + 1024]) + raw[middle + 1024 :]
         self._send_bytes(f, data, send_body, etag=f.sha256, extra={})
 
-    def _send_bytes(self, f: HubFile, data: bytes, send_body: bool, etag: str, extra: dict[str, str]) -> None:
-        total = len(data)
+    def _send_bytes(
+        self, f: HubFile, data: bytes | HubFile, send_body: bool, etag: str, extra: dict[str, str]
+    ) -> None:
+        total = data.size if isinstance(data, HubFile) else len(data)
         start, end = 0, total - 1
         status = 200
         range_header = self.headers.get("Range")
@@ -313,7 +371,9 @@ class _HubHandler(BaseHTTPRequestHandler):
                     self.end_headers()
                     return
                 status = 206
-        body = data[start : end + 1]
+        body: bytes | _LazyBody = (
+            _LazyBody(data, start, end) if isinstance(data, HubFile) else data[start : end + 1]
+        )
         self.record.status = status
         self.send_response(status)
         self.send_header("Content-Type", "application/octet-stream")
@@ -372,9 +432,54 @@ class _HubHandler(BaseHTTPRequestHandler):
             "likes": 0,
             "tags": ["gguf"],
             "library_name": "gguf",
-            "siblings": [{"rfilename": name} for name in sorted(repo.files)],
+            "siblings": [self._sibling(f) for _, f in sorted(repo.files.items())],
         }
-        body = json.dumps(info).encode()
+        self._send_json(info)
+
+    def _sibling(self, f: HubFile) -> dict[str, Any]:
+        sibling: dict[str, Any] = {"rfilename": f.filename}
+        if self.query.get("blobs", [""])[0].lower() == "true":
+            sibling["size"] = f.size
+            sibling["blobId"] = f.git_sha1
+            if f.is_lfs:
+                sibling["lfs"] = {"size": f.size, "sha256": f.sha256, "pointerSize": 134}
+        return sibling
+
+    def _search(self) -> None:
+        """list_models: search text in the id, author, filter tags (every repo here is "gguf")."""
+        q = self.query
+        search = q.get("search", [""])[0].lower()
+        author = q.get("author", [""])[0]
+        filters = set(q.get("filter", []))
+        limit = int(q.get("limit", ["1000"])[0])
+        found = [
+            (repo_id, repo)
+            for repo_id, repo in self.hub.repos.items()
+            if search in repo_id.lower()
+            and (not author or repo_id.split("/")[0] == author)
+            and filters <= {"gguf"}
+            and not repo.is_gated
+        ]
+        found.sort(key=lambda item: (-item[1].downloads, item[0]))
+        self._send_json(
+            [
+                {
+                    "_id": hashlib.md5(repo_id.encode()).hexdigest()[:24],
+                    "id": repo_id,
+                    "modelId": repo_id,
+                    "downloads": repo.downloads,
+                    "likes": 0,
+                    "private": False,
+                    "tags": ["gguf"],
+                    "library_name": "gguf",
+                    "createdAt": "2026-01-01T00:00:00.000Z",
+                }
+                for repo_id, repo in found[:limit]
+            ]
+        )
+
+    def _send_json(self, data: Any) -> None:
+        body = json.dumps(data).encode()
         self.record.status = 200
         self.send_response(200)
         self.send_header("Content-Type", "application/json; charset=utf-8")

@@ -6,6 +6,11 @@
     tandem models pairs TARGET
     tandem models import PATH
     tandem models catalog
+    tandem models search QUERY [--limit N] [--json]
+    tandem models check TARGET [--draft DRAFT] [--ctx N] [--json]
+
+`search` and `check` read the hub's JSON API and GGUF headers only (HTTP Range requests): they
+never download a model (docs/pair-doctor.md).
 
 Progress goes to stderr, results to stdout (`download` and `import` print the local path as
 their last stdout line, so scripts can take it with `tail -1`). Every failure is one line on
@@ -20,7 +25,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from app import paths
 from app.cli.cli_base import EXIT_BAD_INPUT, EXIT_OK, Parser, at_the_edge
@@ -40,6 +45,9 @@ from app.library.catalog import (
 from app.library.downloads import DownloadProgress, FileRequest, download_files, pair_requests
 from app.library.model_spec import parse_model
 from engine.errors import TandemError
+
+if TYPE_CHECKING:
+    from app.library import pair_doctor as doctor
 
 EXIT_ERROR = EXIT_BAD_INPUT
 
@@ -76,6 +84,27 @@ def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     catalog = sub.add_parser("catalog", help="curated pairs, their sizes and whether they fit this machine")
     catalog.add_argument("--catalog", type=Path, help=argparse.SUPPRESS)
     catalog.add_argument("--json", action="store_true", help="machine-readable output")
+
+    search = sub.add_parser("search", help="GGUF repositories on the hub, files by quantisation, sizes, fit")
+    search.add_argument("query", help="words to look for, e.g. `qwen2.5 7b instruct`")
+    search.add_argument("--limit", type=int, default=10, help="repositories to list (default 10)")
+    search.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the hub")
+    search.add_argument("--json", action="store_true", help="machine-readable output")
+
+    check = sub.add_parser(
+        "check",
+        help="judge a target (and a draft) from their headers, without downloading them",
+        description="TARGET and DRAFT: owner/repo/FILE.gguf on the hub, or a path to a .gguf file. "
+        "Without --draft, candidate drafts are looked for on the hub and checked.",
+    )
+    check.add_argument("target", help="owner/repo/FILE.gguf, or a local path")
+    check.add_argument("--draft", help="owner/repo/FILE.gguf, or a local path")
+    check.add_argument(
+        "--ctx", type=int, default=4096, help="context in tokens for the KV caches (default 4096)"
+    )
+    check.add_argument("--no-drafts", action="store_true", help="without --draft: do not look for drafts")
+    check.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the hub")
+    check.add_argument("--json", action="store_true", help="machine-readable output")
     return models
 
 
@@ -87,6 +116,8 @@ def run_models(args: argparse.Namespace) -> int:
         "pairs": _cmd_pairs,
         "import": _cmd_import,
         "catalog": _cmd_catalog,
+        "search": _cmd_search,
+        "check": _cmd_check,
     }
     return at_the_edge(
         lambda: commands[args.models_command](args),
@@ -302,6 +333,139 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
         print(f"  {bad.target} + {bad.draft}: {bad.rule} differs; {bad.reason}")
     print("\nreported speedups are others' numbers on their hardware; see `--json` for sources")
     return EXIT_OK
+
+
+# --- search / check (the pair doctor) -------------------------------------------------------------
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    from app.library import pair_doctor as doctor
+
+    if args.limit < 1:
+        raise TandemError("--limit must be at least 1")
+    print(f"searching the hub for '{args.query}'…", file=sys.stderr)
+    repos = doctor.search(args.query, limit=args.limit, timeout_s=args.timeout)
+    machine = doctor.machine_memory()
+    if args.json:
+        out = [
+            {
+                "repo_id": r.repo_id,
+                "downloads": r.downloads,
+                "files": [
+                    {
+                        "filename": f.filename,
+                        "size_bytes": f.size_bytes,
+                        "quantization": f.quantization,
+                        "n_shards": f.n_shards,
+                        "fit": doctor.file_fit(f.size_bytes, machine).kind,
+                    }
+                    for f in r.files
+                ],
+            }
+            for r in repos
+        ]
+        print(json.dumps(out, indent=1))
+        return EXIT_OK
+    if not repos:
+        print(f"no GGUF repositories on the hub match '{args.query}'")
+        return EXIT_OK
+    for r in repos:
+        print(f"{r.repo_id}  ({r.downloads:,} downloads)")
+        if not r.files:
+            print("  (no GGUF files listed)")
+        rows = []
+        for quant, files in r.by_quantization():
+            for f in files:
+                shards = f" ({f.n_shards} parts)" if f.n_shards > 1 else ""
+                fit = doctor.file_fit(f.size_bytes, machine)
+                rows.append(["  " + quant, format_bytes(f.size_bytes), fit.kind, f.filename + shards])
+        if rows:
+            _table(rows, sys.stdout)
+    print(
+        "check one: tandem models check OWNER/REPO/FILE.gguf [--draft OWNER/REPO/FILE.gguf]", file=sys.stderr
+    )
+    return EXIT_OK
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from app.library import pair_doctor as doctor
+
+    target = doctor.parse_model_ref(args.target)
+    draft = doctor.parse_model_ref(args.draft) if args.draft else None
+    print("reading the headers (no download)…", file=sys.stderr)
+    report = doctor.check(target, draft, n_ctx=args.ctx, timeout_s=args.timeout)
+    candidates: list[doctor.DraftCandidate] = []
+    if draft is None and not args.no_drafts:
+        print("looking for drafts on the hub…", file=sys.stderr)
+        try:
+            candidates = doctor.find_drafts(target, report.target, n_ctx=args.ctx, timeout_s=args.timeout)
+        except TandemError as e:  # the target's own check stands; say why no drafts were found
+            print(f"no drafts looked for: {e}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(_report_json(report, candidates), indent=1, default=str))
+        return EXIT_OK
+    for line in doctor.report_lines(report):
+        print(line)
+    if draft is None:
+        print("drafts:")
+        print(f"  ngram  ({doctor.NGRAM_NOTE})")
+        for c in candidates:
+            print("  " + doctor.describe_candidate(c))
+    refs = [r for r in (target, draft) if r is not None and not r.is_local]
+    if refs and (report.verdict is None or report.verdict.is_compatible):
+        print("download: " + "; ".join(f"tandem models download {r.repo_id} {r.filename}" for r in refs))
+    return EXIT_OK
+
+
+def _report_json(report: doctor.CheckReport, candidates: list[doctor.DraftCandidate]) -> dict[str, Any]:
+    def facts(f: doctor.ModelFacts | None) -> dict[str, Any] | None:
+        if f is None:
+            return None
+        return {
+            "model": f.ref.label,
+            "architecture": f.architecture,
+            "n_params": f.n_params,
+            "quantization": f.quantization,
+            "context_length": f.context_length,
+            "has_chat_template": f.has_chat_template,
+            "size_bytes": f.size_bytes,
+            "fetched_bytes": f.fetched_bytes,
+        }
+
+    v = report.verdict
+    m = report.memory
+    return {
+        "target": facts(report.target),
+        "draft": facts(report.draft),
+        "pairs": None if v is None else v.is_compatible,
+        "rule": None if v is None or v.is_compatible else v.rule,
+        "target_value": None if v is None else v.target_value,
+        "draft_value": None if v is None else v.draft_value,
+        "memory": {
+            "n_ctx": m.n_ctx,
+            "weights_target_bytes": m.weights_target_bytes,
+            "kv_target_bytes": m.kv_target_bytes,
+            "weights_draft_bytes": m.weights_draft_bytes,
+            "kv_draft_bytes": m.kv_draft_bytes,
+            "overhead_bytes": m.overhead_bytes,
+            "total_bytes": m.total_bytes,
+            "free_bytes": report.fit.free_bytes,
+            "fit": report.fit.kind,
+        },
+        "estimate": None
+        if report.estimate is None
+        else {"is_estimate": True, "low": report.estimate.low, "high": report.estimate.high},
+        "drafts": [
+            {
+                "model": f"{c.file.repo_id}/{c.file.filename}",
+                "pairs": None if c.verdict is None else c.verdict.is_compatible,
+                "rule": None if c.verdict is None or c.verdict.is_compatible else c.verdict.rule,
+                "fit": None if c.fit is None else c.fit.kind,
+                "problem": c.problem or None,
+            }
+            for c in candidates
+        ],
+    }
 
 
 if __name__ == "__main__":

@@ -1,0 +1,909 @@
+"""The pair doctor: find GGUF models on the hub, and judge a target and a draft before downloading.
+
+Everything here works from GGUF headers (read over HTTP Range requests by
+app.library.remote_gguf, or from local files) and the hub's JSON API (huggingface_hub's HfApi):
+- search: GGUF repositories, their files grouped by quantisation, with sizes and a fit badge;
+- check: architecture, parameters, quantisation, context length, chat template; the pairing
+  verdict with llama.cpp's rule (engine.pairing) and both values; the memory the pair needs
+  (both weights and both KV caches at the chosen context) against this machine's free memory;
+- drafts: candidate drafts for a target (files beside it, smaller models of its family and
+  organisation), each checked by header and ranked;
+- an estimate of what speculation pays here, from this machine's memory bandwidth and measured
+  verify costs. It is labelled an estimate: the chat's speed panel shows the measured figure.
+
+No Qt: the CLI calls this directly, the window from a thread. Nothing here downloads weights.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from app.library.catalog import detect_gpu, format_bytes, gpu_memory_bytes, total_ram_bytes
+from app.library.downloads import DEFAULT_TIMEOUT_S, HubUnreachableError, hub_endpoint
+from app.library.remote_gguf import (
+    CheckCancelled,
+    HeaderReadError,
+    RemoteHeader,
+    read_local_header,
+    read_remote_header,
+)
+from engine.errors import DownloadError, IncompatiblePairError, TandemError
+from engine.gguf_info import GGUFInfo, known_architectures
+from engine.pairing import check_pair
+
+T = TypeVar("T")
+
+DEFAULT_CTX = 4096
+KV_BYTES_PER_VALUE = 2  # llama.cpp's default KV cache type is F16
+SEARCH_LIMIT = 10
+MAX_DRAFT_CHECKS = 6
+# Acceptance rates assumed for a same-family draft (per drafted token): the estimate is a range.
+ACCEPTANCE_LOW, ACCEPTANCE_HIGH = 0.6, 0.8
+# A verify batch of n tokens costs this many single-token decodes, where this machine has not
+# measured it yet (engine.costcache): about 0.2 a token more on a CPU (FINDINGS.md: Q4_K_M 21 ms
+# for 1 token, 32 ms for 4, 52 ms for 8), almost nothing on a GPU.
+DEFAULT_VERIFY_SLOPE_CPU, DEFAULT_VERIFY_SLOPE_GPU = 0.2, 0.02
+NGRAM_NOTE = "n-gram lookup: no second model, no extra memory; pays when replies repeat the conversation"
+
+_QUANT_RE = re.compile(
+    r"(?i)(?:^|[-_.])((?:I?Q\d(?:_[A-Z0-9]+)*)|BF16|F16|F32|FP16|FP32|TQ\d_\d|MXFP4(?:_MOE)?)(?=[-_.]|$)"
+)
+_SHARD_RE = re.compile(r"(?i)-(\d{5})-of-(\d{5})\.gguf$")
+_SIZE_RE = re.compile(r"(?i)(?:^|[-_.])(\d+(?:\.\d+)?)([BM])(?=$|[-_.])")
+_REF_RE = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)/(?P<file>.+)$")
+
+
+class HubSearchError(DownloadError):
+    """The hub could not answer a search or a listing."""
+
+
+# --- references to a model file ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A GGUF file on the hub (repo_id, filename, revision) or on this computer (path)."""
+
+    repo_id: str = ""
+    filename: str = ""
+    revision: str = "main"
+    path: Path | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return self.path is not None
+
+    @property
+    def label(self) -> str:
+        return str(self.path) if self.path is not None else f"{self.repo_id}/{self.filename}"
+
+
+def parse_model_ref(text: str) -> ModelRef:
+    """`owner/repo/file.gguf`, a hub address (https://huggingface.co/owner/repo/blob/main/file.gguf),
+    `tandem://open_from_hf?model=owner/repo&file=file.gguf`, or a local path."""
+    text = text.strip()
+    if not text:
+        raise TandemError("give a model: owner/repo/file.gguf on the hub, or a path to a .gguf file")
+    if text.startswith("tandem://"):
+        return parse_open_url(text)
+    if text.startswith(("http://", "https://")):
+        parts = [unquote(p) for p in urlsplit(text).path.strip("/").split("/")]
+        if len(parts) >= 5 and parts[2] in ("blob", "resolve"):
+            return ModelRef("/".join(parts[:2]), "/".join(parts[4:]), parts[3])
+        raise TandemError(
+            f"{text} is not the address of a file on the hub (…/owner/repo/blob/main/FILE.gguf)"
+        )
+    path = Path(text).expanduser()
+    if path.exists() or text.startswith(("/", "./", "../", "~")) or "\\" in text:
+        return ModelRef(path=path)
+    m = _REF_RE.match(text)
+    if m is None:
+        raise TandemError(
+            f"'{text}' names no file: give owner/repo/FILE.gguf (the file in the repository), "
+            "or a path to a .gguf file"
+        )
+    return ModelRef(m["repo"], m["file"])
+
+
+def parse_open_url(url: str) -> ModelRef:
+    """tandem://open_from_hf?model=OWNER/REPO&file=FILE, as the hub's "Use this model" opens it."""
+    parts = urlsplit(url)
+    action = (parts.netloc or parts.path.strip("/")).lower()
+    if parts.scheme != "tandem" or action != "open_from_hf":
+        raise TandemError(
+            f"Tandem does not know the link {url}; it opens tandem://open_from_hf?model=…&file=…"
+        )
+    query = parse_qs(parts.query)
+    model = (query.get("model") or [""])[0].strip().strip("/")
+    filename = (query.get("file") or [""])[0].strip()
+    if not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", model):
+        raise TandemError(f"the link {url} names no repository (model=OWNER/REPO)")
+    return ModelRef(model, filename)
+
+
+def quantization_of(filename: str) -> str:
+    """The quantisation a file name announces (Q4_K_M, IQ2_XS, F16...), or "other"."""
+    stem = _SHARD_RE.sub(".gguf", filename).rsplit("/", 1)[-1].removesuffix(".gguf")
+    found = _QUANT_RE.findall(stem)
+    return found[-1].upper() if found else "other"
+
+
+def params_in_name(name: str) -> float | None:
+    """Billions of parameters a name announces ("Qwen2.5-7B" -> 7.0, "SmolLM2-135M" -> 0.135)."""
+    found = _SIZE_RE.findall(name)
+    if not found:
+        return None
+    number, unit = found[-1]
+    return float(number) * (1.0 if unit.upper() == "B" else 0.001)
+
+
+def family_of(name: str) -> str:
+    """The family part of a repository or model name: what comes before its size ("Qwen2.5")."""
+    base = re.sub(r"(?i)[-_.]gguf$", "", name.rsplit("/", 1)[-1])
+    m = _SIZE_RE.search(base)
+    family = base[: m.start()] if m else base
+    return family.strip("-_. ") or base
+
+
+# --- this machine --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MachineMemory:
+    free_ram_bytes: int
+    total_ram_bytes: int
+    gpu_label: str = ""
+    vram_bytes: int = 0
+
+
+def free_ram_bytes() -> int:
+    """MemAvailable on Linux (what can be had without swapping), else physical memory."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:
+        return total_ram_bytes()
+
+
+def machine_memory() -> MachineMemory:
+    gpu = detect_gpu()
+    total = total_ram_bytes()
+    return MachineMemory(free_ram_bytes(), total, gpu, gpu_memory_bytes(gpu, total) if gpu else 0)
+
+
+@lru_cache(maxsize=1)
+def memory_bandwidth_bytes_per_s() -> float:
+    """This machine's memory bandwidth, measured once: the best of a few 64 MB copies.
+    Decoding one token reads every weight once, so it bounds tokens per second."""
+    import numpy as np
+
+    a = np.ones(8 * 2**20, dtype=np.float64)
+    b = np.empty_like(a)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        np.copyto(b, a)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * a.nbytes / best if best > 0 else 10e9  # read + write
+
+
+def verify_cost_ratios() -> dict[int, float]:
+    """What a verify batch of n tokens costs, in single-token decodes, as measured by Tandem's
+    engine on this machine (the cost cache: median over every model measured); empty if none."""
+    import json
+
+    from app.paths import cost_cache_dir
+
+    by_n: dict[int, list[float]] = {}
+    try:
+        files = list(Path(cost_cache_dir()).glob("*.json"))[:200]
+    except OSError:
+        return {}
+    for f in files:
+        try:
+            step_s = json.loads(f.read_text(encoding="utf-8")).get("step_s", {})
+            one = float(step_s.get("1", 0))
+            if one <= 0:
+                continue
+            for n, s in step_s.items():
+                if str(n).isdigit() and 1 < int(n) <= 16 and float(s) > 0:
+                    by_n.setdefault(int(n), []).append(float(s) / one)
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+    return {n: statistics.median(v) for n, v in by_n.items()}
+
+
+# --- what one file is -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the header of one file says, as a person reads it."""
+
+    ref: ModelRef
+    info: GGUFInfo = field(repr=False)
+    size_bytes: int
+    fetched_bytes: int  # 0 for a local file
+
+    @property
+    def architecture(self) -> str:
+        return self.info.architecture
+
+    @property
+    def is_architecture_known(self) -> bool:
+        return self.info.architecture in known_architectures()
+
+    @property
+    def n_params(self) -> int:
+        return self.info.n_params
+
+    @property
+    def quantization(self) -> str:
+        return self.info.quantization
+
+    @property
+    def context_length(self) -> int | None:
+        return self.info.context_length
+
+    @property
+    def has_chat_template(self) -> bool:
+        return self.info.chat_template is not None
+
+    def kv_bytes_per_token(self) -> int:
+        """K and V for one token over every layer, at llama.cpp's default F16 cache type."""
+        arch, md = self.info.architecture, self.info.metadata
+        n_layers = _as_int(md.get(f"{arch}.block_count")) or 0
+        n_embd = _as_int(md.get(f"{arch}.embedding_length")) or 0
+        n_head = _as_int(md.get(f"{arch}.attention.head_count"))
+        if not n_layers or not n_embd or not n_head:
+            return 0  # recurrent models (Mamba, RWKV) keep a small fixed state instead
+        n_head_kv = _as_int(md.get(f"{arch}.attention.head_count_kv")) or n_head
+        head_k = _as_int(md.get(f"{arch}.attention.key_length")) or n_embd // n_head
+        head_v = _as_int(md.get(f"{arch}.attention.value_length")) or n_embd // n_head
+        return n_layers * n_head_kv * (head_k + head_v) * KV_BYTES_PER_VALUE
+
+    def kv_bytes(self, n_ctx: int) -> int:
+        return self.kv_bytes_per_token() * n_ctx
+
+
+def _as_int(value: Any) -> int | None:
+    """A metadata number; per-layer arrays (kept only as a count here) give their largest known value."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, int) for v in value):
+        return max(value)
+    return None
+
+
+def _facts(ref: ModelRef, header: RemoteHeader) -> ModelFacts:
+    return ModelFacts(ref, header.info, header.size_bytes, header.fetched_bytes)
+
+
+def read_facts(
+    ref: ModelRef, *, timeout_s: float = DEFAULT_TIMEOUT_S, cancel: threading.Event | None = None
+) -> ModelFacts:
+    """Read one file's header: from disk, or from the hub without downloading the file."""
+    if ref.path is not None:
+        return _facts(ref, read_local_header(ref.path, check_architecture=False))
+    if not ref.filename:
+        raise TandemError(f"give the file too: {ref.repo_id}/FILE.gguf (`tandem models search` lists them)")
+    header = read_remote_header(
+        ref.repo_id, ref.filename, ref.revision, timeout_s=timeout_s, cancel=cancel, check_architecture=False
+    )
+    return _facts(ref, header)
+
+
+# --- the verdicts -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairVerdict:
+    is_compatible: bool
+    rule: str = ""  # llama.cpp's rule the pair breaks, "" when it pairs
+    target_value: object = None
+    draft_value: object = None
+
+
+def pair_verdict(target: ModelFacts, draft: ModelFacts) -> PairVerdict:
+    try:
+        check_pair(target.info, draft.info)
+    except IncompatiblePairError as e:
+        return PairVerdict(False, e.rule, e.target_value, e.draft_value)
+    return PairVerdict(True)
+
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    n_ctx: int
+    weights_target_bytes: int
+    kv_target_bytes: int
+    weights_draft_bytes: int = 0
+    kv_draft_bytes: int = 0
+    overhead_bytes: int = 0  # compute buffers, estimated
+
+    @property
+    def total_bytes(self) -> int:
+        return (
+            self.weights_target_bytes
+            + self.kv_target_bytes
+            + self.weights_draft_bytes
+            + self.kv_draft_bytes
+            + self.overhead_bytes
+        )
+
+
+class FitKind:
+    FITS = "fits"
+    TIGHT = "tight"  # fits this machine's memory, not what is free now
+    TOO_LARGE = "too large"
+
+
+@dataclass(frozen=True)
+class Fit:
+    kind: str  # a FitKind value
+    need_bytes: int
+    free_bytes: int
+    total_bytes: int
+    vram_bytes: int = 0
+
+    @property
+    def is_fitting(self) -> bool:
+        return self.kind == FitKind.FITS
+
+
+def _overhead(facts: ModelFacts) -> int:
+    # llama.cpp's compute and output buffers: a few tens of MB for small models, more with a large
+    # vocabulary (the output row) and a wide model. A rough allowance, labelled as an estimate.
+    n_vocab = facts.info.n_vocab
+    n_embd = _as_int(facts.info.metadata.get(f"{facts.architecture}.embedding_length")) or 0
+    return 32 * 2**20 + 512 * (n_vocab + 16 * n_embd) * 4 // 8
+
+
+def memory_need(target: ModelFacts, draft: ModelFacts | None, n_ctx: int) -> MemoryNeed:
+    return MemoryNeed(
+        n_ctx=n_ctx,
+        weights_target_bytes=target.size_bytes,
+        kv_target_bytes=target.kv_bytes(n_ctx),
+        weights_draft_bytes=draft.size_bytes if draft else 0,
+        kv_draft_bytes=draft.kv_bytes(n_ctx) if draft else 0,
+        overhead_bytes=_overhead(target) + (_overhead(draft) if draft else 0),
+    )
+
+
+def fit_of(need_bytes: int, machine: MachineMemory) -> Fit:
+    if need_bytes <= machine.free_ram_bytes or (machine.vram_bytes and need_bytes <= machine.vram_bytes):
+        kind = FitKind.FITS
+    elif need_bytes <= machine.total_ram_bytes:
+        kind = FitKind.TIGHT
+    else:
+        kind = FitKind.TOO_LARGE
+    return Fit(kind, need_bytes, machine.free_ram_bytes, machine.total_ram_bytes, machine.vram_bytes)
+
+
+def file_fit(size_bytes: int, machine: MachineMemory) -> Fit:
+    """A search result's badge, from its size alone (weights, a small KV cache and buffers)."""
+    return fit_of(int(size_bytes * 1.1) + 256 * 2**20, machine)
+
+
+def describe_fit(fit: Fit) -> str:
+    need, free = format_bytes(fit.need_bytes), format_bytes(fit.free_bytes)
+    gpu = f"; the GPU has {format_bytes(fit.vram_bytes)}" if fit.vram_bytes else ""
+    if fit.kind == FitKind.FITS:
+        return f"fits: needs about {need}, {free} free{gpu}"
+    if fit.kind == FitKind.TIGHT:
+        return (
+            f"tight: needs about {need}, only {free} free now of {format_bytes(fit.total_bytes)}{gpu}; "
+            "close other programs first"
+        )
+    return f"too large: needs about {need}, this machine has {format_bytes(fit.total_bytes)}{gpu}"
+
+
+@dataclass(frozen=True)
+class SpeedEstimate:
+    """What speculation should pay here, from sizes and this machine's costs. An estimate."""
+
+    low: float  # speedup over plain decoding at ACCEPTANCE_LOW
+    high: float  # at ACCEPTANCE_HIGH
+    draft_len: int  # the draft length that pays most at the middle acceptance
+    plain_tokens_per_s: float  # the target alone, bounded by memory bandwidth
+    is_verify_measured: bool  # verify costs from this machine's cost cache, or the default
+
+    def describe(self) -> str:
+        if self.high < 1.05:
+            pays = f"about {self.low:.1f}-{self.high:.1f}x: little or nothing to gain here"
+        else:
+            pays = f"about {self.low:.1f}-{self.high:.1f}x plain decoding"
+        basis = (
+            "this machine's measured verify costs" if self.is_verify_measured else "typical CPU verify costs"
+        )
+        return (
+            f"Estimate: {pays} (drafts of {self.draft_len} tokens, {ACCEPTANCE_LOW:.0%}-{ACCEPTANCE_HIGH:.0%} "
+            f"accepted; from the two sizes, this machine's memory bandwidth and {basis}). "
+            "The measured figure shows in the chat's speed panel after the first replies."
+        )
+
+
+def estimate_speedup(
+    target_bytes: int, draft_bytes: int, *, has_gpu: bool = False, bandwidth_bytes_per_s: float | None = None
+) -> SpeedEstimate:
+    """Decoding is bound by reading the weights: a draft token costs draft/target of a target
+    token. A step drafts k tokens, then verifies k+1 in one batch; with acceptance a per token,
+    it yields (1 - a^(k+1)) / (1 - a) tokens (the speculative decoding paper's expectation)."""
+    measured = verify_cost_ratios()
+    slope = DEFAULT_VERIFY_SLOPE_GPU if has_gpu else DEFAULT_VERIFY_SLOPE_CPU
+
+    def verify(n: int) -> float:
+        return measured.get(n, 1.0 + slope * (n - 1))
+
+    c = draft_bytes / target_bytes if target_bytes else 1.0
+
+    def speedup(a: float, k: int) -> float:
+        tokens = (1 - a ** (k + 1)) / (1 - a)
+        return tokens / (k * c + verify(k + 1))
+
+    mid = (ACCEPTANCE_LOW + ACCEPTANCE_HIGH) / 2
+    best_k = max(range(1, 9), key=lambda k: speedup(mid, k))
+    bandwidth = bandwidth_bytes_per_s or memory_bandwidth_bytes_per_s()
+    return SpeedEstimate(
+        low=speedup(ACCEPTANCE_LOW, best_k),
+        high=speedup(ACCEPTANCE_HIGH, best_k),
+        draft_len=best_k,
+        plain_tokens_per_s=bandwidth / target_bytes if target_bytes else 0.0,
+        is_verify_measured=bool(measured),
+    )
+
+
+# --- a check --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    target: ModelFacts
+    draft: ModelFacts | None
+    verdict: PairVerdict | None  # None without a draft
+    memory: MemoryNeed
+    machine: MachineMemory
+    fit: Fit
+    estimate: SpeedEstimate | None  # None without a compatible draft
+
+
+def check(
+    target: ModelRef,
+    draft: ModelRef | None = None,
+    *,
+    n_ctx: int = DEFAULT_CTX,
+    machine: MachineMemory | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    cancel: threading.Event | None = None,
+) -> CheckReport:
+    """Read the target's (and the draft's) header and judge them. Raises TandemError subclasses."""
+    if n_ctx <= 0:
+        raise TandemError(f"the context must be a positive number of tokens, not {n_ctx}")
+    if draft is None:
+        facts_t, facts_d = read_facts(target, timeout_s=timeout_s, cancel=cancel), None
+    else:
+        # Both headers at once: the slow part is the network.
+        with ThreadPoolExecutor(2) as pool:
+            ft = pool.submit(read_facts, target, timeout_s=timeout_s, cancel=cancel)
+            fd = pool.submit(read_facts, draft, timeout_s=timeout_s, cancel=cancel)
+            facts_t, facts_d = ft.result(), fd.result()
+    machine = machine or machine_memory()
+    need = memory_need(facts_t, facts_d, n_ctx)
+    verdict = pair_verdict(facts_t, facts_d) if facts_d else None
+    estimate = (
+        estimate_speedup(facts_t.size_bytes, facts_d.size_bytes, has_gpu=bool(machine.gpu_label))
+        if facts_d and verdict and verdict.is_compatible
+        else None
+    )
+    return CheckReport(facts_t, facts_d, verdict, need, machine, fit_of(need.total_bytes, machine), estimate)
+
+
+def describe_verdict(verdict: PairVerdict) -> str:
+    if verdict.is_compatible:
+        return "pairs: the draft passes every llama.cpp vocabulary rule"
+    return (
+        f"does not pair: llama.cpp's rule on the {verdict.rule} fails "
+        f"(target: {verdict.target_value!r}, draft: {verdict.draft_value!r})"
+    )
+
+
+def describe_params(n_params: int) -> str:
+    if n_params >= 1e9:
+        return f"{n_params / 1e9:.1f} B"
+    if n_params >= 1e6:
+        return f"{n_params / 1e6:.0f} M"
+    return f"{n_params / 1e3:.0f} k"
+
+
+def report_lines(report: CheckReport) -> list[str]:
+    """The check as plain lines, for the terminal."""
+    lines: list[str] = []
+    for role, facts in (("target", report.target), ("draft", report.draft)):
+        if facts is None:
+            continue
+        ctx = f"{facts.context_length:,}" if facts.context_length else "unknown"
+        known = "" if facts.is_architecture_known else " (not known to this build of llama.cpp)"
+        read = (
+            f"read {format_bytes(facts.fetched_bytes)} of {format_bytes(facts.size_bytes)}"
+            if facts.fetched_bytes
+            else f"local, {format_bytes(facts.size_bytes)}"
+        )
+        lines += [
+            f"{role}: {facts.ref.label}",
+            f"  architecture {facts.architecture}{known}, {describe_params(facts.n_params)} parameters, "
+            f"{facts.quantization}, context {ctx}, chat template {'yes' if facts.has_chat_template else 'no'}",
+            f"  vocabulary {facts.info.vocab_type or '?'}, {facts.info.n_vocab:,} tokens ({read})",
+        ]
+    if report.verdict is not None:
+        lines.append("pairing: " + describe_verdict(report.verdict))
+    m = report.memory
+    parts = [
+        f"target weights {format_bytes(m.weights_target_bytes)}",
+        f"target KV {format_bytes(m.kv_target_bytes)}",
+    ]
+    if report.draft is not None:
+        parts += [
+            f"draft weights {format_bytes(m.weights_draft_bytes)}",
+            f"draft KV {format_bytes(m.kv_draft_bytes)}",
+        ]
+    parts.append(f"buffers {format_bytes(m.overhead_bytes)}")
+    lines.append(f"memory at {m.n_ctx:,} tokens of context: " + ", ".join(parts))
+    lines.append("fit: " + describe_fit(report.fit))
+    if report.estimate is not None:
+        lines.append(report.estimate.describe())
+    return lines
+
+
+# --- the hub's JSON API ------------------------------------------------------------------------------
+
+
+def _with_deadline(fn: Callable[[], T], timeout_s: float, cancel: threading.Event | None, what: str) -> T:
+    """Run a hub call on a thread and stop waiting for it after timeout_s (HfApi.list_models has
+    no timeout of its own): a slow hub never freezes the caller. The thread ends with its socket."""
+    result: list[T] = []
+    error: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(fn())
+        except BaseException as e:  # handed to the caller
+            error.append(e)
+
+    thread = threading.Thread(target=run, name="hub-call", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout_s
+    while thread.is_alive():
+        if cancel is not None and cancel.is_set():
+            raise CheckCancelled("cancelled")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise HubSearchError(f"the hub did not answer {what} within {timeout_s:g} s; try again later")
+        thread.join(min(left, 0.05))
+    if error:
+        raise _search_error(error[0], what)
+    return result[0]
+
+
+def _search_error(exc: BaseException, what: str) -> BaseException:
+    import httpx2
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled, RepositoryNotFoundError
+
+    if isinstance(exc, TandemError):
+        return exc
+    if isinstance(exc, OfflineModeIsEnabled):
+        return HubSearchError("the hub is off because HF_HUB_OFFLINE is set; unset it to search")
+    if isinstance(exc, RepositoryNotFoundError):
+        return HubSearchError(f"{what}: the repository was not found on the hub")
+    if isinstance(exc, HfHubHTTPError):
+        status = exc.response.status_code if exc.response is not None else "an error"
+        return HubSearchError(f"the hub answered HTTP {status} to {what}; try again later")
+    if isinstance(exc, httpx2.TimeoutException):
+        return HubSearchError(f"the hub did not answer {what} in time; try again later")
+    if isinstance(exc, httpx2.TransportError):
+        return HubUnreachableError(
+            f"cannot reach the model hub at {hub_endpoint()} (offline?); check the network connection, "
+            "a proxy, or HF_ENDPOINT"
+        )
+    return exc
+
+
+def _api() -> Any:
+    import logging
+
+    from huggingface_hub import HfApi
+
+    # Its retry notices ("Retrying in 8s") would land on the terminal between our own lines.
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+    return HfApi(endpoint=hub_endpoint())
+
+
+_PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
+
+
+def _check_online(timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    """Offline mode, or a hub nobody answers at: say so now. huggingface_hub 2.x retries a refused
+    connection five times with backoff (about 23 s) before giving up."""
+    import os
+    import socket
+
+    from app.library.downloads import _is_offline
+
+    if _is_offline():
+        raise HubSearchError("the hub is off because HF_HUB_OFFLINE is set; unset it to search")
+    if any(os.environ.get(v) for v in _PROXY_VARS):
+        return  # the proxy decides; a direct connection says nothing
+    endpoint = hub_endpoint()
+    parts = urlsplit(endpoint)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "", port), timeout=min(timeout_s, 10.0)):
+            pass
+    except OSError as e:
+        reason = "timed out" if isinstance(e, TimeoutError) else (e.strerror or type(e).__name__)
+        raise HubUnreachableError(
+            f"cannot reach the model hub at {endpoint} ({reason}); check the network connection, "
+            "a proxy, or HF_ENDPOINT"
+        ) from e
+
+
+@dataclass(frozen=True)
+class HubGGUF:
+    """One model file in a repository (a split model's shards counted as one)."""
+
+    repo_id: str
+    filename: str  # the first shard of a split model
+    size_bytes: int  # all shards together; 0 when the hub did not say
+    quantization: str
+    n_shards: int = 1
+
+
+@dataclass(frozen=True)
+class HubRepo:
+    repo_id: str
+    downloads: int
+    likes: int
+    files: tuple[HubGGUF, ...] = ()
+
+    def by_quantization(self) -> list[tuple[str, list[HubGGUF]]]:
+        groups: dict[str, list[HubGGUF]] = {}
+        for f in sorted(self.files, key=lambda f: (f.size_bytes, f.filename)):
+            groups.setdefault(f.quantization, []).append(f)
+        return sorted(groups.items(), key=lambda g: min(f.size_bytes for f in g[1]))
+
+
+def gguf_files(siblings: Iterable[Any], repo_id: str) -> tuple[HubGGUF, ...]:
+    """The GGUF files of a listing (huggingface_hub's RepoSibling), split models joined."""
+    shards: dict[str, list[Any]] = {}
+    singles: list[HubGGUF] = []
+    for s in siblings:
+        name = s.rfilename
+        if not name.lower().endswith(".gguf"):
+            continue
+        size = int(s.size or (s.lfs.size if s.lfs else 0) or 0)
+        m = _SHARD_RE.search(name)
+        if m:
+            shards.setdefault(name[: m.start()], []).append((name, size))
+        else:
+            singles.append(HubGGUF(repo_id, name, size, quantization_of(name)))
+    for parts in shards.values():
+        parts.sort()
+        first = parts[0][0]
+        singles.append(HubGGUF(repo_id, first, sum(p[1] for p in parts), quantization_of(first), len(parts)))
+    return tuple(singles)
+
+
+def list_files(
+    repo_id: str,
+    revision: str = "main",
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    cancel: threading.Event | None = None,
+) -> tuple[HubGGUF, ...]:
+    """A repository's GGUF files with their sizes (model_info with files_metadata)."""
+    _check_online(timeout_s)
+    api = _api()
+    info = _with_deadline(
+        lambda: api.model_info(
+            repo_id, revision=revision if revision != "main" else None, files_metadata=True, timeout=timeout_s
+        ),
+        timeout_s,
+        cancel,
+        f"the listing of {repo_id}",
+    )
+    return gguf_files(info.siblings or [], repo_id)
+
+
+def search(
+    query: str,
+    *,
+    limit: int = SEARCH_LIMIT,
+    author: str | None = None,
+    with_files: bool = True,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    cancel: threading.Event | None = None,
+) -> list[HubRepo]:
+    """GGUF repositories matching query, most downloaded first, each with its files and sizes."""
+    query = query.strip()
+    if not query:
+        raise TandemError("give something to search for, e.g. `qwen2.5 7b instruct`")
+    _check_online(timeout_s)
+    api = _api()
+    found = _with_deadline(
+        lambda: list(
+            api.list_models(search=query, author=author, filter="gguf", sort="downloads", limit=limit)
+        ),
+        timeout_s,
+        cancel,
+        f"the search for '{query}'",
+    )
+    repos = [HubRepo(m.id, int(m.downloads or 0), int(m.likes or 0)) for m in found]
+    if not with_files or not repos:
+        return repos
+
+    def with_listing(repo: HubRepo) -> HubRepo:
+        try:
+            files = list_files(repo.repo_id, timeout_s=timeout_s, cancel=cancel)
+        except (HubSearchError, DownloadError):
+            files = ()
+        return HubRepo(repo.repo_id, repo.downloads, repo.likes, files)
+
+    with ThreadPoolExecutor(4) as pool:
+        return list(pool.map(with_listing, repos))
+
+
+# --- drafts for a target ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DraftCandidate:
+    file: HubGGUF
+    facts: ModelFacts | None = None
+    verdict: PairVerdict | None = None
+    fit: Fit | None = None
+    estimate: SpeedEstimate | None = None
+    problem: str = ""  # why its header could not be read
+    why_offered: str = ""  # "ships beside the target", "same family from OWNER"
+
+    @property
+    def is_usable(self) -> bool:
+        return (
+            self.verdict is not None
+            and self.verdict.is_compatible
+            and self.fit is not None
+            and self.fit.kind != FitKind.TOO_LARGE
+        )
+
+
+_PREFERRED_DRAFT_QUANTS = ("Q8_0", "Q4_K_M", "Q4_0", "Q5_K_M", "Q6_K", "F16", "BF16")
+
+
+def _pick_draft_file(files: Iterable[HubGGUF]) -> HubGGUF | None:
+    files = [f for f in files if f.n_shards == 1]
+    for quant in _PREFERRED_DRAFT_QUANTS:
+        for f in files:
+            if f.quantization == quant:
+                return f
+    return min(files, key=lambda f: f.size_bytes, default=None)
+
+
+def find_drafts(
+    target: ModelRef,
+    target_facts: ModelFacts,
+    *,
+    n_ctx: int = DEFAULT_CTX,
+    machine: MachineMemory | None = None,
+    max_checks: int = MAX_DRAFT_CHECKS,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    cancel: threading.Event | None = None,
+) -> list[DraftCandidate]:
+    """Candidate drafts on the hub for a target, each checked by header, the best first.
+
+    Candidates: GGUF files beside the target whose name says draft, and smaller models of the
+    target's family from the same organisation (the same tokenizer is likeliest there). Ranked:
+    those that pair and fit first, by estimated speedup; then those that pair but do not fit;
+    then those that do not pair, with the rule.
+    """
+    machine = machine or machine_memory()
+    name = target.repo_id or str(target_facts.info.metadata.get("general.basename") or target_facts.info.name)
+    family = family_of(name)
+    target_b = params_in_name(target.repo_id or name) or target_facts.n_params / 1e9
+    offered: dict[tuple[str, str], tuple[HubGGUF, str]] = {}
+    if target.repo_id:
+        for f in list_files(target.repo_id, target.revision, timeout_s=timeout_s, cancel=cancel):
+            if f.filename != target.filename and "draft" in f.filename.lower():
+                offered[(f.repo_id, f.filename)] = (f, "ships beside the target")
+    owner = target.repo_id.split("/")[0] if target.repo_id else None
+    repos = (
+        search(family, author=owner, limit=20, with_files=False, timeout_s=timeout_s, cancel=cancel)
+        if family
+        else []
+    )
+    smaller = [
+        r for r in repos if r.repo_id != target.repo_id and (params_in_name(r.repo_id) or 1e9) < target_b
+    ]
+    smaller.sort(key=lambda r: params_in_name(r.repo_id) or 0)
+    for repo in smaller[:max_checks]:
+        picked = _pick_draft_file(list_files(repo.repo_id, timeout_s=timeout_s, cancel=cancel))
+        if picked is not None:
+            offered.setdefault(
+                (picked.repo_id, picked.filename),
+                (picked, f"a smaller {family} from {repo.repo_id.split('/')[0]}"),
+            )
+
+    def judge(item: tuple[HubGGUF, str]) -> DraftCandidate:
+        f, why = item
+        try:
+            facts = read_facts(ModelRef(f.repo_id, f.filename), timeout_s=timeout_s, cancel=cancel)
+        except CheckCancelled:
+            raise
+        except TandemError as e:
+            return DraftCandidate(f, problem=str(e), why_offered=why)
+        verdict = pair_verdict(target_facts, facts)
+        need = memory_need(target_facts, facts, n_ctx)
+        estimate = (
+            estimate_speedup(target_facts.size_bytes, facts.size_bytes, has_gpu=bool(machine.gpu_label))
+            if verdict.is_compatible
+            else None
+        )
+        return DraftCandidate(f, facts, verdict, fit_of(need.total_bytes, machine), estimate, why_offered=why)
+
+    with ThreadPoolExecutor(4) as pool:
+        judged = list(pool.map(judge, list(offered.values())[:max_checks]))
+
+    def rank(c: DraftCandidate) -> tuple[int, float]:
+        if c.is_usable:
+            return (0 if c.fit and c.fit.is_fitting else 1, -(c.estimate.high if c.estimate else 0.0))
+        if c.verdict is not None and c.verdict.is_compatible:
+            return (2, 0.0)
+        return (3 if c.verdict is not None else 4, 0.0)
+
+    return sorted(judged, key=rank)
+
+
+def describe_candidate(c: DraftCandidate) -> str:
+    label = f"{c.file.repo_id}/{c.file.filename} ({format_bytes(c.file.size_bytes)})"
+    if c.problem:
+        return f"{label}: not checked: {c.problem}"
+    assert c.verdict is not None
+    if not c.verdict.is_compatible:
+        return f"{label}: {describe_verdict(c.verdict)}"
+    fit = describe_fit(c.fit) if c.fit else ""
+    est = f"; estimate {c.estimate.low:.1f}-{c.estimate.high:.1f}x" if c.estimate else ""
+    return f"{label}: pairs; {fit}{est}"
+
+
+__all__ = [
+    "CheckCancelled",
+    "CheckReport",
+    "DraftCandidate",
+    "HeaderReadError",
+    "HubGGUF",
+    "HubRepo",
+    "HubSearchError",
+    "ModelRef",
+    "check",
+    "find_drafts",
+    "parse_model_ref",
+    "parse_open_url",
+    "search",
+]

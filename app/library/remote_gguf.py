@@ -1,0 +1,274 @@
+"""Read a GGUF file's header on the hub without downloading the file.
+
+A GGUF file starts with everything Tandem needs to judge it (architecture, sizes, the whole
+vocabulary and the chat template), then the weights. A 7B model's header is a few MB of a
+multi-GB file, so the pair doctor reads it with HTTP Range requests: `RangeFile` is a read-only,
+seekable file object of known size whose reads become `Range: bytes=a-b` requests, fetched in
+blocks and cached, and never more than a fixed budget in all (a hostile header that claims a
+string of a billion bytes costs at most that budget, then fails with a sentence).
+
+The header is parsed by engine.gguf_info, the same parser that checks local files.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from app.library.downloads import (
+    DEFAULT_TIMEOUT_S,
+    FileRequest,
+    RemoteFile,
+    _hub_error,
+    _request_headers,
+    _token_sent,
+    hub_endpoint,
+    resolve_remote,
+)
+from engine.errors import DownloadError, ModelFileError, TandemError, TruncatedModelError
+from engine.gguf_info import GGUFInfo, read_gguf_info
+
+BLOCK_BYTES = 64 * 1024
+FIRST_READ_BYTES = 64 * 1024  # a tiny model's whole header; a 7B's is 2-8 MB
+MAX_HEADER_BYTES = 64 * 1024 * 1024  # Gemma 3's 262k-token vocabulary needs under 10 MB
+
+
+class HeaderReadError(DownloadError):
+    """The header could not be read over the network (the hub said no, or the server cannot)."""
+
+
+class HeaderTooLargeError(ModelFileError):
+    """The header claims more than MAX_HEADER_BYTES: a damaged or hostile file."""
+
+
+class CheckCancelled(TandemError):
+    """The user cancelled a check; nothing to report."""
+
+
+class RangeFile(io.RawIOBase):
+    """A remote file as a read-only, seekable file object: reads become HTTP Range requests.
+
+    Blocks of `block_bytes` are fetched once and kept; a read that needs several missing blocks
+    asks for them in one request. `fetched_bytes` counts what came over the network, and a read
+    that would take it past `max_bytes` raises HeaderTooLargeError instead.
+    """
+
+    def __init__(
+        self,
+        remote: RemoteFile,
+        *,
+        token: str | bool | None = None,
+        endpoint: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        block_bytes: int = BLOCK_BYTES,
+        max_bytes: int = MAX_HEADER_BYTES,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        super().__init__()
+        self.remote = remote
+        self.size = remote.size_bytes
+        self.name = f"{remote.request.repo_id}/{remote.request.filename}"
+        self.fetched_bytes = 0
+        self.n_requests = 0
+        self._token = token
+        self._endpoint = endpoint or hub_endpoint()
+        self._timeout_s = timeout_s
+        self._block_bytes = block_bytes
+        self._max_bytes = max_bytes
+        self._cancel = cancel
+        self._blocks: dict[int, bytes] = {}
+        self._pos = 0
+
+    # --- io.RawIOBase -------------------------------------------------------------------------
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read_at(self._pos, len(view))
+        view[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+    def read(self, size: int | None = -1) -> bytes:
+        n = self.size - self._pos if size is None or size < 0 else size
+        data = self.read_at(self._pos, n)
+        self._pos += len(data)
+        return data
+
+    # --- ranged reads ---------------------------------------------------------------------------
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        """Up to n bytes from offset (fewer at the end of the file)."""
+        end = min(self.size, offset + max(0, n))
+        if end <= offset:
+            return b""
+        first, last = offset // self._block_bytes, (end - 1) // self._block_bytes
+        missing = [i for i in range(first, last + 1) if i not in self._blocks]
+        if missing:
+            self._fetch_blocks(missing[0], missing[-1])
+        data = b"".join(self._blocks[i] for i in range(first, last + 1))
+        start = offset - first * self._block_bytes
+        return data[start : start + (end - offset)]
+
+    def _fetch_blocks(self, first: int, last: int) -> None:
+        start = first * self._block_bytes
+        end = min(self.size, (last + 1) * self._block_bytes) - 1
+        n_wanted = end - start + 1
+        if self.fetched_bytes + n_wanted > self._max_bytes:
+            raise HeaderTooLargeError(
+                f"{self.name}: its header claims more than {self._max_bytes // 2**20} MB; "
+                "a damaged or hostile file, not read further"
+            )
+        data = self._get_range(start, end)
+        for i in range(first, last + 1):
+            lo = (i - first) * self._block_bytes
+            self._blocks[i] = data[lo : lo + self._block_bytes]
+
+    def _get_range(self, start: int, end: int) -> bytes:
+        import httpx2
+        from huggingface_hub import get_session
+        from huggingface_hub.errors import HfHubHTTPError
+        from huggingface_hub.utils import hf_raise_for_status
+
+        remote = self.remote
+        headers = _request_headers(remote, self._token)
+        headers["Range"] = f"bytes={start}-{end}"
+        n_wanted = end - start + 1
+        chunks: list[bytes] = []
+        n_got = 0
+        self.n_requests += 1
+        try:
+            with get_session().stream(
+                "GET",
+                remote.download_url,
+                headers=headers,
+                follow_redirects=True,
+                timeout=httpx2.Timeout(self._timeout_s),
+            ) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    hf_raise_for_status(response)
+                if response.status_code != 206:
+                    # The whole file is on its way: close at once rather than download it.
+                    raise HeaderReadError(
+                        f"the server of {self.name} ignores byte ranges, so its header cannot be read "
+                        "without downloading the whole file; nothing was downloaded"
+                    )
+                for chunk in response.iter_bytes():
+                    if self._cancel is not None and self._cancel.is_set():
+                        raise CheckCancelled("cancelled")
+                    chunks.append(chunk[: n_wanted - n_got])
+                    n_got += len(chunks[-1])
+                    if n_got >= n_wanted:
+                        break
+        except (HfHubHTTPError, httpx2.TransportError) as e:
+            if isinstance(e, httpx2.TimeoutException):
+                raise HeaderReadError(
+                    f"the hub took more than {self._timeout_s:g} s to send the header of {self.name}; "
+                    "try again later"
+                ) from e
+            raise _hub_error(e, remote.request, self._endpoint, _token_sent(self._token)) from e
+        self.fetched_bytes += n_got
+        if n_got < n_wanted:
+            raise HeaderReadError(f"the connection closed while reading the header of {self.name}; try again")
+        return b"".join(chunks)
+
+
+@dataclass(frozen=True)
+class RemoteHeader:
+    """A file's header as read over the network, and what that cost."""
+
+    info: GGUFInfo
+    size_bytes: int
+    fetched_bytes: int
+    n_requests: int
+    commit: str | None
+
+
+def parse_header(f: RangeFile, check_architecture: bool = True) -> GGUFInfo:
+    """Parse the header through engine.gguf_info, reading as little of the file as it can.
+
+    The parser reads a buffer: give it a prefix of the file, four times longer each time it runs
+    off the end, up to the file's size or MAX_HEADER_BYTES. Running off the end of a prefix reads
+    as "the file ends inside its ..." (a truncation at the prefix's end); any other error is the
+    file's own.
+    """
+    from engine.gguf_info import _parse
+
+    head = f.read_at(0, 4)
+    read_gguf_magic_check(head, f.name)
+    n = min(f.size, FIRST_READ_BYTES)
+    while True:
+        prefix = f.read_at(0, n)
+        try:
+            return _parse(prefix, PurePosixPath(f.name), f.size, check_architecture, True)  # type: ignore[arg-type]
+        except TruncatedModelError as e:
+            if n >= f.size or "ends inside" not in str(e):
+                raise
+            if n >= f._max_bytes:
+                raise HeaderTooLargeError(
+                    f"{f.name}: its header claims more than {f._max_bytes // 2**20} MB; "
+                    "a damaged or hostile file, not read further"
+                ) from e
+            n = min(f.size, n * 4, f._max_bytes)
+
+
+def read_gguf_magic_check(head: bytes, name: str) -> None:
+    from engine.errors import NotGGUFError
+    from engine.gguf_info import GGUF_MAGIC
+
+    if head != GGUF_MAGIC:
+        raise NotGGUFError(f"{name} is not a GGUF model file (it starts with {head!r}, not b'GGUF')")
+
+
+def read_remote_header(
+    repo_id: str,
+    filename: str,
+    revision: str = "main",
+    *,
+    token: str | bool | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_bytes: int = MAX_HEADER_BYTES,
+    cancel: threading.Event | None = None,
+    check_architecture: bool = True,
+) -> RemoteHeader:
+    """Ask the hub where the file is (HEAD), then read its header with Range requests."""
+    import httpx2
+
+    request = FileRequest(repo_id, filename, revision)
+    try:
+        remote = resolve_remote(request, token=token, timeout_s=timeout_s)
+    except DownloadError as e:
+        if isinstance(e.__cause__, httpx2.TimeoutException):
+            raise HeaderReadError(
+                f"the hub took more than {timeout_s:g} s to answer about {repo_id}/{filename}; try again later"
+            ) from e
+        raise
+    if remote.size_bytes == 0:
+        from engine.errors import EmptyModelError
+
+        raise EmptyModelError(f"{repo_id}/{filename} is empty (0 bytes)")
+    f = RangeFile(remote, token=token, timeout_s=timeout_s, max_bytes=max_bytes, cancel=cancel)
+    info = parse_header(f, check_architecture=check_architecture)
+    return RemoteHeader(info, remote.size_bytes, f.fetched_bytes, f.n_requests, remote.commit)
+
+
+def read_local_header(path: Path, check_architecture: bool = True) -> RemoteHeader:
+    info = read_gguf_info(path, check_architecture=check_architecture)
+    return RemoteHeader(info, info.size_bytes, 0, 0, None)
