@@ -175,12 +175,7 @@ def free_ram_bytes() -> int:
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except Exception:
-        return total_ram_bytes()
+    return total_ram_bytes()
 
 
 def machine_memory() -> MachineMemory:
