@@ -184,10 +184,13 @@ class _Reader:
     file-like object with seek() and read() (a file, or a download read over HTTP Range), read in
     windows of WINDOW_BYTES: only the header is read, never the weights."""
 
-    def __init__(self, source: mmap.mmap | bytes | BinaryIO, size: int, name: str) -> None:
+    def __init__(
+        self, source: mmap.mmap | bytes | BinaryIO, size: int, name: str, window_bytes: int | None = None
+    ) -> None:
         self.name = name
         self.size = size
         self.pos = 0
+        self.window_bytes = window_bytes
         if isinstance(source, mmap.mmap | bytes | bytearray | memoryview):
             self._file: BinaryIO | None = None
             self.buf: Any = source
@@ -214,7 +217,7 @@ class _Reader:
 
     def _fill(self, n: int, what: str) -> None:
         assert self._file is not None
-        want = min(max(n, WINDOW_BYTES), self.size - self.pos)
+        want = min(max(n, self.window_bytes or WINDOW_BYTES), self.size - self.pos)
         self._file.seek(self.pos)
         parts: list[bytes] = []
         got = 0
@@ -361,16 +364,19 @@ def read_gguf_header(
     path: str | os.PathLike[str],
     check_architecture: bool = True,
     with_tokens: bool = True,
+    window_bytes: int | None = None,
 ) -> GGUFInfo:
     """Read a GGUF header from a buffer holding the whole file or from any binary file-like
     object with seek() and read() whose total size is known (a file on another machine read over
     HTTP Range: only the header's bytes are asked for). `path` names the file in every sentence.
+    window_bytes: the least a file-like source is asked for at once (a remote reader that reads
+    ahead on its own asks for less, so a small file is not read whole).
 
     Raises a ModelFileError subclass with a sentence, whatever the bytes are."""
     p = Path(path)
     if size == 0:
         raise EmptyModelError(f"{p} is empty (0 bytes); download it again")
-    r = _Reader(source, size, str(p))
+    r = _Reader(source, size, str(p), window_bytes)
     try:
         head = _magic(r)
         if head != GGUF_MAGIC:

@@ -20,6 +20,7 @@ from app import paths
 from app.cli.cli_models import main_models
 from app.library import pair_doctor as doctor
 from app.library.remote_gguf import MAX_HEADER_BYTES, HeaderTooLargeError, read_remote_header
+from engine.errors import NotGGUFError
 from tests.tiny import write_tiny_model
 
 FAMILY = "tandem-test/tinyfam"
@@ -73,9 +74,9 @@ def big_header(path: Path) -> tuple[bytes, int]:
     return data, aligned + 32 * 7 * n_bytes
 
 
-def hostile_string_header() -> bytes:
-    """A valid start, then a metadata key claiming to be 2^60 bytes long."""
-    return b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 2**60) + b"general.name"
+def hostile_string_header(length: int = 2**60) -> bytes:
+    """A valid start, then a metadata key claiming to be `length` bytes long."""
+    return b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", length) + b"general.name"
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +105,16 @@ def hub(hub_files: dict, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # ty
         fake.add_file("tandem-test/odd-GGUF", "notes.gguf", b"these are notes, not a model\n" * 100)
         fake.add_file("tandem-test/odd-GGUF", "truncated.gguf", hub_files["truncated"])
         fake.add_file("tandem-test/odd-GGUF", "hostile.gguf", hostile_string_header(), padded_size=3 * 2**30)
+        fake.add_file(
+            "tandem-test/odd-GGUF",
+            "long-value.gguf",
+            b"GGUF"
+            + struct.pack("<IQQ", 3, 0, 1)
+            + struct.pack("<Q", 12)
+            + b"general.name"
+            + struct.pack("<IQ", 8, 16 * 2**20 - 1),  # a 16 MB string value: allowed, but long
+            padded_size=3 * 2**30,
+        )
         fake.set_downloads(TARGET_REPO, 500)
         fake.set_downloads(DRAFT_REPO, 100)
         go_online(monkeypatch, fake, tmp_path)
@@ -269,9 +280,17 @@ def test_bad_input_is_one_sentence_and_exit_2(
 
 
 def test_a_hostile_header_costs_a_bounded_read(hub: FakeHub) -> None:
+    # An impossible length is refused before it is read: one block of a 3 GB file.
     f = file_of(hub, "tandem-test/odd-GGUF/hostile.gguf")
+    with pytest.raises(NotGGUFError, match="claims 1,152,921,504,606,846,976 bytes"):
+        read_remote_header("tandem-test/odd-GGUF", "hostile.gguf", check_architecture=False)
+    assert hub.bytes_sent(f) <= 64 * 1024
+    # A possible but long one stops at the reader's budget.
+    f = file_of(hub, "tandem-test/odd-GGUF/long-value.gguf")
     with pytest.raises(HeaderTooLargeError, match="damaged or hostile"):
-        read_remote_header("tandem-test/odd-GGUF", "hostile.gguf", max_bytes=2**20, check_architecture=False)
+        read_remote_header(
+            "tandem-test/odd-GGUF", "long-value.gguf", max_bytes=2**20, check_architecture=False
+        )
     assert hub.bytes_sent(f) <= 2**20
 
 
