@@ -22,6 +22,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,23 @@ from app.host.reply import ReplyText
 
 log = logging.getLogger(__name__)
 
-# complete: finished normally; streaming: being written; cancelled: the user pressed Stop;
-# interrupted: the engine (or the app) stopped mid-reply; superseded: replaced by regenerate/edit.
-STATUSES = ("complete", "streaming", "cancelled", "interrupted", "superseded")
+
+class MessageStatus(StrEnum):
+    """A message's state, as stored in `messages.status`."""
+
+    COMPLETE = "complete"  # finished normally
+    STREAMING = "streaming"  # being written
+    CANCELLED = "cancelled"  # the user pressed Stop
+    INTERRUPTED = "interrupted"  # the engine (or the app) stopped mid-reply
+    SUPERSEDED = "superseded"  # replaced by regenerate/edit
+
+
+def _status(text: object) -> MessageStatus:
+    """A stored status; one this build does not know (a hand-edited row) reads as complete."""
+    try:
+        return MessageStatus(text)
+    except ValueError:
+        return MessageStatus.COMPLETE
 
 # Version 1: the schema of every store written before versions existed (user_version 0), hence
 # IF NOT EXISTS: on such a store it changes nothing but the version.
@@ -94,13 +109,13 @@ class Message:
     conversation_id: int
     role: str
     content: str
-    status: str
+    status: MessageStatus
     stats: dict[str, Any] | None
     draft_spans: tuple[tuple[int, int], ...]
 
     @property
     def is_interrupted(self) -> bool:
-        return self.status == "interrupted"
+        return self.status == MessageStatus.INTERRUPTED
 
     @property
     def reply_text(self) -> ReplyText:
@@ -115,7 +130,7 @@ def _message(row: sqlite3.Row) -> Message:
         conversation_id=row["conversation_id"],
         role=row["role"],
         content=row["content"],
-        status=row["status"],
+        status=_status(row["status"]),
         stats=json.loads(row["stats_json"]) if row["stats_json"] else None,
         draft_spans=tuple((int(a), int(b)) for a, b in spans),
     )
@@ -279,7 +294,10 @@ class Store:
 
     # messages
 
-    def add_message(self, conversation_id: int, role: str, content: str, status: str = "complete") -> Message:
+    def add_message(
+        self, conversation_id: int, role: str, content: str, status: MessageStatus = MessageStatus.COMPLETE
+    ) -> Message:
+        status = MessageStatus(status)
         now = time.time()
         with self._db:
             cur = self._db.execute(
@@ -295,7 +313,7 @@ class Store:
         self,
         message_id: int,
         content: str,
-        status: str | None = None,
+        status: MessageStatus | None = None,
         stats: dict[str, Any] | None = None,
         draft_spans: Iterable[tuple[int, int]] | None = None,
     ) -> None:
@@ -313,12 +331,12 @@ class Store:
             self._db.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", (*values, message_id))
 
     def save_reply(
-        self, message_id: int, reply: ReplyText, status: str, stats: dict[str, Any] | None = None
+        self, message_id: int, reply: ReplyText, status: MessageStatus, stats: dict[str, Any] | None = None
     ) -> None:
         """Write a reply as it stands (app.host.reply.Reply.shown()): its text and drafted ranges."""
         self.update_message(message_id, reply.text, status=status, stats=stats, draft_spans=reply.draft_spans)
 
-    def set_status(self, message_ids: Iterable[int], status: str) -> None:
+    def set_status(self, message_ids: Iterable[int], status: MessageStatus) -> None:
         with self._db:
             self._db.executemany(
                 "UPDATE messages SET status = ? WHERE id = ?", [(status, i) for i in message_ids]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 StopReason = Literal["length", "eos", "stop", "cancelled", "context"]
 SpeculationKind = Literal["none", "ngram", "draft"]
@@ -115,6 +116,99 @@ class Stats:
             "n_drafted_memory": self.n_drafted_memory,
             "n_accepted_memory": self.n_accepted_memory,
         }
+
+
+def _number(value: object, default: float) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+
+def _count(value: object) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+@dataclass(frozen=True)
+class StatsRecord:
+    """One reply's numbers as they are kept and shown: a Stats snapshot with its rates worked out
+    and rounded (Stats.as_dict), how the reply ended and the plain speed it is compared with.
+
+    It is what the conversation store holds as JSON (`as_dict`), read back by `from_dict`, which
+    takes any record older code wrote (a missing number reads as 0, a missing rate as unknown)
+    and keeps the keys it does not know (e.g. the window's sparkline) in `extras`."""
+
+    speculation: str = "none"  # "none" | "ngram" | "draft"
+    n_prompt_tokens: int = 0
+    n_prefilled: int = 0
+    n_generated: int = 0
+    n_drafted: int = 0
+    n_accepted: int = 0
+    n_steps: int = 0
+    n_steps_with_draft: int = 0  # 0 also where unknown (a server does not say; older records)
+    acceptance_rate: float = 0.0
+    mean_accepted_length: float = 0.0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    prefill_tokens_per_s: float = 0.0
+    decode_tokens_per_s: float = 0.0
+    llama_s: float = 0.0
+    llama_fraction: float = 0.0
+    step_overhead_ms_median: float = 0.0
+    note: str = ""
+    note_kind: str = ""  # a DraftingState value
+    plain_tokens_per_s_est: float | None = None
+    draft_catch_up_s: float = 0.0
+    n_drafted_text: int = 0
+    n_accepted_text: int = 0
+    n_drafted_memory: int = 0
+    n_accepted_memory: int = 0
+    stop_reason: str | None = None  # a StopReason, or "interrupted"; None while streaming
+    plain_tokens_per_s: float | None = None  # the measured plain speed it is compared with
+    extras: Mapping[str, Any] = field(default_factory=dict)  # keys kept as they were
+
+    @classmethod
+    def of(cls, stats: Stats, stop_reason: str | None = None, **extras: Any) -> StatsRecord:
+        """A snapshot as a record, with exactly the numbers `as_dict` stores."""
+        record = stats.as_dict()
+        if stop_reason is not None:
+            record["stop_reason"] = stop_reason
+        return cls.from_dict({**record, **extras})
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> StatsRecord:
+        values: dict[str, Any] = {}
+        extras: dict[str, Any] = {}
+        known = {f.name: f for f in fields(cls) if f.name != "extras"}
+        for key, value in record.items():
+            f = known.get(key)
+            if f is None:
+                extras[key] = value
+            elif key in ("speculation", "note", "note_kind"):
+                values[key] = str(value) if value is not None else f.default
+            elif key == "stop_reason":
+                values[key] = value if isinstance(value, str) else None
+            elif key in ("plain_tokens_per_s_est", "plain_tokens_per_s"):
+                values[key] = _number(value, 0.0) or None
+            elif isinstance(f.default, int):
+                values[key] = _count(value)
+            else:
+                values[key] = _number(value, 0.0)
+        return cls(**values, extras=extras)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The record as stored: the numbers, then how it ended and its baseline where known."""
+        record: dict[str, Any] = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in ("stop_reason", "plain_tokens_per_s", "extras")
+        }
+        if self.stop_reason is not None:
+            record["stop_reason"] = self.stop_reason
+        if self.plain_tokens_per_s is not None:
+            record["plain_tokens_per_s"] = self.plain_tokens_per_s
+        return {**record, **self.extras}
+
+    @property
+    def is_speculative(self) -> bool:
+        return self.speculation != "none"
 
 
 @dataclass(frozen=True)

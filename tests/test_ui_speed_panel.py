@@ -3,10 +3,12 @@ accepted length and the speedup, drawn from the stats the window already receive
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from PySide6.QtGui import QColor
 
 from app.store import Store
-from engine.events import Stats
+from engine.events import Stats, StatsRecord
 from ui import theme
 from ui.speed_panel import POINTS_KEY, SpeedPanel, windowed_rates
 
@@ -71,16 +73,17 @@ def test_panel_numbers_and_drawing(qtbot) -> None:
     assert _has_colour(image, theme.colors().plain_line)  # the plain reference line
     # Without a measured plain run, the engine's own estimate, marked as one.
     panel.plain_tokens_per_s = None
-    panel.stats["plain_tokens_per_s_est"] = 80.0
+    assert panel.stats is not None
+    panel.stats = replace(panel.stats, plain_tokens_per_s_est=80.0)
     assert panel.speedup() == (1.5, True)
     # ...but not for a reply too short to compare (the details line shows none either).
-    panel.stats["n_generated"] = 6
+    panel.stats = replace(panel.stats, n_generated=6)
     assert panel.speedup() == (None, False)
-    panel.stats["n_generated"] = 240
+    panel.stats = replace(panel.stats, n_generated=240)
     # Finished: the small version, with the numbers said in words.
     height = panel.height()
     record = snapshots[-1].as_dict() | {"plain_tokens_per_s": 60.0}
-    panel.set_final(record)
+    panel.set_final(StatsRecord.from_dict(record))
     assert panel.is_compact and panel.height() < height
     assert "120.0 tok/s" in panel.accessibleDescription() and "2.00×" in panel.accessibleDescription()
     kept = panel.kept_points()
@@ -88,7 +91,7 @@ def test_panel_numbers_and_drawing(qtbot) -> None:
     # A stored reply's panel draws its kept sparkline.
     stored = SpeedPanel()
     qtbot.addWidget(stored)
-    stored.set_final(record | {POINTS_KEY: kept})
+    stored.set_final(StatsRecord.from_dict(record | {POINTS_KEY: kept}))
     assert stored.points == [(t, n) for t, n in kept]
 
 

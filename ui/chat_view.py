@@ -7,7 +7,6 @@ what to show and listens to its ..._requested signals.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent
@@ -25,6 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.store import MessageStatus
+from engine.events import StatsRecord
 from ui.message_widget import MessageWidget
 
 READABLE_WIDTH_EM = 110  # average characters: about 90 of text a line after margins
@@ -161,8 +162,8 @@ class ChatView(QWidget):
         role: str,
         text: str,
         draft_spans: Sequence[tuple[int, int]] = (),
-        status: str = "complete",
-        stats: dict[str, Any] | None = None,
+        status: MessageStatus = MessageStatus.COMPLETE,
+        stats: StatsRecord | None = None,
         tint: bool = True,
     ) -> MessageWidget:
         widget = MessageWidget(message_id, role)
@@ -170,7 +171,7 @@ class ChatView(QWidget):
         widget.set_status(
             status,
             stats,
-            note="(no text)" if role == "assistant" and not text and status != "streaming" else "",
+            note="(no text)" if role == "assistant" and not text and status != MessageStatus.STREAMING else "",
         )
         widget.edit_requested.connect(self.edit_requested)
         self.messages_layout.insertWidget(self.messages_layout.count() - 1, widget)

@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from app.host.reply import ReplyText
-from engine.events import Stats
+from app.store import MessageStatus
+from engine.events import Stats, StatsRecord
 from ui import theme
 from ui.markdown_view import MessageBody
 from ui.speed_panel import SpeedPanel
 from ui.stats_format import details_line, details_tooltip
 
 STATUS_NOTES = {
-    "cancelled": "stopped",
-    "interrupted": "⚠ interrupted: the engine stopped before this reply was finished",
-    "streaming": "",
+    MessageStatus.CANCELLED: "stopped",
+    MessageStatus.INTERRUPTED: "⚠ interrupted: the engine stopped before this reply was finished",
+    MessageStatus.STREAMING: "",
 }
 
 
@@ -29,7 +29,7 @@ class MessageWidget(QFrame):
         super().__init__(parent)
         self.message_id = message_id
         self.role = role
-        self.status = "complete"
+        self.status = MessageStatus.COMPLETE
         self.setObjectName("userMessage" if role == "user" else "assistantMessage")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         layout = QVBoxLayout(self)
@@ -131,7 +131,7 @@ class MessageWidget(QFrame):
             self.speed.add_stats(snapshots, plain_tokens_per_s)
             self.speed.setVisible(True)
 
-    def set_status(self, status: str, stats: dict[str, Any] | None = None, note: str = "") -> None:
+    def set_status(self, status: MessageStatus, stats: StatsRecord | None = None, note: str = "") -> None:
         self.status = status
         parts = []
         if stats and self.role == "assistant":

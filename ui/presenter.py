@@ -30,9 +30,9 @@ from app.host.reply import Reply, ReplyProgress, ReplyText
 from app.host.worker import ChatTurn, EngineInfo, ReplyStarted
 from app.library.model_spec import parse_draft
 from app.settings import Settings, save_settings
-from app.store import Conversation, Message, Store
+from app.store import Conversation, Message, MessageStatus, Store
 from engine.errors import ErrorKind, Failure
-from engine.events import Finished, Stats
+from engine.events import Finished, Stats, StatsRecord
 from ui.stats_format import DASH, live_line
 
 log = logging.getLogger(__name__)
@@ -84,26 +84,20 @@ class SpeedPresenter(QObject):
         self.baseline_changed.emit(path, speed)
         return True
 
-    def record(self, finished: Finished) -> dict[str, Any]:
+    def record(self, finished: Finished, **extras: Any) -> StatsRecord:
         """What a finished reply keeps: the engine's numbers, how it ended, the baseline."""
-        record = finished.stats.as_dict()
-        record["stop_reason"] = finished.stop_reason
-        record["n_steps_with_draft"] = finished.stats.n_steps_with_draft
-        return self._with_baseline(record)
+        stats = finished.stats
+        record = StatsRecord.of(stats, finished.stop_reason, **extras)
+        return replace(record, n_steps_with_draft=stats.n_steps_with_draft, plain_tokens_per_s=self._plain())
 
-    def partial_record(self, stats: Stats | None) -> dict[str, Any] | None:
+    def partial_record(self, stats: Stats | None) -> StatsRecord | None:
         """What an interrupted reply keeps (its last numbers), or None when it had none."""
         if stats is None:
             return None
-        record = stats.as_dict()
-        record["stop_reason"] = "interrupted"
-        return self._with_baseline(record)
+        return replace(StatsRecord.of(stats, "interrupted"), plain_tokens_per_s=self._plain())
 
-    def _with_baseline(self, record: dict[str, Any]) -> dict[str, Any]:
-        plain = self.plain_tokens_per_s()
-        if plain:
-            record["plain_tokens_per_s"] = plain
-        return record
+    def _plain(self) -> float | None:
+        return self.plain_tokens_per_s() or None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,8 +141,8 @@ class MessageRow:
     role: str
     text: str
     draft_spans: tuple[tuple[int, int], ...] = ()
-    status: str = "complete"
-    stats: dict[str, Any] | None = None
+    status: MessageStatus = MessageStatus.COMPLETE
+    stats: StatsRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -167,8 +161,8 @@ class ReplyEnded:
     conversation_id: int
     message_id: int
     text: ReplyText
-    status: str  # "complete" | "cancelled" | "interrupted"
-    stats: dict[str, Any] | None
+    status: MessageStatus  # COMPLETE, CANCELLED or INTERRUPTED
+    stats: StatsRecord | None
     note: str = ""
 
 
@@ -494,9 +488,10 @@ class ChatPresenter(QObject):
         for m in self.store.messages(conversation_id):
             if self.live is not None and self.live.message_id == m.id:
                 shown = self.live.reply.shown()
-                rows.append(MessageRow(m.id, m.role, shown.text, shown.draft_spans, "streaming", None))
+                rows.append(MessageRow(m.id, m.role, shown.text, shown.draft_spans, MessageStatus.STREAMING, None))
             else:
-                rows.append(MessageRow(m.id, m.role, m.content, m.draft_spans, m.status, m.stats))
+                stats = StatsRecord.from_dict(m.stats) if m.stats is not None else None
+                rows.append(MessageRow(m.id, m.role, m.content, m.draft_spans, m.status, stats))
         system_prompt = conversation.system_prompt if conversation else ""
         self.conversation_shown.emit(ConversationShown(conversation_id, system_prompt, tuple(rows)))
         self.conversations_changed.emit()
@@ -571,7 +566,7 @@ class ChatPresenter(QObject):
         """Hide message_id and everything after it in the current conversation (kept in the database)."""
         assert self.conversation_id is not None
         ids = [m.id for m in self.store.messages(self.conversation_id) if m.id >= message_id]
-        self.store.set_status(ids, "superseded")
+        self.store.set_status(ids, MessageStatus.SUPERSEDED)
         self.messages_removed.emit(ids)
 
     def _start_reply(self, conversation_id: int) -> None:
@@ -581,8 +576,8 @@ class ChatPresenter(QObject):
             return
         conversation = self.store.conversation(conversation_id)
         # The reply's row exists before the first token, so a crash at any point leaves it marked.
-        reply = self.store.add_message(conversation_id, "assistant", "", status="streaming")
-        self.message_added.emit(MessageRow(reply.id, "assistant", "", (), "streaming", None))
+        reply = self.store.add_message(conversation_id, "assistant", "", status=MessageStatus.STREAMING)
+        self.message_added.emit(MessageRow(reply.id, "assistant", "", (), MessageStatus.STREAMING, None))
         request_id = self.controller.start_reply(
             turns,
             system_prompt=conversation.system_prompt if conversation else "",
@@ -626,15 +621,15 @@ class ChatPresenter(QObject):
         """Whether the reply being generated belongs to the conversation shown."""
         return self.live is not None and self.live.conversation_id == self.conversation_id
 
-    def _save_live(self, status: str, stats: dict[str, Any] | None = None) -> None:
+    def _save_live(self, status: MessageStatus, stats: StatsRecord | None = None) -> None:
         live = self.live
         if live is None:
             return
-        shown = live.reply.shown(is_final=status != "streaming")
-        self.store.save_reply(live.message_id, shown, status, stats)
+        shown = live.reply.shown(is_final=status != MessageStatus.STREAMING)
+        self.store.save_reply(live.message_id, shown, status, stats.as_dict() if stats is not None else None)
         live.last_saved_s = time.monotonic()
 
-    def _end_live(self, status: str, stats: dict[str, Any] | None, note: str = "") -> None:
+    def _end_live(self, status: MessageStatus, stats: StatsRecord | None, note: str = "") -> None:
         live = self.live
         if live is None:
             return
@@ -650,7 +645,7 @@ class ChatPresenter(QObject):
         """Closing: stop the reply being generated and keep it, cut short, as interrupted."""
         if self.live is not None:
             self.controller.stop()
-            self._end_live("interrupted", self.speed.partial_record(self.live.stats))
+            self._end_live(MessageStatus.INTERRUPTED, self.speed.partial_record(self.live.stats))
 
     def close(self) -> None:
         """Save the settings and close the database (after stop_live and the engine's shutdown)."""
@@ -658,7 +653,7 @@ class ChatPresenter(QObject):
         self.store.close()
 
     def _show_live_stats(self, stats: Stats, prefix: str = "Speed") -> None:
-        line = live_line(stats.as_dict(), self.speed.plain_tokens_per_s())
+        line = live_line(StatsRecord.of(stats), self.speed.plain_tokens_per_s())
         self.speed_line_changed.emit(f"{prefix}: {line}")
 
     # ---- Compare
@@ -711,7 +706,7 @@ class ChatPresenter(QObject):
             self._show_live_stats(progress.stats[-1])
         self.reply_progressed.emit(progress)
         if time.monotonic() - live.last_saved_s >= SAVE_INTERVAL_S:
-            self._save_live("streaming")
+            self._save_live(MessageStatus.STREAMING)
 
     def on_controller_reply_finished(self, reply: Reply) -> None:
         finished = reply.finished
@@ -727,9 +722,8 @@ class ChatPresenter(QObject):
         if live is None or reply.request_id != live.request_id:
             return
         self.speed.record_plain_speed(finished)
-        record = self.speed.record(finished)
-        record.update(self.record_extras(live))
-        status = "cancelled" if finished.stop_reason == "cancelled" else "complete"
+        record = self.speed.record(finished, **self.record_extras(live))
+        status = MessageStatus.CANCELLED if finished.stop_reason == "cancelled" else MessageStatus.COMPLETE
         note = "stopped at the context limit" if finished.stop_reason == "context" else ""
         self._end_live(status, record, note)
         self._show_live_stats(finished.stats, prefix="Last reply")
@@ -745,10 +739,10 @@ class ChatPresenter(QObject):
         if live is None or request_id != live.request_id:
             return
         if has_engine_died or live.text:
-            self._end_live("interrupted", self.speed.partial_record(live.stats))
+            self._end_live(MessageStatus.INTERRUPTED, self.speed.partial_record(live.stats))
         else:
             # Nothing was written (the prompt did not fit, no model): the empty reply row is hidden.
-            self.store.set_status([live.message_id], "superseded")
+            self.store.set_status([live.message_id], MessageStatus.SUPERSEDED)
             self.messages_removed.emit([live.message_id])
             self.live = None
         if not has_engine_died:

@@ -13,13 +13,12 @@ Nothing here touches the engine: `add_stats` takes the snapshots the window alre
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPainterPath, QPaintEvent, QPen, QPixmap
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from engine.events import Stats
+from engine.events import Stats, StatsRecord
 from ui import theme
 from ui.stats_format import DASH, live_line, plain_estimate
 
@@ -52,7 +51,7 @@ class SpeedPanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.points: list[tuple[float, int]] = []  # (decode_s, n_generated) per snapshot
-        self.stats: dict[str, Any] = {}
+        self.stats: StatsRecord | None = None
         self.plain_tokens_per_s: float | None = None
         self.is_compact = False
         self.setObjectName("speedPanel")
@@ -77,18 +76,18 @@ class SpeedPanel(QWidget):
         if len(self.points) > MAX_POINTS:
             self.points = self.points[::2]
         last = snapshots[-1]
-        self.stats = last.as_dict()
+        self.stats = StatsRecord.of(last)
         self.plain_tokens_per_s = plain_tokens_per_s
         self.update()
 
-    def set_final(self, stats: dict[str, Any], compact: bool = True) -> None:
+    def set_final(self, stats: StatsRecord, compact: bool = True) -> None:
         """The reply's final numbers (a finished reply, or one loaded from the store)."""
-        self.stats = dict(stats)
-        plain = stats.get("plain_tokens_per_s")
-        if isinstance(plain, int | float) and plain > 0:
-            self.plain_tokens_per_s = float(plain)
-        decode_s, n = float(stats.get("decode_s", 0.0) or 0.0), int(stats.get("n_generated", 0) or 0)
-        kept = stats.get(POINTS_KEY)
+        self.stats = stats
+        plain = stats.plain_tokens_per_s
+        if plain is not None and plain > 0:
+            self.plain_tokens_per_s = plain
+        decode_s, n = stats.decode_s, stats.n_generated
+        kept = stats.extras.get(POINTS_KEY)
         if not self.points and isinstance(kept, list):  # a stored reply's thinned sparkline
             self.points = [
                 (float(p[0]), int(p[1])) for p in kept if isinstance(p, list | tuple) and len(p) == 2
@@ -97,7 +96,7 @@ class SpeedPanel(QWidget):
             self.points.append((decode_s, n))
         self.is_compact = compact
         self.setFixedHeight(self._height())
-        text = live_line(self.stats, self.plain_tokens_per_s)
+        text = live_line(stats, self.plain_tokens_per_s)
         self.setToolTip(text)
         self.setAccessibleDescription(text)
         self.update()
@@ -113,11 +112,11 @@ class SpeedPanel(QWidget):
     # ---- numbers
 
     def tokens_per_s(self) -> float:
-        return float(self.stats.get("decode_tokens_per_s", 0.0) or 0.0)
+        return self.stats.decode_tokens_per_s if self.stats is not None else 0.0
 
     def speedup(self) -> tuple[float | None, bool]:
         """(speed over plain decoding, whether it is an estimate)."""
-        if self.stats.get("speculation", "none") == "none":
+        if self.stats is None or not self.stats.is_speculative:
             return 1.0, False
         tps = self.tokens_per_s()
         if tps <= 0:
@@ -132,13 +131,14 @@ class SpeedPanel(QWidget):
     def reference_rate(self) -> float | None:
         if self.plain_tokens_per_s:
             return self.plain_tokens_per_s
-        estimate = self.stats.get("plain_tokens_per_s_est")
-        return float(estimate) if isinstance(estimate, int | float) and estimate > 0 else None
+        estimate = self.stats.plain_tokens_per_s_est if self.stats is not None else None
+        return estimate if estimate is not None and estimate > 0 else None
 
     # ---- drawing
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt's name)
-        if not self.stats:
+        stats = self.stats
+        if stats is None:
             return
         colors = theme.colors()
         painter = QPainter(self)
@@ -158,12 +158,11 @@ class SpeedPanel(QWidget):
             big.setPointSizeF(big.pointSizeF() * 1.25)
         tps = self.tokens_per_s()
         x = self._draw_figure(painter, x, f"{tps:.1f}" if tps > 0 else DASH, "tok/s", big, text_color, muted)
-        speculation = str(self.stats.get("speculation", "none"))
-        if speculation != "none":
-            drafted = int(self.stats.get("n_drafted", 0) or 0)
-            acceptance = float(self.stats.get("acceptance_rate", 0.0) or 0.0) if drafted else None
+        if stats.is_speculative:
+            drafted = stats.n_drafted
+            acceptance = stats.acceptance_rate if drafted else None
             x = self._draw_gauge(painter, x + 6, acceptance, colors.speculative_line, muted, text_color) + 8
-            mean = float(self.stats.get("mean_accepted_length", 0.0) or 0.0)
+            mean = stats.mean_accepted_length
             x = self._draw_figure(
                 painter, x, f"{mean:.2f}" if drafted else DASH, "per draft", big, text_color, muted
             )

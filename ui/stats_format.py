@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from engine.events import StatsRecord
 
 DASH = "—"
 
@@ -33,56 +33,47 @@ def speedup_text(
 MIN_TOKENS_FOR_ESTIMATE = 16
 
 
-def plain_estimate(stats: dict[str, Any]) -> float | None:
+def plain_estimate(stats: StatsRecord) -> float | None:
     """The engine's own estimate of plain tokens/s, where a reply is long enough to compare."""
-    return _estimate(stats)
-
-
-def _estimate(stats: dict[str, Any]) -> float | None:
-    value = stats.get("plain_tokens_per_s_est")
-    if int(stats.get("n_generated", MIN_TOKENS_FOR_ESTIMATE)) < MIN_TOKENS_FOR_ESTIMATE:
+    if stats.n_generated < MIN_TOKENS_FOR_ESTIMATE:
         return None
-    return float(value) if isinstance(value, int | float) and value > 0 else None
+    estimate = stats.plain_tokens_per_s_est
+    return estimate if estimate is not None and estimate > 0 else None
 
 
-def live_line(stats: dict[str, Any], plain_tokens_per_s: float | None) -> str:
+def live_line(stats: StatsRecord, plain_tokens_per_s: float | None) -> str:
     """The live indicator: tokens/s, acceptance, mean accepted length, speedup vs plain."""
-    speculation = str(stats.get("speculation", "none"))
-    tps = float(stats.get("decode_tokens_per_s", 0.0))
+    tps = stats.decode_tokens_per_s
     parts = [f"{tps:.1f} tok/s" if tps > 0 else f"{DASH} tok/s"]
-    if speculation == "none":
+    if not stats.is_speculative:
         parts += [f"acceptance {DASH}", f"mean accepted {DASH}"]
     else:
-        drafted = int(stats.get("n_drafted", 0))
-        parts.append(
-            f"acceptance {stats.get('acceptance_rate', 0.0):.0%}" if drafted else f"acceptance {DASH}"
-        )
+        drafted = stats.n_drafted
+        parts.append(f"acceptance {stats.acceptance_rate:.0%}" if drafted else f"acceptance {DASH}")
         # A server reports what it accepted but not in how many steps: unknown, not 0.
-        known = stats.get("mean_accepted_length") or not stats.get("n_accepted")
+        known = stats.mean_accepted_length or not stats.n_accepted
         parts.append(
-            f"mean accepted {stats.get('mean_accepted_length', 0.0):.2f}"
-            if drafted and known
-            else f"mean accepted {DASH}"
+            f"mean accepted {stats.mean_accepted_length:.2f}" if drafted and known else f"mean accepted {DASH}"
         )
-    parts.append(f"speedup {speedup_text(tps, plain_tokens_per_s, speculation, _estimate(stats))}")
-    if stats.get("note"):
-        parts.append(str(stats["note"]))
+    parts.append(f"speedup {speedup_text(tps, plain_tokens_per_s, stats.speculation, plain_estimate(stats))}")
+    if stats.note:
+        parts.append(stats.note)
     return " · ".join(parts)
 
 
-def draft_sources(stats: dict[str, Any]) -> str:
+def draft_sources(stats: StatsRecord) -> str:
     """Where the accepted drafts came from: the draft model, the text so far (n-gram matches),
     earlier replies (the engine's reply memory). "" where n-gram drafts all came from the text
     (what n-gram means) or there is nothing to tell (nothing accepted; a server, which does not
     say)."""
-    speculation = str(stats.get("speculation", "none"))
-    accepted = int(stats.get("n_accepted", 0) or 0)
-    if speculation == "none" or not accepted or not stats.get("n_steps_with_draft"):
+    accepted = stats.n_accepted
+    if not stats.is_speculative or not accepted or not stats.n_steps_with_draft:
         return ""
-    memory = int(stats.get("n_accepted_memory", 0) or 0)
-    if speculation != "draft" and not memory:
+    memory = stats.n_accepted_memory
+    is_model = stats.speculation == "draft"
+    if not is_model and not memory:
         return ""
-    text = int(stats.get("n_accepted_text", 0) or 0) if speculation == "draft" else accepted
+    text = stats.n_accepted_text if is_model else accepted
     sources = [
         (accepted - text, "the draft model"),
         (text - memory, "the text"),
@@ -91,49 +82,46 @@ def draft_sources(stats: dict[str, Any]) -> str:
     return "accepted from " + ", ".join(f"{name} {n / accepted:.0%}" for n, name in sources if n > 0)
 
 
-def details_line(stats: dict[str, Any]) -> str:
+def details_line(stats: StatsRecord) -> str:
     """The line kept under a finished reply."""
-    speculation = str(stats.get("speculation", "none"))
-    tps = float(stats.get("decode_tokens_per_s", 0.0))
+    speculation = stats.speculation
+    tps = stats.decode_tokens_per_s
     parts = [
-        f"{stats.get('n_generated', 0)} tokens",
+        f"{stats.n_generated} tokens",
         f"{tps:.1f} tok/s",
         SPECULATION_NAMES.get(speculation, speculation),
     ]
-    if speculation != "none" and stats.get("n_drafted"):
-        parts.append(f"{stats.get('acceptance_rate', 0.0):.0%} of drafted tokens accepted")
-        if stats.get("mean_accepted_length") or not stats.get("n_accepted"):  # a server does not say
-            parts.append(f"{stats.get('mean_accepted_length', 0.0):.2f} accepted per draft")
+    if stats.is_speculative and stats.n_drafted:
+        parts.append(f"{stats.acceptance_rate:.0%} of drafted tokens accepted")
+        if stats.mean_accepted_length or not stats.n_accepted:  # a server does not say
+            parts.append(f"{stats.mean_accepted_length:.2f} accepted per draft")
         if sources := draft_sources(stats):
             parts.append(sources)
-    plain = stats.get("plain_tokens_per_s")
-    if speculation != "none":
-        parts.append(f"speedup {speedup_text(tps, plain, speculation, _estimate(stats))}")
+    if stats.is_speculative:
+        parts.append(f"speedup {speedup_text(tps, stats.plain_tokens_per_s, speculation, plain_estimate(stats))}")
     return " · ".join(parts)
 
 
-def details_tooltip(stats: dict[str, Any]) -> str:
-    speculation = str(stats.get("speculation", "none"))
-    plain = stats.get("plain_tokens_per_s")
+def details_tooltip(stats: StatsRecord) -> str:
+    speculation = stats.speculation
+    plain = stats.plain_tokens_per_s
+    estimate = plain_estimate(stats)
     rows = [
         ("Speculation", SPECULATION_NAMES.get(speculation, speculation)),
-        ("Tokens generated", stats.get("n_generated", 0)),
-        ("Decode speed", f"{float(stats.get('decode_tokens_per_s', 0.0)):.1f} tok/s"),
-        ("Plain speed (baseline)", _baseline_text(plain, _estimate(stats))),
-        (
-            "Speedup vs plain",
-            speedup_text(float(stats.get("decode_tokens_per_s", 0.0)), plain, speculation, _estimate(stats)),
-        ),
-        ("Drafted / accepted", f"{stats.get('n_drafted', 0)} / {stats.get('n_accepted', 0)}"),
-        ("Acceptance rate", f"{float(stats.get('acceptance_rate', 0.0)):.1%}"),
-        ("Mean accepted length", f"{float(stats.get('mean_accepted_length', 0.0)):.2f}"),
+        ("Tokens generated", stats.n_generated),
+        ("Decode speed", f"{stats.decode_tokens_per_s:.1f} tok/s"),
+        ("Plain speed (baseline)", _baseline_text(plain, estimate)),
+        ("Speedup vs plain", speedup_text(stats.decode_tokens_per_s, plain, speculation, estimate)),
+        ("Drafted / accepted", f"{stats.n_drafted} / {stats.n_accepted}"),
+        ("Acceptance rate", f"{stats.acceptance_rate:.1%}"),
+        ("Mean accepted length", f"{stats.mean_accepted_length:.2f}"),
         ("Accepted drafts", draft_sources(stats).removeprefix("accepted ") or DASH),
-        ("Verify steps", stats.get("n_steps", 0)),
-        ("Prompt tokens (new / total)", f"{stats.get('n_prefilled', 0)} / {stats.get('n_prompt_tokens', 0)}"),
-        ("Prefill", f"{float(stats.get('prefill_s', 0.0)) * 1000:.0f} ms"),
-        ("Decode", f"{float(stats.get('decode_s', 0.0)):.2f} s"),
-        ("Time in llama.cpp", f"{float(stats.get('llama_fraction', 0.0)):.0%}"),
-        ("Stop reason", stats.get("stop_reason", DASH)),
+        ("Verify steps", stats.n_steps),
+        ("Prompt tokens (new / total)", f"{stats.n_prefilled} / {stats.n_prompt_tokens}"),
+        ("Prefill", f"{stats.prefill_s * 1000:.0f} ms"),
+        ("Decode", f"{stats.decode_s:.2f} s"),
+        ("Time in llama.cpp", f"{stats.llama_fraction:.0%}"),
+        ("Stop reason", stats.stop_reason or DASH),
     ]
     body = "".join(f"<tr><td>{k}</td><td>&nbsp;&nbsp;{v}</td></tr>" for k, v in rows)
     return f"<table>{body}</table>"
