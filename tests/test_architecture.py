@@ -22,6 +22,10 @@ The rules, and why:
   checked also by importing them in a fresh process.
 - Every third-party package imported by `app/`, `engine/` or `ui/` is declared in
   pyproject.toml (a dependency, or the `model` extra for the embedded model).
+- No import circles among the project's modules (`app/`, `engine/`, `ui/`, `tools/`), counting
+  imports inside functions too (a function-local import hides a circle, it does not cut it).
+  Imports under `if TYPE_CHECKING:` do not count: they never run. A circle means two modules
+  are one job split in two, or one of them holds what both need: move that into a third.
 """
 
 from __future__ import annotations
@@ -84,6 +88,86 @@ def imports(path: Path, package: str | None = None) -> list[tuple[int, str]]:
             if module in ("app", "engine", "ui"):  # `from engine import events`
                 found.extend((node.lineno, f"{module}.{alias.name}") for alias in node.names)
     return found
+
+
+def runtime_imports(path: Path, package: str) -> list[tuple[str, ...]]:
+    """Every import that can run (not those under `if TYPE_CHECKING:`), each as the dotted names
+    it may mean: `from a.b import c` is a.b.c where that is a module, else a.b."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    typing_only = {
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+        for stmt in block.body
+        for node in ast.walk(stmt)
+    }
+    found: list[tuple[str, ...]] = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found.extend((alias.name,) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            found.extend((f"{module}.{alias.name}", module) for alias in node.names)
+    return found
+
+
+def module_graph(root: Path, folders: tuple[str, ...]) -> dict[str, set[str]]:
+    """module -> the project's modules it imports (`from pkg import mod` is an edge to pkg.mod)."""
+    files: dict[str, Path] = {}
+    for folder in folders:
+        for p in sorted((root / folder).rglob("*.py")):
+            parts = p.relative_to(root).with_suffix("").parts
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    graph: dict[str, set[str]] = {}
+    for name, p in files.items():
+        package = name if p.name == "__init__.py" else name.rpartition(".")[0]
+        edges = set()
+        for meanings in runtime_imports(p, package):
+            m = next((m for m in meanings if m in files), meanings[-1])
+            while m and m not in files:  # `import a.b.c` of a package a.b.c: its __init__
+                m = m.rpartition(".")[0]
+            if m and m != name:
+                edges.add(m)
+        graph[name] = edges
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
 
 
 def sources(folder: str) -> list[Path]:
@@ -180,7 +264,8 @@ def test_the_command_line_and_the_worker_start_without_qt() -> None:
     code = (
         "import sys\n"
         "import app.cli.cli, app.cli.cli_models, app.cli.serve, app.cli.remote, app.cli.bench\n"
-        "import app.cli.rpc_server, app.cli.cli_base, app.api.serve, app.api.remote\n"
+        "import app.cli.rpc_server, app.cli.cli_base, app.cli.options, app.cli.generate\n"
+        "import app.api.serve, app.api.remote\n"
         "import app.host.worker, app.host.remote_worker, app.host.reply\n"
         "import app.library.catalog, app.library.downloads, app.library.default_model, app.library.model_spec\n"
         "import app.main, app.settings, app.store\n"
@@ -215,83 +300,33 @@ def test_every_imported_third_party_package_is_declared() -> None:
     assert not missing, "imported but not declared in pyproject.toml:\n" + "\n".join(missing)
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def type_checking_lines(path: Path) -> set[int]:
-    """Lines under `if TYPE_CHECKING:` (imports for the type checker only: no circle at run time)."""
-    lines: set[int] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.body:
-                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
-    return lines
-
-
-def import_graph(folders: tuple[str, ...]) -> dict[str, set[str]]:
-    """module -> the first-party modules it imports at run time (also inside functions)."""
-    paths = [p for folder in folders for p in sources(folder)]
-    names = {module_name(p) for p in paths}
-    graph: dict[str, set[str]] = {}
-    for path in paths:
-        edges = set()
-        skipped = type_checking_lines(path)
-        for line, module in imports(path):
-            if line in skipped:
-                continue
-            # `from ui import theme` gives both "ui" and "ui.theme": keep the deepest known name.
-            while module and module not in names:
-                module = module.rpartition(".")[0]
-            if module and module != module_name(path) and "." in module:
-                edges.add(module)
-        graph[module_name(path)] = edges
-    return graph
-
-
-def circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected groups of more than one module (Tarjan), each sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in graph.get(v, ()):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            group = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                group.append(w)
-                if w == v:
-                    break
-            if len(group) > 1:
-                found.append(sorted(group))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
-
-
 def test_the_circle_finder_finds_a_circle_through_a_function_level_import() -> None:
     graph = {"ui.theme": {"ui.markdown_view"}, "ui.markdown_view": {"ui.code_highlight"},
              "ui.code_highlight": {"ui.theme"}, "ui.about": {"ui.theme"}}  # fmt: skip
     assert circles(graph) == [["ui.code_highlight", "ui.markdown_view", "ui.theme"]]
 
 
-def test_the_window_has_no_import_circles() -> None:
+def test_the_circle_finder_sees_circles_hidden_in_functions_and_not_type_only_ones(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.b import f\n")
+    (pkg / "b.py").write_text("def f():\n    from pkg import c\n")
+    (pkg / "c.py").write_text("def g():\n    import pkg.a\n")
+    (pkg / "d.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.e import E\n"
+    )
+    (pkg / "e.py").write_text("from pkg import d\n")
+    graph = module_graph(tmp_path, ("pkg",))
+    assert graph["pkg.b"] == {"pkg.c"} and graph["pkg.d"] == set()
+    assert circles(graph) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+def test_no_import_circles_among_the_projects_modules() -> None:
     """A module in a circle cannot be read, tested or changed alone (ui/theme.py and
-    ui/markdown_view.py were one: the theme pushed colours into the renderer)."""
-    assert circles(import_graph(("ui",))) == []
+    ui/markdown_view.py were one: the theme pushed colours into the renderer; app/cli/cli.py
+    was both the dispatcher and the helpers its subcommands imported back)."""
+    found = circles(module_graph(ROOT, ("app", "engine", "ui", "tools")))
+    assert not found, "import circles (move what both sides need into a third module):\n" + "\n".join(
+        " -> ".join(group) for group in found
+    )

@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TANDEM_HOME"] = home
     from openai import OpenAI
 
-    from app.cli.cli import build_parser, engine_config
+    from app.cli.cli import build_parser
+    from app.cli.options import engine_config
     from engine.config import SamplingParams
     from engine.events import Finished, TextPiece
     from engine.session import Engine

@@ -384,7 +384,7 @@ def _median(values: list[float]) -> float | None:
 
 
 def run_bench(args: argparse.Namespace) -> dict[str, object]:
-    from app.cli.cli import engine_config
+    from app.cli.options import engine_config
 
     workdir = Path(tempfile.mkdtemp(prefix="tandem-bench-"))
     # Measured runs never touch the user's cost cache: they share one of their own, reset before
@@ -748,7 +748,7 @@ def to_markdown(report: dict[str, object]) -> str:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from app.cli.cli import UserError, validate_engine_args
+    from app.cli.options import UserError, validate_engine_args
 
     validate_engine_args(args)
     if args.draft in (None, "", "none"):

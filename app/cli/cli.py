@@ -1,4 +1,6 @@
-"""The command line: `tandem generate`, `tandem bench`, `tandem models`.
+"""The command line: `tandem generate`, `tandem bench`, `tandem serve`, `tandem models`,
+`tandem rpc-server`. This module builds the parser and dispatches; the subcommands live in their
+own modules, and what they share in app/cli/options.py (nothing imports this module back).
 
 Bad input ends with exit code 2 and one last stderr line starting `error:`, never a
 traceback. Set TANDEM_DEBUG=1 to see the traceback of an unexpected failure.
@@ -7,56 +9,10 @@ traceback. Set TANDEM_DEBUG=1 to see the traceback of an unexpected failure.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
-from pathlib import Path
 
 from app.cli.cli_base import EXIT_BAD_INPUT, Parser, at_the_edge
-from app.library.model_spec import parse_draft, parse_model
-from app.paths import cost_cache_dir
-from engine.config import DRAFT_MAX, EngineConfig, SamplingParams, default_threads
-from engine.errors import TandemError
-
-
-class UserError(TandemError):
-    pass
-
-
-def resolve_model(spec: str) -> str:
-    """A model path, or `default` / `default-f16` / `default-costly` (app/library/model_spec.py)."""
-    return parse_model(spec).resolve()
-
-
-def resolve_draft(spec: str | None) -> str | None:
-    return parse_draft(spec).resolve()
-
-
-def _add_engine_args(p: argparse.ArgumentParser, model_default: str | None) -> None:
-    p.add_argument(
-        "--model",
-        required=model_default is None,
-        default=model_default,
-        help="target GGUF file (or `default`: the embedded Gemma 3 270M)",
-    )
-    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
-    p.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
-    p.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU")
-    p.add_argument(
-        "--rpc",
-        default=None,
-        metavar="HOST:PORT[,HOST:PORT...]",
-        help="llama.cpp RPC servers (`tandem rpc-server`) that take the target's --gpu-layers",
-    )
-    p.add_argument("--draft-max", type=int, default=DRAFT_MAX, help="longest draft per step")
-    p.add_argument(
-        "--fixed-draft", action="store_true", help="always draft --draft-max tokens (no adaptation)"
-    )
-    p.add_argument(
-        "--model-drafts-only",
-        action="store_true",
-        help="with a draft model: no n-gram drafts from the text beside it",
-    )
+from app.cli.options import add_engine_args
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=Parser)
 
     g = sub.add_parser("generate", help="generate text from a prompt")
-    _add_engine_args(g, model_default="")  # required unless --remote (checked in cmd_generate)
+    add_engine_args(g, model_default="")  # required unless --remote (checked in cmd_generate)
     g.add_argument("--draft", default="none", help="draft GGUF path, `ngram`, or `none` (default)")
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="the prompt text")
@@ -93,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--api-key", default=None, help="the server's API key (with --remote)")
 
     b = sub.add_parser("bench", help="compare plain and speculative decoding side by side")
-    _add_engine_args(b, model_default="default")
+    add_engine_args(b, model_default="default")
     b.add_argument("--draft", default="ngram", help="draft GGUF path or `ngram`")
     b.add_argument("--prompts", default=None, help='JSONL file of {"name", "set", "prompt"} lines')
     b.add_argument("--sets", default=None, help="comma-separated built-in sets (copy,code,qa,writing)")
@@ -124,142 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
         add_models_parser(sub)
     from app.cli.serve import add_serve_parser
 
-    add_serve_parser(sub, _add_engine_args)
+    add_serve_parser(sub)
     from app.cli.rpc_server import add_rpc_server_parser
 
     add_rpc_server_parser(sub)
     return parser
 
-
-def validate_engine_args(args: argparse.Namespace) -> None:
-    if args.ctx < 16:
-        raise UserError(f"--ctx must be at least 16 tokens (got {args.ctx})")
-    if args.threads is not None and args.threads < 1:
-        raise UserError(f"--threads must be at least 1 (got {args.threads})")
-    if args.max_tokens < 1:
-        raise UserError(f"--max-tokens must be at least 1 (got {args.max_tokens})")
-    if args.draft_max < 1:
-        raise UserError(f"--draft-max must be at least 1 (got {args.draft_max})")
-    if getattr(args, "rpc", None):
-        from engine.rpc import parse_servers
-
-        parse_servers(args.rpc)  # RpcError (exit 2) for a bad address
-        if args.gpu_layers < 1:
-            raise UserError(
-                "--rpc moves only the layers given by --gpu-layers to the RPC servers: "
-                "add --gpu-layers N (99: all of them)"
-            )
-
-
-def _rpc_servers(args: argparse.Namespace) -> tuple[str, ...]:
-    from engine.rpc import parse_servers
-
-    return parse_servers(getattr(args, "rpc", None))
-
-
-def engine_config(args: argparse.Namespace) -> EngineConfig:
-    return EngineConfig(
-        target_path=resolve_model(args.model),
-        draft=resolve_draft(args.draft),
-        n_ctx=args.ctx,
-        n_threads=args.threads or default_threads(),
-        n_gpu_layers=args.gpu_layers,
-        rpc_servers=_rpc_servers(args),
-        draft_max=args.draft_max,
-        adaptive=not args.fixed_draft,
-        draft_lookup=not args.model_drafts_only,
-        cost_cache_dir=str(cost_cache_dir()),
-    )
-
-
-def read_prompt(args: argparse.Namespace) -> str:
-    if args.prompt is not None:
-        prompt = args.prompt
-    else:
-        path = Path(args.prompt_file).expanduser()
-        if not path.is_file():
-            raise UserError(f"prompt file not found: {path}")
-        try:
-            prompt = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as e:
-            raise UserError(f"prompt file is not UTF-8 text: {path}") from e
-    if not prompt.strip():
-        raise UserError("the prompt is empty")
-    return prompt
-
-
-def cmd_generate(args: argparse.Namespace) -> int:
-    from engine.events import Finished, TextPiece
-    from engine.session import Engine
-
-    if args.remote:
-        from app.cli.remote import cmd_generate_remote
-
-        return cmd_generate_remote(args)
-    if not args.model:
-        raise UserError("the following arguments are required: --model (or --remote URL)")
-    validate_engine_args(args)
-    if args.temperature < 0:
-        raise UserError(f"--temperature must be 0 or more (got {args.temperature})")
-    if not 0.0 < args.top_p <= 1.0:
-        raise UserError(f"--top-p must be in (0, 1] (got {args.top_p})")
-    if not 0.0 <= args.min_p <= 1.0:
-        raise UserError(f"--min-p must be in [0, 1] (got {args.min_p})")
-    prompt = read_prompt(args)
-    params = SamplingParams(
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        min_p=args.min_p,
-        repeat_penalty=args.repeat_penalty,
-        seed=args.seed,
-    )
-    t_load = time.perf_counter()
-    engine = Engine(engine_config(args))
-    load_s = time.perf_counter() - t_load
-    try:
-        if args.chat:
-            # The model's chat template, or for a base model the window's transcript, whose reply
-            # ends at the next speaker line (engine.chat).
-            from engine.chat import chat_prompt, generate_reply
-
-            prompt = chat_prompt(engine, [{"role": "user", "content": prompt}], args.system or "")
-            events = generate_reply(engine, prompt, params, max_tokens=args.max_tokens, stop=args.stop)
-        else:
-            events = engine.generate(prompt, params, max_tokens=args.max_tokens, stop=args.stop)
-        finished: Finished | None = None
-        for event in events:
-            if isinstance(event, TextPiece) and not args.json:
-                sys.stdout.write(event.text)
-                sys.stdout.flush()
-            elif isinstance(event, Finished):
-                finished = event
-        assert finished is not None
-        s = finished.stats
-        if args.json:
-            result = {
-                "text": finished.text,
-                "token_ids": list(finished.token_ids),
-                **s.as_dict(),
-                "load_s": round(load_s, 4),
-                "stop_reason": finished.stop_reason,
-                "model": engine.info_target.name,
-                "draft": engine.info_draft.name if engine.info_draft else None,
-            }
-            print(json.dumps(result, ensure_ascii=False))
-        else:
-            sys.stdout.write("\n")
-            print(
-                f"[{s.speculation}] {s.n_generated} tokens, {s.decode_tokens_per_s:.1f} tok/s decode, "
-                f"{s.prefill_tokens_per_s:.1f} tok/s prefill ({s.n_prompt_tokens} prompt tokens), "
-                f"drafted {s.n_drafted}, accepted {s.n_accepted} ({s.acceptance_rate:.0%})"
-                + (f", {s.n_accepted_text} of them from the text" if s.n_accepted_text else "")
-                + f", stop: {finished.stop_reason}",
-                file=sys.stderr,
-            )
-    finally:
-        engine.close()
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "generate":
+        from app.cli.generate import cmd_generate
+
         return cmd_generate(args)
     if args.command == "serve":
         from app.cli.serve import cmd_serve

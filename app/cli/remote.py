@@ -80,7 +80,7 @@ def _report(
 
 
 def cmd_generate_remote(args: argparse.Namespace) -> int:
-    from app.cli.cli import UserError, read_prompt
+    from app.cli.options import UserError, read_prompt
 
     if args.max_tokens < 1:
         raise UserError(f"--max-tokens must be at least 1 (got {args.max_tokens})")

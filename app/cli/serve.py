@@ -10,7 +10,6 @@ import argparse
 import ipaddress
 import signal
 import socket
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +24,11 @@ from app.api.serve import (
     say,
     uvicorn_config,
 )
+from app.cli.options import add_engine_args
 from app.host.worker import EngineInfo
 
 
-def add_serve_parser(sub: Any, add_engine_args: Callable[..., None]) -> None:
+def add_serve_parser(sub: Any) -> None:
     s = sub.add_parser("serve", help="serve the model on an OpenAI-compatible HTTP API")
     add_engine_args(s, model_default="default")
     s.add_argument("--draft", default="ngram", help="draft GGUF path, `ngram` (default), or `none`")
@@ -58,7 +58,7 @@ def is_loopback(host: str) -> bool:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from app import paths
-    from app.cli.cli import UserError, engine_config, validate_engine_args
+    from app.cli.options import UserError, engine_config, validate_engine_args
     from engine.gguf_info import read_gguf_info
     from engine.pairing import check_pair
 
