@@ -49,6 +49,7 @@ def _status(text: object) -> MessageStatus:
     except ValueError:
         return MessageStatus.COMPLETE
 
+
 # Version 1: the schema of every store written before versions existed (user_version 0), hence
 # IF NOT EXISTS: on such a store it changes nothing but the version.
 SCHEMA_V1 = """

@@ -138,7 +138,9 @@ def test_a_reply_is_saved_as_it_streams_and_recorded_when_it_ends(qtbot, make, t
     assert isinstance(ended, ReplyEnded) and ended.status == "complete" and ended.text.text
     reply = presenter.store.message(ended.message_id)
     assert reply is not None and reply.status == "complete"
-    assert reply.content == ended.text.text and ended.stats is not None and reply.stats == ended.stats.as_dict()
+    assert (
+        reply.content == ended.text.text and ended.stats is not None and reply.stats == ended.stats.as_dict()
+    )
     assert reply.stats is not None and reply.stats["stop_reason"] == "length"
     assert reply.stats["n_generated"] == 24 and reply.stats["kept_by_the_window"] == ended.message_id
     # A plain reply long enough is this target's speed baseline, saved in the settings.

@@ -40,9 +40,9 @@ def test_live_line_and_details_use_the_engines_estimate_until_a_plain_run() -> N
     assert live_line(_record(estimated), 60.0).endswith("speedup 1.50×")
     assert "speedup ≈1.8× est." in details_line(_record(estimated))
     assert "speedup 1.50×" in details_line(_record({**estimated, "plain_tokens_per_s": 60.0}))
-    assert "estimated" in details_tooltip(_record(estimated)) and "measured" in details_tooltip(_record(
-        {**estimated, "plain_tokens_per_s": 60.0}
-    ))
+    assert "estimated" in details_tooltip(_record(estimated)) and "measured" in details_tooltip(
+        _record({**estimated, "plain_tokens_per_s": 60.0})
+    )
     # Too short a reply for a fair estimate (its first step weighs too much).
     assert live_line(_record({**estimated, "n_generated": 6}), None).endswith(f"speedup {DASH}")
     # Records saved before there was an estimate read as before.

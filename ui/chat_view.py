@@ -171,7 +171,9 @@ class ChatView(QWidget):
         widget.set_status(
             status,
             stats,
-            note="(no text)" if role == "assistant" and not text and status != MessageStatus.STREAMING else "",
+            note="(no text)"
+            if role == "assistant" and not text and status != MessageStatus.STREAMING
+            else "",
         )
         widget.edit_requested.connect(self.edit_requested)
         self.messages_layout.insertWidget(self.messages_layout.count() - 1, widget)

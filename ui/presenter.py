@@ -488,7 +488,9 @@ class ChatPresenter(QObject):
         for m in self.store.messages(conversation_id):
             if self.live is not None and self.live.message_id == m.id:
                 shown = self.live.reply.shown()
-                rows.append(MessageRow(m.id, m.role, shown.text, shown.draft_spans, MessageStatus.STREAMING, None))
+                rows.append(
+                    MessageRow(m.id, m.role, shown.text, shown.draft_spans, MessageStatus.STREAMING, None)
+                )
             else:
                 stats = StatsRecord.from_dict(m.stats) if m.stats is not None else None
                 rows.append(MessageRow(m.id, m.role, m.content, m.draft_spans, m.status, stats))

@@ -53,7 +53,9 @@ def live_line(stats: StatsRecord, plain_tokens_per_s: float | None) -> str:
         # A server reports what it accepted but not in how many steps: unknown, not 0.
         known = stats.mean_accepted_length or not stats.n_accepted
         parts.append(
-            f"mean accepted {stats.mean_accepted_length:.2f}" if drafted and known else f"mean accepted {DASH}"
+            f"mean accepted {stats.mean_accepted_length:.2f}"
+            if drafted and known
+            else f"mean accepted {DASH}"
         )
     parts.append(f"speedup {speedup_text(tps, plain_tokens_per_s, stats.speculation, plain_estimate(stats))}")
     if stats.note:
@@ -98,7 +100,9 @@ def details_line(stats: StatsRecord) -> str:
         if sources := draft_sources(stats):
             parts.append(sources)
     if stats.is_speculative:
-        parts.append(f"speedup {speedup_text(tps, stats.plain_tokens_per_s, speculation, plain_estimate(stats))}")
+        parts.append(
+            f"speedup {speedup_text(tps, stats.plain_tokens_per_s, speculation, plain_estimate(stats))}"
+        )
     return " · ".join(parts)
 
 
