@@ -42,7 +42,7 @@ class MessageStatus(StrEnum):
     SUPERSEDED = "superseded"  # replaced by regenerate/edit
 
 
-def _status(text: object) -> MessageStatus:
+def _status(text: str) -> MessageStatus:
     """A stored status; one this build does not know (a hand-edited row) reads as complete."""
     try:
         return MessageStatus(text)
