@@ -1,0 +1,194 @@
+"""What the window says, in plain words, from the typed values the engine hands over.
+
+The engine's side says *what happened* as data (a Stats snapshot or its stored record, a
+DraftingState); this module is where the window turns that into sentences people read: one
+headline a reply ("2.4× faster, 12 s saved"), a neutral state with one plain reason where the
+speed-up did not pay, the figures behind it on demand, and the names of the speed-up choices.
+No engine sentence (Stats.note) and no file path is ever shown from here.
+
+The headline compares the whole request (reading the prompt and writing the reply) with what
+this machine's plain decoding would have taken for the same reply: the prompt costs the same
+either way, so a short reply to a long prompt gains less than its decoding speed alone says.
+The plain speed is the one measured here (a reply with the speed-up off, or Compare's plain
+run); until one exists, the engine's own timing of its plain steps stands in, and the headline
+says "about".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from engine.events import DraftingState
+
+FASTER_AT = 1.1  # below this a reply is "about as fast as usual": the gain is within noise
+MIN_TOKENS = 16  # shorter replies: too few steps to compare fairly (their first step weighs too much)
+LOW_ACCEPTANCE = 0.4  # below this share of guesses confirmed, the guesses are the reason
+
+
+class ReplyNumbers(Protocol):
+    """What the words need of a reply's numbers: engine.events.Stats and the stored record
+    (engine.events.StatsRecord) both have these."""
+
+    @property
+    def speculation(self) -> str: ...
+    @property
+    def n_generated(self) -> int: ...
+    @property
+    def n_drafted(self) -> int: ...
+    @property
+    def n_accepted(self) -> int: ...
+    @property
+    def n_steps(self) -> int: ...
+    @property
+    def prefill_s(self) -> float: ...
+    @property
+    def decode_s(self) -> float: ...
+    @property
+    def acceptance_rate(self) -> float: ...
+    @property
+    def plain_tokens_per_s_est(self) -> float | None: ...
+
+
+class Verdict(StrEnum):
+    FASTER = "faster"  # the speed-up paid: the headline is a ratio and the time saved
+    NEUTRAL = "neutral"  # it ran and did not pay (or too little to tell): a plain reason
+    OFF = "off"  # the speed-up was off for this reply
+    PENDING = "pending"  # nothing to say yet (no tokens, no plain speed known)
+
+
+@dataclass(frozen=True)
+class Headline:
+    verdict: Verdict
+    text: str  # the one line under a reply: "2.4× faster, 12 s saved"
+    reason: str = ""  # NEUTRAL: why, in one plain line
+    speedup: float | None = None  # whole request against plain decoding here
+    saved_s: float = 0.0
+    is_estimate: bool = False  # the plain speed is the engine's estimate, not a measured run
+
+
+def seconds(s: float) -> str:
+    """A duration as people say it: "0.4 s", "12 s", "2 min 5 s"."""
+    if s < 10:
+        return f"{s:.1f} s"
+    if s < 90:
+        return f"{s:.0f} s"
+    minutes, rest = divmod(round(s), 60)
+    return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+
+
+def _state(note_kind: object) -> DraftingState:
+    try:
+        return DraftingState(str(note_kind) if note_kind is not None else "")
+    except ValueError:
+        return DraftingState.DRAFTING
+
+
+# Why the speed-up did not pay, from the engine's state: what a person can understand and act on.
+STATE_REASONS = {
+    DraftingState.SUSPENDED: "Speed-up paused: its guesses were not paying off on this text.",
+    DraftingState.SHORT_REPLY: "The reply was too short to be worth starting the draft model.",
+    DraftingState.DRAFT_TOO_SLOW: "The draft model is not faster than the model itself on this computer.",
+    DraftingState.DRAFT_LOAD_FAILED: "The draft model could not be loaded; the model wrote alone.",
+}
+
+
+def neutral_reason(numbers: ReplyNumbers, note_kind: object = "") -> str:
+    """One plain line: why the speed-up did not make this reply faster."""
+    state = _state(note_kind)
+    if state in STATE_REASONS:
+        return STATE_REASONS[state]
+    if numbers.n_drafted == 0:
+        return "Nothing in the conversation to reuse: the speed-up helps most when the reply repeats text."
+    if numbers.acceptance_rate < LOW_ACCEPTANCE:
+        return "Most guesses were wrong: this reply says new things rather than reusing text."
+    return "The guesses cost about as much time as they saved here."
+
+
+def plain_speed(numbers: ReplyNumbers, measured: float | None) -> tuple[float | None, bool]:
+    """(plain tokens/s to compare with, whether it is the engine's estimate)."""
+    if measured and measured > 0:
+        return measured, False
+    estimate = numbers.plain_tokens_per_s_est
+    if estimate and estimate > 0:
+        return float(estimate), True
+    return None, False
+
+
+def headline(numbers: ReplyNumbers, measured_plain: float | None, note_kind: object = "") -> Headline:
+    """The one line a reply gets: how much sooner the whole request ended than plain decoding here."""
+    if numbers.speculation == "none":
+        return Headline(Verdict.OFF, "Speed-up off")
+    if numbers.n_generated <= 0 or numbers.decode_s <= 0:
+        return Headline(Verdict.PENDING, "")
+    plain, is_estimate = plain_speed(numbers, measured_plain)
+    if plain is None or numbers.n_generated < MIN_TOKENS:
+        if _state(note_kind) in STATE_REASONS or numbers.n_drafted == 0:
+            reason = neutral_reason(numbers, note_kind)
+            return Headline(Verdict.NEUTRAL, "About as fast as usual", reason)
+        return Headline(Verdict.PENDING, "")
+    taken = numbers.prefill_s + numbers.decode_s
+    plain_s = numbers.prefill_s + numbers.n_generated / plain
+    speedup = plain_s / taken if taken > 0 else 1.0
+    saved = plain_s - taken
+    about = "about " if is_estimate else ""
+    if speedup >= FASTER_AT:
+        text = f"{about}{speedup:.1f}× faster, {seconds(saved)} saved"
+        return Headline(Verdict.FASTER, text[0].upper() + text[1:], "", speedup, saved, is_estimate)
+    reason = neutral_reason(numbers, note_kind)
+    return Headline(Verdict.NEUTRAL, "About as fast as usual", reason, speedup, saved, is_estimate)
+
+
+def details(numbers: ReplyNumbers, measured_plain: float | None) -> list[tuple[str, str]]:
+    """The figures behind a headline, shown on demand (each once): (label, value) rows."""
+    rows: list[tuple[str, str]] = []
+    n = numbers.n_generated
+    taken = numbers.prefill_s + numbers.decode_s
+    rows.append(("Reply", f"{n} tokens in {seconds(taken)}"))
+    if numbers.decode_s > 0:
+        rows.append(("Writing speed", f"{n / numbers.decode_s:.1f} tokens/s"))
+    plain, is_estimate = plain_speed(numbers, measured_plain)
+    if plain is not None:
+        how = "estimated from the model's own steps" if is_estimate else "measured on this computer"
+        rows.append(("Usual speed", f"{plain:.1f} tokens/s ({how})"))
+    if numbers.speculation != "none" and numbers.n_drafted:
+        share = numbers.n_accepted / n if n else 0.0
+        rows.append(("Reused and confirmed", f"{share:.0%} of the reply"))
+        rows.append(("Guesses confirmed", f"{numbers.acceptance_rate:.0%}"))
+        if numbers.n_steps:
+            rows.append(("Tokens a step", f"{n / numbers.n_steps:.1f}"))
+    return rows
+
+
+# ---- the speed-up choices, as the chat header offers them
+
+@dataclass(frozen=True)
+class SpeedUpChoice:
+    key: str  # "auto" | "ngram" | "draft" | "none"
+    name: str
+    why: str  # one line: when to pick it
+
+
+SPEED_UP_CHOICES = (
+    SpeedUpChoice(
+        "auto",
+        "Automatic",
+        "Reuses text from the conversation, and the paired draft model where it pays.",
+    ),
+    SpeedUpChoice(
+        "ngram",
+        "From the text (n-gram)",
+        "Guesses from what is already written: fast when a reply repeats or edits text. Works with any model.",
+    ),
+    SpeedUpChoice(
+        "draft",
+        "Draft model",
+        "A small model guesses ahead for the big one; needs a model with the same vocabulary.",
+    ),
+    SpeedUpChoice("none", "Off", "The model writes every word itself: the usual speed."),
+)
+LEGEND = (
+    "Highlighted text (tinted, dotted underline) is the model's own: it was guessed ahead and the "
+    "model confirmed every word, so it arrived sooner. The words are the same either way."
+)
