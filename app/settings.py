@@ -34,6 +34,7 @@ class Settings:
     model_path: str | None = None  # None: the embedded default model
     draft: str = "ngram"  # "ngram", "none", or a draft GGUF path
     draft_model_path: str | None = None  # the last draft model chosen, offered by the toggle
+    speed_up_auto: bool = False  # the speed-up was chosen as "Automatic" (ui/words.py)
     n_threads: int | None = None  # None: the machine's cores
     n_ctx: int = 4096
     n_gpu_layers: int = 0

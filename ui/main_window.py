@@ -21,13 +21,10 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
-    QCheckBox,
-    QComboBox,
     QFileDialog,
     QLabel,
     QMainWindow,
     QProgressBar,
-    QSizePolicy,
     QSplitter,
     QTabWidget,
     QToolBar,
@@ -58,8 +55,6 @@ from ui.settings_dialog import SettingsDialog, needs_reload
 from ui.stats_format import DASH
 
 log = logging.getLogger(__name__)
-
-SPECULATION_CHOICES = (("Off", "none"), ("N-gram lookup", "ngram"), ("Draft model", "draft"))
 
 
 class MainWindow(QMainWindow):
@@ -130,36 +125,27 @@ class MainWindow(QMainWindow):
     # ---- building
 
     def _build_toolbar(self) -> None:
-        bar = QToolBar("Speculation")
+        """The chat's header (ui/chat_header.py: model, speed-up, state, the highlight's legend),
+        then Settings and the API switch."""
+        from ui.chat_header import ChatHeader
+
+        bar = QToolBar("Chat header")
         bar.setObjectName("speculationToolbar")
         bar.setMovable(False)
         self.addToolBar(bar)
-        bar.addWidget(QLabel(" Speculation: "))
-        self.speculation_combo = QComboBox()
-        for label, kind in SPECULATION_CHOICES:
-            self.speculation_combo.addItem(label, kind)
-        self.speculation_combo.setToolTip("Takes effect from the next reply")
-        self.speculation_combo.setAccessibleName("Speculation")
-        self.speculation_combo.activated.connect(self.on_speculation_combo_activated)
-        bar.addWidget(self.speculation_combo)
-        self.choose_draft_action = QAction("Choose draft…", self)
-        self._draft_tip = "Pick a small GGUF model with the target's vocabulary to draft for it"
+        self.header = ChatHeader(self.settings.show_draft_tint)
+        bar.addWidget(self.header)
+        self.speculation_combo = self.header.speed_combo
+        self.pair_label = self.header.state_label
+        self.tint_check = self.header.tint_check
+        self.header.model_chosen.connect(self.on_header_model_chosen)
+        self.header.speed_up_chosen.connect(self.on_header_speed_up_chosen)
+        self.header.tint_toggled.connect(self.on_tint_check_toggled)
+        self.header.refresh_models()
+        self.choose_draft_action = QAction("Choose a draft model…", self)
+        self._draft_tip = "Pick a small GGUF model with the same vocabulary as the model, to guess ahead for it"
         self.choose_draft_action.setToolTip(self._draft_tip)
         self.choose_draft_action.triggered.connect(self.on_choose_draft_action_triggered)
-        bar.addAction(self.choose_draft_action)
-        bar.addSeparator()
-        self.pair_label = QLabel("Loading…")
-        self.pair_label.setObjectName("pairLabel")
-        self.pair_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        bar.addWidget(self.pair_label)
-        spacer = QWidget()
-        spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        bar.addWidget(spacer)
-        self.tint_check = QCheckBox("Tint drafted tokens")
-        self.tint_check.setToolTip("Shade the text the draft proposed and the target accepted")
-        self.tint_check.setChecked(self.settings.show_draft_tint)
-        self.tint_check.toggled.connect(self.on_tint_check_toggled)
-        bar.addWidget(self.tint_check)
         self.settings_action = QAction("Settings…", self)
         self.settings_action.triggered.connect(self.on_settings_action_triggered)
         bar.addAction(self.settings_action)
@@ -249,6 +235,9 @@ class MainWindow(QMainWindow):
         return panel
 
     def _build_menu(self) -> None:
+        model_menu = self.menuBar().addMenu("&Model")
+        model_menu.addAction(self.choose_draft_action)
+        model_menu.addAction(self.settings_action)
         help_menu = self.menuBar().addMenu("&Help")
         self.welcome_action = QAction("Welcome", self)
         self.welcome_action.setToolTip("The built-in model, speculation, and a model for this machine")
@@ -388,13 +377,11 @@ class MainWindow(QMainWindow):
             self.setWindowTitle(pair.title)
 
     def on_presenter_speculation_changed(self, speculation: SpeculationView) -> None:
-        self.speculation_combo.setCurrentIndex(self.speculation_combo.findData(speculation.choice))
-        self.speculation_combo.setEnabled(speculation.can_switch)
-        self.choose_draft_action.setEnabled(speculation.can_switch)
         from ui.remote_engine import LOCAL_ONLY_TIP  # a server decides its own speculation
 
         local = speculation.can_switch
-        self.speculation_combo.setToolTip("Takes effect from the next reply" if local else LOCAL_ONLY_TIP)
+        self.header.set_speed_up(speculation.choice, local, LOCAL_ONLY_TIP)
+        self.choose_draft_action.setEnabled(local)
         self.choose_draft_action.setToolTip(self._draft_tip if local else LOCAL_ONLY_TIP)
         self.compare.set_speculation(speculation.in_effect)
 
@@ -486,6 +473,7 @@ class MainWindow(QMainWindow):
     def on_controller_engine_loaded(self, info: EngineInfo) -> None:
         # The pair, the speculation shown and the loading line follow the presenter.
         page: Any = self.models_page  # (a QLabel if unavailable)
+        self.header.set_model_in_use(self.presenter.model_key(), info.target_name)
         if hasattr(page, "set_model_in_use"):
             page.set_model_in_use(info.target_path)
             page.set_gpu_backend(info.gpu_offload_supported)
@@ -546,9 +534,12 @@ class MainWindow(QMainWindow):
                 self.chat.input.toPlainText().strip() or (last_user.text() if last_user else "")
             )
 
-    def on_speculation_combo_activated(self, index: int) -> None:
-        if not self.presenter.choose_speculation(self.speculation_combo.itemData(index)):
+    def on_header_speed_up_chosen(self, key: str) -> None:
+        if not self.presenter.choose_speculation(key):
             self.on_choose_draft_action_triggered()
+
+    def on_header_model_chosen(self, model: str) -> None:
+        self.presenter.choose_model(model)
 
     def on_choose_draft_action_triggered(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
@@ -611,6 +602,7 @@ class MainWindow(QMainWindow):
         dialog.open()
 
     def on_theme_changed(self, _is_dark: bool) -> None:
+        self.header.restyle()
         self.chat.restyle()
         self.compare.restyle()
 

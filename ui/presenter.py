@@ -241,18 +241,17 @@ def failure_words(failure: Failure) -> str:
 
 
 def pair_words(info: EngineInfo) -> str:
-    """The loaded pair as the pair label says it, from the engine's values."""
+    """The loaded pair's state as the header says it, from the engine's values (the model's
+    name is the model picker's)."""
     if info.server:
         how = f", drafting with {info.draft_name}" if info.draft_name else ""
-        return f"{info.target_name} on {info.server}{how} (the server decides its speculation)"
+        return f"{info.target_name} on {info.server}{how} (the server decides its speed-up)"
     if info.speculation == "draft" and info.draft:
-        pair = f"{info.target_name} drafted by {info.draft_name}: vocabularies compatible"
+        pair = f"{info.draft_name} guesses ahead (same vocabulary: compatible)"
     elif info.speculation == "ngram":
-        pair = (
-            f"{info.target_name} with n-gram lookup (drafts from the conversation itself; always compatible)"
-        )
+        pair = "n-gram: fastest where a reply reuses text"
     else:
-        pair = f"{info.target_name}, speculation off"
+        pair = "Speed-up off: the model writes every word itself"
     if info.draft_refusal is not None:
         pair += f". Draft model not used: {failure_words(info.draft_refusal)}."
     return pair
@@ -359,6 +358,8 @@ class ChatPresenter(QObject):
         """Change the one speculation state (what is not given stays) and announce it."""
         now = self.speculation
         choice = now.choice if draft is None else _kind(draft)
+        if draft is not None and choice != "none" and self.settings.speed_up_auto:
+            choice = "auto"
         if in_effect is None:
             in_effect = now.in_effect if draft is None else choice
         self.speculation = SpeculationView(
@@ -366,9 +367,10 @@ class ChatPresenter(QObject):
         )
         self.speculation_changed.emit(self.speculation)
 
-    def set_speculation(self, draft: str) -> None:
-        """Switch to "none", "ngram" or a draft GGUF path; applies from the next reply."""
-        changes: dict[str, Any] = {"draft": draft}
+    def set_speculation(self, draft: str, is_auto: bool = False) -> None:
+        """Switch to "none", "ngram" or a draft GGUF path; applies from the next reply. is_auto:
+        chosen as "Automatic" (the header shows that choice)."""
+        changes: dict[str, Any] = {"draft": draft, "speed_up_auto": is_auto}
         if parse_draft(draft).model is not None:
             changes["draft_model_path"] = draft
         self._draft_override = None
@@ -383,9 +385,14 @@ class ChatPresenter(QObject):
         return bool(path) and Path(str(path)).exists()
 
     def choose_speculation(self, kind: str) -> bool:
-        """The toolbar's choice: "none", "ngram" or "draft" (the draft model chosen last).
+        """The header's choice: "auto", "none", "ngram" or "draft" (the draft model chosen last).
+        Automatic is the draft model chosen last where there is one (it also drafts from the
+        text, and leaves the draft model aside where it does not pay), else the text alone.
         False when there is no draft model to switch to: the window asks for a file."""
-        if kind in ("none", "ngram"):
+        if kind == "auto":
+            model = str(self.settings.draft_model_path) if self.has_draft_model() else "ngram"
+            self.set_speculation(model, is_auto=True)
+        elif kind in ("none", "ngram"):
             self.set_speculation(kind)
         elif self.has_draft_model():
             self.set_speculation(str(self.settings.draft_model_path))
@@ -404,6 +411,18 @@ class ChatPresenter(QObject):
     def reshow_speculation(self) -> None:
         """The toolbar went out of step (a file dialog cancelled): show the choice again."""
         self._show_speculation(self.draft)
+
+    def model_key(self) -> str:
+        """The model in use as the model picker names it: a path, or a built-in model's name."""
+        return self._model_override or self.settings.model_path or "default"
+
+    def choose_model(self, model: str) -> None:
+        """The header's model picker: this model, with the speed-up chosen now (a draft model
+        gives way to the text: it was chosen for the model before)."""
+        draft = self.settings.draft
+        if parse_draft(draft).model is not None:
+            draft = "ngram"  # a draft model belongs to the target it was chosen for
+        self.choose_pair(model, draft)
 
     def choose_pair(self, target_path: str, draft: str) -> None:
         """A pair from the Models page (or the welcome panel's download): saved, then loaded."""

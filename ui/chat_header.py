@@ -1,0 +1,163 @@
+"""The chat's header: which model writes, how it is sped up, and what the highlight means.
+
+Where people look for it (LM Studio, Jan, GPT4All and ChatGPT put the model at the top of the
+chat): a model picker (the built-in models and the GGUF files in the models folder; the Models
+page keeps the library and the downloads), the speed-up picker with plain names and a one-line
+why for each, the state of the loaded pair in words, and the highlight's legend with its switch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QWidget
+
+from ui import theme
+from ui.words import LEGEND, SPEED_UP_CHOICES
+
+# The models Tandem carries (app.library.model_spec.Embedded), by what people call them.
+BUILT_IN_MODELS = (("default", "Gemma 3 270M (built in)"),)
+
+
+class ModelCombo(QComboBox):
+    """A combo box that reads the models folder again each time it opens (a download or an
+    import since is then listed)."""
+
+    about_to_open = Signal()
+
+    def showPopup(self) -> None:  # noqa: N802 (Qt's name)
+        self.about_to_open.emit()
+        super().showPopup()
+
+
+class ChatHeader(QWidget):
+    model_chosen = Signal(str)  # "default" (a built-in model's name) or a GGUF path
+    speed_up_chosen = Signal(str)  # "auto" | "ngram" | "draft" | "none"
+    tint_toggled = Signal(bool)
+
+    def __init__(self, show_tint: bool, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("chatHeader")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(8, 6, 8, 6)
+        row.setSpacing(8)
+
+        model_label = QLabel("Model")
+        self.model_combo = ModelCombo()
+        self.model_combo.setObjectName("modelPicker")
+        self.model_combo.setAccessibleName("Model")
+        self.model_combo.setToolTip("The model that writes the replies (more on the Models page)")
+        self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.model_combo.setMinimumContentsLength(18)
+        self.model_combo.activated.connect(self.on_model_combo_activated)
+        self.model_combo.about_to_open.connect(self.refresh_models)
+        model_label.setBuddy(self.model_combo)
+        row.addWidget(model_label)
+        row.addWidget(self.model_combo)
+
+        speed_label = QLabel("Speed-up")
+        self.speed_combo = QComboBox()
+        self.speed_combo.setObjectName("speedUpPicker")
+        self.speed_combo.setAccessibleName("Speed-up")
+        for choice in SPEED_UP_CHOICES:
+            self.speed_combo.addItem(choice.name, choice.key)
+            self.speed_combo.setItemData(
+                self.speed_combo.count() - 1, choice.why, Qt.ItemDataRole.ToolTipRole
+            )
+        self.speed_combo.activated.connect(self.on_speed_combo_activated)
+        self.speed_combo.currentIndexChanged.connect(self._show_why)
+        speed_label.setBuddy(self.speed_combo)
+        row.addWidget(speed_label)
+        row.addWidget(self.speed_combo)
+
+        self.state_label = QLabel("Loading…")
+        self.state_label.setObjectName("pairLabel")
+        self.state_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.state_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        row.addWidget(self.state_label, 1)
+
+        self.tint_check = QCheckBox()
+        self.tint_check.setObjectName("tintCheck")
+        self.tint_check.setAccessibleName("Highlight the model's confirmed text")
+        self.tint_check.setToolTip(LEGEND)
+        self.tint_check.setChecked(show_tint)
+        self.tint_check.toggled.connect(self.tint_toggled)
+        self.legend = QLabel()
+        self.legend.setObjectName("tintLegend")
+        self.legend.setToolTip(LEGEND)
+        self.legend.setAccessibleName("Highlight legend")
+        self.legend.setAccessibleDescription(LEGEND)
+        self.legend.setBuddy(self.tint_check)
+        row.addWidget(self.tint_check)
+        row.addWidget(self.legend)
+        self._models: list[tuple[str, str]] = []
+        self._in_use: str | None = None
+        self.restyle()
+        self._show_why()
+
+    # ---- the highlight's legend
+
+    def restyle(self) -> None:
+        colors = theme.colors()
+        tint, mark = colors.draft_tint.name(), colors.draft_mark.name()
+        self.legend.setText(
+            f'<span style="background-color: {tint}; text-decoration: underline; '
+            f'text-decoration-style: dotted; text-decoration-color: {mark};">&nbsp;Highlighted&nbsp;</span>'
+            " = the model's own words, confirmed"
+        )
+
+    # ---- models
+
+    def refresh_models(self) -> None:
+        """The built-in models, then the GGUF files in the models folder, the one in use marked."""
+        models = list(BUILT_IN_MODELS)
+        try:
+            from app.library.catalog import scan_local_models
+
+            for m in scan_local_models():
+                models.append((str(m.path), m.path.stem))
+        except Exception:  # an unreadable folder: the built-in models are still offered
+            pass
+        if self._in_use and all(key != self._in_use for key, _ in models):
+            models.insert(1, (self._in_use, Path(self._in_use).stem))
+        self._models = models
+        self.model_combo.blockSignals(True)
+        self.model_combo.clear()
+        for key, name in models:
+            self.model_combo.addItem(name, key)
+        self._select_in_use()
+        self.model_combo.blockSignals(False)
+
+    def set_model_in_use(self, key: str | None, name: str = "") -> None:
+        """The loaded model (a path, or a built-in model's name)."""
+        self._in_use = key
+        if key and self.model_combo.findData(key) < 0:
+            self.model_combo.addItem(name or Path(key).stem, key)
+        self._select_in_use()
+
+    def _select_in_use(self) -> None:
+        index = self.model_combo.findData(self._in_use) if self._in_use else -1
+        if index >= 0:
+            self.model_combo.setCurrentIndex(index)
+
+    def on_model_combo_activated(self, index: int) -> None:
+        key = self.model_combo.itemData(index)
+        if key and key != self._in_use:
+            self.model_chosen.emit(str(key))
+
+    # ---- speed-up
+
+    def set_speed_up(self, key: str, can_switch: bool, why_not: str = "") -> None:
+        index = self.speed_combo.findData(key)
+        if index >= 0:
+            self.speed_combo.setCurrentIndex(index)
+        self.speed_combo.setEnabled(can_switch)
+        self._show_why(why_not=why_not if not can_switch else "")
+
+    def _show_why(self, _index: int = 0, why_not: str = "") -> None:
+        why = self.speed_combo.currentData(Qt.ItemDataRole.ToolTipRole)
+        self.speed_combo.setToolTip(why_not or f"{why or ''} Applies from the next reply.".strip())
+
+    def on_speed_combo_activated(self, index: int) -> None:
+        self.speed_up_chosen.emit(str(self.speed_combo.itemData(index)))
