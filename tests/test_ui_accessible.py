@@ -75,7 +75,7 @@ def test_every_control_has_an_accessible_name(qtbot, open_window, wait_reply, ti
     qtbot.waitUntil(lambda: window.findChild(QWidget, "shortcutsDialog") is not None, timeout=5000)
     assert _unnamed(window.findChild(QWidget, "shortcutsDialog")) == []
     # The names are the ones a reader would expect, not a combo box's current item.
-    assert window.speculation_combo.accessibleName() == "Speculation"
+    assert window.speculation_combo.accessibleName() == "Speed-up"
     assert window.chat.input.accessibleName() == "Message"
 
 

@@ -176,7 +176,7 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=60_000)
     assert window.controller.info.target_path == str(tiny_target) and window.controller.worker_pid
     assert window.speculation_combo.isEnabled() and window.choose_draft_action.isEnabled()
-    assert window.speculation_combo.toolTip() == "Takes effect from the next reply"
+    assert window.speculation_combo.toolTip().endswith("Applies from the next reply.")
     window.send("and here?")
     wait_reply(window)
     assert _rows(window)[-1].status == "complete"

@@ -57,7 +57,7 @@ def test_speculation_toggle_takes_effect_from_the_next_reply(
     window.speculation_combo.setCurrentIndex(off)
     window.speculation_combo.activated.emit(off)
     qtbot.waitUntil(lambda: window.controller.info.speculation == "none", timeout=30_000)
-    assert "speculation off" in window.pair_label.text()
+    assert "speed-up off" in window.pair_label.text().lower()
     window.send("second")
     wait_reply(window)
     reply = _last_reply(window)

@@ -143,7 +143,9 @@ class MainWindow(QMainWindow):
         self.header.tint_toggled.connect(self.on_tint_check_toggled)
         self.header.refresh_models()
         self.choose_draft_action = QAction("Choose a draft model…", self)
-        self._draft_tip = "Pick a small GGUF model with the same vocabulary as the model, to guess ahead for it"
+        self._draft_tip = (
+            "Pick a small GGUF model with the same vocabulary as the model, to guess ahead for it"
+        )
         self.choose_draft_action.setToolTip(self._draft_tip)
         self.choose_draft_action.triggered.connect(self.on_choose_draft_action_triggered)
         self.settings_action = QAction("Settings…", self)

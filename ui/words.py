@@ -163,6 +163,7 @@ def details(numbers: ReplyNumbers, measured_plain: float | None) -> list[tuple[s
 
 # ---- the speed-up choices, as the chat header offers them
 
+
 @dataclass(frozen=True)
 class SpeedUpChoice:
     key: str  # "auto" | "ngram" | "draft" | "none"
