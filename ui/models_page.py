@@ -1,9 +1,7 @@
-"""The models page: catalog pairs to download, local models, import, and a pair picker.
+"""The models page: catalog pairs to download, local models, import, a pair picker, and the pair
+doctor (search the hub, check a pair before downloading it: ui/pair_doctor_panel.py).
 
-Downloads run on plain Python threads (app.library.downloads knows no Qt); each reports through a small
-QObject whose signals are emitted from that thread and delivered queued on the GUI thread, so
-no widget is touched off the GUI thread. Pause and cancel set a flag the downloader reads once
-per chunk (a busy thread never sees a queued signal).
+Downloads and imports run on threads owned by ui/download_jobs.py; this page only shows them.
 
 The pair picker offers only the drafts llama.cpp's vocabulary rules accept for the chosen target,
 plus n-gram drafting and none; the others stay in the list, disabled, with the broken rule as
@@ -13,13 +11,11 @@ their tooltip, because "why can't I pick this one?" is the question users ask mo
 from __future__ import annotations
 
 import html
-import threading
 from collections.abc import Callable, Sequence
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -56,7 +52,6 @@ from app.library.catalog import (
     format_eta,
     format_params,
     gpu_memory_bytes,
-    import_model,
     load_catalog,
     local_model,
     scan_local_models,
@@ -64,13 +59,13 @@ from app.library.catalog import (
 from app.library.downloads import (
     DownloadControl,
     DownloadProgress,
-    DownloadStopped,
     FileRequest,
     local_path_for,
     pair_requests,
     partial_download,
 )
 from engine.errors import TandemError
+from ui.download_jobs import DownloadEnd, DownloadJob, DownloadJobs, ImportJobs
 from ui.pair_card import (
     PROGRESS_STEPS,
     CardGrid,
@@ -82,57 +77,6 @@ from ui.pair_card import (
 from ui.welcome import Recommendation, recommend_pair
 
 CUSTOM_KEY = "custom"  # the job key of the "any hub file" row
-
-
-class _JobSignals(QObject):
-    # Each carries the job's key, so they connect straight to the page's bound methods: a
-    # connection to a QObject's method is queued onto that object's (the GUI) thread.
-    progressed = Signal(str, object)  # key, DownloadProgress
-    finished = Signal(str, object)  # key, list[str] of final paths
-    failed = Signal(str, str, object)  # key, one-sentence message, DownloadEnd
-
-
-class DownloadEnd(Enum):
-    """How a download that did not finish ended: the page words it, never parses the message."""
-
-    FAILED = "failed"
-    PAUSED = "paused"
-    CANCELLED = "cancelled"
-
-
-class _Job:
-    """One download (a pair or a single file) on its own thread, with its pause/cancel control."""
-
-    def __init__(
-        self, key: str, run: Callable[[DownloadControl, Callable[[DownloadProgress], None]], list[Path]]
-    ):
-        self.key = key
-        self.control = DownloadControl()
-        self.signals = _JobSignals()
-        self._run = run
-        self.thread = threading.Thread(target=self._main, name=f"download-{key}", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def _main(self) -> None:
-        key = self.key
-        try:
-            done = self._run(self.control, lambda p: self.signals.progressed.emit(key, p))
-        except DownloadStopped as e:
-            end = DownloadEnd.PAUSED if e.is_paused else DownloadEnd.CANCELLED
-            self.signals.failed.emit(key, str(e), end)
-        except TandemError as e:
-            self.signals.failed.emit(key, str(e), DownloadEnd.FAILED)
-        except Exception as e:  # a thread must not die silently: the page shows it
-            self.signals.failed.emit(key, f"the download failed: {type(e).__name__}: {e}", DownloadEnd.FAILED)
-        else:
-            self.signals.finished.emit(key, [str(p) for p in done])
-
-
-class _ImportSignals(QObject):
-    finished = Signal(str)  # the imported path
-    failed = Signal(str)
 
 
 def describe_progress(p: DownloadProgress) -> str:
@@ -182,8 +126,13 @@ class ModelsPage(QWidget):
         self._vram_bytes = vram_bytes  # None: not asked yet (nvidia-smi takes a moment)
         self.local_models: list[LocalModel] = []
         self.model_in_use: Path | None = None  # the engine's target, listed wherever it lives
-        self.jobs: dict[str, _Job] = {}
-        self._imports: list[tuple[threading.Thread, _ImportSignals]] = []
+        self.downloads = DownloadJobs(self.models_dir, self.download_options)
+        self.downloads.progressed.connect(self.on_downloads_progressed)
+        self.downloads.finished.connect(self.on_downloads_finished)
+        self.downloads.failed.connect(self.on_downloads_failed)
+        self.imports = ImportJobs(self.models_dir)
+        self.imports.finished.connect(self.on_imports_finished)
+        self.imports.failed.connect(self.on_imports_failed)
         self.cards: dict[str, PairCard] = {}
         self.download_buttons: dict[str, QPushButton] = {}
         self.pause_buttons: dict[str, QPushButton] = {}
@@ -600,58 +549,45 @@ class ModelsPage(QWidget):
         revision = self.revision_edit.text().strip() or "main"
         self.start_download(CUSTOM_KEY, [FileRequest(repo, name, revision)])
 
+    @property
+    def jobs(self) -> dict[str, DownloadJob]:
+        return self.downloads.jobs
+
     def start_download(self, key: str, requests: Sequence[FileRequest]) -> None:
-        if key in self.jobs:
-            return
-        from app.library.downloads import download_files
-
-        models_dir = self.models_dir
-        options = self.download_options
-
-        def run(control: DownloadControl, on_progress: Callable[[DownloadProgress], None]) -> list[Path]:
-            return download_files(
-                list(requests), models_dir=models_dir, control=control, on_progress=on_progress, **options
-            )
-
-        job = _Job(key, run)
-        self._connect(job)
-        self.jobs[key] = job
-        self._set_running(key, True)
-        self._set_status(key, "asking the hub…")
-        job.start()
-
-    def _connect(self, job: _Job) -> None:
-        job.signals.progressed.connect(self.on_job_progressed)
-        job.signals.finished.connect(self.on_job_finished)
-        job.signals.failed.connect(self.on_job_failed)
+        if self.downloads.start(key, requests):
+            self._set_running(key, True)
+            self._set_status(key, "asking the hub…")
 
     def pause_download(self, key: str) -> None:
-        job = self.jobs.get(key)
-        if job:
-            job.control.pause()
+        if self.downloads.pause(key):
             self._set_status(key, "pausing…")
 
     def cancel_download(self, key: str) -> None:
-        job = self.jobs.get(key)
-        if job:
-            job.control.cancel()
+        if self.downloads.cancel(key):
             self._set_status(key, "cancelling…")
 
-    def on_job_progressed(self, key: str, p: DownloadProgress) -> None:
+    def on_downloads_progressed(self, key: str, p: DownloadProgress) -> None:
+        if key not in self.progress_bars:
+            return  # another view's download (the pair doctor's)
         text = describe_progress(p)
         self.progress_bars[key].setValue(int(self.PROGRESS_STEPS * p.total_fraction))
         self._set_status(key, text)
         self.status_labels[key].setToolTip(f"{p.filename}: {p.state}")
         self.download_progressed.emit(key, text)
 
-    def on_job_finished(self, key: str, done: list[str]) -> None:
+    def on_downloads_finished(self, key: str, done: list[str]) -> None:
+        if key not in self.progress_bars:
+            self.refresh_local_models()
+            return
         self._end_job(key)
         self.progress_bars[key].setValue(self.PROGRESS_STEPS)
         self._set_status(key, "downloaded: " + ", ".join(Path(d).name for d in done))
         self.refresh_local_models()
         self.download_finished.emit(key, [str(d) for d in done])
 
-    def on_job_failed(self, key: str, message: str, end: DownloadEnd) -> None:
+    def on_downloads_failed(self, key: str, message: str, end: DownloadEnd) -> None:
+        if key not in self.progress_bars:
+            return
         self._end_job(key)
         if end is DownloadEnd.CANCELLED:
             self.progress_bars[key].setValue(0)
@@ -660,9 +596,6 @@ class ModelsPage(QWidget):
         self.download_failed.emit(key, message, end is DownloadEnd.PAUSED)
 
     def _end_job(self, key: str) -> None:
-        job = self.jobs.pop(key, None)
-        if job is not None:
-            job.thread.join(timeout=1)
         self.progress_bars[key].setRange(0, self.PROGRESS_STEPS)
         self._set_running(key, False)
 
@@ -675,20 +608,15 @@ class ModelsPage(QWidget):
 
             return [ensure_default_model(models_dir)]
 
-        job = _Job(pair.name, run)
-        self._connect(job)
-        self.jobs[pair.name] = job
+        if not self.downloads.start_run(pair.name, run):
+            return
         self._set_running(pair.name, True)
         self.progress_bars[pair.name].setRange(0, 0)  # busy: joining the chunks has no progress
         self._set_status(pair.name, "setting up the built-in model…")
-        job.start()
 
     def shutdown(self, timeout_s: float = 5.0) -> None:
         """Pause every download (their .part files stay for next time) and wait for the threads."""
-        for job in list(self.jobs.values()):
-            job.control.pause()
-        for job in list(self.jobs.values()):
-            job.thread.join(timeout=timeout_s)
+        self.downloads.shutdown(timeout_s)
 
     # --- import ----------------------------------------------------------------------------------
 
@@ -709,29 +637,14 @@ class ModelsPage(QWidget):
             except TandemError as e:
                 self.show_message(str(e), is_error=True)
                 continue
-            signals = _ImportSignals()
-            signals.finished.connect(self.on_import_finished)
-            signals.failed.connect(self.on_import_failed)
-
-            def copy(
-                source: Path = f, s: _ImportSignals = signals, models_dir: Path = self.models_dir
-            ) -> None:
-                try:
-                    s.finished.emit(str(import_model(source, models_dir)))
-                except TandemError as e:
-                    s.failed.emit(str(e))
-
-            thread = threading.Thread(target=copy, name="import-model", daemon=True)
-            self._imports.append((thread, signals))
             self.show_message(f"importing {f.name}…")
-            thread.start()
+            self.imports.start(f)
 
-    def on_import_finished(self, path: str) -> None:
-        self._imports = [(t, s) for t, s in self._imports if t.is_alive()]
+    def on_imports_finished(self, path: str) -> None:
         self.show_message(f"imported {Path(path).name}")
         self.refresh_local_models()
 
-    def on_import_failed(self, message: str) -> None:
+    def on_imports_failed(self, message: str) -> None:
         self.show_message(message, is_error=True)
 
     def show_message(self, text: str, is_error: bool = False) -> None:
