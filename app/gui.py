@@ -1,4 +1,5 @@
-"""The desktop app's entry: `tandem [--model PATH|default] [--draft PATH|ngram|none]` opens the window.
+"""The desktop app's entry: `tandem [--model PATH|default] [--draft PATH|ngram|none] [tandem://LINK]`
+opens the window (a tandem://open_from_hf link opens the pair doctor's check of that file).
 
 Model and draft are read by app/library/model_spec.py in the engine's worker, as the command line reads them."""
 
@@ -26,8 +27,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--draft", metavar="PATH|ngram|none", help="a draft GGUF model, n-gram lookup, or none"
     )
+    parser.add_argument(
+        "link",
+        nargs="?",
+        metavar="tandem://open_from_hf?model=OWNER/REPO&file=FILE",
+        help="check a model file on the hub before downloading it (the hub's links open this)",
+    )
     # Qt's own options (-platform, -style...) pass through to QApplication.
     args, _unknown = parser.parse_known_args(argv)
+    if args.link is not None and not args.link.startswith("tandem://"):
+        _unknown.append(args.link)  # not ours: one of Qt's option values
+        args.link = None
     return args
 
 
@@ -85,6 +95,8 @@ def run_gui(argv: list[str]) -> int:
     # No applicationDisplayName: Qt would append it to titles that already start with "Tandem".
     window = MainWindow(model=args.model, draft=args.draft)
     window.show()
+    if args.link:
+        window.open_link(args.link)
     freeze_startup_objects()
     # Ctrl+C or a SIGTERM closes the window properly (replies marked, engine stopped). Python
     # runs signal handlers only between bytecodes, so a timer wakes it while Qt waits.

@@ -210,6 +210,31 @@ def test_install_with_destdir_stages_files_but_writes_final_paths(tmp_path: Path
     assert entry["Exec"] == "/usr/local/opt/tandem/tandem"
 
 
+def test_the_link_handler_entry_registers_the_tandem_scheme() -> None:
+    entry = desktop_entry(LINUX / "tandem-url-handler.desktop")
+    assert entry["Exec"] == "tandem %u" and entry["NoDisplay"] == "true"
+    assert "x-scheme-handler/tandem" in entry["MimeType"].split(";")
+
+
+@pytest.mark.skipif(shutil.which("desktop-file-validate") is None, reason="desktop-file-utils not installed")
+def test_the_link_handler_entry_validates() -> None:
+    result = subprocess.run(
+        ["desktop-file-validate", str(LINUX / "tandem-url-handler.desktop")], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_install_registers_and_uninstall_removes_the_link_handler(tmp_path: Path, fake_dist: Path) -> None:
+    prefix = tmp_path / "prefix"
+    assert run_install(str(fake_dist), prefix=prefix).returncode == 0
+    handler = prefix / "share" / "applications" / "tandem-url-handler.desktop"
+    entry = desktop_entry(handler)
+    assert entry["Exec"] == f"{prefix / 'opt' / 'tandem' / 'tandem'} %u"
+    assert "x-scheme-handler/tandem" in entry["MimeType"]
+    assert run_install("--uninstall", prefix=prefix).returncode == 0
+    assert not handler.exists()
+
+
 def test_install_refuses_a_missing_bundle(tmp_path: Path) -> None:
     result = run_install(str(tmp_path / "nothing"), prefix=tmp_path / "prefix")
     assert result.returncode == 1

@@ -576,6 +576,14 @@ class MainWindow(QMainWindow):
         self.presenter.choose_pair(target_path, draft)
         self.tabs.setCurrentIndex(0)
 
+    def open_link(self, url: str) -> None:
+        """A tandem://open_from_hf?model=OWNER/REPO&file=FILE link (the desktop entry's URL
+        handler): the Models page checks that file before anything is downloaded."""
+        open_link = getattr(self.models_page, "open_link", None)
+        if open_link is not None:
+            self.tabs.setCurrentWidget(self.models_page)
+            open_link(url)
+
     # ---- keyboard (ui/shortcuts.py)
 
     def focus_input(self) -> None:

@@ -74,6 +74,7 @@ from ui.pair_card import (
     bad_colour,
     describe_fit,
 )
+from ui.pair_doctor_panel import PairDoctorPanel
 from ui.welcome import Recommendation, recommend_pair
 
 CUSTOM_KEY = "custom"  # the job key of the "any hub file" row
@@ -159,6 +160,9 @@ class ModelsPage(QWidget):
         layout.addWidget(self._build_pair_box())
         layout.addWidget(self._build_catalog_section())
         layout.addWidget(self._build_incompatible_section())
+        self.doctor = PairDoctorPanel(self.downloads, self.models_dir)
+        self.doctor.pair_chosen.connect(self.pair_chosen)
+        layout.addWidget(self.doctor)
         layout.addWidget(self._build_local_box())
         layout.addWidget(self._build_custom_box())
         self.message_label = QLabel()
@@ -646,6 +650,11 @@ class ModelsPage(QWidget):
 
     def on_imports_failed(self, message: str) -> None:
         self.show_message(message, is_error=True)
+
+    def open_link(self, url: str) -> None:
+        """A tandem://open_from_hf?model=OWNER/REPO&file=FILE link: show the pair doctor checking it."""
+        self.scroll_area.ensureWidgetVisible(self.doctor)
+        self.doctor.open_check(url)
 
     def show_message(self, text: str, is_error: bool = False) -> None:
         self.message_label.setText(text)

@@ -7,6 +7,9 @@
 #   $PREFIX/opt/tandem/                            the bundle (a copy of dist/tandem)
 #   $PREFIX/bin/tandem                             -> $PREFIX/opt/tandem/tandem (launcher symlink)
 #   $PREFIX/share/applications/tandem.desktop      the menu entry (Exec = the absolute path)
+#   $PREFIX/share/applications/tandem-url-handler.desktop
+#                                                  opens tandem://open_from_hf?model=…&file=… links
+#                                                  (x-scheme-handler/tandem; hidden from menus)
 #   $PREFIX/share/icons/hicolor/*/apps/tandem.*    icons: SVG + PNG 16..512
 #
 # PREFIX defaults to ~/.local. DESTDIR (empty by default) stages the files under another root
@@ -40,7 +43,7 @@ refresh_caches() {
 if [[ "${1:-}" == "--uninstall" ]]; then
     rm -rf "$DESTDIR$APP_DIR"
     if [[ -L "$DESTDIR$BIN_DIR/tandem" ]]; then rm -f "$DESTDIR$BIN_DIR/tandem"; fi
-    rm -f "$DESTDIR$APPS_DIR/tandem.desktop"
+    rm -f "$DESTDIR$APPS_DIR/tandem.desktop" "$DESTDIR$APPS_DIR/tandem-url-handler.desktop"
     rm -f "$DESTDIR$ICON_DIR"/*/apps/tandem.png "$DESTDIR$ICON_DIR/scalable/apps/tandem.svg"
     refresh_caches
     echo "Tandem uninstalled from $DESTDIR$PREFIX (your models and chats are kept)"
@@ -78,6 +81,13 @@ mkdir -p "$DESTDIR$APPS_DIR"
 sed -e "s|^Exec=.*|Exec=$exec_path|" -e "s|^TryExec=.*|TryExec=$APP_DIR/tandem|" \
     "$HERE/tandem.desktop" >"$DESTDIR$APPS_DIR/tandem.desktop"
 chmod 644 "$DESTDIR$APPS_DIR/tandem.desktop"
+# The tandem:// link handler: the hub's "Use this model" links open the pair doctor's check.
+sed -e "s|^Exec=.*|Exec=$exec_path %u|" -e "s|^TryExec=.*|TryExec=$APP_DIR/tandem|" \
+    "$HERE/tandem-url-handler.desktop" >"$DESTDIR$APPS_DIR/tandem-url-handler.desktop"
+chmod 644 "$DESTDIR$APPS_DIR/tandem-url-handler.desktop"
+if [[ -z "$DESTDIR" ]] && command -v xdg-mime >/dev/null; then
+    xdg-mime default tandem-url-handler.desktop x-scheme-handler/tandem 2>/dev/null || true
+fi
 
 # The icons.
 n_icons=0

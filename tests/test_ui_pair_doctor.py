@@ -1,0 +1,175 @@
+# ruff: noqa: F811 - the hub fixtures are imported from test_pair_doctor and named as parameters
+"""The pair doctor in the window (ui/pair_doctor_panel.py on the Models page), against the local
+hub stand-in: search, check from headers only, drafts, download, chat; slow and absent hubs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hub_server import FakeHub, closed_port
+from PySide6.QtCore import QTimer
+
+from app.library.catalog import MachineInfo, parse_catalog
+from tests.test_pair_doctor import (  # noqa: F401 - fixtures
+    BAD_DRAFT,
+    DRAFT,
+    TARGET,
+    TARGET_REPO,
+    file_of,
+    hub,
+    hub_files,
+)
+from ui.models_page import ModelsPage
+from ui.pair_doctor_panel import PairDoctorPanel
+
+TIMEOUT_MS = 30_000
+
+
+def _page(qtbot, tmp_path: Path) -> ModelsPage:  # type: ignore[no-untyped-def]
+    machine = MachineInfo(total_ram_bytes=16 * 1024**3, has_gpu=False, gpu_label="")
+    catalog = parse_catalog({"models": {}, "pairs": [], "incompatible": []})
+    page = ModelsPage(
+        catalog=catalog, models_dir=tmp_path / "models", machine=machine, download_options={"backoff_s": 0.01}
+    )
+    qtbot.addWidget(page)
+    page.resize(1000, 900)
+    page.show()
+    return page
+
+
+def _idle(panel: PairDoctorPanel) -> bool:
+    return not panel.busy_bar.isVisible()
+
+
+def test_search_shows_files_by_quantisation_with_sizes_and_fit(qtbot, hub: FakeHub, tmp_path: Path) -> None:
+    page = _page(qtbot, tmp_path)
+    panel = page.doctor
+    panel.search_edit.setText("tinyfam")
+    panel.search_button.click()
+    qtbot.waitUntil(lambda: panel.results.topLevelItemCount() == 3, timeout=TIMEOUT_MS)
+    top = panel.results.topLevelItem(0)
+    assert top.text(0) == TARGET_REPO and "500 downloads" in top.text(2)
+    files = [top.child(i) for i in range(top.childCount())]
+    assert [f.text(0).split(" · ")[0] for f in files] == ["F32", "Q8_0"]
+    assert all(f.text(2) == "fits" and f.text(1).endswith("kB") for f in files)
+    assert "3 repositories" in panel.status_label.text()
+    assert hub.recorded("cdn") == []
+
+
+def test_picking_a_file_checks_it_and_offers_drafts_then_download_and_chat(
+    qtbot, hub: FakeHub, tmp_path: Path
+) -> None:
+    page = _page(qtbot, tmp_path)
+    panel = page.doctor
+    panel.open_check(TARGET)
+    qtbot.waitUntil(lambda: "Target: " + TARGET in panel.report_label.text(), timeout=TIMEOUT_MS)
+    report = panel.report_label.text()
+    assert "llama" in report and "has a chat template" in report and "Memory at 4,096 tokens" in report
+    # Drafts: n-gram first, then the one that pairs; the one that does not is listed, disabled.
+    qtbot.waitUntil(lambda: panel.drafts_list.count() == 3 and _idle(panel), timeout=TIMEOUT_MS)
+    texts = [panel.drafts_list.item(i).text() for i in range(3)]
+    assert texts[0].startswith("n-gram")
+    assert DRAFT in texts[1] and "pairs" in texts[1]
+    assert BAD_DRAFT in texts[2] and "text of token 40" in texts[2]
+    assert not panel.drafts_list.item(2).flags() & panel.drafts_list.item(2).flags().ItemIsEnabled
+    # Choosing the draft checks the pair: the verdict, both KV caches, an estimate labelled so.
+    panel.on_drafts_list_item_activated(panel.drafts_list.item(1))
+    qtbot.waitUntil(lambda: "They pair" in panel.report_label.text(), timeout=TIMEOUT_MS)
+    report = panel.report_label.text()
+    assert "Draft: " + DRAFT in report and report.count("KV cache") == 2 and "Estimate:" in report
+    for ref in (TARGET, DRAFT):
+        f = file_of(hub, ref)
+        assert hub.bytes_sent(f) < len(f.data) / 3  # nothing downloaded by checking
+    assert panel.download_button.isEnabled() and not panel.chat_button.isEnabled()
+    # Download through the resumable, verified downloader; then one click to chat.
+    panel.download_button.click()
+    qtbot.waitUntil(panel.chat_button.isEnabled, timeout=TIMEOUT_MS)
+    target_path = tmp_path / "models" / "tandem-test--tinyfam-1B-GGUF" / "tinyfam-1B-F32.gguf"
+    assert target_path.read_bytes() == file_of(hub, TARGET).data
+    with qtbot.waitSignal(page.pair_chosen, timeout=TIMEOUT_MS) as chosen:
+        panel.chat_button.click()
+    assert chosen.args[0] == str(target_path) and chosen.args[1].endswith("tinyfam-0.1B-Q8_0.gguf")
+    assert any(m.path == target_path for m in page.local_models)
+
+
+def test_a_pair_that_does_not_pair_offers_no_download(qtbot, hub: FakeHub, tmp_path: Path) -> None:
+    panel = _page(qtbot, tmp_path).doctor
+    panel.target_edit.setText(TARGET)
+    panel.draft_edit.setText(BAD_DRAFT)
+    panel.check_button.click()
+    qtbot.waitUntil(lambda: "do not pair" in panel.report_label.text(), timeout=TIMEOUT_MS)
+    assert "text of token 40" in panel.report_label.text()
+    assert not panel.download_button.isEnabled()
+
+
+@pytest.mark.parametrize(
+    ("target", "fragment"),
+    [
+        ("tandem-test/no-such-GGUF/x.gguf", "was not found on the hub"),
+        ("tandem-test/odd-GGUF/notes.gguf", "is not a GGUF model file"),
+        ("tandem-test/odd-GGUF/hostile.gguf", "claims"),
+        (TARGET_REPO, "names no file"),
+    ],
+)
+def test_bad_files_are_one_sentence(qtbot, hub: FakeHub, tmp_path: Path, target: str, fragment: str) -> None:
+    page = _page(qtbot, tmp_path)
+    panel = page.doctor
+    panel.target_edit.setText(target)
+    panel.check_button.click()
+    qtbot.waitUntil(lambda: fragment in panel.status_label.text(), timeout=TIMEOUT_MS)
+    assert "Traceback" not in panel.status_label.text() and "\n" not in panel.status_label.text()
+    assert not panel.download_button.isEnabled()
+    assert not (tmp_path / "models").exists() or not any((tmp_path / "models").rglob("*.gguf"))
+
+
+def test_a_slow_hub_leaves_the_window_responsive_and_cancel_works(
+    qtbot, hub: FakeHub, tmp_path: Path
+) -> None:
+    hub.delay_s = 5.0
+    panel = _page(qtbot, tmp_path).doctor
+    panel.search("tinyfam")
+    # The event loop keeps running while the hub thinks: a timer fires, Cancel is there.
+    ticks: list[int] = []
+    timer = QTimer()
+    timer.timeout.connect(lambda: ticks.append(1))
+    timer.start(20)
+    qtbot.waitUntil(lambda: len(ticks) >= 5, timeout=2_000)
+    assert panel.cancel_button.isEnabled() and panel.busy_bar.isVisible()
+    panel.cancel_button.click()
+    assert panel.status_label.text() == "Cancelled." and not panel.busy_bar.isVisible()
+    timer.stop()
+
+
+def test_a_hub_that_is_down_is_one_sentence(qtbot, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    panel = _page(qtbot, tmp_path).doctor
+    panel.search("qwen")
+    qtbot.waitUntil(lambda: "Cannot reach the model hub" in panel.status_label.text(), timeout=TIMEOUT_MS)
+
+
+def test_offline_says_so(qtbot, tmp_path: Path) -> None:
+    panel = _page(qtbot, tmp_path).doctor
+    panel.search("qwen")
+    qtbot.waitUntil(lambda: "HF_HUB_OFFLINE" in panel.status_label.text(), timeout=TIMEOUT_MS)
+
+
+def test_a_tandem_link_opens_the_check(qtbot, hub: FakeHub, tmp_path: Path) -> None:
+    page = _page(qtbot, tmp_path)
+    page.open_link(f"tandem://open_from_hf?model={TARGET_REPO}&file=tinyfam-1B-F32.gguf")
+    qtbot.waitUntil(lambda: "Target: " + TARGET in page.doctor.report_label.text(), timeout=TIMEOUT_MS)
+    page.open_link("tandem://open_from_hf?file=x.gguf")
+    assert "names no repository" in page.doctor.status_label.text()
+
+
+def test_the_window_takes_a_tandem_link_from_its_command_line() -> None:
+    from app.gui import parse_args
+
+    url = f"tandem://open_from_hf?model={TARGET_REPO}&file=tinyfam-1B-F32.gguf"
+    assert parse_args([url]).link == url
+    assert parse_args(["--model", "default", url]).link == url
+    assert parse_args([]).link is None

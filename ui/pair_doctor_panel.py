@@ -1,0 +1,555 @@
+"""The pair doctor on the Models page: search the hub, check a target and a draft before
+downloading them, see the drafts that pair, then download and chat.
+
+Every hub call runs on a thread (app.library.pair_doctor knows no Qt) and reports back through a
+queued signal carrying a ticket; a newer request or Cancel makes older tickets stale, so a late
+answer from a slow hub is dropped, and the window never waits on the network.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.library import pair_doctor as doctor
+from app.library.catalog import NGRAM, format_bytes
+from app.library.downloads import DownloadProgress, FileRequest, local_path_for
+from engine.errors import TandemError
+from ui.download_jobs import DownloadEnd, DownloadJobs
+from ui.pair_card import app_palette, bad_colour, good_colour
+
+DOWNLOAD_KEY = "doctor"
+PROGRESS_STEPS = 1000
+FIT_WORDS = {
+    doctor.FitKind.FITS: "fits",
+    doctor.FitKind.TIGHT: "tight: close other programs",
+    doctor.FitKind.TOO_LARGE: "too large for this machine",
+}
+
+
+class _TaskSignals(QObject):
+    done = Signal(int, object)  # ticket, result
+    failed = Signal(int, str)  # ticket, one sentence
+
+
+def _params(n_params: int) -> str:
+    return doctor.describe_params(n_params).replace(" ", "\u202f")
+
+
+class PairDoctorPanel(QGroupBox):
+    """Search box, results, a target and a draft to check, the report, drafts, download, chat."""
+
+    pair_chosen = Signal(str, str)  # target path, draft path or "ngram"
+    models_downloaded = Signal()
+
+    def __init__(
+        self,
+        downloads: DownloadJobs,
+        models_dir: Path,
+        parent: QWidget | None = None,
+        *,
+        machine: doctor.MachineMemory | None = None,
+        timeout_s: float = 30.0,
+    ) -> None:
+        super().__init__("Find a pair on the Hugging Face hub", parent)
+        self.setObjectName("pairDoctor")
+        self.downloads = downloads
+        self.models_dir = models_dir
+        self.machine = machine
+        self.timeout_s = timeout_s
+        self._ticket = 0
+        self._cancel = threading.Event()
+        self._signals = _TaskSignals()
+        self._signals.done.connect(self.on_task_done)
+        self._signals.failed.connect(self.on_task_failed)
+        self._handlers: dict[int, Callable[[Any], None]] = {}
+        self.report: doctor.CheckReport | None = None
+        self.downloaded: list[str] = []
+
+        v = QVBoxLayout(self)
+        row = QHBoxLayout()
+        self.search_edit = QLineEdit()
+        self.search_edit.setObjectName("hubSearch")
+        self.search_edit.setPlaceholderText("Search GGUF models, e.g. qwen2.5 7b instruct")
+        self.search_edit.setAccessibleName("Search the hub")
+        self.search_edit.returnPressed.connect(self.on_search_button_clicked)
+        self.search_button = QPushButton("Search")
+        self.search_button.clicked.connect(self.on_search_button_clicked)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.cancel)
+        row.addWidget(self.search_edit, 1)
+        row.addWidget(self.search_button)
+        row.addWidget(self.cancel_button)
+        v.addLayout(row)
+        self.busy_bar = QProgressBar()
+        self.busy_bar.setRange(0, 0)
+        self.busy_bar.setMaximumHeight(6)
+        self.busy_bar.setTextVisible(False)
+        self.busy_bar.setVisible(False)
+        v.addWidget(self.busy_bar)
+        self.status_label = QLabel()
+        self.status_label.setObjectName("doctorStatus")
+        self.status_label.setWordWrap(True)
+        v.addWidget(self.status_label)
+
+        self.results = QTreeWidget()
+        self.results.setObjectName("hubResults")
+        self.results.setColumnCount(3)
+        self.results.setHeaderLabels(["Repository and file", "Size", "On this machine"])
+        self.results.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.results.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.results.setAccessibleName("Search results")
+        self.results.setMinimumHeight(140)
+        self.results.setVisible(False)
+        self.results.itemActivated.connect(self.on_results_item_activated)
+        self.results.itemClicked.connect(self.on_results_item_activated)
+        v.addWidget(self.results)
+
+        grid = QGridLayout()
+        self.target_edit = QLineEdit()
+        self.target_edit.setObjectName("doctorTarget")
+        self.target_edit.setPlaceholderText("owner/repo/file.gguf, or pick a file above")
+        self.target_edit.setAccessibleName("Target to check")
+        self.draft_edit = QLineEdit()
+        self.draft_edit.setObjectName("doctorDraft")
+        self.draft_edit.setPlaceholderText("optional: owner/repo/file.gguf (empty: look for drafts)")
+        self.draft_edit.setAccessibleName("Draft to check")
+        self.ctx_spin = QSpinBox()
+        self.ctx_spin.setRange(256, 1_048_576)
+        self.ctx_spin.setSingleStep(1024)
+        self.ctx_spin.setValue(doctor.DEFAULT_CTX)
+        self.ctx_spin.setSuffix(" tokens")
+        self.ctx_spin.setAccessibleName("Context for the memory estimate")
+        self.check_button = QPushButton("Check")
+        self.check_button.setToolTip("Reads only the files' headers: nothing is downloaded")
+        self.check_button.clicked.connect(self.on_check_button_clicked)
+        target_label, draft_label, ctx_label = QLabel("Target"), QLabel("Draft"), QLabel("Context")
+        target_label.setBuddy(self.target_edit)
+        draft_label.setBuddy(self.draft_edit)
+        ctx_label.setBuddy(self.ctx_spin)
+        grid.addWidget(target_label, 0, 0)
+        grid.addWidget(self.target_edit, 0, 1)
+        grid.addWidget(ctx_label, 0, 2)
+        grid.addWidget(self.ctx_spin, 0, 3)
+        grid.addWidget(draft_label, 1, 0)
+        grid.addWidget(self.draft_edit, 1, 1)
+        grid.addWidget(self.check_button, 1, 2, 1, 2)
+        grid.setColumnStretch(1, 1)
+        v.addLayout(grid)
+
+        self.report_label = QLabel()
+        self.report_label.setObjectName("doctorReport")
+        self.report_label.setTextFormat(Qt.TextFormat.RichText)
+        self.report_label.setWordWrap(True)
+        self.report_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        v.addWidget(self.report_label)
+
+        self.drafts_list = QListWidget()
+        self.drafts_list.setObjectName("doctorDrafts")
+        self.drafts_list.setAccessibleName("Drafts for this target")
+        self.drafts_list.setVisible(False)
+        self.drafts_list.setMaximumHeight(140)
+        self.drafts_list.itemActivated.connect(self.on_drafts_list_item_activated)
+        self.drafts_list.itemDoubleClicked.connect(self.on_drafts_list_item_activated)
+        v.addWidget(self.drafts_list)
+
+        row = QHBoxLayout()
+        self.download_button = QPushButton("Download this pair")
+        self.download_button.setEnabled(False)
+        self.download_button.clicked.connect(self.on_download_button_clicked)
+        self.download_cancel_button = QPushButton("Stop")
+        self.download_cancel_button.setEnabled(False)
+        self.download_cancel_button.clicked.connect(lambda: self.downloads.pause(DOWNLOAD_KEY))
+        self.chat_button = QPushButton("Chat with this pair")
+        self.chat_button.setEnabled(False)
+        self.chat_button.clicked.connect(self.on_chat_button_clicked)
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setRange(0, PROGRESS_STEPS)
+        row.addWidget(self.download_button)
+        row.addWidget(self.download_cancel_button)
+        row.addWidget(self.progress_bar, 1)
+        row.addWidget(self.chat_button)
+        v.addLayout(row)
+
+        downloads.progressed.connect(self.on_downloads_progressed)
+        downloads.finished.connect(self.on_downloads_finished)
+        downloads.failed.connect(self.on_downloads_failed)
+
+    # --- running things off the GUI thread ---------------------------------------------------------
+
+    def _run(self, what: str, work: Callable[[threading.Event], Any], then: Callable[[Any], None]) -> int:
+        """Start work(cancel) on a thread; then(result) runs on the GUI thread unless a newer task or
+        Cancel came first. Only one task is current: starting one makes the last one stale."""
+        self._cancel.set()
+        self._cancel = cancel = threading.Event()
+        self._ticket += 1
+        ticket = self._ticket
+        self._handlers = {ticket: then}
+        signals = self._signals
+
+        def main() -> None:
+            try:
+                result = work(cancel)
+            except doctor.CheckCancelled:
+                return
+            except TandemError as e:
+                signals.failed.emit(ticket, str(e))
+            except Exception as e:  # a thread must not die silently: the panel shows it
+                signals.failed.emit(ticket, f"unexpected failure: {type(e).__name__}: {e}")
+            else:
+                signals.done.emit(ticket, result)
+
+        threading.Thread(target=main, name=f"doctor-{what}", daemon=True).start()
+        self._set_busy(True)
+        return ticket
+
+    def _set_busy(self, is_busy: bool) -> None:
+        self.busy_bar.setVisible(is_busy)
+        self.cancel_button.setEnabled(is_busy)
+
+    def cancel(self) -> None:
+        self._cancel.set()
+        self._handlers = {}
+        self._set_busy(False)
+        self.set_status("Cancelled.")
+
+    def on_task_done(self, ticket: int, result: object) -> None:
+        handler = self._handlers.pop(ticket, None)
+        if handler is None:
+            return  # stale: cancelled, or replaced by a newer request
+        self._set_busy(False)
+        handler(result)
+
+    def on_task_failed(self, ticket: int, message: str) -> None:
+        if self._handlers.pop(ticket, None) is None:
+            return
+        self._set_busy(False)
+        self.set_status(message[:1].upper() + message[1:], is_error=True)
+
+    def set_status(self, text: str, is_error: bool = False) -> None:
+        self.status_label.setText(text)
+        self.status_label.setStyleSheet(f"color: {bad_colour(app_palette())};" if is_error else "")
+
+    def _machine(self) -> doctor.MachineMemory:
+        if self.machine is None:
+            self.machine = doctor.machine_memory()
+        return self.machine
+
+    # --- search --------------------------------------------------------------------------------------
+
+    def on_search_button_clicked(self) -> None:
+        self.search(self.search_edit.text())
+
+    def search(self, query: str) -> None:
+        query = query.strip()
+        if not query:
+            self.set_status("Type what to look for, e.g. qwen2.5 7b instruct.")
+            return
+        self.search_edit.setText(query)
+        self.set_status(f"Searching the hub for “{query}”…")
+        timeout_s = self.timeout_s
+        self._run(
+            "search",
+            lambda cancel: doctor.search(query, timeout_s=timeout_s, cancel=cancel),
+            lambda repos: self._show_results(query, repos),
+        )
+
+    def _show_results(self, query: str, repos: list[doctor.HubRepo]) -> None:
+        self.results.clear()
+        self.results.setVisible(bool(repos))
+        if not repos:
+            self.set_status(f"No GGUF models on the hub match “{query}”.")
+            return
+        machine = self._machine()
+        palette = app_palette()
+        for repo in repos:
+            top = QTreeWidgetItem([repo.repo_id, "", f"{repo.downloads:,} downloads"])
+            top.setFlags(top.flags() & ~Qt.ItemFlag.ItemIsSelectable)
+            self.results.addTopLevelItem(top)
+            for quant, files in repo.by_quantization():
+                for f in files:
+                    fit = doctor.file_fit(f.size_bytes, machine)
+                    parts = f" ({f.n_shards} parts)" if f.n_shards > 1 else ""
+                    item = QTreeWidgetItem(
+                        [f"{quant} · {f.filename}{parts}", format_bytes(f.size_bytes), FIT_WORDS[fit.kind]]
+                    )
+                    item.setData(0, Qt.ItemDataRole.UserRole, f"{f.repo_id}/{f.filename}")
+                    item.setToolTip(2, doctor.describe_fit(fit))
+                    colour = good_colour(palette) if fit.is_fitting else bad_colour(palette)
+                    item.setForeground(2, _brush(colour))
+                    top.addChild(item)
+            top.setExpanded(len(repos) <= 3)
+        n_files = sum(len(r.files) for r in repos)
+        self.set_status(f"{len(repos)} repositories, {n_files} GGUF files. Pick a file to check it.")
+
+    def on_results_item_activated(self, item: QTreeWidgetItem, _column: int = 0) -> None:
+        ref = item.data(0, Qt.ItemDataRole.UserRole)
+        if not ref:
+            return
+        self.target_edit.setText(str(ref))
+        self.draft_edit.clear()
+        self.check()
+
+    # --- check ------------------------------------------------------------------------------------------
+
+    def on_check_button_clicked(self) -> None:
+        self.check()
+
+    def open_check(self, text: str) -> None:
+        """Check a file named by a link (tandem://open_from_hf?model=…&file=…) or a reference."""
+        try:
+            ref = doctor.parse_model_ref(text)
+        except TandemError as e:
+            self.set_status(str(e)[:1].upper() + str(e)[1:], is_error=True)
+            return
+        if not ref.filename and not ref.is_local:
+            # The hub's link names a repository: list its files to pick one.
+            self.search_edit.setText(ref.repo_id)
+            self.search(ref.repo_id)
+            return
+        self.target_edit.setText(ref.label)
+        self.draft_edit.clear()
+        self.check()
+
+    def check(self) -> None:
+        try:
+            target = doctor.parse_model_ref(self.target_edit.text())
+            draft_text = self.draft_edit.text().strip()
+            draft = doctor.parse_model_ref(draft_text) if draft_text else None
+        except TandemError as e:
+            self.set_status(str(e)[:1].upper() + str(e)[1:], is_error=True)
+            return
+        n_ctx, timeout_s, machine = self.ctx_spin.value(), self.timeout_s, self._machine()
+        self.report = None
+        self.report_label.clear()
+        self.drafts_list.clear()
+        self.drafts_list.setVisible(False)
+        self.download_button.setEnabled(False)
+        self.chat_button.setEnabled(False)
+        self.set_status("Reading the headers (nothing is downloaded)…")
+
+        self._run(
+            "check",
+            lambda cancel: doctor.check(
+                target, draft, n_ctx=n_ctx, machine=machine, timeout_s=timeout_s, cancel=cancel
+            ),
+            lambda report: self._show_report(report, look_for_drafts=draft is None),
+        )
+
+    def _show_report(self, report: doctor.CheckReport, look_for_drafts: bool) -> None:
+        self.report = report
+        self.report_label.setText(report_html(report))
+        self.set_status("Checked from the headers only.")
+        self._offer_download()
+        if look_for_drafts:
+            self._find_drafts(report)
+
+    def _find_drafts(self, report: doctor.CheckReport) -> None:
+        target, n_ctx, timeout_s, machine = (
+            report.target.ref,
+            report.memory.n_ctx,
+            self.timeout_s,
+            self._machine(),
+        )
+        self.drafts_list.clear()
+        ngram = QListWidgetItem("n-gram lookup: no second model, no extra memory (always works)")
+        ngram.setData(Qt.ItemDataRole.UserRole, NGRAM)
+        self.drafts_list.addItem(ngram)
+        self.drafts_list.setVisible(True)
+        self.set_status("Looking for drafts on the hub…")
+        self._run(
+            "drafts",
+            lambda cancel: doctor.find_drafts(
+                target, report.target, n_ctx=n_ctx, machine=machine, timeout_s=timeout_s, cancel=cancel
+            ),
+            self._show_drafts,
+        )
+
+    def _show_drafts(self, candidates: list[doctor.DraftCandidate]) -> None:
+        for c in candidates:
+            item = QListWidgetItem(describe_candidate(c))
+            item.setData(Qt.ItemDataRole.UserRole, f"{c.file.repo_id}/{c.file.filename}")
+            if not c.is_usable:
+                item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEnabled)
+            self.drafts_list.addItem(item)
+        n_usable = sum(c.is_usable for c in candidates)
+        self.set_status(
+            f"{n_usable} draft model(s) on the hub pair with this target and fit; double-click one to check the pair."
+            if n_usable
+            else "No draft model on the hub pairs with this target and fits; n-gram lookup always works."
+        )
+
+    def on_drafts_list_item_activated(self, item: QListWidgetItem) -> None:
+        ref = item.data(Qt.ItemDataRole.UserRole)
+        if not ref or not item.flags() & Qt.ItemFlag.ItemIsEnabled:
+            return
+        if ref == NGRAM:
+            self.draft_edit.clear()
+            self.set_status("N-gram lookup chosen: only the target is needed.")
+            return
+        self.draft_edit.setText(str(ref))
+        self.check()
+
+    # --- download and chat ---------------------------------------------------------------------------------
+
+    def _refs(self) -> list[doctor.ModelRef]:
+        report = self.report
+        if report is None:
+            return []
+        return [f.ref for f in (report.target, report.draft) if f is not None]
+
+    def _paths(self) -> list[Path]:
+        return [
+            r.path if r.path is not None else local_path_for(r.repo_id, r.filename, self.models_dir)
+            for r in self._refs()
+        ]
+
+    def _offer_download(self) -> None:
+        report = self.report
+        pairs = report is not None and (report.verdict is None or report.verdict.is_compatible)
+        is_ready = pairs and all(p.is_file() for p in self._paths())
+        self.download_button.setEnabled(
+            pairs and not is_ready and not self.downloads.is_running(DOWNLOAD_KEY)
+        )
+        self.chat_button.setEnabled(is_ready)
+        if is_ready:
+            self.progress_bar.setValue(PROGRESS_STEPS)
+
+    def on_download_button_clicked(self) -> None:
+        requests = [FileRequest(r.repo_id, r.filename, r.revision) for r in self._refs() if not r.is_local]
+        if not requests or not self.downloads.start(DOWNLOAD_KEY, requests):
+            return
+        self.download_button.setEnabled(False)
+        self.download_cancel_button.setEnabled(True)
+        self.progress_bar.setValue(0)
+        self.set_status("Downloading (it resumes where it stopped if interrupted)…")
+
+    def on_downloads_progressed(self, key: str, p: DownloadProgress) -> None:
+        if key != DOWNLOAD_KEY:
+            return
+        self.progress_bar.setValue(int(PROGRESS_STEPS * p.total_fraction))
+        self.set_status(
+            f"Downloading {p.filename}: {format_bytes(p.total_done_bytes)} of {format_bytes(p.total_bytes)}"
+        )
+
+    def on_downloads_finished(self, key: str, done: list[str]) -> None:
+        if key != DOWNLOAD_KEY:
+            return
+        self.downloaded = list(done)
+        self.download_cancel_button.setEnabled(False)
+        self.set_status("Downloaded and verified. Chat with this pair when you are ready.")
+        self._offer_download()
+        self.models_downloaded.emit()
+
+    def on_downloads_failed(self, key: str, message: str, end: DownloadEnd) -> None:
+        if key != DOWNLOAD_KEY:
+            return
+        self.download_cancel_button.setEnabled(False)
+        self._offer_download()
+        if end is DownloadEnd.PAUSED:
+            self.set_status("Stopped; the part already downloaded is kept and Download resumes it.")
+        else:
+            self.set_status(message[:1].upper() + message[1:], is_error=end is DownloadEnd.FAILED)
+
+    def on_chat_button_clicked(self) -> None:
+        paths = self._paths()
+        if not paths or not all(p.is_file() for p in paths):
+            self._offer_download()
+            return
+        self.pair_chosen.emit(str(paths[0]), str(paths[1]) if len(paths) > 1 else NGRAM)
+
+
+def _brush(colour: str) -> Any:
+    from PySide6.QtGui import QBrush, QColor
+
+    return QBrush(QColor(colour))
+
+
+def describe_candidate(c: doctor.DraftCandidate) -> str:
+    name = f"{c.file.repo_id}/{c.file.filename} ({format_bytes(c.file.size_bytes)})"
+    if c.problem:
+        return f"{name}: could not be checked: {c.problem}"
+    if c.verdict is None or c.facts is None:
+        return name
+    if not c.verdict.is_compatible:
+        return (
+            f"{name}: does not pair: the {c.verdict.rule} differs "
+            f"(target {c.verdict.target_value!r}, draft {c.verdict.draft_value!r})"
+        )
+    fit = FIT_WORDS[c.fit.kind] if c.fit else ""
+    est = f", estimate {c.estimate.low:.1f}–{c.estimate.high:.1f}×" if c.estimate else ""
+    return f"{name}: pairs, {_params(c.facts.n_params)} parameters, {fit}{est}"
+
+
+def report_html(report: doctor.CheckReport) -> str:
+    """The check as the window shows it: facts per model, the verdict, memory, fit, estimate."""
+    palette = app_palette()
+    good, bad = good_colour(palette), bad_colour(palette)
+    rows = []
+    for role, f in (("Target", report.target), ("Draft", report.draft)):
+        if f is None:
+            continue
+        ctx = f"{f.context_length:,} tokens" if f.context_length else "unknown"
+        known = "" if f.is_architecture_known else " (this version of Tandem cannot run it)"
+        read = (
+            f"read {format_bytes(f.fetched_bytes)} of {format_bytes(f.size_bytes)}"
+            if f.fetched_bytes
+            else format_bytes(f.size_bytes)
+        )
+        rows.append(
+            f"<p><b>{role}: {html.escape(f.ref.label)}</b><br>"
+            f"{html.escape(f.architecture)}{known}, {_params(f.n_params)} parameters, "
+            f"{html.escape(f.quantization)}, context {ctx}, "
+            f"{'has a chat template' if f.has_chat_template else 'no chat template (a base model)'}"
+            f" · {read}</p>"
+        )
+    v = report.verdict
+    if v is not None:
+        if v.is_compatible:
+            rows.append(
+                f"<p style='color:{good}'><b>They pair:</b> the draft passes every vocabulary rule.</p>"
+            )
+        else:
+            rows.append(
+                f"<p style='color:{bad}'><b>They do not pair:</b> the {html.escape(v.rule)} differs "
+                f"(target: {html.escape(repr(v.target_value))}, draft: {html.escape(repr(v.draft_value))}).</p>"
+            )
+    m = report.memory
+    parts = [f"target {format_bytes(m.weights_target_bytes)} + KV cache {format_bytes(m.kv_target_bytes)}"]
+    if report.draft is not None:
+        parts.append(
+            f"draft {format_bytes(m.weights_draft_bytes)} + KV cache {format_bytes(m.kv_draft_bytes)}"
+        )
+    parts.append(f"buffers {format_bytes(m.overhead_bytes)}")
+    colour = good if report.fit.is_fitting else bad
+    rows.append(
+        f"<p>Memory at {m.n_ctx:,} tokens of context: {', '.join(parts)}.<br>"
+        f"<span style='color:{colour}'>{html.escape(doctor.describe_fit(report.fit).capitalize())}.</span></p>"
+    )
+    if report.estimate is not None:
+        rows.append(f"<p><i>{html.escape(report.estimate.describe())}</i></p>")
+    return "".join(rows)
