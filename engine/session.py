@@ -197,11 +197,17 @@ class Engine:
                 bos_token=_token_text(self.info_target, "tokenizer.ggml.bos_token_id"),
             )
         prompt = self._chat_formatter(messages=messages).prompt
-        # The template writes BOS itself; tokenize() adds BOS too: keep one.
+        # The template writes BOS itself; where tokenize() adds BOS too, keep one. (Not otherwise:
+        # SmolLM2's BOS is its <|im_start|>, which its template writes and its tokenizer does not add.)
         bos = _token_text(self.info_target, "tokenizer.ggml.bos_token_id")
-        if bos and prompt.startswith(bos):
+        if bos and prompt.startswith(bos) and self.adds_bos:
             prompt = prompt[len(bos) :]
         return prompt
+
+    @functools.cached_property
+    def adds_bos(self) -> bool:
+        """Does tokenize() put a BOS token before the text (the vocabulary's add-BOS flag)?"""
+        return len(self.tokenize("a")) > len(self.tokenize("a", add_special=False))
 
     # -- generation ---------------------------------------------------------------------------
 

