@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.config import SamplingParams
-from engine.events import Event, Finished, TextPiece
+from engine.events import DraftSource, Event, Finished, TextPiece
 
 # Sampling for chat in the window, in the ranges llama.cpp's defaults and the chat apps use: a
 # little randomness, the unlikely tail cut off (top-p, min-p), and a mild repetition penalty over
@@ -163,6 +163,7 @@ class _Mark:
     end: int  # offset in the raw text where the piece ends
     is_draft: bool
     n_tokens: int
+    source: DraftSource = DraftSource.NONE
 
 
 class SpeakerStop:
@@ -198,11 +199,13 @@ class SpeakerStop:
         """Everything received."""
         return str(self._raw)
 
-    def feed(self, text: str, is_draft: bool = False, n_tokens: int = 0) -> list[TextPiece]:
+    def feed(
+        self, text: str, is_draft: bool = False, n_tokens: int = 0, source: DraftSource = DraftSource.NONE
+    ) -> list[TextPiece]:
         if self.stopped or (not text and not n_tokens):
             return []
         self._raw.append(text)
-        self._marks.append(_Mark(len(self._raw), is_draft, n_tokens))
+        self._marks.append(_Mark(len(self._raw), is_draft, n_tokens, source))
         if self._start is None:
             raw = self._raw.get(0)  # only whitespace so far, and this piece
             stripped = len(raw) - len(raw.lstrip())
@@ -289,11 +292,13 @@ class SpeakerStop:
             n_tokens = (mark.n_tokens if complete else 0) + carry
             carry = 0
             text = self._raw.get(pos, end)
-            if pieces and pieces[-1].is_draft == mark.is_draft:
+            if pieces and (pieces[-1].is_draft, pieces[-1].source) == (mark.is_draft, mark.source):
                 last = pieces.pop()
-                pieces.append(TextPiece(last.text + text, last.n_tokens + n_tokens, mark.is_draft))
+                pieces.append(
+                    TextPiece(last.text + text, last.n_tokens + n_tokens, mark.is_draft, mark.source)
+                )
             else:
-                pieces.append(TextPiece(text, n_tokens, mark.is_draft))
+                pieces.append(TextPiece(text, n_tokens, mark.is_draft, mark.source))
             pos = end
             if not complete:
                 break
@@ -324,7 +329,7 @@ def stop_at_speaker_lines(events: Iterator[Event], stop: _StopEvent, marker: str
         if isinstance(event, TextPiece):
             if rule.stopped:
                 continue
-            yield from rule.feed(event.text, event.is_draft, event.n_tokens)
+            yield from rule.feed(event.text, event.is_draft, event.n_tokens, event.source)
             if rule.stopped:
                 stop.set()
         elif isinstance(event, Finished):
@@ -345,10 +350,29 @@ class ChatPrompt:
     text: str
     tokens: tuple[int, ...]
     n_dropped: int = 0
+    # [start, end) token ranges holding attached documents (document_token_spans)
+    document_spans: tuple[tuple[int, int], ...] = ()
 
     @property
     def n_tokens(self) -> int:
         return len(self.tokens)
+
+
+def document_token_spans(engine: Any, text: str, documents: Sequence[str]) -> tuple[tuple[int, int], ...]:
+    """Where each document's text lies in a prompt, as [start, end) token positions: the tokens of
+    the text before it and up to its end (a token straddling an edge may count to either side:
+    this only says where drafts came from). A document not found in the prompt (its turn was left
+    out) has no span."""
+    spans: list[tuple[int, int]] = []
+    for document in documents:
+        at = text.rfind(document) if document else -1
+        if at < 0:
+            continue
+        start = len(engine.tokenize(text[:at])) if at else 0
+        end = len(engine.tokenize(text[: at + len(document)]))
+        if end > start:
+            spans.append((start, end))
+    return tuple(sorted(spans))
 
 
 def build_chat_prompt(
@@ -357,6 +381,7 @@ def build_chat_prompt(
     system_prompt: str = "",
     max_tokens: int = 512,
     n_dropped_before: int = 0,
+    documents: Sequence[str] = (),
 ) -> ChatPrompt:
     """The prompt for the next reply to `turns` (oldest first, ending with the user's message).
 
@@ -366,6 +391,8 @@ def build_chat_prompt(
     passes last time's as n_dropped_before): the following turns then share the same prompt
     prefix, so the engine's KV cache still covers it instead of re-reading the whole conversation
     on every turn. A base model's reply ends at its next speaker line (generate_reply).
+    documents: the texts of documents attached in the conversation (found in the prompt for
+    document_spans: drafts copied from them say so).
     """
     n_ctx = int(engine.n_ctx)
     reserve = min(max_tokens, n_ctx // 2)  # room kept for the reply
@@ -392,6 +419,9 @@ def build_chat_prompt(
             if cut is None:
                 break
             prompt = render(cut)
+    if documents:
+        spans = document_token_spans(engine, prompt.text, documents)
+        prompt = ChatPrompt(prompt.text, prompt.tokens, prompt.n_dropped, spans)
     return prompt
 
 
@@ -435,9 +465,11 @@ def generate_reply(
     use_memory: bool = True,
 ) -> Iterator[Event]:
     """engine.generate for a chat reply: a base model's reply ends at a new speaker line.
-    A ChatPrompt is decoded from its tokens (not tokenized again)."""
+    A ChatPrompt is decoded from its tokens (not tokenized again), drafts from its documents marked."""
     text = prompt.text if isinstance(prompt, ChatPrompt) else prompt
+    document_spans: tuple[tuple[int, int], ...] = ()
     if isinstance(prompt, ChatPrompt):
+        document_spans = prompt.document_spans
         prompt = list(prompt.tokens)
     if engine.has_chat_template:
         return iter(
@@ -449,6 +481,7 @@ def generate_reply(
                 cancel=cancel,
                 speculate=speculate,
                 use_memory=use_memory,
+                document_spans=document_spans,
             )
         )
     flag = _StopEvent(cancel)
@@ -460,6 +493,7 @@ def generate_reply(
         cancel=flag,
         speculate=speculate,
         use_memory=use_memory,
+        document_spans=document_spans,
     )
     marker = transcript_marker(text) if isinstance(text, str) else ""
     return stop_at_speaker_lines(iter(events), flag, marker)

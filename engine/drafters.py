@@ -23,6 +23,7 @@ from engine.adaptive import COPY_BUCKETS
 from engine.backend import ContextFullError, LlamaRunner
 from engine.config import SamplingParams
 from engine.errors import TandemError
+from engine.events import DraftSource
 from engine.reply_memory import ReplyMemory
 from engine.sampling import Dist, distribution, draft_is_sure, greedy
 
@@ -92,9 +93,15 @@ class NgramDrafter:
         self._ctx: list[int] = []
         self._n_indexed = 0  # n-grams ending before this position are indexed
         self._reply_start = 0  # where this generation's own text starts in ctx
+        # [start, end) token ranges of ctx holding attached documents: a match there drafts from
+        # the document (DraftSource.DOCUMENT), anywhere else from the conversation (TEXT).
+        self.document_spans: tuple[tuple[int, int], ...] = ()
+        self.offer_source = DraftSource.NONE  # where the last offer came from
+        self._match_at = -1  # where the last lookup's continuation starts in ctx
 
-    def begin(self, ctx: list[int]) -> None:
+    def begin(self, ctx: list[int], document_spans: tuple[tuple[int, int], ...] = ()) -> None:
         """Start a generation: index the prompt (kept when it extends the last context)."""
+        self.document_spans = document_spans
         if len(ctx) < self._n_indexed or ctx[: self._n_indexed] != self._ctx[: self._n_indexed]:
             self._index = [{} for _ in range(self.max_ngram + 1)]
             self._next = [{} for _ in range(self.FREQUENT_MAX + 1)]
@@ -152,7 +159,9 @@ class NgramDrafter:
                     # Everything this reply has said so far continues an earlier stretch: a reply
                     # that starts by copying is copying, before it is 16 tokens long.
                     n = self.COPY_MATCH
+                self._match_at = e
                 return ctx[e : min(e + k_max, end)], n
+        self._match_at = -1
         return [], 0
 
     def offer(self, ctx: list[int], k_max: int, use_memory: bool = True) -> tuple[list[int], int]:
@@ -162,7 +171,11 @@ class NgramDrafter:
         if use_memory and self.memory is not None and n < self.MATCH_EXTEND:
             earlier, m = self.memory.lookup(ctx, k_max, extend_to=self.MATCH_EXTEND)
             if m > n and earlier:
+                self.offer_source = DraftSource.MEMORY
                 return earlier, self.memory_bucket(m)
+        at = self._match_at
+        in_document = any(a <= at < b for a, b in self.document_spans)
+        self.offer_source = DraftSource.DOCUMENT if in_document else DraftSource.TEXT
         return tokens, self.bucket(n)
 
 

@@ -29,6 +29,7 @@ class ErrorKind(StrEnum):
     NO_ENGINE = "no_engine"  # asked of an engine that did not load (the load's error said why)
     ENGINE_STOPPED = "engine_stopped"  # the engine ended before it answered: crashed, closed, replaced
     REMOTE = "remote"  # a server used as the engine could not be reached or refused
+    DOCUMENT = "document"  # a file to attach is not a document Tandem can read (app/library/documents.py)
     OTHER = "other"  # a TandemError without a kind of its own
     UNEXPECTED = "unexpected"  # not a TandemError: a bug, logged with its traceback
 

@@ -21,13 +21,25 @@ class DraftingState(StrEnum):
     SUSPENDED = "suspended"  # drafts stopped paying; re-probed after a back-off
 
 
+class DraftSource(StrEnum):
+    """Where a drafted stretch came from (the target accepted it either way)."""
+
+    NONE = ""  # not drafted: the target's own tokens
+    TEXT = "text"  # an n-gram match in the conversation so far (the reply itself included)
+    DOCUMENT = "document"  # an n-gram match in an attached document
+    MEMORY = "memory"  # an earlier reply (engine.reply_memory)
+    MODEL = "model"  # the draft model
+
+
 @dataclass(frozen=True)
 class TextPiece:
-    """Text produced by generation. is_draft: the draft proposed it and the target accepted it."""
+    """Text produced by generation. is_draft: the draft proposed it and the target accepted it;
+    source: where that draft came from (DraftSource.NONE for the target's own text)."""
 
     text: str
     n_tokens: int
     is_draft: bool
+    source: DraftSource = DraftSource.NONE
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,9 @@ class Stats:
     # Of n_drafted and n_accepted: drafts from earlier replies (engine.reply_memory).
     n_drafted_memory: int = 0
     n_accepted_memory: int = 0
+    # Of n_drafted and n_accepted: drafts from n-gram matches in attached documents.
+    n_drafted_document: int = 0
+    n_accepted_document: int = 0
 
     @property
     def acceptance_rate(self) -> float:
@@ -115,6 +130,8 @@ class Stats:
             "n_accepted_text": self.n_accepted_text,
             "n_drafted_memory": self.n_drafted_memory,
             "n_accepted_memory": self.n_accepted_memory,
+            "n_drafted_document": self.n_drafted_document,
+            "n_accepted_document": self.n_accepted_document,
         }
 
 

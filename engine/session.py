@@ -228,6 +228,7 @@ class Engine:
         cancel: threading.Event | None = None,
         speculate: bool | None = None,
         use_memory: bool = True,
+        document_spans: tuple[tuple[int, int], ...] = (),
     ) -> Iterator[Event]:
         """Stream a reply: TextPiece and Stats events, then one Finished.
 
@@ -235,6 +236,8 @@ class Engine:
         speculate=False forces plain decoding for this call; None uses the current draft.
         use_memory=False: this reply neither drafts from earlier replies nor is kept for later
         ones (Compare: the speculative run must not draft from its plain twin's reply).
+        document_spans: token ranges of the prompt that hold attached documents (engine.chat's
+        document_token_spans): drafts matched there say so (TextPiece.source).
         """
         tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
         if not tokens:
@@ -253,6 +256,7 @@ class Engine:
             cancel=cancel,
             speculate=speculate is not False,
             use_memory=use_memory,
+            document_spans=document_spans,
         )
         if use_memory:
             events = self._remembering(tokens, events)

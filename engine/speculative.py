@@ -31,7 +31,16 @@ from engine.adaptive import DraftLengthController
 from engine.backend import ContextFullError, DecodeCancelled, LlamaRunner
 from engine.config import SamplingParams
 from engine.drafters import Draft, ModelDrafter, NgramDrafter
-from engine.events import DraftingState, Event, Finished, SpeculationKind, Stats, StopReason, TextPiece
+from engine.events import (
+    DraftingState,
+    DraftSource,
+    Event,
+    Finished,
+    SpeculationKind,
+    Stats,
+    StopReason,
+    TextPiece,
+)
 from engine.sampling import accept_draft, distribution, penalize
 
 STATS_INTERVAL_S = 0.1
@@ -50,6 +59,8 @@ class _Counters:
     n_accepted_text: int = 0
     n_drafted_memory: int = 0  # drafts from earlier replies (ReplyMemory)
     n_accepted_memory: int = 0
+    n_drafted_document: int = 0  # drafts from attached documents
+    n_accepted_document: int = 0
     prefill_s: float = 0.0
     draft_catch_up_s: float = 0.0  # a draft model loading and reading the prompt
     decode_started: float = 0.0
@@ -68,6 +79,7 @@ class _TextAssembler:
         self.stopped = False
         self.n_held = 0  # tokens added since the last piece: they count with the next one
         self.held_drafted = True  # ...and were all drafted
+        self.source = DraftSource.NONE  # where this step's drafts came from
 
     def add(self, data: bytes, drafted: bool = False) -> None:
         self.text += self._decoder.decode(data)
@@ -81,7 +93,8 @@ class _TextAssembler:
         text = self.ready(final)
         if not text:
             return None
-        piece = TextPiece(text, self.n_held, self.held_drafted and self.n_held > 0)
+        is_draft = self.held_drafted and self.n_held > 0
+        piece = TextPiece(text, self.n_held, is_draft, self.source if is_draft else DraftSource.NONE)
         self.n_held, self.held_drafted = 0, True
         return piece
 
@@ -131,6 +144,7 @@ class SpeculativeDecoder:
         # This step's text offer was copying (NgramDrafter.COPY_BUCKETS): a draft model's draft
         # then does not count toward its acceptance (DraftLengthController.record's learn).
         self._text_copying = False
+        self._source = DraftSource.NONE  # where this step's draft came from
 
     @property
     def speculation(self) -> SpeculationKind:
@@ -147,7 +161,10 @@ class SpeculativeDecoder:
         cancel: threading.Event | None = None,
         speculate: bool = True,
         use_memory: bool = True,
+        document_spans: tuple[tuple[int, int], ...] = (),
     ) -> Iterator[Event]:
+        """document_spans: [start, end) token ranges of the prompt holding attached documents
+        (drafts matched there are DraftSource.DOCUMENT)."""
         target = self.target
         self._use_memory = use_memory
         drafter = self.drafter if speculate else None
@@ -209,9 +226,9 @@ class SpeculativeDecoder:
         out_tokens: list[int] = []
         text = _TextAssembler(stop)
         if isinstance(drafter, NgramDrafter):
-            drafter.begin(ctx)
+            drafter.begin(ctx, document_spans)
         elif drafter is not None and self.lookup is not None:
-            self.lookup.begin(ctx)
+            self.lookup.begin(ctx, document_spans)
         last_stats = time.perf_counter()
         stop_reason: StopReason = "length"
 
@@ -241,6 +258,8 @@ class SpeculativeDecoder:
                 n_accepted_text=c.n_accepted_text,
                 n_drafted_memory=c.n_drafted_memory,
                 n_accepted_memory=c.n_accepted_memory,
+                n_drafted_document=c.n_drafted_document,
+                n_accepted_document=c.n_accepted_document,
             )
 
         k = 0
@@ -296,6 +315,10 @@ class SpeculativeDecoder:
             if bucket in NgramDrafter.MEMORY_BUCKETS:
                 c.n_drafted_memory += k
                 c.n_accepted_memory += n_accepted
+            if self._source is DraftSource.DOCUMENT:
+                c.n_drafted_document += k
+                c.n_accepted_document += n_accepted
+            text.source = self._source
             overhead = (time.perf_counter() - step_t0) - (
                 target.llama_s + self._draft_llama_s() - llama_step0
             )
@@ -314,10 +337,13 @@ class SpeculativeDecoder:
                 text.add(target.token_bytes(token), drafted=i < n_accepted)
                 piece = text.take(final=False)
                 if piece is not None:
-                    if pieces and pieces[-1].is_draft == piece.is_draft:
+                    if pieces and (pieces[-1].is_draft, pieces[-1].source) == (piece.is_draft, piece.source):
                         last = pieces.pop()
                         piece = TextPiece(
-                            last.text + piece.text, last.n_tokens + piece.n_tokens, piece.is_draft
+                            last.text + piece.text,
+                            last.n_tokens + piece.n_tokens,
+                            piece.is_draft,
+                            piece.source,
                         )
                     pieces.append(piece)
                 if text.stopped:
@@ -384,10 +410,12 @@ class SpeculativeDecoder:
         controller = self.controller
         self._unused_offer = None
         self._text_copying = False
+        self._source = DraftSource.NONE
         if drafter is None or controller is None or room <= 0:
             return Draft([]), 0
         if isinstance(drafter, NgramDrafter):
             candidates, bucket = drafter.offer(ctx, min(controller.k_max, room), self._use_memory)
+            self._source = drafter.offer_source
             k = controller.choose(len(candidates), bucket)
             if candidates and not k:
                 self._unused_offer = candidates[0], bucket
@@ -418,6 +446,8 @@ class SpeculativeDecoder:
         if k <= 0:
             return Draft([]), 0
         if bucket != 0:
+            assert self.lookup is not None
+            self._source = self.lookup.offer_source
             return Draft(matched[:k]), bucket
         if (
             one_off is not None
@@ -428,6 +458,7 @@ class SpeculativeDecoder:
             # after a few plain steps, no probe could ever re-measure it.)
             return Draft([]), 0
         was_loaded = drafter.loaded
+        self._source = DraftSource.MODEL
         draft = drafter.propose(ctx, k, params, rng)
         if not was_loaded and drafter.loaded and drafter.load_s is not None:
             controller.note_draft_load(drafter.load_s)

@@ -31,6 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="use the prompt as a user message (the chat template, or a transcript for a base model)",
     )
     g.add_argument("--system", default=None, help="system message (with --chat)")
+    g.add_argument(
+        "--attach",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a document the message is about (repeatable): text, Markdown, source code, PDF, .docx",
+    )
     g.add_argument("--max-tokens", type=int, default=256)
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--top-k", type=int, default=40)

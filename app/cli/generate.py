@@ -1,5 +1,6 @@
 """`tandem generate`: one prompt through the engine, the text to stdout and the numbers to stderr
-(or one JSON object with --json); with --remote, through an OpenAI-compatible server."""
+(or one JSON object with --json); with --remote, through an OpenAI-compatible server.
+`--attach FILE` (repeatable) puts documents before the prompt (app/library/documents.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,60 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from app.cli.options import UserError, engine_config, read_prompt, validate_engine_args
 from engine.config import SamplingParams
 
+if TYPE_CHECKING:
+    from app.library.documents import ContextFit, Document
+    from engine.session import Engine
+
+
+def _fit(engine: Engine, n_prompt: int, n_reply: int) -> ContextFit:
+    from app.library.documents import fit_context, kv_bytes_per_token
+
+    info = engine.info_target
+    return fit_context(
+        n_prompt,
+        n_reply,
+        engine.n_ctx,
+        info.context_length,
+        kv_bytes_per_token(info.metadata, info.architecture),
+    )
+
+
+def check_documents_fit(engine: Engine, documents: list[Document], n_reply: int) -> list[int]:
+    """Each document's tokens (as the model reads it: under its name, fenced). A document larger
+    than the whole context is refused by name, with the context it needs."""
+    from app.library.documents import DocumentError, DocumentProblem, context_remedy, document_block
+
+    counts = []
+    for document in documents:
+        n_tokens = len(engine.tokenize(document_block(document), add_special=False))
+        counts.append(n_tokens)
+        if n_tokens >= engine.n_ctx:
+            raise DocumentError(
+                DocumentProblem.TOO_MANY_TOKENS,
+                document.name,
+                f"it is {n_tokens:,} tokens, more than the whole context ({engine.n_ctx:,}): "
+                + context_remedy(_fit(engine, n_tokens, n_reply)),
+            )
+    return counts
+
+
+def check_prompt_fits(engine: Engine, n_prompt: int, n_reply: int) -> None:
+    """Said before anything is sent: the numbers, and a larger context where memory allows."""
+    from app.library.documents import ContextTooSmallError
+
+    fit = _fit(engine, n_prompt, n_reply)
+    if not fit.fits:
+        raise ContextTooSmallError(fit)
+
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from engine.events import Finished, TextPiece
+    from engine.events import Event, Finished, TextPiece
     from engine.session import Engine
 
     if args.remote:
@@ -30,6 +78,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if not 0.0 <= args.min_p <= 1.0:
         raise UserError(f"--min-p must be in [0, 1] (got {args.min_p})")
     prompt = read_prompt(args)
+    from app.library.documents import read_document
+
+    # Read before the model loads: a file that cannot be attached ends the command at once.
+    documents = [read_document(path) for path in args.attach]
     params = SamplingParams(
         temperature=args.temperature,
         top_k=args.top_k,
@@ -41,21 +93,48 @@ def cmd_generate(args: argparse.Namespace) -> int:
     t_load = time.perf_counter()
     engine = Engine(engine_config(args))
     load_s = time.perf_counter() - t_load
+    document_tokens: list[int] = []
     try:
+        if documents:
+            from app.library.documents import with_documents
+
+            document_tokens = check_documents_fit(engine, documents, args.max_tokens)
+            prompt = with_documents(prompt, documents)
         if args.chat:
             # The model's chat template, or for a base model the window's transcript, whose reply
             # ends at the next speaker line (engine.chat).
             from engine.chat import chat_prompt, generate_reply
 
             prompt = chat_prompt(engine, [{"role": "user", "content": prompt}], args.system or "")
+        events: Iterator[Event]
+        if documents:
+            from engine.chat import ChatPrompt, document_token_spans
+
+            tokens = tuple(engine.tokenize(prompt))
+            check_prompt_fits(engine, len(tokens), args.max_tokens)  # before anything is sent
+            spans = document_token_spans(engine, prompt, [d.text for d in documents])
+            chat = ChatPrompt(prompt, tokens, 0, spans)
+            if args.chat:
+                events = generate_reply(engine, chat, params, max_tokens=args.max_tokens, stop=args.stop)
+            else:
+                events = engine.generate(
+                    list(tokens), params, max_tokens=args.max_tokens, stop=args.stop, document_spans=spans
+                )
+        elif args.chat:
             events = generate_reply(engine, prompt, params, max_tokens=args.max_tokens, stop=args.stop)
         else:
             events = engine.generate(prompt, params, max_tokens=args.max_tokens, stop=args.stop)
         finished: Finished | None = None
+        drafted: list[list[object]] = []  # [start, end, source] of the text drafted
+        n_chars = 0
         for event in events:
-            if isinstance(event, TextPiece) and not args.json:
-                sys.stdout.write(event.text)
-                sys.stdout.flush()
+            if isinstance(event, TextPiece):
+                if event.is_draft and event.text:
+                    drafted.append([n_chars, n_chars + len(event.text), str(event.source)])
+                n_chars += len(event.text)
+                if not args.json:
+                    sys.stdout.write(event.text)
+                    sys.stdout.flush()
             elif isinstance(event, Finished):
                 finished = event
         assert finished is not None
@@ -69,6 +148,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
                 "stop_reason": finished.stop_reason,
                 "model": engine.info_target.name,
                 "draft": engine.info_draft.name if engine.info_draft else None,
+                "documents": [
+                    {"name": d.name, "kind": str(d.kind), "n_bytes": d.n_bytes, "n_tokens": n}
+                    for d, n in zip(documents, document_tokens)
+                ],
+                "drafted": drafted,
             }
             print(json.dumps(result, ensure_ascii=False))
         else:
@@ -78,6 +162,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                 f"{s.prefill_tokens_per_s:.1f} tok/s prefill ({s.n_prompt_tokens} prompt tokens), "
                 f"drafted {s.n_drafted}, accepted {s.n_accepted} ({s.acceptance_rate:.0%})"
                 + (f", {s.n_accepted_text} of them from the text" if s.n_accepted_text else "")
+                + (f", {s.n_accepted_document} from the documents" if s.n_accepted_document else "")
                 + f", stop: {finished.stop_reason}",
                 file=sys.stderr,
             )

@@ -34,7 +34,8 @@ def add_engine_args(p: argparse.ArgumentParser, model_default: str | None) -> No
         "--model",
         required=model_default is None,
         default=model_default,
-        help="target GGUF file (or `default`: the embedded Gemma 3 270M)",
+        help="target GGUF file, `default` (the embedded Gemma 3 270M, a base model) "
+        "or `smollm2` (SmolLM2-135M-Instruct, offline)",
     )
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     p.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
