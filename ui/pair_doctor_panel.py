@@ -87,6 +87,7 @@ class PairDoctorPanel(QGroupBox):
         self._signals.failed.connect(self.on_task_failed)
         self._handlers: dict[int, Callable[[Any], None]] = {}
         self.report: doctor.CheckReport | None = None
+        self._drafts_for = ""  # the target whose drafts the list shows
         self.downloaded: list[str] = []
 
         v = QVBoxLayout(self)
@@ -172,7 +173,8 @@ class PairDoctorPanel(QGroupBox):
         self.drafts_list.setObjectName("doctorDrafts")
         self.drafts_list.setAccessibleName("Drafts for this target")
         self.drafts_list.setVisible(False)
-        self.drafts_list.setMaximumHeight(140)
+        self.drafts_list.setMaximumHeight(160)
+        self.drafts_list.setWordWrap(True)
         self.drafts_list.itemActivated.connect(self.on_drafts_list_item_activated)
         self.drafts_list.itemDoubleClicked.connect(self.on_drafts_list_item_activated)
         v.addWidget(self.drafts_list)
@@ -287,7 +289,7 @@ class PairDoctorPanel(QGroupBox):
         machine = self._machine()
         palette = app_palette()
         for repo in repos:
-            top = QTreeWidgetItem([repo.repo_id, "", f"{repo.downloads:,} downloads"])
+            top = QTreeWidgetItem([f"{repo.repo_id} · {repo.downloads:,} downloads", "", ""])
             top.setFlags(top.flags() & ~Qt.ItemFlag.ItemIsSelectable)
             self.results.addTopLevelItem(top)
             for quant, files in repo.by_quantization():
@@ -346,8 +348,10 @@ class PairDoctorPanel(QGroupBox):
         n_ctx, timeout_s, machine = self.ctx_spin.value(), self.timeout_s, self._machine()
         self.report = None
         self.report_label.clear()
-        self.drafts_list.clear()
-        self.drafts_list.setVisible(False)
+        if self._drafts_for != target.label:  # a draft picked from the list keeps the list
+            self._drafts_for = ""
+            self.drafts_list.clear()
+            self.drafts_list.setVisible(False)
         self.download_button.setEnabled(False)
         self.chat_button.setEnabled(False)
         self.set_status("Reading the headers (nothing is downloaded)…")
@@ -365,7 +369,7 @@ class PairDoctorPanel(QGroupBox):
         self.report_label.setText(report_html(report))
         self.set_status("Checked from the headers only.")
         self._offer_download()
-        if look_for_drafts:
+        if look_for_drafts and self._drafts_for != report.target.ref.label:
             self._find_drafts(report)
 
     def _find_drafts(self, report: doctor.CheckReport) -> None:
@@ -375,6 +379,7 @@ class PairDoctorPanel(QGroupBox):
             self.timeout_s,
             self._machine(),
         )
+        self._drafts_for = target.label
         self.drafts_list.clear()
         ngram = QListWidgetItem("n-gram lookup: no second model, no extra memory (always works)")
         ngram.setData(Qt.ItemDataRole.UserRole, NGRAM)
@@ -409,7 +414,7 @@ class PairDoctorPanel(QGroupBox):
             return
         if ref == NGRAM:
             self.draft_edit.clear()
-            self.set_status("N-gram lookup chosen: only the target is needed.")
+            self.check()  # the target alone: n-gram lookup needs no second model
             return
         self.draft_edit.setText(str(ref))
         self.check()
@@ -483,6 +488,10 @@ class PairDoctorPanel(QGroupBox):
         self.pair_chosen.emit(str(paths[0]), str(paths[1]) if len(paths) > 1 else NGRAM)
 
 
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def _brush(colour: str) -> Any:
     from PySide6.QtGui import QBrush, QColor
 
@@ -548,7 +557,7 @@ def report_html(report: doctor.CheckReport) -> str:
     colour = good if report.fit.is_fitting else bad
     rows.append(
         f"<p>Memory at {m.n_ctx:,} tokens of context: {', '.join(parts)}.<br>"
-        f"<span style='color:{colour}'>{html.escape(doctor.describe_fit(report.fit).capitalize())}.</span></p>"
+        f"<span style='color:{colour}'>{html.escape(_sentence(doctor.describe_fit(report.fit)))}.</span></p>"
     )
     if report.estimate is not None:
         rows.append(f"<p><i>{html.escape(report.estimate.describe())}</i></p>")

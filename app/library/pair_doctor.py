@@ -432,7 +432,7 @@ class SpeedEstimate:
             "this machine's measured verify costs" if self.is_verify_measured else "typical CPU verify costs"
         )
         return (
-            f"Estimate: {pays} (drafts of {self.draft_len} tokens, {ACCEPTANCE_LOW:.0%}-{ACCEPTANCE_HIGH:.0%} "
+            f"Estimate: {pays} (drafts of {self.draft_len} token{'s' if self.draft_len > 1 else ''}, {ACCEPTANCE_LOW:.0%}-{ACCEPTANCE_HIGH:.0%} "
             f"accepted; from the two sizes, this machine's memory bandwidth and {basis}). "
             "The measured figure shows in the chat's speed panel after the first replies."
         )
