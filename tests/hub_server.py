@@ -33,6 +33,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
@@ -54,7 +55,7 @@ class HubFile:
     def size(self) -> int:
         return max(len(self.data), self.padded_size)
 
-    @property
+    @cached_property  # hashed once: the server looks files up by it on every request
     def sha256(self) -> str:
         if self.padded_size > len(self.data):  # never hashed for real: a padded file is never downloaded
             return hashlib.sha256(self.data + str(self.padded_size).encode()).hexdigest()
@@ -65,7 +66,7 @@ class HubFile:
         body = self.data[start : end + 1]
         return body + bytes(max(0, min(end + 1, self.size) - max(start, len(self.data))))
 
-    @property
+    @cached_property
     def git_sha1(self) -> str:
         return hashlib.sha1(b"blob %d\0" % len(self.data) + self.data).hexdigest()
 
