@@ -106,7 +106,7 @@ class StandInHost:
     def send(self, request: object) -> None:
         self.requests.append(request)
 
-    def cancel(self) -> None:
+    def cancel(self, request_id: int) -> None:
         pass
 
     def shutdown(self, timeout_s: float = 3.0) -> None:

@@ -323,9 +323,11 @@ def test_a_client_leaving_during_the_prefill_stops_it(
 ) -> None:
     """A streaming client that gives up before the first token (a long prompt, read 8 tokens a
     batch): the prefill stops between two batches, the part read stays cached for the next."""
-    from app.api.serve import ApiServer, BackgroundServer, EngineHost, listen
+    from app.api.serve import ApiEngine, ApiServer, BackgroundServer, listen
+    from app.host.supervisor import EngineSupervisor
 
-    host = EngineHost(EngineConfig(str(slow_target), draft="ngram", n_ctx=2048, n_batch=8, n_threads=1))
+    config = EngineConfig(str(slow_target), draft="ngram", n_ctx=2048, n_batch=8, n_threads=1)
+    host = ApiEngine(EngineSupervisor(), config)
     host.start()
     host.wait_loaded(60)
     server = BackgroundServer(ApiServer(host), listen("127.0.0.1", 0))

@@ -324,7 +324,7 @@ def test_remote_worker_speaks_the_workers_messages(server: ServeProcess) -> None
 
         # Stop: cancelled at once, the text so far kept.
         worker.send(ReplyRequest(2, turns, params=params, max_tokens=2000))
-        worker.cancel()
+        worker.cancel(2)
         finished = until_finished()[-1].finished
         assert finished.stop_reason == "cancelled"
     finally:

@@ -180,7 +180,7 @@ def test_cancel_ends_the_reply_as_cancelled(worker, slow_target: Path) -> None:
     w.send(LoadRequest(config(str(slow_target), draft="ngram", n_ctx=4096)))
     w.send(ReplyRequest(1, (ChatTurn("user", "tell me a long story"),), max_tokens=3000))
     inbox.wait_event(TextPiece)
-    w.cancel()
+    w.cancel(1)
     finished = inbox.wait_event(Finished)
     assert finished.stop_reason == "cancelled"
     assert finished.stats.n_generated < 3000
@@ -197,7 +197,7 @@ def test_stop_during_a_long_prefill_ends_the_reply_before_its_first_token(worker
     w.send(ReplyRequest(1, (), prompt=prompt, max_tokens=50))
     started = inbox.wait_for(ReplyStarted)
     assert started.n_prompt_tokens > 1500  # seconds of prefill, 8 tokens a batch
-    w.cancel()
+    w.cancel(1)
     finished = inbox.wait_event(Finished)
     assert not any(
         isinstance(m, ReplyEvents) and any(isinstance(e, TextPiece) for e in m.events) for m in inbox.seen

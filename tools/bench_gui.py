@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from app.host.worker import EngineInfo
@@ -86,7 +86,7 @@ class ScriptedEngine:
     from a thread of its own (as WorkerProcess's reader thread delivers a real worker's)."""
 
     def __init__(
-        self, on_message: Callable[[object], None], pieces: list[tuple[str, bool]], tokens_per_s: float
+        self, on_message: Callable[[Any], None], pieces: list[tuple[str, bool]], tokens_per_s: float
     ) -> None:
         self._on_message = on_message
         self._pieces = pieces
@@ -104,15 +104,15 @@ class ScriptedEngine:
     def is_alive(self) -> bool:
         return True
 
-    def cancel(self) -> None:
-        self._cancel.set()
+    def cancel(self, request_id: int) -> None:
+        self._cancel.set()  # one reply at a time here: the one asked for
 
     def shutdown(self, timeout_s: float = 3.0) -> None:
         self._cancel.set()
         for thread in self._threads:
             thread.join(timeout_s)
 
-    def send(self, request: object) -> None:
+    def send(self, request: Any) -> None:
         from app.host.worker import DraftChanged, EngineLoaded, LoadRequest, ReplyRequest, SetDraftRequest
 
         if isinstance(request, LoadRequest):
@@ -202,7 +202,7 @@ def measure(n_tokens: int, n_chars: int, tokens_per_s: float) -> dict[str, float
     pieces = token_pieces(text, n_tokens)
     engines: list[ScriptedEngine] = []
 
-    def make_engine(on_message: Callable[[object], None]) -> ScriptedEngine:
+    def make_engine(on_message: Callable[[Any], None]) -> ScriptedEngine:
         engines.append(ScriptedEngine(on_message, pieces, tokens_per_s))
         return engines[-1]
 

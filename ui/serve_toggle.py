@@ -20,8 +20,7 @@ from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel
 
-from app.api.serve import ApiServer, BackgroundServer, SharedEngineHost, listen
-from app.host.worker import EngineLoaded
+from app.api.serve import ApiEngine, ApiServer, BackgroundServer, listen
 from app.settings import Settings
 from engine.errors import TandemError
 
@@ -60,7 +59,7 @@ class ServeToggle(QObject):
         window.statusBar().addPermanentWidget(self.label)
         self.server: BackgroundServer | None = None
         self.api: ApiServer | None = None
-        self.host: SharedEngineHost | None = None
+        self.host: ApiEngine | None = None
         self.engine_wanted.connect(self.on_engine_wanted, Qt.ConnectionType.QueuedConnection)
         self._update_tooltip(window.settings)
 
@@ -107,13 +106,8 @@ class ServeToggle(QObject):
             self.action.setChecked(False)
             self.action.blockSignals(False)
             return
-        self.host = host = SharedEngineHost(
-            send=controller.send_to_worker,
-            cancel=controller.stop,
-            want_engine=self.engine_wanted.emit,
-            info=controller.info,
-        )
-        controller.set_tap(host.tap)
+        # The window's engine, under the window's supervisor: the API's replies queue with the window's.
+        self.host = host = ApiEngine(controller.supervisor, want_engine=self.engine_wanted.emit)
         self.api = ApiServer(host, settings.serve_api_key or None)
         self.server = BackgroundServer(self.api, sock)
         self.server.start()
@@ -124,7 +118,6 @@ class ServeToggle(QObject):
         self.host = self.api = None
         if server is None:
             return
-        self.window.controller.set_tap(None)
         server.stop()
         self.label.hide()
 
@@ -144,12 +137,10 @@ class ServeToggle(QObject):
     @Slot()
     def on_engine_wanted(self) -> None:
         """The API found no engine: it missed the load (it started during it), or the engine died."""
-        controller, host = self.window.controller, self.host
-        if host is None:
+        controller = self.window.controller
+        if self.host is None:
             return
-        if controller.info is not None:
-            host.tap(EngineLoaded(controller.info))
-        elif controller.config is not None:
+        if controller.info is None and controller.config is not None:
             controller.load(controller.config)
 
     def _update_tooltip(self, settings: Settings) -> None:

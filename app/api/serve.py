@@ -7,9 +7,9 @@ so the HTTP parsing, keep-alive and shutdown are theirs, not ours. The two gener
 are plain ASGI apps under Starlette's router: a generation needs the request's receive channel
 for its whole life, to notice a client that leaves and cancel its reply within one step.
 
-The engine runs in the same worker process the window uses (app/host/worker.py): a native crash in
-llama.cpp kills only that child, the request it was serving gets a 500, and the next request
-starts a fresh engine. One generation runs at a time; up to `--queue` more wait their turn, and
+The engine runs in the same worker process the window uses (app/host/worker.py), under the same
+supervisor (app/host/supervisor.py): a native crash in llama.cpp kills only that child, the
+request it was serving gets a 500, and the next request starts a fresh engine. One generation runs at a time; up to `--queue` more wait their turn, and
 beyond that a request gets 503 with Retry-After. The engine keeps its KV cache between requests,
 so a request that shares a prefix with the one before (a chat's next turn) prefills only what
 is new.
@@ -41,20 +41,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.host.worker import (
+from app.host.messages import (
     ChatTurn,
-    DraftChanged,
-    EngineFailed,
     EngineInfo,
-    EngineLoaded,
-    LoadRequest,
     ReplyEvents,
     ReplyFailed,
+    ReplyMessage,
     ReplyRequest,
     ReplyStarted,
     WorkerDied,
-    WorkerProcess,
 )
+from app.host.supervisor import EngineSupervisor
 from engine.config import EngineConfig, SamplingParams
 from engine.errors import TandemError
 from engine.events import Finished, Stats, TextPiece
@@ -329,132 +326,113 @@ def _parse_prompt(prompt: object) -> str:
 
 
 class _Job:
-    """One reply: the worker's messages for it, handed from the reader thread to the event loop."""
+    """One reply: its messages, handed from the worker's reader thread to the event loop."""
 
-    def __init__(self, request_id: int, loop: asyncio.AbstractEventLoop) -> None:
-        self.request_id = request_id
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.request_id = 0  # given by the supervisor
         self.loop = loop
-        self.queue: asyncio.Queue[object] = asyncio.Queue()
+        self.queue: asyncio.Queue[ReplyMessage | WorkerDied] = asyncio.Queue()
         self.done = False
-        self.started = False  # the engine began it (a shared engine may still be busy with another's)
 
-    def put(self, message: object) -> None:  # reader thread
+    def put(self, generation: int, message: ReplyMessage | WorkerDied) -> None:  # reader thread
         self.loop.call_soon_threadsafe(self.queue.put_nowait, message)
 
-    async def get(self) -> object:
+    async def get(self) -> ReplyMessage | WorkerDied:
         return self._seen(await self.queue.get())
 
-    def drain(self) -> list[object]:
+    def drain(self) -> list[ReplyMessage | WorkerDied]:
         """Every message that has arrived already, without waiting."""
         out = []
         while not self.queue.empty():
             out.append(self._seen(self.queue.get_nowait()))
         return out
 
-    def _seen(self, message: object) -> object:
-        if isinstance(message, (ReplyFailed, WorkerDied)) or (
-            isinstance(message, ReplyEvents) and message.finished is not None
-        ):
-            self.done = True
+    def _seen(self, message: ReplyMessage | WorkerDied) -> ReplyMessage | WorkerDied:
+        match message:
+            case ReplyFailed() | WorkerDied():
+                self.done = True
+            case ReplyEvents() if message.finished is not None:
+                self.done = True
         return message
 
 
-class EngineHost:
-    """Owns the worker process: loads the engine, runs one reply at a time, replaces a dead engine."""
+class ApiEngine:
+    """The engine as the API serves it: an EngineSupervisor's (app.host.supervisor), its own in
+    `tandem serve`, the window's beside it (the Serve API switch). The API's replies run one at a
+    time, up to max_queue more wait, and beyond that a request gets 503.
+
+    Owning the engine (`tandem serve`), a dead engine is replaced by the next request and a
+    cancelled reply that never stops gets its engine replaced; beside the window, the window owns
+    it: a missing engine is asked of the window (`want_engine`, on its own thread) and waited for.
+    """
 
     LOAD_TIMEOUT_S: float | None = None  # a big model may take long; a failure ends the wait anyway
 
     def __init__(
-        self, config: EngineConfig, max_queue: int = DEFAULT_QUEUE, log_path: Path | None = None
+        self,
+        supervisor: EngineSupervisor,
+        config: EngineConfig | None = None,
+        max_queue: int = DEFAULT_QUEUE,
+        want_engine: Callable[[], None] | None = None,
     ) -> None:
+        """config: the engine to load and reload (`tandem serve`); want_engine instead: the owner
+        loads it (the window)."""
+        self.supervisor = supervisor
         self.config = config
         self.max_queue = max_queue
-        self.log_path = log_path
-        self.info: EngineInfo | None = None
-        self.load_error = ""
+        self.owns_engine = want_engine is None
+        self._want_engine = want_engine
         self.created = int(time.time())
-        self._lock = threading.Lock()
-        self._worker: WorkerProcess | None = None
-        self._generation = 0
-        self._loaded = threading.Event()
         self._job: _Job | None = None
-        self._next_id = 1
         self._occupied = 0  # the running request and those waiting (event loop only)
         self._turn: asyncio.Lock | None = None
+        if not self.owns_engine:
+            self.LOAD_TIMEOUT_S = 300.0
 
-    # -- the worker
+    @property
+    def info(self) -> EngineInfo | None:
+        return self.supervisor.info
 
-    def start(self) -> None:
-        """Start a fresh worker and ask it to load the engine (wait_loaded() waits for it)."""
-        with self._lock:
-            old, self._worker = self._worker, None
-            self._generation += 1
-            generation = self._generation
-            self.info = None
-            self._loaded.clear()
-        if old is not None:
-            old.shutdown(timeout_s=1.0)
-        worker = WorkerProcess(lambda message: self._on_message(generation, message), log_path=self.log_path)
-        worker.start()
-        worker.send(LoadRequest(self.config))
-        with self._lock:
-            self._worker = worker
-
-    def wait_loaded(self, timeout_s: float | None = None) -> EngineInfo:
-        """Block until the engine is loaded; TandemError with the worker's sentence if it failed."""
-        self._loaded.wait(timeout_s)
-        if self.info is None:
-            raise TandemError(self.load_error or "the engine did not load in time")
-        return self.info
+    @property
+    def load_error(self) -> str:
+        return self.supervisor.load_error
 
     @property
     def alive(self) -> bool:
-        return self._worker is not None and self._worker.is_alive() and self.info is not None
+        return self.supervisor.info is not None
+
+    # -- the engine (owned)
+
+    def start(self) -> None:
+        """Load the engine (wait_loaded() waits for it)."""
+        assert self.config is not None
+        self.supervisor.load(self.config)
+
+    def wait_loaded(self, timeout_s: float | None = None) -> EngineInfo:
+        return self.supervisor.wait_loaded(timeout_s)
 
     def shutdown(self) -> None:
-        with self._lock:
-            worker, self._worker = self._worker, None
-            self._generation += 1
-        if worker is not None:
-            worker.shutdown()
-
-    def _on_message(self, generation: int, message: object) -> None:
-        """Reader thread: every message from the child."""
-        with self._lock:
-            if generation != self._generation:
-                return  # from a worker that was replaced
-            job = self._job
-            if isinstance(message, (EngineLoaded, DraftChanged)):
-                self.info = message.info
-                self._loaded.set()
-            elif isinstance(message, EngineFailed):
-                self.load_error = message.sentence
-                self._loaded.set()
-            elif isinstance(message, WorkerDied):
-                self.info = None
-                self.load_error = message.sentence
-                self._worker = None
-                self._loaded.set()
-                if job is not None:
-                    job.put(message)
-            elif (
-                isinstance(message, (ReplyStarted, ReplyEvents, ReplyFailed))
-                and job is not None
-                and job.request_id == message.request_id
-            ):
-                job.put(message)
+        if self.owns_engine:
+            self.supervisor.shutdown("the server is stopping")
 
     async def ensure_engine(self) -> EngineInfo:
         """The loaded engine; a fresh one when the last died (the request waits for the load)."""
-        if not self.alive:
+        info = self.supervisor.info
+        if info is not None:
+            return info
+        n_ended = self.supervisor.n_loads_ended
+        if self.owns_engine:
             say("tandem serve: starting a fresh engine")
-            self._restart()
-            with contextlib.suppress(TandemError):
-                await asyncio.to_thread(self.wait_loaded, self.LOAD_TIMEOUT_S)
-            if self.info is None:
-                raise ApiError(500, f"the engine could not start: {self.load_error}", kind="server_error")
-        assert self.info is not None
-        return self.info
+            await asyncio.to_thread(self.start)
+        else:
+            assert self._want_engine is not None
+            self._want_engine()
+        with contextlib.suppress(TandemError):
+            await asyncio.to_thread(self.supervisor.wait_loaded, self.LOAD_TIMEOUT_S, n_ended)
+        info = self.supervisor.info
+        if info is None:
+            raise ApiError(500, f"the engine could not start: {self.load_error}", kind="server_error")
+        return info
 
     # -- one reply at a time
 
@@ -485,13 +463,10 @@ class EngineHost:
         return self._turn
 
     def submit(self, request: GenerationRequest, info: EngineInfo) -> _Job:
-        with self._lock:
-            job = _Job(self._next_id, asyncio.get_running_loop())
-            self._next_id += 1
-            self._job = job
-        sent = self._send(
+        job = _Job(asyncio.get_running_loop())
+        job.request_id = self.supervisor.submit(
             ReplyRequest(
-                request_id=job.request_id,
+                request_id=0,
                 turns=request.turns,
                 system_prompt=request.system_prompt,
                 params=request.params,
@@ -499,41 +474,29 @@ class EngineHost:
                 speculate=request.speculate,
                 prompt=request.prompt,
                 stop=request.stop,
-            )
+            ),
+            job.put,
         )
-        if not sent:
-            with self._lock:
-                self.info = None  # the next request starts a fresh engine
-            job.put(WorkerDied(None, self.load_error or "The engine process is gone"))
+        self._job = job
         return job
 
-    # -- how the worker is reached (SharedEngineHost reaches one that the window owns)
-
-    def _send(self, request: ReplyRequest) -> bool:
-        worker = self._worker
-        if worker is None:
-            return False
-        worker.send(request)
-        return True
-
-    def _restart(self) -> None:
-        self.start()
+    def cancel(self, job: _Job) -> None:
+        """Stop this job's reply only (the engine may be the window's, busy with its own)."""
+        self.supervisor.cancel(job.request_id)
 
     def _give_up(self) -> None:
         """A cancelled reply did not stop in time."""
-        say("tandem serve: a cancelled reply did not stop; replacing the engine")
-        self.shutdown()
-
-    def cancel(self) -> None:
-        worker = self._worker
-        if worker is not None:
-            worker.cancel()
+        if self.owns_engine:
+            say("tandem serve: a cancelled reply did not stop; replacing the engine")
+            self.supervisor.replace_engine("a cancelled reply did not stop; the engine was replaced")
+        else:
+            say("tandem serve: a cancelled reply did not stop in time")
 
     async def finish(self, job: _Job) -> None:
         """Let the job end before the next one starts: cancel it if it still runs, and wait."""
         try:
             if not job.done:
-                self.cancel()
+                self.cancel(job)
                 deadline = time.monotonic() + CANCEL_GRACE_S
                 while not job.done:
                     left = deadline - time.monotonic()
@@ -545,94 +508,9 @@ class EngineHost:
                     except TimeoutError:
                         continue
         finally:
-            with self._lock:
-                if self._job is job:
-                    self._job = None
-
-
-class SharedEngineHost(EngineHost):
-    """An engine whose worker process someone else owns: the window's (app.host.controller).
-
-    The owner passes every message of its worker through tap() first; replies to this host's
-    requests (ids from FIRST_REQUEST_ID on, far above the owner's) are taken, everything else is
-    watched (the engine loaded, changed its draft, died) and left to the owner. Requests go to the
-    owner's worker through `send`; a dead engine is reloaded through `want_engine` (the owner
-    starts a fresh one, as it would for its own next request).
-    """
-
-    FIRST_REQUEST_ID = 1 << 40
-    LOAD_TIMEOUT_S = 300.0
-
-    def __init__(
-        self,
-        send: Callable[[object], bool],
-        cancel: Callable[[], None],
-        want_engine: Callable[[], None],
-        info: EngineInfo | None,
-        max_queue: int = DEFAULT_QUEUE,
-    ) -> None:
-        super().__init__(EngineConfig(""), max_queue)
-        self._send_to_owner = send
-        self._cancel_owner = cancel
-        self._want_engine = want_engine
-        self._next_id = self.FIRST_REQUEST_ID
-        self._cancel_on_start: set[int] = set()
-        self.info = info
-        if info is not None:
-            self._loaded.set()
-
-    def tap(self, message: object) -> bool:
-        """Owner's reader thread: True when the message is this host's (the owner drops it)."""
-        if isinstance(message, (ReplyStarted, ReplyEvents, ReplyFailed)):
-            if message.request_id < self.FIRST_REQUEST_ID:
-                return False
-            if isinstance(message, ReplyStarted):
-                with self._lock:
-                    if self._job is not None and self._job.request_id == message.request_id:
-                        self._job.started = True
-                    cancel = message.request_id in self._cancel_on_start
-                    self._cancel_on_start.discard(message.request_id)
-                if cancel:
-                    self._cancel_owner()
-        elif isinstance(message, WorkerDied):
-            with self._lock:
-                self.info = None
-                self.load_error = message.sentence
-                job = self._job
-            if job is not None:
-                job.put(message)
-            return False
-        elif not isinstance(message, (EngineLoaded, DraftChanged, EngineFailed)):
-            return False
-        self._on_message(self._generation, message)
-        return isinstance(message, (ReplyStarted, ReplyEvents, ReplyFailed))
-
-    @property
-    def alive(self) -> bool:
-        return self.info is not None
-
-    def _send(self, request: ReplyRequest) -> bool:
-        return self._send_to_owner(request)
-
-    def _restart(self) -> None:
-        self._loaded.clear()
-        self._want_engine()
-
-    def _give_up(self) -> None:
-        say("tandem serve: a cancelled reply did not stop in time")
-
-    def cancel(self) -> None:
-        """Cancel this host's reply, never the window's: one still queued behind the window's
-        reply is cancelled when it starts (the engine has one cancel flag for all)."""
-        with self._lock:
-            job = self._job
-            if job is not None and not job.started:
-                self._cancel_on_start.add(job.request_id)
-                return
-        self._cancel_owner()
-
-    def shutdown(self) -> None:
-        pass  # the owner's engine stays
+            self.supervisor.forget(job.request_id)
+            if self._job is job:
+                self._job = None
 
 
 def uvicorn_config(server: ApiServer, graceful_shutdown_s: int) -> Any:
@@ -829,7 +707,7 @@ def _sse(obj: object) -> bytes:
 
 
 class ApiServer:
-    def __init__(self, host: EngineHost, api_key: str | None = None) -> None:
+    def __init__(self, host: ApiEngine, api_key: str | None = None) -> None:
         self.host = host
         self.api_key = api_key
 
@@ -961,7 +839,7 @@ class _Endpoint:
                 if message["type"] == "http.disconnect":
                     gone.set()
                     if job is not None and not job.done:
-                        host.cancel()
+                        host.cancel(job)
                     return
 
         watcher = asyncio.create_task(watch())
@@ -983,11 +861,11 @@ class _Endpoint:
                 reply = _Reply(request, info)
                 job = host.submit(request, info)
                 if gone.is_set():
-                    host.cancel()
+                    host.cancel(job)
                 t0 = time.monotonic()
                 # Hold the response until the first token (or the failure): a prompt too long or
                 # a crash during the prefill still gets its own status code.
-                head: list[object] = []
+                head: list[ReplyMessage | WorkerDied] = []
                 while True:
                     message = await job.get()
                     head.append(message)
@@ -1026,22 +904,27 @@ class _Endpoint:
         finally:
             watcher.cancel()
 
-    def _failure(self, message: object, seen: list[object], info: EngineInfo) -> ApiError:
-        if isinstance(message, WorkerDied):
-            reason = message.sentence.split(". ")[0].rstrip(".")
-            return ApiError(
-                500,
-                f"{reason} during this reply; the next request starts a fresh engine",
-                kind="server_error",
-            )
-        assert isinstance(message, ReplyFailed)
-        started = next((m for m in seen if isinstance(m, ReplyStarted)), None)
-        if started is not None and started.n_prompt_tokens >= info.n_ctx:
-            return ApiError(400, message.sentence, code="context_length_exceeded")
-        return ApiError(500, message.sentence, kind="server_error")
+    def _failure(
+        self, message: ReplyMessage | WorkerDied, seen: list[ReplyMessage | WorkerDied], info: EngineInfo
+    ) -> ApiError:
+        match message:
+            case WorkerDied(sentence=sentence):
+                reason = sentence.split(". ")[0].rstrip(".")
+                return ApiError(
+                    500,
+                    f"{reason} during this reply; the next request starts a fresh engine",
+                    kind="server_error",
+                )
+            case ReplyFailed(sentence=sentence):
+                started = next((m for m in seen if isinstance(m, ReplyStarted)), None)
+                if started is not None and started.n_prompt_tokens >= info.n_ctx:
+                    return ApiError(400, sentence, code="context_length_exceeded")
+                return ApiError(500, sentence, kind="server_error")
+            case _:
+                raise AssertionError(f"not a failure: {message!r}")
 
     async def _stream(
-        self, reply: _Reply, job: _Job, head: list[object], send: Send, gone: asyncio.Event
+        self, reply: _Reply, job: _Job, head: list[ReplyMessage | WorkerDied], send: Send, gone: asyncio.Event
     ) -> None:
         t0 = time.monotonic()
 
@@ -1052,7 +935,7 @@ class _Endpoint:
                 await send({"type": "http.response.body", "body": data, "more_body": more})
             except Exception:  # the connection is gone (uvicorn raises OSError subclasses)
                 gone.set()
-                self.server.host.cancel()
+                self.server.host.cancel(job)
 
         headers = [
             (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -1061,7 +944,7 @@ class _Endpoint:
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         first = True
-        pending: list[object] = [m for m in head if isinstance(m, ReplyEvents)]
+        pending: list[ReplyMessage | WorkerDied] = [m for m in head if isinstance(m, ReplyEvents)]
         stats: Stats | None = None
         out: list[bytes] = []  # events for one write: whatever arrived in one turn of the loop
         run: list[TextPiece] = []  # neighbouring pieces of one batch, all drafted or none: one chunk
@@ -1087,30 +970,34 @@ class _Endpoint:
                 pending.append(await job.get())
                 pending.extend(job.drain())
             message = pending.pop(0)
-            if isinstance(message, ReplyEvents):
-                for event in message.events:
-                    if isinstance(event, Stats):
-                        stats = event
-                    elif isinstance(event, TextPiece):
-                        if run and run[0].is_draft != event.is_draft:
-                            end_run()
-                        run.append(event)
-                    elif isinstance(event, Finished):
-                        end_run()
-                        if first:
-                            out.append(_sse(reply.chunk("", first=True)))
-                        out.extend(_sse(chunk) for chunk in reply.last_chunks(event))
-                        out.append(b"data: [DONE]\n\n")
-                        await emit(b"".join(out), more=False)
-                        self._log(reply.request, event, gone.is_set(), time.monotonic() - t0)
-                        return
-                end_run()
-            elif isinstance(message, (ReplyFailed, WorkerDied)):
-                error = self._failure(message, head, reply.info)
-                out.append(_sse({"error": {**error.body()["error"], "code": error.status}}))
-                await emit(b"".join(out), more=False)
-                say(f"tandem serve: {error.status} mid-stream: {error.message}")
-                return
+            match message:
+                case ReplyEvents(events=events):
+                    for event in events:
+                        match event:
+                            case Stats():
+                                stats = event
+                            case TextPiece():
+                                if run and run[0].is_draft != event.is_draft:
+                                    end_run()
+                                run.append(event)
+                            case Finished():
+                                end_run()
+                                if first:
+                                    out.append(_sse(reply.chunk("", first=True)))
+                                out.extend(_sse(chunk) for chunk in reply.last_chunks(event))
+                                out.append(b"data: [DONE]\n\n")
+                                await emit(b"".join(out), more=False)
+                                self._log(reply.request, event, gone.is_set(), time.monotonic() - t0)
+                                return
+                    end_run()
+                case ReplyFailed() | WorkerDied():
+                    error = self._failure(message, head, reply.info)
+                    out.append(_sse({"error": {**error.body()["error"], "code": error.status}}))
+                    await emit(b"".join(out), more=False)
+                    say(f"tandem serve: {error.status} mid-stream: {error.message}")
+                    return
+                case ReplyStarted():
+                    pass
 
     def _log(self, request: GenerationRequest, finished: Finished, gone: bool, elapsed_s: float) -> None:
         s = finished.stats

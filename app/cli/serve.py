@@ -17,15 +17,15 @@ from app.api.serve import (
     DEFAULT_HOST,
     DEFAULT_PORT,
     DEFAULT_QUEUE,
+    ApiEngine,
     ApiServer,
-    EngineHost,
     listen,
     model_id,
     say,
     uvicorn_config,
 )
 from app.cli.options import add_engine_args
-from app.host.worker import EngineInfo
+from app.host.messages import EngineInfo
 
 
 def add_serve_parser(sub: Any) -> None:
@@ -81,7 +81,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         check_pair(target, read_gguf_info(config.draft))
 
     sock = listen(args.host, args.port)
-    host = EngineHost(config, max_queue=args.queue, log_path=paths.logs_dir() / "serve-worker.log")
+    from functools import partial
+
+    from app.host.supervisor import EngineSupervisor
+    from app.host.worker import WorkerProcess
+
+    log_path = paths.logs_dir() / "serve-worker.log"
+    host = ApiEngine(
+        EngineSupervisor(partial(WorkerProcess, log_path=log_path)), config, max_queue=args.queue
+    )
     try:
         say(f"tandem serve: loading {Path(config.target_path).name}…")
         host.start()

@@ -7,10 +7,12 @@ worker already sends a reply's events in batches: app.host.worker.ReplyEvents). 
 by one ReplyProgress, so a model producing thousands of tokens a second costs the window about
 40 repaints a second, and an idle engine costs nothing.
 
-When the child dies (native crash, SIGKILL, out of memory) the replies it owed fail (kind
-ENGINE_STOPPED), and the next request starts a fresh child with the last configuration by itself.
-Failures reach the window as data: an engine.errors.Failure (kind, sentence, and for a refused
-pair the rule and both values), never a bare sentence.
+The worker's lifecycle is the supervisor's (app.host.supervisor.EngineSupervisor, shared with the
+window's API server): it starts and restarts the engine, routes each reply's messages here by
+request id, and fails the replies a dead engine owed (kind ENGINE_STOPPED); the next request starts
+a fresh engine with the last configuration by itself. Stop stops the window's own reply, never an
+API client's. Failures reach the window as data: an engine.errors.Failure (kind, sentence, and for
+a refused pair the rule and both values), never a bare sentence.
 """
 
 from __future__ import annotations
@@ -19,30 +21,28 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, assert_never
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from app.host.reply import Reply, ReplyProgress
-from app.host.worker import (
+from app.host.messages import (
     ChatTurn,
     DraftChanged,
     DraftFailed,
     EngineFailed,
     EngineInfo,
     EngineLoaded,
+    HostMessage,
     LoadProgressed,
-    LoadRequest,
     ReplyEvents,
     ReplyFailed,
     ReplyRequest,
     ReplyStarted,
-    SetDraftRequest,
     WorkerDied,
-    WorkerProcess,
-    death_sentence,
 )
+from app.host.reply import Reply, ReplyProgress
+from app.host.supervisor import EngineProcess, EngineSupervisor, WorkerFactory
+from app.host.worker import WorkerProcess
 from engine.config import EngineConfig, SamplingParams
 from engine.errors import ErrorKind, Failure
 from engine.events import Finished, Stats
@@ -50,31 +50,10 @@ from engine.events import Finished, Stats
 if TYPE_CHECKING:
     from app.host.remote_worker import RemoteTarget
 
-__all__ = ["FLUSH_INTERVAL_MS", "EngineController", "Reply", "ReplyProgress"]
+__all__ = ["FLUSH_INTERVAL_MS", "EngineController", "EngineProcess", "Reply", "ReplyProgress"]
 
 FLUSH_INTERVAL_MS = 25  # at most 40 display updates a second, at least 30 while text arrives
 DRAIN_BUDGET_S = 0.005  # one drain handles messages for about this long, then yields the loop
-
-
-class EngineHost(Protocol):
-    """What the controller needs of the engine's process (app.host.worker.WorkerProcess); it calls
-    the `on_message` it was made with, on a thread of its own, with every message."""
-
-    @property
-    def pid(self) -> int | None: ...
-
-    @property
-    def exitcode(self) -> int | None: ...
-
-    def start(self) -> None: ...
-
-    def is_alive(self) -> bool: ...
-
-    def send(self, request: object) -> None: ...
-
-    def cancel(self) -> None: ...
-
-    def shutdown(self, timeout_s: float = 3.0) -> None: ...
 
 
 class EngineController(QObject):
@@ -94,31 +73,28 @@ class EngineController(QObject):
     def __init__(
         self,
         parent: QObject | None = None,
-        worker_factory: Callable[[Callable[[object], None]], EngineHost] = WorkerProcess,
+        worker_factory: WorkerFactory = WorkerProcess,
     ) -> None:
         """worker_factory(on_message) makes the engine's process (tools.bench_gui passes a stand-in)."""
         super().__init__(parent)
-        self._worker_factory = worker_factory
         self._local_factory = worker_factory
         self._remote: RemoteTarget | None = None  # the server used instead of this computer's engine
-        self._worker: EngineHost | None = None
-        self._generation = 0  # which worker the queued messages came from
-        self._config: EngineConfig | None = None
+        self.supervisor = EngineSupervisor(worker_factory)
+        # The engine as the window has been told of it (set as its signals go out, on this thread;
+        # the supervisor's own `info` runs ahead of them, on the reader thread).
         self._info: EngineInfo | None = None
-        self._pending: list[int] = []
+        self._pending: list[int] = []  # the window's replies not ended, oldest first
         self._replies: dict[int, Reply] = {}  # the buffers of the pending replies
-        self._next_request_id = 1
         self._lock = threading.Lock()
-        self._tap: Callable[[object], bool] | None = None  # another user of this engine (the API)
-        # Earlier answers handed to every engine this starts, for drafting (LoadRequest.earlier).
-        self.earlier_exchanges: Callable[[], tuple[tuple[str, str], ...]] = tuple
-        self._inbox: deque[tuple[int, object]] = deque()
+        # (supervisor generation, message, the window's reply it belongs to: None for engine news)
+        self._inbox: deque[tuple[int, HostMessage, Reply | None]] = deque()
         self._is_wake_pending = False
         self._last_flush_s = 0.0
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
         self._flush_timer.timeout.connect(self._flush)
         self._woke.connect(self.on_self_woke)
+        self.supervisor.listen(lambda generation, message: self._enqueue(generation, message, None))
 
     # ---- state
 
@@ -128,7 +104,7 @@ class EngineController(QObject):
 
     @property
     def config(self) -> EngineConfig | None:
-        return self._config
+        return self.supervisor.config
 
     @property
     def is_busy(self) -> bool:
@@ -136,22 +112,25 @@ class EngineController(QObject):
 
     @property
     def worker_pid(self) -> int | None:
-        return self._worker.pid if self._worker else None
+        return self.supervisor.pid
+
+    @property
+    def earlier_exchanges(self) -> Callable[[], tuple[tuple[str, str], ...]]:
+        """Earlier answers handed to every engine this starts, for drafting (LoadRequest.earlier)."""
+        return self.supervisor.earlier_exchanges
+
+    @earlier_exchanges.setter
+    def earlier_exchanges(self, provide: Callable[[], tuple[tuple[str, str], ...]]) -> None:
+        self.supervisor.earlier_exchanges = provide
 
     # ---- requests in
 
     @Slot(object)
     def load(self, config: EngineConfig) -> None:
         """Load a target/draft pair (an empty target_path: the embedded default model)."""
-        self._config = config
         self._info = None
-        self._ensure_worker(send_load=False)
         self.load_progressed.emit("Starting the engine…", -1.0)
-        assert self._worker is not None
-        self._worker.send(self._load_request(config))
-
-    def _load_request(self, config: EngineConfig) -> LoadRequest:
-        return LoadRequest(config, earlier=self.earlier_exchanges())
+        self.supervisor.load(config)
 
     def use_remote(self, target: RemoteTarget | None) -> None:
         """Use a server (app.host.remote_worker.RemoteTarget) as the engine, or None: this computer's.
@@ -163,12 +142,9 @@ class EngineController(QObject):
         from app.host.remote_worker import RemoteWorker
 
         self._remote = target
-        self._worker_factory = self._local_factory if target is None else partial(RemoteWorker, target=target)
-        worker, self._worker = self._worker, None
-        self._generation += 1
+        factory = self._local_factory if target is None else partial(RemoteWorker, target=target)
+        self.supervisor.replace_engine("the engine was changed", factory)
         self._info = None
-        if worker is not None:
-            worker.shutdown(timeout_s=1.0)
         self._fail_pending("the engine was changed", engine_died=True)
 
     @property
@@ -178,11 +154,7 @@ class EngineController(QObject):
     @Slot(object)
     def set_draft(self, draft: str | None) -> None:
         """Switch speculation ("ngram", a draft GGUF path, None); applies from the next reply."""
-        if self._config is None:
-            return
-        self._config = replace(self._config, draft=draft)
-        if self._worker is not None and self._worker.is_alive():
-            self._worker.send(SetDraftRequest(draft))
+        self.supervisor.set_draft(draft)
 
     def start_reply(
         self,
@@ -196,25 +168,25 @@ class EngineController(QObject):
     ) -> int:
         """Queue a reply; returns its request id. Replies run one after the other.
         remember=False: the reply neither drafts from earlier replies nor is kept (Compare)."""
-        self._ensure_worker(send_load=True)
-        assert self._worker is not None
-        request_id = self._next_request_id
-        self._next_request_id += 1
-        was_busy = self.is_busy
-        self._pending.append(request_id)
-        self._replies[request_id] = Reply(request_id)
-        self._worker.send(
-            ReplyRequest(
-                request_id=request_id,
-                turns=turns,
-                system_prompt=system_prompt,
-                params=params or SamplingParams(),
-                max_tokens=max_tokens,
-                speculate=speculate,
-                history_key=history_key,
-                remember=remember,
-            )
+        request = ReplyRequest(
+            request_id=0,  # given by the supervisor
+            turns=turns,
+            system_prompt=system_prompt,
+            params=params or SamplingParams(),
+            max_tokens=max_tokens,
+            speculate=speculate,
+            history_key=history_key,
+            remember=remember,
         )
+        was_busy = self.is_busy
+        # Its messages are read on this thread (in _flush), after its id is known here.
+        reply = Reply(0)
+        request_id = self.supervisor.submit(
+            request, lambda generation, m: self._enqueue(generation, m, reply)
+        )
+        reply.request_id = request_id
+        self._pending.append(request_id)
+        self._replies[request_id] = reply
         if not was_busy:
             self.busy_changed.emit(True)
         return request_id
@@ -225,58 +197,21 @@ class EngineController(QObject):
 
     @Slot()
     def stop(self) -> None:
-        """Stop the reply being generated (and any queued behind it only if stopped again)."""
-        if self._worker is not None:
-            self._worker.cancel()
+        """Stop the window's reply being generated (one queued behind it only if stopped again);
+        never a reply another user of the engine (the API) asked for."""
+        if self._pending:
+            self.supervisor.cancel(self._pending[0])
 
     @Slot()
     def shutdown(self) -> None:
-        worker, self._worker = self._worker, None
-        self._generation += 1
-        if worker is not None:
-            worker.shutdown()
+        self.supervisor.shutdown("the app is closing")
+        self._info = None
         self._fail_pending("the app is closing", engine_died=True)
 
-    # ---- another user of the same engine (the window's API server, app.api.serve.SharedEngineHost)
-
-    def set_tap(self, tap: Callable[[object], bool] | None) -> None:
-        """tap(message) sees every worker message first, on the reader thread; the messages it
-        returns True for (replies to its own requests) are not the window's."""
-        self._tap = tap
-
-    def send_to_worker(self, request: object) -> bool:
-        """Send another user's request to the engine (any thread); False when no engine runs."""
-        worker = self._worker
-        if worker is None or not worker.is_alive():
-            return False
-        worker.send(request)
-        return True
-
-    # ---- the worker
-
-    def _ensure_worker(self, send_load: bool) -> None:
-        if self._worker is not None and self._worker.is_alive():
-            return
-        if self._worker is not None:
-            # Dead, but its WorkerDied is still queued: settle the replies it owed first.
-            exitcode = self._worker.exitcode
-            self._worker.shutdown(timeout_s=0.5)
-            self._dispatch(WorkerDied(exitcode, death_sentence(exitcode)))
-        self._generation += 1
-        generation = self._generation
-        self._worker = self._worker_factory(lambda message: self._enqueue(generation, message))
-        self._worker.start()
-        if send_load and self._config is not None:
-            self.load_progressed.emit("Starting a fresh engine…", -1.0)
-            self._worker.send(self._load_request(self._config))
-
-    def _enqueue(self, generation: int, message: object) -> None:
+    def _enqueue(self, generation: int, message: HostMessage, reply: Reply | None) -> None:
         """Reader thread: queue a message and wake the GUI thread if it is not already woken."""
-        tap = self._tap
-        if tap is not None and tap(message):
-            return
         with self._lock:
-            self._inbox.append((generation, message))
+            self._inbox.append((generation, message, reply))
             if self._is_wake_pending:
                 return
             self._is_wake_pending = True
@@ -307,7 +242,7 @@ class EngineController(QObject):
             current = None
 
         deadline = time.perf_counter() + DRAIN_BUDGET_S
-        for i, (generation, message) in enumerate(messages):
+        for i, (generation, message, owner) in enumerate(messages):
             if i % 128 == 127 and time.perf_counter() > deadline:
                 # A backlog (an engine faster than the window): the rest in the next turn of the
                 # event loop, so that one drain never holds the window for long.
@@ -316,8 +251,8 @@ class EngineController(QObject):
                     self._is_wake_pending = True  # the timer below is the wake-up
                 self._flush_timer.start(1)  # not 0: Qt would run it before due timers and input
                 break
-            if generation != self._generation:
-                continue  # from a worker that was replaced
+            if owner is None and generation < self.supervisor.generation:
+                continue  # news of an engine since replaced
             if isinstance(message, ReplyEvents):
                 reply = self._replies.get(message.request_id)
                 if reply is None:
@@ -338,42 +273,47 @@ class EngineController(QObject):
                         current[2].append(event)
                 continue
             announce()
-            self._dispatch(message)
+            if owner is not None and isinstance(message, WorkerDied):
+                self._fail(owner.request_id, message.sentence)  # its engine is gone
+            else:
+                self._dispatch(message)
         announce()
 
-    def _dispatch(self, message: object) -> None:
-        if isinstance(message, LoadProgressed):
-            fraction = message.fraction
-            self.load_progressed.emit(message.stage, -1.0 if fraction is None else fraction)
-        elif isinstance(message, EngineLoaded):
-            self._info = message.info
-            if self._config is not None:
-                self._config = replace(
-                    self._config, target_path=message.info.target_path, draft=message.info.draft
-                )
-            self.engine_loaded.emit(message.info)
-        elif isinstance(message, EngineFailed):
-            self.engine_failed.emit(Failure(message.kind, message.sentence, message.pair))
-        elif isinstance(message, DraftChanged):
-            self._info = message.info
-            self.draft_changed.emit(message.info)
-        elif isinstance(message, DraftFailed):
-            if self._config is not None and self._info is not None:
-                self._config = replace(self._config, draft=self._info.draft)
-            self.draft_failed.emit(Failure(message.kind, message.sentence, message.pair))
-        elif isinstance(message, ReplyStarted):
-            self.reply_started.emit(message)
-        elif isinstance(message, ReplyFailed):
-            self._replies.pop(message.request_id, None)
-            self._finish(message.request_id)
-            failure = Failure(message.kind, message.sentence, message.pair)
-            self.reply_failed.emit(message.request_id, failure, False)
-        elif isinstance(message, WorkerDied):
-            self._worker = None
-            self._info = None
-            self._generation += 1
-            self._fail_pending(message.sentence, engine_died=True)
-            self.engine_died.emit(Failure(ErrorKind.ENGINE_STOPPED, message.sentence))
+    def _fail(self, request_id: int, sentence: str) -> None:
+        if self._replies.pop(request_id, None) is not None:
+            self._finish(request_id)
+            self.reply_failed.emit(request_id, Failure(ErrorKind.ENGINE_STOPPED, sentence), True)
+
+    def _dispatch(self, message: HostMessage) -> None:
+        match message:
+            case LoadProgressed(stage=stage, fraction=fraction):
+                self.load_progressed.emit(stage, -1.0 if fraction is None else fraction)
+            case EngineLoaded(info=info):
+                self._info = info
+                self.engine_loaded.emit(info)
+            case EngineFailed(sentence=sentence, kind=kind, pair=pair):
+                self.engine_failed.emit(Failure(kind, sentence, pair))
+            case DraftChanged(info=info):
+                self._info = info
+                self.draft_changed.emit(info)
+            case DraftFailed(sentence=sentence, kind=kind, pair=pair):
+                self.draft_failed.emit(Failure(kind, sentence, pair))
+            case ReplyStarted():
+                if message.request_id in self._replies:
+                    self.reply_started.emit(message)
+            case ReplyFailed(request_id=request_id):
+                if self._replies.pop(request_id, None) is not None:
+                    self._finish(request_id)
+                    self.reply_failed.emit(
+                        request_id, Failure(message.kind, message.sentence, message.pair), False
+                    )
+            case WorkerDied(sentence=sentence):  # the replies it owed fail through their own routes
+                self._info = None
+                self.engine_died.emit(Failure(ErrorKind.ENGINE_STOPPED, sentence))
+            case ReplyEvents():
+                pass  # handled in _flush
+            case _:
+                assert_never(message)
 
     def _finish(self, request_id: int) -> None:
         if request_id in self._pending:

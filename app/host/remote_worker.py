@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.api.remote import LIST_TIMEOUT_S, RemoteClient, RemoteError, RemoteResult, api_base
-from app.host.worker import (
+from app.host.messages import (
     DraftFailed,
     EngineFailed,
     EngineInfo,
     EngineLoaded,
+    HostMessage,
     LoadProgressed,
     LoadRequest,
     ReplyEvents,
@@ -37,6 +38,8 @@ from app.host.worker import (
     ReplyRequest,
     ReplyStarted,
     SetDraftRequest,
+    ShutdownRequest,
+    WorkerRequest,
 )
 from engine.errors import ErrorKind
 from engine.events import Event, Finished, Stats, TextPiece
@@ -129,13 +132,13 @@ class _ReplyState:
 class RemoteWorker:
     """Parent-side handle of a remote engine, shaped as app.host.worker.WorkerProcess."""
 
-    def __init__(self, on_message: Callable[[object], None], target: RemoteTarget) -> None:
+    def __init__(self, on_message: Callable[[HostMessage], None], target: RemoteTarget) -> None:
         self._on_message = on_message
         self.target = target
-        self._cancel = threading.Event()
-        self._outbox: queue.Queue[object] = queue.Queue()
-        self._thread: threading.Thread | None = None
+        self._cancelled: set[int] = set()  # request ids stopped (a Stop belongs to one request)
         self._closing = False
+        self._outbox: queue.Queue[WorkerRequest | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
         self._client: RemoteClient | None = None
         self._model: str | None = None
         self._speculation = "none"
@@ -159,17 +162,18 @@ class RemoteWorker:
     def is_alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive() and not self._closing
 
-    def send(self, request: object) -> None:
-        if isinstance(request, ReplyRequest):
-            self._cancel.clear()  # as WorkerProcess: a Stop pressed after this still applies
+    def send(self, request: WorkerRequest) -> None:
         self._outbox.put(request)
 
-    def cancel(self) -> None:
-        self._cancel.set()
+    def cancel(self, request_id: int) -> None:
+        """Stop one reply: streaming now, or queued (it then ends "cancelled" as it starts)."""
+        self._cancelled.add(request_id)
+
+    def _is_cancelled(self, request_id: int) -> bool:
+        return self._closing or request_id in self._cancelled
 
     def shutdown(self, timeout_s: float = 3.0) -> None:
         self._closing = True
-        self._cancel.set()
         self._outbox.put(None)
         if self._thread is not None:
             self._thread.join(timeout_s)
@@ -192,16 +196,22 @@ class RemoteWorker:
             if self._client is not None:
                 self._client.close()
 
-    def _handle(self, request: object) -> None:
-        if isinstance(request, LoadRequest):
-            self._load()
-        elif isinstance(request, SetDraftRequest):
-            where = self.base or self.target.url
-            self._on_message(
-                DraftFailed(f"the server at {where} decides its own speculation", ErrorKind.OTHER)
-            )
-        elif isinstance(request, ReplyRequest):
-            self._reply(request)
+    def _handle(self, request: WorkerRequest) -> None:
+        match request:
+            case LoadRequest():
+                self._load()
+            case SetDraftRequest():
+                where = self.base or self.target.url
+                self._on_message(
+                    DraftFailed(f"the server at {where} decides its own speculation", ErrorKind.OTHER)
+                )
+            case ReplyRequest():
+                try:
+                    self._reply(request)
+                finally:
+                    self._cancelled.discard(request.request_id)
+            case ShutdownRequest():
+                pass
 
     def _fail_load(self, sentence: str) -> None:
         self._load_error = sentence
@@ -295,6 +305,9 @@ class RemoteWorker:
                 return
         state = _ReplyState(request, self._speculation)
         self._on_message(ReplyStarted(rid, 0, 0, self._speculation))
+        if self._is_cancelled(rid):  # stopped while it waited its turn: never sent
+            self._on_message(ReplyEvents(rid, (Finished("cancelled", "", (), state.stats()),)))
+            return
         path, body = self._body(request)
         last: dict[str, Any] = {"numbers": None, "at": 0.0}
         # The stream runs on a thread of its own, so that Stop answers at once even while the
@@ -363,14 +376,14 @@ class RemoteWorker:
 
         threading.Thread(target=run, name="tandem-remote-stream", daemon=True).start()
         while not done.wait(0.05):
-            if self._cancel.is_set():
+            if self._is_cancelled(rid):
                 stop_stream.set()
                 break
         with lock:
             closed[0] = True
             error = outcome.get("error")
             result: RemoteResult | None = outcome.get("result")
-            if error is not None and not self._cancel.is_set():
+            if error is not None and not self._is_cancelled(rid):
                 kind = ErrorKind.REMOTE
                 if isinstance(error, RemoteError):
                     sentence = _sentence(error)
@@ -380,7 +393,7 @@ class RemoteWorker:
                     kind = ErrorKind.UNEXPECTED
                 self._on_message(ReplyFailed(rid, sentence, kind))
                 return
-            if result is None or self._cancel.is_set():
+            if result is None or self._is_cancelled(rid):
                 stop_reason = "cancelled"
             else:
                 stop_reason = STOP_REASONS.get(result.finish_reason or "stop", "eos")

@@ -3,9 +3,12 @@
 llama.cpp runs in a child process (multiprocessing "spawn": no inherited Qt or threads), so a
 native crash, a SIGKILL or the OOM killer takes down only the child; the window stays and the
 next request starts a fresh child. Requests and replies cross two one-way pipes as small frozen
-dataclasses; a reply's text and stats are gathered into one ReplyEvents at most every
-BATCH_INTERVAL_S (its first text and its end at once), so the pipe costs little per token. Stop is not a message: the child is busy in its token loop and reads no pipe then,
-so the parent sets a shared multiprocessing.Event that the engine checks every step.
+dataclasses (app.host.messages); a reply's text and stats are gathered into one ReplyEvents at
+most every BATCH_INTERVAL_S (its first text and its end at once), so the pipe costs little per
+token. Stop is not a message: the child is busy in its token loop and reads no pipe then, so the
+parent writes the id of the request to stop into shared memory (CancelBoard) that the engine
+checks every step. A stop belongs to one request: stopping one never stops another queued
+behind it, whoever sent them (the window, or a client of the API on the same engine).
 
 This module imports no Qt: tests and scripts can drive a worker directly.
 """
@@ -23,15 +26,60 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
+from app.host.messages import (
+    ChatTurn,
+    DraftChanged,
+    DraftFailed,
+    EngineFailed,
+    EngineInfo,
+    EngineLoaded,
+    HostMessage,
+    LastWords,
+    LoadProgressed,
+    LoadRequest,
+    ReplyEvents,
+    ReplyFailed,
+    ReplyRequest,
+    ReplyStarted,
+    SetDraftRequest,
+    ShutdownRequest,
+    WorkerDied,
+    WorkerMessage,
+    WorkerRequest,
+)
 from engine.chat import ChatPrompt, build_chat_prompt, generate_reply, remember_exchanges
-from engine.config import EngineConfig, SamplingParams
+from engine.config import EngineConfig
 from engine.errors import ErrorKind, Failure, PairRefusal
-from engine.events import Event, Finished, Stats, TextPiece
+from engine.events import Event, Stats, TextPiece
+
+# The messages were defined here before app.host.messages held them; kept importable from here.
+__all__ = [
+    "ChatTurn",
+    "DraftChanged",
+    "DraftFailed",
+    "EngineFailed",
+    "EngineInfo",
+    "EngineLoaded",
+    "LastWords",
+    "LoadProgressed",
+    "LoadRequest",
+    "ReplyEvents",
+    "ReplyFailed",
+    "ReplyRequest",
+    "ReplyStarted",
+    "SetDraftRequest",
+    "ShutdownRequest",
+    "WorkerDied",
+    "CancelBoard",
+    "WorkerProcess",
+    "death_sentence",
+    "worker_main",
+]
 
 log = logging.getLogger(__name__)
 
@@ -40,146 +88,59 @@ log = logging.getLogger(__name__)
 BATCH_INTERVAL_S = 0.030
 
 # ---------------------------------------------------------------------------------------------
-# Messages, parent -> child
+# Stop, per request
 
 
-@dataclass(frozen=True)
-class ChatTurn:
-    role: str  # "user" | "assistant"
-    content: str
+class CancelBoard:
+    """Which requests are stopped, in memory shared by the parent and the child.
 
+    A ring of the last SLOTS request ids stopped, plus one flag that stops everything (shutdown).
+    The parent writes; the engine asks `flag(request_id).is_set()` every step, which reads the
+    ring (a few dozen integers, microseconds). A stop for a request the child has not started yet
+    is on the board when it starts: it ends at once, "cancelled", and nothing else does.
+    """
 
-@dataclass(frozen=True)
-class LoadRequest:
-    """Load (or reload) the engine. An empty target_path means the embedded default model."""
+    SLOTS = 64
+    _CURSOR, _ALL, _FIRST = 0, 1, 2
 
-    config: EngineConfig
-    # Earlier answers, (user message, reply), oldest first: drafted from where a reply says one
-    # again (engine.reply_memory), also across restarts of the app or of a crashed engine.
-    earlier: tuple[tuple[str, str], ...] = ()
+    def __init__(self, shared: Any) -> None:
+        self._ids = shared  # multiprocessing Array('q', _FIRST + SLOTS), made by create()
 
-
-@dataclass(frozen=True)
-class SetDraftRequest:
-    draft: str | None  # "ngram", a GGUF path, or None
-
-
-@dataclass(frozen=True)
-class ReplyRequest:
-    request_id: int
-    turns: tuple[ChatTurn, ...]  # oldest first, ending with the user's message
-    system_prompt: str = ""
-    params: SamplingParams = SamplingParams()
-    max_tokens: int = 512
-    speculate: bool | None = None  # False: plain decoding for this reply (Compare)
-    # False: neither draft from earlier replies nor keep this one (Compare's two runs).
-    remember: bool = True
-    history_key: str = ""  # one per conversation: keeps which old turns were left out stable
-    prompt: str | None = None  # raw text, continued as is (no chat template): tandem serve's completions
-    stop: tuple[str, ...] = ()  # more stop strings (tandem serve)
-
-
-@dataclass(frozen=True)
-class ShutdownRequest:
-    pass
-
-
-# ---------------------------------------------------------------------------------------------
-# Messages, child -> parent
-
-
-@dataclass(frozen=True)
-class EngineInfo:
-    target_path: str
-    target_name: str
-    draft: str | None  # as loaded: "ngram", a path, or None
-    draft_name: str
-    speculation: str  # "none" | "ngram" | "draft"
-    n_ctx: int
-    has_chat_template: bool
-    gpu_offload_supported: bool
-    pair_note: str  # the pair and its compatibility, a sentence for the command line
-    # The draft asked for but refused when loading (the target loaded alone), as data.
-    draft_refusal: Failure | None = None
-    server: str = ""  # a server used as the engine: its API root (it decides its speculation)
-
-
-@dataclass(frozen=True)
-class LoadProgressed:
-    stage: str
-    fraction: float | None = None  # of the target model loaded, when llama.cpp says
-
-
-@dataclass(frozen=True)
-class EngineLoaded:
-    info: EngineInfo
-
-
-@dataclass(frozen=True)
-class EngineFailed:
-    sentence: str
-    kind: ErrorKind = ErrorKind.UNEXPECTED
-    pair: PairRefusal | None = None  # where kind is INCOMPATIBLE_PAIR: the rule and both values
-
-
-@dataclass(frozen=True)
-class DraftChanged:
-    info: EngineInfo
-
-
-@dataclass(frozen=True)
-class DraftFailed:
-    sentence: str
-    kind: ErrorKind = ErrorKind.UNEXPECTED
-    pair: PairRefusal | None = None
-
-
-@dataclass(frozen=True)
-class ReplyStarted:
-    request_id: int
-    n_prompt_tokens: int
-    n_dropped_turns: int  # oldest turns left out of the prompt to fit the context
-    speculation: str
-
-
-@dataclass(frozen=True)
-class ReplyEvents:
-    """Engine events of one reply, in the order generated: one message carries what the engine
-    yielded since the last (see _Outbox), so a fast engine costs a few messages, not one a token.
-    Every TextPiece is there; of the Stats snapshots, the newest of each batch."""
-
-    request_id: int
-    events: tuple[Event, ...]
+    @classmethod
+    def create(cls, ctx: Any) -> CancelBoard:
+        return cls(ctx.Array("q", cls._FIRST + cls.SLOTS))
 
     @property
-    def finished(self) -> Finished | None:
-        """The reply's Finished where this message ends it (Finished is always a batch's last)."""
-        last = self.events[-1] if self.events else None
-        return last if isinstance(last, Finished) else None
+    def shared(self) -> Any:
+        """What the child is given (a multiprocessing Array travels to a spawned child as an argument)."""
+        return self._ids
+
+    def cancel(self, request_id: int) -> None:
+        with self._ids.get_lock():
+            cursor = self._ids[self._CURSOR]
+            self._ids[self._FIRST + cursor % self.SLOTS] = request_id
+            self._ids[self._CURSOR] = cursor + 1
+
+    def cancel_all(self) -> None:
+        self._ids[self._ALL] = 1
+
+    def is_cancelled(self, request_id: int) -> bool:
+        ids = self._ids.get_obj()  # a plain read: each slot is written whole
+        return bool(ids[self._ALL]) or request_id in ids[self._FIRST :]
+
+    def flag(self, request_id: int) -> _RequestFlag:
+        return _RequestFlag(self, request_id)
 
 
-@dataclass(frozen=True)
-class ReplyFailed:
-    request_id: int
-    sentence: str
-    kind: ErrorKind = ErrorKind.UNEXPECTED
-    pair: PairRefusal | None = None
+class _RequestFlag:
+    """One request's stop, shaped as the threading.Event the engine checks (is_set)."""
 
+    def __init__(self, board: CancelBoard, request_id: int) -> None:
+        self._board = board
+        self._request_id = request_id
 
-@dataclass(frozen=True)
-class LastWords:
-    """Sent by the child just before it ends itself (llama.cpp aborted, e.g. an RPC server was
-    lost mid-reply); the parent says this in its WorkerDied instead of the bare exit code."""
-
-    sentence: str
-
-
-@dataclass(frozen=True)
-class WorkerDied:
-    """Made by the parent when the child is gone without being asked to stop."""
-
-    exitcode: int | None
-    sentence: str
+    def is_set(self) -> bool:
+        return self._board.is_cancelled(self._request_id)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,7 +210,7 @@ class _Outbox:
         self._last_sent_s = 0.0
         self._flusher: threading.Thread | None = None
 
-    def send(self, message: object) -> None:
+    def send(self, message: WorkerMessage) -> None:
         with self._cond:
             self._flush()
             self._conn.send(message)
@@ -312,15 +273,15 @@ class _Outbox:
 class _Child:
     """The request loop of the worker process. One engine, one request at a time."""
 
-    def __init__(self, events: multiprocessing.connection.Connection, cancel: Any) -> None:
+    def __init__(self, events: multiprocessing.connection.Connection, cancels: CancelBoard) -> None:
         self.outbox = _Outbox(events)
-        self.cancel = cancel
+        self.cancels = cancels
         self.engine: Any = None
         self.config: EngineConfig | None = None
         self.load_error = "no model is loaded"
         self.n_dropped: dict[str, int] = {}  # history_key -> turns left out last time
 
-    def send(self, message: object) -> None:
+    def send(self, message: WorkerMessage) -> None:
         self.outbox.send(message)
 
     def _load_progress_reporter(self, what: str) -> Callable[[float], None]:
@@ -334,17 +295,20 @@ class _Child:
 
         return report
 
-    def handle(self, request: object) -> bool:
+    def handle(self, request: WorkerRequest) -> bool:
         """Serve one request; False ends the loop."""
-        if isinstance(request, ShutdownRequest):
-            return False
-        if isinstance(request, LoadRequest):
-            self.load(request.config)
-            self.remember(request.earlier)
-        elif isinstance(request, SetDraftRequest):
-            self.set_draft(request.draft)
-        elif isinstance(request, ReplyRequest):
-            self.reply(request)
+        match request:
+            case ShutdownRequest():
+                return False
+            case LoadRequest(config=config, earlier=earlier):
+                self.load(config)
+                self.remember(earlier)
+            case SetDraftRequest(draft=draft):
+                self.set_draft(draft)
+            case ReplyRequest():
+                self.reply(request)
+            case _:
+                assert_never(request)
         return True
 
     def close_engine(self) -> None:
@@ -456,7 +420,7 @@ class _Child:
                 params=request.params,
                 max_tokens=request.max_tokens,
                 stop=request.stop,
-                cancel=self.cancel,
+                cancel=self.cancels.flag(request.request_id),
                 speculate=request.speculate,
                 use_memory=request.remember,
             ):
@@ -474,7 +438,7 @@ class _Child:
 def worker_main(
     requests: multiprocessing.connection.Connection,
     events: multiprocessing.connection.Connection,
-    cancel: Any,
+    cancels: Any,
     log_path: str,
 ) -> None:
     """The child process's entry point."""
@@ -488,7 +452,7 @@ def worker_main(
     # A native crash (SIGSEGV in llama.cpp) leaves a Python traceback in the log.
     with open(log_path, "a", encoding="utf-8") as crash_log:
         faulthandler.enable(crash_log)
-        child = _Child(events, cancel)
+        child = _Child(events, CancelBoard(cancels))
         from engine import rpc
 
         # llama.cpp aborts the process when an RPC server is lost: say which one first.
@@ -551,14 +515,14 @@ class WorkerProcess:
     thread on a full pipe while the child is busy generating.
     """
 
-    def __init__(self, on_message: Callable[[object], None], log_path: Path | None = None) -> None:
+    def __init__(self, on_message: Callable[[HostMessage], None], log_path: Path | None = None) -> None:
         from app import paths
 
         self._on_message = on_message
         self._log_path = log_path or paths.logs_dir() / "worker.log"
         self._ctx = multiprocessing.get_context("spawn")
-        self._cancel = self._ctx.Event()
-        self._outbox: queue.Queue[object] = queue.Queue()
+        self._cancels = CancelBoard.create(self._ctx)
+        self._outbox: queue.Queue[WorkerRequest | None] = queue.Queue()
         self._closing = False
         self._process: Any = None
         self._last_words: str | None = None
@@ -568,7 +532,7 @@ class WorkerProcess:
         self._events, events_send = self._ctx.Pipe(duplex=False)
         self._process = self._ctx.Process(
             target=worker_main,
-            args=(requests_recv, events_send, self._cancel, str(self._log_path)),
+            args=(requests_recv, events_send, self._cancels.shared, str(self._log_path)),
             name="tandem-engine",
             daemon=True,
         )
@@ -591,22 +555,19 @@ class WorkerProcess:
     def is_alive(self) -> bool:
         return bool(self._process and self._process.is_alive())
 
-    def send(self, request: object) -> None:
-        if isinstance(request, ReplyRequest):
-            # Cleared before the request is queued, so a Stop pressed for it (even before the
-            # child picks it up) still applies.
-            self._cancel.clear()
+    def send(self, request: WorkerRequest) -> None:
         self._outbox.put(request)
 
-    def cancel(self) -> None:
-        self._cancel.set()
+    def cancel(self, request_id: int) -> None:
+        """Stop one reply: the one generating, or one still queued (it then ends at its start)."""
+        self._cancels.cancel(request_id)
 
     def shutdown(self, timeout_s: float = 3.0) -> None:
         """Ask the child to finish; kill it if it does not within timeout_s."""
         if self._process is None:
             return
         self._closing = True
-        self._cancel.set()
+        self._cancels.cancel_all()
         self._outbox.put(ShutdownRequest())
         self._outbox.put(None)
         # The reader thread reaps the child when it exits. Joining the process here as well
@@ -652,8 +613,9 @@ class WorkerProcess:
             sentence = self._last_words or death_sentence(process.exitcode)
             self._on_message(WorkerDied(process.exitcode, sentence))
 
-    def _deliver(self, message: object) -> None:
-        if isinstance(message, LastWords):
-            self._last_words = message.sentence
-        else:
-            self._on_message(message)
+    def _deliver(self, message: WorkerMessage) -> None:
+        match message:
+            case LastWords(sentence=sentence):
+                self._last_words = sentence
+            case _:
+                self._on_message(message)

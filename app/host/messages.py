@@ -1,0 +1,215 @@
+"""The messages between the app and the engine's worker process, as one closed set of types.
+
+Requests go parent -> child (WorkerRequest); what the child sends back is a WorkerMessage, and a
+listener of the supervisor (app.host.supervisor) also meets WorkerDied, which the parent makes
+when the child is gone (HostMessage). Each is a small frozen dataclass, pickled across the pipe;
+the unions let mypy check every `match` over them.
+
+Stop is no message: a busy child reads no pipe. The parent writes the request id to cancel into
+shared memory that the engine checks every step (app.host.worker.CancelBoard).
+
+Who changes these: the supervisor's owner (app/host). Adding a message means adding it to its
+union here and a case to each `match` over that union (mypy's exhaustiveness check finds them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.config import EngineConfig, SamplingParams
+from engine.errors import ErrorKind, Failure, PairRefusal
+from engine.events import Event, Finished
+
+# ---------------------------------------------------------------------------------------------
+# Messages, parent -> child
+
+
+@dataclass(frozen=True)
+class ChatTurn:
+    role: str  # "user" | "assistant"
+    content: str
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """Load (or reload) the engine. An empty target_path means the embedded default model."""
+
+    config: EngineConfig
+    # Earlier answers, (user message, reply), oldest first: drafted from where a reply says one
+    # again (engine.reply_memory), also across restarts of the app or of a crashed engine.
+    earlier: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class SetDraftRequest:
+    draft: str | None  # "ngram", a GGUF path, or None
+
+
+@dataclass(frozen=True)
+class ReplyRequest:
+    request_id: int
+    turns: tuple[ChatTurn, ...]  # oldest first, ending with the user's message
+    system_prompt: str = ""
+    params: SamplingParams = SamplingParams()
+    max_tokens: int = 512
+    speculate: bool | None = None  # False: plain decoding for this reply (Compare)
+    # False: neither draft from earlier replies nor keep this one (Compare's two runs).
+    remember: bool = True
+    history_key: str = ""  # one per conversation: keeps which old turns were left out stable
+    prompt: str | None = None  # raw text, continued as is (no chat template): tandem serve's completions
+    stop: tuple[str, ...] = ()  # more stop strings (tandem serve)
+
+
+@dataclass(frozen=True)
+class ShutdownRequest:
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages, child -> parent
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    target_path: str
+    target_name: str
+    draft: str | None  # as loaded: "ngram", a path, or None
+    draft_name: str
+    speculation: str  # "none" | "ngram" | "draft"
+    n_ctx: int
+    has_chat_template: bool
+    gpu_offload_supported: bool
+    pair_note: str  # the pair and its compatibility, a sentence for the command line
+    # The draft asked for but refused when loading (the target loaded alone), as data.
+    draft_refusal: Failure | None = None
+    server: str = ""  # a server used as the engine: its API root (it decides its speculation)
+
+
+@dataclass(frozen=True)
+class LoadProgressed:
+    stage: str
+    fraction: float | None = None  # of the target model loaded, when llama.cpp says
+
+
+@dataclass(frozen=True)
+class EngineLoaded:
+    info: EngineInfo
+
+
+@dataclass(frozen=True)
+class EngineFailed:
+    sentence: str
+    kind: ErrorKind = ErrorKind.UNEXPECTED
+    pair: PairRefusal | None = None  # where kind is INCOMPATIBLE_PAIR: the rule and both values
+
+
+@dataclass(frozen=True)
+class DraftChanged:
+    info: EngineInfo
+
+
+@dataclass(frozen=True)
+class DraftFailed:
+    sentence: str
+    kind: ErrorKind = ErrorKind.UNEXPECTED
+    pair: PairRefusal | None = None
+
+
+@dataclass(frozen=True)
+class ReplyStarted:
+    request_id: int
+    n_prompt_tokens: int
+    n_dropped_turns: int  # oldest turns left out of the prompt to fit the context
+    speculation: str
+
+
+@dataclass(frozen=True)
+class ReplyEvents:
+    """Engine events of one reply, in the order generated: one message carries what the engine
+    yielded since the last (see _Outbox), so a fast engine costs a few messages, not one a token.
+    Every TextPiece is there; of the Stats snapshots, the newest of each batch."""
+
+    request_id: int
+    events: tuple[Event, ...]
+
+    @property
+    def finished(self) -> Finished | None:
+        """The reply's Finished where this message ends it (Finished is always a batch's last)."""
+        last = self.events[-1] if self.events else None
+        return last if isinstance(last, Finished) else None
+
+
+@dataclass(frozen=True)
+class ReplyFailed:
+    request_id: int
+    sentence: str
+    kind: ErrorKind = ErrorKind.UNEXPECTED
+    pair: PairRefusal | None = None
+
+
+@dataclass(frozen=True)
+class LastWords:
+    """Sent by the child just before it ends itself (llama.cpp aborted, e.g. an RPC server was
+    lost mid-reply); the parent says this in its WorkerDied instead of the bare exit code."""
+
+    sentence: str
+
+
+@dataclass(frozen=True)
+class WorkerDied:
+    """Made by the parent when the child is gone without being asked to stop."""
+
+    exitcode: int | None
+    sentence: str
+
+
+WorkerRequest = LoadRequest | SetDraftRequest | ReplyRequest | ShutdownRequest
+WorkerMessage = (
+    LoadProgressed
+    | EngineLoaded
+    | EngineFailed
+    | DraftChanged
+    | DraftFailed
+    | ReplyStarted
+    | ReplyEvents
+    | ReplyFailed
+    | LastWords
+)
+# What a listener of the worker's handle receives: the child's messages (LastWords excepted: the
+# handle folds it into the WorkerDied that follows) and the death the parent saw.
+HostMessage = (
+    LoadProgressed
+    | EngineLoaded
+    | EngineFailed
+    | DraftChanged
+    | DraftFailed
+    | ReplyStarted
+    | ReplyEvents
+    | ReplyFailed
+    | WorkerDied
+)
+# The messages that belong to one reply (routed by request_id).
+ReplyMessage = ReplyStarted | ReplyEvents | ReplyFailed
+
+__all__ = [
+    "ChatTurn",
+    "DraftChanged",
+    "DraftFailed",
+    "EngineFailed",
+    "EngineInfo",
+    "EngineLoaded",
+    "HostMessage",
+    "LastWords",
+    "LoadProgressed",
+    "LoadRequest",
+    "ReplyEvents",
+    "ReplyFailed",
+    "ReplyMessage",
+    "ReplyRequest",
+    "ReplyStarted",
+    "SetDraftRequest",
+    "ShutdownRequest",
+    "WorkerDied",
+    "WorkerMessage",
+    "WorkerRequest",
+]

@@ -1,0 +1,345 @@
+"""One supervisor of the engine's process for every user of it: the window (app.host.controller)
+and the API server (app.api.serve), alone in `tandem serve` or beside the window (Serve API).
+
+It starts the worker (app.host.worker.WorkerProcess, or app.host.remote_worker.RemoteWorker for
+an engine on a server), loads it with the last configuration, starts a fresh one by itself when
+the last one died, routes each reply's messages to whoever asked for that reply (by request id),
+and fails the replies a dead or replaced engine owed. Stop belongs to one request:
+cancel(request_id) never touches another user's reply.
+
+Listeners are called on the worker's reader thread (or on the caller's thread, for what the
+supervisor decides itself: a replaced engine), with the supervisor's generation at the time; each
+listener moves the message to its own thread (the window's event loop, the server's asyncio loop).
+This module imports no Qt.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Protocol
+
+from app.host.messages import (
+    DraftChanged,
+    DraftFailed,
+    EngineFailed,
+    EngineInfo,
+    EngineLoaded,
+    HostMessage,
+    LoadProgressed,
+    LoadRequest,
+    ReplyEvents,
+    ReplyFailed,
+    ReplyMessage,
+    ReplyRequest,
+    ReplyStarted,
+    SetDraftRequest,
+    WorkerDied,
+    WorkerRequest,
+)
+from app.host.worker import WorkerProcess, death_sentence
+from engine.config import EngineConfig
+from engine.errors import TandemError
+
+log = logging.getLogger(__name__)
+
+EngineMessage = LoadProgressed | EngineLoaded | EngineFailed | DraftChanged | DraftFailed | WorkerDied
+
+
+class EngineProcess(Protocol):
+    """What the supervisor needs of the engine's process (WorkerProcess, RemoteWorker, or a test's
+    stand-in); made with an on_message that it calls, on a thread of its own, with every message."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def exitcode(self) -> int | None: ...
+
+    def start(self) -> None: ...
+
+    def is_alive(self) -> bool: ...
+
+    def send(self, request: WorkerRequest) -> None: ...
+
+    def cancel(self, request_id: int) -> None: ...
+
+    def shutdown(self, timeout_s: float = 3.0) -> None: ...
+
+
+WorkerFactory = Callable[[Callable[[HostMessage], None]], EngineProcess]
+# listener(generation, message): an engine's news, or one reply's messages (then WorkerDied
+# where the engine ended before the reply did).
+EngineListener = Callable[[int, EngineMessage], None]
+ReplyListener = Callable[[int, ReplyMessage | WorkerDied], None]
+
+
+class EngineSupervisor:
+    def __init__(self, worker_factory: WorkerFactory = WorkerProcess) -> None:
+        self._factory = worker_factory
+        self._lock = threading.RLock()
+        self._worker: EngineProcess | None = None
+        self._generation = 0  # which worker's messages count; bumped whenever one is replaced or dies
+        self._config: EngineConfig | None = None
+        self._info: EngineInfo | None = None
+        self.load_error = "no model is loaded"
+        self._changed = threading.Condition(self._lock)  # notified whenever a load ends
+        self._is_loading = False  # a load was asked for and has not ended (loaded, failed, died)
+        self._n_loads_ended = 0
+        self._routes: dict[int, ReplyListener] = {}
+        self._dead: list[EngineProcess] = []  # found dead, not reaped yet
+        self._listeners: list[EngineListener] = []
+        self._next_request_id = 1
+        # Earlier answers handed to every engine this starts, for drafting (LoadRequest.earlier).
+        self.earlier_exchanges: Callable[[], tuple[tuple[str, str], ...]] = tuple
+
+    # ---- state
+
+    @property
+    def config(self) -> EngineConfig | None:
+        return self._config
+
+    @property
+    def info(self) -> EngineInfo | None:
+        """The loaded engine, or None (not loaded yet, failed, died, replaced)."""
+        return self._info
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    @property
+    def pid(self) -> int | None:
+        worker = self._worker
+        return worker.pid if worker else None
+
+    def is_running(self) -> bool:
+        worker = self._worker
+        return worker is not None and worker.is_alive()
+
+    def n_pending(self) -> int:
+        """Replies asked for and not ended, of every user."""
+        return len(self._routes)
+
+    def listen(self, listener: EngineListener) -> Callable[[], None]:
+        """Be told of every engine message (loads, drafts, deaths); returns how to stop listening."""
+        with self._lock:
+            self._listeners.append(listener)
+
+        def stop() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return stop
+
+    # ---- requests
+
+    def load(self, config: EngineConfig) -> None:
+        """Load a configuration (an empty target_path: the embedded default model), in the running
+        engine or a fresh one."""
+        with self._lock:
+            self._config = config
+            self._info = None
+            self._is_loading = True
+            died = self._settle_dead_worker()
+            self._ensure_worker(send_load=False)
+            assert self._worker is not None
+            self._worker.send(LoadRequest(config, earlier=self.earlier_exchanges()))
+        self._announce(died)
+
+    def set_draft(self, draft: str | None) -> None:
+        """Switch speculation ("ngram", a draft GGUF path, None); applies from the next reply."""
+        with self._lock:
+            if self._config is None:
+                return
+            self._config = replace(self._config, draft=draft)
+            if self._worker is not None and self._worker.is_alive():
+                self._worker.send(SetDraftRequest(draft))
+
+    def submit(self, request: ReplyRequest, listener: ReplyListener) -> int:
+        """Queue a reply (its request_id is given here); returns the id. Replies run one after
+        the other, whoever sent them; the listener gets this reply's messages only."""
+        with self._lock:
+            died = self._settle_dead_worker()
+            fresh = self._ensure_worker(send_load=True)
+            assert self._worker is not None
+            request_id = self._next_request_id
+            self._next_request_id += 1
+            self._routes[request_id] = listener
+            self._worker.send(replace(request, request_id=request_id))
+            listeners = list(self._listeners)
+        self._announce(died)
+        if fresh is not None:
+            for engine_listener in listeners:
+                engine_listener(fresh, LoadProgressed("Starting a fresh engine…"))
+        return request_id
+
+    def cancel(self, request_id: int) -> None:
+        """Stop one reply: generating, or still queued (it then ends "cancelled" as it starts)."""
+        worker = self._worker
+        if worker is not None and request_id in self._routes:
+            worker.cancel(request_id)
+
+    def forget(self, request_id: int) -> None:
+        """Its asker wants no more of a reply's messages (they are dropped)."""
+        with self._lock:
+            self._routes.pop(request_id, None)
+
+    def replace_engine(self, sentence: str, factory: WorkerFactory | None = None) -> None:
+        """End the engine now (a cancelled reply that never stopped, an engine on a server chosen
+        instead): every reply it owed fails with the sentence, and the next request or load starts
+        a fresh one (made by `factory` from now on, if given). Engine listeners are not told: the
+        caller decided it."""
+        with self._lock:
+            worker, self._worker = self._worker, None
+            if factory is not None:
+                self._factory = factory
+            self._generation += 1
+            self._info = None
+            self.load_error = sentence
+            self._load_ended()
+            routes, self._routes = self._routes, {}
+            generation = self._generation
+        if worker is not None:
+            worker.shutdown(timeout_s=1.0)
+        died = WorkerDied(None, sentence)
+        for listener in routes.values():
+            listener(generation, died)
+
+    def shutdown(self, sentence: str = "the app is closing") -> None:
+        with self._lock:
+            worker, self._worker = self._worker, None
+            self._generation += 1
+            self._info = None
+            self._load_ended()
+            routes, self._routes = self._routes, {}
+            generation = self._generation
+        if worker is not None:
+            worker.shutdown()
+        died = WorkerDied(None, sentence)
+        for listener in routes.values():
+            listener(generation, died)
+
+    @property
+    def n_loads_ended(self) -> int:
+        """How many loads have ended so far: wait_loaded(after=...) waits for the next one."""
+        return self._n_loads_ended
+
+    def wait_loaded(self, timeout_s: float | None = None, after: int | None = None) -> EngineInfo:
+        """Block until the load asked for ends (after=n: until a load ends after the n-th, or an
+        engine is loaded); TandemError with the engine's sentence if it failed or timed out."""
+        with self._changed:
+            if after is None:
+                self._changed.wait_for(lambda: not self._is_loading, timeout_s)
+            else:
+                self._changed.wait_for(
+                    lambda: self._info is not None or self._n_loads_ended > after, timeout_s
+                )
+            info = self._info
+        if info is None:
+            raise TandemError(self.load_error or "the engine did not load in time")
+        return info
+
+    def _load_ended(self) -> None:
+        """(lock held)"""
+        self._is_loading = False
+        self._n_loads_ended += 1
+        self._changed.notify_all()
+
+    # ---- the worker
+
+    def _ensure_worker(self, send_load: bool) -> int | None:
+        """(lock held) A running worker; a fresh one loading the last configuration if none runs.
+        Returns the fresh one's generation where it was sent a load (its listeners are told)."""
+        if self._worker is not None:
+            return None
+        self._generation += 1
+        generation = self._generation
+        self._worker = self._factory(lambda message: self._on_message(generation, message))
+        self._worker.start()
+        if send_load and self._config is not None:
+            self._info = None
+            self._is_loading = True
+            self._worker.send(LoadRequest(self._config, earlier=self.earlier_exchanges()))
+            return generation
+        return None
+
+    def _settle_dead_worker(self) -> tuple[int, WorkerDied, dict[int, ReplyListener]] | None:
+        """(lock held) A worker found dead whose death its reader has not reported yet: settle it
+        now (its WorkerDied, when it comes, is from a past generation and dropped)."""
+        worker = self._worker
+        if worker is None or worker.is_alive():
+            return None
+        exitcode = worker.exitcode
+        self._dead.append(worker)  # reaped outside the lock (_announce): its reader may be waiting on it
+        return self._died(WorkerDied(exitcode, death_sentence(exitcode)))
+
+    def _died(self, message: WorkerDied) -> tuple[int, WorkerDied, dict[int, ReplyListener]]:
+        """(lock held) The engine is gone: what it owed, to be told outside the lock (_announce)."""
+        self._worker = None
+        self._info = None
+        self._generation += 1
+        self.load_error = message.sentence
+        self._load_ended()
+        routes, self._routes = self._routes, {}
+        return self._generation, message, routes
+
+    def _announce(self, died: tuple[int, WorkerDied, dict[int, ReplyListener]] | None) -> None:
+        with self._lock:
+            dead, self._dead = self._dead, []
+        for worker in dead:
+            worker.shutdown(timeout_s=0.5)
+        if died is None:
+            return
+        generation, message, routes = died
+        log.warning("engine died: %s", message.sentence)
+        # The engine's listeners first: a window says why before it settles the replies.
+        for listener in list(self._listeners):
+            listener(generation, message)
+        for route in routes.values():
+            route(generation, message)
+
+    def _on_message(self, generation: int, message: HostMessage) -> None:
+        """The worker's reader thread: route one message."""
+        route: ReplyListener | None = None
+        died = None
+        with self._lock:
+            if generation != self._generation:
+                return  # from a worker that was replaced
+            match message:
+                case ReplyStarted(request_id=request_id):
+                    route = self._routes.get(request_id)
+                case ReplyEvents(request_id=request_id):
+                    route = self._routes.get(request_id)
+                    if message.finished is not None:
+                        self._routes.pop(request_id, None)
+                case ReplyFailed(request_id=request_id):
+                    route = self._routes.pop(request_id, None)
+                case EngineLoaded(info=info) | DraftChanged(info=info):
+                    self._info = info
+                    if self._config is not None:
+                        self._config = replace(self._config, target_path=info.target_path, draft=info.draft)
+                    self._load_ended()
+                case EngineFailed(sentence=sentence):
+                    self.load_error = sentence
+                    self._load_ended()
+                case DraftFailed():
+                    if self._config is not None and self._info is not None:
+                        self._config = replace(self._config, draft=self._info.draft)
+                case LoadProgressed():
+                    pass
+                case WorkerDied():
+                    died = self._died(message)
+            listeners = list(self._listeners)
+        if died is not None:
+            self._announce(died)
+            return
+        if route is not None:
+            assert isinstance(message, ReplyStarted | ReplyEvents | ReplyFailed)
+            route(generation, message)
+        elif not isinstance(message, ReplyStarted | ReplyEvents | ReplyFailed):
+            for listener in listeners:
+                listener(generation, message)
