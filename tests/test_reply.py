@@ -88,7 +88,7 @@ def test_the_store_saves_and_gives_back_a_reply(tandem_home) -> None:  # type: i
 
 
 class StandInHost:
-    """An EngineHost whose messages come from a thread, as a worker's reader thread's do."""
+    """An EngineProcess whose messages come from a thread, as a worker's reader thread's do."""
 
     def __init__(self, on_message: Callable[[object], None]) -> None:
         self.on_message = on_message

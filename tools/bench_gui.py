@@ -3,7 +3,7 @@
 `python -m tools.bench_gui` (run by `make bench`) opens the real main window, sends one message
 and streams an 8,000-token reply of real text into it: about 32,000 characters of paragraphs,
 lists and fenced code, taken from this repository's README and sources. A tiny test model's
-tokens are single bytes, so no model is used: a stand-in engine process (an EngineHost that
+tokens are single bytes, so no model is used: a stand-in engine process (an EngineProcess that
 answers on a thread of its own, as the real one's reader thread does) hands the controller the
 same messages a worker sends (ReplyStarted, TextPiece with drafted runs, Stats, Finished), at
 full speed or at a given rate. Everything after that is the app's own path: the controller's
@@ -82,7 +82,7 @@ def token_pieces(text: str, n_tokens: int, seed: int = 1) -> list[tuple[str, boo
 
 
 class ScriptedEngine:
-    """An EngineHost that loads instantly and answers a reply with the scripted pieces, sent
+    """An EngineProcess that loads instantly and answers a reply with the scripted pieces, sent
     from a thread of its own (as WorkerProcess's reader thread delivers a real worker's)."""
 
     def __init__(
