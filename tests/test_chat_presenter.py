@@ -94,9 +94,9 @@ def test_switching_speculation_keeps_one_state(
         presenter.speculation.choice == "none" and seen.of("speculation_changed")[-1] == presenter.speculation
     )
     assert load_settings().draft == "none" and presenter.draft == "none"
-    assert seen.of("pair_changed")[-1] == PairView("Switching speculation… (applies from the next reply)")
+    assert seen.of("pair_changed")[-1] == PairView("Switching the speed-up… (applies from the next reply)")
     qtbot.waitUntil(lambda: presenter.controller.info.speculation == "none", timeout=30_000)
-    qtbot.waitUntil(lambda: "speculation off" in seen.of("pair_changed")[-1].text, timeout=30_000)
+    qtbot.waitUntil(lambda: "speed-up off" in seen.of("pair_changed")[-1].text.lower(), timeout=30_000)
     assert presenter.speculation == SpeculationView("none", "none", True)
     assert presenter.next_speculation() == "ngram"  # no draft model chosen: off <-> n-gram
     assert not presenter.choose_speculation("draft")  # ... so the window must ask for a file
@@ -148,7 +148,7 @@ def test_a_reply_is_saved_as_it_streams_and_recorded_when_it_ends(qtbot, make, t
     assert load_settings().plain_tokens_per_s[target] == pytest.approx(
         reply.stats["decode_tokens_per_s"], rel=1e-2
     )
-    assert seen.of("speed_line_changed")[-1].startswith("Last reply: ")
+    assert seen.of("speed_line_changed")[-1] == "Ready"  # the figures are the reply's own
     assert presenter.store.conversation(presenter.conversation_id).title == "Say something"
     # The next engine started (a restart, another model) gets it to draft from when asked again.
     assert presenter.controller.earlier_exchanges()[-1] == ("Say something", ended.text.text)
@@ -179,7 +179,7 @@ def test_compare_runs_are_routed_to_compare_not_to_the_chat(qtbot, make, tiny_ta
     assert not seen.of("reply_progressed") and not seen.of("reply_ended") and not seen.of("message_added")
     assert presenter.store.conversations() == [] and presenter.compare_runs == {}
     assert presenter.speed.plain_tokens_per_s() == round(finished[0].finished.stats.decode_tokens_per_s, 3)
-    assert seen.of("speed_line_changed")[-1].startswith("Last run: ")
+    assert seen.of("speed_line_changed")[-1] == "Ready"
     # Compared again: the speculative run drafts as it did, not from the earlier runs' answers
     # (kept, they would draft it whole: a comparison of the engine's memory, not of speculation).
     presenter.compare("Repeat: the cat sat on the mat, the cat sat on the mat.")

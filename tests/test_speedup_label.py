@@ -73,8 +73,8 @@ def test_the_window_shows_an_estimate_then_the_measured_speedup(
     window = open_window(tiny_target, draft=draft, max_tokens=48, temperature=CHAT_SAMPLING.temperature)
     window.send("the cat sat on the mat. the cat sat on the mat. the cat")
     wait_reply(window)
-    label = window.stats_label.text()
-    assert "speedup ≈" in label and label.split("speedup ")[1].split(" ·")[0].endswith("est."), label
+    headline = window.chat.message_widgets()[-1].speed.headline()
+    assert headline.speedup is not None and headline.is_estimate, headline
 
     window.set_speculation("none")
     qtbot.waitUntil(lambda: window.controller.info.speculation == "none", timeout=30_000)
@@ -84,6 +84,6 @@ def test_the_window_shows_an_estimate_then_the_measured_speedup(
     qtbot.waitUntil(lambda: window.controller.info.speculation == "ngram", timeout=30_000)
     window.send("the cat sat on the mat. the cat sat on the mat. the cat")
     wait_reply(window)
-    label = window.stats_label.text()
-    speedup = label.split("speedup ")[1].split(" ·")[0]
-    assert "est." not in speedup and "≈" not in speedup and speedup.endswith("×"), label
+    headline = window.chat.message_widgets()[-1].speed.headline()
+    assert headline.speedup is not None and not headline.is_estimate, headline
+    assert not headline.text.startswith("About ") or headline.verdict == "neutral"

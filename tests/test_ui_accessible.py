@@ -111,15 +111,13 @@ def test_tab_order_follows_the_layout(qtbot, open_window, tiny_target) -> None:
     order = _focus_order(window)
     chat, conversations = window.chat, window.conversations
     expected = [
+        conversations.new_button,  # New chat at the top of the list
         conversations.search,
         conversations.list,
-        conversations.new_button,
-        conversations.rename_button,
-        conversations.delete_button,
-        chat.system_prompt,
+        chat.system_toggle,  # the system prompt, folded until opened
         chat.input,
         chat.send_button,
-        chat.regenerate_button,
+        window.header.model_combo,
         window.speculation_combo,
         window.tint_check,
     ]
@@ -142,12 +140,13 @@ def test_drafted_text_is_said_in_words(qtbot, open_window, wait_reply, tiny_targ
     drafted = sum(b - a for a, b in spans)
     description = reply.body.accessibleDescription()
     if drafted:
-        assert f"{drafted} of {len(text)} characters" in description and "draft" in description
+        assert description.startswith(f"{drafted / len(text):.0%} of this reply is highlighted")
+        assert "the model's own words" in description and "confirmed" in description
     else:
-        assert description == "No text of this reply came from the draft."
+        assert description == "Nothing in this reply is highlighted."
     assert description in reply.body.toolTip()  # the tooltip says it too
     # A stored reply with drafted text says so as well.
     widget = window.chat.add_message(98, "assistant", "Hello there", [(0, 5)], tint=True)
-    assert widget.body.accessibleDescription().startswith("5 of 11 characters (45%) came from the draft")
+    assert widget.body.accessibleDescription().startswith("45% of this reply is highlighted")
     user = next(w for w in window.chat.message_widgets() if w.role == "user")
     assert user.body.accessibleDescription() == ""

@@ -76,9 +76,13 @@ def test_send_streams_the_reply_and_stores_it_as_it_goes(qtbot, open_window, wai
     )
     widget = window.chat.widget_for(reply.id)
     assert widget.text() == reply.content
-    assert "tok/s" in widget.details.text() and widget.details.isVisible()
-    assert "Decode speed" in widget.details.toolTip()
-    assert "tok/s" in window.stats_label.text() and "acceptance" in window.stats_label.text()
+    # The figures are on demand (Details), each once; the status bar says the state, no figures.
+    assert widget.details_button.isVisibleTo(widget) and not widget.details.isVisibleTo(widget)
+    qtbot.mouseClick(widget.details_button, Qt.MouseButton.LeftButton)
+    assert widget.details.isVisibleTo(widget)
+    labels = [label for label, _ in widget.detail_rows]
+    assert "Writing speed" in labels and "Guesses confirmed" in labels and len(labels) == len(set(labels))
+    assert window.stats_label.text() == "Ready"
     assert window.conversations.titles() == ["Tell me a story"]
 
 
@@ -91,7 +95,7 @@ def test_stop_ends_the_reply_and_keeps_it(qtbot, open_window, wait_reply, slow_t
     reply = _db_messages(window)[-1]
     assert reply.status == "cancelled" and reply.content
     assert reply.stats["stop_reason"] == "cancelled" and reply.stats["n_generated"] < 3000
-    assert "stopped" in window.chat.widget_for(reply.id).details.text()
+    assert "stopped" in window.chat.widget_for(reply.id).note.text()
     # The next message is answered normally.
     window.settings = window.settings.replace(max_tokens=16)
     window.send("Shorter please")

@@ -100,7 +100,7 @@ def test_engine_death_keeps_the_window_and_the_partial_reply(
     reply = next(m for m in _messages(window.conversation_id) if m.id == message_id)
     assert reply.status == "interrupted" and reply.content
     widget = window.chat.widget_for(message_id)
-    assert widget.text() == reply.content and "interrupted" in widget.details.text()
+    assert widget.text() == reply.content and "Interrupted" in widget.note.text()
     assert window.chat.send_button.isEnabled()
 
     # The next message starts a fresh engine by itself.

@@ -131,7 +131,7 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     assert stats["speculation"] == "ngram" and 0 < stats["n_accepted"] <= stats["n_drafted"]
     assert not stats["note"]  # tandem serve tells which tokens were drafted
     rate = stats["n_accepted"] / stats["n_drafted"]
-    assert f"acceptance {rate:.0%}" in window.stats_label.text()
+    assert ("Guesses confirmed", f"{rate:.0%}") in widget.detail_rows
 
     # Regenerate: the first reply is superseded; greedy, so the same text comes again.
     window.regenerate()
@@ -198,7 +198,8 @@ def test_window_stop_and_a_server_killed_mid_reply(
         rows = _rows(window)
         assert [(m.role, m.status) for m in rows] == [("user", "complete"), ("assistant", "cancelled")]
         assert rows[-1].content
-        assert NO_DRAFT_MARKS not in window.stats_label.text()  # tandem serve marks its drafts
+        stopped = window.chat.widget_for(rows[-1].id)
+        assert "Highlight" not in dict(stopped.detail_rows)  # tandem serve marks its drafts
 
         # The server vanishes mid-reply while the user types the next message.
         window.send("Another one")
@@ -232,12 +233,13 @@ def test_window_shows_llama_servers_acceptance(qtbot, open_window, wait_reply, l
     assert stats["speculation"] == "draft" and stats["n_drafted"] > 0
     assert 0 <= stats["n_accepted"] <= stats["n_drafted"]
     rate = stats["n_accepted"] / stats["n_drafted"]
-    label = window.stats_label.text()
-    assert f"acceptance {rate:.0%}" in label
-    assert "mean accepted —" in label  # it does not say in how many steps: unknown, not 0
+    rows = dict(window.chat.widget_for(reply.id).detail_rows)
+    assert rows["Guesses confirmed"] == f"{rate:.0%}"
+    assert "Tokens a step" not in rows  # it does not say in how many steps: unknown, not 0
     # llama-server does not say which tokens were drafted: no tint, and the window says so.
     assert not reply.draft_spans
-    assert NO_DRAFT_MARKS in label and stats["note"] == NO_DRAFT_MARKS
+    assert stats["note"] == NO_DRAFT_MARKS
+    assert rows["Highlight"] == "the server does not say which words it reused"
 
 
 def test_tandem_serve_marks_drafted_text_per_chunk(server: ServeProcess) -> None:

@@ -75,8 +75,8 @@ def test_speculation_toggle_takes_effect_from_the_next_reply(
     reply = _last_reply(window)
     assert reply.stats["speculation"] == "draft"
     assert reply.stats.get("plain_tokens_per_s")  # the speedup is known now
-    assert "speedup" in window.chat.widget_for(reply.id).details.text()
-    assert "—" not in window.stats_label.text().split("speedup")[1]
+    headline = window.chat.widget_for(reply.id).speed.headline()
+    assert headline.text and headline.speedup is not None and not headline.is_estimate
 
     # An incompatible draft is refused with the rule that failed; the working pair stays.
     window.set_speculation(str(tiny_incompatible))

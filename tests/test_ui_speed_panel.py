@@ -85,7 +85,8 @@ def test_panel_numbers_and_drawing(qtbot) -> None:
     record = snapshots[-1].as_dict() | {"plain_tokens_per_s": 60.0}
     panel.set_final(StatsRecord.from_dict(record))
     assert panel.is_compact and panel.height() < height
-    assert "120.0 tok/s" in panel.accessibleDescription() and "2.00×" in panel.accessibleDescription()
+    said = panel.accessibleDescription()
+    assert "Writing speed: 120.0 tokens/s" in said and said.startswith("2.0× faster")
     kept = panel.kept_points()
     assert 2 <= len(kept) <= 21 and kept[-1] == [2.0, 240]
     # A stored reply's panel draws its kept sparkline.

@@ -78,13 +78,28 @@ class ChatView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
 
+        # The system prompt: folded away behind one button (it is set once, not every message).
         system_row = QHBoxLayout()
-        system_row.addWidget(QLabel("System prompt:"))
+        self.system_toggle = QToolButton()
+        self.system_toggle.setObjectName("systemPromptToggle")
+        self.system_toggle.setText("Instructions")
+        self.system_toggle.setCheckable(True)
+        self.system_toggle.setAutoRaise(True)
+        self.system_toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.system_toggle.setArrowType(Qt.ArrowType.RightArrow)
+        self.system_toggle.setToolTip(
+            "The system prompt: instructions the model follows in this conversation"
+        )
+        self.system_toggle.setAccessibleName("Show the system prompt")
+        self.system_toggle.toggled.connect(self.on_system_toggle_toggled)
+        system_row.addWidget(self.system_toggle)
         self.system_prompt = QLineEdit()
         self.system_prompt.setPlaceholderText("Instructions for this conversation (optional)")
         self.system_prompt.setAccessibleName("System prompt")
         self.system_prompt.editingFinished.connect(self.on_system_prompt_editing_finished)
+        self.system_prompt.setVisible(False)
         system_row.addWidget(self.system_prompt, 1)
+        system_row.addStretch(0)
         layout.addLayout(system_row)
 
         self.notice = QLabel()
@@ -129,21 +144,19 @@ class ChatView(QWidget):
         self.input.submitted.connect(self.on_input_submitted)
         self.input.escaped.connect(self.on_input_escaped)
         input_row.addWidget(self.input, 1)
-        buttons = QVBoxLayout()
+        # Send becomes Stop while a reply runs: one place, one button at a time.
         self.send_button = QPushButton("Send")
+        self.send_button.setObjectName("sendButton")
         self.send_button.setDefault(True)
         self.send_button.clicked.connect(self.on_input_submitted)
         self.stop_button = QPushButton("Stop")
+        self.stop_button.setObjectName("stopButton")
+        self.stop_button.setToolTip("Stop the reply (Esc); what it wrote is kept")
         self.stop_button.setEnabled(False)
+        self.stop_button.setVisible(False)
         self.stop_button.clicked.connect(self.stop_requested)
-        self.regenerate_button = QToolButton()
-        self.regenerate_button.setText("Regenerate")
-        self.regenerate_button.setToolTip("Write the last reply again")
-        self.regenerate_button.clicked.connect(self.regenerate_requested)
-        buttons.addWidget(self.send_button)
-        buttons.addWidget(self.stop_button)
-        buttons.addWidget(self.regenerate_button)
-        input_row.addLayout(buttons)
+        input_row.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
+        input_row.addWidget(self.stop_button, 0, Qt.AlignmentFlag.AlignBottom)
         layout.addLayout(input_row)
         self._is_editing = False
 
@@ -176,6 +189,7 @@ class ChatView(QWidget):
             else "",
         )
         widget.edit_requested.connect(self.edit_requested)
+        widget.regenerate_requested.connect(self.regenerate_requested)
         self.messages_layout.insertWidget(self.messages_layout.count() - 1, widget)
         self._widgets[message_id] = widget
         self._update_edit_buttons()
@@ -205,9 +219,19 @@ class ChatView(QWidget):
             widget.restyle()
 
     def _update_edit_buttons(self) -> None:
+        """Edit on the last message of yours, Regenerate on the last reply; not while one runs."""
         users = [w for w in self._widgets.values() if w.role == "user"]
         for w in users:
             w.set_editable(w is users[-1] and not self._is_busy)
+        replies = [w for w in self._widgets.values() if w.role == "assistant"]
+        for w in replies:
+            w.set_regenerable(w is replies[-1] and not self._is_busy)
+
+    @property
+    def regenerate_button(self) -> QToolButton | None:
+        """The last reply's Regenerate action (None before any reply)."""
+        replies = [w for w in self._widgets.values() if w.role == "assistant"]
+        return replies[-1].regenerate_button if replies else None
 
     # ---- state shown
 
@@ -215,7 +239,11 @@ class ChatView(QWidget):
         self._is_busy = is_busy
         self.send_button.setEnabled(not is_busy)
         self.stop_button.setEnabled(is_busy)
-        self.regenerate_button.setEnabled(not is_busy)
+        had_focus = self.send_button.hasFocus() or self.stop_button.hasFocus()
+        self.send_button.setVisible(not is_busy)
+        self.stop_button.setVisible(is_busy)
+        if had_focus:  # the keyboard stays on the button in that place
+            (self.stop_button if is_busy else self.send_button).setFocus()
         self._update_edit_buttons()
 
     def set_notice(self, text: str, is_warning: bool = False) -> None:
@@ -229,6 +257,13 @@ class ChatView(QWidget):
 
     def set_system_prompt(self, text: str) -> None:
         self.system_prompt.setText(text)
+        self.system_toggle.setText("Instructions (set)" if text else "Instructions")
+
+    def on_system_toggle_toggled(self, is_open: bool) -> None:
+        self.system_prompt.setVisible(is_open)
+        self.system_toggle.setArrowType(Qt.ArrowType.DownArrow if is_open else Qt.ArrowType.RightArrow)
+        if is_open:
+            self.system_prompt.setFocus()
 
     def set_editing(self, text: str | None) -> None:
         """Show `text` in the input for editing; None leaves editing mode."""
@@ -267,7 +302,9 @@ class ChatView(QWidget):
             self.stop_requested.emit()
 
     def on_system_prompt_editing_finished(self) -> None:
-        self.system_prompt_changed.emit(self.system_prompt.text().strip())
+        text = self.system_prompt.text().strip()
+        self.system_toggle.setText("Instructions (set)" if text else "Instructions")
+        self.system_prompt_changed.emit(text)
 
     def on_scrollbar_range_changed(self, _minimum: int, maximum: int) -> None:
         if self._should_follow:

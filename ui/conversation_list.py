@@ -1,12 +1,12 @@
-"""The list of conversations: search by title, new, rename, delete."""
+"""The list of conversations: New chat at the top, search over titles and what was written,
+rename and delete from the context menu (or F2 and Delete)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, QPoint, Qt, Signal
 from PySide6.QtWidgets import (
-    QHBoxLayout,
     QInputDialog,
     QLineEdit,
     QListWidget,
@@ -27,13 +27,19 @@ class ConversationList(QWidget):
     rename_requested = Signal(int, str)
     delete_requested = Signal(int)
     search_changed = Signal(str)
+    export_requested = Signal(int, str)  # conversation id, "markdown" | "json"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 0, 6)
+        self.new_button = QPushButton("New chat")
+        self.new_button.setObjectName("newChatButton")
+        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        self.new_button.clicked.connect(self.new_requested)
+        layout.addWidget(self.new_button)
         self.search = QLineEdit()
-        self.search.setPlaceholderText("Search titles")
+        self.search.setPlaceholderText("Search conversations")
         self.search.setClearButtonEnabled(True)
         self.search.setAccessibleName("Search conversations")
         self.search.textChanged.connect(self.search_changed)
@@ -46,20 +52,8 @@ class ConversationList(QWidget):
         self.list.customContextMenuRequested.connect(self.on_list_context_menu_requested)
         self.list.currentItemChanged.connect(self.on_list_current_item_changed)
         self.list.itemDoubleClicked.connect(lambda item: self.ask_rename(self._id(item)))
+        self.list.installEventFilter(self)
         layout.addWidget(self.list, 1)
-        buttons = QHBoxLayout()
-        self.new_button = QPushButton("New")
-        self.new_button.setToolTip("Start a new conversation")
-        self.new_button.clicked.connect(self.new_requested)
-        self.rename_button = QPushButton("Rename")
-        self.rename_button.setToolTip("Rename the selected conversation")
-        self.rename_button.clicked.connect(lambda: self.ask_rename(self.current_id()))
-        self.delete_button = QPushButton("Delete")
-        self.delete_button.setToolTip("Delete the selected conversation")
-        self.delete_button.clicked.connect(lambda: self.ask_delete(self.current_id()))
-        for button in (self.new_button, self.rename_button, self.delete_button):
-            buttons.addWidget(button)
-        layout.addLayout(buttons)
         self._is_updating = False
 
     @staticmethod
@@ -116,6 +110,18 @@ class ConversationList(QWidget):
         if not self._is_updating and current is not None:
             self.conversation_selected.emit(self._id(current))
 
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+        """F2 renames and Delete deletes the selected conversation (the context menu's, by keyboard)."""
+        if watched is self.list and event.type() == QEvent.Type.KeyPress:
+            key = event.key()  # type: ignore[attr-defined]
+            if key == Qt.Key.Key_F2:
+                self.ask_rename(self.current_id())
+                return True
+            if key == Qt.Key.Key_Delete:
+                self.ask_delete(self.current_id())
+                return True
+        return super().eventFilter(watched, event)
+
     def on_list_context_menu_requested(self, point: QPoint) -> None:
         item = self.list.itemAt(point)
         if item is None:
@@ -123,5 +129,8 @@ class ConversationList(QWidget):
         conversation_id = self._id(item)
         menu = QMenu(self)
         menu.addAction("Rename…", lambda: self.ask_rename(conversation_id))
+        menu.addAction("Export as Markdown…", lambda: self.export_requested.emit(conversation_id, "markdown"))
+        menu.addAction("Export as JSON…", lambda: self.export_requested.emit(conversation_id, "json"))
+        menu.addSeparator()
         menu.addAction("Delete…", lambda: self.ask_delete(conversation_id))
         menu.exec(self.list.mapToGlobal(point))

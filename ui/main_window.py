@@ -52,7 +52,6 @@ from ui.presenter import (
     SpeculationView,
 )
 from ui.settings_dialog import SettingsDialog, needs_reload
-from ui.stats_format import DASH
 
 log = logging.getLogger(__name__)
 
@@ -317,13 +316,9 @@ class MainWindow(QMainWindow):
         self.load_progress.setMaximumHeight(14)
         status.addWidget(self.load_label)
         status.addWidget(self.load_progress)
-        self.stats_label = QLabel(f"Speed: {DASH}")
+        self.stats_label = QLabel("")
         self.stats_label.setObjectName("statsIndicator")
-        self.stats_label.setAccessibleName("Speed")
-        self.stats_label.setToolTip(
-            "tokens/s of the reply, share of drafted tokens accepted, tokens accepted per "
-            "draft, and speed against plain decoding of this model"
-        )
+        self.stats_label.setAccessibleName("State")
         status.addPermanentWidget(self.stats_label)
         self._set_loading(None)
 

@@ -4,26 +4,41 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtGui import QEnterEvent
+from PySide6.QtWidgets import (
+    QApplication,
+    QFrame,
+    QGraphicsOpacityEffect,
+    QHBoxLayout,
+    QLabel,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.host.reply import ReplyText
 from app.store import MessageStatus
 from engine.events import Stats, StatsRecord
-from ui import theme
+from ui import theme, words
 from ui.markdown_view import MessageBody
 from ui.speed_panel import SpeedPanel
-from ui.stats_format import details_line, details_tooltip
+from ui.stats_format import draft_sources
 
 STATUS_NOTES = {
     MessageStatus.CANCELLED: "stopped",
-    MessageStatus.INTERRUPTED: "⚠ interrupted: the engine stopped before this reply was finished",
+    MessageStatus.INTERRUPTED: "⚠ Interrupted: Tandem stopped before this reply was finished",
     MessageStatus.STREAMING: "",
 }
 
 
 class MessageWidget(QFrame):
+    """A message, with its actions (Regenerate, Edit, Copy) shown while the pointer is over it
+    or the keyboard is in it: they stay in the tab order, invisible until then, so they are
+    reachable without a mouse and do not crowd every message."""
+
     edit_requested = Signal(int)
+    regenerate_requested = Signal()
 
     def __init__(self, message_id: int, role: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -40,37 +55,101 @@ class MessageWidget(QFrame):
         self.author = QLabel("<b>You</b>" if role == "user" else "<b>Assistant</b>")
         header.addWidget(self.author)
         header.addStretch(1)
-        self.edit_button = QToolButton()
-        self.edit_button.setText("Edit")
-        self.edit_button.setToolTip("Edit this message and send it again")
-        self.edit_button.setAccessibleName("Edit message")
+        self.action_bar = QWidget()
+        self.action_bar.setObjectName("messageActions")
+        actions = QHBoxLayout(self.action_bar)
+        actions.setContentsMargins(0, 0, 0, 0)
+        actions.setSpacing(2)
+        self.regenerate_button = self._action("Regenerate", "Write this reply again", "Regenerate reply")
+        self.regenerate_button.clicked.connect(self.regenerate_requested)
+        self.regenerate_button.setVisible(False)
+        self.edit_button = self._action("Edit", "Edit this message and send it again", "Edit message")
         self.edit_button.setVisible(False)
         self.edit_button.clicked.connect(lambda: self.edit_requested.emit(self.message_id))
-        header.addWidget(self.edit_button)
-        self.copy_button = QToolButton()
-        self.copy_button.setText("Copy")
-        self.copy_button.setToolTip("Copy this message's text")
-        self.copy_button.setAccessibleName("Copy message")
+        self.copy_button = self._action("Copy", "Copy this message's text", "Copy message")
         self.copy_button.clicked.connect(self.on_copy_button_clicked)
-        header.addWidget(self.copy_button)
+        for button in (self.regenerate_button, self.edit_button, self.copy_button):
+            actions.addWidget(button)
+        self._actions_shown = QGraphicsOpacityEffect(self.action_bar)
+        self.action_bar.setGraphicsEffect(self._actions_shown)
+        self._show_actions(False)
+        header.addWidget(self.action_bar)
         layout.addLayout(header)
 
         self.body = MessageBody(self)
         self.body.setAccessibleName("Your message" if role == "user" else "Reply")
         layout.addWidget(self.body)
         # Filled from the reply's stats (live, then kept small); replies only, hidden until then.
+        speed_row = QHBoxLayout()
+        speed_row.setContentsMargins(0, 0, 0, 0)
         self.speed = SpeedPanel(self)
         self.speed.setVisible(False)
-        layout.addWidget(self.speed)
+        speed_row.addWidget(self.speed, 1)
+        self.details_button = QToolButton()
+        self.details_button.setObjectName("detailsButton")
+        self.details_button.setText("Details")
+        self.details_button.setCheckable(True)
+        self.details_button.setAutoRaise(True)
+        self.details_button.setToolTip("The figures behind this reply's speed")
+        self.details_button.setAccessibleName("Speed details")
+        self.details_button.setVisible(False)
+        self.details_button.toggled.connect(self.on_details_button_toggled)
+        speed_row.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(speed_row)
 
-        self.details = QLabel()
+        self.details = QLabel()  # on demand: the figures behind the headline, each once
         self.details.setObjectName("details")
-        self.details.setWordWrap(True)
+        self.details.setTextFormat(Qt.TextFormat.RichText)
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.details.setVisible(False)
         layout.addWidget(self.details)
+        self.note = QLabel()  # how the reply ended, where that is worth saying
+        self.note.setObjectName("note")
+        self.note.setWordWrap(True)
+        self.note.setVisible(False)
+        layout.addWidget(self.note)
         self._spans: tuple[tuple[int, int], ...] = ()
-        self._stats_tooltip = ""
+        self.detail_rows: list[tuple[str, str]] = []
+        for child in (self.regenerate_button, self.edit_button, self.copy_button):
+            child.installEventFilter(self)
         self.restyle(render=False)
+
+    def _action(self, text: str, tip: str, name: str) -> QToolButton:
+        button = QToolButton()
+        button.setText(text)
+        button.setToolTip(tip)
+        button.setAccessibleName(name)
+        button.setAutoRaise(True)
+        button.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        return button
+
+    # ---- actions on hover or focus
+
+    def _show_actions(self, is_shown: bool) -> None:
+        self._actions_shown.setOpacity(1.0 if is_shown else 0.0)
+
+    def _has_focus_within(self) -> bool:
+        focus = QApplication.focusWidget()
+        return focus is not None and self.action_bar.isAncestorOf(focus)
+
+    def enterEvent(self, event: QEnterEvent) -> None:  # noqa: N802 (Qt's name)
+        self._show_actions(True)
+        super().enterEvent(event)
+
+    def leaveEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt's name)
+        self._show_actions(self._has_focus_within())
+        super().leaveEvent(event)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+        if event.type() == QEvent.Type.FocusIn:
+            self._show_actions(True)
+        elif event.type() == QEvent.Type.FocusOut:
+            self._show_actions(self.underMouse())
+        return super().eventFilter(watched, event)
+
+    @property
+    def actions_visible(self) -> bool:
+        return self._actions_shown.opacity() > 0
 
     def restyle(self, render: bool = True) -> None:
         """Colours of the current theme (ui.theme); the text rendered again in them."""
@@ -78,32 +157,25 @@ class MessageWidget(QFrame):
         self.setStyleSheet(
             f"QFrame#userMessage {{ background: {colors.user_bubble}; border-radius: 8px; }}"
             "QFrame#assistantMessage { border: none; }"
-            f"QLabel#details {{ color: {colors.muted_text}; font-size: 11px; }}"
+            f"QLabel#details, QLabel#note {{ color: {colors.muted_text}; }}"
         )
         if render:
             self.body.restyle()
 
     def _describe_draft(self, text: str, draft_spans: Sequence[tuple[int, int]]) -> None:
-        """Say in words what the tint shows (screen readers, and the tooltip)."""
+        """Say in words what the highlight shows (screen readers, and the tooltip)."""
         self._spans = tuple(draft_spans)
-        drafted = sum(max(0, min(b, len(text)) - max(a, 0)) for a, b in draft_spans)
+        reused = sum(max(0, min(b, len(text)) - max(a, 0)) for a, b in draft_spans)
         if self.role != "assistant" or not text:
             self.body.setAccessibleDescription("")
-        elif drafted:
+        elif reused:
             self.body.setAccessibleDescription(
-                f"{drafted} of {len(text)} characters ({drafted / len(text):.0%}) came from the draft "
-                "and were accepted by the model; they are shaded green."
+                f"{reused / len(text):.0%} of this reply is highlighted: the model's own words, "
+                "guessed ahead and confirmed by it, so they arrived sooner."
             )
         else:
-            self.body.setAccessibleDescription("No text of this reply came from the draft.")
-        self._update_tooltip()
-
-    def _update_tooltip(self) -> None:
-        description = self.body.accessibleDescription()
-        parts = [f"<p>{description}</p>"] if description else []
-        if self._stats_tooltip:
-            parts.append(self._stats_tooltip)
-        self.body.setToolTip("".join(parts))
+            self.body.setAccessibleDescription("Nothing in this reply is highlighted.")
+        self.body.setToolTip(self.body.accessibleDescription())
 
     def set_content(self, text: str, draft_spans: Sequence[tuple[int, int]], tint: bool) -> None:
         """Render the whole text (a stored message, or a reply that has just ended)."""
@@ -133,25 +205,35 @@ class MessageWidget(QFrame):
 
     def set_status(self, status: MessageStatus, stats: StatsRecord | None = None, note: str = "") -> None:
         self.status = status
-        parts = []
         if stats and self.role == "assistant":
             self.speed.set_final(stats)
             self.speed.setVisible(True)
-        if stats:
-            parts.append(details_line(stats))
-            self.details.setToolTip(details_tooltip(stats))
-            self._stats_tooltip = details_tooltip(stats)
-            self._update_tooltip()
-        status_note = STATUS_NOTES.get(status, "")
-        if status_note:
-            parts.append(status_note)
-        if note:
-            parts.append(note)
-        self.details.setText(" · ".join(parts))
-        self.details.setVisible(bool(parts))
+            rows = words.details(stats, self.speed.plain_tokens_per_s)
+            sources = draft_sources(stats)
+            if sources:
+                rows.append(("Guesses came from", sources.removeprefix("accepted from ")))
+            if stats.note_kind == "" and stats.note and stats.n_accepted and not self._spans:
+                rows.append(("Highlight", "the server does not say which words it reused"))
+            self.detail_rows = rows
+            self.details.setText(
+                "<table>"
+                + "".join(f"<tr><td>{k}</td><td>&nbsp;&nbsp;{v}</td></tr>" for k, v in rows)
+                + "</table>"
+            )
+            self.details_button.setVisible(bool(rows))
+            self.details.setVisible(self.details_button.isChecked())
+        notes = [n for n in (STATUS_NOTES.get(status, ""), note) if n]
+        self.note.setText(" · ".join(notes))
+        self.note.setVisible(bool(notes))
 
     def set_editable(self, is_editable: bool) -> None:
         self.edit_button.setVisible(is_editable)
+
+    def set_regenerable(self, is_regenerable: bool) -> None:
+        self.regenerate_button.setVisible(is_regenerable)
+
+    def on_details_button_toggled(self, is_checked: bool) -> None:
+        self.details.setVisible(is_checked)
 
     def on_copy_button_clicked(self) -> None:
         QApplication.clipboard().setText(self.text())

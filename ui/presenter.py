@@ -33,7 +33,6 @@ from app.settings import Settings, save_settings
 from app.store import Conversation, Message, MessageStatus, Store
 from engine.errors import ErrorKind, Failure
 from engine.events import Finished, Stats, StatsRecord
-from ui.stats_format import DASH, live_line
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +267,7 @@ class ChatPresenter(QObject):
     messages_removed = Signal(list)  # message ids
     editing_changed = Signal(object)  # the text being edited, or None: not editing
     notice_changed = Signal(str, bool)  # text ("" hides it), is a warning
-    speed_line_changed = Signal(str)  # the status bar's speed line
+    speed_line_changed = Signal(str)  # the status bar's state line (no figures: those are the reply's)
     reply_progressed = Signal(object)  # ReplyProgress of the live chat reply
     reply_ended = Signal(object)  # ReplyEnded
     speculation_changed = Signal(object)  # SpeculationView
@@ -376,7 +375,7 @@ class ChatPresenter(QObject):
         self._draft_override = None
         self.update_settings(**changes)
         self._show_speculation(draft)
-        self.pair_changed.emit(PairView("Switching speculation… (applies from the next reply)"))
+        self.pair_changed.emit(PairView("Switching the speed-up… (applies from the next reply)"))
         self.controller.set_draft(parse_draft(draft).engine_value())
 
     def has_draft_model(self) -> bool:
@@ -473,7 +472,7 @@ class ChatPresenter(QObject):
 
     def on_controller_draft_failed(self, failure: Failure) -> None:
         info = self.controller.info
-        self._show_pair(info, f"Speculation unchanged: {failure_words(failure)}")
+        self._show_pair(info, f"Speed-up unchanged: {failure_words(failure)}")
         if info is not None:
             self.update_settings(draft=info.draft or "none")
             self._show_speculation(info.draft or "none")
@@ -609,7 +608,7 @@ class ChatPresenter(QObject):
         buffer = self.controller.reply(request_id)
         assert buffer is not None
         self.live = LiveReply(conversation_id, reply.id, buffer, last_saved_s=time.monotonic())
-        self.speed_line_changed.emit(f"Speed: {DASH} (prefilling)")
+        self.speed_line_changed.emit("Reading the conversation…")
 
     def send(self, text: str) -> None:
         """Send a user message in the current conversation (a new one if none is open)."""
@@ -673,9 +672,12 @@ class ChatPresenter(QObject):
         self.update_settings()
         self.store.close()
 
-    def _show_live_stats(self, stats: Stats, prefix: str = "Speed") -> None:
-        line = live_line(StatsRecord.of(stats), self.speed.plain_tokens_per_s())
-        self.speed_line_changed.emit(f"{prefix}: {line}")
+    def _show_live_stats(self, stats: Stats, prefix: str = "Writing") -> None:
+        """The status bar says what is happening; the numbers are the reply's own (its headline)."""
+        if prefix == "Writing":
+            self.speed_line_changed.emit("Writing…" if stats.n_generated else "Reading the conversation…")
+        else:
+            self.speed_line_changed.emit(prefix)
 
     # ---- Compare
 
@@ -737,7 +739,7 @@ class ChatPresenter(QObject):
             if name == "plain":
                 self.speed.record_plain_speed(finished)
             self.compare_finished.emit(reply)
-            self._show_live_stats(finished.stats, prefix="Last run")
+            self._show_live_stats(finished.stats, prefix="Ready")
             return
         live = self.live
         if live is None or reply.request_id != live.request_id:
@@ -747,7 +749,7 @@ class ChatPresenter(QObject):
         status = MessageStatus.CANCELLED if finished.stop_reason == "cancelled" else MessageStatus.COMPLETE
         note = "stopped at the context limit" if finished.stop_reason == "context" else ""
         self._end_live(status, record, note)
-        self._show_live_stats(finished.stats, prefix="Last reply")
+        self._show_live_stats(finished.stats, prefix="Ready")
         self.conversations_changed.emit()
 
     def on_controller_reply_failed(self, request_id: int, failure: Failure, has_engine_died: bool) -> None:

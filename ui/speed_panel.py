@@ -1,10 +1,10 @@
 """Speed you can see: a compact panel under a reply, drawn from the stats that already arrive.
 
 Left to right: a tokens/s sparkline that grows with the reply (the rate over the last half
-second of decoding) with plain decoding's rate as a dashed reference line, an acceptance
-gauge, the mean accepted length, and the speedup over plain decoding. While the reply streams
-the panel is drawn larger; a finished reply keeps a small version of it. A stored reply has
-only its final numbers, so its panel has no sparkline.
+second of decoding) with plain decoding's rate as a dashed reference line, then the reply's one
+headline (ui/words.py: "2.4× faster, 12 s saved", or a neutral "About as fast as usual" with its
+reason). The figures behind it are the message's Details, shown on demand, not here. While the
+reply streams the panel is drawn larger; a finished reply keeps a small version of it.
 
 Nothing here touches the engine: `add_stats` takes the snapshots the window already receives
 (ReplyProgress.stats), and one paint per event-loop turn draws them (QWidget.update coalesces).
@@ -15,17 +15,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QFont, QPainter, QPainterPath, QPaintEvent, QPen, QPixmap
+from PySide6.QtGui import QColor, QFont, QPainter, QPainterPath, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from engine.events import Stats, StatsRecord
-from ui import theme
-from ui.stats_format import DASH, live_line, plain_estimate
+from ui import theme, words
+from ui.stats_format import plain_estimate
 
 RATE_WINDOW_S = 0.5  # the sparkline's rate: tokens over the last this many seconds of decoding
 MAX_POINTS = 600  # more snapshots are thinned (every other one dropped)
 KEPT_POINTS = 48  # a finished reply's sparkline, stored with its stats
-_gauge_cache: dict[tuple[object, ...], QPixmap] = {}
 POINTS_KEY = "speed_points"  # ... under this key: [[decode_s, n_generated], ...]
 
 
@@ -96,9 +95,10 @@ class SpeedPanel(QWidget):
             self.points.append((decode_s, n))
         self.is_compact = compact
         self.setFixedHeight(self._height())
-        text = live_line(stats, self.plain_tokens_per_s)
-        self.setToolTip(text)
-        self.setAccessibleDescription(text)
+        headline = self.headline()
+        rows = words.details(stats, self.plain_tokens_per_s)
+        said = ". ".join([t for t in (headline.text, headline.reason) if t] + [f"{k}: {v}" for k, v in rows])
+        self.setAccessibleDescription(said)  # for screen readers; the eye gets the Details button
         self.update()
 
     def kept_points(self, n: int = KEPT_POINTS) -> list[list[float]]:
@@ -152,109 +152,43 @@ class SpeedPanel(QWidget):
             width = 110.0 if self.is_compact else 180.0
             self._draw_sparkline(painter, QRectF(x, 3, width, h - 6), rates, colors, muted)
             x += width + 12
-        big = QFont(self.font())
-        big.setBold(True)
-        if not self.is_compact:
-            big.setPointSizeF(big.pointSizeF() * 1.25)
-        tps = self.tokens_per_s()
-        x = self._draw_figure(painter, x, f"{tps:.1f}" if tps > 0 else DASH, "tok/s", big, text_color, muted)
-        if stats.is_speculative:
-            drafted = stats.n_drafted
-            acceptance = stats.acceptance_rate if drafted else None
-            x = self._draw_gauge(painter, x + 6, acceptance, colors.speculative_line, muted, text_color) + 8
-            mean = stats.mean_accepted_length
-            x = self._draw_figure(
-                painter, x, f"{mean:.2f}" if drafted else DASH, "per draft", big, text_color, muted
-            )
-            speedup, is_estimate = self.speedup()
-            label = DASH if speedup is None else (f"≈{speedup:.1f}×" if is_estimate else f"{speedup:.2f}×")
-            x = self._draw_figure(
-                painter,
-                x,
-                label,
-                "vs plain (est.)" if is_estimate else "vs plain",
-                big,
-                colors.speculative_line if speedup and speedup >= 1.0 else text_color,
-                muted,
-            )
-        else:
-            self._draw_figure(painter, x, "plain", "no speculation", self.font(), muted, muted)
+        self._draw_headline(painter, x, colors, text_color, muted)
         painter.end()
 
-    def _draw_figure(
-        self, painter: QPainter, x: float, value: str, caption: str, font: QFont, color: QColor, muted: QColor
-    ) -> float:
-        """A number over its caption; returns the x after it."""
-        painter.setFont(font)
-        value_metrics = painter.fontMetrics()
-        painter.setPen(color)
-        top = 3 + value_metrics.ascent()
-        painter.drawText(QPointF(x, top), value)
-        painter.setFont(self.font())
-        caption_metrics = painter.fontMetrics()
-        painter.setPen(muted)
-        painter.drawText(QPointF(x, top + caption_metrics.height()), caption)
-        return (
-            x + max(value_metrics.horizontalAdvance(value), caption_metrics.horizontalAdvance(caption)) + 14
-        )
+    def headline(self) -> words.Headline:
+        """The reply's one line (ui/words.py): the whole request against plain decoding here."""
+        if self.stats is None:
+            return words.Headline(words.Verdict.PENDING, "")
+        return words.headline(self.stats, self.plain_tokens_per_s, self.stats.note_kind)
 
-    def _draw_gauge(
-        self, painter: QPainter, x: float, fraction: float | None, color: QColor, muted: QColor, text: QColor
-    ) -> float:
-        """An arc from 0 to 100 % of drafted tokens accepted; returns the x after it. The arc is
-        drawn once per whole percent into a cached pixmap (an antialiased arc costs ~2 ms)."""
-        size = min(self.height() - 8.0, 40.0)
-        percent = None if fraction is None else round(100 * max(0.0, min(1.0, fraction)))
-        ratio = self.devicePixelRatioF()
-        key = (percent, size, ratio, color.rgba(), muted.rgba(), text.rgba(), self.font().key())
-        pixmap = _gauge_cache.get(key)
-        if pixmap is None:
-            pixmap = QPixmap(int(size * ratio) + 2, int(size * ratio) + 2)
-            pixmap.setDevicePixelRatio(ratio)
-            pixmap.fill(Qt.GlobalColor.transparent)
-            arc_painter = QPainter(pixmap)
-            arc_painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-            self._draw_arc(arc_painter, size, None if percent is None else percent / 100, color, muted, text)
-            arc_painter.end()
-            if len(_gauge_cache) > 512:
-                _gauge_cache.clear()
-            _gauge_cache[key] = pixmap
-        painter.drawPixmap(QPointF(x, 4), pixmap)
-        caption = "accepted" if size >= 30 else f"{DASH if percent is None else f'{percent}%'} accepted"
-        painter.setFont(self.font())
-        painter.setPen(muted)
-        metrics = painter.fontMetrics()
-        caption_x = x + size + 4
-        painter.drawText(QPointF(caption_x, 3 + metrics.ascent() + metrics.height() * 0.5), caption)
-        return caption_x + metrics.horizontalAdvance(caption) + 6
-
-    def _draw_arc(
-        self,
-        painter: QPainter,
-        size: float,
-        fraction: float | None,
-        color: QColor,
-        muted: QColor,
-        text: QColor,
+    def _draw_headline(
+        self, painter: QPainter, x: float, colors: theme.ThemeColors, text: QColor, muted: QColor
     ) -> None:
-        rect = QRectF(0, 0, size, size)
-        pen_width = max(3.0, size / 9)
-        inner = rect.adjusted(pen_width / 2, pen_width / 2, -pen_width / 2, -pen_width / 2)
-        painter.setPen(QPen(QColor(muted.red(), muted.green(), muted.blue(), 70), pen_width))
-        painter.drawArc(inner, 225 * 16, -270 * 16)
-        if fraction is not None:
-            pen = QPen(color, pen_width)
-            pen.setCapStyle(Qt.PenCapStyle.RoundCap)
-            painter.setPen(pen)
-            painter.drawArc(inner, 225 * 16, -int(270 * 16 * max(0.0, min(1.0, fraction))))
-        if size >= 30:  # the share inside the arc; beside it when the arc is small
-            small = QFont(self.font())
-            small.setPointSizeF(max(6.0, small.pointSizeF() * 0.8))
-            painter.setFont(small)
-            painter.setPen(text)
-            painter.drawText(
-                rect, Qt.AlignmentFlag.AlignCenter, DASH if fraction is None else f"{fraction:.0%}"
+        """The headline, green where the speed-up paid, in the body colour where it did not,
+        with its reason beside it in grey: one line, nothing shown twice."""
+        headline = self.headline()
+        if not headline.text:
+            return
+        font = QFont(self.font())
+        font.setBold(headline.verdict is words.Verdict.FASTER)
+        if not self.is_compact:
+            font.setPointSizeF(font.pointSizeF() * 1.15)
+        painter.setFont(font)
+        metrics = painter.fontMetrics()
+        y = (self.height() + metrics.ascent() - metrics.descent()) / 2
+        is_faster = headline.verdict is words.Verdict.FASTER
+        painter.setPen(
+            colors.speedup_text if is_faster else (muted if headline.verdict is words.Verdict.OFF else text)
+        )
+        painter.drawText(QPointF(x, y), headline.text)
+        x += metrics.horizontalAdvance(headline.text) + 10
+        if headline.reason:
+            painter.setFont(self.font())
+            painter.setPen(muted)
+            reason = painter.fontMetrics().elidedText(
+                headline.reason, Qt.TextElideMode.ElideRight, max(0, int(self.width() - x - 4))
             )
+            painter.drawText(QPointF(x, y), reason)
 
     def _draw_sparkline(
         self,

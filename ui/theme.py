@@ -41,6 +41,7 @@ class ThemeColors:
     code_style: str  # a Pygments style
     plain_line: QColor  # charts: plain decoding
     speculative_line: QColor  # charts: with speculation
+    speedup_text: QColor  # a headline that says the speed-up paid (4.5:1 on the page)
     user_bubble: str  # CSS colour of the user's messages
     muted_text: str  # CSS colour of details lines
 
@@ -57,6 +58,7 @@ LIGHT = ThemeColors(
     code_style="default",
     plain_line=QColor(120, 120, 120),
     speculative_line=QColor(30, 150, 80),
+    speedup_text=QColor(20, 115, 60),
     user_bubble="rgba(90, 140, 230, 28)",
     muted_text="#666666",
 )
@@ -73,6 +75,7 @@ DARK = ThemeColors(
     code_style="github-dark",
     plain_line=QColor(175, 175, 175),
     speculative_line=QColor(90, 215, 140),
+    speedup_text=QColor(110, 220, 150),
     user_bubble="rgba(110, 160, 255, 40)",
     muted_text="#a8a8a8",
 )

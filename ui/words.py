@@ -42,6 +42,8 @@ class ReplyNumbers(Protocol):
     @property
     def n_steps(self) -> int: ...
     @property
+    def n_steps_with_draft(self) -> int: ...
+    @property
     def prefill_s(self) -> float: ...
     @property
     def decode_s(self) -> float: ...
@@ -156,7 +158,7 @@ def details(numbers: ReplyNumbers, measured_plain: float | None) -> list[tuple[s
         share = numbers.n_accepted / n if n else 0.0
         rows.append(("Reused and confirmed", f"{share:.0%} of the reply"))
         rows.append(("Guesses confirmed", f"{numbers.acceptance_rate:.0%}"))
-        if numbers.n_steps:
+        if numbers.n_steps and numbers.n_steps_with_draft:  # a server does not say its steps
             rows.append(("Tokens a step", f"{n / numbers.n_steps:.1f}"))
     return rows
 
