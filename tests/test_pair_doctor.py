@@ -60,18 +60,21 @@ def big_header(path: Path) -> tuple[bytes, int]:
     w.add_eos_token_id(1)
     w.add_add_bos_token(True)
     q4k = gguf.GGMLQuantizationType.Q4_K
-    n_bytes = 4096 * 14336 * 144 // 256
-    for i in range(32 * 7):
-        w.add_tensor_info(
-            f"blk.{i // 7}.t{i % 7}.weight", [14336, 4096 // 256 * 144], np.dtype(np.uint8), n_bytes, q4k
-        )
+    total = 0
+    for layer in range(32):  # attention q, k, v, o (4096 x 4096) and the MLP (14336 x 4096 x 3)
+        for j, rows in enumerate((4096, 4096, 4096, 4096, 14336, 14336, 14336)):
+            n_bytes = rows * 4096 * 144 // 256
+            w.add_tensor_info(
+                f"blk.{layer}.t{j}.weight", [rows, 4096 // 256 * 144], np.dtype(np.uint8), n_bytes, q4k
+            )
+            total += n_bytes
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
     w.close()
     data = path.read_bytes()
     aligned = (len(data) + 31) // 32 * 32
-    return data, aligned + 32 * 7 * n_bytes
+    return data, aligned + total
 
 
 def hostile_string_header(length: int = 2**60) -> bytes:
