@@ -379,6 +379,17 @@ def test_the_estimate_is_an_estimate_and_grows_with_a_smaller_draft() -> None:
     assert small.plain_tokens_per_s == pytest.approx(5.0)
 
 
+def test_the_estimate_uses_the_plain_speed_measured_here(tiny_target: Path, tiny_draft: Path) -> None:
+    from app.settings import Settings, save_settings
+
+    report = doctor.check(doctor.ModelRef(path=tiny_target), doctor.ModelRef(path=tiny_draft))
+    assert report.estimate is not None and not report.estimate.is_plain_measured
+    save_settings(Settings(plain_tokens_per_s={str(tiny_target): 40.0}))
+    report = doctor.check(doctor.ModelRef(path=tiny_target), doctor.ModelRef(path=tiny_draft))
+    assert report.estimate is not None and report.estimate.is_plain_measured
+    assert "measured here at 40 tokens/s" in report.estimate.describe()
+
+
 def test_check_through_a_real_process(hub: FakeHub) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "app.main", "models", "check", TARGET, "--draft", DRAFT, "--json"],

@@ -420,8 +420,9 @@ class SpeedEstimate:
     low: float  # speedup over plain decoding at ACCEPTANCE_LOW
     high: float  # at ACCEPTANCE_HIGH
     draft_len: int  # the draft length that pays most at the middle acceptance
-    plain_tokens_per_s: float  # the target alone, bounded by memory bandwidth
+    plain_tokens_per_s: float  # the target alone: measured here, or bounded by memory bandwidth
     is_verify_measured: bool  # verify costs from this machine's cost cache, or the default
+    is_plain_measured: bool = False  # plain_tokens_per_s measured by the chat (a local target)
 
     def describe(self) -> str:
         if self.high < 1.05:
@@ -431,15 +432,28 @@ class SpeedEstimate:
         basis = (
             "this machine's measured verify costs" if self.is_verify_measured else "typical CPU verify costs"
         )
-        return (
-            f"Estimate: {pays} (drafts of {self.draft_len} token{'s' if self.draft_len > 1 else ''}, {ACCEPTANCE_LOW:.0%}-{ACCEPTANCE_HIGH:.0%} "
-            f"accepted; from the two sizes, this machine's memory bandwidth and {basis}). "
-            "The measured figure shows in the chat's speed panel after the first replies."
+        k = self.draft_len
+        text = (
+            f"Estimate: {pays} (drafts of {k} token{'s' if k > 1 else ''}, "
+            f"{ACCEPTANCE_LOW:.0%}-{ACCEPTANCE_HIGH:.0%} accepted; from the two sizes, "
+            f"this machine's memory bandwidth and {basis})."
         )
+        if self.is_plain_measured:
+            low, high = self.plain_tokens_per_s * self.low, self.plain_tokens_per_s * self.high
+            text += (
+                f" Plain decoding of this target was measured here at {self.plain_tokens_per_s:.0f} tokens/s: "
+                f"about {low:.0f}-{high:.0f} tokens/s with the draft."
+            )
+        return text + " The measured figure shows in the chat's speed panel after the first replies."
 
 
 def estimate_speedup(
-    target_bytes: int, draft_bytes: int, *, has_gpu: bool = False, bandwidth_bytes_per_s: float | None = None
+    target_bytes: int,
+    draft_bytes: int,
+    *,
+    has_gpu: bool = False,
+    bandwidth_bytes_per_s: float | None = None,
+    measured_plain_tokens_per_s: float | None = None,
 ) -> SpeedEstimate:
     """Decoding is bound by reading the weights: a draft token costs draft/target of a target
     token. A step drafts k tokens, then verifies k+1 in one batch; with acceptance a per token,
@@ -463,9 +477,32 @@ def estimate_speedup(
         low=speedup(ACCEPTANCE_LOW, best_k),
         high=speedup(ACCEPTANCE_HIGH, best_k),
         draft_len=best_k,
-        plain_tokens_per_s=bandwidth / target_bytes if target_bytes else 0.0,
+        plain_tokens_per_s=measured_plain_tokens_per_s or (bandwidth / target_bytes if target_bytes else 0.0),
         is_verify_measured=bool(measured),
+        is_plain_measured=bool(measured_plain_tokens_per_s),
     )
+
+
+def measured_plain_speed(ref: ModelRef) -> float | None:
+    """The plain decoding speed the chat measured for a local target on this machine, if any
+    (kept in the settings by the speed panel's baseline). A hub file already downloaded counts."""
+    path = ref.path
+    if path is None:
+        from app.library.downloads import local_path_for
+
+        path = local_path_for(ref.repo_id, ref.filename)
+        if not path.is_file():
+            return None
+    try:
+        from app.settings import load_settings
+
+        speeds = load_settings().plain_tokens_per_s
+    except Exception:  # unreadable settings: no measurement, not a failed check
+        return None
+    for key in (str(path), str(path.expanduser().resolve())):
+        if speeds.get(key):
+            return float(speeds[key])
+    return None
 
 
 # --- a check --------------------------------------------------------------------------------------
@@ -506,7 +543,12 @@ def check(
     need = memory_need(facts_t, facts_d, n_ctx)
     verdict = pair_verdict(facts_t, facts_d) if facts_d else None
     estimate = (
-        estimate_speedup(facts_t.size_bytes, facts_d.size_bytes, has_gpu=bool(machine.gpu_label))
+        estimate_speedup(
+            facts_t.size_bytes,
+            facts_d.size_bytes,
+            has_gpu=bool(machine.gpu_label),
+            measured_plain_tokens_per_s=measured_plain_speed(target),
+        )
         if facts_d and verdict and verdict.is_compatible
         else None
     )
