@@ -371,6 +371,22 @@ def test_quantisation_and_sizes_from_names() -> None:
     assert doctor.family_of("bartowski/Qwen2.5-7B-Instruct-GGUF") == "Qwen2.5"
 
 
+def test_a_split_model_counts_every_part(hub: FakeHub, hub_files: dict) -> None:
+    # The first part holds the header (and here its tensors); the others only weights.
+    header, size = hub_files["big"]
+    sizes = {1: size, 2: 2 * 10**9, 3: 10**9}
+    for i, n in sizes.items():
+        data = header if i == 1 else b""
+        hub.add_file("tandem-test/split-GGUF", f"split-Q4_K_M-0000{i}-of-00003.gguf", data, padded_size=n)
+    [repo] = doctor.search("split")
+    [f] = repo.files
+    total = sum(sizes.values())
+    assert (f.filename, f.n_shards, f.size_bytes) == ("split-Q4_K_M-00001-of-00003.gguf", 3, total)
+    report = doctor.check(doctor.ModelRef("tandem-test/split-GGUF", f.filename), n_ctx=512)
+    assert report.memory.weights_target_bytes == total
+    assert doctor.shard_names(f.filename)[2] == "split-Q4_K_M-00003-of-00003.gguf"
+
+
 def test_the_estimate_is_an_estimate_and_grows_with_a_smaller_draft() -> None:
     small = doctor.estimate_speedup(4_000_000_000, 400_000_000, bandwidth_bytes_per_s=20e9)
     large = doctor.estimate_speedup(4_000_000_000, 2_000_000_000, bandwidth_bytes_per_s=20e9)

@@ -436,7 +436,13 @@ class PairDoctorPanel(QGroupBox):
     def _offer_download(self) -> None:
         report = self.report
         pairs = report is not None and (report.verdict is None or report.verdict.is_compatible)
-        is_ready = pairs and all(p.is_file() for p in self._paths())
+        parts = [
+            local_path_for(r.repo_id, name, self.models_dir)
+            for r in self._refs()
+            if not r.is_local
+            for name in doctor.shard_names(r.filename)
+        ]
+        is_ready = pairs and all(p.is_file() for p in [*self._paths(), *parts])
         self.download_button.setEnabled(
             pairs and not is_ready and not self.downloads.is_running(DOWNLOAD_KEY)
         )
@@ -445,7 +451,12 @@ class PairDoctorPanel(QGroupBox):
             self.progress_bar.setValue(PROGRESS_STEPS)
 
     def on_download_button_clicked(self) -> None:
-        requests = [FileRequest(r.repo_id, r.filename, r.revision) for r in self._refs() if not r.is_local]
+        requests = [
+            FileRequest(r.repo_id, name, r.revision)
+            for r in self._refs()
+            if not r.is_local
+            for name in doctor.shard_names(r.filename)  # a split model: every part
+        ]
         if not requests or not self.downloads.start(DOWNLOAD_KEY, requests):
             return
         self.download_button.setEnabled(False)

@@ -413,7 +413,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
             print("  " + doctor.describe_candidate(c))
     refs = [r for r in (target, draft) if r is not None and not r.is_local]
     if refs and (report.verdict is None or report.verdict.is_compatible):
-        print("download: " + "; ".join(f"tandem models download {r.repo_id} {r.filename}" for r in refs))
+        print(
+            "download: "
+            + "; ".join(
+                f"tandem models download {r.repo_id} {name}"
+                for r in refs
+                for name in doctor.shard_names(r.filename)
+            )
+        )
     return EXIT_OK
 
 

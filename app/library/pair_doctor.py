@@ -138,6 +138,15 @@ def quantization_of(filename: str) -> str:
     return found[-1].upper() if found else "other"
 
 
+def shard_names(filename: str) -> list[str]:
+    """Every part of a split model (`x-00001-of-00003.gguf` -> its three parts), or [filename]."""
+    m = _SHARD_RE.search(filename)
+    if m is None:
+        return [filename]
+    n = int(m[2])
+    return [f"{filename[: m.start()]}-{i:05d}-of-{n:05d}.gguf" for i in range(1, n + 1)]
+
+
 def params_in_name(name: str) -> float | None:
     """Billions of parameters a name announces ("Qwen2.5-7B" -> 7.0, "SmolLM2-135M" -> 0.135)."""
     found = _SIZE_RE.findall(name)
@@ -305,7 +314,14 @@ def read_facts(
     header = read_remote_header(
         ref.repo_id, ref.filename, ref.revision, timeout_s=timeout_s, cancel=cancel, check_architecture=False
     )
-    return _facts(ref, header)
+    facts = _facts(ref, header)
+    if len(shard_names(ref.filename)) > 1:
+        # A split model: its first part holds the header; the weights are all the parts.
+        listing = list_files(ref.repo_id, ref.revision, timeout_s=timeout_s, cancel=cancel)
+        whole = next((f for f in listing if f.filename == ref.filename), None)
+        if whole is not None and whole.size_bytes > facts.size_bytes:
+            facts = ModelFacts(ref, header.info, whole.size_bytes, header.fetched_bytes)
+    return facts
 
 
 # --- the verdicts -----------------------------------------------------------------------------------
