@@ -173,3 +173,14 @@ def test_the_window_takes_a_tandem_link_from_its_command_line() -> None:
     assert parse_args([url]).link == url
     assert parse_args(["--model", "default", url]).link == url
     assert parse_args([]).link is None
+
+
+def test_a_tandem_link_opens_the_models_page_of_the_window(
+    qtbot, open_window, hub: FakeHub, tiny_target: Path
+) -> None:
+    window = open_window(tiny_target, wait_loaded=False)
+    window.open_link(f"tandem://open_from_hf?model={TARGET_REPO}&file=tinyfam-1B-F32.gguf")
+    assert window.tabs.currentWidget() is window.models_page
+    doctor_panel = window.models_page.doctor
+    assert doctor_panel.target_edit.text() == TARGET
+    qtbot.waitUntil(lambda: "Target: " + TARGET in doctor_panel.report_label.text(), timeout=TIMEOUT_MS)

@@ -119,10 +119,12 @@ def run_models(args: argparse.Namespace) -> int:
         "search": _cmd_search,
         "check": _cmd_check,
     }
-    return at_the_edge(
-        lambda: commands[args.models_command](args),
-        interrupted="interrupted; a partial download is kept and resumes when you run the command again",
+    interrupted = (
+        "interrupted; nothing was downloaded"
+        if args.models_command in ("search", "check")
+        else "interrupted; a partial download is kept and resumes when you run the command again"
     )
+    return at_the_edge(lambda: commands[args.models_command](args), interrupted=interrupted)
 
 
 def main_models(argv: list[str]) -> int:
