@@ -30,26 +30,35 @@ from ui.presenter import (  # noqa: E402
 
 
 class Seen:
-    """Every signal the presenter emits, in order: what a window would follow."""
+    """Every signal the presenters emit (the chat's, the engine's, Compare's), in order: what a
+    window would follow."""
 
     def __init__(self, presenter: ChatPresenter) -> None:
         self.events: list[tuple[str, Any]] = []
-        for name in (
-            "conversation_shown",
-            "message_added",
-            "messages_removed",
-            "notice_changed",
-            "speed_line_changed",
-            "reply_progressed",
-            "reply_ended",
-            "speculation_changed",
-            "pair_changed",
-            "compare_started",
-            "compare_progressed",
-            "compare_finished",
-            "compare_failed",
-        ):
-            getattr(presenter, name).connect(lambda *args, name=name: self.events.append((name, args)))
+        signals = {
+            name: getattr(presenter, name)
+            for name in (
+                "conversation_shown",
+                "message_added",
+                "messages_removed",
+                "notice_changed",
+                "speed_line_changed",
+                "reply_progressed",
+                "reply_ended",
+            )
+        }
+        signals["speculation_changed"] = presenter.engine.speculation_changed
+        signals["pair_changed"] = presenter.engine.pair_changed
+        for name in ("started", "progressed", "finished", "failed"):
+            signals[f"compare_{name}"] = getattr(presenter.comparison, name)
+        # The window shows the engine's notices (a load failed) on the chat's notice line, and
+        # Compare's state in the status bar as the chat's.
+        shared = [
+            ("notice_changed", presenter.engine.notice_changed),
+            ("speed_line_changed", presenter.comparison.state_changed),
+        ]
+        for name, signal in [*signals.items(), *shared]:
+            signal.connect(lambda *args, name=name: self.events.append((name, args)))
 
     def of(self, name: str) -> list[Any]:
         return [args[0] if len(args) == 1 else args for n, args in self.events if n == name]
@@ -66,7 +75,7 @@ def make(qtbot, tmp_path: Path):  # type: ignore[no-untyped-def]
         store = Store(tmp_path / f"tandem-{len(made)}.db")
         presenter = ChatPresenter(EngineController(), store, settings, model=str(model), draft=draft)
         made.append((presenter, store))
-        presenter.start_engine()
+        presenter.engine.start_engine()
         qtbot.waitUntil(lambda: presenter.controller.info is not None, timeout=60_000)
         return presenter
 
@@ -86,38 +95,39 @@ def test_switching_speculation_keeps_one_state(
 ) -> None:
     presenter = make(tiny_target, draft="ngram")
     seen = Seen(presenter)
-    assert presenter.speculation == SpeculationView("ngram", "ngram", True)
+    assert presenter.engine.speculation == SpeculationView("ngram", "ngram", True)
 
-    presenter.set_speculation("none")
+    presenter.engine.set_speculation("none")
     # The choice is the state at once; saved; the engine follows and the pair says so.
     assert (
-        presenter.speculation.choice == "none" and seen.of("speculation_changed")[-1] == presenter.speculation
+        presenter.engine.speculation.choice == "none"
+        and seen.of("speculation_changed")[-1] == presenter.engine.speculation
     )
-    assert load_settings().draft == "none" and presenter.draft == "none"
+    assert load_settings().draft == "none" and presenter.engine.draft == "none"
     assert seen.of("pair_changed")[-1] == PairView("Switching the speed-up… (applies from the next reply)")
     qtbot.waitUntil(lambda: presenter.controller.info.speculation == "none", timeout=30_000)
     qtbot.waitUntil(lambda: "speed-up off" in seen.of("pair_changed")[-1].text.lower(), timeout=30_000)
-    assert presenter.speculation == SpeculationView("none", "none", True)
-    assert presenter.next_speculation() == "ngram"  # no draft model chosen: off <-> n-gram
-    assert not presenter.choose_speculation("draft")  # ... so the window must ask for a file
+    assert presenter.engine.speculation == SpeculationView("none", "none", True)
+    assert presenter.engine.next_speculation() == "ngram"  # no draft model chosen: off <-> n-gram
+    assert not presenter.engine.choose_speculation("draft")  # ... so the window must ask for a file
 
     # A refused draft: the engine keeps n-gram lookup; the choice, the settings and the state
     # shown all go back to what the engine runs, and the pair reports the rule as a problem.
-    assert presenter.choose_speculation("ngram")
+    assert presenter.engine.choose_speculation("ngram")
     qtbot.waitUntil(lambda: presenter.controller.info.speculation == "ngram", timeout=30_000)
-    presenter.set_speculation(str(tiny_incompatible))
-    assert presenter.speculation.choice == "draft"
+    presenter.engine.set_speculation(str(tiny_incompatible))
+    assert presenter.engine.speculation.choice == "draft"
     qtbot.waitUntil(lambda: "token 40" in seen.of("pair_changed")[-1].text, timeout=30_000)
     pair = seen.of("pair_changed")[-1]
     # The window words the refusal from its rule and both values, not from the worker's sentence.
     assert pair.is_problem and pair.text.startswith(pair_words(presenter.controller.info))
     assert "vocabulary does not match the target's: text of token 40 differs" in pair.text
-    assert presenter.speculation == SpeculationView("ngram", "ngram", True)
+    assert presenter.engine.speculation == SpeculationView("ngram", "ngram", True)
     assert presenter.settings.draft == "ngram" == load_settings().draft
     assert load_settings().draft_model_path == str(tiny_incompatible)  # the last file chosen stays offered
     # Every announcement was the one state as it stood then; the last one is the state now.
     views = seen.of("speculation_changed")
-    assert views and views[-1] is presenter.speculation
+    assert views and views[-1] is presenter.engine.speculation
     assert all(isinstance(v, SpeculationView) for v in views)
 
 
@@ -165,9 +175,9 @@ def test_a_reply_is_saved_as_it_streams_and_recorded_when_it_ends(qtbot, make, t
 def test_compare_runs_are_routed_to_compare_not_to_the_chat(qtbot, make, tiny_target: Path) -> None:
     presenter = make(tiny_target, draft="ngram", max_tokens=24)
     seen = Seen(presenter)
-    presenter.compare("Repeat: the cat sat on the mat, the cat sat on the mat.")
+    presenter.comparison.run("Repeat: the cat sat on the mat, the cat sat on the mat.")
     ((plain_id, speculative_id),) = seen.of("compare_started")
-    assert presenter.compare_runs == {plain_id: "plain", speculative_id: "speculative"}
+    assert presenter.comparison.runs == {plain_id: "plain", speculative_id: "speculative"}
     qtbot.waitUntil(lambda: len(seen.of("compare_finished")) == 2, timeout=60_000)
     finished = seen.of("compare_finished")
     assert [r.request_id for r in finished] == [plain_id, speculative_id]
@@ -177,12 +187,12 @@ def test_compare_runs_are_routed_to_compare_not_to_the_chat(qtbot, make, tiny_ta
     assert finished[0].text == finished[1].text  # greedy: the same text, only the speed differs
     # Nothing of it reached the chat or the store; the plain run became the baseline.
     assert not seen.of("reply_progressed") and not seen.of("reply_ended") and not seen.of("message_added")
-    assert presenter.store.conversations() == [] and presenter.compare_runs == {}
+    assert presenter.store.conversations() == [] and presenter.comparison.runs == {}
     assert presenter.speed.plain_tokens_per_s() == round(finished[0].finished.stats.decode_tokens_per_s, 3)
     assert seen.of("speed_line_changed")[-1] == "Ready"
     # Compared again: the speculative run drafts as it did, not from the earlier runs' answers
     # (kept, they would draft it whole: a comparison of the engine's memory, not of speculation).
-    presenter.compare("Repeat: the cat sat on the mat, the cat sat on the mat.")
+    presenter.comparison.run("Repeat: the cat sat on the mat, the cat sat on the mat.")
     qtbot.waitUntil(lambda: len(seen.of("compare_finished")) == 4, timeout=60_000)
     again = seen.of("compare_finished")[3].finished
     assert again.stats.speculation == "ngram" and again.text == finished[1].finished.text
@@ -199,7 +209,7 @@ def test_a_failed_load_arrives_as_its_kind_and_is_worded_by_the_window(qtbot, tm
     failures: list[Failure] = []
     presenter.controller.engine_failed.connect(failures.append)
     try:
-        presenter.start_engine()
+        presenter.engine.start_engine()
         qtbot.waitUntil(lambda: bool(failures), timeout=60_000)
         (failure,) = failures
         assert failure.kind is ErrorKind.MODEL_NOT_FOUND and str(missing) in failure.sentence
@@ -235,12 +245,14 @@ def test_an_unexpected_failure_raises_once_the_window_has_settled_it(qtbot, tmp_
     presenter = ChatPresenter(EngineController(), store, load_settings())
     seen = Seen(presenter)
     try:
-        presenter.compare_runs = {7: "plain", 8: "speculative"}
-        presenter.on_controller_reply_failed(7, Failure(ErrorKind.DECODE, "llama_decode returned -1"), False)
+        presenter.comparison.runs = {7: "plain", 8: "speculative"}
+        presenter.comparison.on_controller_reply_failed(
+            7, Failure(ErrorKind.DECODE, "llama_decode returned -1"), False
+        )
         assert seen.of("compare_failed") == [(7, "llama_decode returned -1")]
         with pytest.raises(UnexpectedFailure, match="a bug"):
-            presenter.on_controller_reply_failed(8, Failure(ErrorKind.UNEXPECTED, "a bug"), False)
-        assert seen.of("compare_failed")[-1] == (8, "a bug") and presenter.compare_runs == {}
+            presenter.comparison.on_controller_reply_failed(8, Failure(ErrorKind.UNEXPECTED, "a bug"), False)
+        assert seen.of("compare_failed")[-1] == (8, "a bug") and presenter.comparison.runs == {}
     finally:
         presenter.controller.shutdown()
         presenter.close()
@@ -255,4 +267,9 @@ def test_the_presenter_module_imports_no_widgets() -> None:
         elif isinstance(node, ast.Import):
             modules.update(a.name for a in node.names)
     assert not {m for m in modules if "QtWidgets" in m or "QtGui" in m}
-    assert {m for m in modules if m.startswith("ui.")} <= {"ui.stats_format"}  # words, no widgets
+    presenters = {"ui.compare_presenter", "ui.engine_presenter", "ui.failures", "ui.speed_presenter"}
+    assert {m for m in modules if m.startswith("ui.")} <= presenters  # words and state, no widgets
+    for name in presenters:  # ... and none of the presenters it is split into imports widgets
+        path = Path(__file__).parents[1] / (name.replace(".", "/") + ".py")
+        imported = {n.module for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ImportFrom)}
+        assert not {m for m in imported if m and ("QtWidgets" in m or "QtGui" in m)}, name

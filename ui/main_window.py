@@ -339,20 +339,24 @@ class MainWindow(QMainWindow):
         p.speed_line_changed.connect(self.stats_label.setText)
         p.reply_progressed.connect(self.on_presenter_reply_progressed)
         p.reply_ended.connect(self.on_presenter_reply_ended)
-        p.speculation_changed.connect(self.on_presenter_speculation_changed)
-        p.pair_changed.connect(self.on_presenter_pair_changed)
-        p.loading_finished.connect(lambda: self._set_loading(None))
-        p.compare_started.connect(self.compare.start)
-        p.compare_progressed.connect(self.on_presenter_compare_progressed)
-        p.compare_finished.connect(self.on_presenter_compare_finished)
-        p.compare_failed.connect(self.compare.on_failed)
-        self.on_presenter_speculation_changed(p.speculation)
+        e = p.engine
+        e.speculation_changed.connect(self.on_presenter_speculation_changed)
+        e.pair_changed.connect(self.on_presenter_pair_changed)
+        e.loading_finished.connect(lambda: self._set_loading(None))
+        e.notice_changed.connect(self.chat.set_notice)
+        c = p.comparison
+        c.started.connect(self.compare.start)
+        c.progressed.connect(self.on_presenter_compare_progressed)
+        c.finished.connect(self.on_presenter_compare_finished)
+        c.failed.connect(self.compare.on_failed)
+        c.state_changed.connect(self.stats_label.setText)
+        self.on_presenter_speculation_changed(e.speculation)
 
     # ---- engine
 
     def start_engine(self) -> None:
         # Settings → Engine: a server (app/host/remote_worker.py) or this computer.
-        self.presenter.start_engine()
+        self.presenter.engine.start_engine()
 
     def _set_loading(self, stage: str | None) -> None:
         self.load_label.setText(stage or "")
@@ -384,7 +388,7 @@ class MainWindow(QMainWindow):
 
     def set_speculation(self, draft: str) -> None:
         """Switch to "none", "ngram" or a draft GGUF path; applies from the next reply."""
-        self.presenter.set_speculation(draft)
+        self.presenter.engine.set_speculation(draft)
 
     # ---- conversations
 
@@ -470,7 +474,7 @@ class MainWindow(QMainWindow):
     def on_controller_engine_loaded(self, info: EngineInfo) -> None:
         # The pair, the speculation shown and the loading line follow the presenter.
         page: Any = self.models_page  # (a QLabel if unavailable)
-        self.header.set_model_in_use(self.presenter.model_key(), info.target_name)
+        self.header.set_model_in_use(self.presenter.engine.model_key(), info.target_name)
         if hasattr(page, "set_model_in_use"):
             page.set_model_in_use(info.target_path)
             page.set_gpu_backend(info.gpu_offload_supported)
@@ -522,7 +526,7 @@ class MainWindow(QMainWindow):
         self._refresh_conversations()
 
     def on_compare_compare_requested(self, prompt: str) -> None:
-        self.presenter.compare(prompt)
+        self.presenter.comparison.run(prompt)
 
     def on_tabs_current_changed(self, index: int) -> None:
         if self.tabs.widget(index) is self.compare and not self.compare.prompt.toPlainText().strip():
@@ -532,11 +536,11 @@ class MainWindow(QMainWindow):
             )
 
     def on_header_speed_up_chosen(self, key: str) -> None:
-        if not self.presenter.choose_speculation(key):
+        if not self.presenter.engine.choose_speculation(key):
             self.on_choose_draft_action_triggered()
 
     def on_header_model_chosen(self, model: str) -> None:
-        self.presenter.choose_model(model)
+        self.presenter.engine.choose_model(model)
 
     def on_choose_draft_action_triggered(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
@@ -545,7 +549,7 @@ class MainWindow(QMainWindow):
         if path:
             self.set_speculation(path)
         else:
-            self.presenter.reshow_speculation()
+            self.presenter.engine.reshow_speculation()
 
     def on_tint_check_toggled(self, is_checked: bool) -> None:
         self._update_settings(show_draft_tint=is_checked)
@@ -568,7 +572,7 @@ class MainWindow(QMainWindow):
         self.serve_toggle.apply_settings(self.settings)  # its port, key, who may connect
 
     def on_models_page_pair_chosen(self, target_path: str, draft: str) -> None:
-        self.presenter.choose_pair(target_path, draft)
+        self.presenter.engine.choose_pair(target_path, draft)
         self.tabs.setCurrentIndex(0)
 
     def open_link(self, url: str) -> None:
@@ -596,7 +600,7 @@ class MainWindow(QMainWindow):
 
     def cycle_speculation(self) -> None:
         """Off -> n-gram -> the draft model (when one was chosen and exists) -> off."""
-        if not self.presenter.choose_speculation(self.presenter.next_speculation()):
+        if not self.presenter.engine.choose_speculation(self.presenter.engine.next_speculation()):
             self.on_choose_draft_action_triggered()
 
     def show_shortcuts(self) -> None:

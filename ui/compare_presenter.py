@@ -1,0 +1,95 @@
+"""Compare, without widgets: one prompt run twice, plainly then with the speed-up, with the same
+sampling; its replies routed to the Compare view (they are never stored), the plain run kept as
+this machine's plain speed."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import replace
+
+from PySide6.QtCore import QObject, Signal
+
+from app.host.controller import EngineController
+from app.host.reply import Reply, ReplyProgress
+from app.host.worker import ChatTurn
+from app.settings import Settings
+from engine.errors import Failure
+from ui.failures import failure_words, raise_if_unexpected
+from ui.speed_presenter import SpeedPresenter
+
+
+class ComparePresenter(QObject):
+    started = Signal(int, int)  # plain and speculative request ids
+    progressed = Signal(object)  # ReplyProgress of a Compare run
+    finished = Signal(object)  # Reply of a Compare run, its `finished` set
+    failed = Signal(int, str)  # request id, sentence
+    state_changed = Signal(str)  # the status bar's state line
+
+    def __init__(
+        self,
+        controller: EngineController,
+        settings: Callable[[], Settings],
+        speed: SpeedPresenter,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.controller = controller
+        self._settings = settings
+        self.speed = speed
+        self.runs: dict[int, str] = {}  # request id -> "plain" | "speculative"
+        self.is_greedy = True  # of the last run: same text is then a check, else by design
+        controller.reply_progressed.connect(self.on_controller_reply_progressed)
+        controller.reply_finished.connect(self.on_controller_reply_finished)
+        controller.reply_failed.connect(self.on_controller_reply_failed)
+
+    def owns(self, request_id: int) -> bool:
+        return request_id in self.runs
+
+    def run(self, prompt: str) -> None:
+        """Run the prompt twice, plain then with the speed-up, with the same sampling."""
+        if self.controller.is_busy:
+            return
+        turns = (ChatTurn("user", prompt),)
+        settings = self._settings()
+        params, max_tokens = settings.sampling(), settings.max_tokens
+        self.is_greedy = params.is_greedy
+        if not params.is_greedy and params.seed is None:
+            # One seed for both runs: with n-gram drafts sampled speculation then writes the very
+            # text plain decoding writes (engine/sampling.py, keyed sampling), so only speed differs.
+            params = replace(params, seed=random.randrange(1 << 31))
+        # Neither run drafts from earlier replies nor is kept: the speculative run must not draft
+        # the plain run's reply (engine.reply_memory), or Compare would show that, not speculation.
+        plain_id = self.controller.start_reply(
+            turns, params=params, max_tokens=max_tokens, speculate=False, remember=False
+        )
+        speculative_id = self.controller.start_reply(
+            turns, params=params, max_tokens=max_tokens, speculate=None, remember=False
+        )
+        self.runs = {plain_id: "plain", speculative_id: "speculative"}
+        self.started.emit(plain_id, speculative_id)
+        self.state_changed.emit("Compare: writing the usual way first…")
+
+    def on_controller_reply_progressed(self, progress: ReplyProgress) -> None:
+        name = self.runs.get(progress.request_id)
+        if name is not None:
+            self.progressed.emit(progress)
+            if name == "speculative":
+                self.state_changed.emit("Compare: now with the speed-up…")
+
+    def on_controller_reply_finished(self, reply: Reply) -> None:
+        finished = reply.finished
+        assert finished is not None
+        name = self.runs.pop(reply.request_id, None)
+        if name is None:
+            return
+        if name == "plain":
+            self.speed.record_plain_speed(finished)
+        self.finished.emit(reply)
+        self.state_changed.emit("Ready" if not self.runs else "Compare: now with the speed-up…")
+
+    def on_controller_reply_failed(self, request_id: int, failure: Failure, has_engine_died: bool) -> None:
+        if self.runs.pop(request_id, None) is None:
+            return
+        self.failed.emit(request_id, failure_words(failure))
+        raise_if_unexpected(failure)

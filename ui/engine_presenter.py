@@ -1,0 +1,244 @@
+"""The engine and its speed-up, without widgets: which pair is loaded (or loading, or failed),
+the one copy of the speed-up state (`SpeculationView`: the kind chosen, the kind in effect,
+whether it can be switched), and the pair's state in words for the header.
+
+It drives the engine controller's loading and listens to its engine signals; the chat's
+replies are ui/presenter.py's, Compare's ui/compare_presenter.py's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from app.host.controller import EngineController
+from app.host.worker import EngineInfo
+from app.library.model_spec import parse_draft
+from app.settings import Settings
+from engine.errors import Failure
+from ui.failures import failure_words, raise_if_unexpected
+
+
+@dataclass(frozen=True)
+class SpeculationView:
+    """The one speculation state, as the toolbar and Compare follow it."""
+
+    choice: str  # "none" | "ngram" | "draft": the kind chosen (the toolbar's combo)
+    in_effect: str  # what the engine runs (Compare's speculative side)
+    can_switch: bool  # False while a server is the engine: it decides its own speculation
+
+
+@dataclass(frozen=True)
+class PairView:
+    """The pair label: its text, whether it reports a problem, its tooltip and the window title
+    (None: unchanged)."""
+
+    text: str
+    is_problem: bool = False
+    tooltip: str | None = None
+    title: str | None = None
+
+
+def _kind(draft: str | None) -> str:
+    return str(parse_draft(draft).kind)
+
+
+def pair_words(info: EngineInfo) -> str:
+    """The loaded pair's state as the header says it, from the engine's values (the model's
+    name is the model picker's)."""
+    if info.server:
+        how = f", drafting with {info.draft_name}" if info.draft_name else ""
+        return f"{info.target_name} on {info.server}{how} (the server decides its speed-up)"
+    if info.speculation == "draft" and info.draft:
+        pair = f"{info.draft_name} guesses ahead (same vocabulary: compatible)"
+    elif info.speculation == "ngram":
+        pair = "n-gram: fastest where a reply reuses text"
+    else:
+        pair = "Speed-up off: the model writes every word itself"
+    if info.draft_refusal is not None:
+        pair += f". Draft model not used: {failure_words(info.draft_refusal)}."
+    return pair
+
+
+class EnginePresenter(QObject):
+    """The loaded pair and the speed-up choice; the header and Compare follow its signals."""
+
+    speculation_changed = Signal(object)  # SpeculationView
+    pair_changed = Signal(object)  # PairView
+    loading_finished = Signal()  # the engine loaded, failed or died: no load in progress
+    notice_changed = Signal(str, bool)  # a load that failed or an engine that died, in words
+
+    def __init__(
+        self,
+        controller: EngineController,
+        settings: Callable[[], Settings],
+        update_settings: Callable[..., None],
+        model: str | None = None,
+        draft: str | None = None,
+        parent: QObject | None = None,
+    ) -> None:
+        """settings: the current settings; update_settings(**changes) saves changes; model/draft
+        override the saved choice for this session (the command line's --model/--draft)."""
+        super().__init__(parent)
+        self.controller = controller
+        self._settings = settings
+        self._update = update_settings
+        self._model_override = model
+        self._draft_override = draft
+        self.speculation = SpeculationView(_kind(self.draft), _kind(self.draft), True)
+        c = controller
+        c.engine_loaded.connect(self.on_controller_engine_loaded)
+        c.engine_failed.connect(self.on_controller_engine_failed)
+        c.engine_died.connect(self.on_controller_engine_died)
+        c.draft_changed.connect(self.on_controller_draft_changed)
+        c.draft_failed.connect(self.on_controller_draft_failed)
+
+    @property
+    def draft(self) -> str:
+        """The draft to load: the command line's for this session, else the saved choice."""
+        return self._draft_override or self._settings().draft
+
+    def start_engine(self) -> None:
+        """(Re)load the engine: a server (Settings → Engine) or this computer, with the chosen pair."""
+        from app.host.remote_worker import RemoteTarget
+
+        s = self._settings()
+        remote = RemoteTarget(s.remote_url, s.remote_api_key, s.remote_model) if s.is_remote else None
+        self.controller.use_remote(remote)
+        self._show_speculation(can_switch=remote is None)
+        target = self._model_override or s.model_path or ""
+        config = s.engine_config(target)
+        if self._draft_override is not None:
+            config = s.replace(draft=self._draft_override).engine_config(target)
+        self.controller.load(config)
+
+    def _show_speculation(
+        self, draft: str | None = None, in_effect: str | None = None, can_switch: bool | None = None
+    ) -> None:
+        """Change the one speculation state (what is not given stays) and announce it."""
+        now = self.speculation
+        choice = now.choice if draft is None else _kind(draft)
+        if draft is not None and choice != "none" and self._settings().speed_up_auto:
+            choice = "auto"
+        if in_effect is None:
+            in_effect = now.in_effect if draft is None else choice
+        self.speculation = SpeculationView(
+            choice, in_effect, now.can_switch if can_switch is None else can_switch
+        )
+        self.speculation_changed.emit(self.speculation)
+
+    def set_speculation(self, draft: str, is_auto: bool = False) -> None:
+        """Switch to "none", "ngram" or a draft GGUF path; applies from the next reply. is_auto:
+        chosen as "Automatic" (the header shows that choice)."""
+        changes: dict[str, Any] = {"draft": draft, "speed_up_auto": is_auto}
+        if parse_draft(draft).model is not None:
+            changes["draft_model_path"] = draft
+        self._draft_override = None
+        self._update(**changes)
+        self._show_speculation(draft)
+        self.pair_changed.emit(PairView("Switching the speed-up… (applies from the next reply)"))
+        self.controller.set_draft(parse_draft(draft).engine_value())
+
+    def has_draft_model(self) -> bool:
+        """Whether a draft model was chosen before and is still there."""
+        path = self._settings().draft_model_path
+        return bool(path) and Path(str(path)).exists()
+
+    def choose_speculation(self, kind: str) -> bool:
+        """The header's choice: "auto", "none", "ngram" or "draft" (the draft model chosen last).
+        Automatic is the draft model chosen last where there is one (it also drafts from the
+        text, and leaves the draft model aside where it does not pay), else the text alone.
+        False when there is no draft model to switch to: the window asks for a file."""
+        if kind == "auto":
+            model = str(self._settings().draft_model_path) if self.has_draft_model() else "ngram"
+            self.set_speculation(model, is_auto=True)
+        elif kind in ("none", "ngram"):
+            self.set_speculation(kind)
+        elif self.has_draft_model():
+            self.set_speculation(str(self._settings().draft_model_path))
+        else:
+            return False
+        return True
+
+    def next_speculation(self) -> str:
+        """The kind after the current one: off -> n-gram -> the draft model (when one exists) -> off."""
+        kinds = ["none", "ngram"]
+        if self.has_draft_model():
+            kinds.append("draft")
+        current = self.speculation.choice
+        return kinds[(kinds.index(current) + 1) % len(kinds)] if current in kinds else "none"
+
+    def reshow_speculation(self) -> None:
+        """The toolbar went out of step (a file dialog cancelled): show the choice again."""
+        self._show_speculation(self.draft)
+
+    def model_key(self) -> str:
+        """The model in use as the model picker names it: a path, or a built-in model's name."""
+        return self._model_override or self._settings().model_path or "default"
+
+    def choose_model(self, model: str) -> None:
+        """The header's model picker: this model, with the speed-up chosen now (a draft model
+        gives way to the text: it was chosen for the model before)."""
+        draft = self._settings().draft
+        if parse_draft(draft).model is not None:
+            draft = "ngram"  # a draft model belongs to the target it was chosen for
+        self.choose_pair(model, draft)
+
+    def choose_pair(self, target_path: str, draft: str) -> None:
+        """A pair from the Models page (or the welcome panel's download): saved, then loaded."""
+        changes: dict[str, Any] = {"model_path": target_path, "draft": parse_draft(draft).text}
+        if parse_draft(draft).model is not None:
+            changes["draft_model_path"] = draft
+        self._model_override = self._draft_override = None
+        self._update(**changes)
+        self._show_speculation(draft)
+        self.start_engine()
+
+    def _show_pair(self, info: EngineInfo | None, problem: str = "") -> None:
+        if info is None:
+            self.pair_changed.emit(PairView(problem or "No model loaded", is_problem=bool(problem)))
+            return
+        text = pair_words(info)
+        if problem:
+            text += f" — {problem}"
+        self.pair_changed.emit(
+            PairView(
+                text,
+                is_problem=bool(problem) or info.draft_refusal is not None,
+                tooltip=f"Target: {info.target_path}" + (f"\nDraft: {info.draft}" if info.draft else ""),
+                title=f"Tandem — {info.target_name}",
+            )
+        )
+
+    def on_controller_engine_loaded(self, info: EngineInfo) -> None:
+        self.loading_finished.emit()
+        self._show_pair(info)
+        self._show_speculation(info.draft or "none", in_effect=info.speculation)
+
+    def on_controller_engine_failed(self, failure: Failure) -> None:
+        words = failure_words(failure)
+        self.loading_finished.emit()
+        self._show_pair(None, f"Model not loaded: {words}")
+        self.notice_changed.emit(f"The model could not be loaded: {words}", True)
+        raise_if_unexpected(failure)
+
+    def on_controller_engine_died(self, failure: Failure) -> None:
+        self.loading_finished.emit()
+        self._show_pair(None, "Engine stopped; the next message starts a fresh one")
+        self.notice_changed.emit(failure_words(failure), True)
+
+    def on_controller_draft_changed(self, info: EngineInfo) -> None:
+        self._show_pair(info)
+        self._show_speculation(info.draft or "none", in_effect=info.speculation)
+
+    def on_controller_draft_failed(self, failure: Failure) -> None:
+        info = self.controller.info
+        self._show_pair(info, f"Speed-up unchanged: {failure_words(failure)}")
+        if info is not None:
+            self._update(draft=info.draft or "none")
+            self._show_speculation(info.draft or "none")
+        raise_if_unexpected(failure)

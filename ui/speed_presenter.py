@@ -1,0 +1,76 @@
+"""The speed baseline per target model (this machine's plain decoding speed, measured by a plain
+reply or Compare's plain run, kept in the settings) and the stats record each reply keeps (the
+engine's numbers, how it ended, and the baseline it is compared with)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from app.settings import Settings
+from engine.events import Finished, Stats, StatsRecord
+
+MIN_TOKENS_FOR_BASELINE = 8  # a plain reply shorter than this is too noisy to be the speed baseline
+
+
+class SpeedPresenter(QObject):
+    """The speed baseline per target model and the stats records of replies."""
+
+    baseline_changed = Signal(str, float)  # target path, plain tokens/s
+
+    def __init__(
+        self,
+        settings: Callable[[], Settings],
+        update_settings: Callable[..., None],
+        target_path: Callable[[], str | None],
+        parent: QObject | None = None,
+    ) -> None:
+        """settings: the current settings; update_settings(**changes) saves changes;
+        target_path: the loaded target model's path (None while none is loaded)."""
+        super().__init__(parent)
+        self._settings = settings
+        self._update_settings = update_settings
+        self._target_path = target_path
+
+    def plain_tokens_per_s(self) -> float | None:
+        """The measured plain speed of the loaded target on this machine, if any."""
+        path = self._target_path()
+        return self._settings().plain_tokens_per_s.get(path) if path else None
+
+    def record_plain_speed(self, finished: Finished) -> bool:
+        """Keep a plain reply's decode speed as the baseline; True when it was kept.
+
+        Only a plain reply (speculation off) that ended by itself and was long enough counts."""
+        stats = finished.stats
+        path = self._target_path()
+        if (
+            path is None
+            or finished.stop_reason == "cancelled"
+            or stats.speculation != "none"
+            or stats.n_generated < MIN_TOKENS_FOR_BASELINE
+        ):
+            return False
+        speed = round(stats.decode_tokens_per_s, 3)
+        speeds = dict(self._settings().plain_tokens_per_s)
+        speeds[path] = speed
+        self._update_settings(plain_tokens_per_s=speeds)
+        self.baseline_changed.emit(path, speed)
+        return True
+
+    def record(self, finished: Finished, **extras: Any) -> StatsRecord:
+        """What a finished reply keeps: the engine's numbers, how it ended, the baseline."""
+        stats = finished.stats
+        record = StatsRecord.of(stats, finished.stop_reason, **extras)
+        return replace(record, n_steps_with_draft=stats.n_steps_with_draft, plain_tokens_per_s=self._plain())
+
+    def partial_record(self, stats: Stats | None) -> StatsRecord | None:
+        """What an interrupted reply keeps (its last numbers), or None when it had none."""
+        if stats is None:
+            return None
+        return replace(StatsRecord.of(stats, "interrupted"), plain_tokens_per_s=self._plain())
+
+    def _plain(self) -> float | None:
+        return self.plain_tokens_per_s() or None
