@@ -68,6 +68,9 @@ class Settings:
     serve_port: int = SERVE_PORT
     serve_api_key: str = ""
     serve_public: bool = False
+    # Web pages (scheme://host[:port], comma-separated) allowed to use the API from a browser;
+    # requests from any other page are refused (app/api/serve.py).
+    serve_allowed_origins: str = ""
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(

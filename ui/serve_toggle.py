@@ -42,6 +42,12 @@ def lan_address() -> str | None:
     return None if address.startswith("127.") or address == "0.0.0.0" else address
 
 
+def allowed_origins(settings: Settings) -> tuple[str, ...]:
+    return tuple(
+        o.strip().rstrip("/").lower() for o in settings.serve_allowed_origins.split(",") if o.strip()
+    )
+
+
 class ServeToggle(QObject):
     engine_wanted = Signal()  # from the server's thread: the engine died, load a fresh one
 
@@ -108,7 +114,8 @@ class ServeToggle(QObject):
             return
         # The window's engine, under the window's supervisor: the API's replies queue with the window's.
         self.host = host = ApiEngine(controller.supervisor, want_engine=self.engine_wanted.emit)
-        self.api = ApiServer(host, settings.serve_api_key or None)
+        self.api = ApiServer(host, settings.serve_api_key or None, allowed_origins(settings))
+        self.api.needs_key = self._relay_refusal
         self.server = BackgroundServer(self.api, sock)
         self.server.start()
         self._show_address()
@@ -132,7 +139,18 @@ class ServeToggle(QObject):
             self.start()  # a port now in use: the reason shows and the switch turns off
             return
         self.api.api_key = settings.serve_api_key or None
+        self.api.allowed_origins = allowed_origins(settings)
         self._show_address()
+
+    def _relay_refusal(self) -> str | None:
+        """(the server's thread) With an engine on another server, the window's API would relay
+        anyone to it with the user's key for that server: only callers with this API's key."""
+        if self.window.controller.remote is None:
+            return None
+        return (
+            "this window uses an engine on another server: set an API key for the window's API in "
+            "Settings to let other programs use it"
+        )
 
     @Slot()
     def on_engine_wanted(self) -> None:

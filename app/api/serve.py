@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
+import ipaddress
 import json
 import socket
 import sys
@@ -533,6 +535,7 @@ class BackgroundServer:
     def __init__(self, server: ApiServer, sock: socket.socket) -> None:
         import uvicorn
 
+        server.listen_on(sock)
         self.sock = sock
         self._server = uvicorn.Server(uvicorn_config(server, graceful_shutdown_s=2))
         self._thread = threading.Thread(
@@ -707,13 +710,85 @@ def _sse(obj: object) -> bytes:
 
 
 class ApiServer:
-    def __init__(self, host: ApiEngine, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        host: ApiEngine,
+        api_key: str | None = None,
+        allowed_origins: tuple[str, ...] = (),
+        allowed_hosts: tuple[str, ...] = (),
+    ) -> None:
+        """allowed_origins: web pages (scheme://host[:port], or "*") that may use the API from a
+        browser; allowed_hosts: more Host names than the addresses served (or "*": any)."""
         self.host = host
         self.api_key = api_key
+        self.allowed_origins = tuple(o.rstrip("/").lower() for o in allowed_origins)
+        self.allowed_hosts = tuple(h.lower().rstrip(".") for h in allowed_hosts)
+        self.address: tuple[str, int] | None = None  # where it listens (listen_on)
+        # A reason to refuse every caller without a key (the window relaying an engine on another
+        # server with the user's key for it), or None: asked on each request.
+        self.needs_key: Callable[[], str | None] = lambda: None
+
+    def listen_on(self, sock: socket.socket) -> None:
+        self.address = sock.getsockname()[:2]
 
     # -- checks shared by every endpoint
 
+    def check_boundary(self, headers: Any) -> str | None:
+        """Refuse what a web page can make a browser send: a Host other than the addresses served
+        (DNS rebinding: a page on attacker.example whose name now points at 127.0.0.1), an Origin
+        other than the server's own or one allowed. None: allowed; else the sentence of a 403.
+        Clients that are not browsers send no Origin and the Host they were given."""
+        host_header = headers.get("host")
+        if host_header is not None and not self._is_served_host(host_header):
+            name = _host_name(host_header)
+            return (
+                f"the Host '{name}' is not an address this server listens on (a web page reached "
+                "it by another name); use its address, or allow the name with --allow-host"
+            )
+        origin = headers.get("origin")
+        if origin is None:
+            return None
+        origin = origin.rstrip("/").lower()
+        if origin in self.allowed_origins or "*" in self.allowed_origins:
+            return None
+        if host_header is not None and origin in (
+            f"http://{host_header.lower()}",
+            f"https://{host_header.lower()}",
+        ):
+            return None
+        return (
+            f"requests from web pages are refused: the page at {origin} may not use this API "
+            "(allow it with --allow-origin, or in the window's settings)"
+        )
+
+    def _is_served_host(self, host_header: str) -> bool:
+        if "*" in self.allowed_hosts:
+            return True
+        name = _host_name(host_header)
+        if name in self.allowed_hosts:
+            return True
+        bound = self.address[0] if self.address else "127.0.0.1"
+        try:
+            bound_ip = ipaddress.ip_address(bound)
+        except ValueError:
+            bound_ip = None
+        wildcard = bound_ip is not None and bound_ip.is_unspecified
+        loopback = bound_ip is None or bound_ip.is_loopback or wildcard
+        if name == "localhost":
+            return loopback
+        try:
+            ip = ipaddress.ip_address(name)
+        except ValueError:
+            # A name: only this computer's own names, and only where other computers may connect.
+            return wildcard and name in _own_names()
+        if wildcard:
+            return True
+        return ip == bound_ip or (loopback and ip.is_loopback)
+
     def check_auth(self, headers: Any) -> None:
+        refusal = self.needs_key()
+        if refusal is not None and not self.api_key:
+            raise ApiError(403, refusal, code="api_key_required")
         if not self.api_key:
             return
         given = headers.get("authorization", "")
@@ -784,7 +859,7 @@ class ApiServer:
             error = ApiError(500, f"unexpected server error: {type(exc).__name__}", kind="server_error")
             return JSONResponse(error.body(), 500)
 
-        return Starlette(
+        app = Starlette(
             routes=[
                 Route("/v1/models", models, methods=["GET"]),
                 Route("/v1/chat/completions", _Endpoint(self, chat=True), methods=["POST"]),
@@ -793,6 +868,81 @@ class ApiServer:
             ],
             exception_handlers={HTTPException: http_error, Exception: server_error},
         )
+        return _Boundary(self, app)
+
+
+def _host_name(host_header: str) -> str:
+    """The name in a Host header, without its port: "127.0.0.1:8080" -> "127.0.0.1", "[::1]:80" -> "::1"."""
+    value = host_header.strip().lower()
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    if value.count(":") == 1:
+        value = value.split(":", 1)[0]
+    return value.rstrip(".")
+
+
+@functools.lru_cache(maxsize=1)
+def _own_names() -> frozenset[str]:
+    """This computer's names, as another computer on the network may reach it."""
+    names = {socket.gethostname().lower()}
+    with contextlib.suppress(OSError):
+        names.add(socket.getfqdn().lower())
+    names |= {f"{n.split('.')[0]}.local" for n in list(names)}
+    return frozenset(n.rstrip(".") for n in names if n)
+
+
+class _Boundary:
+    """The API's edge with web pages, before any route: the Host and Origin checks (403 with a
+    sentence), the CORS answers for the origins allowed (preflight included), and nothing else."""
+
+    def __init__(self, server: ApiServer, app: Any) -> None:
+        self.server = server
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        from starlette.datastructures import Headers
+
+        headers = Headers(scope=scope)
+        refusal = self.server.check_boundary(headers)
+        if refusal is not None:
+            say(f"tandem serve: 403: {refusal}")
+            await ApiError(403, refusal, kind="invalid_request_error", code="forbidden_origin").send(send)
+            return
+        origin = headers.get("origin")
+        allowed = self.server.allowed_origins
+        if origin is None or not ("*" in allowed or origin.rstrip("/").lower() in allowed):
+            await self.app(scope, receive, send)
+            return
+        cors = [
+            (b"access-control-allow-origin", origin.encode("latin-1")),
+            (b"vary", b"Origin"),
+        ]
+        if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:
+            preflight = [
+                *cors,
+                (b"access-control-allow-methods", b"GET, POST, OPTIONS"),
+                (b"access-control-allow-headers", b"Authorization, Content-Type"),
+                (b"access-control-max-age", b"600"),
+                (b"content-length", b"0"),
+            ]
+            await send({"type": "http.response.start", "status": 204, "headers": preflight})
+            await send({"type": "http.response.body", "body": b""})
+            return
+
+        async def send_with_cors(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *cors]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_cors)
+
+
+def _is_json(content_type: str | None) -> bool:
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
 class _Endpoint:
@@ -807,7 +957,14 @@ class _Endpoint:
 
         host = self.server.host
         try:
-            self.server.check_auth(Headers(scope=scope))
+            headers = Headers(scope=scope)
+            self.server.check_auth(headers)
+            if not _is_json(headers.get("content-type")):
+                # A web page's form or text/plain post (no CORS preflight) ends here, unread.
+                given = headers.get("content-type") or "none"
+                raise ApiError(
+                    415, f"the request body must be JSON: send 'Content-Type: application/json' (got {given})"
+                )
             raw = await _read_body(receive)
             try:
                 body = json.loads(raw)

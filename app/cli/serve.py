@@ -45,6 +45,22 @@ def add_serve_parser(sub: Any) -> None:
         default=DEFAULT_QUEUE,
         help=f"requests that may wait while one generates (default {DEFAULT_QUEUE})",
     )
+    s.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a web page allowed to use the API from a browser (scheme://host[:port]; repeatable). "
+        "Requests from any other page are refused",
+    )
+    s.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name for this server that clients use in the Host header, beyond the address it "
+        "listens on (behind a proxy; repeatable). Other names are refused (DNS rebinding)",
+    )
 
 
 def is_loopback(host: str) -> bool:
@@ -94,7 +110,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         say(f"tandem serve: loading {Path(config.target_path).name}…")
         host.start()
         info = host.wait_loaded()
-        return _run_uvicorn(ApiServer(host, args.api_key), info, sock)
+        api = ApiServer(
+            host, args.api_key, allowed_origins=tuple(args.allow_origin), allowed_hosts=tuple(args.allow_host)
+        )
+        return _run_uvicorn(api, info, sock)
     finally:
         host.shutdown()
         sock.close()
@@ -117,6 +136,7 @@ def _run_uvicorn(server: ApiServer, info: EngineInfo, sock: socket.socket) -> in
     say(f"tandem serve: {info.pair_note}")
     say(f"tandem serve: model '{model_id(info)}', context {info.n_ctx} tokens")
     say(f"tandem serve: listening on {url} (OpenAI-compatible; Ctrl+C stops)")
+    server.listen_on(sock)
     config = uvicorn_config(server, graceful_shutdown_s=3)
     stop_handler = signal.signal(signal.SIGTERM, _stop_on_signal)
     try:
