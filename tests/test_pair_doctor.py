@@ -18,6 +18,7 @@ from hub_server import FakeHub, HubFile, closed_port, go_online
 
 from app import paths
 from app.cli.cli_models import main_models
+from app.library import hub_search
 from app.library import pair_doctor as doctor
 from app.library.remote_gguf import MAX_HEADER_BYTES, HeaderTooLargeError, read_remote_header
 from engine.errors import NotGGUFError
@@ -364,9 +365,9 @@ def test_bad_open_links_are_refused(url: str, fragment: str) -> None:
 
 
 def test_quantisation_and_sizes_from_names() -> None:
-    assert doctor.quantization_of("Qwen2.5-7B-Instruct-Q4_K_M.gguf") == "Q4_K_M"
-    assert doctor.quantization_of("model-IQ2_XS-00001-of-00003.gguf") == "IQ2_XS"
-    assert doctor.quantization_of("gemma-3-270m-it-bf16.gguf") == "BF16"
+    assert hub_search.quantization_of("Qwen2.5-7B-Instruct-Q4_K_M.gguf") == "Q4_K_M"
+    assert hub_search.quantization_of("model-IQ2_XS-00001-of-00003.gguf") == "IQ2_XS"
+    assert hub_search.quantization_of("gemma-3-270m-it-bf16.gguf") == "BF16"
     assert doctor.params_in_name("SmolLM2-135M-Instruct-GGUF") == pytest.approx(0.135)
     assert doctor.family_of("bartowski/Qwen2.5-7B-Instruct-GGUF") == "Qwen2.5"
 

@@ -20,16 +20,24 @@ import re
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from app.library.catalog import detect_gpu, format_bytes, gpu_memory_bytes, total_ram_bytes
-from app.library.downloads import DEFAULT_TIMEOUT_S, HubUnreachableError, hub_endpoint
+from app.library.downloads import DEFAULT_TIMEOUT_S
+from app.library.hub_search import (
+    HubGGUF,
+    HubRepo,
+    HubSearchError,
+    list_files,
+    search,
+    shard_names,
+)
 from app.library.remote_gguf import (
     CheckCancelled,
     HeaderReadError,
@@ -37,15 +45,12 @@ from app.library.remote_gguf import (
     read_local_header,
     read_remote_header,
 )
-from engine.errors import DownloadError, IncompatiblePairError, TandemError
+from engine.errors import IncompatiblePairError, TandemError
 from engine.gguf_info import GGUFInfo, known_architectures
 from engine.pairing import check_pair
 
-T = TypeVar("T")
-
 DEFAULT_CTX = 4096
 KV_BYTES_PER_VALUE = 2  # llama.cpp's default KV cache type is F16
-SEARCH_LIMIT = 10
 MAX_DRAFT_CHECKS = 6
 # Acceptance rates assumed for a same-family draft (per drafted token): the estimate is a range.
 ACCEPTANCE_LOW, ACCEPTANCE_HIGH = 0.6, 0.8
@@ -55,16 +60,8 @@ ACCEPTANCE_LOW, ACCEPTANCE_HIGH = 0.6, 0.8
 DEFAULT_VERIFY_SLOPE_CPU, DEFAULT_VERIFY_SLOPE_GPU = 0.2, 0.02
 NGRAM_NOTE = "n-gram lookup: no second model, no extra memory; pays when replies repeat the conversation"
 
-_QUANT_RE = re.compile(
-    r"(?i)(?:^|[-_.])((?:I?Q\d(?:_[A-Z0-9]+)*)|BF16|F16|F32|FP16|FP32|TQ\d_\d|MXFP4(?:_MOE)?)(?=[-_.]|$)"
-)
-_SHARD_RE = re.compile(r"(?i)-(\d{5})-of-(\d{5})\.gguf$")
 _SIZE_RE = re.compile(r"(?i)(?:^|[-_.])(\d+(?:\.\d+)?)([BM])(?=$|[-_.])")
 _REF_RE = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)/(?P<file>.+)$")
-
-
-class HubSearchError(DownloadError):
-    """The hub could not answer a search or a listing."""
 
 
 # --- references to a model file ----------------------------------------------------------------
@@ -129,22 +126,6 @@ def parse_open_url(url: str) -> ModelRef:
     if not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", model):
         raise TandemError(f"the link {url} names no repository (model=OWNER/REPO)")
     return ModelRef(model, filename)
-
-
-def quantization_of(filename: str) -> str:
-    """The quantisation a file name announces (Q4_K_M, IQ2_XS, F16...), or "other"."""
-    stem = _SHARD_RE.sub(".gguf", filename).rsplit("/", 1)[-1].removesuffix(".gguf")
-    found = _QUANT_RE.findall(stem)
-    return found[-1].upper() if found else "other"
-
-
-def shard_names(filename: str) -> list[str]:
-    """Every part of a split model (`x-00001-of-00003.gguf` -> its three parts), or [filename]."""
-    m = _SHARD_RE.search(filename)
-    if m is None:
-        return [filename]
-    n = int(m[2])
-    return [f"{filename[: m.start()]}-{i:05d}-of-{n:05d}.gguf" for i in range(1, n + 1)]
 
 
 def params_in_name(name: str) -> float | None:
@@ -625,203 +606,6 @@ def report_lines(report: CheckReport) -> list[str]:
     if report.estimate is not None:
         lines.append(report.estimate.describe())
     return lines
-
-
-# --- the hub's JSON API ------------------------------------------------------------------------------
-
-
-def _with_deadline(fn: Callable[[], T], timeout_s: float, cancel: threading.Event | None, what: str) -> T:
-    """Run a hub call on a thread and stop waiting for it after timeout_s (HfApi.list_models has
-    no timeout of its own): a slow hub never freezes the caller. The thread ends with its socket."""
-    result: list[T] = []
-    error: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            result.append(fn())
-        except BaseException as e:  # handed to the caller
-            error.append(e)
-
-    thread = threading.Thread(target=run, name="hub-call", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + timeout_s
-    while thread.is_alive():
-        if cancel is not None and cancel.is_set():
-            raise CheckCancelled("cancelled")
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise HubSearchError(f"the hub did not answer {what} within {timeout_s:g} s; try again later")
-        thread.join(min(left, 0.05))
-    if error:
-        raise _search_error(error[0], what)
-    return result[0]
-
-
-def _search_error(exc: BaseException, what: str) -> BaseException:
-    import httpx2
-    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled, RepositoryNotFoundError
-
-    if isinstance(exc, TandemError):
-        return exc
-    if isinstance(exc, OfflineModeIsEnabled):
-        return HubSearchError("the hub is off because HF_HUB_OFFLINE is set; unset it to search")
-    if isinstance(exc, RepositoryNotFoundError):
-        return HubSearchError(f"{what}: the repository was not found on the hub")
-    if isinstance(exc, HfHubHTTPError):
-        status = exc.response.status_code if exc.response is not None else "an error"
-        return HubSearchError(f"the hub answered HTTP {status} to {what}; try again later")
-    if isinstance(exc, httpx2.TimeoutException):
-        return HubSearchError(f"the hub did not answer {what} in time; try again later")
-    if isinstance(exc, httpx2.TransportError):
-        return HubUnreachableError(
-            f"cannot reach the model hub at {hub_endpoint()} (offline?); check the network connection, "
-            "a proxy, or HF_ENDPOINT"
-        )
-    return exc
-
-
-def _api() -> Any:
-    import logging
-
-    from huggingface_hub import HfApi
-
-    # Its retry notices ("Retrying in 8s") would land on the terminal between our own lines.
-    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
-    return HfApi(endpoint=hub_endpoint())
-
-
-_PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
-
-
-def _check_online(timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
-    """Offline mode, or a hub nobody answers at: say so now. huggingface_hub 2.x retries a refused
-    connection five times with backoff (about 23 s) before giving up."""
-    import os
-    import socket
-
-    from app.library.downloads import _is_offline
-
-    if _is_offline():
-        raise HubSearchError("the hub is off because HF_HUB_OFFLINE is set; unset it to search")
-    if any(os.environ.get(v) for v in _PROXY_VARS):
-        return  # the proxy decides; a direct connection says nothing
-    endpoint = hub_endpoint()
-    parts = urlsplit(endpoint)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        with socket.create_connection((parts.hostname or "", port), timeout=min(timeout_s, 10.0)):
-            pass
-    except OSError as e:
-        reason = "timed out" if isinstance(e, TimeoutError) else (e.strerror or type(e).__name__)
-        raise HubUnreachableError(
-            f"cannot reach the model hub at {endpoint} ({reason}); check the network connection, "
-            "a proxy, or HF_ENDPOINT"
-        ) from e
-
-
-@dataclass(frozen=True)
-class HubGGUF:
-    """One model file in a repository (a split model's shards counted as one)."""
-
-    repo_id: str
-    filename: str  # the first shard of a split model
-    size_bytes: int  # all shards together; 0 when the hub did not say
-    quantization: str
-    n_shards: int = 1
-
-
-@dataclass(frozen=True)
-class HubRepo:
-    repo_id: str
-    downloads: int
-    likes: int
-    files: tuple[HubGGUF, ...] = ()
-
-    def by_quantization(self) -> list[tuple[str, list[HubGGUF]]]:
-        groups: dict[str, list[HubGGUF]] = {}
-        for f in sorted(self.files, key=lambda f: (f.size_bytes, f.filename)):
-            groups.setdefault(f.quantization, []).append(f)
-        return sorted(groups.items(), key=lambda g: min(f.size_bytes for f in g[1]))
-
-
-def gguf_files(siblings: Iterable[Any], repo_id: str) -> tuple[HubGGUF, ...]:
-    """The GGUF files of a listing (huggingface_hub's RepoSibling), split models joined."""
-    shards: dict[str, list[Any]] = {}
-    singles: list[HubGGUF] = []
-    for s in siblings:
-        name = s.rfilename
-        if not name.lower().endswith(".gguf"):
-            continue
-        size = int(s.size or (s.lfs.size if s.lfs else 0) or 0)
-        m = _SHARD_RE.search(name)
-        if m:
-            shards.setdefault(name[: m.start()], []).append((name, size))
-        else:
-            singles.append(HubGGUF(repo_id, name, size, quantization_of(name)))
-    for parts in shards.values():
-        parts.sort()
-        first = parts[0][0]
-        singles.append(HubGGUF(repo_id, first, sum(p[1] for p in parts), quantization_of(first), len(parts)))
-    return tuple(singles)
-
-
-def list_files(
-    repo_id: str,
-    revision: str = "main",
-    *,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    cancel: threading.Event | None = None,
-) -> tuple[HubGGUF, ...]:
-    """A repository's GGUF files with their sizes (model_info with files_metadata)."""
-    _check_online(timeout_s)
-    api = _api()
-    info = _with_deadline(
-        lambda: api.model_info(
-            repo_id, revision=revision if revision != "main" else None, files_metadata=True, timeout=timeout_s
-        ),
-        timeout_s,
-        cancel,
-        f"the listing of {repo_id}",
-    )
-    return gguf_files(info.siblings or [], repo_id)
-
-
-def search(
-    query: str,
-    *,
-    limit: int = SEARCH_LIMIT,
-    author: str | None = None,
-    with_files: bool = True,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    cancel: threading.Event | None = None,
-) -> list[HubRepo]:
-    """GGUF repositories matching query, most downloaded first, each with its files and sizes."""
-    query = query.strip()
-    if not query:
-        raise TandemError("give something to search for, e.g. `qwen2.5 7b instruct`")
-    _check_online(timeout_s)
-    api = _api()
-    found = _with_deadline(
-        lambda: list(
-            api.list_models(search=query, author=author, filter="gguf", sort="downloads", limit=limit)
-        ),
-        timeout_s,
-        cancel,
-        f"the search for '{query}'",
-    )
-    repos = [HubRepo(m.id, int(m.downloads or 0), int(m.likes or 0)) for m in found]
-    if not with_files or not repos:
-        return repos
-
-    def with_listing(repo: HubRepo) -> HubRepo:
-        try:
-            files = list_files(repo.repo_id, timeout_s=timeout_s, cancel=cancel)
-        except (HubSearchError, DownloadError):
-            files = ()
-        return HubRepo(repo.repo_id, repo.downloads, repo.likes, files)
-
-    with ThreadPoolExecutor(4) as pool:
-        return list(pool.map(with_listing, repos))
 
 
 # --- drafts for a target ---------------------------------------------------------------------------------
