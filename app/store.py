@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
@@ -74,18 +75,59 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
 """
 
+# Version 2: full-text search (SQLite FTS5) over conversation titles and message content, kept
+# in step by triggers (external-content tables: the text is stored once, in its own table). A
+# streaming reply's row is re-indexed at each save (every half second): tokenising 32k characters
+# takes a few milliseconds.
+SCHEMA_V2_SEARCH = """
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+    content, content='messages', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+END;
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+END;
+CREATE VIRTUAL TABLE conversations_fts USING fts5(
+    title, content='conversations', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER conversations_fts_insert AFTER INSERT ON conversations BEGIN
+    INSERT INTO conversations_fts(rowid, title) VALUES (new.id, new.title);
+END;
+CREATE TRIGGER conversations_fts_delete AFTER DELETE ON conversations BEGIN
+    INSERT INTO conversations_fts(conversations_fts, rowid, title) VALUES ('delete', old.id, old.title);
+END;
+CREATE TRIGGER conversations_fts_update AFTER UPDATE OF title ON conversations BEGIN
+    INSERT INTO conversations_fts(conversations_fts, rowid, title) VALUES ('delete', old.id, old.title);
+    INSERT INTO conversations_fts(rowid, title) VALUES (new.id, new.title);
+END;
+INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
+INSERT INTO conversations_fts(conversations_fts) VALUES ('rebuild');
+"""
+
 Migration = str | Callable[[sqlite3.Connection], None]
 
 # The schema's history: MIGRATIONS[n] takes a store from version n to n + 1. To change the schema,
 # append one (SQL statements, or a function given the connection for a change that needs Python)
 # and add a test that opens a store of the version before; never edit one that has shipped. Each
 # runs in one transaction with its new version number, so a store is never half migrated.
-MIGRATIONS: list[Migration] = [SCHEMA_V1]
+MIGRATIONS: list[Migration] = [SCHEMA_V1, SCHEMA_V2_SEARCH]
 
 
 def schema_version() -> int:
     """The version this build writes: the number of migrations."""
     return len(MIGRATIONS)
+
+
+def fts_query(search: str) -> str:
+    """A search as an FTS5 query: each word, quoted (no FTS syntax reaches SQLite from what a
+    person types), as a prefix; all must match. "" where it has no words."""
+    return " ".join('"' + word.replace('"', '""') + '"*' for word in re.findall(r"[^\W_]+", search))
 
 
 class StoreDamaged(Exception):
@@ -261,12 +303,26 @@ class Store:
         return Conversation(cur.lastrowid, title, system_prompt, now)
 
     def conversations(self, search: str = "") -> list[Conversation]:
-        """Newest first; `search` matches titles, case-insensitively."""
+        """Newest first. `search`: conversations whose title contains it (case-insensitively), or
+        whose title or visible messages hold every word of it (full-text, words by their start:
+        "recyc" finds "recycling")."""
         pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        query = fts_query(search)
+        values: tuple[str, ...]
+        if not query:
+            where, values = "title LIKE ? ESCAPE '\\'", (pattern,)
+        else:
+            where = (
+                "title LIKE ? ESCAPE '\\' OR id IN (SELECT rowid FROM conversations_fts "
+                "WHERE conversations_fts MATCH ?) OR id IN (SELECT m.conversation_id FROM messages_fts "
+                "JOIN messages m ON m.id = messages_fts.rowid WHERE messages_fts MATCH ? "
+                "AND m.status != 'superseded')"
+            )
+            values = (pattern, query, query)
         rows = self._db.execute(
             "SELECT id, title, system_prompt, updated_at FROM conversations "
-            "WHERE title LIKE ? ESCAPE '\\' ORDER BY updated_at DESC, id DESC",
-            (pattern,),
+            f"WHERE {where} ORDER BY updated_at DESC, id DESC",
+            values,
         ).fetchall()
         return [Conversation(r["id"], r["title"], r["system_prompt"], r["updated_at"]) for r in rows]
 
@@ -370,3 +426,157 @@ class Store:
     def message(self, message_id: int) -> Message | None:
         r = self._db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
         return _message(r) if r else None
+
+    # a conversation as a file (below: its format)
+
+    def export(self, conversation_id: int) -> dict[str, Any]:
+        """The conversation as shown (superseded messages left out), each message with where
+        each stretch came from: the JSON a file holds (conversation_markdown reads it too)."""
+        return _export(self, conversation_id)
+
+    def import_conversation(self, data: dict[str, Any]) -> Conversation:
+        """A conversation from an exported file (checked by read_conversation_file), as a new one."""
+        return _import(self, data)
+
+
+# ---- a conversation as a file: JSON (exact, imported back) and Markdown (to read)
+
+CONVERSATION_FORMAT = "tandem-conversation"
+CONVERSATION_FORMAT_VERSION = 1
+# Where each stretch of a reply came from (a message's "stretches" in the JSON file).
+STRETCH_SOURCES = {
+    "model": "written by the model, token by token",
+    "draft": "guessed ahead (from the text, or by a draft model) and confirmed by the model: "
+    "the same words, sooner",
+}
+IMPORTED_STATUSES = (MessageStatus.COMPLETE, MessageStatus.CANCELLED, MessageStatus.INTERRUPTED)
+
+
+class ConversationFileError(ValueError):
+    """A conversation file that cannot be imported; the message is one sentence for the user."""
+
+
+def stretches(content: str, spans: Iterable[tuple[int, int]]) -> list[dict[str, str]]:
+    """The content cut where its source changes: [{"text", "from": "model" | "draft"}, ...]."""
+    out: list[dict[str, str]] = []
+    at = 0
+    for a, b in sorted((max(0, a), min(len(content), b)) for a, b in spans):
+        if b <= a or a < at:
+            continue
+        if a > at:
+            out.append({"text": content[at:a], "from": "model"})
+        out.append({"text": content[a:b], "from": "draft"})
+        at = b
+    if at < len(content) or not out:
+        out.append({"text": content[at:], "from": "model"})
+    return out
+
+
+def conversation_markdown(data: dict[str, Any]) -> str:
+    """An exported conversation (Store.export) as Markdown to read; the share of each reply that
+    was guessed ahead and confirmed is said under it (Markdown has no highlight)."""
+    lines = [f"# {data['title']}", ""]
+    if data.get("system_prompt"):
+        lines += [f"*Instructions: {data['system_prompt']}*", ""]
+    for m in data["messages"]:
+        lines += [
+            f"## {'You' if m['role'] == 'user' else 'Assistant' if m['role'] == 'assistant' else 'System'}"
+        ]
+        lines += ["", m["content"], ""]
+        drafted = sum(len(s["text"]) for s in m["stretches"] if s["from"] == "draft")
+        if m["role"] == "assistant" and m["content"] and drafted:
+            share = drafted / len(m["content"])
+            lines += [f"*{share:.0%} of this reply was guessed ahead and confirmed by the model.*", ""]
+        if m["status"] != MessageStatus.COMPLETE:
+            lines += [f"*({m['status']})*", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def read_conversation_file(path: Path) -> dict[str, Any]:
+    """A JSON conversation file, checked; ConversationFileError says in one sentence what is wrong."""
+    name = path.name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConversationFileError(f"{name} is not a Tandem conversation file: it is not text.") from None
+    except OSError as e:
+        raise ConversationFileError(f"{name} cannot be read: {e.strerror or e}.") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConversationFileError(
+            f"{name} is not a Tandem conversation file: it is not JSON ({e.msg} at line {e.lineno})."
+        ) from None
+    if not isinstance(data, dict) or data.get("format") != CONVERSATION_FORMAT:
+        raise ConversationFileError(
+            f'{name} is not a Tandem conversation file (it has no "format": "{CONVERSATION_FORMAT}").'
+        )
+    version = data.get("version")
+    if not isinstance(version, int) or version > CONVERSATION_FORMAT_VERSION:
+        raise ConversationFileError(
+            f"{name} was written by a newer Tandem (conversation format {version}; this one reads "
+            f"up to {CONVERSATION_FORMAT_VERSION})."
+        )
+    messages = data.get("messages")
+    if not isinstance(data.get("title"), str) or not isinstance(messages, list):
+        raise ConversationFileError(f'{name} has no "title" and "messages" list: nothing to import.')
+    for i, m in enumerate(messages, 1):
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
+            raise ConversationFileError(f"{name}: message {i} has no role (user, assistant or system).")
+        parts = m.get("stretches")
+        if not isinstance(parts, list) or not all(
+            isinstance(p, dict) and isinstance(p.get("text"), str) and p.get("from") in STRETCH_SOURCES
+            for p in parts
+        ):
+            raise ConversationFileError(
+                f'{name}: message {i} has no "stretches" list of {{"text", "from": "model" | "draft"}}.'
+            )
+        if isinstance(m.get("content"), str) and m["content"] != "".join(p["text"] for p in parts):
+            raise ConversationFileError(f"{name}: message {i}'s content and its stretches differ.")
+    return data
+
+
+def _export_message(m: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "role": m.role,
+        "content": m.content,
+        "status": str(m.status),
+        "stretches": stretches(m.content, m.draft_spans),
+    }
+    if m.stats:
+        out["stats"] = m.stats
+    return out
+
+
+def _export(store: Store, conversation_id: int) -> dict[str, Any]:
+    conversation = store.conversation(conversation_id)
+    if conversation is None:
+        raise ConversationFileError(f"Conversation {conversation_id} does not exist.")
+    return {
+        "format": CONVERSATION_FORMAT,
+        "version": CONVERSATION_FORMAT_VERSION,
+        "title": conversation.title,
+        "system_prompt": conversation.system_prompt,
+        "stretch_sources": STRETCH_SOURCES,
+        "messages": [_export_message(m) for m in store.messages(conversation_id)],
+    }
+
+
+def _import(store: Store, data: dict[str, Any]) -> Conversation:
+    conversation = store.create_conversation(str(data["title"]), str(data.get("system_prompt") or ""))
+    for m in data["messages"]:
+        content, at, spans = "", 0, []
+        for part in m["stretches"]:
+            if part["from"] == "draft" and part["text"]:
+                spans.append((at, at + len(part["text"])))
+            content += part["text"]
+            at += len(part["text"])
+        status = _status(str(m.get("status", "complete")))
+        status = status if status in IMPORTED_STATUSES else MessageStatus.COMPLETE
+        added = store.add_message(conversation.id, m["role"], content, status)
+        stats = m.get("stats")
+        if spans or isinstance(stats, dict):
+            store.update_message(
+                added.id, content, stats=stats if isinstance(stats, dict) else None, draft_spans=spans
+            )
+    return store.conversation(conversation.id) or conversation

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from app import paths
 from app.settings import Settings, load_settings, save_settings
-from app.store import Store
+from app.store import MessageStatus, Store
 
 
 def test_database_lives_in_tandem_home(tandem_home: Path) -> None:
@@ -168,3 +168,129 @@ def test_settings_with_wrong_types_keep_only_the_valid_values() -> None:
 def test_settings_that_are_not_an_object_fall_back_to_defaults() -> None:
     paths.settings_path().write_text("[1, 2, 3]", encoding="utf-8")
     assert load_settings() == Settings()
+
+
+def test_search_finds_words_in_titles_and_in_what_was_written() -> None:
+    store = Store()
+    recycling = store.create_conversation("Council notes")
+    store.add_message(recycling.id, "user", "Summarise the recycling programme for me")
+    soup = store.create_conversation("Dinner")
+    reply = store.add_message(soup.id, "assistant", "", MessageStatus.STREAMING)
+    store.update_message(reply.id, "A leek and potato soup, then crème brûlée.", MessageStatus.COMPLETE)
+    assert [c.title for c in store.conversations("recyc")] == ["Council notes"]  # a word's start
+    assert [c.title for c in store.conversations("creme brulee")] == ["Dinner"]  # accents folded
+    assert [c.title for c in store.conversations("POTATO leek")] == ["Dinner"]  # every word, any order
+    assert store.conversations("potato recycling") == []
+    assert [c.title for c in store.conversations("council")] == ["Council notes"]
+    store.rename_conversation(soup.id, "Leftovers")
+    assert [c.title for c in store.conversations("leftov")] == ["Leftovers"]
+    # Text people type is never FTS syntax: quotes, operators and stars are just characters.
+    for typed in ('"', "NOT", "soup*", "a OR b", "(x", "col:val", "-"):
+        store.conversations(typed)
+    # A superseded message (regenerated, edited) is not found; a deleted conversation neither.
+    store.set_status([reply.id], MessageStatus.SUPERSEDED)
+    assert store.conversations("potato") == []
+    store.delete_conversation(recycling.id)
+    assert store.conversations("recycling") == []
+
+
+def test_search_index_is_built_for_a_store_written_before_it(tmp_path: Path) -> None:
+    import sqlite3
+
+    from app.store import MIGRATIONS
+
+    path = tmp_path / "v1.db"
+    db = sqlite3.connect(path)
+    db.executescript(str(MIGRATIONS[0]) + "\nPRAGMA user_version = 1;")
+    db.execute("INSERT INTO conversations (title, created_at, updated_at) VALUES ('Old one', 0, 0)")
+    db.execute(
+        "INSERT INTO messages (conversation_id, role, content, created_at, updated_at) "
+        "VALUES (1, 'user', 'an elephant in the room', 0, 0)"
+    )
+    db.commit()
+    db.close()
+    store = Store(path)
+    assert store.version == len(MIGRATIONS)
+    assert [c.title for c in store.conversations("elephant")] == ["Old one"]
+
+
+def test_export_keeps_where_each_stretch_came_from_and_imports_back(tmp_path: Path) -> None:
+    import json
+
+    from app.store import conversation_markdown, read_conversation_file
+
+    store = Store()
+    c = store.create_conversation("Copy test", "Repeat exactly.")
+    store.add_message(c.id, "user", "the cat sat")
+    reply = store.add_message(c.id, "assistant", "", MessageStatus.STREAMING)
+    store.update_message(
+        reply.id,
+        "Sure: the cat sat.",
+        MessageStatus.COMPLETE,
+        stats={"n_generated": 6},
+        draft_spans=[(6, 17)],
+    )
+    old = store.add_message(c.id, "assistant", "replaced")
+    store.set_status([old.id], MessageStatus.SUPERSEDED)
+    data = store.export(c.id)
+    assert [m["content"] for m in data["messages"]] == ["the cat sat", "Sure: the cat sat."]
+    assert data["messages"][1]["stretches"] == [
+        {"text": "Sure: ", "from": "model"},
+        {"text": "the cat sat", "from": "draft"},
+        {"text": ".", "from": "model"},
+    ]
+    markdown = conversation_markdown(data)
+    assert markdown.startswith("# Copy test\n") and "## Assistant\n\nSure: the cat sat.\n" in markdown
+    assert "61% of this reply was guessed ahead and confirmed" in markdown
+    path = tmp_path / "copy.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    imported = store.import_conversation(read_conversation_file(path))
+    assert imported.id != c.id and (imported.title, imported.system_prompt) == (
+        "Copy test",
+        "Repeat exactly.",
+    )
+    messages = store.messages(imported.id)
+    assert [(m.role, m.content) for m in messages] == [
+        ("user", "the cat sat"),
+        ("assistant", "Sure: the cat sat."),
+    ]
+    assert messages[1].draft_spans == ((6, 17),) and messages[1].stats == {"n_generated": 6}
+
+
+def test_a_file_that_is_not_a_conversation_is_refused_in_one_sentence(tmp_path: Path) -> None:
+    import json
+
+    import pytest
+
+    from app.store import ConversationFileError, read_conversation_file
+
+    good = {"format": "tandem-conversation", "version": 1, "title": "t", "messages": []}
+    cases = {
+        "bytes.json": (
+            b"\xff\xfe\x00garbage",
+            "bytes.json is not a Tandem conversation file: it is not text.",
+        ),
+        "notjson.json": (b"{nope", "notjson.json is not a Tandem conversation file: it is not JSON ("),
+        "other.json": (b'{"a": 1}', 'other.json is not a Tandem conversation file (it has no "format"'),
+        "newer.json": (
+            json.dumps({**good, "version": 9}).encode(),
+            "newer.json was written by a newer Tandem (conversation format 9; this one reads up to 1).",
+        ),
+        "role.json": (
+            json.dumps({**good, "messages": [{"role": "robot", "stretches": []}]}).encode(),
+            "role.json: message 1 has no role (user, assistant or system).",
+        ),
+        "parts.json": (
+            json.dumps({**good, "messages": [{"role": "user", "stretches": [{"text": 1}]}]}).encode(),
+            'parts.json: message 1 has no "stretches" list',
+        ),
+    }
+    for name, (raw, sentence) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(raw)
+        with pytest.raises(ConversationFileError) as caught:
+            read_conversation_file(path)
+        message = str(caught.value)
+        assert message.startswith(sentence) and "\n" not in message, message
+    with pytest.raises(ConversationFileError, match=r"^missing.json cannot be read: "):
+        read_conversation_file(tmp_path / "missing.json")

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QLabel,
     QMainWindow,
+    QMenu,
     QProgressBar,
     QSplitter,
     QTabWidget,
@@ -90,6 +91,7 @@ class MainWindow(QMainWindow):
         from ui import shortcuts
 
         self.shortcut_actions = shortcuts.install(self)
+        self._build_file_actions()
         self._connect_controller()
         self._connect_presenter()
 
@@ -249,6 +251,81 @@ class MainWindow(QMainWindow):
         self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
         self.about_action.triggered.connect(self.show_about)
         help_menu.addAction(self.about_action)
+
+    def _build_file_actions(self) -> None:
+        """Conversation ▸ Import and Export (JSON keeps where each stretch came from; Markdown reads)."""
+        settings_action = self.shortcut_actions["settingsAction"]
+        menu = next(w for w in settings_action.associatedObjects() if isinstance(w, QMenu))
+        self.import_action = QAction("&Import a conversation…", self)
+        self.import_action.setToolTip("Open a conversation exported as JSON, as a new conversation")
+        self.import_action.triggered.connect(self.on_import_action_triggered)
+        self.export_markdown_action = QAction("Export as &Markdown…", self)
+        self.export_markdown_action.triggered.connect(lambda: self.export_conversation(None, "markdown"))
+        self.export_json_action = QAction("Export as &JSON…", self)
+        self.export_json_action.triggered.connect(lambda: self.export_conversation(None, "json"))
+        for action in (self.export_markdown_action, self.export_json_action, self.import_action):
+            menu.insertAction(settings_action, action)
+        menu.insertSeparator(settings_action)
+        self.conversations.export_requested.connect(self.export_conversation)
+
+    def export_conversation(self, conversation_id: int | None, how: str, path: str | None = None) -> str:
+        """Write a conversation (the one shown by default) as Markdown or JSON; returns the path
+        written ("" when cancelled or there is none). A failure is said in the notice line."""
+        import json
+
+        from app.store import conversation_markdown
+
+        conversation_id = conversation_id if conversation_id is not None else self.conversation_id
+        conversation = self.store.conversation(conversation_id) if conversation_id is not None else None
+        if conversation is None:
+            self.chat.set_notice("There is no conversation to export yet.", True)
+            return ""
+        suffix = ".md" if how == "markdown" else ".json"
+        if path is None:
+            safe = "".join(ch if ch.isalnum() or ch in " -_" else "_" for ch in conversation.title).strip()
+            path, _ = QFileDialog.getSaveFileName(
+                self,
+                "Export the conversation",
+                str(Path.home() / ((safe or "conversation") + suffix)),
+                "Markdown (*.md)" if how == "markdown" else "JSON (*.json)",
+            )
+            if not path:
+                return ""
+        data = self.store.export(conversation.id)
+        text = (
+            conversation_markdown(data)
+            if how == "markdown"
+            else json.dumps(data, ensure_ascii=False, indent=1)
+        )
+        try:
+            Path(path).write_text(text, encoding="utf-8")
+        except OSError as e:
+            self.chat.set_notice(f"The conversation could not be written to {path}: {e.strerror or e}.", True)
+            return ""
+        self.chat.set_notice(f"Exported “{conversation.title}” to {path}.")
+        return path
+
+    def on_import_action_triggered(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Import a conversation", str(Path.home()), "Tandem conversations (*.json)"
+        )
+        if path:
+            self.import_conversation(path)
+
+    def import_conversation(self, path: str) -> int | None:
+        """A conversation exported as JSON, added as a new one and shown; a file that is not one
+        is refused in one sentence in the notice line. Returns the new conversation's id."""
+        from app.store import ConversationFileError, read_conversation_file
+
+        try:
+            data = read_conversation_file(Path(path))
+        except ConversationFileError as e:
+            self.chat.set_notice(str(e), True)
+            return None
+        conversation = self.store.import_conversation(data)
+        self.show_conversation(conversation.id)
+        self.chat.set_notice(f"Imported “{conversation.title}”.")
+        return conversation.id
 
     def show_about(self) -> None:
         dialog = AboutDialog(self)

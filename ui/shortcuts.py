@@ -50,7 +50,7 @@ def _shortcuts() -> list[Shortcut]:
             "searchConversationsAction",
             "&Search conversations",
             _keys(StandardKey.Find),
-            "Search the conversations by title",
+            "Search the conversations: titles and what was written",
         ),
         Shortcut(
             "focusInputAction", "&Message box", _keys(None, "Ctrl+L"), "Put the cursor in the message box"
@@ -69,13 +69,16 @@ def _shortcuts() -> list[Shortcut]:
         ),
         Shortcut(
             "switchSpeculationAction",
-            "Switch s&peculation",
+            "Switch the s&peed-up",
             _keys(None, "Ctrl+D"),
-            "Next speculation: off, n-gram lookup, the draft model (if one was chosen)",
+            "Next speed-up: off, from the text, the draft model (if one was chosen)",
         ),
         Shortcut("showChatAction", "C&hat", _keys(None, "Ctrl+1"), "Show the chat"),
         Shortcut(
-            "showCompareAction", "&Compare", _keys(None, "Ctrl+2"), "Open Compare: speculation off vs on"
+            "showCompareAction",
+            "&Compare",
+            _keys(None, "Ctrl+2"),
+            "Open Compare: the usual way against the speed-up",
         ),
         Shortcut("showModelsAction", "&Models", _keys(None, "Ctrl+3"), "Show the models page"),
         Shortcut(

@@ -1,0 +1,55 @@
+"""Conversations in the window: full-text search, export (Markdown and JSON) and import back,
+with the real window, a real engine on a tiny model and the real SQLite store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+
+
+def test_search_export_and_import(qtbot, open_window, wait_reply, tiny_target, tmp_path: Path) -> None:
+    window = open_window(tiny_target, draft="ngram", max_tokens=24, temperature=0.0)
+    window.send("the harbour committee met on tuesday. the harbour committee met on tuesday.")
+    wait_reply(window)
+    first = window.conversation_id
+    qtbot.mouseClick(window.conversations.new_button, Qt.MouseButton.LeftButton)
+    window.send("Something about soup")
+    wait_reply(window)
+    assert len(window.conversations.titles()) == 2
+
+    # Search finds a word from inside what was written, not only from titles.
+    qtbot.keyClicks(window.conversations.search, "tuesd")
+    assert window.conversations.titles() == [window.store.conversation(first).title]
+    window.conversations.search.clear()
+    assert len(window.conversations.titles()) == 2
+
+    # Export the first conversation both ways; the JSON says where each stretch came from.
+    window.show_conversation(first)
+    md = window.export_conversation(None, "markdown", str(tmp_path / "c.md"))
+    js = window.export_conversation(first, "json", str(tmp_path / "c.json"))
+    assert Path(md).read_text(encoding="utf-8").startswith("# the harbour committee")
+    data = json.loads(Path(js).read_text(encoding="utf-8"))
+    reply = data["messages"][1]
+    assert reply["role"] == "assistant" and "".join(s["text"] for s in reply["stretches"]) == reply["content"]
+    stored = window.store.messages(first)[1]
+    drafted = "".join(s["text"] for s in reply["stretches"] if s["from"] == "draft")
+    assert drafted == "".join(stored.content[a:b] for a, b in stored.draft_spans)
+    assert "exported" in window.chat.notice.text().lower()
+
+    # Imported back: a new conversation, shown, with the same text and highlight.
+    new_id = window.import_conversation(js)
+    assert new_id is not None and new_id != first and window.conversation_id == new_id
+    again = window.store.messages(new_id)
+    assert [(m.role, m.content, m.draft_spans) for m in again] == [
+        (m.role, m.content, m.draft_spans) for m in window.store.messages(first)
+    ]
+    assert len(window.conversations.titles()) == 3
+
+    # A file that is not one: one sentence in the notice line, nothing added.
+    bad = tmp_path / "notes.json"
+    bad.write_text('{"hello": 1}', encoding="utf-8")
+    assert window.import_conversation(str(bad)) is None
+    assert window.chat.notice.text().startswith("notes.json is not a Tandem conversation file")
+    assert "\n" not in window.chat.notice.text() and len(window.conversations.titles()) == 3
