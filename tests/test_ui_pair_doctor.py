@@ -184,3 +184,13 @@ def test_a_tandem_link_opens_the_models_page_of_the_window(
     doctor_panel = window.models_page.doctor
     assert doctor_panel.target_edit.text() == TARGET
     qtbot.waitUntil(lambda: "Target: " + TARGET in doctor_panel.report_label.text(), timeout=TIMEOUT_MS)
+
+
+def test_a_search_shows_its_progress(qtbot, hub: FakeHub, tmp_path: Path) -> None:
+    hub.delay_s = 0.2  # every answer a little late: the listings come in one by one
+    panel = _page(qtbot, tmp_path).doctor
+    shown: list[str] = []
+    panel._signals.progressed.connect(lambda _ticket, text: shown.append(text))
+    panel.search("tinyfam")
+    qtbot.waitUntil(lambda: panel.results.topLevelItemCount() == 3, timeout=TIMEOUT_MS)
+    assert any("files of 3 of 3 repositories" in text for text in shown)

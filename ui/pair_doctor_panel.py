@@ -53,6 +53,7 @@ FIT_WORDS = {
 class _TaskSignals(QObject):
     done = Signal(int, object)  # ticket, result
     failed = Signal(int, str)  # ticket, one sentence
+    progressed = Signal(int, str)  # ticket, what is happening now
 
 
 def _params(n_params: int) -> str:
@@ -85,6 +86,7 @@ class PairDoctorPanel(QGroupBox):
         self._signals = _TaskSignals()
         self._signals.done.connect(self.on_task_done)
         self._signals.failed.connect(self.on_task_failed)
+        self._signals.progressed.connect(self.on_task_progressed)
         self._handlers: dict[int, Callable[[Any], None]] = {}
         self.report: doctor.CheckReport | None = None
         self._drafts_for = ""  # the target whose drafts the list shows
@@ -203,9 +205,15 @@ class PairDoctorPanel(QGroupBox):
 
     # --- running things off the GUI thread ---------------------------------------------------------
 
-    def _run(self, what: str, work: Callable[[threading.Event], Any], then: Callable[[Any], None]) -> int:
-        """Start work(cancel) on a thread; then(result) runs on the GUI thread unless a newer task or
-        Cancel came first. Only one task is current: starting one makes the last one stale."""
+    def _run(
+        self,
+        what: str,
+        work: Callable[[threading.Event, Callable[[str], None]], Any],
+        then: Callable[[Any], None],
+    ) -> int:
+        """Start work(cancel, report) on a thread; report(text) shows progress, then(result) runs on
+        the GUI thread, unless a newer task or Cancel came first. Only one task is current:
+        starting one makes the last one stale."""
         self._cancel.set()
         self._cancel = cancel = threading.Event()
         self._ticket += 1
@@ -215,7 +223,7 @@ class PairDoctorPanel(QGroupBox):
 
         def main() -> None:
             try:
-                result = work(cancel)
+                result = work(cancel, lambda text: signals.progressed.emit(ticket, text))
             except doctor.CheckCancelled:
                 return
             except TandemError as e:
@@ -245,6 +253,10 @@ class PairDoctorPanel(QGroupBox):
             return  # stale: cancelled, or replaced by a newer request
         self._set_busy(False)
         handler(result)
+
+    def on_task_progressed(self, ticket: int, text: str) -> None:
+        if ticket in self._handlers:
+            self.set_status(text)
 
     def on_task_failed(self, ticket: int, message: str) -> None:
         if self._handlers.pop(ticket, None) is None:
@@ -276,7 +288,14 @@ class PairDoctorPanel(QGroupBox):
         timeout_s = self.timeout_s
         self._run(
             "search",
-            lambda cancel: doctor.search(query, timeout_s=timeout_s, cancel=cancel),
+            lambda cancel, report: doctor.search(
+                query,
+                timeout_s=timeout_s,
+                cancel=cancel,
+                on_listed=lambda n, total: report(
+                    f"Searching the hub for “{query}”: files of {n} of {total} repositories…"
+                ),
+            ),
             lambda repos: self._show_results(query, repos),
         )
 
@@ -358,7 +377,7 @@ class PairDoctorPanel(QGroupBox):
 
         self._run(
             "check",
-            lambda cancel: doctor.check(
+            lambda cancel, _report: doctor.check(
                 target, draft, n_ctx=n_ctx, machine=machine, timeout_s=timeout_s, cancel=cancel
             ),
             lambda report: self._show_report(report, look_for_drafts=draft is None),
@@ -388,7 +407,7 @@ class PairDoctorPanel(QGroupBox):
         self.set_status("Looking for drafts on the hub…")
         self._run(
             "drafts",
-            lambda cancel: doctor.find_drafts(
+            lambda cancel, _report: doctor.find_drafts(
                 target, report.target, n_ctx=n_ctx, machine=machine, timeout_s=timeout_s, cancel=cancel
             ),
             self._show_drafts,

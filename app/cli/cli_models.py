@@ -346,7 +346,12 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise TandemError("--limit must be at least 1")
     print(f"searching the hub for '{args.query}'…", file=sys.stderr)
-    repos = doctor.search(args.query, limit=args.limit, timeout_s=args.timeout)
+    repos = doctor.search(
+        args.query,
+        limit=args.limit,
+        timeout_s=args.timeout,
+        on_listed=lambda n, total: print(f"listed the files of {n} of {total} repositories", file=sys.stderr),
+    )
     machine = doctor.machine_memory()
     if args.json:
         out = [

@@ -215,8 +215,10 @@ def search(
     with_files: bool = True,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     cancel: threading.Event | None = None,
+    on_listed: Callable[[int, int], None] | None = None,
 ) -> list[HubRepo]:
-    """GGUF repositories matching query, most downloaded first, each with its files and sizes."""
+    """GGUF repositories matching query, most downloaded first, each with its files and sizes.
+    on_listed(n_done, n_repos) is called (from a worker thread) as each listing comes in."""
     query = query.strip()
     if not query:
         raise TandemError("give something to search for, e.g. `qwen2.5 7b instruct`")
@@ -234,11 +236,19 @@ def search(
     if not with_files or not repos:
         return repos
 
+    n_listed = 0
+    lock = threading.Lock()
+
     def with_listing(repo: HubRepo) -> HubRepo:
+        nonlocal n_listed
         try:
             files = list_files(repo.repo_id, timeout_s=timeout_s, cancel=cancel)
         except (HubSearchError, DownloadError):
             files = ()
+        with lock:
+            n_listed += 1
+            if on_listed is not None:
+                on_listed(n_listed, len(repos))
         return HubRepo(repo.repo_id, repo.downloads, repo.likes, files)
 
     with ThreadPoolExecutor(4) as pool:
