@@ -6,13 +6,22 @@ Model and draft are read by app/library/model_spec.py in the engine's worker, as
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import logging
+import os
 import signal
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from app import paths
+
+log = logging.getLogger(__name__)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -74,6 +83,90 @@ def freeze_startup_objects() -> None:
     gc.freeze()
 
 
+def instance_address(home: Path) -> str:
+    """Where the running window listens for a second start (one per data folder): an abstract
+    socket on Linux, a named pipe on Windows, a socket in the temporary folder elsewhere."""
+    digest = hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:16]
+    if sys.platform.startswith("linux"):
+        return f"\0tandem-{digest}"
+    if sys.platform == "win32":
+        return rf"\\.\pipe\tandem-{digest}"
+    return os.path.join(tempfile.gettempdir(), f"tandem-{digest}.sock")
+
+
+def hold_instance_lock(home: Path) -> Any:
+    """The data folder's instance lock (a FileLock; the OS releases it if the app dies), or None
+    when another Tandem holds it: a second window would share the conversations, mark the first's
+    live reply interrupted and load a second engine."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(home / "tandem.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return None
+    return lock
+
+
+def ask_running_window(home: Path, link: str | None) -> bool:
+    """Ask the window already running for this data folder to come to the front (and open a
+    tandem link); False when it does not answer. Bytes only: nothing is unpickled."""
+    from multiprocessing.connection import Client
+
+    try:
+        with Client(instance_address(home)) as conn:
+            conn.send_bytes((f"open {link}" if link else "raise").encode())
+    except OSError:
+        return False
+    return True
+
+
+def listen_for_second_starts(window: Any, home: Path) -> Callable[[], None]:
+    """The first window's end of ask_running_window: a thread accepts, the window comes to the
+    front on its own thread (and opens the link). Returns how to stop listening."""
+    from multiprocessing.connection import Listener
+
+    from PySide6.QtCore import QObject, Qt, Signal
+
+    class SecondStarts(QObject):
+        asked = Signal(str)
+
+    relay = SecondStarts(window)
+
+    def on_asked(line: str) -> None:
+        log.info("a second start asked: %s", line)
+        window.showNormal()
+        window.raise_()
+        window.activateWindow()
+        if line.startswith("open ") and hasattr(window, "open_link"):
+            window.open_link(line.removeprefix("open "))
+
+    relay.asked.connect(on_asked, Qt.ConnectionType.QueuedConnection)
+    address = instance_address(home)
+    if not address.startswith(("\0", "\\")):
+        with contextlib.suppress(OSError):
+            os.unlink(address)  # left by a crash (the instance lock is ours)
+    try:
+        listener = Listener(address)
+    except OSError as e:
+        log.warning("a second start cannot reach this window: %s", e)
+        return lambda: None
+
+    def serve() -> None:
+        while True:
+            try:
+                with listener.accept() as conn:
+                    if conn.poll(2.0):
+                        relay.asked.emit(conn.recv_bytes(4096).decode("utf-8", "replace").strip())
+            except (OSError, EOFError, AttributeError):
+                if getattr(listener, "_listener", None) is None:
+                    return  # closed
+                continue
+
+    threading.Thread(target=serve, name="tandem-second-starts", daemon=True).start()
+    return listener.close
+
+
 def run_gui(argv: list[str]) -> int:
     """Open the main window; returns the application's exit code."""
     args = parse_args(argv)
@@ -94,8 +187,19 @@ def run_gui(argv: list[str]) -> int:
     app = existing if isinstance(existing, QApplication) else QApplication([sys.argv[0] or "tandem", *argv])
     app.setApplicationName("Tandem")
     # No applicationDisplayName: Qt would append it to titles that already start with "Tandem".
+    home = paths.home()
+    instance_lock = hold_instance_lock(home)
+    if instance_lock is None:
+        raised = ask_running_window(home, args.link)
+        print(
+            f"tandem: Tandem is already running with the data folder {home}; "
+            + ("its window was brought to the front." if raised else "close it before starting another."),
+            file=sys.stderr,
+        )
+        return 0 if raised else 1
     window = MainWindow(model=args.model, draft=args.draft)
     window.show()
+    stop_listening = listen_for_second_starts(window, home)
     if args.link:
         window.open_link(args.link)
     freeze_startup_objects()
@@ -108,6 +212,8 @@ def run_gui(argv: list[str]) -> int:
     wake.start(250)
     code = app.exec()
     window.shutdown()
+    stop_listening()
+    instance_lock.release()
     return int(code)
 
 
