@@ -194,3 +194,24 @@ def test_a_search_shows_its_progress(qtbot, hub: FakeHub, tmp_path: Path) -> Non
     panel.search("tinyfam")
     qtbot.waitUntil(lambda: panel.results.topLevelItemCount() == 3, timeout=TIMEOUT_MS)
     assert any("files of 3 of 3 repositories" in text for text in shown)
+
+
+def test_a_slow_hub_times_out_with_a_sentence(qtbot, hub: FakeHub, tmp_path: Path) -> None:
+    hub.delay_s = 3.0
+    panel = _page(qtbot, tmp_path).doctor
+    panel.timeout_s = 0.5
+    panel.target_edit.setText(TARGET)
+    panel.check_button.click()
+    qtbot.waitUntil(lambda: "0.5 s" in panel.status_label.text(), timeout=TIMEOUT_MS)
+    assert not panel.busy_bar.isVisible()
+
+
+def test_a_server_that_ignores_range_downloads_nothing(qtbot, hub: FakeHub, tmp_path: Path) -> None:
+    hub.ignore_range = True
+    panel = _page(qtbot, tmp_path).doctor
+    panel.target_edit.setText(TARGET)
+    panel.check_button.click()
+    qtbot.waitUntil(lambda: "ignores byte ranges" in panel.status_label.text(), timeout=TIMEOUT_MS)
+    assert "nothing was downloaded" in panel.status_label.text()
+    assert not panel.download_button.isEnabled()
+    assert not (tmp_path / "models").exists() or not any((tmp_path / "models").rglob("*.gguf"))
