@@ -193,9 +193,11 @@ class PairDoctorPanel(QGroupBox):
         self.chat_button.clicked.connect(self.on_chat_button_clicked)
         self.progress_bar = QProgressBar()
         self.progress_bar.setRange(0, PROGRESS_STEPS)
+        self.progress_bar.setVisible(False)  # until something downloads
         row.addWidget(self.download_button)
         row.addWidget(self.download_cancel_button)
         row.addWidget(self.progress_bar, 1)
+        row.addStretch(1)
         row.addWidget(self.chat_button)
         v.addLayout(row)
 
@@ -468,6 +470,7 @@ class PairDoctorPanel(QGroupBox):
         self.chat_button.setEnabled(is_ready)
         if is_ready:
             self.progress_bar.setValue(PROGRESS_STEPS)
+            self.progress_bar.setVisible(True)
 
     def on_download_button_clicked(self) -> None:
         requests = [
@@ -481,6 +484,7 @@ class PairDoctorPanel(QGroupBox):
         self.download_button.setEnabled(False)
         self.download_cancel_button.setEnabled(True)
         self.progress_bar.setValue(0)
+        self.progress_bar.setVisible(True)
         self.set_status("Downloading (it resumes where it stopped if interrupted)…")
 
     def on_downloads_progressed(self, key: str, p: DownloadProgress) -> None:
