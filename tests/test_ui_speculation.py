@@ -127,7 +127,10 @@ def test_compare_runs_plain_then_speculative_side_by_side(
     plain, speculative = window.compare.final_stats["plain"], window.compare.final_stats["speculative"]
     assert plain.speculation == "none" and speculative.speculation == "ngram"
     assert order == sorted(order)  # plain first, then speculative: never at once
-    assert "×" in window.compare.summary.text() and "tok/s" in window.compare.summary.text()
+    # One headline over the whole requests, the same-text check (greedy), the figures once.
+    assert " instead of " in window.compare.summary.text(), window.compare.summary.text()
+    assert window.compare.check.text() == "✓ The same text, word for word."
+    assert "tokens/s" in window.compare.details.text() and "tok" not in window.compare.summary.text()
     assert window.compare.speedup() == speculative.decode_tokens_per_s / plain.decode_tokens_per_s
     assert window.compare.plain.text and window.compare.speculative.text
     assert window.compare.chart.series["plain"] and window.compare.chart.series["speculative"]
@@ -140,7 +143,7 @@ def test_compare_needs_speculation_on(qtbot, open_window, tiny_target) -> None:
     window = open_window(tiny_target, draft="none")
     assert window.controller.info.speculation == "none"
     assert not window.compare.run_button.isEnabled()
-    assert "choose n-gram" in window.compare.availability.text()
+    assert window.compare.availability.text().startswith("The speed-up is off: choose one")
 
 
 def test_settings_dialog_values_and_engine_reload(qtbot, open_window, wait_reply, tiny_target) -> None:

@@ -73,4 +73,21 @@ def test_the_details_hold_each_figure_once() -> None:
     assert len(labels) == len(set(labels))
     assert dict(rows)["Usual speed"] == "30.0 tokens/s (measured on this computer)"
     assert dict(rows)["Reused and confirmed"] == "80% of the reply"
-    assert words.seconds(125) == "2 min 5 s" and words.seconds(0.42) == "0.4 s"
+    assert words.seconds(725) == "12 min 5 s" and words.seconds(0.42) == "0.4 s"
+
+
+def test_compare_headline_and_the_same_text_check() -> None:
+    plain = _stats(speculation="none", prefill_s=8.0, decode_s=160.0, n_drafted=0, n_accepted=0)
+    sped = _stats(prefill_s=8.0, decode_s=63.0)
+    assert words.compare_headline(plain, sped) == "71 s instead of 168 s: 2.4× faster"
+    assert words.compare_headline(plain, _stats(prefill_s=8.0, decode_s=158.0)).endswith(
+        "about as fast as usual"
+    )
+    assert words.same_text_words("a b c", "a b c", is_greedy=True) == (
+        True,
+        "✓ The same text, word for word.",
+    )
+    same, note = words.same_text_words("a b c", "a b d", is_greedy=False)
+    assert not same and note.startswith("The texts differ by design: sampling is on")
+    same, note = words.same_text_words("a b c", "a b d", is_greedy=True)
+    assert not same and note.startswith("⚠ The texts part at character 5")

@@ -1,7 +1,10 @@
-"""Compare: the same prompt with speculation off, then on, side by side, with a tokens-over-time chart.
+"""Compare: the same request the usual way, then with the speed-up, side by side.
 
 The two runs go one after the other (the worker serves one request at a time): run side by side
-they would share the CPU and both numbers would be wrong.
+they would share the CPU and both numbers would be wrong. The result is one headline ("71 s
+instead of 168 s: 2.4× faster", whole requests), a check that the texts are the same (greedy) or
+a note that sampled texts differ by design, and a chart of tokens written over time; the
+highlight's legend says the tinted text is the model's own, not a difference.
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ from PySide6.QtWidgets import (
 
 from app.host.reply import Reply, ReplyProgress
 from engine.events import Stats
-from ui import theme
+from ui import theme, words
 from ui.markdown_view import MessageBody
-from ui.stats_format import DASH, SPECULATION_NAMES
+from ui.stats_format import DASH
 
 PLAIN_COLOR = QColor(120, 120, 120)  # the light theme's (ui.theme.colors() has the current ones)
 SPECULATIVE_COLOR = QColor(40, 160, 90)
@@ -69,10 +72,11 @@ class TokensChart(QWidget):
         label = f"{max_t:.1f} s"
         painter.drawText(QPointF(plot.right() - metrics.horizontalAdvance(label), self.height() - 2), label)
         painter.drawText(
-            QPointF(plot.left() + 6, plot.top() + metrics.ascent() + 2), "tokens over decode time"
+            QPointF(plot.left() + 6, plot.top() + metrics.ascent() + 2), "tokens written over time"
         )
         colors = theme.colors()
         lines = (("plain", colors.plain_line), ("speculative", colors.speculative_line))
+        names = {"plain": "the usual way", "speculative": "with the speed-up"}
         for name, color in lines:
             points = self.series[name]
             if not points:
@@ -91,7 +95,7 @@ class TokensChart(QWidget):
                 QPointF(plot.left() + 24, y - metrics.ascent() / 3),
             )
             painter.setPen(self.palette().text().color())
-            painter.drawText(QPointF(plot.left() + 30, y), name)
+            painter.drawText(QPointF(plot.left() + 30, y), names[name])
         painter.end()
 
 
@@ -129,13 +133,8 @@ class _RunPane(QGroupBox):
         self.body.finish(shown.text, shown.draft_spans, tint)
 
     def show_stats(self, stats: Stats) -> None:
-        parts = [f"{stats.n_generated} tokens", f"{stats.decode_tokens_per_s:.1f} tok/s"]
-        if stats.speculation != "none":
-            parts.append(
-                f"acceptance {stats.acceptance_rate:.0%}" if stats.n_drafted else f"acceptance {DASH}"
-            )
-            parts.append(f"mean accepted {stats.mean_accepted_length:.2f}" if stats.n_drafted else "")
-        self.stats.setText(" · ".join(p for p in parts if p))
+        """How long this run took, in words (the figures are the summary's details)."""
+        self.stats.setText(f"{stats.n_generated} tokens in {words.seconds(stats.total_s)}")
 
 
 class CompareView(QWidget):
@@ -146,8 +145,8 @@ class CompareView(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         intro = QLabel(
-            "Runs one prompt with speculation off, then on (one after the other, so they do not share "
-            "the CPU), and shows both replies with their speed."
+            "Runs your request twice, the usual way and then with the speed-up, one after the other "
+            "(so they do not share the computer), and shows both replies and the time each took."
         )
         intro.setWordWrap(True)
         layout.addWidget(intro)
@@ -173,23 +172,38 @@ class CompareView(QWidget):
         self.availability.setWordWrap(True)
         layout.addWidget(self.availability)
         panes = QGridLayout()
-        self.plain = _RunPane("Speculation off")
-        self.speculative = _RunPane("Speculation on")
+        self.plain = _RunPane("The usual way")
+        self.speculative = _RunPane("With the speed-up")
         panes.addWidget(self.plain, 0, 0)
         panes.addWidget(self.speculative, 0, 1)
         layout.addLayout(panes, 1)
-        self.summary = QLabel(f"Speedup: {DASH}")
+        self.summary = QLabel(DASH)
         self.summary.setObjectName("summary")
+        self.summary.setAccessibleName("Compare result")
         font = self.summary.font()
         font.setBold(True)
+        font.setPointSizeF(font.pointSizeF() * 1.5)
         self.summary.setFont(font)
         layout.addWidget(self.summary)
+        self.check = QLabel()  # the same text, or why not
+        self.check.setObjectName("sameText")
+        self.check.setWordWrap(True)
+        layout.addWidget(self.check)
+        self.details = QLabel()  # the figures behind the headline, once
+        self.details.setObjectName("compareDetails")
+        self.details.setWordWrap(True)
+        layout.addWidget(self.details)
+        self.legend = QLabel(words.LEGEND)
+        self.legend.setObjectName("compareLegend")
+        self.legend.setWordWrap(True)
+        layout.addWidget(self.legend)
         self.chart = TokensChart()
         layout.addWidget(self.chart)
         self.request_ids: dict[int, str] = {}  # request id -> "plain" | "speculative"
         self.final_stats: dict[str, Stats] = {}
         self._is_busy = False
         self._can_speculate = True
+        self.is_greedy = True  # of the runs shown (set by the window as they start)
 
     def restyle(self) -> None:
         """The theme changed: both replies and the chart in its colours."""
@@ -199,11 +213,12 @@ class CompareView(QWidget):
 
     def set_speculation(self, speculation: str) -> None:
         self._can_speculate = speculation != "none"
-        self.speculative.setTitle(f"Speculation on ({SPECULATION_NAMES.get(speculation, speculation)})")
+        names = {c.key: c.name for c in words.SPEED_UP_CHOICES}
+        self.speculative.setTitle(f"With the speed-up ({names.get(speculation, speculation)})")
         self.availability.setText(
             ""
             if self._can_speculate
-            else "Speculation is off: choose n-gram lookup or a draft model to compare."
+            else "The speed-up is off: choose one in the chat's header to compare it with the usual way."
         )
         self._update_buttons()
 
@@ -221,7 +236,9 @@ class CompareView(QWidget):
         self.plain.reset()
         self.speculative.reset()
         self.chart.clear()
-        self.summary.setText(f"Speedup: {DASH} (running speculation off first)")
+        self.summary.setText("Writing the usual way first…")
+        self.check.setText("")
+        self.details.setText("")
         self._update_buttons()
 
     def pane(self, request_id: int) -> _RunPane | None:
@@ -269,15 +286,19 @@ class CompareView(QWidget):
 
     def _show_summary(self) -> None:
         plain, spec = self.final_stats.get("plain"), self.final_stats.get("speculative")
-        speedup = self.speedup()
-        if speedup is None or plain is None or spec is None:
-            self.summary.setText(f"Speedup: {DASH} (running speculation on next)")
+        if plain is None or spec is None:
+            self.summary.setText("Now with the speed-up…")
             return
-        self.summary.setText(
-            f"Speedup: {speedup:.2f}×  (plain {plain.decode_tokens_per_s:.1f} tok/s, speculative "
-            f"{spec.decode_tokens_per_s:.1f} tok/s; {spec.acceptance_rate:.0%} of drafted tokens accepted, "
-            f"{spec.mean_accepted_length:.2f} per draft)"
-        )
+        self.summary.setText(words.compare_headline(plain, spec) or DASH)
+        is_same, said = words.same_text_words(self.plain.text, self.speculative.text, self.is_greedy)
+        self.check.setText(said)
+        parts = [
+            f"usual way {plain.decode_tokens_per_s:.1f} tokens/s",
+            f"with the speed-up {spec.decode_tokens_per_s:.1f} tokens/s",
+        ]
+        if spec.n_drafted:
+            parts.append(f"{spec.acceptance_rate:.0%} of its guesses confirmed")
+        self.details.setText(" · ".join(parts))
 
     def on_run_button_clicked(self) -> None:
         text = self.prompt.toPlainText().strip()

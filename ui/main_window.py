@@ -422,7 +422,7 @@ class MainWindow(QMainWindow):
         e.loading_finished.connect(lambda: self._set_loading(None))
         e.notice_changed.connect(self.chat.set_notice)
         c = p.comparison
-        c.started.connect(self.compare.start)
+        c.started.connect(self.on_presenter_compare_started)
         c.progressed.connect(self.on_presenter_compare_progressed)
         c.finished.connect(self.on_presenter_compare_finished)
         c.failed.connect(self.compare.on_failed)
@@ -531,6 +531,10 @@ class MainWindow(QMainWindow):
         if widget is not None:
             widget.finish(ended.text, self.settings.show_draft_tint)
             widget.set_status(ended.status, ended.stats, ended.note)
+
+    def on_presenter_compare_started(self, plain_id: int, speculative_id: int) -> None:
+        self.compare.is_greedy = self.presenter.comparison.is_greedy
+        self.compare.start(plain_id, speculative_id)
 
     def on_presenter_compare_progressed(self, progress: ReplyProgress) -> None:
         self.compare.on_progress(progress, self.settings.show_draft_tint)
