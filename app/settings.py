@@ -35,6 +35,7 @@ class Settings:
     draft: str = "ngram"  # "ngram", "none", or a draft GGUF path
     draft_model_path: str | None = None  # the last draft model chosen, offered by the toggle
     speed_up_auto: bool = False  # the speed-up was chosen as "Automatic" (ui/words.py)
+    preset_name: str = ""  # the preset chosen last (its settings may have changed since)
     n_threads: int | None = None  # None: the machine's cores
     n_ctx: int = 4096
     n_gpu_layers: int = 0
@@ -190,4 +191,56 @@ def save_settings(settings: Settings, path: Path | None = None) -> None:
     tmp = path.with_name(path.name + ".tmp")
     data = {**dataclasses.asdict(settings), "format": SETTINGS_FORMAT}
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# ---- presets: a system prompt, sampling and the speed-up, named, for one model or for any
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    model: str = ""  # the model it is for (a path or a built-in model's name); "" = any model
+    system_prompt: str = ""
+    temperature: float = CHAT_SAMPLING.temperature
+    top_p: float = CHAT_SAMPLING.top_p
+    repeat_penalty: float = CHAT_SAMPLING.repeat_penalty
+    speed_up: str = "ngram"  # "auto" | "ngram" | "draft" | "none" (ui/words.py SPEED_UP_CHOICES)
+
+    def is_for(self, model: str) -> bool:
+        return not self.model or self.model == model
+
+
+def presets_path() -> Path:
+    return paths.home() / "presets.json"
+
+
+def load_presets(path: Path | None = None) -> list[Preset]:
+    """The user's presets; a file that cannot be read gives none (and is kept, as settings are)."""
+    path = path or presets_path()
+    if not path.exists():
+        return []
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        items = raw.get("presets") if isinstance(raw, dict) else None
+        if not isinstance(items, list):
+            raise ValueError("no list of presets")
+    except (OSError, ValueError) as e:
+        log.warning("presets file %s is unreadable (%s); kept it as it is", path, e)
+        return []
+    names = {f.name: f for f in dataclasses.fields(Preset)}
+    presets = []
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"].strip():
+            continue
+        kept = {k: v for k, v in item.items() if k in names and _accepts(str(names[k].type), v)}
+        presets.append(Preset(**kept))
+    return presets
+
+
+def save_presets(presets: list[Preset], path: Path | None = None) -> None:
+    path = path or presets_path()
+    tmp = path.with_name(path.name + ".tmp")
+    data = {"format": 1, "presets": [dataclasses.asdict(p) for p in presets]}
+    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
     os.replace(tmp, path)

@@ -13,11 +13,21 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QWidget
 
+from app.settings import Preset
 from ui import theme
 from ui.words import LEGEND, SPEED_UP_CHOICES
 
 # The models Tandem carries (app.library.model_spec.Embedded), by what people call them.
 BUILT_IN_MODELS = (("default", "Gemma 3 270M (built in)"),)
+
+
+def _preset_tip(preset: Preset) -> str:
+    names = {c.key: c.name for c in SPEED_UP_CHOICES}
+    how = "exact (temperature 0)" if preset.temperature <= 0 else f"temperature {preset.temperature:g}"
+    parts = [how, f"speed-up: {names.get(preset.speed_up, preset.speed_up)}"]
+    if preset.system_prompt:
+        parts.append(f"instructions: {preset.system_prompt}")
+    return "; ".join(parts)
 
 
 class ModelCombo(QComboBox):
@@ -35,6 +45,8 @@ class ChatHeader(QWidget):
     model_chosen = Signal(str)  # "default" (a built-in model's name) or a GGUF path
     speed_up_chosen = Signal(str)  # "auto" | "ngram" | "draft" | "none"
     tint_toggled = Signal(bool)
+    preset_chosen = Signal(object)  # app.settings.Preset
+    save_preset_requested = Signal()
 
     def __init__(self, show_tint: bool, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -70,6 +82,17 @@ class ChatHeader(QWidget):
         speed_label.setBuddy(self.speed_combo)
         row.addWidget(speed_label)
         row.addWidget(self.speed_combo)
+
+        preset_label = QLabel("Preset")
+        self.preset_combo = QComboBox()
+        self.preset_combo.setObjectName("presetPicker")
+        self.preset_combo.setAccessibleName("Preset")
+        self.preset_combo.setToolTip("Instructions, sampling and speed-up, saved under a name")
+        self.preset_combo.activated.connect(self.on_preset_combo_activated)
+        preset_label.setBuddy(self.preset_combo)
+        row.addWidget(preset_label)
+        row.addWidget(self.preset_combo)
+        self._presets: list[Preset] = []
 
         self.state_label = QLabel("Loading…")
         self.state_label.setObjectName("pairLabel")
@@ -145,6 +168,34 @@ class ChatHeader(QWidget):
         key = self.model_combo.itemData(index)
         if key and key != self._in_use:
             self.model_chosen.emit(str(key))
+
+    # ---- presets
+
+    SAVE_ITEM = "Save the current settings as a preset…"
+
+    def set_presets(self, presets: list[Preset], current: str = "") -> None:
+        """The presets for the model in use (built-in first), then the item that saves one."""
+        self._presets = list(presets)
+        self.preset_combo.blockSignals(True)
+        self.preset_combo.clear()
+        self.preset_combo.addItem("None", None)
+        for i, preset in enumerate(self._presets):
+            for_model = " (this model)" if preset.model else ""
+            self.preset_combo.addItem(preset.name + for_model, i)
+            self.preset_combo.setItemData(i + 1, _preset_tip(preset), Qt.ItemDataRole.ToolTipRole)
+        self.preset_combo.insertSeparator(self.preset_combo.count())
+        self.preset_combo.addItem(self.SAVE_ITEM, -1)
+        names = [p.name for p in self._presets]
+        self.preset_combo.setCurrentIndex(names.index(current) + 1 if current in names else 0)
+        self.preset_combo.blockSignals(False)
+
+    def on_preset_combo_activated(self, index: int) -> None:
+        data = self.preset_combo.itemData(index)
+        if data == -1:
+            self.preset_combo.setCurrentIndex(0)
+            self.save_preset_requested.emit()
+        elif isinstance(data, int) and 0 <= data < len(self._presets):
+            self.preset_chosen.emit(self._presets[data])
 
     # ---- speed-up
 

@@ -22,6 +22,7 @@ from PySide6.QtGui import QAction, QCloseEvent, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
+    QInputDialog,
     QLabel,
     QMainWindow,
     QMenu,
@@ -142,6 +143,9 @@ class MainWindow(QMainWindow):
         self.header.model_chosen.connect(self.on_header_model_chosen)
         self.header.speed_up_chosen.connect(self.on_header_speed_up_chosen)
         self.header.tint_toggled.connect(self.on_tint_check_toggled)
+        self.header.preset_chosen.connect(self.on_header_preset_chosen)
+        self.header.save_preset_requested.connect(self.on_header_save_preset_requested)
+        self.refresh_presets()
         self.header.refresh_models()
         self.choose_draft_action = QAction("Choose a draft model…", self)
         self._draft_tip = (
@@ -622,6 +626,45 @@ class MainWindow(QMainWindow):
 
     def on_header_model_chosen(self, model: str) -> None:
         self.presenter.engine.choose_model(model)
+        self.refresh_presets()
+
+    # ---- presets
+
+    def presets(self) -> list[Any]:
+        """Tandem's presets, then the user's for the model in use (or for any model)."""
+        from app.settings import load_presets
+        from ui.words import built_in_presets
+
+        model = self.presenter.engine.model_key()
+        return [*built_in_presets(), *(p for p in load_presets() if p.is_for(model))]
+
+    def refresh_presets(self) -> None:
+        self.header.set_presets(self.presets(), self.settings.preset_name)
+
+    def on_header_preset_chosen(self, preset: Any) -> None:
+        self.presenter.apply_preset(preset)
+        self.chat.set_system_prompt(preset.system_prompt)
+
+    def on_header_save_preset_requested(self) -> None:
+        name, ok = QInputDialog.getText(
+            self, "Save a preset", "Name (for this model: instructions, sampling and speed-up):"
+        )
+        if ok and name.strip():
+            self.save_preset(name.strip())
+
+    def save_preset(self, name: str) -> None:
+        """The settings now (and the instructions shown) as a preset for the model in use."""
+        from app.settings import load_presets, save_presets
+
+        preset = self.presenter.current_preset(name, self.chat.system_prompt.text().strip())
+        kept = [p for p in load_presets() if (p.name, p.model) != (preset.name, preset.model)]
+        try:
+            save_presets([*kept, preset])
+        except OSError as e:
+            self.chat.set_notice(f"The preset could not be saved: {e.strerror or e}.", True)
+            return
+        self._update_settings(preset_name=name)
+        self.refresh_presets()
 
     def on_choose_draft_action_triggered(self) -> None:
         path, _ = QFileDialog.getOpenFileName(

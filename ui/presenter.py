@@ -25,7 +25,7 @@ from PySide6.QtCore import QObject, Signal
 from app.host.controller import EngineController
 from app.host.reply import Reply, ReplyProgress, ReplyText
 from app.host.worker import ChatTurn, ReplyStarted
-from app.settings import Settings, save_settings
+from app.settings import Preset, Settings, save_settings
 from app.store import Conversation, Message, MessageStatus, Store
 from engine.errors import Failure
 from engine.events import Stats, StatsRecord
@@ -261,6 +261,32 @@ class ChatPresenter(QObject):
             self.show_conversation(remaining[0].id if remaining else None)
         else:
             self.conversations_changed.emit()
+
+    def apply_preset(self, preset: Preset) -> None:
+        """A preset's sampling and speed-up (saved; from the next reply) and its instructions (the
+        conversation shown, or the next new one)."""
+        self.update_settings(
+            temperature=preset.temperature,
+            top_p=preset.top_p,
+            repeat_penalty=preset.repeat_penalty,
+            preset_name=preset.name,
+        )
+        self.engine.choose_speculation(preset.speed_up)
+        self.set_system_prompt(preset.system_prompt)
+
+    def current_preset(self, name: str, system_prompt: str) -> Preset:
+        """The settings now as a preset for the model in use."""
+        s = self.settings
+        speed_up = self.engine.speculation.choice
+        return Preset(
+            name,
+            self.engine.model_key(),
+            system_prompt,
+            s.temperature,
+            s.top_p,
+            s.repeat_penalty,
+            speed_up if speed_up in ("auto", "ngram", "draft", "none") else "ngram",
+        )
 
     def set_system_prompt(self, text: str) -> None:
         if self.conversation_id is None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from app.settings import Preset
 from engine.events import DraftingState
 
 FASTER_AT = 1.1  # below this a reply is "about as fast as usual": the gain is within noise
@@ -233,3 +234,21 @@ def same_text_words(plain_text: str, sped_text: str, is_greedy: bool) -> tuple[b
         f"⚠ The texts part at character {at + 1}: two nearly equal choices in the model's arithmetic "
         "can tip either way when it checks several words at once."
     )
+
+
+# ---- presets Tandem offers (the user's own are app.settings.load_presets)
+
+
+def built_in_presets() -> list[Preset]:
+    return [
+        Preset(
+            "Edit or copy text",
+            system_prompt=(
+                "You edit text. Give back the whole text with only the changes asked for, and nothing else."
+            ),
+            temperature=0.0,
+            speed_up="auto",
+        ),
+        Preset("Everyday chat", speed_up="auto"),
+        Preset("Creative writing", temperature=1.0, top_p=0.95, speed_up="ngram"),
+    ]
