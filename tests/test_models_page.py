@@ -216,25 +216,31 @@ def recommended(page: ModelsPage) -> list[str]:
 def test_the_shipped_catalog_as_cards_with_what_a_choice_needs(qtbot) -> None:
     page = shipped_page(qtbot)
     catalog = load_catalog()
-    cards = page.findChildren(QFrame, "pairCard")
-    assert sorted(c.accessibleName() for c in cards) == sorted(p.title for p in catalog.pairs)
+    # Pairs for chat only in the chat app's list (the code-completion pair stays in the catalog).
+    cards = page.card_grid.cards
+    assert sorted(c.accessibleName() for c in cards) == sorted(
+        p.title for p in catalog.pairs if p.is_for_chat
+    )
+    assert [p.name for p in catalog.pairs if not p.is_for_chat] == ["qwen2.5-coder-7b-0.5b"]
+    # What holds for the whole machine is said once, above the cards, neutrally.
+    assert "a draft model gains little on this computer" in page.machine_label.text()
     assert page.target_combo.count() == 0 and not page.use_pair_button.isEnabled()
 
     builtin = card_named(page, "Gemma 3 270M with n-gram drafting (built in)")
     assert "offline" in text_of(builtin, "pairGoodFor")
-    assert text_of(builtin, "pairSize").startswith("Built in: nothing to download (253.1 MB")
+    assert text_of(builtin, "pairSize") == "Built in (253.1 MB)"
     assert button_named(builtin, "Set up Gemma 3 270M with n-gram drafting (built in)").text() == "Set up"
-    assert "1.9×" in text_of(builtin, "pairSpeedup") and "FINDINGS.md" in text_of(builtin, "pairSpeedup")
+    assert "<b>2.0×</b>, by Tandem, measured" in text_of(builtin, "pairSpeedup")
+    assert (
+        "FINDINGS" not in text_of(builtin, "pairSpeedup") and "shared/" not in builtin.accessibleDescription()
+    )
 
     qwen = card_named(page, "Qwen2.5 7B Instruct + Qwen2.5 0.5B Instruct")
     assert "all-rounder" in text_of(qwen, "pairGoodFor")
-    assert text_of(qwen, "pairSize") == (
-        "Download: 5.2 GB (4.7 GB Qwen2.5 7B Instruct + 531.1 MB Qwen2.5 0.5B Instruct)"
-    )
-    assert text_of(qwen, "pairFit") == (
-        "✓ Fits: needs 8.6 GB of memory, this machine has 17.2 GB. "
-        "Without a GPU, expect little or no speedup from the draft model."
-    )
+    chips = [c.text() for c in qwen.chips]
+    assert chips == ["5.2 GB download", "needs 8.6 GB memory", "Q4_K_M / Q8_0", "Apache-2.0"]
+    assert "Q4_K_M, 4.7 GB" in qwen.findChild(QLabel, "pairSize").toolTip()  # each file, on demand
+    assert text_of(qwen, "pairFit") == "✓ Fits: needs 8.6 GB of memory, this machine has 17.2 GB."
     speedup = text_of(qwen, "pairSpeedup")
     assert (
         "no published figure" in speedup

@@ -73,6 +73,7 @@ from ui.pair_card import (
     app_palette,
     bad_colour,
     describe_fit,
+    machine_note,
 )
 from ui.pair_doctor_panel import PairDoctorPanel
 from ui.welcome import Recommendation, recommend_pair
@@ -476,7 +477,7 @@ class ModelsPage(QWidget):
         else:
             gpu = "no GPU found"
         self.machine_label.setText(
-            f"This machine: {memory} of memory, {gpu}. Each card says whether its pair fits here and why."
+            f"This machine: {memory} of memory, {gpu}. {machine_note(m, self.gpu_backend)}"
         )
         vram = self.vram_bytes if self.gpu_backend else 0
         rec = self.recommendation()

@@ -1,5 +1,8 @@
-"""One catalog pair as a card on the Models page: what it is good for, what it costs, whether it
-fits this machine and why, the speedup others reported (with where), and its download.
+"""One catalog pair as a card on the Models page: what it is good for, its facts as chips
+(download size, memory, quantisation, licence), whether it fits this machine and why, the
+speedup reported (by whom), and its download. What holds for the whole machine (no GPU: draft
+models gain little) is said once, above the cards (`machine_note`), not on every card; pairs
+that are not for chat (code completion) are kept off the chat app's list (CardGrid).
 
 The card owns its widgets and their look; the Models page owns the downloads and tells the card
 what to show (set_progress, set_state...). Colours come from the palette (Window, Base, Mid,
@@ -89,20 +92,27 @@ def describe_fit(
             f"Fits: {memory}. This build of llama.cpp runs on the CPU only, so "
             f"{machine.gpu_label or 'the GPU'} is not used."
         )
-    if fit.is_gpu_advised:
-        return True, f"Fits: {memory}. Without a GPU, expect little or no speedup from the draft model."
     return True, f"Fits: {memory}."
+
+
+def machine_note(machine: MachineInfo, gpu_backend: bool = False) -> str:
+    """The one note for the whole machine, neutral: where a draft model pays and where it does not."""
+    if machine.has_gpu and gpu_backend:
+        return "A GPU is in use: draft models pay most there."
+    return (
+        "No GPU in use here: a draft model gains little on this computer, while drafting from the "
+        "text still pays when a reply reuses or edits text."
+    )
 
 
 def describe_speedup(pair: CatalogPair) -> tuple[str, str]:
     """(rich text for the card, plain text for a tooltip and screen readers)."""
     s = pair.reported_speedup
     if s is not None:
-        if _URL_RE.fullmatch(s.source.strip()):
-            where = f'<a href="{html.escape(s.source.strip())}">source</a>'
-        else:
-            where = f"source: {html.escape(s.source)}"
-        rich = f"Reported speedup: <b>{s.factor:.1f}×</b>, by {html.escape(s.by)} ({where})"
+        # A link where there is one; a source that is not a link is for the tooltip only.
+        is_link = _URL_RE.fullmatch(s.source.strip()) is not None
+        where = f' (<a href="{html.escape(s.source.strip())}">source</a>)' if is_link else ""
+        rich = f"Reported speedup: <b>{s.factor:.1f}×</b>, by {html.escape(s.by)}{where}"
         plain = f"Reported speedup {s.factor:.1f}x, by {s.by}. {s.setup}. Source: {s.source}"
         return rich, plain
     note = pair.speedup_note or ""
@@ -158,7 +168,14 @@ class PairCard(QFrame):
         self.good_for_label.setVisible(bool(pair.good_for))
         layout.addWidget(self.good_for_label)
 
-        self.size_label = self._text_label("pairSize", self._size_text())
+        chips = QHBoxLayout()
+        chips.setSpacing(6)
+        self.chips = [self._chip(text, name) for name, text in self._chip_texts()]
+        for chip in self.chips:
+            chips.addWidget(chip)
+        chips.addStretch(1)
+        layout.addLayout(chips)
+        self.size_label = self.chips[0]
         self.size_label.setToolTip(
             "\n".join(
                 f"{m.name}: {m.repo_id or 'built in'} / {m.filename}, {m.quantization}, "
@@ -167,7 +184,6 @@ class PairCard(QFrame):
                 for m in pair.models
             )
         )
-        layout.addWidget(self.size_label)
 
         self.fit_label = self._text_label("pairFit", "")
         self.fit_label.setToolTip(f"What it needs: {pair.hardware}" if pair.hardware else "")
@@ -248,13 +264,30 @@ class PairCard(QFrame):
         label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         return label
 
-    def _size_text(self) -> str:
+    def _chip(self, text: str, name: str) -> QLabel:
+        chip = QLabel(text)
+        chip.setObjectName(name)
+        chip.setProperty("chip", True)
+        chip.setAccessibleName(text)
+        return chip
+
+    def _chip_texts(self) -> list[tuple[str, str]]:
+        """(object name, text) of the pair's facts, shortest words first."""
         pair = self.pair
         if pair.is_embedded:
-            return f"Built in: nothing to download ({format_bytes(pair.target.size_bytes)} on disk)"
-        parts = " + ".join(f"{format_bytes(m.size_bytes)} {m.name}" for m in pair.models if m.is_downloadable)
-        gated = " · needs a Hugging Face token" if any(m.is_gated for m in pair.models) else ""
-        return f"Download: {format_bytes(pair.download_bytes)} ({parts}){gated}"
+            size = f"Built in ({format_bytes(pair.target.size_bytes)})"
+        else:
+            size = f"{format_bytes(pair.download_bytes)} download"
+        chips = [("pairSize", size), ("pairMemory", f"needs {format_bytes(pair.min_ram_bytes)} memory")]
+        quantisations = sorted({m.quantization for m in pair.models if m.quantization})
+        if quantisations:
+            chips.append(("pairQuantisation", " / ".join(quantisations)))
+        licences = sorted({m.license for m in pair.models if m.license})
+        if licences:
+            chips.append(("pairLicence", " / ".join(licences)))
+        if any(m.is_gated for m in pair.models):
+            chips.append(("pairGated", "needs a Hugging Face token"))
+        return chips
 
     # --- what the page tells the card ----------------------------------------------------------------
 
@@ -306,7 +339,7 @@ class PairCard(QFrame):
 
     def _describe(self) -> None:
         bits = [b.text() for b in (self.recommended_badge, self.in_use_badge) if not b.isHidden()]
-        bits += [self.good_for_label.text(), self.size_label.text(), self.fit_label.text()]
+        bits += [self.good_for_label.text(), *(c.text() for c in self.chips), self.fit_label.text()]
         self.setAccessibleDescription(". ".join(t.rstrip(".") for t in bits if t) + ".")
 
     # --- look --------------------------------------------------------------------------------------
@@ -338,6 +371,10 @@ class PairCard(QFrame):
                 f"background: {_rgba(QColor(good), 50)}; color: {text.name()}; border: 1px solid {good}; {pill}"
             )
             self.builtin_badge.setStyleSheet(f"background: {_rgba(mid, 70)}; color: {text.name()}; {pill}")
+            for chip in self.chips:
+                chip.setStyleSheet(
+                    f"background: {_rgba(mid, 45)}; color: {text.name()}; border-radius: 9px; padding: 2px 8px;"
+                )
             fit = good if self.is_fitting else bad_colour(p)
             self.fit_label.setStyleSheet(f"color: {fit};")
             muted = "#a8a8a8" if _is_dark(p) else "#5c5c5c"
@@ -370,6 +407,12 @@ class CardGrid(QWidget):
         self._relayout(2)
 
     def add_card(self, card: PairCard) -> None:
+        """A pair for chat joins the grid; one that is not (code completion) is kept off the chat
+        app's list (it stays in the catalog, for `tandem models` and the hub search)."""
+        if not card.pair.is_for_chat:
+            card.setParent(self)
+            card.hide()
+            return
         self.cards.append(card)
         self._relayout(self._columns, force=True)
 

@@ -83,6 +83,7 @@ class CatalogPair:
     speedup_note: str | None = None
     good_for: str = ""  # what the pair suits, in a sentence (the Models page's cards)
     is_embedded: bool = False
+    is_for_chat: bool = True  # False: models that complete code or text, not chat (kept off the chat's list)
 
     @property
     def draft_label(self) -> str:
@@ -205,6 +206,7 @@ def parse_catalog(data: dict[str, Any]) -> Catalog:
                 speedup_note=entry.get("speedup_note"),
                 good_for=str(entry.get("good_for", "")),
                 is_embedded=bool(entry.get("is_embedded", False)),
+                is_for_chat=bool(entry.get("for_chat", True)),
             )
         )
     incompatible = tuple(
