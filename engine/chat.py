@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -375,6 +376,40 @@ def document_token_spans(engine: Any, text: str, documents: Sequence[str]) -> tu
     return tuple(sorted(spans))
 
 
+class PromptCancelled(Exception):
+    """The reply was stopped while its prompt was being fitted to the context (before decoding)."""
+
+
+# A chat template's tokens around each message (role markers, separators), until a render of the
+# conversation measures them; and around the whole prompt (the system prompt's, the reply's start).
+TURN_OVERHEAD_TOKENS = 8
+PROMPT_OVERHEAD_TOKENS = 16
+
+
+class TokenCounts:
+    """Token counts of message texts, kept between replies (one engine's tokenizer): a long
+    conversation's old messages are counted once, not again at every turn. Bounded: the least
+    recently used go first."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self._counts: OrderedDict[str, int] = OrderedDict()
+        self._max = max_entries
+
+    def count(self, engine: Any, text: str) -> int:
+        n = self._counts.get(text)
+        if n is None:
+            n = len(engine.tokenize(text, add_special=False))
+            self._counts[text] = n
+            if len(self._counts) > self._max:
+                self._counts.popitem(last=False)
+        else:
+            self._counts.move_to_end(text)
+        return n
+
+    def clear(self) -> None:
+        self._counts.clear()
+
+
 def build_chat_prompt(
     engine: Any,
     turns: Sequence[Any],
@@ -382,6 +417,8 @@ def build_chat_prompt(
     max_tokens: int = 512,
     n_dropped_before: int = 0,
     documents: Sequence[str] = (),
+    cancel: Any = None,
+    token_counts: TokenCounts | None = None,
 ) -> ChatPrompt:
     """The prompt for the next reply to `turns` (oldest first, ending with the user's message).
 
@@ -393,36 +430,104 @@ def build_chat_prompt(
     on every turn. A base model's reply ends at its next speaker line (generate_reply).
     documents: the texts of documents attached in the conversation (found in the prompt for
     document_spans: drafts copied from them say so).
+
+    Linear in the conversation: each message's tokens are counted once (token_counts keeps them
+    between replies), where to cut is found from those counts, and only what is kept is rendered
+    and tokenized, a few times at most (the template's own tokens are measured by the first
+    render, and the cut moves on if they were more than estimated). `cancel` (an Event's is_set)
+    is asked between steps: PromptCancelled when it is set.
     """
     n_ctx = int(engine.n_ctx)
     reserve = min(max_tokens, n_ctx // 2)  # room kept for the reply
+    counts = token_counts or TokenCounts()
+
+    def check() -> None:
+        if cancel is not None and cancel.is_set():
+            raise PromptCancelled
 
     def render(n_dropped: int) -> ChatPrompt:
+        check()
         text = chat_prompt(engine, turns[n_dropped:], system_prompt)
         return ChatPrompt(text, tuple(engine.tokenize(text)), n_dropped)
 
-    def next_cut(n_dropped: int) -> int | None:
-        """The next index where a kept history may start (a user turn), never past the last one."""
-        for i in range(n_dropped + 1, len(turns)):
-            if _role_and_content(turns[i])[0] == "user":
-                return i
-        return None
+    def is_cut(i: int) -> bool:
+        return _role_and_content(turns[i])[0] == "user"
 
     n_dropped = min(max(0, n_dropped_before), len(turns) - 1)
-    while n_dropped > 0 and _role_and_content(turns[n_dropped])[0] != "user":
+    while n_dropped > 0 and not is_cut(n_dropped):
         n_dropped -= 1
-    prompt = render(n_dropped)
-    if prompt.n_tokens + reserve > n_ctx:
-        goal = n_ctx - reserve - n_ctx // 4
-        while prompt.n_tokens > goal:
-            cut = next_cut(prompt.n_dropped)
-            if cut is None:
-                break
-            prompt = render(cut)
-    if documents:
-        spans = document_token_spans(engine, prompt.text, documents)
-        prompt = ChatPrompt(prompt.text, prompt.tokens, prompt.n_dropped, spans)
-    return prompt
+    # kept[i]: tokens of turns[i:] by the counts (messages alone), for i from n_dropped on.
+    kept = [0] * (len(turns) + 1)
+    for i in range(len(turns) - 1, n_dropped - 1, -1):
+        if (len(turns) - i) % 64 == 0:
+            check()
+        kept[i] = kept[i + 1] + counts.count(engine, _role_and_content(turns[i])[1])
+    base, per_turn = _template_overhead(engine, turns, system_prompt, kept, render, n_dropped)
+
+    def estimate(i: int) -> int:
+        return base + kept[i] + per_turn * (len(turns) - i)
+
+    prompt: ChatPrompt | None = None
+    if estimate(n_dropped) + reserve <= n_ctx + n_ctx // 8:  # likely to fit: see
+        prompt = render(n_dropped)
+        if prompt.n_tokens + reserve <= n_ctx:
+            return _with_documents(engine, prompt, documents)
+        per_turn = _measured_overhead(prompt, base, kept[n_dropped], len(turns) - n_dropped, per_turn)
+    goal = n_ctx - reserve - n_ctx // 4
+    cuts = [i for i in range(n_dropped + 1, len(turns)) if is_cut(i)]
+    at = 0  # the first cut whose estimate fits the goal (the counts fall as the cut moves on)
+    while at < len(cuts) and estimate(cuts[at]) > goal:
+        at += 1
+    while True:
+        if at >= len(
+            cuts
+        ):  # only the newest turn is left to keep: it is sent whole (the engine says if too long)
+            if prompt is None or prompt.n_dropped != (cuts[-1] if cuts else n_dropped):
+                prompt = render(cuts[-1] if cuts else n_dropped)
+            break
+        prompt = render(cuts[at])
+        if prompt.n_tokens <= goal:
+            break
+        # More template tokens than estimated: measure them, and move on to where that fits.
+        per_turn = _measured_overhead(prompt, base, kept[cuts[at]], len(turns) - cuts[at], per_turn)
+        at += 1
+        while at < len(cuts) and estimate(cuts[at]) > goal:
+            at += 1
+    return _with_documents(engine, prompt, documents)
+
+
+def _template_overhead(
+    engine: Any, turns: Sequence[Any], system_prompt: str, kept: list[int], render: Any, n_dropped: int
+) -> tuple[int, int]:
+    """The template's own tokens, around the whole prompt (base) and per message: measured on the
+    newest turns alone (two small renders) where there are enough of them, else a guess."""
+    n = len(turns)
+    if n - 3 >= n_dropped:
+        try:
+            one, three = render(n - 1).n_tokens, render(n - 3).n_tokens
+        except PromptCancelled:
+            raise
+        except Exception:  # a template that wants the whole conversation: the guess below
+            pass
+        else:
+            per_turn = max(1, -(-(three - one - (kept[n - 3] - kept[n - 1])) // 2))
+            return max(0, one - kept[n - 1] - per_turn), per_turn
+    base = PROMPT_OVERHEAD_TOKENS
+    if system_prompt:
+        base += len(engine.tokenize(system_prompt, add_special=False))
+    return base, TURN_OVERHEAD_TOKENS
+
+
+def _measured_overhead(prompt: ChatPrompt, base: int, n_content: int, n_turns: int, was: int) -> int:
+    """The template's tokens per message, as a render showed them (never less than was guessed)."""
+    return max(was, -(-(prompt.n_tokens - base - n_content) // max(1, n_turns)))
+
+
+def _with_documents(engine: Any, prompt: ChatPrompt, documents: Sequence[str]) -> ChatPrompt:
+    if not documents:
+        return prompt
+    spans = document_token_spans(engine, prompt.text, documents)
+    return ChatPrompt(prompt.text, prompt.tokens, prompt.n_dropped, spans)
 
 
 def chat_prompt(engine: Any, messages: Sequence[Any], system_prompt: str = "") -> str:

@@ -52,10 +52,17 @@ from app.host.messages import (
     WorkerMessage,
     WorkerRequest,
 )
-from engine.chat import ChatPrompt, build_chat_prompt, generate_reply, remember_exchanges
+from engine.chat import (
+    ChatPrompt,
+    PromptCancelled,
+    TokenCounts,
+    build_chat_prompt,
+    generate_reply,
+    remember_exchanges,
+)
 from engine.config import EngineConfig
 from engine.errors import ErrorKind, Failure, PairRefusal
-from engine.events import Event, Stats, TextPiece
+from engine.events import Event, Finished, Stats, TextPiece
 
 # The messages were defined here before app.host.messages held them; kept importable from here.
 __all__ = [
@@ -183,6 +190,11 @@ def _engine_info(engine: Any, config: EngineConfig, refusal: Failure | None = No
     )
 
 
+def _no_stats(speculation: Any) -> Stats:
+    """The numbers of a reply stopped before it read its prompt: none."""
+    return Stats(speculation, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0)
+
+
 def _pair(e: BaseException) -> PairRefusal | None:
     return Failure.of(e).pair
 
@@ -280,6 +292,7 @@ class _Child:
         self.config: EngineConfig | None = None
         self.load_error = "no model is loaded"
         self.n_dropped: dict[str, int] = {}  # history_key -> turns left out last time
+        self.token_counts = TokenCounts()  # messages' token counts, kept between replies
 
     def send(self, message: WorkerMessage) -> None:
         self.outbox.send(message)
@@ -316,6 +329,7 @@ class _Child:
             self.engine.close()
             self.engine = None
             self.n_dropped.clear()
+            self.token_counts.clear()
 
     def load(self, config: EngineConfig) -> None:
         from engine.errors import TandemError
@@ -394,6 +408,7 @@ class _Child:
         if self.engine is None:
             self.send(ReplyFailed(request.request_id, f"no reply: {self.load_error}", ErrorKind.NO_ENGINE))
             return
+        cancel = self.cancels.flag(request.request_id)
         try:
             # The prompt is tokenized once here; those tokens are what the engine decodes.
             prompt: list[int] | ChatPrompt
@@ -407,6 +422,8 @@ class _Child:
                     request.system_prompt,
                     request.max_tokens,
                     self.n_dropped.get(request.history_key, 0),
+                    cancel=cancel,
+                    token_counts=self.token_counts,
                 )
                 n_dropped, n_prompt = prompt.n_dropped, prompt.n_tokens
             if request.history_key:
@@ -420,11 +437,16 @@ class _Child:
                 params=request.params,
                 max_tokens=request.max_tokens,
                 stop=request.stop,
-                cancel=self.cancels.flag(request.request_id),
+                cancel=cancel,
                 speculate=request.speculate,
                 use_memory=request.remember,
             ):
                 self.outbox.send_event(request.request_id, event)
+        except PromptCancelled:  # stopped while a long conversation was fitted to the context
+            self.send(ReplyStarted(request.request_id, 0, 0, self.engine.speculation))
+            stopped = Finished("cancelled", "", (), _no_stats(self.engine.speculation))
+            self.outbox.send_event(request.request_id, stopped)
+            self.outbox.flush()
         except TandemError as e:
             self.send(ReplyFailed(request.request_id, str(e), e.kind, _pair(e)))
         except (BrokenPipeError, EOFError):
