@@ -186,12 +186,60 @@ def load_settings(path: Path | None = None) -> Settings:
         return Settings()
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (0600: settings hold API keys), whole or not at all."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # A .tmp left by an older version may have had wider permissions. (Windows has no POSIX
+    # modes; the user's profile folder is private already.)
+    with contextlib.suppress(AttributeError, OSError):
+        os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def save_settings(settings: Settings, path: Path | None = None) -> None:
     path = path or paths.settings_path()
-    tmp = path.with_name(path.name + ".tmp")
     data = {**dataclasses.asdict(settings), "format": SETTINGS_FORMAT}
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
+    write_private(path, json.dumps(data, indent=2, sort_keys=True))
+
+
+# ---- API keys from the command line, a file or the environment
+
+SERVE_KEY_ENV = "TANDEM_API_KEY"  # the key `tandem serve` requires
+REMOTE_KEY_ENV = "TANDEM_REMOTE_API_KEY"  # the key sent to a server (`generate --remote`)
+
+
+class ApiKeyError(ValueError):
+    """A key that cannot be read (the message is a sentence for the user)."""
+
+
+def api_key_from(flag: str | None, key_file: str | None, env_var: str) -> str | None:
+    """The API key given on the command line, in a file (its first line), or in an environment
+    variable, in that order; None when none is. A key on the command line is visible to every user
+    of the computer (`ps`): the file and the variable are not."""
+    if flag is not None and key_file is not None:
+        raise ApiKeyError("give the API key one way: --api-key or --api-key-file, not both")
+    if flag is not None:
+        if not flag.strip():
+            raise ApiKeyError("--api-key is empty")
+        return flag.strip()
+    if key_file is not None:
+        try:
+            text = Path(key_file).expanduser().read_text(encoding="utf-8")
+        except OSError as e:
+            raise ApiKeyError(f"cannot read the API key file {key_file}: {e.strerror or e}") from None
+        except UnicodeDecodeError:
+            raise ApiKeyError(f"the API key file {key_file} is not text") from None
+        key = text.strip().splitlines()[0].strip() if text.strip() else ""
+        if not key:
+            raise ApiKeyError(f"the API key file {key_file} is empty")
+        return key
+    value = os.environ.get(env_var, "").strip()
+    return value or None
 
 
 # ---- presets: a system prompt, sampling and the speed-up, named, for one model or for any

@@ -15,6 +15,7 @@ model, an HTTP error, a stream cut mid-reply.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import time
 from dataclasses import dataclass, field
@@ -138,6 +139,28 @@ class RemoteResult:
             if drafted is not None:
                 return drafted, accepted or 0, "metrics"
         return None, None, None
+
+
+def cleartext_warning(base: str, api_key: str | None) -> str | None:
+    """A sentence when an API key would cross the network unencrypted: plain http:// to another
+    computer (on this computer, 127.0.0.1 or localhost, it never leaves it). None otherwise."""
+    if not api_key:
+        return None
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base)
+    host = (parts.hostname or "").lower()
+    if parts.scheme != "http" or host == "localhost":
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:
+        pass
+    return (
+        f"the API key for {host} is sent unencrypted (plain http://): anyone on the network between "
+        "can read it; use https:// where the server offers it"
+    )
 
 
 class RemoteClient:

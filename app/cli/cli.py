@@ -53,7 +53,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="generate on an OpenAI-compatible server (--model: its model)",
     )
-    g.add_argument("--api-key", default=None, help="the server's API key (with --remote)")
+    g.add_argument(
+        "--api-key",
+        default=None,
+        help="the server's API key (with --remote; visible to other users in `ps`: prefer "
+        "--api-key-file or the TANDEM_REMOTE_API_KEY environment variable)",
+    )
+    g.add_argument(
+        "--api-key-file", default=None, metavar="PATH", help="read the server's API key from this file"
+    )
 
     b = sub.add_parser("bench", help="compare plain and speculative decoding side by side")
     add_engine_args(b, model_default="default")

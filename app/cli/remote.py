@@ -90,9 +90,19 @@ def cmd_generate_remote(args: argparse.Namespace) -> int:
         raise UserError(f"--top-p must be in (0, 1] (got {args.top_p})")
     if args.draft not in (None, "", "none"):
         raise UserError("--draft is for a local model: with --remote the server decides its own speculation")
+    from app.api.remote import cleartext_warning
+    from app.settings import REMOTE_KEY_ENV, ApiKeyError, api_key_from
+
+    try:
+        api_key = api_key_from(args.api_key, getattr(args, "api_key_file", None), REMOTE_KEY_ENV)
+    except ApiKeyError as e:
+        raise UserError(str(e)) from None
     base = api_base(args.remote)
+    warning = cleartext_warning(base, api_key)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     prompt = read_prompt(args)
-    client = RemoteClient(base, args.api_key)
+    client = RemoteClient(base, api_key)
     try:
         t0 = time.perf_counter()
         model = client.pick_model(args.model or None)

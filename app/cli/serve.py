@@ -38,7 +38,15 @@ def add_serve_parser(sub: Any) -> None:
         help=f"address to listen on (default {DEFAULT_HOST}: this computer only)",
     )
     s.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
-    s.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every /v1 request")
+    s.add_argument(
+        "--api-key",
+        default=None,
+        help="require 'Authorization: Bearer KEY' on every /v1 request (visible to other users in `ps`: "
+        "prefer --api-key-file or the TANDEM_API_KEY environment variable)",
+    )
+    s.add_argument(
+        "--api-key-file", default=None, metavar="PATH", help="read the API key from this file's first line"
+    )
     s.add_argument(
         "--queue",
         type=int,
@@ -83,12 +91,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UserError(f"--port must be between 0 and 65535 (got {args.port})")
     if args.queue < 0:
         raise UserError(f"--queue must be 0 or more (got {args.queue})")
-    if args.api_key is not None and not args.api_key.strip():
-        raise UserError("--api-key is empty")
-    if not is_loopback(args.host) and not args.api_key:
+    from app.settings import SERVE_KEY_ENV, ApiKeyError, api_key_from
+
+    try:
+        api_key = api_key_from(args.api_key, args.api_key_file, SERVE_KEY_ENV)
+    except ApiKeyError as e:
+        raise UserError(str(e)) from None
+    if not is_loopback(args.host) and not api_key:
         say(
             f"warning: serving on {args.host} without --api-key: anyone who can reach this computer "
             "on the network can use the model"
+        )
+    elif not is_loopback(args.host):
+        say(
+            f"warning: serving on {args.host} over plain http: clients on other computers send the API "
+            "key, their prompts and the replies unencrypted; use it on a network you trust"
         )
     config = engine_config(args)
     # The files' own checks, before anything listens: a bad model is an error line, at once.
@@ -111,7 +128,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host.start()
         info = host.wait_loaded()
         api = ApiServer(
-            host, args.api_key, allowed_origins=tuple(args.allow_origin), allowed_hosts=tuple(args.allow_host)
+            host, api_key, allowed_origins=tuple(args.allow_origin), allowed_hosts=tuple(args.allow_host)
         )
         return _run_uvicorn(api, info, sock)
     finally:

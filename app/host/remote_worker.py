@@ -24,7 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.api.remote import LIST_TIMEOUT_S, RemoteClient, RemoteError, RemoteResult, api_base
+from app.api.remote import (
+    LIST_TIMEOUT_S,
+    RemoteClient,
+    RemoteError,
+    RemoteResult,
+    api_base,
+    cleartext_warning,
+)
 from app.host.messages import (
     DraftFailed,
     EngineFailed,
@@ -239,6 +246,9 @@ class RemoteWorker:
         self._speculation = speculation if speculation in ("none", "ngram", "draft") else "none"
         n_ctx = int(entry["n_ctx"]) if isinstance(entry.get("n_ctx"), int) else 0
         name = model or "the server's model"
+        warning = cleartext_warning(self.base, self.target.api_key or None)
+        if warning:
+            log.warning("%s", warning)
         draft_name = str(entry.get("draft_model") or "")
         how = f", drafting with {draft_name}" if draft_name else ""
         info = EngineInfo(
@@ -250,7 +260,8 @@ class RemoteWorker:
             n_ctx=n_ctx,
             has_chat_template=True,
             gpu_offload_supported=False,
-            pair_note=f"{name} on {self.base}{how} (the server decides its speculation)",
+            pair_note=f"{name} on {self.base}{how} (the server decides its speculation)"
+            + (f". Warning: {warning}" if warning else ""),
             server=self.base,
         )
         self._on_message(EngineLoaded(info))
