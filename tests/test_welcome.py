@@ -88,7 +88,18 @@ def test_first_start_shows_it_once_close_and_reopen_from_help(open_window, tiny_
     window = open_window(tiny_target, wait_loaded=False)
     panel = window.welcome
     assert panel is not None and panel.isVisible()
-    assert "Gemma 3 270M" in panel.about_label.text() and "Tinted text" in panel.about_label.text()
+    # Two lines: what it does and how the highlight reads; then the caveats that matter here, once.
+    about = panel.about_label.text()
+    assert about.count("<br>") == 1 and "Highlighted</span> text is what was guessed and confirmed" in about
+    assert "tiny" in about and "GPU" in about and "README" not in about
+    # One click to a demo where the speed shows: Compare, a note to correct, run at once.
+    qtbot.waitUntil(lambda: window.controller.info is not None, timeout=60_000)
+    qtbot.mouseClick(panel.demo_button, qtbot_left())
+    assert window.tabs.currentWidget() is window.compare
+    assert window.compare.prompt.toPlainText().startswith("Fix the spelling mistakes in this note")
+    qtbot.waitUntil(lambda: len(window.compare.final_stats) == 2, timeout=120_000)
+    qtbot.waitUntil(lambda: not window.controller.is_busy, timeout=60_000)
+    assert " instead of " in window.compare.summary.text()
     assert load_settings().has_seen_welcome  # first start only
     window.chat.input.setPlainText("still usable while it is shown")
     qtbot.mouseClick(panel.close_button, qtbot_left())

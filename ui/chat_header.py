@@ -18,7 +18,10 @@ from ui import theme
 from ui.words import LEGEND, SPEED_UP_CHOICES
 
 # The models Tandem carries (app.library.model_spec.Embedded), by what people call them.
-BUILT_IN_MODELS = (("default", "Gemma 3 270M (built in)"),)
+BUILT_IN_MODELS = (
+    ("smollm2", "SmolLM2 135M Instruct (built in)"),
+    ("default", "Gemma 3 270M base (built in)"),
+)
 
 
 def _preset_tip(preset: Preset) -> str:
@@ -134,7 +137,9 @@ class ChatHeader(QWidget):
 
     def refresh_models(self) -> None:
         """The built-in models, then the GGUF files in the models folder, the one in use marked."""
-        models = list(BUILT_IN_MODELS)
+        from ui.engine_presenter import first_chat_model
+
+        models = [m for m in BUILT_IN_MODELS if m[0] != "smollm2" or first_chat_model() == "smollm2"]
         try:
             from app.library.catalog import scan_local_models
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from PySide6.QtCore import QPointF, QRectF, Signal
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPaintEvent, QPen
 from PySide6.QtWidgets import (
+    QComboBox,
     QGridLayout,
     QGroupBox,
     QHBoxLayout,
@@ -150,6 +151,20 @@ class CompareView(QWidget):
         )
         intro.setWordWrap(True)
         layout.addWidget(intro)
+        tasks = QHBoxLayout()
+        tasks_label = QLabel("Try a task where it pays:")
+        tasks.addWidget(tasks_label)
+        self.task_combo = QComboBox()
+        self.task_combo.setObjectName("compareTasks")
+        self.task_combo.setAccessibleName("A task to compare")
+        self.task_combo.addItem("Choose…", "")
+        for name, prompt in words.DEMO_TASKS:
+            self.task_combo.addItem(name, prompt)
+        self.task_combo.activated.connect(self.on_task_combo_activated)
+        tasks_label.setBuddy(self.task_combo)
+        tasks.addWidget(self.task_combo)
+        tasks.addStretch(1)
+        layout.addLayout(tasks)
         row = QHBoxLayout()
         self.prompt = QPlainTextEdit()
         self.prompt.setPlaceholderText("Prompt to compare")
@@ -299,6 +314,18 @@ class CompareView(QWidget):
         if spec.n_drafted:
             parts.append(f"{spec.acceptance_rate:.0%} of its guesses confirmed")
         self.details.setText(" · ".join(parts))
+
+    def on_task_combo_activated(self, index: int) -> None:
+        prompt = self.task_combo.itemData(index)
+        if prompt:
+            self.prompt.setPlainText(prompt)
+
+    def show_demo(self) -> None:
+        """The welcome's demo: the first task, run at once when the engine is free."""
+        self.task_combo.setCurrentIndex(1)
+        self.on_task_combo_activated(1)
+        if self.run_button.isEnabled():
+            self.on_run_button_clicked()
 
     def on_run_button_clicked(self) -> None:
         text = self.prompt.toPlainText().strip()

@@ -64,6 +64,17 @@ def pair_words(info: EngineInfo) -> str:
     return pair
 
 
+def first_chat_model() -> str:
+    """The model a first chat starts on: the offline instruct model SmolLM2 where it is installed
+    (it answers questions; the built-in Gemma is a base model that continues text), else Gemma.
+    The comparison behind the choice: docs/first-chat-model.md."""
+    import importlib.util
+
+    from app.library.default_model import SMOLLM2_PACKAGE
+
+    return "smollm2" if importlib.util.find_spec(SMOLLM2_PACKAGE) is not None else "default"
+
+
 class EnginePresenter(QObject):
     """The loaded pair and the speed-up choice; the header and Compare follow its signals."""
 
@@ -110,7 +121,7 @@ class EnginePresenter(QObject):
         remote = RemoteTarget(s.remote_url, s.remote_api_key, s.remote_model) if s.is_remote else None
         self.controller.use_remote(remote)
         self._show_speculation(can_switch=remote is None)
-        target = self._model_override or s.model_path or ""
+        target = self._model_override or s.model_path or first_chat_model()
         config = s.engine_config(target)
         if self._draft_override is not None:
             config = s.replace(draft=self._draft_override).engine_config(target)
@@ -178,7 +189,7 @@ class EnginePresenter(QObject):
 
     def model_key(self) -> str:
         """The model in use as the model picker names it: a path, or a built-in model's name."""
-        return self._model_override or self._settings().model_path or "default"
+        return self._model_override or self._settings().model_path or first_chat_model()
 
     def choose_model(self, model: str) -> None:
         """The header's model picker: this model, with the speed-up chosen now (a draft model

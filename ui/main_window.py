@@ -235,6 +235,7 @@ class MainWindow(QMainWindow):
             return None
         panel.download_requested.connect(self.on_welcome_download_requested)
         panel.dismissed.connect(self.on_welcome_dismissed)
+        panel.demo_requested.connect(self.run_demo)
         if self.settings.has_seen_welcome:
             panel.hide()
         else:
@@ -340,6 +341,11 @@ class MainWindow(QMainWindow):
         if self.welcome is not None:
             self.tabs.setCurrentIndex(0)
             self.welcome.show()
+
+    def run_demo(self) -> None:
+        """The welcome's demo: Compare, on a note to correct, the usual way and then sped up."""
+        self.tabs.setCurrentWidget(self.compare)
+        self.compare.show_demo()
 
     def on_welcome_dismissed(self) -> None:
         self._update_settings(has_seen_welcome=True)

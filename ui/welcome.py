@@ -1,9 +1,10 @@
 """The welcome panel: shown above the chat on the first start, again from Help ▸ Welcome.
 
-It says what the built-in model is (a tiny base model, there so Tandem works offline at once),
-what speculation does and how the draft tint reads, and which catalog pair suits this machine,
-with one button that downloads that pair (through the Models page's downloads) and switches to
-it when done. It never blocks: the chat works while it is shown, and it closes with one click.
+Two lines: what Tandem does and how the highlight reads, then the caveats that matter here (a
+tiny built-in model; no GPU), said once. Then one click to a demo where the speed shows (a note
+edited, in Compare, side by side with the usual way) and one to the pair recommended for this
+machine (downloaded through the Models page's downloads, switched to when done). It never
+blocks: the chat works while it is shown, and it closes with one click.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from app.library.catalog import Catalog, CatalogPair, MachineInfo, format_bytes
 CHAT_PAIRS = ("gemma-3-12b-1b", "qwen3-8b-0.6b", "llama-3.1-8b-3.2-1b", "qwen2.5-7b-0.5b")
 # Room for the KV cache and the compute buffers on top of the weights, on a GPU.
 VRAM_HEADROOM = 1.2
-TINT_CSS = "background-color: rgba(60, 190, 110, 70);"  # ui.markdown_view.DRAFT_TINT
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def recommend_pair(
     if machine.has_gpu and not gpu_backend:
         where = (
             f"This machine has {machine.gpu_label or 'a GPU'}, but this build of llama.cpp runs on the CPU "
-            "only (README: GPU offload)"
+            "only"
         )
     elif gpu_backend and vram_bytes:
         where = f"No pair fits in the GPU's {format_bytes(vram_bytes)}; it runs on the CPU"
@@ -73,7 +73,7 @@ def recommend_pair(
     return Recommendation(
         fitting[-1],
         f"Fits in {memory}. {where}: the smallest chat pair is the fastest there, and expect little "
-        "speedup from a draft model without a GPU (n-gram speculation helps with any model).",
+        "speedup from a draft model without a GPU (drafting from the text helps with any model).",
     )
 
 
@@ -81,6 +81,7 @@ class WelcomePanel(QFrame):
     """Emits download_requested(pair) for the button, dismissed() for Close."""
 
     download_requested = Signal(object)
+    demo_requested = Signal()
     dismissed = Signal()
 
     def __init__(
@@ -114,24 +115,20 @@ class WelcomePanel(QFrame):
         top.addWidget(self.close_button)
         layout.addLayout(top)
 
-        self.about_label = QLabel(
-            "<p>Tandem starts on <b>Gemma 3 270M</b>, a tiny <i>base</i> model built in so that it "
-            "works offline from the first minute. A base model continues text rather than following "
-            "instructions: expect short, simple answers, good for trying Tandem out, not for real "
-            "work.</p>"
-            "<p><b>Speculation</b>: a cheap drafter (n-gram lookup in the conversation, or a small "
-            "draft model) guesses several tokens ahead, and the model checks all of them in one pass. "
-            "The text is exactly what the model alone would write, only sooner. "
-            f'<span style="{TINT_CSS}">Tinted text</span> is what the drafter guessed and the model '
-            "accepted; the status bar shows the share accepted and the speedup over plain decoding "
-            "(marked <i>est.</i> until a reply with speculation off has measured it).</p>"
-        )
+        self.about_label = QLabel(self._about_text())
         self.about_label.setObjectName("welcomeAbout")
         self.about_label.setWordWrap(True)
         self.about_label.setTextFormat(Qt.TextFormat.RichText)
         layout.addWidget(self.about_label)
 
         row = QHBoxLayout()
+        self.demo_button = QPushButton("See it: a note edited, side by side")
+        self.demo_button.setObjectName("welcomeDemo")
+        self.demo_button.setToolTip(
+            "Opens Compare with a note to correct and runs it the usual way, then with the speed-up"
+        )
+        self.demo_button.clicked.connect(self.demo_requested)
+        row.addWidget(self.demo_button, 0, Qt.AlignmentFlag.AlignTop)
         self.recommendation_label = QLabel()
         self.recommendation_label.setObjectName("welcomeRecommendation")
         self.recommendation_label.setWordWrap(True)
@@ -149,6 +146,23 @@ class WelcomePanel(QFrame):
         layout.addWidget(self.status_label)
         self._show_recommendation()
 
+    def _about_text(self) -> str:
+        from ui import theme
+
+        colors = theme.colors()
+        mark = (
+            f'<span style="background-color: {colors.draft_tint.name()}; text-decoration: underline;">'
+            "Highlighted</span>"
+        )
+        gpu = "no GPU is in use" if not (self.machine.has_gpu and self.gpu_backend) else "a GPU is in use"
+        return (
+            "<p>Tandem writes exactly what the model alone would write, only sooner: it guesses ahead "
+            f"from text already there, and the model confirms every word. {mark} text is what was "
+            "guessed and confirmed.<br>"
+            f"The built-in models are tiny and {gpu} here, so Tandem is fastest when a reply reuses or "
+            "edits text: corrections, rewrites, code changes.</p>"
+        )
+
     @property
     def recommendation(self) -> Recommendation:
         return recommend_pair(self.catalog, self.machine, self.gpu_backend, self.vram_bytes)
@@ -157,23 +171,25 @@ class WelcomePanel(QFrame):
         """Known once the engine has loaded (the worker process owns llama.cpp)."""
         if supported != self.gpu_backend:
             self.gpu_backend = supported
+            self.about_label.setText(self._about_text())
             self._show_recommendation()
 
     def _show_recommendation(self) -> None:
         rec = self.recommendation
         pair = rec.pair
         if pair is None:
-            self.recommendation_label.setText(f"<p><b>A real model for this machine</b>: {rec.reason}</p>")
+            self.recommendation_label.setText(f"<p>{rec.reason}</p>")
             self.download_button.setVisible(False)
             return
         size = format_bytes(pair.download_bytes)
-        self.recommendation_label.setText(
-            f"<p><b>Recommended for this machine: {pair.title}</b> ({size} to download). {rec.reason} "
-            "More pairs, and your own files, are on the Models page.</p>"
+        self.recommendation_label.setText(f"<p>For real work on this machine: <b>{pair.title}</b>.</p>")
+        self.recommendation_label.setToolTip(
+            rec.reason + " More pairs, and your own files, are on the Models page."
         )
         self.download_button.setText(f"Download and switch ({size})")
         self.download_button.setToolTip(
-            "Downloads both files (pause and resume on the Models page) and switches to the pair when done"
+            "Downloads both files (pause and resume on the Models page) and switches to the pair when "
+            "done. " + rec.reason
         )
         self.download_button.setVisible(True)
         self.download_button.setEnabled(not self.is_downloading)

@@ -252,3 +252,40 @@ def built_in_presets() -> list[Preset]:
         Preset("Everyday chat", speed_up="auto"),
         Preset("Creative writing", temperature=1.0, top_p=0.95, speed_up="ngram"),
     ]
+
+
+# ---- tasks where the speed-up shows (the welcome's demo, Compare's "Try a task")
+
+DEMO_NOTE = """Dear neighbours,
+
+The harbour comittee will meet on Tuesday evening at seven in the town hall. We will discuss the
+new parking rules for the sea front, the repairs to the old pier and the summer market. The
+market will open on the first Saturday of June and run every weekend untill the end of August.
+Stalls cost twenty pounds a day, and half of that goes to the lifeboat station.
+
+Everyone is welcome, and there will be tea and biscuits after the meeting. If you can not come,
+please send your questions to the secretary before Monday, and we will answer them at the
+meeting and in the next newsleter.
+
+Thank you,
+The harbour comittee"""
+
+DEMO_TASKS = (
+    (
+        "Fix the spelling in a note",
+        "Fix the spelling mistakes in this note and give back the whole note:\n\n" + DEMO_NOTE,
+    ),
+    (
+        "Repeat a paragraph exactly",
+        "Here is a short text. Repeat it exactly, word for word.\n\n"
+        + DEMO_NOTE.split("\n\n")[1].replace("\n", " "),
+    ),
+    (
+        "Rename a function in code",
+        "Rename the function area to rectangle_area and give back the whole code:\n\n"
+        '```python\ndef area(width, height):\n    """The area of a rectangle."""\n'
+        '    if width < 0 or height < 0:\n        raise ValueError("sizes must not be negative")\n'
+        "    return width * height\n\n\ndef total(rectangles):\n"
+        "    return sum(area(w, h) for w, h in rectangles)\n```",
+    ),
+)
