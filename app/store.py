@@ -29,6 +29,7 @@ from typing import Any
 
 from app import paths
 from app.host.reply import ReplyText
+from app.library.documents import Document, DocumentKind
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,13 @@ class MessageStatus(StrEnum):
     CANCELLED = "cancelled"  # the user pressed Stop
     INTERRUPTED = "interrupted"  # the engine (or the app) stopped mid-reply
     SUPERSEDED = "superseded"  # replaced by regenerate/edit
+
+
+def _kind(text: str) -> DocumentKind:
+    try:
+        return DocumentKind(text)
+    except ValueError:
+        return DocumentKind.TEXT
 
 
 def _status(text: str) -> MessageStatus:
@@ -116,7 +124,24 @@ Migration = str | Callable[[sqlite3.Connection], None]
 # append one (SQL statements, or a function given the connection for a change that needs Python)
 # and add a test that opens a store of the version before; never edit one that has shipped. Each
 # runs in one transaction with its new version number, so a store is never half migrated.
-MIGRATIONS: list[Migration] = [SCHEMA_V1, SCHEMA_V2_SEARCH]
+# Version 3: documents attached to a user message, the text as read when it was sent (the copy that
+# stands if the file changes or goes); position keeps their order within the message.
+SCHEMA_V3_ATTACHMENTS = """
+CREATE TABLE attachments (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    n_bytes INTEGER NOT NULL,
+    encoding TEXT NOT NULL DEFAULT '',
+    language TEXT NOT NULL DEFAULT '',
+    text TEXT NOT NULL
+);
+CREATE INDEX attachments_by_message ON attachments(message_id, position);
+"""
+
+MIGRATIONS: list[Migration] = [SCHEMA_V1, SCHEMA_V2_SEARCH, SCHEMA_V3_ATTACHMENTS]
 
 
 def schema_version() -> int:
@@ -365,6 +390,35 @@ class Store:
             self._touch(conversation_id, now)
         assert cur.lastrowid is not None
         return Message(cur.lastrowid, conversation_id, role, content, status, None, ())
+
+    def add_attachments(self, message_id: int, documents: Iterable[Document]) -> None:
+        """Keep the documents sent with a message (their text as read: it stands if the file changes)."""
+        rows = [
+            (message_id, i, d.name, str(d.kind), d.n_bytes, d.encoding, d.language, d.text)
+            for i, d in enumerate(documents)
+        ]
+        with self._db:
+            self._db.executemany(
+                "INSERT INTO attachments (message_id, position, name, kind, n_bytes, encoding, language, text) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def attachments(self, conversation_id: int) -> dict[int, tuple[Document, ...]]:
+        """The documents of a conversation's messages, by message id, in the order they were attached."""
+        rows = self._db.execute(
+            "SELECT a.* FROM attachments a JOIN messages m ON m.id = a.message_id "
+            "WHERE m.conversation_id = ? ORDER BY a.message_id, a.position",
+            (conversation_id,),
+        ).fetchall()
+        found: dict[int, list[Document]] = {}
+        for r in rows:
+            found.setdefault(int(r["message_id"]), []).append(
+                Document(
+                    r["name"], r["text"], _kind(r["kind"]), int(r["n_bytes"]), r["encoding"], r["language"]
+                )
+            )
+        return {k: tuple(v) for k, v in found.items()}
 
     def update_message(
         self,

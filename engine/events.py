@@ -177,6 +177,8 @@ class StatsRecord:
     n_accepted_text: int = 0
     n_drafted_memory: int = 0
     n_accepted_memory: int = 0
+    n_drafted_document: int = 0
+    n_accepted_document: int = 0
     stop_reason: str | None = None  # a StopReason, or "interrupted"; None while streaming
     plain_tokens_per_s: float | None = None  # the measured plain speed it is compared with
     extras: Mapping[str, Any] = field(default_factory=dict)  # keys kept as they were

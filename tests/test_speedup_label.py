@@ -87,3 +87,13 @@ def test_the_window_shows_an_estimate_then_the_measured_speedup(
     headline = window.chat.message_widgets()[-1].speed.headline()
     assert headline.speedup is not None and not headline.is_estimate, headline
     assert not headline.text.startswith("About ") or headline.verdict == "neutral"
+
+
+def test_drafts_from_attached_documents_are_named_and_kept_in_the_record() -> None:
+    local = {**STATS, "n_accepted": 20, "n_steps_with_draft": 10, "n_accepted_document": 15}
+    assert draft_sources(_record(local)) == "accepted from the attached documents 75%, the conversation 25%"
+    assert _record(local).as_dict()["n_accepted_document"] == 15  # saved with the reply, read back
+    model = {**local, "speculation": "draft", "n_accepted_text": 16}
+    assert draft_sources(_record(model)) == (
+        "accepted from the draft model 20%, the attached documents 75%, the conversation 5%"
+    )

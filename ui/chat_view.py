@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtCore import QMimeData, Qt, QTimer, Signal
+from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeyEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 
 from app.store import MessageStatus
 from engine.events import StatsRecord
+from ui.attachments import LONG_PASTE_CHARS, AttachmentTray, pick_files
 from ui.message_widget import MessageWidget
 
 READABLE_WIDTH_EM = 110  # average characters: about 90 of text a line after margins
@@ -36,6 +37,7 @@ class PromptEdit(QPlainTextEdit):
 
     submitted = Signal()
     escaped = Signal()
+    long_pasted = Signal(int, int)  # where a long paste went: [start, end) in the text
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -45,6 +47,14 @@ class PromptEdit(QPlainTextEdit):
         self.setMinimumHeight(line * 2 + 12)
         self.setMaximumHeight(line * 8 + 12)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt's name)
+        """Paste as usual; a long paste (LONG_PASTE_CHARS or more) is then offered as an attachment."""
+        start = self.textCursor().selectionStart()
+        super().insertFromMimeData(source)
+        end = self.textCursor().position()
+        if end - start >= LONG_PASTE_CHARS:
+            self.long_pasted.emit(start, end)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt's name)
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
@@ -137,8 +147,25 @@ class ChatView(QWidget):
         self.editing_banner.setVisible(False)
         layout.addWidget(self.editing_banner)
 
+        # The documents this message will carry (ui/attachments.py), above the box.
+        self.attachments = AttachmentTray()
+        self.attachments.action_requested.connect(self.on_attachments_action_requested)
+        self.attachments.paste_attach_requested.connect(self.on_attachments_paste_attach_requested)
+        layout.addWidget(self.attachments)
+        self._long_paste: tuple[int, int, str] | None = None  # where the offered paste lies, its text
+        self.setAcceptDrops(True)
+
         input_row = QHBoxLayout()
+        self.attach_button = QToolButton()
+        self.attach_button.setText("Attach…")
+        self.attach_button.setToolTip(
+            "Attach documents: text, Markdown, code, PDF or Word (or drop them here)"
+        )
+        self.attach_button.setAccessibleName("Attach documents")
+        self.attach_button.clicked.connect(self.on_attach_button_clicked)
+        input_row.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignBottom)
         self.input = PromptEdit()
+        self.input.long_pasted.connect(self.on_input_long_pasted)
         self.input.setAccessibleName("Message")
         self.input.setAccessibleDescription("Enter sends, Shift+Enter adds a line, Esc stops a reply")
         self.input.submitted.connect(self.on_input_submitted)
@@ -178,7 +205,9 @@ class ChatView(QWidget):
         status: MessageStatus = MessageStatus.COMPLETE,
         stats: StatsRecord | None = None,
         tint: bool = True,
+        attachments: Sequence[str] = (),
     ) -> MessageWidget:
+        """attachments: what a user message carried, as its chips said it (name, size)."""
         widget = MessageWidget(message_id, role)
         widget.set_content(text, draft_spans, tint)
         widget.set_status(
@@ -190,6 +219,14 @@ class ChatView(QWidget):
         )
         widget.edit_requested.connect(self.edit_requested)
         widget.regenerate_requested.connect(self.regenerate_requested)
+        if attachments:
+            carried = QLabel("Attached: " + ", ".join(attachments))
+            carried.setObjectName("messageAttachments")
+            carried.setWordWrap(True)
+            widget.attachments_label = carried  # type: ignore[attr-defined]
+            layout = widget.layout()
+            if layout is not None:
+                layout.addWidget(carried)
         self.messages_layout.insertWidget(self.messages_layout.count() - 1, widget)
         self._widgets[message_id] = widget
         self._update_edit_buttons()
@@ -287,11 +324,66 @@ class ChatView(QWidget):
 
     def on_input_submitted(self) -> None:
         text = self.input.toPlainText().strip()
-        if not text or self._is_busy:
+        if (not text and not self.attachments.documents()) or self._is_busy:
+            return
+        if self.attachments.has_problems:
+            # Nothing is sent and nothing typed is touched: the chip says what is wrong.
+            self.set_notice(
+                "Remove the files that cannot be attached (their chips say why), then send.", True
+            )
             return
         self.input.clear()
         self.scroll_to_end()
         self.send_requested.emit(text)
+
+    # ---- attachments
+
+    def on_attach_button_clicked(self) -> None:
+        self.attachments.add_paths(pick_files(self))
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 (Qt's name)
+        if event.mimeData().hasUrls() and any(u.isLocalFile() for u in event.mimeData().urls()):
+            event.acceptProposedAction()
+        else:
+            super().dragEnterEvent(event)
+
+    def dragMoveEvent(self, event: QDragMoveEvent) -> None:  # noqa: N802 (Qt's name)
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+        else:
+            super().dragMoveEvent(event)
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 (Qt's name)
+        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
+        if not paths:
+            super().dropEvent(event)
+            return
+        self.attachments.add_paths(paths)
+        event.acceptProposedAction()
+
+    def on_input_long_pasted(self, start: int, end: int) -> None:
+        self._long_paste = (start, end, self.input.toPlainText()[start:end])
+        self.attachments.offer_paste(end - start)
+
+    def on_attachments_paste_attach_requested(self) -> None:
+        """The long paste leaves the box for a chip; if the box changed since, it is copied instead."""
+        if self._long_paste is None:
+            return
+        start, end, pasted = self._long_paste
+        self._long_paste = None
+        self.attachments.hide_paste_offer()
+        if self.input.toPlainText()[start:end] == pasted:
+            cursor = self.input.textCursor()
+            cursor.setPosition(start)
+            cursor.setPosition(end, cursor.MoveMode.KeepAnchor)
+            cursor.removeSelectedText()
+        self.attachments.add_text(pasted)
+
+    def on_attachments_action_requested(self, prompt: str) -> None:
+        """A quick action: its request goes into the box, to change or send as it is."""
+        self.input.setPlainText(prompt)
+        self.input.setFocus()
+        self.input.moveCursor(self.input.textCursor().MoveOperation.End)
 
     def on_input_escaped(self) -> None:
         if self._is_editing:

@@ -268,10 +268,35 @@ class MainWindow(QMainWindow):
         self.export_markdown_action.triggered.connect(lambda: self.export_conversation(None, "markdown"))
         self.export_json_action = QAction("Export as &JSON…", self)
         self.export_json_action.triggered.connect(lambda: self.export_conversation(None, "json"))
-        for action in (self.export_markdown_action, self.export_json_action, self.import_action):
+        self.diff_action = QAction("Compare the reply with its &document…", self)
+        self.diff_action.setToolTip("The last reply against the document it was asked to change")
+        self.diff_action.triggered.connect(self.show_reply_diff)
+        for action in (
+            self.export_markdown_action,
+            self.export_json_action,
+            self.import_action,
+            self.diff_action,
+        ):
             menu.insertAction(settings_action, action)
         menu.insertSeparator(settings_action)
         self.conversations.export_requested.connect(self.export_conversation)
+
+    def show_reply_diff(self) -> Any:
+        """The last reply against the first document of the message it answered (a dialog with
+        copy and save-as); None, and a notice, where there is no such pair."""
+        from ui.attachments import DiffDialog
+
+        conversation_id = self.conversation_id
+        messages = self.store.messages(conversation_id) if conversation_id is not None else []
+        reply = next((m for m in reversed(messages) if m.role == "assistant" and m.content), None)
+        asked = next((m for m in reversed(messages) if reply and m.role == "user" and m.id < reply.id), None)
+        documents = self.presenter.attachments_of(asked.id) if asked is not None else ()
+        if reply is None or not documents:
+            self.chat.set_notice("There is no reply to a message with a document to compare.", True)
+            return None
+        dialog = DiffDialog(documents[0], reply.content, self)
+        dialog.show()
+        return dialog
 
     def export_conversation(self, conversation_id: int | None, how: str, path: str | None = None) -> str:
         """Write a conversation (the one shown by default) as Markdown or JSON; returns the path
@@ -497,8 +522,17 @@ class MainWindow(QMainWindow):
             self.chat.scroll_to_end()
 
     def on_presenter_message_added(self, row: MessageRow) -> None:
+        from app.library.documents import format_size
+
         self.chat.add_message(
-            row.id, row.role, row.text, row.draft_spans, row.status, row.stats, self.settings.show_draft_tint
+            row.id,
+            row.role,
+            row.text,
+            row.draft_spans,
+            row.status,
+            row.stats,
+            self.settings.show_draft_tint,
+            attachments=[f"{d.name} ({format_size(d.n_bytes)})" for d in row.attachments],
         )
 
     # ---- replies
@@ -579,7 +613,9 @@ class MainWindow(QMainWindow):
     # ---- view signals
 
     def on_chat_send_requested(self, text: str) -> None:
-        self.send(text)
+        # The message carries the documents of its chips (saved with it: the copy that stands).
+        self.presenter.send(text, self.chat.attachments.documents())
+        self.chat.attachments.clear()
 
     def on_chat_regenerate_requested(self) -> None:
         self.regenerate()
@@ -588,6 +624,9 @@ class MainWindow(QMainWindow):
         widget = self.chat.widget_for(message_id)
         if widget is not None:
             self.presenter.edit(message_id, widget.text())
+            # The edited message keeps its documents unless their chips are removed.
+            self.chat.attachments.clear()
+            self.chat.attachments.add_documents(self.presenter.attachments_of(message_id))
 
     def edit_last_user_message(self) -> None:
         users = [w for w in self.chat.message_widgets() if w.role == "user"]

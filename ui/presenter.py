@@ -25,6 +25,7 @@ from PySide6.QtCore import QObject, Signal
 from app.host.controller import EngineController
 from app.host.reply import Reply, ReplyProgress, ReplyText
 from app.host.worker import ChatTurn, ReplyStarted
+from app.library.documents import Document, with_documents
 from app.settings import Preset, Settings, save_settings
 from app.store import Conversation, Message, MessageStatus, Store
 from engine.errors import Failure
@@ -89,6 +90,7 @@ class MessageRow:
     draft_spans: tuple[tuple[int, int], ...] = ()
     status: MessageStatus = MessageStatus.COMPLETE
     stats: StatsRecord | None = None
+    attachments: tuple[Document, ...] = ()  # a user message's documents, as sent
 
 
 @dataclass(frozen=True)
@@ -117,20 +119,25 @@ def _title_from(text: str) -> str:
     return first_line if len(first_line) <= TITLE_LENGTH else first_line[: TITLE_LENGTH - 1] + "…"
 
 
-def _turns(messages: list[Message]) -> tuple[ChatTurn, ...]:
-    """The conversation as the model sees it: user/assistant turns, neighbours of one role merged.
+def _turns(
+    messages: list[Message], attachments: dict[int, tuple[Document, ...]] | None = None
+) -> tuple[ChatTurn, ...]:
+    """The conversation as the model sees it: user/assistant turns, neighbours of one role merged,
+    a user message's documents before its text (app.library.documents.with_documents).
 
     Merging matters after a failed reply (two user messages in a row): many chat templates
     refuse roles that do not alternate.
     """
     turns: list[ChatTurn] = []
     for m in messages:
-        if m.role not in ("user", "assistant") or not m.content.strip():
+        documents = (attachments or {}).get(m.id, ())
+        content = with_documents(m.content, documents) if documents else m.content
+        if m.role not in ("user", "assistant") or not content.strip():
             continue
         if turns and turns[-1].role == m.role:
-            turns[-1] = ChatTurn(m.role, turns[-1].content + "\n\n" + m.content)
+            turns[-1] = ChatTurn(m.role, turns[-1].content + "\n\n" + content)
         else:
-            turns.append(ChatTurn(m.role, m.content))
+            turns.append(ChatTurn(m.role, content))
     return tuple(turns)
 
 
@@ -220,6 +227,7 @@ class ChatPresenter(QObject):
             self.conversations_changed.emit()
             return
         conversation = self.store.conversation(conversation_id)
+        attachments = self.store.attachments(conversation_id)
         rows = []
         for m in self.store.messages(conversation_id):
             if self.live is not None and self.live.message_id == m.id:
@@ -229,7 +237,11 @@ class ChatPresenter(QObject):
                 )
             else:
                 stats = StatsRecord.from_dict(m.stats) if m.stats is not None else None
-                rows.append(MessageRow(m.id, m.role, m.content, m.draft_spans, m.status, stats))
+                rows.append(
+                    MessageRow(
+                        m.id, m.role, m.content, m.draft_spans, m.status, stats, attachments.get(m.id, ())
+                    )
+                )
         system_prompt = conversation.system_prompt if conversation else ""
         self.conversation_shown.emit(ConversationShown(conversation_id, system_prompt, tuple(rows)))
         self.conversations_changed.emit()
@@ -335,7 +347,8 @@ class ChatPresenter(QObject):
 
     def _start_reply(self, conversation_id: int) -> None:
         messages = self.store.messages(conversation_id)
-        turns = _turns(messages)
+        attachments = self.store.attachments(conversation_id)
+        turns = _turns(messages, attachments)
         if not turns or turns[-1].role != "user":
             return
         conversation = self.store.conversation(conversation_id)
@@ -348,23 +361,34 @@ class ChatPresenter(QObject):
             params=self.settings.sampling(),
             max_tokens=self.settings.max_tokens,
             history_key=f"conversation-{conversation_id}",
+            # Drafts copied from these say so (the tint's words, the saved numbers).
+            documents=tuple(d.text for m in messages for d in attachments.get(m.id, ())),
         )
         buffer = self.controller.reply(request_id)
         assert buffer is not None
         self.live = LiveReply(conversation_id, reply.id, buffer, last_saved_s=time.monotonic())
         self.speed_line_changed.emit("Reading the conversation…")
 
-    def send(self, text: str) -> None:
-        """Send a user message in the current conversation (a new one if none is open)."""
-        if self.controller.is_busy or not text.strip():
+    def attachments_of(self, message_id: int) -> tuple[Document, ...]:
+        """The documents sent with a message of the conversation shown (an edit starts from them)."""
+        if self.conversation_id is None:
+            return ()
+        return self.store.attachments(self.conversation_id).get(message_id, ())
+
+    def send(self, text: str, documents: tuple[Document, ...] = ()) -> None:
+        """Send a user message in the current conversation (a new one if none is open), with the
+        documents attached to it (saved with it: the copy that stands)."""
+        if self.controller.is_busy or not (text.strip() or documents):
             return
         if self.editing_message_id is not None:
             self._supersede_from(self.editing_message_id)
             self.editing_message_id = None
             self.editing_changed.emit(None)
-        conversation_id = self._ensure_conversation(text)
+        conversation_id = self._ensure_conversation(text or documents[0].name)
         message = self.store.add_message(conversation_id, "user", text)
-        self.message_added.emit(MessageRow(message.id, "user", text))
+        if documents:
+            self.store.add_attachments(message.id, documents)
+        self.message_added.emit(MessageRow(message.id, "user", text, attachments=documents))
         self.notice_changed.emit("", False)
         self._start_reply(conversation_id)
         self.conversations_changed.emit()

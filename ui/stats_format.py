@@ -64,21 +64,23 @@ def live_line(stats: StatsRecord, plain_tokens_per_s: float | None) -> str:
 
 
 def draft_sources(stats: StatsRecord) -> str:
-    """Where the accepted drafts came from: the draft model, the text so far (n-gram matches),
-    earlier replies (the engine's reply memory). "" where n-gram drafts all came from the text
+    """Where the accepted drafts came from: the draft model, attached documents, the text so far
+    (n-gram matches), earlier replies (the engine's reply memory). "" where n-gram drafts all came from the text
     (what n-gram means) or there is nothing to tell (nothing accepted; a server, which does not
     say)."""
     accepted = stats.n_accepted
     if not stats.is_speculative or not accepted or not stats.n_steps_with_draft:
         return ""
     memory = stats.n_accepted_memory
+    document = stats.n_accepted_document
     is_model = stats.speculation == "draft"
-    if not is_model and not memory:
+    if not is_model and not memory and not document:
         return ""
     text = stats.n_accepted_text if is_model else accepted
     sources = [
         (accepted - text, "the draft model"),
-        (text - memory, "the text"),
+        (document, "the attached documents"),
+        (text - memory - document, "the conversation" if document else "the text"),
         (memory, "earlier replies"),
     ]
     return "accepted from " + ", ".join(f"{name} {n / accepted:.0%}" for n, name in sources if n > 0)

@@ -165,9 +165,11 @@ class EngineController(QObject):
         speculate: bool | None = None,
         history_key: str = "",
         remember: bool = True,
+        documents: tuple[str, ...] = (),
     ) -> int:
         """Queue a reply; returns its request id. Replies run one after the other.
-        remember=False: the reply neither drafts from earlier replies nor is kept (Compare)."""
+        remember=False: the reply neither drafts from earlier replies nor is kept (Compare).
+        documents: the texts of documents attached in the conversation (drafts from them say so)."""
         request = ReplyRequest(
             request_id=0,  # given by the supervisor
             turns=turns,
@@ -177,6 +179,7 @@ class EngineController(QObject):
             speculate=speculate,
             history_key=history_key,
             remember=remember,
+            documents=documents,
         )
         was_busy = self.is_busy
         # Its messages are read on this thread (in _flush), after its id is known here.

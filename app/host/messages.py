@@ -58,6 +58,9 @@ class ReplyRequest:
     history_key: str = ""  # one per conversation: keeps which old turns were left out stable
     prompt: str | None = None  # raw text, continued as is (no chat template): tandem serve's completions
     stop: tuple[str, ...] = ()  # more stop strings (tandem serve)
+    # Texts of the documents attached in the conversation (inside turns already): drafts copied
+    # from them are marked DraftSource.DOCUMENT; a conversation that does not fit is refused.
+    documents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -195,6 +195,24 @@ def _no_stats(speculation: Any) -> Stats:
     return Stats(speculation, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0)
 
 
+def _check_documents_fit(engine: Any, n_prompt: int, n_dropped: int, max_tokens: int) -> None:
+    """A conversation with documents that does not fit even with its older turns left out is
+    refused before anything is sent, with the numbers (never a silently cut document)."""
+    from app.library.documents import ContextTooSmallError, fit_context, kv_bytes_per_token
+
+    info = engine.info_target
+    n_reply = min(max_tokens, int(engine.n_ctx) // 2)  # the room build_chat_prompt keeps
+    fit = fit_context(
+        n_prompt,
+        n_reply,
+        int(engine.n_ctx),
+        info.context_length,
+        kv_bytes_per_token(info.metadata, info.architecture),
+    )
+    if not fit.fits:
+        raise ContextTooSmallError(fit, in_window=True, n_dropped=n_dropped)
+
+
 def _pair(e: BaseException) -> PairRefusal | None:
     return Failure.of(e).pair
 
@@ -424,8 +442,11 @@ class _Child:
                     self.n_dropped.get(request.history_key, 0),
                     cancel=cancel,
                     token_counts=self.token_counts,
+                    documents=request.documents,
                 )
                 n_dropped, n_prompt = prompt.n_dropped, prompt.n_tokens
+                if request.documents:
+                    _check_documents_fit(self.engine, n_prompt, n_dropped, request.max_tokens)
             if request.history_key:
                 self.n_dropped[request.history_key] = n_dropped
             self.send(ReplyStarted(request.request_id, n_prompt, n_dropped, self.engine.speculation))

@@ -419,12 +419,17 @@ def fit_context(
     return ContextFit(n_prompt, n_reply, n_ctx, offer, offer * kv_per_token, limit, free)
 
 
-def context_remedy(fit: ContextFit, flag: str = "--ctx") -> str:
+def context_remedy(fit: ContextFit, in_window: bool = False) -> str:
     """What a person can do where a prompt does not fit: a larger context within memory, or less."""
     if fit.n_ctx_offer:
+        how = (
+            f"set the context to {fit.n_ctx_offer} tokens in Settings"
+            if in_window
+            else f"run again with --ctx {fit.n_ctx_offer}"
+        )
         return (
-            f"run again with {flag} {fit.n_ctx_offer} (its cache takes about "
-            f"{format_size(fit.offer_bytes)}; {format_size(fit.free_bytes)} of memory is free)"
+            f"{how} (its cache takes about {format_size(fit.offer_bytes)}; "
+            f"{format_size(fit.free_bytes)} of memory is free)"
         )
     if fit.n_ctx_limit:
         return (
@@ -439,9 +444,11 @@ class ContextTooSmallError(TandemError):
 
     kind = ErrorKind.PROMPT_TOO_LONG
 
-    def __init__(self, fit: ContextFit, flag: str = "--ctx") -> None:
+    def __init__(self, fit: ContextFit, in_window: bool = False, n_dropped: int = 0) -> None:
         self.fit = fit
+        left_out = f" (with the {n_dropped} oldest messages left out)" if n_dropped else ""
         super().__init__(
-            f"the message and its documents need {fit.n_needed:,} tokens ({fit.n_prompt:,} to read and "
-            f"{fit.n_reply:,} for the reply) and the context holds {fit.n_ctx:,}: {context_remedy(fit, flag)}"
+            f"the message and its documents need {fit.n_needed:,} tokens{left_out} ({fit.n_prompt:,} to "
+            f"read and {fit.n_reply:,} for the reply) and the context holds {fit.n_ctx:,}: "
+            + context_remedy(fit, in_window)
         )

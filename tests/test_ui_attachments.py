@@ -1,0 +1,169 @@
+"""Attachments in the real window: the attach path and drag and drop (QMimeData), a long paste
+offered as a document, chips with their problems in plain words (nothing sent, nothing typed lost),
+documents saved with their message in SQLite (a reopened conversation has them; regenerate and
+edit use them; the saved copy stands when the file changes), quick actions, and the diff view."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from documents_files import write_pdf
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QGuiApplication
+from PySide6.QtWidgets import QApplication
+
+from app.library.documents import document_from_text
+from app.store import Store
+from ui.attachments import LONG_PASTE_CHARS, DiffDialog, reply_body
+
+
+def drop_files(window, paths: list[Path]) -> None:  # type: ignore[no-untyped-def]
+    """Drop files on the chat as a file manager would: a drag enter, then the drop."""
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    chat = window.chat
+    at = QPoint(chat.width() // 2, chat.height() // 2)
+    enter = QDragEnterEvent(
+        at, Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
+    )
+    QApplication.sendEvent(chat, enter)
+    assert enter.isAccepted()
+    drop = QDropEvent(
+        QPointF(at), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
+    )
+    QApplication.sendEvent(chat, drop)
+
+
+def chip_texts(window) -> list[str]:  # type: ignore[no-untyped-def]
+    return [c.label.text() for c in window.chat.attachments.chips()]
+
+
+def test_dropped_files_become_chips_and_go_with_the_message(
+    qtbot, open_window, wait_reply, tiny_target, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Harbour\nThe committee met on Tuesday.\n")
+    pdf = write_pdf(tmp_path / "report.pdf", [["Sales rose four percent."]])
+    window = open_window(tiny_target, max_tokens=8)
+    drop_files(window, [notes, pdf])
+    texts = chip_texts(window)
+    assert texts[0].startswith("notes.md · 40 bytes · about ") and texts[0].endswith(" tokens")
+    assert texts[1].startswith("report.pdf · ")
+    # One removed before sending.
+    window.chat.attachments.chips()[1].remove_button.click()
+    assert len(chip_texts(window)) == 1
+
+    spy: list = []
+    start_reply = window.controller.start_reply
+    window.controller.start_reply = lambda turns, **kw: spy.append((turns, kw)) or start_reply(turns, **kw)
+    window.chat.input.setPlainText("Summarise it.")
+    qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
+    wait_reply(window)
+    assert chip_texts(window) == []  # sent: the tray is empty for the next message
+    turns, kw = spy[-1]
+    assert "The committee met on Tuesday." in turns[-1].content and turns[-1].content.endswith(
+        "Summarise it."
+    )
+    assert kw["documents"] == ("# Harbour\nThe committee met on Tuesday.\n",)
+
+    # Saved with its message: the file changes on disk, the saved copy stands.
+    notes.write_text("something else entirely\n")
+    conversation_id = window.conversation_id
+    store = Store()
+    try:
+        ((message_id, documents),) = store.attachments(conversation_id).items()
+        assert [d.name for d in documents] == ["notes.md"] and "Tuesday" in documents[0].text
+        assert store.message(message_id).content == "Summarise it."
+    finally:
+        store.close()
+
+    # Reopened: the message says what it carried; regenerate sends the saved copy again.
+    window.presenter.show_conversation(None)
+    window.presenter.show_conversation(conversation_id)
+    user = next(w for w in window.chat.message_widgets() if w.role == "user")
+    assert user.attachments_label.text() == "Attached: notes.md (40 bytes)"
+    window.regenerate()
+    wait_reply(window)
+    turns, kw = spy[-1]
+    assert "The committee met on Tuesday." in turns[-1].content and "something else" not in turns[-1].content
+
+    # Edit: the chips come back with the message; sent again, the new message carries them.
+    window.on_chat_edit_requested(message_id)
+    assert [c.attachment.name for c in window.chat.attachments.chips()] == ["notes.md"]
+    window.chat.input.setPlainText("Summarise it in one line.")
+    qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
+    wait_reply(window)
+    turns, _ = spy[-1]
+    assert "Tuesday" in turns[-1].content and turns[-1].content.endswith("Summarise it in one line.")
+
+
+def test_a_file_that_cannot_be_attached_says_why_and_nothing_is_sent(
+    qtbot, open_window, tiny_target, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    scan = write_pdf(tmp_path / "scan.pdf", [[]], image_only=True)
+    locked = write_pdf(tmp_path / "locked.pdf", [["secret"]], password="pw")
+    binary = tmp_path / "photo.txt"
+    binary.write_bytes(bytes(range(256)) * 4)
+    window = open_window(tiny_target)
+    drop_files(window, [scan, locked, binary, tmp_path / "gone.txt"])
+    errors = [c.error.text() for c in window.chat.attachments.chips()]
+    assert errors == [
+        "This PDF has no text in it, only pictures (a scan?). Run text recognition first.",
+        "This PDF is locked with a password. Save an unlocked copy first.",
+        "This is not a text file. Tandem reads text, Markdown, code, PDF and Word files.",
+        "The file is not there any more.",
+    ]
+    assert not any(c.error.isHidden() for c in window.chat.attachments.chips())
+    window.chat.input.setPlainText("What do these say?")
+    qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
+    assert window.chat.input.toPlainText() == "What do these say?"  # nothing typed is lost
+    assert window.conversation_id is None or not Store().messages(window.conversation_id)
+    assert "cannot be attached" in window.chat.notice.text()
+
+
+def test_a_long_paste_is_offered_as_an_attachment(qtbot, open_window, tiny_target) -> None:  # type: ignore[no-untyped-def]
+    window = open_window(tiny_target)
+    window.chat.input.setPlainText("Please check: ")
+    window.chat.input.moveCursor(window.chat.input.textCursor().MoveOperation.End)
+    pasted = "The quick brown fox jumps over the lazy dog.\n" * (LONG_PASTE_CHARS // 40)
+    mime = QMimeData()
+    mime.setText(pasted)
+    window.chat.input.insertFromMimeData(mime)
+    assert not window.chat.attachments.paste_offer.isHidden()
+    assert f"{len(pasted):,} characters" in window.chat.attachments.paste_label.text()
+    window.chat.attachments.paste_attach_button.click()
+    assert window.chat.input.toPlainText() == "Please check: "  # the paste left the box for a chip
+    (chip,) = window.chat.attachments.chips()
+    assert chip.attachment.name == "pasted text" and chip.attachment.document.text == pasted
+    # A short paste stays in the box with no offer.
+    short = QMimeData()
+    short.setText("a few words")
+    window.chat.input.insertFromMimeData(short)
+    assert window.chat.attachments.paste_offer.isHidden()
+
+
+def test_quick_actions_put_an_editable_request_in_the_box(qtbot, open_window, tiny_target, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    code = tmp_path / "fib.py"
+    code.write_text("def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n")
+    window = open_window(tiny_target)
+    window.chat.attachments.add_paths([code])
+    (chip,) = window.chat.attachments.chips()
+    titles = [a.text() for a in chip.actions_button.menu().actions()]
+    assert titles == ["Rewrite", "Fix spelling and grammar", "Translate", "Refactor code"]
+    chip.actions_button.menu().actions()[3].trigger()
+    assert window.chat.input.toPlainText().startswith("Refactor the code in fib.py")
+    assert chip_texts(window)  # the chip stays: the request goes with it
+
+
+def test_the_diff_shows_changes_and_copies_and_saves_the_new_text(qtbot, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    original = document_from_text("Teh cat sat.\nOn the mat.\n", "note.txt")
+    reply = "Here it is:\n\n```\nThe cat sat.\nOn the mat.\n```"
+    assert reply_body(reply) == "The cat sat.\nOn the mat."
+    dialog = DiffDialog(original, reply)
+    qtbot.addWidget(dialog)
+    shown = dialog.view.toPlainText()
+    assert "-Teh cat sat." in shown and "+The cat sat." in shown and "On the mat." in shown
+    dialog.copy()
+    assert QGuiApplication.clipboard().text() == "The cat sat.\nOn the mat."
+    dialog.save_as(str(tmp_path / "note-fixed.txt"))
+    assert (tmp_path / "note-fixed.txt").read_text() == "The cat sat.\nOn the mat.\n"

@@ -1,0 +1,322 @@
+"""Attachments in the composer: chips for the documents a message will carry, and the diff of a
+reply against the document it edits.
+
+A chip shows a document's name, size and (about) how many tokens it is, a menu of quick actions
+(each puts an editable request in the message box) and a remove button. A file that cannot be
+attached gets a chip too, with the reason in plain words beside its name: the message is not sent
+while one is there, and nothing typed is touched. Reading is app.library.documents's (no engine,
+no Qt there); the words are here, from the problem's kind.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QDialog,
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QPushButton,
+    QTextBrowser,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.library.documents import (
+    Document,
+    DocumentError,
+    DocumentKind,
+    DocumentProblem,
+    document_from_text,
+    format_size,
+    read_document,
+)
+
+# A paste this long is offered as an attachment (it can still stay in the message).
+LONG_PASTE_CHARS = 2000
+# Tokens are counted by the model's tokenizer in the engine; the chip says about how many, at the
+# usual 4 characters a token of English text and code.
+CHARS_PER_TOKEN = 4
+
+PROBLEM_WORDS = {
+    DocumentProblem.MISSING: "The file is not there any more.",
+    DocumentProblem.NOT_A_FILE: "This is a folder or a device, not a file.",
+    DocumentProblem.UNREADABLE: "The file cannot be read (no permission, or a disk error).",
+    DocumentProblem.TOO_LARGE: "The file is too large to attach.",
+    DocumentProblem.BINARY: "This is not a text file. Tandem reads text, Markdown, code, PDF and Word files.",
+    DocumentProblem.EMPTY: "There is no text in this file.",
+    DocumentProblem.SCANNED_PDF: "This PDF has no text in it, only pictures (a scan?). Run text recognition first.",
+    DocumentProblem.ENCRYPTED_PDF: "This PDF is locked with a password. Save an unlocked copy first.",
+    DocumentProblem.DAMAGED: "The file is damaged and cannot be read.",
+    DocumentProblem.TOO_MANY_TOKENS: "The file is larger than the model's whole context.",
+}
+
+QUICK_ACTIONS = (
+    ("Rewrite", "Rewrite {name} in clearer words, keeping its meaning. Return the whole text."),
+    (
+        "Fix spelling and grammar",
+        "Fix the spelling and grammar in {name}. Return the whole text, changing nothing else.",
+    ),
+    ("Translate", "Translate {name} into French. Return the whole translation."),
+    (
+        "Refactor code",
+        "Refactor the code in {name} to make it clearer, without changing what it does. Return the whole file.",
+    ),
+)
+
+
+def about_tokens(document: Document) -> int:
+    return max(1, round(len(document.text) / CHARS_PER_TOKEN))
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A chip's content: a document read, or the name of a file that could not be attached and why."""
+
+    name: str
+    document: Document | None = None
+    problem: DocumentProblem | None = None
+
+
+class AttachmentChip(QFrame):
+    remove_requested = Signal(object)  # the chip
+    action_requested = Signal(str)  # a request for the message box
+
+    def __init__(self, attachment: Attachment, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.attachment = attachment
+        self.setObjectName("attachmentChip")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 2, 2, 2)
+        layout.setSpacing(4)
+        document = attachment.document
+        if document is not None:
+            text = (
+                f"{document.name} · {format_size(document.n_bytes)} · about {about_tokens(document):,} tokens"
+            )
+        else:
+            text = attachment.name
+        self.label = QLabel(text)
+        self.label.setAccessibleName(f"Attachment {attachment.name}")
+        layout.addWidget(self.label)
+        self.error = QLabel(PROBLEM_WORDS.get(attachment.problem, "") if attachment.problem else "")
+        self.error.setObjectName("attachmentError")
+        self.error.setStyleSheet("QLabel#attachmentError { color: #c0392b; }")
+        self.error.setWordWrap(True)
+        self.error.setVisible(attachment.problem is not None)
+        layout.addWidget(self.error, 1)
+        if document is not None:
+            self.actions_button = QToolButton()
+            self.actions_button.setText("Ask…")
+            self.actions_button.setAccessibleName(f"Quick actions on {attachment.name}")
+            self.actions_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+            menu = QMenu(self.actions_button)
+            for title, prompt in QUICK_ACTIONS:
+                if title == "Refactor code" and document.kind is not DocumentKind.CODE:
+                    continue
+                action = menu.addAction(title)
+                action.triggered.connect(
+                    lambda _=False, p=prompt: self.action_requested.emit(p.format(name=document.name))
+                )
+            self.actions_button.setMenu(menu)
+            layout.addWidget(self.actions_button)
+        self.remove_button = QToolButton()
+        self.remove_button.setText("✕")
+        self.remove_button.setToolTip(f"Remove {attachment.name}")
+        self.remove_button.setAccessibleName(f"Remove {attachment.name}")
+        self.remove_button.setAutoRaise(True)
+        self.remove_button.clicked.connect(lambda: self.remove_requested.emit(self))
+        layout.addWidget(self.remove_button)
+
+
+class AttachmentTray(QWidget):
+    """The chips of the message being written, and the offer to attach a long paste."""
+
+    changed = Signal()
+    action_requested = Signal(str)
+    paste_attach_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._chips: list[AttachmentChip] = []
+        self._n_pasted = 0
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(2)
+        self.chips_layout = QVBoxLayout()
+        self.chips_layout.setSpacing(2)
+        outer.addLayout(self.chips_layout)
+        self.paste_offer = QFrame()
+        offer = QHBoxLayout(self.paste_offer)
+        offer.setContentsMargins(0, 0, 0, 0)
+        self.paste_label = QLabel()
+        offer.addWidget(self.paste_label, 1)
+        self.paste_attach_button = QPushButton("Attach it as a document")
+        self.paste_attach_button.clicked.connect(self.paste_attach_requested)
+        offer.addWidget(self.paste_attach_button)
+        self.paste_keep_button = QPushButton("Keep it in the message")
+        self.paste_keep_button.clicked.connect(self.hide_paste_offer)
+        offer.addWidget(self.paste_keep_button)
+        self.paste_offer.setVisible(False)
+        outer.addWidget(self.paste_offer)
+        self.setVisible(False)
+
+    # ---- what the message carries
+
+    def chips(self) -> list[AttachmentChip]:
+        return list(self._chips)
+
+    def documents(self) -> tuple[Document, ...]:
+        return tuple(c.attachment.document for c in self._chips if c.attachment.document is not None)
+
+    @property
+    def has_problems(self) -> bool:
+        return any(c.attachment.problem is not None for c in self._chips)
+
+    def add_paths(self, paths: Iterable[str | Path]) -> None:
+        for path in paths:
+            try:
+                self._add(Attachment(Path(path).name, read_document(path)))
+            except DocumentError as e:
+                self._add(Attachment(Path(path).name, problem=e.problem))
+
+    def add_documents(self, documents: Iterable[Document]) -> None:
+        for document in documents:
+            self._add(Attachment(document.name, document))
+
+    def add_text(self, text: str) -> None:
+        self._n_pasted += 1
+        name = "pasted text" if self._n_pasted == 1 else f"pasted text {self._n_pasted}"
+        try:
+            self._add(Attachment(name, document_from_text(text, name)))
+        except DocumentError as e:
+            self._add(Attachment(name, problem=e.problem))
+
+    def clear(self) -> None:
+        for chip in self._chips:
+            self.chips_layout.removeWidget(chip)
+            chip.deleteLater()
+        self._chips.clear()
+        self.hide_paste_offer()
+        self._update()
+
+    def remove(self, chip: AttachmentChip) -> None:
+        if chip in self._chips:
+            self._chips.remove(chip)
+            self.chips_layout.removeWidget(chip)
+            chip.deleteLater()
+            self._update()
+
+    def _add(self, attachment: Attachment) -> None:
+        chip = AttachmentChip(attachment)
+        chip.remove_requested.connect(self.remove)
+        chip.action_requested.connect(self.action_requested)
+        self._chips.append(chip)
+        self.chips_layout.addWidget(chip)
+        self._update()
+
+    def _update(self) -> None:
+        self.setVisible(bool(self._chips) or self.paste_offer.isVisible())
+        self.changed.emit()
+
+    # ---- a long paste
+
+    def offer_paste(self, n_chars: int) -> None:
+        self.paste_label.setText(f"You pasted {n_chars:,} characters.")
+        self.paste_offer.setVisible(True)
+        self.setVisible(True)
+
+    def hide_paste_offer(self) -> None:
+        self.paste_offer.setVisible(False)
+        self.setVisible(bool(self._chips))
+
+
+# ---- a reply against the document it edits
+
+
+def reply_body(reply: str) -> str:
+    """What a reply gives back as the document: the inside of its one fenced block where it has
+    exactly one, else the whole reply."""
+    blocks = re.findall(r"^(`{3,}|~{3,})[^\n]*\n(.*?)\n\1[ \t]*$", reply, re.S | re.M)
+    return blocks[0][1] if len(blocks) == 1 else reply.strip()
+
+
+def diff_html(original: str, edited: str) -> str:
+    """A unified diff, line by line, removed lines red and added lines green."""
+    lines = difflib.unified_diff(
+        original.splitlines(), edited.splitlines(), "original", "reply", lineterm="", n=3
+    )
+    out = []
+    for line in lines:
+        color = "#2e7d32" if line.startswith("+") else "#c62828" if line.startswith("-") else None
+        if line.startswith(("+++", "---")):
+            color = None
+        text = html.escape(line) or "&nbsp;"
+        out.append(f'<span style="color:{color}">{text}</span>' if color else text)
+    if not out:
+        return "<p>The reply is the same as the document.</p>"
+    return "<pre>" + "\n".join(out) + "</pre>"
+
+
+class DiffDialog(QDialog):
+    """The reply against the original document: the diff, Copy (the reply's text) and Save as."""
+
+    def __init__(self, document: Document, reply: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.document = document
+        self.edited = reply_body(reply)
+        self.setWindowTitle(f"Changes to {document.name}")
+        self.resize(760, 560)
+        layout = QVBoxLayout(self)
+        self.view = QTextBrowser()
+        self.view.setAccessibleName(f"Changes the reply made to {document.name}")
+        self.view.setHtml(diff_html(document.text, self.edited))
+        layout.addWidget(self.view, 1)
+        buttons = QHBoxLayout()
+        self.copy_button = QPushButton("Copy the new text")
+        self.copy_button.clicked.connect(self.copy)
+        self.save_button = QPushButton("Save as…")
+        self.save_button.clicked.connect(self.save_as)
+        close = QPushButton("Close")
+        close.clicked.connect(self.accept)
+        buttons.addWidget(self.copy_button)
+        buttons.addWidget(self.save_button)
+        buttons.addStretch(1)
+        buttons.addWidget(close)
+        layout.addLayout(buttons)
+        self.saved_to: Path | None = None
+
+    def copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.edited)
+
+    def save_as(self, path: str | None = None) -> None:
+        if not path:
+            path, _ = QFileDialog.getSaveFileName(self, "Save the new text", self.document.name)
+        if path:
+            Path(path).write_text(
+                self.edited if self.edited.endswith("\n") else self.edited + "\n", encoding="utf-8"
+            )
+            self.saved_to = Path(path)
+
+
+def pick_files(parent: QWidget | None) -> list[str]:
+    paths, _ = QFileDialog.getOpenFileNames(
+        parent,
+        "Attach documents",
+        "",
+        "Documents (*.txt *.md *.markdown *.rst *.pdf *.docx *.py *.js *.ts *.c *.h *.cpp *.rs *.go *.java "
+        "*.json *.yaml *.yml *.toml *.html *.css *.sh *.sql *.csv);;All files (*)",
+    )
+    return list(paths)
