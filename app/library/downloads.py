@@ -471,6 +471,16 @@ def _hash_existing(path: Path, n_bytes: int, hasher: Any) -> None:
             left -= len(block)
 
 
+def _write_all(out: Any, data: bytes) -> None:
+    """Write all of data to an unbuffered file (a raw write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        n = out.write(view)
+        if not n:
+            raise OSError(errno.ENOSPC, "no space left on device")
+        view = view[n:]
+
+
 def _discard(*files: Path) -> None:
     for f in files:
         with contextlib.suppress(FileNotFoundError):
@@ -526,7 +536,12 @@ def _download_one(
         have = fresh.have_bytes
         if have == 0:
             _discard(part)
-        _write_sidecar(sidecar, remote)
+        try:
+            _write_sidecar(sidecar, remote)
+        except OSError as e:
+            if e.errno == errno.ENOSPC:  # not even room for the few bytes saying what the part is
+                raise _disk_full_error(final, have, remote.size_bytes) from e
+            raise
         hasher = _new_hasher(remote)
         if have:
             _hash_existing(part, have, hasher)
@@ -537,7 +552,9 @@ def _download_one(
 
         session = get_session()
         n_failures = 0
-        with open(part, "ab") as out:
+        # Unbuffered: a full disk fails the write that hit it, and nothing is left in a buffer to
+        # fail again when the file closes (which would hide the sentence behind a bare OSError).
+        with open(part, "ab", buffering=0) as out:
             while have < size:
                 if control.is_stop_requested:
                     break
@@ -582,7 +599,7 @@ def _download_one(
                                 break
                             if have + len(chunk) > size:
                                 chunk = chunk[: size - have]  # noqa: PLW2901 - never write past the end
-                            out.write(chunk)
+                            _write_all(out, chunk)
                             hasher.update(chunk)
                             have += len(chunk)
                             tracker.add(len(chunk))
