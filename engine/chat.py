@@ -16,6 +16,7 @@ very tokens (a ChatPrompt), not its text again.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from collections import OrderedDict
@@ -559,6 +560,21 @@ def remember_exchanges(engine: Any, exchanges: Sequence[tuple[str, str]]) -> int
     return kept
 
 
+# A repetition penalty lowers exactly the tokens a copy of a document needs. Where a reply's prompt
+# holds attached documents, the penalty spares every token that occurs in them (docs/documents.md:
+# measured on the bench's documents set). The sampler is still applied exactly to every drafted
+# position: the text is the target's, under this penalty.
+SPARE_DOCUMENTS = True
+
+
+def document_penalty_exempt(engine: Any, prompt: ChatPrompt) -> frozenset[int]:
+    """The repetition penalty's exemptions for a prompt with documents: the engine's own (line
+    breaks, speaker names) and every token of the documents."""
+    tokens = prompt.tokens
+    in_documents = {t for start, end in prompt.document_spans for t in tokens[start:end]}
+    return frozenset(engine.penalty_exempt_tokens) | frozenset(in_documents)
+
+
 def generate_reply(
     engine: Any,
     prompt: str | list[int] | ChatPrompt,
@@ -575,6 +591,14 @@ def generate_reply(
     document_spans: tuple[tuple[int, int], ...] = ()
     if isinstance(prompt, ChatPrompt):
         document_spans = prompt.document_spans
+        if (
+            SPARE_DOCUMENTS
+            and document_spans
+            and params
+            and params.repeat_penalty != 1.0
+            and not params.penalty_exempt
+        ):
+            params = dataclasses.replace(params, penalty_exempt=document_penalty_exempt(engine, prompt))
         prompt = list(prompt.tokens)
     if engine.has_chat_template:
         return iter(

@@ -326,3 +326,46 @@ def test_attached_documents_reach_the_model(tmp_path: Path, tiny_target: Path) -
     assert [d["name"] for d in result["documents"]] == ["notes.md", "report.pdf"]
     assert all(d["n_tokens"] > 5 for d in result["documents"])
     assert result["n_prompt_tokens"] > sum(d["n_tokens"] for d in result["documents"])
+
+
+# -- the bench's documents set --------------------------------------------------------------------
+
+
+def test_the_documents_set_is_real_files_made_into_chat_prompts(tiny_target: Path) -> None:
+    from app.cli.bench import copy_and_loop_shares, load_prompts, render_prompt
+    from engine.config import EngineConfig
+    from engine.session import Engine
+
+    prompts = load_prompts(None, "documents")
+    assert {p.name for p in prompts} >= {"doc-copy-licence", "doc-copy-code", "doc-question"}
+    engine = Engine(EngineConfig(str(tiny_target), n_ctx=4096, n_threads=1))
+    try:
+        for p in prompts:
+            text = render_prompt(engine, p).prompt
+            assert p.request in text and ("Permission is hereby granted" in text or "class ReplyMemory" in text)
+    finally:
+        engine.close()
+    # A reply that copies, one that loops, one that does neither.
+    source = list(range(100, 140))
+    assert copy_and_loop_shares(tuple(source[5:25]), source) == (1.0, 0.0)
+    copied, looped = copy_and_loop_shares((1, 2, 3, 4, 5, 6, 7, 8) * 4, source)
+    assert copied == 0.0 and looped > 0.7
+    assert copy_and_loop_shares(tuple(range(500, 520)), source) == (0.0, 0.0)
+
+
+def test_the_chat_penalty_spares_the_documents_tokens(tiny_target: Path) -> None:
+    from engine.chat import build_chat_prompt, document_penalty_exempt
+    from engine.config import EngineConfig
+    from engine.session import Engine
+
+    engine = Engine(EngineConfig(str(tiny_target), n_ctx=1024, n_threads=1))
+    try:
+        document = "zebra quagga okapi"
+        message = with_documents("Copy it.", [document_from_text(document, "animals.txt")])
+        prompt = build_chat_prompt(engine, [{"role": "user", "content": message}], documents=[document])
+        exempt = document_penalty_exempt(engine, prompt)
+        assert set(engine.tokenize(document, add_special=False)) <= exempt
+        assert engine.penalty_exempt_tokens <= exempt
+        assert not set(engine.tokenize("Copy it.", add_special=False)) <= exempt
+    finally:
+        engine.close()

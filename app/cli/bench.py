@@ -63,6 +63,42 @@ class BenchPrompt:
     name: str
     set: str
     prompt: str
+    # The documents set: files under resources/ attached to `request`, the prompt made from them in
+    # the model's own chat template (render_prompt) as the window and `generate --attach` make it.
+    documents: tuple[str, ...] = ()
+    request: str = ""
+
+
+def render_prompt(engine: Engine, p: BenchPrompt) -> BenchPrompt:
+    """A documents prompt as the model reads it: the documents and the request as one user message."""
+    if not p.documents:
+        return p
+    from app.library.documents import read_document, with_documents
+    from engine.chat import chat_prompt
+
+    documents = [read_document(resources_dir() / d) for d in p.documents]
+    message = with_documents(p.request, documents)
+    prompt = chat_prompt(engine, [{"role": "user", "content": message}])
+    return dataclasses.replace(p, prompt=prompt)
+
+
+def copy_and_loop_shares(reply: tuple[int, ...], source: list[int], n: int = 6) -> tuple[float, float]:
+    """Does a reply do the work its prompt names? (share of the reply's tokens inside n-grams that
+    occur in the source documents, share of its n-grams it said before: a loop, which drafts fast
+    and is no copy)."""
+    if len(reply) < n:
+        return 0.0, 0.0
+    in_source = {tuple(source[i : i + n]) for i in range(len(source) - n + 1)}
+    covered = [False] * len(reply)
+    seen: set[tuple[int, ...]] = set()
+    n_repeats = 0
+    for i in range(len(reply) - n + 1):
+        gram = tuple(reply[i : i + n])
+        if gram in in_source:
+            covered[i : i + n] = [True] * n
+        n_repeats += gram in seen
+        seen.add(gram)
+    return sum(covered) / len(reply), n_repeats / (len(reply) - n + 1)
 
 
 @dataclass(frozen=True)
@@ -106,6 +142,12 @@ class PromptResult:
     spec_prefill_s: float | None
     spec_decode_s: float | None
     batch_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # verify batch t(n), ms
+    # The documents set, of the plain reply: the share copied from the documents, the share that
+    # repeats itself (copy_and_loop_shares), its opening words; and drafts taken from the documents.
+    copied: float | None = None
+    looped: float | None = None
+    opening: str = ""
+    accepted_from_document: float | None = None
 
     @property
     def speedup(self) -> float:
@@ -140,9 +182,14 @@ def load_prompts(path: str | None, sets: str | None) -> list[BenchPrompt]:
             continue
         try:
             item = json.loads(line)
+            documents = tuple(str(d) for d in item.get("documents", ()))
             prompts.append(
                 BenchPrompt(
-                    str(item.get("name", f"prompt-{i}")), str(item.get("set", "custom")), str(item["prompt"])
+                    str(item.get("name", f"prompt-{i}")),
+                    str(item.get("set", "custom")),
+                    str(item.get("prompt", "") if documents else item["prompt"]),
+                    documents,
+                    str(item.get("request", "")),
                 )
             )
         except (ValueError, KeyError, TypeError) as e:
@@ -325,6 +372,8 @@ def run_process(
         cmd += ["--threads", str(args.threads)]
     if args.temperature > 0:
         cmd += ["--seed", str(args.seed)]
+    if getattr(args, "repeat_penalty", 1.0) != 1.0:
+        cmd += ["--repeat-penalty", str(args.repeat_penalty)]
     if args.fixed_draft:
         cmd.append("--fixed-draft")
     if args.model_drafts_only:
@@ -405,7 +454,11 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
             shutil.copytree(costs, snapshot)
 
     prompts = load_prompts(args.prompts, args.sets)
-    params = SamplingParams(temperature=args.temperature, seed=args.seed if args.temperature > 0 else None)
+    params = SamplingParams(
+        temperature=args.temperature,
+        seed=args.seed if args.temperature > 0 else None,
+        repeat_penalty=getattr(args, "repeat_penalty", 1.0),
+    )
     first_params = dataclasses.replace(params, seed=params.seed + 1 if params.seed is not None else None)
     is_ngram = config.draft == "ngram"
     log = sys.stderr
@@ -429,6 +482,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
     run_process(config.target_path, config.draft, str(warm), 64, args, env)
     snapshot_costs()
     engine = Engine(config)
+    prompts = [render_prompt(engine, p) for p in prompts]
     if args.again:
         # A user who has had an answer given again before: the cost cache knows how earlier
         # answers' drafts fare (their acceptance), as it knows the rest from the runs above.
@@ -502,6 +556,18 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                         )
             a, b = finals[-1]
             s = b.stats
+            copied = looped = None
+            opening = ""
+            if p.documents:
+                from app.library.documents import read_document
+
+                source = [
+                    t
+                    for d in p.documents
+                    for t in engine.tokenize(read_document(resources_dir() / d).text, False)
+                ]
+                copied, looped = copy_and_loop_shares(a.token_ids, source)
+                opening = " ".join(a.text.split()[:8])
             same_processes = None
             if proc_plain and proc_spec:
                 same_processes = proc_plain[-1].token_ids == proc_spec[-1].token_ids
@@ -534,6 +600,12 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                 spec_prefill_s=_median([x.prefill_s for x in proc_spec]),
                 spec_decode_s=_median([x.decode_s for x in proc_spec]),
                 batch_ms={str(n): round(t * 1000, 2) for n, t in batch_s.items()},
+                copied=copied,
+                looped=looped,
+                opening=opening,
+                accepted_from_document=(s.n_accepted_document / s.n_accepted if s.n_accepted else 0.0)
+                if p.documents
+                else None,
             )
             results.append(r)
             extra = ""
@@ -599,6 +671,7 @@ def summarize(
         "max_tokens": getattr(args, "max_tokens", None),
         "again": bool(getattr(args, "again", False)),
         "temperature": getattr(args, "temperature", 0.0),
+        "repeat_penalty": getattr(args, "repeat_penalty", 1.0),
         "threads": getattr(args, "threads", None),
         "machine": cpu_identity(),
         "build": build_identity().split("|", 1)[-1].strip(),
@@ -655,7 +728,8 @@ def to_markdown(report: dict[str, object]) -> str:
     lines = [
         f"# Tandem bench: {Path(str(report['model'])).name}, draft {report['draft'] or 'none'}",
         "",
-        f"{report['max_tokens']} tokens, temperature {report['temperature']}, threads "
+        f"{report['max_tokens']} tokens, temperature {report['temperature']}, repeat penalty "
+        f"{report.get('repeat_penalty', 1.0)}, threads "
         f"{report['threads'] or 'all cores'}; CPU: {report['machine']}; llama-cpp-python "
         f"{report['llama_cpp_python']}, llama.cpp built with: {report['build']}",
         *(
@@ -714,6 +788,25 @@ def to_markdown(report: dict[str, object]) -> str:
                 f"{_fmt(r['spec_catch_up_s'])} | {_fmt(r['spec_prefill_s'])} | {_fmt(r['spec_decode_s'])} | "
                 f"{_fmt(r['lookup_process_s'])} | {same[r['same_text_processes']]} |"
             )
+    if any(r.get("copied") is not None for r in prompts):
+        lines += [
+            "",
+            "## Documents: does the model do the work the request names? (the plain reply)",
+            "",
+            "| prompt | reply tokens | copied from the documents | repeats itself | drafts from the documents "
+            "| opens with |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in prompts:
+            if r.get("copied") is not None:
+                lines.append(
+                    f"| {r['name']} | {r['n_generated']} | {r['copied']:.0%} | {r['looped']:.0%} | "
+                    f"{_fmt(r.get('accepted_from_document'), '.0%')} | {r['opening']} |"
+                )
+        lines.append(
+            "Copied: the share of the reply's tokens inside 6-grams found in the documents; repeats "
+            "itself: the share of its 6-grams it had said before (a loop drafts fast and is no copy)."
+        )
     lines += [
         "",
         "## Sets (medians)",

@@ -67,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_engine_args(b, model_default="default")
     b.add_argument("--draft", default="ngram", help="draft GGUF path or `ngram`")
     b.add_argument("--prompts", default=None, help='JSONL file of {"name", "set", "prompt"} lines')
-    b.add_argument("--sets", default=None, help="comma-separated built-in sets (copy,code,qa,writing)")
+    b.add_argument(
+        "--sets", default=None, help="comma-separated built-in sets (copy,code,qa,writing,documents)"
+    )
     b.add_argument("--max-tokens", type=int, default=256)
     b.add_argument("--repeat", type=int, default=1)
     b.add_argument("--no-peer", action="store_true", help="skip llama-cpp-python's prompt lookup")
@@ -77,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)")
     b.add_argument("--seed", type=int, default=1, help="sampling seed (with --temperature)")
+    b.add_argument(
+        "--repeat-penalty",
+        type=float,
+        default=1.0,
+        help="repetition penalty over the last 64 tokens (the chat's: 1.1)",
+    )
     b.add_argument("--turns", type=int, default=10, help="turns in the follow-up latency test (0: skip)")
     b.add_argument(
         "--again",
