@@ -342,7 +342,9 @@ def test_the_documents_set_is_real_files_made_into_chat_prompts(tiny_target: Pat
     try:
         for p in prompts:
             text = render_prompt(engine, p).prompt
-            assert p.request in text and ("Permission is hereby granted" in text or "class ReplyMemory" in text)
+            assert p.request in text and (
+                "Permission is hereby granted" in text or "class ReplyMemory" in text
+            )
     finally:
         engine.close()
     # A reply that copies, one that loops, one that does neither.
@@ -369,3 +371,37 @@ def test_the_chat_penalty_spares_the_documents_tokens(tiny_target: Path) -> None
         assert not set(engine.tokenize("Copy it.", add_special=False)) <= exempt
     finally:
         engine.close()
+
+
+def test_the_bench_runs_the_documents_set_and_says_what_the_model_did(
+    tiny_target: Path, tmp_path: Path
+) -> None:
+    import json
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(
+        json.dumps(
+            {
+                "set": "documents",
+                "name": "doc-copy",
+                "documents": ["documents/mit.txt"],
+                "request": "Copy it.",
+            }
+        )
+        + "\n"
+    )
+    out = tmp_path / "report.md"
+    r = tandem(
+        "bench", "--model", str(tiny_target), "--draft", "ngram", "--prompts", str(prompts), "--max-tokens", "16",
+        "--turns", "0", "--no-peer", "--no-lookup", "--no-process", "--temperature", "0.7", "--repeat-penalty",
+        "1.1", "--json", "--out", str(out),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    (row,) = report["prompts"]
+    assert (
+        row["copied"] is not None and row["looped"] is not None and row["accepted_from_document"] is not None
+    )
+    text = out.read_text()
+    assert "repeat penalty 1.1" in text and "## Documents: does the model do the work" in text
+    assert "| doc-copy | 16 |" in text

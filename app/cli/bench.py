@@ -82,6 +82,18 @@ def render_prompt(engine: Engine, p: BenchPrompt) -> BenchPrompt:
     return dataclasses.replace(p, prompt=prompt)
 
 
+def document_spans_of(engine: Engine, p: BenchPrompt) -> tuple[tuple[int, int], ...]:
+    """Where a documents prompt's documents lie, in tokens (drafts from them are counted apart)."""
+    if not p.documents:
+        return ()
+    from app.library.documents import read_document
+    from engine.chat import document_token_spans
+
+    return document_token_spans(
+        engine, p.prompt, [read_document(resources_dir() / d).text for d in p.documents]
+    )
+
+
 def copy_and_loop_shares(reply: tuple[int, ...], source: list[int], n: int = 6) -> tuple[float, float]:
     """Does a reply do the work its prompt names? (share of the reply's tokens inside n-grams that
     occur in the source documents, share of its n-grams it said before: a loop, which drafts fast
@@ -209,6 +221,7 @@ def _run(
     params: SamplingParams,
     speculate: bool,
     again: bool = False,
+    document_spans: tuple[tuple[int, int], ...] = (),
 ) -> Finished:
     """One reply, started as a new process would (the caller resets the cost cache). again: the
     engine keeps the earlier replies it was given (a regenerate); a plain run then neither drafts
@@ -217,7 +230,12 @@ def _run(
     finished = None
     use_memory = speculate or not again
     for event in engine.generate(
-        prompt, params, max_tokens=max_tokens, speculate=speculate, use_memory=use_memory
+        prompt,
+        params,
+        max_tokens=max_tokens,
+        speculate=speculate,
+        use_memory=use_memory,
+        document_spans=document_spans,
     ):
         if isinstance(event, Finished):
             finished = event
@@ -497,6 +515,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
             prompt_file = workdir / f"{p.name}.txt"
             prompt_file.write_text(p.prompt, encoding="utf-8")
             ceiling, batch_s = measure_ceiling(engine, p.prompt, args.max_tokens) if is_ngram else (None, {})
+            spans = document_spans_of(engine, p)
             plain, spec, peer_rates, lookup_rates, lookup_acc = [], [], [], [], []
             proc_plain: list[ProcessRun] = []
             proc_spec: list[ProcessRun] = []
@@ -508,9 +527,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                     restore_costs()
                     _run(engine, p.prompt, args.max_tokens, first_params, speculate=True)
                 restore_costs()
-                a = _run(engine, p.prompt, args.max_tokens, params, speculate=False, again=args.again)
+                a = _run(engine, p.prompt, args.max_tokens, params, False, args.again, spans)
                 restore_costs()
-                b = _run(engine, p.prompt, args.max_tokens, params, speculate=True, again=args.again)
+                b = _run(engine, p.prompt, args.max_tokens, params, True, args.again, spans)
                 plain.append(a.stats.decode_tokens_per_s)
                 spec.append(b.stats.decode_tokens_per_s)
                 finals.append((a, b))
