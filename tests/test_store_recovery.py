@@ -142,4 +142,5 @@ def test_the_window_opens_on_a_damaged_store_and_says_so(
     notice = window.chat.notice
     assert notice.isVisible()
     assert "could not be read" in notice.text() and "tandem.db.damaged-" in notice.text()
+    assert "not a database" not in notice.text()  # words for people, not SQLite's
     assert list(tandem_home.glob("tandem.db.damaged-*"))

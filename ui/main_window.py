@@ -98,8 +98,12 @@ class MainWindow(QMainWindow):
 
         self._refresh_conversations()
         self.presenter.open_last_conversation()
-        if store.notice:  # the history could not be read: set aside, a fresh one opened (app/store.py)
-            self.chat.set_notice(store.notice, True)
+        if store.set_aside is not None:  # unreadable: kept aside, a fresh one opened (app/store.py)
+            self.chat.set_notice(
+                "Your conversation history could not be read, so a new one was started. The old file "
+                f"is kept, untouched, as {store.set_aside.name} in {store.set_aside.parent}.",
+                True,
+            )
         self.start_engine()
 
     # ---- the presenter's state, as the window's (tools and tests read these)

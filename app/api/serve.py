@@ -225,6 +225,8 @@ def parse_request(body: object, chat: bool, n_ctx: int) -> GenerationRequest:
     top_k = _number(body, "top_k", 0, 1_000_000, integer=True)
     min_p = _number(body, "min_p", 0.0, 1.0)
     repeat_penalty = _number(body, "repeat_penalty", 0.0, 10.0)
+    if repeat_penalty == 0:  # llama.cpp divides by it
+        raise _bad("'repeat_penalty' must be more than 0 (got 0)", "repeat_penalty")
     seed = _number(body, "seed", -(2**63), 2**63 - 1, integer=True)
     defaults = SamplingParams()
     params = SamplingParams(
@@ -968,6 +970,8 @@ class _Endpoint:
             raw = await _read_body(receive)
             try:
                 body = json.loads(raw)
+            except RecursionError:
+                raise _bad("the request body is nested too deeply") from None
             except (ValueError, UnicodeDecodeError) as e:
                 raise _bad(f"the request body is not valid JSON ({e})") from None
             info = host.info
