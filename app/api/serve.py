@@ -1027,29 +1027,35 @@ class _Endpoint:
                 # Hold the response until the first token (or the failure): a prompt too long or
                 # a crash during the prefill still gets its own status code.
                 head: list[ReplyMessage | WorkerDied] = []
+                finished: Finished | None = None
                 while True:
                     message = await job.get()
                     head.append(message)
-                    if isinstance(message, ReplyStarted):
-                        continue
-                    if isinstance(message, ReplyEvents) and not any(
-                        isinstance(event, TextPiece | Finished) for event in message.events
-                    ):
-                        continue
+                    match message:
+                        case ReplyStarted():
+                            continue
+                        case ReplyEvents(events=events) if not any(
+                            isinstance(e, TextPiece | Finished) for e in events
+                        ):
+                            continue  # numbers only: the first token is still to come
+                        case ReplyEvents():
+                            finished = message.finished
+                        case ReplyFailed() | WorkerDied():
+                            raise self._failure(message, head, info)
                     break
-                if isinstance(message, (ReplyFailed, WorkerDied)):
-                    raise self._failure(message, head, info)
                 if request.stream:
                     started = True
                     await self._stream(reply, job, head, send, gone)
                 else:
-                    finished = message.finished if isinstance(message, ReplyEvents) else None
                     while finished is None:
                         message = await job.get()
-                        if isinstance(message, (ReplyFailed, WorkerDied)):
-                            raise self._failure(message, [*head, message], info)
-                        if isinstance(message, ReplyEvents):
-                            finished = message.finished
+                        match message:
+                            case ReplyFailed() | WorkerDied():
+                                raise self._failure(message, [*head, message], info)
+                            case ReplyEvents():
+                                finished = message.finished
+                            case ReplyStarted():
+                                pass
                     started = True
                     if not gone.is_set():
                         await _send_json(send, 200, reply.whole(finished))
