@@ -958,6 +958,7 @@ class _Endpoint:
         from starlette.datastructures import Headers
 
         host = self.server.host
+        reserved = False
         try:
             headers = Headers(scope=scope)
             self.server.check_auth(headers)
@@ -967,6 +968,10 @@ class _Endpoint:
                 raise ApiError(
                     415, f"the request body must be JSON: send 'Content-Type: application/json' (got {given})"
                 )
+            # A place in line before the body is read: bodies held in memory are bounded by the
+            # queue (1 + --queue of them), not by how many clients upload at once.
+            host.reserve()
+            reserved = True
             raw = await _read_body(receive)
             try:
                 body = json.loads(raw)
@@ -974,15 +979,21 @@ class _Endpoint:
                 raise _bad("the request body is nested too deeply") from None
             except (ValueError, UnicodeDecodeError) as e:
                 raise _bad(f"the request body is not valid JSON ({e})") from None
+            del raw
             info = host.info
             n_ctx = info.n_ctx if info is not None else 1 << 30
             request = parse_request(body, self.chat, n_ctx)
             if info is not None:
                 self.server.check_model(request.model, info)
-            host.reserve()
         except ApiError as e:
+            if reserved:
+                host.unreserve()
             await e.send(send)
             return
+        except BaseException:
+            if reserved:
+                host.unreserve()
+            raise
         try:
             await self._serve(request, receive, send)
         finally:
