@@ -141,7 +141,11 @@ CREATE TABLE attachments (
 CREATE INDEX attachments_by_message ON attachments(message_id, position);
 """
 
-MIGRATIONS: list[Migration] = [SCHEMA_V1, SCHEMA_V2_SEARCH, SCHEMA_V3_ATTACHMENTS]
+# Version 4: where each drafted range came from (engine.events.DraftSource values, one per range of
+# draft_spans_json): the document, the conversation, an earlier reply, the draft model.
+SCHEMA_V4_DRAFT_SOURCES = "ALTER TABLE messages ADD COLUMN draft_sources_json TEXT;"
+
+MIGRATIONS: list[Migration] = [SCHEMA_V1, SCHEMA_V2_SEARCH, SCHEMA_V3_ATTACHMENTS, SCHEMA_V4_DRAFT_SOURCES]
 
 
 def schema_version() -> int:
@@ -180,6 +184,7 @@ class Message:
     status: MessageStatus
     stats: dict[str, Any] | None
     draft_spans: tuple[tuple[int, int], ...]
+    draft_sources: tuple[str, ...] = ()  # one per span where known (DraftSource values)
 
     @property
     def is_interrupted(self) -> bool:
@@ -188,7 +193,7 @@ class Message:
     @property
     def reply_text(self) -> ReplyText:
         """The content with its drafted ranges, as app.host.reply.Reply.shown() gave them."""
-        return ReplyText(self.content, self.draft_spans)
+        return ReplyText(self.content, self.draft_spans, self.draft_sources)
 
 
 def _message(row: sqlite3.Row) -> Message:
@@ -201,6 +206,7 @@ def _message(row: sqlite3.Row) -> Message:
         status=_status(row["status"]),
         stats=json.loads(row["stats_json"]) if row["stats_json"] else None,
         draft_spans=tuple((int(a), int(b)) for a, b in spans),
+        draft_sources=tuple(str(s) for s in json.loads(row["draft_sources_json"] or "[]")),
     )
 
 
@@ -427,6 +433,7 @@ class Store:
         status: MessageStatus | None = None,
         stats: dict[str, Any] | None = None,
         draft_spans: Iterable[tuple[int, int]] | None = None,
+        draft_sources: Iterable[str] | None = None,
     ) -> None:
         sets, values = ["content = ?", "updated_at = ?"], [content, time.time()]
         if status is not None:
@@ -438,6 +445,9 @@ class Store:
         if draft_spans is not None:
             sets.append("draft_spans_json = ?")
             values.append(json.dumps([list(s) for s in draft_spans]))
+        if draft_sources is not None:
+            sets.append("draft_sources_json = ?")
+            values.append(json.dumps(list(draft_sources)))
         with self._db:
             self._db.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", (*values, message_id))
 
@@ -445,7 +455,14 @@ class Store:
         self, message_id: int, reply: ReplyText, status: MessageStatus, stats: dict[str, Any] | None = None
     ) -> None:
         """Write a reply as it stands (app.host.reply.Reply.shown()): its text and drafted ranges."""
-        self.update_message(message_id, reply.text, status=status, stats=stats, draft_spans=reply.draft_spans)
+        self.update_message(
+            message_id,
+            reply.text,
+            status=status,
+            stats=stats,
+            draft_spans=reply.draft_spans,
+            draft_sources=reply.draft_sources if len(reply.draft_sources) == len(reply.draft_spans) else None,
+        )
 
     def set_status(self, message_ids: Iterable[int], status: MessageStatus) -> None:
         with self._db:

@@ -142,3 +142,36 @@ def test_the_cli_json_says_which_text_came_from_the_document(tmp_path: Path) -> 
     copied = "".join(text[a:b] for a, b, source in result["drafted"] if source == "document")
     # (Its copy strays in places here: the drafts after a stray word are rejected.)
     assert len(copied) > 60 and result["n_accepted_document"] > 10
+
+
+def test_each_drafted_stretch_keeps_its_source_in_the_saved_history(tmp_path: Path) -> None:
+    from app.host.reply import Reply
+    from app.store import MessageStatus, Store
+
+    reply = Reply(1)
+    for piece in (
+        TextPiece("The ", 1, False),
+        TextPiece("committee met", 2, True, DraftSource.DOCUMENT),
+        TextPiece(" on Tuesday", 2, True, DraftSource.MEMORY),  # touching, another source: its own range
+        TextPiece(".", 1, False),
+        TextPiece(" Then", 1, True, DraftSource.DOCUMENT),
+        TextPiece(" again", 1, True, DraftSource.DOCUMENT),  # same source: one range
+    ):
+        reply.add_piece(piece)
+    shown = reply.shown(is_final=True)
+    assert shown.draft_spans == ((4, 17), (17, 28), (29, 40))
+    assert shown.draft_sources == ("document", "memory", "document")
+    store = Store(tmp_path / "t.db")
+    try:
+        conversation = store.create_conversation()
+        message = store.add_message(conversation.id, "assistant", "", MessageStatus.STREAMING)
+        store.save_reply(message.id, shown, MessageStatus.COMPLETE)
+    finally:
+        store.close()
+    store = Store(tmp_path / "t.db")  # reopened from the file
+    try:
+        saved = store.message(message.id)
+        assert saved is not None and saved.reply_text == shown
+        assert saved.reply_text.draft_sources == ("document", "memory", "document")
+    finally:
+        store.close()

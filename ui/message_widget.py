@@ -190,6 +190,16 @@ class MessageWidget(QFrame):
         """The reply has ended: its final text, rendered once (text() has it at once)."""
         self.body.finish(reply.text, reply.draft_spans, tint)
         self._describe_draft(reply.text, reply.draft_spans)
+        self.describe_sources(reply)
+
+    def describe_sources(self, reply: ReplyText) -> None:
+        """Where the highlighted words were guessed from, where a document gave some of them."""
+        if self.role != "assistant" or not reply.text or "document" not in reply.draft_sources:
+            return
+        copied = sum(b - a for (a, b), s in zip(reply.draft_spans, reply.draft_sources) if s == "document")
+        words = f" {copied / len(reply.text):.0%} of it was guessed from the attached documents."
+        self.body.setAccessibleDescription(self.body.accessibleDescription() + words)
+        self.body.setToolTip(self.body.accessibleDescription())
 
     def text(self) -> str:
         return self.body.source_text()

@@ -21,18 +21,24 @@ class ReplyText:
 
     text: str
     draft_spans: tuple[tuple[int, int], ...] = ()
+    # Where each span's draft came from (engine.events.DraftSource values), one per span; empty
+    # where unknown (replies saved before sources were kept).
+    # (Not compared: two texts with the same highlight are equal, wherever the guesses came from.)
+    draft_sources: tuple[str, ...] = field(default=(), compare=False)
 
 
 @dataclass(eq=False)
 class Reply:
     """A reply being generated (and, once `finished` is set, generated).
 
-    `draft_spans` are sorted, disjoint and never touch: neighbouring drafted pieces are one
-    range. Only the controller writes to a Reply, on the GUI thread; readers never change it.
+    `draft_spans` are sorted and disjoint; neighbouring drafted pieces from the same source are
+    one range (`draft_sources` says each range's source). Only the controller writes to a Reply,
+    on the GUI thread; readers never change it.
     """
 
     request_id: int
     draft_spans: list[tuple[int, int]] = field(default_factory=list)
+    draft_sources: list[str] = field(default_factory=list)
     n_tokens: int = 0
     n_draft_tokens: int = 0  # tokens the draft proposed and the target accepted
     stats: Stats | None = None  # the newest snapshot (the final numbers once finished)
@@ -63,10 +69,17 @@ class Reply:
         start, end = self._length, self._length + len(piece.text)
         if piece.is_draft:
             self.n_draft_tokens += piece.n_tokens
-            if piece.text and self.draft_spans and self.draft_spans[-1][1] == start:
+            source = str(piece.source)
+            if (
+                piece.text
+                and self.draft_spans
+                and self.draft_spans[-1][1] == start
+                and self.draft_sources[-1] == source
+            ):
                 self.draft_spans[-1] = (self.draft_spans[-1][0], end)
             elif piece.text:
                 self.draft_spans.append((start, end))
+                self.draft_sources.append(source)
         if piece.text:
             self._parts.append(piece.text)
         self._length = end
@@ -79,7 +92,9 @@ class Reply:
         if finished.text != self.text:
             n = len(finished.text)
             self._text, self._length = finished.text, n
-            self.draft_spans = [(a, min(b, n)) for a, b in self.draft_spans if a < n]
+            kept = [(a, min(b, n), s) for (a, b), s in zip(self.draft_spans, self.draft_sources) if a < n]
+            self.draft_spans = [(a, b) for a, b, _ in kept]
+            self.draft_sources = [s for _, _, s in kept]
 
     @property
     def is_finished(self) -> bool:
@@ -93,12 +108,17 @@ class Reply:
             text = text.rstrip()
         cut = len(text) - len(text.lstrip())
         n = len(text)
-        spans = ((max(a, cut) - cut, min(b, n) - cut) for a, b in self.draft_spans if b > cut and a < n)
-        return ReplyText(text[cut:], tuple((a, b) for a, b in spans if b > a))
+        spans = (
+            (max(a, cut) - cut, min(b, n) - cut, s)
+            for (a, b), s in zip(self.draft_spans, self.draft_sources)
+            if b > cut and a < n
+        )
+        kept = [(a, b, s) for a, b, s in spans if b > a]
+        return ReplyText(text[cut:], tuple((a, b) for a, b, _ in kept), tuple(s for _, _, s in kept))
 
     def raw(self) -> ReplyText:
         """The text exactly as generated."""
-        return ReplyText(self.text, tuple(self.draft_spans))
+        return ReplyText(self.text, tuple(self.draft_spans), tuple(self.draft_sources))
 
 
 @dataclass(frozen=True)
