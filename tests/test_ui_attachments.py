@@ -167,3 +167,25 @@ def test_the_diff_shows_changes_and_copies_and_saves_the_new_text(qtbot, tmp_pat
     assert QGuiApplication.clipboard().text() == "The cat sat.\nOn the mat."
     dialog.save_as(str(tmp_path / "note-fixed.txt"))
     assert (tmp_path / "note-fixed.txt").read_text() == "The cat sat.\nOn the mat.\n"
+
+
+def test_documents_that_do_not_fit_are_refused_with_the_numbers(
+    qtbot, open_window, wait_reply, tiny_target, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    long = tmp_path / "long.txt"
+    long.write_text("The harbour committee met on Tuesday evening. " * 12)  # ~550 tokens here
+    window = open_window(tiny_target, n_ctx=512, max_tokens=64)
+    window.chat.attachments.add_paths([long])
+    window.chat.input.setPlainText("Copy it.")
+    qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
+    wait_reply(window)
+    notice = window.chat.notice.text()
+    assert "the message and its documents need " in notice and "the context holds 512" in notice, notice
+    assert "in Settings" in notice or "at most" in notice
+    store = Store()
+    try:
+        user, *replies = store.messages(window.conversation_id)
+        assert user.content == "Copy it." and not any(r.content for r in replies)  # kept; nothing generated
+        assert store.attachments(window.conversation_id)[user.id][0].name == "long.txt"
+    finally:
+        store.close()
