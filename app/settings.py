@@ -20,7 +20,7 @@ from typing import Any
 from app import paths
 from app.library.model_spec import parse_draft
 from engine.chat import CHAT_SAMPLING
-from engine.config import DRAFT_MAX, EngineConfig, SamplingParams
+from engine.config import DRAFT_MAX, NGRAM_LOOKUP, DraftChoice, EngineConfig, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ SERVE_PORT = 8080  # app.api.serve.DEFAULT_PORT, without importing the server he
 @dataclass(frozen=True)
 class Settings:
     model_path: str | None = None  # None: the embedded default model
-    draft: str = "ngram"  # "ngram", "none", or a draft GGUF path
+    draft: DraftChoice = NGRAM_LOOKUP  # in the file as its text: "ngram", "none", or a draft model
     draft_model_path: str | None = None  # the last draft model chosen, offered by the toggle
     speed_up_auto: bool = False  # the speed-up was chosen as "Automatic" (ui/words.py)
     preset_name: str = ""  # the preset chosen last (its settings may have changed since)
@@ -90,7 +90,7 @@ class Settings:
     def engine_config(self, target_path: str) -> EngineConfig:
         return EngineConfig(
             target_path=target_path,
-            draft=parse_draft(self.draft).engine_value(),
+            draft=self.draft,
             n_ctx=self.n_ctx,
             n_threads=self.n_threads,
             n_gpu_layers=self.n_gpu_layers,
@@ -162,6 +162,9 @@ def _coerce(raw: dict[str, Any]) -> Settings:
                     for k, v in value.items()
                     if isinstance(v, int | float) and not isinstance(v, bool) and v > 0
                 }
+        elif f.name == "draft":
+            if isinstance(value, str):
+                kept[f.name] = parse_draft(value)
         elif f.name == "serve_port" and _accepts("int", value) and not 1 <= value <= 65535:
             continue  # hand-edited out of range: the default
         elif _accepts(str(f.type), value):
@@ -203,7 +206,7 @@ def write_private(path: Path, text: str) -> None:
 
 def save_settings(settings: Settings, path: Path | None = None) -> None:
     path = path or paths.settings_path()
-    data = {**dataclasses.asdict(settings), "format": SETTINGS_FORMAT}
+    data = {**dataclasses.asdict(settings), "draft": settings.draft.text, "format": SETTINGS_FORMAT}
     write_private(path, json.dumps(data, indent=2, sort_keys=True))
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from engine.events import Speculation
+
 
 def default_threads() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
@@ -35,9 +37,49 @@ class SamplingParams:
 
 
 @dataclass(frozen=True)
+class DraftChoice:
+    """The draft choice: plain decoding, n-gram lookup, or a draft model.
+
+    Read once from what a user typed (`DraftChoice.parse`: the command line, the settings file, the
+    window's choices) and handed on as this value down to the engine. A draft model's `model`
+    is its GGUF file, or the name of a model the app makes on first use (`default`...:
+    app.library.model_spec.resolve_draft turns it into a file before the engine loads it)."""
+
+    kind: Speculation = Speculation.NONE
+    model: str = ""  # with kind DRAFT only
+
+    def __post_init__(self) -> None:
+        if (self.kind is Speculation.DRAFT) != bool(self.model):
+            raise ValueError(f"a {self.kind} draft {'needs' if not self.model else 'has no'} model: {self!r}")
+
+    @classmethod
+    def parse(cls, text: str | None) -> DraftChoice:
+        """`none` or empty (plain decoding), `ngram`, or a draft model's file or name."""
+        name = (text or "").strip()
+        if name in ("", Speculation.NONE):
+            return NO_DRAFT
+        if name == Speculation.NGRAM:
+            return NGRAM_LOOKUP
+        return cls(Speculation.DRAFT, name)
+
+    @classmethod
+    def of_model(cls, model: str) -> DraftChoice:
+        return cls(Speculation.DRAFT, model)
+
+    @property
+    def text(self) -> str:
+        """How a user writes it (`DraftChoice.parse` reads it back): `none`, `ngram`, or the model."""
+        return self.model or str(self.kind)
+
+
+NO_DRAFT = DraftChoice()
+NGRAM_LOOKUP = DraftChoice(Speculation.NGRAM)
+
+
+@dataclass(frozen=True)
 class EngineConfig:
     target_path: str
-    draft: str | None = None  # a GGUF path, "ngram", or None / "none"
+    draft: DraftChoice = NO_DRAFT
     n_ctx: int = 4096
     n_threads: int | None = None  # None: the machine's cores
     n_gpu_layers: int = 0
@@ -59,7 +101,5 @@ class EngineConfig:
     cost_cache_dir: str | None = None
 
     @property
-    def speculation(self) -> str:
-        if self.draft in (None, "", "none"):
-            return "none"
-        return "ngram" if self.draft == "ngram" else "draft"
+    def speculation(self) -> Speculation:
+        return self.draft.kind

@@ -8,7 +8,14 @@ from enum import StrEnum
 from typing import Any, Literal
 
 StopReason = Literal["length", "eos", "stop", "cancelled", "context"]
-SpeculationKind = Literal["none", "ngram", "draft"]
+
+
+class Speculation(StrEnum):
+    """What drafts for the target: the one name of it, from the command line to the window."""
+
+    NONE = "none"  # plain decoding
+    NGRAM = "ngram"  # n-gram lookup in the text so far (and earlier replies)
+    DRAFT = "draft"  # a draft model
 
 
 class DraftingState(StrEnum):
@@ -46,7 +53,7 @@ class TextPiece:
 class Stats:
     """A snapshot of one reply's numbers so far."""
 
-    speculation: SpeculationKind
+    speculation: Speculation
     n_prompt_tokens: int  # prompt tokens of this request
     n_prefilled: int  # of those, decoded now (the rest were reused from the cache)
     n_generated: int
@@ -104,7 +111,7 @@ class Stats:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "speculation": self.speculation,
+            "speculation": str(self.speculation),
             "n_prompt_tokens": self.n_prompt_tokens,
             "n_prefilled": self.n_prefilled,
             "n_generated": self.n_generated,
@@ -152,7 +159,7 @@ class StatsRecord:
     takes any record older code wrote (a missing number reads as 0, a missing rate as unknown)
     and keeps the keys it does not know (e.g. the window's sparkline) in `extras`."""
 
-    speculation: str = "none"  # "none" | "ngram" | "draft"
+    speculation: Speculation = Speculation.NONE
     n_prompt_tokens: int = 0
     n_prefilled: int = 0
     n_generated: int = 0
@@ -200,7 +207,9 @@ class StatsRecord:
             f = known.get(key)
             if f is None:
                 extras[key] = value
-            elif key in ("speculation", "note", "note_kind"):
+            elif key == "speculation":
+                values[key] = Speculation(value) if value in tuple(Speculation) else Speculation.NONE
+            elif key in ("note", "note_kind"):
                 values[key] = str(value) if value is not None else f.default
             elif key == "stop_reason":
                 values[key] = value if isinstance(value, str) else None
@@ -227,7 +236,7 @@ class StatsRecord:
 
     @property
     def is_speculative(self) -> bool:
-        return self.speculation != "none"
+        return self.speculation is not Speculation.NONE
 
 
 @dataclass(frozen=True)

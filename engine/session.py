@@ -18,11 +18,11 @@ from typing import Any
 
 from engine.adaptive import DraftLengthController
 from engine.backend import LlamaRunner
-from engine.config import EngineConfig, SamplingParams, default_threads
+from engine.config import DraftChoice, EngineConfig, SamplingParams, default_threads
 from engine.costcache import CostCache, cost_key, pair_key
 from engine.drafters import ModelDrafter, NgramDrafter
 from engine.errors import PromptTooLongError, TandemError
-from engine.events import Event, Finished, SpeculationKind
+from engine.events import Event, Finished, Speculation
 from engine.gguf_info import GGUFInfo, read_gguf_info
 from engine.pairing import check_pair
 from engine.reply_memory import ReplyMemory
@@ -64,19 +64,19 @@ class Engine:
     # -- speculation --------------------------------------------------------------------------
 
     @property
-    def speculation(self) -> SpeculationKind:
+    def speculation(self) -> Speculation:
         if self._drafter is None:
-            return "none"
-        return "ngram" if isinstance(self._drafter, NgramDrafter) else "draft"
+            return Speculation.NONE
+        return Speculation.NGRAM if isinstance(self._drafter, NgramDrafter) else Speculation.DRAFT
 
-    def set_draft(self, draft: str | None) -> None:
-        """Switch speculation: "ngram", a GGUF path for a draft model, or None / "none".
+    def set_draft(self, draft: DraftChoice) -> None:
+        """Switch speculation: none, n-gram lookup, or a draft model (its GGUF file).
 
         Nothing is timed here: the controller starts from what the cost cache remembers for this
         pair on this machine and build (engine.costcache), or from priors, and measures online
         from the first reply on. A draft model is loaded when it is first asked to draft.
         """
-        if draft in (None, "", "none"):
+        if draft.kind is Speculation.NONE:
             self._save_costs()
             self._close_draft()
             self._drafter, self._controller, self.info_draft, self._lookup = None, None, None, None
@@ -87,15 +87,14 @@ class Engine:
                 "drafts, so speculation is off for it"
             )
         k_max = self.config.draft_max
-        if draft == "ngram":
+        if draft.kind is Speculation.NGRAM:
             self._save_costs()
             self._close_draft()
             self._drafter, self.info_draft, self._lookup = NgramDrafter(memory=self.memory), None, None
             self._controller = DraftLengthController(k_max, self.config.adaptive)
             self._seed_costs()
             return
-        assert draft is not None
-        info = self._read_draft_info(draft)
+        info = self._read_draft_info(draft.model)
         if self.info_draft is not None and self.info_draft.path == info.path:
             return
         self._save_costs()

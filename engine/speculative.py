@@ -36,7 +36,7 @@ from engine.events import (
     DraftSource,
     Event,
     Finished,
-    SpeculationKind,
+    Speculation,
     Stats,
     StopReason,
     TextPiece,
@@ -147,10 +147,10 @@ class SpeculativeDecoder:
         self._source = DraftSource.NONE  # where this step's draft came from
 
     @property
-    def speculation(self) -> SpeculationKind:
+    def speculation(self) -> Speculation:
         if self.drafter is None:
-            return "none"
-        return "ngram" if isinstance(self.drafter, NgramDrafter) else "draft"
+            return Speculation.NONE
+        return Speculation.NGRAM if isinstance(self.drafter, NgramDrafter) else Speculation.DRAFT
 
     def run(
         self,
@@ -169,7 +169,7 @@ class SpeculativeDecoder:
         self._use_memory = use_memory
         drafter = self.drafter if speculate else None
         controller = self.controller
-        kind: SpeculationKind = self.speculation if drafter is not None else "none"
+        kind = self.speculation if drafter is not None else Speculation.NONE
         seed = params.seed if params.seed is not None else int(np.random.default_rng().integers(1 << 62))
         rng = np.random.default_rng(seed)  # for the min(1, p/q) rule of sampled drafts
         c = _Counters(n_prompt_tokens=len(prompt))

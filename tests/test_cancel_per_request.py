@@ -13,7 +13,7 @@ from serve_process import free_port
 
 from app.host.messages import ChatTurn, LoadRequest, ReplyEvents, ReplyRequest, ReplyStarted
 from app.host.worker import WorkerProcess
-from engine.config import EngineConfig
+from engine.config import NGRAM_LOOKUP, EngineConfig
 from engine.events import Finished, TextPiece
 from tests.waiting import wait_until
 
@@ -55,7 +55,7 @@ def worker(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def test_stopping_one_request_leaves_the_one_queued_behind_it(worker, slow_target: Path) -> None:  # type: ignore[no-untyped-def]
     w, inbox = worker
-    w.send(LoadRequest(EngineConfig(str(slow_target), draft="ngram", n_ctx=2048, n_threads=1)))
+    w.send(LoadRequest(EngineConfig(str(slow_target), draft=NGRAM_LOOKUP, n_ctx=2048, n_threads=1)))
     w.send(ReplyRequest(1, (ChatTurn("user", "tell me a long story"),), max_tokens=1500))
     w.send(ReplyRequest(2, (), prompt="the cat", max_tokens=12))
     wait_until(lambda: inbox.has_text(1), 60, "the first reply's text")
@@ -70,7 +70,7 @@ def test_a_request_stopped_while_queued_ends_at_its_start_and_spares_the_running
     worker, slow_target: Path
 ) -> None:  # type: ignore[no-untyped-def]
     w, inbox = worker
-    w.send(LoadRequest(EngineConfig(str(slow_target), draft="ngram", n_ctx=2048, n_threads=1)))
+    w.send(LoadRequest(EngineConfig(str(slow_target), draft=NGRAM_LOOKUP, n_ctx=2048, n_threads=1)))
     w.send(ReplyRequest(1, (), prompt="once upon a time", max_tokens=40))
     w.send(ReplyRequest(2, (), prompt="the cat", max_tokens=200))
     w.send(ReplyRequest(3, (), prompt="a dog", max_tokens=5))

@@ -23,7 +23,7 @@ from engine.chat import (
     transcript,
     transcript_marker,
 )
-from engine.config import EngineConfig, SamplingParams
+from engine.config import DraftChoice, EngineConfig, SamplingParams
 from engine.events import Finished, Stats, TextPiece
 
 # ---------------------------------------------------------------------------------------------
@@ -185,7 +185,7 @@ def test_a_line_that_starts_the_transcript_over_ends_the_reply_too() -> None:
 def test_a_tiny_base_model_chats_through_generate_reply(tiny_base: Path) -> None:
     from engine.session import Engine
 
-    engine = Engine(EngineConfig(str(tiny_base), n_threads=1, n_ctx=512, draft="ngram"))
+    engine = Engine(EngineConfig(str(tiny_base), n_threads=1, n_ctx=512, draft=DraftChoice.parse("ngram")))
     try:
         events = list(
             generate_reply(engine, transcript("", [{"role": "user", "content": "Hi"}]), max_tokens=40)
@@ -269,7 +269,7 @@ def test_the_embedded_model_answers_a_conversation_and_stops(gemma_q4: Path, par
 
     if params.seed is None and not params.is_greedy:
         params = SamplingParams(**{**params.__dict__, "seed": 1})
-    engine = Engine(EngineConfig(str(gemma_q4), draft="ngram", n_ctx=2048, n_threads=2))
+    engine = Engine(EngineConfig(str(gemma_q4), draft=DraftChoice.parse("ngram"), n_ctx=2048, n_threads=2))
     turns: tuple[ChatTurn, ...] = ()
     try:
         for request in REQUESTS:

@@ -103,7 +103,7 @@ def test_switching_speculation_keeps_one_state(
         presenter.engine.speculation.choice == "none"
         and seen.of("speculation_changed")[-1] == presenter.engine.speculation
     )
-    assert load_settings().draft == "none" and presenter.engine.draft == "none"
+    assert load_settings().draft.text == "none" and presenter.engine.draft.text == "none"
     assert seen.of("pair_changed")[-1] == PairView("Switching the speed-up… (applies from the next reply)")
     qtbot.waitUntil(lambda: presenter.controller.info.speculation == "none", timeout=30_000)
     qtbot.waitUntil(lambda: "speed-up off" in seen.of("pair_changed")[-1].text.lower(), timeout=30_000)
@@ -123,7 +123,7 @@ def test_switching_speculation_keeps_one_state(
     assert pair.is_problem and pair.text.startswith(pair_words(presenter.controller.info))
     assert "vocabulary does not match the target's: text of token 40 differs" in pair.text
     assert presenter.engine.speculation == SpeculationView("ngram", "ngram", True)
-    assert presenter.settings.draft == "ngram" == load_settings().draft
+    assert presenter.settings.draft.text == "ngram" == load_settings().draft.text
     assert load_settings().draft_model_path == str(tiny_incompatible)  # the last file chosen stays offered
     # Every announcement was the one state as it stood then; the last one is the state now.
     views = seen.of("speculation_changed")

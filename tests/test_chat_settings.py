@@ -10,7 +10,7 @@ from app import paths
 from app.cli.cli import build_parser
 from app.settings import Settings, load_settings, save_settings
 from engine.chat import CHAT_SAMPLING
-from engine.config import DRAFT_MAX, EngineConfig
+from engine.config import DRAFT_MAX, NGRAM_LOOKUP, NO_DRAFT, DraftChoice, EngineConfig
 
 pytest.importorskip("pytestqt")
 
@@ -53,6 +53,27 @@ def test_the_longest_draft_is_the_engines_and_an_old_files_16_takes_it() -> None
     # A hand-edited format that is not a number is an old file, not a broken one.
     paths.settings_path().write_text(json.dumps({"format": "two", "draft_max": 16, "n_ctx": 2048}))
     assert load_settings().draft_max == DRAFT_MAX and load_settings().n_ctx == 2048
+
+
+def test_the_draft_choice_is_read_once_from_the_file_and_the_command_line_and_written_as_text() -> None:
+    # Files written before the draft choice was typed held its text: they load as they read.
+    for text, draft in [
+        ("none", NO_DRAFT),
+        ("ngram", NGRAM_LOOKUP),
+        ("/models/d.gguf", DraftChoice.of_model("/models/d.gguf")),
+        ("default", DraftChoice.of_model("default")),
+    ]:
+        paths.settings_path().write_text(json.dumps({"draft": text, "n_ctx": 2048}))
+        assert load_settings().draft == draft and load_settings().n_ctx == 2048
+        save_settings(load_settings())
+        assert json.loads(paths.settings_path().read_text())["draft"] == text
+    paths.settings_path().write_text(json.dumps({"draft": 3, "n_ctx": 2048}))  # hand-edited: the default
+    assert load_settings().draft == Settings().draft == NGRAM_LOOKUP and load_settings().n_ctx == 2048
+    # The command line reads --draft once, into the same value.
+    args = build_parser().parse_args(["generate", "--model", "m.gguf", "--prompt", "hi", "--draft", "ngram"])
+    assert args.draft == NGRAM_LOOKUP
+    assert build_parser().parse_args(["generate", "--model", "m.gguf", "--prompt", "hi"]).draft == NO_DRAFT
+    assert build_parser().parse_args(["bench", "--draft", "d.gguf"]).draft == DraftChoice.of_model("d.gguf")
 
 
 def test_greedy_is_one_click_and_chat_defaults_another(qtbot) -> None:

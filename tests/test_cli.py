@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.config import DraftChoice
 from tests.tiny import write_tiny_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -209,7 +210,11 @@ def test_the_ceiling_is_timed_where_the_reply_runs(tiny_target: Path, tmp_path: 
     from engine.session import Engine
 
     config = EngineConfig(
-        str(tiny_target), draft="ngram", n_ctx=512, n_threads=1, cost_cache_dir=str(tmp_path)
+        str(tiny_target),
+        draft=DraftChoice.parse("ngram"),
+        n_ctx=512,
+        n_threads=1,
+        cost_cache_dir=str(tmp_path),
     )
     engine = Engine(config)
     timed_after = []

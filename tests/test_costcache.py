@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import EngineConfig, SamplingParams
+from engine.config import DraftChoice, EngineConfig, SamplingParams
 from engine.costcache import CostCache, cost_key
 from engine.errors import IncompatiblePairError
 from engine.events import DraftingState, Finished
@@ -25,7 +25,9 @@ def generate(engine: Engine, max_tokens: int = 48) -> Finished:
 
 
 def config(target: Path, cache: Path, draft: str = "ngram", **kw: object) -> EngineConfig:
-    return EngineConfig(str(target), draft=draft, n_ctx=512, n_threads=1, cost_cache_dir=str(cache), **kw)  # type: ignore[arg-type]
+    return EngineConfig(
+        str(target), draft=DraftChoice.parse(draft), n_ctx=512, n_threads=1, cost_cache_dir=str(cache), **kw
+    )  # type: ignore[arg-type]
 
 
 def test_the_second_engine_starts_from_what_the_first_measured(tiny_target: Path, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 from app.library import default_model
 from app.library.documents import document_from_text, with_documents
 from engine.chat import SpeakerStop, build_chat_prompt, document_token_spans, generate_reply
-from engine.config import EngineConfig, SamplingParams
+from engine.config import NGRAM_LOOKUP, EngineConfig, SamplingParams
 from engine.drafters import NgramDrafter
 from engine.events import DraftSource, Finished, TextPiece
 from engine.reply_memory import ReplyMemory
@@ -79,7 +79,7 @@ def smollm2_engine():  # type: ignore[no-untyped-def]
     # Fixed drafts (no adaptation to timings): what is drafted depends on the text only.
     config = EngineConfig(
         str(default_model.smollm2_model()),
-        draft="ngram",
+        draft=NGRAM_LOOKUP,
         n_ctx=2048,
         n_threads=2,
         adaptive=False,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from test_speculative import assert_same_or_near_tie
 
-from engine.config import EngineConfig
+from engine.config import DraftChoice, EngineConfig
 from engine.events import Finished
 from engine.session import Engine
 
@@ -34,7 +34,12 @@ def test_f16_target_greedy_output_is_identical(gemma_f16: Path, gemma_q4: Path, 
     spec = "ngram" if draft == "ngram" else str(gemma_q4)
     engine = Engine(
         EngineConfig(
-            str(gemma_f16), draft=spec, n_ctx=1024, draft_max=8, adaptive=draft == "ngram", n_threads=2
+            str(gemma_f16),
+            draft=DraftChoice.parse(spec),
+            n_ctx=1024,
+            draft_max=8,
+            adaptive=draft == "ngram",
+            n_threads=2,
         )
     )
     try:
@@ -50,7 +55,7 @@ def test_f16_target_greedy_output_is_identical(gemma_f16: Path, gemma_q4: Path, 
 
 
 def test_q4_target_flips_only_at_near_ties(gemma_q4: Path) -> None:
-    engine = Engine(EngineConfig(str(gemma_q4), draft="ngram", n_ctx=1024, n_threads=2))
+    engine = Engine(EngineConfig(str(gemma_q4), draft=DraftChoice.parse("ngram"), n_ctx=1024, n_threads=2))
     try:
         for prompt in PROMPTS:
             plain = generate(engine, prompt, speculate=False)

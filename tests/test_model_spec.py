@@ -13,9 +13,11 @@ import pytest
 from app import paths
 from app.cli.cli_base import EXIT_BAD_INPUT, EXIT_INTERRUPTED, at_the_edge
 from app.library.default_model import DEFAULT_MODEL_NAME
-from app.library.model_spec import DraftKind, Embedded, ModelSpec, parse_draft, parse_model
+from app.library.model_spec import Embedded, ModelSpec, draft_model, parse_draft, parse_model, resolve_draft
 from app.settings import Settings
+from engine.config import NO_DRAFT
 from engine.errors import ModelNotFoundError
+from engine.events import Speculation
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,27 +59,27 @@ def test_a_model_is_an_embedded_name_or_a_path(text: str | None, spec: ModelSpec
 @pytest.mark.parametrize(
     ("text", "kind", "engine_value"),
     [
-        (None, DraftKind.NONE, None),
-        ("", DraftKind.NONE, None),
-        ("none", DraftKind.NONE, None),
-        ("ngram", DraftKind.NGRAM, "ngram"),
-        ("/models/d.gguf", DraftKind.MODEL, "/models/d.gguf"),
-        ("default", DraftKind.MODEL, "default"),
+        (None, Speculation.NONE, None),
+        ("", Speculation.NONE, None),
+        ("none", Speculation.NONE, None),
+        ("ngram", Speculation.NGRAM, "ngram"),
+        ("/models/d.gguf", Speculation.DRAFT, "/models/d.gguf"),
+        ("default", Speculation.DRAFT, "default"),
     ],
 )
 def test_a_draft_is_none_ngram_or_a_model(
-    text: str | None, kind: DraftKind, engine_value: str | None
+    text: str | None, kind: Speculation, engine_value: str | None
 ) -> None:
     spec = parse_draft(text)
-    assert spec.kind is kind and spec.engine_value() == engine_value
-    assert (spec.model is not None) == (kind is DraftKind.MODEL)
+    assert spec.kind is kind and (spec.text if spec != NO_DRAFT else None) == engine_value
+    assert (draft_model(spec) is not None) == (kind is Speculation.DRAFT)
     assert parse_draft(spec.text) == spec
 
 
 def test_settings_hand_the_engine_the_same_reading() -> None:
-    assert Settings(draft="none").engine_config("t.gguf").draft is None
-    assert Settings(draft="ngram").engine_config("t.gguf").speculation == "ngram"
-    assert Settings(draft="/d.gguf").engine_config("t.gguf").draft == "/d.gguf"
+    assert Settings(draft=parse_draft("none")).engine_config("t.gguf").draft == NO_DRAFT
+    assert Settings(draft=parse_draft("ngram")).engine_config("t.gguf").speculation == "ngram"
+    assert Settings(draft=parse_draft("/d.gguf")).engine_config("t.gguf").draft.model == "/d.gguf"
 
 
 def test_a_missing_path_resolves_to_itself_and_the_engine_says_it_is_missing(tmp_path: Path) -> None:
@@ -100,7 +102,7 @@ def default_in_home(gemma_q4: Path) -> Path:
 @pytest.mark.gemma
 def test_default_means_the_embedded_model_everywhere(default_in_home: Path, tiny_target: Path) -> None:
     assert parse_model("default").resolve() == str(default_in_home)
-    assert parse_draft("default").resolve() == str(default_in_home)
+    assert resolve_draft(parse_draft("default")).model == str(default_in_home)
     # `tandem models pairs default` reads the embedded model, not a file named "default".
     r = tandem("models", "pairs", "default")
     assert r.returncode == 0, r.stderr

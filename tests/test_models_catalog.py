@@ -136,7 +136,7 @@ def test_draft_choices_put_compatible_drafts_first_and_explain_the_others(
 def test_ngram_constant_matches_the_settings_value() -> None:
     from app.settings import Settings
 
-    assert Settings().draft == NGRAM
+    assert Settings().draft.text == NGRAM
 
 
 def test_catalog_corrections_checked_against_the_hub() -> None:

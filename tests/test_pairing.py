@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import EngineConfig
+from engine.config import DraftChoice, EngineConfig
 from engine.errors import IncompatiblePairError
 from engine.gguf_info import read_gguf_info
 from engine.pairing import check_pair, pair_problem
@@ -134,4 +134,4 @@ def test_vocab_size_rule(tiny_target: Path) -> None:
 
 def test_engine_refuses_incompatible_draft_before_loading(tiny_target: Path, tiny_incompatible: Path) -> None:
     with pytest.raises(IncompatiblePairError, match="text of token 40"):
-        Engine(EngineConfig(str(tiny_target), draft=str(tiny_incompatible), n_ctx=256))
+        Engine(EngineConfig(str(tiny_target), draft=DraftChoice.parse(str(tiny_incompatible)), n_ctx=256))

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from app.settings import Settings, load_settings, save_settings
-from engine.config import EngineConfig
+from engine.config import DraftChoice, EngineConfig
 from engine.events import Finished
 from engine.session import Engine
 
@@ -38,7 +38,7 @@ def presenter(host: Host) -> SpeedPresenter:
 @pytest.fixture(scope="module")
 def runs(tiny_target: Path) -> dict[str, Finished]:
     """A plain and an n-gram reply from the real engine, and a short plain one."""
-    engine = Engine(EngineConfig(str(tiny_target), draft="ngram", n_ctx=512, n_threads=1))
+    engine = Engine(EngineConfig(str(tiny_target), draft=DraftChoice.parse("ngram"), n_ctx=512, n_threads=1))
     out: dict[str, Finished] = {}
     try:
         for name, speculate, n in (("plain", False, 24), ("ngram", True, 24), ("short", False, 4)):

@@ -10,7 +10,7 @@ from scipy.stats import chisquare
 
 from engine.backend import LlamaRunner
 from engine.chat import CHAT_SAMPLING
-from engine.config import EngineConfig, SamplingParams
+from engine.config import DraftChoice, EngineConfig, SamplingParams
 from engine.events import Finished
 from engine.sampling import Dist, accept_draft, distribution, draft_is_sure, penalize, top_k_ids
 from engine.session import Engine
@@ -97,7 +97,14 @@ def test_speculative_generation_matches_plain_distribution(
     prompt = "the cat sat on the mat. the cat"
     draft = str(tiny_draft) if mode == "sampled-draft" else "ngram"
     engine = Engine(
-        EngineConfig(str(tiny_target), draft=draft, n_ctx=256, draft_max=3, adaptive=False, draft_p_min=0.0)
+        EngineConfig(
+            str(tiny_target),
+            draft=DraftChoice.parse(draft),
+            n_ctx=256,
+            draft_max=3,
+            adaptive=False,
+            draft_p_min=0.0,
+        )
     )
     tokens = engine.tokenize(prompt)
     if mode == "ngram":
@@ -159,7 +166,7 @@ def test_deterministic_drafts_write_the_plain_text_under_chat_settings(
     engine = Engine(
         EngineConfig(
             str(tiny_target),
-            draft=draft,
+            draft=DraftChoice.parse(draft),
             n_ctx=512,
             n_threads=1,
             draft_max=6,

@@ -17,7 +17,7 @@ import httpx
 import openai
 import pytest
 
-from engine.config import EngineConfig, SamplingParams
+from engine.config import DraftChoice, EngineConfig, SamplingParams
 from engine.events import Finished
 from tests.serve_process import ServeProcess, free_port, tandem_env
 from tests.waiting import wait_until
@@ -326,7 +326,9 @@ def test_a_client_leaving_during_the_prefill_stops_it(
     from app.api.serve import ApiEngine, ApiServer, BackgroundServer, listen
     from app.host.supervisor import EngineSupervisor
 
-    config = EngineConfig(str(slow_target), draft="ngram", n_ctx=2048, n_batch=8, n_threads=1)
+    config = EngineConfig(
+        str(slow_target), draft=DraftChoice.parse("ngram"), n_ctx=2048, n_batch=8, n_threads=1
+    )
     host = ApiEngine(EngineSupervisor(), config)
     host.start()
     host.wait_loaded(60)

@@ -63,11 +63,13 @@ def test_pairing_rules_refuse_other_vocabularies(gemma_q4: Path, tiny_target: Pa
 @needs_smollm2
 def test_its_chat_template_answers_and_stops_at_its_end_token() -> None:
     from engine.chat import build_chat_prompt, generate_reply
-    from engine.config import EngineConfig, SamplingParams
+    from engine.config import NGRAM_LOOKUP, EngineConfig, SamplingParams
     from engine.events import Finished
     from engine.session import Engine
 
-    engine = Engine(EngineConfig(str(default_model.smollm2_model()), draft="ngram", n_ctx=1024, n_threads=2))
+    engine = Engine(
+        EngineConfig(str(default_model.smollm2_model()), draft=NGRAM_LOOKUP, n_ctx=1024, n_threads=2)
+    )
     try:
         assert engine.has_chat_template
         turns = [{"role": "user", "content": "What is the capital of France?"}]

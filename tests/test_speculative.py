@@ -11,7 +11,7 @@ import pytest
 
 from engine.adaptive import DraftLengthController
 from engine.backend import LlamaRunner
-from engine.config import EngineConfig, SamplingParams
+from engine.config import NGRAM_LOOKUP, DraftChoice, EngineConfig, SamplingParams
 from engine.errors import PromptTooLongError
 from engine.events import DraftingState, Finished, Stats, TextPiece
 from engine.session import Engine
@@ -70,7 +70,12 @@ def test_greedy_output_equals_plain(tiny_target: Path, tiny_draft: Path, draft: 
     spec = str(tiny_draft) if draft == "model" else "ngram"
     engine = Engine(
         EngineConfig(
-            str(tiny_target), draft=spec, n_ctx=1024, draft_max=6, adaptive=adaptive, draft_p_min=0.0
+            str(tiny_target),
+            draft=DraftChoice.parse(spec),
+            n_ctx=1024,
+            draft_max=6,
+            adaptive=adaptive,
+            draft_p_min=0.0,
         )
     )
     try:
@@ -92,7 +97,12 @@ def test_greedy_output_equals_plain(tiny_target: Path, tiny_draft: Path, draft: 
 def test_fixed_drafts_are_both_accepted_and_rejected(tiny_target: Path, tiny_draft: Path) -> None:
     engine = Engine(
         EngineConfig(
-            str(tiny_target), draft=str(tiny_draft), n_ctx=1024, draft_max=4, adaptive=False, draft_p_min=0.0
+            str(tiny_target),
+            draft=DraftChoice.parse(str(tiny_draft)),
+            n_ctx=1024,
+            draft_max=4,
+            adaptive=False,
+            draft_p_min=0.0,
         )
     )
     try:
@@ -109,7 +119,12 @@ def test_kv_rollback_after_many_rejections(tiny_target: Path, tiny_draft: Path) 
     """After a long run full of rejected drafts, the target's cache is exactly its tokens."""
     engine = Engine(
         EngineConfig(
-            str(tiny_target), draft=str(tiny_draft), n_ctx=1024, draft_max=5, adaptive=False, draft_p_min=0.0
+            str(tiny_target),
+            draft=DraftChoice.parse(str(tiny_draft)),
+            n_ctx=1024,
+            draft_max=5,
+            adaptive=False,
+            draft_p_min=0.0,
         )
     )
     fresh = LlamaRunner(str(tiny_target), n_ctx=1024, n_threads=2)
@@ -135,7 +150,7 @@ def test_kv_rollback_after_many_rejections(tiny_target: Path, tiny_draft: Path) 
 
 
 def test_kv_cache_is_reused_between_calls(tiny_target: Path) -> None:
-    engine = Engine(EngineConfig(str(tiny_target), draft="ngram", n_ctx=1024))
+    engine = Engine(EngineConfig(str(tiny_target), draft=DraftChoice.parse("ngram"), n_ctx=1024))
     try:
         first = run(engine, "the cat sat on the mat", max_tokens=10)
         follow = "the cat sat on the mat" + first.text + " and then the dog came"
@@ -149,7 +164,12 @@ def test_kv_cache_is_reused_between_calls(tiny_target: Path) -> None:
 def test_text_pieces_add_up_and_show_origin(tiny_target: Path, tiny_draft: Path) -> None:
     engine = Engine(
         EngineConfig(
-            str(tiny_target), draft=str(tiny_draft), n_ctx=1024, draft_max=4, adaptive=False, draft_p_min=0.0
+            str(tiny_target),
+            draft=DraftChoice.parse(str(tiny_draft)),
+            n_ctx=1024,
+            draft_max=4,
+            adaptive=False,
+            draft_p_min=0.0,
         )
     )
     try:
@@ -213,7 +233,7 @@ def test_seeded_sampling_with_deterministic_drafts_equals_plain(
     engine = Engine(
         EngineConfig(
             str(tiny_target),
-            draft=spec,
+            draft=DraftChoice.parse(spec),
             n_ctx=1024,
             draft_max=6,
             adaptive=False,
@@ -236,7 +256,7 @@ def test_seeded_sampling_with_deterministic_drafts_equals_plain(
 
 
 def test_a_regenerated_reply_is_drafted_from_the_earlier_one(tiny_target: Path) -> None:
-    engine = Engine(EngineConfig(str(tiny_target), draft="ngram", n_ctx=1024))
+    engine = Engine(EngineConfig(str(tiny_target), draft=DraftChoice.parse("ngram"), n_ctx=1024))
     prompt = PROMPTS[1]
     try:
         first = run(engine, prompt, max_tokens=60)
@@ -259,7 +279,7 @@ def test_a_regenerated_reply_is_drafted_from_the_earlier_one(tiny_target: Path) 
 
 
 def test_cancel_returns_within_one_step(tiny_target: Path) -> None:
-    engine = Engine(EngineConfig(str(tiny_target), draft="ngram", n_ctx=1024, draft_max=8))
+    engine = Engine(EngineConfig(str(tiny_target), draft=DraftChoice.parse("ngram"), n_ctx=1024, draft_max=8))
     cancel = threading.Event()
     n_at_cancel = None
     try:
@@ -294,7 +314,9 @@ def test_cancel_during_the_prefill_stops_between_batches(tiny_target: Path) -> N
     the reply ends "cancelled" before its first token, with what was read kept in the cache;
     the next reply of the same prompt reads only the rest and writes what it would have."""
     prompt = " ".join(f"line {i}: the cat sat on the mat." for i in range(40))
-    config = EngineConfig(str(tiny_target), draft="ngram", n_ctx=2048, n_batch=16, n_threads=1)
+    config = EngineConfig(
+        str(tiny_target), draft=DraftChoice.parse("ngram"), n_ctx=2048, n_batch=16, n_threads=1
+    )
     engine = Engine(config)
     try:
         n_prompt = len(engine.tokenize(prompt))
@@ -317,7 +339,7 @@ def test_cancel_during_the_prefill_stops_between_batches(tiny_target: Path) -> N
 
 
 def test_stop_string_cuts_the_text(tiny_target: Path) -> None:
-    engine = Engine(EngineConfig(str(tiny_target), draft="ngram", n_ctx=1024))
+    engine = Engine(EngineConfig(str(tiny_target), draft=DraftChoice.parse("ngram"), n_ctx=1024))
     try:
         full = run(engine, PROMPTS[0], max_tokens=60).text
         stop = full[20:23]
@@ -341,7 +363,7 @@ def test_prompt_longer_than_context_is_refused(tiny_target: Path) -> None:
 
 
 def test_generation_stops_at_a_full_context(tiny_target: Path) -> None:
-    engine = Engine(EngineConfig(str(tiny_target), draft="ngram", n_ctx=64))
+    engine = Engine(EngineConfig(str(tiny_target), draft=DraftChoice.parse("ngram"), n_ctx=64))
     try:
         result = run(engine, "the cat sat on the mat", max_tokens=500)
     finally:
@@ -375,7 +397,7 @@ def test_chat_template_from_metadata(tiny_target: Path) -> None:
 def test_a_draft_model_that_cannot_pay_says_so(tiny_target: Path, slow_target: Path) -> None:
     # A "draft" far larger than its target (same vocabulary): drafting can never beat plain
     # decoding. Nothing is cached here, so the engine learns it from one bounded probe.
-    engine = Engine(EngineConfig(str(tiny_target), draft=str(slow_target), n_ctx=512))
+    engine = Engine(EngineConfig(str(tiny_target), draft=DraftChoice.parse(str(slow_target)), n_ctx=512))
     try:
         result = run(engine, PROMPTS[0], max_tokens=40)
     finally:
@@ -392,7 +414,7 @@ def test_switching_speculation_mid_conversation_keeps_the_cache(tiny_target: Pat
     try:
         first = run(engine, PROMPTS[0], max_tokens=20)
         cached = list(engine.target.tokens)
-        engine.set_draft("ngram")  # measures nothing up front: the cache stays as it was
+        engine.set_draft(NGRAM_LOOKUP)  # measures nothing up front: the cache stays as it was
         assert engine.target.tokens == cached
         follow = run(engine, PROMPTS[0] + first.text, max_tokens=20)
     finally:
@@ -410,7 +432,9 @@ def test_a_draft_model_that_cannot_be_loaded_leaves_the_reply_plain(
     # from the text, where they are on, go on).
     draft = tmp_path / "draft.gguf"
     draft.write_bytes(tiny_draft.read_bytes())
-    engine = Engine(EngineConfig(str(tiny_target), draft=str(draft), n_ctx=512, draft_lookup=lookup))
+    engine = Engine(
+        EngineConfig(str(tiny_target), draft=DraftChoice.parse(str(draft)), n_ctx=512, draft_lookup=lookup)
+    )
     draft.unlink()
     try:
         result = run(engine, PROMPTS[0], max_tokens=20)
@@ -442,7 +466,12 @@ def test_a_draft_model_drafting_beside_a_copy_is_not_credited_with_it(
 
     monkeypatch.setattr(DraftLengthController, "record", spy)
     config = EngineConfig(
-        str(tiny_target), draft=str(tiny_target), n_ctx=1024, draft_max=4, adaptive=False, draft_p_min=0.0
+        str(tiny_target),
+        draft=DraftChoice.parse(str(tiny_target)),
+        n_ctx=1024,
+        draft_max=4,
+        adaptive=False,
+        draft_p_min=0.0,
     )
     engine = Engine(config)
     try:

@@ -12,7 +12,7 @@ import pytest
 from hub_server import FakeHub, tiny_pair_catalog
 
 from app.library.downloads import DownloadStopped, HubUnreachableError
-from engine.config import EngineConfig
+from engine.config import DraftChoice, EngineConfig
 from engine.errors import (
     EmptyModelError,
     ErrorKind,
@@ -122,13 +122,15 @@ def test_draft_choices_carry_the_refusal_as_data(
 
 
 def test_a_suspended_drafter_says_so_as_data(tiny_target: Path) -> None:
-    plain_engine = Engine(EngineConfig(str(tiny_target), draft=None, n_ctx=512, n_threads=1))
+    plain_engine = Engine(
+        EngineConfig(str(tiny_target), draft=DraftChoice.parse(None), n_ctx=512, n_threads=1)
+    )
     try:
         plain = _generate(plain_engine, "abc abc abc abc abc abc", max_tokens=8)
     finally:
         plain_engine.close()
     assert plain.stats.note_kind is DraftingState.DRAFTING and plain.stats.note == ""
-    engine = Engine(EngineConfig(str(tiny_target), draft="ngram", n_ctx=512, n_threads=1))
+    engine = Engine(EngineConfig(str(tiny_target), draft=DraftChoice.parse("ngram"), n_ctx=512, n_threads=1))
     try:
         controller = engine._controller
         assert controller is not None and controller.adaptive

@@ -90,10 +90,10 @@ def test_switch_speculation_key_cycles_and_applies(qtbot, open_window, tiny_targ
     window = open_window(tiny_target, draft="ngram", draft_model_path=str(tiny_draft))
     assert window.speculation_combo.currentData() == "ngram"
     _press(qtbot, window, QKeySequence("Ctrl+D"))
-    assert window.speculation_combo.currentData() == "draft" and window.settings.draft == str(tiny_draft)
+    assert window.speculation_combo.currentData() == "draft" and window.settings.draft.text == str(tiny_draft)
     qtbot.waitUntil(lambda: window.controller.info.speculation == "draft", timeout=60_000)
     _press(qtbot, window, QKeySequence("Ctrl+D"))
-    assert window.speculation_combo.currentData() == "none" and window.settings.draft == "none"
+    assert window.speculation_combo.currentData() == "none" and window.settings.draft.text == "none"
     qtbot.waitUntil(lambda: window.controller.info.speculation == "none", timeout=60_000)
     _press(qtbot, window, QKeySequence("Ctrl+D"))
     assert window.speculation_combo.currentData() == "ngram"

@@ -82,7 +82,7 @@ def test_speculation_toggle_takes_effect_from_the_next_reply(
     window.set_speculation(str(tiny_incompatible))
     qtbot.waitUntil(lambda: "token 40" in window.pair_label.text(), timeout=30_000)
     assert window.controller.info.speculation == "draft"
-    assert load_settings().draft == str(tiny_draft)
+    assert load_settings().draft.text == str(tiny_draft)
 
 
 def test_draft_tint_shows_accepted_tokens_and_toggles(qtbot, open_window, wait_reply, tiny_target) -> None:

@@ -148,7 +148,7 @@ def test_download_and_switch(
         lambda: (
             window.controller.info is not None
             and window.controller.info.target_path.endswith("tiny-target.gguf")
-            and (window.controller.info.draft or "").endswith("tiny-draft.gguf")
+            and window.controller.info.draft.model.endswith("tiny-draft.gguf")
         ),
         timeout=60_000,
     )

@@ -27,7 +27,7 @@ from app.host.worker import (
     WorkerDied,
     WorkerProcess,
 )
-from engine.config import EngineConfig, SamplingParams
+from engine.config import NGRAM_LOOKUP, DraftChoice, EngineConfig, SamplingParams
 from engine.errors import ErrorKind
 from engine.events import Finished, Stats, TextPiece
 
@@ -37,6 +37,8 @@ TIMEOUT_S = 60
 def config(target: str, **kw: object) -> EngineConfig:
     """One thread: llama.cpp's spinning worker threads collapse when the two cores are shared
     with other processes (64 tokens took 4.7 s with 2 threads under load, 0.04 s with 1)."""
+    if "draft" in kw:  # as a user writes it
+        kw["draft"] = DraftChoice.parse(kw["draft"])  # type: ignore[arg-type]
     return EngineConfig(target, n_threads=1, **kw)  # type: ignore[arg-type]
 
 
@@ -136,7 +138,7 @@ def test_a_file_that_is_not_a_model_fails_with_a_sentence(worker, tmp_path: Path
     reply_failed = inbox.wait_for(ReplyFailed)
     assert reply_failed.request_id == 1 and "GGUF" in reply_failed.sentence
     assert reply_failed.kind is ErrorKind.NO_ENGINE
-    w.send(SetDraftRequest("ngram"))
+    w.send(SetDraftRequest(NGRAM_LOOKUP))
     assert inbox.wait_for(DraftFailed).kind is ErrorKind.NO_ENGINE
 
 
@@ -162,11 +164,11 @@ def test_set_draft_switches_speculation_and_refuses_an_incompatible_pair(
     w, inbox = worker
     w.send(LoadRequest(config(str(tiny_target), draft=None, n_ctx=1024)))
     assert inbox.wait_for(EngineLoaded).info.speculation == "none"
-    w.send(SetDraftRequest(str(tiny_draft)))
+    w.send(SetDraftRequest(DraftChoice.of_model(str(tiny_draft))))
     changed = inbox.wait_for(DraftChanged)
     assert changed.info.speculation == "draft" and "compatible" in changed.info.pair_note
     assert changed.info.draft_refusal is None
-    w.send(SetDraftRequest(str(tiny_incompatible)))
+    w.send(SetDraftRequest(DraftChoice.of_model(str(tiny_incompatible))))
     refused = inbox.wait_for(DraftFailed)
     assert "token 40" in refused.sentence
     assert refused.kind is ErrorKind.INCOMPATIBLE_PAIR

@@ -126,10 +126,10 @@ class ScriptedEngine:
 
     def _reply(self, request_id: int) -> None:
         from app.host.worker import ReplyEvents, ReplyStarted
-        from engine.events import Finished, Stats, StopReason, TextPiece
+        from engine.events import Finished, Speculation, Stats, StopReason, TextPiece
 
         send = self._on_message
-        send(ReplyStarted(request_id, 12, 0, "ngram"))
+        send(ReplyStarted(request_id, 12, 0, Speculation.NGRAM))
         started = time.perf_counter()
         n_drafted = n_runs = 0
         text: list[str] = []
@@ -137,7 +137,7 @@ class ScriptedEngine:
         def stats(n: int) -> Stats:
             decode_s = max(1e-6, time.perf_counter() - started)
             return Stats(
-                speculation="ngram",
+                speculation=Speculation.NGRAM,
                 n_prompt_tokens=12,
                 n_prefilled=12,
                 n_generated=n,
@@ -174,13 +174,15 @@ class ScriptedEngine:
 
 def _info(target_path: str) -> EngineInfo:
     from app.host.worker import EngineInfo
+    from engine.config import NGRAM_LOOKUP
+    from engine.events import Speculation
 
     return EngineInfo(
         target_path=target_path,
         target_name=Path(target_path).name,
-        draft="ngram",
+        draft=NGRAM_LOOKUP,
         draft_name="n-gram lookup",
-        speculation="ngram",
+        speculation=Speculation.NGRAM,
         n_ctx=65536,
         has_chat_template=True,
         gpu_offload_supported=False,

@@ -19,7 +19,9 @@ from app.host.controller import EngineController
 from app.host.worker import EngineInfo
 from app.library.model_spec import parse_draft
 from app.settings import Settings
+from engine.config import NGRAM_LOOKUP, NO_DRAFT, DraftChoice
 from engine.errors import Failure
+from engine.events import Speculation
 from ui.failures import failure_words, raise_if_unexpected
 
 
@@ -43,8 +45,8 @@ class PairView:
     title: str | None = None
 
 
-def _kind(draft: str | None) -> str:
-    return str(parse_draft(draft).kind)
+def _kind(draft: DraftChoice) -> str:
+    return str(draft.kind)
 
 
 def pair_words(info: EngineInfo) -> str:
@@ -53,9 +55,9 @@ def pair_words(info: EngineInfo) -> str:
     if info.server:
         how = f", drafting with {info.draft_name}" if info.draft_name else ""
         return f"{info.target_name} on {info.server}{how} (the server decides its speed-up)"
-    if info.speculation == "draft" and info.draft:
+    if info.speculation is Speculation.DRAFT and info.draft.model:
         pair = f"{info.draft_name} guesses ahead (same vocabulary: compatible)"
-    elif info.speculation == "ngram":
+    elif info.speculation is Speculation.NGRAM:
         pair = "n-gram: fastest where a reply reuses text"
     else:
         pair = "Speed-up off: the model writes every word itself"
@@ -99,7 +101,7 @@ class EnginePresenter(QObject):
         self._settings = settings
         self._update = update_settings
         self._model_override = model
-        self._draft_override = draft
+        self._draft_override = parse_draft(draft) if draft is not None else None
         self.speculation = SpeculationView(_kind(self.draft), _kind(self.draft), True)
         c = controller
         c.engine_loaded.connect(self.on_controller_engine_loaded)
@@ -109,7 +111,7 @@ class EnginePresenter(QObject):
         c.draft_failed.connect(self.on_controller_draft_failed)
 
     @property
-    def draft(self) -> str:
+    def draft(self) -> DraftChoice:
         """The draft to load: the command line's for this session, else the saved choice."""
         return self._draft_override or self._settings().draft
 
@@ -128,7 +130,7 @@ class EnginePresenter(QObject):
         self.controller.load(config)
 
     def _show_speculation(
-        self, draft: str | None = None, in_effect: str | None = None, can_switch: bool | None = None
+        self, draft: DraftChoice | None = None, in_effect: str | None = None, can_switch: bool | None = None
     ) -> None:
         """Change the one speculation state (what is not given stays) and announce it."""
         now = self.speculation
@@ -145,14 +147,15 @@ class EnginePresenter(QObject):
     def set_speculation(self, draft: str, is_auto: bool = False) -> None:
         """Switch to "none", "ngram" or a draft GGUF path; applies from the next reply. is_auto:
         chosen as "Automatic" (the header shows that choice)."""
-        changes: dict[str, Any] = {"draft": draft, "speed_up_auto": is_auto}
-        if parse_draft(draft).model is not None:
-            changes["draft_model_path"] = draft
+        choice = parse_draft(draft)
+        changes: dict[str, Any] = {"draft": choice, "speed_up_auto": is_auto}
+        if choice.model:
+            changes["draft_model_path"] = choice.model
         self._draft_override = None
         self._update(**changes)
-        self._show_speculation(draft)
+        self._show_speculation(choice)
         self.pair_changed.emit(PairView("Switching the speed-up… (applies from the next reply)"))
-        self.controller.set_draft(parse_draft(draft).engine_value())
+        self.controller.set_draft(choice)
 
     def has_draft_model(self) -> bool:
         """Whether a draft model was chosen before and is still there."""
@@ -195,18 +198,19 @@ class EnginePresenter(QObject):
         """The header's model picker: this model, with the speed-up chosen now (a draft model
         gives way to the text: it was chosen for the model before)."""
         draft = self._settings().draft
-        if parse_draft(draft).model is not None:
-            draft = "ngram"  # a draft model belongs to the target it was chosen for
-        self.choose_pair(model, draft)
+        if draft.model:
+            draft = NGRAM_LOOKUP  # a draft model belongs to the target it was chosen for
+        self.choose_pair(model, draft.text)
 
     def choose_pair(self, target_path: str, draft: str) -> None:
         """A pair from the Models page (or the welcome panel's download): saved, then loaded."""
-        changes: dict[str, Any] = {"model_path": target_path, "draft": parse_draft(draft).text}
-        if parse_draft(draft).model is not None:
-            changes["draft_model_path"] = draft
+        choice = parse_draft(draft)
+        changes: dict[str, Any] = {"model_path": target_path, "draft": choice}
+        if choice.model:
+            changes["draft_model_path"] = choice.model
         self._model_override = self._draft_override = None
         self._update(**changes)
-        self._show_speculation(draft)
+        self._show_speculation(choice)
         self.start_engine()
 
     def _show_pair(self, info: EngineInfo | None, problem: str = "") -> None:
@@ -220,7 +224,8 @@ class EnginePresenter(QObject):
             PairView(
                 text,
                 is_problem=bool(problem) or info.draft_refusal is not None,
-                tooltip=f"Target: {info.target_path}" + (f"\nDraft: {info.draft}" if info.draft else ""),
+                tooltip=f"Target: {info.target_path}"
+                + (f"\nDraft: {info.draft.text}" if info.draft != NO_DRAFT else ""),
                 title=f"Tandem — {info.target_name}",
             )
         )
@@ -228,7 +233,7 @@ class EnginePresenter(QObject):
     def on_controller_engine_loaded(self, info: EngineInfo) -> None:
         self.loading_finished.emit()
         self._show_pair(info)
-        self._show_speculation(info.draft or "none", in_effect=info.speculation)
+        self._show_speculation(info.draft, in_effect=info.speculation)
 
     def on_controller_engine_failed(self, failure: Failure) -> None:
         words = failure_words(failure)
@@ -244,12 +249,12 @@ class EnginePresenter(QObject):
 
     def on_controller_draft_changed(self, info: EngineInfo) -> None:
         self._show_pair(info)
-        self._show_speculation(info.draft or "none", in_effect=info.speculation)
+        self._show_speculation(info.draft, in_effect=info.speculation)
 
     def on_controller_draft_failed(self, failure: Failure) -> None:
         info = self.controller.info
         self._show_pair(info, f"Speed-up unchanged: {failure_words(failure)}")
         if info is not None:
-            self._update(draft=info.draft or "none")
-            self._show_speculation(info.draft or "none")
+            self._update(draft=info.draft)
+            self._show_speculation(info.draft)
         raise_if_unexpected(failure)

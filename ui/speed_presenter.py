@@ -11,7 +11,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from app.settings import Settings
-from engine.events import Finished, Stats, StatsRecord
+from engine.events import Finished, Speculation, Stats, StatsRecord
 
 MIN_TOKENS_FOR_BASELINE = 8  # a plain reply shorter than this is too noisy to be the speed baseline
 
@@ -49,7 +49,7 @@ class SpeedPresenter(QObject):
         if (
             path is None
             or finished.stop_reason == "cancelled"
-            or stats.speculation != "none"
+            or stats.speculation is not Speculation.NONE
             or stats.n_generated < MIN_TOKENS_FOR_BASELINE
         ):
             return False

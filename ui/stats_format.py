@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.events import StatsRecord
+from engine.events import Speculation, StatsRecord
 
 DASH = "—"
 
@@ -73,7 +73,7 @@ def draft_sources(stats: StatsRecord) -> str:
         return ""
     memory = stats.n_accepted_memory
     document = stats.n_accepted_document
-    is_model = stats.speculation == "draft"
+    is_model = stats.speculation is Speculation.DRAFT
     if not is_model and not memory and not document:
         return ""
     text = stats.n_accepted_text if is_model else accepted

@@ -42,9 +42,9 @@ from pathlib import Path
 
 from app.paths import resources_dir
 from engine.chat import transcript
-from engine.config import SamplingParams
+from engine.config import NO_DRAFT, DraftChoice, SamplingParams
 from engine.errors import TandemError
-from engine.events import Finished, TextPiece
+from engine.events import Finished, Speculation, TextPiece
 from engine.session import Engine
 
 CEILING_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -378,11 +378,16 @@ def run_llama_lookup(
 
 
 def run_process(
-    model: str, draft: str, prompt_file: str, max_tokens: int, args: argparse.Namespace, env: dict[str, str]
+    model: str,
+    draft: DraftChoice,
+    prompt_file: str,
+    max_tokens: int,
+    args: argparse.Namespace,
+    env: dict[str, str],
 ) -> ProcessRun:
     """One whole `tandem generate` process, timed from outside."""
     cmd = [
-        sys.executable, "-m", "app.main", "generate", "--model", model, "--draft", draft,
+        sys.executable, "-m", "app.main", "generate", "--model", model, "--draft", draft.text,
         "--prompt-file", prompt_file, "--max-tokens", str(max_tokens), "--ctx", str(args.ctx),
         "--draft-max", str(args.draft_max), "--temperature", str(args.temperature), "--json",
     ]  # fmt: skip
@@ -478,7 +483,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
         repeat_penalty=getattr(args, "repeat_penalty", 1.0),
     )
     first_params = dataclasses.replace(params, seed=params.seed + 1 if params.seed is not None else None)
-    is_ngram = config.draft == "ngram"
+    is_ngram = config.speculation is Speculation.NGRAM
     log = sys.stderr
     lookup_bin = find_tool("llama-lookup") if is_ngram and not args.no_lookup else None
     placement: tuple[str, ...] = ()
@@ -488,13 +493,12 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
         placement += ("--rpc", args.rpc)
     if is_ngram and not args.no_lookup and lookup_bin is None:
         print("llama-lookup not found (make setup builds it): skipping that peer", file=log)
-    assert config.draft is not None
     # A user's second run: the cost cache and the OS file cache already hold what a first run
     # leaves there. Warm both on a prompt that is not measured.
     warm, warm_fresh = workdir / "warm-up.txt", workdir / "warm-up-fresh.txt"
     warm.write_text(WARM_UP_PROMPT, encoding="utf-8")
     warm_fresh.write_text(WARM_UP_FRESH_PROMPT, encoding="utf-8")
-    run_process(config.target_path, "none", str(warm), 64, args, env)
+    run_process(config.target_path, NO_DRAFT, str(warm), 64, args, env)
     if not is_ngram:
         run_process(config.target_path, config.draft, str(warm_fresh), 64, args, env)
     run_process(config.target_path, config.draft, str(warm), 64, args, env)
@@ -566,7 +570,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                     if acc is not None:
                         lookup_acc.append(acc)
                 if not args.no_process and not args.again:  # earlier replies live in a process
-                    for draft, runs in (("none", proc_plain), (config.draft, proc_spec)):
+                    for draft, runs in ((NO_DRAFT, proc_plain), (config.draft, proc_spec)):
                         restore_costs()
                         runs.append(
                             run_process(
@@ -606,7 +610,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                 same_text_processes=same_processes,
                 step_overhead_ms_median=s.step_overhead_ms_median,
                 accepted_from_text=(
-                    s.n_accepted_text / s.n_accepted if s.n_accepted and s.speculation == "draft" else None
+                    s.n_accepted_text / s.n_accepted
+                    if s.n_accepted and s.speculation is Speculation.DRAFT
+                    else None
                 ),
                 accepted_from_memory=(
                     (s.n_accepted_memory / s.n_accepted if s.n_accepted else 0.0) if args.again else None
@@ -659,7 +665,7 @@ def summarize(
     results: list[PromptResult],
     ttft: list[float],
     model: str,
-    draft: str | None,
+    draft: DraftChoice,
     args: argparse.Namespace | None = None,
 ) -> dict[str, object]:
     def med(values: list[float | None]) -> float | None:
@@ -686,7 +692,7 @@ def summarize(
 
     return {
         "model": model,
-        "draft": draft,
+        "draft": draft.text,
         "max_tokens": getattr(args, "max_tokens", None),
         "again": bool(getattr(args, "again", False)),
         "temperature": getattr(args, "temperature", 0.0),
@@ -863,7 +869,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from app.cli.options import UserError, validate_engine_args
 
     validate_engine_args(args)
-    if args.draft in (None, "", "none"):
+    if args.draft.kind is Speculation.NONE:
         raise UserError("bench needs --draft PATH or --draft ngram (it compares against plain decoding)")
     if args.repeat < 1:
         raise UserError(f"--repeat must be at least 1 (got {args.repeat})")

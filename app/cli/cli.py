@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from app.cli.cli_base import EXIT_BAD_INPUT, Parser, at_the_edge
-from app.cli.options import add_engine_args
+from app.cli.options import add_draft_arg, add_engine_args
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("generate", help="generate text from a prompt")
     add_engine_args(g, model_default="")  # required unless --remote (checked in cmd_generate)
-    g.add_argument("--draft", default="none", help="draft GGUF path, `ngram`, or `none` (default)")
+    add_draft_arg(g, "none", "draft GGUF path, `ngram`, or `none` (default)")
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="the prompt text")
     src.add_argument("--prompt-file", help="read the prompt from this file")
@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="compare plain and speculative decoding side by side")
     add_engine_args(b, model_default="default")
-    b.add_argument("--draft", default="ngram", help="draft GGUF path or `ngram`")
+    add_draft_arg(b, "ngram", "draft GGUF path or `ngram`")
     b.add_argument("--prompts", default=None, help='JSONL file of {"name", "set", "prompt"} lines')
     b.add_argument(
         "--sets", default=None, help="comma-separated built-in sets (copy,code,qa,writing,documents)"

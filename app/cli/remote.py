@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from app.api.remote import RemoteClient, RemoteResult, api_base
+from engine.events import Speculation
 
 
 def _report(
@@ -88,7 +89,7 @@ def cmd_generate_remote(args: argparse.Namespace) -> int:
         raise UserError(f"--temperature must be 0 or more (got {args.temperature})")
     if not 0.0 < args.top_p <= 1.0:
         raise UserError(f"--top-p must be in (0, 1] (got {args.top_p})")
-    if args.draft not in (None, "", "none"):
+    if args.draft.kind is not Speculation.NONE:
         raise UserError("--draft is for a local model: with --remote the server decides its own speculation")
     from app.api.remote import cleartext_warning
     from app.settings import REMOTE_KEY_ENV, ApiKeyError, api_key_from

@@ -24,14 +24,14 @@ from app.api.serve import (
     say,
     uvicorn_config,
 )
-from app.cli.options import add_engine_args
+from app.cli.options import add_draft_arg, add_engine_args
 from app.host.messages import EngineInfo
 
 
 def add_serve_parser(sub: Any) -> None:
     s = sub.add_parser("serve", help="serve the model on an OpenAI-compatible HTTP API")
     add_engine_args(s, model_default="default")
-    s.add_argument("--draft", default="ngram", help="draft GGUF path, `ngram` (default), or `none`")
+    add_draft_arg(s, "ngram", "draft GGUF path, `ngram` (default), or `none`")
     s.add_argument(
         "--host",
         default=DEFAULT_HOST,
@@ -110,8 +110,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = engine_config(args)
     # The files' own checks, before anything listens: a bad model is an error line, at once.
     target = read_gguf_info(config.target_path)
-    if config.speculation == "draft" and config.draft:
-        check_pair(target, read_gguf_info(config.draft))
+    if config.draft.model:
+        check_pair(target, read_gguf_info(config.draft.model))
 
     sock = listen(args.host, args.port)
     from functools import partial

@@ -43,7 +43,7 @@ from app.host.messages import (
 from app.host.reply import Reply, ReplyProgress
 from app.host.supervisor import EngineProcess, EngineSupervisor, WorkerFactory
 from app.host.worker import WorkerProcess
-from engine.config import EngineConfig, SamplingParams
+from engine.config import DraftChoice, EngineConfig, SamplingParams
 from engine.errors import ErrorKind, Failure
 from engine.events import Finished, Stats
 
@@ -152,8 +152,8 @@ class EngineController(QObject):
         return self._remote
 
     @Slot(object)
-    def set_draft(self, draft: str | None) -> None:
-        """Switch speculation ("ngram", a draft GGUF path, None); applies from the next reply."""
+    def set_draft(self, draft: DraftChoice) -> None:
+        """Switch speculation; applies from the next reply."""
         self.supervisor.set_draft(draft)
 
     def start_reply(

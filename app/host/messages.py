@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.config import EngineConfig, SamplingParams
+from engine.config import DraftChoice, EngineConfig, SamplingParams
 from engine.errors import ErrorKind, Failure, PairRefusal
-from engine.events import Event, Finished
+from engine.events import Event, Finished, Speculation
 
 # ---------------------------------------------------------------------------------------------
 # Messages, parent -> child
@@ -42,7 +42,7 @@ class LoadRequest:
 
 @dataclass(frozen=True)
 class SetDraftRequest:
-    draft: str | None  # "ngram", a GGUF path, or None
+    draft: DraftChoice
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,9 @@ class ShutdownRequest:
 class EngineInfo:
     target_path: str
     target_name: str
-    draft: str | None  # as loaded: "ngram", a path, or None
+    draft: DraftChoice  # as loaded (a draft model: its GGUF file)
     draft_name: str
-    speculation: str  # "none" | "ngram" | "draft"
+    speculation: Speculation
     n_ctx: int
     has_chat_template: bool
     gpu_offload_supported: bool
@@ -123,7 +123,7 @@ class ReplyStarted:
     request_id: int
     n_prompt_tokens: int
     n_dropped_turns: int  # oldest turns left out of the prompt to fit the context
-    speculation: str
+    speculation: Speculation
 
 
 @dataclass(frozen=True)

@@ -48,8 +48,9 @@ from app.host.messages import (
     ShutdownRequest,
     WorkerRequest,
 )
+from engine.config import NO_DRAFT
 from engine.errors import ErrorKind
-from engine.events import Event, Finished, Stats, TextPiece
+from engine.events import Event, Finished, Speculation, Stats, TextPiece
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +76,15 @@ def _sentence(e: Exception) -> str:
     return text + ("" if text.endswith(".") else ".")
 
 
+def _speculation(value: object) -> Speculation | None:
+    """What `tandem serve` says it runs ("none", "ngram", "draft"); None for anything else."""
+    return Speculation(value) if isinstance(value, str) and value in tuple(Speculation) else None
+
+
 class _ReplyState:
     """One streamed reply: its text, what the server told of its drafts, the stats built from that."""
 
-    def __init__(self, request: ReplyRequest, speculation: str) -> None:
+    def __init__(self, request: ReplyRequest, speculation: Speculation) -> None:
         self.request = request
         self.speculation = speculation
         self.text = ""
@@ -99,8 +105,8 @@ class _ReplyState:
         drafted, accepted, _source = self.seen.drafts()
         drafted, accepted = drafted or 0, accepted or 0
         speculation = self.speculation
-        if drafted and speculation == "none":
-            speculation = "draft"
+        if drafted and speculation is Speculation.NONE:
+            speculation = Speculation.DRAFT
         n_generated = t.get("predicted_n") if isinstance(t.get("predicted_n"), int) else None
         if n_generated is None and isinstance(self.usage.get("completion_tokens"), int):
             n_generated = self.usage["completion_tokens"]
@@ -120,7 +126,7 @@ class _ReplyState:
             float(t["predicted_ms"]) / 1000 if isinstance(t.get("predicted_ms"), int | float) else now - first
         )
         return Stats(
-            speculation=speculation,  # type: ignore[arg-type]
+            speculation=speculation,
             n_prompt_tokens=n_prompt,
             n_prefilled=n_prefilled,
             n_generated=n_generated,
@@ -148,7 +154,7 @@ class RemoteWorker:
         self._thread: threading.Thread | None = None
         self._client: RemoteClient | None = None
         self._model: str | None = None
-        self._speculation = "none"
+        self._speculation = Speculation.NONE
         self._load_error = ""  # why the last connection failed ("" once loaded)
         self.base = ""
 
@@ -242,8 +248,7 @@ class RemoteWorker:
         self._load_error = ""
         self._model = model
         entry = self._model_entry(model)
-        speculation = entry.get("speculation")
-        self._speculation = speculation if speculation in ("none", "ngram", "draft") else "none"
+        self._speculation = _speculation(entry.get("speculation")) or Speculation.NONE
         n_ctx = int(entry["n_ctx"]) if isinstance(entry.get("n_ctx"), int) else 0
         name = model or "the server's model"
         warning = cleartext_warning(self.base, self.target.api_key or None)
@@ -254,7 +259,7 @@ class RemoteWorker:
         info = EngineInfo(
             target_path=self.base,
             target_name=name,
-            draft=None,
+            draft=NO_DRAFT,
             draft_name=draft_name,
             speculation=self._speculation,
             n_ctx=n_ctx,
@@ -337,12 +342,9 @@ class RemoteWorker:
         def deliver(chunk: dict[str, Any], text: str) -> None:
             events: list[Event] = []  # one chunk's text and numbers: one message
             state.seen.absorb(chunk)
-            if isinstance(chunk.get("speculation"), str) and chunk["speculation"] in (
-                "none",
-                "ngram",
-                "draft",
-            ):
-                state.speculation = chunk["speculation"]
+            said = _speculation(chunk.get("speculation"))
+            if said is not None:
+                state.speculation = said
             if text:
                 mark = chunk.get("tandem")
                 drafted, n_tokens = False, 1

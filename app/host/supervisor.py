@@ -40,7 +40,7 @@ from app.host.messages import (
     WorkerRequest,
 )
 from app.host.worker import WorkerProcess, death_sentence
-from engine.config import EngineConfig
+from engine.config import DraftChoice, EngineConfig
 from engine.errors import TandemError
 
 log = logging.getLogger(__name__)
@@ -150,8 +150,8 @@ class EngineSupervisor:
             self._worker.send(LoadRequest(config, earlier=self.earlier_exchanges()))
         self._announce(died)
 
-    def set_draft(self, draft: str | None) -> None:
-        """Switch speculation ("ngram", a draft GGUF path, None); applies from the next reply."""
+    def set_draft(self, draft: DraftChoice) -> None:
+        """Switch speculation; applies from the next reply."""
         with self._lock:
             if self._config is None:
                 return

