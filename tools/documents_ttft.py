@@ -17,7 +17,7 @@ from app.library.documents import read_document, with_documents
 from app.library.model_spec import parse_model
 from app.paths import resources_dir
 from engine.chat import ChatPrompt, build_chat_prompt, generate_reply
-from engine.config import EngineConfig, SamplingParams, default_threads
+from engine.config import NGRAM_LOOKUP, EngineConfig, SamplingParams, default_threads
 from engine.events import Finished, TextPiece
 from engine.session import Engine
 
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     engine = Engine(
         EngineConfig(
             parse_model(args.model).resolve(),
-            draft="ngram",
+            draft=NGRAM_LOOKUP,
             n_ctx=8192,
             n_threads=args.threads or default_threads(),
         )
