@@ -158,8 +158,9 @@ class ServeToggle(QObject):
         controller = self.window.controller
         if self.host is None:
             return
-        if controller.info is None and controller.config is not None:
-            controller.load(controller.config)
+        supervisor = controller.supervisor
+        if supervisor.info is None and not supervisor.is_loading and controller.config is not None:
+            controller.load(controller.config)  # (a load under way is waited for, not restarted)
 
     def _update_tooltip(self, settings: Settings) -> None:
         who = "other computers on the network" if settings.serve_public else "other programs on this computer"

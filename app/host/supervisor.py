@@ -119,6 +119,11 @@ class EngineSupervisor:
         worker = self._worker
         return worker is not None and worker.is_alive()
 
+    @property
+    def is_loading(self) -> bool:
+        """A load was asked for and has not ended yet."""
+        return self._is_loading
+
     def n_pending(self) -> int:
         """Replies asked for and not ended, of every user."""
         return len(self._routes)
