@@ -37,7 +37,7 @@ TOOLS_CACHE := $(HOME)/.cache/tandem/tools/llama-cpp-python-$(LLAMA_CPP_VERSION)
 STAMP := $(VENV)/.tandem-setup-$(LLAMA_FLAGS_ID)
 export QT_API := pyside6
 
-.PHONY: setup run test lint bench screenshot package install-desktop clean
+.PHONY: setup run test lint bench screenshot screenshots package install-desktop clean
 
 setup: $(STAMP)
 
@@ -109,6 +109,11 @@ bench: setup
 
 screenshot: setup
 	QT_QPA_PLATFORM=offscreen $(PY) -m tools.screenshot resources/screenshot.png
+
+# The README's pictures from one scripted scene with real runs (tools/screenshot_set.py): a note
+# corrected by the offline instruct model, Compare and the chat, light and dark, 1x and 2x.
+screenshots: setup
+	QT_QPA_PLATFORM=offscreen $(PY) -m tools.screenshot_set --out resources
 
 # The desktop bundle dist/tandem/ (PyInstaller one folder; packaging/README.md). It carries the
 # llama.cpp that .venv was built with: for a GPU bundle, set up with LLAMA_CMAKE_ARGS first.

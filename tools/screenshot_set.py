@@ -1,13 +1,20 @@
-"""The README's gallery: the real window in one theme at one scale, mid-reply, Compare, Models.
+"""`make screenshots`: the README's pictures, from one scripted scene with real runs.
 
-    QT_SCALE_FACTOR=2 python -m tools.screenshot_set --theme dark --out resources
+    python -m tools.screenshot_set --out resources
 
-writes resources/screenshot-chat-dark-2x.png, -compare-, -code- and -models- (one scale per process:
-Qt reads QT_SCALE_FACTOR once). It drives the window as the first tools/screenshot.py did (its texts, a
-scratch TANDEM_HOME, the embedded Gemma 3 270M): a plain reply measures this machine's plain
-speed, then an n-gram reply is grabbed half way with the speed panel live; then Compare runs
-one prompt off and on, and the Models page is grabbed as it opens. Run it under a real X
-display (Xvfb) or offscreen; `--pages` picks which of the four to write.
+The scene is work where the speed-up shows: a note with spelling mistakes, corrected by the
+offline instruct model (SmolLM2-135M-Instruct, `--model smollm2`) with the "Edit or copy text"
+preset (greedy, speed-up Automatic: drafting from the text). Compare runs the note the usual way
+and then sped up (its plain run is this machine's measured plain speed); then the chat corrects
+the same note, and its reply keeps its highlight and its headline. Everything shown is what
+those runs did on this machine: nothing is staged.
+
+One scene, many pictures: each page is grabbed in the light and the dark theme, at 1x and at 2x
+(rendered at twice the pixels into an image of device pixel ratio 2, as a HiDPI screen draws it),
+as resources/screenshot-{chat,compare,models}-{light,dark}-{1,2}x.png; resources/screenshot.png
+(the README's first picture) is the light chat at 1x. A scene where the speed-up did not pay
+(under MIN_SPEEDUP, whole requests, in Compare) writes nothing and exits 1: the pictures must not
+show the product failing. Scratch TANDEM_HOME: the user's files are neither shown nor touched.
 """
 
 from __future__ import annotations
@@ -20,148 +27,113 @@ import sys
 import tempfile
 from pathlib import Path
 
-# The texts of the first tools/screenshot.py (Gemma 3 270M is a base model: it may paraphrase).
-EXAMPLE = "The quick brown fox jumps over the lazy dog. It was the best of times, it was the worst of times."
-PLAIN_PARAGRAPH = (
-    "Speculative decoding lets a fast guesser propose several tokens at once, and the large model "
-    "checks them all in a single pass."
-)
-SPECULATIVE_PARAGRAPH = (
-    "Speculative decoding lets a fast guesser propose several tokens at once, and the large model "
-    "checks them all in a single pass. When the guesses are right, the reply arrives several tokens "
-    "per step instead of one; when they are wrong, nothing is lost but a little work. Repeating a "
-    "paragraph is the easy case: every token of the answer is already in the prompt, so n-gram "
-    "lookup drafts it for free and the model only has to agree."
-)
-ASK = "Please repeat this text exactly:\n\n"
-SYSTEM_PROMPT = "The assistant repeats text exactly, word for word."
-GRAB_AT_FRACTION = 0.5
-
-TIMEOUT_S = 600
-CODE_QUESTION = "Show me a Python function that adds two numbers."
-CODE_ANSWER = "Here it is:\n\n```python\ndef add(a: int, b: int) -> int:\n    return a + b  # the sum\n```\n"
+MIN_SPEEDUP = 1.3  # whole requests in Compare; below it the scene is not a fair picture
+TIMEOUT_S = 1200
+SIZE = (1280, 820)
+PAGES = ("chat", "compare", "models")
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.screenshot_set")
-    parser.add_argument("--theme", choices=("light", "dark"), default="light")
     parser.add_argument("--out", default="resources")
-    parser.add_argument("--pages", default="chat,compare,code,models")
+    parser.add_argument("--model", default="smollm2", help="the model of the scene (default: smollm2)")
     args = parser.parse_args(argv)
-    pages = set(args.pages.split(","))
-    scale = os.environ.get("QT_SCALE_FACTOR", "1")
     out_dir = Path(args.out).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-
-    def path(page: str) -> Path:
-        return out_dir / f"screenshot-{page}-{args.theme}-{scale}x.png"
-
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from app.library.default_model import ensure_default_model
+    from app.library.model_spec import parse_model
 
-    model = ensure_default_model()
+    model = parse_model(args.model).resolve()  # before TANDEM_HOME moves (the built-in models' folder)
     os.environ["TANDEM_HOME"] = tempfile.mkdtemp(prefix="tandem-screenshots-")
+    try:
+        return _scene(out_dir, model)
+    finally:
+        shutil.rmtree(os.environ["TANDEM_HOME"], ignore_errors=True)
 
+
+def _scene(out_dir: Path, model: str) -> int:
     from ui.pyside_refcount_fix import immortalize_singletons
 
     immortalize_singletons()
-    from PySide6.QtCore import QEventLoop, QTimer
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtCore import QEventLoop, QPoint, Qt, QTimer
+    from PySide6.QtGui import QImage, QPainter
+    from PySide6.QtWidgets import QApplication, QWidget
 
     from app.gui import wait_until as wait_for
-    from app.host.controller import ReplyProgress
     from app.settings import load_settings, save_settings
     from ui.main_window import MainWindow
+    from ui.words import DEMO_TASKS, built_in_presets
 
     app = QApplication.instance() or QApplication(["tandem"])
     app.setApplicationName("Tandem")
-    save_settings(load_settings().replace(theme=args.theme, has_seen_welcome=True, temperature=0.0))
-    window = MainWindow(model=str(model), draft="none")
-    window.resize(1280, 820)
+    save_settings(load_settings().replace(theme="light", has_seen_welcome=True, max_tokens=400))
+    window = MainWindow(model=model, draft="ngram")
+    window.resize(*SIZE)
     window.show()
-
     wait_until = functools.partial(wait_for, timeout_s=TIMEOUT_S, prog="screenshot_set")
 
-    def settle() -> None:
-        """Let layouts, the highlighter's slices and paints run (a third of a second of the loop)."""
+    def settle(ms: int = 400) -> None:
+        """Let layouts, the highlighter's slices and paints run."""
         loop = QEventLoop()
-        QTimer.singleShot(300, loop.quit)
+        QTimer.singleShot(ms, loop.quit)
         loop.exec()
-
-    def save(page: str) -> None:
-        image = window.grab().toImage()
-        if not image.save(str(path(page)), "PNG", 0):  # type: ignore[call-overload]  # (str works)
-            raise SystemExit(f"screenshot_set: could not write {path(page)}")
-        print(f"screenshot_set: wrote {path(page)} ({path(page).stat().st_size // 1024} KB)")
-
-    def wait_reply() -> None:
-        wait_until(lambda: not window.controller.is_busy and window.live is None, "the reply")
 
     wait_until(lambda: window.controller.info is not None or window.chat.notice.isVisible(), "the model")
     if window.controller.info is None:
         raise SystemExit(f"screenshot_set: the model did not load: {window.chat.notice.text()}")
+    edit = next(p for p in built_in_presets() if p.name == "Edit or copy text")
+    window.on_header_preset_chosen(edit)
+    window.refresh_presets()
+    _, task = DEMO_TASKS[0]
 
-    conversation = window.store.create_conversation("Repeat after me", SYSTEM_PROMPT)
-    window.store.add_message(conversation.id, "user", ASK + EXAMPLE)
-    window.store.add_message(conversation.id, "assistant", EXAMPLE)
-    window.show_conversation(conversation.id)
-    window.send(ASK + PLAIN_PARAGRAPH)  # speculation off: this machine's plain speed
-    wait_reply()
-    window.set_speculation("ngram")
-    wait_until(
-        lambda: window.controller.info is not None and window.controller.info.speculation == "ngram", "n-gram"
-    )
+    # Compare first: its plain run is this machine's measured plain speed for the chat's headline.
+    window.open_compare()
+    window.compare.task_combo.setCurrentIndex(1)
+    window.compare.on_task_combo_activated(1)
+    window.on_compare_compare_requested(window.compare.prompt.toPlainText())
+    wait_until(lambda: len(window.compare.final_stats) == 2, "Compare")
+    wait_until(lambda: not window.controller.is_busy, "Compare to end")
+    plain, sped = window.compare.final_stats["plain"], window.compare.final_stats["speculative"]
+    ratio = plain.total_s / sped.total_s if sped.total_s > 0 else 0.0
+    print(f"screenshot_set: Compare {sped.total_s:.1f} s instead of {plain.total_s:.1f} s ({ratio:.2f}x)")
+    if ratio < MIN_SPEEDUP:
+        print(f"screenshot_set: under {MIN_SPEEDUP}x: not a fair picture, nothing written", file=sys.stderr)
+        window.shutdown()
+        return 1
 
-    if "chat" in pages:
-        grabbed: list[bool] = []
+    window.tabs.setCurrentIndex(0)
+    window.send(task)
+    wait_until(lambda: not window.controller.is_busy and window.live is None, "the chat's reply")
+    settle()
 
-        def grab() -> None:
-            if not grabbed:
-                grabbed.append(window.live is not None)
-                save("chat")
+    def render(page: QWidget, scale: int) -> QImage:
+        image = QImage(page.width() * scale, page.height() * scale, QImage.Format.Format_ARGB32)
+        image.setDevicePixelRatio(scale)
+        image.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(image)
+        page.render(painter, QPoint(0, 0))
+        painter.end()
+        return image
 
-        def on_progress(_progress: ReplyProgress) -> None:
-            live = window.live
-            if (
-                not grabbed
-                and live is not None
-                and len(live.text) >= GRAB_AT_FRACTION * len(SPECULATIVE_PARAGRAPH)
-            ):
-                QTimer.singleShot(0, grab)
-
-        window.controller.reply_progressed.connect(on_progress)
-        window.send(ASK + SPECULATIVE_PARAGRAPH)
-        wait_reply()
-        window.controller.reply_progressed.disconnect(on_progress)
-        if not grabbed:
-            raise SystemExit("screenshot_set: the reply ended before it could be grabbed")
-
-    if "compare" in pages:
-        window.open_compare()
-        window.compare.prompt.setPlainText(ASK + SPECULATIVE_PARAGRAPH)
-        window.on_compare_compare_requested(window.compare.prompt.toPlainText())
-        wait_until(lambda: len(window.compare.final_stats) == 2, "Compare")
-        wait_until(lambda: not window.controller.is_busy, "Compare to end")
-        settle()
-        save("compare")
-
-    if "code" in pages:  # a stored exchange with a code block: highlighting and its Copy button
-        code = window.store.create_conversation("A function", "")
-        window.store.add_message(code.id, "user", CODE_QUESTION)
-        answer = window.store.add_message(code.id, "assistant", CODE_ANSWER)
-        window.store.update_message(answer.id, CODE_ANSWER, draft_spans=((0, 8), (46, 70)))
-        window.tabs.setCurrentIndex(0)
-        window.show_conversation(code.id)
-        settle()
-        save("code")
-
-    if "models" in pages:
-        window.tabs.setCurrentWidget(window.models_page)
-        settle()
-        save("models")
-
+    written: list[Path] = []
+    for theme in ("light", "dark"):
+        window.theme.set_choice(theme)
+        for page in PAGES:
+            window.tabs.setCurrentIndex(
+                {"chat": 0, "compare": window.tabs.indexOf(window.compare), "models": 2}[page]
+            )
+            if page == "chat":
+                window.chat.scroll_to_end()
+            settle(800)
+            for scale in (1, 2):
+                path = out_dir / f"screenshot-{page}-{theme}-{scale}x.png"
+                if not render(window, scale).save(str(path)):
+                    raise SystemExit(f"screenshot_set: could not write {path}")
+                written.append(path)
+    shutil.copyfile(out_dir / "screenshot-chat-light-1x.png", out_dir / "screenshot.png")
+    for path in [*written, out_dir / "screenshot.png"]:
+        print(f"screenshot_set: wrote {path} ({path.stat().st_size // 1024} KB)")
     window.shutdown()
-    shutil.rmtree(os.environ["TANDEM_HOME"], ignore_errors=True)
     return 0
 
 

@@ -54,6 +54,7 @@ class ChatHeader(QWidget):
     def __init__(self, show_tint: bool, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("chatHeader")
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         row = QHBoxLayout(self)
         row.setContentsMargins(8, 6, 8, 6)
         row.setSpacing(8)
@@ -64,7 +65,7 @@ class ChatHeader(QWidget):
         self.model_combo.setAccessibleName("Model")
         self.model_combo.setToolTip("The model that writes the replies (more on the Models page)")
         self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.model_combo.setMinimumContentsLength(18)
+        self.model_combo.setMinimumContentsLength(14)
         self.model_combo.activated.connect(self.on_model_combo_activated)
         self.model_combo.about_to_open.connect(self.refresh_models)
         model_label.setBuddy(self.model_combo)
@@ -80,6 +81,7 @@ class ChatHeader(QWidget):
             self.speed_combo.setItemData(
                 self.speed_combo.count() - 1, choice.why, Qt.ItemDataRole.ToolTipRole
             )
+        self.speed_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.speed_combo.activated.connect(self.on_speed_combo_activated)
         self.speed_combo.currentIndexChanged.connect(self._show_why)
         speed_label.setBuddy(self.speed_combo)
@@ -91,6 +93,8 @@ class ChatHeader(QWidget):
         self.preset_combo.setObjectName("presetPicker")
         self.preset_combo.setAccessibleName("Preset")
         self.preset_combo.setToolTip("Instructions, sampling and speed-up, saved under a name")
+        self.preset_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.preset_combo.setMinimumContentsLength(12)
         self.preset_combo.activated.connect(self.on_preset_combo_activated)
         preset_label.setBuddy(self.preset_combo)
         row.addWidget(preset_label)
@@ -101,6 +105,7 @@ class ChatHeader(QWidget):
         self.state_label.setObjectName("pairLabel")
         self.state_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.state_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.state_label.setMinimumWidth(self.fontMetrics().averageCharWidth() * 24)
         row.addWidget(self.state_label, 1)
 
         self.tint_check = QCheckBox()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QMimeData, Qt, QTimer, Signal
+from PySide6.QtCore import QMimeData, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeyEvent
 from PySide6.QtWidgets import (
     QFrame,
@@ -46,7 +46,11 @@ class PromptEdit(QPlainTextEdit):
         line = self.fontMetrics().lineSpacing()
         self.setMinimumHeight(line * 2 + 12)
         self.setMaximumHeight(line * 8 + 12)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt's name)
+        """Three lines: room to write without taking the conversation's place."""
+        return QSize(400, self.fontMetrics().lineSpacing() * 3 + 16)
 
     def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt's name)
         """Paste as usual; a long paste (LONG_PASTE_CHARS or more) is then offered as an attachment."""

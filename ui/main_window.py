@@ -488,7 +488,7 @@ class MainWindow(QMainWindow):
     def on_presenter_pair_changed(self, pair: PairView) -> None:
         self.pair_label.setText(pair.text)
         if pair.tooltip is not None:
-            self.pair_label.setToolTip(pair.tooltip)
+            self.pair_label.setToolTip(pair.text + "\n" + pair.tooltip)
         self.pair_label.setStyleSheet("color: #c0392b;" if pair.is_problem else "")
         if pair.title is not None:
             self.setWindowTitle(pair.title)

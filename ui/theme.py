@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtWidgets import QApplication
 
 THEME_CHOICES = (("System", "system"), ("Light", "light"), ("Dark", "dark"))
 AA = 4.5  # WCAG AA: the least contrast for body text
@@ -209,6 +210,42 @@ def light_palette() -> QPalette:
     return p
 
 
+def style_sheet(theme: ThemeColors) -> str:
+    """The application's style sheet over Fusion: room, rounded controls, one accent (the
+    palette's Highlight) for the primary action and the current tab. Qt Widgets with a real style
+    sheet, not Qt Quick: the window is written (and tested under pytest-qt) as widgets, and a
+    sheet gives it a calm, consistent look without rewriting it."""
+    line = "rgba(127, 127, 127, 90)"
+    soft = "rgba(127, 127, 127, 28)" if not theme.is_dark else "rgba(255, 255, 255, 16)"
+    return f"""
+    QPushButton {{ border: 1px solid {line}; border-radius: 6px; padding: 5px 14px; background: {soft}; }}
+    QPushButton:hover {{ border-color: palette(highlight); }}
+    QPushButton:focus {{ border: 2px solid palette(highlight); }}
+    QPushButton:disabled {{ color: palette(mid); }}
+    QPushButton#sendButton, QPushButton#newChatButton, QPushButton#welcomeDemo {{
+        background: palette(highlight); color: palette(highlighted-text); border: none; font-weight: bold;
+    }}
+    QPushButton#stopButton {{ border: 2px solid palette(highlight); font-weight: bold; }}
+    QComboBox {{ border: 1px solid {line}; border-radius: 6px; padding: 3px 8px; }}
+    QComboBox:focus {{ border: 2px solid palette(highlight); }}
+    QComboBox::drop-down {{ border: none; width: 18px; }}
+    QLineEdit, QPlainTextEdit {{ border: 1px solid {line}; border-radius: 8px; padding: 4px 6px; }}
+    QLineEdit:focus, QPlainTextEdit:focus {{ border: 2px solid palette(highlight); }}
+    QToolButton {{ border: none; border-radius: 5px; padding: 2px 6px; }}
+    QToolButton:hover, QToolButton:focus {{ background: {soft}; }}
+    QToolButton:checked {{ background: {soft}; }}
+    QTabWidget::pane {{ border: none; border-top: 1px solid {line}; }}
+    QTabBar::tab {{ padding: 7px 18px; border: none; margin-right: 2px; font-weight: bold; }}
+    QTabBar::tab:selected {{ border-bottom: 3px solid palette(highlight); }}
+    QTabBar::tab:!selected {{ color: palette(mid); }}
+    QListWidget {{ border: none; background: transparent; }}
+    QListWidget::item {{ padding: 6px 6px; border-radius: 6px; }}
+    QListWidget::item:selected {{ background: palette(highlight); color: palette(highlighted-text); }}
+    QToolBar {{ border: none; spacing: 6px; }}
+    QStatusBar QLabel {{ color: palette(mid); }}
+    """
+
+
 def _is_dark(palette: QPalette) -> bool:
     return palette.color(QPalette.ColorRole.Window).lightness() < 128
 
@@ -267,6 +304,8 @@ class ThemeManager(QObject):
         theme = DARK if is_dark else LIGHT
         is_change = theme is not colors()
         _set_current(theme)
+        if isinstance(self._app, QApplication):
+            self._app.setStyleSheet(style_sheet(theme))
         if is_change:
             self.changed.emit(is_dark)
 
