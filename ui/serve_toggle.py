@@ -54,8 +54,9 @@ class ServeToggle(QObject):
     def __init__(self, window: Any, toolbar: Any) -> None:
         super().__init__(window)
         self.window = window
-        self.action = QAction("Serve API", window)
+        self.action = QAction("API: off", window)  # a switch that says its state
         self.action.setCheckable(True)
+        self.action.toggled.connect(lambda on: self.action.setText("API: on" if on else "API: off"))
         self.action.toggled.connect(self.on_action_toggled)
         toolbar.addAction(self.action)
         self.label = QLabel()

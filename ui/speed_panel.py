@@ -230,19 +230,9 @@ class SpeedPanel(QWidget):
         painter.setPen(QPen(colors.speculative_line, 1.6))
         painter.drawPath(line)
         if reference:
-            y = rect.bottom() - rect.height() * reference / top_rate
-            pen = QPen(colors.plain_line, 1.2, Qt.PenStyle.DashLine)
-            painter.setPen(pen)
+            # The usual speed: a crisp dashed line (the Details say its figure; no tiny label on it).
+            y = round(rect.bottom() - rect.height() * reference / top_rate) + 0.5
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+            painter.setPen(QPen(colors.plain_line, 1, Qt.PenStyle.DashLine))
             painter.drawLine(QPointF(rect.left(), y), QPointF(rect.right(), y))
-            small = QFont(self.font())
-            small.setPointSizeF(max(6.0, small.pointSizeF() * 0.75))
-            painter.setFont(small)
-            painter.setPen(colors.plain_line)
-            label = "plain"
-            label_y = (
-                y - 2
-                if y - 2 - painter.fontMetrics().ascent() > rect.top()
-                else y + painter.fontMetrics().ascent()
-            )
-            painter.drawText(QPointF(rect.left() + 2, label_y), label)  # left: the line grows rightwards
-            painter.setFont(self.font())
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing)

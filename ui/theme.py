@@ -233,7 +233,7 @@ def style_sheet(theme: ThemeColors) -> str:
     QLineEdit:focus, QPlainTextEdit:focus {{ border: 2px solid palette(highlight); }}
     QToolButton {{ border: none; border-radius: 5px; padding: 2px 6px; }}
     QToolButton:hover, QToolButton:focus {{ background: {soft}; }}
-    QToolButton:checked {{ background: {soft}; }}
+    QToolButton:checked {{ background: palette(highlight); color: palette(highlighted-text); }}
     QTabWidget::pane {{ border: none; border-top: 1px solid {line}; }}
     QTabBar::tab {{ padding: 7px 18px; border: none; margin-right: 2px; font-weight: bold; }}
     QTabBar::tab:selected {{ border-bottom: 3px solid palette(highlight); }}
@@ -242,6 +242,7 @@ def style_sheet(theme: ThemeColors) -> str:
     QListWidget::item {{ padding: 6px 6px; border-radius: 6px; }}
     QListWidget::item:selected {{ background: palette(highlight); color: palette(highlighted-text); }}
     QToolBar {{ border: none; spacing: 6px; }}
+    QToolBar QToolButton {{ border: 1px solid {line}; border-radius: 6px; padding: 3px 10px; }}
     QStatusBar QLabel {{ color: palette(mid); }}
     """
 
