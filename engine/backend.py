@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -25,11 +26,11 @@ def _quiet_llama_logs() -> None:
         return
     import llama_cpp
 
-    @llama_cpp.llama_log_callback
     def _drop(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
         return None
 
-    _log_callback = _drop
+    as_callback: Any = llama_cpp.llama_log_callback  # a ctypes CFUNCTYPE, unannotated
+    _log_callback = as_callback(_drop)
     llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
 
 
@@ -324,5 +325,5 @@ class LlamaRunner:
             self._llama.llama_batch_free(self._batch)
             self._batch = None
         self._rows, self._rows_address = self._rows[:0].copy(), None  # no view of freed memory
-        self.context.close()
-        self.model.close()
+        self.context.close()  # type: ignore[no-untyped-call]  # llama_cpp's close() is unannotated
+        self.model.close()  # type: ignore[no-untyped-call]

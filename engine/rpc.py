@@ -608,7 +608,7 @@ def heard_ago(fd: int) -> float | None:
     # struct tcp_info: 8 bytes of u8 fields, then u32s; tcpi_last_data_recv is the 12th, then
     # tcpi_last_ack_recv (milliseconds ago).
     last_data_recv, last_ack_recv = struct.unpack_from("=2I", info, 8 + 11 * 4)
-    return min(last_data_recv, last_ack_recv) / 1000.0
+    return min(int(last_data_recv), int(last_ack_recv)) / 1000.0
 
 
 class Watchdog:

@@ -195,7 +195,7 @@ class Engine:
                 eos_token=_token_text(self.info_target, "tokenizer.ggml.eos_token_id"),
                 bos_token=_token_text(self.info_target, "tokenizer.ggml.bos_token_id"),
             )
-        prompt = self._chat_formatter(messages=messages).prompt
+        prompt: str = self._chat_formatter(messages=messages).prompt
         # The template writes BOS itself; where tokenize() adds BOS too, keep one. (Not otherwise:
         # SmolLM2's BOS is its <|im_start|>, which its template writes and its tokenizer does not add.)
         bos = _token_text(self.info_target, "tokenizer.ggml.bos_token_id")

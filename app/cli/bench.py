@@ -39,6 +39,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from app.paths import resources_dir
 from engine.chat import transcript
@@ -285,7 +286,7 @@ class PeerPromptLookup:
         )
 
     def tokens_per_s(self, prompt: str, max_tokens: int) -> float:
-        self.llm.reset()
+        self.llm.reset()  # type: ignore[no-untyped-call]  # llama_cpp's reset() is unannotated
         times = []
         for _chunk in self.llm.create_completion(
             prompt, max_tokens=max_tokens, temperature=0.0, repeat_penalty=1.0, stream=True
@@ -749,7 +750,7 @@ def same_text_note(report: dict[str, object]) -> str:
 
 
 def to_markdown(report: dict[str, object]) -> str:
-    prompts: list[dict] = report["prompts"]  # type: ignore[assignment]
+    prompts: list[dict[str, Any]] = report["prompts"]  # type: ignore[assignment]
     lines = [
         f"# Tandem bench: {Path(str(report['model'])).name}, draft {report['draft'] or 'none'}",
         "",

@@ -52,7 +52,9 @@ if TYPE_CHECKING:
 EXIT_ERROR = EXIT_BAD_INPUT
 
 
-def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_models_parser(
+    subparsers: argparse._SubParsersAction[Parser],
+) -> argparse.ArgumentParser:
     """Register `models` and its sub-commands; the handler is set as `handler=run_models`."""
     models = subparsers.add_parser(
         "models",

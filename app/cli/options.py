@@ -100,6 +100,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
 
 
 def read_prompt(args: argparse.Namespace) -> str:
+    prompt: str
     if args.prompt is not None:
         prompt = args.prompt
     else:

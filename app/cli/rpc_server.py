@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 
+from app.cli.cli_base import Parser
 from engine.errors import TandemError
 from engine.rpc import DEFAULT_PORT, PROTOCOL, find_server_binary, is_loopback
 
@@ -22,7 +23,7 @@ class RpcServerError(TandemError):
     pass
 
 
-def add_rpc_server_parser(sub: argparse._SubParsersAction) -> None:
+def add_rpc_server_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser(
         "rpc-server",
         help="lend this machine to another Tandem: llama.cpp's RPC server (no authentication)",

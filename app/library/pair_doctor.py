@@ -36,7 +36,9 @@ from app.library.hub_search import (
     HubSearchError,
     list_files,
     search,
-    shard_names,
+)
+from app.library.hub_search import (
+    shard_names as shard_names,  # also the command line's and the window's
 )
 from app.library.remote_gguf import (
     CheckCancelled,
@@ -276,7 +278,7 @@ def _as_int(value: Any) -> int | None:
     if isinstance(value, int):
         return value
     if isinstance(value, list) and value and all(isinstance(v, int) for v in value):
-        return max(value)
+        return int(max(value))
     return None
 
 
