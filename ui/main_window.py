@@ -252,7 +252,7 @@ class MainWindow(QMainWindow):
         model_menu.addAction(self.settings_action)
         help_menu = self.menuBar().addMenu("&Help")
         self.welcome_action = QAction("Welcome", self)
-        self.welcome_action.setToolTip("The built-in model, speculation, and a model for this machine")
+        self.welcome_action.setToolTip("What Tandem does, a demo where the speed shows, and a model for this machine")
         self.welcome_action.triggered.connect(self.show_welcome)
         self.welcome_action.setEnabled(self.welcome is not None)
         help_menu.addAction(self.welcome_action)
