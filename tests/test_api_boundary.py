@@ -173,6 +173,7 @@ def test_the_window_does_not_relay_a_remote_engine_to_callers_without_its_own_ke
         r = httpx.post(f"{toggle.url}/completions", json=body, timeout=60)
         assert r.status_code == 403, r.text  # used to be 200: an anonymous caller spent key K
         assert "engine on another server" in r.json()["error"]["message"]
+        assert "refuses other programs until an API key is set" in toggle.label.text()
         assert httpx.get(f"{toggle.url}/models").status_code == 403
         # With a key of its own, its own callers may use it.
         window.settings = window.settings.replace(serve_api_key="window-key")

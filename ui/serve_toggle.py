@@ -175,7 +175,11 @@ class ServeToggle(QObject):
         settings = self.settings
         text = f"API: {self.address}"
         warning = settings.serve_public and not settings.serve_api_key
-        if warning:
+        relay_refused = self.window.controller.remote is not None and not settings.serve_api_key
+        if relay_refused:
+            text += " · refuses other programs until an API key is set in Settings (the engine is on another server)"
+            warning = True
+        elif warning:
             text += f" · warning: {OPEN_WARNING}"
         elif settings.serve_api_key:
             text += " · key required"
