@@ -642,7 +642,7 @@ def _import(store: Store, data: dict[str, Any]) -> Conversation:
                 spans.append((at, at + len(part["text"])))
             content += part["text"]
             at += len(part["text"])
-        status = _status(str(m.get("status", "complete")))
+        status = _status(str(m.get("status", MessageStatus.COMPLETE)))
         status = status if status in IMPORTED_STATUSES else MessageStatus.COMPLETE
         added = store.add_message(conversation.id, m["role"], content, status)
         stats = m.get("stats")

@@ -206,3 +206,42 @@ def test_a_cancelled_download_is_not_shown_as_an_error(qtbot, hub: FakeHub) -> N
     assert "cancelled" in label.text()
     assert page.progress_bars["tiny-pair"].value() == 0
     assert label.styleSheet() == ""
+
+
+def test_a_replys_numbers_are_one_record_the_window_reads_by_name_and_old_records_still_read() -> None:
+    import json
+
+    from engine.events import Speculation, Stats, StatsRecord
+
+    stats = Stats(Speculation.NGRAM, 10, 10, 40, 30, 24, 20, 8, 0.1, 0.5, 0.4, 8)
+    record = StatsRecord.of(stats, "length", speed_points=[[0.5, 40]])
+    assert record.speculation is Speculation.NGRAM and record.is_speculative
+    assert (record.decode_tokens_per_s, record.acceptance_rate, record.stop_reason) == (80.0, 0.8, "length")
+    assert record.extras == {"speed_points": [[0.5, 40]]}  # a key it does not know is kept
+    stored = json.loads(json.dumps(record.as_dict()))  # as the conversation store keeps it
+    assert StatsRecord.from_dict(stored) == record and stored == record.as_dict()
+    # Records written by older code: fewer keys, a speculation kind it no longer knows.
+    old = StatsRecord.from_dict({"speculation": "ngram", "decode_tokens_per_s": 12.5, "n_generated": 7})
+    assert (old.speculation, old.decode_tokens_per_s, old.n_generated, old.n_drafted) == ("ngram", 12.5, 7, 0)
+    assert old.stop_reason is None and old.plain_tokens_per_s is None and old.plain_tokens_per_s_est is None
+    odd = StatsRecord.from_dict({"speculation": "medusa", "n_generated": "many", "note": None})
+    assert (odd.speculation, odd.n_generated, odd.note) == (Speculation.NONE, 0, "")
+
+
+def test_a_message_status_is_one_of_five_and_an_unknown_one_reads_as_complete(tmp_path: Path) -> None:
+    import sqlite3
+
+    from app.store import MessageStatus, Store
+
+    store = Store(tmp_path / "t.db")
+    conversation = store.create_conversation("c")
+    reply = store.add_message(conversation.id, "assistant", "hi", status=MessageStatus.STREAMING)
+    store.set_status([reply.id], MessageStatus.INTERRUPTED)
+    (got,) = store.messages(conversation.id)
+    assert got.status is MessageStatus.INTERRUPTED and got.is_interrupted
+    store.close()
+    with sqlite3.connect(tmp_path / "t.db") as db:  # hand-edited
+        db.execute("UPDATE messages SET status = 'archived'")
+    store = Store(tmp_path / "t.db")
+    assert store.messages(conversation.id)[0].status is MessageStatus.COMPLETE
+    store.close()
