@@ -1,0 +1,48 @@
+"""A message's actions on hover or focus (reachable by keyboard), and Send that becomes Stop."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QPointF, Qt
+from PySide6.QtGui import QEnterEvent
+from PySide6.QtWidgets import QApplication
+
+
+def test_actions_show_on_hover_or_focus_and_stay_in_the_tab_order(qtbot, open_window, tiny_target) -> None:
+    window = open_window(tiny_target)
+    window.chat.add_message(1, "user", "Question")
+    reply = window.chat.add_message(2, "assistant", "Answer")
+    qtbot.waitUntil(lambda: reply.isVisible(), timeout=5000)
+    assert not reply.actions_visible  # not drawn on every message
+    assert reply.regenerate_button.isVisibleTo(reply) and reply.copy_button.isVisibleTo(reply)
+    assert reply.copy_button.focusPolicy() & Qt.FocusPolicy.TabFocus
+    # Keyboard: focus on an action shows them all; leaving hides them again.
+    reply.copy_button.setFocus()
+    qtbot.waitUntil(reply.copy_button.hasFocus, timeout=5000)
+    assert reply.actions_visible
+    window.chat.input.setFocus()
+    qtbot.waitUntil(lambda: not reply.actions_visible, timeout=5000)
+    # Pointer: entering the message shows them; leaving hides them.
+    QApplication.sendEvent(reply, QEnterEvent(QPointF(5, 5), QPointF(5, 5), QPointF(5, 5)))
+    assert reply.actions_visible
+    QApplication.sendEvent(reply, QEvent(QEvent.Type.Leave))
+    assert not reply.actions_visible
+    # Regenerate is the last reply's; Edit the last message of yours.
+    assert window.chat.regenerate_button is reply.regenerate_button
+    user = window.chat.widget_for(1)
+    assert (
+        user is not None
+        and user.edit_button.isVisibleTo(user)
+        and not user.regenerate_button.isVisibleTo(user)
+    )
+
+
+def test_send_becomes_stop_while_a_reply_runs(qtbot, open_window, wait_reply, slow_target) -> None:
+    window = open_window(slow_target, max_tokens=400)
+    chat = window.chat
+    assert chat.send_button.isVisible() and not chat.stop_button.isVisible()
+    window.send("Write a long essay")
+    qtbot.waitUntil(lambda: chat.stop_button.isVisible(), timeout=30_000)
+    assert not chat.send_button.isVisible()  # one place, one button at a time
+    qtbot.mouseClick(chat.stop_button, Qt.MouseButton.LeftButton)
+    wait_reply(window)
+    qtbot.waitUntil(lambda: chat.send_button.isVisible() and not chat.stop_button.isVisible(), timeout=30_000)
