@@ -46,3 +46,29 @@ def test_send_becomes_stop_while_a_reply_runs(qtbot, open_window, wait_reply, sl
     qtbot.mouseClick(chat.stop_button, Qt.MouseButton.LeftButton)
     wait_reply(window)
     qtbot.waitUntil(lambda: chat.send_button.isVisible() and not chat.stop_button.isVisible(), timeout=30_000)
+
+
+def test_the_model_picker_lists_the_models_and_switches(qtbot, open_window, tiny_target, tiny_draft) -> None:
+    from app import paths
+
+    window = open_window(tiny_target)
+    header = window.header
+    local = paths.models_dir() / "picked.gguf"
+    local.write_bytes(tiny_draft.read_bytes())  # a GGUF in the models folder
+    header.refresh_models()
+    keys = [header.model_combo.itemData(i) for i in range(header.model_combo.count())]
+    assert "default" in keys and str(local) in keys and str(tiny_target) in keys
+    assert header.model_combo.currentData() == str(tiny_target)  # the one in use
+    index = header.model_combo.findData(str(local))
+    header.model_combo.setCurrentIndex(index)
+    header.model_combo.activated.emit(index)
+    qtbot.waitUntil(
+        lambda: window.controller.info is not None and window.controller.info.target_path == str(local),
+        timeout=60_000,
+    )
+    assert window.settings.model_path == str(local) and header.model_combo.currentData() == str(local)
+    # Each speed-up choice says in one line why to pick it.
+    combo = header.speed_combo
+    names = [combo.itemText(i) for i in range(combo.count())]
+    assert names == ["Automatic", "From the text (n-gram)", "Draft model", "Off"]
+    assert all(combo.itemData(i, Qt.ItemDataRole.ToolTipRole) for i in range(combo.count()))
