@@ -19,8 +19,8 @@ from ui.words import LEGEND, SPEED_UP_CHOICES
 
 # The models Tandem carries (app.library.model_spec.Embedded), by what people call them.
 BUILT_IN_MODELS = (
-    ("smollm2", "SmolLM2 135M Instruct (built in)"),
-    ("default", "Gemma 3 270M base (built in)"),
+    ("smollm2", "SmolLM2 135M Instruct"),
+    ("default", "Gemma 3 270M (base)"),
 )
 
 
@@ -65,7 +65,7 @@ class ChatHeader(QWidget):
         self.model_combo.setAccessibleName("Model")
         self.model_combo.setToolTip("The model that writes the replies (more on the Models page)")
         self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.model_combo.setMinimumContentsLength(14)
+        self.model_combo.setMinimumContentsLength(20)
         self.model_combo.activated.connect(self.on_model_combo_activated)
         self.model_combo.about_to_open.connect(self.refresh_models)
         model_label.setBuddy(self.model_combo)
@@ -93,8 +93,10 @@ class ChatHeader(QWidget):
         self.preset_combo.setObjectName("presetPicker")
         self.preset_combo.setAccessibleName("Preset")
         self.preset_combo.setToolTip("Instructions, sampling and speed-up, saved under a name")
-        self.preset_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.preset_combo.setMinimumContentsLength(12)
+        self.preset_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.preset_combo.setMinimumContentsLength(16)
         self.preset_combo.activated.connect(self.on_preset_combo_activated)
         preset_label.setBuddy(self.preset_combo)
         row.addWidget(preset_label)
@@ -105,7 +107,7 @@ class ChatHeader(QWidget):
         self.state_label.setObjectName("pairLabel")
         self.state_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.state_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.state_label.setMinimumWidth(self.fontMetrics().averageCharWidth() * 24)
+        self.state_label.setMinimumWidth(self.fontMetrics().averageCharWidth() * 16)
         row.addWidget(self.state_label, 1)
 
         self.tint_check = QCheckBox()
@@ -159,6 +161,8 @@ class ChatHeader(QWidget):
         self.model_combo.clear()
         for key, name in models:
             self.model_combo.addItem(name, key)
+            where = "built into Tandem, offline" if "/" not in key and "\\" not in key else key
+            self.model_combo.setItemData(self.model_combo.count() - 1, where, Qt.ItemDataRole.ToolTipRole)
         self._select_in_use()
         self.model_combo.blockSignals(False)
 

@@ -158,8 +158,7 @@ class MainWindow(QMainWindow):
         self.choose_draft_action.setToolTip(self._draft_tip)
         self.choose_draft_action.triggered.connect(self.on_choose_draft_action_triggered)
         self.settings_action = QAction("Settings…", self)
-        self.settings_action.triggered.connect(self.on_settings_action_triggered)
-        bar.addAction(self.settings_action)
+        self.settings_action.triggered.connect(self.on_settings_action_triggered)  # the Model menu's
         from ui.serve_toggle import ServeToggle
 
         self.serve_toggle = ServeToggle(self, bar)  # the loaded engine on the OpenAI-compatible API
@@ -252,7 +251,9 @@ class MainWindow(QMainWindow):
         model_menu.addAction(self.settings_action)
         help_menu = self.menuBar().addMenu("&Help")
         self.welcome_action = QAction("Welcome", self)
-        self.welcome_action.setToolTip("What Tandem does, a demo where the speed shows, and a model for this machine")
+        self.welcome_action.setToolTip(
+            "What Tandem does, a demo where the speed shows, and a model for this machine"
+        )
         self.welcome_action.triggered.connect(self.show_welcome)
         self.welcome_action.setEnabled(self.welcome is not None)
         help_menu.addAction(self.welcome_action)
