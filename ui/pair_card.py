@@ -99,9 +99,10 @@ def machine_note(machine: MachineInfo, gpu_backend: bool = False) -> str:
     """The one note for the whole machine, neutral: where a draft model pays and where it does not."""
     if machine.has_gpu and gpu_backend:
         return "A GPU is in use: draft models pay most there."
+    where = "Without a GPU" if not machine.has_gpu else "With this CPU-only build"
     return (
-        "No GPU in use here: a draft model gains little on this computer, while drafting from the "
-        "text still pays when a reply reuses or edits text."
+        f"{where}, a draft model gains little on this computer; drafting from the text still pays "
+        "when a reply reuses or edits text."
     )
 
 
