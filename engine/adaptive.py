@@ -23,67 +23,85 @@ import math
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 import numpy as np
 
+
+class DrafterKind(IntEnum):
+    """What drafted a step's tokens, and on what evidence: acceptance is learned per kind.
+
+    An n-gram match is as good as it is long; a match of 16 tokens or more is text being copied
+    (engine.drafters.NgramDrafter.kind_of_match), and matches in earlier replies are kept apart
+    from matches in the text so far (engine.reply_memory). Integers because the cost cache
+    stores acceptance under them."""
+
+    MODEL = 0  # a draft model (costs a decode per drafted token; every other kind is free)
+    MATCH_1 = 1  # the text so far: a 1-token match
+    MATCH_2 = 2  # ...2 tokens
+    MATCH_3_4 = 3  # ...3-4 tokens
+    PHRASE = 4  # ...5-15 tokens: a phrase that recurs
+    COPY = 5  # ...16 or more: text being copied
+    MEMORY_PHRASE = 6  # an earlier reply: a phrase
+    MEMORY_COPY = 7  # an earlier reply, 16 tokens or more: a reply being given again
+
+
+COPY_KINDS = (DrafterKind.COPY, DrafterKind.MEMORY_COPY)
+MEMORY_KINDS = (DrafterKind.MEMORY_PHRASE, DrafterKind.MEMORY_COPY)
+COPY_BUCKETS = COPY_KINDS  # the old name (engine.drafters)
+
+# The controller's constants, each named once with its reason. The runs that set them are in
+# docs/design-engine.md ("The controller's constants"), not here.
+
+# -- estimates
 _EMA = 0.85  # weight of history in every running estimate
-# Before anything is measured: a draft model is usually right; an n-gram match is as good as it
-# is long (bucket = NgramDrafter.bucket(match length)). Optimistic on purpose: one rejected
-# draft corrects the estimate, while a pessimistic prior would never try.
-# Buckets 6 and 7 are matches in earlier replies (engine.reply_memory): a phrase, and 16 tokens or
-# more (a reply being given again).
-_PRIOR_ACCEPT = {0: 0.7, 1: 0.3, 2: 0.5, 3: 0.7, 4: 0.8, 5: 0.95, 6: 0.5, 7: 0.95}
-# Buckets of text being copied (16 tokens or more matched: engine.drafters.NgramDrafter.bucket).
-COPY_BUCKETS = (5, 7)
-_PRIOR_WEIGHT = 2.0
-# Standard deviations below the estimate at which a one-off cost (loading a draft model) is judged
-# (`pays_back`): about the tenth percentile.
-_CAUTION = 1.28
+# Acceptance before anything is measured: a draft model is usually right, a match as good as it
+# is long. Optimistic on purpose: one rejected draft corrects an estimate, while a pessimistic
+# prior would never try.
+_PRIOR_ACCEPT: dict[int, float] = {
+    DrafterKind.MODEL: 0.7,
+    DrafterKind.MATCH_1: 0.3,
+    DrafterKind.MATCH_2: 0.5,
+    DrafterKind.MATCH_3_4: 0.7,
+    DrafterKind.PHRASE: 0.8,
+    DrafterKind.COPY: 0.95,
+    DrafterKind.MEMORY_PHRASE: 0.5,
+    DrafterKind.MEMORY_COPY: 0.95,
+}
+_PRIOR_WEIGHT = 2.0  # the prior counts as this many trials
+_CAUTION = 1.28  # one-off costs are judged this many sd below the acceptance estimate (10th percentile)
+_SEED_TRIALS = 2.0  # acceptance carried into a new process weighs at most this many trials...
+_SEED_TRIALS_DRAFT_MODEL = 16.0  # ...a draft model's more: agreement is the pair's, not the text's
+# -- costs
 _PRIOR_SLOPE = 0.05  # extra cost of one more unmeasured row in a verify batch, relative
-_SLOPE_MIN_ROWS = 4  # verify batches this large or larger tell what one more row costs
+_SLOPE_MIN_ROWS = 4  # batches this large or larger tell what one more row costs (smaller: other kernels)
 _PRIOR_DRAFT_COST = 0.2  # a draft model's decode, relative to a plain step, until measured
-_COST_SAMPLES = 5  # step costs: the median of the last few timings of each batch size
+_COST_SAMPLES = 5  # a batch size is priced at the lowest of its last few timings (noise only slows)
+_PREFILL_MIN_TOKENS = 16  # shorter prompt reads are mostly fixed costs: no prefill ratio from them
+# -- exploring lengths
 _EXPLORE_EVERY = 8  # speculative steps between tries of a longer draft than the best known
-# Throughput guard.
-# A step slower than this many times the usual cost of its batch size was slowed by the machine
-# (another program, the OS), not by drafting: plain decoding would have waited as long. The
-# guard counts it at this many times the usual cost, so one stall does not suspend a drafter
-# that pays (seen: a 2-row step of 1.7 s among 30 ms ones on a busy 2-core machine suspended
-# copying for 16 steps). A drafter slow every step raises its size's median and is not capped.
+_EXPLORE_LOSS = 0.1  # ...which may be priced this much below the best (what a try may cost a step)
+# A reply's first drafts cost at most a _RAMP_FIRST-token draft's batch until one is accepted
+# whole: acceptance carried over from other text may not hold for this one. A reply's first
+# draft from copied text is judged at the copy prior (a 16-token match is this text's own evidence).
+_RAMP_FIRST = 4
+# -- probes: estimates must be able to recover from a bad patch
+_PROBE_FIRST = 8  # plain steps (chosen by the model) before a short probe...
+_PROBE_MAX = 64  # ...doubling while probes keep failing
+_COST_PROBE_STEPS = 32  # an observed free offer usually right yet not drafted this long gets a probe...
+_COST_PROBE_ACCEPTANCE = 0.5  # ...where it is observed right at least this often
+_REMEASURE_FIRST = 8  # replies before a draft model found too slow is timed afresh (doubling)...
+_REMEASURE_MAX = 1024
+# -- throughput guard
+# A step slower than this many times the usual cost of its size was slowed by the machine (another
+# program), not by drafting: the guard counts it at that cap. A drafter slow every step raises its
+# size's median and is not capped.
 _OUTLIER = 3.0
 LOSS_BUDGET_TOKENS = 16.0  # accumulated loss, in plain tokens' worth, before a drafter is suspended
 _RESUME_BUDGET_TOKENS = 2.0  # ...and, after a suspension, before it is suspended again
 _BACKOFF_FIRST = 16  # plain steps a suspended drafter waits before it is probed again...
 _BACKOFF_MAX = 1024  # ...doubling each time it fails again
 _PLAIN_REFRESH_STEPS = 64  # speculative steps between plain steps that re-measure the reference
-_PROBE_FIRST = 8  # plain steps (chosen by the model, not by the guard) before a short probe...
-_PROBE_MAX = 64  # ...doubling while probes keep failing: estimates must be able to recover
-# An observed free offer (see `observe`) usually right yet not drafted for this many plain steps
-# gets a short probe: its acceptance is observed every step, its cost is not.
-_COST_PROBE_STEPS = 32
-_COST_PROBE_ACCEPTANCE = 0.5
-# A reply's first drafts are short until one is accepted whole: acceptance carried over from
-# other text (the cache, earlier replies) may not hold for this one, and one failed 16-token
-# verify costs ~7 plain tokens on 2 AVX2 cores, a quarter of a short reply. Copying passes
-# that test in its first step.
-_RAMP_FIRST = 4
-# ...and a reply's first draft from copied text is drafted at the prior's acceptance, not at what
-# other text left in the estimate: a 16-token match is this text's own evidence, and the
-# estimate carried from a copy that ended (each one does) made replies that copy from their
-# first token start with 1-token drafts (AVX2: 14 ms a token where copying costs 5). Once a
-# reply: a copy that fails costs one short draft.
-# Acceptance counts carried into a new process weigh no more than this many trials: the cache
-# gives a start, this run's own drafts decide.
-_SEED_TRIALS = 2.0
-# ...except a draft model's: how often two models agree is a property of the pair more than of
-# the text (an n-gram match's worth is all the text's). Seen: a Q4 draft accepted 26 of 26 in one
-# process, carried as 2 of 2 (0.85 with the prior), kept the next from drafting at all; carried
-# as 8 of 8 (0.94), from loading the draft for a 512-token reply it repays 1.3x on AVX2.
-_SEED_TRIALS_DRAFT_MODEL = 16.0
-# A draft model measured too slow to ever pay is not run, but that measurement may have been
-# taken on a busy machine: after this many replies its cost is measured afresh (doubling).
-_REMEASURE_FIRST = 8
-_REMEASURE_MAX = 1024
 # The single measured figures a cost cache carries (its key: the controller's attribute).
 _SEEDED = {
     "draft_ratio": "_draft_ratio",
@@ -92,8 +110,6 @@ _SEEDED = {
     "draft_prefill_ratio": "_draft_prefill_ratio",
     "target_prefill_token_s": "_target_prefill_token_s",
 }
-# Prompt reads shorter than this are mostly fixed costs: no prefill cost ratio is taken from them.
-_PREFILL_MIN_TOKENS = 16
 
 
 @dataclass
@@ -158,7 +174,7 @@ class DraftLengthController:
     _probe_interval: int = _PROBE_FIRST
     _ramp: int = _RAMP_FIRST  # longest draft allowed now in this reply (see _RAMP_FIRST)
     _whole_tokens: int = 0  # drafted tokens in this reply's drafts that were accepted whole
-    _copy_drafted: bool = False  # this reply has drafted from copied text (see COPY_BUCKETS)
+    _copy_drafted: bool = False  # this reply has drafted from copied text (see COPY_KINDS)
     # A draft model asked for a draft and offering none (unsure of its first token): how often,
     # as an exponentially weighted count of refusals among asks (draft models only).
     _refusals: float = 0.0
@@ -475,14 +491,15 @@ class DraftLengthController:
             # speed (AVX2, 256 tokens).
             return 0, 0
         best: tuple[float, int, int, int] | None = None  # rate, k, bucket, limit
+        best_rates = np.empty(0)
         for available, bucket in offers:
             limit = min(available, self._explore_limit(), self._ramp_limit(bucket))
-            first_copy = bucket in COPY_BUCKETS and not self._copy_drafted
+            first_copy = bucket in COPY_KINDS and not self._copy_drafted
             prior = max(self.acceptance(bucket), _PRIOR_ACCEPT[bucket]) if first_copy else None
             rates = self.expected_rates(limit, bucket, prior)
             k = 1 + int(np.argmax(rates[1:]))
             if rates[k] > rates[0] and (best is None or rates[k] > best[0]):
-                best = float(rates[k]), k, bucket, limit
+                best, best_rates = (float(rates[k]), k, bucket, limit), rates
         model = next(((n, b) for n, b in offers if self._costs_drafting(b)), None)
         if best is not None:
             _, best_k, bucket, limit = best
@@ -499,7 +516,7 @@ class DraftLengthController:
             if best_k < limit and self._n_spec_steps % _EXPLORE_EVERY == 0:
                 # Timings are noisy (one slow sample can make a batch size look too dear to
                 # ever try again): now and then try a longer draft and let its cost be measured.
-                return min(limit, 2 * best_k), bucket
+                return self._explore_length(best_rates, best_k, limit), bucket
             return best_k, bucket
         self._plain_steps += 1
         if self._plain_steps >= self._probe_interval:
@@ -521,6 +538,17 @@ class DraftLengthController:
                 self.probing = True
                 return min(available, self._explore_limit(), _RAMP_FIRST), bucket
         return 0, 0
+
+    @staticmethod
+    def _explore_length(rates: np.ndarray, best_k: int, limit: int) -> int:
+        """A longer draft than the best known, to measure its batch: twice the best, or the longest
+        priced within _EXPLORE_LOSS of the best where that is longer. Sizes past the largest
+        measured are priced along the slope measured below them, and where a CPU's cost per row
+        falls only at the largest batches (its kernels' tiles: the slow AVX2 EPYC's 64 rows cost
+        21.8 ms a row, 17-48 rows 26-27) doubling from a best of 16 stops at 32, priced alike,
+        and the cheapest size is never timed."""
+        near = np.flatnonzero(rates[best_k : limit + 1] >= (1 - _EXPLORE_LOSS) * rates[best_k])
+        return max(min(limit, 2 * best_k), best_k + int(near[-1]) if near.size else 0)
 
     def _probe(self, available: int, bucket: int) -> tuple[int, int]:
         """A short draft from an offer not chosen lately, to measure it again."""
@@ -592,7 +620,7 @@ class DraftLengthController:
         if draft_s > 0:
             self._note_ask(refused=False)
         self._since_plain += 1
-        self._copy_drafted = self._copy_drafted or bucket in COPY_BUCKETS
+        self._copy_drafted = self._copy_drafted or bucket in COPY_KINDS
         if n_accepted == n_drafted:
             self._whole_tokens += n_drafted
             if self._whole_tokens >= _RAMP_FIRST:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.adaptive import COPY_BUCKETS
+from engine.adaptive import COPY_KINDS, MEMORY_KINDS, DrafterKind
 from engine.backend import ContextFullError, LlamaRunner
 from engine.config import SamplingParams
 from engine.errors import TandemError
@@ -52,27 +52,27 @@ class NgramDrafter:
     MATCH_EXTEND = 64
 
     @staticmethod
-    def bucket(match_len: int) -> int:
+    def bucket(match_len: int) -> DrafterKind:
         """Acceptance statistics are kept per class of match length: longer matches draft better.
         Bucket 5 is copying (16 tokens or more matched): nearly always right, where a recurring
         phrase of 5-15 tokens (bucket 4) often continues otherwise in fresh text. Kept apart, a
         copy's acceptance no longer makes fresh text's phrase repeats look safe to draft."""
         if match_len <= 1:
-            return 1
+            return DrafterKind.MATCH_1
         if match_len == 2:
-            return 2
+            return DrafterKind.MATCH_2
         if match_len <= 4:
-            return 3
-        return 4 if match_len < NgramDrafter.COPY_MATCH else 5
+            return DrafterKind.MATCH_3_4
+        return DrafterKind.PHRASE if match_len < NgramDrafter.COPY_MATCH else DrafterKind.COPY
 
     # Matches in earlier replies (ReplyMemory) are kept apart: 6 for a phrase, 7 for 16 tokens
     # or more (a reply being given again).
-    MEMORY_BUCKETS = (6, 7)
-    COPY_BUCKETS = COPY_BUCKETS  # text being copied: from the text so far, or from an earlier reply
+    MEMORY_BUCKETS = MEMORY_KINDS
+    COPY_BUCKETS = COPY_KINDS  # text being copied: from the text so far, or from an earlier reply
 
     @staticmethod
-    def memory_bucket(match_len: int) -> int:
-        return 7 if match_len >= NgramDrafter.COPY_MATCH else 6
+    def memory_bucket(match_len: int) -> DrafterKind:
+        return DrafterKind.MEMORY_COPY if match_len >= NgramDrafter.COPY_MATCH else DrafterKind.MEMORY_PHRASE
 
     # A short match (FREQUENT_MAX tokens or fewer) drafts what followed it most often where that
     # is most of what followed it (FREQUENT_SHARE of FREQUENT_MIN occurrences or more), else what
@@ -164,7 +164,7 @@ class NgramDrafter:
         self._match_at = -1
         return [], 0
 
-    def offer(self, ctx: list[int], k_max: int, use_memory: bool = True) -> tuple[list[int], int]:
+    def offer(self, ctx: list[int], k_max: int, use_memory: bool = True) -> tuple[list[int], DrafterKind]:
         """This step's candidates and their acceptance bucket: the text so far's match, or an
         earlier reply's where that one matches longer."""
         tokens, n = self.lookup(ctx, k_max)

@@ -31,17 +31,9 @@ from engine.adaptive import DraftLengthController
 from engine.backend import ContextFullError, DecodeCancelled, LlamaRunner
 from engine.config import SamplingParams
 from engine.drafters import Draft, ModelDrafter, NgramDrafter
-from engine.events import (
-    DraftingState,
-    DraftSource,
-    Event,
-    Finished,
-    Speculation,
-    Stats,
-    StopReason,
-    TextPiece,
-)
-from engine.sampling import accept_draft, distribution, penalize
+from engine.events import DraftSource, Event, Finished, Speculation, Stats, StopReason, TextPiece
+from engine.policy import DraftPolicy, Proposal
+from engine.sampling import accept_draft, distributions, keyed_samples, penalize
 
 STATS_INTERVAL_S = 0.1
 
@@ -64,8 +56,25 @@ class _Counters:
     prefill_s: float = 0.0
     draft_catch_up_s: float = 0.0  # a draft model loading and reading the prompt
     decode_started: float = 0.0
-    llama_s: float = 0.0
-    step_overhead_s: list[float] = field(default_factory=list)
+    llama_s0: float = 0.0  # llama.cpp seconds (target and draft) when the reply began
+    step_overhead_s: list[float] = field(default_factory=list)  # each step's time outside llama.cpp
+
+    def count_step(self, proposal: Proposal, n_accepted: int, policy: DraftPolicy) -> None:
+        k = len(proposal.tokens)
+        self.n_steps += 1
+        self.n_drafted += k
+        self.n_accepted += n_accepted
+        self.n_steps_with_draft += k > 0
+        self.draft_catch_up_s += proposal.draft.catch_up_s
+        if policy.counts_as_text(proposal):
+            self.n_drafted_text += k
+            self.n_accepted_text += n_accepted
+        if policy.counts_as_memory(proposal):
+            self.n_drafted_memory += k
+            self.n_accepted_memory += n_accepted
+        if proposal.source is DraftSource.DOCUMENT:
+            self.n_drafted_document += k
+            self.n_accepted_document += n_accepted
 
 
 class _TextAssembler:
@@ -122,6 +131,22 @@ class _TextAssembler:
         return piece
 
 
+@dataclass
+class _Reply:
+    """One reply in progress: its text so far, its counters and what it samples with."""
+
+    ctx: list[int]  # prompt + everything emitted; ctx[-1] is the pending token
+    params: SamplingParams
+    seed: int
+    rng: np.random.Generator  # for the min(1, p/q) rule of sampled drafts
+    max_tokens: int
+    text: _TextAssembler
+    counters: _Counters
+    out_tokens: list[int] = field(default_factory=list)
+    stop_reason: StopReason | None = None
+    draft_max: int = 0  # the last step's draft length
+
+
 class SpeculativeDecoder:
     def __init__(
         self,
@@ -131,26 +156,11 @@ class SpeculativeDecoder:
         lookup: NgramDrafter | None = None,
     ) -> None:
         self.target = target
-        self.drafter = drafter
-        self.controller = controller
-        # Beside a draft model: n-gram matches in the text so far, free to draft. Each step the
-        # controller drafts from whichever it expects more tokens per second of (choose_among).
-        self.lookup = lookup if isinstance(drafter, ModelDrafter) else None
-        self._use_model = True  # this reply may run the draft model (not: too short to repay it)
-        self._use_memory = True  # this reply may draft from earlier replies (NgramDrafter.memory)
-        # This step's n-gram offer when it was not drafted: (its first token, its bucket), checked
-        # against the emitted token (DraftLengthController.observe).
-        self._unused_offer: tuple[int, int] | None = None
-        # This step's text offer was copying (NgramDrafter.COPY_BUCKETS): a draft model's draft
-        # then does not count toward its acceptance (DraftLengthController.record's learn).
-        self._text_copying = False
-        self._source = DraftSource.NONE  # where this step's draft came from
+        self.policy = DraftPolicy(drafter, controller, lookup)
 
     @property
     def speculation(self) -> Speculation:
-        if self.drafter is None:
-            return Speculation.NONE
-        return Speculation.NGRAM if isinstance(self.drafter, NgramDrafter) else Speculation.DRAFT
+        return self.policy.speculation
 
     def run(
         self,
@@ -165,355 +175,192 @@ class SpeculativeDecoder:
     ) -> Iterator[Event]:
         """document_spans: [start, end) token ranges of the prompt holding attached documents
         (drafts matched there are DraftSource.DOCUMENT)."""
-        target = self.target
-        self._use_memory = use_memory
-        drafter = self.drafter if speculate else None
-        controller = self.controller
-        kind = self.speculation if drafter is not None else Speculation.NONE
+        self.policy.begin_reply(speculate, use_memory)
         seed = params.seed if params.seed is not None else int(np.random.default_rng().integers(1 << 62))
-        rng = np.random.default_rng(seed)  # for the min(1, p/q) rule of sampled drafts
-        c = _Counters(n_prompt_tokens=len(prompt))
-        if controller is not None:
-            controller.begin_reply()
-        self._use_model = True
-        llama_s0 = target.llama_s + self._draft_llama_s()
+        r = _Reply(
+            list(prompt), params, seed, np.random.default_rng(seed), max_tokens, _TextAssembler(stop),
+            _Counters(n_prompt_tokens=len(prompt), llama_s0=self._llama_s()),
+        )  # fmt: skip
+        if not self._prefill(r, cancel):
+            r.stop_reason = "cancelled"
+        r.counters.decode_started = time.perf_counter()
+        self.policy.start(r.ctx, document_spans)
+        last_stats = time.perf_counter()
+        while r.stop_reason is None:
+            if cancel is not None and cancel.is_set():
+                r.stop_reason = "cancelled"
+            elif r.counters.n_generated >= max_tokens:
+                r.stop_reason = "length"
+            elif len(self.target.tokens) + 1 > self.target.n_ctx:
+                r.stop_reason = "context"
+            else:
+                yield from self._step(r)
+                if r.stop_reason is None and time.perf_counter() - last_stats >= STATS_INTERVAL_S:
+                    last_stats = time.perf_counter()
+                    yield self._stats(r)
+        if not r.text.stopped:
+            r.text.flush()
+            tail = r.text.take(final=True)
+            if tail is not None:
+                yield TextPiece(tail.text, tail.n_tokens, False)
+        final = self._stats(r)
+        yield final
+        yield Finished(r.stop_reason, r.text.text, tuple(r.out_tokens), final)
 
-        # Prefill everything but the last prompt token; it goes into the first verify batch.
+    def _step(self, r: _Reply) -> Iterator[TextPiece]:
+        """One step: draft, verify [pending] + draft in one target batch, accept the agreed
+        prefix and one token of the target's own, roll back the rest, emit."""
+        target, policy = self.target, self.policy
+        t0, llama_t0 = time.perf_counter(), self._llama_s()
+        room = min(target.n_ctx - len(target.tokens) - 1, r.max_tokens - r.counters.n_generated)
+
+        proposal = policy.propose(r.ctx, room, r.params, r.rng)  # 1. draft
+        verified = [r.ctx[-1], *proposal.tokens]  # the pending token, then the draft
+        n_before = len(target.tokens)
+        try:
+            rows = target.decode(verified, n_logits=len(verified))  # 2. verify
+        except ContextFullError:
+            r.stop_reason = "context"
+            return
+        emitted, n_accepted = accept(rows, proposal.draft, r.ctx, r.params, r.rng, r.seed)  # 3. accept
+        target.truncate(n_before + 1 + n_accepted)  # 4. roll back
+        policy.learn(proposal, n_accepted, emitted[0], time.perf_counter() - t0 - proposal.draft.catch_up_s)
+
+        r.counters.count_step(proposal, n_accepted, policy)
+        r.counters.step_overhead_s.append(time.perf_counter() - t0 - (self._llama_s() - llama_t0))
+        r.draft_max = len(proposal.tokens)
+        r.text.source = proposal.source
+        yield from self._emit(r, emitted, n_accepted)  # 5. emit
+
+    def _prefill(self, r: _Reply, cancel: threading.Event | None) -> bool:
+        """Read the prompt but its last token (it goes into the first verify batch), reusing what
+        the cache holds; a draft model reads it too where it pays. False: cancelled meanwhile
+        (a Stop is seen between n_batch chunks; what was read stays cached, and the reply ends
+        "cancelled" before its first token, even if the flag is cleared meanwhile)."""
+        target, c, prompt = self.target, r.counters, r.ctx
         t0 = time.perf_counter()
         n_keep = target.common_prefix(prompt[:-1])
         target.truncate(n_keep)
         n_keep = len(target.tokens)  # a model that cannot drop a tail was cleared instead
-        # A Stop during a long prompt's prefill is seen between its n_batch chunks: what was read
-        # stays cached, and the reply ends "cancelled" before its first token (even if the flag
-        # is cleared meanwhile: the prompt is incomplete).
-        prefill_cut = False
+        complete = True
         try:
             target.decode(prompt[n_keep:-1], n_logits=0, cancel=cancel.is_set if cancel else None)
         except DecodeCancelled:
-            prefill_cut = True
+            complete = False
         target_read_s = time.perf_counter() - t0
-        skipped_note = ""
-        if (
-            isinstance(drafter, ModelDrafter)
-            and controller is not None
-            and controller.will_draft
-            and not prefill_cut
-            and not (cancel is not None and cancel.is_set())
-        ):
-            one_off_s = controller.one_off_draft_s(target_read_s) if not drafter.loaded else 0.0
-            if drafter.loaded or controller.pays_back(max_tokens, one_off_s):
-                # The draft model reads the prompt too; done here, it is part of the prefill the
-                # user waits for anyway, and the first drafting step starts on time.
-                was_loaded = drafter.loaded
-                c.draft_catch_up_s += drafter.prefill(prompt[:-1])
-                if not was_loaded and drafter.load_s is not None and drafter.loaded:
-                    controller.note_draft_load(drafter.load_s)
-                n_read, read_s = drafter.last_read
-                controller.note_draft_prefill(read_s, n_read, target_read_s, len(prompt) - 1 - n_keep)
-            else:
-                # Loading the draft model costs more than it could save in a reply this short.
-                if self.lookup is None:
-                    drafter = None
-                self._use_model = False
-                skipped_note = f"a reply this short cannot repay loading the draft model: {self._instead()}"
-        # The prompt tokens read now (the last one goes into the first verify batch), or as far
-        # as a cancelled prefill got.
-        c.n_prefilled = (len(target.tokens) if prefill_cut else len(prompt)) - n_keep
+        if complete and not (cancel is not None and cancel.is_set()):
+            n_read = len(prompt) - 1 - n_keep
+            c.draft_catch_up_s += self.policy.read_prompt(prompt[:-1], r.max_tokens, target_read_s, n_read)
+        c.n_prefilled = (len(prompt) if complete else len(target.tokens)) - n_keep
         c.prefill_s = time.perf_counter() - t0
-        c.decode_started = time.perf_counter()
+        return complete
 
-        ctx = list(prompt)  # prompt + everything emitted; ctx[-1] is the pending token
-        out_tokens: list[int] = []
-        text = _TextAssembler(stop)
-        if isinstance(drafter, NgramDrafter):
-            drafter.begin(ctx, document_spans)
-        elif drafter is not None and self.lookup is not None:
-            self.lookup.begin(ctx, document_spans)
-        last_stats = time.perf_counter()
-        stop_reason: StopReason = "length"
-
-        def stats(draft_max: int) -> Stats:
-            now = time.perf_counter()
-            return Stats(
-                speculation=kind,
-                n_prompt_tokens=c.n_prompt_tokens,
-                n_prefilled=c.n_prefilled,
-                n_generated=c.n_generated,
-                n_drafted=c.n_drafted,
-                n_accepted=c.n_accepted,
-                n_steps=c.n_steps,
-                n_steps_with_draft=c.n_steps_with_draft,
-                prefill_s=c.prefill_s,
-                decode_s=now - c.decode_started,
-                llama_s=target.llama_s + self._draft_llama_s() - llama_s0,
-                draft_max=draft_max,
-                step_overhead_ms_median=(
-                    statistics.median(c.step_overhead_s) * 1000 if c.step_overhead_s else 0.0
-                ),
-                note=skipped_note or self._note(drafter),
-                note_kind=DraftingState.SHORT_REPLY if skipped_note else self._note_kind(drafter),
-                plain_tokens_per_s_est=controller.plain_tokens_per_s if controller is not None else None,
-                draft_catch_up_s=c.draft_catch_up_s,
-                n_drafted_text=c.n_drafted_text,
-                n_accepted_text=c.n_accepted_text,
-                n_drafted_memory=c.n_drafted_memory,
-                n_accepted_memory=c.n_accepted_memory,
-                n_drafted_document=c.n_drafted_document,
-                n_accepted_document=c.n_accepted_document,
-            )
-
-        k = 0
-        while True:
-            if prefill_cut or (cancel is not None and cancel.is_set()):
-                stop_reason = "cancelled"
+    def _emit(self, r: _Reply, emitted: list[int], n_accepted: int) -> Iterator[TextPiece]:
+        """The step's tokens as text pieces (drafted runs and the target's own apart), stopping at
+        an end-of-generation token, the token budget or a stop string."""
+        target, text = self.target, r.text
+        pieces: list[TextPiece] = []
+        for i, token in enumerate(emitted):
+            if target.is_eog(token):
+                r.stop_reason = "eos"
                 break
-            if c.n_generated >= max_tokens:
-                stop_reason = "length"
+            r.ctx.append(token)
+            r.out_tokens.append(token)
+            r.counters.n_generated += 1
+            text.add(target.token_bytes(token), drafted=i < n_accepted)
+            piece = text.take(final=False)
+            if piece is not None:
+                if pieces and (pieces[-1].is_draft, pieces[-1].source) == (piece.is_draft, piece.source):
+                    last = pieces.pop()
+                    n_tokens = last.n_tokens + piece.n_tokens
+                    piece = TextPiece(last.text + piece.text, n_tokens, piece.is_draft, piece.source)
+                pieces.append(piece)
+            if text.stopped:
+                r.stop_reason = "stop"
                 break
-            room = target.n_ctx - len(target.tokens) - 1
-            if room < 0:
-                stop_reason = "context"
+            if r.counters.n_generated >= r.max_tokens:
                 break
-            step_t0 = time.perf_counter()
-            llama_step0 = target.llama_s + self._draft_llama_s()
+        yield from pieces
 
-            # 1. Draft.
-            draft, bucket = self._draft(drafter, ctx, params, rng, min(room, max_tokens - c.n_generated))
-            k = len(draft.tokens)
-            c.draft_catch_up_s += draft.catch_up_s
+    def _llama_s(self) -> float:
+        return self.target.llama_s + self.policy.draft_llama_s
 
-            # 2. Verify [pending] + draft in one target batch.
-            n_before = len(target.tokens)
-            try:
-                rows = target.decode([ctx[-1], *draft.tokens], n_logits=k + 1)
-            except ContextFullError:
-                stop_reason = "context"
-                break
+    def _stats(self, r: _Reply) -> Stats:
+        c, policy = r.counters, self.policy
+        controller = policy.controller
+        return Stats(
+            speculation=policy.reply_kind,
+            n_prompt_tokens=c.n_prompt_tokens,
+            n_prefilled=c.n_prefilled,
+            n_generated=c.n_generated,
+            n_drafted=c.n_drafted,
+            n_accepted=c.n_accepted,
+            n_steps=c.n_steps,
+            n_steps_with_draft=c.n_steps_with_draft,
+            prefill_s=c.prefill_s,
+            decode_s=time.perf_counter() - c.decode_started,
+            llama_s=self._llama_s() - c.llama_s0,
+            draft_max=r.draft_max,
+            step_overhead_ms_median=(
+                statistics.median(c.step_overhead_s) * 1000 if c.step_overhead_s else 0.0
+            ),
+            note=policy.note(),
+            note_kind=policy.note_kind(),
+            plain_tokens_per_s_est=controller.plain_tokens_per_s if controller is not None else None,
+            draft_catch_up_s=c.draft_catch_up_s,
+            n_drafted_text=c.n_drafted_text,
+            n_accepted_text=c.n_accepted_text,
+            n_drafted_memory=c.n_drafted_memory,
+            n_accepted_memory=c.n_accepted_memory,
+            n_drafted_document=c.n_drafted_document,
+            n_accepted_document=c.n_accepted_document,
+        )
 
-            # 3. Accept the agreed prefix, then one token from the target.
-            emitted, n_accepted = self._accept(rows, draft, ctx, params, rng, seed)
-            if self._unused_offer is not None and controller is not None:
-                offered, offer_bucket = self._unused_offer
-                controller.observe(offer_bucket, emitted[0] == offered)
 
-            # 4. Roll back what the target rejected: keep pending + accepted drafts.
-            target.truncate(n_before + 1 + n_accepted)
-            if controller is not None:
-                # The whole step as the user waits for it, less a one-off draft prefill.
-                step_s = time.perf_counter() - step_t0 - draft.catch_up_s
-                controller.record(
-                    bucket, k, n_accepted, step_s, draft.draft_s, draft.first_s, draft.n_more,
-                    learn=bucket != 0 or not self._text_copying,
-                )  # fmt: skip
-            c.n_steps += 1
-            c.n_drafted += k
-            c.n_accepted += n_accepted
-            c.n_steps_with_draft += k > 0
-            if bucket and isinstance(drafter, ModelDrafter):
-                c.n_drafted_text += k
-                c.n_accepted_text += n_accepted
-            if bucket in NgramDrafter.MEMORY_BUCKETS:
-                c.n_drafted_memory += k
-                c.n_accepted_memory += n_accepted
-            if self._source is DraftSource.DOCUMENT:
-                c.n_drafted_document += k
-                c.n_accepted_document += n_accepted
-            text.source = self._source
-            overhead = (time.perf_counter() - step_t0) - (
-                target.llama_s + self._draft_llama_s() - llama_step0
-            )
-            c.step_overhead_s.append(overhead)
+# -- accepting a draft ----------------------------------------------------------------------
 
-            # 5. Emit, stopping at an end-of-generation token, the token budget or a stop string.
-            pieces: list[TextPiece] = []
-            finished = False
-            for i, token in enumerate(emitted):
-                if target.is_eog(token):
-                    stop_reason, finished = "eos", True
-                    break
-                ctx.append(token)
-                out_tokens.append(token)
-                c.n_generated += 1
-                text.add(target.token_bytes(token), drafted=i < n_accepted)
-                piece = text.take(final=False)
-                if piece is not None:
-                    if pieces and (pieces[-1].is_draft, pieces[-1].source) == (piece.is_draft, piece.source):
-                        last = pieces.pop()
-                        piece = TextPiece(
-                            last.text + piece.text,
-                            last.n_tokens + piece.n_tokens,
-                            piece.is_draft,
-                            piece.source,
-                        )
-                    pieces.append(piece)
-                if text.stopped:
-                    stop_reason, finished = "stop", True
-                    break
-                if c.n_generated >= max_tokens:
-                    break
-            yield from pieces
-            if finished:
-                break
-            if time.perf_counter() - last_stats >= STATS_INTERVAL_S:
-                last_stats = time.perf_counter()
-                yield stats(k)
 
-        if not text.stopped:
-            text.flush()
-            tail = text.take(final=True)
-            if tail is not None:
-                yield TextPiece(tail.text, tail.n_tokens, False)
-        final = stats(k)
-        yield final
-        yield Finished(stop_reason, text.text, tuple(out_tokens), final)
+def accept(
+    rows: np.ndarray,
+    draft: Draft,
+    ctx: list[int],
+    params: SamplingParams,
+    rng: np.random.Generator,
+    seed: int,
+) -> tuple[list[int], int]:
+    """Tokens this step emits (accepted drafts, then the target's own) and how many were drafted.
 
-    # -- pieces of a step ---------------------------------------------------------------------
-
-    def _note_kind(self, drafter: NgramDrafter | ModelDrafter | None) -> DraftingState:
-        controller = self.controller
-        if isinstance(drafter, ModelDrafter) and drafter.load_error:
-            return DraftingState.DRAFT_LOAD_FAILED
-        if drafter is None or controller is None or not controller.adaptive:
-            return DraftingState.DRAFTING
-        if isinstance(drafter, ModelDrafter) and controller.never_pays:
-            return DraftingState.DRAFT_TOO_SLOW
-        if controller.suspended:
-            return DraftingState.SUSPENDED
-        return DraftingState.DRAFTING
-
-    def _note(self, drafter: NgramDrafter | ModelDrafter | None) -> str:
-        kind = self._note_kind(drafter)
-        if kind is DraftingState.DRAFT_LOAD_FAILED and isinstance(drafter, ModelDrafter):
-            return f"the draft model could not be loaded ({drafter.load_error}): {self._instead()}"
-        if kind is DraftingState.DRAFT_TOO_SLOW:
-            return f"the draft model is too slow to help on this machine: {self._instead()}"
-        if kind is DraftingState.SUSPENDED:
-            return "drafts stopped paying: decoding plainly for now, trying again soon"
-        return ""
-
-    def _instead(self) -> str:
-        """What a reply does without its draft model."""
-        return "decoding plainly" if self.lookup is None else "drafting from the text so far only"
-
-    def _draft_llama_s(self) -> float:
-        return self.drafter.llama_s if isinstance(self.drafter, ModelDrafter) else 0.0
-
-    def _draft(
-        self,
-        drafter: NgramDrafter | ModelDrafter | None,
-        ctx: list[int],
-        params: SamplingParams,
-        rng: np.random.Generator,
-        room: int,
-    ) -> tuple[Draft, int]:
-        """The step's draft and its acceptance bucket (for n-gram: the match length, capped)."""
-        controller = self.controller
-        self._unused_offer = None
-        self._text_copying = False
-        self._source = DraftSource.NONE
-        if drafter is None or controller is None or room <= 0:
-            return Draft([]), 0
-        if isinstance(drafter, NgramDrafter):
-            candidates, bucket = drafter.offer(ctx, min(controller.k_max, room), self._use_memory)
-            self._source = drafter.offer_source
-            k = controller.choose(len(candidates), bucket)
-            if candidates and not k:
-                self._unused_offer = candidates[0], bucket
-            return Draft(candidates[:k]), bucket
-        matched: list[int] = []
-        text_bucket = 0
-        offers: list[tuple[int, int]] = []
-        if self.lookup is not None:
-            matched, text_bucket = self.lookup.offer(ctx, min(controller.k_max, room), self._use_memory)
-            if matched:
-                offers.append((len(matched), text_bucket))
-                self._text_copying = text_bucket in NgramDrafter.COPY_BUCKETS
-        one_off, model_pays = None, False
-        if self._use_model and drafter.load_error is None:
-            # Loading the model, or reading all it has not seen (the prompt, when it did not read
-            # it during the prefill; what was decoded plainly or drafted by n-gram meanwhile) is
-            # a one-off paid now, within the reply: only where what is left of the reply can
-            # repay it.
-            unseen = drafter.unseen(ctx)
-            if not drafter.loaded or unseen > ModelDrafter.CATCH_UP_TOKENS:
-                one_off = controller.one_off_draft_s(controller.target_read_s(unseen), drafter.loaded)
-            model_pays = one_off is None or controller.pays_back(room, one_off)
-            if model_pays or not offers:
-                offers.insert(0, (min(controller.k_max, room), 0))
-        k, bucket = controller.choose_among(offers)
-        if matched and (k <= 0 or bucket == 0):
-            self._unused_offer = matched[0], text_bucket
-        if k <= 0:
-            return Draft([]), 0
-        if bucket != 0:
-            assert self.lookup is not None
-            self._source = self.lookup.offer_source
-            return Draft(matched[:k]), bucket
-        if (
-            one_off is not None
-            and not model_pays
-            and not (drafter.loaded and controller.probe_affords(one_off))
-        ):
-            # (A probe of a loaded draft model catches up within a bounded loss: otherwise,
-            # after a few plain steps, no probe could ever re-measure it.)
-            return Draft([]), 0
-        was_loaded = drafter.loaded
-        self._source = DraftSource.MODEL
-        draft = drafter.propose(ctx, k, params, rng)
-        if not was_loaded and drafter.loaded and drafter.load_s is not None:
-            controller.note_draft_load(drafter.load_s)
-        return draft, 0
-
-    def _accept(
-        self,
-        rows: np.ndarray,
-        draft: Draft,
-        ctx: list[int],
-        params: SamplingParams,
-        rng: np.random.Generator,
-        seed: int,
-    ) -> tuple[list[int], int]:
-        """Tokens this step emits (accepted drafts, then the target's own) and how many were drafted."""
-        if params.is_greedy and params.repeat_penalty == 1.0:
-            return self._accept_greedy(rows, draft.tokens)
-        emitted: list[int] = []
-        history = ctx  # extended temporarily with accepted drafts (repetition penalty)
-        n_ctx0 = len(ctx)
-        try:
-            for i, token in enumerate(draft.tokens):
-                if draft.dists is not None:
-                    # A sampled draft: the min(1, p/q) rule with the draft's own q.
-                    p = distribution(rows[i], history, params)
-                    ok, correction = accept_draft(p, token, draft.dists[i], rng)
-                else:
-                    # A deterministic draft: keep it while it equals the target's own choice.
-                    choice = self._target_choice(rows[i], history, params, seed)
-                    ok, correction = choice == token, choice
-                if not ok:
-                    assert correction is not None
-                    emitted.append(correction)
-                    return emitted, i
-                emitted.append(token)
-                history.append(token)
-            emitted.append(self._target_choice(rows[len(draft.tokens)], history, params, seed))
-            return emitted, len(draft.tokens)
-        finally:
-            del history[n_ctx0:]
-
-    @staticmethod
-    def _target_choice(row: np.ndarray, history: list[int], params: SamplingParams, seed: int) -> int:
-        """The target's token after `history`: its argmax, or its keyed sample at this position."""
-        if params.is_greedy:
-            return int(np.argmax(penalize(row, history, params)))
-        return distribution(row, history, params).sample_keyed(seed, len(history))
-
-    @staticmethod
-    def _accept_greedy(rows: np.ndarray, drafted: list[int]) -> tuple[list[int], int]:
-        """Greedy verification: a drafted token is kept while its logit is its row's maximum
-        (an exact tie between two logits counts as agreement), then the target adds its own
-        argmax. See greedy_choices."""
-        choices = greedy_choices(rows, drafted)  # the accepted drafts, then the target's own
+    rows[i] is the target's distribution after draft[:i]. Greedy: drafts are kept while they are
+    the target's argmax (greedy_choices). A sampled draft: the min(1, p/q) rule with the draft's
+    own q (engine.sampling.accept_draft). A deterministic draft at temperature > 0: kept while it
+    equals the target's keyed sample at its position (Dist.sample_keyed), so the text is the one
+    plain decoding samples with the same seed."""
+    if params.is_greedy and params.repeat_penalty == 1.0:
+        choices = greedy_choices(rows, draft.tokens)  # the accepted drafts, then the target's own
         return choices, len(choices) - 1
+    k = len(draft.tokens)
+    # Every row's history as if the draft before it were accepted (rows after a rejection are
+    # never used): only its last repeat_last_n tokens count (the penalty), and its position.
+    tail = ctx[-params.repeat_last_n :] if params.repeat_penalty != 1.0 else []
+    histories = [[*tail, *draft.tokens[:i]] for i in range(k + 1)]
+    if params.is_greedy:  # with a repetition penalty: the argmax of each penalised row, in order
+        for i in range(k + 1):
+            choice = int(np.argmax(penalize(rows[i], histories[i], params)))
+            if i == k or choice != draft.tokens[i]:
+                return [*draft.tokens[:i], choice], i
+    if draft.dists is None:
+        # Deterministic drafts: kept while each equals the target's keyed sample at its position.
+        samples = keyed_samples(rows[: k + 1], histories, params, seed, range(len(ctx), len(ctx) + k + 1))
+        n_accepted = next((i for i in range(k) if int(samples[i]) != draft.tokens[i]), k)
+        return [*draft.tokens[:n_accepted], int(samples[n_accepted])], n_accepted
+    # Sampled drafts: the min(1, p/q) rule with the draft's own q, in order.
+    targets = distributions(rows[: k + 1], histories, params)
+    for i, token in enumerate(draft.tokens):
+        ok, correction = accept_draft(targets[i], token, draft.dists[i], rng)
+        if not ok:
+            assert correction is not None
+            return [*draft.tokens[:i], correction], i
+    return [*draft.tokens, targets[k].sample_keyed(seed, len(ctx) + k)], k
 
 
 # Verify batches of this many drafted rows or more are read on two threads (below: handing half

@@ -94,6 +94,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--json", action="store_true")
     b.add_argument("--out", default=None, help="also write the report as Markdown here")
+    replay = b.add_mutually_exclusive_group()
+    replay.add_argument(
+        "--cost-curve", action="store_true", help="measure this machine's verify costs for --replay"
+    )
+    replay.add_argument(
+        "--record-traces", action="store_true", help="record greedy replies to the copy prompts for --replay"
+    )
+    replay.add_argument(
+        "--replay",
+        action="store_true",
+        help="replay the draft policy on the kept traces against every kept cost curve (no model needed)",
+    )
+    b.add_argument("--curves", default=None, help="folder of cost curves for --replay")
+    b.add_argument("--traces", default=None, help="folder of traces for --replay")
+    b.add_argument("--python-scale", default=None, help="--replay: comma-separated slow-core factors (1,3.5)")
+    b.add_argument("--curve-name", default=None, help="--cost-curve: the curve's name")
 
     try:
         from app.cli.cli_models import add_models_parser

@@ -1,0 +1,206 @@
+"""`tandem bench --replay`, `--cost-curve`, `--record-traces`: the draft policy against any machine.
+
+- `--record-traces`: plain greedy replies to the copy prompts (and the bench's warm-up prompt),
+  saved as token ids (engine.replay.Trace): what drafting sees, the same on every CPU.
+- `--cost-curve`: this machine's verify costs t(n) (timed as the bench's ceiling is, after the
+  prompt and half the reply) and its work outside llama.cpp a step, as a curve file.
+- `--replay`: every kept trace against every kept curve: the decode time the real policy reaches
+  (engine.policy, driven with a simulated clock), and the best any choice of draft lengths could
+  reach knowing what is accepted. No model and no llama.cpp needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+from app.paths import resources_dir
+from engine.config import NGRAM_LOOKUP, NO_DRAFT, DraftChoice
+from engine.replay import CostCurve, Trace, hindsight_best, load_curves, load_traces, replay
+from engine.session import Engine
+
+PYTHON_SCALES = (1.0, 3.5)  # the curve's own cores, and cores 3.5x slower at Python (issue 27)
+
+
+def replay_dir() -> Path:
+    return resources_dir() / "replay"
+
+
+def _engine(args: argparse.Namespace, draft: DraftChoice = NO_DRAFT) -> Engine:
+    """An engine as `tandem bench` makes one, with its own cost cache (the user's is not touched)."""
+    import tempfile
+
+    from app.cli.options import engine_config
+
+    costs = tempfile.mkdtemp(prefix="tandem-curve-")
+    config = dataclasses.replace(engine_config(args), draft=draft, cost_cache_dir=costs)
+    return Engine(config)
+
+
+def record_traces(args: argparse.Namespace) -> str:
+    from app.cli.bench import WARM_UP_PROMPT, _run, load_prompts
+    from engine.config import SamplingParams
+
+    prompts = [("warm-up", WARM_UP_PROMPT)] + [
+        (p.name, p.prompt) for p in load_prompts(args.prompts, args.sets or "copy")
+    ]
+    out = Path(args.out) if args.out else replay_dir() / "traces"
+    out.mkdir(parents=True, exist_ok=True)
+    engine = _engine(args)
+    model = Path(engine.config.target_path).name
+    lines = []
+    try:
+        for name, prompt in prompts:
+            finished = _run(engine, prompt, args.max_tokens, SamplingParams(), speculate=False)
+            trace = Trace(name, tuple(engine.tokenize(prompt)), finished.token_ids, model)
+            path = out / f"{name}.json"
+            path.write_text(json.dumps(trace.to_json()) + "\n", encoding="utf-8")
+            lines.append(f"{path}: {len(trace.prompt)} prompt tokens, {len(trace.reply)} reply tokens")
+    finally:
+        engine.close()
+    return "\n".join(lines)
+
+
+def measure_cost_curve(args: argparse.Namespace) -> CostCurve:
+    """This machine's curve: verify batches timed as the bench's ceiling is, and the work outside
+    llama.cpp a step (reading each verified row; the rest, a fixed part, from a real copy reply)."""
+    from app.cli.bench import CEILING_SIZES, _run, load_prompts, measure_ceiling
+    from engine.config import SamplingParams
+    from engine.speculative import greedy_choices
+
+    prompt = load_prompts(args.prompts, args.sets or "copy")[0].prompt
+    engine = _engine(args, draft=NGRAM_LOOKUP)
+    try:
+        _, costs = measure_ceiling(engine, prompt, args.max_tokens)
+        t_ms = {n: s * 1000 for n, s in costs.items() if n in CEILING_SIZES}
+        # Reading n verified rows right after their decode (all accepted: every row is read).
+        engine.reset_cache()
+        target = engine.target
+        context = engine.tokenize(prompt)
+        target.decode(context, n_logits=0)
+        read_ms: dict[int, float] = {}
+        for n in (8, 63):
+            best = float("inf")
+            for _ in range(3):
+                rows = target.decode(context[:n], n_logits=n)
+                drafted = [int(t) for t in rows[:-1].argmax(axis=1)]  # every draft agrees: all rows read
+                target.truncate(len(context))
+                rows = target.decode(context[:n], n_logits=n)  # fresh from llama.cpp, as in a step
+                t0 = time.perf_counter()
+                greedy_choices(rows, drafted)
+                best = min(best, time.perf_counter() - t0)
+                target.truncate(len(context))
+            read_ms[n] = best * 1000
+        row_ms = max((read_ms[63] - read_ms[8]) / 55, 0.0)
+        # The rest of a step's time outside llama.cpp, from a real speculative copy reply.
+        engine.reset_cache()
+        spec = _run(engine, prompt, args.max_tokens, SamplingParams(), speculate=True)
+        s = spec.stats
+        rows_per_step = (s.n_drafted + s.n_steps) / max(s.n_steps, 1)
+        fixed_ms = max(s.step_overhead_ms_median - row_ms * rows_per_step, 0.05)
+    finally:
+        engine.close()
+    from engine.costcache import build_identity, cpu_identity
+
+    flags = [f for f in ("AVX512", "AVX2") if f"{f} = 1" in build_identity()]
+    name = args.curve_name or f"{platform.node()}-{(flags or ['build'])[0].lower()}"
+    source = (
+        f"tandem bench --cost-curve, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, "
+        f"CPU {cpu_identity()}, build {'/'.join(flags) or 'other'}, threads {args.threads or 'all'}; "
+        f"reading rows: 8 rows {read_ms[8]:.2f} ms, 63 rows {read_ms[63]:.2f} ms; a copy reply's median "
+        f"step outside llama.cpp {s.step_overhead_ms_median:.2f} ms at {rows_per_step:.1f} rows a step"
+    )
+    return CostCurve(name, t_ms, fixed_ms, row_ms, source)
+
+
+def cost_curve(args: argparse.Namespace) -> str:
+    curve = measure_cost_curve(args)
+    out = Path(args.out) if args.out else replay_dir() / "curves" / f"{curve.name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(curve.to_json(), indent=1) + "\n", encoding="utf-8")
+    return f"{out}: ceiling {curve.ceiling():.2f}x; {curve.source}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayRow:
+    curve: str
+    prompt: str
+    python_scale: float
+    plain_s: float
+    controller_s: float
+    best_s: float
+    ceiling: float
+
+    @property
+    def share(self) -> float:
+        return self.best_s / self.controller_s
+
+    @property
+    def speedup(self) -> float:
+        return self.plain_s / self.controller_s
+
+
+def run_replay(
+    curves: list[CostCurve], traces: list[Trace], scales: tuple[float, ...] = PYTHON_SCALES
+) -> list[ReplayRow]:
+    """Each trace against each curve, the controller seeded as the bench seeds a run: from what a
+    first process left after the warm-up prompt (its trace is named warm-up)."""
+    warm = next((t for t in traces if t.name == "warm-up"), None)
+    rows = []
+    for curve in curves:
+        for scale in scales:
+            seed = None
+            if warm is not None:
+                _, controller = replay(warm, curve, python_scale=scale)
+                seed = controller.export()
+            for trace in traces:
+                if trace is warm:
+                    continue
+                result, _ = replay(trace, curve, seed, scale)
+                best = hindsight_best(trace, curve, scale)
+                rows.append(
+                    ReplayRow(
+                        curve.name, trace.name, scale, result.plain_s, result.decode_s, best, curve.ceiling()
+                    )
+                )
+    return rows
+
+
+def replay_markdown(rows: list[ReplayRow]) -> str:
+    lines = [
+        "| curve | Python x | prompt | plain s | controller s | hindsight-best s | controller of best | speedup | best speedup | ceiling |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.curve} | {r.python_scale:g} | {r.prompt} | {r.plain_s:.2f} | {r.controller_s:.2f} | "
+            f"{r.best_s:.2f} | {100 * r.share:.0f}% | {r.speedup:.2f}x | {r.plain_s / r.best_s:.2f}x | {r.ceiling:.2f}x |"
+        )
+    lines.append("")
+    for curve in dict.fromkeys(r.curve for r in rows):
+        for scale in dict.fromkeys(r.python_scale for r in rows if r.curve == curve):
+            mine = [r for r in rows if r.curve == curve and r.python_scale == scale]
+            shares = [r.share for r in mine]
+            lines.append(
+                f"- {curve}, Python x{scale:g}: controller {100 * statistics.median(shares):.0f}% of the "
+                f"hindsight-best (lowest {100 * min(shares):.0f}%), speedup median "
+                f"{statistics.median(r.speedup for r in mine):.2f}x"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def replay_report(args: argparse.Namespace) -> str:
+    base = replay_dir()
+    curves = load_curves(Path(args.curves) if args.curves else base / "curves")
+    traces = load_traces(Path(args.traces) if args.traces else base / "traces")
+    scales = tuple(float(x) for x in args.python_scale.split(",")) if args.python_scale else PYTHON_SCALES
+    rows = run_replay(curves, traces, scales)
+    text = replay_markdown(rows)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    return text

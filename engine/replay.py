@@ -1,0 +1,213 @@
+"""Replay the draft policy's decisions against any machine's verify costs, without that machine.
+
+Greedy decoding writes the same text on every CPU, and an n-gram drafter's offers depend on
+nothing but that text. So one recorded reply (a Trace: the prompt's tokens and the reply's)
+tells what drafting sees at every step on any machine; what differs between machines is what
+a step costs. A CostCurve says that: t(n), one verify batch of n rows, and the work outside
+llama.cpp per step (Python: a fixed part and a part per verified row, both scaled for slow
+cores). `replay` drives engine.policy.DraftPolicy, the very code a real reply runs, with a
+simulated clock, and `hindsight_best` finds the fastest sequence of draft lengths knowing
+what will be accepted: the controller's share of it is how well it fits the machine.
+
+Cost curves live in resources/replay/curves (one JSON file a machine and build; `tandem bench
+--cost-curve` measures this machine's), traces in resources/replay/traces (`tandem bench
+--record-traces`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.adaptive import DraftLengthController
+from engine.config import SamplingParams
+from engine.drafters import NgramDrafter
+from engine.policy import DraftPolicy
+
+K_MAX = 63  # the engine's longest draft (engine.config.EngineConfig.draft_max)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A greedy reply as drafting sees it: the prompt's tokens, then the reply's."""
+
+    name: str
+    prompt: tuple[int, ...]
+    reply: tuple[int, ...]
+    model: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "model": self.model,
+            "prompt": list(self.prompt),
+            "reply": list(self.reply),
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, object]) -> Trace:
+        prompt, reply = data["prompt"], data["reply"]
+        assert isinstance(prompt, list) and isinstance(reply, list)
+        return Trace(
+            str(data["name"]),
+            tuple(int(t) for t in prompt),
+            tuple(int(t) for t in reply),
+            str(data.get("model", "")),
+        )
+
+
+@dataclass(frozen=True)
+class CostCurve:
+    """What a step costs on one machine and build: t(n) for a verify batch of n rows (ms, at the
+    sizes measured; linear between them), and the work outside llama.cpp a step, fixed_ms +
+    row_ms per verified row as measured on the machine's own cores."""
+
+    name: str
+    t_ms: dict[int, float]
+    fixed_ms: float = 0.3
+    row_ms: float = 0.05
+    source: str = ""
+
+    def verify_s(self, n_rows: int) -> float:
+        sizes = sorted(self.t_ms)
+        if n_rows >= sizes[-1]:
+            top, below = sizes[-1], sizes[-2]
+            slope = (self.t_ms[top] - self.t_ms[below]) / (top - below)
+            return (self.t_ms[top] + slope * (n_rows - top)) / 1000
+        return float(np.interp(n_rows, sizes, [self.t_ms[n] for n in sizes])) / 1000
+
+    def step_s(self, n_rows: int, python_scale: float = 1.0) -> float:
+        return self.verify_s(n_rows) + python_scale * (self.fixed_ms + self.row_ms * n_rows) / 1000
+
+    def ceiling(self) -> float:
+        """The bench's ceiling: max over the measured sizes of n·t(1)/t(n)."""
+        return max(n * self.t_ms[1] / t for n, t in self.t_ms.items())
+
+    @staticmethod
+    def load(path: Path) -> CostCurve:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return CostCurve(
+            str(data["name"]),
+            {int(n): float(ms) for n, ms in data["t_ms"].items()},
+            float(data.get("fixed_ms", 0.3)),
+            float(data.get("row_ms", 0.05)),
+            str(data.get("source", "")),
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "source": self.source,
+            "t_ms": {str(n): round(ms, 2) for n, ms in sorted(self.t_ms.items())},
+            "fixed_ms": round(self.fixed_ms, 3),
+            "row_ms": round(self.row_ms, 4),
+        }
+
+
+@dataclass
+class ReplayResult:
+    decode_s: float
+    plain_s: float
+    steps: list[tuple[int, int]] = field(default_factory=list)  # (drafted, accepted) per step
+
+    @property
+    def speedup(self) -> float:
+        return self.plain_s / self.decode_s
+
+
+def _matched(offer: list[int], reply: tuple[int, ...], pos: int) -> int:
+    n = 0
+    for token, truth in zip(offer, reply[pos : pos + len(offer)], strict=False):
+        if token != truth:
+            break
+        n += 1
+    return n
+
+
+def replay(
+    trace: Trace,
+    curve: CostCurve,
+    seed: dict[str, object] | None = None,
+    python_scale: float = 1.0,
+    controller: DraftLengthController | None = None,
+    noise: float = 0.0,
+    noise_seed: int = 0,
+) -> tuple[ReplayResult, DraftLengthController]:
+    """The reply decoded by the real policy against `curve`: its decode time, and the controller
+    as the reply left it (its export seeds the next, as the cost cache does between processes).
+    seed: a cost cache's contents (DraftLengthController.export), None for a first process.
+    noise: a shared machine's timings, as the controller sees them: each step's time scaled by
+    exp(N(0, noise)), and one step in 50 stalled to 3x (another program); the decode time
+    counts them too (plain decoding would have waited as long: its time is scaled alike)."""
+    if controller is None:
+        controller = DraftLengthController(K_MAX)
+        if seed is not None:
+            controller.seed(seed)
+    policy = DraftPolicy(NgramDrafter(), controller)
+    policy.begin_reply(speculate=True, use_memory=False)
+    ctx = list(trace.prompt)
+    policy.start(ctx)
+    reply, pos, clock = trace.reply, 0, 0.0
+    params, rng = SamplingParams(), np.random.default_rng(0)
+    jitter = np.random.default_rng(noise_seed)
+    steps: list[tuple[int, int]] = []
+    while pos < len(reply):
+        proposal = policy.propose(ctx, len(reply) - pos, params, rng)
+        k = len(proposal.tokens)
+        n_accepted = _matched(proposal.tokens, reply, pos)
+        step_s = curve.step_s(k + 1, python_scale)
+        if noise > 0:
+            step_s *= float(np.exp(jitter.normal(0.0, noise))) * (3.0 if jitter.random() < 0.02 else 1.0)
+        emitted = list(reply[pos : pos + n_accepted + 1])
+        policy.learn(proposal, n_accepted, emitted[0], step_s)
+        ctx.extend(emitted)
+        pos += len(emitted)
+        clock += step_s
+        steps.append((k, n_accepted))
+    plain_s = len(reply) * curve.step_s(1, python_scale)
+    if noise > 0:  # the same noise's mean cost on plain decoding
+        plain_s *= float(np.exp(noise**2 / 2)) * (1 + 2 * 0.02)
+    return ReplayResult(clock, plain_s, steps), controller
+
+
+def offers(trace: Trace, k_max: int = K_MAX) -> list[tuple[int, int]]:
+    """At each position of the reply, what an n-gram offer there holds: how many tokens, and how
+    many of them the target would accept (their match with what the reply goes on to say)."""
+    drafter = NgramDrafter()
+    ctx = list(trace.prompt)
+    drafter.begin(ctx)
+    reply = trace.reply
+    out = []
+    for pos in range(len(reply)):
+        candidates, _ = drafter.offer(ctx, min(k_max, len(reply) - pos), use_memory=False)
+        out.append((len(candidates), _matched(candidates, reply, pos)))
+        ctx.append(reply[pos])
+    return out
+
+
+def hindsight_best(trace: Trace, curve: CostCurve, python_scale: float = 1.0, k_max: int = K_MAX) -> float:
+    """The least decode time any choice of draft lengths could reach on this reply, knowing what
+    each offer will have accepted: dynamic programming over positions. A draft longer than what
+    will be accepted only adds rows, though a batch of more rows may cost less (CPU kernels
+    work in tiles), so every length the offer holds is tried."""
+    held = offers(trace, k_max)
+    n = len(trace.reply)
+    step = [curve.step_s(rows, python_scale) for rows in range(k_max + 2)]
+    best = [0.0] * (n + 1)
+    for pos in range(n - 1, -1, -1):
+        available, m = held[pos]
+        best[pos] = min(step[k + 1] + best[min(n, pos + min(k, m) + 1)] for k in range(available + 1))
+    return best[0]
+
+
+def load_traces(directory: Path) -> list[Trace]:
+    return [
+        Trace.from_json(json.loads(p.read_text(encoding="utf-8"))) for p in sorted(directory.glob("*.json"))
+    ]
+
+
+def load_curves(directory: Path) -> list[CostCurve]:
+    return [CostCurve.load(p) for p in sorted(directory.glob("*.json"))]
