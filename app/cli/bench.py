@@ -869,15 +869,6 @@ def to_markdown(report: dict[str, object]) -> str:
 def cmd_bench(args: argparse.Namespace) -> int:
     from app.cli.options import UserError, validate_engine_args
 
-    if args.replay or args.cost_curve or args.record_traces:
-        from app.cli import replay_bench
-
-        if args.replay:
-            print(replay_bench.replay_report(args))
-            return 0
-        validate_engine_args(args)
-        print(replay_bench.cost_curve(args) if args.cost_curve else replay_bench.record_traces(args))
-        return 0
     validate_engine_args(args)
     if args.draft.kind is Speculation.NONE:
         raise UserError("bench needs --draft PATH or --draft ngram (it compares against plain decoding)")

@@ -144,6 +144,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from app.cli.serve import cmd_serve
 
         return cmd_serve(args)
+    if args.command == "bench" and (args.replay or args.cost_curve or args.record_traces):
+        from app.cli.replay_bench import cmd_replay_bench
+
+        return cmd_replay_bench(args)
     if args.command == "bench":
         from app.cli.bench import cmd_bench
 

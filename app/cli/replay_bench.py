@@ -204,3 +204,15 @@ def replay_report(args: argparse.Namespace) -> str:
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
     return text
+
+
+def cmd_replay_bench(args: argparse.Namespace) -> int:
+    """`tandem bench` with --replay, --cost-curve or --record-traces."""
+    from app.cli.options import validate_engine_args
+
+    if args.replay:
+        print(replay_report(args))
+        return 0
+    validate_engine_args(args)
+    print(cost_curve(args) if args.cost_curve else record_traces(args))
+    return 0
