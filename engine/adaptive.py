@@ -516,6 +516,8 @@ class DraftLengthController:
             if best_k < limit and self._n_spec_steps % _EXPLORE_EVERY == 0:
                 # Timings are noisy (one slow sample can make a batch size look too dear to
                 # ever try again): now and then try a longer draft and let its cost be measured.
+                if self._costs_drafting(bucket):  # a draft model's tokens cost decodes: double
+                    return min(limit, 2 * best_k), bucket
                 return self._explore_length(best_rates, best_k, limit), bucket
             return best_k, bucket
         self._plain_steps += 1
