@@ -48,7 +48,8 @@ def sample_keyed_rows(ids: np.ndarray, probs: np.ndarray, seed: int, positions: 
     gumbel = -np.log(-np.log(u))
     with np.errstate(divide="ignore"):
         choice = np.argmax(np.log(probs) + gumbel, axis=1)
-    return ids[np.arange(len(ids)), choice]
+    picked: np.ndarray = ids[np.arange(len(ids)), choice]
+    return picked
 
 
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -56,7 +57,8 @@ _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 def keyed_uniform(seed: int, position: int, ids: np.ndarray) -> np.ndarray:
     """Uniform numbers in (0, 1), one per id, a pure function of (seed, position, id) (splitmix64)."""
-    return keyed_uniform_rows(seed, [position], ids[None])[0]
+    row: np.ndarray = keyed_uniform_rows(seed, [position], ids[None])[0]
+    return row
 
 
 def keyed_uniform_rows(seed: int, positions: Sequence[int], ids: np.ndarray) -> np.ndarray:
