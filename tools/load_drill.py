@@ -58,7 +58,12 @@ class DrillReport:
 
 
 def _one_request(
-    client: object, base: str, rng: random.Random, report: DrillReport, timeout_s: float
+    client: object,
+    base: str,
+    rng: random.Random,
+    report: DrillReport,
+    timeout_s: float,
+    patient: bool = False,
 ) -> None:
     import httpx
 
@@ -83,11 +88,13 @@ def _one_request(
         if not stream:
             r = client.post(base + path, json=body, timeout=timeout_s)
             _judge_whole(r, report, time.monotonic() - t0)
+            _wait_if_asked(r, patient)
             return
         with client.stream("POST", base + path, json=body, timeout=timeout_s) as r:
             if r.status_code != 200:
                 r.read()
                 _judge_refusal(r, report)
+                _wait_if_asked(r, patient)
                 return
             n_chunks = 0
             for line in r.iter_lines():
@@ -110,6 +117,15 @@ def _one_request(
         report.count("lost", lost=f"{path} timed out after {timeout_s:.0f} s ({type(e).__name__})")
     except httpx.HTTPError as e:
         report.count("lost", lost=f"{path}: {type(e).__name__}: {e}")
+
+
+def _wait_if_asked(r: object, patient: bool) -> None:
+    """A patient client waits as long as a 503's Retry-After says before its next request."""
+    import httpx
+
+    assert isinstance(r, httpx.Response)
+    if patient and r.status_code == 503 and r.headers.get("retry-after", "").isdigit():
+        time.sleep(int(r.headers["retry-after"]))
 
 
 def _judge_whole(r: object, report: DrillReport, latency_s: float) -> None:
@@ -176,6 +192,7 @@ def run_drill(
     seed: int = 28,
     timeout_s: float = 300.0,
     sample_s: float = 2.0,
+    patient: bool = False,
 ) -> DrillReport:
     """Drive the API at `base` (…/v1) with n_clients looping clients for duration_s."""
     import httpx
@@ -188,7 +205,7 @@ def run_drill(
         rng = random.Random(seed * 1000 + i)
         with httpx.Client() as client:
             while time.monotonic() < stop_at:
-                _one_request(client, base, rng, report, timeout_s)
+                _one_request(client, base, rng, report, timeout_s, patient)
                 if rng.random() < 0.2:
                     time.sleep(rng.random() * 0.5)  # a pause now and then
 
@@ -247,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=180.0, help="seconds")
     ap.add_argument("--queue", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--patient", action="store_true", help="clients wait as a 503's Retry-After asks")
     args = ap.parse_args(argv)
 
     home = Path(tempfile.mkdtemp(prefix="tandem-load-drill-"))
@@ -271,10 +289,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     threading.Thread(target=lambda: [None for _ in server.stderr or ()], daemon=True).start()  # drain its log
     try:
+        how = "patient" if args.patient else "impatient"
         print(
-            f"load drill: {args.clients} clients for {args.duration:.0f} s, --queue {args.queue}, model {model}"
+            f"load drill: {args.clients} {how} clients for {args.duration:.0f} s, --queue {args.queue}, model {model}"
         )
-        report = run_drill(f"http://127.0.0.1:{port}/v1", server.pid, args.clients, args.duration)
+        report = run_drill(
+            f"http://127.0.0.1:{port}/v1", server.pid, args.clients, args.duration, patient=args.patient
+        )
         print(describe(report, args.duration))
         return 1 if report.lost else 0
     finally:
