@@ -20,7 +20,7 @@ def test_a_preset_applies_and_the_current_settings_save_as_one(qtbot, open_windo
     settings = load_settings()
     assert settings.temperature == 0.0 and settings.preset_name == "Edit or copy text"
     assert settings.speed_up_auto and window.speculation_combo.currentData() == "auto"
-    assert window.chat.system_prompt.text().startswith("You edit text.")
+    assert window.chat.system_prompt.text() == ""  # exact and sped up; the request says what to do
 
     window.apply_settings(window.settings.replace(temperature=0.3))
     window.chat.system_prompt.setText("Answer in French.")

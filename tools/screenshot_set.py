@@ -43,7 +43,9 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from app.library.model_spec import parse_model
 
-    model = parse_model(args.model).resolve()  # before TANDEM_HOME moves (the built-in models' folder)
+    spec = parse_model(args.model)
+    spec.resolve()  # a built-in model is made before TANDEM_HOME moves (the built-in models' folder)
+    model = spec.text  # the window names a built-in model by its name
     os.environ["TANDEM_HOME"] = tempfile.mkdtemp(prefix="tandem-screenshots-")
     try:
         return _scene(out_dir, model)
