@@ -257,7 +257,7 @@ class DraftLengthController:
             sizes = np.array(sorted(measured), dtype=np.float64)
             self._cost_arrays = sizes, np.array([measured[int(n)] for n in sizes])
         sizes, costs = self._cost_arrays
-        out = np.interp(ns, sizes, costs)
+        out: np.ndarray = np.interp(ns, sizes, costs)
         lo, hi = sizes[0], sizes[-1]
         below, above = ns < lo, ns > hi
         out[below] = costs[0] / (1 + _PRIOR_SLOPE * (lo - ns[below]))
@@ -274,14 +274,16 @@ class DraftLengthController:
         tokens = (1 - a ** (ks + 1)) / (1 - a)
         costs = self.verify_costs(k_max + 1)[1:]
         if not self._costs_drafting(bucket):
-            return tokens / costs
+            plain_rates: np.ndarray = tokens / costs
+            return plain_rates
         first, d = self.draft_first_cost(), self.draft_cost()
         drafted_s = np.where(ks > 0, first + (ks - 1) * d, 0.0) + costs
         r = self.refusal_rate()
         if r > 0.0:
             tokens[1:] = (1 - r) * tokens[1:] + r
             drafted_s[1:] = (1 - r) * drafted_s[1:] + r * (first + costs[0])
-        return tokens / drafted_s
+        rates: np.ndarray = tokens / drafted_s
+        return rates
 
     def _costs_drafting(self, bucket: int) -> bool:
         """Does drafting from this bucket cost decodes (a draft model's, bucket 0)? n-gram

@@ -83,7 +83,7 @@ def _message_of(response: Any) -> str:
         body = response.json()
     except Exception:
         text = response.text.strip()
-        return text[:200] if text else response.reason_phrase
+        return text[:200] if text else str(response.reason_phrase)
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict):
