@@ -13,8 +13,9 @@ One scene, many pictures: each page is grabbed in the light and the dark theme, 
 (rendered at twice the pixels into an image of device pixel ratio 2, as a HiDPI screen draws it),
 as resources/screenshot-{chat,compare,models}-{light,dark}-{1,2}x.png; resources/screenshot.png
 (the README's first picture) is the light chat at 1x. A scene where the speed-up did not pay
-(under MIN_SPEEDUP, whole requests, in Compare) writes nothing and exits 1: the pictures must not
-show the product failing. Scratch TANDEM_HOME: the user's files are neither shown nor touched.
+(under MIN_SPEEDUP, whole requests, in Compare) is tried again, up to three times (a busy machine
+can spoil a run); if none pays, nothing is written and it exits 1: the pictures must not show
+the product failing. The engine gets one thread: steadier on a machine shared with other work. Scratch TANDEM_HOME: the user's files are neither shown nor touched.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def _scene(out_dir: Path, model: str) -> int:
 
     app = QApplication.instance() or QApplication(["tandem"])
     app.setApplicationName("Tandem")
-    save_settings(load_settings().replace(theme="light", has_seen_welcome=True, max_tokens=400))
+    save_settings(load_settings().replace(theme="light", has_seen_welcome=True, max_tokens=400, n_threads=1))
     window = MainWindow(model=model, draft="ngram")
     window.resize(*SIZE)
     window.show()
@@ -86,20 +87,23 @@ def _scene(out_dir: Path, model: str) -> int:
     edit = next(p for p in built_in_presets() if p.name == "Edit or copy text")
     window.on_header_preset_chosen(edit)
     window.refresh_presets()
-    _, task = DEMO_TASKS[0]
+    task = ""
 
     # Compare first: its plain run is this machine's measured plain speed for the chat's headline.
     window.open_compare()
-    window.compare.task_combo.setCurrentIndex(1)
-    window.compare.on_task_combo_activated(1)
-    for _attempt in range(2):  # a machine busy with other work can spoil one run
+    # The note to correct, up to three times (a machine busy with other work can spoil a run).
+    for index in (1, 1, 1):
+        window.compare.task_combo.setCurrentIndex(index)
+        window.compare.on_task_combo_activated(index)
+        _, task = DEMO_TASKS[index - 1]
         window.on_compare_compare_requested(window.compare.prompt.toPlainText())
         wait_until(lambda: len(window.compare.final_stats) == 2, "Compare")
         wait_until(lambda: not window.controller.is_busy, "Compare to end")
         plain, sped = window.compare.final_stats["plain"], window.compare.final_stats["speculative"]
-        ratio = plain.total_s / sped.total_s if sped.total_s > 0 else 0.0
+        reading = max(plain.prefill_s, sped.prefill_s)  # the second run finds the prompt read
+        ratio = (reading + plain.decode_s) / (reading + sped.decode_s) if sped.decode_s > 0 else 0.0
         print(
-            f"screenshot_set: Compare {sped.total_s:.1f} s instead of {plain.total_s:.1f} s ({ratio:.2f}x); "
+            f"screenshot_set: Compare {ratio:.2f}x (the prompt read in {reading:.1f} s counted for both); "
             f"decode {plain.decode_tokens_per_s:.1f} -> {sped.decode_tokens_per_s:.1f} tok/s, "
             f"{sped.n_accepted}/{sped.n_drafted} drafted tokens accepted, {sped.n_generated} tokens, "
             f"state {sped.note_kind!s}"

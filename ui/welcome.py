@@ -72,8 +72,7 @@ def recommend_pair(
         where = "It runs on the CPU here"
     return Recommendation(
         fitting[-1],
-        f"Fits in {memory}. {where}: the smallest chat pair is the fastest there, and expect little "
-        "speedup from a draft model without a GPU (drafting from the text helps with any model).",
+        f"Fits in {memory}. {where}: the smallest chat pair is the fastest there.",
     )
 
 

@@ -202,9 +202,13 @@ LEGEND = (
 
 
 def compare_headline(plain: ReplyNumbers, sped_up: ReplyNumbers) -> str:
-    """ "71 s instead of 168 s: 2.4× faster" (whole requests, timed one after the other)."""
-    plain_s = plain.prefill_s + plain.decode_s
-    sped_s = sped_up.prefill_s + sped_up.decode_s
+    """ "71 s instead of 168 s: 2.4× faster" (whole requests, timed one after the other).
+
+    The second run finds the prompt already read (the engine keeps it), so both are counted with
+    the first run's reading of the prompt: the same work, read once from scratch."""
+    reading_s = max(plain.prefill_s, sped_up.prefill_s)
+    plain_s = reading_s + plain.decode_s
+    sped_s = reading_s + sped_up.decode_s
     if plain_s <= 0 or sped_s <= 0:
         return ""
     ratio = plain_s / sped_s
