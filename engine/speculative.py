@@ -33,7 +33,7 @@ from engine.config import SamplingParams
 from engine.drafters import Draft, ModelDrafter, NgramDrafter
 from engine.events import DraftSource, Event, Finished, Speculation, Stats, StopReason, TextPiece
 from engine.policy import DraftPolicy, Proposal
-from engine.sampling import accept_draft, distributions, keyed_samples, penalize
+from engine.sampling import accept_draft, distribution, penalize
 
 STATS_INTERVAL_S = 0.1
 
@@ -338,29 +338,34 @@ def accept(
     if params.is_greedy and params.repeat_penalty == 1.0:
         choices = greedy_choices(rows, draft.tokens)  # the accepted drafts, then the target's own
         return choices, len(choices) - 1
-    k = len(draft.tokens)
-    # Every row's history as if the draft before it were accepted (rows after a rejection are
-    # never used): only its last repeat_last_n tokens count (the penalty), and its position.
-    tail = ctx[-params.repeat_last_n :] if params.repeat_penalty != 1.0 else []
-    histories = [[*tail, *draft.tokens[:i]] for i in range(k + 1)]
-    if params.is_greedy:  # with a repetition penalty: the argmax of each penalised row, in order
-        for i in range(k + 1):
-            choice = int(np.argmax(penalize(rows[i], histories[i], params)))
-            if i == k or choice != draft.tokens[i]:
-                return [*draft.tokens[:i], choice], i
-    if draft.dists is None:
-        # Deterministic drafts: kept while each equals the target's keyed sample at its position.
-        samples = keyed_samples(rows[: k + 1], histories, params, seed, range(len(ctx), len(ctx) + k + 1))
-        n_accepted = next((i for i in range(k) if int(samples[i]) != draft.tokens[i]), k)
-        return [*draft.tokens[:n_accepted], int(samples[n_accepted])], n_accepted
-    # Sampled drafts: the min(1, p/q) rule with the draft's own q, in order.
-    targets = distributions(rows[: k + 1], histories, params)
-    for i, token in enumerate(draft.tokens):
-        ok, correction = accept_draft(targets[i], token, draft.dists[i], rng)
-        if not ok:
-            assert correction is not None
-            return [*draft.tokens[:i], correction], i
-    return [*draft.tokens, targets[k].sample_keyed(seed, len(ctx) + k)], k
+    emitted: list[int] = []
+    history = ctx  # extended temporarily with accepted drafts (repetition penalty)
+    n_ctx0 = len(ctx)
+    try:
+        for i, token in enumerate(draft.tokens):
+            if draft.dists is not None:
+                p = distribution(rows[i], history, params)
+                ok, correction = accept_draft(p, token, draft.dists[i], rng)
+            else:
+                choice = _target_choice(rows[i], history, params, seed)
+                ok, correction = choice == token, choice
+            if not ok:
+                assert correction is not None
+                emitted.append(correction)
+                return emitted, i
+            emitted.append(token)
+            history.append(token)
+        emitted.append(_target_choice(rows[len(draft.tokens)], history, params, seed))
+        return emitted, len(draft.tokens)
+    finally:
+        del history[n_ctx0:]
+
+
+def _target_choice(row: np.ndarray, history: list[int], params: SamplingParams, seed: int) -> int:
+    """The target's token after `history`: its argmax, or its keyed sample at this position."""
+    if params.is_greedy:
+        return int(np.argmax(penalize(row, history, params)))
+    return distribution(row, history, params).sample_keyed(seed, len(history))
 
 
 # Verify batches of this many drafted rows or more are read on two threads (below: handing half

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -286,47 +285,3 @@ def test_the_penalised_distribution_is_the_one_of_the_penalised_row(repeat_penal
         assert sorted(got.ids.tolist()) == sorted(want_ids.tolist())
         want = np.exp((penalised[got.ids] - penalised[got.ids].max()) / 0.7)
         assert got.probs == pytest.approx(want / want.sum(), rel=1e-9)
-
-
-@pytest.mark.parametrize(
-    "params",
-    [
-        SamplingParams(temperature=0.8),
-        SamplingParams(temperature=0.7, repeat_penalty=1.1),
-        SamplingParams(temperature=1.5, top_k=6, top_p=1.0, min_p=0.0, repeat_penalty=0.8),
-        SamplingParams(temperature=1.0, top_k=0, top_p=0.9, min_p=0.0),
-    ],
-    ids=["t08", "chat-penalty", "hot-top-6-penalty-below-1", "no-top-k"],
-)
-def test_a_verify_batch_read_at_once_samples_as_each_row_alone(params: SamplingParams) -> None:
-    # A step's verified rows are filtered together at temperature > 0 (one read of all rows);
-    # each row's distribution and keyed sample must be exactly what the row alone gives: sure
-    # rows (few logits near the top), unsure ones, ties at the top-k's edge, recent tokens the
-    # penalty moves in or out of the top-k, negative rows.
-    from engine.sampling import distributions, keyed_samples
-
-    rng = np.random.default_rng(5)
-    n_vocab, n_rows = 20_000, 12
-    rows = (rng.standard_normal((n_rows, n_vocab)) * rng.choice([0.5, 2.0, 6.0], (n_rows, 1))).astype(
-        np.float32
-    )
-    rows[1, 7] += 40.0  # sure
-    rows[2] -= 25.0  # every logit negative
-    edge = np.sort(rows[3])[-6]
-    rows[3, [11, 12, 13]] = edge  # ties at the edge of a top-6
-    top = np.argsort(-rows, axis=1)
-    tail = [int(t) for t in top[0, :20]] + [int(t) for t in rng.integers(0, n_vocab, 40)]
-    histories = [[*tail, *(int(t) for t in top[i, :2])] for i in range(n_rows)]
-    batched = distributions(rows, histories, params)
-    positions = range(300, 300 + n_rows)
-    samples = keyed_samples(rows, histories, params, 42, positions)
-    for i in range(n_rows):
-        alone = distribution(rows[i].copy(), histories[i], params)
-        assert batched[i].ids.tolist() == alone.ids.tolist()
-        assert np.array_equal(batched[i].probs, alone.probs)
-        assert int(samples[i]) == alone.sample_keyed(42, positions[i])
-    # The tie rule: of equal logits at the top-k's edge, the lower ids are kept, in that order.
-    if params.top_k == 6 and params.repeat_penalty == 0.8:
-        ranked = distribution(rows[3], [], dataclasses.replace(params, repeat_penalty=1.0, top_p=1.0)).ids
-        tied = [i for i in ranked.tolist() if rows[3, i] == edge]
-        assert tied == sorted(tied) and tied[0] == min(j for j in range(n_vocab) if rows[3, j] == edge)
