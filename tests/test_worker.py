@@ -121,8 +121,10 @@ def test_earlier_answers_handed_to_a_new_engine_draft_the_same_question_again(ge
     first, again = answers
     assert first.stats.n_drafted_memory == 0 and again.text == first.text
     # The answer (a short sentence) drafted from the earlier one after its first token (a plain
-    # step: the first in a process measures the reference), every such draft accepted.
-    assert again.stats.n_accepted_memory >= 3
+    # step: the first in a process measures the reference), every such draft accepted. How many
+    # tokens one draft holds is the fresh controller's choice on this machine's costs: 3 or more
+    # on the Xeon of 2026-12-03 (and on the AMD EPYC of 2026-12-04 under load), 2 there when quiet.
+    assert again.stats.n_accepted_memory >= 2
     assert again.stats.n_accepted_memory == again.stats.n_drafted_memory
 
 
