@@ -58,7 +58,7 @@ def pair_words(info: EngineInfo) -> str:
     if info.speculation is Speculation.DRAFT and info.draft.model:
         pair = f"{info.draft_name} guesses ahead (same vocabulary: compatible)"
     elif info.speculation is Speculation.NGRAM:
-        pair = "Guessing ahead from the text"
+        pair = "Guessing from the text (n-gram)"
     else:
         pair = "Speed-up off: the model writes every word itself"
     if info.draft_refusal is not None:
