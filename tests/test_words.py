@@ -76,6 +76,15 @@ def test_the_details_hold_each_figure_once() -> None:
     assert words.seconds(725) == "12 min 5 s" and words.seconds(0.42) == "0.4 s"
 
 
+def test_compare_counts_both_runs_on_one_clock() -> None:
+    # The second run finds the prompt already read: both are counted with the first run's reading,
+    # and the panes say the headline's two figures (not each run's own, which disagreed with it).
+    plain = _stats(speculation="none", prefill_s=8.0, decode_s=160.0, n_drafted=0, n_accepted=0)
+    sped = _stats(prefill_s=0.1, decode_s=63.0)
+    assert words.compare_seconds(plain, sped) == (168.0, 71.0)
+    assert words.compare_headline(plain, sped) == "71 s instead of 168 s: 2.4× faster"
+
+
 def test_compare_headline_and_the_same_text_check() -> None:
     plain = _stats(speculation="none", prefill_s=8.0, decode_s=160.0, n_drafted=0, n_accepted=0)
     sped = _stats(prefill_s=8.0, decode_s=63.0)

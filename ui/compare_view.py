@@ -305,6 +305,10 @@ class CompareView(QWidget):
             self.summary.setText("Now with the speed-up…")
             return
         self.summary.setText(words.compare_headline(plain, spec) or DASH)
+        # Each pane's time on the headline's clock (the second run's prompt was already read).
+        plain_s, spec_s = words.compare_seconds(plain, spec)
+        self.plain.stats.setText(f"{plain.n_generated} tokens in {words.seconds(plain_s)}")
+        self.speculative.stats.setText(f"{spec.n_generated} tokens in {words.seconds(spec_s)}")
         is_same, said = words.same_text_words(self.plain.text, self.speculative.text, self.is_greedy)
         self.check.setText(said)
         parts = [
