@@ -71,11 +71,17 @@ def test_a_request_stopped_while_queued_ends_at_its_start_and_spares_the_running
 ) -> None:  # type: ignore[no-untyped-def]
     w, inbox = worker
     w.send(LoadRequest(EngineConfig(str(slow_target), draft=NGRAM_LOOKUP, n_ctx=2048, n_threads=1)))
-    w.send(ReplyRequest(1, (), prompt="once upon a time", max_tokens=40))
-    w.send(ReplyRequest(2, (), prompt="the cat", max_tokens=200))
+    # The first reply is long (1500 tokens, seconds on the slow target; greedy, it does not end on
+    # its own), so the stop for request 2 lands while 2 is surely still queued. "once upon a time"
+    # ends after 2 tokens here, which let request 2 start before its stop on a quiet machine.
+    w.send(ReplyRequest(1, (), prompt="the cat", max_tokens=1500))
+    w.send(ReplyRequest(2, (), prompt="once upon a time", max_tokens=200))
     w.send(ReplyRequest(3, (), prompt="a dog", max_tokens=5))
     wait_until(lambda: inbox.has_text(1), 60, "the first reply's text")
     w.cancel(2)  # queued: the client of request 2 left before its turn
+    assert not any(isinstance(m, ReplyStarted) and m.request_id == 2 for m in list(inbox.seen)), (
+        "request 2 started before its stop was posted: the first reply is too short for this test"
+    )
     wait_until(lambda: inbox.finished(3) is not None, 60, "the third reply")
     first, second, third = inbox.finished(1), inbox.finished(2), inbox.finished(3)
     assert first is not None and first.stop_reason != "cancelled" and first.stats.n_generated > 0
