@@ -437,10 +437,9 @@ def test_local_only_fields_are_greyed_out_while_a_server_is_chosen(qtbot) -> Non
     local_only = [dialog.threads, dialog.context, dialog.gpu_layers, dialog.rpc_servers,
                   dialog.repeat_last_n, dialog.adaptive, dialog.draft_max]  # fmt: skip
     shared = [dialog.temperature, dialog.max_tokens, dialog.repeat_penalty, dialog.theme, dialog.remote.url]
-    form = dialog.layout().itemAt(0).layout()
 
     def label(w):  # type: ignore[no-untyped-def]
-        return form.labelForField(w)
+        return w.parentWidget().layout().labelForField(w)  # the form of the tab that holds it
 
     assert LOCAL_ONLY_TIP.startswith('Applies to "This computer" only')
     for w in local_only:
@@ -453,7 +452,7 @@ def test_local_only_fields_are_greyed_out_while_a_server_is_chosen(qtbot) -> Non
         assert w.toolTip() != LOCAL_ONLY_TIP
         assert label(w) is None or label(w).isEnabled()
     assert [w.isEnabled() for w in local_only] == [True, True, False, True, True, True, True]
-    assert dialog.gpu_layers.toolTip().startswith("This build of llama.cpp runs on the CPU only")
+    assert dialog.gpu_layers.toolTip().startswith("This copy of Tandem runs models on the processor only")
     assert "tandem rpc-server" in dialog.rpc_servers.toolTip()
     assert not dialog.remote.url.isEnabled()
 

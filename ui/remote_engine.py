@@ -27,6 +27,13 @@ def _one_line(text: str) -> str:
     return text if text.startswith("http") else text[:1].upper() + text[1:]
 
 
+def _label_for(field: QWidget) -> QWidget | None:
+    """The label of a field in whichever form (settings tab) holds it."""
+    parent = field.parentWidget()
+    form = parent.layout() if parent is not None else None
+    return form.labelForField(field) if isinstance(form, QFormLayout) else None
+
+
 class RemoteEngineFields(QObject):
     fetched = Signal(object, str)  # from the fetching thread: (model ids or None, error sentence)
 
@@ -84,7 +91,6 @@ class RemoteEngineFields(QObject):
 
         # Fields of the local engine (threads, context, GPU layers...), greyed out while a server
         # is chosen: widget -> (its enabled state and tooltip before, given back on "This computer").
-        self._form = form
         self._local_only: dict[QWidget, tuple[bool, str]] = {}
         self.fetched.connect(self.on_self_fetched, Qt.ConnectionType.QueuedConnection)
         self.engine.currentIndexChanged.connect(self.on_engine_current_index_changed)
@@ -127,7 +133,7 @@ class RemoteEngineFields(QObject):
 
     def _show_local_only(self) -> None:
         for w, (enabled, tip) in self._local_only.items():
-            label = self._form.labelForField(w)
+            label = _label_for(w)
             if self.is_remote:
                 if w.toolTip() != LOCAL_ONLY_TIP:  # remember what a field was, to give it back
                     self._local_only[w] = (w.isEnabled(), w.toolTip())

@@ -1,4 +1,8 @@
-"""Settings: the engine's (threads, context, GPU layers, draft length) and the sampler's."""
+"""Settings in four tabs a person can read: Chat (look, reply length, how replies are chosen),
+Speed-up (drafting), Engine (this computer or a server, threads, memory, GPUs), Serve API.
+
+Labels are plain words; where a field has a well-known technical name (top-k, min-p) it follows
+in brackets, so people who know it can find it and people who do not can read the label."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPushButton,
     QSpinBox,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -26,6 +31,8 @@ from engine.config import default_threads
 ENGINE_FIELDS = ("n_threads", "n_ctx", "n_gpu_layers", "rpc_servers", "draft_max", "adaptive",
                  "engine", "remote_url", "remote_api_key", "remote_model")  # fmt: skip
 
+ENGINE_TAB = 2  # Chat, Speed-up, Engine, Serve API
+
 
 class SettingsDialog(QDialog):
     def __init__(
@@ -35,46 +42,179 @@ class SettingsDialog(QDialog):
         self.setWindowTitle("Settings — Tandem")
         self._settings = settings
         layout = QVBoxLayout(self)
-        form = QFormLayout()
+        self.tabs = QTabWidget()
+        self.tabs.setObjectName("settingsTabs")
+        self.tabs.tabBar().setAccessibleName("Settings sections")
+        layout.addWidget(self.tabs)
 
+        chat = self._tab("Chat")
+        from ui.theme import THEME_CHOICES
+
+        self.theme = QComboBox()
+        self.theme.setObjectName("themeCombo")
+        self.theme.setAccessibleName("Theme")
+        for label, value in THEME_CHOICES:
+            self.theme.addItem(label, value)
+        self.theme.setCurrentIndex(max(0, self.theme.findData(settings.theme)))
+        self.theme.setToolTip("System follows the desktop's light or dark scheme")
+        chat.addRow("Theme:", self.theme)
+
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setAccessibleName("Longest reply")
+        self.max_tokens.setRange(16, 32768)
+        self.max_tokens.setSuffix(" tokens")
+        self.max_tokens.setValue(settings.max_tokens)
+        self.max_tokens.setToolTip("A token is a word or part of one; a reply stops here at the latest")
+        chat.addRow("Longest reply:", self.max_tokens)
+
+        sampling_row = QHBoxLayout()
+        self.greedy = QCheckBox("Exact: always the likeliest word")
+        self.greedy.setObjectName("greedyCheck")
+        self.greedy.setToolTip(
+            "Temperature 0 (greedy): the same message gives the same reply. The speed-up is exact "
+            "either way: it never changes what the model would write."
+        )
+        self.greedy.setChecked(settings.temperature <= 0.0)
+        self.greedy.toggled.connect(self.on_greedy_toggled)
+        sampling_row.addWidget(self.greedy)
+        self.chat_defaults_button = QPushButton("Chat defaults")
+        self.chat_defaults_button.setToolTip(
+            f"Variety {CHAT_SAMPLING.temperature}, the likeliest {CHAT_SAMPLING.top_k}, "
+            f"{CHAT_SAMPLING.top_p:.0%} of the likelihood, at least {CHAT_SAMPLING.min_p:.0%} as likely, "
+            f"repeats discouraged {CHAT_SAMPLING.repeat_penalty} over the last "
+            f"{CHAT_SAMPLING.repeat_last_n} tokens"
+        )
+        self.chat_defaults_button.clicked.connect(self.on_chat_defaults_button_clicked)
+        sampling_row.addWidget(self.chat_defaults_button)
+        sampling_row.addStretch(1)
+        chat.addRow("Replies:", sampling_row)
+
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setAccessibleName("Variety (temperature)")
+        self.temperature.setRange(0.0, 2.0)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setValue(settings.temperature)
+        self.temperature.setToolTip("0 is exact: the same message gives the same reply; higher varies more")
+        self.temperature.valueChanged.connect(self.on_temperature_value_changed)
+        chat.addRow("Variety (temperature):", self.temperature)
+        self._last_temperature = (
+            settings.temperature if settings.temperature > 0 else CHAT_SAMPLING.temperature
+        )
+
+        self.top_k = QSpinBox()
+        self.top_k.setAccessibleName("Choose among the likeliest (top-k)")
+        self.top_k.setRange(0, 1000)
+        self.top_k.setSpecialValueText("no limit")
+        self.top_k.setSuffix(" tokens")
+        self.top_k.setValue(settings.top_k)
+        self.top_k.setToolTip("Each next word is chosen among this many of the likeliest; 0: no limit")
+        chat.addRow("Choose among the likeliest (top-k):", self.top_k)
+
+        self.top_p = QDoubleSpinBox()
+        self.top_p.setAccessibleName("Share of the likelihood kept (top-p)")
+        self.top_p.setRange(0.0, 1.0)
+        self.top_p.setSingleStep(0.05)
+        self.top_p.setValue(settings.top_p)
+        self.top_p.setToolTip("Only the likeliest words that together make up this share are kept; 1: all")
+        chat.addRow("Share of the likelihood kept (top-p):", self.top_p)
+
+        self.min_p = QDoubleSpinBox()
+        self.min_p.setAccessibleName("Leave out unlikely words (min-p)")
+        self.min_p.setRange(0.0, 1.0)
+        self.min_p.setSingleStep(0.01)
+        self.min_p.setValue(settings.min_p)
+        self.min_p.setToolTip(
+            "Words less likely than this share of the likeliest word's chance are left out; 0: none"
+        )
+        chat.addRow("Leave out unlikely words (min-p):", self.min_p)
+
+        self.repeat_penalty = QDoubleSpinBox()
+        self.repeat_penalty.setAccessibleName("Discourage repeats (repetition penalty)")
+        self.repeat_penalty.setRange(1.0, 2.0)
+        self.repeat_penalty.setSingleStep(0.05)
+        self.repeat_penalty.setValue(settings.repeat_penalty)
+        self.repeat_penalty.setToolTip("1.0 is off; above 1 makes words used recently less likely")
+        chat.addRow("Discourage repeats (repetition penalty):", self.repeat_penalty)
+
+        self.repeat_last_n = QSpinBox()
+        self.repeat_last_n.setAccessibleName("Repeats counted within the last")
+        self.repeat_last_n.setRange(0, 4096)
+        self.repeat_last_n.setSuffix(" tokens")
+        self.repeat_last_n.setValue(settings.repeat_last_n)
+        chat.addRow("…counted within the last:", self.repeat_last_n)
+
+        speed = self._tab("Speed-up")
+        about = QLabel(
+            "While the model writes, Tandem guesses the next words (from the text so far, or with a "
+            "small draft model) and the model checks the guesses all at once. The reply is the same "
+            "as without the speed-up, only sooner. Which guesser runs is chosen in the chat's header."
+        )
+        about.setWordWrap(True)
+        speed.addRow(about)
+        self.adaptive = QCheckBox("Choose how far to guess, step by step")
+        self.adaptive.setChecked(settings.adaptive)
+        self.adaptive.setToolTip(
+            "Adaptive draft length: guess further while guesses are kept, less when they are not, "
+            "priced against what checking costs on this computer"
+        )
+        speed.addRow("", self.adaptive)
+
+        self.draft_max = QSpinBox()
+        self.draft_max.setAccessibleName("Guess at most (draft length)")
+        self.draft_max.setRange(1, 64)
+        self.draft_max.setSuffix(" tokens")
+        self.draft_max.setValue(settings.draft_max)
+        self.draft_max.setToolTip(
+            "The longest guess checked in one step (when chosen step by step, the most)"
+        )
+        speed.addRow("Guess at most (draft length):", self.draft_max)
+
+        form = self._tab("Engine")
         from ui.remote_engine import RemoteEngineFields
 
         self.remote = RemoteEngineFields(settings, form, self)  # Engine: this computer or a server
 
         self.threads = QSpinBox()
+        self.threads.setAccessibleName("Processor threads")
         self.threads.setRange(0, 256)
         self.threads.setSpecialValueText(f"automatic ({default_threads()})")
         self.threads.setValue(settings.n_threads or 0)
-        form.addRow("Threads:", self.threads)
+        form.addRow("Processor threads:", self.threads)
 
         self.context = QSpinBox()
+        self.context.setAccessibleName("Conversation memory (context)")
         self.context.setRange(512, 262144)
         self.context.setSingleStep(512)
         self.context.setSuffix(" tokens")
         self.context.setValue(settings.n_ctx)
-        form.addRow("Context size:", self.context)
+        self.context.setToolTip(
+            "How much of the conversation and its documents the model reads at once; more takes more memory"
+        )
+        form.addRow("Conversation memory (context):", self.context)
 
         self.gpu_layers = QSpinBox()
+        self.gpu_layers.setAccessibleName("Layers on the GPU")
         self.gpu_layers.setRange(0, 999)
         self.gpu_layers.setValue(settings.n_gpu_layers)
         self.gpu_layers.setEnabled(gpu_offload_supported)
         if not gpu_offload_supported:
-            self.gpu_layers.setToolTip("This build of llama.cpp runs on the CPU only (no GPU offload).")
-        form.addRow("GPU layers:", self.gpu_layers)
+            self.gpu_layers.setToolTip("This copy of Tandem runs models on the processor only (no GPU).")
+        form.addRow("Layers on the GPU:", self.gpu_layers)
         if not gpu_offload_supported:
-            note = QLabel("This llama.cpp build has no GPU offload; the model runs on the CPU.")
+            note = QLabel("This copy of Tandem runs models on the processor only (no GPU).")
             note.setWordWrap(True)
             form.addRow("", note)
 
         self.rpc_servers = QLineEdit(settings.rpc_servers)
         self.rpc_servers.setObjectName("rpcServersEdit")
+        self.rpc_servers.setAccessibleName("Other computers' GPUs (RPC servers)")
         self.rpc_servers.setPlaceholderText("none (HOST:PORT, HOST:PORT…)")
         self.rpc_servers.setToolTip(
-            "Machines running `tandem rpc-server`: the target model's GPU layers go there, the draft "
-            "model stays here. The protocol has no authentication: use a trusted network only."
+            "Machines running `tandem rpc-server`: the model's GPU layers go there, the draft "
+            "model stays here. The protocol has no password: use a trusted network only."
         )
         self.rpc_servers.textChanged.connect(self.on_rpc_servers_text_changed)
-        form.addRow("RPC servers:", self.rpc_servers)
+        form.addRow("Other computers' GPUs (RPC):", self.rpc_servers)
         self.rpc_error = QLabel()
         self.rpc_error.setObjectName("rpcServersError")
         self.rpc_error.setWordWrap(True)
@@ -84,108 +224,35 @@ class SettingsDialog(QDialog):
         self._gpu_offload_supported = gpu_offload_supported
         self.on_rpc_servers_text_changed(self.rpc_servers.text())
 
-        sampling_row = QHBoxLayout()
-        self.greedy = QCheckBox("Greedy (exact, repeatable)")
-        self.greedy.setObjectName("greedyCheck")
-        self.greedy.setToolTip(
-            "Temperature 0: always the model's most likely token, so the same prompt gives the same "
-            "reply. Speculation is exact either way: it never changes what the model would write."
-        )
-        self.greedy.setChecked(settings.temperature <= 0.0)
-        self.greedy.toggled.connect(self.on_greedy_toggled)
-        sampling_row.addWidget(self.greedy)
-        self.chat_defaults_button = QPushButton("Chat defaults")
-        self.chat_defaults_button.setToolTip(
-            f"Temperature {CHAT_SAMPLING.temperature}, top-k {CHAT_SAMPLING.top_k}, "
-            f"top-p {CHAT_SAMPLING.top_p}, min-p {CHAT_SAMPLING.min_p}, repetition penalty "
-            f"{CHAT_SAMPLING.repeat_penalty} over the last {CHAT_SAMPLING.repeat_last_n} tokens"
-        )
-        self.chat_defaults_button.clicked.connect(self.on_chat_defaults_button_clicked)
-        sampling_row.addWidget(self.chat_defaults_button)
-        sampling_row.addStretch(1)
-        form.addRow("Sampling:", sampling_row)
-
-        self.temperature = QDoubleSpinBox()
-        self.temperature.setRange(0.0, 2.0)
-        self.temperature.setSingleStep(0.1)
-        self.temperature.setValue(settings.temperature)
-        self.temperature.setToolTip("0 is greedy: the same prompt gives the same reply")
-        self.temperature.valueChanged.connect(self.on_temperature_value_changed)
-        form.addRow("Temperature:", self.temperature)
-        self._last_temperature = (
-            settings.temperature if settings.temperature > 0 else CHAT_SAMPLING.temperature
-        )
-
-        self.top_k = QSpinBox()
-        self.top_k.setRange(0, 1000)
-        self.top_k.setValue(settings.top_k)
-        form.addRow("Top-k:", self.top_k)
-
-        self.top_p = QDoubleSpinBox()
-        self.top_p.setRange(0.0, 1.0)
-        self.top_p.setSingleStep(0.05)
-        self.top_p.setValue(settings.top_p)
-        form.addRow("Top-p:", self.top_p)
-
-        self.min_p = QDoubleSpinBox()
-        self.min_p.setRange(0.0, 1.0)
-        self.min_p.setSingleStep(0.01)
-        self.min_p.setValue(settings.min_p)
-        form.addRow("Min-p:", self.min_p)
-
-        self.repeat_penalty = QDoubleSpinBox()
-        self.repeat_penalty.setRange(1.0, 2.0)
-        self.repeat_penalty.setSingleStep(0.05)
-        self.repeat_penalty.setValue(settings.repeat_penalty)
-        self.repeat_penalty.setToolTip("1.0 is off; above 1 makes tokens used recently less likely")
-        form.addRow("Repetition penalty:", self.repeat_penalty)
-
-        self.repeat_last_n = QSpinBox()
-        self.repeat_last_n.setRange(0, 4096)
-        self.repeat_last_n.setSuffix(" tokens")
-        self.repeat_last_n.setValue(settings.repeat_last_n)
-        form.addRow("Penalize repeats within the last:", self.repeat_last_n)
-
-        self.max_tokens = QSpinBox()
-        self.max_tokens.setRange(16, 32768)
-        self.max_tokens.setValue(settings.max_tokens)
-        form.addRow("Longest reply:", self.max_tokens)
-
-        self.adaptive = QCheckBox("Adaptive draft length")
-        self.adaptive.setChecked(settings.adaptive)
-        self.adaptive.setToolTip("Let the engine choose each draft's length from recent acceptance")
-        form.addRow("", self.adaptive)
-
-        self.draft_max = QSpinBox()
-        self.draft_max.setRange(1, 64)
-        self.draft_max.setValue(settings.draft_max)
-        form.addRow("Draft length (longest if adaptive):", self.draft_max)
-
         for box in (self.top_k, self.top_p, self.min_p):
             box.setEnabled(not self.greedy.isChecked())
         # Read by the local engine only: greyed out, with a tooltip saying so, while "A server" is chosen.
         self.remote.set_local_only([self.threads, self.context, self.gpu_layers, self.rpc_servers,
                                     self.repeat_last_n, self.adaptive, self.draft_max])  # fmt: skip
 
-        from ui.theme import THEME_CHOICES
-
-        self.theme = QComboBox()
-        self.theme.setObjectName("themeCombo")
-        for label, value in THEME_CHOICES:
-            self.theme.addItem(label, value)
-        self.theme.setCurrentIndex(max(0, self.theme.findData(settings.theme)))
-        self.theme.setToolTip("System follows the desktop's light or dark scheme")
-        form.addRow("Theme:", self.theme)
         from ui.serve_settings import ServeFields
 
-        self.serve = ServeFields(settings, form, self)  # Serve API: port, key, other computers
-        layout.addLayout(form)
+        serve = self._tab("Serve API")
+        serve_about = QLabel(
+            "Other programs on this computer can use the chat's model through an OpenAI-compatible "
+            "API while Serve API is on (the toolbar's switch)."
+        )
+        serve_about.setWordWrap(True)
+        serve.addRow(serve_about)
+        self.serve = ServeFields(settings, serve, self)  # Serve API: port, key, other computers
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
         )
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
+
+    def _tab(self, title: str) -> QFormLayout:
+        page = QWidget()
+        form = QFormLayout(page)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
+        self.tabs.addTab(page, title)
+        return form
 
     def result_settings(self) -> Settings:
         return self._settings.replace(
@@ -225,6 +292,7 @@ class SettingsDialog(QDialog):
         from engine.rpc import RpcError, parse_servers
 
         if not self.remote.check():  # a server address that cannot work: said under it
+            self.tabs.setCurrentIndex(ENGINE_TAB)
             return
 
         try:
@@ -234,6 +302,7 @@ class SettingsDialog(QDialog):
                     "GPU layers says how many layers go to the RPC servers: set it (999: all of them)"
                 )
         except RpcError as e:
+            self.tabs.setCurrentIndex(ENGINE_TAB)
             self.rpc_error.setText(str(e))
             self.rpc_error.setVisible(True)
             self.rpc_servers.setFocus()
