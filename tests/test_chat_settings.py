@@ -105,3 +105,29 @@ def test_a_greedy_settings_file_opens_with_the_box_ticked(qtbot) -> None:
     dialog = SettingsDialog(Settings(temperature=0.0), gpu_offload_supported=False)
     qtbot.addWidget(dialog)
     assert dialog.greedy.isChecked() and not dialog.min_p.isEnabled()
+
+
+def test_settings_speak_plain_words_with_the_technical_name_in_brackets(qtbot) -> None:
+    """Every field's label is a plain phrase; a well-known technical name (top-k, min-p...) only
+    follows it in brackets, for people who look for it, never on its own."""
+    import re
+
+    from PySide6.QtWidgets import QFormLayout, QLabel
+
+    dialog = SettingsDialog(Settings(), gpu_offload_supported=False)
+    qtbot.addWidget(dialog)
+    assert [dialog.tabs.tabText(i) for i in range(dialog.tabs.count())] == [
+        "Chat", "Speed-up", "Engine", "Serve API"
+    ]  # fmt: skip
+    labels = []
+    for form in dialog.findChildren(QFormLayout):
+        for row in range(form.rowCount()):
+            item = form.itemAt(row, QFormLayout.ItemRole.LabelRole)
+            if item is not None and isinstance(item.widget(), QLabel):
+                labels.append(item.widget().text())
+    assert len(labels) >= 15
+    jargon = ("top-k", "top-p", "min-p", "temperature", "draft length", "repetition penalty", "rpc")
+    for text in labels:
+        outside_brackets = re.sub(r"\([^)]*\)", "", text).lower()
+        assert not any(word in outside_brackets for word in jargon), text
+    assert "Choose among the likeliest (top-k):" in labels and "Variety (temperature):" in labels
