@@ -135,6 +135,13 @@ def test_compare_runs_plain_then_speculative_side_by_side(
     assert window.compare.plain.text and window.compare.speculative.text
     assert window.compare.chart.series["plain"] and window.compare.chart.series["speculative"]
     assert window.compare.chart.grab().width() > 0  # the QPainter chart paints
+    # The chart ends where the headline and the panes say: on the same clock (prompt read once).
+    from ui.words import compare_seconds
+
+    plain_s, spec_s = compare_seconds(plain, speculative)
+    chart = window.compare.chart
+    assert chart.points("plain")[-1] == (pytest.approx(plain_s), plain.n_generated)
+    assert chart.points("speculative")[-1] == (pytest.approx(spec_s), speculative.n_generated)
     assert load_settings().plain_tokens_per_s.get(str(tiny_target))
     assert window.compare.run_button.isEnabled()
 

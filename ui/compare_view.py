@@ -37,23 +37,40 @@ SPECULATIVE_COLOR = QColor(40, 160, 90)
 
 
 class TokensChart(QWidget):
-    """Tokens generated over decode time for two runs, drawn with QPainter."""
+    """Tokens written over time for two runs, drawn with QPainter, on the headline's clock.
+
+    Both runs are drawn from the same start: the prompt read once from scratch (the longer of the
+    two readings: the second run finds it already read, as words.compare_seconds counts it), then
+    each run's writing. So where the lines end is what the headline and the panes say."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        # name -> (seconds writing, tokens written) points; the prompt's reading is kept apart
         self.series: dict[str, list[tuple[float, int]]] = {"plain": [], "speculative": []}
+        self.reading_s: dict[str, float] = {}
         self.setMinimumHeight(140)
-        self.setAccessibleName("Tokens over decode time")
+        self.setAccessibleName("Tokens written over time")
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
 
     def clear(self) -> None:
         for points in self.series.values():
             points.clear()
+        self.reading_s.clear()
         self.update()
 
-    def add_points(self, name: str, points: Sequence[tuple[float, int]]) -> None:
-        self.series[name].extend(points)
+    def add_stats(self, name: str, stats: Sequence[Stats]) -> None:
+        """A run's progress: each figure's writing time and tokens, and its reading of the prompt."""
+        for s in stats:
+            self.reading_s[name] = max(self.reading_s.get(name, 0.0), s.prefill_s)
+            self.series[name].append((s.decode_s, s.n_generated))
         self.update()
+
+    def points(self, name: str) -> list[tuple[float, int]]:
+        """(seconds since the request began, on the headline's clock, tokens written)."""
+        reading = max(self.reading_s.values(), default=0.0)
+        if not self.series[name]:
+            return []
+        return [(0.0, 0), (reading, 0), *((reading + t, n) for t, n in self.series[name])]
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt's name)
         painter = QPainter(self)
@@ -63,7 +80,7 @@ class TokensChart(QWidget):
         plot = QRectF(left, top, max(10, self.width() - left - right), max(10, self.height() - top - bottom))
         painter.setPen(QPen(self.palette().mid().color()))
         painter.drawRect(plot)
-        all_points = [p for points in self.series.values() for p in points]
+        all_points = [p for name in self.series for p in self.points(name)]
         max_t = max((t for t, _ in all_points), default=0.0) or 1.0
         max_n = max((n for _, n in all_points), default=0) or 1
         painter.setPen(self.palette().text().color())
@@ -79,11 +96,11 @@ class TokensChart(QWidget):
         lines = (("plain", colors.plain_line), ("speculative", colors.speculative_line))
         names = {"plain": "the usual way", "speculative": "with the speed-up"}
         for name, color in lines:
-            points = self.series[name]
+            points = self.points(name)
             if not points:
                 continue
             path = QPainterPath(QPointF(plot.left(), plot.bottom()))
-            for t, n in points:
+            for t, n in points[1:]:
                 path.lineTo(plot.left() + plot.width() * t / max_t, plot.bottom() - plot.height() * n / max_n)
             painter.setPen(QPen(color, 2))
             painter.drawPath(path)
@@ -268,7 +285,7 @@ class CompareView(QWidget):
             pane.stream(progress.reply, tint)
         if progress.stats:
             pane.show_stats(progress.stats[-1])
-            self.chart.add_points(name, [(s.decode_s, s.n_generated) for s in progress.stats])
+            self.chart.add_stats(name, progress.stats)
 
     def on_finished(self, reply: Reply, tint: bool) -> None:
         pane, name = self.pane(reply.request_id), self.request_ids.get(reply.request_id)
@@ -277,7 +294,7 @@ class CompareView(QWidget):
         stats = reply.finished.stats
         pane.finish(reply, tint)
         pane.show_stats(stats)
-        self.chart.add_points(name, [(stats.decode_s, stats.n_generated)])
+        self.chart.add_stats(name, [stats])
         self.final_stats[name] = stats
         self._show_summary()
         if len(self.final_stats) == 2:
