@@ -145,7 +145,31 @@ CREATE INDEX attachments_by_message ON attachments(message_id, position);
 # draft_spans_json): the document, the conversation, an earlier reply, the draft model.
 SCHEMA_V4_DRAFT_SOURCES = "ALTER TABLE messages ADD COLUMN draft_sources_json TEXT;"
 
-MIGRATIONS: list[Migration] = [SCHEMA_V1, SCHEMA_V2_SEARCH, SCHEMA_V3_ATTACHMENTS, SCHEMA_V4_DRAFT_SOURCES]
+# Version 5: what replies measured on this machine per (target, drafter) pair, for the pair doctor's
+# "measured here". A model is its file name and size (model_key): the same file wherever it lies, a
+# different quantisation or a re-download of another revision is another key. Rows outlive the
+# conversation they came from (no foreign key): a measurement is about the machine, not the chat.
+SCHEMA_V5_PAIR_REPLIES = """
+CREATE TABLE pair_replies (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    target TEXT NOT NULL,
+    drafter TEXT NOT NULL,
+    speedup REAL NOT NULL,
+    is_plain_estimate INTEGER NOT NULL,
+    n_generated INTEGER NOT NULL,
+    message_id INTEGER,
+    created_at REAL NOT NULL
+);
+CREATE INDEX pair_replies_by_pair ON pair_replies(target, drafter);
+"""
+
+MIGRATIONS: list[Migration] = [
+    SCHEMA_V1,
+    SCHEMA_V2_SEARCH,
+    SCHEMA_V3_ATTACHMENTS,
+    SCHEMA_V4_DRAFT_SOURCES,
+    SCHEMA_V5_PAIR_REPLIES,
+]
 
 
 def schema_version() -> int:
@@ -157,6 +181,81 @@ def fts_query(search: str) -> str:
     """A search as an FTS5 query: each word, quoted (no FTS syntax reaches SQLite from what a
     person types), as a prefix; all must match. "" where it has no words."""
     return " ".join('"' + word.replace('"', '""') + '"*' for word in re.findall(r"[^\W_]+", search))
+
+
+NGRAM_DRAFTER = "ngram"  # the drafter key of n-gram lookup (a draft model's is its model_key)
+MIN_PAIR_REPLIES = 3  # fewer measured replies than this: the pair doctor keeps its estimate
+PAIR_REPLIES_KEPT = 50  # the latest replies of a pair that its measured figure is made of
+
+
+def model_key(filename: str, size_bytes: int) -> str:
+    """A model file as pair measurements know it: its name and size ("x-Q4_K_M.gguf:4683073536").
+    The same on the hub (the doctor reads the size from the header request) and on disk."""
+    return f"{Path(filename).name}:{int(size_bytes)}"
+
+
+_SHARD_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
+
+
+def model_key_of_file(path: str | Path) -> str | None:
+    """model_key of a file on disk, None where it cannot be read. A split model (its first part,
+    `x-00001-of-00003.gguf`) counts all its parts, as the pair doctor counts it on the hub."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        m = _SHARD_RE.search(path.name)
+        if m is not None:
+            stem, n = path.name[: m.start()], int(m[2])
+            size = sum(
+                path.with_name(f"{stem}-{i:05d}-of-{n:05d}.gguf").stat().st_size for i in range(1, n + 1)
+            )
+    except OSError:
+        return None
+    return model_key(path.name, size)
+
+
+@dataclass(frozen=True)
+class PairMeasurement:
+    """What replies with one pair measured on this machine: the median whole-request speedup
+    (as each reply's headline computed it) over n_replies replies."""
+
+    speedup: float
+    n_replies: int
+    is_plain_estimate: bool  # some replies were compared with the engine's estimate of plain speed
+
+
+def _pair_measurement(db: sqlite3.Connection, target: str, drafter: str) -> PairMeasurement | None:
+    rows = db.execute(
+        "SELECT speedup, is_plain_estimate FROM pair_replies WHERE target = ? AND drafter = ? "
+        "ORDER BY id DESC LIMIT ?",
+        (target, drafter, PAIR_REPLIES_KEPT),
+    ).fetchall()
+    if len(rows) < MIN_PAIR_REPLIES:
+        return None
+    speedups = sorted(float(r[0]) for r in rows)
+    n, mid = len(speedups), len(speedups) // 2
+    median = speedups[mid] if n % 2 else (speedups[mid - 1] + speedups[mid]) / 2
+    return PairMeasurement(median, n, any(bool(r[1]) for r in rows))
+
+
+def read_pair_measurement(target: str, drafter: str, path: Path | None = None) -> PairMeasurement | None:
+    """The measurement of a pair in the store at path (paths.database_path() by default), read
+    without opening it as a Store: read-only, nothing migrated or set aside (the window may hold
+    it open; the command line and the doctor's threads only look). None where the store, the
+    table or enough replies are missing, or the file cannot be read."""
+    path = path or paths.database_path()
+    if not path.is_file():
+        return None
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        return _pair_measurement(db, target, drafter)
+    except sqlite3.Error:  # an older store (no table yet) or a damaged one: nothing measured
+        return None
+    finally:
+        db.close()
 
 
 class StoreDamaged(Exception):
@@ -493,6 +592,38 @@ class Store:
             (limit,),
         ).fetchall()
         return [(str(q), str(a)) for q, a in reversed(rows)]
+
+    # what replies measured per pair (the pair doctor reads it back)
+
+    def add_pair_reply(
+        self,
+        target: str,
+        drafter: str,
+        speedup: float,
+        *,
+        is_plain_estimate: bool,
+        n_generated: int,
+        message_id: int | None = None,
+    ) -> None:
+        """Keep one reply's whole-request speedup for a (target, drafter) pair (model_key,
+        NGRAM_DRAFTER)."""
+        with self._db:
+            self._db.execute(
+                "INSERT INTO pair_replies (target, drafter, speedup, is_plain_estimate, n_generated, "
+                "message_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    target,
+                    drafter,
+                    float(speedup),
+                    int(is_plain_estimate),
+                    n_generated,
+                    message_id,
+                    time.time(),
+                ),
+            )
+
+    def pair_measurement(self, target: str, drafter: str) -> PairMeasurement | None:
+        return _pair_measurement(self._db, target, drafter)
 
     def message(self, message_id: int) -> Message | None:
         r = self._db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()

@@ -10,7 +10,9 @@ import pytest
 from hub_server import FakeHub, closed_port
 from PySide6.QtCore import QTimer
 
+from app import paths
 from app.library.catalog import MachineInfo, parse_catalog
+from app.store import NGRAM_DRAFTER, Store
 from tests.test_pair_doctor import (  # noqa: F401 - fixtures
     BAD_DRAFT,
     DRAFT,
@@ -20,6 +22,7 @@ from tests.test_pair_doctor import (  # noqa: F401 - fixtures
     hub,
     hub_files,
 )
+from tests.test_pair_measured import hub_key
 from ui.models_page import ModelsPage
 from ui.pair_doctor_panel import PairDoctorPanel
 
@@ -69,7 +72,7 @@ def test_picking_a_file_checks_it_and_offers_drafts_then_download_and_chat(
     # Drafts: n-gram first, then the one that pairs; the one that does not is listed, disabled.
     qtbot.waitUntil(lambda: panel.drafts_list.count() == 3 and _idle(panel), timeout=TIMEOUT_MS)
     texts = [panel.drafts_list.item(i).text() for i in range(3)]
-    assert texts[0].startswith("n-gram")
+    assert texts[0].startswith("From the text (n-gram):")  # the window's name for it (ui/words.py)
     assert DRAFT in texts[1] and "pairs" in texts[1]
     assert BAD_DRAFT in texts[2] and "text of token 40" in texts[2]
     assert not panel.drafts_list.item(2).flags() & panel.drafts_list.item(2).flags().ItemIsEnabled
@@ -91,6 +94,42 @@ def test_picking_a_file_checks_it_and_offers_drafts_then_download_and_chat(
         panel.chat_button.click()
     assert chosen.args[0] == str(target_path) and chosen.args[1].endswith("tinyfam-0.1B-Q8_0.gguf")
     assert any(m.path == target_path for m in page.local_models)
+
+
+def test_the_estimate_until_replies_measured_the_pair_then_the_measured_figure(
+    qtbot, hub: FakeHub, tmp_path: Path
+) -> None:
+    panel = _page(qtbot, tmp_path).doctor
+    panel.target_edit.setText(TARGET)
+    panel.draft_edit.setText(DRAFT)
+    panel.check_button.click()
+    qtbot.waitUntil(lambda: "They pair" in panel.report_label.text(), timeout=TIMEOUT_MS)
+    report = panel.report_label.text()
+    assert "Estimate: " in report and "the measured figure replaces it" in report
+    assert "Measured here" not in report
+
+    # Three replies with this pair (and four with n-gram lookup) measured here, as the chat keeps them.
+    store = Store(paths.database_path())
+    for speedup in (1.9, 2.2, 2.6):
+        store.add_pair_reply(
+            hub_key(hub, TARGET), hub_key(hub, DRAFT), speedup, is_plain_estimate=False, n_generated=80
+        )
+    for speedup in (1.2, 1.3, 1.3, 1.5):
+        store.add_pair_reply(
+            hub_key(hub, TARGET), NGRAM_DRAFTER, speedup, is_plain_estimate=False, n_generated=80
+        )
+    store.close()
+    panel.check_button.click()
+    qtbot.waitUntil(lambda: "Measured here" in panel.report_label.text(), timeout=TIMEOUT_MS)
+    report = panel.report_label.text()
+    assert "Measured here: 2.2× faster over 3 replies." in report and "Estimate" not in report
+    # The target alone: the drafts list gives each its own figure, n-gram lookup first.
+    panel.draft_edit.clear()
+    panel.check_button.click()
+    qtbot.waitUntil(lambda: panel.drafts_list.count() == 3 and _idle(panel), timeout=TIMEOUT_MS)
+    assert panel.drafts_list.item(0).text().endswith("measured here: 1.3× faster over 4 replies")
+    assert "measured here: 2.2× faster over 3 replies" in panel.drafts_list.item(1).text()
+    assert "n-gram lookup" not in panel.report_label.text() + panel.drafts_list.item(0).text()
 
 
 def test_a_pair_that_does_not_pair_offers_no_download(qtbot, hub: FakeHub, tmp_path: Path) -> None:

@@ -37,9 +37,11 @@ from PySide6.QtWidgets import (
 from app.library import pair_doctor as doctor
 from app.library.catalog import NGRAM, format_bytes
 from app.library.downloads import DownloadProgress, FileRequest, local_path_for
+from app.store import MIN_PAIR_REPLIES
 from engine.errors import TandemError
 from ui.download_jobs import DownloadEnd, DownloadJobs
 from ui.pair_card import app_palette, bad_colour, good_colour
+from ui.words import choice_name, pair_estimate_words, pair_measured_words
 
 DOWNLOAD_KEY = "doctor"
 PROGRESS_STEPS = 1000
@@ -402,7 +404,7 @@ class PairDoctorPanel(QGroupBox):
         )
         self._drafts_for = target.label
         self.drafts_list.clear()
-        ngram = QListWidgetItem("n-gram lookup: no second model, no extra memory (always works)")
+        ngram = QListWidgetItem(ngram_words(report))
         ngram.setData(Qt.ItemDataRole.UserRole, NGRAM)
         self.drafts_list.addItem(ngram)
         self.drafts_list.setVisible(True)
@@ -426,7 +428,8 @@ class PairDoctorPanel(QGroupBox):
         self.set_status(
             f"{n_usable} draft model(s) on the hub pair with this target and fit; double-click one to check the pair."
             if n_usable
-            else "No draft model on the hub pairs with this target and fits; n-gram lookup always works."
+            else f"No draft model on the hub pairs with this target and fits; "
+            f"“{choice_name(NGRAM)}” always works."
         )
 
     def on_drafts_list_item_activated(self, item: QListWidgetItem) -> None:
@@ -544,8 +547,19 @@ def describe_candidate(c: doctor.DraftCandidate) -> str:
             f"(target {c.verdict.target_value!r}, draft {c.verdict.draft_value!r})"
         )
     fit = FIT_WORDS[c.fit.kind] if c.fit else ""
-    est = f", estimate {c.estimate.low:.1f}–{c.estimate.high:.1f}×" if c.estimate else ""
-    return f"{name}: pairs, {_params(c.facts.n_params)} parameters, {fit}{est}"
+    if c.measured is not None:
+        pays = f", {pair_measured_words(c.measured)}"
+    else:
+        pays = f", estimate {c.estimate.low:.1f}–{c.estimate.high:.1f}×" if c.estimate else ""
+    return f"{choice_name('draft')} {name}: pairs, {_params(c.facts.n_params)} parameters, {fit}{pays}"
+
+
+def ngram_words(report: doctor.CheckReport) -> str:
+    """The drafts list's first line: n-gram lookup, always offered, with what it measured here."""
+    text = f"{choice_name(NGRAM)}: no second model, no extra memory (always works)"
+    if report.draft is None and report.measured is not None:
+        text += f"; {pair_measured_words(report.measured)}"
+    return text
 
 
 def report_html(report: doctor.CheckReport) -> str:
@@ -593,6 +607,12 @@ def report_html(report: doctor.CheckReport) -> str:
         f"<p>Memory at {m.n_ctx:,} tokens of context: {', '.join(parts)}.<br>"
         f"<span style='color:{colour}'>{html.escape(_sentence(doctor.describe_fit(report.fit)))}.</span></p>"
     )
-    if report.estimate is not None:
-        rows.append(f"<p><i>{html.escape(report.estimate.describe())}</i></p>")
+    if report.draft is not None and report.measured is not None:
+        rows.append(f"<p><b>{html.escape(_sentence(pair_measured_words(report.measured)))}.</b></p>")
+    elif report.estimate is not None:
+        words = pair_estimate_words(report.estimate, MIN_PAIR_REPLIES)
+        rows.append(f"<p><i>{html.escape(words)}</i></p>")
+    elif report.draft is None and report.measured is not None:
+        ngram = f"With “{choice_name(NGRAM)}”: {pair_measured_words(report.measured)}"
+        rows.append(f"<p><b>{html.escape(ngram)}.</b></p>")
     return "".join(rows)

@@ -43,7 +43,7 @@ from ui.failures import (  # noqa: F401 (the window's and the tests' names)
     failure_words,
     raise_if_unexpected,
 )
-from ui.speed_presenter import SpeedPresenter
+from ui.speed_presenter import SpeedPresenter, pair_reply
 
 log = logging.getLogger(__name__)
 
@@ -481,11 +481,25 @@ class ChatPresenter(QObject):
             return
         self.speed.record_plain_speed(finished)
         record = self.speed.record(finished, **self.record_extras(live))
+        self._keep_pair_reply(record, live.message_id)
         status = MessageStatus.CANCELLED if finished.stop_reason == "cancelled" else MessageStatus.COMPLETE
         note = "stopped at the context limit" if finished.stop_reason == "context" else ""
         self._end_live(status, record, note)
         self._show_live_stats(finished.stats, prefix="Ready")
         self.conversations_changed.emit()
+
+    def _keep_pair_reply(self, record: StatsRecord, message_id: int) -> None:
+        """What this reply measured for its pair, kept for the pair doctor's "measured here"."""
+        measured = pair_reply(record, self.controller.info)
+        if measured is not None:
+            self.store.add_pair_reply(
+                measured.target,
+                measured.drafter,
+                measured.speedup,
+                is_plain_estimate=measured.is_plain_estimate,
+                n_generated=measured.n_generated,
+                message_id=message_id,
+            )
 
     def on_controller_reply_failed(self, request_id: int, failure: Failure, has_engine_died: bool) -> None:
         live = self.live

@@ -5,13 +5,16 @@ engine's numbers, how it ended, and the baseline it is compared with)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from app.host.messages import EngineInfo
 from app.settings import Settings
+from app.store import NGRAM_DRAFTER, model_key_of_file
 from engine.events import Finished, Speculation, Stats, StatsRecord
+from ui.words import headline
 
 MIN_TOKENS_FOR_BASELINE = 8  # a plain reply shorter than this is too noisy to be the speed baseline
 
@@ -74,3 +77,39 @@ class SpeedPresenter(QObject):
 
     def _plain(self) -> float | None:
         return self.plain_tokens_per_s() or None
+
+
+@dataclass(frozen=True)
+class PairReply:
+    """What one reply measured for its pair on this machine (kept for the pair doctor)."""
+
+    target: str  # app.store.model_key
+    drafter: str  # a draft model's model_key, or NGRAM_DRAFTER
+    speedup: float  # the whole request against plain decoding here, as the reply's headline says
+    is_plain_estimate: bool
+    n_generated: int
+
+
+def pair_reply(record: StatsRecord, info: EngineInfo | None) -> PairReply | None:
+    """The pair measurement a finished reply gives, or None: a reply that ended by itself, with
+    the speed-up on, run here (not by a server), long enough for its headline to have a figure."""
+    if (
+        info is None
+        or info.server
+        or not record.is_speculative
+        or record.stop_reason in ("cancelled", "interrupted")
+    ):
+        return None
+    said = headline(record, record.plain_tokens_per_s, record.note_kind)
+    if said.speedup is None:
+        return None
+    if record.speculation is Speculation.DRAFT:
+        if info.draft.kind is not Speculation.DRAFT:
+            return None
+        drafter = model_key_of_file(info.draft.model)
+    else:
+        drafter = NGRAM_DRAFTER
+    target = model_key_of_file(info.target_path)
+    if target is None or drafter is None:
+        return None
+    return PairReply(target, drafter, said.speedup, said.is_estimate, record.n_generated)

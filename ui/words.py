@@ -18,10 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from app.settings import Preset
 from engine.events import DraftingState
+
+if TYPE_CHECKING:
+    from app.library.pair_doctor import SpeedEstimate
+    from app.store import PairMeasurement
 
 FASTER_AT = 1.1  # below this a reply is "about as fast as usual": the gain is within noise
 MIN_TOKENS = 16  # shorter replies: too few steps to compare fairly (their first step weighs too much)
@@ -192,6 +196,45 @@ SPEED_UP_CHOICES = (
     ),
     SpeedUpChoice("none", "Off", "The model writes every word itself: the usual speed."),
 )
+
+
+def choice_name(key: str) -> str:
+    """A speed-up choice's name as the window says it ("From the text (n-gram)", "Draft model")."""
+    return next((c.name for c in SPEED_UP_CHOICES if c.key == key), key)
+
+
+# ---- the pair doctor: what a pair will pay here, estimated, then measured by the chat's replies
+
+
+def pair_measured_words(m: PairMeasurement) -> str:
+    """ "measured here: 2.1× faster over 5 replies" (each reply's headline figure, the median)."""
+    about = "about " if m.is_plain_estimate else ""
+    if m.speedup >= FASTER_AT:
+        how = f"{about}{m.speedup:.1f}× faster"
+    elif m.speedup > 1 / FASTER_AT:
+        how = "about as fast as usual"
+    else:
+        how = f"{about}{1 / m.speedup:.1f}× slower"
+    return f"measured here: {how} over {m.n_replies} replies"
+
+
+def pair_estimate_words(e: SpeedEstimate, n_replies_to_measure: int) -> str:
+    """The doctor's estimate, labelled so, with what replaces it."""
+    if e.high < 1.05:
+        pays = "little or nothing to gain on this computer"
+    else:
+        pays = f"about {e.low:.1f}–{e.high:.1f}× faster"
+    text = f"Estimate: {pays}, from the two sizes and this computer's memory speed"
+    if e.is_plain_measured:
+        low, high = e.plain_tokens_per_s * e.low, e.plain_tokens_per_s * e.high
+        text += (
+            f" (about {low:.0f}–{high:.0f} tokens/s instead of the {e.plain_tokens_per_s:.0f} measured here)"
+        )
+    return text + (
+        f". After {n_replies_to_measure} replies with this pair in the chat, the measured figure replaces it."
+    )
+
+
 LEGEND = (
     "Highlighted text (tinted, dotted underline) is the model's own: it was guessed ahead and the "
     "model confirmed every word, so it arrived sooner. The words are the same either way."

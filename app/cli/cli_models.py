@@ -48,6 +48,7 @@ from engine.errors import TandemError
 
 if TYPE_CHECKING:
     from app.library import pair_doctor as doctor
+    from app.store import PairMeasurement
 
 EXIT_ERROR = EXIT_BAD_INPUT
 
@@ -417,7 +418,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(line)
     if draft is None:
         print("drafts:")
-        print(f"  ngram  ({doctor.NGRAM_NOTE})")
+        ngram = f"; {doctor.describe_measured(report.measured)}" if report.measured else ""
+        print(f"  ngram  ({doctor.NGRAM_NOTE}{ngram})")
         for c in candidates:
             print("  " + doctor.describe_candidate(c))
     refs = [r for r in (target, draft) if r is not None and not r.is_local]
@@ -471,9 +473,12 @@ def _report_json(report: doctor.CheckReport, candidates: list[doctor.DraftCandid
         "estimate": None
         if report.estimate is None
         else {"is_estimate": True, "low": report.estimate.low, "high": report.estimate.high},
+        # What replies with this pair (no draft: with n-gram lookup) measured on this machine.
+        "measured": _measured_json(report.measured),
         "drafts": [
             {
                 "model": f"{c.file.repo_id}/{c.file.filename}",
+                "measured": _measured_json(c.measured),
                 "pairs": None if c.verdict is None else c.verdict.is_compatible,
                 "rule": None if c.verdict is None or c.verdict.is_compatible else c.verdict.rule,
                 "fit": None if c.fit is None else c.fit.kind,
@@ -482,6 +487,12 @@ def _report_json(report: doctor.CheckReport, candidates: list[doctor.DraftCandid
             for c in candidates
         ],
     }
+
+
+def _measured_json(m: PairMeasurement | None) -> dict[str, Any] | None:
+    if m is None:
+        return None
+    return {"speedup": m.speedup, "n_replies": m.n_replies, "is_plain_estimate": m.is_plain_estimate}
 
 
 if __name__ == "__main__":

@@ -47,6 +47,14 @@ from app.library.remote_gguf import (
     read_local_header,
     read_remote_header,
 )
+from app.store import (
+    MIN_PAIR_REPLIES,
+    NGRAM_DRAFTER,
+    PairMeasurement,
+    model_key,
+    model_key_of_file,
+    read_pair_measurement,
+)
 from engine.errors import IncompatiblePairError, TandemError
 from engine.gguf_info import GGUFInfo, known_architectures
 from engine.pairing import check_pair
@@ -443,7 +451,9 @@ class SpeedEstimate:
                 f" Plain decoding of this target was measured here at {self.plain_tokens_per_s:.0f} tokens/s: "
                 f"about {low:.0f}-{high:.0f} tokens/s with the draft."
             )
-        return text + " The measured figure shows in the chat's speed panel after the first replies."
+        return text + (
+            f" The measured figure replaces it after {MIN_PAIR_REPLIES} replies with this pair in the chat."
+        )
 
 
 def estimate_speedup(
@@ -504,6 +514,31 @@ def measured_plain_speed(ref: ModelRef) -> float | None:
     return None
 
 
+def facts_key(facts: ModelFacts) -> str | None:
+    """The model as the chat's pair measurements know it (app.store.model_key)."""
+    if facts.ref.path is not None:
+        return model_key_of_file(facts.ref.path)
+    return model_key(facts.ref.filename, facts.size_bytes)
+
+
+def measured_pair(
+    target: ModelFacts, draft: ModelFacts | None, store_path: Path | None = None
+) -> PairMeasurement | None:
+    """What replies with this pair measured on this machine (the chat keeps each reply's
+    speedup per pair in its store), or None before enough replies. draft None: n-gram lookup."""
+    target_key = facts_key(target)
+    drafter_key = facts_key(draft) if draft is not None else NGRAM_DRAFTER
+    if target_key is None or drafter_key is None:
+        return None
+    return read_pair_measurement(target_key, drafter_key, store_path)
+
+
+def describe_measured(m: PairMeasurement) -> str:
+    """ "measured here: 2.1x over 5 replies", the figure that replaces the estimate."""
+    basis = " (against the engine's estimate of plain speed)" if m.is_plain_estimate else ""
+    return f"measured here: {m.speedup:.1f}x over {m.n_replies} replies{basis}"
+
+
 # --- a check --------------------------------------------------------------------------------------
 
 
@@ -516,6 +551,8 @@ class CheckReport:
     machine: MachineMemory
     fit: Fit
     estimate: SpeedEstimate | None  # None without a compatible draft
+    # What replies measured here with the pair (with the target alone: with n-gram lookup).
+    measured: PairMeasurement | None = None
 
 
 def check(
@@ -551,7 +588,9 @@ def check(
         if facts_d and verdict and verdict.is_compatible
         else None
     )
-    return CheckReport(facts_t, facts_d, verdict, need, machine, fit_of(need.total_bytes, machine), estimate)
+    measured = measured_pair(facts_t, facts_d) if verdict is None or verdict.is_compatible else None
+    fit = fit_of(need.total_bytes, machine)
+    return CheckReport(facts_t, facts_d, verdict, need, machine, fit, estimate, measured)
 
 
 def describe_verdict(verdict: PairVerdict) -> str:
@@ -605,9 +644,15 @@ def report_lines(report: CheckReport) -> list[str]:
     parts.append(f"buffers {format_bytes(m.overhead_bytes)}")
     lines.append(f"memory at {m.n_ctx:,} tokens of context: " + ", ".join(parts))
     lines.append("fit: " + describe_fit(report.fit))
-    if report.estimate is not None:
+    if report.draft is not None and report.measured is not None:
+        lines.append(_sentence(describe_measured(report.measured)) + ".")
+    elif report.estimate is not None:
         lines.append(report.estimate.describe())
     return lines
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 # --- drafts for a target ---------------------------------------------------------------------------------
@@ -622,6 +667,7 @@ class DraftCandidate:
     estimate: SpeedEstimate | None = None
     problem: str = ""  # why its header could not be read
     why_offered: str = ""  # "ships beside the target", "same family from OWNER"
+    measured: PairMeasurement | None = None  # what replies with it measured here
 
     @property
     def is_usable(self) -> bool:
@@ -704,14 +750,17 @@ def find_drafts(
             if verdict.is_compatible
             else None
         )
-        return DraftCandidate(f, facts, verdict, fit_of(need.total_bytes, machine), estimate, why_offered=why)
+        measured = measured_pair(target_facts, facts) if verdict.is_compatible else None
+        fit = fit_of(need.total_bytes, machine)
+        return DraftCandidate(f, facts, verdict, fit, estimate, why_offered=why, measured=measured)
 
     with ThreadPoolExecutor(4) as pool:
         judged = list(pool.map(judge, list(offered.values())[:max_checks]))
 
     def rank(c: DraftCandidate) -> tuple[int, float]:
         if c.is_usable:
-            return (0 if c.fit and c.fit.is_fitting else 1, -(c.estimate.high if c.estimate else 0.0))
+            pays = c.measured.speedup if c.measured else c.estimate.high if c.estimate else 0.0
+            return (0 if c.fit and c.fit.is_fitting else 1, -pays)
         if c.verdict is not None and c.verdict.is_compatible:
             return (2, 0.0)
         return (3 if c.verdict is not None else 4, 0.0)
@@ -727,7 +776,10 @@ def describe_candidate(c: DraftCandidate) -> str:
     if not c.verdict.is_compatible:
         return f"{label}: {describe_verdict(c.verdict)}"
     fit = describe_fit(c.fit) if c.fit else ""
-    est = f"; estimate {c.estimate.low:.1f}-{c.estimate.high:.1f}x" if c.estimate else ""
+    if c.measured is not None:
+        est = "; " + describe_measured(c.measured)
+    else:
+        est = f"; estimate {c.estimate.low:.1f}-{c.estimate.high:.1f}x" if c.estimate else ""
     return f"{label}: pairs; {fit}{est}"
 
 
