@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QTreeWidget,
     QTreeWidgetItem,
@@ -171,6 +172,8 @@ class PairDoctorPanel(QGroupBox):
         self.report_label.setTextFormat(Qt.TextFormat.RichText)
         self.report_label.setWordWrap(True)
         self.report_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # Never squeezed below its text (the page scrolls): the verdict's last lines are the figures.
+        self.report_label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         v.addWidget(self.report_label)
 
         self.drafts_list = QListWidget()
@@ -536,7 +539,7 @@ def _brush(colour: str) -> Any:
 
 
 def describe_candidate(c: doctor.DraftCandidate) -> str:
-    name = f"{c.file.repo_id}/{c.file.filename} ({format_bytes(c.file.size_bytes)})"
+    name = f"{choice_name('draft')} {c.file.repo_id}/{c.file.filename} ({format_bytes(c.file.size_bytes)})"
     if c.problem:
         return f"{name}: could not be checked: {c.problem}"
     if c.verdict is None or c.facts is None:
@@ -551,7 +554,7 @@ def describe_candidate(c: doctor.DraftCandidate) -> str:
         pays = f", {pair_measured_words(c.measured)}"
     else:
         pays = f", estimate {c.estimate.low:.1f}–{c.estimate.high:.1f}×" if c.estimate else ""
-    return f"{choice_name('draft')} {name}: pairs, {_params(c.facts.n_params)} parameters, {fit}{pays}"
+    return f"{name}: pairs, {_params(c.facts.n_params)} parameters, {fit}{pays}"
 
 
 def ngram_words(report: doctor.CheckReport) -> str:
