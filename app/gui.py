@@ -167,6 +167,55 @@ def listen_for_second_starts(window: Any, home: Path) -> Callable[[], None]:
     return listener.close
 
 
+def desktop_link(event: Any) -> str | None:
+    """The tandem:// link of a QFileOpenEvent: how macOS hands Tandem.app a link (an Apple event,
+    not an argument), at launch and while it runs (app/library/links.py). None for any other event."""
+    from PySide6.QtCore import QEvent
+
+    from app.library.links import SCHEME
+
+    if event.type() != QEvent.Type.FileOpen:
+        return None
+    url = event.url().toString() or event.file()
+    return url if url.startswith(f"{SCHEME}://") else None
+
+
+def make_application(argv: list[str]) -> Any:
+    """The QApplication, one that takes links from the desktop's open events (macOS): each goes
+    to `app.open_link` once the window sets it, those that come before are kept until then."""
+    from PySide6.QtWidgets import QApplication
+
+    class TandemApplication(QApplication):
+        def __init__(self, args: list[str]) -> None:
+            super().__init__(args)
+            self.open_link: Callable[[str], None] | None = None
+            self.pending_links: list[str] = []
+
+        def event(self, e: Any) -> bool:  # only the application's own events: a few, not every widget's
+            link = desktop_link(e)
+            if link is None:
+                return bool(super().event(e))
+            if self.open_link is None:
+                self.pending_links.append(link)
+            else:
+                self.open_link(link)
+            return True
+
+    return TandemApplication(argv)
+
+
+def register_links_at_start(home: Path) -> None:
+    """Windows, in a bundle: make this tandem.exe open tandem:// links for this user where no
+    working registration exists (app/library/links.py). A failure is logged: the window opens anyway."""
+    from app.library.links import register_at_start
+
+    try:
+        if register_at_start(home):
+            log.info("registered tandem:// links for this user: %s", sys.executable)
+    except Exception as e:  # the registry refused: links will not open Tandem, nothing else changes
+        log.warning("cannot register tandem:// links: %s", e)
+
+
 def run_gui(argv: list[str]) -> int:
     """Open the main window; returns the application's exit code."""
     args = parse_args(argv)
@@ -184,7 +233,9 @@ def run_gui(argv: list[str]) -> int:
     from ui.main_window import MainWindow
 
     existing = QApplication.instance()
-    app = existing if isinstance(existing, QApplication) else QApplication([sys.argv[0] or "tandem", *argv])
+    app = (
+        existing if isinstance(existing, QApplication) else make_application([sys.argv[0] or "tandem", *argv])
+    )
     app.setApplicationName("Tandem")
     # No applicationDisplayName: Qt would append it to titles that already start with "Tandem".
     home = paths.home()
@@ -202,6 +253,19 @@ def run_gui(argv: list[str]) -> int:
     stop_listening = listen_for_second_starts(window, home)
     if args.link:
         window.open_link(args.link)
+    if hasattr(app, "pending_links"):  # links the desktop sent as open events (macOS)
+
+        def open_sent_link(link: str) -> None:
+            window.showNormal()
+            window.raise_()
+            window.activateWindow()
+            window.open_link(link)
+
+        setattr(app, "open_link", open_sent_link)  # noqa: B010 (TandemApplication's, made in make_application)
+        for link in app.pending_links:
+            open_sent_link(link)
+        app.pending_links.clear()
+    register_links_at_start(home)
     freeze_startup_objects()
     # Ctrl+C or a SIGTERM closes the window properly (replies marked, engine stopped). Python
     # runs signal handlers only between bytecodes, so a timer wakes it while Qt waits.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-CLI_COMMANDS = ("generate", "bench", "models", "serve", "rpc-server")
+CLI_COMMANDS = ("generate", "bench", "models", "serve", "rpc-server", "links")
 
 
 def main(argv: list[str] | None = None) -> int:

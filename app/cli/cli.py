@@ -1,5 +1,5 @@
 """The command line: `tandem generate`, `tandem bench`, `tandem serve`, `tandem models`,
-`tandem rpc-server`. This module builds the parser and dispatches; the subcommands live in their
+`tandem rpc-server`, `tandem links`. This module builds the parser and dispatches; the subcommands live in their
 own modules, and what they share in app/cli/options.py (nothing imports this module back).
 
 Bad input ends with exit code 2 and one last stderr line starting `error:`, never a
@@ -123,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli.rpc_server import add_rpc_server_parser
 
     add_rpc_server_parser(sub)
+    from app.cli.links import add_links_parser
+
+    add_links_parser(sub)
     return parser
 
 
@@ -160,6 +163,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from app.cli.rpc_server import run_rpc_server
 
         return run_rpc_server(args)
+    if args.command == "links":
+        from app.cli.links import run_links
+
+        return run_links(args)
     parser.print_help()
     return EXIT_BAD_INPUT
 
