@@ -18,7 +18,8 @@ from PySide6.QtWidgets import QFrame, QLabel, QProgressBar, QPushButton, QToolBu
 
 from app import paths  # noqa: E402
 from app.library.catalog import MachineInfo, load_catalog, parse_catalog  # noqa: E402
-from ui.models_page import CUSTOM_KEY, ModelsPage  # noqa: E402
+from ui.model_downloads import CUSTOM_KEY  # noqa: E402
+from ui.models_page import ModelsPage  # noqa: E402
 
 REPO, DRAFT_REPO = TINY_REPO, TINY_DRAFT_REPO  # served by the `hub` fixture (conftest.py)
 GiB = 1024**3

@@ -386,6 +386,12 @@ def scan_local_models(folder: Path | None = None) -> list[LocalModel]:
     return found
 
 
+def check_model_file(path: Path) -> None:
+    """Read a GGUF file's header now; raises ModelFileError with a sentence saying what is wrong
+    (not a GGUF file, truncated, ...). A file offered for import is refused at once this way."""
+    read_gguf_info(path)
+
+
 def local_model(path: Path) -> LocalModel:
     """One .gguf file as the models page lists it (the model in use may live outside the folder)."""
     size = path.stat().st_size

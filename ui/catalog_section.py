@@ -1,0 +1,185 @@
+"""The Models page's catalog: "Pairs to download" as cards (what this machine can run, which pair
+is recommended for it, which pairs are here already or in use), and the pairs that do not work,
+folded away behind a disclosure.
+
+The cards are ui/pair_card.py's; their downloads are ui/model_downloads.py's (the page hands it
+each card). This section decides what the cards say about this machine and the files here.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QToolButton, QVBoxLayout, QWidget
+
+from app.library.catalog import NGRAM, Catalog, CatalogPair, MachineInfo, format_bytes, gpu_memory_bytes
+from app.library.downloads import local_path_for, pair_requests
+from ui.pair_card import CardGrid, PairCard, describe_fit, machine_note
+from ui.welcome import Recommendation, recommend_pair
+
+
+class CatalogSection(QWidget):
+    """The catalog's pairs as cards. Emits pair_chosen(target_path, draft) from a downloaded
+    card's "Chat with this pair", with draft a path or "ngram"."""
+
+    pair_chosen = Signal(str, str)
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        machine: MachineInfo,
+        models_dir: Path,
+        gpu_backend: bool = False,
+        vram_bytes: int | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("catalogSection")
+        self.catalog = catalog
+        self.machine = machine
+        self.models_dir = models_dir
+        self.gpu_backend = gpu_backend  # known once the engine has loaded (set_gpu_backend)
+        self._vram_bytes = vram_bytes  # None: not asked yet (nvidia-smi takes a moment)
+        self.model_in_use: Path | None = None  # the engine's target, wherever it lives
+        self.cards: dict[str, PairCard] = {}
+        v = QVBoxLayout(self)
+        v.setContentsMargins(0, 0, 0, 0)
+        heading = QLabel("Pairs to download")
+        heading.setObjectName("catalogHeading")
+        font = heading.font()
+        font.setPointSizeF(font.pointSizeF() * 1.3)
+        font.setBold(True)
+        heading.setFont(font)
+        v.addWidget(heading)
+        self.machine_label = QLabel()
+        self.machine_label.setObjectName("machineLabel")
+        self.machine_label.setWordWrap(True)
+        v.addWidget(self.machine_label)
+        self.card_grid = CardGrid()
+        self.card_grid.setObjectName("catalogCards")
+        for pair in catalog.pairs:
+            card = PairCard(pair)
+            card.use_button.clicked.connect(lambda _=False, p=pair: self.use_pair(p))
+            self.cards[pair.name] = card
+            self.card_grid.add_card(card)
+        v.addWidget(self.card_grid)
+
+    # --- this machine ------------------------------------------------------------------------------
+
+    @property
+    def vram_bytes(self) -> int:
+        if self._vram_bytes is None:
+            self._vram_bytes = (
+                gpu_memory_bytes(self.machine.gpu_label, self.machine.total_ram_bytes)
+                if self.machine.has_gpu
+                else 0
+            )
+        return self._vram_bytes
+
+    def set_gpu_backend(self, supported: bool) -> None:
+        """Known once the engine has loaded (the worker process owns llama.cpp)."""
+        if supported != self.gpu_backend:
+            self.gpu_backend = supported
+            self.show_fit_and_recommendation()
+
+    def recommendation(self) -> Recommendation:
+        vram = self.vram_bytes if self.gpu_backend else 0
+        return recommend_pair(self.catalog, self.machine, self.gpu_backend, vram)
+
+    def show_fit_and_recommendation(self) -> None:
+        m = self.machine
+        memory = format_bytes(m.total_ram_bytes) if m.total_ram_bytes else "unknown"
+        if m.has_gpu and self.gpu_backend and self.vram_bytes:
+            gpu = f"{m.gpu_label} with {format_bytes(self.vram_bytes)}, used by llama.cpp"
+        elif m.has_gpu:
+            gpu = f"{m.gpu_label or 'a GPU'} (this build of llama.cpp runs on the CPU)"
+        else:
+            gpu = "no GPU found"
+        self.machine_label.setText(
+            f"This machine: {memory} of memory, {gpu}. {machine_note(m, self.gpu_backend)}"
+        )
+        vram = self.vram_bytes if self.gpu_backend else 0
+        rec = self.recommendation()
+        for name, card in self.cards.items():
+            card.set_fit(*describe_fit(card.pair, m, self.gpu_backend, vram))
+            card.set_recommended(rec.reason if rec.pair is not None and rec.pair.name == name else None)
+
+    # --- the files here ----------------------------------------------------------------------------
+
+    def pair_paths(self, pair: CatalogPair) -> list[Path]:
+        """Where the pair's files are (or will be) in the models folder, target first."""
+        if pair.is_embedded:
+            in_use = self.model_in_use
+            if in_use is not None and in_use.name == pair.target.filename and in_use.is_file():
+                return [in_use]  # set up already, wherever it was unpacked
+            return [self.models_dir / pair.target.filename]
+        return [local_path_for(r.repo_id, r.filename, self.models_dir) for r in pair_requests(pair)]
+
+    def show_card_states(self, in_use: Path | None) -> None:
+        """Which pairs are here (Chat with this pair) and which one's target is in use."""
+        self.model_in_use = in_use
+        for card in self.cards.values():
+            files = self.pair_paths(card.pair)
+            card.set_downloaded(all(f.is_file() for f in files))
+            card.set_in_use(in_use is not None and files[0].resolve() == in_use)
+
+    def use_pair(self, pair: CatalogPair) -> None:
+        """A downloaded card's "Chat with this pair": the same signal as the picker's button."""
+        files = self.pair_paths(pair)
+        if not all(f.is_file() for f in files):
+            self.show_card_states(self.model_in_use)
+            return
+        draft = str(files[1]) if len(files) > 1 else NGRAM
+        self.pair_chosen.emit(str(files[0]), draft)
+
+    def restyle(self) -> None:
+        """The palette changed: a card's stylesheet does not follow it by itself."""
+        for card in self.cards.values():
+            card.restyle()
+
+
+class IncompatiblePairs(QWidget):
+    """Known-bad pairs, folded away behind a disclosure (closed until asked for)."""
+
+    def __init__(self, catalog: Catalog, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("incompatibleSection")
+        v = QVBoxLayout(self)
+        v.setContentsMargins(0, 0, 0, 0)
+        bad = catalog.incompatible
+        toggle = QToolButton()
+        toggle.setObjectName("incompatibleToggle")
+        toggle.setText(f"Pairs that do not work ({len(bad)})")
+        toggle.setAccessibleName(f"Pairs that do not work ({len(bad)})")
+        toggle.setToolTip("Pairs people try that llama.cpp's vocabulary rules refuse, and why")
+        toggle.setCheckable(True)
+        toggle.setChecked(False)
+        toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        toggle.setArrowType(Qt.ArrowType.RightArrow)
+        toggle.setAutoRaise(True)
+        v.addWidget(toggle)
+        lines = "".join(
+            f"<li><b>{html.escape(b.target)} + {html.escape(b.draft)}</b>: the {html.escape(b.rule)} "
+            f"differs; {html.escape(b.reason)}.</li>"
+            for b in bad
+        )
+        label = QLabel(
+            "<p>A draft model must share its target's vocabulary: llama.cpp refuses these pairs.</p>"
+            f"<ul>{lines}</ul>"
+        )
+        label.setObjectName("incompatibleLabel")
+        label.setTextFormat(Qt.TextFormat.RichText)
+        label.setWordWrap(True)
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        label.setVisible(False)
+        v.addWidget(label)
+        toggle.toggled.connect(self.on_toggle_toggled)
+        self.toggle = toggle
+        self.label = label
+        self.setVisible(bool(bad))
+
+    def on_toggle_toggled(self, is_open: bool) -> None:
+        self.label.setVisible(is_open)
+        self.toggle.setArrowType(Qt.ArrowType.DownArrow if is_open else Qt.ArrowType.RightArrow)

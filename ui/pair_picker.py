@@ -1,0 +1,118 @@
+"""The Models page's "Chat with" box: a target among the local models, and a draft for it.
+
+It offers only the drafts llama.cpp's vocabulary rules accept for the chosen target, plus n-gram
+drafting and none; the others stay in the list, disabled, with the broken rule as their tooltip,
+because "why can't I pick this one?" is the question users ask most.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QStandardItemModel
+from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QPushButton, QWidget
+
+from app.library.catalog import NGRAM, NO_DRAFT, LocalModel, draft_choices
+
+
+class PairPicker(QGroupBox):
+    """Emits pair_chosen(target_path, draft) with draft "ngram", "none" or a path."""
+
+    pair_chosen = Signal(str, str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Chat with", parent)
+        self.local_models: list[LocalModel] = []
+        grid = QGridLayout(self)
+        self.target_combo = QComboBox()
+        self.target_combo.setObjectName("targetCombo")
+        self.draft_combo = QComboBox()
+        self.draft_combo.setObjectName("draftCombo")
+        self.use_pair_button = QPushButton("Use this pair")
+        self.use_pair_button.clicked.connect(self.on_use_pair_button_clicked)
+        self.pair_explanation = QLabel()
+        self.pair_explanation.setObjectName("pairExplanation")
+        self.pair_explanation.setWordWrap(True)
+        self.target_combo.setAccessibleName("Target model")
+        self.draft_combo.setAccessibleName("Draft")
+        self.use_pair_button.setAccessibleName("Use this pair")
+        target_label, draft_label = QLabel("&Target"), QLabel("&Draft")
+        target_label.setBuddy(self.target_combo)
+        draft_label.setBuddy(self.draft_combo)
+        grid.addWidget(target_label, 0, 0)
+        grid.addWidget(self.target_combo, 0, 1)
+        grid.addWidget(draft_label, 0, 2)
+        grid.addWidget(self.draft_combo, 0, 3)
+        grid.addWidget(self.use_pair_button, 0, 4)
+        grid.addWidget(self.pair_explanation, 1, 0, 1, 5)
+        grid.setColumnStretch(1, 2)
+        grid.setColumnStretch(3, 2)
+        self.target_combo.currentIndexChanged.connect(self.on_target_combo_current_index_changed)
+
+    def set_models(
+        self, models: Sequence[LocalModel], in_use: Path | None, select: Path | None = None
+    ) -> None:
+        """The readable models as targets (the one in use says so); keeps the target chosen, or
+        chooses `select` where it is among them."""
+        self.local_models = list(models)
+        previous = self.target_combo.currentData()
+        self.target_combo.blockSignals(True)
+        self.target_combo.clear()
+        for m in self.local_models:
+            if m.info is not None:
+                in_use_text = ", in use" if in_use is not None and m.path.resolve() == in_use else ""
+                self.target_combo.addItem(f"{m.name} ({m.path.name}{in_use_text})", str(m.path))
+        if select is not None:
+            previous = next((str(m.path) for m in self.local_models if m.path.resolve() == select), previous)
+        index = self.target_combo.findData(previous) if previous else -1
+        self.target_combo.setCurrentIndex(max(index, 0) if self.target_combo.count() else -1)
+        self.target_combo.blockSignals(False)
+        self.on_target_combo_current_index_changed()
+
+    def on_target_combo_current_index_changed(self, _index: int = 0) -> None:
+        self.draft_combo.clear()
+        target_path = self.target_combo.currentData()
+        self.use_pair_button.setEnabled(target_path is not None)
+        if target_path is None:
+            self.pair_explanation.setText("No local model yet: download a pair or import a GGUF file.")
+            return
+        self.draft_combo.addItem("n-gram (prompt lookup, no draft model)", NGRAM)
+        self.draft_combo.addItem("none (plain decoding)", NO_DRAFT)
+        target = next(m for m in self.local_models if str(m.path) == target_path)
+        assert target.info is not None
+        choices = draft_choices(target.info, self.local_models)
+        model = self.draft_combo.model()
+        refused: list[str] = []
+        for choice in choices:
+            self.draft_combo.addItem(f"{choice.name} ({choice.path.name})", str(choice.path))
+            index = self.draft_combo.count() - 1
+            if choice.problem is not None:
+                # Disabled but visible, with the rule it breaks: the user sees why.
+                if isinstance(model, QStandardItemModel):
+                    item = model.item(index)
+                    item.setEnabled(False)
+                self.draft_combo.setItemData(index, choice.problem, Qt.ItemDataRole.ToolTipRole)
+                why = choice.refusal.describe() if choice.refusal is not None else choice.problem
+                refused.append(f"{choice.path.name}: {why}")
+            else:
+                self.draft_combo.setItemData(index, "can draft for this target", Qt.ItemDataRole.ToolTipRole)
+        if refused:
+            self.pair_explanation.setText("Cannot draft for this target:\n" + "\n".join(refused))
+        else:
+            self.pair_explanation.setText("Every local model can draft for this target.")
+        self.draft_combo.setCurrentIndex(0)
+
+    def is_draft_enabled(self, index: int) -> bool:
+        model = self.draft_combo.model()
+        if isinstance(model, QStandardItemModel):
+            return bool(model.item(index).isEnabled())
+        return True
+
+    def on_use_pair_button_clicked(self) -> None:
+        target = self.target_combo.currentData()
+        draft = self.draft_combo.currentData()
+        if target is None or draft is None or not self.is_draft_enabled(self.draft_combo.currentIndex()):
+            return
+        self.pair_chosen.emit(str(target), str(draft))
