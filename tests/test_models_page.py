@@ -12,9 +12,17 @@ from hub_server import TINY_DRAFT_REPO, TINY_REPO, FakeHub, tiny_pair_catalog
 
 pytest.importorskip("pytestqt")
 
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl  # noqa: E402
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl  # noqa: E402
 from PySide6.QtGui import QDropEvent, QPalette  # noqa: E402
-from PySide6.QtWidgets import QFrame, QLabel, QProgressBar, QPushButton, QToolButton, QWidget  # noqa: E402
+from PySide6.QtWidgets import (  # noqa: E402
+    QFrame,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QToolButton,
+    QWidget,
+)
 
 from app import paths  # noqa: E402
 from app.library.catalog import MachineInfo, load_catalog, parse_catalog  # noqa: E402
@@ -385,3 +393,49 @@ def test_tab_order_follows_the_cards_layout(qtbot, hub: FakeHub) -> None:
     # The page reads top to bottom: Chat with, the card, the folded pairs, local models, any file.
     order = [page.target_combo, card.cancel_button, page.import_button, page.repo_edit]
     assert [chain.index(w) for w in order] == sorted(chain.index(w) for w in order)
+
+
+def cards_cut_off(page: ModelsPage) -> list[str]:
+    """The cards not wholly inside the scroll area's viewport, left to right."""
+    viewport = page.findChild(QScrollArea, "modelsScroll").viewport()
+    cut = []
+    for card in page.card_grid.cards:
+        left = card.mapTo(viewport, QPoint(0, 0)).x()
+        if left < 0 or left + card.width() > viewport.width():
+            cut.append(f"{card.accessibleName()}: x {left} to {left + card.width()} of {viewport.width()}")
+    return cut
+
+
+def assert_within_its_width(page: ModelsPage) -> None:
+    """Nothing wider than the window: no card cut off, no horizontal scrolling."""
+    scroll = page.findChild(QScrollArea, "modelsScroll")
+    assert scroll.viewport().width() > 0 and cards_cut_off(page) == []
+    assert scroll.widget().width() <= scroll.viewport().width()
+    assert scroll.horizontalScrollBar().maximum() == 0
+
+
+@pytest.mark.parametrize(("width", "n_columns"), [(1000, 2), (1280, 3), (1600, 3)])
+def test_the_cards_reflow_to_the_width_and_none_is_cut_off(qtbot, width: int, n_columns: int) -> None:
+    # Bug: a card's chips in one row (two long licence names) made it 850 px at least, and the
+    # grid kept 3 such columns: the page was 2000 px wide and the third card was cut off.
+    page = shipped_page(qtbot)
+    page.resize(width, 800)
+    qtbot.waitUntil(lambda: assert_within_its_width(page), timeout=5_000)  # once laid out
+    assert page.card_grid.columns == n_columns
+
+
+def test_the_models_tab_of_a_1280_pixel_window_shows_every_card_whole(
+    qtbot, open_window, tiny_target: Path
+) -> None:
+    window = open_window(tiny_target, wait_loaded=False)
+    window.resize(1280, 800)
+    window.tabs.setCurrentWidget(window.models_page)
+    page = window.models_page
+    qtbot.waitUntil(lambda: page.isVisible(), timeout=5_000)
+    qtbot.waitUntil(lambda: assert_within_its_width(page), timeout=5_000)  # once laid out
+    card = card_named(page, "Llama 3.1 8B Instruct + Llama 3.2 1B Instruct")  # the widest chips
+    assert card.findChild(QPushButton, "pairDownload").isVisibleTo(page)
+    assert [c.text() for c in card.chips if c.objectName() == "pairLicence"] == [
+        "Llama 3.1 Community License",
+        "Llama 3.2 Community License",
+    ]  # one chip a licence: joined, they were one chip wider than a card

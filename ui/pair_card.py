@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 import re
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.library.catalog import CatalogPair, MachineInfo, fit_for, format_bytes
+from ui.flow_layout import FlowLayout
 
 # Room for the KV cache and compute buffers on top of the weights, on a GPU (as ui/welcome.py).
 VRAM_HEADROOM = 1.2
@@ -169,12 +170,12 @@ class PairCard(QFrame):
         self.good_for_label.setVisible(bool(pair.good_for))
         layout.addWidget(self.good_for_label)
 
-        chips = QHBoxLayout()
-        chips.setSpacing(6)
+        # The chips wrap onto more lines where the card is narrow: a row of them (a gated pair has
+        # five) would set the card's least width, and the grid's, past a 1280-pixel window.
+        chips = FlowLayout(spacing=6)
         self.chips = [self._chip(text, name) for name, text in self._chip_texts()]
         for chip in self.chips:
             chips.addWidget(chip)
-        chips.addStretch(1)
         layout.addLayout(chips)
         self.size_label = self.chips[0]
         self.size_label.setToolTip(
@@ -283,9 +284,10 @@ class PairCard(QFrame):
         quantisations = sorted({m.quantization for m in pair.models if m.quantization})
         if quantisations:
             chips.append(("pairQuantisation", " / ".join(quantisations)))
+        # One chip a licence: two long names joined ("Llama 3.1 Community License / Llama 3.2
+        # Community License") made one chip wider than a card in a 1280-pixel window.
         licences = sorted({m.license for m in pair.models if m.license})
-        if licences:
-            chips.append(("pairLicence", " / ".join(licences)))
+        chips += [("pairLicence", licence) for licence in licences]
         if any(m.is_gated for m in pair.models):
             chips.append(("pairGated", "needs a Hugging Face token"))
         return chips
@@ -392,8 +394,9 @@ class PairCard(QFrame):
 
 
 class CardGrid(QWidget):
-    """Cards in as many columns as fit (each at least MIN_CARD_WIDTH wide), laid out again when
-    the width changes the count."""
+    """Cards in as many columns as fit (each at least MIN_CARD_WIDTH wide, and no narrower than
+    its content allows), laid out again when the width changes the count. Its least width is one
+    column's: the columns follow the width given, never the other way round."""
 
     MIN_CARD_WIDTH = 330
     MAX_COLUMNS = 3
@@ -421,8 +424,18 @@ class CardGrid(QWidget):
     def columns(self) -> int:
         return self._columns
 
+    def _card_width(self) -> int:
+        """The least width a column needs: MIN_CARD_WIDTH, or the widest card's least width."""
+        return max([self.MIN_CARD_WIDTH, *(c.minimumSizeHint().width() for c in self.cards)])
+
     def _columns_for(self, width: int) -> int:
-        return max(1, min(self.MAX_COLUMNS, (width + self._grid.spacing()) // self.MIN_CARD_WIDTH))
+        spacing = self._grid.spacing()
+        return max(1, min(self.MAX_COLUMNS, (width + spacing) // (self._card_width() + spacing)))
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        # One column's width: the grid's own layout would ask for the columns it has now, and
+        # a page laid out that wide overflows its window (then resizeEvent never sees less).
+        return QSize(self._card_width(), super().minimumSizeHint().height())
 
     def _relayout(self, columns: int, force: bool = False) -> None:
         if columns == self._columns and not force:
