@@ -263,7 +263,7 @@ def repeated_phrase(text: str, n_words: int = 6) -> str | None:
     ids=["chat-defaults", "chat-defaults-seed-7", "greedy", "greedy-with-penalty"],
 )
 def test_the_embedded_model_answers_a_conversation_and_stops(gemma_q4: Path, params: SamplingParams) -> None:
-    from app.host.worker import ChatTurn
+    from app.host.messages import ChatTurn
     from engine.chat import build_chat_prompt
     from engine.session import Engine
 

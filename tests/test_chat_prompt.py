@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.host.worker import ChatTurn, ReplyRequest
+from app.host.messages import ChatTurn, ReplyRequest
 from engine.chat import ChatPrompt, build_chat_prompt, generate_reply
 from engine.config import EngineConfig
 from engine.events import Finished

@@ -131,7 +131,7 @@ def _controller(qapp):  # type: ignore[no-untyped-def]
 
 
 def test_controller_builds_one_buffer_and_announces_only_what_is_new(qtbot, qapp) -> None:
-    from app.host.worker import ChatTurn, ReplyEvents
+    from app.host.messages import ChatTurn, ReplyEvents
 
     controller, hosts = _controller(qapp)
     progress: list[tuple[int, str, int]] = []
@@ -166,7 +166,7 @@ def test_controller_builds_one_buffer_and_announces_only_what_is_new(qtbot, qapp
 def test_a_batch_that_ends_the_reply_shows_its_text_then_finishes(qtbot, qapp) -> None:
     """The worker sends a reply's last text and its Finished in one message: the text is
     announced (with its drafted span and stats) before the reply finishes."""
-    from app.host.worker import ChatTurn, ReplyEvents
+    from app.host.messages import ChatTurn, ReplyEvents
 
     controller, hosts = _controller(qapp)
     seen: list[object] = []
@@ -185,7 +185,7 @@ def test_a_batch_that_ends_the_reply_shows_its_text_then_finishes(qtbot, qapp) -
 def test_a_backlog_is_drained_over_several_turns_in_order(qtbot, qapp) -> None:
     """Thousands of queued pieces (an engine far faster than the window) arrive in order and
     complete, and no drain takes them all at once."""
-    from app.host.worker import ChatTurn, ReplyEvents
+    from app.host.messages import ChatTurn, ReplyEvents
 
     controller, hosts = _controller(qapp)
     starts: list[int] = []
@@ -206,7 +206,7 @@ def test_a_backlog_is_drained_over_several_turns_in_order(qtbot, qapp) -> None:
 
 
 def test_a_reply_failing_drops_its_buffer(qtbot, qapp) -> None:
-    from app.host.worker import ChatTurn, ReplyEvents, ReplyFailed
+    from app.host.messages import ChatTurn, ReplyEvents, ReplyFailed
 
     controller, hosts = _controller(qapp)
     failed: list[tuple[int, str, bool]] = []

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from app.cli.rpc_server import notice
-from app.host.worker import (
+from app.host.messages import (
     ChatTurn,
     EngineFailed,
     EngineLoaded,
@@ -33,8 +33,8 @@ from app.host.worker import (
     ReplyEvents,
     ReplyRequest,
     WorkerDied,
-    WorkerProcess,
 )
+from app.host.worker import WorkerProcess
 from engine import rpc
 from engine.config import EngineConfig
 from engine.events import Finished

@@ -285,8 +285,8 @@ def test_remote_worker_speaks_the_workers_messages(server: ServeProcess) -> None
     server's numbers while it streams (not only at the end), finished; Stop ends it as cancelled."""
     import queue
 
+    from app.host.messages import ChatTurn, EngineLoaded, LoadRequest, ReplyEvents, ReplyRequest, ReplyStarted
     from app.host.remote_worker import RemoteTarget, RemoteWorker
-    from app.host.worker import ChatTurn, EngineLoaded, LoadRequest, ReplyEvents, ReplyRequest, ReplyStarted
     from engine.config import EngineConfig, SamplingParams
     from engine.events import Finished, Stats, TextPiece
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.host.worker import (
+from app.host.messages import (
     ChatTurn,
     DraftChanged,
     DraftFailed,
@@ -25,8 +25,8 @@ from app.host.worker import (
     ReplyStarted,
     SetDraftRequest,
     WorkerDied,
-    WorkerProcess,
 )
+from app.host.worker import WorkerProcess
 from engine.config import NGRAM_LOOKUP, DraftChoice, EngineConfig, SamplingParams
 from engine.errors import ErrorKind
 from engine.events import Finished, Stats, TextPiece

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.host.worker import EngineInfo
+    from app.host.messages import EngineInfo
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MS = 50.0
@@ -113,7 +113,7 @@ class ScriptedEngine:
             thread.join(timeout_s)
 
     def send(self, request: Any) -> None:
-        from app.host.worker import DraftChanged, EngineLoaded, LoadRequest, ReplyRequest, SetDraftRequest
+        from app.host.messages import DraftChanged, EngineLoaded, LoadRequest, ReplyRequest, SetDraftRequest
 
         if isinstance(request, LoadRequest):
             self._on_message(EngineLoaded(_info(request.config.target_path or "bench.gguf")))
@@ -125,7 +125,7 @@ class ScriptedEngine:
             thread.start()
 
     def _reply(self, request_id: int) -> None:
-        from app.host.worker import ReplyEvents, ReplyStarted
+        from app.host.messages import ReplyEvents, ReplyStarted
         from engine.events import Finished, Speculation, Stats, StopReason, TextPiece
 
         send = self._on_message
@@ -173,7 +173,7 @@ class ScriptedEngine:
 
 
 def _info(target_path: str) -> EngineInfo:
-    from app.host.worker import EngineInfo
+    from app.host.messages import EngineInfo
     from engine.config import NGRAM_LOOKUP
     from engine.events import Speculation
 

@@ -11,8 +11,8 @@ from dataclasses import replace
 from PySide6.QtCore import QObject, Signal
 
 from app.host.controller import EngineController
+from app.host.messages import ChatTurn
 from app.host.reply import Reply, ReplyProgress
-from app.host.worker import ChatTurn
 from app.settings import Settings
 from engine.errors import Failure
 from ui.failures import failure_words, raise_if_unexpected

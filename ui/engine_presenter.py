@@ -16,7 +16,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from app.host.controller import EngineController
-from app.host.worker import EngineInfo
+from app.host.messages import EngineInfo
 from app.library.model_spec import parse_draft
 from app.settings import Settings
 from engine.config import NGRAM_LOOKUP, NO_DRAFT, DraftChoice

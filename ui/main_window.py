@@ -35,8 +35,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.host.controller import EngineController
+from app.host.messages import EngineInfo
 from app.host.reply import Reply, ReplyProgress
-from app.host.worker import EngineInfo
 from app.settings import Settings, load_settings
 from app.store import Store
 from ui.about import AboutDialog, app_icon

@@ -23,8 +23,8 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from app.host.controller import EngineController
+from app.host.messages import ChatTurn, ReplyStarted
 from app.host.reply import Reply, ReplyProgress, ReplyText
-from app.host.worker import ChatTurn, ReplyStarted
 from app.library.documents import Document, with_documents
 from app.settings import Preset, Settings, save_settings
 from app.store import Conversation, Message, MessageStatus, Store

@@ -21,7 +21,7 @@ what ran: "ngram", "draft" or "none". Each streamed text chunk also says which o
 draft wrote (`"tandem": {"drafted": bool, "n_tokens": int}`, an extension other clients ignore;
 the window on a server tints from it), and `"timings_per_token": true` (llama-server's option)
 adds `timings` to the text chunks as the engine reports them. A text chunk holds what the
-worker sent in one message (app.host.worker.ReplyEvents: at most every 30 ms, the first text at
+worker sent in one message (app.host.messages.ReplyEvents: at most every 30 ms, the first text at
 once), drafted and undrafted text in chunks of their own.
 """
 

@@ -3,7 +3,7 @@
 The GUI thread never waits on the engine. A reader thread (in WorkerProcess) receives every
 message and appends it to a queue; the first message into an empty queue wakes the GUI thread
 once, and a single-shot timer then drains the whole queue at most every FLUSH_INTERVAL_MS (the
-worker already sends a reply's events in batches: app.host.worker.ReplyEvents). The text pieces of one drain are appended to their reply's one buffer (app.host.reply.Reply) and announced
+worker already sends a reply's events in batches: app.host.messages.ReplyEvents). The text pieces of one drain are appended to their reply's one buffer (app.host.reply.Reply) and announced
 by one ReplyProgress, so a model producing thousands of tokens a second costs the window about
 40 repaints a second, and an idle engine costs nothing.
 
@@ -63,7 +63,7 @@ class EngineController(QObject):
     engine_died = Signal(object)  # engine.errors.Failure, kind ENGINE_STOPPED
     draft_changed = Signal(object)  # EngineInfo
     draft_failed = Signal(object)  # engine.errors.Failure
-    reply_started = Signal(object)  # worker.ReplyStarted
+    reply_started = Signal(object)  # messages.ReplyStarted
     reply_progressed = Signal(object)  # app.host.reply.ReplyProgress
     reply_finished = Signal(object)  # app.host.reply.Reply, its `finished` set
     reply_failed = Signal(int, object, bool)  # request id, engine.errors.Failure, whether the engine died

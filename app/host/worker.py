@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any, assert_never
 
 from app.host.messages import (
-    ChatTurn,
     DraftChanged,
     DraftFailed,
     EngineFailed,
@@ -63,30 +62,6 @@ from engine.chat import (
 from engine.config import NO_DRAFT, DraftChoice, EngineConfig
 from engine.errors import ErrorKind, Failure, PairRefusal
 from engine.events import Event, Finished, Speculation, Stats, TextPiece
-
-# The messages were defined here before app.host.messages held them; kept importable from here.
-__all__ = [
-    "ChatTurn",
-    "DraftChanged",
-    "DraftFailed",
-    "EngineFailed",
-    "EngineInfo",
-    "EngineLoaded",
-    "LastWords",
-    "LoadProgressed",
-    "LoadRequest",
-    "ReplyEvents",
-    "ReplyFailed",
-    "ReplyRequest",
-    "ReplyStarted",
-    "SetDraftRequest",
-    "ShutdownRequest",
-    "WorkerDied",
-    "CancelBoard",
-    "WorkerProcess",
-    "death_sentence",
-    "worker_main",
-]
 
 log = logging.getLogger(__name__)
 
