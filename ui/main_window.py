@@ -43,16 +43,10 @@ from ui.about import AboutDialog, app_icon
 from ui.chat_view import ChatView
 from ui.compare_view import CompareView
 from ui.conversation_list import ConversationList
-from ui.presenter import (
-    STRICT_ENV,
-    ChatPresenter,
-    ConversationShown,
-    LiveReply,
-    MessageRow,
-    PairView,
-    ReplyEnded,
-    SpeculationView,
-)
+from ui.engine_presenter import PairView, SpeculationView
+from ui.failures import STRICT_ENV
+from ui.presenter import ChatPresenter, ConversationShown
+from ui.reply_presenter import LiveReply, MessageRow, ReplyEnded
 from ui.settings_dialog import SettingsDialog, needs_reload
 
 log = logging.getLogger(__name__)

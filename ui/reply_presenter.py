@@ -1,0 +1,271 @@
+"""The chat's reply being generated, without widgets: started from a conversation in the store,
+saved as it streams, ended as complete, cancelled or interrupted with its stats record, and what
+it measured for its pair kept for the pair doctor.
+
+`ChatPresenter` (ui/presenter.py) owns one, as `ChatPresenter.replies`, and forwards its signals
+as its own: the window follows the chat presenter only. Compare's replies are not these (they
+are ui/compare_presenter.py's).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from app.host.controller import EngineController
+from app.host.messages import ChatTurn, ReplyStarted
+from app.host.reply import Reply, ReplyProgress, ReplyText
+from app.library.documents import Document, with_documents
+from app.settings import Settings
+from app.store import Message, MessageStatus, Store
+from engine.errors import Failure
+from engine.events import Stats, StatsRecord
+from ui.failures import failure_words, raise_if_unexpected
+from ui.speed_presenter import SpeedPresenter, pair_reply
+
+SAVE_INTERVAL_S = 0.5  # a streaming reply reaches the database at least this often
+
+
+@dataclass
+class LiveReply:
+    """The reply being generated for the chat: the controller's buffer, and where it is shown and stored."""
+
+    conversation_id: int
+    message_id: int
+    reply: Reply
+    last_saved_s: float = 0.0
+
+    @property
+    def request_id(self) -> int:
+        return self.reply.request_id
+
+    @property
+    def text(self) -> str:
+        return self.reply.text
+
+    @property
+    def stats(self) -> Stats | None:
+        return self.reply.stats
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    """One message as the chat shows it."""
+
+    id: int
+    role: str
+    text: str
+    draft_spans: tuple[tuple[int, int], ...] = ()
+    status: MessageStatus = MessageStatus.COMPLETE
+    stats: StatsRecord | None = None
+    attachments: tuple[Document, ...] = ()  # a user message's documents, as sent
+
+
+@dataclass(frozen=True)
+class ReplyEnded:
+    """A chat reply that ended: where it is, what it says, how it ended (as stored)."""
+
+    conversation_id: int
+    message_id: int
+    text: ReplyText
+    status: MessageStatus  # COMPLETE, CANCELLED or INTERRUPTED
+    stats: StatsRecord | None
+    note: str = ""
+
+
+def _turns(
+    messages: list[Message], attachments: dict[int, tuple[Document, ...]] | None = None
+) -> tuple[ChatTurn, ...]:
+    """The conversation as the model sees it: user/assistant turns, neighbours of one role merged,
+    a user message's documents before its text (app.library.documents.with_documents).
+
+    Merging matters after a failed reply (two user messages in a row): many chat templates
+    refuse roles that do not alternate.
+    """
+    turns: list[ChatTurn] = []
+    for m in messages:
+        documents = (attachments or {}).get(m.id, ())
+        content = with_documents(m.content, documents) if documents else m.content
+        if m.role not in ("user", "assistant") or not content.strip():
+            continue
+        if turns and turns[-1].role == m.role:
+            turns[-1] = ChatTurn(m.role, turns[-1].content + "\n\n" + content)
+        else:
+            turns.append(ChatTurn(m.role, content))
+    return tuple(turns)
+
+
+class ReplyPresenter(QObject):
+    """The chat's one live reply (`live`), from its start to its end, and its saving."""
+
+    message_added = Signal(object)  # MessageRow: the reply's row, before its first token
+    messages_removed = Signal(list)  # message ids: an empty reply that failed
+    notice_changed = Signal(str, bool)  # text, is a warning
+    speed_line_changed = Signal(str)  # the status bar's state line
+    reply_progressed = Signal(object)  # ReplyProgress of the live reply
+    reply_ended = Signal(object)  # ReplyEnded
+    reply_finished = Signal()  # a reply ended as generated (the conversation list changed)
+
+    def __init__(
+        self,
+        controller: EngineController,
+        store: Store,
+        settings: Callable[[], Settings],
+        speed: SpeedPresenter,
+        shown_conversation: Callable[[], int | None],
+        record_extras: Callable[[LiveReply], dict[str, Any]],
+        parent: QObject | None = None,
+    ) -> None:
+        """settings: the settings now; shown_conversation: the id of the conversation the chat
+        shows; record_extras: what a finished reply keeps besides its numbers."""
+        super().__init__(parent)
+        self.controller = controller
+        self.store = store
+        self._settings = settings
+        self.speed = speed
+        self._shown_conversation = shown_conversation
+        self._record_extras = record_extras
+        self.live: LiveReply | None = None
+        c = controller
+        c.reply_started.connect(self.on_controller_reply_started)
+        c.reply_progressed.connect(self.on_controller_reply_progressed)
+        c.reply_finished.connect(self.on_controller_reply_finished)
+        c.reply_failed.connect(self.on_controller_reply_failed)
+
+    def start(self, conversation_id: int) -> None:
+        """Reply to the conversation's last user message (nothing when the last turn is not one)."""
+        messages = self.store.messages(conversation_id)
+        attachments = self.store.attachments(conversation_id)
+        turns = _turns(messages, attachments)
+        if not turns or turns[-1].role != "user":
+            return
+        conversation = self.store.conversation(conversation_id)
+        settings = self._settings()
+        # The reply's row exists before the first token, so a crash at any point leaves it marked.
+        reply = self.store.add_message(conversation_id, "assistant", "", status=MessageStatus.STREAMING)
+        self.message_added.emit(MessageRow(reply.id, "assistant", "", (), MessageStatus.STREAMING, None))
+        request_id = self.controller.start_reply(
+            turns,
+            system_prompt=conversation.system_prompt if conversation else "",
+            params=settings.sampling(),
+            max_tokens=settings.max_tokens,
+            history_key=f"conversation-{conversation_id}",
+            # Drafts copied from these say so (the tint's words, the saved numbers).
+            documents=tuple(d.text for m in messages for d in attachments.get(m.id, ())),
+        )
+        buffer = self.controller.reply(request_id)
+        assert buffer is not None
+        self.live = LiveReply(conversation_id, reply.id, buffer, last_saved_s=time.monotonic())
+        self.speed_line_changed.emit("Reading the conversation…")
+
+    def abandon(self, conversation_id: int) -> None:
+        """The conversation is being deleted: stop its reply, keeping nothing of it."""
+        if self.live is not None and self.live.conversation_id == conversation_id:
+            self.controller.stop()
+            self.live = None
+
+    def stop(self) -> None:
+        """Closing: stop the reply being generated and keep it, cut short, as interrupted."""
+        if self.live is not None:
+            self.controller.stop()
+            self._end_live(MessageStatus.INTERRUPTED, self.speed.partial_record(self.live.stats))
+
+    def _save_live(self, status: MessageStatus, stats: StatsRecord | None = None) -> None:
+        live = self.live
+        if live is None:
+            return
+        shown = live.reply.shown(is_final=status != MessageStatus.STREAMING)
+        self.store.save_reply(live.message_id, shown, status, stats.as_dict() if stats is not None else None)
+        live.last_saved_s = time.monotonic()
+
+    def _end_live(self, status: MessageStatus, stats: StatsRecord | None, note: str = "") -> None:
+        live = self.live
+        if live is None:
+            return
+        self._save_live(status, stats)
+        self.reply_ended.emit(
+            ReplyEnded(
+                live.conversation_id, live.message_id, live.reply.shown(is_final=True), status, stats, note
+            )
+        )
+        self.live = None
+
+    def _show_live_stats(self, stats: Stats, prefix: str = "Writing") -> None:
+        """The status bar says what is happening; the numbers are the reply's own (its headline)."""
+        if prefix == "Writing":
+            self.speed_line_changed.emit("Writing…" if stats.n_generated else "Reading the conversation…")
+        else:
+            self.speed_line_changed.emit(prefix)
+
+    # ---- the controller's replies (the chat's own; Compare's are its presenter's)
+
+    def on_controller_reply_started(self, started: ReplyStarted) -> None:
+        if self.live is None or started.request_id != self.live.request_id:
+            return
+        if started.n_dropped_turns and self.live.conversation_id == self._shown_conversation():
+            info = self.controller.info
+            n_ctx = f" ({info.n_ctx} tokens)" if info else ""
+            self.notice_changed.emit(
+                f"This conversation is longer than the model's context{n_ctx}: its oldest "
+                f"{started.n_dropped_turns} messages are left out of the prompt. The system prompt is kept.",
+                False,
+            )
+
+    def on_controller_reply_progressed(self, progress: ReplyProgress) -> None:
+        live = self.live
+        if live is None or progress.request_id != live.request_id:
+            return
+        if progress.stats:
+            self._show_live_stats(progress.stats[-1])
+        self.reply_progressed.emit(progress)
+        if time.monotonic() - live.last_saved_s >= SAVE_INTERVAL_S:
+            self._save_live(MessageStatus.STREAMING)
+
+    def on_controller_reply_finished(self, reply: Reply) -> None:
+        finished = reply.finished
+        assert finished is not None
+        live = self.live
+        if live is None or reply.request_id != live.request_id:
+            return
+        self.speed.record_plain_speed(finished)
+        record = self.speed.record(finished, **self._record_extras(live))
+        self._keep_pair_reply(record, live.message_id)
+        status = MessageStatus.CANCELLED if finished.stop_reason == "cancelled" else MessageStatus.COMPLETE
+        note = "stopped at the context limit" if finished.stop_reason == "context" else ""
+        self._end_live(status, record, note)
+        self._show_live_stats(finished.stats, prefix="Ready")
+        self.reply_finished.emit()
+
+    def _keep_pair_reply(self, record: StatsRecord, message_id: int) -> None:
+        """What this reply measured for its pair, kept for the pair doctor's "measured here"."""
+        measured = pair_reply(record, self.controller.info)
+        if measured is not None:
+            self.store.add_pair_reply(
+                measured.target,
+                measured.drafter,
+                measured.speedup,
+                is_plain_estimate=measured.is_plain_estimate,
+                n_generated=measured.n_generated,
+                message_id=message_id,
+            )
+
+    def on_controller_reply_failed(self, request_id: int, failure: Failure, has_engine_died: bool) -> None:
+        live = self.live
+        if live is None or request_id != live.request_id:
+            return
+        sentence = failure_words(failure)
+        if has_engine_died or live.text:
+            self._end_live(MessageStatus.INTERRUPTED, self.speed.partial_record(live.stats))
+        else:
+            # Nothing was written (the prompt did not fit, no model): the empty reply row is hidden.
+            self.store.set_status([live.message_id], MessageStatus.SUPERSEDED)
+            self.messages_removed.emit([live.message_id])
+            self.live = None
+        if not has_engine_died:
+            # A reply cut short (a server lost mid-reply) is kept: the sentence says what happened.
+            self.notice_changed.emit(sentence if live.text else f"No reply: {sentence}", True)
+        raise_if_unexpected(failure)
