@@ -7,7 +7,6 @@ process, then runs the API under uvicorn until Ctrl+C or SIGTERM.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import signal
 import socket
 from pathlib import Path
@@ -26,6 +25,7 @@ from app.api.serve import (
 )
 from app.cli.options import add_draft_arg, add_engine_args
 from app.host.messages import EngineInfo
+from engine.rpc import is_loopback
 
 
 def add_serve_parser(sub: Any) -> None:
@@ -69,15 +69,6 @@ def add_serve_parser(sub: Any) -> None:
         help="a name for this server that clients use in the Host header, beyond the address it "
         "listens on (behind a proxy; repeatable). Other names are refused (DNS rebinding)",
     )
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -242,19 +242,37 @@ class MachineInfo:
     gpu_label: str  # "NVIDIA GPU", "Apple Silicon", "" when none
 
 
-def total_ram_bytes() -> int:
-    """Physical memory: /proc/meminfo on Linux, sysconf elsewhere; 0 when unknown."""
+def meminfo_bytes(field: str) -> int | None:
+    """One line of /proc/meminfo ("MemTotal", "MemAvailable"), in bytes; None off Linux."""
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             for line in f:
-                if line.startswith("MemTotal:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
+    return None
+
+
+def _sysconf_bytes(pages: str) -> int:
+    """Pages counted by sysconf ("SC_PHYS_PAGES", "SC_AVPHYS_PAGES"), in bytes; 0 when unknown."""
     try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf(pages))
     except (AttributeError, ValueError, OSError):
         return 0
+
+
+def total_ram_bytes() -> int:
+    """Physical memory: /proc/meminfo on Linux, sysconf elsewhere; 0 when unknown."""
+    total = meminfo_bytes("MemTotal")
+    return total if total is not None else _sysconf_bytes("SC_PHYS_PAGES")
+
+
+def available_ram_bytes() -> int:
+    """Memory free for a new allocation now (MemAvailable on Linux: what can be had without
+    swapping; free pages elsewhere); 0 when unknown."""
+    available = meminfo_bytes("MemAvailable")
+    return available if available is not None else _sysconf_bytes("SC_AVPHYS_PAGES")
 
 
 def detect_gpu() -> str:

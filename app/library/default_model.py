@@ -10,9 +10,13 @@ import hashlib
 import importlib.util
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.paths import models_dir
 from engine.errors import ModelFileError
+
+if TYPE_CHECKING:
+    import gguf  # imported where a copy is made: numpy and gguf load slowly
 
 DEFAULT_MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
 DEFAULT_MODEL_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
@@ -77,6 +81,25 @@ def smollm2_model() -> Path:
     )
 
 
+def _copy_fields(reader: gguf.GGUFReader, writer: gguf.GGUFWriter, leave_out: tuple[str, ...]) -> None:
+    """The source's metadata into the copy, but for GGUF's own fields and those left out."""
+    for field in reader.fields.values():
+        if field.name.startswith("GGUF.") or field.name in leave_out:
+            continue
+        sub_type = field.types[1] if len(field.types) > 1 else None
+        writer.add_key_value(field.name, field.contents(), field.types[0], sub_type)
+
+
+def _write_out(writer: gguf.GGUFWriter, partial: Path, dest: Path) -> Path:
+    """Write the copy to its .part file, then rename it into place: dest is never half-written."""
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    os.replace(partial, dest)
+    return dest
+
+
 def write_f16_copy(source: Path, dest: Path) -> Path:
     """Dequantize a GGUF into an F16 GGUF of the same model: same tokenizer, same function.
 
@@ -89,23 +112,14 @@ def write_f16_copy(source: Path, dest: Path) -> Path:
     arch = str(reader.fields["general.architecture"].contents())
     partial = dest.with_name(dest.name + ".part")
     writer = gguf.GGUFWriter(str(partial), arch)
-    for field in reader.fields.values():
-        if field.name.startswith("GGUF.") or field.name in ("general.architecture", "general.file_type"):
-            continue
-        sub_type = field.types[1] if len(field.types) > 1 else None
-        writer.add_key_value(field.name, field.contents(), field.types[0], sub_type)
+    _copy_fields(reader, writer, leave_out=("general.architecture", "general.file_type"))
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     for tensor in reader.tensors:
         data = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
         # Norms and other vectors stay F32, as llama.cpp's converter leaves them.
         data = data.astype(np.float16 if data.ndim > 1 else np.float32)
         writer.add_tensor(tensor.name, data)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    os.replace(partial, dest)
-    return dest
+    return _write_out(writer, partial, dest)
 
 
 def ensure_default_f16(folder: Path | None = None) -> Path:
@@ -135,11 +149,7 @@ def write_costly_copy(source: Path, dest: Path, extra_layers: int = COSTLY_EXTRA
     n_layers = int(reader.fields[f"{arch}.block_count"].contents())
     partial = dest.with_name(dest.name + ".part")
     writer = gguf.GGUFWriter(str(partial), arch)
-    for field in reader.fields.values():
-        if field.name.startswith("GGUF.") or field.name in ("general.architecture", f"{arch}.block_count"):
-            continue
-        sub_type = field.types[1] if len(field.types) > 1 else None
-        writer.add_key_value(field.name, field.contents(), field.types[0], sub_type)
+    _copy_fields(reader, writer, leave_out=("general.architecture", f"{arch}.block_count"))
     writer.add_block_count(n_layers + extra_layers)
     template = [t for t in reader.tensors if t.name.startswith(f"blk.{n_layers - 1}.")]
     zeroed = ("attn_output.weight", "ffn_down.weight")
@@ -157,12 +167,7 @@ def write_costly_copy(source: Path, dest: Path, extra_layers: int = COSTLY_EXTRA
             if suffix in zeroed:
                 data = np.zeros_like(data)
             writer.add_tensor(f"blk.{i}.{suffix}", data, raw_dtype=t.tensor_type)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    os.replace(partial, dest)
-    return dest
+    return _write_out(writer, partial, dest)
 
 
 def ensure_default_costly(folder: Path | None = None) -> Path:

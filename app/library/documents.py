@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from app.library.catalog import available_ram_bytes
 from engine.errors import ErrorKind, TandemError
 
 # A text file this large is about a million tokens: more than any context Tandem opens.
@@ -339,21 +340,6 @@ CTX_STEP = 1024  # a context offered is rounded up to this
 KV_MEMORY_SHARE = 0.5  # of the memory free now, what a larger context's cache may take
 
 
-def available_memory_bytes() -> int:
-    """Memory free for a new allocation now (MemAvailable on Linux, free pages elsewhere); 0 unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_AVPHYS_PAGES"))
-    except (AttributeError, ValueError, OSError):
-        return 0
-
-
 def kv_bytes_per_token(metadata: dict[str, object], architecture: str) -> int:
     """What one token of context costs in llama.cpp's KV cache (F16 keys and values, every layer),
     from a GGUF header; 0 where the header does not say."""
@@ -406,7 +392,7 @@ def fit_context(
     CTX_STEP) that the model was trained for and whose cache takes at most half the free memory."""
     if n_prompt + n_reply <= n_ctx:
         return ContextFit(n_prompt, n_reply, n_ctx)
-    free = available_memory_bytes() if free_bytes is None else free_bytes
+    free = available_ram_bytes() if free_bytes is None else free_bytes
     limit = n_ctx_train or 0
     if kv_per_token > 0 and free > 0:
         by_memory = int(free * KV_MEMORY_SHARE) // kv_per_token

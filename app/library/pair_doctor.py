@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from app.library.catalog import detect_gpu, format_bytes, gpu_memory_bytes, total_ram_bytes
+from app.library.catalog import detect_gpu, format_bytes, gpu_memory_bytes, meminfo_bytes, total_ram_bytes
 from app.library.downloads import DEFAULT_TIMEOUT_S
 from app.library.hub_search import (
     HubGGUF,
@@ -168,14 +168,8 @@ class MachineMemory:
 
 def free_ram_bytes() -> int:
     """MemAvailable on Linux (what can be had without swapping), else physical memory."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return total_ram_bytes()
+    available = meminfo_bytes("MemAvailable")
+    return available if available is not None else total_ram_bytes()
 
 
 def machine_memory() -> MachineMemory:
