@@ -21,6 +21,7 @@ from app import paths
 from app.library.model_spec import parse_draft
 from engine.chat import CHAT_SAMPLING
 from engine.config import DRAFT_MAX, NGRAM_LOOKUP, DraftChoice, EngineConfig, SamplingParams
+from engine.events import Speculation
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +257,8 @@ class Preset:
     temperature: float = CHAT_SAMPLING.temperature
     top_p: float = CHAT_SAMPLING.top_p
     repeat_penalty: float = CHAT_SAMPLING.repeat_penalty
-    speed_up: str = "ngram"  # "auto" | "ngram" | "draft" | "none" (ui/words.py SPEED_UP_CHOICES)
+    # The header's choice: "auto", or a Speculation ("ngram", "draft", "none"); ui/words.py SPEED_UP_CHOICES.
+    speed_up: str = str(Speculation.NGRAM)
 
     def is_for(self, model: str) -> bool:
         return not self.model or self.model == model

@@ -19,13 +19,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from engine.events import Speculation
+
 FORMAT = 3  # 2: the draft model's prefill cost ratio; 3: n-gram bucket 5 (copying) apart from 4
 
 
 def file_identity(path: str) -> str:
     """A model file as the cache sees it: where it is, its size and when it last changed."""
-    if path == "ngram":
-        return "ngram"
+    if path == Speculation.NGRAM:
+        return str(Speculation.NGRAM)  # drafts from the text: no file
     st = os.stat(path)
     return f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}"
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from engine.adaptive import COPY_KINDS, MEMORY_KINDS, DrafterKind
 from engine.backend import ContextFullError, LlamaRunner
 from engine.config import SamplingParams
 from engine.errors import TandemError
-from engine.events import DraftSource
+from engine.events import DraftSource, Speculation
 from engine.reply_memory import ReplyMemory
 from engine.sampling import Dist, distribution, draft_is_sure, greedy
 
@@ -41,7 +42,7 @@ class Draft:
 
 
 class NgramDrafter:
-    kind = "ngram"
+    kind: ClassVar[Speculation] = Speculation.NGRAM
 
     # A match is extended backwards past max_ngram, to tell text being copied (16 tokens or more
     # equal to an earlier stretch) from a phrase that recurs (5-15 tokens).
@@ -180,7 +181,7 @@ class NgramDrafter:
 
 
 class ModelDrafter:
-    kind = "draft"
+    kind: ClassVar[Speculation] = Speculation.DRAFT
 
     # A step's catch-up is 1-2 tokens; more is a prompt (or a stretch decoded plainly) seen for
     # the first time: a one-off prefill, not the per-token cost of drafting.

@@ -62,9 +62,7 @@ class DraftPolicy:
 
     @property
     def speculation(self) -> Speculation:
-        if self.drafter is None:
-            return Speculation.NONE
-        return Speculation.NGRAM if isinstance(self.drafter, NgramDrafter) else Speculation.DRAFT
+        return Speculation.NONE if self.drafter is None else self.drafter.kind
 
     @property
     def draft_llama_s(self) -> float:

@@ -65,9 +65,7 @@ class Engine:
 
     @property
     def speculation(self) -> Speculation:
-        if self._drafter is None:
-            return Speculation.NONE
-        return Speculation.NGRAM if isinstance(self._drafter, NgramDrafter) else Speculation.DRAFT
+        return Speculation.NONE if self._drafter is None else self._drafter.kind
 
     def set_draft(self, draft: DraftChoice) -> None:
         """Switch speculation: none, n-gram lookup, or a draft model (its GGUF file).
@@ -139,7 +137,7 @@ class Engine:
     def _cost_key(self) -> str | None:
         if self.config.cost_cache_dir is None or self._drafter is None:
             return None
-        draft = "ngram" if self.info_draft is None else str(self.info_draft.path)
+        draft = Speculation.NGRAM if self.info_draft is None else str(self.info_draft.path)
         try:
             return cost_key(
                 str(self.info_target.path),

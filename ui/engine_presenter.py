@@ -135,7 +135,7 @@ class EnginePresenter(QObject):
         """Change the one speculation state (what is not given stays) and announce it."""
         now = self.speculation
         choice = now.choice if draft is None else _kind(draft)
-        if draft is not None and choice != "none" and self._settings().speed_up_auto:
+        if draft is not None and choice != Speculation.NONE and self._settings().speed_up_auto:
             choice = "auto"
         if in_effect is None:
             in_effect = now.in_effect if draft is None else choice
@@ -168,9 +168,9 @@ class EnginePresenter(QObject):
         text, and leaves the draft model aside where it does not pay), else the text alone.
         False when there is no draft model to switch to: the window asks for a file."""
         if kind == "auto":
-            model = str(self._settings().draft_model_path) if self.has_draft_model() else "ngram"
+            model = str(self._settings().draft_model_path) if self.has_draft_model() else Speculation.NGRAM
             self.set_speculation(model, is_auto=True)
-        elif kind in ("none", "ngram"):
+        elif kind in (Speculation.NONE, Speculation.NGRAM):
             self.set_speculation(kind)
         elif self.has_draft_model():
             self.set_speculation(str(self._settings().draft_model_path))
@@ -180,11 +180,11 @@ class EnginePresenter(QObject):
 
     def next_speculation(self) -> str:
         """The kind after the current one: off -> n-gram -> the draft model (when one exists) -> off."""
-        kinds = ["none", "ngram"]
+        kinds: list[str] = [Speculation.NONE, Speculation.NGRAM]
         if self.has_draft_model():
-            kinds.append("draft")
+            kinds.append(Speculation.DRAFT)
         current = self.speculation.choice
-        return kinds[(kinds.index(current) + 1) % len(kinds)] if current in kinds else "none"
+        return kinds[(kinds.index(current) + 1) % len(kinds)] if current in kinds else Speculation.NONE
 
     def reshow_speculation(self) -> None:
         """The toolbar went out of step (a file dialog cancelled): show the choice again."""

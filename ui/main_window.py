@@ -39,6 +39,7 @@ from app.host.messages import EngineInfo
 from app.host.reply import Reply, ReplyProgress
 from app.settings import Settings, load_settings
 from app.store import Store
+from engine.events import Speculation
 from ui.about import AboutDialog, app_icon
 from ui.chat_view import ChatView
 from ui.compare_view import CompareView
@@ -407,7 +408,7 @@ class MainWindow(QMainWindow):
         self.welcome.set_downloading(False)
         self.welcome.set_status("Downloaded; switching to the new pair…")
         target = done[0]
-        draft = done[1] if len(done) > 1 else "ngram"
+        draft = done[1] if len(done) > 1 else Speculation.NGRAM
         self.on_models_page_pair_chosen(target, draft)
 
     def on_models_page_download_failed(self, key: str, message: str, is_paused: bool) -> None:

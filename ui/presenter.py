@@ -27,7 +27,7 @@ from app.host.controller import EngineController
 from app.library.documents import Document
 from app.settings import Preset, Settings, save_settings
 from app.store import Conversation, MessageStatus, Store
-from engine.events import StatsRecord
+from engine.events import Speculation, StatsRecord
 from ui.compare_presenter import ComparePresenter
 from ui.engine_presenter import EnginePresenter
 from ui.reply_presenter import LiveReply, MessageRow, ReplyPresenter
@@ -233,7 +233,7 @@ class ChatPresenter(QObject):
             s.temperature,
             s.top_p,
             s.repeat_penalty,
-            speed_up if speed_up in ("auto", "ngram", "draft", "none") else "ngram",
+            speed_up if speed_up in ("auto", *Speculation) else str(Speculation.NGRAM),
         )
 
     def set_system_prompt(self, text: str) -> None:

@@ -740,7 +740,7 @@ def same_text_note(report: dict[str, object]) -> str:
         "Same text: sampled output with and without speculation, same seed. Each position's sample "
         "is keyed by (seed, position, token), so drafts from the text keep the text identical."
     )
-    if report["draft"] != "ngram":
+    if DraftChoice.parse(str(report["draft"])).kind is not Speculation.NGRAM:
         note += (
             " The draft model's drafts are sampled and accepted by the speculative sampling rule, "
             "which keeps the target's distribution, not its tokens: NO is expected wherever the "

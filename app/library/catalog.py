@@ -21,11 +21,13 @@ from typing import Any
 
 from app import paths
 from engine.errors import IncompatiblePairError, ModelFileError, PairRefusal, TandemError
+from engine.events import Speculation
 from engine.gguf_info import GGUFInfo, read_gguf_info
 from engine.pairing import check_pair
 
-NGRAM = "ngram"
-NO_DRAFT = "none"
+# How the catalog file, the pair picker and pair_chosen spell the two drafts that need no model.
+NGRAM = str(Speculation.NGRAM)
+NO_DRAFT = str(Speculation.NONE)
 
 
 class CatalogError(TandemError):
