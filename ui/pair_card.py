@@ -4,10 +4,10 @@ speedup reported (by whom), and its download. What holds for the whole machine (
 models gain little) is said once, above the cards (`machine_note`), not on every card; pairs
 that are not for chat (code completion) are kept off the chat app's list (CardGrid).
 
-The card owns its widgets and their look; the Models page owns the downloads and tells the card
-what to show (set_progress, set_state...). Colours come from the palette (Window, Base, Mid,
-Highlight...) and are worked out again when the palette changes (the page calls restyle()), so
-a card follows the theme.
+The card owns its widgets and their look; the Models page's catalog (ui/catalog_section.py) and
+downloads (ui/model_downloads.py) tell it what to show (set_fit, set_status, set_running...).
+Colours come from the palette (Window, Base, Mid, Highlight...) and are worked out again when the
+palette changes (the page calls restyle()), so a card follows the theme.
 """
 
 from __future__ import annotations
