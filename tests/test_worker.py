@@ -24,6 +24,9 @@ from app.host.messages import (
     ReplyRequest,
     ReplyStarted,
     SetDraftRequest,
+    TokenCountFailed,
+    TokenCountRequest,
+    TokensCounted,
     WorkerDied,
 )
 from app.host.worker import WorkerProcess
@@ -213,6 +216,48 @@ def test_stop_during_a_long_prefill_ends_the_reply_before_its_first_token(worker
     again = inbox.wait_event(Finished)
     assert again.stop_reason != "cancelled"
     assert again.stats.n_prefilled == started.n_prompt_tokens - finished.stats.n_prefilled
+
+
+def test_token_counts_are_the_engines_own_and_come_while_a_reply_runs(worker, slow_target: Path) -> None:
+    """A count is answered beside a reply being generated, not after it: the reply is still
+    running when the counts come (Stop then ends it as cancelled). The counts are the engine's
+    own tokenizer's, as parts of a prompt (no BOS), and not the characters / 4 estimate."""
+    from engine.session import Engine
+
+    code = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
+    texts = (code, "the cat sat on the mat", "")
+    w, inbox = worker
+    w.send(LoadRequest(config(str(slow_target), draft="ngram", n_ctx=4096)))
+    w.send(ReplyRequest(1, (ChatTurn("user", "tell me a long story"),), max_tokens=3000))
+    inbox.wait_event(TextPiece)
+    w.send(TokenCountRequest(2, texts))
+    counted = inbox.wait_for(TokensCounted)
+    assert not any(isinstance(m, ReplyEvents) and m.finished for m in inbox.seen)  # it did not wait
+    w.cancel(1)
+    assert inbox.wait_event(Finished).stop_reason == "cancelled"
+
+    engine = Engine(config(str(slow_target), n_ctx=512))
+    try:
+        expected = tuple(len(engine.tokenize(t, add_special=False)) for t in texts)
+    finally:
+        engine.close()
+    assert counted == TokensCounted(2, expected)
+    assert expected[0] != round(len(code) / 4) and expected[2] == 0
+
+
+def test_a_count_without_an_engine_says_so_and_the_worker_goes_on(worker, tiny_target: Path) -> None:
+    w, inbox = worker
+    w.send(TokenCountRequest(1, ("abc",)))
+    failed = inbox.wait_for(TokenCountFailed)
+    assert failed.request_id == 1 and failed.kind is ErrorKind.NO_ENGINE
+    w.send(LoadRequest(config(str(tiny_target), n_ctx=512)))
+    inbox.wait_for(EngineLoaded)
+    w.send(TokenCountRequest(2, ("abc", "abc abc")))
+    counted = inbox.wait_for(TokensCounted)
+    assert counted.request_id == 2 and 0 < counted.counts[0] < counted.counts[1]
+    # Requests other than counts still reach the engine, in order.
+    w.send(ReplyRequest(3, (ChatTurn("user", "hi"),), max_tokens=4))
+    assert inbox.wait_event(Finished).stop_reason in ("length", "eos")
 
 
 def test_a_killed_worker_is_reported_with_a_sentence(worker, slow_target: Path) -> None:

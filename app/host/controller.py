@@ -38,6 +38,8 @@ from app.host.messages import (
     ReplyFailed,
     ReplyRequest,
     ReplyStarted,
+    TokenCountFailed,
+    TokensCounted,
     WorkerDied,
 )
 from app.host.reply import Reply, ReplyProgress
@@ -68,6 +70,7 @@ class EngineController(QObject):
     reply_finished = Signal(object)  # app.host.reply.Reply, its `finished` set
     reply_failed = Signal(int, object, bool)  # request id, engine.errors.Failure, whether the engine died
     busy_changed = Signal(bool)
+    tokens_counted = Signal(int, object)  # request id (count_tokens), the counts: tuple[int, ...]
     _woke = Signal()  # emitted from the reader thread; queued to the GUI thread
 
     def __init__(
@@ -194,6 +197,15 @@ class EngineController(QObject):
             self.busy_changed.emit(True)
         return request_id
 
+    def count_tokens(self, texts: tuple[str, ...]) -> int | None:
+        """Ask the loaded engine for the texts' token counts by its own tokenizer (no BOS); the
+        answer comes as tokens_counted with the id returned, beside a reply being generated.
+        None, and never an answer, where there is nothing to ask: no engine loaded (loading,
+        failed, died) or a server as the engine (its tokenizer is not asked)."""
+        if self._info is None or self._info.server:
+            return None
+        return self.supervisor.count_tokens(texts, lambda generation, m: self._enqueue(generation, m, None))
+
     def reply(self, request_id: int) -> Reply | None:
         """The buffer of a reply not yet finished or failed (the same object every signal carries)."""
         return self._replies.get(request_id)
@@ -313,6 +325,10 @@ class EngineController(QObject):
             case WorkerDied(sentence=sentence):  # the replies it owed fail through their own routes
                 self._info = None
                 self.engine_died.emit(Failure(ErrorKind.ENGINE_STOPPED, sentence))
+            case TokensCounted(request_id=request_id, counts=counts):
+                self.tokens_counted.emit(request_id, counts)
+            case TokenCountFailed():
+                pass  # the asker keeps its estimate
             case ReplyEvents():
                 pass  # handled in _flush
             case _:

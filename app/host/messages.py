@@ -64,6 +64,16 @@ class ReplyRequest:
 
 
 @dataclass(frozen=True)
+class TokenCountRequest:
+    """Count the tokens of texts with the loaded target's tokenizer, each as a part of a prompt
+    (no BOS added): an attached document's size as the model reads it. Answered beside a reply
+    being generated, not after it (app.host.worker: tokenizing only reads the vocabulary)."""
+
+    request_id: int
+    texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ShutdownRequest:
     pass
 
@@ -151,6 +161,21 @@ class ReplyFailed:
 
 
 @dataclass(frozen=True)
+class TokensCounted:
+    request_id: int
+    counts: tuple[int, ...]  # one a text, in the request's order
+
+
+@dataclass(frozen=True)
+class TokenCountFailed:
+    """No count (no engine loaded, or a bug): the asker keeps its estimate."""
+
+    request_id: int
+    sentence: str
+    kind: ErrorKind = ErrorKind.UNEXPECTED
+
+
+@dataclass(frozen=True)
 class LastWords:
     """Sent by the child just before it ends itself (llama.cpp aborted, e.g. an RPC server was
     lost mid-reply); the parent says this in its WorkerDied instead of the bare exit code."""
@@ -166,7 +191,7 @@ class WorkerDied:
     sentence: str
 
 
-WorkerRequest = LoadRequest | SetDraftRequest | ReplyRequest | ShutdownRequest
+WorkerRequest = LoadRequest | SetDraftRequest | ReplyRequest | TokenCountRequest | ShutdownRequest
 WorkerMessage = (
     LoadProgressed
     | EngineLoaded
@@ -176,6 +201,8 @@ WorkerMessage = (
     | ReplyStarted
     | ReplyEvents
     | ReplyFailed
+    | TokensCounted
+    | TokenCountFailed
     | LastWords
 )
 # What a listener of the worker's handle receives: the child's messages (LastWords excepted: the
@@ -189,13 +216,18 @@ HostMessage = (
     | ReplyStarted
     | ReplyEvents
     | ReplyFailed
+    | TokensCounted
+    | TokenCountFailed
     | WorkerDied
 )
 # The messages that belong to one reply (routed by request_id).
 ReplyMessage = ReplyStarted | ReplyEvents | ReplyFailed
+# The answers to a TokenCountRequest (routed by request_id too).
+CountMessage = TokensCounted | TokenCountFailed
 
 __all__ = [
     "ChatTurn",
+    "CountMessage",
     "DraftChanged",
     "DraftFailed",
     "EngineFailed",
@@ -212,6 +244,9 @@ __all__ = [
     "ReplyStarted",
     "SetDraftRequest",
     "ShutdownRequest",
+    "TokenCountFailed",
+    "TokenCountRequest",
+    "TokensCounted",
     "WorkerDied",
     "WorkerMessage",
     "WorkerRequest",

@@ -46,6 +46,8 @@ from app.host.messages import (
     ReplyStarted,
     SetDraftRequest,
     ShutdownRequest,
+    TokenCountFailed,
+    TokenCountRequest,
     WorkerRequest,
 )
 from engine.config import NO_DRAFT
@@ -223,6 +225,11 @@ class RemoteWorker:
                     self._reply(request)
                 finally:
                     self._cancelled.discard(request.request_id)
+            case TokenCountRequest(request_id=request_id):
+                # A server's tokenizer is not asked for counts (the window keeps its estimate).
+                self._on_message(
+                    TokenCountFailed(request_id, "the server's tokens are not counted here", ErrorKind.REMOTE)
+                )
             case ShutdownRequest():
                 pass
 

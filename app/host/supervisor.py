@@ -5,7 +5,8 @@ It starts the worker (app.host.worker.WorkerProcess, or app.host.remote_worker.R
 an engine on a server), loads it with the last configuration, starts a fresh one by itself when
 the last one died, routes each reply's messages to whoever asked for that reply (by request id),
 and fails the replies a dead or replaced engine owed. Stop belongs to one request:
-cancel(request_id) never touches another user's reply.
+cancel(request_id) never touches another user's reply. Token counts are routed the same way
+(count_tokens); a dead or replaced engine's owed counts are dropped: the asker keeps its estimate.
 
 Listeners are called on the worker's reader thread (or on the caller's thread, for what the
 supervisor decides itself: a replaced engine), with the supervisor's generation at the time; each
@@ -22,6 +23,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from app.host.messages import (
+    CountMessage,
     DraftChanged,
     DraftFailed,
     EngineFailed,
@@ -36,6 +38,9 @@ from app.host.messages import (
     ReplyRequest,
     ReplyStarted,
     SetDraftRequest,
+    TokenCountFailed,
+    TokenCountRequest,
+    TokensCounted,
     WorkerDied,
     WorkerRequest,
 )
@@ -74,6 +79,7 @@ WorkerFactory = Callable[[Callable[[HostMessage], None]], EngineProcess]
 # where the engine ended before the reply did).
 EngineListener = Callable[[int, EngineMessage], None]
 ReplyListener = Callable[[int, ReplyMessage | WorkerDied], None]
+CountListener = Callable[[int, CountMessage], None]
 
 
 class EngineSupervisor:
@@ -89,6 +95,7 @@ class EngineSupervisor:
         self._is_loading = False  # a load was asked for and has not ended (loaded, failed, died)
         self._n_loads_ended = 0
         self._routes: dict[int, ReplyListener] = {}
+        self._count_routes: dict[int, CountListener] = {}
         self._dead: list[EngineProcess] = []  # found dead, not reaped yet
         self._listeners: list[EngineListener] = []
         self._next_request_id = 1
@@ -182,6 +189,21 @@ class EngineSupervisor:
                 engine_listener(fresh, LoadProgressed("Starting a fresh engine…"))
         return request_id
 
+    def count_tokens(self, texts: tuple[str, ...], listener: CountListener) -> int | None:
+        """Ask the loaded engine for the texts' token counts (app.host.messages.TokenCountRequest);
+        returns the request id its answer carries, or None where no engine is loaded and running
+        (loading, failed, dead): nothing is started for a count. Answered beside a reply, not
+        after it; an engine that dies first never answers."""
+        with self._lock:
+            worker = self._worker
+            if worker is None or self._info is None or not worker.is_alive():
+                return None
+            request_id = self._next_request_id
+            self._next_request_id += 1
+            self._count_routes[request_id] = listener
+            worker.send(TokenCountRequest(request_id, texts))
+        return request_id
+
     def cancel(self, request_id: int) -> None:
         """Stop one reply: generating, or still queued (it then ends "cancelled" as it starts)."""
         worker = self._worker
@@ -207,6 +229,7 @@ class EngineSupervisor:
             self.load_error = sentence
             self._load_ended()
             routes, self._routes = self._routes, {}
+            self._count_routes.clear()
             generation = self._generation
         if worker is not None:
             worker.shutdown(timeout_s=1.0)
@@ -221,6 +244,7 @@ class EngineSupervisor:
             self._info = None
             self._load_ended()
             routes, self._routes = self._routes, {}
+            self._count_routes.clear()
             generation = self._generation
         if worker is not None:
             worker.shutdown()
@@ -290,6 +314,7 @@ class EngineSupervisor:
         self.load_error = message.sentence
         self._load_ended()
         routes, self._routes = self._routes, {}
+        self._count_routes.clear()
         return self._generation, message, routes
 
     def _announce(self, died: tuple[int, WorkerDied, dict[int, ReplyListener]] | None) -> None:
@@ -310,6 +335,7 @@ class EngineSupervisor:
     def _on_message(self, generation: int, message: HostMessage) -> None:
         """The worker's reader thread: route one message."""
         route: ReplyListener | None = None
+        count_route: CountListener | None = None
         died = None
         with self._lock:
             if generation != self._generation:
@@ -323,6 +349,8 @@ class EngineSupervisor:
                         self._routes.pop(request_id, None)
                 case ReplyFailed(request_id=request_id):
                     route = self._routes.pop(request_id, None)
+                case TokensCounted(request_id=request_id) | TokenCountFailed(request_id=request_id):
+                    count_route = self._count_routes.pop(request_id, None)
                 case EngineLoaded(info=info) | DraftChanged(info=info):
                     self._info = info
                     if self._config is not None:
@@ -342,7 +370,10 @@ class EngineSupervisor:
         if died is not None:
             self._announce(died)
             return
-        if route is not None:
+        if isinstance(message, TokensCounted | TokenCountFailed):
+            if count_route is not None:
+                count_route(generation, message)
+        elif route is not None:
             assert isinstance(message, ReplyStarted | ReplyEvents | ReplyFailed)
             route(generation, message)
         elif not isinstance(message, ReplyStarted | ReplyEvents | ReplyFailed):

@@ -5,10 +5,11 @@ native crash, a SIGKILL or the OOM killer takes down only the child; the window 
 next request starts a fresh child. Requests and replies cross two one-way pipes as small frozen
 dataclasses (app.host.messages); a reply's text and stats are gathered into one ReplyEvents at
 most every BATCH_INTERVAL_S (its first text and its end at once), so the pipe costs little per
-token. Stop is not a message: the child is busy in its token loop and reads no pipe then, so the
-parent writes the id of the request to stop into shared memory (CancelBoard) that the engine
-checks every step. A stop belongs to one request: stopping one never stops another queued
-behind it, whoever sent them (the window, or a client of the API on the same engine).
+token. Stop is not a message: the child is busy in its token loop then, so the parent writes
+the id of the request to stop into shared memory (CancelBoard) that the engine checks every step.
+A stop belongs to one request: stopping one never stops another queued behind it, whoever sent
+them (the window, or a client of the API on the same engine). A token count is the one request
+served beside a reply rather than after it (_read_requests).
 
 This module imports no Qt: tests and scripts can drive a worker directly.
 """
@@ -47,6 +48,9 @@ from app.host.messages import (
     ReplyStarted,
     SetDraftRequest,
     ShutdownRequest,
+    TokenCountFailed,
+    TokenCountRequest,
+    TokensCounted,
     WorkerDied,
     WorkerMessage,
     WorkerRequest,
@@ -222,6 +226,12 @@ class _Outbox:
             self._last_sent_s = time.monotonic()
             self._request_id = None  # what follows (the next ReplyStarted's events) is a new reply
 
+    def send_aside(self, message: WorkerMessage) -> None:
+        """A message from beside the reply (another thread): written now, whole; the reply's
+        waiting batch and its timing are left as they are."""
+        with self._cond:
+            self._conn.send(message)
+
     def send_event(self, request_id: int, event: Event) -> None:
         with self._cond:
             if request_id != self._request_id:
@@ -282,6 +292,9 @@ class _Child:
         self.outbox = _Outbox(events)
         self.cancels = cancels
         self.engine: Any = None
+        # Held while the engine is closed, and while a count reads its vocabulary beside a reply:
+        # never a model freed under a count.
+        self.engine_lock = threading.Lock()
         self.config: EngineConfig | None = None
         self.load_error = "no model is loaded"
         self.n_dropped: dict[str, int] = {}  # history_key -> turns left out last time
@@ -313,16 +326,43 @@ class _Child:
                 self.set_draft(draft)
             case ReplyRequest():
                 self.reply(request)
+            case TokenCountRequest():  # (_read_requests serves these itself, beside a reply)
+                self.count_tokens(request)
             case _:
                 assert_never(request)
         return True
 
     def close_engine(self) -> None:
-        if self.engine is not None:
-            self.engine.close()
-            self.engine = None
-            self.n_dropped.clear()
-            self.token_counts.clear()
+        with self.engine_lock:
+            engine, self.engine = self.engine, None
+            if engine is not None:
+                engine.close()
+        self.n_dropped.clear()
+        self.token_counts.clear()
+
+    def count_tokens(self, request: TokenCountRequest) -> None:
+        """The texts' token counts by the loaded target's tokenizer, as parts of a prompt (no BOS).
+
+        Runs on the request reader's thread, beside a reply the main thread may be generating:
+        llama.cpp's tokenizer only reads the vocabulary, which nothing changes after the load
+        (llama-server tokenizes on its HTTP threads while its main loop decodes the same way),
+        and ctypes lets go of the GIL for both. The engine lock keeps the model from being closed
+        under it; a count asked while a load runs finds no engine and says so (the window asks
+        again once the load is reported)."""
+        message: WorkerMessage
+        with self.engine_lock:
+            engine = self.engine
+            if engine is None:
+                message = TokenCountFailed(
+                    request.request_id, f"not counted: {self.load_error}", ErrorKind.NO_ENGINE
+                )
+            else:
+                try:
+                    counts = tuple(len(engine.tokenize(text, add_special=False)) for text in request.texts)
+                    message = TokensCounted(request.request_id, counts)
+                except Exception as e:
+                    message = TokenCountFailed(request.request_id, _unexpected(e))
+        self.outbox.send_aside(message)
 
     def load(self, config: EngineConfig) -> None:
         from engine.errors import TandemError
@@ -453,6 +493,29 @@ class _Child:
             self.outbox.flush()  # nothing of the reply may wait once its events end
 
 
+def _read_requests(
+    requests: multiprocessing.connection.Connection,
+    child: _Child,
+    inbox: queue.Queue[WorkerRequest | None],
+) -> None:
+    """The child's reader of the request pipe, on a thread of its own. A token count is answered
+    here at once, even while the main thread generates a reply (_Child.count_tokens says why that
+    is safe); every other request is handed to the main thread, in order. None: the pipe ended."""
+    try:
+        while True:
+            request = requests.recv()
+            if isinstance(request, TokenCountRequest):
+                child.count_tokens(request)
+            else:
+                inbox.put(request)
+    except (EOFError, OSError):
+        pass  # the parent is gone (or closed its end after a shutdown)
+    except Exception:
+        log.exception("the request reader stopped")
+    finally:
+        inbox.put(None)
+
+
 def worker_main(
     requests: multiprocessing.connection.Connection,
     events: multiprocessing.connection.Connection,
@@ -482,11 +545,14 @@ def worker_main(
                 )
             )
         )
+        inbox: queue.Queue[WorkerRequest | None] = queue.Queue()
+        threading.Thread(
+            target=_read_requests, args=(requests, child, inbox), name="tandem-requests", daemon=True
+        ).start()
         try:
             while True:
-                try:
-                    request = requests.recv()
-                except (EOFError, OSError):
+                request = inbox.get()
+                if request is None:
                     break  # the parent is gone
                 if not child.handle(request):
                     break
