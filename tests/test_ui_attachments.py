@@ -5,6 +5,8 @@ edit use them; the saved copy stands when the file changes), quick actions, and 
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 from documents_files import write_pdf
@@ -12,9 +14,13 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QGuiApplication
 from PySide6.QtWidgets import QApplication
 
-from app.library.documents import document_from_text
+from app.library.documents import document_block, document_from_text, format_size
 from app.store import Store
-from ui.attachments import LONG_PASTE_CHARS, DiffDialog, reply_body
+from engine.config import EngineConfig
+from engine.session import Engine
+from ui.attachments import LONG_PASTE_CHARS, DiffDialog, about_tokens, reply_body
+
+FIB = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
 
 
 def drop_files(window, paths: list[Path]) -> None:  # type: ignore[no-untyped-def]
@@ -153,6 +159,61 @@ def test_quick_actions_put_an_editable_request_in_the_box(qtbot, open_window, ti
     chip.actions_button.menu().actions()[3].trigger()
     assert window.chat.input.toPlainText().startswith("Refactor the code in fib.py")
     assert chip_texts(window)  # the chip stays: the request goes with it
+
+
+def models_count(model: Path, text: str) -> int:
+    """The engine's own count of a text, as a part of a prompt, in this process."""
+    engine = Engine(EngineConfig(str(model), n_threads=1, n_ctx=512))
+    try:
+        return len(engine.tokenize(text, add_special=False))
+    finally:
+        engine.close()
+
+
+def test_a_chip_shows_the_models_own_token_count(qtbot, open_window, tiny_target, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """About N tokens (characters / 4) until the engine answers, then the model's own count of
+    the document as it is sent (its name and fence around its text)."""
+    code = tmp_path / "fib.py"
+    code.write_text(FIB)
+    window = open_window(tiny_target)
+    drop_files(window, [code])
+    (chip,) = window.chat.attachments.chips()
+    document = chip.attachment.document
+    estimate = about_tokens(document)
+    assert chip.label.text() == f"fib.py · {format_size(document.n_bytes)} · about {estimate:,} tokens"
+    qtbot.waitUntil(lambda: "about" not in chip.label.text(), timeout=30_000)
+    exact = models_count(tiny_target, document_block(document))
+    assert exact != estimate  # this vocabulary has about a token a character: the test can fail
+    assert chip.label.text() == f"fib.py · {format_size(document.n_bytes)} · {exact:,} tokens"
+    assert chip.n_tokens == exact and window.chat.attachments.n_counts_pending == 0
+
+
+def test_a_chip_added_before_the_engine_loads_is_counted_once_it_has(qtbot, open_window, tiny_target) -> None:  # type: ignore[no-untyped-def]
+    window = open_window(tiny_target, wait_loaded=False)
+    assert window.controller.info is None  # the engine loads on the event loop: not yet
+    window.chat.attachments.add_text(FIB)
+    (chip,) = window.chat.attachments.chips()
+    # Nothing to ask yet: the estimate stands, and no count is waited for.
+    assert chip.label.text().endswith(f" · about {about_tokens(chip.attachment.document):,} tokens")
+    assert window.chat.attachments.n_counts_pending == 0
+    qtbot.waitUntil(lambda: chip.n_tokens is not None, timeout=60_000)
+    assert chip.n_tokens == models_count(tiny_target, document_block(chip.attachment.document))
+
+
+def test_with_its_engine_dead_a_chip_keeps_its_estimate(qtbot, open_window, tiny_target, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Harbour\nThe committee met on Tuesday.\n")
+    window = open_window(tiny_target)
+    pid = window.controller.worker_pid
+    os.kill(pid, signal.SIGKILL)  # what the OOM killer or a native crash does
+    qtbot.waitUntil(lambda: window.controller.info is None, timeout=30_000)
+    drop_files(window, [notes])
+    (chip,) = window.chat.attachments.chips()
+    assert (
+        chip.label.text() == f"notes.md · 40 bytes · about {about_tokens(chip.attachment.document):,} tokens"
+    )
+    assert window.chat.attachments.n_counts_pending == 0 and chip.n_tokens is None  # nothing will come
+    assert window.controller.worker_pid is None  # and no engine was started for a count
 
 
 def test_the_diff_shows_changes_and_copies_and_saves_the_new_text(qtbot, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -242,6 +242,25 @@ def test_window_shows_llama_servers_acceptance(qtbot, open_window, wait_reply, l
     assert rows["Highlight"] == "the server does not say which words it reused"
 
 
+def test_on_a_server_a_chip_keeps_its_estimate(qtbot, open_window, tiny_target, server) -> None:  # type: ignore[no-untyped-def]
+    """The engine changes to a server's: a chip counted by this computer's model shows its
+    estimate again (the server's tokenizer is not asked), and no count is waited for."""
+    window = open_window(tiny_target)
+    tray = window.chat.attachments
+    tray.add_text("def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n")
+    (chip,) = tray.chips()
+    qtbot.waitUntil(lambda: chip.n_tokens is not None, timeout=30_000)
+    assert " about " not in chip.label.text()
+    window.apply_settings(
+        window.settings.replace(
+            engine="remote", remote_url=server.url, remote_api_key="k1", remote_model="target"
+        )
+    )
+    qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
+    assert window.controller.info.server
+    assert chip.n_tokens is None and " about " in chip.label.text() and tray.n_counts_pending == 0
+
+
 def test_tandem_serve_marks_drafted_text_per_chunk(server: ServeProcess) -> None:
     """The extension the window tints from: `"tandem": {"drafted", "n_tokens"}` on each text chunk,
     and llama-server's `timings_per_token` (timings on every chunk once the engine reported any)."""
@@ -285,7 +304,16 @@ def test_remote_worker_speaks_the_workers_messages(server: ServeProcess) -> None
     server's numbers while it streams (not only at the end), finished; Stop ends it as cancelled."""
     import queue
 
-    from app.host.messages import ChatTurn, EngineLoaded, LoadRequest, ReplyEvents, ReplyRequest, ReplyStarted
+    from app.host.messages import (
+        ChatTurn,
+        EngineLoaded,
+        LoadRequest,
+        ReplyEvents,
+        ReplyRequest,
+        ReplyStarted,
+        TokenCountFailed,
+        TokenCountRequest,
+    )
     from app.host.remote_worker import RemoteTarget, RemoteWorker
     from engine.config import EngineConfig, SamplingParams
     from engine.events import Finished, Stats, TextPiece
@@ -309,6 +337,10 @@ def test_remote_worker_speaks_the_workers_messages(server: ServeProcess) -> None
         while not isinstance(loaded, EngineLoaded):
             loaded = inbox.get(timeout=30)
         assert loaded.info.target_name == "target" and loaded.info.speculation == "ngram"
+        # A count is not the server's to make: said at once, and the window keeps its estimate.
+        worker.send(TokenCountRequest(9, ("abc",)))
+        answer = inbox.get(timeout=30)
+        assert isinstance(answer, TokenCountFailed) and answer.request_id == 9
         turns = (ChatTurn("user", "abc abc abc abc abc abc abc abc abc abc"),)
         params = SamplingParams(temperature=0.0, repeat_penalty=1.0)
         # Long enough for the engine's stats (every 0.1 s) to come several times.

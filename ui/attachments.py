@@ -1,8 +1,10 @@
 """Attachments in the composer: chips for the documents a message will carry, and the diff of a
 reply against the document it edits.
 
-A chip shows a document's name, size and (about) how many tokens it is, a menu of quick actions
-(each puts an editable request in the message box) and a remove button. A file that cannot be
+A chip shows a document's name, size and how many tokens it is, a menu of quick actions (each
+puts an editable request in the message box) and a remove button. The tokens are first an
+estimate ("about N tokens"); the loaded model's own count replaces it when the engine answers
+(AttachmentTray.count_tokens), and stays an estimate where there is no engine to ask. A file that cannot be
 attached gets a chip too, with the reason in plain words beside its name: the message is not sent
 while one is there, and nothing typed is touched. Reading is app.library.documents's (no engine,
 no Qt there); the words are here, from the problem's kind.
@@ -13,7 +15,7 @@ from __future__ import annotations
 import difflib
 import html
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +40,7 @@ from app.library.documents import (
     DocumentError,
     DocumentKind,
     DocumentProblem,
+    document_block,
     document_from_text,
     format_size,
     read_document,
@@ -45,8 +48,8 @@ from app.library.documents import (
 
 # A paste this long is offered as an attachment (it can still stay in the message).
 LONG_PASTE_CHARS = 2000
-# Tokens are counted by the model's tokenizer in the engine; the chip says about how many, at the
-# usual 4 characters a token of English text and code.
+# Until the engine's count comes (or where there is no engine), the chip says about how many
+# tokens, at the usual 4 characters a token of English text (code and other languages differ).
 CHARS_PER_TOKEN = 4
 
 PROBLEM_WORDS = {
@@ -102,14 +105,10 @@ class AttachmentChip(QFrame):
         layout.setContentsMargins(6, 2, 2, 2)
         layout.setSpacing(4)
         document = attachment.document
-        if document is not None:
-            text = (
-                f"{document.name} · {format_size(document.n_bytes)} · about {about_tokens(document):,} tokens"
-            )
-        else:
-            text = attachment.name
-        self.label = QLabel(text)
+        self.n_tokens: int | None = None  # the model's own count, once the engine has answered
+        self.label = QLabel()
         self.label.setAccessibleName(f"Attachment {attachment.name}")
+        self._show_tokens()
         layout.addWidget(self.label)
         self.error = QLabel(PROBLEM_WORDS.get(attachment.problem, "") if attachment.problem else "")
         self.error.setObjectName("attachmentError")
@@ -140,6 +139,25 @@ class AttachmentChip(QFrame):
         self.remove_button.clicked.connect(lambda: self.remove_requested.emit(self))
         layout.addWidget(self.remove_button)
 
+    def set_token_count(self, n_tokens: int | None) -> None:
+        """The loaded model's count of the document as it is sent; None: back to the estimate."""
+        self.n_tokens = n_tokens
+        self._show_tokens()
+
+    def _show_tokens(self) -> None:
+        document = self.attachment.document
+        if document is None:
+            self.label.setText(self.attachment.name)
+            return
+        if self.n_tokens is None:
+            tokens = f"about {about_tokens(document):,} tokens"
+            tip = "An estimate: the model counts it exactly once it is loaded."
+        else:
+            tokens = f"{self.n_tokens:,} tokens"
+            tip = "Counted by the model in use, as the document is sent."
+        self.label.setText(f"{document.name} · {format_size(document.n_bytes)} · {tokens}")
+        self.label.setToolTip(tip)
+
 
 class AttachmentTray(QWidget):
     """The chips of the message being written, and the offer to attach a long paste."""
@@ -152,6 +170,10 @@ class AttachmentTray(QWidget):
         super().__init__(parent)
         self._chips: list[AttachmentChip] = []
         self._n_pasted = 0
+        # Asks the engine for texts' token counts; returns the id its answer will carry, or None
+        # where there is nothing to ask (the window sets it: EngineController.count_tokens).
+        self.count_tokens: Callable[[tuple[str, ...]], int | None] | None = None
+        self._counting: dict[int, AttachmentChip] = {}  # request id -> the chip it counts
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.setSpacing(2)
@@ -209,12 +231,14 @@ class AttachmentTray(QWidget):
             self.chips_layout.removeWidget(chip)
             chip.deleteLater()
         self._chips.clear()
+        self._counting.clear()
         self.hide_paste_offer()
         self._update()
 
     def remove(self, chip: AttachmentChip) -> None:
         if chip in self._chips:
             self._chips.remove(chip)
+            self._counting = {i: c for i, c in self._counting.items() if c is not chip}
             self.chips_layout.removeWidget(chip)
             chip.deleteLater()
             self._update()
@@ -225,7 +249,37 @@ class AttachmentTray(QWidget):
         chip.action_requested.connect(self.action_requested)
         self._chips.append(chip)
         self.chips_layout.addWidget(chip)
+        self._ask_count(chip)
         self._update()
+
+    # ---- token counts, by the engine
+
+    def _ask_count(self, chip: AttachmentChip) -> None:
+        """Ask for the document's tokens as the model reads it: its block as with_documents
+        writes it (the name, the fence, the text), counted without BOS."""
+        document = chip.attachment.document
+        if document is None or self.count_tokens is None:
+            return
+        request_id = self.count_tokens((document_block(document),))
+        if request_id is not None:
+            self._counting[request_id] = chip
+
+    def recount(self) -> None:
+        """A model was loaded: every chip shows its estimate again until that model's count."""
+        self._counting.clear()
+        for chip in self._chips:
+            chip.set_token_count(None)
+            self._ask_count(chip)
+
+    @property
+    def n_counts_pending(self) -> int:
+        """Counts asked for and not answered (none: the chips keep what they show)."""
+        return len(self._counting)
+
+    def on_controller_tokens_counted(self, request_id: int, counts: tuple[int, ...]) -> None:
+        chip = self._counting.pop(request_id, None)
+        if chip is not None and len(counts) == 1:
+            chip.set_token_count(counts[0])
 
     def _update(self) -> None:
         self.setVisible(bool(self._chips) or self.paste_offer.isVisible())

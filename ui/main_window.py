@@ -439,6 +439,9 @@ class MainWindow(QMainWindow):
         c.load_progressed.connect(self.on_controller_load_progressed)
         c.engine_loaded.connect(self.on_controller_engine_loaded)
         c.busy_changed.connect(self.on_controller_busy_changed)
+        # A chip's tokens: the loaded model's own count, asked for as it is added.
+        self.chat.attachments.count_tokens = c.count_tokens
+        c.tokens_counted.connect(self.chat.attachments.on_controller_tokens_counted)
 
     def _connect_presenter(self) -> None:
         p = self.presenter
@@ -598,6 +601,7 @@ class MainWindow(QMainWindow):
 
     def on_controller_engine_loaded(self, info: EngineInfo) -> None:
         # The pair, the speculation shown and the loading line follow the presenter.
+        self.chat.attachments.recount()  # this model's count of the chips in the tray
         page: Any = self.models_page  # (a QLabel if unavailable)
         self.header.set_model_in_use(self.presenter.engine.model_key(), info.target_name)
         if hasattr(page, "set_model_in_use"):
