@@ -75,3 +75,19 @@ def test_tinted_text_also_carries_a_dotted_underline(qtbot) -> None:
         assert fmt.underlineStyle() == QTextCharFormat.UnderlineStyle.DotLine
     plain = [f for t, f in formats if t.startswith("Plain")]
     assert plain and plain[0].underlineStyle() == QTextCharFormat.UnderlineStyle.NoUnderline
+
+
+@pytest.mark.parametrize("colors", THEMES, ids=["light", "dark"])
+def test_every_sources_tint_is_opaque_readable_and_marked(colors: theme.ThemeColors) -> None:
+    """Each source's tint (document, conversation, earlier reply, draft model) is one of the
+    backgrounds the two tests above check body text and every syntax colour on; each is opaque,
+    told apart from the page, and its underline (the cue that is not colour) shows on it."""
+    backgrounds = theme.text_backgrounds(colors)
+    assert len(colors.draft_looks) == 4
+    for look in colors.draft_looks:
+        assert look.tint in backgrounds, look.source
+        assert look.tint.alpha() == 255 and look.mark.alpha() == 255
+        assert theme.contrast(colors.text, look.tint) >= theme.AA
+        assert theme.contrast(look.tint, colors.page) > 1.3, look.source
+        assert theme.contrast(look.mark, look.tint) >= theme.MARK_CONTRAST, look.source
+    assert theme.contrast(colors.draft_mark, colors.draft_tint) >= theme.MARK_CONTRAST

@@ -8,7 +8,11 @@ from PySide6.QtGui import QTextDocument
 
 from app.settings import load_settings
 from app.store import Store
-from ui.markdown_view import DRAFT_TINT, render
+from ui import theme
+from ui.markdown_view import render
+
+# The light theme's tints: each source's, and that of text saved without its source.
+DRAFT_TINTS = [theme.LIGHT.draft_tint, *(look.tint for look in theme.LIGHT.draft_looks)]
 
 
 def _last_reply(window):  # type: ignore[no-untyped-def]
@@ -26,7 +30,7 @@ def _tinted_text(doc: QTextDocument) -> str:
         it = block.begin()
         while not it.atEnd():
             fragment = it.fragment()
-            if fragment.charFormat().background().color() == DRAFT_TINT:
+            if fragment.charFormat().background().color() in DRAFT_TINTS:
                 out.append(fragment.text())
             it += 1
         block = block.next()

@@ -8,14 +8,25 @@ why for each, the state of the loaded pair in words, and the highlight's legend 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QWidget
+from PySide6.QtGui import QPainter, QPaintEvent, QTextCursor, QTextDocument
+from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.settings import Preset
 from ui import theme
-from ui.words import LEGEND, SPEED_UP_CHOICES
+from ui.markdown_view import tint_format
+from ui.words import (
+    LEGEND,
+    LEGEND_ORDER,
+    LEGEND_SHORT,
+    SOURCE_NAMES,
+    SPEED_UP_CHOICES,
+    legend_said,
+    source_tip,
+)
 
 # The models Tandem carries (app.library.model_spec.Embedded), by what people call them.
 BUILT_IN_MODELS = (
@@ -31,6 +42,35 @@ def _preset_tip(preset: Preset) -> str:
     if preset.system_prompt:
         parts.append(f"instructions: {preset.system_prompt}")
     return "; ".join(parts)
+
+
+class LegendSwatch(QWidget):
+    """A source's name drawn as its tinted text is: the same char format (ui.markdown_view's
+    tint_format), so the swatch shows the tint, the underline style and the mark colour exactly
+    (Qt's rich text in a QLabel draws every underline solid)."""
+
+    def __init__(self, source: str, name: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("tintSwatch")
+        self.source, self.name = source, name
+        self.setAccessibleName(name)
+        self.setToolTip(source_tip(source))
+        self._doc = QTextDocument(self)
+        self._doc.setDocumentMargin(1)
+        self.restyle()
+
+    def restyle(self) -> None:
+        self._doc.clear()
+        self._doc.setDefaultFont(self.font())
+        fmt = tint_format(self.source)
+        fmt.setForeground(theme.colors().text)
+        QTextCursor(self._doc).insertText(f"\u00a0{self.name}\u00a0", fmt)
+        self.setFixedSize(self._doc.size().toSize())
+        self.update()
+
+    def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802 (Qt's name)
+        painter = QPainter(self)
+        self._doc.drawContents(painter)
 
 
 class ModelCombo(QComboBox):
@@ -55,8 +95,12 @@ class ChatHeader(QWidget):
         super().__init__(parent)
         self.setObjectName("chatHeader")
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        row = QHBoxLayout(self)
-        row.setContentsMargins(8, 6, 8, 6)
+        rows = QVBoxLayout(self)
+        rows.setContentsMargins(8, 6, 8, 4)
+        rows.setSpacing(4)
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        rows.addLayout(row)
         row.setSpacing(8)
 
         model_label = QLabel("Model")
@@ -116,14 +160,23 @@ class ChatHeader(QWidget):
         self.tint_check.setToolTip(LEGEND)
         self.tint_check.setChecked(show_tint)
         self.tint_check.toggled.connect(self.tint_toggled)
-        self.legend = QLabel()
+        self.legend = QLabel(LEGEND_SHORT)
         self.legend.setObjectName("tintLegend")
         self.legend.setToolTip(LEGEND)
         self.legend.setAccessibleName("Highlight legend")
         self.legend.setAccessibleDescription(LEGEND)
         self.legend.setBuddy(self.tint_check)
-        row.addWidget(self.tint_check)
-        row.addWidget(self.legend)
+        self._sources: frozenset[str] = frozenset()  # the sources the legend names
+        self.swatches: list[LegendSwatch] = []
+        # The legend's own line, under the pickers: the switch, a swatch per source shown, and
+        # what the tint means.
+        self.legend_row = QHBoxLayout()
+        self.legend_row.setContentsMargins(0, 0, 0, 0)
+        self.legend_row.setSpacing(6)
+        self.legend_row.addWidget(self.tint_check)
+        self.legend_row.addWidget(self.legend)
+        self.legend_row.addStretch(1)
+        rows.addLayout(self.legend_row)
         self._models: list[tuple[str, str]] = []
         self._in_use: str | None = None
         self.restyle()
@@ -131,14 +184,40 @@ class ChatHeader(QWidget):
 
     # ---- the highlight's legend
 
+    def set_sources(self, sources: Iterable[str]) -> None:
+        """Name these sources in the legend (those of the conversation shown), each with its swatch."""
+        known = frozenset(s if s in SOURCE_NAMES else "" for s in sources)
+        if known != self._sources:
+            self._sources = known
+            self.restyle()
+
+    def add_sources(self, sources: Iterable[str]) -> None:
+        """Name these sources too (a reply that streams in drafted from one not named yet)."""
+        if not self._sources.issuperset(sources):
+            self.set_sources(self._sources.union(sources))
+
+    @property
+    def sources(self) -> frozenset[str]:
+        return self._sources
+
     def restyle(self) -> None:
-        colors = theme.colors()
-        tint, mark = colors.draft_tint.name(), colors.draft_mark.name()
-        self.legend.setText(
-            f'<span style="background-color: {tint}; text-decoration: underline; '
-            f'text-decoration-style: dotted; text-decoration-color: {mark};">&nbsp;Highlighted&nbsp;</span>'
-            " = the model's own words, confirmed"
-        )
+        """The swatches of the sources shown (or one that says "Highlighted" while none is), in
+        the theme's colours."""
+        shown = [(s, SOURCE_NAMES[s]) for s in LEGEND_ORDER if s in self._sources] or [
+            ("text", "Highlighted")
+        ]
+        if [(w.source, w.name) for w in self.swatches] != shown:
+            for swatch in self.swatches:
+                self.legend_row.removeWidget(swatch)
+                swatch.deleteLater()
+            self.swatches = [LegendSwatch(source, name, self) for source, name in shown]
+            for i, swatch in enumerate(self.swatches):
+                self.legend_row.insertWidget(1 + i, swatch)
+                swatch.show()  # (a layout shows a new child only on the next turn of the event loop)
+        else:
+            for swatch in self.swatches:
+                swatch.restyle()
+        self.legend.setAccessibleDescription(legend_said(self._sources))
 
     # ---- models
 

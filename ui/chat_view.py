@@ -210,10 +210,12 @@ class ChatView(QWidget):
         stats: StatsRecord | None = None,
         tint: bool = True,
         attachments: Sequence[str] = (),
+        draft_sources: Sequence[str] = (),
     ) -> MessageWidget:
-        """attachments: what a user message carried, as its chips said it (name, size)."""
+        """attachments: what a user message carried, as its chips said it (name, size);
+        draft_sources: where each drafted span's guess came from (one per span, where known)."""
         widget = MessageWidget(message_id, role)
-        widget.set_content(text, draft_spans, tint)
+        widget.set_content(text, draft_spans, tint, draft_sources)
         widget.set_status(
             status,
             stats,

@@ -75,6 +75,8 @@ class MainWindow(QMainWindow):
         self.presenter.record_extras = self._record_extras
         self._is_closed = False
         self._has_shown = False
+        # While a conversation is being shown: each stored message's draft sources, by id.
+        self._stored_sources: dict[int, tuple[str, ...]] = {}
         from ui.theme import ThemeManager
 
         self.theme = ThemeManager(self.settings.theme, self)  # before any text is rendered
@@ -519,14 +521,30 @@ class MainWindow(QMainWindow):
         self.chat.clear()
         self.chat.set_notice("")
         self.chat.set_system_prompt(shown.system_prompt)
-        for row in shown.messages:
-            self.on_presenter_message_added(row)
+        # Where each stored reply's drafts came from (the tint and the legend show it): read with
+        # the messages, once (the presenter's rows carry the spans only).
+        self._stored_sources = (
+            {m.id: m.draft_sources for m in self.store.messages(shown.id)} if shown.id is not None else {}
+        )
+        self.header.set_sources(())
+        try:
+            for row in shown.messages:
+                self.on_presenter_message_added(row)
+        finally:
+            self._stored_sources = {}
         if shown.id is not None:
             self.chat.scroll_to_end()
 
     def on_presenter_message_added(self, row: MessageRow) -> None:
         from app.library.documents import format_size
 
+        live = self.presenter.live
+        if live is not None and live.message_id == row.id:
+            sources = live.reply.shown().draft_sources
+        else:
+            sources = self._stored_sources.get(row.id, ())
+        if len(sources) != len(row.draft_spans):
+            sources = ("",) * len(row.draft_spans)  # saved before sources were kept
         self.chat.add_message(
             row.id,
             row.role,
@@ -536,7 +554,9 @@ class MainWindow(QMainWindow):
             row.stats,
             self.settings.show_draft_tint,
             attachments=[f"{d.name} ({format_size(d.n_bytes)})" for d in row.attachments],
+            draft_sources=sources,
         )
+        self.header.add_sources(sources)
 
     # ---- replies
 
@@ -567,7 +587,11 @@ class MainWindow(QMainWindow):
         if live is None or widget is None:
             return
         if len(live.reply) != progress.start:
-            widget.stream(live.reply.shown(), self.settings.show_draft_tint)
+            shown = live.reply.shown()
+            widget.stream(shown, self.settings.show_draft_tint)
+            # The legend names a new source as soon as its tint shows (the newest spans only:
+            # the reply's end names them all).
+            self.header.add_sources(shown.draft_sources[-4:])
         if progress.stats:
             widget.add_stats(progress.stats, self._plain_tokens_per_s())
 
@@ -577,6 +601,7 @@ class MainWindow(QMainWindow):
         widget = self.chat.widget_for(ended.message_id)
         if widget is not None:
             widget.finish(ended.text, self.settings.show_draft_tint)
+            self.header.add_sources(ended.text.draft_sources)
             widget.set_status(ended.status, ended.stats, ended.note)
 
     def on_presenter_compare_started(self, plain_id: int, speculative_id: int) -> None:
@@ -787,6 +812,8 @@ class MainWindow(QMainWindow):
         self.header.restyle()
         self.chat.restyle()
         self.compare.restyle()
+        if self.welcome is not None:
+            self.welcome.restyle()
 
     # ---- window
 

@@ -1,4 +1,6 @@
-"""A message's text: Markdown rendered by Qt, with the draft's accepted tokens tinted.
+"""A message's text: Markdown rendered by Qt, with the draft's accepted tokens tinted, each
+stretch in the look of where its guess came from (ui.theme.DraftLook: an attached document, the
+conversation, an earlier reply, the draft model).
 
 Qt's Markdown importer rewrites the source (markup removed, whitespace folded), so a character
 range of the source is not a range of the document. After rendering, each document character
@@ -21,11 +23,12 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import QSize, Qt, QTimer
+from PySide6.QtCore import QEvent, QPoint, QSize, Qt, QTimer
 from PySide6.QtGui import (
     QColor,
     QContextMenuEvent,
     QFontDatabase,
+    QHelpEvent,
     QResizeEvent,
     QTextBlock,
     QTextBlockFormat,
@@ -35,12 +38,16 @@ from PySide6.QtGui import (
     QTextDocumentFragment,
     QTextFormat,
 )
-from PySide6.QtWidgets import QApplication, QFrame, QSizePolicy, QTextBrowser, QToolButton, QWidget
+from PySide6.QtWidgets import QApplication, QFrame, QSizePolicy, QTextBrowser, QToolButton, QToolTip, QWidget
 
-from ui import theme
+from ui import theme, words
 from ui.code_highlight import CodeHighlighter
 
-DRAFT_TINT = theme.LIGHT.draft_tint  # the light theme's tint (renders use the theme's in use)
+DRAFT_TINT = theme.LIGHT.draft_tint  # the light theme's tint of text saved without its source
+# The char format property that holds tinted text's source (an engine.events.DraftSource value,
+# or UNRECORDED for text saved before sources were kept).
+SOURCE_PROPERTY = QTextFormat.Property.UserProperty + 1
+UNRECORDED = "unrecorded"
 LOOKAHEAD = 400  # markup the importer drops (a link's URL, a fence line) is shorter than this
 MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub
 # A streaming open block longer than this is cut at its last complete line (inside a code fence
@@ -78,29 +85,39 @@ def _common_prefix_length(a: str, i: int, b: str, j: int) -> int:
     return lo
 
 
-def _normalized(spans: Sequence[tuple[int, int]], n: int) -> list[tuple[int, int]]:
-    """Spans clipped to [0, n), sorted, overlapping and touching ones joined."""
-    out: list[tuple[int, int]] = []
-    for start, end in sorted(spans):
-        start, end = max(0, start), min(n, end)
+def _tagged(spans: Sequence[tuple[int, int]], sources: Sequence[str], n: int) -> list[tuple[int, int, str]]:
+    """Spans clipped to [0, n), sorted, each with its source ("" for all where `sources` does not
+    give one per span); an overlap goes to the earlier span, touching spans of one source join."""
+    tags = list(sources) if len(sources) == len(spans) else [""] * len(spans)
+    out: list[tuple[int, int, str]] = []
+    for (start, end), tag in sorted(zip(spans, tags)):
+        start, end = max(0, start, out[-1][1] if out else 0), min(n, end)
         if end <= start:
             continue
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
+        if out and start == out[-1][1] and tag == out[-1][2]:
+            out[-1] = (out[-1][0], end, tag)
         else:
-            out.append((start, end))
+            out.append((start, end, tag))
     return out
 
 
 def tint_ranges(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The [start, end) document positions whose characters came from drafted source characters.
+    """The [start, end) document positions whose characters came from drafted source characters."""
+    return [(start, end) for start, end, _ in source_ranges(doc, source, spans, ())]
+
+
+def source_ranges(
+    doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]], sources: Sequence[str]
+) -> list[tuple[int, int, str]]:
+    """The [start, end) document positions whose characters came from drafted source characters,
+    each with the source of its draft (`sources`: one per span, else "" for all).
 
     Each block's text and its separator are matched, in document order, to the source: a
     document character takes the next equal source character within LOOKAHEAD (whitespace
     only the next source character, if that is whitespace). Block separators are never tinted.
     """
     n = len(source)
-    drafted = _normalized(spans, n)
+    drafted = _tagged(spans, sources, n)
     if not drafted:
         return []
     texts: list[str] = []
@@ -139,52 +156,65 @@ def tint_ranges(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]
                 j = k + 1
         i += 1
 
-    # Drafted parts of the matched stretches, as ranges of the joined text; neighbours joined.
-    runs: list[tuple[int, int]] = []
+    # Drafted parts of the matched stretches, as ranges of the joined text; neighbours of one
+    # source joined.
+    runs: list[tuple[int, int, str]] = []
     p = 0
     for di, sj, size in matches:
         while p < len(drafted) and drafted[p][1] <= sj:
             p += 1
         q = p
         while q < len(drafted) and drafted[q][0] < sj + size:
+            tag = drafted[q][2]
             start, end = di + max(drafted[q][0], sj) - sj, di + min(drafted[q][1], sj + size) - sj
-            if runs and runs[-1][1] == start:
-                runs[-1] = (runs[-1][0], end)
+            if runs and runs[-1][1] == start and runs[-1][2] == tag:
+                runs[-1] = (runs[-1][0], end, tag)
             else:
-                runs.append((start, end))
+                runs.append((start, end, tag))
             q += 1
 
     # Split at block separators; joined-text indices -> document positions.
-    out: list[tuple[int, int]] = []
-    for start, end in runs:
+    out: list[tuple[int, int, str]] = []
+    for start, end, tag in runs:
         while start < end:
             stop = joined.find("\n", start, end)
             piece_end = end if stop < 0 else stop
             if piece_end > start:
                 b = bisect_right(block_starts, start) - 1
                 offset = block_positions[b] - block_starts[b]
-                out.append((start + offset, piece_end + offset))
+                out.append((start + offset, piece_end + offset, tag))
             start = piece_end + 1 if stop >= 0 else end
     return out
 
 
-def draft_tint() -> QColor:
-    """The tint of renders from now on (the theme's in use)."""
-    return theme.colors().draft_tint
+def draft_tint(source: str = "") -> QColor:
+    """The tint of renders from now on (the theme's in use) of text drafted from `source` (""
+    : text saved without its source)."""
+    return theme.colors().draft_look(source).tint
 
 
-def tint_format() -> QTextCharFormat:
-    """How the model's own, confirmed text is marked: the tint, and a dotted underline (a cue
-    that does not rest on colour alone)."""
-    colors = theme.colors()
+def tint_format(source: str = "") -> QTextCharFormat:
+    """How the model's own, confirmed text drafted from `source` is marked: the source's tint, and
+    its underline style in its mark colour (a cue that does not rest on colour alone). The source
+    is kept in the format too (SOURCE_PROPERTY), for what reads the document."""
+    look = theme.colors().draft_look(source)
     fmt = QTextCharFormat()
-    fmt.setBackground(colors.draft_tint)
-    fmt.setUnderlineStyle(QTextCharFormat.UnderlineStyle.DotLine)
-    fmt.setUnderlineColor(colors.draft_mark)
+    fmt.setBackground(look.tint)
+    fmt.setUnderlineStyle(look.underline)
+    fmt.setUnderlineColor(look.mark)
+    fmt.setProperty(SOURCE_PROPERTY, look.source or UNRECORDED)
     return fmt
 
 
-def render(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]], tint: bool) -> None:
+def render(
+    doc: QTextDocument,
+    source: str,
+    spans: Sequence[tuple[int, int]],
+    tint: bool,
+    sources: Sequence[str] = (),
+) -> None:
+    """Render Markdown `source` into `doc`, its drafted `spans` tinted (when `tint`) by their
+    `sources` (one per span; without them, the tint of text saved without its source)."""
     doc.setMarkdown(source, MARKDOWN)
     cursor = QTextCursor(doc)
     # One edit block: the layout is redone once at its end instead of after every change (a
@@ -207,8 +237,11 @@ def render(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]], ti
             first_code = None
         block = nxt
     if tint and spans:
-        marked = tint_format()
-        for start, end in tint_ranges(doc, source, spans):
+        marks: dict[str, QTextCharFormat] = {}
+        for start, end, tag in source_ranges(doc, source, spans, sources):
+            marked = marks.get(tag)
+            if marked is None:
+                marked = marks[tag] = tint_format(tag)
             cursor.setPosition(start)
             cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
             cursor.mergeCharFormat(marked)
@@ -216,18 +249,23 @@ def render(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]], ti
 
 
 def _spans_within(
-    spans: Sequence[tuple[int, int]], start: int, end: int, shift: int
-) -> list[tuple[int, int]]:
-    """The parts of sorted, disjoint spans inside [start, end), moved by `shift`."""
+    spans: Sequence[tuple[int, int]], sources: Sequence[str], start: int, end: int, shift: int
+) -> tuple[list[tuple[int, int]], list[str]]:
+    """The parts of sorted, disjoint spans inside [start, end), moved by `shift`, with their
+    sources (none where `sources` does not give one per span)."""
     first = max(0, bisect_right(spans, (start, start)) - 1)
-    out = []
-    for a, b in spans[first:]:
+    has_sources = len(sources) == len(spans)
+    out, tags = [], []
+    for k in range(first, len(spans)):
+        a, b = spans[k]
         if a >= end:
             break
         a, b = max(a, start), min(b, end)
         if b > a:
             out.append((a + shift, b + shift))
-    return out
+            if has_sources:
+                tags.append(sources[k])
+    return out, tags
 
 
 @dataclass
@@ -291,6 +329,7 @@ class MessageBody(QTextBrowser):
         self.document().setDefaultStyleSheet(f"code, pre {{ font-family: '{mono.family()}'; }}")
         self._source = ""
         self._spans: tuple[tuple[int, int], ...] = ()
+        self._sources: tuple[str, ...] = ()  # one per span where known (DraftSource values)
         self._tint = True
         self._stream: _Stream | None = None  # set while a reply streams into this body
         self._settle_id = 0  # which finish() may still reach the window
@@ -301,20 +340,27 @@ class MessageBody(QTextBrowser):
         self._copy_buttons: list[QToolButton] = []
         self.setAccessibleName("Message text")
 
-    def set_content(self, source: str, spans: Sequence[tuple[int, int]], tint: bool) -> None:
-        """Render the whole text now (a stored message, a change of tint)."""
+    def set_content(
+        self, source: str, spans: Sequence[tuple[int, int]], tint: bool, sources: Sequence[str] = ()
+    ) -> None:
+        """Render the whole text now (a stored message, a change of tint). `sources`: where each
+        span's draft came from, one per span (see render)."""
         self._source, self._spans, self._tint = source, tuple(spans), tint
+        self._sources = tuple(sources)
         self._stream = None
         self._settle_id += 1  # a finish() still under way is dropped
         self._is_settling = False
         self._show_rendered(self._rendered(source, self._spans))
         self._place_copy_buttons()
 
-    def finish(self, source: str, spans: Sequence[tuple[int, int]], tint: bool) -> None:
+    def finish(
+        self, source: str, spans: Sequence[tuple[int, int]], tint: bool, sources: Sequence[str] = ()
+    ) -> None:
         """The reply has ended: render its whole text once. The render and the swap into the
         window (with the layout of the whole text) run in two turns of the event loop, so the
         window never stalls for both at once (about 10 ms each at 30,000 characters)."""
         self._source, self._spans, self._tint = source, tuple(spans), tint
+        self._sources = tuple(sources)
         self._stream = None
         self._settle_id += 1
         self._is_settling = True
@@ -347,9 +393,12 @@ class MessageBody(QTextBrowser):
             self._is_rendering = False
         self._fit_height()
 
-    def stream(self, source: str, spans: Sequence[tuple[int, int]], tint: bool) -> None:
+    def stream(
+        self, source: str, spans: Sequence[tuple[int, int]], tint: bool, sources: Sequence[str] = ()
+    ) -> None:
         """Show a streaming reply's text so far: `source` extends what was shown before, and only
-        the new text is laid out. `spans` are sorted and disjoint (app.host.reply.Reply's).
+        the new text is laid out. `spans` are sorted and disjoint (app.host.reply.Reply's), with
+        their `sources` (one per span).
 
         At most MAX_STREAM_STEP new characters are laid out per turn of the event loop; a burst
         bigger than that (an engine far faster than the window) is shown over the next turns."""
@@ -362,7 +411,7 @@ class MessageBody(QTextBrowser):
             self._stream = _Stream(shown=0 if self._stream is None and not self._source else -1)
             self._tint = tint
             self._place_copy_buttons()  # none while streaming
-        self._source, self._spans = source, tuple(spans)
+        self._source, self._spans, self._sources = source, tuple(spans), tuple(sources)
         self._advance()
 
     def _advance(self) -> None:
@@ -404,13 +453,15 @@ class MessageBody(QTextBrowser):
         self._is_catching_up = False
         self._advance()
 
-    def _rendered(self, text: str, spans: Sequence[tuple[int, int]]) -> QTextDocument:
+    def _rendered(
+        self, text: str, spans: Sequence[tuple[int, int]], sources: Sequence[str] | None = None
+    ) -> QTextDocument:
         """`render` into a document of its own: Qt's importer inserts piece by piece, and into
         the shown document each insertion would redo layout work (3-4x slower at 30,000 chars)."""
         doc = QTextDocument()
         doc.setDefaultFont(self.document().defaultFont())
         doc.setDefaultStyleSheet(self.document().defaultStyleSheet())
-        render(doc, text, spans, self._tint)
+        render(doc, text, spans, self._tint, self._sources if sources is None else sources)
         return doc
 
     def _part(self, prefix: str, start: int, end: int) -> QTextDocument:
@@ -418,8 +469,12 @@ class MessageBody(QTextBrowser):
         rendered after a paragraph of its own (_LEAD), as it follows a blank line in the reply
         (Qt's importer treats a document's first block differently)."""
         lead = prefix if self._stream is None or self._stream.tail == 0 else _LEAD + prefix
-        spans = _spans_within(self._spans, start, end, len(lead) - start) if self._tint else []
-        return self._rendered(lead + self._source[start:end], spans)
+        spans, sources = (
+            _spans_within(self._spans, self._sources, start, end, len(lead) - start)
+            if self._tint
+            else ([], [])
+        )
+        return self._rendered(lead + self._source[start:end], spans, sources)
 
     def _show(self, rendered: QTextDocument) -> None:
         """Make the shown document a copy of `rendered`: its text removed, its one block left
@@ -457,11 +512,11 @@ class MessageBody(QTextBrowser):
         """Render again in the theme's colours (the tint and code background are in the document)."""
         if self._stream is not None:
             self._stream = None
-            self.stream(self._source, self._spans, self._tint)
+            self.stream(self._source, self._spans, self._tint, self._sources)
         elif self._is_settling:
-            self.finish(self._source, self._spans, self._tint)
+            self.finish(self._source, self._spans, self._tint, self._sources)
         else:
-            self.set_content(self._source, self._spans, self._tint)
+            self.set_content(self._source, self._spans, self._tint, self._sources)
         self.highlighter.restyle()
 
     # ---- code blocks: a Copy button on each (once the text is final) and "Copy code" in the menu
@@ -534,12 +589,33 @@ class MessageBody(QTextBrowser):
         if tint == self._tint:
             return
         if self._stream is not None:
-            self.stream(self._source, self._spans, tint)
+            self.stream(self._source, self._spans, tint, self._sources)
         else:
-            self.set_content(self._source, self._spans, tint)
+            self.set_content(self._source, self._spans, tint, self._sources)
 
     def source_text(self) -> str:
         return self._source
+
+    def draft_source_at(self, point: QPoint) -> str | None:
+        """The source of the tinted character under a viewport point (UNRECORDED where it was
+        not kept); None where the character there is not tinted."""
+        offset = QPoint(self.horizontalScrollBar().value(), self.verticalScrollBar().value())
+        position = self.document().documentLayout().hitTest(point + offset, Qt.HitTestAccuracy.ExactHit)
+        if position < 0:
+            return None
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(position + 1)  # a cursor's format is that of the character before it
+        value = cursor.charFormat().property(SOURCE_PROPERTY)
+        return str(value) if value else None
+
+    def viewportEvent(self, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+        # Over tinted text, the tooltip names where it was guessed from (a cue without colour).
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
+            source = self.draft_source_at(event.pos())
+            if source is not None:
+                QToolTip.showText(event.globalPos(), words.source_tip(source), self.viewport())
+                return True
+        return super().viewportEvent(event)
 
     def _fit_height(self) -> None:
         if self._grows and not self._is_rendering:

@@ -177,29 +177,33 @@ class MessageWidget(QFrame):
             self.body.setAccessibleDescription("Nothing in this reply is highlighted.")
         self.body.setToolTip(self.body.accessibleDescription())
 
-    def set_content(self, text: str, draft_spans: Sequence[tuple[int, int]], tint: bool) -> None:
-        """Render the whole text (a stored message, or a reply that has just ended)."""
-        self.body.set_content(text, draft_spans, tint)
+    def set_content(
+        self, text: str, draft_spans: Sequence[tuple[int, int]], tint: bool, draft_sources: Sequence[str] = ()
+    ) -> None:
+        """Render the whole text (a stored message, or a reply that has just ended); each drafted
+        span tinted by its source (`draft_sources`, one per span, where known)."""
+        self.body.set_content(text, draft_spans, tint, draft_sources)
         self._describe_draft(text, draft_spans)
+        self.describe_sources(ReplyText(text, tuple(draft_spans), tuple(draft_sources)))
 
     def stream(self, reply: ReplyText, tint: bool) -> None:
         """Show a streaming reply so far; only its new text is laid out."""
-        self.body.stream(reply.text, reply.draft_spans, tint)
+        self.body.stream(reply.text, reply.draft_spans, tint, reply.draft_sources)
 
     def finish(self, reply: ReplyText, tint: bool) -> None:
         """The reply has ended: its final text, rendered once (text() has it at once)."""
-        self.body.finish(reply.text, reply.draft_spans, tint)
+        self.body.finish(reply.text, reply.draft_spans, tint, reply.draft_sources)
         self._describe_draft(reply.text, reply.draft_spans)
         self.describe_sources(reply)
 
     def describe_sources(self, reply: ReplyText) -> None:
-        """Where the highlighted words were guessed from, where a document gave some of them."""
-        if self.role != "assistant" or not reply.text or "document" not in reply.draft_sources:
+        """Where the highlighted words were guessed from, in words (what the tints say)."""
+        if self.role != "assistant" or not reply.text or len(reply.draft_sources) != len(reply.draft_spans):
             return
-        copied = sum(b - a for (a, b), s in zip(reply.draft_spans, reply.draft_sources) if s == "document")
-        words = f" {copied / len(reply.text):.0%} of it was guessed from the attached documents."
-        self.body.setAccessibleDescription(self.body.accessibleDescription() + words)
-        self.body.setToolTip(self.body.accessibleDescription())
+        said = words.sources_said(reply.text, reply.draft_spans, reply.draft_sources)
+        if said:
+            self.body.setAccessibleDescription(f"{self.body.accessibleDescription()} {said}")
+            self.body.setToolTip(self.body.accessibleDescription())
 
     def text(self) -> str:
         return self.body.source_text()

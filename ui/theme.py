@@ -10,11 +10,15 @@ without a portal, offscreen), sets a palette of its own.
 Everything that draws reads `colors()`; `ThemeManager.changed` says when to redraw. This module
 imports nothing else of the window (the renderer and the highlighter read it, not the reverse).
 
-The tint under the model's own, confirmed text is an opaque colour (not a translucent one laid
-over whatever is below), so what is read on it is known: body text and every syntax colour reach
-WCAG AA (4.5:1) on it and on the page and code backgrounds (`readable`, tested for every
-colour of both Pygments styles in tests/test_ui_contrast.py). A dotted underline in
-`draft_mark` marks the same text for whoever does not see the colour.
+The tint under the model's own, confirmed text says where the guess came from: one colour per
+source (an attached document, the conversation's text, an earlier reply, the draft model; see
+`DraftLook`), and `draft_tint` where a reply was saved before its sources were kept. Each is an
+opaque colour (not a translucent one laid over whatever is below), so what is read on it is
+known: body text and every syntax colour reach WCAG AA (4.5:1) on every tint and on the page and
+code backgrounds (`readable` over `text_backgrounds`, tested for every colour of both Pygments
+styles in tests/test_ui_contrast.py). The tints differ in hue, not in lightness (lightness is
+what the text needs), so each source also has its own underline style in its own mark colour:
+the source can be told without seeing colour.
 """
 
 from __future__ import annotations
@@ -23,11 +27,37 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtGui import QColor, QGuiApplication, QPalette, QTextCharFormat
 from PySide6.QtWidgets import QApplication
+
+from engine.events import DraftSource
 
 THEME_CHOICES = (("System", "system"), ("Light", "light"), ("Dark", "dark"))
 AA = 4.5  # WCAG AA: the least contrast for body text
+MARK_CONTRAST = 3.0  # WCAG 1.4.11: the least contrast of a non-text cue (the underline) on its tint
+
+Underline = QTextCharFormat.UnderlineStyle
+# Each source's underline (the same in both themes): the cue that does not rest on colour.
+# Text saved without its source keeps the dotted line the single tint always had.
+UNDERLINES = {
+    DraftSource.DOCUMENT: Underline.SingleUnderline,
+    DraftSource.TEXT: Underline.DotLine,
+    DraftSource.MEMORY: Underline.DashUnderline,
+    DraftSource.MODEL: Underline.WaveUnderline,
+}
+# The order the legend names them in.
+SOURCES = (DraftSource.DOCUMENT, DraftSource.TEXT, DraftSource.MEMORY, DraftSource.MODEL)
+
+
+@dataclass(frozen=True)
+class DraftLook:
+    """How text drafted from one source is marked: an opaque tint behind it and an underline in
+    `mark` (source "": a reply saved before sources were kept)."""
+
+    source: str  # an engine.events.DraftSource value
+    tint: QColor
+    mark: QColor
+    underline: QTextCharFormat.UnderlineStyle
 
 
 @dataclass(frozen=True)
@@ -36,8 +66,8 @@ class ThemeColors:
     page: QColor  # the window's background (Window), where replies are drawn
     base: QColor  # inputs' and panes' background (Base)
     text: QColor  # body text
-    draft_tint: QColor  # the background of the model's own, confirmed text (opaque)
-    draft_mark: QColor  # the dotted underline beside the tint (a cue that is not only colour)
+    draft_tint: QColor  # the background of confirmed text whose source was not kept (opaque)
+    draft_mark: QColor  # the dotted underline beside it (a cue that is not only colour)
     code_background: QColor
     code_style: str  # a Pygments style
     plain_line: QColor  # charts: plain decoding
@@ -45,6 +75,23 @@ class ThemeColors:
     speedup_text: QColor  # a headline that says the speed-up paid (4.5:1 on the page)
     user_bubble: str  # CSS colour of the user's messages
     muted_text: str  # CSS colour of details lines
+    # (tint, mark) per source, in SOURCES' order: document, text, earlier reply, draft model.
+    source_colors: tuple[tuple[QColor, QColor], ...]
+
+    @property
+    def draft_looks(self) -> tuple[DraftLook, ...]:
+        """Each source's look, in the legend's order."""
+        return tuple(
+            DraftLook(source, tint, mark, UNDERLINES[source])
+            for source, (tint, mark) in zip(SOURCES, self.source_colors, strict=True)
+        )
+
+    def draft_look(self, source: str) -> DraftLook:
+        """The look of text drafted from `source` ("" or unknown: the tint of unrecorded sources)."""
+        for look in self.draft_looks:
+            if look.source == source:
+                return look
+        return DraftLook("", self.draft_tint, self.draft_mark, Underline.DotLine)
 
 
 LIGHT = ThemeColors(
@@ -52,9 +99,9 @@ LIGHT = ThemeColors(
     page=QColor(239, 239, 239),
     base=QColor(255, 255, 255),
     text=QColor(20, 20, 20),
-    # The old translucent green at alpha 110 over the page: 1.2:1 at alpha 70 was hard to see.
-    draft_tint=QColor(162, 218, 184),
-    draft_mark=QColor(20, 110, 55),
+    # A neutral grey-blue: older replies did not keep where their guesses came from.
+    draft_tint=QColor(204, 206, 212),
+    draft_mark=QColor(80, 84, 96),
     code_background=QColor(127, 127, 127, 38),
     code_style="default",
     plain_line=QColor(120, 120, 120),
@@ -62,16 +109,22 @@ LIGHT = ThemeColors(
     speedup_text=QColor(20, 115, 60),
     user_bubble="rgba(90, 140, 230, 28)",
     muted_text="#666666",
+    # The same lightness as the old single green (the old translucent green at alpha 110 over the
+    # page; 1.2:1 at alpha 70 was hard to see), in four hues: amber, green, teal, violet.
+    source_colors=(
+        (QColor(242, 204, 122), QColor(130, 82, 0)),  # document
+        (QColor(162, 218, 184), QColor(20, 110, 55)),  # text
+        (QColor(150, 212, 226), QColor(0, 92, 112)),  # earlier reply
+        (QColor(214, 196, 245), QColor(96, 48, 168)),  # draft model
+    ),
 )
 DARK = ThemeColors(
     is_dark=True,
     page=QColor(45, 45, 48),
     base=QColor(30, 30, 32),
     text=QColor(230, 230, 230),
-    # A deep green: it still reads as green on the dark page, and light syntax colours keep
-    # 4.5:1 on it (a lighter green left red keywords at 2.2:1).
-    draft_tint=QColor(32, 84, 56),
-    draft_mark=QColor(110, 220, 150),
+    draft_tint=QColor(70, 70, 76),
+    draft_mark=QColor(185, 185, 198),
     code_background=QColor(255, 255, 255, 22),
     code_style="github-dark",
     plain_line=QColor(175, 175, 175),
@@ -79,6 +132,14 @@ DARK = ThemeColors(
     speedup_text=QColor(110, 220, 150),
     user_bubble="rgba(110, 160, 255, 40)",
     muted_text="#a8a8a8",
+    # Deep colours: each still reads as its hue on the dark page, and light syntax colours keep
+    # 4.5:1 on it (a lighter green left red keywords at 2.2:1).
+    source_colors=(
+        (QColor(92, 70, 22), QColor(235, 185, 80)),  # document
+        (QColor(32, 84, 56), QColor(110, 220, 150)),  # text
+        (QColor(22, 74, 92), QColor(100, 205, 235)),  # earlier reply
+        (QColor(78, 54, 116), QColor(195, 165, 255)),  # draft model
+    ),
 )
 
 _current = LIGHT
@@ -124,13 +185,15 @@ def contrast(a: QColor, b: QColor) -> float:
 
 
 def text_backgrounds(theme: ThemeColors) -> tuple[QColor, ...]:
-    """Every background a reply's text can sit on: the page, a pane, code blocks on either, the tint."""
+    """Every background a reply's text can sit on: the page, a pane, code blocks on either, and
+    every tint (each source's, and the one of text whose source was not kept)."""
     return (
         theme.page,
         theme.base,
         over(theme.code_background, theme.page),
         over(theme.code_background, theme.base),
         theme.draft_tint,
+        *(tint for tint, _mark in theme.source_colors),
     )
 
 

@@ -149,9 +149,10 @@ class WelcomePanel(QFrame):
         from ui import theme
 
         colors = theme.colors()
+        look = colors.draft_look("text")
         mark = (
-            f'<span style="background-color: {colors.draft_tint.name()}; text-decoration: underline;">'
-            "Highlighted</span>"
+            f'<span style="background-color: {look.tint.name()}; color: {colors.text.name()}; '
+            'text-decoration: underline;">Highlighted</span>'
         )
         gpu = "no GPU is in use" if not (self.machine.has_gpu and self.gpu_backend) else "a GPU is in use"
         return (
@@ -165,6 +166,10 @@ class WelcomePanel(QFrame):
     @property
     def recommendation(self) -> Recommendation:
         return recommend_pair(self.catalog, self.machine, self.gpu_backend, self.vram_bytes)
+
+    def restyle(self) -> None:
+        """The theme changed: the highlight's sample in its colours."""
+        self.about_label.setText(self._about_text())
 
     def set_gpu_backend(self, supported: bool) -> None:
         """Known once the engine has loaded (the worker process owns llama.cpp)."""

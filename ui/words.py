@@ -16,6 +16,7 @@ says "about".
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
@@ -235,10 +236,76 @@ def pair_estimate_words(e: SpeedEstimate, n_replies_to_measure: int) -> str:
     )
 
 
+# ---- the highlight: the model's own, confirmed text, tinted by where the guess came from
+
+# Each source (engine.events.DraftSource value): its name in the legend, where it says "from …",
+# and how it looks (ui.theme.LIGHT and DARK draw these hues and underlines, in both themes).
+SOURCE_NAMES = {
+    "document": "Document",
+    "text": "This chat",
+    "memory": "Earlier reply",
+    "model": "Draft model",
+    "": "Older reply",
+}
+SOURCE_WHERE = {
+    "document": "an attached document",
+    "text": "this conversation",
+    "memory": "an earlier reply",
+    "model": "the draft model",
+    "": "a reply saved before Tandem kept where guesses came from",
+}
+SOURCE_LOOKS = {
+    "document": "amber, solid underline",
+    "text": "green, dotted underline",
+    "memory": "teal, dashed underline",
+    "model": "violet, wavy underline",
+    "": "grey, dotted underline",
+}
+LEGEND_ORDER = ("document", "text", "memory", "model", "")
+LEGEND_SHORT = "= the model's own words, confirmed; not a change"
 LEGEND = (
-    "Highlighted text (tinted, dotted underline) is the model's own: it was guessed ahead and the "
-    "model confirmed every word, so it arrived sooner. The words are the same either way."
+    "Highlighted text is the model's own: it was guessed ahead and the model confirmed every word, "
+    "so it arrived sooner. The words are the same either way: the highlight does not mark a change "
+    "or a difference. Its colour and underline say where the guess came from: "
+    + "; ".join(f"{SOURCE_LOOKS[s]}: {SOURCE_WHERE[s]}" for s in LEGEND_ORDER[:4])
+    + "."
 )
+
+
+def source_tip(source: str) -> str:
+    """The tooltip over a tinted stretch: where it was guessed from, and what the tint means."""
+    where = SOURCE_WHERE.get(source)
+    said = (
+        f"Guessed from {where}"
+        if where and source
+        else "Guessed ahead (an older reply: its source was not kept)"
+    )
+    return f"{said}; the model confirmed every word. The tint does not mark a change."
+
+
+def legend_said(sources: Iterable[str]) -> str:
+    """The legend in words, naming the sources shown (screen readers)."""
+    shown = [s for s in LEGEND_ORDER if s in set(sources)]
+    if not shown:
+        return LEGEND
+    named = "; ".join(f"{SOURCE_NAMES[s]} ({SOURCE_LOOKS[s]}): from {SOURCE_WHERE[s]}" for s in shown)
+    return f"Highlighted here: {named}. " + LEGEND
+
+
+def sources_said(text: str, spans: Sequence[tuple[int, int]], sources: Sequence[str]) -> str:
+    """Where a reply's highlighted words were guessed from, with each source's share of the reply:
+    "Guessed from an attached document (40%) and this conversation (10%)." ("" where none)."""
+    counts: dict[str, int] = {}
+    for (a, b), source in zip(spans, sources, strict=True):
+        key = source if source in SOURCE_WHERE else ""
+        counts[key] = counts.get(key, 0) + max(0, min(b, len(text)) - max(a, 0))
+    parts = [
+        f"{SOURCE_WHERE[s]} ({counts[s] / len(text):.0%})" for s in LEGEND_ORDER if counts.get(s) and text
+    ]
+    if not parts:
+        return ""
+    joined = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"Guessed from {joined}."
 
 
 # ---- Compare: the same request the usual way, then with the speed-up
