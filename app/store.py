@@ -21,7 +21,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -649,8 +649,10 @@ CONVERSATION_FORMAT_VERSION = 1
 STRETCH_SOURCES = {
     "model": "written by the model, token by token",
     "draft": "guessed ahead (from the text, or by a draft model) and confirmed by the model: "
-    "the same words, sooner",
+    'the same words, sooner; its "source", where kept, says where the guess came from '
+    "(document, text, memory: an earlier reply, model: a draft model)",
 }
+DRAFT_STRETCH_SOURCES = ("document", "text", "memory", "model")  # engine.events.DraftSource values
 IMPORTED_STATUSES = (MessageStatus.COMPLETE, MessageStatus.CANCELLED, MessageStatus.INTERRUPTED)
 
 
@@ -658,16 +660,20 @@ class ConversationFileError(ValueError):
     """A conversation file that cannot be imported; the message is one sentence for the user."""
 
 
-def stretches(content: str, spans: Iterable[tuple[int, int]]) -> list[dict[str, str]]:
-    """The content cut where its source changes: [{"text", "from": "model" | "draft"}, ...]."""
+def stretches(
+    content: str, spans: Sequence[tuple[int, int]], sources: Sequence[str] = ()
+) -> list[dict[str, str]]:
+    """The content cut where its source changes: [{"text", "from": "model" | "draft"}, ...]; a
+    draft stretch says its "source" too where `sources` gives one per span."""
     out: list[dict[str, str]] = []
     at = 0
-    for a, b in sorted((max(0, a), min(len(content), b)) for a, b in spans):
+    tags = list(sources) if len(sources) == len(spans) else [""] * len(spans)
+    for a, b, tag in sorted((max(0, a), min(len(content), b), t) for (a, b), t in zip(spans, tags)):
         if b <= a or a < at:
             continue
         if a > at:
             out.append({"text": content[at:a], "from": "model"})
-        out.append({"text": content[a:b], "from": "draft"})
+        out.append({"text": content[a:b], "from": "draft", **({"source": tag} if tag else {})})
         at = b
     if at < len(content) or not out:
         out.append({"text": content[at:], "from": "model"})
@@ -743,7 +749,7 @@ def _export_message(m: Message) -> dict[str, Any]:
         "role": m.role,
         "content": m.content,
         "status": str(m.status),
-        "stretches": stretches(m.content, m.draft_spans),
+        "stretches": stretches(m.content, m.draft_spans, m.draft_sources),
     }
     if m.stats:
         out["stats"] = m.stats
@@ -767,10 +773,12 @@ def _export(store: Store, conversation_id: int) -> dict[str, Any]:
 def _import(store: Store, data: dict[str, Any]) -> Conversation:
     conversation = store.create_conversation(str(data["title"]), str(data.get("system_prompt") or ""))
     for m in data["messages"]:
-        content, at, spans = "", 0, []
+        content, at, spans, sources = "", 0, [], []
         for part in m["stretches"]:
             if part["from"] == "draft" and part["text"]:
                 spans.append((at, at + len(part["text"])))
+                source = part.get("source")
+                sources.append(source if source in DRAFT_STRETCH_SOURCES else "")
             content += part["text"]
             at += len(part["text"])
         status = _status(str(m.get("status", MessageStatus.COMPLETE)))
@@ -779,6 +787,11 @@ def _import(store: Store, data: dict[str, Any]) -> Conversation:
         stats = m.get("stats")
         if spans or isinstance(stats, dict):
             store.update_message(
-                added.id, content, stats=stats if isinstance(stats, dict) else None, draft_spans=spans
+                added.id,
+                content,
+                stats=stats if isinstance(stats, dict) else None,
+                draft_spans=spans,
+                # Kept where the file says every stretch's source (a file from before: none).
+                draft_sources=sources if all(sources) else None,
             )
     return store.conversation(conversation.id) or conversation

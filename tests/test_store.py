@@ -258,6 +258,39 @@ def test_export_keeps_where_each_stretch_came_from_and_imports_back(tmp_path: Pa
     assert messages[1].draft_spans == ((6, 17),) and messages[1].stats == {"n_generated": 6}
 
 
+def test_export_says_each_draft_stretchs_source_and_imports_it_back(tmp_path: Path) -> None:
+    from app.host.reply import ReplyText
+    from app.store import read_conversation_file
+
+    store = Store()
+    c = store.create_conversation("Sources")
+    reply = store.add_message(c.id, "assistant", "", MessageStatus.STREAMING)
+    text = "Copied words, then guessed ones."
+    store.save_reply(
+        reply.id, ReplyText(text, ((0, 12), (19, 31)), ("document", "model")), MessageStatus.COMPLETE
+    )
+    data = store.export(c.id)
+    assert data["messages"][0]["stretches"] == [
+        {"text": "Copied words", "from": "draft", "source": "document"},
+        {"text": ", then ", "from": "model"},
+        {"text": "guessed ones", "from": "draft", "source": "model"},
+        {"text": ".", "from": "model"},
+    ]
+    path = tmp_path / "sources.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    imported = store.import_conversation(read_conversation_file(path))
+    again = store.messages(imported.id)[0]
+    assert again.draft_spans == ((0, 12), (19, 31)) and again.draft_sources == ("document", "model")
+    # A file from before sources were kept (or one that names a source not known): spans only.
+    for part in data["messages"][0]["stretches"]:
+        part.pop("source", None)
+    data["messages"][0]["stretches"][0]["source"] = "somewhere"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    older = store.messages(store.import_conversation(read_conversation_file(path)).id)[0]
+    assert older.draft_spans == ((0, 12), (19, 31)) and older.draft_sources == ()
+    store.close()
+
+
 def test_a_file_that_is_not_a_conversation_is_refused_in_one_sentence(tmp_path: Path) -> None:
     import json
 
