@@ -75,8 +75,6 @@ class MainWindow(QMainWindow):
         self.presenter.record_extras = self._record_extras
         self._is_closed = False
         self._has_shown = False
-        # While a conversation is being shown: each stored message's draft sources, by id.
-        self._stored_sources: dict[int, tuple[str, ...]] = {}
         from ui.theme import ThemeManager
 
         self.theme = ThemeManager(self.settings.theme, self)  # before any text is rendered
@@ -521,28 +519,16 @@ class MainWindow(QMainWindow):
         self.chat.clear()
         self.chat.set_notice("")
         self.chat.set_system_prompt(shown.system_prompt)
-        # Where each stored reply's drafts came from (the tint and the legend show it): read with
-        # the messages, once (the presenter's rows carry the spans only).
-        self._stored_sources = (
-            {m.id: m.draft_sources for m in self.store.messages(shown.id)} if shown.id is not None else {}
-        )
-        self.header.set_sources(())
-        try:
-            for row in shown.messages:
-                self.on_presenter_message_added(row)
-        finally:
-            self._stored_sources = {}
+        self.header.set_sources(())  # the rows name theirs as they are added
+        for row in shown.messages:
+            self.on_presenter_message_added(row)
         if shown.id is not None:
             self.chat.scroll_to_end()
 
     def on_presenter_message_added(self, row: MessageRow) -> None:
         from app.library.documents import format_size
 
-        live = self.presenter.live
-        if live is not None and live.message_id == row.id:
-            sources = live.reply.shown().draft_sources
-        else:
-            sources = self._stored_sources.get(row.id, ())
+        sources = row.draft_sources
         if len(sources) != len(row.draft_spans):
             sources = ("",) * len(row.draft_spans)  # saved before sources were kept
         self.chat.add_message(

@@ -171,13 +171,28 @@ class ChatPresenter(QObject):
             if self.live is not None and self.live.message_id == m.id:
                 shown = self.live.reply.shown()
                 rows.append(
-                    MessageRow(m.id, m.role, shown.text, shown.draft_spans, MessageStatus.STREAMING, None)
+                    MessageRow(
+                        m.id,
+                        m.role,
+                        shown.text,
+                        shown.draft_spans,
+                        MessageStatus.STREAMING,
+                        None,
+                        draft_sources=shown.draft_sources,
+                    )
                 )
             else:
                 stats = StatsRecord.from_dict(m.stats) if m.stats is not None else None
                 rows.append(
                     MessageRow(
-                        m.id, m.role, m.content, m.draft_spans, m.status, stats, attachments.get(m.id, ())
+                        m.id,
+                        m.role,
+                        m.content,
+                        m.draft_spans,
+                        m.status,
+                        stats,
+                        attachments.get(m.id, ()),
+                        draft_sources=m.draft_sources,
                     )
                 )
         system_prompt = conversation.system_prompt if conversation else ""

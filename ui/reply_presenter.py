@@ -63,6 +63,9 @@ class MessageRow:
     status: MessageStatus = MessageStatus.COMPLETE
     stats: StatsRecord | None = None
     attachments: tuple[Document, ...] = ()  # a user message's documents, as sent
+    # Where each drafted span's guess came from (engine.events.DraftSource values), one per span;
+    # empty where unknown (a reply saved before sources were kept).
+    draft_sources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
