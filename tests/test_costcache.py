@@ -174,6 +174,12 @@ def test_a_short_reply_does_not_wait_for_a_draft_model_it_cannot_repay(
     # loading the draft at all, and says why; the text is the target's own either way.
     data["draft_load_s"] = 60.0
     data["draft_ratio"] = 0.05  # a draft that would pay, given time (on a busy machine it may not)
+    # ...its first token and the verify batches too: timed on this tiny target (a 2-row batch can
+    # take 2-10x a 1-row one, by load), the pair can look too slow to ever pay, and the engine
+    # then says that (DRAFT_TOO_SLOW) instead of the short reply this test is about.
+    data["draft_first_ratio"] = 0.05
+    t1 = data["step_s"]["1"]
+    data["step_s"] = {"1": t1, "2": 1.1 * t1, "4": 1.3 * t1}
     CostCache(cache).save(key, data)
     second = Engine(config(slow_target, cache, draft=str(tiny_draft), draft_lookup=False))
     try:
