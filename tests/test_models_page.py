@@ -162,6 +162,8 @@ def test_pair_picker_offers_only_compatible_drafts_and_explains_the_others(
     combo = page.draft_combo
     entries = {combo.itemData(i): i for i in range(combo.count())}
     assert list(entries)[:2] == ["ngram", "none"]
+    # Named as the header names the speed-up, not in the engine's words.
+    assert [combo.itemText(i) for i in range(2)] == ["From the text (n-gram)", "Off (the usual speed)"]
     draft_i, other_i = entries[str(folder / "draft.gguf")], entries[str(folder / "other-vocab.gguf")]
     assert page.is_draft_enabled(draft_i) and not page.is_draft_enabled(other_i)
     assert "text of token 40" in combo.itemData(other_i, Qt.ItemDataRole.ToolTipRole)

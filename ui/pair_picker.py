@@ -15,6 +15,7 @@ from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QPushButton, QWidget
 
 from app.library.catalog import NGRAM, NO_DRAFT, LocalModel, draft_choices
+from ui.words import choice_name
 
 
 class PairPicker(QGroupBox):
@@ -78,8 +79,9 @@ class PairPicker(QGroupBox):
         if target_path is None:
             self.pair_explanation.setText("No local model yet: download a pair or import a GGUF file.")
             return
-        self.draft_combo.addItem("n-gram (prompt lookup, no draft model)", NGRAM)
-        self.draft_combo.addItem("none (plain decoding)", NO_DRAFT)
+        # The speed-up's names as the header says them (ui.words), not the engine's.
+        self.draft_combo.addItem(choice_name("ngram"), NGRAM)
+        self.draft_combo.addItem(f"{choice_name('none')} (the usual speed)", NO_DRAFT)
         target = next(m for m in self.local_models if str(m.path) == target_path)
         assert target.info is not None
         choices = draft_choices(target.info, self.local_models)
