@@ -344,7 +344,8 @@ def test_the_documents_set_is_real_files_made_into_chat_prompts(tiny_target: Pat
         for p in prompts:
             text = render_prompt(engine, p).prompt
             assert p.request in text and any(
-                s in text for s in ("Permission is hereby granted", "class ReplyMemory", '"port": 8080', "<title>")
+                s in text
+                for s in ("Permission is hereby granted", "class ReplyMemory", '"port": 8080', "<title>")
             )
     finally:
         engine.close()
