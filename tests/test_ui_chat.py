@@ -203,3 +203,27 @@ def test_a_base_model_chats_as_a_plain_transcript(qtbot, open_window, wait_reply
     wait_reply(window)
     reply = _db_messages(window)[-1]
     assert reply.status == "complete" and "User:" not in reply.content
+
+
+def test_an_empty_conversation_suggests_work_where_the_speed_up_shows(
+    qtbot, open_window, wait_reply, tiny_target
+) -> None:
+    from ui.words import DEMO_TASKS
+
+    window = open_window(tiny_target, max_tokens=8)
+    chat = window.chat
+    assert chat.empty_state.isVisible()
+    assert [b.text() for b in chat.suggestion_buttons] == [name for name, _ in DEMO_TASKS]
+    # A suggestion puts its request in the message box, and sends nothing.
+    qtbot.mouseClick(chat.suggestion_buttons[1], Qt.MouseButton.LeftButton)
+    assert chat.input.toPlainText() == DEMO_TASKS[1][1]
+    assert window.conversation_id is None
+    # What the user typed is never replaced by one.
+    chat.input.setPlainText("my own words")
+    qtbot.mouseClick(chat.suggestion_buttons[0], Qt.MouseButton.LeftButton)
+    assert chat.input.toPlainText() == "my own words"
+    window.send("hello")
+    wait_reply(window)
+    assert not chat.empty_state.isVisible()
+    qtbot.mouseClick(window.conversations.new_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: chat.empty_state.isVisible(), timeout=10_000)

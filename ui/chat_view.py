@@ -28,6 +28,7 @@ from app.store import MessageStatus
 from engine.events import StatsRecord
 from ui.attachments import LONG_PASTE_CHARS, AttachmentTray, pick_files
 from ui.message_widget import MessageWidget
+from ui.words import DEMO_TASKS, EMPTY_CHAT
 
 READABLE_WIDTH_EM = 110  # average characters: about 90 of text a line after margins
 
@@ -140,6 +141,7 @@ class ChatView(QWidget):
         self.messages_layout = QVBoxLayout(column)
         self.messages_layout.setContentsMargins(4, 4, 4, 4)
         self.messages_layout.setSpacing(14)
+        self.messages_layout.addWidget(self._empty_state())
         self.messages_layout.addStretch(1)
         self.scroll_area.setWidget(container)
         bar = self.scroll_area.verticalScrollBar()
@@ -191,6 +193,38 @@ class ChatView(QWidget):
         layout.addLayout(input_row)
         self._is_editing = False
 
+    # ---- an empty conversation: what to ask, and where the speed-up shows
+
+    def _empty_state(self) -> QWidget:
+        """Shown while the conversation has no message: a line on what Tandem is good at, and
+        the demo tasks as suggestions that put their request in the message box (not sent)."""
+        self.empty_state = QWidget()
+        self.empty_state.setObjectName("emptyChat")
+        box = QVBoxLayout(self.empty_state)
+        box.setContentsMargins(0, 24, 0, 0)
+        hint = QLabel(EMPTY_CHAT)
+        hint.setWordWrap(True)
+        hint.setAlignment(Qt.AlignmentFlag.AlignHCenter)
+        box.addWidget(hint)
+        row = QHBoxLayout()
+        row.addStretch(1)
+        self.suggestion_buttons: list[QPushButton] = []
+        for name, task in DEMO_TASKS:
+            button = QPushButton(name)
+            button.setToolTip("Puts this request in the message box; Enter sends it")
+            button.clicked.connect(lambda _=False, t=task: self._suggest(t))
+            row.addWidget(button)
+            self.suggestion_buttons.append(button)
+        row.addStretch(1)
+        box.addLayout(row)
+        return self.empty_state
+
+    def _suggest(self, task: str) -> None:
+        if self.input.toPlainText().strip():
+            return  # nothing the user typed is replaced
+        self.input.setPlainText(task)
+        self.input.setFocus()
+
     # ---- messages
 
     def clear(self) -> None:
@@ -199,6 +233,7 @@ class ChatView(QWidget):
             widget.deleteLater()
         self._widgets.clear()
         self._should_follow = True
+        self.empty_state.setVisible(True)
 
     def add_message(
         self,
@@ -236,6 +271,7 @@ class ChatView(QWidget):
         self.messages_layout.insertWidget(self.messages_layout.count() - 1, widget)
         self._widgets[message_id] = widget
         self._update_edit_buttons()
+        self.empty_state.setVisible(False)
         return widget
 
     def remove_messages(self, message_ids: Sequence[int]) -> None:
@@ -245,6 +281,7 @@ class ChatView(QWidget):
                 self.messages_layout.removeWidget(widget)
                 widget.deleteLater()
         self._update_edit_buttons()
+        self.empty_state.setVisible(not self._widgets)
 
     def widget_for(self, message_id: int) -> MessageWidget | None:
         return self._widgets.get(message_id)

@@ -385,6 +385,12 @@ meeting and in the next newsleter.
 Thank you,
 The harbour comittee"""
 
+# An empty conversation's line, above the demo tasks offered as suggestions (ui.chat_view).
+EMPTY_CHAT = (
+    "Ask anything. Tandem is fastest when the reply reuses text: attach a document (or paste it) "
+    "and ask for an edit, or start from one of these:"
+)
+
 DEMO_TASKS = (
     (
         "Fix the spelling in a note",
