@@ -133,7 +133,7 @@ def test_compare_runs_plain_then_speculative_side_by_side(
     assert order == sorted(order)  # plain first, then speculative: never at once
     # One headline over the whole requests, the same-text check (greedy), the figures once.
     assert " instead of " in window.compare.summary.text(), window.compare.summary.text()
-    assert window.compare.check.text() == "✓ The same text, word for word."
+    assert window.compare.check.text() == "✓ The same text, word for word."  # the chat's sampling
     assert "tokens/s" in window.compare.details.text() and "tok" not in window.compare.summary.text()
     assert window.compare.speedup() == speculative.decode_tokens_per_s / plain.decode_tokens_per_s
     assert window.compare.plain.text and window.compare.speculative.text

@@ -85,7 +85,7 @@ def test_panel_without_a_fitting_pair_offers_no_download(qtbot) -> None:
 
 
 def test_first_start_shows_it_once_close_and_reopen_from_help(open_window, tiny_target: Path, qtbot) -> None:
-    window = open_window(tiny_target, wait_loaded=False)
+    window = open_window(tiny_target, wait_loaded=False, temperature=0.7)  # the chat's default
     panel = window.welcome
     assert panel is not None and panel.isVisible()
     # Two lines: what it does and how the highlight reads; then the caveats that matter here, once.
@@ -100,6 +100,11 @@ def test_first_start_shows_it_once_close_and_reopen_from_help(open_window, tiny_
     qtbot.waitUntil(lambda: len(window.compare.final_stats) == 2, timeout=120_000)
     qtbot.waitUntil(lambda: not window.controller.is_busy, timeout=60_000)
     assert " instead of " in window.compare.summary.text()
+    # The chat samples (temperature 0.7); the demo is edit work, run exactly.
+    assert window.compare.check.text() == (
+        "✓ The same text, word for word. "
+        "Run as the “Edit or copy text” preset runs it: exact, with no repetition penalty."
+    )
     assert load_settings().has_seen_welcome  # first start only
     window.chat.input.setPlainText("still usable while it is shown")
     qtbot.mouseClick(panel.close_button, qtbot_left())

@@ -17,6 +17,7 @@ from app.settings import Settings
 from engine.errors import Failure
 from ui.failures import failure_words, raise_if_unexpected
 from ui.speed_presenter import SpeedPresenter
+from ui.words import task_preset
 
 
 class ComparePresenter(QObject):
@@ -39,6 +40,7 @@ class ComparePresenter(QObject):
         self.speed = speed
         self.runs: dict[int, str] = {}  # request id -> "plain" | "speculative"
         self.is_greedy = True  # of the last run: same text is then a check, else by design
+        self.task_preset = ""  # of the last run: the preset its task ran with ("": the chat's sampling)
         controller.reply_progressed.connect(self.on_controller_reply_progressed)
         controller.reply_finished.connect(self.on_controller_reply_finished)
         controller.reply_failed.connect(self.on_controller_reply_failed)
@@ -53,6 +55,15 @@ class ComparePresenter(QObject):
         turns = (ChatTurn("user", prompt),)
         settings = self._settings()
         params, max_tokens = settings.sampling(), settings.max_tokens
+        preset = task_preset(prompt)
+        if preset is not None:
+            params = replace(
+                params,
+                temperature=preset.temperature,
+                top_p=preset.top_p,
+                repeat_penalty=preset.repeat_penalty,
+            )
+        self.task_preset = preset.name if preset is not None else ""
         self.is_greedy = params.is_greedy
         if not params.is_greedy and params.seed is None:
             # One seed for both runs: with n-gram drafts sampled speculation then writes the very

@@ -236,6 +236,7 @@ class CompareView(QWidget):
         self._is_busy = False
         self._can_speculate = True
         self.is_greedy = True  # of the runs shown (set by the window as they start)
+        self.task_preset = ""  # ...and the preset their task ran with ("": the chat's sampling)
 
     def restyle(self) -> None:
         """The theme changed: both replies and the chart in its colours."""
@@ -327,6 +328,8 @@ class CompareView(QWidget):
         self.plain.stats.setText(f"{plain.n_generated} tokens in {words.seconds(plain_s)}")
         self.speculative.stats.setText(f"{spec.n_generated} tokens in {words.seconds(spec_s)}")
         is_same, said = words.same_text_words(self.plain.text, self.speculative.text, self.is_greedy)
+        if self.task_preset:
+            said += " " + words.task_preset_words(self.task_preset)
         self.check.setText(said)
         parts = [
             f"usual way {plain.decode_tokens_per_s:.1f} tokens/s",

@@ -592,6 +592,7 @@ class MainWindow(QMainWindow):
 
     def on_presenter_compare_started(self, plain_id: int, speculative_id: int) -> None:
         self.compare.is_greedy = self.presenter.comparison.is_greedy
+        self.compare.task_preset = self.presenter.comparison.task_preset
         self.compare.start(plain_id, speculative_id)
 
     def on_presenter_compare_progressed(self, progress: ReplyProgress) -> None:

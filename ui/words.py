@@ -362,8 +362,12 @@ def same_text_words(plain_text: str, sped_text: str, is_greedy: bool) -> tuple[b
 def built_in_presets() -> list[Preset]:
     return [
         # No instructions: asked to "only change what is asked", the tiny built-in model rewrote
-        # the note instead; the request itself says what to do. Exact, and the speed-up on.
-        Preset("Edit or copy text", temperature=0.0, speed_up="auto"),
+        # the note instead; the request itself says what to do. Exact, and the speed-up on. No
+        # repetition penalty: a copy repeats the document, and the penalty lowers exactly its
+        # tokens. SmolLM2-135M on the demo tasks with the chat's 1.1: the paragraph came back
+        # garbled in 51 tokens ("halftime costs two days' worth of lifeboats"), the function was
+        # not renamed but made up anew; without it, both came back (80 and 74 tokens).
+        Preset(EDIT_PRESET, temperature=0.0, repeat_penalty=1.0, speed_up="auto"),
         Preset("Everyday chat", speed_up="auto"),
         Preset("Creative writing", temperature=1.0, top_p=0.95, speed_up="ngram"),
     ]
@@ -384,6 +388,24 @@ meeting and in the next newsleter.
 
 Thank you,
 The harbour comittee"""
+
+EDIT_PRESET = "Edit or copy text"
+
+
+def task_preset(prompt: str) -> Preset | None:
+    """The preset Compare runs one of its tasks with: the demo tasks are edit work, run as the
+    "Edit or copy text" preset runs it (exact, no repetition penalty) whatever the chat's own
+    sampling; any other prompt runs with the chat's (None). With the chat's defaults (temperature
+    0.7, penalty 1.1) SmolLM2-135M rewrote the note instead of correcting it, and there was
+    nothing to draft: the demo showed the speed-up losing."""
+    if prompt.strip() in {task.strip() for _, task in DEMO_TASKS}:
+        return next(p for p in built_in_presets() if p.name == EDIT_PRESET)
+    return None
+
+
+def task_preset_words(name: str) -> str:
+    return f"Run as the “{name}” preset runs it: exact, with no repetition penalty."
+
 
 # An empty conversation's line, above the demo tasks offered as suggestions (ui.chat_view).
 EMPTY_CHAT = (
