@@ -7,6 +7,7 @@ import time
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
+from app.settings import load_settings
 from app.store import Store
 
 
@@ -210,7 +211,7 @@ def test_an_empty_conversation_suggests_work_where_the_speed_up_shows(
 ) -> None:
     from ui.words import DEMO_TASKS
 
-    window = open_window(tiny_target, max_tokens=8)
+    window = open_window(tiny_target, max_tokens=8, temperature=0.7)  # the chat's default
     chat = window.chat
     assert chat.empty_state.isVisible()
     assert [b.text() for b in chat.suggestion_buttons] == [name for name, _ in DEMO_TASKS]
@@ -218,6 +219,14 @@ def test_an_empty_conversation_suggests_work_where_the_speed_up_shows(
     qtbot.mouseClick(chat.suggestion_buttons[1], Qt.MouseButton.LeftButton)
     assert chat.input.toPlainText() == DEMO_TASKS[1][1]
     assert window.conversation_id is None
+    # It is edit work: the preset for it is chosen, in the header (exact, no repetition penalty).
+    settings = load_settings()
+    assert (settings.preset_name, settings.temperature, settings.repeat_penalty) == (
+        "Edit or copy text",
+        0.0,
+        1.0,
+    )
+    assert window.header.preset_combo.currentText() == "Edit or copy text"
     # What the user typed is never replaced by one.
     chat.input.setPlainText("my own words")
     qtbot.mouseClick(chat.suggestion_buttons[0], Qt.MouseButton.LeftButton)

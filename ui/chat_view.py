@@ -83,6 +83,7 @@ class ChatView(QWidget):
     edit_requested = Signal(int)  # message id of the user message to edit
     edit_cancelled = Signal()
     system_prompt_changed = Signal(str)
+    task_suggested = Signal(str)  # a suggestion's request, put in the message box
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -211,7 +212,10 @@ class ChatView(QWidget):
         self.suggestion_buttons: list[QPushButton] = []
         for name, task in DEMO_TASKS:
             button = QPushButton(name)
-            button.setToolTip("Puts this request in the message box; Enter sends it")
+            button.setToolTip(
+                "Puts this request in the message box and chooses the “Edit or copy text” preset; "
+                "Enter sends it"
+            )
             button.clicked.connect(lambda _=False, t=task: self._suggest(t))
             row.addWidget(button)
             self.suggestion_buttons.append(button)
@@ -224,6 +228,7 @@ class ChatView(QWidget):
             return  # nothing the user typed is replaced
         self.input.setPlainText(task)
         self.input.setFocus()
+        self.task_suggested.emit(task)
 
     # ---- messages
 

@@ -192,6 +192,7 @@ class MainWindow(QMainWindow):
         self.chat.edit_requested.connect(self.on_chat_edit_requested)
         self.chat.edit_cancelled.connect(self.on_chat_edit_cancelled)
         self.chat.system_prompt_changed.connect(self.on_chat_system_prompt_changed)
+        self.chat.task_suggested.connect(self.on_chat_task_suggested)
         self.compare.compare_requested.connect(self.on_compare_compare_requested)
         self.compare.stop_requested.connect(self.controller.stop)
         self.tabs.currentChanged.connect(self.on_tabs_current_changed)
@@ -705,6 +706,16 @@ class MainWindow(QMainWindow):
     def on_header_preset_chosen(self, preset: Any) -> None:
         self.presenter.apply_preset(preset)
         self.chat.set_system_prompt(preset.system_prompt)
+
+    def on_chat_task_suggested(self, task: str) -> None:
+        """A suggested task is edit work: it runs as its preset runs it (ui.words.task_preset),
+        chosen in the header where the user sees it and can choose another."""
+        from ui.words import task_preset
+
+        preset = task_preset(task)
+        if preset is not None:
+            self.on_header_preset_chosen(preset)
+            self.refresh_presets()
 
     def on_header_save_preset_requested(self) -> None:
         name, ok = QInputDialog.getText(
