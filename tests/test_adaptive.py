@@ -383,6 +383,42 @@ def test_a_reply_starts_with_short_drafts_until_one_is_accepted_whole() -> None:
     assert c.choose(available=64, bucket=5) <= 4
 
 
+# SmolLM2-135M on 2 AMD EPYC cores, AVX-512 build (tandem bench --cost-curve): every verified row
+# costs about half a plain step.
+STEEP = {1: 0.0087, 2: 0.0160, 4: 0.0250, 8: 0.0417, 16: 0.0754, 32: 0.1302, 64: 0.2494}
+
+
+def test_a_draft_risks_no_more_than_the_reply_has_saved() -> None:
+    # Copying accepted whole so far (acceptance ~1): on a steep curve a long draft is still priced
+    # well, but one rejected at its first token would lose 10 plain tokens. Within a reply a draft
+    # may risk only what the reply's drafts saved, plus what a first 4-token draft risks.
+    c = DraftLengthController(k_max=63)
+    c.seed({"step_s": {str(n): s for n, s in STEEP.items()}, "acceptance": {"5": [80.0, 80.0]}})
+    c.record(5, 0, 0, STEEP[1])
+    c.begin_reply()
+    plain = STEEP[1]
+
+    def verify(rows: int) -> float:
+        sizes = sorted(STEEP)
+        return float(np.interp(rows, sizes, [STEEP[n] for n in sizes]))
+
+    saved = 0.0
+    allowance = verify(5) - plain  # what a first 4-token draft risks
+    lengths = []
+    for _ in range(6):
+        k = c.choose(available=63, bucket=5)
+        lengths.append(k)
+        assert verify(k + 1) - plain <= saved + allowance + 1e-9, (lengths, saved)
+        c.record(5, k, k, verify(k + 1))
+        saved += (k + 1) * plain - verify(k + 1)
+    assert lengths[-1] > 2 * lengths[0]  # what copying saves, it may risk: drafts grow
+    # A long draft rejected at its first token spends what was saved: the next one is short again.
+    k = c.choose(available=63, bucket=5)
+    c.record(5, k, 0, verify(k + 1))
+    saved += plain - verify(k + 1)
+    assert verify(c.choose(available=63, bucket=5) + 1) - plain <= max(saved, 0.0) + allowance + 1e-9
+
+
 def test_a_draft_model_found_too_slow_is_measured_again_now_and_then() -> None:
     # A draft timed on a busy machine may look too slow for good: every few replies (doubling)
     # its cost is measured afresh instead of trusted forever.
