@@ -149,6 +149,20 @@ def test_a_failed_download_shows_its_sentence(qtbot, hub: FakeHub) -> None:
     assert "missing.gguf was not found in the repository" in page.status_labels[CUSTOM_KEY].text()
 
 
+def test_the_pair_picker_names_a_built_in_model_as_people_call_it(qtbot, tiny_target: Path) -> None:
+    # SmolLM2's file header names it "Smollm2 135M 8k Lc100K Mix1 Ep2": the picker says what the
+    # header's model picker says. Any other model keeps its header's name.
+    from app.library.default_model import SMOLLM2_FILE
+
+    folder = paths.models_dir()
+    shutil.copy(tiny_target, folder / SMOLLM2_FILE)
+    shutil.copy(tiny_target, folder / tiny_target.name)
+    page = make_page(qtbot)
+    names = sorted(page.target_combo.itemText(i) for i in range(page.target_combo.count()))
+    header_name = next(m.name for m in page.local_models if m.path.name == tiny_target.name)
+    assert names == sorted([f"SmolLM2 135M Instruct ({SMOLLM2_FILE})", f"{header_name} ({tiny_target.name})"])
+
+
 def test_pair_picker_offers_only_compatible_drafts_and_explains_the_others(
     qtbot, tiny_target: Path, tiny_draft: Path, tiny_incompatible: Path
 ) -> None:

@@ -92,11 +92,11 @@ def test_first_start_shows_it_once_close_and_reopen_from_help(open_window, tiny_
     about = panel.about_label.text()
     assert about.count("<br>") == 1 and "Highlighted</span> text is what was guessed and confirmed" in about
     assert "tiny" in about and "GPU" in about and "README" not in about
-    # One click to a demo where the speed shows: Compare, a note to correct, run at once.
+    # One click to a demo where the speed shows: Compare, a paragraph to repeat, run at once.
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=60_000)
     qtbot.mouseClick(panel.demo_button, qtbot_left())
     assert window.tabs.currentWidget() is window.compare
-    assert window.compare.prompt.toPlainText().startswith("Fix the spelling mistakes in this note")
+    assert window.compare.prompt.toPlainText().startswith("Here is a short text. Repeat it exactly")
     qtbot.waitUntil(lambda: len(window.compare.final_stats) == 2, timeout=120_000)
     qtbot.waitUntil(lambda: not window.controller.is_busy, timeout=60_000)
     assert " instead of " in window.compare.summary.text()

@@ -2,20 +2,20 @@
 
     python -m tools.screenshot_set --out resources
 
-The scene is work where the speed-up shows: a note with spelling mistakes, corrected by the
-offline instruct model (SmolLM2-135M-Instruct, `--model smollm2`) with the "Edit or copy text"
-preset (greedy, speed-up Automatic: drafting from the text). Compare runs the note the usual way
-and then sped up (its plain run is this machine's measured plain speed); then the chat corrects
-the same note, and its reply keeps its highlight and its headline. Everything shown is what
-those runs did on this machine: nothing is staged.
+The scene is work where the speed-up shows and the model does it right: the welcome's demo, a
+paragraph repeated word for word by the offline instruct model (SmolLM2-135M-Instruct, `--model
+smollm2`) with the "Edit or copy text" preset (greedy, speed-up Automatic: drafting from the
+text). Compare runs it the usual way and then sped up (its plain run is this machine's measured
+plain speed); then the chat asks the same, and its reply keeps its highlight and its headline.
+Everything shown is what those runs did on this machine: nothing is staged.
 
 One scene, many pictures: each page is grabbed in the light and the dark theme, at 1x and at 2x
 (rendered at twice the pixels into an image of device pixel ratio 2, as a HiDPI screen draws it),
 as resources/screenshot-{chat,compare,models}-{light,dark}-{1,2}x.png; resources/screenshot.png
-(the README's first picture) is the light chat at 1x. A scene where the speed-up did not pay
-(under MIN_SPEEDUP, whole requests, in Compare) is tried again, up to three times (a busy machine
-can spoil a run); if none pays, nothing is written and it exits 1: the pictures must not show
-the product failing. The engine uses every core, as the window does by default (one thread made
+(the README's first picture) is the light chat at 1x. Compare runs the task once to read the
+prompt, then TYPICAL_RUNS times: where the median of their headlines is under MIN_SPEEDUP the
+speed-up did not pay, and nothing is written (exit 1): the pictures must not show the product
+failing. The run pictured is one near that median: not the luckiest run. The engine uses every core, as the window does by default (one thread made
 the pictures steadier on a shared machine, but on one thread SmolLM2-135M's 2-row batch costs 2x a
 1-row one, and drafting barely pays). Scratch TANDEM_HOME: the user's files are neither shown nor
 touched.
@@ -27,11 +27,14 @@ import argparse
 import functools
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-MIN_SPEEDUP = 1.3  # whole requests in Compare; below it the scene is not a fair picture
+MIN_SPEEDUP = 1.3  # Compare's headline, median of TYPICAL_RUNS; below it the scene is not a fair picture
+TYPICAL_RUNS = 3
+NEAR = 0.05  # the run pictured is within this of the median
 TIMEOUT_S = 1200
 SIZE = (1280, 820)
 PAGES = ("chat", "compare", "models")
@@ -68,7 +71,7 @@ def _scene(out_dir: Path, model: str) -> int:
     from app.gui import wait_until as wait_for
     from app.settings import load_settings, save_settings
     from ui.main_window import MainWindow
-    from ui.words import DEMO_TASKS, built_in_presets
+    from ui.words import DEMO_TASKS, built_in_presets, compare_seconds
 
     app = QApplication.instance() or QApplication(["tandem"])
     app.setApplicationName("Tandem")
@@ -94,29 +97,51 @@ def _scene(out_dir: Path, model: str) -> int:
 
     # Compare first: its plain run is this machine's measured plain speed for the chat's headline.
     window.open_compare()
-    # The note to correct, up to three times (a machine busy with other work can spoil a run).
-    for index in (1, 1, 1):
-        window.compare.task_combo.setCurrentIndex(index)
-        window.compare.on_task_combo_activated(index)
-        _, task = DEMO_TASKS[index - 1]
+    # The first task: one run that reads the prompt, then TYPICAL_RUNS more; their median must
+    # reach MIN_SPEEDUP, and the run pictured is one within NEAR of that median (up to
+    # TYPICAL_RUNS more tries): the picture shows a typical run, not the luckiest.
+    index = 1
+    window.compare.task_combo.setCurrentIndex(index)
+    window.compare.on_task_combo_activated(index)
+    _, task = DEMO_TASKS[index - 1]
+
+    def compare_once() -> float:
         window.on_compare_compare_requested(window.compare.prompt.toPlainText())
         wait_until(lambda: len(window.compare.final_stats) == 2, "Compare")
         wait_until(lambda: not window.controller.is_busy, "Compare to end")
         plain, sped = window.compare.final_stats["plain"], window.compare.final_stats["speculative"]
-        reading = max(plain.prefill_s, sped.prefill_s)  # the second run finds the prompt read
-        ratio = (reading + plain.decode_s) / (reading + sped.decode_s) if sped.decode_s > 0 else 0.0
+        plain_s, sped_s = compare_seconds(plain, sped)
+        ratio = plain_s / sped_s if sped_s > 0 else 0.0
         print(
-            f"screenshot_set: Compare {ratio:.2f}x (the prompt read in {reading:.1f} s counted for both); "
-            f"decode {plain.decode_tokens_per_s:.1f} -> {sped.decode_tokens_per_s:.1f} tok/s, "
-            f"{sped.n_accepted}/{sped.n_drafted} drafted tokens accepted, {sped.n_generated} tokens, "
-            f"state {sped.note_kind!s}"
+            f"screenshot_set: Compare {ratio:.2f}x ({plain_s:.2f} s instead of {sped_s:.2f} s, as its "
+            f"headline says); decode {plain.decode_tokens_per_s:.1f} -> {sped.decode_tokens_per_s:.1f} "
+            f"tok/s, {sped.n_accepted}/{sped.n_drafted} drafted tokens accepted, {sped.n_generated} tokens"
         )
-        if ratio >= MIN_SPEEDUP:
-            break
-    else:
-        print(f"screenshot_set: under {MIN_SPEEDUP}x: not a fair picture, nothing written", file=sys.stderr)
+        return ratio
+
+    compare_once()  # reads the prompt (later runs find it read, as a second Compare does)
+    ratios = [compare_once() for _ in range(TYPICAL_RUNS)]
+    typical = statistics.median(ratios)
+    if typical < MIN_SPEEDUP:
+        print(
+            f"screenshot_set: median {typical:.2f}x, under {MIN_SPEEDUP}x: not a fair picture, nothing written",
+            file=sys.stderr,
+        )
         window.shutdown()
         return 1
+    last = ratios[-1]
+    for _ in range(TYPICAL_RUNS):
+        if abs(last / typical - 1) <= NEAR:
+            break
+        last = compare_once()
+    else:
+        print(
+            f"screenshot_set: no run near the median {typical:.2f}x to picture, nothing written",
+            file=sys.stderr,
+        )
+        window.shutdown()
+        return 1
+    print(f"screenshot_set: median {typical:.2f}x of {len(ratios)} runs; pictured {last:.2f}x")
 
     window.tabs.setCurrentIndex(0)
     window.send(task)

@@ -19,6 +19,7 @@ from app.settings import Preset
 from ui import theme
 from ui.markdown_view import tint_format
 from ui.words import (
+    BUILT_IN_MODELS,
     LEGEND,
     LEGEND_ORDER,
     LEGEND_SHORT,
@@ -26,12 +27,6 @@ from ui.words import (
     SPEED_UP_CHOICES,
     legend_said,
     source_tip,
-)
-
-# The models Tandem carries (app.library.model_spec.Embedded), by what people call them.
-BUILT_IN_MODELS = (
-    ("smollm2", "SmolLM2 135M Instruct"),
-    ("default", "Gemma 3 270M (base)"),
 )
 
 

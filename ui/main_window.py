@@ -369,7 +369,7 @@ class MainWindow(QMainWindow):
             self.welcome.show()
 
     def run_demo(self) -> None:
-        """The welcome's demo: Compare, on a note to correct, the usual way and then sped up."""
+        """The welcome's demo: Compare, on a paragraph to repeat, the usual way and then sped up."""
         self.tabs.setCurrentWidget(self.compare)
         self.compare.show_demo()
 

@@ -15,7 +15,7 @@ from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QPushButton, QWidget
 
 from app.library.catalog import NGRAM, NO_DRAFT, LocalModel, draft_choices
-from ui.words import choice_name
+from ui.words import choice_name, model_name
 
 
 class PairPicker(QGroupBox):
@@ -64,7 +64,8 @@ class PairPicker(QGroupBox):
         for m in self.local_models:
             if m.info is not None:
                 in_use_text = ", in use" if in_use is not None and m.path.resolve() == in_use else ""
-                self.target_combo.addItem(f"{m.name} ({m.path.name}{in_use_text})", str(m.path))
+                name = model_name(m.path, m.name)
+                self.target_combo.addItem(f"{name} ({m.path.name}{in_use_text})", str(m.path))
         if select is not None:
             previous = next((str(m.path) for m in self.local_models if m.path.resolve() == select), previous)
         index = self.target_combo.findData(previous) if previous else -1

@@ -121,10 +121,11 @@ class WelcomePanel(QFrame):
         layout.addWidget(self.about_label)
 
         row = QHBoxLayout()
-        self.demo_button = QPushButton("See it: a note edited, side by side")
+        self.demo_button = QPushButton("See it: a paragraph repeated, side by side")
         self.demo_button.setObjectName("welcomeDemo")
         self.demo_button.setToolTip(
-            "Opens Compare with a note to correct and runs it the usual way, then with the speed-up"
+            "Opens Compare with a paragraph to repeat word for word and runs it the usual way, then "
+            "with the speed-up"
         )
         self.demo_button.clicked.connect(self.demo_requested)
         row.addWidget(self.demo_button, 0, Qt.AlignmentFlag.AlignTop)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from app.settings import Preset
@@ -356,6 +357,23 @@ def same_text_words(plain_text: str, sped_text: str, is_greedy: bool) -> tuple[b
     )
 
 
+# ---- the models Tandem carries (app.library.model_spec.Embedded), by what people call them
+
+BUILT_IN_MODELS = (
+    ("smollm2", "SmolLM2 135M Instruct"),
+    ("default", "Gemma 3 270M (base)"),
+)
+
+
+def model_name(path: Path, header_name: str) -> str:
+    """A local model's name: a built-in model's as people call it (SmolLM2's file header says
+    "Smollm2 135M 8k Lc100K Mix1 Ep2"), any other's from its header."""
+    from app.library.default_model import DEFAULT_MODEL_NAME, SMOLLM2_FILE
+
+    key = {SMOLLM2_FILE: "smollm2", DEFAULT_MODEL_NAME: "default"}.get(path.name)
+    return dict(BUILT_IN_MODELS).get(key, header_name) if key else header_name
+
+
 # ---- presets Tandem offers (the user's own are app.settings.load_presets)
 
 
@@ -413,15 +431,19 @@ EMPTY_CHAT = (
     "and ask for an edit, or start from one of these:"
 )
 
+# The first is the welcome's demo and the README's pictures: the one the offline SmolLM2-135M does
+# right (greedy, this EPYC: the paragraph back word for word, decode 1.3-1.5x plain). It copies the
+# note back without fixing its spelling and renames the function in the wrong places: those two
+# show what a larger model does.
 DEMO_TASKS = (
-    (
-        "Fix the spelling in a note",
-        "Fix the spelling mistakes in this note and give back the whole note:\n\n" + DEMO_NOTE,
-    ),
     (
         "Repeat a paragraph exactly",
         "Here is a short text. Repeat it exactly, word for word.\n\n"
         + DEMO_NOTE.split("\n\n")[1].replace("\n", " "),
+    ),
+    (
+        "Fix the spelling in a note",
+        "Fix the spelling mistakes in this note and give back the whole note:\n\n" + DEMO_NOTE,
     ),
     (
         "Rename a function in code",
