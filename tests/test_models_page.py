@@ -362,6 +362,11 @@ def test_cards_follow_the_theme(qtbot) -> None:
         assert card.findChild(QLabel, "pairFit").styleSheet() != fit_light
         badge = card.findChild(QLabel, "recommendedBadge").styleSheet()
         assert dark_palette().color(QPalette.ColorRole.Highlight).name() in badge
+        # Links too (a dark theme's link colour, not the light one's dark blue on a dark card).
+        speedup = card.findChild(QLabel, "pairSpeedup")
+        assert "<a href" in speedup.text()
+        link = dark_palette().color(QPalette.ColorRole.Link).name()
+        assert f'style="color: {link}"' in speedup.text()
     finally:
         manager.set_choice("system")
 

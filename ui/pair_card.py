@@ -107,19 +107,22 @@ def machine_note(machine: MachineInfo, gpu_backend: bool = False) -> str:
     )
 
 
-def describe_speedup(pair: CatalogPair) -> tuple[str, str]:
-    """(rich text for the card, plain text for a tooltip and screen readers)."""
+def describe_speedup(pair: CatalogPair, link_colour: str = "") -> tuple[str, str]:
+    """(rich text for the card, plain text for a tooltip and screen readers). Links in
+    link_colour where given: a label's rich text keeps the link colour it was first laid out
+    with, and after a switch to the dark theme drew the light theme's dark blue on a dark card."""
+    style = f' style="color: {link_colour}"' if link_colour else ""
     s = pair.reported_speedup
     if s is not None:
         # A link where there is one; a source that is not a link is for the tooltip only.
         is_link = _URL_RE.fullmatch(s.source.strip()) is not None
-        where = f' (<a href="{html.escape(s.source.strip())}">source</a>)' if is_link else ""
+        where = f' (<a href="{html.escape(s.source.strip())}"{style}>source</a>)' if is_link else ""
         rich = f"Reported speedup: <b>{s.factor:.1f}×</b>, by {html.escape(s.by)}{where}"
         plain = f"Reported speedup {s.factor:.1f}x, by {s.by}. {s.setup}. Source: {s.source}"
         return rich, plain
     note = pair.speedup_note or ""
     url = _URL_RE.search(note)
-    link = f' (<a href="{html.escape(url.group(0).rstrip(".,;"))}">what is known</a>)' if url else ""
+    link = f' (<a href="{html.escape(url.group(0).rstrip(".,;"))}"{style}>what is known</a>)' if url else ""
     return f"Reported speedup: no published figure{link}", f"No published speedup figure. {note}".strip()
 
 
@@ -359,6 +362,9 @@ class PairCard(QFrame):
             accent = p.color(QPalette.ColorRole.Highlight)
             accent_text = p.color(QPalette.ColorRole.HighlightedText)
             text = p.color(QPalette.ColorRole.Text)
+            self.speedup_label.setText(
+                describe_speedup(self.pair, p.color(QPalette.ColorRole.Link).name())[0]
+            )
             border = accent.name() if self.is_recommended else _rgba(mid, 200)
             width = 2 if self.is_recommended else 1
             self.setStyleSheet(
