@@ -59,4 +59,24 @@ def test_tandem_bench_replay_needs_no_model(capsys: pytest.CaptureFixture[str]) 
     assert main(["bench", "--replay", "--python-scale", "1"]) == 0
     out = capsys.readouterr().out
     assert "| epyc-slow-avx2 | 1 | copy-report |" in out
+    assert "### smollm2: 18 traces, 3 cost curves" in out  # each kept set against its own curves
+    assert "| this-epyc-avx2-smollm2 | 1 | demo-repeat |" in out
+    assert "| this-epyc-avx2-smollm2 | 1 | copy-report |" not in out
     assert "of the hindsight-best" in out
+
+
+def test_where_a_row_costs_half_a_plain_step_no_reply_ends_much_slower_than_plain() -> None:
+    # SmolLM2-135M: its replies to the demo tasks, documents and edit requests (many copy a
+    # stretch, then depart from it), on its curves of this EPYC. Long copy drafts priced well by
+    # acceptance, rejected after 2-3 tokens, made short replies 0.85x plain before a draft could
+    # risk no more than its reply's drafts had saved.
+    folder = REPLAY / "smollm2"
+    traces = load_traces(folder / "traces")
+    warm = next(t for t in traces if t.name == "warm-up")
+    speedups = []
+    for curve in load_curves(folder / "curves"):
+        _, seeded = replay(warm, curve)
+        speedups += [replay(t, curve, seeded.export())[0].speedup for t in traces if t is not warm]
+    assert len(speedups) == 3 * 17
+    assert min(speedups) >= 0.93, sorted(speedups)[:5]
+    assert sorted(speedups)[len(speedups) // 2] >= 1.1  # and most still gain

@@ -43,15 +43,16 @@ def _engine(args: argparse.Namespace, draft: DraftChoice = NO_DRAFT) -> Engine:
 
 
 def record_traces(args: argparse.Namespace) -> str:
-    from app.cli.bench import WARM_UP_PROMPT, _run, load_prompts
+    from app.cli.bench import WARM_UP_PROMPT, _run, load_prompts, render_prompt
     from engine.config import SamplingParams
 
-    prompts = [("warm-up", WARM_UP_PROMPT)] + [
-        (p.name, p.prompt) for p in load_prompts(args.prompts, args.sets or "copy")
-    ]
     out = Path(args.out) if args.out else replay_dir() / "traces"
     out.mkdir(parents=True, exist_ok=True)
     engine = _engine(args)
+    # Documents prompts in the model's chat template, as the window sends them.
+    prompts = [("warm-up", WARM_UP_PROMPT)] + [
+        (p.name, render_prompt(engine, p).prompt) for p in load_prompts(args.prompts, args.sets or "copy")
+    ]
     model = Path(engine.config.target_path).name
     lines = []
     try:
@@ -194,13 +195,29 @@ def replay_markdown(rows: list[ReplayRow]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def replay_report(args: argparse.Namespace) -> str:
+def replay_sets() -> list[tuple[str, Path]]:
+    """The kept sets, each a folder of curves/ and traces/ of one model: resources/replay itself
+    (Gemma 3 270M, the bench's copy prompts) and each folder under it that holds both (smollm2:
+    the first chat's model, a reply's rows each costing half a plain step)."""
     base = replay_dir()
-    curves = load_curves(Path(args.curves) if args.curves else base / "curves")
-    traces = load_traces(Path(args.traces) if args.traces else base / "traces")
+    under = [d for d in sorted(base.iterdir()) if (d / "curves").is_dir() and (d / "traces").is_dir()]
+    return [("gemma-3-270m", base), *((d.name, d) for d in under)]
+
+
+def replay_report(args: argparse.Namespace) -> str:
     scales = tuple(float(x) for x in args.python_scale.split(",")) if args.python_scale else PYTHON_SCALES
-    rows = run_replay(curves, traces, scales)
-    text = replay_markdown(rows)
+    if args.curves or args.traces:
+        base = replay_dir()
+        curves = load_curves(Path(args.curves) if args.curves else base / "curves")
+        traces = load_traces(Path(args.traces) if args.traces else base / "traces")
+        text = replay_markdown(run_replay(curves, traces, scales))
+    else:
+        parts = []
+        for name, folder in replay_sets():
+            curves, traces = load_curves(folder / "curves"), load_traces(folder / "traces")
+            parts.append(f"### {name}: {len(traces)} traces, {len(curves)} cost curves\n")
+            parts.append(replay_markdown(run_replay(curves, traces, scales)))
+        text = "\n".join(parts)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
     return text
