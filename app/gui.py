@@ -267,6 +267,9 @@ def run_gui(argv: list[str]) -> int:
         app.pending_links.clear()
     register_links_at_start(home)
     freeze_startup_objects()
+    from ui.gc_on_gui_thread import GuiThreadCollector
+
+    collector = GuiThreadCollector(app)  # no worker thread may free a Qt object
     # Ctrl+C or a SIGTERM closes the window properly (replies marked, engine stopped). Python
     # runs signal handlers only between bytecodes, so a timer wakes it while Qt waits.
     signal.signal(signal.SIGINT, lambda *_: window.close())
@@ -276,6 +279,7 @@ def run_gui(argv: list[str]) -> int:
     wake.start(250)
     code = app.exec()
     window.shutdown()
+    collector.close()
     stop_listening()
     instance_lock.release()
     return int(code)

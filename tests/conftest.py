@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,11 +15,23 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("TANDEM_STRICT", "1")
 
 from tests.tiny import write_tiny_model  # noqa: E402
+from ui.gc_on_gui_thread import collect_due  # noqa: E402
 from ui.pyside_refcount_fix import immortalize_singletons  # noqa: E402
 
 # PySide6 6.12 on Python 3.11 drops a reference to None/True/False on every void Qt call; a
 # test session makes far more than the ~5,000 calls that takes to abort the interpreter.
 immortalize_singletons()
+
+# Garbage is collected on the main (GUI) thread only, as the app does (ui/gc_on_gui_thread.py):
+# a collection in a test server's thread freed a Qt object there and crashed the session.
+THRESHOLD = gc.get_threshold()
+gc.disable()
+
+
+@pytest.fixture(autouse=True)
+def collect_on_the_gui_thread() -> Iterator[None]:
+    yield
+    collect_due(THRESHOLD)
 
 
 @pytest.fixture(autouse=True)

@@ -576,9 +576,9 @@ class MainWindow(QMainWindow):
         if len(live.reply) != progress.start:
             shown = live.reply.shown()
             widget.stream(shown, self.settings.show_draft_tint)
-            # The legend names a new source as soon as its tint shows (the newest spans only:
-            # the reply's end names them all).
-            self.header.add_sources(shown.draft_sources[-4:])
+            # The legend names a new source as soon as its tint shows, wherever in the batch its
+            # stretch is (a reply holds a few hundred stretches at most: a set's worth of work).
+            self.header.add_sources(shown.draft_sources)
         if progress.stats:
             widget.add_stats(progress.stats, self._plain_tokens_per_s())
 
