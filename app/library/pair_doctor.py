@@ -28,7 +28,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from app.library.catalog import detect_gpu, format_bytes, gpu_memory_bytes, meminfo_bytes, total_ram_bytes
+from app.library.catalog import (
+    available_ram_bytes,
+    detect_gpu,
+    format_bytes,
+    gpu_memory_bytes,
+    total_ram_bytes,
+)
 from app.library.downloads import DEFAULT_TIMEOUT_S
 from app.library.hub_search import (
     HubGGUF,
@@ -167,9 +173,9 @@ class MachineMemory:
 
 
 def free_ram_bytes() -> int:
-    """MemAvailable on Linux (what can be had without swapping), else physical memory."""
-    available = meminfo_bytes("MemAvailable")
-    return available if available is not None else total_ram_bytes()
+    """What a model can have without swapping (catalog.available_ram_bytes, as documents and the
+    catalog's fit read it), else physical memory where that is not known."""
+    return available_ram_bytes() or total_ram_bytes()
 
 
 def machine_memory() -> MachineMemory:
