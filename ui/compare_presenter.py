@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, Signal
 from app.host.controller import EngineController
 from app.host.messages import ChatTurn
 from app.host.reply import Reply, ReplyProgress
-from app.settings import Settings
+from app.settings import Preset, Settings
 from engine.errors import Failure
 from ui.failures import failure_words, raise_if_unexpected
 from ui.speed_presenter import SpeedPresenter
@@ -40,7 +40,7 @@ class ComparePresenter(QObject):
         self.speed = speed
         self.runs: dict[int, str] = {}  # request id -> "plain" | "speculative"
         self.is_greedy = True  # of the last run: same text is then a check, else by design
-        self.task_preset = ""  # of the last run: the preset its task ran with ("": the chat's sampling)
+        self.task_preset: Preset | None = None  # of the last run: the preset its task ran with
         controller.reply_progressed.connect(self.on_controller_reply_progressed)
         controller.reply_finished.connect(self.on_controller_reply_finished)
         controller.reply_failed.connect(self.on_controller_reply_failed)
@@ -63,7 +63,7 @@ class ComparePresenter(QObject):
                 top_p=preset.top_p,
                 repeat_penalty=preset.repeat_penalty,
             )
-        self.task_preset = preset.name if preset is not None else ""
+        self.task_preset = preset
         self.is_greedy = params.is_greedy
         if not params.is_greedy and params.seed is None:
             # One seed for both runs: with n-gram drafts sampled speculation then writes the very

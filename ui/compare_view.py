@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.host.reply import Reply, ReplyProgress
+from app.settings import Preset
 from engine.events import Stats
 from ui import theme, words
 from ui.markdown_view import MessageBody
@@ -236,7 +237,7 @@ class CompareView(QWidget):
         self._is_busy = False
         self._can_speculate = True
         self.is_greedy = True  # of the runs shown (set by the window as they start)
-        self.task_preset = ""  # ...and the preset their task ran with ("": the chat's sampling)
+        self.task_preset: Preset | None = None  # ...and the preset their task ran with (None: the chat's)
 
     def restyle(self) -> None:
         """The theme changed: both replies and the chart in its colours."""
@@ -328,7 +329,7 @@ class CompareView(QWidget):
         self.plain.stats.setText(f"{plain.n_generated} tokens in {words.seconds(plain_s)}")
         self.speculative.stats.setText(f"{spec.n_generated} tokens in {words.seconds(spec_s)}")
         is_same, said = words.same_text_words(self.plain.text, self.speculative.text, self.is_greedy)
-        if self.task_preset:
+        if self.task_preset is not None:
             said += " " + words.task_preset_words(self.task_preset)
         self.check.setText(said)
         parts = [

@@ -421,8 +421,14 @@ def task_preset(prompt: str) -> Preset | None:
     return None
 
 
-def task_preset_words(name: str) -> str:
-    return f"Run as the “{name}” preset runs it: exact, with no repetition penalty."
+def task_preset_words(preset: Preset) -> str:
+    how = "exact" if preset.temperature <= 0 else f"temperature {preset.temperature:g}"
+    penalty = (
+        "no repetition penalty"
+        if preset.repeat_penalty == 1.0
+        else f"a repetition penalty of {preset.repeat_penalty:g}"
+    )
+    return f"Run as the “{preset.name}” preset runs it: {how}, with {penalty}."
 
 
 # An empty conversation's line, above the demo tasks offered as suggestions (ui.chat_view).
@@ -432,7 +438,7 @@ EMPTY_CHAT = (
 )
 
 # The first is the welcome's demo and the README's pictures: the one the offline SmolLM2-135M does
-# right (greedy, this EPYC: the paragraph back word for word, decode 1.3-1.5x plain). It copies the
+# right (greedy, this EPYC: the paragraph back, one word dropped; decode 1.3-1.5x plain). It copies the
 # note back without fixing its spelling and renames the function in the wrong places: those two
 # show what a larger model does.
 DEMO_TASKS = (
