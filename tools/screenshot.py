@@ -61,10 +61,12 @@ def _shoot(out: Path, model: Path) -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.gui import wait_until as wait_for
+    from ui.gc_on_gui_thread import GuiThreadCollector
     from ui.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(["tandem"])
     app.setApplicationName("Tandem")
+    GuiThreadCollector(app)  # as the window's app: no worker thread frees a Qt object
     window = MainWindow(model=str(model))
     window.resize(*WINDOW_SIZE)
     window.show()

@@ -70,11 +70,13 @@ def _scene(out_dir: Path, model: str) -> int:
 
     from app.gui import wait_until as wait_for
     from app.settings import load_settings, save_settings
+    from ui.gc_on_gui_thread import GuiThreadCollector
     from ui.main_window import MainWindow
     from ui.words import DEMO_TASKS, built_in_presets, compare_seconds
 
     app = QApplication.instance() or QApplication(["tandem"])
     app.setApplicationName("Tandem")
+    GuiThreadCollector(app)  # as the window's app: no worker thread frees a Qt object
     save_settings(load_settings().replace(theme="light", has_seen_welcome=True, max_tokens=400))
     window = MainWindow(model=model, draft="ngram")
     window.resize(*SIZE)
