@@ -299,7 +299,10 @@ def main(argv: list[str] | None = None) -> int:
     immortalize_singletons()
     from PySide6.QtWidgets import QApplication
 
+    from ui.gc_on_gui_thread import GuiThreadCollector
+
     app = QApplication.instance() or QApplication(["tandem-bench-gui"])
+    GuiThreadCollector(app)  # as the window's app: the scripted engine's threads free no Qt object
     worst = 0.0
     try:
         for i, rate in enumerate(rates):
