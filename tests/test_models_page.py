@@ -445,6 +445,21 @@ def test_the_cards_reflow_to_the_width_and_none_is_cut_off(qtbot, width: int, n_
     assert page.card_grid.columns == n_columns
 
 
+def test_a_long_models_folder_path_does_not_widen_the_page(qtbot, tmp_path: Path) -> None:
+    # Bug: the folder's path was written out on one line beside Import and Refresh; under a long
+    # temporary folder the page grew 8 px wider than a 1000 px window (a horizontal scroll bar).
+    models_dir = tmp_path.joinpath(*["a-rather-long-folder-name-" + str(i) for i in range(8)])
+    models_dir.mkdir(parents=True)
+    page = shipped_page(qtbot, models_dir=models_dir)
+    page.resize(1000, 800)
+    qtbot.waitUntil(lambda: assert_within_its_width(page), timeout=5_000)  # once laid out
+    hint = page.local_box.folder_hint
+    assert "Open the models folder" in hint.text() and hint.toolTip() == str(models_dir)
+    shown = re.sub(r"<[^>]+>", "", hint.text())
+    assert str(models_dir) not in shown  # a link to the folder, its path on hover
+    assert QUrl(re.search(r'href="([^"]+)"', hint.text()).group(1)).toLocalFile() == str(models_dir)
+
+
 def test_the_models_tab_of_a_1280_pixel_window_shows_every_card_whole(
     qtbot, open_window, tiny_target: Path
 ) -> None:

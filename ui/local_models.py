@@ -7,10 +7,11 @@ copy runs on a thread of ui/download_jobs.py's ImportJobs, which reports back on
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QMimeData, QObject, Qt, Signal
+from PySide6.QtCore import QMimeData, QObject, Qt, QUrl, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
@@ -53,8 +54,17 @@ class LocalModelsBox(QGroupBox):
         row = QHBoxLayout()
         self.import_button = QPushButton("Import a GGUF file…")
         self.refresh_button = QPushButton("Refresh")
-        hint = QLabel(f"or drop .gguf files here. Folder: {models_dir}")
-        hint.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # The folder is a link, its path a tooltip: a long path written out made the page wider
+        # than its window (a card cut off, a horizontal scroll bar).
+        folder_url = html.escape(QUrl.fromLocalFile(str(models_dir)).toString())
+        hint = QLabel(f'or drop .gguf files here. <a href="{folder_url}">Open the models folder</a>')
+        hint.setObjectName("modelsFolderHint")
+        hint.setWordWrap(True)
+        hint.setToolTip(str(models_dir))
+        hint.setOpenExternalLinks(True)
+        hint.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        hint.setAccessibleName(f"Open the models folder, {models_dir}")
+        self.folder_hint = hint
         row.addWidget(self.import_button)
         row.addWidget(self.refresh_button)
         row.addWidget(hint, 1)
