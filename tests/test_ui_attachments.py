@@ -250,3 +250,22 @@ def test_documents_that_do_not_fit_are_refused_with_the_numbers(
         assert store.attachments(window.conversation_id)[user.id][0].name == "long.txt"
     finally:
         store.close()
+
+
+def test_a_long_file_name_does_not_widen_the_window(qtbot, open_window, tiny_target, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Bug: a chip wrote its file's name whole on one line; a 125-character name made the chip
+    # 1,047 px at least, and the chat grew past a 900 px window (its buttons cut off).
+    name = "quarterly-report-of-the-northern-region-sales-and-marketing-department-final-version-2-reviewed-copy.txt"
+    document = tmp_path / name
+    document.write_text("The committee met on Tuesday.\n")
+    window = open_window(tiny_target, wait_loaded=False)
+    window.resize(900, 700)
+    drop_files(window, [document])
+    (chip,) = window.chat.attachments.chips()
+    qtbot.waitUntil(lambda: chip.isVisible())
+    assert window.minimumSizeHint().width() <= 900 and chip.minimumSizeHint().width() < 600
+    qtbot.waitUntil(lambda: window.width() == 900 and chip.width() <= window.chat.width())
+    text = chip.label.text()
+    assert text.startswith("quarterly-report-of-the-") and "…" in text and text.endswith(" tokens")
+    assert "-copy.txt · " in text  # its extension, its size and its count stay in sight
+    assert chip.label.toolTip().startswith(name)  # the whole name on hover

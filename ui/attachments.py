@@ -83,6 +83,16 @@ def about_tokens(document: Document) -> int:
     return max(1, round(len(document.text) / CHARS_PER_TOKEN))
 
 
+def shown_name(name: str, limit: int = 48) -> str:
+    """A file's name as its chip shows it: whole up to `limit` characters, else its start and its
+    end (the extension says what it is) around an ellipsis. A chip wrote a long name whole, and a
+    125-character one widened the window past its size (the whole name is on hover)."""
+    if len(name) <= limit:
+        return name
+    tail = limit // 3
+    return f"{name[: limit - tail - 1]}…{name[-tail:]}"
+
+
 @dataclass(frozen=True)
 class Attachment:
     """A chip's content: a document read, or the name of a file that could not be attached and why."""
@@ -147,7 +157,8 @@ class AttachmentChip(QFrame):
     def _show_tokens(self) -> None:
         document = self.attachment.document
         if document is None:
-            self.label.setText(self.attachment.name)
+            self.label.setText(shown_name(self.attachment.name))
+            self.label.setToolTip(self.attachment.name)
             return
         if self.n_tokens is None:
             tokens = f"about {about_tokens(document):,} tokens"
@@ -155,8 +166,8 @@ class AttachmentChip(QFrame):
         else:
             tokens = f"{self.n_tokens:,} tokens"
             tip = "Counted by the model in use, as the document is sent."
-        self.label.setText(f"{document.name} · {format_size(document.n_bytes)} · {tokens}")
-        self.label.setToolTip(tip)
+        self.label.setText(f"{shown_name(document.name)} · {format_size(document.n_bytes)} · {tokens}")
+        self.label.setToolTip(f"{document.name}\n{tip}")
 
 
 class AttachmentTray(QWidget):
