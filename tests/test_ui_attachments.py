@@ -15,6 +15,7 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent, QGuiApplication
 from PySide6.QtWidgets import QApplication
 
 from app.library.documents import document_block, document_from_text, format_size
+from app.settings import load_settings
 from app.store import Store
 from engine.config import EngineConfig
 from engine.session import Engine
@@ -151,14 +152,32 @@ def test_a_long_paste_is_offered_as_an_attachment(qtbot, open_window, tiny_targe
 def test_quick_actions_put_an_editable_request_in_the_box(qtbot, open_window, tiny_target, tmp_path) -> None:  # type: ignore[no-untyped-def]
     code = tmp_path / "fib.py"
     code.write_text("def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n")
-    window = open_window(tiny_target)
+    window = open_window(tiny_target, temperature=0.7)  # the chat's default
     window.chat.attachments.add_paths([code])
     (chip,) = window.chat.attachments.chips()
-    titles = [a.text() for a in chip.actions_button.menu().actions()]
-    assert titles == ["Rewrite", "Fix spelling and grammar", "Translate", "Refactor code"]
-    chip.actions_button.menu().actions()[3].trigger()
-    assert window.chat.input.toPlainText().startswith("Refactor the code in fib.py")
+    actions = {a.text(): a for a in chip.actions_button.menu().actions()}
+    assert list(actions) == ["Rewrite", "Fix spelling and grammar", "Translate", "Refactor code"]
+    box = window.chat.input
+    # A rewrite is not edit work: the chat's sampling stays.
+    actions["Rewrite"].trigger()
+    assert box.toPlainText().startswith("Rewrite fib.py in clearer words")
+    assert window.header.preset_combo.currentText() == "None" and load_settings().temperature == 0.7
+    # Refactoring keeps the file: it runs as the edit preset runs it, chosen in the header. It
+    # replaces the other action's request, as that was put in the box.
+    actions["Refactor code"].trigger()
+    assert box.toPlainText().startswith("Refactor the code in fib.py") and "Rewrite" not in box.toPlainText()
+    assert window.header.preset_combo.currentText() == "Edit or copy text"
+    settings = load_settings()
+    assert (settings.temperature, settings.repeat_penalty) == (0.0, 1.0)
     assert chip_texts(window)  # the chip stays: the request goes with it
+    # Words the user typed are kept: the request comes below them, and one undo takes it back.
+    box.setPlainText("Keep the docstring.")
+    actions["Fix spelling and grammar"].trigger()
+    assert box.toPlainText() == (
+        "Keep the docstring.\n\nFix the spelling and grammar in fib.py. Return the whole text, changing nothing else."
+    )
+    box.undo()
+    assert box.toPlainText() == "Keep the docstring."
 
 
 def models_count(model: Path, text: str) -> int:

@@ -45,6 +45,7 @@ from app.library.documents import (
     format_size,
     read_document,
 )
+from ui.words import QUICK_ACTIONS
 
 # A paste this long is offered as an attachment (it can still stay in the message).
 LONG_PASTE_CHARS = 2000
@@ -64,19 +65,6 @@ PROBLEM_WORDS = {
     DocumentProblem.DAMAGED: "The file is damaged and cannot be read.",
     DocumentProblem.TOO_MANY_TOKENS: "The file is larger than the model's whole context.",
 }
-
-QUICK_ACTIONS = (
-    ("Rewrite", "Rewrite {name} in clearer words, keeping its meaning. Return the whole text."),
-    (
-        "Fix spelling and grammar",
-        "Fix the spelling and grammar in {name}. Return the whole text, changing nothing else.",
-    ),
-    ("Translate", "Translate {name} into French. Return the whole translation."),
-    (
-        "Refactor code",
-        "Refactor the code in {name} to make it clearer, without changing what it does. Return the whole file.",
-    ),
-)
 
 
 def about_tokens(document: Document) -> int:
@@ -132,12 +120,12 @@ class AttachmentChip(QFrame):
             self.actions_button.setAccessibleName(f"Quick actions on {attachment.name}")
             self.actions_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
             menu = QMenu(self.actions_button)
-            for title, prompt in QUICK_ACTIONS:
-                if title == "Refactor code" and document.kind is not DocumentKind.CODE:
+            for quick in QUICK_ACTIONS:
+                if quick.title == "Refactor code" and document.kind is not DocumentKind.CODE:
                     continue
-                action = menu.addAction(title)
+                action = menu.addAction(quick.title)
                 action.triggered.connect(
-                    lambda _=False, p=prompt: self.action_requested.emit(p.format(name=document.name))
+                    lambda _=False, p=quick.prompt: self.action_requested.emit(p.format(name=document.name))
                 )
             self.actions_button.setMenu(menu)
             layout.addWidget(self.actions_button)

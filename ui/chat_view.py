@@ -28,7 +28,7 @@ from app.store import MessageStatus
 from engine.events import StatsRecord
 from ui.attachments import LONG_PASTE_CHARS, AttachmentTray, pick_files
 from ui.message_widget import MessageWidget
-from ui.words import DEMO_TASKS, EMPTY_CHAT
+from ui.words import DEMO_TASKS, EMPTY_CHAT, quick_action_of
 
 READABLE_WIDTH_EM = 110  # average characters: about 90 of text a line after margins
 
@@ -428,10 +428,19 @@ class ChatView(QWidget):
         self.attachments.add_text(pasted)
 
     def on_attachments_action_requested(self, prompt: str) -> None:
-        """A quick action: its request goes into the box, to change or send as it is."""
-        self.input.setPlainText(prompt)
+        """A quick action: its request goes into the box, to change or send as it is. It replaces
+        an empty box or another quick action's request as it was put there; after anything else,
+        the user's own words, it is added below them (nothing the user typed is lost)."""
+        typed = self.input.toPlainText().strip()
+        if typed and quick_action_of(typed) is None:
+            cursor = self.input.textCursor()
+            cursor.movePosition(cursor.MoveOperation.End)
+            cursor.insertText("\n\n" + prompt)  # one undo step, the user's words kept
+        else:
+            self.input.setPlainText(prompt)
         self.input.setFocus()
         self.input.moveCursor(self.input.textCursor().MoveOperation.End)
+        self.task_suggested.emit(prompt)  # edit work chooses its preset (ui.words.task_preset)
 
     def on_input_escaped(self) -> None:
         if self._is_editing:

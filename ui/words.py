@@ -410,13 +410,54 @@ The harbour comittee"""
 EDIT_PRESET = "Edit or copy text"
 
 
+@dataclass(frozen=True)
+class QuickAction:
+    """An attachment's quick action: a request for the message box, {name} the document's name.
+    keeps_text: the reply gives the document back with small changes (edit work: it runs as the
+    "Edit or copy text" preset runs it, see task_preset); a rewrite or a translation does not."""
+
+    title: str
+    prompt: str
+    keeps_text: bool
+
+
+QUICK_ACTIONS = (
+    QuickAction(
+        "Rewrite", "Rewrite {name} in clearer words, keeping its meaning. Return the whole text.", False
+    ),
+    QuickAction(
+        "Fix spelling and grammar",
+        "Fix the spelling and grammar in {name}. Return the whole text, changing nothing else.",
+        True,
+    ),
+    QuickAction("Translate", "Translate {name} into French. Return the whole translation.", False),
+    QuickAction(
+        "Refactor code",
+        "Refactor the code in {name} to make it clearer, without changing what it does. Return the whole file.",
+        True,
+    ),
+)
+
+
+def quick_action_of(request: str) -> QuickAction | None:
+    """The quick action whose request this is, as it put it in the box (any document's name)."""
+    for quick in QUICK_ACTIONS:
+        before, _, after = quick.prompt.partition("{name}")
+        text = request.strip()
+        if text.startswith(before) and text.endswith(after) and len(text) > len(before) + len(after):
+            return quick
+    return None
+
+
 def task_preset(prompt: str) -> Preset | None:
-    """The preset Compare runs one of its tasks with: the demo tasks are edit work, run as the
-    "Edit or copy text" preset runs it (exact, no repetition penalty) whatever the chat's own
-    sampling; any other prompt runs with the chat's (None). With the chat's defaults (temperature
-    0.7, penalty 1.1) SmolLM2-135M rewrote the note instead of correcting it, and there was
-    nothing to draft: the demo showed the speed-up losing."""
-    if prompt.strip() in {task.strip() for _, task in DEMO_TASKS}:
+    """The preset a task of Tandem's own runs with: the demo tasks and the quick actions that keep
+    a document's text (QuickAction.keeps_text) are edit work, run as the "Edit or copy text"
+    preset runs it (exact, no repetition penalty) whatever the chat's own sampling; any other
+    prompt runs with the chat's (None). With the chat's defaults (temperature 0.7, penalty 1.1)
+    SmolLM2-135M rewrote the note instead of correcting it, and there was nothing to draft: the
+    demo showed the speed-up losing."""
+    quick = quick_action_of(prompt)
+    if prompt.strip() in {task.strip() for _, task in DEMO_TASKS} or (quick is not None and quick.keeps_text):
         return next(p for p in built_in_presets() if p.name == EDIT_PRESET)
     return None
 
