@@ -48,6 +48,31 @@ def test_send_becomes_stop_while_a_reply_runs(qtbot, open_window, wait_reply, sl
     qtbot.waitUntil(lambda: chat.send_button.isVisible() and not chat.stop_button.isVisible(), timeout=30_000)
 
 
+def test_a_built_in_models_own_file_is_listed_once_by_its_name(qtbot, open_window, tiny_target) -> None:
+    # Bug: the built-in Gemma's file in the models folder was listed beside "Gemma 3 270M (base)"
+    # as "gemma-3-270m-q4_k_m", and a window on that file (the Models page's built-in pair chooses
+    # it by its path) showed it a second time, under its file header's name.
+    from app import paths
+    from app.library.default_model import DEFAULT_MODEL_NAME
+
+    built_in = paths.models_dir() / DEFAULT_MODEL_NAME
+    built_in.parent.mkdir(parents=True, exist_ok=True)
+    built_in.write_bytes(tiny_target.read_bytes())
+    window = open_window(built_in)
+    header = window.header
+    header.refresh_models()
+    items = [
+        (header.model_combo.itemText(i), header.model_combo.itemData(i))
+        for i in range(header.model_combo.count())
+    ]
+    assert [key for _, key in items].count("default") == 1 and str(built_in) not in [key for _, key in items]
+    assert header.model_combo.currentText() == "Gemma 3 270M (base)"
+    chosen: list[str] = []
+    header.model_chosen.connect(chosen.append)
+    header.model_combo.activated.emit(header.model_combo.currentIndex())
+    assert chosen == []  # the model in use: nothing is loaded again
+
+
 def test_the_model_picker_lists_the_models_and_switches(qtbot, open_window, tiny_target, tiny_draft) -> None:
     from app import paths
 

@@ -25,7 +25,9 @@ from ui.words import (
     LEGEND_SHORT,
     SOURCE_NAMES,
     SPEED_UP_CHOICES,
+    built_in_key,
     legend_said,
+    model_name,
     source_tip,
 )
 
@@ -224,12 +226,14 @@ class ChatHeader(QWidget):
         try:
             from app.library.catalog import scan_local_models
 
+            listed = {key for key, _ in models}
             for m in scan_local_models():
-                models.append((str(m.path), m.path.stem))
+                if built_in_key(str(m.path)) not in listed:  # the built-in Gemma's file: listed
+                    models.append((str(m.path), m.path.stem))
         except Exception:  # an unreadable folder: the built-in models are still offered
             pass
         if self._in_use and all(key != self._in_use for key, _ in models):
-            models.insert(1, (self._in_use, Path(self._in_use).stem))
+            models.insert(1, (self._in_use, model_name(Path(self._in_use), Path(self._in_use).stem)))
         self._models = models
         self.model_combo.blockSignals(True)
         self.model_combo.clear()
@@ -241,10 +245,12 @@ class ChatHeader(QWidget):
         self.model_combo.blockSignals(False)
 
     def set_model_in_use(self, key: str | None, name: str = "") -> None:
-        """The loaded model (a path, or a built-in model's name)."""
+        """The loaded model (a path, or a built-in model's name). A built-in model's own file is
+        that model's entry (chosen again, it is not loaded again)."""
+        key = (built_in_key(key) or key) if key else key
         self._in_use = key
         if key and self.model_combo.findData(key) < 0:
-            self.model_combo.addItem(name or Path(key).stem, key)
+            self.model_combo.addItem(model_name(Path(key), name or Path(key).stem), key)
         self._select_in_use()
 
     def _select_in_use(self) -> None:

@@ -374,6 +374,27 @@ def model_name(path: Path, header_name: str) -> str:
     return dict(BUILT_IN_MODELS).get(key, header_name) if key else header_name
 
 
+def built_in_key(model: str) -> str | None:
+    """The built-in model ("default", "smollm2") whose own file `model` is, a path; None for any
+    other file. The Models page chooses the built-in pair by its file's path, and the models
+    folder holds the built-in Gemma's file: the header lists each model once, by its name."""
+    if model in dict(BUILT_IN_MODELS):
+        return model
+    from app.library.default_model import DEFAULT_MODEL_NAME, smollm2_model
+    from app.paths import models_dir
+    from engine.errors import TandemError
+
+    try:
+        path = Path(model).resolve()
+        if path == (models_dir() / DEFAULT_MODEL_NAME).resolve():
+            return "default"
+        if path.name == Path(smollm2_model()).name and path == smollm2_model().resolve():
+            return "smollm2"
+    except (OSError, TandemError):  # no such folder, or SmolLM2 is not installed
+        pass
+    return None
+
+
 # ---- presets Tandem offers (the user's own are app.settings.load_presets)
 
 
