@@ -6,12 +6,13 @@ edit use them; the saved copy stands when the file changes), quick actions, and 
 from __future__ import annotations
 
 import os
+import re
 import signal
 from pathlib import Path
 
 from documents_files import write_pdf
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
-from PySide6.QtGui import QDragEnterEvent, QDropEvent, QGuiApplication
+from PySide6.QtGui import QColor, QDragEnterEvent, QDropEvent, QGuiApplication
 from PySide6.QtWidgets import QApplication
 
 from app.library.documents import document_block, document_from_text, format_size
@@ -19,7 +20,16 @@ from app.settings import load_settings
 from app.store import Store
 from engine.config import EngineConfig
 from engine.session import Engine
-from ui.attachments import LONG_PASTE_CHARS, DiffDialog, about_tokens, reply_body
+from ui import theme
+from ui.attachments import (
+    LONG_PASTE_CHARS,
+    DiffDialog,
+    about_tokens,
+    diff_html,
+    diff_summary,
+    reply_body,
+    word_diff,
+)
 
 FIB = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
 
@@ -242,11 +252,41 @@ def test_the_diff_shows_changes_and_copies_and_saves_the_new_text(qtbot, tmp_pat
     dialog = DiffDialog(original, reply)
     qtbot.addWidget(dialog)
     shown = dialog.view.toPlainText()
-    assert "-Teh cat sat." in shown and "+The cat sat." in shown and "On the mat." in shown
+    # The word that changed, in place (a paragraph is often one line: a line diff showed it all
+    # twice), taken out struck through and put in underlined: a cue besides colour.
+    assert shown == (
+        "1 change: 1 word taken out, 1 put in. Taken out: struck through; put in: underlined.\n"
+        "TehThe cat sat.\nOn the mat."
+    )
+    cursor = dialog.view.document().find("Teh")
+    assert cursor.charFormat().fontStrikeOut() and not cursor.charFormat().fontUnderline()
+    cursor = dialog.view.document().find("The cat")
+    cursor.setPosition(cursor.selectionStart() + 1)  # inside "The"
+    assert cursor.charFormat().fontUnderline() and not cursor.charFormat().fontStrikeOut()
     dialog.copy()
     assert QGuiApplication.clipboard().text() == "The cat sat.\nOn the mat."
     dialog.save_as(str(tmp_path / "note-fixed.txt"))
     assert (tmp_path / "note-fixed.txt").read_text() == "The cat sat.\nOn the mat.\n"
+
+
+def test_the_diff_of_a_long_document_keeps_the_lines_around_its_changes() -> None:
+    original = "".join(f"Line {i} of the report.\n" for i in range(40))
+    edited = original.replace("Line 20 of", "Line 20, revised, of").replace("Line 39 of the report.\n", "")
+    pieces = word_diff(original, edited)
+    assert ("added", ", revised,") in pieces and ("removed", "Line 39 of the report.\n") in pieces
+    assert diff_summary(pieces) == (
+        "2 changes: 5 words taken out, 1 put in. Taken out: struck through; put in: underlined."
+    )
+    shown = re.sub(r"<[^>]+>", "", diff_html(original, edited))
+    assert "⋯ 17 unchanged lines ⋯" in shown and "Line 3 of" not in shown and "Line 17 of" in shown
+    assert diff_summary(word_diff("a b\n", "a  b")) == "Only spaces or line breaks changed."
+    assert diff_summary(word_diff("a b", "a, b")).startswith("1 change to punctuation.")
+    assert diff_summary(word_diff("same", "same")) == "The reply is the same as the document."
+    for colors in (theme.LIGHT, theme.DARK):  # text on the marks: 4.5:1 at least (WCAG AA)
+        for background in re.findall(
+            r"background-color:(#[0-9a-f]{6})", diff_html("a b", "a c", colors=colors)
+        ):
+            assert theme.contrast(colors.text, QColor(background)) >= 4.5
 
 
 def test_documents_that_do_not_fit_are_refused_with_the_numbers(

@@ -45,6 +45,7 @@ from app.library.documents import (
     format_size,
     read_document,
 )
+from ui import theme
 from ui.words import QUICK_ACTIONS
 
 # A paste this long is offered as an attachment (it can still stay in the message).
@@ -306,21 +307,94 @@ def reply_body(reply: str) -> str:
     return blocks[0][1] if len(blocks) == 1 else reply.strip()
 
 
-def diff_html(original: str, edited: str) -> str:
-    """A unified diff, line by line, removed lines red and added lines green."""
-    lines = difflib.unified_diff(
-        original.splitlines(), edited.splitlines(), "original", "reply", lineterm="", n=3
+# Words, runs of white space, and single marks: what the diff compares (a changed word shows as
+# that word, not as its whole line; a paragraph is often one line).
+_DIFF_TOKENS = re.compile(r"\s+|\w+|[^\w\s]")
+# Unchanged text running over more lines than this shows its first and last few only.
+_DIFF_KEEP_LINES = 3
+
+
+def word_diff(original: str, edited: str) -> list[tuple[str, str]]:
+    """The edited text against the original as (kind, text) pieces in reading order: "same",
+    "removed" (in the original only) and "added" (in the edited text only)."""
+    a, b = _DIFF_TOKENS.findall(original), _DIFF_TOKENS.findall(edited)
+    pieces: list[tuple[str, str]] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op == "equal":
+            pieces.append(("same", "".join(a[i1:i2])))
+            continue
+        if i2 > i1:
+            pieces.append(("removed", "".join(a[i1:i2])))
+        if j2 > j1:
+            pieces.append(("added", "".join(b[j1:j2])))
+    return pieces
+
+
+def diff_summary(pieces: list[tuple[str, str]]) -> str:
+    """One line: how many places changed, how many words were taken out and put in."""
+    words = {"removed": 0, "added": 0}
+    places, in_change = 0, False
+    for kind, text in pieces:
+        if kind == "same" or not text.strip():
+            in_change = in_change and kind != "same"
+            continue
+        places += not in_change
+        in_change = True
+        words[kind] += len(re.findall(r"\w+", text))
+    if places == 0:
+        if any(kind != "same" for kind, _ in pieces):
+            return "Only spaces or line breaks changed."
+        return "The reply is the same as the document."
+    out, put = words["removed"], words["added"]
+    changes = f"{places} change{'s' if places != 1 else ''}"
+    if out == put == 0:
+        return f"{changes} to punctuation. Taken out: struck through; put in: underlined."
+    return (
+        f"{changes}: {out} word{'s' if out != 1 else ''} taken out, {put} put in. "
+        "Taken out: struck through; put in: underlined."
     )
+
+
+def _shorten_same(text: str, first: bool, last: bool) -> str:
+    """Unchanged text as shown: a long run keeps only the lines next to the changes."""
+    lines = text.split("\n")
+    keep = _DIFF_KEEP_LINES
+    if len(lines) <= 2 * keep + 2:
+        return text
+    head = [] if first else lines[: keep + 1]
+    tail = [] if last else lines[-keep - 1 :]
+    hidden = len(lines) - len(head) - len(tail)
+    return "\n".join([*head, f"⋯ {hidden} unchanged lines ⋯", *tail])
+
+
+def diff_html(
+    original: str, edited: str, monospace: bool = False, colors: theme.ThemeColors | None = None
+) -> str:
+    """The edited text with its changes marked in place: words taken out struck through on red,
+    words put in underlined on green (a cue besides colour), white space and line breaks kept,
+    long unchanged stretches shortened. A summary line first."""
+    look = colors or theme.colors()
+    removed_bg, added_bg = ("#6e2828", "#1e5a32") if look.is_dark else ("#ffcdcd", "#c8f0cd")
+    pieces = word_diff(original, edited)
     out = []
-    for line in lines:
-        color = "#2e7d32" if line.startswith("+") else "#c62828" if line.startswith("-") else None
-        if line.startswith(("+++", "---")):
-            color = None
-        text = html.escape(line) or "&nbsp;"
-        out.append(f'<span style="color:{color}">{text}</span>' if color else text)
-    if not out:
-        return "<p>The reply is the same as the document.</p>"
-    return "<pre>" + "\n".join(out) + "</pre>"
+    for i, (kind, text) in enumerate(pieces):
+        if kind == "same":
+            out.append(html.escape(_shorten_same(text, i == 0, i == len(pieces) - 1)))
+        elif not text.strip():
+            out.append(html.escape(text) if kind == "added" else "")  # white space: the new text's
+        elif kind == "removed":
+            out.append(
+                f'<span style="background-color:{removed_bg}; text-decoration: line-through;">{html.escape(text)}</span>'
+            )
+        else:
+            out.append(
+                f'<span style="background-color:{added_bg}; text-decoration: underline;">{html.escape(text)}</span>'
+            )
+    font = "font-family: monospace; " if monospace else ""
+    return (
+        f"<p>{html.escape(diff_summary(pieces))}</p>"
+        f'<div style="{font}white-space: pre-wrap;">{"".join(out)}</div>'
+    )
 
 
 class DiffDialog(QDialog):
@@ -335,7 +409,7 @@ class DiffDialog(QDialog):
         layout = QVBoxLayout(self)
         self.view = QTextBrowser()
         self.view.setAccessibleName(f"Changes the reply made to {document.name}")
-        self.view.setHtml(diff_html(document.text, self.edited))
+        self.view.setHtml(diff_html(document.text, self.edited, document.kind is DocumentKind.CODE))
         layout.addWidget(self.view, 1)
         buttons = QHBoxLayout()
         self.copy_button = QPushButton("Copy the new text")
