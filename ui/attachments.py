@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QDialog,
@@ -248,7 +248,9 @@ class AttachmentTray(QWidget):
         chip.remove_requested.connect(self.remove)
         chip.action_requested.connect(self.action_requested)
         self._chips.append(chip)
-        self.chips_layout.addWidget(chip)
+        # A chip as wide as what it says; one with a problem the row's width, its sentence on one line.
+        align = Qt.AlignmentFlag.AlignLeft if attachment.problem is None else Qt.AlignmentFlag(0)
+        self.chips_layout.addWidget(chip, 0, align)
         self._ask_count(chip)
         self._update()
 
