@@ -328,3 +328,23 @@ def test_a_long_file_name_does_not_widen_the_window(qtbot, open_window, tiny_tar
     assert text.startswith("quarterly-report-of-the-") and "…" in text and text.endswith(" tokens")
     assert "-copy.txt · " in text  # its extension, its size and its count stay in sight
     assert chip.label.toolTip().startswith(name)  # the whole name on hover
+
+
+def test_a_reply_to_a_document_offers_its_changes(qtbot, open_window, wait_reply, tiny_target, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    notes = tmp_path / "notes.md"
+    notes.write_text("The committee met on Tuesday.\n")
+    window = open_window(tiny_target, max_tokens=8)
+    window.send("Hello.")  # a reply to a message without documents: nothing to compare
+    wait_reply(window)
+    drop_files(window, [notes])
+    window.chat.input.setPlainText("Fix it.")
+    qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
+    wait_reply(window)
+    replies = [w for w in window.chat._widgets.values() if w.role == "assistant"]
+    assert [w.changes_button.isVisibleTo(w) for w in replies] == [False, True]
+    assert replies[1].changes_button.accessibleName() == "Show the changes to the document"
+    qtbot.mouseClick(replies[1].changes_button, Qt.MouseButton.LeftButton)
+    (dialog,) = window.findChildren(DiffDialog)
+    qtbot.waitUntil(dialog.isVisible)
+    assert dialog.document.name == "notes.md" and dialog.edited == reply_body(replies[1].text())
+    dialog.close()

@@ -81,6 +81,7 @@ class ChatView(QWidget):
     stop_requested = Signal()
     regenerate_requested = Signal()
     edit_requested = Signal(int)  # message id of the user message to edit
+    changes_requested = Signal(int)  # message id of a reply to a message with documents
     edit_cancelled = Signal()
     system_prompt_changed = Signal(str)
     task_suggested = Signal(str)  # a suggestion's request, put in the message box
@@ -265,6 +266,7 @@ class ChatView(QWidget):
         )
         widget.edit_requested.connect(self.edit_requested)
         widget.regenerate_requested.connect(self.regenerate_requested)
+        widget.changes_requested.connect(self.changes_requested)
         if attachments:
             carried = QLabel("Attached: " + ", ".join(attachments))
             carried.setObjectName("messageAttachments")
@@ -304,13 +306,20 @@ class ChatView(QWidget):
             widget.restyle()
 
     def _update_edit_buttons(self) -> None:
-        """Edit on the last message of yours, Regenerate on the last reply; not while one runs."""
+        """Edit on the last message of yours, Regenerate on the last reply; not while one runs.
+        Changes on each reply to a message that carried documents (not while it is written)."""
         users = [w for w in self._widgets.values() if w.role == "user"]
         for w in users:
             w.set_editable(w is users[-1] and not self._is_busy)
         replies = [w for w in self._widgets.values() if w.role == "assistant"]
         for w in replies:
             w.set_regenerable(w is replies[-1] and not self._is_busy)
+        asked_with_documents = False
+        for w in self._widgets.values():  # in the conversation's order
+            if w.role == "user":
+                asked_with_documents = getattr(w, "attachments_label", None) is not None
+            else:
+                w.set_changes_shown(asked_with_documents and not (self._is_busy and w is replies[-1]))
 
     @property
     def regenerate_button(self) -> QToolButton | None:

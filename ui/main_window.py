@@ -190,6 +190,7 @@ class MainWindow(QMainWindow):
         self.chat.stop_requested.connect(self.controller.stop)
         self.chat.regenerate_requested.connect(self.on_chat_regenerate_requested)
         self.chat.edit_requested.connect(self.on_chat_edit_requested)
+        self.chat.changes_requested.connect(self.show_reply_diff)
         self.chat.edit_cancelled.connect(self.on_chat_edit_cancelled)
         self.chat.system_prompt_changed.connect(self.on_chat_system_prompt_changed)
         self.chat.task_suggested.connect(self.on_chat_task_suggested)
@@ -282,14 +283,21 @@ class MainWindow(QMainWindow):
         menu.insertSeparator(settings_action)
         self.conversations.export_requested.connect(self.export_conversation)
 
-    def show_reply_diff(self) -> Any:
-        """The last reply against the first document of the message it answered (a dialog with
-        copy and save-as); None, and a notice, where there is no such pair."""
+    def show_reply_diff(self, reply_id: int | None = None) -> Any:
+        """A reply (the last one unless told) against the first document of the message it
+        answered (a dialog with copy and save-as); None, and a notice, where there is no such pair."""
         from ui.attachments import DiffDialog
 
         conversation_id = self.conversation_id
         messages = self.store.messages(conversation_id) if conversation_id is not None else []
-        reply = next((m for m in reversed(messages) if m.role == "assistant" and m.content), None)
+        reply = next(
+            (
+                m
+                for m in reversed(messages)
+                if m.role == "assistant" and m.content and (reply_id is None or m.id == reply_id)
+            ),
+            None,
+        )
         asked = next((m for m in reversed(messages) if reply and m.role == "user" and m.id < reply.id), None)
         documents = self.presenter.attachments_of(asked.id) if asked is not None else ()
         if reply is None or not documents:

@@ -33,12 +33,13 @@ STATUS_NOTES = {
 
 
 class MessageWidget(QFrame):
-    """A message, with its actions (Regenerate, Edit, Copy) shown while the pointer is over it
+    """A message, with its actions (Changes, Regenerate, Edit, Copy) shown while the pointer is over it
     or the keyboard is in it: they stay in the tab order, invisible until then, so they are
     reachable without a mouse and do not crowd every message."""
 
     edit_requested = Signal(int)
     regenerate_requested = Signal()
+    changes_requested = Signal(int)  # this reply's id: its changes to the document it was asked about
 
     def __init__(self, message_id: int, role: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -68,7 +69,14 @@ class MessageWidget(QFrame):
         self.edit_button.clicked.connect(lambda: self.edit_requested.emit(self.message_id))
         self.copy_button = self._action("Copy", "Copy this message's text", "Copy message")
         self.copy_button.clicked.connect(self.on_copy_button_clicked)
-        for button in (self.regenerate_button, self.edit_button, self.copy_button):
+        self.changes_button = self._action(
+            "Changes",
+            "What this reply changed in the document it was asked about",
+            "Show the changes to the document",
+        )
+        self.changes_button.setVisible(False)
+        self.changes_button.clicked.connect(lambda: self.changes_requested.emit(self.message_id))
+        for button in (self.changes_button, self.regenerate_button, self.edit_button, self.copy_button):
             actions.addWidget(button)
         self._actions_shown = QGraphicsOpacityEffect(self.action_bar)
         self.action_bar.setGraphicsEffect(self._actions_shown)
@@ -110,7 +118,7 @@ class MessageWidget(QFrame):
         layout.addWidget(self.note)
         self._spans: tuple[tuple[int, int], ...] = ()
         self.detail_rows: list[tuple[str, str]] = []
-        for child in (self.regenerate_button, self.edit_button, self.copy_button):
+        for child in (self.changes_button, self.regenerate_button, self.edit_button, self.copy_button):
             child.installEventFilter(self)
         self.restyle(render=False)
 
@@ -245,6 +253,9 @@ class MessageWidget(QFrame):
 
     def set_regenerable(self, is_regenerable: bool) -> None:
         self.regenerate_button.setVisible(is_regenerable)
+
+    def set_changes_shown(self, is_shown: bool) -> None:
+        self.changes_button.setVisible(is_shown)
 
     def on_details_button_toggled(self, is_checked: bool) -> None:
         self.details.setVisible(is_checked)
