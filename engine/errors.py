@@ -53,19 +53,48 @@ class PairRefusal:
 
 
 @dataclass(frozen=True)
+class ContextFit:
+    """Whether a message and its documents fit the context, with the numbers to say so."""
+
+    n_prompt: int  # tokens of the prompt: the conversation, its documents and the new message
+    n_reply: int  # tokens kept for the reply
+    n_ctx: int  # the context now
+    n_ctx_offer: int = 0  # a larger context that fits them, within the model and memory (0: none)
+    offer_bytes: int = 0  # what that context's cache takes
+    n_ctx_limit: int = 0  # the largest context the model and this machine's free memory allow
+    free_bytes: int = 0  # memory free now
+    n_dropped: int = 0  # the oldest messages left out of the prompt already
+
+    @property
+    def n_needed(self) -> int:
+        return self.n_prompt + self.n_reply
+
+    @property
+    def fits(self) -> bool:
+        return self.n_needed <= self.n_ctx
+
+
+@dataclass(frozen=True)
 class Failure:
     """An error as a value that crosses a process pipe: its kind, its sentence and, for a
-    refused pair, the rule and both values."""
+    refused pair, the rule and both values; for a prompt too long for the context, the numbers."""
 
     kind: ErrorKind
     sentence: str
     pair: PairRefusal | None = None
+    context: ContextFit | None = None
 
     @classmethod
     def of(cls, error: BaseException, sentence: str | None = None) -> Failure:
         kind = error.kind if isinstance(error, TandemError) else ErrorKind.UNEXPECTED
         pair = error.refusal if isinstance(error, IncompatiblePairError) else None
-        return cls(kind, str(error) if sentence is None else sentence, pair)
+        context = getattr(error, "fit", None) if isinstance(error, TandemError) else None
+        return cls(
+            kind,
+            str(error) if sentence is None else sentence,
+            pair,
+            context if isinstance(context, ContextFit) else None,
+        )
 
 
 class ModelFileError(TandemError):

@@ -6,7 +6,7 @@ what to show and listens to its ..._requested signals.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QMimeData, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeyEvent
@@ -119,12 +119,22 @@ class ChatView(QWidget):
         system_row.addStretch(0)
         layout.addLayout(system_row)
 
+        notice_row = QHBoxLayout()
         self.notice = QLabel()
         self.notice.setObjectName("notice")
         self.notice.setWordWrap(True)
         self.notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.notice.setVisible(False)
-        layout.addWidget(self.notice)
+        notice_row.addWidget(self.notice, 1)
+        # What the notice offers to do about it, where there is something (set_notice_action).
+        self.notice_action = QPushButton()
+        self.notice_action.setObjectName("noticeAction")
+        self.notice_action.setAccessibleName("Do what the notice offers")  # its offer, once it has one
+        self.notice_action.setVisible(False)
+        self.notice_action.clicked.connect(self.on_notice_action_clicked)
+        self._notice_do: Callable[[], None] | None = None
+        notice_row.addWidget(self.notice_action, 0, Qt.AlignmentFlag.AlignVCenter)
+        layout.addLayout(notice_row)
 
         self.scroll_area = QScrollArea()
         self.scroll_area.setAccessibleName("Messages")
@@ -348,6 +358,20 @@ class ChatView(QWidget):
         )
         self.notice.setText(text)
         self.notice.setVisible(bool(text))
+        self.set_notice_action("", None)  # a new notice offers nothing until told
+
+    def set_notice_action(self, text: str, do: Callable[[], None] | None) -> None:
+        """A button beside the notice that does what it offers (and hides the notice)."""
+        self._notice_do = do
+        self.notice_action.setText(text)
+        self.notice_action.setAccessibleName(text or "Do what the notice offers")
+        self.notice_action.setVisible(bool(text) and do is not None)
+
+    def on_notice_action_clicked(self) -> None:
+        do = self._notice_do
+        self.set_notice("")
+        if do is not None:
+            do()
 
     def set_system_prompt(self, text: str) -> None:
         self.system_prompt.setText(text)

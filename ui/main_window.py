@@ -12,6 +12,7 @@ much of a reply.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -75,6 +76,7 @@ class MainWindow(QMainWindow):
         self.presenter.record_extras = self._record_extras
         self._is_closed = False
         self._has_shown = False
+        self._answer_when_loaded = False  # a larger context chosen for a message that did not fit
         from ui.theme import ThemeManager
 
         self.theme = ThemeManager(self.settings.theme, self)  # before any text is rendered
@@ -447,6 +449,7 @@ class MainWindow(QMainWindow):
         c = self.controller
         c.load_progressed.connect(self.on_controller_load_progressed)
         c.engine_loaded.connect(self.on_controller_engine_loaded)
+        c.engine_failed.connect(self.on_controller_engine_failed)
         c.busy_changed.connect(self.on_controller_busy_changed)
         # A chip's tokens: the loaded model's own count, asked for as it is added.
         self.chat.attachments.count_tokens = c.count_tokens
@@ -463,6 +466,7 @@ class MainWindow(QMainWindow):
         p.speed_line_changed.connect(self.stats_label.setText)
         p.reply_progressed.connect(self.on_presenter_reply_progressed)
         p.reply_ended.connect(self.on_presenter_reply_ended)
+        p.context_offered.connect(self.on_presenter_context_offered)
         e = p.engine
         e.speculation_changed.connect(self.on_presenter_speculation_changed)
         e.pair_changed.connect(self.on_presenter_pair_changed)
@@ -475,6 +479,21 @@ class MainWindow(QMainWindow):
         c.failed.connect(self.compare.on_failed)
         c.state_changed.connect(self.stats_label.setText)
         self.on_presenter_speculation_changed(e.speculation)
+
+    def on_presenter_context_offered(self, n_ctx: int) -> None:
+        """A message that did not fit: one click takes the larger context this computer allows
+        (in Settings too) and answers the message once the model has loaded again."""
+        self.chat.set_notice_action(
+            f"Use {n_ctx:,} tokens and answer", lambda: self.use_context_and_answer(n_ctx)
+        )
+
+    def use_context_and_answer(self, n_ctx: int) -> None:
+        after = dataclasses.replace(self.settings, n_ctx=n_ctx)
+        if needs_reload(self.settings, after):
+            self._answer_when_loaded = True
+            self.apply_settings(after)
+        else:  # that context already (chosen in Settings meanwhile): answer now
+            self.regenerate()
 
     # ---- engine
 
@@ -620,8 +639,14 @@ class MainWindow(QMainWindow):
             self.load_progress.setRange(0, 100)
             self.load_progress.setValue(round(fraction * 100))
 
+    def on_controller_engine_failed(self, _failure: object) -> None:
+        self._answer_when_loaded = False  # the load's notice says why; nothing is sent
+
     def on_controller_engine_loaded(self, info: EngineInfo) -> None:
         # The pair, the speculation shown and the loading line follow the presenter.
+        if self._answer_when_loaded:  # the message that did not fit, in the larger context
+            self._answer_when_loaded = False
+            QTimer.singleShot(0, self.regenerate)
         self.chat.attachments.recount()  # this model's count of the chips in the tray
         page: Any = self.models_page  # (a QLabel if unavailable)
         self.header.set_model_in_use(self.presenter.engine.model_key(), info.target_name)

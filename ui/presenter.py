@@ -72,6 +72,7 @@ class ChatPresenter(QObject):
     editing_changed = Signal(object)  # the text being edited, or None: not editing
     notice_changed = Signal(str, bool)  # text ("" hides it), is a warning
     speed_line_changed = Signal(str)  # the status bar's state line (no figures: those are the reply's)
+    context_offered = Signal(int)  # a larger context that would fit a message that did not
     reply_progressed = Signal(object)  # ReplyProgress of the live chat reply
     reply_ended = Signal(object)  # ReplyEnded
 
@@ -118,6 +119,7 @@ class ChatPresenter(QObject):
             "speed_line_changed",
             "reply_progressed",
             "reply_ended",
+            "context_offered",
         ):
             getattr(r, forwarded).connect(getattr(self, forwarded))
         r.reply_finished.connect(self.conversations_changed)

@@ -112,6 +112,7 @@ class ReplyPresenter(QObject):
     reply_progressed = Signal(object)  # ReplyProgress of the live reply
     reply_ended = Signal(object)  # ReplyEnded
     reply_finished = Signal()  # a reply ended as generated (the conversation list changed)
+    context_offered = Signal(int)  # a larger context that would fit the message that did not
 
     def __init__(
         self,
@@ -271,4 +272,7 @@ class ReplyPresenter(QObject):
         if not has_engine_died:
             # A reply cut short (a server lost mid-reply) is kept: the sentence says what happened.
             self.notice_changed.emit(sentence if live.text else f"No reply: {sentence}", True)
+            self.speed_line_changed.emit("Ready")  # (it said "Reading the conversation…" on)
+            if failure.context is not None and failure.context.n_ctx_offer:
+                self.context_offered.emit(failure.context.n_ctx_offer)
         raise_if_unexpected(failure)

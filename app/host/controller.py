@@ -320,7 +320,9 @@ class EngineController(QObject):
                 if self._replies.pop(request_id, None) is not None:
                     self._finish(request_id)
                     self.reply_failed.emit(
-                        request_id, Failure(message.kind, message.sentence, message.pair), False
+                        request_id,
+                        Failure(message.kind, message.sentence, message.pair, message.context),
+                        False,
                     )
             case WorkerDied(sentence=sentence):  # the replies it owed fail through their own routes
                 self._info = None

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.config import DraftChoice, EngineConfig, SamplingParams
-from engine.errors import ErrorKind, Failure, PairRefusal
+from engine.errors import ContextFit, ErrorKind, Failure, PairRefusal
 from engine.events import Event, Finished, Speculation
 
 # ---------------------------------------------------------------------------------------------
@@ -158,6 +158,7 @@ class ReplyFailed:
     sentence: str
     kind: ErrorKind = ErrorKind.UNEXPECTED
     pair: PairRefusal | None = None
+    context: ContextFit | None = None  # a prompt too long for the context: the numbers
 
 
 @dataclass(frozen=True)

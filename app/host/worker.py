@@ -484,7 +484,10 @@ class _Child:
             self.outbox.send_event(request.request_id, stopped)
             self.outbox.flush()
         except TandemError as e:
-            self.send(ReplyFailed(request.request_id, str(e), e.kind, _pair(e)))
+            failure = Failure.of(e)
+            self.send(
+                ReplyFailed(request.request_id, failure.sentence, e.kind, failure.pair, failure.context)
+            )
         except (BrokenPipeError, EOFError):
             raise
         except Exception as e:

@@ -16,6 +16,7 @@ No Qt, no engine: counting tokens and fitting the context are the caller's (the 
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import os
@@ -26,7 +27,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from app.library.catalog import available_ram_bytes
-from engine.errors import ErrorKind, TandemError
+from engine.errors import ContextFit, ErrorKind, TandemError
 
 # A text file this large is about a million tokens: more than any context Tandem opens.
 MAX_TEXT_BYTES = 4 * 1024 * 1024
@@ -359,27 +360,6 @@ def kv_bytes_per_token(metadata: dict[str, object], architecture: str) -> int:
     return 2 * n_layers * n_head_kv * (key + value)
 
 
-@dataclass(frozen=True)
-class ContextFit:
-    """Whether a message and its documents fit the context, with the numbers to say so."""
-
-    n_prompt: int  # tokens of the prompt: the conversation, its documents and the new message
-    n_reply: int  # tokens kept for the reply
-    n_ctx: int  # the context now
-    n_ctx_offer: int = 0  # a larger context that fits them, within the model and memory (0: none)
-    offer_bytes: int = 0  # what that context's cache takes
-    n_ctx_limit: int = 0  # the largest context the model and this machine's free memory allow
-    free_bytes: int = 0  # memory free now
-
-    @property
-    def n_needed(self) -> int:
-        return self.n_prompt + self.n_reply
-
-    @property
-    def fits(self) -> bool:
-        return self.n_needed <= self.n_ctx
-
-
 def fit_context(
     n_prompt: int,
     n_reply: int,
@@ -431,7 +411,7 @@ class ContextTooSmallError(TandemError):
     kind = ErrorKind.PROMPT_TOO_LONG
 
     def __init__(self, fit: ContextFit, in_window: bool = False, n_dropped: int = 0) -> None:
-        self.fit = fit
+        self.fit = dataclasses.replace(fit, n_dropped=n_dropped)
         left_out = f" (with the {n_dropped} oldest messages left out)" if n_dropped else ""
         super().__init__(
             f"the message and its documents need {fit.n_needed:,} tokens{left_out} ({fit.n_prompt:,} to "
