@@ -124,3 +124,22 @@ def test_live_panel_in_the_window_and_kept_with_the_reply(
     assert not again.speed.isHidden() and again.speed.points and again.speed.is_compact
     user = next(w for w in window.chat.message_widgets() if w.role == "user")
     assert user.speed.isHidden()
+
+
+def test_a_reason_that_does_not_fit_beside_the_headline_goes_under_it_whole(qtbot) -> None:
+    # Bug: the reason was cut to fit beside the headline, under a reply of the usual width:
+    # "The guesses cost about as much time as they…", its point lost.
+    slow = _stats(9.0, 300, drafted=260, accepted=40, steps_with_draft=60, n_steps=280, prefill_s=2.0)
+    panel = SpeedPanel()
+    qtbot.addWidget(panel)
+    panel.set_final(StatsRecord.from_dict(slow.as_dict() | {"plain_tokens_per_s": 30.0}))
+    reason = panel.headline().reason
+    assert panel.headline().text == "About as fast as usual" and reason
+    panel.resize(1400, panel.height())
+    assert panel.reason_shown() == (reason, False)  # room beside it
+    panel.resize(560, panel.height())
+    assert panel.reason_shown() == (reason, True)  # whole, on a line of its own
+    panel.resize(300, panel.height())
+    shown, below = panel.reason_shown()
+    assert below and shown.endswith("…") and reason.startswith(shown[:-1])  # cut only where it must be
+    assert panel.toolTip() == reason  # and whole on hover

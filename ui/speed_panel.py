@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QFont, QPainter, QPainterPath, QPaintEvent, QPen
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from engine.events import Stats, StatsRecord
@@ -99,6 +99,7 @@ class SpeedPanel(QWidget):
         rows = words.details(stats, self.plain_tokens_per_s)
         said = ". ".join([t for t in (headline.text, headline.reason) if t] + [f"{k}: {v}" for k, v in rows])
         self.setAccessibleDescription(said)  # for screen readers; the eye gets the Details button
+        self.setToolTip(headline.reason)  # whole, where the panel is too narrow for it
         self.update()
 
     def kept_points(self, n: int = KEPT_POINTS) -> list[list[float]]:
@@ -146,13 +147,11 @@ class SpeedPanel(QWidget):
         text_color = self.palette().windowText().color()
         muted = QColor(colors.muted_text)
         h = self.height()
-        x = 2.0
         rates = windowed_rates(self.points)
         if rates:
             width = 110.0 if self.is_compact else 180.0
-            self._draw_sparkline(painter, QRectF(x, 3, width, h - 6), rates, colors, muted)
-            x += width + 12
-        self._draw_headline(painter, x, colors, text_color, muted)
+            self._draw_sparkline(painter, QRectF(2.0, 3, width, h - 6), rates, colors, muted)
+        self._draw_headline(painter, self._text_left(), colors, text_color, muted)
         painter.end()
 
     def headline(self) -> words.Headline:
@@ -161,34 +160,59 @@ class SpeedPanel(QWidget):
             return words.Headline(words.Verdict.PENDING, "")
         return words.headline(self.stats, self.plain_tokens_per_s, self.stats.note_kind)
 
-    def _draw_headline(
-        self, painter: QPainter, x: float, colors: theme.ThemeColors, text: QColor, muted: QColor
-    ) -> None:
-        """The headline, green where the speed-up paid, in the body colour where it did not,
-        with its reason beside it in grey: one line, nothing shown twice."""
-        headline = self.headline()
-        if not headline.text:
-            return
+    def _headline_font(self, headline: words.Headline) -> QFont:
         font = QFont(self.font())
         font.setBold(headline.verdict is words.Verdict.FASTER)
         if not self.is_compact:
             font.setPointSizeF(font.pointSizeF() * 1.15)
-        painter.setFont(font)
+        return font
+
+    def _text_left(self) -> float:
+        """Where the headline starts: after the sparkline, where there is one."""
+        return 2.0 + ((110.0 if self.is_compact else 180.0) + 12 if windowed_rates(self.points) else 0.0)
+
+    def reason_shown(self) -> tuple[str, bool]:
+        """The reason as drawn (elided only where even a line of its own is too narrow), and
+        whether it is on a line of its own under the headline: beside it where it fits. Cut to
+        fit beside it, it read "The guesses cost about as much time as they…" under such replies."""
+        headline = self.headline()
+        if not headline.reason:
+            return "", False
+        x = self._text_left()
+        beside = x + QFontMetrics(self._headline_font(headline)).horizontalAdvance(headline.text) + 10
+        metrics = QFontMetrics(self.font())
+        below = metrics.horizontalAdvance(headline.reason) > self.width() - beside - 4
+        room = self.width() - (x if below else beside) - 4
+        return metrics.elidedText(headline.reason, Qt.TextElideMode.ElideRight, max(0, int(room))), below
+
+    def _draw_headline(
+        self, painter: QPainter, x: float, colors: theme.ThemeColors, text: QColor, muted: QColor
+    ) -> None:
+        """The headline, green where the speed-up paid, in the body colour where it did not,
+        with its reason in grey beside it, or under it where it does not fit: nothing shown twice."""
+        headline = self.headline()
+        if not headline.text:
+            return
+        painter.setFont(self._headline_font(headline))
         metrics = painter.fontMetrics()
+        reason, below = self.reason_shown()
+        reason_metrics = QFontMetrics(self.font())
         y = (self.height() + metrics.ascent() - metrics.descent()) / 2
+        if below:
+            y = max(0.0, (self.height() - metrics.height() - reason_metrics.height()) / 2) + metrics.ascent()
         is_faster = headline.verdict is words.Verdict.FASTER
         painter.setPen(
             colors.speedup_text if is_faster else (muted if headline.verdict is words.Verdict.OFF else text)
         )
         painter.drawText(QPointF(x, y), headline.text)
-        x += metrics.horizontalAdvance(headline.text) + 10
-        if headline.reason:
+        if reason:
             painter.setFont(self.font())
             painter.setPen(muted)
-            reason = painter.fontMetrics().elidedText(
-                headline.reason, Qt.TextElideMode.ElideRight, max(0, int(self.width() - x - 4))
-            )
-            painter.drawText(QPointF(x, y), reason)
+            if below:
+                at = QPointF(x, y + metrics.descent() + reason_metrics.ascent() + 1)
+            else:
+                at = QPointF(x + metrics.horizontalAdvance(headline.text) + 10, y)
+            painter.drawText(at, reason)
 
     def _draw_sparkline(
         self,
