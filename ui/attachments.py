@@ -46,7 +46,7 @@ from app.library.documents import (
     read_document,
 )
 from ui import theme
-from ui.words import QUICK_ACTIONS
+from ui.words import quick_actions_for
 
 # A paste this long is offered as an attachment (it can still stay in the message).
 LONG_PASTE_CHARS = 2000
@@ -121,9 +121,7 @@ class AttachmentChip(QFrame):
             self.actions_button.setAccessibleName(f"Quick actions on {attachment.name}")
             self.actions_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
             menu = QMenu(self.actions_button)
-            for quick in QUICK_ACTIONS:
-                if quick.title == "Refactor code" and document.kind is not DocumentKind.CODE:
-                    continue
+            for quick in quick_actions_for(document):
                 action = menu.addAction(quick.title)
                 action.triggered.connect(
                     lambda _=False, p=quick.prompt: self.action_requested.emit(p.format(name=document.name))

@@ -28,7 +28,7 @@ from app.store import MessageStatus
 from engine.events import StatsRecord
 from ui.attachments import LONG_PASTE_CHARS, AttachmentTray, pick_files
 from ui.message_widget import MessageWidget
-from ui.words import DEMO_TASKS, EMPTY_CHAT, quick_action_of
+from ui.words import DEMO_TASKS, EMPTY_CHAT, quick_action_of, quick_actions_for
 
 READABLE_WIDTH_EM = 110  # average characters: about 90 of text a line after margins
 
@@ -168,6 +168,7 @@ class ChatView(QWidget):
         # The documents this message will carry (ui/attachments.py), above the box.
         self.attachments = AttachmentTray()
         self.attachments.action_requested.connect(self.on_attachments_action_requested)
+        self.attachments.changed.connect(self._offer_document)
         self.attachments.paste_attach_requested.connect(self.on_attachments_paste_attach_requested)
         layout.addWidget(self.attachments)
         self._long_paste: tuple[int, int, str] | None = None  # where the offered paste lies, its text
@@ -217,8 +218,18 @@ class ChatView(QWidget):
         hint = QLabel(EMPTY_CHAT)
         hint.setWordWrap(True)
         hint.setAlignment(Qt.AlignmentFlag.AlignHCenter)
+        self.empty_hint = hint
         box.addWidget(hint)
-        row = QHBoxLayout()
+        # With a document attached, its quick actions in place of the demo tasks (_offer_document).
+        self.document_row = QWidget()
+        self.document_row.setVisible(False)
+        self._document_layout = QHBoxLayout(self.document_row)
+        self._document_layout.setContentsMargins(0, 0, 0, 0)
+        self.document_buttons: list[QPushButton] = []
+        box.addWidget(self.document_row)
+        self.demo_row = QWidget()
+        row = QHBoxLayout(self.demo_row)
+        row.setContentsMargins(0, 0, 0, 0)
         row.addStretch(1)
         self.suggestion_buttons: list[QPushButton] = []
         for name, task in DEMO_TASKS:
@@ -231,8 +242,38 @@ class ChatView(QWidget):
             row.addWidget(button)
             self.suggestion_buttons.append(button)
         row.addStretch(1)
-        box.addLayout(row)
+        box.addWidget(self.demo_row)
         return self.empty_state
+
+    def _offer_document(self) -> None:
+        """An empty chat with a document attached suggests what to ask of it (its chip's quick
+        actions, named in full), not the demo tasks; without one, the demo tasks again."""
+        documents = self.attachments.documents()
+        document = documents[0] if documents else None
+        self.demo_row.setVisible(document is None)
+        self.document_row.setVisible(document is not None)
+        self.empty_hint.setText(
+            EMPTY_CHAT
+            if document is None
+            else f"Ask something about {document.name}, or start from one of these:"
+        )
+        row = self._document_layout
+        for button in self.document_buttons:
+            button.deleteLater()
+        self.document_buttons = []
+        while row.count():  # the last document's buttons and stretches
+            row.takeAt(0)
+        if document is None:
+            return
+        row.addStretch(1)
+        for quick in quick_actions_for(document):
+            request = quick.prompt.format(name=document.name)
+            button = QPushButton(quick.title)
+            button.setToolTip(f"Puts “{request}” in the message box; Enter sends it")
+            button.clicked.connect(lambda _=False, r=request: self.on_attachments_action_requested(r))
+            row.addWidget(button)
+            self.document_buttons.append(button)
+        row.addStretch(1)
 
     def _suggest(self, task: str) -> None:
         if self.input.toPlainText().strip():

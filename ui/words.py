@@ -460,6 +460,14 @@ QUICK_ACTIONS = (
 )
 
 
+def quick_actions_for(document: object) -> list[QuickAction]:
+    """The quick actions a document offers: refactoring for source code only."""
+    from app.library.documents import DocumentKind
+
+    is_code = getattr(document, "kind", None) is DocumentKind.CODE
+    return [q for q in QUICK_ACTIONS if q.title != "Refactor code" or is_code]
+
+
 def quick_action_of(request: str) -> QuickAction | None:
     """The quick action whose request this is, as it put it in the box (any document's name)."""
     for quick in QUICK_ACTIONS:
