@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -244,7 +245,9 @@ def _run(
     return finished
 
 
-def measure_ceiling(engine: Engine, prompt: str, max_tokens: int) -> tuple[float | None, dict[int, float]]:
+def measure_ceiling(
+    engine: Engine, prompt: str, max_tokens: int, sizes: Sequence[int] = CEILING_SIZES
+) -> tuple[float | None, dict[int, float]]:
     """max over k of (k+1)·t(1)/t(k+1): the decode speedup if every drafted token were accepted,
     and the verify batch costs t(n) (seconds) it comes from.
 
@@ -254,9 +257,9 @@ def measure_ceiling(engine: Engine, prompt: str, max_tokens: int) -> tuple[float
     after the prompt alone is one no reply of max_tokens could reach."""
     engine.reset_cache()
     tokens = engine.tokenize(prompt)
-    at = min(len(tokens) + max_tokens // 2, engine.n_ctx - max(CEILING_SIZES) - 2)
+    at = min(len(tokens) + max_tokens // 2, engine.n_ctx - max(sizes) - 2)
     context = (tokens * (1 + at // max(len(tokens), 1)))[: max(at, 1)]
-    costs = engine.target.time_batches(CEILING_SIZES, context, repeats=3)
+    costs = engine.target.time_batches(sizes, context, repeats=3)
     engine.reset_cache()
     t1 = costs.get(1)
     if not t1:
