@@ -310,14 +310,56 @@ def reply_body(reply: str) -> str:
 # Words, runs of white space, and single marks: what the diff compares (a changed word shows as
 # that word, not as its whole line; a paragraph is often one line).
 _DIFF_TOKENS = re.compile(r"\s+|\w+|[^\w\s]")
+# A sentence (up to its end mark and the spaces after it), or the rest of a line.
+_DIFF_SENTENCES = re.compile(r"[^.!?\n]+(?:[.!?]+[ \t]*|\n|$)|[.!?]+[ \t]*|\n")
+# A changed stretch is compared word by word up to this many pairs of words (about a second).
+_DIFF_MAX_PAIRS = 4_000_000
 # Unchanged text running over more lines than this shows its first and last few only.
 _DIFF_KEEP_LINES = 3
 
 
 def word_diff(original: str, edited: str) -> list[tuple[str, str]]:
     """The edited text against the original as (kind, text) pieces in reading order: "same",
-    "removed" (in the original only) and "added" (in the edited text only)."""
+    "removed" (in the original only) and "added" (in the edited text only).
+
+    Lines first, then sentences within the lines that changed, then words within the sentences
+    that changed (as `git diff --word-diff` narrows down): word by word over a whole document took
+    15 s on 90 KB with five words changed, the window frozen; a 60,000-character paragraph 9 s.
+    A changed stretch still too long to compare word by word (a rewrite) is one removal and one
+    addition."""
+    pieces = _narrowing_diff(
+        original.splitlines(keepends=True), edited.splitlines(keepends=True), _sentences_diff
+    )
+    merged: list[tuple[str, str]] = []
+    for kind, text in pieces:  # neighbours of a kind as one piece
+        if merged and merged[-1][0] == kind:
+            merged[-1] = (kind, merged[-1][1] + text)
+        elif text:
+            merged.append((kind, text))
+    return merged
+
+
+def _narrowing_diff(
+    a: list[str], b: list[str], finer: Callable[[str, str], list[tuple[str, str]]]
+) -> list[tuple[str, str]]:
+    """Pieces of a diff of two sequences of text units, the units that changed compared by `finer`."""
+    pieces: list[tuple[str, str]] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op == "equal":
+            pieces.append(("same", "".join(a[i1:i2])))
+        else:
+            pieces.extend(finer("".join(a[i1:i2]), "".join(b[j1:j2])))
+    return pieces
+
+
+def _sentences_diff(original: str, edited: str) -> list[tuple[str, str]]:
+    return _narrowing_diff(_DIFF_SENTENCES.findall(original), _DIFF_SENTENCES.findall(edited), _words_diff)
+
+
+def _words_diff(original: str, edited: str) -> list[tuple[str, str]]:
     a, b = _DIFF_TOKENS.findall(original), _DIFF_TOKENS.findall(edited)
+    if len(a) * len(b) > _DIFF_MAX_PAIRS:
+        return [("removed", original), ("added", edited)]
     pieces: list[tuple[str, str]] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if op == "equal":
