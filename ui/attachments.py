@@ -359,17 +359,14 @@ def _sentences_diff(original: str, edited: str) -> list[tuple[str, str]]:
 def _words_diff(original: str, edited: str) -> list[tuple[str, str]]:
     a, b = _DIFF_TOKENS.findall(original), _DIFF_TOKENS.findall(edited)
     if len(a) * len(b) > _DIFF_MAX_PAIRS:
-        return [("removed", original), ("added", edited)]
-    pieces: list[tuple[str, str]] = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if op == "equal":
-            pieces.append(("same", "".join(a[i1:i2])))
-            continue
-        if i2 > i1:
-            pieces.append(("removed", "".join(a[i1:i2])))
-        if j2 > j1:
-            pieces.append(("added", "".join(b[j1:j2])))
-    return pieces
+        return _replaced(original, edited)
+    return _narrowing_diff(a, b, _replaced)
+
+
+def _replaced(original: str, edited: str) -> list[tuple[str, str]]:
+    """The finest a diff goes: the original's words taken out, the edited text's put in (an
+    empty piece is dropped as word_diff merges them)."""
+    return [("removed", original), ("added", edited)]
 
 
 def diff_summary(pieces: list[tuple[str, str]]) -> str:

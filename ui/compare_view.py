@@ -11,18 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, Signal
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPaintEvent, QPen
 from PySide6.QtWidgets import (
     QComboBox,
-    QFrame,
     QGridLayout,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
     QPushButton,
-    QScrollArea,
     QSizePolicy,
     QVBoxLayout,
     QWidget,
@@ -33,6 +31,7 @@ from app.settings import Preset
 from engine.events import Stats
 from ui import theme, words
 from ui.markdown_view import MessageBody
+from ui.page_scroll import scrolling_content
 from ui.stats_format import DASH
 
 PLAIN_COLOR = QColor(120, 120, 120)  # the light theme's (ui.theme.colors() has the current ones)
@@ -166,16 +165,7 @@ class CompareView(QWidget):
         super().__init__(parent)
         # In a scroll area: the page needs about 590 px, and as the window's own minimum it made
         # the window 722 px tall at least, taller than a laptop's 768-px screen leaves room for.
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        scroll = QScrollArea()
-        scroll.setObjectName("compareScroll")
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        content = QWidget()
-        scroll.setWidget(content)
-        outer.addWidget(scroll)
+        _, content = scrolling_content(self, "compareScroll")
         layout = QVBoxLayout(content)
         intro = QLabel(
             "Runs your request twice, the usual way and then with the speed-up, one after the other "

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import QEvent, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from app import paths
 from app.library.catalog import (
@@ -33,6 +33,7 @@ from ui.catalog_section import CatalogSection, IncompatiblePairs
 from ui.download_jobs import DownloadJobs
 from ui.local_models import LocalModelsBox, ModelImports, dropped_files
 from ui.model_downloads import ModelDownloads
+from ui.page_scroll import scrolling_content
 from ui.pair_card import PROGRESS_STEPS
 from ui.pair_doctor_panel import PairDoctorPanel
 from ui.pair_picker import PairPicker
@@ -119,17 +120,7 @@ class ModelsPage(QWidget):
 
         # One scrolling column: what you chat with now, the pairs to choose from, the pairs that
         # do not work (folded), your own files, and any file from the hub.
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        scroll = QScrollArea()
-        scroll.setObjectName("modelsScroll")
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        outer.addWidget(scroll)
-        content = QWidget()
-        content.setObjectName("modelsContent")
-        scroll.setWidget(content)
+        scroll, content = scrolling_content(self, "modelsScroll", "modelsContent")
         self.scroll_area = scroll
         layout = QVBoxLayout(content)
         layout.setSpacing(12)

@@ -388,7 +388,7 @@ def built_in_key(model: str) -> str | None:
         path = Path(model).resolve()
         if path == (models_dir() / DEFAULT_MODEL_NAME).resolve():
             return "default"
-        if path.name == Path(smollm2_model()).name and path == smollm2_model().resolve():
+        if path == smollm2_model().resolve():
             return "smollm2"
     except (OSError, TandemError):  # no such folder, or SmolLM2 is not installed
         pass

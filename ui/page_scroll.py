@@ -1,0 +1,25 @@
+"""A page that scrolls up and down within its tab: its content's least height is not the window's."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
+
+
+def scrolling_content(page: QWidget, scroll_name: str, content_name: str = "") -> tuple[QScrollArea, QWidget]:
+    """Fill `page` with a frameless scroll area that scrolls vertically only (the content follows
+    the page's width) and return it with the widget to lay the page's content out in. A page laid
+    out directly lends the window its least size: Compare's 590 px made the window 722 px tall."""
+    outer = QVBoxLayout(page)
+    outer.setContentsMargins(0, 0, 0, 0)
+    scroll = QScrollArea()
+    scroll.setObjectName(scroll_name)
+    scroll.setWidgetResizable(True)
+    scroll.setFrameShape(QFrame.Shape.NoFrame)
+    scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    outer.addWidget(scroll)
+    content = QWidget()
+    if content_name:
+        content.setObjectName(content_name)
+    scroll.setWidget(content)
+    return scroll, content
