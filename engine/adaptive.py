@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -108,6 +109,14 @@ _RESUME_BUDGET_TOKENS = 2.0  # ...and, after a suspension, before it is suspende
 _BACKOFF_FIRST = 16  # plain steps a suspended drafter waits before it is probed again...
 _BACKOFF_MAX = 1024  # ...doubling each time it fails again
 _PLAIN_REFRESH_STEPS = 64  # speculative steps between plain steps that re-measure the reference
+# -- calibration
+# Verify batch sizes timed once per machine, build, model and thread count while the engine is
+# idle (Engine.calibrate): every size to 8 rows, where CPU kernels differ most from one size to
+# the next, then every 8th to 64. Known before the first reply, the machine's curve takes the
+# guesswork out of long drafts: the draft-length controller otherwise learns it reply by reply,
+# drafting sizes it has never timed (replayed on the kept curves: 83-92% of the best in
+# hindsight with what a first reply leaves, 89-95% knowing these sizes; docs/design-engine.md).
+CALIBRATION_SIZES = (*range(1, 9), *range(16, 65, 8))
 # The single measured figures a cost cache carries (its key: the controller's attribute).
 _SEEDED = {
     "draft_ratio": "_draft_ratio",
@@ -734,6 +743,17 @@ class DraftLengthController:
             self._backoff = min(2 * self._backoff, _BACKOFF_MAX)
             self._loss_s = self._gain_s = 0.0
             self.n_suspensions += 1
+
+    def untimed(self, sizes: Iterable[int]) -> list[int]:
+        """Those of these verify batch sizes with no timing yet (none in this process, none from
+        the cost cache): what Engine.calibrate has left to time."""
+        return [n for n in sizes if n not in self._step_low]
+
+    def note_timing(self, n_rows: int, seconds: float) -> None:
+        """A verify batch of n_rows timed outside a reply (Engine.calibrate), priced as a step of
+        that size is: its lowest recent timing. Not a step of this process's replies: the guard
+        still takes its plain reference from a reply's own plain step."""
+        self._add_step_sample(n_rows, seconds)
 
     def _add_step_sample(self, n_rows: int, seconds: float) -> None:
         samples = self._step_samples.setdefault(n_rows, deque(maxlen=_COST_SAMPLES))

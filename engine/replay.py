@@ -9,6 +9,8 @@ cores). `replay` drives engine.policy.DraftPolicy, the very code a real reply ru
 simulated clock, and `hindsight_best` finds the fastest sequence of draft lengths knowing
 what will be accepted: the controller's share of it is how well it fits the machine.
 
+`calibrated` adds what the app's worker times while idle (Engine.calibrate) to a seed.
+
 Cost curves live in resources/replay/curves (one JSON file a machine and build; `tandem bench
 --cost-curve` measures this machine's), traces in resources/replay/traces (`tandem bench
 --record-traces`).
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.adaptive import DraftLengthController
+from engine.adaptive import CALIBRATION_SIZES, DraftLengthController
 from engine.config import SamplingParams
 from engine.drafters import NgramDrafter
 from engine.policy import DraftPolicy
@@ -171,6 +173,20 @@ def replay(
     if noise > 0:  # the same noise's mean cost on plain decoding
         plain_s *= float(np.exp(noise**2 / 2)) * (1 + 2 * 0.02)
     return ReplayResult(clock, plain_s, steps), controller
+
+
+def calibrated(
+    seed: dict[str, object] | None, curve: CostCurve, python_scale: float = 1.0
+) -> dict[str, object]:
+    """A cost cache's contents (seed) after Engine.calibrate has timed, on the curve's machine,
+    the sizes of CALIBRATION_SIZES it did not hold: each a verify batch and the reading of its
+    rows, without a step's fixed work (the app's worker does this while idle)."""
+    controller = DraftLengthController(K_MAX)
+    if seed is not None:
+        controller.seed(seed)
+    for n in controller.untimed(CALIBRATION_SIZES):
+        controller.note_timing(n, curve.verify_s(n) + python_scale * curve.row_ms * n / 1000)
+    return controller.export()
 
 
 def offers(trace: Trace, k_max: int = K_MAX) -> list[tuple[int, int]]:

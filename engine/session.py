@@ -13,10 +13,11 @@ import dataclasses
 import functools
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from engine.adaptive import DraftLengthController
+from engine.adaptive import CALIBRATION_SIZES, DraftLengthController
 from engine.backend import LlamaRunner
 from engine.config import DraftChoice, EngineConfig, SamplingParams, default_threads
 from engine.costcache import CostCache, cost_key, pair_key
@@ -27,6 +28,10 @@ from engine.gguf_info import GGUFInfo, read_gguf_info
 from engine.pairing import check_pair
 from engine.reply_memory import ReplyMemory
 from engine.speculative import SpeculativeDecoder
+
+_CALIBRATION_CONTEXT = 256  # timed after this much text: a batch's attention grows with it
+_CALIBRATION_REPEATS = 2  # the lowest of this many timings (a busy machine only slows one down)
+_FILLER = "The quick brown fox jumps over the lazy dog while the band plays on. "
 
 
 class Engine:
@@ -55,6 +60,7 @@ class Engine:
         # This model's earlier replies, drafted from where a reply says one again (n-gram drafts).
         self.memory = ReplyMemory()
         self._chat_formatter: Any = None  # llama_cpp's Jinja2ChatFormatter, made on first use
+        self._calibration_off = False  # this process cannot time batches (no room, or it failed)
         try:
             self.set_draft(config.draft)
         except TandemError:
@@ -163,6 +169,63 @@ class Engine:
         if key is None or self._controller is None or self.config.cost_cache_dir is None:
             return
         CostCache(self.config.cost_cache_dir).save(key, self._controller.export())
+
+    # -- timing this machine's verify batches ----------------------------------------------------
+
+    def _untimed_sizes(self) -> list[int]:
+        c = self._controller
+        if c is None or not c.adaptive or self._calibration_off:
+            return []
+        return c.untimed(n for n in CALIBRATION_SIZES if n <= min(c.k_max + 1, self.target.n_batch))
+
+    @property
+    def calibration_due(self) -> bool:
+        """Are there verify batch sizes the controller has never timed on this machine?"""
+        return bool(self._untimed_sizes())
+
+    def calibrate(self, stop: Callable[[], bool] = lambda: False) -> bool:
+        """Time the verify batches of CALIBRATION_SIZES not yet timed on this machine, build and
+        model (the cost cache keeps them), as a step reads them: the batch decoded with a logit
+        row each, every row read. `stop` is asked between batches (the app's worker calibrates
+        while idle and stops for a request); what was timed is kept either way. Timed after the
+        cached text, filled up to _CALIBRATION_CONTEXT tokens, and the cache is rolled back to
+        what it held. True once every size is timed."""
+        sizes = self._untimed_sizes()
+        controller = self._controller
+        if not sizes or controller is None:
+            return True
+        target = self.target
+        n0 = len(target.tokens)
+        filler = self.tokenize(_FILLER, add_special=False) or [0]
+        filler = filler * (1 + (_CALIBRATION_CONTEXT + max(sizes)) // len(filler))
+        n_context = max(_CALIBRATION_CONTEXT - n0, 0)
+        if n0 + n_context + max(sizes) + 1 > self.n_ctx:
+            n_context = 0
+            if n0 + max(sizes) + 1 > self.n_ctx:
+                self._calibration_off = True  # the cached text leaves no room; a later process
+                return False
+        try:
+            for start in range(0, n_context, 64):  # in pieces: a request waits one piece at most
+                if stop():
+                    return False
+                target.decode(filler[start : min(start + 64, n_context)], n_logits=0)
+            n1 = len(target.tokens)
+            for n in sizes:
+                for _ in range(_CALIBRATION_REPEATS):
+                    if stop():
+                        return False
+                    t0 = time.perf_counter()
+                    target.decode(filler[:n], n_logits=n).max(axis=1)
+                    seconds = time.perf_counter() - t0
+                    target.truncate(n1)
+                    controller.note_timing(n, seconds)
+        except Exception:
+            self._calibration_off = True  # never again in this process; replies measure as they go
+            raise
+        finally:
+            target.truncate(n0)
+            self._save_costs()
+        return True
 
     def _close_draft(self) -> None:
         if isinstance(self._drafter, ModelDrafter):
