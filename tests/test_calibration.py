@@ -122,7 +122,8 @@ def test_the_worker_times_batches_while_idle_and_a_request_is_answered_meanwhile
     try:
         w.send(LoadRequest(config(slow_target, cache, n_ctx=1024)))
         inbox.wait_for(EngineLoaded)
-        # Sent at once: the worker is timing batches, and stops for it.
+        # Sent at once after the load, as the window sends a message that waited for the model:
+        # answered first; the batches are timed once the worker has been idle a moment.
         w.send(ReplyRequest(1, (ChatTurn("user", "count one two three"),), max_tokens=16))
         assert isinstance(inbox.wait_event(Finished), Finished)
         wait_until(lambda: set(CALIBRATION_SIZES) <= timed_sizes(cache), 60, "the batches timed while idle")

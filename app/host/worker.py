@@ -68,6 +68,7 @@ from engine.errors import ErrorKind, Failure, PairRefusal
 from engine.events import Event, Finished, Speculation, Stats, TextPiece
 
 log = logging.getLogger(__name__)
+_IDLE_GRACE_S = 1.0  # idle this long before the engine's idle work (timing batches) starts
 
 # A reply's text and stats go to the parent at most this often (its first text, its end and
 # every other message at once): see _Outbox.
@@ -572,10 +573,14 @@ def worker_main(
         ).start()
         try:
             while True:
-                if child.idle_work_due and inbox.empty():
-                    child.idle_work(lambda: not inbox.empty())
-                    continue
-                request = inbox.get()
+                if child.idle_work_due:
+                    try:  # not at once: a window sends a waiting message right after a load
+                        request = inbox.get(timeout=_IDLE_GRACE_S)
+                    except queue.Empty:
+                        child.idle_work(lambda: not inbox.empty())
+                        continue
+                else:
+                    request = inbox.get()
                 if request is None:
                     break  # the parent is gone
                 if not child.handle(request):
