@@ -198,12 +198,14 @@ class Engine:
         n0 = len(target.tokens)
         filler = self.tokenize(_FILLER, add_special=False) or [0]
         filler = filler * (1 + (_CALIBRATION_CONTEXT + max(sizes)) // len(filler))
+        if max(sizes) + 1 > self.n_ctx:
+            self._calibration_off = True  # a context this small never holds the largest batch
+            return False
         n_context = max(_CALIBRATION_CONTEXT - n0, 0)
         if n0 + n_context + max(sizes) + 1 > self.n_ctx:
             n_context = 0
             if n0 + max(sizes) + 1 > self.n_ctx:
-                self._calibration_off = True  # the cached text leaves no room; a later process
-                return False
+                return False  # the conversation fills the context: later, after another one
         try:
             for start in range(0, n_context, 64):  # in pieces: a request waits one piece at most
                 if stop():

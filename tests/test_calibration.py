@@ -112,6 +112,23 @@ def test_a_context_too_small_to_time_a_64_row_batch_gives_up_without_an_error(ti
         engine.close()
 
 
+def test_a_conversation_that_fills_the_context_is_kept_and_timing_waits_for_room(tiny_target: Path) -> None:
+    engine = Engine(config(tiny_target, None, n_ctx=512))
+    try:
+        long_prompt = engine.tokenize("one two three four " * 200)[:470]
+        for _ in engine.generate(long_prompt, SamplingParams(), max_tokens=8):
+            pass
+        cached = list(engine.target.tokens)
+        assert len(cached) + 65 > 512  # no room for a 64-row batch after it
+        assert not engine.calibrate()
+        assert engine.target.tokens == cached  # the conversation's cache is not touched for it
+        assert engine.calibration_due  # asked again later, when there is room
+        engine.reset_cache()
+        assert engine.calibrate()
+    finally:
+        engine.close()
+
+
 def test_the_worker_times_batches_while_idle_and_a_request_is_answered_meanwhile(
     slow_target: Path, tmp_path: Path
 ) -> None:
