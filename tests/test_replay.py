@@ -71,6 +71,23 @@ def test_with_this_machines_batches_timed_while_idle_copying_drafts_the_cheap_si
     assert hindsight_best(trace, curve) / result.decode_s >= 0.9
 
 
+def test_the_risk_limits_own_bound_lies_between_the_hindsight_best_and_the_controller() -> None:
+    # tools.replay_risk_bound: the best any policy obeying the per-reply risk limit could do,
+    # knowing acceptance. On the slow EPYC's in-run curve it is 92.7% of the hindsight-best.
+    from tools.replay_risk_bound import risk_limited_best
+
+    curves = {c.name: c for c in load_curves(REPLAY / "curves")}
+    traces = {t.name: t for t in load_traces(REPLAY / "traces")}
+    curve, trace = curves["epyc-slow-avx2"], traces["copy-report"]
+    _, warm = replay(traces["warm-up"], curve)
+    controller, _ = replay(trace, curve, calibrated(warm.export(), curve))
+    best, bound = hindsight_best(trace, curve), risk_limited_best(trace, curve)
+    assert best < 0.95 * bound and bound <= controller.decode_s
+    # Rows that cost nothing past the first: no draft risks anything, and the limit never binds.
+    flat = CostCurve("flat", {1: 10.0, 64: 10.0}, fixed_ms=0.0, row_ms=0.0)
+    assert risk_limited_best(trace, flat) == pytest.approx(hindsight_best(trace, flat))
+
+
 def test_tandem_bench_replay_needs_no_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--replay", "--python-scale", "1"]) == 0
     out = capsys.readouterr().out

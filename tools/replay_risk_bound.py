@@ -1,0 +1,87 @@
+"""The best any policy bound by the per-reply risk limit could do on a kept trace and cost curve,
+knowing what each offer will have accepted: how much of the gap to the hindsight-best (engine.replay)
+the limit itself takes, whatever the controller does within it.
+
+The risk limit (engine.adaptive.DraftLengthController._risk_limit) lets a step draft k tokens only
+where t(k + 1) - t(1), its loss were the draft rejected at its first token, is within what the
+reply's drafts have saved so far (sum of (accepted + 1)·t(1) - t(rows) over its drafting steps)
+plus what a first 4-token draft risks, t(5) - t(1). A forward dynamic programme over positions
+keeps, at each, the states (time so far, savings so far) that no other state beats on both.
+
+    python -m tools.replay_risk_bound                    # every kept Gemma curve, Python x1 and x3.5
+    python -m tools.replay_risk_bound epyc-slow-avx2     # some of them
+    python -m tools.replay_risk_bound --set smollm2      # SmolLM2's replies on its curves
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from app.cli.replay_bench import PYTHON_SCALES, replay_dir
+from engine.replay import K_MAX, CostCurve, Trace, hindsight_best, load_curves, load_traces, offers
+
+FIRST_DRAFT = 4  # engine.adaptive._RAMP_FIRST: the allowance of a reply that has saved nothing
+
+
+def _pareto(states: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(elapsed, saved) states no other beats on both: less time so far, more saved."""
+    kept: list[tuple[float, float]] = []
+    best_saved = float("-inf")
+    for elapsed, saved in sorted(states, key=lambda s: (s[0], -s[1])):
+        if saved > best_saved + 1e-9:
+            kept.append((elapsed, saved))
+            best_saved = saved
+    return kept
+
+
+def risk_limited_best(trace: Trace, curve: CostCurve, python_scale: float = 1.0) -> float:
+    """The least decode time of any choice of draft lengths that obeys the risk limit."""
+    held = offers(trace, K_MAX)
+    n = len(trace.reply)
+    step = [curve.step_s(rows, python_scale) for rows in range(K_MAX + 2)]
+    t1 = step[1]
+    loss = [step[k + 1] - t1 for k in range(K_MAX + 1)]
+    base = loss[FIRST_DRAFT]
+    frontier: list[list[tuple[float, float]]] = [[] for _ in range(n + 1)]
+    frontier[0] = [(0.0, 0.0)]
+    for pos in range(n):
+        states = _pareto(frontier[pos])
+        available, matched = held[pos]
+        for elapsed, saved in states:
+            allowed = max(saved, 0.0) + base
+            frontier[pos + 1].append((elapsed + t1, saved))  # a plain step
+            for k in range(1, available + 1):
+                if loss[k] > allowed + 1e-12:
+                    continue
+                a = min(k, matched)
+                frontier[min(n, pos + a + 1)].append(
+                    (elapsed + step[k + 1], saved + (a + 1) * t1 - step[k + 1])
+                )
+    return min(elapsed for elapsed, _ in frontier[n])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("curves", nargs="*", help="curve names (default: every kept curve of the set)")
+    parser.add_argument(
+        "--set", default="", help="a kept set under resources/replay (smollm2); default Gemma's"
+    )
+    args = parser.parse_args(argv)
+    folder = replay_dir() / args.set if args.set else replay_dir()
+    curves = [c for c in load_curves(folder / "curves") if not args.curves or c.name in args.curves]
+    traces = [t for t in load_traces(folder / "traces") if t.name != "warm-up"]
+    print("| curve | Python x | risk-limited best of the hindsight-best, per prompt | median |")
+    print("|---|---|---|---|")
+    for curve in curves:
+        for scale in PYTHON_SCALES:
+            shares = {
+                t.name: hindsight_best(t, curve, scale) / risk_limited_best(t, curve, scale) for t in traces
+            }
+            cells = ", ".join(f"{name} {100 * s:.1f}%" for name, s in shares.items())
+            print(f"| {curve.name} | {scale:g} | {cells} | {100 * statistics.median(shares.values()):.1f}% |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
