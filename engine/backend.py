@@ -287,12 +287,19 @@ class LlamaRunner:
         return view[:n_logits]
 
     def time_batches(
-        self, sizes: Sequence[int], context_tokens: Sequence[int], repeats: int = 3
+        self,
+        sizes: Sequence[int],
+        context_tokens: Sequence[int],
+        repeats: int = 3,
+        stop: Callable[[], bool] | None = None,
+        read_rows: bool = False,
     ) -> dict[int, float]:
         """Seconds for one decode of each batch size, every row with logits (a verify batch).
 
         Measured after `context_tokens`, appended to whatever the cache holds; the cache is
-        rolled back to what it held before.
+        rolled back to what it held before. `stop` is asked before each decode: when it says so,
+        the sizes timed so far are returned. read_rows: each timing includes reading every row's
+        logits once, as a speculative step reads a draft accepted whole.
         """
         n0 = len(self.tokens)
         room = self.n_ctx - n0 - len(context_tokens) - 1
@@ -309,8 +316,12 @@ class LlamaRunner:
             for n in sizes:
                 best = float("inf")
                 for _ in range(repeats):  # the fastest: a busy machine only ever slows one down
+                    if stop is not None and stop():
+                        return costs
                     t0 = time.perf_counter()
-                    self.decode(filler[:n], n_logits=n)
+                    rows = self.decode(filler[:n], n_logits=n)
+                    if read_rows:
+                        rows.max(axis=1)
                     best = min(best, time.perf_counter() - t0)
                     self.truncate(n1)
                 costs[n] = best

@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -60,7 +59,7 @@ class Engine:
         # This model's earlier replies, drafted from where a reply says one again (n-gram drafts).
         self.memory = ReplyMemory()
         self._chat_formatter: Any = None  # llama_cpp's Jinja2ChatFormatter, made on first use
-        self._calibration_off = False  # this process cannot time batches (no room, or it failed)
+        self._calibration_off = False  # this process cannot time batches (its context, or it failed)
         try:
             self.set_draft(config.draft)
         except TandemError:
@@ -198,29 +197,25 @@ class Engine:
         n0 = len(target.tokens)
         filler = self.tokenize(_FILLER, add_special=False) or [0]
         filler = filler * (1 + (_CALIBRATION_CONTEXT + max(sizes)) // len(filler))
-        if max(sizes) + 1 > self.n_ctx:
+        room = max(sizes) + 2  # the largest batch, the token time_batches reads first, one more
+        if room > self.n_ctx:
             self._calibration_off = True  # a context this small never holds the largest batch
             return False
         n_context = max(_CALIBRATION_CONTEXT - n0, 0)
-        if n0 + n_context + max(sizes) + 1 > self.n_ctx:
+        if n0 + n_context + room > self.n_ctx:
             n_context = 0
-            if n0 + max(sizes) + 1 > self.n_ctx:
+            if n0 + room > self.n_ctx:
                 return False  # the conversation fills the context: later, after another one
         try:
             for start in range(0, n_context, 64):  # in pieces: a request waits one piece at most
                 if stop():
                     return False
                 target.decode(filler[start : min(start + 64, n_context)], n_logits=0)
-            n1 = len(target.tokens)
-            for n in sizes:
-                for _ in range(_CALIBRATION_REPEATS):
-                    if stop():
-                        return False
-                    t0 = time.perf_counter()
-                    target.decode(filler[:n], n_logits=n).max(axis=1)
-                    seconds = time.perf_counter() - t0
-                    target.truncate(n1)
-                    controller.note_timing(n, seconds)
+            costs = target.time_batches(sizes, filler[:1], _CALIBRATION_REPEATS, stop, read_rows=True)
+            for n, seconds in costs.items():
+                controller.note_timing(n, seconds)
+            if len(costs) < len(sizes):
+                return False
         except Exception:
             self._calibration_off = True  # never again in this process; replies measure as they go
             raise

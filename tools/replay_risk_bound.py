@@ -19,9 +19,8 @@ import argparse
 import statistics
 
 from app.cli.replay_bench import PYTHON_SCALES, replay_dir
+from engine.adaptive import _RAMP_FIRST as FIRST_DRAFT  # a reply's allowance before it saves anything
 from engine.replay import K_MAX, CostCurve, Trace, hindsight_best, load_curves, load_traces, offers
-
-FIRST_DRAFT = 4  # engine.adaptive._RAMP_FIRST: the allowance of a reply that has saved nothing
 
 
 def _pareto(states: list[tuple[float, float]]) -> list[tuple[float, float]]:
