@@ -224,7 +224,7 @@ def run_gui(argv: list[str]) -> int:
         level=logging.INFO,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    from ui.pyside_refcount_fix import immortalize_singletons
+    from ui.qt.pyside_refcount_fix import immortalize_singletons
 
     immortalize_singletons()  # before any Qt call: see the module (PySide6 6.12 on Python 3.11)
     from PySide6.QtCore import QTimer
@@ -267,7 +267,7 @@ def run_gui(argv: list[str]) -> int:
         app.pending_links.clear()
     register_links_at_start(home)
     freeze_startup_objects()
-    from ui.gc_on_gui_thread import GuiThreadCollector
+    from ui.qt.gc_on_gui_thread import GuiThreadCollector
 
     collector = GuiThreadCollector(app)  # no worker thread may free a Qt object
     # Ctrl+C or a SIGTERM closes the window properly (replies marked, engine stopped). Python

@@ -35,7 +35,7 @@ class Settings:
     model_path: str | None = None  # None: the embedded default model
     draft: DraftChoice = NGRAM_LOOKUP  # in the file as its text: "ngram", "none", or a draft model
     draft_model_path: str | None = None  # the last draft model chosen, offered by the toggle
-    speed_up_auto: bool = False  # the speed-up was chosen as "Automatic" (ui/words.py)
+    speed_up_auto: bool = False  # the speed-up was chosen as "Automatic" (ui/presenters/words.py)
     preset_name: str = ""  # the preset chosen last (its settings may have changed since)
     n_threads: int | None = None  # None: the machine's cores
     n_ctx: int = 4096
@@ -64,7 +64,7 @@ class Settings:
     remote_url: str = ""
     remote_api_key: str = ""
     remote_model: str = ""  # empty: the first model the server lists
-    # The window's "Serve API" switch (ui/serve_toggle.py): its port, an optional API key (kept
+    # The window's "Serve API" switch (ui/settings/serve_toggle.py): its port, an optional API key (kept
     # here as the server's key is), and whether other computers may connect (every network
     # interface, 0.0.0.0, instead of this computer only, 127.0.0.1).
     serve_port: int = SERVE_PORT
@@ -257,7 +257,7 @@ class Preset:
     temperature: float = CHAT_SAMPLING.temperature
     top_p: float = CHAT_SAMPLING.top_p
     repeat_penalty: float = CHAT_SAMPLING.repeat_penalty
-    # The header's choice: "auto", or a Speculation ("ngram", "draft", "none"); ui/words.py SPEED_UP_CHOICES.
+    # The header's choice: "auto", or a Speculation ("ngram", "draft", "none"); ui/presenters/words.py SPEED_UP_CHOICES.
     speed_up: str = str(Speculation.NGRAM)
 
     def is_for(self, model: str) -> bool:

@@ -11,18 +11,18 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # A bug reported by the engine's side (ErrorKind.UNEXPECTED) raises in the window's presenter
-# (ui/presenter.py) instead of becoming a notice: a test meeting one fails.
+# (ui/presenters/presenter.py) instead of becoming a notice: a test meeting one fails.
 os.environ.setdefault("TANDEM_STRICT", "1")
 
 from tests.tiny import write_tiny_model  # noqa: E402
-from ui.gc_on_gui_thread import collect_due  # noqa: E402
-from ui.pyside_refcount_fix import immortalize_singletons  # noqa: E402
+from ui.qt.gc_on_gui_thread import collect_due  # noqa: E402
+from ui.qt.pyside_refcount_fix import immortalize_singletons  # noqa: E402
 
 # PySide6 6.12 on Python 3.11 drops a reference to None/True/False on every void Qt call; a
 # test session makes far more than the ~5,000 calls that takes to abort the interpreter.
 immortalize_singletons()
 
-# Garbage is collected on the main (GUI) thread only, as the app does (ui/gc_on_gui_thread.py):
+# Garbage is collected on the main (GUI) thread only, as the app does (ui/qt/gc_on_gui_thread.py):
 # a collection in a test server's thread freed a Qt object there and crashed the session.
 THRESHOLD = gc.get_threshold()
 gc.disable()

@@ -17,10 +17,10 @@ pytest.importorskip("pytestqt")
 
 from app.host.controller import EngineController  # noqa: E402
 from engine.errors import ErrorKind, Failure, PairRefusal  # noqa: E402
-from ui.engine_presenter import PairView, SpeculationView, pair_words  # noqa: E402
-from ui.failures import UnexpectedFailure, failure_words  # noqa: E402
-from ui.presenter import ChatPresenter  # noqa: E402
-from ui.reply_presenter import MessageRow, ReplyEnded  # noqa: E402
+from ui.presenters.engine_presenter import PairView, SpeculationView, pair_words  # noqa: E402
+from ui.presenters.failures import UnexpectedFailure, failure_words  # noqa: E402
+from ui.presenters.presenter import ChatPresenter  # noqa: E402
+from ui.presenters.reply_presenter import MessageRow, ReplyEnded  # noqa: E402
 
 
 class Seen:
@@ -262,11 +262,11 @@ def test_the_presenter_module_imports_no_widgets() -> None:
             modules.update(a.name for a in node.names)
     assert not {m for m in modules if "QtWidgets" in m or "QtGui" in m}
     presenters = {
-        "ui.compare_presenter",
-        "ui.engine_presenter",
-        "ui.failures",
-        "ui.reply_presenter",
-        "ui.speed_presenter",
+        "ui.presenters.compare_presenter",
+        "ui.presenters.engine_presenter",
+        "ui.presenters.failures",
+        "ui.presenters.reply_presenter",
+        "ui.presenters.speed_presenter",
     }
     assert {m for m in modules if m.startswith("ui.")} <= presenters  # words and state, no widgets
     for name in presenters:  # ... and none of the presenters it is split into imports widgets

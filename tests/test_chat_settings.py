@@ -14,7 +14,7 @@ from engine.config import DRAFT_MAX, NGRAM_LOOKUP, NO_DRAFT, DraftChoice, Engine
 
 pytest.importorskip("pytestqt")
 
-from ui.settings_dialog import SettingsDialog  # noqa: E402
+from ui.settings.settings_dialog import SettingsDialog  # noqa: E402
 
 
 def test_window_defaults_are_the_chat_sampling_and_the_cli_stays_greedy() -> None:

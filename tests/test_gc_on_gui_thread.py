@@ -1,5 +1,5 @@
 """Garbage is collected on the GUI thread only: a collection in a worker thread that frees a Qt
-object deletes it there, and crashed the test session (ui/gc_on_gui_thread.py)."""
+object deletes it there, and crashed the test session (ui/qt/gc_on_gui_thread.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import gc
 import threading
 from typing import Any
 
-from ui.gc_on_gui_thread import GuiThreadCollector
+from ui.qt.gc_on_gui_thread import GuiThreadCollector
 
 
 class Node:

@@ -232,7 +232,7 @@ def test_models_list_names_the_bad_file_and_lists_the_rest(
 
 def test_the_models_page_lists_good_files_beside_a_bad_one(qtbot, tiny_target: Path) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("pytestqt")
-    from ui.models_page import ModelsPage
+    from ui.models.models_page import ModelsPage
 
     folder = paths.models_dir()
     shutil.copy(tiny_target, folder / "good.gguf")

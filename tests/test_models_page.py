@@ -26,8 +26,8 @@ from PySide6.QtWidgets import (  # noqa: E402
 
 from app import paths  # noqa: E402
 from app.library.catalog import MachineInfo, load_catalog, parse_catalog  # noqa: E402
-from ui.model_downloads import CUSTOM_KEY  # noqa: E402
-from ui.models_page import ModelsPage  # noqa: E402
+from ui.models.model_downloads import CUSTOM_KEY  # noqa: E402
+from ui.models.models_page import ModelsPage  # noqa: E402
 
 REPO, DRAFT_REPO = TINY_REPO, TINY_DRAFT_REPO  # served by the `hub` fixture (conftest.py)
 GiB = 1024**3
@@ -347,7 +347,7 @@ def test_the_new_controls_have_accessible_names(qtbot) -> None:
 
 
 def test_cards_follow_the_theme(qtbot) -> None:
-    from ui.theme import ThemeManager, dark_palette, light_palette
+    from ui.qt.theme import ThemeManager, dark_palette, light_palette
 
     page = shipped_page(qtbot)
     card = card_named(page, "Qwen2.5 7B Instruct + Qwen2.5 0.5B Instruct")

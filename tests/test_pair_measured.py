@@ -108,8 +108,8 @@ def test_replies_with_a_pair_are_kept_and_the_doctor_reads_them_back(
     usual place; then `tandem models check` on the same target reads what they measured."""
     from app.host.controller import EngineController
     from app.settings import load_settings
-    from ui.presenter import ChatPresenter
-    from ui.words import headline
+    from ui.presenters.presenter import ChatPresenter
+    from ui.presenters.words import headline
 
     code, out, _ = run(capsys, "check", str(tiny_target), "--no-drafts")
     assert code == 0 and not any("measured here" in line for line in out)  # before: nothing measured
@@ -149,7 +149,7 @@ def test_a_reply_cut_short_or_with_the_speed_up_off_is_not_kept() -> None:
     from app.host.messages import EngineInfo
     from engine.config import DraftChoice
     from engine.events import Speculation, StatsRecord
-    from ui.speed_presenter import pair_reply
+    from ui.presenters.speed_presenter import pair_reply
 
     info = EngineInfo(
         str(Path(__file__)), "t", DraftChoice(Speculation.NGRAM), "", Speculation.NGRAM, 512, True, False, ""

@@ -16,7 +16,7 @@ from engine.session import Engine
 
 pytest.importorskip("PySide6")
 
-from ui.speed_presenter import MIN_TOKENS_FOR_BASELINE, SpeedPresenter  # noqa: E402
+from ui.presenters.speed_presenter import MIN_TOKENS_FOR_BASELINE, SpeedPresenter  # noqa: E402
 
 
 class Host:

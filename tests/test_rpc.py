@@ -424,7 +424,7 @@ def test_rpc_server_bad_arguments(args: list[str], message: str) -> None:
 
 def test_settings_dialog_takes_rpc_servers(qtbot) -> None:  # type: ignore[no-untyped-def]
     from app.settings import Settings
-    from ui.settings_dialog import SettingsDialog, needs_reload
+    from ui.settings.settings_dialog import SettingsDialog, needs_reload
 
     before = Settings()
     dialog = SettingsDialog(before, gpu_offload_supported=False)

@@ -9,7 +9,7 @@ import pytest
 
 from engine.chat import CHAT_SAMPLING
 from engine.events import StatsRecord
-from ui.stats_format import draft_sources
+from ui.presenters.stats_format import draft_sources
 
 STATS = {
     "speculation": "ngram",

@@ -35,9 +35,9 @@ from PySide6.QtCore import Qt  # noqa: E402
 from app import paths  # noqa: E402
 from app.library.catalog import MachineInfo, draft_choices, parse_catalog, scan_local_models  # noqa: E402
 from engine.gguf_info import read_gguf_info  # noqa: E402
-from ui.download_jobs import DownloadEnd  # noqa: E402
-from ui.download_jobs import DownloadJob as _Job  # noqa: E402
-from ui.models_page import ModelsPage  # noqa: E402
+from ui.models.download_jobs import DownloadEnd  # noqa: E402
+from ui.models.download_jobs import DownloadJob as _Job  # noqa: E402
+from ui.models.models_page import ModelsPage  # noqa: E402
 
 
 def _generate(engine: Engine, prompt: str, max_tokens: int) -> Finished:

@@ -67,7 +67,7 @@ def test_every_control_has_an_accessible_name(qtbot, open_window, wait_reply, ti
     assert len(window.chat.message_widgets()) == 3
     assert _unnamed(window) == []  # the chat, Compare, the Models page, the toolbar, the menus
 
-    from ui.settings_dialog import SettingsDialog
+    from ui.settings.settings_dialog import SettingsDialog
 
     dialog = SettingsDialog(window.settings, False, window)
     assert _unnamed(dialog) == []

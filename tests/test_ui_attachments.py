@@ -21,8 +21,8 @@ from app.settings import load_settings
 from app.store import Store
 from engine.config import EngineConfig
 from engine.session import Engine
-from ui import theme
-from ui.attachments import (
+from ui.qt import theme
+from ui.chat.attachments import (
     LONG_PASTE_CHARS,
     DiffDialog,
     about_tokens,

@@ -209,7 +209,7 @@ def test_a_base_model_chats_as_a_plain_transcript(qtbot, open_window, wait_reply
 def test_an_empty_conversation_suggests_work_where_the_speed_up_shows(
     qtbot, open_window, wait_reply, tiny_target
 ) -> None:
-    from ui.words import DEMO_TASKS
+    from ui.presenters.words import DEMO_TASKS
 
     window = open_window(tiny_target, max_tokens=8, temperature=0.7)  # the chat's default
     chat = window.chat

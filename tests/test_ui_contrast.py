@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 from PySide6.QtGui import QColor, QTextCharFormat, QTextDocument
 
-from ui import theme
-from ui.code_highlight import syntax_color
-from ui.markdown_view import render
+from ui.qt import theme
+from ui.chat.code_highlight import syntax_color
+from ui.chat.markdown_view import render
 
 THEMES = [theme.LIGHT, theme.DARK]
 

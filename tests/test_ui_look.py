@@ -6,8 +6,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette, QTextDocument, QTextFormat
 from PySide6.QtWidgets import QApplication
 
-from ui import theme
-from ui.markdown_view import MessageBody, draft_tint, render
+from ui.qt import theme
+from ui.chat.markdown_view import MessageBody, draft_tint, render
 
 CODE_REPLY = "Here:\n\n```python\ndef add(a, b):\n    return a + b  # sum\n```\n\nAnd *more* text.\n"
 
@@ -86,7 +86,7 @@ def test_theme_choice_and_system_scheme(qtbot, open_window, tiny_target) -> None
         light_code = _wait_code_colour(qtbot, widget.body)
 
         # Settings: Dark. The palette, the draft tint, code colours and the chart follow.
-        from ui.settings_dialog import SettingsDialog
+        from ui.settings.settings_dialog import SettingsDialog
 
         dialog = SettingsDialog(window.settings, False, window)
         dialog.theme.setCurrentIndex(dialog.theme.findData("dark"))

@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QColor, QTextDocument, QTextFormat
 
-from ui.markdown_view import (
+from ui.chat.markdown_view import (
     DRAFT_TINT,
     MAX_OPEN_BLOCK,
     MAX_STREAM_STEP,

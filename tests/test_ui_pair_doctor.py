@@ -1,5 +1,5 @@
 # ruff: noqa: F811 - the hub fixtures are imported from test_pair_doctor and named as parameters
-"""The pair doctor in the window (ui/pair_doctor_panel.py on the Models page), against the local
+"""The pair doctor in the window (ui/models/pair_doctor_panel.py on the Models page), against the local
 hub stand-in: search, check from headers only, drafts, download, chat; slow and absent hubs."""
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from tests.test_pair_doctor import (  # noqa: F401 - fixtures
     hub_files,
 )
 from tests.test_pair_measured import hub_key
-from ui.models_page import ModelsPage
-from ui.pair_doctor_panel import PairDoctorPanel
+from ui.models.models_page import ModelsPage
+from ui.models.pair_doctor_panel import PairDoctorPanel
 
 TIMEOUT_MS = 30_000
 
@@ -72,7 +72,7 @@ def test_picking_a_file_checks_it_and_offers_drafts_then_download_and_chat(
     # Drafts: n-gram first, then the one that pairs; the one that does not is listed, disabled.
     qtbot.waitUntil(lambda: panel.drafts_list.count() == 3 and _idle(panel), timeout=TIMEOUT_MS)
     texts = [panel.drafts_list.item(i).text() for i in range(3)]
-    assert texts[0].startswith("From the text (n-gram):")  # the window's name for it (ui/words.py)
+    assert texts[0].startswith("From the text (n-gram):")  # the window's name for it (ui/presenters/words.py)
     assert DRAFT in texts[1] and "pairs" in texts[1]
     assert BAD_DRAFT in texts[2] and "text of token 40" in texts[2]
     assert not panel.drafts_list.item(2).flags() & panel.drafts_list.item(2).flags().ItemIsEnabled

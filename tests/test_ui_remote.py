@@ -16,7 +16,7 @@ from app.store import Store
 from tests.serve_process import ServeProcess, free_port
 from tests.test_remote import llama_server  # noqa: F401 (a fixture)
 from tests.test_ui_speculation import _tinted_text
-from ui.remote_engine import LOCAL_ONLY_TIP
+from ui.settings.remote_engine import LOCAL_ONLY_TIP
 
 
 def _rows(window, include_superseded: bool = False):  # type: ignore[no-untyped-def]
@@ -47,7 +47,7 @@ def _remote_window(open_window, url: str, key: str = "", **changes):  # type: ig
 
 
 def test_settings_engine_fetches_models_and_says_what_fails(qtbot, server: ServeProcess) -> None:
-    from ui.settings_dialog import SettingsDialog
+    from ui.settings.settings_dialog import SettingsDialog
 
     dialog = SettingsDialog(load_settings(), gpu_offload_supported=False)
     qtbot.addWidget(dialog)
@@ -445,7 +445,7 @@ def test_stop_answers_while_the_server_is_silent(qtbot, open_window, wait_reply,
 
 def test_a_servers_fields_reload_the_engine_only_when_a_server_is_used() -> None:
     from app.settings import Settings
-    from ui.settings_dialog import needs_reload
+    from ui.settings.settings_dialog import needs_reload
 
     local = Settings()
     assert not needs_reload(local, local.replace(remote_url="10.0.0.2:8080", remote_model="m"))
@@ -458,8 +458,8 @@ def test_a_servers_fields_reload_the_engine_only_when_a_server_is_used() -> None
 
 def test_local_only_fields_are_greyed_out_while_a_server_is_chosen(qtbot) -> None:
     from app.settings import Settings
-    from ui.remote_engine import LOCAL_ONLY_TIP
-    from ui.settings_dialog import SettingsDialog
+    from ui.settings.remote_engine import LOCAL_ONLY_TIP
+    from ui.settings.settings_dialog import SettingsDialog
 
     # A build without GPU offload: GPU layers is disabled for its own reason, and stays so.
     dialog = SettingsDialog(

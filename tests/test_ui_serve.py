@@ -176,7 +176,7 @@ def test_window_serve_to_other_computers_warns_without_a_key(qtbot, open_window,
 
 def test_serve_settings_fields(qtbot) -> None:
     from app.settings import Settings
-    from ui.settings_dialog import SettingsDialog
+    from ui.settings.settings_dialog import SettingsDialog
 
     dialog = SettingsDialog(Settings(), gpu_offload_supported=False)
     qtbot.addWidget(dialog)

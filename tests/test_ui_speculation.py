@@ -9,8 +9,8 @@ from PySide6.QtWidgets import QScrollArea
 
 from app.settings import load_settings
 from app.store import Store
-from ui import theme
-from ui.markdown_view import render
+from ui.qt import theme
+from ui.chat.markdown_view import render
 
 # The light theme's tints: each source's, and that of text saved without its source.
 DRAFT_TINTS = [theme.LIGHT.draft_tint, *(look.tint for look in theme.LIGHT.draft_looks)]
@@ -141,7 +141,7 @@ def test_compare_runs_plain_then_speculative_side_by_side(
     assert window.compare.chart.series["plain"] and window.compare.chart.series["speculative"]
     assert window.compare.chart.grab().width() > 0  # the QPainter chart paints
     # The chart ends where the headline and the panes say: on the same clock (prompt read once).
-    from ui.words import compare_seconds
+    from ui.presenters.words import compare_seconds
 
     plain_s, spec_s = compare_seconds(plain, speculative)
     chart = window.compare.chart
@@ -174,7 +174,7 @@ def test_compare_needs_speculation_on(qtbot, open_window, tiny_target) -> None:
 
 
 def test_settings_dialog_values_and_engine_reload(qtbot, open_window, wait_reply, tiny_target) -> None:
-    from ui.settings_dialog import SettingsDialog
+    from ui.settings.settings_dialog import SettingsDialog
 
     window = open_window(tiny_target)
     dialog = SettingsDialog(window.settings, gpu_offload_supported=False)

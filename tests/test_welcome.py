@@ -14,7 +14,7 @@ pytest.importorskip("pytestqt")
 from app.library import catalog as catalog_module  # noqa: E402
 from app.library.catalog import MachineInfo, load_catalog  # noqa: E402
 from app.settings import load_settings  # noqa: E402
-from ui.welcome import WelcomePanel, recommend_pair  # noqa: E402
+from ui.chat.welcome import WelcomePanel, recommend_pair  # noqa: E402
 
 GiB = 1024**3
 GB = 1000**3

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from engine.events import DraftingState, Stats
-from ui import words
-from ui.words import Verdict
+from ui.presenters import words
+from ui.presenters.words import Verdict
 
 
 def _stats(**changes: object) -> Stats:

@@ -294,12 +294,12 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     home = tempfile.mkdtemp(prefix="tandem-bench-gui-")  # never the user's conversations or settings
-    from ui.pyside_refcount_fix import immortalize_singletons
+    from ui.qt.pyside_refcount_fix import immortalize_singletons
 
     immortalize_singletons()
     from PySide6.QtWidgets import QApplication
 
-    from ui.gc_on_gui_thread import GuiThreadCollector
+    from ui.qt.gc_on_gui_thread import GuiThreadCollector
 
     app = QApplication.instance() or QApplication(["tandem-bench-gui"])
     GuiThreadCollector(app)  # as the window's app: the scripted engine's threads free no Qt object

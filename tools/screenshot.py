@@ -55,13 +55,13 @@ def _shoot(out: Path, model: Path) -> int:
     # A first start (the welcome panel shows), greedy, n-gram lookup.
     save_settings(Settings(temperature=0.0, draft=NGRAM_LOOKUP, theme="light"))
 
-    from ui.pyside_refcount_fix import immortalize_singletons
+    from ui.qt.pyside_refcount_fix import immortalize_singletons
 
     immortalize_singletons()
     from PySide6.QtWidgets import QApplication
 
     from app.gui import wait_until as wait_for
-    from ui.gc_on_gui_thread import GuiThreadCollector
+    from ui.qt.gc_on_gui_thread import GuiThreadCollector
     from ui.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(["tandem"])

@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
 
 
 def _scene(out_dir: Path, model: str) -> int:
-    from ui.pyside_refcount_fix import immortalize_singletons
+    from ui.qt.pyside_refcount_fix import immortalize_singletons
 
     immortalize_singletons()
     from PySide6.QtCore import QEventLoop, QPoint, Qt, QTimer
@@ -70,9 +70,9 @@ def _scene(out_dir: Path, model: str) -> int:
 
     from app.gui import wait_until as wait_for
     from app.settings import load_settings, save_settings
-    from ui.gc_on_gui_thread import GuiThreadCollector
+    from ui.qt.gc_on_gui_thread import GuiThreadCollector
     from ui.main_window import MainWindow
-    from ui.words import DEMO_TASKS, built_in_presets, compare_seconds
+    from ui.presenters.words import DEMO_TASKS, built_in_presets, compare_seconds
 
     app = QApplication.instance() or QApplication(["tandem"])
     app.setApplicationName("Tandem")

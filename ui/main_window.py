@@ -1,7 +1,7 @@
 """Tandem's main window: conversations, the chat, Compare, models; the speculation toolbar.
 
 The window builds and wires widgets. What it shows and decides lives in its presenter
-(ui/presenter.py, ChatPresenter: no widgets): the settings, the store (conversations on disk),
+(ui/presenters/presenter.py, ChatPresenter: no widgets): the settings, the store (conversations on disk),
 the reply being generated and its saving, the stats records and speed baseline, Compare routing
 and the one speculation state. The window forwards user actions to the presenter and follows
 its signals: replies arrive as coalesced ReplyProgress updates of one reply buffer
@@ -42,14 +42,14 @@ from app.settings import Settings, load_settings
 from app.store import Store
 from engine.events import Speculation
 from ui.about import AboutDialog, app_icon
-from ui.chat_view import ChatView
-from ui.compare_view import CompareView
-from ui.conversation_list import ConversationList
-from ui.engine_presenter import PairView, SpeculationView
-from ui.failures import STRICT_ENV
-from ui.presenter import ChatPresenter, ConversationShown
-from ui.reply_presenter import LiveReply, MessageRow, ReplyEnded
-from ui.settings_dialog import SettingsDialog, needs_reload
+from ui.chat.chat_view import ChatView
+from ui.compare.compare_view import CompareView
+from ui.chat.conversation_list import ConversationList
+from ui.presenters.engine_presenter import PairView, SpeculationView
+from ui.presenters.failures import STRICT_ENV
+from ui.presenters.presenter import ChatPresenter, ConversationShown
+from ui.presenters.reply_presenter import LiveReply, MessageRow, ReplyEnded
+from ui.settings.settings_dialog import SettingsDialog, needs_reload
 
 log = logging.getLogger(__name__)
 
@@ -71,13 +71,13 @@ class MainWindow(QMainWindow):
         store = Store()
         store.mark_unfinished_interrupted()
         self.controller = controller or EngineController(self)
-        # What the window shows and decides (ui/presenter.py: no widgets, tested alone).
+        # What the window shows and decides (ui/presenters/presenter.py: no widgets, tested alone).
         self.presenter = ChatPresenter(self.controller, store, load_settings(), model, draft, self)
         self.presenter.record_extras = self._record_extras
         self._is_closed = False
         self._has_shown = False
         self._answer_when_loaded = False  # a larger context chosen for a message that did not fit
-        from ui.theme import ThemeManager
+        from ui.qt.theme import ThemeManager
 
         self.theme = ThemeManager(self.settings.theme, self)  # before any text is rendered
         self.theme.changed.connect(self.on_theme_changed)
@@ -128,9 +128,9 @@ class MainWindow(QMainWindow):
     # ---- building
 
     def _build_toolbar(self) -> None:
-        """The chat's header (ui/chat_header.py: model, speed-up, state, the highlight's legend),
+        """The chat's header (ui/chat/chat_header.py: model, speed-up, state, the highlight's legend),
         then Settings and the API switch."""
-        from ui.chat_header import ChatHeader
+        from ui.chat.chat_header import ChatHeader
 
         bar = QToolBar("Chat header")
         bar.setObjectName("speculationToolbar")
@@ -156,7 +156,7 @@ class MainWindow(QMainWindow):
         self.choose_draft_action.triggered.connect(self.on_choose_draft_action_triggered)
         self.settings_action = QAction("Settings…", self)
         self.settings_action.triggered.connect(self.on_settings_action_triggered)  # the Model menu's
-        from ui.serve_toggle import ServeToggle
+        from ui.settings.serve_toggle import ServeToggle
 
         self.serve_toggle = ServeToggle(self, bar)  # the loaded engine on the OpenAI-compatible API
 
@@ -204,7 +204,7 @@ class MainWindow(QMainWindow):
         # The models page is built separately and may be missing or broken in a given build;
         # the chat must open regardless.
         try:
-            from ui.models_page import ModelsPage
+            from ui.models.models_page import ModelsPage
 
             page = ModelsPage()
             page.pair_chosen.connect(self.on_models_page_pair_chosen)
@@ -220,12 +220,12 @@ class MainWindow(QMainWindow):
             return label
 
     def _make_welcome(self) -> Any:
-        """The first-start welcome panel (ui/welcome.py); like the models page, optional."""
+        """The first-start welcome panel (ui/chat/welcome.py); like the models page, optional."""
         self._welcome_download: str | None = None  # the pair its button is downloading
         self._is_welcome_connected = False
         try:
             from app.library.catalog import detect_machine, gpu_memory_bytes, load_catalog
-            from ui.welcome import WelcomePanel
+            from ui.chat.welcome import WelcomePanel
 
             machine = detect_machine()
             vram = gpu_memory_bytes(machine.gpu_label, machine.total_ram_bytes) if machine.has_gpu else 0
@@ -288,7 +288,7 @@ class MainWindow(QMainWindow):
     def show_reply_diff(self, reply_id: int | None = None) -> Any:
         """A reply (the last one unless told) against the first document of the message it
         answered (a dialog with copy and save-as); None, and a notice, where there is no such pair."""
-        from ui.attachments import DiffDialog
+        from ui.chat.attachments import DiffDialog
 
         conversation_id = self.conversation_id
         messages = self.store.messages(conversation_id) if conversation_id is not None else []
@@ -521,7 +521,7 @@ class MainWindow(QMainWindow):
             self.setWindowTitle(pair.title)
 
     def on_presenter_speculation_changed(self, speculation: SpeculationView) -> None:
-        from ui.remote_engine import LOCAL_ONLY_TIP  # a server decides its own speculation
+        from ui.settings.remote_engine import LOCAL_ONLY_TIP  # a server decides its own speculation
 
         local = speculation.can_switch
         self.header.set_speed_up(speculation.choice, local, LOCAL_ONLY_TIP)
@@ -592,7 +592,7 @@ class MainWindow(QMainWindow):
         widget = self._live_widget()
         if widget is None or not widget.speed.points:
             return {}
-        from ui.speed_panel import POINTS_KEY
+        from ui.chat.speed_panel import POINTS_KEY
 
         return {POINTS_KEY: widget.speed.kept_points()}
 
@@ -728,7 +728,7 @@ class MainWindow(QMainWindow):
     def presets(self) -> list[Any]:
         """Tandem's presets, then the user's for the model in use (or for any model)."""
         from app.settings import load_presets
-        from ui.words import built_in_presets
+        from ui.presenters.words import built_in_presets
 
         model = self.presenter.engine.model_key()
         return [*built_in_presets(), *(p for p in load_presets() if p.is_for(model))]
@@ -741,9 +741,9 @@ class MainWindow(QMainWindow):
         self.chat.set_system_prompt(preset.system_prompt)
 
     def on_chat_task_suggested(self, task: str) -> None:
-        """A suggested task is edit work: it runs as its preset runs it (ui.words.task_preset),
+        """A suggested task is edit work: it runs as its preset runs it (ui.presenters.words.task_preset),
         chosen in the header where the user sees it and can choose another."""
-        from ui.words import task_preset
+        from ui.presenters.words import task_preset
 
         preset = task_preset(task)
         if preset is not None:

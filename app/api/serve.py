@@ -1,5 +1,5 @@
 """The engine on an OpenAI-compatible HTTP API: the server of `tandem serve` (app/cli/serve.py)
-and of the window's serve toggle (ui/serve_toggle.py).
+and of the window's serve toggle (ui/settings/serve_toggle.py).
 
 Built on Starlette (routing, requests, JSON responses) served by uvicorn: both are small, widely
 used and maintained, and together they are the ASGI stack most Python model servers stand on,

@@ -15,7 +15,7 @@ from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QPushButton, QWidget
 
 from app.library.catalog import NGRAM, NO_DRAFT, LocalModel, draft_choices
-from ui.words import choice_name, model_name
+from ui.presenters.words import choice_name, model_name
 
 
 class PairPicker(QGroupBox):
@@ -80,7 +80,7 @@ class PairPicker(QGroupBox):
         if target_path is None:
             self.pair_explanation.setText("No local model yet: download a pair or import a GGUF file.")
             return
-        # The speed-up's names as the header says them (ui.words), not the engine's.
+        # The speed-up's names as the header says them (ui.presenters.words), not the engine's.
         self.draft_combo.addItem(choice_name("ngram"), NGRAM)
         self.draft_combo.addItem(f"{choice_name('none')} (the usual speed)", NO_DRAFT)
         target = next(m for m in self.local_models if str(m.path) == target_path)

@@ -3,13 +3,13 @@
 The window's state and decisions are split by job, each a QObject with its own signals:
 - `ChatPresenter` (here): the settings (saved on change), the conversation being shown and its
   saving (app/store.py), what the user sends, edits and regenerates;
-- `ReplyPresenter` (ui/reply_presenter.py, as `ChatPresenter.replies`): the reply being
+- `ReplyPresenter` (ui/presenters/reply_presenter.py, as `ChatPresenter.replies`): the reply being
   generated, saved as it streams, and its end;
-- `EnginePresenter` (ui/engine_presenter.py, as `ChatPresenter.engine`): the loaded pair, the
+- `EnginePresenter` (ui/presenters/engine_presenter.py, as `ChatPresenter.engine`): the loaded pair, the
   one copy of the speed-up state and the pair's state in words;
-- `ComparePresenter` (ui/compare_presenter.py, as `ChatPresenter.comparison`): Compare's two
+- `ComparePresenter` (ui/presenters/compare_presenter.py, as `ChatPresenter.comparison`): Compare's two
   runs and their routing;
-- `SpeedPresenter` (ui/speed_presenter.py, as `ChatPresenter.speed`): the plain-speed baseline
+- `SpeedPresenter` (ui/presenters/speed_presenter.py, as `ChatPresenter.speed`): the plain-speed baseline
   and the stats record each reply keeps.
 The window builds widgets, forwards user actions to them and follows their signals.
 """
@@ -28,10 +28,10 @@ from app.library.documents import Document
 from app.settings import Preset, Settings, save_settings
 from app.store import Conversation, MessageStatus, Store
 from engine.events import Speculation, StatsRecord
-from ui.compare_presenter import ComparePresenter
-from ui.engine_presenter import EnginePresenter
-from ui.reply_presenter import LiveReply, MessageRow, ReplyPresenter
-from ui.speed_presenter import SpeedPresenter
+from ui.presenters.compare_presenter import ComparePresenter
+from ui.presenters.engine_presenter import EnginePresenter
+from ui.presenters.reply_presenter import LiveReply, MessageRow, ReplyPresenter
+from ui.presenters.speed_presenter import SpeedPresenter
 
 log = logging.getLogger(__name__)
 

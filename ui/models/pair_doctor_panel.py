@@ -40,9 +40,9 @@ from app.library.catalog import NGRAM, format_bytes
 from app.library.downloads import DownloadProgress, FileRequest, local_path_for
 from app.store import MIN_PAIR_REPLIES
 from engine.errors import TandemError
-from ui.download_jobs import DownloadEnd, DownloadJobs
-from ui.pair_card import app_palette, bad_colour, good_colour
-from ui.words import choice_name, pair_estimate_words, pair_measured_words
+from ui.models.download_jobs import DownloadEnd, DownloadJobs
+from ui.models.pair_card import app_palette, bad_colour, good_colour
+from ui.presenters.words import choice_name, pair_estimate_words, pair_measured_words
 
 DOWNLOAD_KEY = "doctor"
 PROGRESS_STEPS = 1000

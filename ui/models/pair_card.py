@@ -4,8 +4,8 @@ speedup reported (by whom), and its download. What holds for the whole machine (
 models gain little) is said once, above the cards (`machine_note`), not on every card; pairs
 that are not for chat (code completion) are kept off the chat app's list (CardGrid).
 
-The card owns its widgets and their look; the Models page's catalog (ui/catalog_section.py) and
-downloads (ui/model_downloads.py) tell it what to show (set_fit, set_status, set_running...).
+The card owns its widgets and their look; the Models page's catalog (ui/models/catalog_section.py) and
+downloads (ui/models/model_downloads.py) tell it what to show (set_fit, set_status, set_running...).
 Colours come from the palette (Window, Base, Mid, Highlight...) and are worked out again when the
 palette changes (the page calls restyle()), so a card follows the theme.
 """
@@ -30,16 +30,16 @@ from PySide6.QtWidgets import (
 )
 
 from app.library.catalog import CatalogPair, MachineInfo, fit_for, format_bytes
-from ui.flow_layout import FlowLayout
+from ui.qt.flow_layout import FlowLayout
 
-# Room for the KV cache and compute buffers on top of the weights, on a GPU (as ui/welcome.py).
+# Room for the KV cache and compute buffers on top of the weights, on a GPU (as ui/chat/welcome.py).
 VRAM_HEADROOM = 1.2
 PROGRESS_STEPS = 1000
 _URL_RE = re.compile(r"https?://[^\s)>\"']+")
 
 
 def app_palette() -> QPalette:
-    """The palette the theme set (ui/theme.py sets the application's): a card's own palette
+    """The palette the theme set (ui/qt/theme.py sets the application's): a card's own palette
     holds the colours its stylesheet set, which would not follow a theme switch."""
     return QGuiApplication.palette()
 

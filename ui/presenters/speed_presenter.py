@@ -14,7 +14,7 @@ from app.host.messages import EngineInfo
 from app.settings import Settings
 from app.store import NGRAM_DRAFTER, model_key_of_file
 from engine.events import Finished, Speculation, Stats, StatsRecord
-from ui.words import headline
+from ui.presenters.words import headline
 
 MIN_TOKENS_FOR_BASELINE = 8  # a plain reply shorter than this is too noisy to be the speed baseline
 

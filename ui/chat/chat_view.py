@@ -26,9 +26,9 @@ from PySide6.QtWidgets import (
 
 from app.store import MessageStatus
 from engine.events import StatsRecord
-from ui.attachments import LONG_PASTE_CHARS, AttachmentTray, pick_files
-from ui.message_widget import MessageWidget
-from ui.words import DEMO_TASKS, EMPTY_CHAT, quick_action_of, quick_actions_for
+from ui.chat.attachments import LONG_PASTE_CHARS, AttachmentTray, pick_files
+from ui.chat.message_widget import MessageWidget
+from ui.presenters.words import DEMO_TASKS, EMPTY_CHAT, quick_action_of, quick_actions_for
 
 READABLE_WIDTH_EM = 110  # average characters: about 90 of text a line after margins
 
@@ -165,7 +165,7 @@ class ChatView(QWidget):
         self.editing_banner.setVisible(False)
         layout.addWidget(self.editing_banner)
 
-        # The documents this message will carry (ui/attachments.py), above the box.
+        # The documents this message will carry (ui/chat/attachments.py), above the box.
         self.attachments = AttachmentTray()
         self.attachments.action_requested.connect(self.on_attachments_action_requested)
         self.attachments.changed.connect(self._offer_document)
@@ -514,7 +514,7 @@ class ChatView(QWidget):
             self.input.setPlainText(prompt)
         self.input.setFocus()
         self.input.moveCursor(self.input.textCursor().MoveOperation.End)
-        self.task_suggested.emit(prompt)  # edit work chooses its preset (ui.words.task_preset)
+        self.task_suggested.emit(prompt)  # edit work chooses its preset (ui.presenters.words.task_preset)
 
     def on_input_escaped(self) -> None:
         if self._is_editing:

@@ -48,7 +48,7 @@ class SettingsDialog(QDialog):
         layout.addWidget(self.tabs)
 
         chat = self._tab("Chat")
-        from ui.theme import THEME_CHOICES
+        from ui.qt.theme import THEME_CHOICES
 
         self.theme = QComboBox()
         self.theme.setObjectName("themeCombo")
@@ -170,7 +170,7 @@ class SettingsDialog(QDialog):
         speed.addRow("Guess at most (draft length):", self.draft_max)
 
         form = self._tab("Engine")
-        from ui.remote_engine import RemoteEngineFields
+        from ui.settings.remote_engine import RemoteEngineFields
 
         self.remote = RemoteEngineFields(settings, form, self)  # Engine: this computer or a server
 
@@ -230,7 +230,7 @@ class SettingsDialog(QDialog):
         self.remote.set_local_only([self.threads, self.context, self.gpu_layers, self.rpc_servers,
                                     self.repeat_last_n, self.adaptive, self.draft_max])  # fmt: skip
 
-        from ui.serve_settings import ServeFields
+        from ui.settings.serve_settings import ServeFields
 
         serve = self._tab("Serve API")
         serve_about = QLabel(

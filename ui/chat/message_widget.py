@@ -20,10 +20,11 @@ from PySide6.QtWidgets import (
 from app.host.reply import ReplyText
 from app.store import MessageStatus
 from engine.events import Stats, StatsRecord
-from ui import theme, words
-from ui.markdown_view import MessageBody
-from ui.speed_panel import SpeedPanel
-from ui.stats_format import draft_sources
+from ui.qt import theme
+from ui.presenters import words
+from ui.chat.markdown_view import MessageBody
+from ui.chat.speed_panel import SpeedPanel
+from ui.presenters.stats_format import draft_sources
 
 STATUS_NOTES = {
     MessageStatus.CANCELLED: "stopped",
@@ -160,7 +161,7 @@ class MessageWidget(QFrame):
         return self._actions_shown.opacity() > 0
 
     def restyle(self, render: bool = True) -> None:
-        """Colours of the current theme (ui.theme); the text rendered again in them."""
+        """Colours of the current theme (ui.qt.theme); the text rendered again in them."""
         colors = theme.colors()
         self.setStyleSheet(
             f"QFrame#userMessage {{ background: {colors.user_bubble}; border-radius: 8px; }}"

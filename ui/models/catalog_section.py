@@ -2,7 +2,7 @@
 is recommended for it, which pairs are here already or in use), and the pairs that do not work,
 folded away behind a disclosure.
 
-The cards are ui/pair_card.py's; their downloads are ui/model_downloads.py's (the page hands it
+The cards are ui/models/pair_card.py's; their downloads are ui/models/model_downloads.py's (the page hands it
 each card). This section decides what the cards say about this machine and the files here.
 """
 
@@ -16,8 +16,8 @@ from PySide6.QtWidgets import QLabel, QToolButton, QVBoxLayout, QWidget
 
 from app.library.catalog import NGRAM, Catalog, CatalogPair, MachineInfo, format_bytes, gpu_memory_bytes
 from app.library.downloads import local_path_for, pair_requests
-from ui.pair_card import CardGrid, PairCard, describe_fit, machine_note
-from ui.welcome import Recommendation, recommend_pair
+from ui.models.pair_card import CardGrid, PairCard, describe_fit, machine_note
+from ui.chat.welcome import Recommendation, recommend_pair
 
 
 class CatalogSection(QWidget):

@@ -2,7 +2,7 @@
 into the models folder (by the button or by a drop on the page).
 
 A file is checked at once (a bad one is refused with the reason before anything is copied); the
-copy runs on a thread of ui/download_jobs.py's ImportJobs, which reports back on the GUI thread.
+copy runs on a thread of ui/models/download_jobs.py's ImportJobs, which reports back on the GUI thread.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 
 from app.library.catalog import LocalModel, check_model_file, format_bytes, format_params
 from engine.errors import TandemError
-from ui.download_jobs import ImportJobs
+from ui.models.download_jobs import ImportJobs
 
 
 class LocalModelsBox(QGroupBox):

@@ -16,9 +16,9 @@ from PySide6.QtGui import QPainter, QPaintEvent, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.settings import Preset
-from ui import theme
-from ui.markdown_view import tint_format
-from ui.words import (
+from ui.qt import theme
+from ui.chat.markdown_view import tint_format
+from ui.presenters.words import (
     BUILT_IN_MODELS,
     LEGEND,
     LEGEND_ORDER,
@@ -42,7 +42,7 @@ def _preset_tip(preset: Preset) -> str:
 
 
 class LegendSwatch(QWidget):
-    """A source's name drawn as its tinted text is: the same char format (ui.markdown_view's
+    """A source's name drawn as its tinted text is: the same char format (ui.chat.markdown_view's
     tint_format), so the swatch shows the tint, the underline style and the mark colour exactly
     (Qt's rich text in a QLabel draws every underline solid)."""
 
@@ -220,7 +220,7 @@ class ChatHeader(QWidget):
 
     def refresh_models(self) -> None:
         """The built-in models, then the GGUF files in the models folder, the one in use marked."""
-        from ui.engine_presenter import first_chat_model
+        from ui.presenters.engine_presenter import first_chat_model
 
         models = [m for m in BUILT_IN_MODELS if m[0] != "smollm2" or first_chat_model() == "smollm2"]
         try:

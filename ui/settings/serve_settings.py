@@ -1,4 +1,4 @@
-"""Settings → the "Serve API" switch (ui/serve_toggle.py): its port, API key and who may connect."""
+"""Settings → the "Serve API" switch (ui/settings/serve_toggle.py): its port, API key and who may connect."""
 
 from __future__ import annotations
 

@@ -240,7 +240,7 @@ def pair_estimate_words(e: SpeedEstimate, n_replies_to_measure: int) -> str:
 # ---- the highlight: the model's own, confirmed text, tinted by where the guess came from
 
 # Each source (engine.events.DraftSource value): its name in the legend, where it says "from …",
-# and how it looks (ui.theme.LIGHT and DARK draw these hues and underlines, in both themes).
+# and how it looks (ui.qt.theme.LIGHT and DARK draw these hues and underlines, in both themes).
 SOURCE_NAMES = {
     "document": "Document",
     "text": "This chat",
@@ -501,7 +501,7 @@ def task_preset_words(preset: Preset) -> str:
     return f"Run as the “{preset.name}” preset runs it: {how}, with {penalty}."
 
 
-# An empty conversation's line, above the demo tasks offered as suggestions (ui.chat_view).
+# An empty conversation's line, above the demo tasks offered as suggestions (ui.chat.chat_view).
 EMPTY_CHAT = (
     "Ask anything. Tandem is fastest when the reply reuses text: attach a document (or paste it) "
     "and ask for an edit, or start from one of these:"

@@ -2,8 +2,8 @@
 pair's card, or the row for any file from the hub), start, pause and cancel, progress, and how a
 job ended (downloaded, paused, cancelled, failed) in words.
 
-The threads are ui/download_jobs.py's (shared with the pair doctor, whose jobs this view leaves
-alone); the cards are ui/pair_card.py's. The page composes this view and forwards its signals.
+The threads are ui/models/download_jobs.py's (shared with the pair doctor, whose jobs this view leaves
+alone); the cards are ui/models/pair_card.py's. The page composes this view and forwards its signals.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from app.library.downloads import (
     pair_requests,
     partial_download,
 )
-from ui.download_jobs import DownloadEnd, DownloadJobs
-from ui.pair_card import PROGRESS_STEPS, PairCard, app_palette, bad_colour
+from ui.models.download_jobs import DownloadEnd, DownloadJobs
+from ui.models.pair_card import PROGRESS_STEPS, PairCard, app_palette, bad_colour
 
 CUSTOM_KEY = "custom"  # the job key of the "any hub file" row
 

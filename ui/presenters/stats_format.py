@@ -1,5 +1,5 @@
 """Helpers for the speed figures: the engine's plain-speed estimate where a reply is long enough to
-compare, and where a reply's accepted drafts came from (ui/words.py says the rest)."""
+compare, and where a reply's accepted drafts came from (ui/presenters/words.py says the rest)."""
 
 from __future__ import annotations
 

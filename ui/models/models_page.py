@@ -1,11 +1,11 @@
-"""The models page: one scrolling column that composes what you chat with now (ui/pair_picker.py),
-the catalog pairs to download (ui/catalog_section.py) and their downloads
-(ui/model_downloads.py), the pair doctor (search the hub, check a pair before downloading it:
-ui/pair_doctor_panel.py), the models on this computer and their import (ui/local_models.py), and
+"""The models page: one scrolling column that composes what you chat with now (ui/models/pair_picker.py),
+the catalog pairs to download (ui/models/catalog_section.py) and their downloads
+(ui/models/model_downloads.py), the pair doctor (search the hub, check a pair before downloading it:
+ui/models/pair_doctor_panel.py), the models on this computer and their import (ui/models/local_models.py), and
 any file from the hub.
 
 The page scans the models folder and hands what it found to each part; downloads and imports run
-on threads owned by ui/download_jobs.py, shared with the pair doctor.
+on threads owned by ui/models/download_jobs.py, shared with the pair doctor.
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ from app.library.catalog import (
     local_model,
     scan_local_models,
 )
-from ui.catalog_section import CatalogSection, IncompatiblePairs
-from ui.download_jobs import DownloadJobs
-from ui.local_models import LocalModelsBox, ModelImports, dropped_files
-from ui.model_downloads import ModelDownloads
-from ui.page_scroll import scrolling_content
-from ui.pair_card import PROGRESS_STEPS
-from ui.pair_doctor_panel import PairDoctorPanel
-from ui.pair_picker import PairPicker
-from ui.welcome import Recommendation
+from ui.models.catalog_section import CatalogSection, IncompatiblePairs
+from ui.models.download_jobs import DownloadJobs
+from ui.models.local_models import LocalModelsBox, ModelImports, dropped_files
+from ui.models.model_downloads import ModelDownloads
+from ui.qt.page_scroll import scrolling_content
+from ui.models.pair_card import PROGRESS_STEPS
+from ui.models.pair_doctor_panel import PairDoctorPanel
+from ui.models.pair_picker import PairPicker
+from ui.chat.welcome import Recommendation
 
 
 class ModelsPage(QWidget):

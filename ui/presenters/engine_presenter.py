@@ -3,7 +3,7 @@ the one copy of the speed-up state (`SpeculationView`: the kind chosen, the kind
 whether it can be switched), and the pair's state in words for the header.
 
 It drives the engine controller's loading and listens to its engine signals; the chat's
-replies are ui/presenter.py's, Compare's ui/compare_presenter.py's.
+replies are ui/presenters/presenter.py's, Compare's ui/presenters/compare_presenter.py's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from app.settings import Settings
 from engine.config import NGRAM_LOOKUP, NO_DRAFT, DraftChoice
 from engine.errors import Failure
 from engine.events import Speculation
-from ui.failures import failure_words, raise_if_unexpected
+from ui.presenters.failures import failure_words, raise_if_unexpected
 
 
 @dataclass(frozen=True)

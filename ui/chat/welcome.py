@@ -147,8 +147,7 @@ class WelcomePanel(QFrame):
         self._show_recommendation()
 
     def _about_text(self) -> str:
-        from ui import theme
-
+        from ui.qt import theme
         colors = theme.colors()
         look = colors.draft_look("text")
         mark = (

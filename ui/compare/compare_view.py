@@ -29,12 +29,13 @@ from PySide6.QtWidgets import (
 from app.host.reply import Reply, ReplyProgress
 from app.settings import Preset
 from engine.events import Stats
-from ui import theme, words
-from ui.markdown_view import MessageBody
-from ui.page_scroll import scrolling_content
-from ui.stats_format import DASH
+from ui.qt import theme
+from ui.presenters import words
+from ui.chat.markdown_view import MessageBody
+from ui.qt.page_scroll import scrolling_content
+from ui.presenters.stats_format import DASH
 
-PLAIN_COLOR = QColor(120, 120, 120)  # the light theme's (ui.theme.colors() has the current ones)
+PLAIN_COLOR = QColor(120, 120, 120)  # the light theme's (ui.qt.theme.colors() has the current ones)
 SPECULATIVE_COLOR = QColor(40, 160, 90)
 
 

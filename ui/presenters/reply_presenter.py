@@ -2,9 +2,9 @@
 saved as it streams, ended as complete, cancelled or interrupted with its stats record, and what
 it measured for its pair kept for the pair doctor.
 
-`ChatPresenter` (ui/presenter.py) owns one, as `ChatPresenter.replies`, and forwards its signals
+`ChatPresenter` (ui/presenters/presenter.py) owns one, as `ChatPresenter.replies`, and forwards its signals
 as its own: the window follows the chat presenter only. Compare's replies are not these (they
-are ui/compare_presenter.py's).
+are ui/presenters/compare_presenter.py's).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from app.settings import Settings
 from app.store import Message, MessageStatus, Store
 from engine.errors import Failure
 from engine.events import Stats, StatsRecord
-from ui.failures import failure_words, raise_if_unexpected
-from ui.speed_presenter import SpeedPresenter, pair_reply
+from ui.presenters.failures import failure_words, raise_if_unexpected
+from ui.presenters.speed_presenter import SpeedPresenter, pair_reply
 
 SAVE_INTERVAL_S = 0.5  # a streaming reply reaches the database at least this often
 

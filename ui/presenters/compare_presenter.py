@@ -15,9 +15,9 @@ from app.host.messages import ChatTurn
 from app.host.reply import Reply, ReplyProgress
 from app.settings import Preset, Settings
 from engine.errors import Failure
-from ui.failures import failure_words, raise_if_unexpected
-from ui.speed_presenter import SpeedPresenter
-from ui.words import task_preset
+from ui.presenters.failures import failure_words, raise_if_unexpected
+from ui.presenters.speed_presenter import SpeedPresenter
+from ui.presenters.words import task_preset
 
 
 class ComparePresenter(QObject):

@@ -2,7 +2,7 @@
 
 Left to right: a tokens/s sparkline that grows with the reply (the rate over the last half
 second of decoding) with plain decoding's rate as a dashed reference line, then the reply's one
-headline (ui/words.py: "2.4× faster, 12 s saved", or a neutral "About as fast as usual" with its
+headline (ui/presenters/words.py: "2.4× faster, 12 s saved", or a neutral "About as fast as usual" with its
 reason). The figures behind it are the message's Details, shown on demand, not here. While the
 reply streams the panel is drawn larger; a finished reply keeps a small version of it.
 
@@ -19,8 +19,9 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath, Q
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from engine.events import Stats, StatsRecord
-from ui import theme, words
-from ui.stats_format import plain_estimate
+from ui.qt import theme
+from ui.presenters import words
+from ui.presenters.stats_format import plain_estimate
 
 RATE_WINDOW_S = 0.5  # the sparkline's rate: tokens over the last this many seconds of decoding
 MAX_POINTS = 600  # more snapshots are thinned (every other one dropped)
@@ -155,7 +156,7 @@ class SpeedPanel(QWidget):
         painter.end()
 
     def headline(self) -> words.Headline:
-        """The reply's one line (ui/words.py): the whole request against plain decoding here."""
+        """The reply's one line (ui/presenters/words.py): the whole request against plain decoding here."""
         if self.stats is None:
             return words.Headline(words.Verdict.PENDING, "")
         return words.headline(self.stats, self.plain_tokens_per_s, self.stats.note_kind)

@@ -1,5 +1,5 @@
 """A message's text: Markdown rendered by Qt, with the draft's accepted tokens tinted, each
-stretch in the look of where its guess came from (ui.theme.DraftLook: an attached document, the
+stretch in the look of where its guess came from (ui.qt.theme.DraftLook: an attached document, the
 conversation, an earlier reply, the draft model).
 
 Qt's Markdown importer rewrites the source (markup removed, whitespace folded), so a character
@@ -40,8 +40,10 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QApplication, QFrame, QSizePolicy, QTextBrowser, QToolButton, QToolTip, QWidget
 
-from ui import theme, words
-from ui.code_highlight import CodeHighlighter
+from ui.qt import theme
+
+from ui.presenters import words
+from ui.chat.code_highlight import CodeHighlighter
 
 DRAFT_TINT = theme.LIGHT.draft_tint  # the light theme's tint of text saved without its source
 # The char format property that holds tinted text's source (an engine.events.DraftSource value,

@@ -1,0 +1,1 @@
+"""Compare: one request the usual way and sped up, side by side."""
