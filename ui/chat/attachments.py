@@ -45,8 +45,8 @@ from app.library.documents import (
     format_size,
     read_document,
 )
-from ui.qt import theme
 from ui.presenters.words import quick_actions_for
+from ui.qt import theme
 
 # A paste this long is offered as an attachment (it can still stay in the message).
 LONG_PASTE_CHARS = 2000

@@ -20,11 +20,11 @@ from PySide6.QtWidgets import (
 from app.host.reply import ReplyText
 from app.store import MessageStatus
 from engine.events import Stats, StatsRecord
-from ui.qt import theme
-from ui.presenters import words
 from ui.chat.markdown_view import MessageBody
 from ui.chat.speed_panel import SpeedPanel
+from ui.presenters import words
 from ui.presenters.stats_format import draft_sources
+from ui.qt import theme
 
 STATUS_NOTES = {
     MessageStatus.CANCELLED: "stopped",

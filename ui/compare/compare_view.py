@@ -29,11 +29,11 @@ from PySide6.QtWidgets import (
 from app.host.reply import Reply, ReplyProgress
 from app.settings import Preset
 from engine.events import Stats
-from ui.qt import theme
-from ui.presenters import words
 from ui.chat.markdown_view import MessageBody
-from ui.qt.page_scroll import scrolling_content
+from ui.presenters import words
 from ui.presenters.stats_format import DASH
+from ui.qt import theme
+from ui.qt.page_scroll import scrolling_content
 
 PLAIN_COLOR = QColor(120, 120, 120)  # the light theme's (ui.qt.theme.colors() has the current ones)
 SPECULATIVE_COLOR = QColor(40, 160, 90)

@@ -29,15 +29,15 @@ from app.library.catalog import (
     local_model,
     scan_local_models,
 )
+from ui.chat.welcome import Recommendation
 from ui.models.catalog_section import CatalogSection, IncompatiblePairs
 from ui.models.download_jobs import DownloadJobs
 from ui.models.local_models import LocalModelsBox, ModelImports, dropped_files
 from ui.models.model_downloads import ModelDownloads
-from ui.qt.page_scroll import scrolling_content
 from ui.models.pair_card import PROGRESS_STEPS
 from ui.models.pair_doctor_panel import PairDoctorPanel
 from ui.models.pair_picker import PairPicker
-from ui.chat.welcome import Recommendation
+from ui.qt.page_scroll import scrolling_content
 
 
 class ModelsPage(QWidget):
