@@ -10,6 +10,7 @@ from app import paths
 from app.settings import Settings, load_settings, save_settings
 from app.store import MessageStatus, Store
 from engine.config import NO_DRAFT
+from engine.events import DraftSource, DraftSpan
 
 
 def test_database_lives_in_tandem_home(tandem_home: Path) -> None:
@@ -99,7 +100,7 @@ def test_stats_and_draft_spans_round_trip() -> None:
     c = store.create_conversation()
     m = store.add_message(c.id, "assistant", "")
     store.update_message(
-        m.id, "abcdef", status="complete", stats={"decode_tokens_per_s": 12.5}, draft_spans=[(1, 3)]
+        m.id, "abcdef", status="complete", stats={"decode_tokens_per_s": 12.5}, spans=[DraftSpan(1, 3)]
     )
     got = store.message(m.id)
     assert got is not None
@@ -229,7 +230,7 @@ def test_export_keeps_where_each_stretch_came_from_and_imports_back(tmp_path: Pa
         "Sure: the cat sat.",
         MessageStatus.COMPLETE,
         stats={"n_generated": 6},
-        draft_spans=[(6, 17)],
+        spans=[DraftSpan(6, 17)],
     )
     old = store.add_message(c.id, "assistant", "replaced")
     store.set_status([old.id], MessageStatus.SUPERSEDED)
@@ -267,7 +268,9 @@ def test_export_says_each_draft_stretchs_source_and_imports_it_back(tmp_path: Pa
     reply = store.add_message(c.id, "assistant", "", MessageStatus.STREAMING)
     text = "Copied words, then guessed ones."
     store.save_reply(
-        reply.id, ReplyText(text, ((0, 12), (19, 31)), ("document", "model")), MessageStatus.COMPLETE
+        reply.id,
+        ReplyText(text, (DraftSpan(0, 12, DraftSource.DOCUMENT), DraftSpan(19, 31, DraftSource.MODEL))),
+        MessageStatus.COMPLETE,
     )
     data = store.export(c.id)
     assert data["messages"][0]["stretches"] == [

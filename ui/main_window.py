@@ -556,21 +556,17 @@ class MainWindow(QMainWindow):
     def on_presenter_message_added(self, row: MessageRow) -> None:
         from app.library.documents import format_size
 
-        sources = row.draft_sources
-        if len(sources) != len(row.draft_spans):
-            sources = ("",) * len(row.draft_spans)  # saved before sources were kept
         self.chat.add_message(
             row.id,
             row.role,
             row.text,
-            row.draft_spans,
+            row.spans,
             row.status,
             row.stats,
             self.settings.show_draft_tint,
             attachments=[f"{d.name} ({format_size(d.n_bytes)})" for d in row.attachments],
-            draft_sources=sources,
         )
-        self.header.add_sources(sources)
+        self.header.add_sources({s.source for s in row.spans})
 
     # ---- replies
 
@@ -605,7 +601,7 @@ class MainWindow(QMainWindow):
             widget.stream(shown, self.settings.show_draft_tint)
             # The legend names a new source as soon as its tint shows, wherever in the batch its
             # stretch is (a reply holds a few hundred stretches at most: a set's worth of work).
-            self.header.add_sources(shown.draft_sources)
+            self.header.add_sources({s.source for s in shown.spans})
         if progress.stats:
             widget.add_stats(progress.stats, self._plain_tokens_per_s())
 
@@ -615,7 +611,7 @@ class MainWindow(QMainWindow):
         widget = self.chat.widget_for(ended.message_id)
         if widget is not None:
             widget.finish(ended.text, self.settings.show_draft_tint)
-            self.header.add_sources(ended.text.draft_sources)
+            self.header.add_sources({s.source for s in ended.text.spans})
             widget.set_status(ended.status, ended.stats, ended.note)
 
     def on_presenter_compare_started(self, plain_id: int, speculative_id: int) -> None:

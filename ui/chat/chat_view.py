@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.store import MessageStatus
-from engine.events import StatsRecord
+from engine.events import DraftSpan, StatsRecord
 from ui.chat.attachments import LONG_PASTE_CHARS, AttachmentTray, pick_files
 from ui.chat.message_widget import MessageWidget
 from ui.presenters.words import DEMO_TASKS, EMPTY_CHAT, quick_action_of, quick_actions_for
@@ -297,17 +297,16 @@ class ChatView(QWidget):
         message_id: int,
         role: str,
         text: str,
-        draft_spans: Sequence[tuple[int, int]] = (),
+        spans: Sequence[DraftSpan] = (),
         status: MessageStatus = MessageStatus.COMPLETE,
         stats: StatsRecord | None = None,
         tint: bool = True,
         attachments: Sequence[str] = (),
-        draft_sources: Sequence[str] = (),
     ) -> MessageWidget:
-        """attachments: what a user message carried, as its chips said it (name, size);
-        draft_sources: where each drafted span's guess came from (one per span, where known)."""
+        """spans: the drafted stretches, each tinted by its source; attachments: what a user
+        message carried, as its chips said it (name, size)."""
         widget = MessageWidget(message_id, role)
-        widget.set_content(text, draft_spans, tint, draft_sources)
+        widget.set_content(text, spans, tint)
         widget.set_status(
             status,
             stats,

@@ -145,13 +145,13 @@ class _RunPane(QGroupBox):
         """Show the reply so far, exactly as generated; only its new text is laid out."""
         self.reply = reply
         shown = reply.raw()
-        self.body.stream(shown.text, shown.draft_spans, tint, shown.draft_sources)
+        self.body.stream(shown.text, shown.spans, tint)
 
     def finish(self, reply: Reply, tint: bool) -> None:
         """The final text (stop strings trimmed), rendered once."""
         self.reply = reply
         shown = reply.raw()
-        self.body.finish(shown.text, shown.draft_spans, tint, shown.draft_sources)
+        self.body.finish(shown.text, shown.spans, tint)
 
     def show_stats(self, stats: Stats) -> None:
         """How long this run took, in words (the figures are the summary's details)."""

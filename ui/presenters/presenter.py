@@ -177,10 +177,9 @@ class ChatPresenter(QObject):
                         m.id,
                         m.role,
                         shown.text,
-                        shown.draft_spans,
+                        shown.spans,
                         MessageStatus.STREAMING,
                         None,
-                        draft_sources=shown.draft_sources,
                     )
                 )
             else:
@@ -190,11 +189,10 @@ class ChatPresenter(QObject):
                         m.id,
                         m.role,
                         m.content,
-                        m.draft_spans,
+                        m.spans,
                         m.status,
                         stats,
                         attachments.get(m.id, ()),
-                        draft_sources=m.draft_sources,
                     )
                 )
         system_prompt = conversation.system_prompt if conversation else ""

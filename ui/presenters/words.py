@@ -20,10 +20,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from app.settings import Preset
-from engine.events import DraftingState
+from engine.events import DraftingState, DraftSpan, Stats
 
 if TYPE_CHECKING:
     from app.library.pair_doctor import SpeedEstimate
@@ -34,30 +34,9 @@ MIN_TOKENS = 16  # shorter replies: too few steps to compare fairly (their first
 LOW_ACCEPTANCE = 0.4  # below this share of guesses confirmed, the guesses are the reason
 
 
-class ReplyNumbers(Protocol):
-    """What the words need of a reply's numbers: engine.events.Stats and the stored record
-    (engine.events.StatsRecord) both have these."""
-
-    @property
-    def speculation(self) -> str: ...
-    @property
-    def n_generated(self) -> int: ...
-    @property
-    def n_drafted(self) -> int: ...
-    @property
-    def n_accepted(self) -> int: ...
-    @property
-    def n_steps(self) -> int: ...
-    @property
-    def n_steps_with_draft(self) -> int: ...
-    @property
-    def prefill_s(self) -> float: ...
-    @property
-    def decode_s(self) -> float: ...
-    @property
-    def acceptance_rate(self) -> float: ...
-    @property
-    def plain_tokens_per_s_est(self) -> float | None: ...
+# What the words read of a reply's numbers: a snapshot (engine.events.Stats) or its stored record
+# (engine.events.StatsRecord, a Stats with its rates kept).
+ReplyNumbers = Stats
 
 
 class Verdict(StrEnum):
@@ -293,13 +272,13 @@ def legend_said(sources: Iterable[str]) -> str:
     return f"Highlighted here: {named}. " + LEGEND
 
 
-def sources_said(text: str, spans: Sequence[tuple[int, int]], sources: Sequence[str]) -> str:
+def sources_said(text: str, spans: Sequence[DraftSpan]) -> str:
     """Where a reply's highlighted words were guessed from, with each source's share of the reply:
     "Guessed from an attached document (40%) and this conversation (10%)." ("" where none)."""
     counts: dict[str, int] = {}
-    for (a, b), source in zip(spans, sources, strict=True):
-        key = source if source in SOURCE_WHERE else ""
-        counts[key] = counts.get(key, 0) + max(0, min(b, len(text)) - max(a, 0))
+    for span in spans:
+        key = span.source if span.source in SOURCE_WHERE else ""
+        counts[key] = counts.get(key, 0) + max(0, min(span.end, len(text)) - max(span.start, 0))
     parts = [
         f"{SOURCE_WHERE[s]} ({counts[s] / len(text):.0%})" for s in LEGEND_ORDER if counts.get(s) and text
     ]
