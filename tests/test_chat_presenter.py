@@ -36,9 +36,6 @@ class Seen:
                 "message_added",
                 "messages_removed",
                 "notice_changed",
-                "speed_line_changed",
-                "reply_progressed",
-                "reply_ended",
             )
         }
         signals["speculation_changed"] = presenter.engine.speculation_changed
@@ -50,6 +47,19 @@ class Seen:
         shared = [
             ("notice_changed", presenter.engine.notice_changed),
             ("speed_line_changed", presenter.comparison.state_changed),
+        ]
+        # The reply being generated: its presenter's signals, which the window follows directly.
+        replies = presenter.replies
+        shared += [
+            (name, getattr(replies, name))
+            for name in (
+                "message_added",
+                "messages_removed",
+                "notice_changed",
+                "speed_line_changed",
+                "reply_progressed",
+                "reply_ended",
+            )
         ]
         for name, signal in [*signals.items(), *shared]:
             signal.connect(lambda *args, name=name: self.events.append((name, args)))

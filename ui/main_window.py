@@ -463,10 +463,14 @@ class MainWindow(QMainWindow):
         p.messages_removed.connect(self.chat.remove_messages)
         p.editing_changed.connect(self.chat.set_editing)
         p.notice_changed.connect(self.chat.set_notice)
-        p.speed_line_changed.connect(self.stats_label.setText)
-        p.reply_progressed.connect(self.on_presenter_reply_progressed)
-        p.reply_ended.connect(self.on_presenter_reply_ended)
-        p.context_offered.connect(self.on_presenter_context_offered)
+        r = p.replies  # the reply being generated: its signals come straight to the window
+        r.message_added.connect(self.on_presenter_message_added)
+        r.messages_removed.connect(self.chat.remove_messages)
+        r.notice_changed.connect(self.chat.set_notice)
+        r.speed_line_changed.connect(self.stats_label.setText)
+        r.reply_progressed.connect(self.on_presenter_reply_progressed)
+        r.reply_ended.connect(self.on_presenter_reply_ended)
+        r.context_offered.connect(self.on_presenter_context_offered)
         e = p.engine
         e.speculation_changed.connect(self.on_presenter_speculation_changed)
         e.pair_changed.connect(self.on_presenter_pair_changed)

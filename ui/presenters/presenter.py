@@ -11,7 +11,8 @@ The window's state and decisions are split by job, each a QObject with its own s
   runs and their routing;
 - `SpeedPresenter` (ui/presenters/speed_presenter.py, as `ChatPresenter.speed`): the plain-speed baseline
   and the stats record each reply keeps.
-The window builds widgets, forwards user actions to them and follows their signals.
+The window builds widgets, forwards user actions to them and follows their signals: each
+presenter's own, connected directly (no presenter re-emits another's signal).
 """
 
 from __future__ import annotations
@@ -71,10 +72,6 @@ class ChatPresenter(QObject):
     messages_removed = Signal(list)  # message ids
     editing_changed = Signal(object)  # the text being edited, or None: not editing
     notice_changed = Signal(str, bool)  # text ("" hides it), is a warning
-    speed_line_changed = Signal(str)  # the status bar's state line (no figures: those are the reply's)
-    context_offered = Signal(int)  # a larger context that would fit a message that did not
-    reply_progressed = Signal(object)  # ReplyProgress of the live chat reply
-    reply_ended = Signal(object)  # ReplyEnded
 
     def __init__(
         self,
@@ -111,18 +108,7 @@ class ChatPresenter(QObject):
             lambda live: self.record_extras(live),
             self,
         )
-        r = self.replies
-        for forwarded in (
-            "message_added",
-            "messages_removed",
-            "notice_changed",
-            "speed_line_changed",
-            "reply_progressed",
-            "reply_ended",
-            "context_offered",
-        ):
-            getattr(r, forwarded).connect(getattr(self, forwarded))
-        r.reply_finished.connect(self.conversations_changed)
+        self.replies.reply_finished.connect(self.conversations_changed.emit)
 
     @property
     def live(self) -> LiveReply | None:
