@@ -9,7 +9,7 @@ from pathlib import Path
 from app import paths
 from app.settings import Settings, load_settings, save_settings
 from app.store import MessageStatus, Store
-from engine.config import NO_DRAFT
+from engine.config import PLAIN_DECODING
 from engine.events import DraftSource, DraftSpan
 
 
@@ -136,7 +136,9 @@ def test_system_prompt_is_per_conversation() -> None:
 
 
 def test_settings_round_trip_beside_the_database(tandem_home: Path) -> None:
-    settings = Settings(n_threads=3, temperature=0.7, draft=NO_DRAFT, plain_tokens_per_s={"/m.gguf": 40.0})
+    settings = Settings(
+        n_threads=3, temperature=0.7, draft=PLAIN_DECODING, plain_tokens_per_s={"/m.gguf": 40.0}
+    )
     save_settings(settings)
     assert paths.settings_path() == tandem_home / "settings.json"
     assert load_settings() == settings

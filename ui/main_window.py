@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (
 from app.host.controller import EngineController
 from app.host.messages import EngineInfo
 from app.host.reply import Reply, ReplyProgress
-from app.settings import Settings, load_settings
+from app.settings import Settings, SpeedUp, load_settings
 from app.store import Store
 from engine.events import Speculation
 from ui.about import AboutDialog, app_icon
@@ -534,8 +534,11 @@ class MainWindow(QMainWindow):
         self.compare.set_speculation(speculation.in_effect)
 
     def set_speculation(self, draft: str) -> None:
-        """Switch to "none", "ngram" or a draft GGUF path; applies from the next reply."""
-        self.presenter.engine.set_speculation(draft)
+        """Switch to "none", "ngram" or a draft GGUF path (as typed: a file dialog's path);
+        applies from the next reply."""
+        from engine.config import DraftChoice
+
+        self.presenter.engine.set_speculation(DraftChoice.parse(draft))
 
     # ---- conversations
 
@@ -715,7 +718,7 @@ class MainWindow(QMainWindow):
                 self.chat.input.toPlainText().strip() or (last_user.text() if last_user else "")
             )
 
-    def on_header_speed_up_chosen(self, key: str) -> None:
+    def on_header_speed_up_chosen(self, key: SpeedUp) -> None:
         if not self.presenter.engine.choose_speculation(key):
             self.on_choose_draft_action_triggered()
 

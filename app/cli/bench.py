@@ -45,7 +45,7 @@ from typing import Any
 
 from app.paths import resources_dir
 from engine.chat import transcript
-from engine.config import NO_DRAFT, DraftChoice, SamplingParams
+from engine.config import PLAIN_DECODING, DraftChoice, SamplingParams
 from engine.errors import TandemError
 from engine.events import Finished, Speculation, TextPiece
 from engine.session import Engine
@@ -503,7 +503,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
     warm, warm_fresh = workdir / "warm-up.txt", workdir / "warm-up-fresh.txt"
     warm.write_text(WARM_UP_PROMPT, encoding="utf-8")
     warm_fresh.write_text(WARM_UP_FRESH_PROMPT, encoding="utf-8")
-    run_process(config.target_path, NO_DRAFT, str(warm), 64, args, env)
+    run_process(config.target_path, PLAIN_DECODING, str(warm), 64, args, env)
     if not is_ngram:
         run_process(config.target_path, config.draft, str(warm_fresh), 64, args, env)
     run_process(config.target_path, config.draft, str(warm), 64, args, env)
@@ -580,7 +580,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                     if acc is not None:
                         lookup_acc.append(acc)
                 if not args.no_process and not args.again:  # earlier replies live in a process
-                    for draft, runs in ((NO_DRAFT, proc_plain), (config.draft, proc_spec)):
+                    for draft, runs in ((PLAIN_DECODING, proc_plain), (config.draft, proc_spec)):
                         restore_costs()
                         runs.append(
                             run_process(

@@ -27,13 +27,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.host.reply import Reply, ReplyProgress
-from app.settings import Preset
+from app.settings import Preset, SpeedUp
 from engine.events import Stats
-from ui.qt import theme
-from ui.presenters import words
 from ui.chat.markdown_view import MessageBody
-from ui.qt.page_scroll import scrolling_content
+from ui.presenters import words
 from ui.presenters.stats_format import DASH
+from ui.qt import theme
+from ui.qt.page_scroll import scrolling_content
 
 PLAIN_COLOR = QColor(120, 120, 120)  # the light theme's (ui.qt.theme.colors() has the current ones)
 SPECULATIVE_COLOR = QColor(40, 160, 90)
@@ -250,10 +250,9 @@ class CompareView(QWidget):
         self.speculative.body.restyle()
         self.chart.update()
 
-    def set_speculation(self, speculation: str) -> None:
-        self._can_speculate = speculation != "none"
-        names = {c.key: c.name for c in words.SPEED_UP_CHOICES}
-        self.speculative.setTitle(f"With the speed-up ({names.get(speculation, speculation)})")
+    def set_speculation(self, speculation: SpeedUp) -> None:
+        self._can_speculate = speculation != SpeedUp.NONE
+        self.speculative.setTitle(f"With the speed-up ({words.choice_name(speculation)})")
         self.availability.setText(
             ""
             if self._can_speculate

@@ -28,7 +28,7 @@ from app.host.controller import EngineController
 from app.library.documents import Document
 from app.settings import Preset, Settings, save_settings
 from app.store import Conversation, MessageStatus, Store
-from engine.events import Speculation, StatsRecord
+from engine.events import StatsRecord
 from ui.presenters.compare_presenter import ComparePresenter
 from ui.presenters.engine_presenter import EnginePresenter
 from ui.presenters.reply_presenter import LiveReply, MessageRow, ReplyPresenter
@@ -226,7 +226,6 @@ class ChatPresenter(QObject):
     def current_preset(self, name: str, system_prompt: str) -> Preset:
         """The settings now as a preset for the model in use."""
         s = self.settings
-        speed_up = self.engine.speculation.choice
         return Preset(
             name,
             self.engine.model_key(),
@@ -234,7 +233,7 @@ class ChatPresenter(QObject):
             s.temperature,
             s.top_p,
             s.repeat_penalty,
-            speed_up if speed_up in ("auto", *Speculation) else str(Speculation.NGRAM),
+            self.engine.speculation.choice,
         )
 
     def set_system_prompt(self, text: str) -> None:

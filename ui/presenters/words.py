@@ -22,7 +22,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.settings import Preset
+from app.settings import Preset, SpeedUp
 from engine.events import DraftingState, DraftSpan, Stats
 
 if TYPE_CHECKING:
@@ -154,32 +154,32 @@ def details(numbers: ReplyNumbers, measured_plain: float | None) -> list[tuple[s
 
 @dataclass(frozen=True)
 class SpeedUpChoice:
-    key: str  # "auto" | "ngram" | "draft" | "none"
+    key: SpeedUp
     name: str
     why: str  # one line: when to pick it
 
 
 SPEED_UP_CHOICES = (
     SpeedUpChoice(
-        "auto",
+        SpeedUp.AUTO,
         "Automatic",
         "Reuses text from the conversation, and the paired draft model where it pays.",
     ),
     SpeedUpChoice(
-        "ngram",
+        SpeedUp.NGRAM,
         "From the text (n-gram)",
         "Guesses from what is already written: fast when a reply repeats or edits text. Works with any model.",
     ),
     SpeedUpChoice(
-        "draft",
+        SpeedUp.DRAFT,
         "Draft model",
         "A small model guesses ahead for the big one; needs a model with the same vocabulary.",
     ),
-    SpeedUpChoice("none", "Off", "The model writes every word itself: the usual speed."),
+    SpeedUpChoice(SpeedUp.NONE, "Off", "The model writes every word itself: the usual speed."),
 )
 
 
-def choice_name(key: str) -> str:
+def choice_name(key: SpeedUp) -> str:
     """A speed-up choice's name as the window says it ("From the text (n-gram)", "Draft model")."""
     return next((c.name for c in SPEED_UP_CHOICES if c.key == key), key)
 
@@ -385,9 +385,9 @@ def built_in_presets() -> list[Preset]:
         # tokens. SmolLM2-135M on the demo tasks with the chat's 1.1: the paragraph came back
         # garbled in 51 tokens ("halftime costs two days' worth of lifeboats"), the function was
         # not renamed but made up anew; without it, both came back (80 and 74 tokens).
-        Preset(EDIT_PRESET, temperature=0.0, repeat_penalty=1.0, speed_up="auto"),
-        Preset("Everyday chat", speed_up="auto"),
-        Preset("Creative writing", temperature=1.0, top_p=0.95, speed_up="ngram"),
+        Preset(EDIT_PRESET, temperature=0.0, repeat_penalty=1.0, speed_up=SpeedUp.AUTO),
+        Preset("Everyday chat", speed_up=SpeedUp.AUTO),
+        Preset("Creative writing", temperature=1.0, top_p=0.95, speed_up=SpeedUp.NGRAM),
     ]
 
 
