@@ -11,6 +11,9 @@ store brings it up to SCHEMA_VERSION, one migration at a time, each in its own t
 file that cannot be read as a store (damaged, or not a database at all) is set aside, renamed
 beside itself and never deleted, and a fresh store is opened: `Store.set_aside` says where it went
 and `Store.notice` says so in a sentence for the user.
+
+Why this file is long: the schema, its migrations and every query are one contract with the
+database file; the conversation file (export and import, at the end) is the part that could leave.
 """
 
 from __future__ import annotations

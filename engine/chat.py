@@ -12,6 +12,10 @@ The window's worker (app/host/worker.py) and the CLI's `generate --chat` both pr
 `build_chat_prompt` makes a reply's prompt from a conversation, leaving out the oldest turns
 that do not fit the context; it tokenizes the prompt once, and `generate_reply` decodes those
 very tokens (a ChatPrompt), not its text again.
+
+Why this file is long: a chat template, a base model's transcript with its speaker-line stop, and
+fitting a conversation into the context are the making of one prompt; the stop rule (SpeakerStop)
+could stand alone.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,7 @@ class MainWindow(QMainWindow):
         self._build_menu()
         from ui import shortcuts
 
-        self.shortcut_actions = shortcuts.install(self)
+        self.shortcut_actions = shortcuts.install(self, self._shortcut_handlers())
         self._build_file_actions()
         self._connect_controller()
         self._connect_presenter()
@@ -816,6 +817,23 @@ class MainWindow(QMainWindow):
             open_link(url)
 
     # ---- keyboard (ui/shortcuts.py)
+
+    def _shortcut_handlers(self) -> dict[str, Callable[[], None]]:
+        """What each shortcut action does (ui/shortcuts.py names them and gives them their keys)."""
+        return {
+            "newConversationAction": self.on_conversations_new_requested,
+            "searchConversationsAction": self.focus_search,
+            "focusInputAction": self.focus_input,
+            "stopAction": self.controller.stop,
+            "regenerateAction": self.regenerate,
+            "switchSpeculationAction": self.cycle_speculation,
+            "showChatAction": lambda: self.tabs.setCurrentIndex(0),
+            "showCompareAction": self.open_compare,
+            "showModelsAction": lambda: self.tabs.setCurrentWidget(self.models_page),
+            "settingsAction": self.on_settings_action_triggered,
+            "shortcutsAction": self.show_shortcuts,
+            "quitAction": lambda: None if self.close() else None,
+        }
 
     def focus_input(self) -> None:
         self.tabs.setCurrentIndex(0)

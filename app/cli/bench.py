@@ -23,6 +23,9 @@ Speed claims live here, as ratios measured side by side, never in unit tests.
 a first answer, not timed (another seed when sampling), is what Tandem's reply memory drafts from
 (engine.reply_memory) and what llama-lookup's dynamic n-gram cache (-lcd) holds. The plain run
 neither drafts from it nor adds to it. In-process only: earlier answers live in a process.
+
+Why this file is long: one command's measurement and its report (run_bench, the ceiling, the peers,
+to_markdown and the JSON) change together; the report is the part to move out when it grows again.
 """
 
 from __future__ import annotations

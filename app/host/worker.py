@@ -12,6 +12,9 @@ them (the window, or a client of the API on the same engine). A token count is t
 served beside a reply rather than after it (_read_requests).
 
 This module imports no Qt: tests and scripts can drive a worker directly.
+
+Why this file is long: the two ends of one pipe (the child's request loop and the parent's handle)
+stay together, so a message and both its handlers change in one place.
 """
 
 from __future__ import annotations

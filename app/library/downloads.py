@@ -12,6 +12,9 @@ sidecar against the hub and continues with `Range: bytes=<have>-`.
 A finished file is checked (size, then the sha256 the hub publishes as the ETag of LFS files, or
 the catalog's) and only then renamed to its final name, so a .gguf under its final name is
 always whole. No Qt here: the window drives this from a thread, the CLI directly.
+
+Why this file is long: resuming, retrying, verifying and renaming one file is one transaction
+(_download_one), and its states and their recovery read best side by side.
 """
 
 from __future__ import annotations

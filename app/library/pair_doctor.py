@@ -12,6 +12,9 @@ app.library.remote_gguf, or from local files) and the hub's JSON API (huggingfac
   verify costs. It is labelled an estimate: the chat's speed panel shows the measured figure.
 
 No Qt: the CLI calls this directly, the window from a thread. Nothing here downloads weights.
+
+Why this file is long: search, check and the report share the header reading and the verdicts; the
+report, written again as rich text in ui/models/pair_doctor_panel.py, is the part to share next.
 """
 
 from __future__ import annotations

@@ -45,8 +45,8 @@ from app.library.documents import (
     format_size,
     read_document,
 )
-from ui.qt import theme
 from ui.presenters.words import quick_actions_for
+from ui.qt import theme
 
 # A paste this long is offered as an attachment (it can still stay in the message).
 LONG_PASTE_CHARS = 2000
@@ -161,7 +161,7 @@ class AttachmentTray(QWidget):
     """The chips of the message being written, and the offer to attach a long paste."""
 
     changed = Signal()
-    action_requested = Signal(str)
+    action_requested = Signal(str)  # relays each chip's: chips come and go, the view connects once
     paste_attach_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:

@@ -2,6 +2,9 @@
 
 The view keeps no conversation state of its own beyond its widgets; the main window tells it
 what to show and listens to its ..._requested signals.
+
+Why this file is long: the message box (MessageInput: its keys, pastes and long-paste chips) lives
+with the view it belongs to.
 """
 
 from __future__ import annotations
@@ -79,9 +82,9 @@ class PromptEdit(QPlainTextEdit):
 class ChatView(QWidget):
     send_requested = Signal(str)
     stop_requested = Signal()
-    regenerate_requested = Signal()
-    edit_requested = Signal(int)  # message id of the user message to edit
-    changes_requested = Signal(int)  # message id of a reply to a message with documents
+    regenerate_requested = Signal()  # relays each message's: messages come and go, the window connects once
+    edit_requested = Signal(int)  # message id of the user message to edit (relays each message's, as above)
+    changes_requested = Signal(int)  # id of a reply to a message with documents (relays each message's)
     edit_cancelled = Signal()
     system_prompt_changed = Signal(str)
     task_suggested = Signal(str)  # a suggestion's request, put in the message box

@@ -14,6 +14,10 @@ block boundaries (a blank line outside a code fence, the end of a closing fence)
 before the last cut are rendered once and stay, and only the open block after it is rendered
 again and replaces the previous open block at the end of the document. When the reply ends,
 `set_content` renders the whole text once: the final document is exactly `render`'s.
+
+Why this file is long: the mapping of source to document, the streamed render (cut points, open
+code fences) and the settled render are one renderer, tested together against a full render
+(tests/test_ui_markdown.py).
 """
 
 from __future__ import annotations

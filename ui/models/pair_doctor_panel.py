@@ -4,6 +4,9 @@ downloading them, see the drafts that pair, then download and chat.
 Every hub call runs on a thread (app.library.pair_doctor knows no Qt) and reports back through a
 queued signal carrying a ticket; a newer request or Cancel makes older tickets stale, so a late
 answer from a slow hub is dropped, and the window never waits on the network.
+
+Why this file is long: the panel's three steps (search, check, download) share their tickets; its
+rich-text report repeats app.library.pair_doctor's and is the part to share.
 """
 
 from __future__ import annotations
