@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {spec} | {hw:.3f} s / {lw:.3f} s | {hw / lw:.3f} | {ht * 1000:.0f} ms / {lt * 1000:.0f} ms "
               f"| {hr:.1f} / {lr:.1f} | {'yes' if same else 'NO'} |")  # fmt: skip
     print("Same text: every run of a mode, both sides. With speculation on a quantized target it may differ where "
-          "the two best logits nearly tie (batched rows round differently: FINDINGS.md).")  # fmt: skip
+          "the two best logits nearly tie (batched rows round differently: docs/findings.md).")  # fmt: skip
     return 0
 
 

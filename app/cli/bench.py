@@ -280,7 +280,7 @@ class PeerPromptLookup:
         from llama_cpp import Llama
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-        # Its draft_model path needs logits for every position (FINDINGS.md): logits_all=True.
+        # Its draft_model path needs logits for every position (docs/findings.md): logits_all=True.
         self.llm = Llama(
             model_path=model_path,
             n_ctx=n_ctx,
@@ -744,7 +744,7 @@ def same_text_note(report: dict[str, object]) -> str:
     """What the "same text" columns compare, and when a NO is expected."""
     flips = (
         "An F16 target gives the same tokens; a quantized one may flip where its two best logits "
-        "nearly tie, because llama.cpp's batched and one-row kernels round differently (FINDINGS.md)."
+        "nearly tie, because llama.cpp's batched and one-row kernels round differently (docs/findings.md)."
     )
     if not report["temperature"]:
         return f"Same text: greedy output with and without speculation. {flips}"

@@ -4,7 +4,7 @@ The catalog is data, not code: each pair names a target and a draft (a model key
 prompt-lookup drafting that needs no second model), with the sizes and the speedup others
 reported. "Fits this machine" is a plain comparison of the pair's memory need with the RAM this
 machine has, plus whether a GPU is present (published speedups for model drafts were mostly
-measured on GPUs; on CPUs they are small, see FINDINGS.md).
+measured on GPUs; on CPUs they are small, see docs/findings.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ huggingface_hub decides where a file is and which version it is: hf_hub_url buil
 get_hf_file_metadata sends the HEAD request (endpoint, token, revision, redirects, the hub's
 error codes), and its shared HTTP client (get_session) carries proxies and the offline switch.
 The bytes are moved here, because huggingface_hub 2.4 restarts a killed download from byte 0
-under a new random name (FINDINGS.md). Tandem instead writes to a stable
+under a new random name (docs/findings.md). Tandem instead writes to a stable
 `<models>/<owner>--<name>/<filename>.part`, next to a small JSON sidecar holding the version it
 belongs to (ETag, size, commit). The next attempt, in this process or another one, checks the
 sidecar against the hub and continues with `Range: bytes=<have>-`.
