@@ -44,8 +44,8 @@ from app.store import Store
 from engine.events import Speculation
 from ui.about import AboutDialog, app_icon
 from ui.chat.chat_view import ChatView
-from ui.compare.compare_view import CompareView
 from ui.chat.conversation_list import ConversationList
+from ui.compare.compare_view import CompareView
 from ui.presenters.engine_presenter import PairView, SpeculationView
 from ui.presenters.failures import STRICT_ENV
 from ui.presenters.presenter import ChatPresenter, ConversationShown

@@ -148,6 +148,7 @@ class WelcomePanel(QFrame):
 
     def _about_text(self) -> str:
         from ui.qt import theme
+
         colors = theme.colors()
         look = colors.draft_look("text")
         mark = (
