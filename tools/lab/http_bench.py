@@ -6,8 +6,8 @@ cost cache, alternating, plain and with speculation. Prints per mode: the whole 
 byte sent to last byte read), the time to the first streamed token, the decode rate each side
 measured itself, and whether both produced the same text.
 
-    .venv/bin/python -m tools.http_bench                      # the embedded model, n-gram, 256 tokens
-    .venv/bin/python -m tools.http_bench --reps 5 --max-tokens 512
+    .venv/bin/python -m tools.lab.http_bench                      # the embedded model, n-gram, 256 tokens
+    .venv/bin/python -m tools.lab.http_bench --reps 5 --max-tokens 512
 
 A benchmark: run it on an otherwise idle machine.
 """
@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = ROOT / "resources" / "bench_prompts.jsonl"
 
 
