@@ -1,4 +1,4 @@
-"""One reply as it streams: its text, the character ranges the draft wrote, token counts, numbers.
+"""One reply as it streams: its text, the stretches the draft wrote (DraftSpan), token counts, numbers.
 
 This is the one place a reply's pieces are merged. The path of a token: the engine yields
 `TextPiece(text, n_tokens, is_draft)`; the worker process pickles it across its pipe; the
@@ -44,7 +44,8 @@ class Reply:
     """A reply being generated (and, once `finished` is set, generated).
 
     `spans` are sorted and disjoint; neighbouring drafted pieces from the same source are one
-    span. Only the controller writes to a Reply, on the GUI thread; readers never change it.
+    span. Only the controller writes to a Reply, on the GUI thread; readers never change it
+    (shown() keeps a cache of its own work, on the same thread).
     """
 
     request_id: int
