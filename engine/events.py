@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
@@ -142,12 +143,21 @@ class Stats:
         }
 
 
+def _finite(value: object) -> float | None:
+    """A real, finite number, or None (JSON's NaN and Infinity, read back from a file, are not)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return value
+    return None
+
+
 def _number(value: object, default: float) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+    number = _finite(value)
+    return float(number) if number is not None else default
 
 
 def _count(value: object) -> int:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+    number = _finite(value)
+    return int(number) if number is not None else 0
 
 
 @dataclass(frozen=True)
