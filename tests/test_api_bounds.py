@@ -1,7 +1,8 @@
 """What one client can hold of the API (issue 38, item 3), against a real `tandem serve`: idle
 sockets, slow uploads and half-sent headers beside a plain client. The plain client is answered,
 the slow uploads hold no place in the queue and are answered 408, idle sockets are closed, the
-server's log stays small. (The 1,000-socket version is tools/load_drill.py; figures in
+server's log stays small. Each kind comes from its own address (127.0.0.2-4), as from other
+computers: the bounds are per client, and one client's sockets do not count against another's. (The 1,000-socket version is tools/load_drill.py; figures in
 docs/trust.md.)"""
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ N_IDLE, N_SLOW, N_HALF = 200, 10, 5
 TIMEOUT_S = 3  # --timeout: the body's deadline, and the idle one (min(10 s, this))
 
 
-def _connect(port: int) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", port), timeout=30)
+def _connect(port: int, source: str) -> socket.socket:
+    """A socket from `source` (127.0.0.x: each its own client to the server, as other computers are)."""
+    return socket.create_connection(("127.0.0.1", port), timeout=30, source_address=(source, 0))
 
 
 def _is_closed_or_answered(sock: socket.socket) -> bytes | None:
@@ -44,10 +46,10 @@ def test_idle_slow_and_half_sent_clients_do_not_shut_out_a_plain_one(
     ).started()
     base = server.url.removesuffix("/v1")
     n_log_lines = len(server.lines)
-    idle = [_connect(server.port) for _ in range(N_IDLE)]
+    idle = [_connect(server.port, "127.0.0.2") for _ in range(N_IDLE)]
     slow = []
     for _ in range(N_SLOW):
-        sock = _connect(server.port)
+        sock = _connect(server.port, "127.0.0.3")
         sock.sendall(
             b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b'Content-Length: 1000\r\n\r\n{"prompt": '
@@ -55,7 +57,7 @@ def test_idle_slow_and_half_sent_clients_do_not_shut_out_a_plain_one(
         slow.append(sock)
     half = []
     for _ in range(N_HALF):
-        sock = _connect(server.port)
+        sock = _connect(server.port, "127.0.0.4")
         sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
         half.append(sock)
     try:
@@ -100,17 +102,28 @@ def test_connections_over_the_cap_evict_idle_ones_and_refuse_busy(tmp_path: Path
     from app.api.serve import Connections
 
     class Conn:
-        def __init__(self, idle: bool) -> None:
-            self.idle, self.closed = idle, False
+        def __init__(self, idle: bool, replied: bool = False) -> None:
+            self.idle, self.replied, self.closed = idle, replied, False
 
         def is_idle(self) -> bool:
             return self.idle
 
+        def has_replied(self) -> bool:
+            return self.replied
+
+        def has_sent(self) -> bool:
+            return self.replied
+
+        def age_s(self) -> float:
+            return 5.0
+
         def close_idle(self) -> None:
             self.closed = True
             connections.forget(self)
+            clients.forget(self)
 
     connections = Connections(max_total=4, max_per_client=2)
+    clients = Connections()
     a, b = Conn(idle=True), Conn(idle=False)
     assert connections.admit(a, "10.0.0.1") and connections.admit(b, "10.0.0.1")
     c = Conn(idle=False)
@@ -119,3 +132,8 @@ def test_connections_over_the_cap_evict_idle_ones_and_refuse_busy(tmp_path: Path
     assert connections.admit(Conn(idle=True), "10.0.0.2") and connections.admit(Conn(idle=True), "10.0.0.3")
     assert len(connections.open) == 4
     assert connections.n_evicted == 1 and connections.n_refused == 1
+    # A client's connection kept alive after a reply goes after an idle socket that never sent one.
+    kept, never = Conn(idle=True, replied=True), Conn(idle=True)
+    clients = Connections(max_total=10, max_per_client=2)
+    assert clients.admit(kept, "10.0.0.9") and clients.admit(never, "10.0.0.9")
+    assert clients.admit(Conn(idle=False), "10.0.0.9") and never.closed and not kept.closed

@@ -26,7 +26,7 @@ import argparse
 import contextlib
 import json
 import random
-import select
+import selectors
 import socket
 import statistics
 import subprocess
@@ -253,36 +253,61 @@ class HostileReport:
 
 
 def run_hostile(
-    host: str, port: int, stop_at: float, n_idle: int, n_slow: int, n_half: int, report: HostileReport
+    host: str,
+    port: int,
+    stop_at: float,
+    n_idle: int,
+    n_slow: int,
+    n_half: int,
+    report: HostileReport,
+    source: str = "",
+    reopen_per_s: float = 200.0,
 ) -> None:
     """Keep n_idle sockets open that send nothing, n_slow uploads that send headers and then one
     byte of body a second, n_half that send their headers one byte a second; each one the server
-    closes is opened again, so the pressure stays until stop_at."""
+    closes is opened again (at most reopen_per_s a second), so the pressure stays until stop_at.
+    source: the address they come from (127.0.0.2: another computer, as the server counts
+    clients; "": the drill's own)."""
     body_head = (
         f"POST /v1/completions HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
         "Content-Length: 100000\r\n\r\n{"
     ).encode()
-    f"POST /v1/completions HTTP/1.1\r\nHost: {host}:{port}\r\nX-Slow: ".encode()
+    half_head = f"POST /v1/completions HTTP/1.1\r\nHost: {host}:{port}\r\nX-Slow: ".encode()
     socks: dict[socket.socket, str] = {}
+    selector = selectors.DefaultSelector()  # epoll: select() stops at descriptor 1023
 
     def open_one(kind: str) -> None:
         try:
-            sock = socket.create_connection((host, port), timeout=5)
+            sock = socket.create_connection(
+                (host, port), timeout=5, source_address=(source, 0) if source else None
+            )
         except OSError:
             report.answers["connect failed"] += 1
             return
         sock.setblocking(False)
         report.opened[kind] += 1
-        if kind == "slow":
-            sock.send(body_head)
+        if kind != "idle":
+            sock.send(body_head if kind == "slow" else half_head)
         socks[sock] = kind
+        selector.register(sock, selectors.EVENT_READ)
 
     for kind, n in (("slow", n_slow), ("half", n_half), ("idle", n_idle)):
         for _ in range(n):
             open_one(kind)
+    next_drip = time.monotonic()
+    to_reopen: list[str] = []
+    allowance, last = 0.0, time.monotonic()
     while time.monotonic() < stop_at:
-        readable, _, _ = select.select(list(socks), [], [], 1.0) if socks else ([], [], [])
-        for sock in readable:
+        now = time.monotonic()
+        allowance = min(reopen_per_s, allowance + (now - last) * reopen_per_s)
+        last = now
+        while to_reopen and allowance >= 1:
+            allowance -= 1
+            open_one(to_reopen.pop())
+        for key, _ in selector.select(0.2):
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)
+            selector.unregister(sock)
             kind = socks.pop(sock)
             try:
                 data = sock.recv(4096)
@@ -292,13 +317,16 @@ def run_hostile(
                 report.answers[data.split(b"\r\n", 1)[0].decode("latin-1")[:40]] += 1
             report.closed_by_server[kind] += 1
             sock.close()
-            open_one(kind)
-        for sock, kind in list(socks.items()):
-            if kind in ("slow", "half"):
-                with contextlib.suppress(OSError):
-                    sock.send(b" " if kind == "slow" else b"x")
+            to_reopen.append(kind)
+        if time.monotonic() >= next_drip:  # a byte a second from each slow one
+            next_drip += 1.0
+            for sock, kind in list(socks.items()):
+                if kind in ("slow", "half"):
+                    with contextlib.suppress(OSError):
+                        sock.send(b" " if kind == "slow" else b"x")
     for sock in socks:
         sock.close()
+    selector.close()
 
 
 def run_probe(base: str, stop_at: float, limit_s: float, report: HostileReport) -> None:
@@ -374,6 +402,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--half", type=int, default=0, help="requests whose headers come one byte a second")
     ap.add_argument("--ulimit", type=int, default=0, help="the server's soft limit of open files")
     ap.add_argument("--probe-limit", type=float, default=2.0, help="seconds a probe request may take")
+    ap.add_argument(
+        "--hostile-from",
+        default="127.0.0.2",
+        help="the address the hostile sockets come from (default 127.0.0.2: another client to the "
+        "server; '' for the same address as the clients)",
+    )
+    ap.add_argument(
+        "--reopen-rate", type=float, default=200.0, help="hostile sockets reopened a second, at most"
+    )
     args = ap.parse_args(argv)
     hostile = args.idle or args.slow or args.half
     if hostile:  # this process holds the hostile sockets
@@ -435,11 +472,24 @@ def main(argv: list[str] | None = None) -> int:
         side: list[threading.Thread] = []
         if hostile:
             stop_at = time.monotonic() + args.duration
-            print(f"  beside them: {args.idle} idle, {args.slow} slow uploads, {args.half} half headers")
+            print(
+                f"  beside them: {args.idle} idle, {args.slow} slow uploads, {args.half} half headers, "
+                f"from {args.hostile_from or 'the same address'}"
+            )
             side = [
                 threading.Thread(
                     target=run_hostile,
-                    args=("127.0.0.1", port, stop_at, args.idle, args.slow, args.half, hostile_report),
+                    args=(
+                        "127.0.0.1",
+                        port,
+                        stop_at,
+                        args.idle,
+                        args.slow,
+                        args.half,
+                        hostile_report,
+                        args.hostile_from,
+                        args.reopen_rate,
+                    ),
                     daemon=True,
                 ),
                 threading.Thread(

@@ -68,16 +68,17 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 # What one client, or all together, can hold (docs/trust.md "What a client can hold"): a
 # connection that has not sent a whole request's headers within HEADER_TIMEOUT_S (a fresh one,
 # or one kept alive after a reply) is closed; a body must arrive within BODY_TIMEOUT_S; at most
-# MAX_CONNECTIONS are open, MAX_CONNECTIONS_PER_CLIENT from one address (over either, the
-# oldest idle one is closed to make room, else the new one is answered 503); bodies being read
-# hold at most MAX_BODY_BYTES_READING between them. A place in the queue is taken only once the
-# body is read, so slow uploads never hold one.
+# MAX_CONNECTIONS are open (fewer where the open-file limit is low: half of it), half of them
+# from one address (over either, the oldest idle one is closed to make room, else the new one
+# is answered 503); bodies being read hold at most MAX_BODY_BYTES_READING between them. A place
+# in the queue is taken only once the body is read, so slow uploads never hold one. The caps are
+# large enough that 1,000 idle sockets are simply held until their timeout, beside the clients.
 HEADER_TIMEOUT_S = 10.0
+EVICT_GRACE_S = 1.0  # a connection this young is never closed to make room (its request may be unread)
 BODY_TIMEOUT_S = 30.0
-MAX_CONNECTIONS = 256
-MAX_CONNECTIONS_PER_CLIENT = 64
+MAX_CONNECTIONS = 2048
 MAX_BODY_BYTES_READING = 128 * 1024 * 1024
-OPEN_FILES_WANTED = 4096  # the soft limit of open files is raised to this where the hard one allows
+OPEN_FILES_WANTED = 8192  # the soft limit of open files is raised to this where the hard one allows
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -542,7 +543,7 @@ def uvicorn_config(server: ApiServer, graceful_shutdown_s: int) -> Any:
 
     from app.logs import limit_logger
 
-    raise_open_file_limit()
+    server.connections.fit_to_open_files(raise_open_file_limit())
     for name in ("asyncio", "uvicorn.error", "uvicorn"):
         limit_logger(name)
     return uvicorn.Config(
@@ -593,9 +594,7 @@ class Connections:
     """The open connections of one server, oldest first, in all and by client address, and what
     the bounds did (counted for the log and the tests)."""
 
-    def __init__(
-        self, max_total: int = MAX_CONNECTIONS, max_per_client: int = MAX_CONNECTIONS_PER_CLIENT
-    ) -> None:
+    def __init__(self, max_total: int = MAX_CONNECTIONS, max_per_client: int = MAX_CONNECTIONS // 2) -> None:
         self.max_total, self.max_per_client = max_total, max_per_client
         self.open: dict[Any, str] = {}  # connection -> client address (dicts keep insertion order)
         self.by_client: dict[str, dict[Any, None]] = {}
@@ -603,6 +602,13 @@ class Connections:
         self.n_evicted = 0  # idle connections closed to make room
         self.n_timed_out = 0  # idle connections closed after HEADER_TIMEOUT_S
         self.body_bytes_reading = 0  # bytes of bodies being read now (MAX_BODY_BYTES_READING)
+
+    def fit_to_open_files(self, limit: int) -> None:
+        """At most half the process's open files for connections (the rest: SQLite, models, the
+        window); limit 0: the OS sets none this process can read."""
+        if limit > 0:
+            self.max_total = max(64, min(self.max_total, limit // 2 - 32))
+            self.max_per_client = max(32, min(self.max_per_client, self.max_total // 2))
 
     def admit(self, conn: Any, client: str) -> bool:
         """Take a new connection in, closing the oldest idle one where a bound is reached; False
@@ -619,11 +625,22 @@ class Connections:
         return True
 
     def _evict(self, oldest_first: list[Any]) -> bool:
-        for conn in oldest_first:
-            if conn.is_idle():
-                self.n_evicted += 1
-                conn.close_idle()
-                return True
+        """Close the oldest idle connection that has sent nothing at all, else the oldest that has
+        not sent a whole request, else the oldest kept alive after a reply (a client between
+        requests, which may be about to send one on it: closing those is the last resort)."""
+        # A connection younger than EVICT_GRACE_S may have sent its request already, unread
+        # while the server accepts a burst of sockets: never taken for an idle one.
+        picks = (
+            lambda c: c.is_idle() and not c.has_replied() and not c.has_sent() and c.age_s() >= EVICT_GRACE_S,
+            lambda c: c.is_idle() and not c.has_replied() and c.age_s() >= EVICT_GRACE_S,
+            lambda c: c.is_idle() and c.has_replied(),
+        )
+        for pick in picks:
+            for conn in oldest_first:
+                if pick(conn):
+                    self.n_evicted += 1
+                    conn.close_idle()
+                    return True
         return False
 
     def forget(self, conn: Any) -> None:
@@ -665,9 +682,12 @@ def bounded_protocol(
     class BoundedProtocol(base):  # type: ignore[misc]
         _idle_timer: asyncio.TimerHandle | None = None
         _admitted = False
+        _has_sent = False
+        _opened_at = 0.0
 
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
+            self._opened_at = self.loop.time()
             client = self.client[0] if self.client else "?"
             if not connections.admit(self, str(client)):
                 transport.write(BUSY_RESPONSE)
@@ -679,6 +699,21 @@ def bounded_protocol(
         def is_idle(self) -> bool:
             """Not inside a request: no whole request's headers yet, or its reply is sent."""
             return self.cycle is None or bool(self.cycle.response_complete)
+
+        def has_replied(self) -> bool:
+            """Has a reply been sent on this connection (a client's kept-alive one)?"""
+            return self.cycle is not None
+
+        def age_s(self) -> float:
+            return float(self.loop.time() - self._opened_at)
+
+        def has_sent(self) -> bool:
+            """Has the client sent any bytes on this connection?"""
+            return self._has_sent
+
+        def data_received(self, data: bytes) -> None:
+            self._has_sent = True
+            super().data_received(data)
 
         def close_idle(self) -> None:
             connections.forget(self)
