@@ -274,7 +274,7 @@ def store_error_sentence(error: sqlite3.Error) -> str:
     if code == _SQLITE_READONLY or "readonly" in text:
         return "the file is read-only"
     if code == _SQLITE_BUSY or "locked" in text:
-        return "another program is using it (it is locked)"
+        return "another program has it locked"
     if code == _SQLITE_CANTOPEN or "unable to open" in text:
         return "it cannot be opened (check the folder's permissions)"
     if code == _SQLITE_IOERR:
@@ -503,6 +503,8 @@ def _memory_store(path: Path) -> sqlite3.Connection:
         try:
             source = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=1.0)
             try:
+                # A read first, which gives up after the timeout: backup() waits on a lock for ever.
+                source.execute("SELECT count(*) FROM sqlite_master").fetchone()
                 source.backup(db)
             finally:
                 source.close()
