@@ -368,7 +368,7 @@ def clean_stats(record: object) -> dict[str, Any] | None:
             cleaned = _clean_extra(value)
             if cleaned is not None:
                 out[key] = cleaned
-        elif _is_number(value):
+        elif value is None or _is_number(value):  # None: unknown (a plain speed not measured)
             out[key] = value
     return out
 
