@@ -262,9 +262,9 @@ def register_links_at_start(home: Path) -> None:
 def run_gui(argv: list[str]) -> int:
     """Open the main window; returns the application's exit code."""
     args = parse_args(argv)
-    from app.logs import setup_file_logging
+    from app.library.logs import setup_file_logging
 
-    # 0600, rotated, rate-limited, no request URLs from HTTP libraries (app/logs.py).
+    # 0600, rotated, rate-limited, no request URLs from HTTP libraries (app/library/logs.py).
     setup_file_logging(paths.logs_dir() / "tandem.log", "%(asctime)s %(name)s %(levelname)s %(message)s")
     from ui.pyside_refcount_fix import immortalize_singletons
 

@@ -165,7 +165,7 @@ def test_a_full_disk_when_a_message_is_saved_is_a_sentence_and_keeps_the_text(
 
 def test_store_wal_log_and_exports_are_private(tmp_path: Path) -> None:
     from app import paths
-    from app.logs import setup_file_logging
+    from app.library.logs import setup_file_logging
 
     store = Store()
     store.add_message(store.create_conversation("private").id, "user", "words")
@@ -221,7 +221,7 @@ def test_credentials_in_a_url_are_not_logged(tmp_path: Path) -> None:
 
     import httpx
 
-    from app.logs import setup_file_logging
+    from app.library.logs import setup_file_logging
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -242,7 +242,7 @@ def test_credentials_in_a_url_are_not_logged(tmp_path: Path) -> None:
 
 
 def test_the_log_cannot_be_flooded(tmp_path: Path) -> None:
-    from app.logs import setup_file_logging
+    from app.library.logs import setup_file_logging
 
     log_path = tmp_path / "t.log"
     root = logging.getLogger()

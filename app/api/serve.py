@@ -87,8 +87,8 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 def say(line: str) -> None:
     """A line of the server's log (stderr), rate-limited by kind: a flood of requests cannot
-    flood the log (app/logs.py)."""
-    from app.logs import say_limited
+    flood the log (app/library/logs.py)."""
+    from app.library.logs import say_limited
 
     say_limited(line, sys.stderr)
 
@@ -541,7 +541,7 @@ def uvicorn_config(server: ApiServer, graceful_shutdown_s: int) -> Any:
     connection bounded (bounded_protocol), the loggers that could flood rate-limited."""
     import uvicorn
 
-    from app.logs import limit_logger
+    from app.library.logs import limit_logger
 
     server.connections.fit_to_open_files(raise_open_file_limit())
     for name in ("asyncio", "uvicorn.error", "uvicorn"):
@@ -628,16 +628,21 @@ class Connections:
         """Close the oldest idle connection that has sent nothing at all, else the oldest that has
         not sent a whole request, else the oldest kept alive after a reply (a client between
         requests, which may be about to send one on it: closing those is the last resort)."""
+
         # A connection younger than EVICT_GRACE_S may have sent its request already, unread
         # while the server accepts a burst of sockets: never taken for an idle one.
-        picks = (
-            lambda c: c.is_idle() and not c.has_replied() and not c.has_sent() and c.age_s() >= EVICT_GRACE_S,
-            lambda c: c.is_idle() and not c.has_replied() and c.age_s() >= EVICT_GRACE_S,
-            lambda c: c.is_idle() and c.has_replied(),
-        )
-        for pick in picks:
+        def rank(c: Any) -> int | None:  # 0 goes first; None: not to be closed
+            if not c.is_idle():
+                return None
+            if c.has_replied():
+                return 2
+            if c.age_s() < EVICT_GRACE_S:
+                return None
+            return 1 if c.has_sent() else 0
+
+        for wanted in (0, 1, 2):
             for conn in oldest_first:
-                if pick(conn):
+                if rank(conn) == wanted:
                     self.n_evicted += 1
                     conn.close_idle()
                     return True

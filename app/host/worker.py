@@ -547,7 +547,7 @@ def worker_main(
     """The child process's entry point."""
     # Ctrl+C in a terminal goes to the whole process group: the parent decides, not the child.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from app.logs import setup_file_logging
+    from app.library.logs import setup_file_logging
 
     setup_file_logging(Path(log_path), "%(asctime)s worker %(process)d %(levelname)s %(message)s")
     # A native crash (SIGSEGV in llama.cpp) leaves a Python traceback in the log.
