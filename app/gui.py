@@ -91,7 +91,10 @@ def instance_address(home: Path) -> str:
         return f"\0tandem-{digest}"
     if sys.platform == "win32":
         return rf"\\.\pipe\tandem-{digest}"
-    return os.path.join(tempfile.gettempdir(), f"tandem-{digest}.sock")
+    # Elsewhere a socket file, in a folder only this user can open (0700).
+    folder = Path(tempfile.gettempdir()) / f"tandem-{os.getuid() if hasattr(os, 'getuid') else 0}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return str(folder / f"tandem-{digest}.sock")
 
 
 def hold_instance_lock(home: Path) -> Any:
@@ -119,6 +122,45 @@ def ask_running_window(home: Path, link: str | None) -> bool:
     except OSError:
         return False
     return True
+
+
+def peer_uid(conn: Any) -> int | None:
+    """The user id of the process at the other end of a local socket (Linux: SO_PEERCRED), or None
+    where the OS does not say."""
+    import socket
+    import struct
+
+    if not hasattr(socket, "SO_PEERCRED"):
+        return None
+    sock = socket.socket(fileno=os.dup(conn.fileno()))
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    finally:
+        sock.close()
+    _pid, uid, _gid = struct.unpack("3i", raw)
+    return int(uid)
+
+
+MAX_SECOND_START_BYTES = 4096
+
+
+def read_second_start(conn: Any) -> str | None:
+    """What a second start asks ("raise", or "open tandem://..."), or None where it is refused: a
+    process of another user (the abstract socket has no file permissions: the peer's user id is
+    checked), nothing sent within 2 s, or anything else."""
+    uid = peer_uid(conn)
+    if uid is not None and hasattr(os, "getuid") and uid != os.getuid():
+        log.warning("refused a second start from user id %d (this window is user id %d's)", uid, os.getuid())
+        return None
+    if not conn.poll(2.0):
+        return None
+    line = str(conn.recv_bytes(MAX_SECOND_START_BYTES).decode("utf-8", "replace")).strip()
+    if line == "raise" or (line.startswith("open tandem://") and line.isprintable()):
+        return line
+    log.warning("refused a second start's request (%d characters)", len(line))
+    return None
 
 
 def listen_for_second_starts(window: Any, home: Path) -> Callable[[], None]:
@@ -156,8 +198,9 @@ def listen_for_second_starts(window: Any, home: Path) -> Callable[[], None]:
         while True:
             try:
                 with listener.accept() as conn:
-                    if conn.poll(2.0):
-                        relay.asked.emit(conn.recv_bytes(4096).decode("utf-8", "replace").strip())
+                    line = read_second_start(conn)
+                    if line is not None:
+                        relay.asked.emit(line)
             except (OSError, EOFError, AttributeError):
                 if getattr(listener, "_listener", None) is None:
                     return  # closed
@@ -219,11 +262,10 @@ def register_links_at_start(home: Path) -> None:
 def run_gui(argv: list[str]) -> int:
     """Open the main window; returns the application's exit code."""
     args = parse_args(argv)
-    logging.basicConfig(
-        filename=paths.logs_dir() / "tandem.log",
-        level=logging.INFO,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
+    from app.library.logs import setup_file_logging
+
+    # 0600, rotated, rate-limited, no request URLs from HTTP libraries (app/library/logs.py).
+    setup_file_logging(paths.logs_dir() / "tandem.log", "%(asctime)s %(name)s %(levelname)s %(message)s")
     from ui.qt.pyside_refcount_fix import immortalize_singletons
 
     immortalize_singletons()  # before any Qt call: see the module (PySide6 6.12 on Python 3.11)

@@ -10,11 +10,30 @@ import platformdirs
 APP_NAME = "Tandem"
 
 
+def private_dir(path: Path) -> Path:
+    """A folder of Tandem's that only the user can open (0700): created so, or tightened (it holds
+    conversations, documents' text and logs). A folder Tandem cannot change is left as it is."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        if path.stat().st_mode & 0o077:
+            path.chmod(0o700)
+    except OSError:
+        pass
+    return path
+
+
+def write_private_text(path: Path, text: str) -> None:
+    """Write a file only the user can read (0600): an exported conversation holds what was said."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(fd, 0o600)  # a file that was already there keeps its mode otherwise
+        f.write(text)
+
+
 def home() -> Path:
     env = os.environ.get("TANDEM_HOME")
     path = Path(env).expanduser() if env else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return private_dir(path)
 
 
 def database_path() -> Path:
@@ -26,9 +45,7 @@ def settings_path() -> Path:
 
 
 def models_dir() -> Path:
-    path = home() / "models"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return private_dir(home() / "models")
 
 
 def cost_cache_dir() -> Path:
@@ -37,9 +54,7 @@ def cost_cache_dir() -> Path:
 
 
 def logs_dir() -> Path:
-    path = home() / "logs"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return private_dir(home() / "logs")
 
 
 def resources_dir() -> Path:

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -187,6 +188,8 @@ def fts_query(search: str) -> str:
     return " ".join('"' + word.replace('"', '""') + '"*' for word in re.findall(r"[^\W_]+", search))
 
 
+MAX_SEARCH = 1000  # characters of a search that count (more finds nothing more)
+
 NGRAM_DRAFTER = "ngram"  # the drafter key of n-gram lookup (a draft model's is its model_key)
 MIN_PAIR_REPLIES = 3  # fewer measured replies than this: the pair doctor keeps its estimate
 PAIR_REPLIES_KEPT = 50  # the latest replies of a pair that its measured figure is made of
@@ -262,6 +265,27 @@ def read_pair_measurement(target: str, drafter: str, path: Path | None = None) -
         db.close()
 
 
+# SQLite's primary result codes for a store that works but cannot be written (or opened) now.
+_SQLITE_BUSY, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN = 5, 8, 10, 13, 14
+
+
+def store_error_sentence(error: sqlite3.Error) -> str:
+    """Why the store could not be read or written, as words for a sentence ("the disk is full")."""
+    code = (getattr(error, "sqlite_errorcode", None) or 0) & 0xFF
+    text = str(error).lower()
+    if code == _SQLITE_FULL or "disk is full" in text:
+        return "the disk is full"
+    if code == _SQLITE_READONLY or "readonly" in text:
+        return "the file is read-only"
+    if code == _SQLITE_BUSY or "locked" in text:
+        return "another program has it locked"
+    if code == _SQLITE_CANTOPEN or "unable to open" in text:
+        return "it cannot be opened (check the folder's permissions)"
+    if code == _SQLITE_IOERR:
+        return "the disk could not be read or written"
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
 class StoreDamaged(Exception):
     """The file cannot be used as this build's store (the reason is the message)."""
 
@@ -306,29 +330,113 @@ class Message:
         return self.reply_text.draft_sources
 
 
-def _spans(spans_json: str | None, sources_json: str | None) -> tuple[DraftSpan, ...]:
+def _spans(ranges: tuple[tuple[int, int], ...], sources: tuple[str, ...]) -> tuple[DraftSpan, ...]:
     """The drafted stretches as the two columns keep them (ranges, and their sources where every
-    one is known: rows from before sources were kept have none), one DraftSpan each."""
-    ranges = json.loads(spans_json) if spans_json else []
-    sources = json.loads(sources_json) if sources_json else []
+    one is known: rows from before sources were kept have none), one DraftSpan each; the ranges
+    already checked by clean_spans."""
     if len(sources) != len(ranges):
-        sources = [""] * len(ranges)
+        sources = ("",) * len(ranges)
     known = set(DraftSource)
     return tuple(
-        DraftSpan(int(a), int(b), DraftSource(s) if s in known else DraftSource.NONE)
+        DraftSpan(a, b, DraftSource(s) if s in known else DraftSource.NONE)
         for (a, b), s in zip(ranges, sources)
     )
 
 
+def _stored_json(text: str | None) -> object:
+    """A JSON column as read back; None where it is missing or not JSON (a hand-edited row)."""
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+MAX_EXTRA_ITEMS = 1000  # a stored reply's extra list (its sparkline) keeps at most this many items
+MAX_EXTRA_TEXT = 1000  # ... and an extra string at most this many characters
+
+
+def _clean_extra(value: object, depth: int = 0) -> object:
+    """An extra stats value (e.g. the window's sparkline) as plain, bounded JSON: finite numbers,
+    short strings, booleans, and lists of them nested at most 2 deep; anything else is None."""
+    if value is None or isinstance(value, bool) or _is_number(value):
+        return value
+    if isinstance(value, str):
+        return value[:MAX_EXTRA_TEXT]
+    if isinstance(value, list) and depth < 2:
+        items = [_clean_extra(v, depth + 1) for v in value[:MAX_EXTRA_ITEMS]]
+        return [v for v in items if v is not None]
+    return None
+
+
+def clean_stats(record: object) -> dict[str, Any] | None:
+    """A reply's stats as read from outside (an imported file, a stored row): its known numbers
+    finite and typed, its text short, its other keys plain bounded JSON (_clean_extra); None where
+    it is not a JSON object. What engine.events.StatsRecord.from_dict is then given cannot fail."""
+    if not isinstance(record, dict):
+        return None
+    from engine.events import StatsRecord
+
+    known = {f.name: f for f in fields(StatsRecord) if f.name != "extras"}
+    out: dict[str, Any] = {}
+    for key, value in list(record.items())[:MAX_EXTRA_ITEMS]:
+        if not isinstance(key, str) or len(key) > 100:
+            continue
+        f = known.get(key)
+        if f is None or key in ("speculation", "note", "note_kind", "stop_reason"):
+            cleaned = _clean_extra(value)
+            if cleaned is not None:
+                out[key] = cleaned
+        elif value is None or _is_number(value):  # None: unknown (a plain speed not measured)
+            out[key] = value
+    return out
+
+
+def clean_spans(
+    content: str, spans: object, sources: object = None
+) -> tuple[tuple[tuple[int, int], ...], tuple[str, ...]]:
+    """Drafted ranges as read from outside: [start, end) pairs of integers inside the content,
+    sorted and disjoint (others dropped), with their sources where one known source is given per
+    range (an unknown source reads as unknown: "")."""
+    raw = spans if isinstance(spans, list) else []
+    tags = sources if isinstance(sources, list) and len(sources) == len(raw) else None
+    kept: list[tuple[int, int]] = []
+    kept_tags: list[str] = []
+    at = 0
+    for i, span in enumerate(raw):
+        if not (isinstance(span, list | tuple) and len(span) == 2 and all(type(v) is int for v in span)):
+            continue
+        a, b = span
+        if not at <= a < b <= len(content):
+            continue
+        kept.append((a, b))
+        tag = tags[i] if tags is not None else ""
+        kept_tags.append(tag if tag in DRAFT_STRETCH_SOURCES else "")
+        at = b
+    return tuple(kept), tuple(kept_tags) if tags is not None and all(kept_tags) else ()
+
+
 def _message(row: sqlite3.Row) -> Message:
+    """A stored row as a Message; whatever a hand-edited or older row holds, a Message the window
+    can show (the store is read as an edge: its JSON columns are checked like an imported file)."""
+    content = row["content"] if isinstance(row["content"], str) else ""
+    spans, sources = clean_spans(
+        content, _stored_json(row["draft_spans_json"]), _stored_json(row["draft_sources_json"])
+    )
+    role = row["role"] if row["role"] in ("user", "assistant", "system") else "user"
     return Message(
         id=row["id"],
         conversation_id=row["conversation_id"],
-        role=row["role"],
-        content=row["content"],
+        role=role,
+        content=content,
         status=_status(row["status"]),
-        stats=json.loads(row["stats_json"]) if row["stats_json"] else None,
-        spans=_spans(row["draft_spans_json"], row["draft_sources_json"]),
+        stats=clean_stats(_stored_json(row["stats_json"])),
+        spans=_spans(spans, sources),
     )
 
 
@@ -340,15 +448,38 @@ def _is_damage(error: sqlite3.DatabaseError) -> bool:
     return type(error) is sqlite3.DatabaseError
 
 
+def _make_private(path: Path) -> None:
+    """The store and its -wal and -shm are the user's alone (0600): created so (SQLite gives the
+    -wal and -shm the main file's mode), or tightened where an older Tandem left them 0644."""
+    try:
+        if not path.exists():
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        for suffix in ("", "-wal", "-shm"):
+            part = path.with_name(path.name + suffix)
+            if part.exists() and part.stat().st_mode & 0o077:
+                part.chmod(0o600)
+    except OSError as e:  # a read-only folder or file: opening says what is wrong
+        log.warning("cannot make %s private: %s", path, e)
+
+
+def _text(value: bytes) -> str:
+    """A TEXT value as read back: bytes that are not UTF-8 (written by another program) read as
+    U+FFFD instead of failing the whole row."""
+    return value.decode("utf-8", "replace")
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     """Open, check and migrate the store at path; StoreDamaged when it cannot be used."""
+    _make_private(path)
     db = sqlite3.connect(path)
     try:
         db.row_factory = sqlite3.Row
+        db.text_factory = _text
         try:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=ON")
+            db.execute("PRAGMA secure_delete=ON")  # deleted words are zeroed on disk, not left in free pages
             # quick_check reads every page once (milliseconds for a chat history): a damaged page
             # is found now, while it can be set aside, not in the middle of a reply.
             problems = [str(row[0]) for row in db.execute("PRAGMA quick_check(3)")]
@@ -362,6 +493,60 @@ def _connect(path: Path) -> sqlite3.Connection:
     except BaseException:
         db.close()
         raise
+    return db
+
+
+def _is_read_only(path: Path) -> bool:
+    """Is the store's file, or the disk it is on, read-only (SQLite then says only that it
+    "cannot open" the file, as it cannot make the -shm beside it)?"""
+    try:
+        if hasattr(os, "statvfs") and os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+            return True
+        return path.exists() and not os.access(path, os.W_OK)
+    except OSError:
+        return False
+
+
+def _check_writable(db: sqlite3.Connection) -> None:
+    """OperationalError where the store can be read but not written (a read-only file or disk): a
+    write lock is asked for and given back, nothing written."""
+    db.execute("BEGIN IMMEDIATE")
+    db.rollback()
+
+
+def _memory_store(path: Path) -> sqlite3.Connection:
+    """A store in memory for a session whose file cannot be written: a copy of the file where it
+    can be read (read-only), else empty; brought up to this build's schema."""
+    db = sqlite3.connect(":memory:")
+    db.row_factory = sqlite3.Row
+    db.text_factory = _text
+    # Read-only first; on a read-only disk SQLite cannot make the -shm a WAL store needs, so then
+    # as an immutable file (what the last checkpoint wrote; a -wal left by a crash is not read).
+    for query in ("mode=ro", "mode=ro&immutable=1"):
+        try:
+            source = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=1.0)
+            try:
+                # A read first, which gives up after the timeout: backup() waits on a lock for ever.
+                source.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                source.backup(db)
+            finally:
+                source.close()
+            break
+        except sqlite3.Error as e:
+            log.warning("the store %s cannot be read (%s, %s)", path, query, e)
+    db.execute("PRAGMA foreign_keys=ON")
+    try:
+        # An immutable read of a file another program is writing may be torn: checked first.
+        if [str(row[0]) for row in db.execute("PRAGMA quick_check(1)")] != ["ok"]:
+            raise StoreDamaged("the copy is not whole")
+        migrate(db)
+    except (sqlite3.Error, StoreDamaged):  # a copy this build cannot read: start empty
+        db.close()
+        db = sqlite3.connect(":memory:")
+        db.row_factory = sqlite3.Row
+        db.text_factory = _text
+        db.execute("PRAGMA foreign_keys=ON")
+        migrate(db)
     return db
 
 
@@ -416,8 +601,21 @@ class Store:
         self.path = path or paths.database_path()
         self.set_aside: Path | None = None  # where an unusable file was moved at this opening
         self.notice = ""  # a sentence for the user about it, or ""
+        self.is_in_memory = False  # the file could not be written: this session's store is in memory
         try:
             self._db = _connect(self.path)
+            _check_writable(self._db)
+        except sqlite3.OperationalError as e:
+            # Locked by another program, read-only, a folder that cannot be written: not damage. The
+            # file stays as it is; this session works on a copy in memory, and the notice says so.
+            log.error("the conversation store %s cannot be written (%s); working in memory", self.path, e)
+            self._db = _memory_store(self.path)
+            self.is_in_memory = True
+            why = "the file or its disk is read-only" if _is_read_only(self.path) else store_error_sentence(e)
+            self.notice = (
+                f"Your conversation history in {self.path.parent} cannot be saved to now ({why}). It is "
+                "left untouched; what you write in this session is kept only until Tandem closes."
+            )
         except StoreDamaged as e:
             self.set_aside = set_aside_file(self.path)
             log.error(
@@ -458,7 +656,9 @@ class Store:
     def conversations(self, search: str = "") -> list[Conversation]:
         """Newest first. `search`: conversations whose title contains it (case-insensitively), or
         whose title or visible messages hold every word of it (full-text, words by their start:
-        "recyc" finds "recycling")."""
+        "recyc" finds "recycling"). Only its first MAX_SEARCH characters count (SQLite refuses a
+        LIKE pattern over 50,000 bytes)."""
+        search = search[:MAX_SEARCH].encode("utf-8", "replace").decode("utf-8")  # no lone surrogates
         pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         query = fts_query(search)
         values: tuple[str, ...]
@@ -496,8 +696,19 @@ class Store:
             )
 
     def delete_conversation(self, conversation_id: int) -> None:
+        """Delete a conversation and its words: its rows, and their entries in the search index
+        (an FTS5 'optimize' merges the index, dropping what deleted rows left in older segments);
+        secure_delete zeroes the freed pages and a checkpoint takes them out of the -wal file. No
+        VACUUM runs (it rewrites the whole file): the file keeps its size, with zeros where the
+        words were."""
         with self._db:
             self._db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+            self._db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
+            self._db.execute("INSERT INTO conversations_fts(conversations_fts) VALUES ('optimize')")
+        try:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as e:  # a reader holds the -wal: the next checkpoint clears it
+            log.info("checkpoint after a deletion postponed: %s", e)
 
     def _touch(self, conversation_id: int, now: float) -> None:
         self._db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
@@ -518,6 +729,29 @@ class Store:
             self._touch(conversation_id, now)
         assert cur.lastrowid is not None
         return Message(cur.lastrowid, conversation_id, role, content, status, None, ())
+
+    def add_message_with_attachments(
+        self, conversation_id: int, role: str, content: str, documents: Sequence[Document] = ()
+    ) -> Message:
+        """A message and the documents sent with it, in one transaction (both kept, or neither)."""
+        now = time.time()
+        with self._db:
+            cur = self._db.execute(
+                "INSERT INTO messages (conversation_id, role, content, status, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (conversation_id, role, content, MessageStatus.COMPLETE, now, now),
+            )
+            assert cur.lastrowid is not None
+            self._db.executemany(
+                "INSERT INTO attachments (message_id, position, name, kind, n_bytes, encoding, language, text) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (cur.lastrowid, i, d.name, str(d.kind), d.n_bytes, d.encoding, d.language, d.text)
+                    for i, d in enumerate(documents)
+                ],
+            )
+            self._touch(conversation_id, now)
+        return Message(cur.lastrowid, conversation_id, role, content, MessageStatus.COMPLETE, None, ())
 
     def add_attachments(self, message_id: int, documents: Iterable[Document]) -> None:
         """Keep the documents sent with a message (their text as read: it stands if the file changes)."""
@@ -736,6 +970,10 @@ def read_conversation_file(path: Path) -> dict[str, Any]:
         raise ConversationFileError(
             f"{name} is not a Tandem conversation file: it is not JSON ({e.msg} at line {e.lineno})."
         ) from None
+    except RecursionError:
+        raise ConversationFileError(
+            f"{name} is not a Tandem conversation file: its JSON is nested too deeply to be one."
+        ) from None
     if not isinstance(data, dict) or data.get("format") != CONVERSATION_FORMAT:
         raise ConversationFileError(
             f'{name} is not a Tandem conversation file (it has no "format": "{CONVERSATION_FORMAT}").'
@@ -762,7 +1000,25 @@ def read_conversation_file(path: Path) -> dict[str, Any]:
             )
         if isinstance(m.get("content"), str) and m["content"] != "".join(p["text"] for p in parts):
             raise ConversationFileError(f"{name}: message {i}'s content and its stretches differ.")
+        if not all(_is_text(p["text"]) for p in parts):
+            raise ConversationFileError(
+                f"{name}: message {i} holds text that is not valid Unicode (a lone surrogate)."
+            )
+    for key in ("title", "system_prompt"):
+        if not _is_text(data.get(key) or ""):
+            raise ConversationFileError(f"{name}: its {key} is not valid Unicode text (a lone surrogate).")
     return data
+
+
+def _is_text(value: object) -> bool:
+    """A str that can be stored: valid Unicode (JSON's "\\ud800", a lone surrogate, is not)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _export_message(m: Message) -> dict[str, Any]:
@@ -792,26 +1048,43 @@ def _export(store: Store, conversation_id: int) -> dict[str, Any]:
 
 
 def _import(store: Store, data: dict[str, Any]) -> Conversation:
-    conversation = store.create_conversation(str(data["title"]), str(data.get("system_prompt") or ""))
-    for m in data["messages"]:
-        content, at, spans = "", 0, []
-        for part in m["stretches"]:
-            if part["from"] == "draft" and part["text"]:
-                source = part.get("source")
-                known = DraftSource(source) if source in DRAFT_STRETCH_SOURCES else DraftSource.NONE
-                spans.append(DraftSpan(at, at + len(part["text"]), known))
-            content += part["text"]
-            at += len(part["text"])
-        status = _status(str(m.get("status", MessageStatus.COMPLETE)))
-        status = status if status in IMPORTED_STATUSES else MessageStatus.COMPLETE
-        added = store.add_message(conversation.id, m["role"], content, status)
-        stats = m.get("stats")
-        if spans or isinstance(stats, dict):
-            store.update_message(
-                added.id,
-                content,
-                stats=stats if isinstance(stats, dict) else None,
-                # Sources kept where the file says every stretch's (a file from before: none).
-                spans=spans,
+    """All or nothing: the conversation and its messages in one transaction (a failure half-way
+    leaves no half conversation behind). Stats are kept as clean_stats makes them."""
+    db, now = store._db, time.time()
+    title, system_prompt = str(data["title"]), str(data.get("system_prompt") or "")
+    with db:
+        cur = db.execute(
+            "INSERT INTO conversations (title, system_prompt, created_at, updated_at) VALUES (?, ?, ?, ?)",
+            (title, system_prompt, now, now),
+        )
+        assert cur.lastrowid is not None
+        conversation_id = cur.lastrowid
+        for m in data["messages"]:
+            content, at, spans, sources = "", 0, [], []
+            for part in m["stretches"]:
+                if part["from"] == "draft" and part["text"]:
+                    spans.append((at, at + len(part["text"])))
+                    source = part.get("source")
+                    sources.append(source if source in DRAFT_STRETCH_SOURCES else "")
+                content += part["text"]
+                at += len(part["text"])
+            status = _status(str(m.get("status", MessageStatus.COMPLETE)))
+            status = status if status in IMPORTED_STATUSES else MessageStatus.COMPLETE
+            stats = clean_stats(m.get("stats"))
+            db.execute(
+                "INSERT INTO messages (conversation_id, role, content, status, created_at, updated_at, "
+                "stats_json, draft_spans_json, draft_sources_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    conversation_id,
+                    m["role"],
+                    content,
+                    status,
+                    now,
+                    now,
+                    json.dumps(stats, allow_nan=False) if stats is not None else None,
+                    json.dumps([list(s) for s in spans]) if spans else None,
+                    # Kept where the file says every stretch's source (a file from before: none).
+                    json.dumps(sources) if spans and all(sources) else None,
+                ),
             )
-    return store.conversation(conversation.id) or conversation
+    return store.conversation(conversation_id) or Conversation(conversation_id, title, system_prompt, now)

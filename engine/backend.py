@@ -150,8 +150,10 @@ class LlamaRunner:
 
     # -- tokens -------------------------------------------------------------------------------
 
-    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
-        return list(self.model.tokenize(text.encode("utf-8"), add_bos=add_special, special=True))
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        """parse_special: text like "<|im_end|>" becomes that control token (a template's own
+        markers); off for what a person or a document wrote (engine.chat.tokenize_chat)."""
+        return list(self.model.tokenize(text.encode("utf-8"), add_bos=add_special, special=parse_special))
 
     def token_bytes(self, token: int) -> bytes:
         """The bytes a token stands for (control tokens: none). Cached: the hot loop asks often."""

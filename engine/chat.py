@@ -21,6 +21,7 @@ could stand alone.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 import threading
 from collections import OrderedDict
@@ -30,6 +31,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.config import SamplingParams
 from engine.events import DraftSource, Event, Finished, TextPiece
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from engine.reply_memory import ReplyMemory
@@ -47,7 +50,7 @@ class ChatEngine(Protocol):
     def memory(self) -> ReplyMemory: ...
     @property
     def penalty_exempt_tokens(self) -> frozenset[int]: ...
-    def tokenize(self, text: str, add_special: bool = True) -> list[int]: ...
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]: ...
     def format_chat(self, messages: list[dict[str, str]]) -> str: ...
     def generate(
         self,
@@ -436,7 +439,7 @@ class TokenCounts:
     def count(self, engine: ChatEngine, text: str) -> int:
         n = self._counts.get(text)
         if n is None:
-            n = len(engine.tokenize(text, add_special=False))
+            n = len(engine.tokenize(text, add_special=False, parse_special=False))
             self._counts[text] = n
             if len(self._counts) > self._max:
                 self._counts.popitem(last=False)
@@ -485,8 +488,8 @@ def build_chat_prompt(
 
     def render(n_dropped: int) -> ChatPrompt:
         check()
-        text = chat_prompt(engine, turns[n_dropped:], system_prompt)
-        return ChatPrompt(text, tuple(engine.tokenize(text)), n_dropped)
+        text, tokens = tokenize_chat(engine, turns[n_dropped:], system_prompt)
+        return ChatPrompt(text, tuple(tokens), n_dropped)
 
     def is_cut(i: int) -> bool:
         return _role_and_content(turns[i])[0] == "user"
@@ -552,7 +555,7 @@ def _template_overhead(
             return max(0, one - kept[n - 1] - per_turn), per_turn
     base = PROMPT_OVERHEAD_TOKENS
     if system_prompt:
-        base += len(engine.tokenize(system_prompt, add_special=False))
+        base += len(engine.tokenize(system_prompt, add_special=False, parse_special=False))
     return base, TURN_OVERHEAD_TOKENS
 
 
@@ -568,13 +571,56 @@ def _with_documents(engine: ChatEngine, prompt: ChatPrompt, documents: Sequence[
     return ChatPrompt(prompt.text, prompt.tokens, prompt.n_dropped, spans)
 
 
+def _chat(messages: Sequence[Any], system_prompt: str) -> list[dict[str, str]]:
+    chat = [{"role": "system", "content": system_prompt}] if system_prompt.strip() else []
+    chat += [{"role": r, "content": c} for r, c in map(_role_and_content, messages)]
+    return chat
+
+
 def chat_prompt(engine: ChatEngine, messages: Sequence[Any], system_prompt: str = "") -> str:
     """The prompt for the next assistant turn, in the model's template or as a transcript."""
     if engine.has_chat_template:
-        chat = [{"role": "system", "content": system_prompt}] if system_prompt.strip() else []
-        chat += [{"role": r, "content": c} for r, c in map(_role_and_content, messages)]
-        return str(engine.format_chat(chat))
+        return str(engine.format_chat(_chat(messages, system_prompt)))
     return transcript(system_prompt, messages)
+
+
+# A message's place in a render of the template around placeholders (private-use characters no
+# template writes), to tell the template's own text from what people and documents wrote.
+_PLACE = re.compile("\ue000(\\d+)\ue001")
+
+
+def tokenize_chat(
+    engine: ChatEngine, messages: Sequence[Any], system_prompt: str = ""
+) -> tuple[str, list[int]]:
+    """The prompt for the next assistant turn and its tokens, in which only the chat template's
+    own markers are control tokens: what a person or a document wrote is tokenized as text, so a
+    document holding "<|im_end|>" or "<end_of_turn>" cannot end the user's turn and speak as the
+    assistant. The template is rendered around placeholders to find its own text; where it changes
+    a message's text in a way the placeholders cannot follow (more than trimming it), the whole
+    prompt is tokenized as the template wrote it, as before (logged). A transcript (a base model)
+    has no markers: all of it is text."""
+    if not engine.has_chat_template:
+        text = transcript(system_prompt, messages)
+        return text, list(engine.tokenize(text, parse_special=False))
+    chat = _chat(messages, system_prompt)
+    text = str(engine.format_chat(chat))
+    skeleton = str(
+        engine.format_chat([{"role": m["role"], "content": f"\ue000{i}\ue001"} for i, m in enumerate(chat)])
+    )
+    pieces = _PLACE.split(skeleton)  # template text, index, template text, index, ...
+    template, places = pieces[0::2], [int(i) for i in pieces[1::2]]
+    for shown in ([m["content"] for m in chat], [m["content"].strip() for m in chat]):
+        if any(i >= len(shown) for i in places):
+            break
+        if template[0] + "".join(shown[i] + t for i, t in zip(places, template[1:], strict=True)) != text:
+            continue
+        tokens = list(engine.tokenize(template[0]))
+        for i, after in zip(places, template[1:], strict=True):
+            tokens += engine.tokenize(shown[i], add_special=False, parse_special=False)
+            tokens += engine.tokenize(after, add_special=False)
+        return text, tokens
+    log.warning("the chat template changes messages' text; its prompt is tokenized whole")
+    return text, list(engine.tokenize(text))
 
 
 def remember_exchanges(engine: ChatEngine, exchanges: Sequence[tuple[str, str]]) -> int:
@@ -586,11 +632,10 @@ def remember_exchanges(engine: ChatEngine, exchanges: Sequence[tuple[str, str]])
     for question, answer in exchanges:
         if not answer.strip():
             continue
-        prompt = chat_prompt(engine, [{"role": "user", "content": question}])
-        tokens = engine.tokenize(prompt)
+        _, tokens = tokenize_chat(engine, [{"role": "user", "content": question}])
         # A transcript's reply follows "Assistant:" after a space, which the stored text lost.
         lead = "" if engine.has_chat_template else " "
-        reply = engine.tokenize(lead + answer, add_special=False)
+        reply = engine.tokenize(lead + answer, add_special=False, parse_special=False)
         if tokens and reply:
             engine.memory.add(tokens, reply)
             kept += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
@@ -193,12 +194,21 @@ _RATES = (("acceptance_rate", 4), ("mean_accepted_length", 3), ("prefill_tokens_
           ("decode_tokens_per_s", 2), ("llama_fraction", 4))  # fmt: skip
 
 
+def _finite(value: object) -> float | None:
+    """A real, finite number, or None (JSON's NaN and Infinity, read back from a file, are not)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return value
+    return None
+
+
 def _number(value: object, default: float) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+    number = _finite(value)
+    return float(number) if number is not None else default
 
 
 def _count(value: object) -> int:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+    number = _finite(value)
+    return int(number) if number is not None else 0
 
 
 def _by_source(speculation: Speculation, counts: Mapping[str, int]) -> dict[DraftSource, SourceCount]:

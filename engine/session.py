@@ -230,8 +230,8 @@ class Engine:
 
     # -- text ---------------------------------------------------------------------------------
 
-    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
-        return self.target.tokenize(text, add_special)
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        return self.target.tokenize(text, add_special, parse_special)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenize(text))

@@ -106,6 +106,7 @@ class FakeHub:
         self.chunk_bytes = chunk_bytes
         self.throttle_s = 0.0  # sleep after each chunk of a body
         self.ignore_range = False
+        self.range_from_zero = False  # answer a Range with 206 from byte 0 (a mirror that gets it wrong)
         self.delay_s = 0.0  # sleep before answering any request on the hub server (a slow hub)
         self._drops: dict[str, list[int]] = {}  # sha256 -> body byte counts to drop at, one per GET
         self._corrupt: set[str] = set()  # sha256 of files served with wrong bytes
@@ -372,6 +373,8 @@ class _HubHandler(BaseHTTPRequestHandler):
                     self.end_headers()
                     return
                 status = 206
+                if self.hub.range_from_zero:
+                    start = 0
         body: bytes | _LazyBody = (
             _LazyBody(data, start, end) if isinstance(data, HubFile) else data[start : end + 1]
         )

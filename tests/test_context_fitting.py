@@ -27,7 +27,7 @@ class CountingEngine:
         self.n_chars = 0
         self.on_call: Any = None
 
-    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
         self.n_calls += 1
         self.n_chars += len(text)
         if self.on_call is not None:

@@ -363,3 +363,36 @@ def test_a_second_download_of_the_same_file_at_the_same_time_is_refused(hub: Fak
     ):
         download_file(FileRequest(REPO, "tiny-target.gguf"))
     assert not final.exists()
+
+
+def test_a_wrong_file_of_the_right_size_is_not_already_downloaded(hub: FakeHub) -> None:
+    """Issue 38: a file of the right size under the final name was taken as downloaded, unverified."""
+    f = target_file(hub)
+    final = local_path_for(REPO, "tiny-target.gguf")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    final.write_bytes(bytes(len(f.data)))  # zeros of the right size
+    path = download_file(FileRequest(REPO, "tiny-target.gguf"))
+    assert sha256_of(path) == f.sha256  # downloaded again, verified
+    n_gets = len(hub.recorded("cdn", "GET"))
+    assert n_gets == 1
+    # Now it is the right file: the next request finds it done without a byte fetched (the hash
+    # is remembered beside it, not computed again).
+    download_file(FileRequest(REPO, "tiny-target.gguf"))
+    assert len(hub.recorded("cdn", "GET")) == n_gets
+
+
+def test_a_206_from_the_wrong_offset_is_refused(hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38: a server answering a resume from byte 0 (with no checksum to catch it) had its
+    wrong bytes installed. Content-Range is checked on every 206."""
+    f = target_file(hub)
+    hub.drop_connection(f, after_bytes=100_000)
+    hub.range_from_zero = True
+    with pytest.raises(DownloadError, match="the server sent the wrong part of tiny-target.gguf"):
+        download_file(FileRequest(REPO, "tiny-target.gguf"), n_retries=1, backoff_s=0.01)
+    final = local_path_for(REPO, "tiny-target.gguf")
+    assert not final.exists() and part_path_for(final).stat().st_size == 100_000  # the good part is kept
+
+
+def test_a_repo_id_cannot_climb_out_of_the_models_folder() -> None:
+    with pytest.raises(DownloadError, match="is not a repository Tandem can store"):
+        local_path_for("..", "x.gguf")

@@ -102,6 +102,8 @@ class MainWindow(QMainWindow):
                 f"is kept, untouched, as {store.set_aside.name} in {store.set_aside.parent}.",
                 True,
             )
+        elif store.notice:  # locked or read-only: this session's history is kept in memory only
+            self.chat.set_notice(store.notice, True)
         self.start_engine()
 
     # ---- the presenter's state, as the window's (tools and tests read these)
@@ -340,7 +342,9 @@ class MainWindow(QMainWindow):
             else json.dumps(data, ensure_ascii=False, indent=1)
         )
         try:
-            Path(path).write_text(text, encoding="utf-8")
+            from app.paths import write_private_text
+
+            write_private_text(Path(path), text)
         except OSError as e:
             self.chat.set_notice(f"The conversation could not be written to {path}: {e.strerror or e}.", True)
             return ""
@@ -668,8 +672,10 @@ class MainWindow(QMainWindow):
 
     def on_chat_send_requested(self, text: str) -> None:
         # The message carries the documents of its chips (saved with it: the copy that stands).
-        self.presenter.send(text, self.chat.attachments.documents())
-        self.chat.attachments.clear()
+        if self.presenter.send(text, self.chat.attachments.documents()):
+            self.chat.attachments.clear()
+        elif not self.chat.input.toPlainText():  # not saved (a full disk): nothing typed is lost
+            self.chat.input.setPlainText(text)
 
     def on_chat_regenerate_requested(self) -> None:
         self.regenerate()

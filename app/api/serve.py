@@ -65,6 +65,20 @@ DEFAULT_TEMPERATURE = 0.8  # llama-server's default when a request names none
 RETRY_AFTER_S = 2
 CANCEL_GRACE_S = 30.0  # a cancelled reply must end within this, or its engine is replaced
 MAX_BODY_BYTES = 32 * 1024 * 1024
+# What one client, or all together, can hold (docs/trust.md "What a client can hold"): a
+# connection that has not sent a whole request's headers within HEADER_TIMEOUT_S (a fresh one,
+# or one kept alive after a reply) is closed; a body must arrive within BODY_TIMEOUT_S; at most
+# MAX_CONNECTIONS are open (fewer where the open-file limit is low: half of it), half of them
+# from one address (over either, the oldest idle one is closed to make room, else the new one
+# is answered 503); bodies being read hold at most MAX_BODY_BYTES_READING between them. A place
+# in the queue is taken only once the body is read, so slow uploads never hold one. The caps are
+# large enough that 1,000 idle sockets are simply held until their timeout, beside the clients.
+HEADER_TIMEOUT_S = 10.0
+EVICT_GRACE_S = 1.0  # a connection this young is never closed to make room (its request may be unread)
+BODY_TIMEOUT_S = 30.0
+MAX_CONNECTIONS = 2048
+MAX_BODY_BYTES_READING = 128 * 1024 * 1024
+OPEN_FILES_WANTED = 8192  # the soft limit of open files is raised to this where the hard one allows
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -72,7 +86,11 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 def say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    """A line of the server's log (stderr), rate-limited by kind: a flood of requests cannot
+    flood the log (app/library/logs.py)."""
+    from app.library.logs import say_limited
+
+    say_limited(line, sys.stderr)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -519,16 +537,220 @@ class ApiEngine:
 
 def uvicorn_config(server: ApiServer, graceful_shutdown_s: int) -> Any:
     """How uvicorn runs the API, in `tandem serve` and in the window: quiet (Tandem logs one line
-    a request itself), no lifespan events, open streams given graceful_shutdown_s to end."""
+    a request itself), no lifespan events, open streams given graceful_shutdown_s to end; every
+    connection bounded (bounded_protocol), the loggers that could flood rate-limited."""
     import uvicorn
 
+    from app.library.logs import limit_logger
+
+    server.connections.fit_to_open_files(raise_open_file_limit())
+    for name in ("asyncio", "uvicorn.error", "uvicorn"):
+        limit_logger(name)
     return uvicorn.Config(
         server.build_app(),
+        http=bounded_protocol(server.connections, server.header_timeout_s),
         log_level="warning",
         access_log=False,
         lifespan="off",
         timeout_graceful_shutdown=graceful_shutdown_s,
     )
+
+
+def raise_open_file_limit(wanted: int = OPEN_FILES_WANTED) -> int:
+    """Raise this process's soft limit of open files towards `wanted` (within the hard limit), as
+    servers do at start: a desktop's usual 1024 leaves little room beside SQLite and the models.
+    Returns the limit now (0 where the OS has none to change)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+    return int(soft)
+
+
+_BUSY_BODY = json.dumps(
+    {
+        "error": {
+            "message": "the server has too many connections open; retry later",
+            "type": "server_error",
+            "param": None,
+            "code": "too_many_connections",
+        }
+    }
+).encode()
+BUSY_RESPONSE = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+    + f"retry-after: {RETRY_AFTER_S}\r\nconnection: close\r\ncontent-length: {len(_BUSY_BODY)}\r\n\r\n".encode()
+    + _BUSY_BODY
+)
+
+
+class Connections:
+    """The open connections of one server, oldest first, in all and by client address, and what
+    the bounds did (counted for the log and the tests)."""
+
+    def __init__(self, max_total: int = MAX_CONNECTIONS, max_per_client: int = MAX_CONNECTIONS // 2) -> None:
+        self.max_total, self.max_per_client = max_total, max_per_client
+        self.open: dict[Any, str] = {}  # connection -> client address (dicts keep insertion order)
+        self.by_client: dict[str, dict[Any, None]] = {}
+        self.n_refused = 0  # answered 503: full of connections that were all busy
+        self.n_evicted = 0  # idle connections closed to make room
+        self.n_timed_out = 0  # idle connections closed after HEADER_TIMEOUT_S
+        self.body_bytes_reading = 0  # bytes of bodies being read now (MAX_BODY_BYTES_READING)
+
+    def fit_to_open_files(self, limit: int) -> None:
+        """At most half the process's open files for connections (the rest: SQLite, models, the
+        window); limit 0: the OS sets none this process can read."""
+        if limit > 0:
+            self.max_total = max(64, min(self.max_total, limit // 2 - 32))
+            self.max_per_client = max(32, min(self.max_per_client, self.max_total // 2))
+
+    def admit(self, conn: Any, client: str) -> bool:
+        """Take a new connection in, closing the oldest idle one where a bound is reached; False
+        where every connection under the bound is busy with a request (the new one is refused)."""
+        peers = self.by_client.get(client, {})
+        if len(peers) >= self.max_per_client and not self._evict(list(peers)):
+            self.n_refused += 1
+            return False
+        if len(self.open) >= self.max_total and not self._evict(list(self.open)):
+            self.n_refused += 1
+            return False
+        self.open[conn] = client
+        self.by_client.setdefault(client, {})[conn] = None
+        return True
+
+    def _evict(self, oldest_first: list[Any]) -> bool:
+        """Close the oldest idle connection that has sent nothing at all, else the oldest that has
+        not sent a whole request, else the oldest kept alive after a reply (a client between
+        requests, which may be about to send one on it: closing those is the last resort)."""
+
+        # A connection younger than EVICT_GRACE_S may have sent its request already, unread
+        # while the server accepts a burst of sockets: never taken for an idle one.
+        def rank(c: Any) -> int | None:  # 0 goes first; None: not to be closed
+            if not c.is_idle():
+                return None
+            if c.has_replied():
+                return 2
+            if c.age_s() < EVICT_GRACE_S:
+                return None
+            return 1 if c.has_sent() else 0
+
+        for wanted in (0, 1, 2):
+            for conn in oldest_first:
+                if rank(conn) == wanted:
+                    self.n_evicted += 1
+                    conn.close_idle()
+                    return True
+        return False
+
+    def forget(self, conn: Any) -> None:
+        client = self.open.pop(conn, None)
+        if client is None:
+            return
+        peers = self.by_client.get(client)
+        if peers is not None:
+            peers.pop(conn, None)
+            if not peers:
+                del self.by_client[client]
+
+    def take_body_bytes(self, n: int) -> None:
+        if self.body_bytes_reading + n > MAX_BODY_BYTES_READING:
+            raise ApiError(
+                503,
+                "the server is reading too many request bodies at once; retry later",
+                kind="server_error",
+                code="server_busy",
+                headers={"Retry-After": str(RETRY_AFTER_S), "Connection": "close"},
+            )
+        self.body_bytes_reading += n
+
+    def give_body_bytes(self, n: int) -> None:
+        self.body_bytes_reading -= n
+
+
+def bounded_protocol(
+    connections: Connections, header_timeout_s: float = HEADER_TIMEOUT_S
+) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol with bounds on what a connection holds: admitted by `connections`
+    (else answered 503 and closed), closed when it has sent no whole request's headers within
+    HEADER_TIMEOUT_S of opening or of its last reply (uvicorn's own keep-alive timeout starts only
+    after a reply, so a socket that never sends a request, or drips its headers, stayed open)."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    base: Any = AutoHTTPProtocol
+
+    class BoundedProtocol(base):  # type: ignore[misc]
+        _idle_timer: asyncio.TimerHandle | None = None
+        _admitted = False
+        _has_sent = False
+        _opened_at = 0.0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            super().connection_made(transport)
+            self._opened_at = self.loop.time()
+            client = self.client[0] if self.client else "?"
+            if not connections.admit(self, str(client)):
+                transport.write(BUSY_RESPONSE)
+                transport.close()
+                return
+            self._admitted = True
+            self._arm()
+
+        def is_idle(self) -> bool:
+            """Not inside a request: no whole request's headers yet, or its reply is sent."""
+            return self.cycle is None or bool(self.cycle.response_complete)
+
+        def has_replied(self) -> bool:
+            """Has a reply been sent on this connection (a client's kept-alive one)?"""
+            return self.cycle is not None
+
+        def age_s(self) -> float:
+            return float(self.loop.time() - self._opened_at)
+
+        def has_sent(self) -> bool:
+            """Has the client sent any bytes on this connection?"""
+            return self._has_sent
+
+        def data_received(self, data: bytes) -> None:
+            self._has_sent = True
+            super().data_received(data)
+
+        def close_idle(self) -> None:
+            connections.forget(self)
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def _arm(self) -> None:
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
+            self._idle_timer = self.loop.call_later(header_timeout_s, self._on_idle_timeout)
+
+        def _on_idle_timeout(self) -> None:
+            self._idle_timer = None
+            if self.is_idle() and not self.transport.is_closing():
+                connections.n_timed_out += 1
+                self.close_idle()
+            # Inside a request: the body's deadline (BODY_TIMEOUT_S) and the reply govern it; the
+            # timer starts again when the reply is sent.
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
+                self._idle_timer = None
+            connections.forget(self)
+            super().connection_lost(exc)
+
+    return BoundedProtocol
 
 
 class BackgroundServer:
@@ -729,6 +951,9 @@ class ApiServer:
         # A reason to refuse every caller without a key (the window relaying an engine on another
         # server with the user's key for it), or None: asked on each request.
         self.needs_key: Callable[[], str | None] = lambda: None
+        self.connections = Connections()  # what clients hold open (bounded_protocol)
+        self.body_timeout_s = BODY_TIMEOUT_S  # a request's body must arrive within this
+        self.header_timeout_s = HEADER_TIMEOUT_S  # an idle connection is closed after this
 
     def listen_on(self, sock: socket.socket) -> None:
         self.address = sock.getsockname()[:2]
@@ -968,11 +1193,9 @@ class _Endpoint:
                 raise ApiError(
                     415, f"the request body must be JSON: send 'Content-Type: application/json' (got {given})"
                 )
-            # A place in line before the body is read: bodies held in memory are bounded by the
-            # queue (1 + --queue of them), not by how many clients upload at once.
-            host.reserve()
-            reserved = True
-            raw = await _read_body(receive)
+            # The body first, within BODY_TIMEOUT_S (bodies being read are bounded in bytes by
+            # Connections), then a place in line: a slow upload never holds one.
+            raw = await _read_body(receive, self.server.connections, self.server.body_timeout_s)
             try:
                 body = json.loads(raw)
             except RecursionError:
@@ -985,6 +1208,8 @@ class _Endpoint:
             request = parse_request(body, self.chat, n_ctx)
             if info is not None:
                 self.server.check_model(request.model, info)
+            host.reserve()
+            reserved = True
         except ApiError as e:
             if reserved:
                 host.unreserve()
@@ -1191,20 +1416,41 @@ class _Endpoint:
         )
 
 
-async def _read_body(receive: Receive) -> bytes:
+async def _read_body(
+    receive: Receive, connections: Connections | None = None, timeout_s: float = BODY_TIMEOUT_S
+) -> bytes:
+    """The whole body, within timeout_s and MAX_BODY_BYTES (408, 413), its bytes counted in
+    `connections` while it is read (503 when all bodies being read would pass their bound)."""
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ApiError(400, "the client closed the request before sending its body")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise ApiError(413, f"the request body is larger than {MAX_BODY_BYTES // (1024 * 1024)} MB")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+    try:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise ApiError(400, "the client closed the request before sending its body")
+                chunk = message.get("body", b"")
+                if size + len(chunk) > MAX_BODY_BYTES:
+                    raise ApiError(
+                        413,
+                        f"the request body is larger than {MAX_BODY_BYTES // (1024 * 1024)} MB",
+                        headers={"Connection": "close"},
+                    )
+                if connections is not None:
+                    connections.take_body_bytes(len(chunk))
+                size += len(chunk)
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+    except TimeoutError:
+        raise ApiError(
+            408,
+            f"the request body did not arrive within {timeout_s:g} s",
+            headers={"Connection": "close"},
+        ) from None
+    finally:
+        if connections is not None:
+            connections.give_body_bytes(size)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,19 +10,63 @@ Ctrl+C ends with 130. `tandem generate|bench|serve|models|rpc-server` and the wi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn, TextIO
 
 from engine.errors import TandemError
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2  # bad input, an error the user can act on, and an unexpected failure alike
 EXIT_INTERRUPTED = 130
+
+
+# Characters that a terminal takes as commands, not text: C0 controls (ESC starts colour, cursor
+# and title sequences), DEL, C1 controls, and bidirectional overrides that reorder what is shown.
+_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_FIELD_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(m: re.Match[str]) -> str:
+    return m[0].encode("unicode_escape").decode("ascii")
+
+
+def terminal_field(text: str) -> str:
+    """Text from a file or the hub as one field of a line: every control character (line breaks
+    included) written as its escape ("\\x1b"), so it shows as text and cannot move the cursor."""
+    return _FIELD_CONTROLS.sub(_escaped, text)
+
+
+class SafeStream:
+    """A text stream that escapes what a terminal would obey (ESC sequences, C1 controls, bidi
+    overrides) and passes lines, tabs and carriage returns (a progress line) as they are."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(_TERMINAL_CONTROLS.sub(_escaped, text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def safe_output() -> Iterator[None]:
+    """stdout and stderr escaped (SafeStream) for a command that prints what files and the hub say."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(out), SafeStream(err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 class Parser(argparse.ArgumentParser):

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from app import paths
-from app.cli.cli_base import EXIT_BAD_INPUT, EXIT_OK, Parser, at_the_edge
+from app.cli.cli_base import EXIT_BAD_INPUT, EXIT_OK, Parser, at_the_edge, safe_output, terminal_field
 from app.library.catalog import (
     Catalog,
     LocalModel,
@@ -127,7 +127,8 @@ def run_models(args: argparse.Namespace) -> int:
         if args.models_command in ("search", "check")
         else "interrupted; a partial download is kept and resumes when you run the command again"
     )
-    return at_the_edge(lambda: commands[args.models_command](args), interrupted=interrupted)
+    with safe_output():  # GGUF headers and hub answers are printed: no terminal codes from them
+        return at_the_edge(lambda: commands[args.models_command](args), interrupted=interrupted)
 
 
 def main_models(argv: list[str]) -> int:
@@ -230,6 +231,7 @@ def _cmd_download(args: argparse.Namespace) -> int:
 
 
 def _table(rows: list[list[str]], stream: TextIO) -> None:
+    rows = [[terminal_field(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         stream.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
@@ -259,7 +261,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         )  # fmt: skip
     _table(rows, sys.stdout)
     for m in problems:
-        print(f"{m.path.name}: {m.problem}")
+        print(terminal_field(f"{m.path.name}: {m.problem}"))
     print(f"{len(models)} model file(s) in {folder}")
     return EXIT_OK
 
@@ -415,13 +417,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(json.dumps(_report_json(report, candidates), indent=1, default=str))
         return EXIT_OK
     for line in doctor.report_lines(report):
-        print(line)
+        print(terminal_field(line))
     if draft is None:
         print("drafts:")
         ngram = f"; {doctor.describe_measured(report.measured)}" if report.measured else ""
         print(f"  ngram  ({doctor.NGRAM_NOTE}{ngram})")
         for c in candidates:
-            print("  " + doctor.describe_candidate(c))
+            print("  " + terminal_field(doctor.describe_candidate(c)))
     refs = [r for r in (target, draft) if r is not None and not r.is_local]
     if refs and (report.verdict is None or report.verdict.is_compatible):
         print(

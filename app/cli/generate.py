@@ -104,14 +104,17 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if args.chat:
             # The model's chat template, or for a base model the window's transcript, whose reply
             # ends at the next speaker line (engine.chat).
-            from engine.chat import chat_prompt, generate_reply
+            # What the user and the documents wrote is tokenized as text (engine.chat.tokenize_chat).
+            from engine.chat import ChatPrompt, generate_reply, tokenize_chat
 
-            prompt = chat_prompt(engine, [{"role": "user", "content": prompt}], args.system or "")
+            prompt, chat_tokens = tokenize_chat(
+                engine, [{"role": "user", "content": prompt}], args.system or ""
+            )
         events: Iterator[Event]
         if documents:
             from engine.chat import ChatPrompt, document_token_spans
 
-            tokens = tuple(engine.tokenize(prompt))
+            tokens = tuple(chat_tokens) if args.chat else tuple(engine.tokenize(prompt))
             check_prompt_fits(engine, len(tokens), args.max_tokens)  # before anything is sent
             spans = document_token_spans(engine, prompt, [d.text for d in documents])
             chat = ChatPrompt(prompt, tokens, 0, spans)
@@ -122,7 +125,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
                     list(tokens), params, max_tokens=args.max_tokens, stop=args.stop, document_spans=spans
                 )
         elif args.chat:
-            events = generate_reply(engine, prompt, params, max_tokens=args.max_tokens, stop=args.stop)
+            events = generate_reply(
+                engine,
+                ChatPrompt(prompt, tuple(chat_tokens)),
+                params,
+                max_tokens=args.max_tokens,
+                stop=args.stop,
+            )
         else:
             events = engine.generate(prompt, params, max_tokens=args.max_tokens, stop=args.stop)
         finished: Finished | None = None

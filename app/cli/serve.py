@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from app.api.serve import (
+    BODY_TIMEOUT_S,
     DEFAULT_HOST,
     DEFAULT_PORT,
     DEFAULT_QUEUE,
+    HEADER_TIMEOUT_S,
     ApiEngine,
     ApiServer,
     listen,
@@ -52,6 +54,14 @@ def add_serve_parser(sub: Any) -> None:
         type=int,
         default=DEFAULT_QUEUE,
         help=f"requests that may wait while one generates (default {DEFAULT_QUEUE})",
+    )
+    s.add_argument(
+        "--timeout",
+        type=float,
+        default=BODY_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"a request's body must arrive within this (default {BODY_TIMEOUT_S:g}); a connection "
+        f"that sends no request is closed after {HEADER_TIMEOUT_S:g} s, or this if shorter",
     )
     s.add_argument(
         "--allow-origin",
@@ -121,6 +131,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         api = ApiServer(
             host, api_key, allowed_origins=tuple(args.allow_origin), allowed_hosts=tuple(args.allow_host)
         )
+        api.body_timeout_s = max(0.1, args.timeout)
+        api.header_timeout_s = min(HEADER_TIMEOUT_S, api.body_timeout_s)
         return _run_uvicorn(api, info, sock)
     finally:
         host.shutdown()

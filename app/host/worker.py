@@ -573,11 +573,9 @@ def worker_main(
     """The child process's entry point."""
     # Ctrl+C in a terminal goes to the whole process group: the parent decides, not the child.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    logging.basicConfig(
-        filename=log_path,
-        level=logging.INFO,
-        format="%(asctime)s worker %(process)d %(levelname)s %(message)s",
-    )
+    from app.library.logs import setup_file_logging
+
+    setup_file_logging(Path(log_path), "%(asctime)s worker %(process)d %(levelname)s %(message)s")
     # A native crash (SIGSEGV in llama.cpp) leaves a Python traceback in the log.
     with open(log_path, "a", encoding="utf-8") as crash_log:
         faulthandler.enable(crash_log)

@@ -20,6 +20,7 @@ import dataclasses
 import io
 import logging
 import os
+import re
 import stat
 import zipfile
 from dataclasses import dataclass
@@ -222,7 +223,13 @@ def _is_docx(data: bytes) -> bool:
 
 def _read_pdf(data: bytes, name: str) -> Document:
     from pypdf import PdfReader
-    from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
+    from pypdf.errors import (
+        DependencyError,
+        FileNotDecryptedError,
+        LimitReachedError,
+        PdfReadError,
+        PyPdfError,
+    )
 
     # pypdf logs what it repairs ("EOF marker not found"): the refusal below is the one sentence.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
@@ -241,7 +248,21 @@ def _read_pdf(data: bytes, name: str) -> Document:
         raise
     except (FileNotDecryptedError, DependencyError) as e:
         raise _encrypted(name) from e
-    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as e:
+    except LimitReachedError as e:  # a decompression bomb: pypdf stops before memory runs out
+        raise DocumentError(
+            DocumentProblem.TOO_LARGE, name, "it unpacks to more data than Tandem reads from a PDF"
+        ) from e
+    except (
+        PdfReadError,
+        PyPdfError,
+        RecursionError,
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        OSError,
+    ) as e:
         raise DocumentError(
             DocumentProblem.DAMAGED, name, "it is not a PDF that can be read (damaged or cut short)"
         ) from e
@@ -324,7 +345,19 @@ def document_block(document: Document) -> str:
     """One document as message text: its name, then its text in a fence (source code with its
     language, so a reply that copies it opens the same fence and drafts from the first line)."""
     fence = fence_for(document.text)
-    return f"{document.name}:\n{fence}{document.language}\n{document.text}\n{fence}"
+    return f"{prompt_name(document.name)}:\n{fence}{document.language}\n{document.text}\n{fence}"
+
+
+# Characters a file name cannot bring into the prompt: line breaks and other controls (a name on
+# one line cannot open or close a fence, nor start a turn of its own), bidirectional overrides.
+_NAME_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069`]")
+MAX_PROMPT_NAME = 200  # characters of a file name the model is shown
+
+
+def prompt_name(name: str) -> str:
+    """A file name as the model is shown it: on one line, without backticks or control characters,
+    at most MAX_PROMPT_NAME characters (its text is still tokenized as text: engine.chat)."""
+    return " ".join(_NAME_CONTROLS.sub(" ", name).split())[:MAX_PROMPT_NAME] or "document"
 
 
 def with_documents(message: str, documents: list[Document] | tuple[Document, ...]) -> str:

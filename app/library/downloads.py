@@ -23,6 +23,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -39,6 +40,8 @@ from app import paths
 from app.library.catalog import CatalogPair, format_bytes
 from engine.errors import DownloadError
 
+log = logging.getLogger(__name__)
+
 ProgressCallback = Callable[["DownloadProgress"], None]
 FreeBytesFn = Callable[[Path], int]
 
@@ -50,6 +53,7 @@ DEFAULT_TIMEOUT_S = 30.0
 PART_SUFFIX = ".part"
 SIDECAR_SUFFIX = ".part.json"
 LOCK_SUFFIX = ".part.lock"
+VERIFIED_SUFFIX = ".verified.json"  # beside a final file: its checksum matched (size, mtime, digest)
 LOGIN_HINT = "log in with `hf auth login` (`huggingface-cli login` in older versions) or set HF_TOKEN"
 
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -172,7 +176,10 @@ def repo_folder_name(repo_id: str) -> str:
 
 def local_path_for(repo_id: str, filename: str, models_dir: Path | None = None) -> Path:
     """The final path of a hub file: <models>/<owner>--<name>/<filename>."""
-    folder = (models_dir or paths.models_dir()) / repo_folder_name(repo_id)
+    folder_name = repo_folder_name(repo_id)
+    if folder_name in ("", ".", "..") or "\\" in folder_name or ".." in repo_id.split("/"):
+        raise DownloadError(f"'{repo_id}' is not a repository Tandem can store")
+    folder = (models_dir or paths.models_dir()) / folder_name
     parts = Path(filename).parts
     if not parts or any(p in ("..", "") for p in parts) or Path(filename).is_absolute():
         raise DownloadError(f"'{filename}' is not a file name Tandem can store")
@@ -444,15 +451,66 @@ def _write_sidecar(path: Path, remote: RemoteFile) -> None:
 
 def _plan(remote: RemoteFile, models_dir: Path) -> _Plan:
     final = local_path_for(remote.request.repo_id, remote.request.filename, models_dir)
-    # A final file is only ever written by the atomic rename after verification, so the right
-    # size means this version is already here.
-    if final.is_file() and final.stat().st_size == remote.size_bytes:
+    # A file of the right size is this version where its checksum, when the hub gives one, matches
+    # (a wrong file of the right size is not "already downloaded"): hashed once, then remembered
+    # beside it with its size and time (_is_verified).
+    if final.is_file() and final.stat().st_size == remote.size_bytes and _is_verified(final, remote):
         return _Plan(remote, final, remote.size_bytes, True)
     part = part_path_for(final)
     have = 0
     if part.is_file() and _sidecar_matches(_read_sidecar(sidecar_path_for(final)), remote):
         have = min(part.stat().st_size, remote.size_bytes)
     return _Plan(remote, final, have, False)
+
+
+def verified_path_for(final: Path) -> Path:
+    return final.with_name(final.name + VERIFIED_SUFFIX)
+
+
+def _expected_digest(remote: RemoteFile) -> str | None:
+    return remote.expected_sha256 or remote.expected_git_sha1
+
+
+def _remember_verified(final: Path, digest: str) -> None:
+    st = final.stat()
+    data = {"size_bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "digest": digest}
+    with contextlib.suppress(OSError):
+        verified_path_for(final).write_text(json.dumps(data), encoding="utf-8")
+
+
+def _is_verified(final: Path, remote: RemoteFile) -> bool:
+    """Does the file at final hold what the hub's checksum says (True where the hub gives none:
+    its size is all there is to go by)? Remembered after the first hash of a file."""
+    expected = _expected_digest(remote)
+    if expected is None:
+        return True
+    st = final.stat()
+    kept = _read_sidecar(verified_path_for(final))
+    if kept is not None and kept == {
+        "size_bytes": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "digest": expected,
+    }:
+        return True
+    hasher = _new_hasher(remote)
+    _hash_existing(final, st.st_size, hasher)
+    if hasher.hexdigest() != expected:
+        log.warning("%s has the right size but not the hub's checksum: downloading it again", final)
+        return False
+    _remember_verified(final, expected)
+    return True
+
+
+def _check_content_range(response: Any, have: int, size: int, name: str) -> None:
+    """A 206 must be the bytes asked for: from `have`, of a file of `size` bytes. Without a
+    checksum, a server answering a resume from the wrong offset would install the wrong bytes."""
+    header = response.headers.get("content-range", "")
+    m = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", header)
+    if m is None or int(m[1]) != have or (m[3] != "*" and int(m[3]) != size):
+        raise DownloadError(
+            f"the server sent the wrong part of {name} (Content-Range '{header[:80]}', asked for "
+            f"bytes {have}- of {size:,}); what was downloaded is kept: download again to resume"
+        )
 
 
 def _new_hasher(remote: RemoteFile) -> Any:
@@ -590,6 +648,8 @@ def _download_one(
                         if response.status_code >= 400:
                             response.read()
                             hf_raise_for_status(response)
+                        if response.status_code == 206:
+                            _check_content_range(response, have, size, remote.request.filename)
                         if have and response.status_code == 200:
                             # The server ignored the Range header: it is sending the whole file.
                             out.seek(0)
@@ -669,6 +729,8 @@ def _download_one(
             )
         os.replace(part, final)
         _discard(sidecar)
+        if expected is not None:
+            _remember_verified(final, expected)
         tracker.report(remote, file_index, size, "done")
         return final
     finally:

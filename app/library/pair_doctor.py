@@ -110,6 +110,11 @@ def parse_model_ref(text: str) -> ModelRef:
     text = text.strip()
     if not text:
         raise TandemError("give a model: owner/repo/file.gguf on the hub, or a path to a .gguf file")
+    if len(text) > MAX_REF_CHARS:
+        raise TandemError(
+            f"that model reference is {len(text):,} characters long; a file on the hub or on this "
+            f"computer is named in at most {MAX_REF_CHARS:,}"
+        )
     if text.startswith("tandem://"):
         return parse_open_url(text)
     if text.startswith(("http://", "https://")):
@@ -120,7 +125,7 @@ def parse_model_ref(text: str) -> ModelRef:
             f"{text} is not the address of a file on the hub (…/owner/repo/blob/main/FILE.gguf)"
         )
     path = Path(text).expanduser()
-    if path.exists() or text.startswith(("/", "./", "../", "~")) or "\\" in text:
+    if _exists(path) or text.startswith(("/", "./", "../", "~")) or "\\" in text:
         return ModelRef(path=path)
     m = _REF_RE.match(text)
     if m is None:
@@ -131,8 +136,26 @@ def parse_model_ref(text: str) -> ModelRef:
     return ModelRef(m["repo"], m["file"])
 
 
+def _exists(path: Path) -> bool:
+    """Path.exists, False where the name cannot be a file here (too long, a NUL byte)."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
+MAX_REF_CHARS = 4096  # a model reference (a path, a hub address, a link) longer than this is refused
+# A file in a hub repository as a link may name it: .gguf, plain names, folders without "." or "..".
+_HUB_FILE_RE = re.compile(r"(?:[A-Za-z0-9_][\w.-]*/){0,8}[A-Za-z0-9_][\w.+-]*\.gguf", re.IGNORECASE)
+
+
 def parse_open_url(url: str) -> ModelRef:
-    """tandem://open_from_hf?model=OWNER/REPO&file=FILE, as the hub's "Use this model" opens it."""
+    """tandem://open_from_hf?model=OWNER/REPO&file=FILE, as the hub's "Use this model" opens it.
+    A link only ever names a .gguf file in a hub repository: never a local path, never another site."""
+    if len(url) > MAX_REF_CHARS:
+        raise TandemError(
+            f"that link is {len(url):,} characters long; Tandem opens links of up to {MAX_REF_CHARS:,}"
+        )
     parts = urlsplit(url)
     action = (parts.netloc or parts.path.strip("/")).lower()
     if parts.scheme != "tandem" or action != "open_from_hf":
@@ -142,8 +165,10 @@ def parse_open_url(url: str) -> ModelRef:
     query = parse_qs(parts.query)
     model = (query.get("model") or [""])[0].strip().strip("/")
     filename = (query.get("file") or [""])[0].strip()
-    if not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", model):
+    if not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", model) or ".." in model:
         raise TandemError(f"the link {url} names no repository (model=OWNER/REPO)")
+    if filename and (not _HUB_FILE_RE.fullmatch(filename) or ".." in filename.split("/")):
+        raise TandemError(f"the link {url} names no .gguf file in that repository (file=NAME.gguf)")
     return ModelRef(model, filename)
 
 

@@ -12,6 +12,10 @@ RSS from /proc) is sampled all along: after warming up it should stay flat.
     .venv/bin/python -m tools.lab.load_drill                  # a tiny generated model, 32 clients, 180 s
     .venv/bin/python -m tools.lab.load_drill --clients 64 --duration 300 --queue 8
     .venv/bin/python -m tools.lab.load_drill --model default  # the embedded Gemma 3 270M
+    # beside them, hostile sockets (issue 38): 1,000 idle, 10 slow uploads, 10 half-sent headers,
+    # the server started under a desktop's usual limit of 1,024 open files; a probe request every
+    # second must be answered within --probe-limit s, and the server's log must stay small
+    .venv/bin/python -m tools.lab.load_drill --clients 4 --duration 60 --idle 1000 --slow 10 --half 10 --ulimit 1024
 
 Run it under `flock /tmp/tandem-bench.lock` on a shared machine. Linux only (/proc).
 """
@@ -19,8 +23,11 @@ Run it under `flock /tmp/tandem-bench.lock` on a shared machine. Linux only (/pr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
+import selectors
+import socket
 import statistics
 import subprocess
 import sys
@@ -158,6 +165,9 @@ def _judge_refusal(r: object, report: DrillReport) -> None:
     if r.status_code == 503 and not r.headers.get("retry-after", "").isdigit():
         report.count("lost", lost=f"503 without Retry-After: {message}")
         return
+    if r.status_code >= 500 and r.status_code != 503:  # a crashed engine is not a refusal
+        report.count("lost", lost=f"{r.status_code}: {message}")
+        return
     report.count(f"{r.status_code} refused")
 
 
@@ -231,6 +241,128 @@ def run_drill(
     return report
 
 
+@dataclass
+class HostileReport:
+    """What the hostile sockets saw, and how a plain probe request fared beside them."""
+
+    opened: Counter[str] = field(default_factory=Counter)  # idle / slow / half: sockets opened
+    closed_by_server: Counter[str] = field(default_factory=Counter)
+    answers: Counter[str] = field(default_factory=Counter)  # first status line the server sent
+    probe_latencies_s: list[float] = field(default_factory=list)
+    probes_lost: list[str] = field(default_factory=list)
+
+
+def run_hostile(
+    host: str,
+    port: int,
+    stop_at: float,
+    n_idle: int,
+    n_slow: int,
+    n_half: int,
+    report: HostileReport,
+    source: str = "",
+    reopen_per_s: float = 200.0,
+) -> None:
+    """Keep n_idle sockets open that send nothing, n_slow uploads that send headers and then one
+    byte of body a second, n_half that send their headers one byte a second; each one the server
+    closes is opened again (at most reopen_per_s a second), so the pressure stays until stop_at.
+    source: the address they come from (127.0.0.2: another computer, as the server counts
+    clients; "": the drill's own)."""
+    body_head = (
+        f"POST /v1/completions HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        "Content-Length: 100000\r\n\r\n{"
+    ).encode()
+    half_head = f"POST /v1/completions HTTP/1.1\r\nHost: {host}:{port}\r\nX-Slow: ".encode()
+    socks: dict[socket.socket, str] = {}
+    selector = selectors.DefaultSelector()  # epoll: select() stops at descriptor 1023
+
+    def open_one(kind: str) -> None:
+        try:
+            sock = socket.create_connection(
+                (host, port), timeout=5, source_address=(source, 0) if source else None
+            )
+        except OSError:
+            report.answers["connect failed"] += 1
+            return
+        sock.setblocking(False)
+        report.opened[kind] += 1
+        if kind != "idle":
+            sock.send(body_head if kind == "slow" else half_head)
+        socks[sock] = kind
+        selector.register(sock, selectors.EVENT_READ)
+
+    for kind, n in (("slow", n_slow), ("half", n_half), ("idle", n_idle)):
+        for _ in range(n):
+            open_one(kind)
+    next_drip = time.monotonic()
+    to_reopen: list[str] = []
+    allowance, last = 0.0, time.monotonic()
+    while time.monotonic() < stop_at:
+        now = time.monotonic()
+        allowance = min(reopen_per_s, allowance + (now - last) * reopen_per_s)
+        last = now
+        while to_reopen and allowance >= 1:
+            allowance -= 1
+            open_one(to_reopen.pop())
+        for key, _ in selector.select(0.2):
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)
+            selector.unregister(sock)
+            kind = socks.pop(sock)
+            try:
+                data = sock.recv(4096)
+            except OSError:
+                data = b""
+            if data:
+                report.answers[data.split(b"\r\n", 1)[0].decode("latin-1")[:40]] += 1
+            report.closed_by_server[kind] += 1
+            sock.close()
+            to_reopen.append(kind)
+        if time.monotonic() >= next_drip:  # a byte a second from each slow one
+            next_drip += 1.0
+            for sock, kind in list(socks.items()):
+                if kind in ("slow", "half"):
+                    with contextlib.suppress(OSError):
+                        sock.send(b" " if kind == "slow" else b"x")
+    for sock in socks:
+        sock.close()
+    selector.close()
+
+
+def run_probe(base: str, stop_at: float, limit_s: float, report: HostileReport) -> None:
+    """One plain request a second (a fresh connection each: a new client), timed."""
+    import httpx
+
+    while time.monotonic() < stop_at:
+        t0 = time.monotonic()
+        try:
+            r = httpx.post(base + "/completions", json={"prompt": "the", "max_tokens": 4}, timeout=30)
+            elapsed = time.monotonic() - t0
+            if r.status_code == 200:
+                report.probe_latencies_s.append(elapsed)
+                if elapsed > limit_s:
+                    report.probes_lost.append(f"answered after {elapsed:.2f} s")
+            else:
+                report.probes_lost.append(f"HTTP {r.status_code}: {r.text[:80]}")
+        except httpx.HTTPError as e:
+            report.probes_lost.append(f"{type(e).__name__}: {e}")
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - t0)))
+
+
+def describe_hostile(report: HostileReport, log_bytes: int) -> str:
+    lat = sorted(report.probe_latencies_s)
+    lines = [
+        f"hostile sockets opened {dict(report.opened)}, closed by the server {dict(report.closed_by_server)}",
+        f"  server answers to them: {dict(report.answers)}",
+        f"  probe: {len(lat)} answered"
+        + (f", p50 {lat[len(lat) // 2]:.2f} s, max {lat[-1]:.2f} s" if lat else "")
+        + f"; {len(report.probes_lost)} lost or late",
+        f"  server log: {log_bytes:,} bytes",
+    ]
+    lines += [f"  PROBE LOST: {x}" for x in report.probes_lost[:10]]
+    return "\n".join(lines)
+
+
 def describe(report: DrillReport, duration_s: float) -> str:
     lines = [f"{report.n_requests} requests in {duration_s:.0f} s ({report.n_requests / duration_s:.1f}/s)"]
     for outcome, n in sorted(report.outcomes.items(), key=lambda kv: -kv[1]):
@@ -265,7 +397,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queue", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--patient", action="store_true", help="clients wait as a 503's Retry-After asks")
+    ap.add_argument("--idle", type=int, default=0, help="sockets that connect and send nothing")
+    ap.add_argument("--slow", type=int, default=0, help="uploads that send one byte of body a second")
+    ap.add_argument("--half", type=int, default=0, help="requests whose headers come one byte a second")
+    ap.add_argument("--ulimit", type=int, default=0, help="the server's soft limit of open files")
+    ap.add_argument("--probe-limit", type=float, default=2.0, help="seconds a probe request may take")
+    ap.add_argument(
+        "--hostile-from",
+        default="127.0.0.2",
+        help="the address the hostile sockets come from (default 127.0.0.2: another client to the "
+        "server; '' for the same address as the clients)",
+    )
+    ap.add_argument(
+        "--reopen-rate", type=float, default=200.0, help="hostile sockets reopened a second, at most"
+    )
     args = ap.parse_args(argv)
+    hostile = args.idle or args.slow or args.half
+    if hostile:  # this process holds the hostile sockets
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4 * (args.idle + 256))), hard))
 
     home = Path(tempfile.mkdtemp(prefix="tandem-load-drill-"))
     model = args.model
@@ -279,7 +431,23 @@ def main(argv: list[str] | None = None) -> int:
     port = free_port()
     command = [sys.executable, "-m", "app.main", "serve", "--model", model, "--threads", str(args.threads)]
     command += ["--queue", str(args.queue), "--port", str(port), "--ctx", "2048"]
-    server = subprocess.Popen(command, cwd=ROOT, env=tandem_env(home), stderr=subprocess.PIPE, text=True)
+
+    def limit_open_files() -> None:
+        if args.ulimit:
+            import resource
+
+            resource.setrlimit(
+                resource.RLIMIT_NOFILE, (args.ulimit, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+            )
+
+    server = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=tandem_env(home),
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=limit_open_files,
+    )
     assert server.stderr is not None
     for line in server.stderr:
         if "listening on" in line:
@@ -287,17 +455,56 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("error: tandem serve did not start", file=sys.stderr)
         return 2
-    threading.Thread(target=lambda: [None for _ in server.stderr or ()], daemon=True).start()  # drain its log
+    log_bytes = [0]
+
+    def drain() -> None:  # the server's log from here on, counted
+        for line in server.stderr or ():
+            log_bytes[0] += len(line.encode())
+
+    threading.Thread(target=drain, daemon=True).start()
     try:
         how = "patient" if args.patient else "impatient"
         print(
             f"load drill: {args.clients} {how} clients for {args.duration:.0f} s, --queue {args.queue}, model {model}"
         )
-        report = run_drill(
-            f"http://127.0.0.1:{port}/v1", server.pid, args.clients, args.duration, patient=args.patient
-        )
+        base = f"http://127.0.0.1:{port}/v1"
+        hostile_report = HostileReport()
+        side: list[threading.Thread] = []
+        if hostile:
+            stop_at = time.monotonic() + args.duration
+            print(
+                f"  beside them: {args.idle} idle, {args.slow} slow uploads, {args.half} half headers, "
+                f"from {args.hostile_from or 'the same address'}"
+            )
+            side = [
+                threading.Thread(
+                    target=run_hostile,
+                    args=(
+                        "127.0.0.1",
+                        port,
+                        stop_at,
+                        args.idle,
+                        args.slow,
+                        args.half,
+                        hostile_report,
+                        args.hostile_from,
+                        args.reopen_rate,
+                    ),
+                    daemon=True,
+                ),
+                threading.Thread(
+                    target=run_probe, args=(base, stop_at, args.probe_limit, hostile_report), daemon=True
+                ),
+            ]
+            for t in side:
+                t.start()
+        report = run_drill(base, server.pid, args.clients, args.duration, patient=args.patient)
+        for t in side:
+            t.join(60)
         print(describe(report, args.duration))
-        return 1 if report.lost else 0
+        if hostile:
+            print(describe_hostile(hostile_report, log_bytes[0]))
+        return 1 if report.lost or hostile_report.probes_lost or log_bytes[0] > 1_000_000 else 0
     finally:
         server.terminate()
         server.wait(30)

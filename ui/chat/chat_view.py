@@ -126,6 +126,9 @@ class ChatView(QWidget):
         self.notice = QLabel()
         self.notice.setObjectName("notice")
         self.notice.setWordWrap(True)
+        self.notice.setTextFormat(
+            Qt.TextFormat.PlainText
+        )  # titles and sentences from files: text, never markup
         self.notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.notice.setVisible(False)
         notice_row.addWidget(self.notice, 1)

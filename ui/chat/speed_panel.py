@@ -12,6 +12,7 @@ Nothing here touches the engine: `add_stats` takes the snapshots the window alre
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
@@ -90,7 +91,11 @@ class SpeedPanel(QWidget):
         kept = stats.extras.get(POINTS_KEY)
         if not self.points and isinstance(kept, list):  # a stored reply's thinned sparkline
             self.points = [
-                (float(p[0]), int(p[1])) for p in kept if isinstance(p, list | tuple) and len(p) == 2
+                (float(p[0]), int(p[1]))
+                for p in kept
+                if isinstance(p, list | tuple)
+                and len(p) == 2
+                and all(isinstance(v, int | float) and math.isfinite(v) for v in p)
             ]
         if self.points and decode_s > self.points[-1][0]:
             self.points.append((decode_s, n))

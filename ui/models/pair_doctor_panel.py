@@ -124,6 +124,9 @@ class PairDoctorPanel(QGroupBox):
         self.status_label = QLabel()
         self.status_label.setObjectName("doctorStatus")
         self.status_label.setWordWrap(True)
+        self.status_label.setTextFormat(
+            Qt.TextFormat.PlainText
+        )  # sentences from GGUF headers: text, never markup
         v.addWidget(self.status_label)
 
         self.results = QTreeWidget()

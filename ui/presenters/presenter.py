@@ -18,6 +18,7 @@ presenter's own, connected directly (no presenter re-emits another's signal).
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,7 @@ from PySide6.QtCore import QObject, Signal
 from app.host.controller import EngineController
 from app.library.documents import Document
 from app.settings import Preset, Settings, save_settings
-from app.store import Conversation, MessageStatus, Store
+from app.store import Conversation, MessageStatus, Store, store_error_sentence
 from engine.events import StatsRecord
 from ui.presenters.compare_presenter import ComparePresenter
 from ui.presenters.engine_presenter import EnginePresenter
@@ -137,12 +138,20 @@ class ChatPresenter(QObject):
     def open_last_conversation(self) -> None:
         """At start: the conversation shown last time, else the newest one, else none."""
         last = self.settings.last_conversation_id
-        if last is not None and self.store.conversation(last) is not None:
-            self.show_conversation(last)
-        else:
+        if last is None or self.store.conversation(last) is None:
             conversations = self.store.conversations()
-            if conversations:
-                self.show_conversation(conversations[0].id)
+            last = conversations[0].id if conversations else None
+        if last is None:
+            return
+        try:
+            self.show_conversation(last)
+        except Exception:  # a saved conversation that cannot be shown never stops the window starting
+            log.exception("conversation %s cannot be shown", last)
+            self.show_conversation(None)
+            self.notice_changed.emit(
+                "The last conversation could not be shown; it is kept in the list. A new one was started.",
+                True,
+            )
 
     def show_conversation(self, conversation_id: int | None) -> None:
         self.conversation_id = conversation_id
@@ -287,23 +296,32 @@ class ChatPresenter(QObject):
             return ()
         return self.store.attachments(self.conversation_id).get(message_id, ())
 
-    def send(self, text: str, documents: tuple[Document, ...] = ()) -> None:
+    def send(self, text: str, documents: tuple[Document, ...] = ()) -> bool:
         """Send a user message in the current conversation (a new one if none is open), with the
-        documents attached to it (saved with it: the copy that stands)."""
+        documents attached to it (saved with it: the copy that stands). False where it was not
+        sent: the store could not keep it (a full disk: the notice says so; the caller keeps the text)."""
         if self.controller.is_busy or not (text.strip() or documents):
-            return
-        if self.editing_message_id is not None:
-            self._supersede_from(self.editing_message_id)
-            self.editing_message_id = None
-            self.editing_changed.emit(None)
-        conversation_id = self._ensure_conversation(text or documents[0].name)
-        message = self.store.add_message(conversation_id, "user", text)
-        if documents:
-            self.store.add_attachments(message.id, documents)
+            return False
+        try:
+            if self.editing_message_id is not None:
+                self._supersede_from(self.editing_message_id)
+                self.editing_message_id = None
+                self.editing_changed.emit(None)
+            conversation_id = self._ensure_conversation(text or documents[0].name)
+            message = self.store.add_message_with_attachments(conversation_id, "user", text, documents)
+        except sqlite3.Error as e:
+            log.error("a message could not be saved: %s", e)
+            self.notice_changed.emit(
+                f"Your message was not sent: it could not be saved ({store_error_sentence(e)}). "
+                "It is still in the box; send it again once that is fixed.",
+                True,
+            )
+            return False
         self.message_added.emit(MessageRow(message.id, "user", text, attachments=documents))
         self.notice_changed.emit("", False)
         self.replies.start(conversation_id)
         self.conversations_changed.emit()
+        return True
 
     def regenerate(self) -> None:
         if self.controller.is_busy or self.conversation_id is None:

@@ -9,6 +9,8 @@ are ui/presenters/compare_presenter.py's).
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,11 +23,13 @@ from app.host.messages import ChatTurn, ReplyStarted
 from app.host.reply import Reply, ReplyProgress, ReplyText
 from app.library.documents import Document, with_documents
 from app.settings import Settings
-from app.store import Message, MessageStatus, Store
+from app.store import Message, MessageStatus, Store, store_error_sentence
 from engine.errors import Failure
 from engine.events import DraftSpan, Stats, StatsRecord
 from ui.presenters.failures import failure_words, raise_if_unexpected
 from ui.presenters.speed_presenter import SpeedPresenter, pair_reply
+
+log = logging.getLogger(__name__)
 
 SAVE_INTERVAL_S = 0.5  # a streaming reply reaches the database at least this often
 
@@ -38,6 +42,7 @@ class LiveReply:
     message_id: int
     reply: Reply
     last_saved_s: float = 0.0
+    save_failed: bool = False  # a save failed (a full disk): said once while streaming
 
     @property
     def request_id(self) -> int:
@@ -147,7 +152,14 @@ class ReplyPresenter(QObject):
         conversation = self.store.conversation(conversation_id)
         settings = self._settings()
         # The reply's row exists before the first token, so a crash at any point leaves it marked.
-        reply = self.store.add_message(conversation_id, "assistant", "", status=MessageStatus.STREAMING)
+        try:
+            reply = self.store.add_message(conversation_id, "assistant", "", status=MessageStatus.STREAMING)
+        except sqlite3.Error as e:
+            log.error("a reply's row could not be saved: %s", e)
+            self.notice_changed.emit(
+                f"No reply: it could not be saved ({store_error_sentence(e)}). Your message is kept.", True
+            )
+            return
         self.message_added.emit(MessageRow(reply.id, "assistant", "", (), MessageStatus.STREAMING, None))
         request_id = self.controller.start_reply(
             turns,
@@ -180,8 +192,20 @@ class ReplyPresenter(QObject):
         if live is None:
             return
         shown = live.reply.shown(is_final=status != MessageStatus.STREAMING)
-        self.store.save_reply(live.message_id, shown, status, stats.as_dict() if stats is not None else None)
         live.last_saved_s = time.monotonic()
+        try:
+            self.store.save_reply(
+                live.message_id, shown, status, stats.as_dict() if stats is not None else None
+            )
+        except sqlite3.Error as e:  # a full disk: the reply goes on on screen; the next save tries again
+            log.error("a reply could not be saved: %s", e)
+            if status != MessageStatus.STREAMING or not live.save_failed:
+                self.notice_changed.emit(
+                    f"This reply could not be saved ({store_error_sentence(e)}): it is shown, but will "
+                    "not be in the history unless you copy it.",
+                    True,
+                )
+            live.save_failed = True
 
     def _end_live(self, status: MessageStatus, stats: StatsRecord | None, note: str = "") -> None:
         live = self.live
@@ -244,7 +268,9 @@ class ReplyPresenter(QObject):
     def _keep_pair_reply(self, record: StatsRecord, message_id: int) -> None:
         """What this reply measured for its pair, kept for the pair doctor's "measured here"."""
         measured = pair_reply(record, self.controller.info)
-        if measured is not None:
+        if measured is None:
+            return
+        try:
             self.store.add_pair_reply(
                 measured.target,
                 measured.drafter,
@@ -253,6 +279,8 @@ class ReplyPresenter(QObject):
                 n_generated=measured.n_generated,
                 message_id=message_id,
             )
+        except sqlite3.Error as e:  # a measurement, not the user's words: logged
+            log.warning("a pair measurement could not be saved: %s", e)
 
     def on_controller_reply_failed(self, request_id: int, failure: Failure, has_engine_died: bool) -> None:
         live = self.live
@@ -263,7 +291,10 @@ class ReplyPresenter(QObject):
             self._end_live(MessageStatus.INTERRUPTED, self.speed.partial_record(live.stats))
         else:
             # Nothing was written (the prompt did not fit, no model): the empty reply row is hidden.
-            self.store.set_status([live.message_id], MessageStatus.SUPERSEDED)
+            try:
+                self.store.set_status([live.message_id], MessageStatus.SUPERSEDED)
+            except sqlite3.Error as e:
+                log.error("an empty reply could not be hidden: %s", e)
             self.messages_removed.emit([live.message_id])
             self.live = None
         if not has_engine_died:
