@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QShowEvent
+from PySide6.QtCore import QSize, Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
@@ -43,15 +43,28 @@ from app.store import Store
 from engine.events import Speculation
 from ui.about import AboutDialog, app_icon
 from ui.chat.chat_view import ChatView
-from ui.compare.compare_view import CompareView
 from ui.chat.conversation_list import ConversationList
+from ui.compare.compare_view import CompareView
 from ui.presenters.engine_presenter import PairView, SpeculationView
 from ui.presenters.failures import STRICT_ENV
 from ui.presenters.presenter import ChatPresenter, ConversationShown
 from ui.presenters.reply_presenter import LiveReply, MessageRow, ReplyEnded
+from ui.qt import theme
 from ui.settings.settings_dialog import SettingsDialog, needs_reload
 
 log = logging.getLogger(__name__)
+
+
+FIRST_SIZE = QSize(1180, 780)
+TITLE_BAR_PX = 40  # room left for the window manager's title bar and frame
+
+
+def fitted_size(wanted: QSize, available: QSize) -> QSize:
+    """`wanted` within the screen's free area, its frame included."""
+    return QSize(
+        max(400, min(wanted.width(), available.width())),
+        max(300, min(wanted.height(), available.height() - TITLE_BAR_PX)),
+    )
 
 
 class MainWindow(QMainWindow):
@@ -67,7 +80,6 @@ class MainWindow(QMainWindow):
         icon = app_icon()  # scalable (SVG): sharp at any scale factor
         QApplication.setWindowIcon(icon)
         self.setWindowIcon(icon)
-        self.resize(1180, 780)
         store = Store()
         store.mark_unfinished_interrupted()
         self.controller = controller or EngineController(self)
@@ -80,6 +92,7 @@ class MainWindow(QMainWindow):
         from ui.qt.theme import ThemeManager
 
         self.theme = ThemeManager(self.settings.theme, self)  # before any text is rendered
+        self._fit_to_screen()
         self.theme.changed.connect(self.on_theme_changed)
 
         self._build_tabs()
@@ -145,6 +158,8 @@ class MainWindow(QMainWindow):
         self.header.speed_up_chosen.connect(self.on_header_speed_up_chosen)
         self.header.tint_toggled.connect(self.on_tint_check_toggled)
         self.header.preset_chosen.connect(self.on_header_preset_chosen)
+        self.header.preset_chosen.connect(self.task_switch.on_user_chose)
+        self.header.speed_up_chosen.connect(self.task_switch.on_user_chose)
         self.header.save_preset_requested.connect(self.on_header_save_preset_requested)
         self.refresh_presets()
         self.header.refresh_models()
@@ -195,7 +210,11 @@ class MainWindow(QMainWindow):
         self.chat.changes_requested.connect(self.show_reply_diff)
         self.chat.edit_cancelled.connect(self.on_chat_edit_cancelled)
         self.chat.system_prompt_changed.connect(self.on_chat_system_prompt_changed)
-        self.chat.task_suggested.connect(self.on_chat_task_suggested)
+        from ui.chat.task_switch import TaskSwitch
+
+        # A suggested task's preset and speed-up: said, with Undo; the user's back after its reply.
+        self.task_switch = TaskSwitch(self.presenter, self.chat, self.apply_preset, self)
+        self.chat.task_suggested.connect(self.task_switch.on_task_suggested)
         self.compare.compare_requested.connect(self.on_compare_compare_requested)
         self.compare.stop_requested.connect(self.controller.stop)
         self.tabs.currentChanged.connect(self.on_tabs_current_changed)
@@ -369,7 +388,18 @@ class MainWindow(QMainWindow):
         return conversation.id
 
     def show_about(self) -> None:
-        dialog = AboutDialog(self)
+        from ui.presenters.words import runs_on_words
+
+        info = self.controller.info
+        dialog = AboutDialog(
+            self,
+            runs_on_words(
+                info.gpu_offload_supported if info is not None else None,
+                self.settings.n_gpu_layers,
+                info.server if info is not None else "",
+            ),
+        )
+        self.about_dialog = dialog
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.open()
 
@@ -466,6 +496,7 @@ class MainWindow(QMainWindow):
         p.speed_line_changed.connect(self.stats_label.setText)
         p.reply_progressed.connect(self.on_presenter_reply_progressed)
         p.reply_ended.connect(self.on_presenter_reply_ended)
+        p.reply_ended.connect(self.task_switch.on_reply_ended)
         p.context_offered.connect(self.on_presenter_context_offered)
         e = p.engine
         e.speculation_changed.connect(self.on_presenter_speculation_changed)
@@ -516,7 +547,7 @@ class MainWindow(QMainWindow):
         self.pair_label.setText(pair.text)
         if pair.tooltip is not None:
             self.pair_label.setToolTip(pair.text + "\n" + pair.tooltip)
-        self.pair_label.setStyleSheet("color: #c0392b;" if pair.is_problem else "")
+        theme.set_tone(self.pair_label, "error" if pair.is_problem else "")
         if pair.title is not None:
             self.setWindowTitle(pair.title)
 
@@ -740,15 +771,11 @@ class MainWindow(QMainWindow):
         self.presenter.apply_preset(preset)
         self.chat.set_system_prompt(preset.system_prompt)
 
-    def on_chat_task_suggested(self, task: str) -> None:
-        """A suggested task is edit work: it runs as its preset runs it (ui.presenters.words.task_preset),
-        chosen in the header where the user sees it and can choose another."""
-        from ui.presenters.words import task_preset
-
-        preset = task_preset(task)
-        if preset is not None:
-            self.on_header_preset_chosen(preset)
-            self.refresh_presets()
+    def apply_preset(self, preset: Any) -> None:
+        """A preset chosen for the user (a suggested task, or putting theirs back): as the header
+        chooses one, and shown there."""
+        self.on_header_preset_chosen(preset)
+        self.refresh_presets()
 
     def on_header_save_preset_requested(self) -> None:
         name, ok = QInputDialog.getText(
@@ -848,6 +875,18 @@ class MainWindow(QMainWindow):
 
     # ---- window
 
+    def _fit_to_screen(self) -> None:
+        """The size the user left the window at, or the usual first size, within the screen's free
+        area less the title bar (the status bar, where loading shows, stays on a 768-px screen)."""
+        wanted = QSize(
+            self.settings.window_width or FIRST_SIZE.width(),
+            self.settings.window_height or FIRST_SIZE.height(),
+        )
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is not None:
+            wanted = fitted_size(wanted, screen.availableGeometry().size())
+        self.resize(wanted)
+
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt's name)
         super().showEvent(event)
         if not self._has_shown:
@@ -865,6 +904,8 @@ class MainWindow(QMainWindow):
             return
         self._is_closed = True
         self.presenter.stop_live()
+        size = self.normalGeometry().size() if self.isMaximized() else self.size()
+        self._update_settings(window_width=size.width(), window_height=size.height())
         self.serve_toggle.stop()
         self.controller.shutdown()
         # Downloads pause; their .part files stay and resume next time.

@@ -15,6 +15,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.library.catalog import Catalog, CatalogPair, MachineInfo, format_bytes
+from ui.qt import theme
 
 # Chat pairs from the catalog, most capable first. The Coder pair is left out: its base models
 # complete code rather than chat.
@@ -148,6 +149,7 @@ class WelcomePanel(QFrame):
 
     def _about_text(self) -> str:
         from ui.qt import theme
+
         colors = theme.colors()
         look = colors.draft_look("text")
         mark = (
@@ -200,7 +202,7 @@ class WelcomePanel(QFrame):
 
     def set_status(self, text: str, is_error: bool = False) -> None:
         self.status_label.setText(text)
-        self.status_label.setStyleSheet("color: #b00020;" if is_error else "")
+        theme.set_tone(self.status_label, "error" if is_error else "")
         self.status_label.setVisible(bool(text))
 
     def set_downloading(self, is_downloading: bool) -> None:

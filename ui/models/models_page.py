@@ -29,15 +29,16 @@ from app.library.catalog import (
     local_model,
     scan_local_models,
 )
+from ui.chat.welcome import Recommendation
 from ui.models.catalog_section import CatalogSection, IncompatiblePairs
 from ui.models.download_jobs import DownloadJobs
 from ui.models.local_models import LocalModelsBox, ModelImports, dropped_files
 from ui.models.model_downloads import ModelDownloads
-from ui.qt.page_scroll import scrolling_content
 from ui.models.pair_card import PROGRESS_STEPS
 from ui.models.pair_doctor_panel import PairDoctorPanel
 from ui.models.pair_picker import PairPicker
-from ui.chat.welcome import Recommendation
+from ui.qt import theme
+from ui.qt.page_scroll import scrolling_content
 
 
 class ModelsPage(QWidget):
@@ -194,11 +195,12 @@ class ModelsPage(QWidget):
 
     def show_message(self, text: str, is_error: bool = False) -> None:
         self.message_label.setText(text)
-        self.message_label.setStyleSheet("color: #b00020;" if is_error else "")
+        theme.set_tone(self.message_label, "error" if is_error else "")
 
     def event(self, event: QEvent) -> bool:
         if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
             self.catalog_section.restyle()
+            self.doctor.restyle()
         return super().event(event)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt's name
