@@ -21,7 +21,6 @@ from app.settings import load_settings
 from app.store import Store
 from engine.config import EngineConfig
 from engine.session import Engine
-from ui.qt import theme
 from ui.chat.attachments import (
     LONG_PASTE_CHARS,
     DiffDialog,
@@ -31,6 +30,7 @@ from ui.chat.attachments import (
     reply_body,
     word_diff,
 )
+from ui.qt import theme
 
 FIB = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 from PySide6.QtGui import QColor, QTextCharFormat, QTextDocument
 
-from ui.qt import theme
 from ui.chat.code_highlight import syntax_color
 from ui.chat.markdown_view import render
+from ui.qt import theme
 
 THEMES = [theme.LIGHT, theme.DARK]
 

@@ -6,8 +6,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette, QTextDocument, QTextFormat
 from PySide6.QtWidgets import QApplication
 
-from ui.qt import theme
 from ui.chat.markdown_view import MessageBody, draft_tint, render
+from ui.qt import theme
 
 CODE_REPLY = "Here:\n\n```python\ndef add(a, b):\n    return a + b  # sum\n```\n\nAnd *more* text.\n"
 

@@ -9,8 +9,8 @@ from PySide6.QtWidgets import QScrollArea
 
 from app.settings import load_settings
 from app.store import Store
-from ui.qt import theme
 from ui.chat.markdown_view import render
+from ui.qt import theme
 
 # The light theme's tints: each source's, and that of text saved without its source.
 DRAFT_TINTS = [theme.LIGHT.draft_tint, *(look.tint for look in theme.LIGHT.draft_looks)]

@@ -9,8 +9,8 @@ from PySide6.QtGui import QColor
 
 from app.store import Store
 from engine.events import Stats, StatsRecord
-from ui.qt import theme
 from ui.chat.speed_panel import POINTS_KEY, SpeedPanel, windowed_rates
+from ui.qt import theme
 
 
 def _stats(

@@ -16,9 +16,9 @@ from PySide6.QtGui import QTextCharFormat, QTextDocument, QTextFormat
 
 from app.host.reply import Reply, ReplyText
 from engine.events import DraftSource, TextPiece
-from ui.qt import theme
 from ui.chat.markdown_view import SOURCE_PROPERTY, UNRECORDED, render
 from ui.chat.message_widget import MessageWidget
+from ui.qt import theme
 
 Underline = QTextCharFormat.UnderlineStyle
 

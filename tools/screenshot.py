@@ -61,8 +61,8 @@ def _shoot(out: Path, model: Path) -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.gui import wait_until as wait_for
-    from ui.qt.gc_on_gui_thread import GuiThreadCollector
     from ui.main_window import MainWindow
+    from ui.qt.gc_on_gui_thread import GuiThreadCollector
 
     app = QApplication.instance() or QApplication(["tandem"])
     app.setApplicationName("Tandem")

@@ -70,9 +70,9 @@ def _scene(out_dir: Path, model: str) -> int:
 
     from app.gui import wait_until as wait_for
     from app.settings import load_settings, save_settings
-    from ui.qt.gc_on_gui_thread import GuiThreadCollector
     from ui.main_window import MainWindow
     from ui.presenters.words import DEMO_TASKS, built_in_presets, compare_seconds
+    from ui.qt.gc_on_gui_thread import GuiThreadCollector
 
     app = QApplication.instance() or QApplication(["tandem"])
     app.setApplicationName("Tandem")

@@ -16,7 +16,6 @@ from PySide6.QtGui import QPainter, QPaintEvent, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.settings import Preset
-from ui.qt import theme
 from ui.chat.markdown_view import tint_format
 from ui.presenters.words import (
     BUILT_IN_MODELS,
@@ -30,6 +29,7 @@ from ui.presenters.words import (
     model_name,
     source_tip,
 )
+from ui.qt import theme
 
 
 def _preset_tip(preset: Preset) -> str:

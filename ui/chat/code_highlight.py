@@ -22,6 +22,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtGui import QColor, QSyntaxHighlighter, QTextBlock, QTextCharFormat, QTextDocument, QTextFormat
 
 from ui.qt import theme
+
 SLICE_S = 0.004  # lexing and colouring per turn of the event loop
 CACHE_LINES = 20_000
 YIELD_MS = 1

@@ -40,10 +40,9 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QApplication, QFrame, QSizePolicy, QTextBrowser, QToolButton, QToolTip, QWidget
 
-from ui.qt import theme
-
-from ui.presenters import words
 from ui.chat.code_highlight import CodeHighlighter
+from ui.presenters import words
+from ui.qt import theme
 
 DRAFT_TINT = theme.LIGHT.draft_tint  # the light theme's tint of text saved without its source
 # The char format property that holds tinted text's source (an engine.events.DraftSource value,

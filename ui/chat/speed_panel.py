@@ -19,9 +19,9 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath, Q
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from engine.events import Stats, StatsRecord
-from ui.qt import theme
 from ui.presenters import words
 from ui.presenters.stats_format import plain_estimate
+from ui.qt import theme
 
 RATE_WINDOW_S = 0.5  # the sparkline's rate: tokens over the last this many seconds of decoding
 MAX_POINTS = 600  # more snapshots are thinned (every other one dropped)

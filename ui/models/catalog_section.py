@@ -16,8 +16,8 @@ from PySide6.QtWidgets import QLabel, QToolButton, QVBoxLayout, QWidget
 
 from app.library.catalog import NGRAM, Catalog, CatalogPair, MachineInfo, format_bytes, gpu_memory_bytes
 from app.library.downloads import local_path_for, pair_requests
-from ui.models.pair_card import CardGrid, PairCard, describe_fit, machine_note
 from ui.chat.welcome import Recommendation, recommend_pair
+from ui.models.pair_card import CardGrid, PairCard, describe_fit, machine_note
 
 
 class CatalogSection(QWidget):
