@@ -257,6 +257,7 @@ class MainWindow(QMainWindow):
         panel.download_requested.connect(self.on_welcome_download_requested)
         panel.dismissed.connect(self.on_welcome_dismissed)
         panel.demo_requested.connect(self.run_demo)
+        panel.demo_requested.connect(self.shrink_welcome)
         if self.settings.has_seen_welcome:
             panel.hide()
         else:
@@ -406,7 +407,13 @@ class MainWindow(QMainWindow):
     def show_welcome(self) -> None:
         if self.welcome is not None:
             self.tabs.setCurrentIndex(0)
+            self.welcome.set_compact(False)
             self.welcome.show()
+
+    def shrink_welcome(self, *_args: object) -> None:
+        """After first use (a reply, or the demo) the welcome keeps one line: room for the chat."""
+        if self.welcome is not None and self.welcome.isVisible():
+            self.welcome.set_compact(True)
 
     def run_demo(self) -> None:
         """The welcome's demo: Compare, on a paragraph to repeat, the usual way and then sped up."""
@@ -497,6 +504,7 @@ class MainWindow(QMainWindow):
         p.reply_progressed.connect(self.on_presenter_reply_progressed)
         p.reply_ended.connect(self.on_presenter_reply_ended)
         p.reply_ended.connect(self.task_switch.on_reply_ended)
+        p.reply_ended.connect(self.shrink_welcome)
         p.context_offered.connect(self.on_presenter_context_offered)
         e = p.engine
         e.speculation_changed.connect(self.on_presenter_speculation_changed)
@@ -567,9 +575,10 @@ class MainWindow(QMainWindow):
     # ---- conversations
 
     def _refresh_conversations(self) -> None:
-        self.conversations.set_conversations(
-            self.store.conversations(self.conversations.search.text().strip()), self.conversation_id
-        )
+        search = self.conversations.search.text().strip()
+        found = self.store.conversations(search)
+        snippets = self.store.search_snippets(search, [c.id for c in found]) if search else {}
+        self.conversations.set_conversations(found, self.conversation_id, snippets)
 
     def show_conversation(self, conversation_id: int | None) -> None:
         self.presenter.show_conversation(conversation_id)
@@ -619,13 +628,22 @@ class MainWindow(QMainWindow):
         return self.chat.widget_for(live.message_id)
 
     def _record_extras(self, live: LiveReply) -> dict[str, Any]:
-        """What a finished reply keeps besides its numbers: its small sparkline, when shown."""
-        widget = self._live_widget()
-        if widget is None or not widget.speed.points:
-            return {}
-        from ui.chat.speed_panel import POINTS_KEY
+        """What a finished reply keeps besides its numbers: the model that wrote it (by its name),
+        when it ended (exports say both), and its small sparkline, when shown."""
+        import time
 
-        return {POINTS_KEY: widget.speed.kept_points()}
+        from ui.presenters.words import model_name
+
+        extras: dict[str, Any] = {"finished_at": round(time.time(), 1)}
+        info = self.controller.info
+        if info is not None:
+            extras["model"] = model_name(Path(info.target_path), info.target_name)
+        widget = self._live_widget()
+        if widget is not None and widget.speed.points:
+            from ui.chat.speed_panel import POINTS_KEY
+
+            extras[POINTS_KEY] = widget.speed.kept_points()
+        return extras
 
     def on_presenter_reply_progressed(self, progress: ReplyProgress) -> None:
         live, widget = self.presenter.live, self._live_widget()
@@ -722,8 +740,14 @@ class MainWindow(QMainWindow):
 
     def on_conversations_conversation_selected(self, conversation_id: int) -> None:
         self.presenter.select_conversation(conversation_id)
+        search = self.conversations.search.text().strip()
+        if search:  # found by a search: its match shown, once the messages are laid out
+            QTimer.singleShot(
+                0, lambda: self.chat.show_match(search) or self.chat.show_match(search.split()[0])
+            )
 
     def on_conversations_new_requested(self) -> None:
+        self.conversations.search.clear()  # a search left on would hide the new conversation
         self.presenter.new_conversation()
         self.chat.input.setFocus()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QMimeData, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeyEvent
+from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeyEvent, QTextCursor
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -134,6 +134,14 @@ class ChatView(QWidget):
         self.notice_action.clicked.connect(self.on_notice_action_clicked)
         self._notice_do: Callable[[], None] | None = None
         notice_row.addWidget(self.notice_action, 0, Qt.AlignmentFlag.AlignVCenter)
+        self.notice_close = QToolButton()  # every notice can be closed
+        self.notice_close.setObjectName("noticeClose")
+        self.notice_close.setText("✕")
+        self.notice_close.setToolTip("Close this notice")
+        self.notice_close.setAccessibleName("Close the notice")
+        self.notice_close.setVisible(False)
+        self.notice_close.clicked.connect(lambda: self.set_notice(""))
+        notice_row.addWidget(self.notice_close, 0, Qt.AlignmentFlag.AlignVCenter)
         layout.addLayout(notice_row)
 
         self.scroll_area = QScrollArea()
@@ -399,6 +407,7 @@ class ChatView(QWidget):
         )
         self.notice.setText(text)
         self.notice.setVisible(bool(text))
+        self.notice_close.setVisible(bool(text))
         self.set_notice_action("", None)  # a new notice offers nothing until told
 
     def set_notice_action(self, text: str, do: Callable[[], None] | None) -> None:
@@ -436,6 +445,21 @@ class ChatView(QWidget):
     @property
     def is_editing(self) -> bool:
         return self._is_editing
+
+    def show_match(self, term: str) -> MessageWidget | None:
+        """A search's match in the transcript: the first message holding `term` (any case),
+        scrolled to, its first occurrence selected (highlighted); None where none holds it."""
+        if not term:
+            return None
+        for widget in self.message_widgets():
+            if term.casefold() in widget.text().casefold():
+                widget.body.moveCursor(QTextCursor.MoveOperation.Start)
+                if widget.body.find(term):
+                    widget.body.setFocus(Qt.FocusReason.OtherFocusReason)
+                self._should_follow = False
+                self.scroll_area.ensureWidgetVisible(widget, 0, 40)
+                return widget
+        return None
 
     def scroll_to_end(self) -> None:
         self._should_follow = True

@@ -102,6 +102,28 @@ def _tagged(spans: Sequence[tuple[int, int]], sources: Sequence[str], n: int) ->
     return out
 
 
+def _is_word_char(ch: str) -> bool:
+    return ch.isalnum() or ch in "_'’"
+
+
+def whole_words(source: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Spans with each edge that falls inside a word moved to the nearer end of that word: a
+    draft's tokens end mid-word ("com|ittee"), and half a word tinted reads as a glitch. A word
+    is tinted whole or not at all; the spans stay one per span (one may become empty)."""
+
+    def snap(i: int) -> int:
+        if not 0 < i < len(source) or not (_is_word_char(source[i - 1]) and _is_word_char(source[i])):
+            return i
+        start, end = i, i
+        while start > 0 and _is_word_char(source[start - 1]):
+            start -= 1
+        while end < len(source) and _is_word_char(source[end]):
+            end += 1
+        return start if i - start <= end - i else end
+
+    return [(snap(a), max(snap(a), snap(b))) for a, b in spans]
+
+
 def tint_ranges(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """The [start, end) document positions whose characters came from drafted source characters."""
     return [(start, end) for start, end, _ in source_ranges(doc, source, spans, ())]
@@ -118,7 +140,7 @@ def source_ranges(
     only the next source character, if that is whitespace). Block separators are never tinted.
     """
     n = len(source)
-    drafted = _tagged(spans, sources, n)
+    drafted = _tagged(whole_words(source, spans), sources, n)
     if not drafted:
         return []
     texts: list[str] = []

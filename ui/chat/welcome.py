@@ -105,15 +105,12 @@ class WelcomePanel(QFrame):
         self.is_downloading = False
 
         layout = QVBoxLayout(self)
-        top = QHBoxLayout()
-        title = QLabel("<b>Welcome to Tandem</b>")
-        top.addWidget(title, 1)
+        self.title_label = QLabel("<b>Welcome to Tandem</b>")
+        layout.addWidget(self.title_label)
         self.close_button = QPushButton("Close")
         self.close_button.setObjectName("welcomeClose")
         self.close_button.setToolTip("Open it again from Help ▸ Welcome")
         self.close_button.clicked.connect(self.on_close_button_clicked)
-        top.addWidget(self.close_button)
-        layout.addLayout(top)
 
         self.about_label = QLabel(self._about_text())
         self.about_label.setObjectName("welcomeAbout")
@@ -139,6 +136,7 @@ class WelcomePanel(QFrame):
         self.download_button.setObjectName("welcomeDownload")
         self.download_button.clicked.connect(self.on_download_button_clicked)
         row.addWidget(self.download_button, 0, Qt.AlignmentFlag.AlignTop)
+        row.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignTop)
         layout.addLayout(row)
         self.status_label = QLabel()
         self.status_label.setObjectName("welcomeStatus")
@@ -199,6 +197,16 @@ class WelcomePanel(QFrame):
         )
         self.download_button.setVisible(True)
         self.download_button.setEnabled(not self.is_downloading)
+
+    @property
+    def is_compact(self) -> bool:
+        return self.about_label.isHidden()
+
+    def set_compact(self, is_compact: bool) -> None:
+        """After first use (a reply, or the demo): one line, the demo and the download beside
+        Close, the explanation left out (Help ▸ Welcome shows it whole again)."""
+        self.title_label.setVisible(not is_compact)
+        self.about_label.setVisible(not is_compact)
 
     def set_status(self, text: str, is_error: bool = False) -> None:
         self.status_label.setText(text)
