@@ -269,8 +269,10 @@ def test_tandem_serve_marks_drafted_text_per_chunk(server: ServeProcess) -> None
     import httpx
 
     def chunks(**extra: object) -> list[dict]:
+        # Sampled with a seed: greedy, the tiny model loops, and the loop guard ends the reply
+        # within its first tenth of a second (one timings chunk); sampled, it runs on.
         body = {"messages": [{"role": "user", "content": "abc abc abc abc abc abc abc abc abc abc"}],
-                "max_tokens": 1500, "temperature": 0, "repeat_penalty": 1.0, "stream": True, **extra}  # fmt: skip
+                "max_tokens": 1500, "temperature": 1.0, "seed": 7, "repeat_penalty": 1.0, "stream": True, **extra}  # fmt: skip
         out = []
         with httpx.stream("POST", f"{server.url}/chat/completions", json=body, timeout=60,
                           headers={"Authorization": "Bearer k1"}) as r:  # fmt: skip

@@ -131,11 +131,15 @@ class ModelsPage(QWidget):
             self.incompatible,
             self.doctor,
             self.local_box,
-            self.download_view.custom_box,
             self.message_label,
         ):
             layout.addWidget(part)
         layout.addStretch(1)
+        # One hub section: a file by its repository and name sits under the hub's search.
+        self.download_view.custom_box.setTitle("Or a GGUF file by its repository and name")
+        doctor_layout = self.doctor.layout()
+        if doctor_layout is not None:
+            doctor_layout.addWidget(self.download_view.custom_box)
         self.refresh_local_models()
         self.catalog_section.show_fit_and_recommendation()
 

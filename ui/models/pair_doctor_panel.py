@@ -79,7 +79,7 @@ class PairDoctorPanel(QGroupBox):
         machine: doctor.MachineMemory | None = None,
         timeout_s: float = 30.0,
     ) -> None:
-        super().__init__("Find a pair on the Hugging Face hub", parent)
+        super().__init__("The Hugging Face hub: find a pair, check it, download it", parent)
         self.setObjectName("pairDoctor")
         self.downloads = downloads
         self.models_dir = models_dir

@@ -23,6 +23,7 @@ from engine.config import NGRAM_LOOKUP, NO_DRAFT, DraftChoice
 from engine.errors import Failure
 from engine.events import Speculation
 from ui.presenters.failures import failure_words, raise_if_unexpected
+from ui.presenters.words import model_name
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,7 @@ class EnginePresenter(QObject):
                 is_problem=bool(problem) or info.draft_refusal is not None,
                 tooltip=f"Target: {info.target_path}"
                 + (f"\nDraft: {info.draft.text}" if info.draft != NO_DRAFT else ""),
-                title=f"Tandem — {info.target_name}",
+                title=f"Tandem — {model_name(Path(info.target_path), info.target_name)}",
             )
         )
 

@@ -454,12 +454,31 @@ BUILT_IN_MODELS = (
 
 
 def model_name(path: Path, header_name: str) -> str:
-    """A local model's name: a built-in model's as people call it (SmolLM2's file header says
-    "Smollm2 135M 8k Lc100K Mix1 Ep2"), any other's from its header."""
+    """A local model's name as people call it: a built-in model's (SmolLM2's file header says
+    "Smollm2 135M 8k Lc100K Mix1 Ep2"), a catalog model's by its file ("Qwen2.5 1.5B Instruct"),
+    any other's from its header (else its file's name)."""
     from app.library.default_model import DEFAULT_MODEL_NAME, SMOLLM2_FILE
 
     key = {SMOLLM2_FILE: "smollm2", DEFAULT_MODEL_NAME: "default"}.get(path.name)
-    return dict(BUILT_IN_MODELS).get(key, header_name) if key else header_name
+    if key:
+        return dict(BUILT_IN_MODELS)[key]
+    return _catalog_names().get(path.name.lower()) or header_name or path.stem
+
+
+def _catalog_names() -> dict[str, str]:
+    """Catalog models by file name (lower case): their names."""
+    global _CATALOG_NAMES
+    if _CATALOG_NAMES is None:
+        try:
+            from app.library.catalog import load_catalog
+
+            _CATALOG_NAMES = {m.filename.lower(): m.name for m in load_catalog().models}
+        except Exception:  # an unreadable catalog: header names then
+            _CATALOG_NAMES = {}
+    return _CATALOG_NAMES
+
+
+_CATALOG_NAMES: dict[str, str] | None = None
 
 
 def built_in_key(model: str) -> str | None:
