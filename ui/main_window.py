@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 from app.host.controller import EngineController
 from app.host.messages import EngineInfo
 from app.host.reply import Reply, ReplyProgress
+from app.library.catalog import format_bytes
 from app.settings import Settings, load_settings
 from app.store import Store
 from engine.events import Speculation
@@ -216,6 +217,7 @@ class MainWindow(QMainWindow):
         # A suggested task's preset and speed-up: said, with Undo; the user's back after its reply.
         self.task_switch = TaskSwitch(self.presenter, self.chat, self.apply_preset, self)
         self.chat.task_suggested.connect(self.task_switch.on_task_suggested)
+        self.chat.small_model_requested.connect(self.on_chat_small_model_requested)
         self.compare.compare_requested.connect(self.on_compare_compare_requested)
         self.compare.stop_requested.connect(self.controller.stop)
         self.tabs.currentChanged.connect(self.on_tabs_current_changed)
@@ -560,6 +562,7 @@ class MainWindow(QMainWindow):
         if pair.title is not None:
             self.setWindowTitle(pair.title)
             self._offer_drafts(self.controller.info)
+            self._offer_tasks(self.controller.info)
 
     def on_presenter_speculation_changed(self, speculation: SpeculationView) -> None:
         from ui.settings.remote_engine import LOCAL_ONLY_TIP  # a server decides its own speculation
@@ -806,6 +809,36 @@ class MainWindow(QMainWindow):
         menu.popup(combo.mapToGlobal(combo.rect().bottomLeft()))
         self.draft_menu = menu
         return menu
+
+    def _offer_tasks(self, info: EngineInfo | None) -> None:
+        """The suggested tasks the model in use does; the others greyed, with the one-click
+        download of the smallest instruct model that does them."""
+        from ui.presenters.words import model_name
+
+        if info is None:
+            return
+        pair = self._small_instruct_pair()
+        download = f"Download {pair.target.name} ({format_bytes(pair.download_bytes)})" if pair else ""
+        name = model_name(Path(info.target_path), info.target_name)
+        self.chat.set_model_tasks(self.presenter.engine.model_key(), name, download)
+
+    def _small_instruct_pair(self) -> Any:
+        from app.library.catalog import load_catalog
+        from engine.errors import TandemError
+        from ui.presenters.words import SMALL_INSTRUCT_PAIR
+
+        try:
+            return load_catalog().find_pair(SMALL_INSTRUCT_PAIR)
+        except (TandemError, OSError, ValueError):
+            return None
+
+    def on_chat_small_model_requested(self) -> None:
+        """The chat's "Download Qwen2.5 1.5B Instruct": through the welcome's download (it
+        switches to the model when done), the welcome shown for its progress."""
+        pair = self._small_instruct_pair()
+        if pair is not None and self.welcome is not None:
+            self.show_welcome()
+            self.on_welcome_download_requested(pair)
 
     def _offer_drafts(self, info: EngineInfo | None) -> None:
         """ "Draft model" greyed, with the reason, where no local model pairs with the one in use

@@ -639,6 +639,34 @@ def _sampling(p: Preset) -> tuple[float, float, float]:
     return (p.temperature, p.top_p, p.repeat_penalty)
 
 
+# ---- what the model in use can do of the tasks Tandem suggests
+
+# The built-in models on the demo tasks and the quick actions, from running each (greedy, the
+# "Edit or copy text" preset, n-gram drafting; docs/first-chat-model.md has the table and the
+# replies). SmolLM2 gives a paragraph back (one word dropped) but keeps every spelling mistake,
+# renames nothing, loops on a note and writes broken French; Gemma 3 270M (a base model)
+# continues the text instead. A model not named here (any downloaded or opened one) is offered
+# every task.
+TASKS_DONE: dict[str, frozenset[str]] = {
+    "smollm2": frozenset({"Repeat a paragraph exactly"}),
+    "default": frozenset(),
+}
+SMALL_INSTRUCT_PAIR = "qwen2.5-1.5b-ngram"  # the catalog's smallest instruct model that does them
+
+
+def model_does(model_key: str | None, task: str) -> bool:
+    """Whether the model in use (a built-in model's name, or a path) does this suggested task or
+    quick action (its title)."""
+    done = TASKS_DONE.get(built_in_key(model_key) or "" if model_key else "")
+    return done is None or task in done
+
+
+def needs_larger_words(model: str, tasks: Sequence[str]) -> str:
+    """The line beside the tasks the model in use does not do."""
+    named = tasks[0] if len(tasks) == 1 else ", ".join(tasks[:-1]) + " and " + tasks[-1]
+    return f"{named}: needs a larger model than {model}."
+
+
 # An empty conversation's line, above the demo tasks offered as suggestions (ui.chat.chat_view).
 EMPTY_CHAT = (
     "Ask anything. Tandem is fastest when the reply reuses text: attach a document (or paste it) "
