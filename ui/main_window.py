@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QInputDialog,
     QLabel,
     QMainWindow,
-    QMenu,
     QProgressBar,
     QSplitter,
     QTabWidget,
@@ -209,7 +208,6 @@ class MainWindow(QMainWindow):
         self.chat.stop_requested.connect(self.controller.stop)
         self.chat.regenerate_requested.connect(self.on_chat_regenerate_requested)
         self.chat.edit_requested.connect(self.on_chat_edit_requested)
-        self.chat.changes_requested.connect(self.show_reply_diff)
         self.chat.edit_cancelled.connect(self.on_chat_edit_cancelled)
         self.chat.system_prompt_changed.connect(self.on_chat_system_prompt_changed)
         from ui.chat.task_switch import TaskSwitch
@@ -285,111 +283,22 @@ class MainWindow(QMainWindow):
         help_menu.addAction(self.about_action)
 
     def _build_file_actions(self) -> None:
-        """Conversation ▸ Import and Export (JSON keeps where each stretch came from; Markdown reads)."""
-        settings_action = self.shortcut_actions["settingsAction"]
-        menu = next(w for w in settings_action.associatedObjects() if isinstance(w, QMenu))
-        self.import_action = QAction("&Import a conversation…", self)
-        self.import_action.setToolTip("Open a conversation exported as JSON, as a new conversation")
-        self.import_action.triggered.connect(self.on_import_action_triggered)
-        self.export_markdown_action = QAction("Export as &Markdown…", self)
-        self.export_markdown_action.triggered.connect(lambda: self.export_conversation(None, "markdown"))
-        self.export_json_action = QAction("Export as &JSON…", self)
-        self.export_json_action.triggered.connect(lambda: self.export_conversation(None, "json"))
-        self.diff_action = QAction("Compare the reply with its &document…", self)
-        self.diff_action.setToolTip("The last reply against the document it was asked to change")
-        self.diff_action.triggered.connect(self.show_reply_diff)
-        for action in (
-            self.export_markdown_action,
-            self.export_json_action,
-            self.import_action,
-            self.diff_action,
-        ):
-            menu.insertAction(settings_action, action)
-        menu.insertSeparator(settings_action)
-        self.conversations.export_requested.connect(self.export_conversation)
+        """Conversation ▸ Import and Export, and a reply against its document
+        (ui/chat/conversation_actions.py)."""
+        from ui.chat.conversation_actions import ConversationActions
 
-    def show_reply_diff(self, reply_id: int | None = None) -> Any:
-        """A reply (the last one unless told) against the first document of the message it
-        answered (a dialog with copy and save-as); None, and a notice, where there is no such pair."""
-        from ui.chat.attachments import DiffDialog
-
-        conversation_id = self.conversation_id
-        messages = self.store.messages(conversation_id) if conversation_id is not None else []
-        reply = next(
-            (
-                m
-                for m in reversed(messages)
-                if m.role == "assistant" and m.content and (reply_id is None or m.id == reply_id)
-            ),
-            None,
+        self.conversation_actions = ConversationActions(self, self.shortcut_actions["settingsAction"])
+        actions = self.conversation_actions
+        self.import_action, self.diff_action = actions.import_action, actions.diff_action
+        self.export_markdown_action, self.export_json_action = (
+            actions.export_markdown_action,
+            actions.export_json_action,
         )
-        asked = next((m for m in reversed(messages) if reply and m.role == "user" and m.id < reply.id), None)
-        documents = self.presenter.attachments_of(asked.id) if asked is not None else ()
-        if reply is None or not documents:
-            self.chat.set_notice("There is no reply to a message with a document to compare.", True)
-            return None
-        dialog = DiffDialog(documents[0], reply.content, self)
-        dialog.show()
-        return dialog
-
-    def export_conversation(self, conversation_id: int | None, how: str, path: str | None = None) -> str:
-        """Write a conversation (the one shown by default) as Markdown or JSON; returns the path
-        written ("" when cancelled or there is none). A failure is said in the notice line."""
-        import json
-
-        from app.store import conversation_markdown
-
-        conversation_id = conversation_id if conversation_id is not None else self.conversation_id
-        conversation = self.store.conversation(conversation_id) if conversation_id is not None else None
-        if conversation is None:
-            self.chat.set_notice("There is no conversation to export yet.", True)
-            return ""
-        suffix = ".md" if how == "markdown" else ".json"
-        if path is None:
-            safe = "".join(ch if ch.isalnum() or ch in " -_" else "_" for ch in conversation.title).strip()
-            path, _ = QFileDialog.getSaveFileName(
-                self,
-                "Export the conversation",
-                str(Path.home() / ((safe or "conversation") + suffix)),
-                "Markdown (*.md)" if how == "markdown" else "JSON (*.json)",
-            )
-            if not path:
-                return ""
-        data = self.store.export(conversation.id)
-        text = (
-            conversation_markdown(data)
-            if how == "markdown"
-            else json.dumps(data, ensure_ascii=False, indent=1)
-        )
-        try:
-            Path(path).write_text(text, encoding="utf-8")
-        except OSError as e:
-            self.chat.set_notice(f"The conversation could not be written to {path}: {e.strerror or e}.", True)
-            return ""
-        self.chat.set_notice(f"Exported “{conversation.title}” to {path}.")
-        return path
-
-    def on_import_action_triggered(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Import a conversation", str(Path.home()), "Tandem conversations (*.json)"
-        )
-        if path:
-            self.import_conversation(path)
-
-    def import_conversation(self, path: str) -> int | None:
-        """A conversation exported as JSON, added as a new one and shown; a file that is not one
-        is refused in one sentence in the notice line. Returns the new conversation's id."""
-        from app.store import ConversationFileError, read_conversation_file
-
-        try:
-            data = read_conversation_file(Path(path))
-        except ConversationFileError as e:
-            self.chat.set_notice(str(e), True)
-            return None
-        conversation = self.store.import_conversation(data)
-        self.show_conversation(conversation.id)
-        self.chat.set_notice(f"Imported “{conversation.title}”.")
-        return conversation.id
+        self.export_conversation = actions.export_conversation
+        self.import_conversation = actions.import_conversation
+        self.show_reply_diff = actions.show_reply_diff
+        self.chat.changes_requested.connect(actions.show_reply_diff)
+        self.conversations.export_requested.connect(actions.export_conversation)
 
     def show_about(self) -> None:
         from ui.presenters.words import runs_on_words

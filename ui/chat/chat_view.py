@@ -511,7 +511,14 @@ class ChatView(QWidget):
                 if widget.body.find(term):
                     widget.body.setFocus(Qt.FocusReason.OtherFocusReason)
                 self._should_follow = False
-                self.scroll_area.ensureWidgetVisible(widget, 0, 40)
+                container = self.scroll_area.widget()
+                if container is not None:
+                    self.scroll_area.setWidgetResizable(True)  # the container sized to its messages now
+                    layout = container.layout()
+                    if layout is not None:
+                        layout.activate()  # laid out now: the match's place is known
+                    at = widget.body.viewport().mapTo(container, widget.body.cursorRect().center())
+                    self.scroll_area.ensureVisible(at.x(), at.y(), 0, 60)
                 return widget
         return None
 

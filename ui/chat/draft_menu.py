@@ -81,6 +81,8 @@ class DraftMenu(QMenu):
         self.setToolTipsVisible(True)
         self.options = options
         pairing = [o for o in options if o.pairs]
+        if not pairing:
+            self.addAction("No model on this computer pairs with the model in use").setEnabled(False)
         for option in pairing:
             action = self.addAction(f"{option.name} · {format_bytes(option.size_bytes)}")
             action.setToolTip("Pairs with the model in use: every vocabulary rule holds")
