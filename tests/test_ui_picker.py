@@ -39,7 +39,7 @@ def test_downloaded_models_by_name_and_size_and_open_a_file(
     assert not any("/" in text for text in items)  # names, not paths
     with qtbot.waitSignal(window.header.open_file_requested, timeout=5_000):
         window.header.on_model_combo_activated(window.header.model_combo.findData("open-file"))
-    dialog = window.open_model_dialog
+    dialog = window.model_choices.open_model_dialog
     assert dialog.isVisible() and "GGUF" in dialog.windowTitle()
     dialog.reject()
 
@@ -51,7 +51,7 @@ def test_draft_model_lists_the_drafts_that_pair_first_and_why_others_do_not(
     shutil.copy(tiny_incompatible, paths.models_dir() / "other-vocab.gguf")
     window = open_window(tiny_target, draft="none")
     window.on_header_speed_up_chosen("draft")  # no draft model chosen before
-    menu = window.draft_menu
+    menu = window.model_choices.draft_menu
     actions = [a for a in menu.actions() if not a.isSeparator() and a.text()]
     pairing = [a for a in actions if a.isEnabled() and a.text() != "Another GGUF file…"]
     refused = [a for a in actions if not a.isEnabled()]

@@ -37,7 +37,6 @@ from PySide6.QtWidgets import (
 from app.host.controller import EngineController
 from app.host.messages import EngineInfo
 from app.host.reply import Reply, ReplyProgress
-from app.library.catalog import format_bytes
 from app.settings import Settings, load_settings
 from app.store import Store
 from engine.events import Speculation
@@ -155,7 +154,11 @@ class MainWindow(QMainWindow):
         self.pair_label = self.header.state_label
         self.tint_check = self.header.tint_check
         self.header.model_chosen.connect(self.on_header_model_chosen)
-        self.header.open_file_requested.connect(self.on_header_open_file_requested)
+        from ui.chat.model_choices import ModelChoices
+
+        # What the model in use is offered: drafts that pair, tasks it does (ui/chat/model_choices.py).
+        self.model_choices = ModelChoices(self)
+        self.header.open_file_requested.connect(self.model_choices.open_file)
         self.header.speed_up_chosen.connect(self.on_header_speed_up_chosen)
         self.header.tint_toggled.connect(self.on_tint_check_toggled)
         self.header.preset_chosen.connect(self.on_header_preset_chosen)
@@ -215,7 +218,6 @@ class MainWindow(QMainWindow):
         # A suggested task's preset and speed-up: said, with Undo; the user's back after its reply.
         self.task_switch = TaskSwitch(self.presenter, self.chat, self.apply_preset, self)
         self.chat.task_suggested.connect(self.task_switch.on_task_suggested)
-        self.chat.small_model_requested.connect(self.on_chat_small_model_requested)
         self.compare.compare_requested.connect(self.on_compare_compare_requested)
         self.compare.stop_requested.connect(self.controller.stop)
         self.tabs.currentChanged.connect(self.on_tabs_current_changed)
@@ -470,8 +472,7 @@ class MainWindow(QMainWindow):
         theme.set_tone(self.pair_label, "error" if pair.is_problem else "")
         if pair.title is not None:
             self.setWindowTitle(pair.title)
-            self._offer_drafts(self.controller.info)
-            self._offer_tasks(self.controller.info)
+            self.model_choices.offer(self.controller.info)
 
     def on_presenter_speculation_changed(self, speculation: SpeculationView) -> None:
         from ui.settings.remote_engine import LOCAL_ONLY_TIP  # a server decides its own speculation
@@ -686,97 +687,7 @@ class MainWindow(QMainWindow):
 
     def on_header_speed_up_chosen(self, key: str) -> None:
         if not self.presenter.engine.choose_speculation(key):
-            self.show_draft_menu()
-
-    def show_draft_menu(self) -> Any:
-        """ "Draft model" with none chosen yet: the local drafts that pair with the model in use
-        (ui/chat/draft_menu.py), under the speed-up picker; the menu, shown (not waited on)."""
-        from ui.chat.draft_menu import DraftMenu, draft_options
-
-        info = self.controller.info
-        menu = DraftMenu(draft_options(info.target_path) if info is not None else [], self)
-        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        chosen: list[str] = []
-
-        def on_draft_chosen(path: str) -> None:
-            chosen.append(path)
-            self.set_speculation(path)
-
-        def on_other_file_requested() -> None:
-            chosen.append("")
-            self.on_choose_draft_action_triggered()
-
-        def on_menu_hidden() -> None:  # closed without a choice: the speed-up in use, shown again
-            if not chosen:
-                self.presenter.engine.reshow_speculation()
-
-        menu.draft_chosen.connect(on_draft_chosen)
-        menu.other_file_requested.connect(on_other_file_requested)
-        # An action's triggered comes after aboutToHide: the check waits a turn of the loop.
-        menu.aboutToHide.connect(lambda: QTimer.singleShot(0, on_menu_hidden))
-        combo = self.header.speed_combo
-        menu.popup(combo.mapToGlobal(combo.rect().bottomLeft()))
-        self.draft_menu = menu
-        return menu
-
-    def _offer_tasks(self, info: EngineInfo | None) -> None:
-        """The suggested tasks the model in use does; the others greyed, with the one-click
-        download of the smallest instruct model that does them."""
-        from ui.presenters.words import model_name
-
-        if info is None:
-            return
-        pair = self._small_instruct_pair()
-        download = f"Download {pair.target.name} ({format_bytes(pair.download_bytes)})" if pair else ""
-        name = model_name(Path(info.target_path), info.target_name)
-        self.chat.set_model_tasks(self.presenter.engine.model_key(), name, download)
-
-    def _small_instruct_pair(self) -> Any:
-        from app.library.catalog import load_catalog
-        from engine.errors import TandemError
-        from ui.presenters.words import SMALL_INSTRUCT_PAIR
-
-        try:
-            return load_catalog().find_pair(SMALL_INSTRUCT_PAIR)
-        except (TandemError, OSError, ValueError):
-            return None
-
-    def on_chat_small_model_requested(self) -> None:
-        """The chat's "Download Qwen2.5 1.5B Instruct": through the welcome's download (it
-        switches to the model when done), the welcome shown for its progress."""
-        pair = self._small_instruct_pair()
-        if pair is not None and self.welcome is not None:
-            self.show_welcome()
-            self.on_welcome_download_requested(pair)
-
-    def _offer_drafts(self, info: EngineInfo | None) -> None:
-        """ "Draft model" greyed, with the reason, where no local model pairs with the one in use
-        (and none was chosen before)."""
-        from ui.chat.draft_menu import draft_options, no_draft_reason
-        from ui.presenters.words import model_name
-
-        if info is None or info.server or self.presenter.engine.has_draft_model():
-            self.header.set_draft_available(True)
-            return
-        try:
-            pairing = any(o.pairs for o in draft_options(info.target_path))
-        except Exception:  # an unreadable folder: the menu says what it can
-            pairing = True
-        name = model_name(Path(info.target_path), info.target_name)
-        self.header.set_draft_available(pairing, "" if pairing else no_draft_reason(name))
-
-    def on_header_open_file_requested(self) -> Any:
-        """The header's "Open a GGUF file…": any model file on this computer, loaded as chosen
-        (the dialog, shown without waiting on it)."""
-        dialog = QFileDialog(
-            self, "Open a GGUF model", str(Path.home()), "GGUF models (*.gguf);;All files (*)"
-        )
-        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
-        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.fileSelected.connect(self.on_header_model_chosen)
-        dialog.open()
-        self.open_model_dialog = dialog
-        return dialog
+            self.model_choices.show_draft_menu()
 
     def on_header_model_chosen(self, model: str) -> None:
         self.presenter.engine.choose_model(model)
