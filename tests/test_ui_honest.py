@@ -235,3 +235,22 @@ def test_about_says_what_the_model_runs_on(qtbot, open_window, tiny_target) -> N
     # This machine: a CPU build (tools/detect_gpu.sh found no GPU at setup).
     assert "Runs on: the CPU. This build of llama.cpp has no GPU backend" in text
     window.about_dialog.close()
+
+
+def test_a_checkbox_reads_in_both_themes(qtbot, open_window, tiny_target) -> None:
+    # Bug: in the dark theme the box's edge was 1.1:1 on the page (only its check mark showed).
+    window = open_window(tiny_target)
+    check = window.header.tint_check
+    try:
+        for choice in ("dark", "light"):
+            window.theme.set_choice(choice)
+            for is_checked in (False, True):
+                check.setChecked(is_checked)
+                image = check.grab().toImage()
+                page = theme.colors().page
+                edge = max(
+                    theme.contrast(image.pixelColor(x, image.height() // 2), page) for x in range(0, 6)
+                )
+                assert edge >= 3.0, (choice, is_checked, edge)  # WCAG 1.4.11: a control's edge
+    finally:
+        window.theme.set_choice("system")

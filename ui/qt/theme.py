@@ -316,10 +316,26 @@ def style_sheet(theme: ThemeColors) -> str:
     QToolBar QToolButton {{ border: 1px solid {line}; border-radius: 6px; padding: 3px 10px; }}
     QStatusBar QLabel {{ color: {theme.muted_text}; }}
     QCheckBox {{ color: palette(window-text); }}
+    QCheckBox::indicator {{
+        width: 13px; height: 13px; border: 1px solid {theme.muted_text}; border-radius: 3px;
+        background: palette(base);
+    }}
+    QCheckBox::indicator:checked {{
+        background: palette(highlight); border-color: palette(highlight); image: url({_check_image()});
+    }}
+    QCheckBox::indicator:disabled {{ border-color: palette(mid); }}
+    QCheckBox::indicator:focus {{ border: 2px solid palette(highlight); }}
     *[tone="error"] {{ color: {theme.error_text}; }}
     *[tone="ok"] {{ color: {theme.ok_text}; }}
     *[tone="muted"] {{ color: {theme.muted_text}; }}
     """
+
+
+def _check_image() -> str:
+    """The check mark drawn in a checked box (a box drawn by the sheet has none of its own)."""
+    from app.paths import resources_dir
+
+    return (resources_dir() / "check.svg").as_posix()
 
 
 def set_tone(widget: QWidget, tone: str) -> None:
