@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 LLAMA_CPP_VERSION := 0.3.36
 # llama.cpp is built for this machine's CPU, without GGML_NATIVE: a native build also turns on
-# AMX where the CPU reports it, and crashes in llama_decode there (FINDINGS.md). Each SIMD level
+# AMX where the CPU reports it, and crashes in llama_decode there (docs/findings.md). Each SIMD level
 # the CPU has (AVX2, FMA, AVX-512, VNNI...) is switched on by name instead. AVX-512 VNNI matters:
 # it makes the compute-bound verify batches of speculative decoding ~1.7x cheaper here, while
 # plain decoding is memory-bound and gains little. For a bundle that runs on other machines,

@@ -14,11 +14,11 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from app import paths
-from app.library.model_spec import parse_draft
 from engine.chat import CHAT_SAMPLING
 from engine.config import DRAFT_MAX, NGRAM_LOOKUP, DraftChoice, EngineConfig, SamplingParams
 from engine.events import Speculation
@@ -168,7 +168,7 @@ def _coerce(raw: dict[str, Any]) -> Settings:
                 }
         elif f.name == "draft":
             if isinstance(value, str):
-                kept[f.name] = parse_draft(value)
+                kept[f.name] = DraftChoice.parse(value)
         elif f.name == "serve_port" and _accepts("int", value) and not 1 <= value <= 65535:
             continue  # hand-edited out of range: the default
         elif _accepts(str(f.type), value):
@@ -252,6 +252,21 @@ def api_key_from(flag: str | None, key_file: str | None, env_var: str) -> str | 
 # ---- presets: a system prompt, sampling and the speed-up, named, for one model or for any
 
 
+class SpeedUp(StrEnum):
+    """The speed-up as the window offers it (the header's choice, a preset's): Automatic, or one
+    kind of Speculation. One value from the combo box to the engine's DraftChoice."""
+
+    AUTO = "auto"  # the draft model chosen last where there is one (beside the text), else the text
+    NONE = str(Speculation.NONE)
+    NGRAM = str(Speculation.NGRAM)
+    DRAFT = str(Speculation.DRAFT)
+
+    @classmethod
+    def of(cls, value: object) -> SpeedUp:
+        """A saved choice read back; one this build does not know reads as the text (n-gram)."""
+        return cls(value) if isinstance(value, str) and value in tuple(cls) else cls.NGRAM
+
+
 @dataclass(frozen=True)
 class Preset:
     name: str
@@ -260,8 +275,7 @@ class Preset:
     temperature: float = CHAT_SAMPLING.temperature
     top_p: float = CHAT_SAMPLING.top_p
     repeat_penalty: float = CHAT_SAMPLING.repeat_penalty
-    # The header's choice: "auto", or a Speculation ("ngram", "draft", "none"); ui/presenters/words.py SPEED_UP_CHOICES.
-    speed_up: str = str(Speculation.NGRAM)
+    speed_up: SpeedUp = SpeedUp.NGRAM  # the header's choice (ui/presenters/words.py SPEED_UP_CHOICES)
 
     def is_for(self, model: str) -> bool:
         return not self.model or self.model == model
@@ -290,6 +304,8 @@ def load_presets(path: Path | None = None) -> list[Preset]:
         if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"].strip():
             continue
         kept = {k: v for k, v in item.items() if k in names and _accepts(str(names[k].type), v)}
+        if "speed_up" in item:
+            kept["speed_up"] = SpeedUp.of(item["speed_up"])
         presets.append(Preset(**kept))
     return presets
 

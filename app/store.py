@@ -11,6 +11,9 @@ store brings it up to SCHEMA_VERSION, one migration at a time, each in its own t
 file that cannot be read as a store (damaged, or not a database at all) is set aside, renamed
 beside itself and never deleted, and a fresh store is opened: `Store.set_aside` says where it went
 and `Store.notice` says so in a sentence for the user.
+
+Why this file is long: the schema, its migrations and every query are one contract with the
+database file; the conversation file (export and import, at the end) is the part that could leave.
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
-from app.host.reply import ReplyText
+from app.host.reply import ReplyText, known_sources
 from app.library.documents import Document, DocumentKind
+from engine.events import DraftSource, DraftSpan
 
 log = logging.getLogger(__name__)
 
@@ -282,8 +286,7 @@ class Message:
     content: str
     status: MessageStatus
     stats: dict[str, Any] | None
-    draft_spans: tuple[tuple[int, int], ...]
-    draft_sources: tuple[str, ...] = ()  # one per span where known (DraftSource values)
+    spans: tuple[DraftSpan, ...] = ()  # the drafted stretches of content
 
     @property
     def is_interrupted(self) -> bool:
@@ -291,12 +294,33 @@ class Message:
 
     @property
     def reply_text(self) -> ReplyText:
-        """The content with its drafted ranges, as app.host.reply.Reply.shown() gave them."""
-        return ReplyText(self.content, self.draft_spans, self.draft_sources)
+        """The content with its drafted stretches, as app.host.reply.Reply.shown() gave them."""
+        return ReplyText(self.content, self.spans)
+
+    @property
+    def draft_spans(self) -> tuple[tuple[int, int], ...]:
+        return self.reply_text.draft_spans
+
+    @property
+    def draft_sources(self) -> tuple[str, ...]:
+        return self.reply_text.draft_sources
+
+
+def _spans(spans_json: str | None, sources_json: str | None) -> tuple[DraftSpan, ...]:
+    """The drafted stretches as the two columns keep them (ranges, and their sources where every
+    one is known: rows from before sources were kept have none), one DraftSpan each."""
+    ranges = json.loads(spans_json) if spans_json else []
+    sources = json.loads(sources_json) if sources_json else []
+    if len(sources) != len(ranges):
+        sources = [""] * len(ranges)
+    known = set(DraftSource)
+    return tuple(
+        DraftSpan(int(a), int(b), DraftSource(s) if s in known else DraftSource.NONE)
+        for (a, b), s in zip(ranges, sources)
+    )
 
 
 def _message(row: sqlite3.Row) -> Message:
-    spans = json.loads(row["draft_spans_json"]) if row["draft_spans_json"] else []
     return Message(
         id=row["id"],
         conversation_id=row["conversation_id"],
@@ -304,8 +328,7 @@ def _message(row: sqlite3.Row) -> Message:
         content=row["content"],
         status=_status(row["status"]),
         stats=json.loads(row["stats_json"]) if row["stats_json"] else None,
-        draft_spans=tuple((int(a), int(b)) for a, b in spans),
-        draft_sources=tuple(str(s) for s in json.loads(row["draft_sources_json"] or "[]")),
+        spans=_spans(row["draft_spans_json"], row["draft_sources_json"]),
     )
 
 
@@ -564,8 +587,7 @@ class Store:
         content: str,
         status: MessageStatus | None = None,
         stats: dict[str, Any] | None = None,
-        draft_spans: Iterable[tuple[int, int]] | None = None,
-        draft_sources: Iterable[str] | None = None,
+        spans: Sequence[DraftSpan] | None = None,
     ) -> None:
         sets, values = ["content = ?", "updated_at = ?"], [content, time.time()]
         if status is not None:
@@ -574,12 +596,15 @@ class Store:
         if stats is not None:
             sets.append("stats_json = ?")
             values.append(json.dumps(stats))
-        if draft_spans is not None:
-            sets.append("draft_spans_json = ?")
-            values.append(json.dumps([list(s) for s in draft_spans]))
-        if draft_sources is not None:
-            sets.append("draft_sources_json = ?")
-            values.append(json.dumps(list(draft_sources)))
+        if spans is not None:
+            # Two columns (ranges; sources where every one is known), as since schema v4: older
+            # builds still read what this one writes.
+            sources = known_sources(spans)
+            sets += ["draft_spans_json = ?", "draft_sources_json = ?"]
+            values += [
+                json.dumps([[s.start, s.end] for s in spans]),
+                json.dumps(sources) if sources else None,
+            ]
         with self._db:
             self._db.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", (*values, message_id))
 
@@ -592,8 +617,7 @@ class Store:
             reply.text,
             status=status,
             stats=stats,
-            draft_spans=reply.draft_spans,
-            draft_sources=reply.draft_sources if len(reply.draft_sources) == len(reply.draft_spans) else None,
+            spans=reply.spans,
         )
 
     def set_status(self, message_ids: Iterable[int], status: MessageStatus) -> None:
@@ -685,7 +709,7 @@ STRETCH_SOURCES = {
     'the same words, sooner; its "source", where kept, says where the guess came from '
     "(document, text, memory: an earlier reply, model: a draft model)",
 }
-DRAFT_STRETCH_SOURCES = ("document", "text", "memory", "model")  # engine.events.DraftSource values
+DRAFT_STRETCH_SOURCES = tuple(str(s) for s in DraftSource if s)  # "document", "text", "memory", "model"
 IMPORTED_STATUSES = (MessageStatus.COMPLETE, MessageStatus.CANCELLED, MessageStatus.INTERRUPTED)
 
 
@@ -693,15 +717,12 @@ class ConversationFileError(ValueError):
     """A conversation file that cannot be imported; the message is one sentence for the user."""
 
 
-def stretches(
-    content: str, spans: Sequence[tuple[int, int]], sources: Sequence[str] = ()
-) -> list[dict[str, str]]:
+def stretches(content: str, spans: Sequence[DraftSpan]) -> list[dict[str, str]]:
     """The content cut where its source changes: [{"text", "from": "model" | "draft"}, ...]; a
-    draft stretch says its "source" too where `sources` gives one per span."""
+    draft stretch says its "source" too where it is known."""
     out: list[dict[str, str]] = []
     at = 0
-    tags = list(sources) if len(sources) == len(spans) else [""] * len(spans)
-    for a, b, tag in sorted((max(0, a), min(len(content), b), t) for (a, b), t in zip(spans, tags)):
+    for a, b, tag in sorted((max(0, s.start), min(len(content), s.end), str(s.source)) for s in spans):
         if b <= a or a < at:
             continue
         if a > at:
@@ -810,7 +831,7 @@ def _export_message(m: Message) -> dict[str, Any]:
         "role": m.role,
         "content": m.content,
         "status": str(m.status),
-        "stretches": stretches(m.content, m.draft_spans, m.draft_sources),
+        "stretches": stretches(m.content, m.spans),
     }
     if m.stats:
         out["stats"] = m.stats
@@ -834,12 +855,12 @@ def _export(store: Store, conversation_id: int) -> dict[str, Any]:
 def _import(store: Store, data: dict[str, Any]) -> Conversation:
     conversation = store.create_conversation(str(data["title"]), str(data.get("system_prompt") or ""))
     for m in data["messages"]:
-        content, at, spans, sources = "", 0, [], []
+        content, at, spans = "", 0, []
         for part in m["stretches"]:
             if part["from"] == "draft" and part["text"]:
-                spans.append((at, at + len(part["text"])))
                 source = part.get("source")
-                sources.append(source if source in DRAFT_STRETCH_SOURCES else "")
+                known = DraftSource(source) if source in DRAFT_STRETCH_SOURCES else DraftSource.NONE
+                spans.append(DraftSpan(at, at + len(part["text"]), known))
             content += part["text"]
             at += len(part["text"])
         status = _status(str(m.get("status", MessageStatus.COMPLETE)))
@@ -851,8 +872,7 @@ def _import(store: Store, data: dict[str, Any]) -> Conversation:
                 added.id,
                 content,
                 stats=stats if isinstance(stats, dict) else None,
-                draft_spans=spans,
-                # Kept where the file says every stretch's source (a file from before: none).
-                draft_sources=sources if all(sources) else None,
+                # Sources kept where the file says every stretch's (a file from before: none).
+                spans=spans,
             )
     return store.conversation(conversation.id) or conversation

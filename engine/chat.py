@@ -12,6 +12,10 @@ The window's worker (app/host/worker.py) and the CLI's `generate --chat` both pr
 `build_chat_prompt` makes a reply's prompt from a conversation, leaving out the oldest turns
 that do not fit the context; it tokenizes the prompt once, and `generate_reply` decodes those
 very tokens (a ChatPrompt), not its text again.
+
+Why this file is long: a chat template, a base model's transcript with its speaker-line stop, and
+fitting a conversation into the context are the making of one prompt; the stop rule (SpeakerStop)
+could stand alone.
 """
 
 from __future__ import annotations
@@ -22,10 +26,41 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.config import SamplingParams
 from engine.events import DraftSource, Event, Finished, TextPiece
+
+if TYPE_CHECKING:
+    from engine.reply_memory import ReplyMemory
+
+
+class ChatEngine(Protocol):
+    """What chat needs of an engine (engine.session.Engine has it): its tokenizer, its chat
+    template, its context, its reply memory, and generation."""
+
+    @property
+    def n_ctx(self) -> int: ...
+    @property
+    def has_chat_template(self) -> bool: ...
+    @property
+    def memory(self) -> ReplyMemory: ...
+    @property
+    def penalty_exempt_tokens(self) -> frozenset[int]: ...
+    def tokenize(self, text: str, add_special: bool = True) -> list[int]: ...
+    def format_chat(self, messages: list[dict[str, str]]) -> str: ...
+    def generate(
+        self,
+        prompt: str | list[int],
+        params: SamplingParams | None = None,
+        max_tokens: int = 256,
+        stop: Sequence[str] = (),
+        cancel: threading.Event | None = None,
+        speculate: bool | None = None,
+        use_memory: bool = True,
+        document_spans: tuple[tuple[int, int], ...] = (),
+    ) -> Iterator[Event]: ...
+
 
 # Sampling for chat in the window, in the ranges llama.cpp's defaults and the chat apps use: a
 # little randomness, the unlikely tail cut off (top-p, min-p), and a mild repetition penalty over
@@ -360,7 +395,9 @@ class ChatPrompt:
         return len(self.tokens)
 
 
-def document_token_spans(engine: Any, text: str, documents: Sequence[str]) -> tuple[tuple[int, int], ...]:
+def document_token_spans(
+    engine: ChatEngine, text: str, documents: Sequence[str]
+) -> tuple[tuple[int, int], ...]:
     """Where each document's text lies in a prompt, as [start, end) token positions: the tokens of
     the text before it and up to its end (a token straddling an edge may count to either side:
     this only says where drafts came from). A document not found in the prompt (its turn was left
@@ -396,7 +433,7 @@ class TokenCounts:
         self._counts: OrderedDict[str, int] = OrderedDict()
         self._max = max_entries
 
-    def count(self, engine: Any, text: str) -> int:
+    def count(self, engine: ChatEngine, text: str) -> int:
         n = self._counts.get(text)
         if n is None:
             n = len(engine.tokenize(text, add_special=False))
@@ -412,7 +449,7 @@ class TokenCounts:
 
 
 def build_chat_prompt(
-    engine: Any,
+    engine: ChatEngine,
     turns: Sequence[Any],
     system_prompt: str = "",
     max_tokens: int = 512,
@@ -498,7 +535,7 @@ def build_chat_prompt(
 
 
 def _template_overhead(
-    engine: Any, turns: Sequence[Any], system_prompt: str, kept: list[int], render: Any, n_dropped: int
+    engine: ChatEngine, turns: Sequence[Any], system_prompt: str, kept: list[int], render: Any, n_dropped: int
 ) -> tuple[int, int]:
     """The template's own tokens, around the whole prompt (base) and per message: measured on the
     newest turns alone (two small renders) where there are enough of them, else a guess."""
@@ -524,14 +561,14 @@ def _measured_overhead(prompt: ChatPrompt, base: int, n_content: int, n_turns: i
     return max(was, -(-(prompt.n_tokens - base - n_content) // max(1, n_turns)))
 
 
-def _with_documents(engine: Any, prompt: ChatPrompt, documents: Sequence[str]) -> ChatPrompt:
+def _with_documents(engine: ChatEngine, prompt: ChatPrompt, documents: Sequence[str]) -> ChatPrompt:
     if not documents:
         return prompt
     spans = document_token_spans(engine, prompt.text, documents)
     return ChatPrompt(prompt.text, prompt.tokens, prompt.n_dropped, spans)
 
 
-def chat_prompt(engine: Any, messages: Sequence[Any], system_prompt: str = "") -> str:
+def chat_prompt(engine: ChatEngine, messages: Sequence[Any], system_prompt: str = "") -> str:
     """The prompt for the next assistant turn, in the model's template or as a transcript."""
     if engine.has_chat_template:
         chat = [{"role": "system", "content": system_prompt}] if system_prompt.strip() else []
@@ -540,7 +577,7 @@ def chat_prompt(engine: Any, messages: Sequence[Any], system_prompt: str = "") -
     return transcript(system_prompt, messages)
 
 
-def remember_exchanges(engine: Any, exchanges: Sequence[tuple[str, str]]) -> int:
+def remember_exchanges(engine: ChatEngine, exchanges: Sequence[tuple[str, str]]) -> int:
     """Give the engine's reply memory (engine.reply_memory) earlier answers: (user message,
     reply) pairs, oldest first, as this model would have seen and written them. Each reply is
     kept with the end of its prompt, so the same question asked again drafts from its first
@@ -568,7 +605,7 @@ def remember_exchanges(engine: Any, exchanges: Sequence[tuple[str, str]]) -> int
 SPARE_DOCUMENTS = False
 
 
-def document_penalty_exempt(engine: Any, prompt: ChatPrompt) -> frozenset[int]:
+def document_penalty_exempt(engine: ChatEngine, prompt: ChatPrompt) -> frozenset[int]:
     """The repetition penalty's exemptions for a prompt with documents: the engine's own (line
     breaks, speaker names) and every token of the documents."""
     tokens = prompt.tokens
@@ -577,7 +614,7 @@ def document_penalty_exempt(engine: Any, prompt: ChatPrompt) -> frozenset[int]:
 
 
 def generate_reply(
-    engine: Any,
+    engine: ChatEngine,
     prompt: str | list[int] | ChatPrompt,
     params: SamplingParams | None = None,
     max_tokens: int = 512,

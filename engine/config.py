@@ -57,7 +57,7 @@ class DraftChoice:
         """`none` or empty (plain decoding), `ngram`, or a draft model's file or name."""
         name = (text or "").strip()
         if name in ("", Speculation.NONE):
-            return NO_DRAFT
+            return PLAIN_DECODING
         if name == Speculation.NGRAM:
             return NGRAM_LOOKUP
         return cls(Speculation.DRAFT, name)
@@ -72,14 +72,14 @@ class DraftChoice:
         return self.model or str(self.kind)
 
 
-NO_DRAFT = DraftChoice()
+PLAIN_DECODING = DraftChoice()
 NGRAM_LOOKUP = DraftChoice(Speculation.NGRAM)
 
 
 @dataclass(frozen=True)
 class EngineConfig:
     target_path: str
-    draft: DraftChoice = NO_DRAFT
+    draft: DraftChoice = PLAIN_DECODING
     n_ctx: int = 4096
     n_threads: int | None = None  # None: the machine's cores
     n_gpu_layers: int = 0

@@ -51,21 +51,51 @@ class TextPiece:
 
 
 @dataclass(frozen=True)
-class Stats:
-    """A snapshot of one reply's numbers so far."""
+class SourceCount:
+    """Drafted tokens from one DraftSource, and how many of them the target accepted."""
 
-    speculation: Speculation
-    n_prompt_tokens: int  # prompt tokens of this request
-    n_prefilled: int  # of those, decoded now (the rest were reused from the cache)
-    n_generated: int
-    n_drafted: int
-    n_accepted: int
-    n_steps: int  # verify batches (plain decoding: one per token)
-    n_steps_with_draft: int
-    prefill_s: float
-    decode_s: float
-    llama_s: float  # time spent inside llama.cpp (decodes), prefill and decode
-    draft_max: int  # the draft length in use at the time of this snapshot (0 = plain decoding)
+    n_drafted: int = 0
+    n_accepted: int = 0
+
+    def __add__(self, other: SourceCount) -> SourceCount:
+        return SourceCount(self.n_drafted + other.n_drafted, self.n_accepted + other.n_accepted)
+
+
+@dataclass(frozen=True)
+class DraftSpan:
+    """A drafted stretch of a reply's text: characters [start, end), and where the draft came from
+    (DraftSource.NONE where that is not known: a reply saved before sources were kept)."""
+
+    start: int
+    end: int
+    source: DraftSource = DraftSource.NONE
+
+
+# The record's names for the per-source counts (as stored, exported and sent since before the
+# counts were one mapping): "text" is every draft beside a draft model that the model did not
+# write (n-gram matches in the conversation, documents and earlier replies), 0 without one.
+_SOURCE_KEYS = ("n_drafted_text", "n_accepted_text", "n_drafted_memory", "n_accepted_memory",
+                "n_drafted_document", "n_accepted_document")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Stats:
+    """A snapshot of one reply's numbers so far: the one list of a reply's numbers. The stored
+    record (StatsRecord), the worker's counters (engine.speculative) and what the window reads
+    (ui.presenters.words) are built from these fields."""
+
+    speculation: Speculation = Speculation.NONE
+    n_prompt_tokens: int = 0  # prompt tokens of this request
+    n_prefilled: int = 0  # of those, decoded now (the rest were reused from the cache)
+    n_generated: int = 0
+    n_drafted: int = 0
+    n_accepted: int = 0
+    n_steps: int = 0  # verify batches (plain decoding: one per token)
+    n_steps_with_draft: int = 0  # 0 also where unknown (a server does not say)
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    llama_s: float = 0.0  # time spent inside llama.cpp (decodes), prefill and decode
+    draft_max: int = 0  # the draft length in use at the time of this snapshot (0 = plain decoding)
     step_overhead_ms_median: float = 0.0  # time per step spent outside llama.cpp
     note: str = ""  # a state worth showing, e.g. why speculation is not drafting
     note_kind: DraftingState = DraftingState.DRAFTING  # the same state as data: branch on this
@@ -75,15 +105,9 @@ class Stats:
     # A draft model's loading and first reading of the prompt (within prefill_s, or decode_s
     # where it was first needed mid-reply).
     draft_catch_up_s: float = 0.0
-    # Of n_drafted and n_accepted: drafts from n-gram matches in the text beside a draft model.
-    n_drafted_text: int = 0
-    n_accepted_text: int = 0
-    # Of n_drafted and n_accepted: drafts from earlier replies (engine.reply_memory).
-    n_drafted_memory: int = 0
-    n_accepted_memory: int = 0
-    # Of n_drafted and n_accepted: drafts from n-gram matches in attached documents.
-    n_drafted_document: int = 0
-    n_accepted_document: int = 0
+    # Of n_drafted and n_accepted: how many came from each source (sources that drafted nothing
+    # are left out). A new DraftSource needs no new field.
+    by_source: Mapping[DraftSource, SourceCount] = field(default_factory=dict)
 
     @property
     def acceptance_rate(self) -> float:
@@ -110,37 +134,64 @@ class Stats:
     def llama_fraction(self) -> float:
         return self.llama_s / self.total_s if self.total_s > 0 else 0.0
 
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "speculation": str(self.speculation),
-            "n_prompt_tokens": self.n_prompt_tokens,
-            "n_prefilled": self.n_prefilled,
-            "n_generated": self.n_generated,
-            "n_drafted": self.n_drafted,
-            "n_accepted": self.n_accepted,
-            "n_steps": self.n_steps,
-            "acceptance_rate": round(self.acceptance_rate, 4),
-            "mean_accepted_length": round(self.mean_accepted_length, 3),
-            "prefill_s": round(self.prefill_s, 4),
-            "decode_s": round(self.decode_s, 4),
-            "prefill_tokens_per_s": round(self.prefill_tokens_per_s, 2),
-            "decode_tokens_per_s": round(self.decode_tokens_per_s, 2),
-            "llama_s": round(self.llama_s, 4),
-            "llama_fraction": round(self.llama_fraction, 4),
-            "step_overhead_ms_median": round(self.step_overhead_ms_median, 4),
-            "note": self.note,
-            "note_kind": str(self.note_kind),
-            "plain_tokens_per_s_est": (
-                round(self.plain_tokens_per_s_est, 2) if self.plain_tokens_per_s_est else None
-            ),
-            "draft_catch_up_s": round(self.draft_catch_up_s, 4),
-            "n_drafted_text": self.n_drafted_text,
-            "n_accepted_text": self.n_accepted_text,
-            "n_drafted_memory": self.n_drafted_memory,
-            "n_accepted_memory": self.n_accepted_memory,
-            "n_drafted_document": self.n_drafted_document,
-            "n_accepted_document": self.n_accepted_document,
-        }
+    def from_source(self, source: DraftSource) -> SourceCount:
+        return self.by_source.get(source, SourceCount())
+
+    # The per-source counts under the record's names (_SOURCE_KEYS).
+    @property
+    def _beside_model(self) -> SourceCount:
+        if self.speculation is not Speculation.DRAFT:
+            return SourceCount()
+        return sum((c for s, c in self.by_source.items() if s is not DraftSource.MODEL), SourceCount())
+
+    @property
+    def n_drafted_text(self) -> int:
+        return self._beside_model.n_drafted
+
+    @property
+    def n_accepted_text(self) -> int:
+        return self._beside_model.n_accepted
+
+    @property
+    def n_drafted_memory(self) -> int:
+        return self.from_source(DraftSource.MEMORY).n_drafted
+
+    @property
+    def n_accepted_memory(self) -> int:
+        return self.from_source(DraftSource.MEMORY).n_accepted
+
+    @property
+    def n_drafted_document(self) -> int:
+        return self.from_source(DraftSource.DOCUMENT).n_drafted
+
+    @property
+    def n_accepted_document(self) -> int:
+        return self.from_source(DraftSource.DOCUMENT).n_accepted
+
+    def as_dict(self) -> dict[str, Any]:
+        """The numbers as stored and sent: every field (times rounded to 0.1 ms, speeds to 0.01
+        token/s), the rates worked out, the per-source counts under the record's names."""
+        out: dict[str, Any] = {}
+        for f in fields(Stats):
+            value = getattr(self, f.name)
+            if f.name == "by_source":
+                out.update((key, getattr(self, key)) for key in _SOURCE_KEYS)
+            elif f.name == "plain_tokens_per_s_est":
+                out[f.name] = round(value, 2) if value else None
+            elif isinstance(value, StrEnum):
+                out[f.name] = str(value)
+            elif isinstance(value, float):
+                out[f.name] = round(value, 4)
+            else:
+                out[f.name] = value
+        out.update((name, round(getattr(self, name), digits)) for name, digits in _RATES)
+        return out
+
+
+# The rates a record keeps beside the counts, with the digits it keeps of them: worked out from
+# a snapshot's counts and times (Stats' properties), given as they are by a server.
+_RATES = (("acceptance_rate", 4), ("mean_accepted_length", 3), ("prefill_tokens_per_s", 2),
+          ("decode_tokens_per_s", 2), ("llama_fraction", 4))  # fmt: skip
 
 
 def _number(value: object, default: float) -> float:
@@ -151,42 +202,42 @@ def _count(value: object) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
+def _by_source(speculation: Speculation, counts: Mapping[str, int]) -> dict[DraftSource, SourceCount]:
+    """The per-source mapping from a record's counts (its n_drafted and n_accepted, _SOURCE_KEYS):
+    what is not named came from the draft model (beside one) or the conversation (n-gram)."""
+    kept: dict[DraftSource, SourceCount] = {}
+    for source in (DraftSource.MEMORY, DraftSource.DOCUMENT):
+        kept[source] = SourceCount(counts[f"n_drafted_{source}"], counts[f"n_accepted_{source}"])
+    total = SourceCount(counts["n_drafted"], counts["n_accepted"])
+    if speculation is Speculation.DRAFT:
+        text = SourceCount(counts["n_drafted_text"], counts["n_accepted_text"])
+        kept[DraftSource.MODEL] = SourceCount(
+            total.n_drafted - text.n_drafted, total.n_accepted - text.n_accepted
+        )
+        total = text
+    if speculation is not Speculation.NONE:
+        named = kept[DraftSource.MEMORY] + kept[DraftSource.DOCUMENT]
+        kept[DraftSource.TEXT] = SourceCount(
+            max(0, total.n_drafted - named.n_drafted), max(0, total.n_accepted - named.n_accepted)
+        )
+    return {s: c for s, c in kept.items() if c.n_drafted > 0 or c.n_accepted > 0}
+
+
 @dataclass(frozen=True)
-class StatsRecord:
-    """One reply's numbers as they are kept and shown: a Stats snapshot with its rates worked out
-    and rounded (Stats.as_dict), how the reply ended and the plain speed it is compared with.
+class StatsRecord(Stats):
+    """One reply's numbers as they are kept and shown: a Stats snapshot (its fields) with its
+    rates kept as numbers, how the reply ended and the plain speed it is compared with.
 
     It is what the conversation store holds as JSON (`as_dict`), read back by `from_dict`, which
     takes any record older code wrote (a missing number reads as 0, a missing rate as unknown)
-    and keeps the keys it does not know (e.g. the window's sparkline) in `extras`."""
+    and keeps the keys it does not know (e.g. the window's sparkline) in `extras`. The rates are
+    fields here (Stats works them out): a server gives its rates, not always the times behind them."""
 
-    speculation: Speculation = Speculation.NONE
-    n_prompt_tokens: int = 0
-    n_prefilled: int = 0
-    n_generated: int = 0
-    n_drafted: int = 0
-    n_accepted: int = 0
-    n_steps: int = 0
-    n_steps_with_draft: int = 0  # 0 also where unknown (a server does not say; older records)
     acceptance_rate: float = 0.0
     mean_accepted_length: float = 0.0
-    prefill_s: float = 0.0
-    decode_s: float = 0.0
     prefill_tokens_per_s: float = 0.0
     decode_tokens_per_s: float = 0.0
-    llama_s: float = 0.0
     llama_fraction: float = 0.0
-    step_overhead_ms_median: float = 0.0
-    note: str = ""
-    note_kind: str = ""  # a DraftingState value
-    plain_tokens_per_s_est: float | None = None
-    draft_catch_up_s: float = 0.0
-    n_drafted_text: int = 0
-    n_accepted_text: int = 0
-    n_drafted_memory: int = 0
-    n_accepted_memory: int = 0
-    n_drafted_document: int = 0
-    n_accepted_document: int = 0
     stop_reason: str | None = None  # a StopReason, or "interrupted"; None while streaming
     plain_tokens_per_s: float | None = None  # the measured plain speed it is compared with
     extras: Mapping[str, Any] = field(default_factory=dict)  # keys kept as they were
@@ -203,15 +254,22 @@ class StatsRecord:
     def from_dict(cls, record: Mapping[str, Any]) -> StatsRecord:
         values: dict[str, Any] = {}
         extras: dict[str, Any] = {}
-        known = {f.name: f for f in fields(cls) if f.name != "extras"}
+        known = {f.name: f for f in fields(cls) if f.name not in ("extras", "by_source")}
+        counts = dict.fromkeys(("n_drafted", "n_accepted", *_SOURCE_KEYS), 0)
         for key, value in record.items():
             f = known.get(key)
-            if f is None:
+            if key in _SOURCE_KEYS:
+                counts[key] = _count(value)
+            elif f is None:
                 extras[key] = value
             elif key == "speculation":
                 values[key] = Speculation(value) if value in tuple(Speculation) else Speculation.NONE
-            elif key in ("note", "note_kind"):
+            elif key == "note":
                 values[key] = str(value) if value is not None else f.default
+            elif key == "note_kind":
+                values[key] = (
+                    DraftingState(value) if value in tuple(DraftingState) else DraftingState.DRAFTING
+                )
             elif key == "stop_reason":
                 values[key] = value if isinstance(value, str) else None
             elif key in ("plain_tokens_per_s_est", "plain_tokens_per_s"):
@@ -220,15 +278,14 @@ class StatsRecord:
                 values[key] = _count(value)
             else:
                 values[key] = _number(value, 0.0)
-        return cls(**values, extras=extras)
+        counts.update((k, values[k]) for k in ("n_drafted", "n_accepted") if k in values)
+        by_source = _by_source(values.get("speculation", Speculation.NONE), counts)
+        return cls(**values, by_source=by_source, extras=extras)
 
     def as_dict(self) -> dict[str, Any]:
         """The record as stored: the numbers, then how it ended and its baseline where known."""
-        record: dict[str, Any] = {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if f.name not in ("stop_reason", "plain_tokens_per_s", "extras")
-        }
+        record = super().as_dict()
+        record.update((name, getattr(self, name)) for name, _ in _RATES)
         if self.stop_reason is not None:
             record["stop_reason"] = self.stop_reason
         if self.plain_tokens_per_s is not None:

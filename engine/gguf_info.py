@@ -1,7 +1,7 @@
 """Read and check a GGUF file's header before anything is handed to llama.cpp.
 
 llama.cpp answers an empty file, a text file, random bytes and a truncated model with the
-same bare "Failed to load model" (FINDINGS.md), and a truncated tensor table can crash it.
+same bare "Failed to load model" (docs/findings.md), and a truncated tensor table can crash it.
 So the header, the metadata and the tensor table are read here, and the file's size is
 checked against the end of every tensor, before a single weight is loaded.
 """

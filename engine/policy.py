@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.adaptive import COPY_KINDS, MEMORY_KINDS, DrafterKind, DraftLengthController
+from engine.adaptive import COPY_KINDS, DrafterKind, DraftLengthController
 from engine.config import SamplingParams
 from engine.drafters import Draft, ModelDrafter, NgramDrafter
 from engine.events import DraftingState, DraftSource, Speculation
@@ -201,15 +201,6 @@ class DraftPolicy:
             proposal.kind, len(draft.tokens), n_accepted, step_s, draft.draft_s, draft.first_s, draft.n_more,
             learn=proposal.kind is not DrafterKind.MODEL or not self._text_copying,
         )  # fmt: skip
-
-    def counts_as_text(self, proposal: Proposal) -> bool:
-        """Drafted from the text beside a draft model (the stats' n_drafted_text)?"""
-        return proposal.kind is not DrafterKind.MODEL and isinstance(self.active, ModelDrafter)
-
-    @staticmethod
-    def counts_as_memory(proposal: Proposal) -> bool:
-        """Drafted from an earlier reply (the stats' n_drafted_memory)?"""
-        return proposal.kind in MEMORY_KINDS
 
     # -- what the reply shows -----------------------------------------------------------------
 

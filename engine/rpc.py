@@ -15,6 +15,9 @@ sentence; and it installs ggml's abort callback, which names the address that st
 before the process ends (the app's engine runs in a worker process, so that ends only the worker).
 
 The protocol has no authentication: an RPC server runs whatever graph a client sends it.
+
+Why this file is long: ctypes declarations of llama.cpp's RPC backend and the endpoint checks:
+bindings that must match one llama.cpp version, kept in one place.
 """
 
 from __future__ import annotations

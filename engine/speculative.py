@@ -23,7 +23,8 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,16 @@ from engine.adaptive import DraftLengthController
 from engine.backend import ContextFullError, DecodeCancelled, LlamaRunner
 from engine.config import SamplingParams
 from engine.drafters import Draft, ModelDrafter, NgramDrafter
-from engine.events import DraftSource, Event, Finished, Speculation, Stats, StopReason, TextPiece
+from engine.events import (
+    DraftSource,
+    Event,
+    Finished,
+    SourceCount,
+    Speculation,
+    Stats,
+    StopReason,
+    TextPiece,
+)
 from engine.loop_guard import LoopGuard
 from engine.policy import DraftPolicy, Proposal
 from engine.sampling import accept_draft, distribution, penalize
@@ -41,6 +51,9 @@ STATS_INTERVAL_S = 0.1
 
 @dataclass
 class _Counters:
+    """A reply's numbers as they are counted: the counts and times named as Stats names them
+    (`stats` copies every field of Stats this has), and what the step needs to work the rest out."""
+
     n_prompt_tokens: int = 0
     n_prefilled: int = 0
     n_generated: int = 0
@@ -48,34 +61,31 @@ class _Counters:
     n_accepted: int = 0
     n_steps: int = 0
     n_steps_with_draft: int = 0
-    n_drafted_text: int = 0  # drafts from the text beside a draft model
-    n_accepted_text: int = 0
-    n_drafted_memory: int = 0  # drafts from earlier replies (ReplyMemory)
-    n_accepted_memory: int = 0
-    n_drafted_document: int = 0  # drafts from attached documents
-    n_accepted_document: int = 0
+    by_source: dict[DraftSource, SourceCount] = field(default_factory=dict)
     prefill_s: float = 0.0
     draft_catch_up_s: float = 0.0  # a draft model loading and reading the prompt
     decode_started: float = 0.0
     llama_s0: float = 0.0  # llama.cpp seconds (target and draft) when the reply began
     step_overhead_s: list[float] = field(default_factory=list)  # each step's time outside llama.cpp
 
-    def count_step(self, proposal: Proposal, n_accepted: int, policy: DraftPolicy) -> None:
+    def count_step(self, proposal: Proposal, n_accepted: int) -> None:
         k = len(proposal.tokens)
         self.n_steps += 1
         self.n_drafted += k
         self.n_accepted += n_accepted
         self.n_steps_with_draft += k > 0
         self.draft_catch_up_s += proposal.draft.catch_up_s
-        if policy.counts_as_text(proposal):
-            self.n_drafted_text += k
-            self.n_accepted_text += n_accepted
-        if policy.counts_as_memory(proposal):
-            self.n_drafted_memory += k
-            self.n_accepted_memory += n_accepted
-        if proposal.source is DraftSource.DOCUMENT:
-            self.n_drafted_document += k
-            self.n_accepted_document += n_accepted
+        if k:
+            counted = self.by_source.get(proposal.source, SourceCount())
+            self.by_source[proposal.source] = counted + SourceCount(k, n_accepted)
+
+    def stats(self, **rest: Any) -> Stats:
+        """A snapshot: these counts with the rest of Stats' fields (`rest`)."""
+        counted = {f.name: getattr(self, f.name) for f in fields(Stats) if f.name in _COUNTED}
+        return Stats(**counted, by_source=dict(self.by_source), **rest)
+
+
+_COUNTED = {f.name for f in fields(_Counters)} - {"by_source"}
 
 
 class _TextAssembler:
@@ -228,7 +238,7 @@ class SpeculativeDecoder:
         target.truncate(n_before + 1 + n_accepted)  # 4. roll back
         policy.learn(proposal, n_accepted, emitted[0], time.perf_counter() - t0 - proposal.draft.catch_up_s)
 
-        r.counters.count_step(proposal, n_accepted, policy)
+        r.counters.count_step(proposal, n_accepted)
         r.counters.step_overhead_s.append(time.perf_counter() - t0 - (self._llama_s() - llama_t0))
         r.draft_max = len(proposal.tokens)
         r.text.source = proposal.source
@@ -293,16 +303,8 @@ class SpeculativeDecoder:
     def _stats(self, r: _Reply) -> Stats:
         c, policy = r.counters, self.policy
         controller = policy.controller
-        return Stats(
+        return c.stats(
             speculation=policy.reply_kind,
-            n_prompt_tokens=c.n_prompt_tokens,
-            n_prefilled=c.n_prefilled,
-            n_generated=c.n_generated,
-            n_drafted=c.n_drafted,
-            n_accepted=c.n_accepted,
-            n_steps=c.n_steps,
-            n_steps_with_draft=c.n_steps_with_draft,
-            prefill_s=c.prefill_s,
             decode_s=time.perf_counter() - c.decode_started,
             llama_s=self._llama_s() - c.llama_s0,
             draft_max=r.draft_max,
@@ -312,13 +314,6 @@ class SpeculativeDecoder:
             note=policy.note(),
             note_kind=policy.note_kind(),
             plain_tokens_per_s_est=controller.plain_tokens_per_s if controller is not None else None,
-            draft_catch_up_s=c.draft_catch_up_s,
-            n_drafted_text=c.n_drafted_text,
-            n_accepted_text=c.n_accepted_text,
-            n_drafted_memory=c.n_drafted_memory,
-            n_accepted_memory=c.n_accepted_memory,
-            n_drafted_document=c.n_drafted_document,
-            n_accepted_document=c.n_accepted_document,
         )
 
 

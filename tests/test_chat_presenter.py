@@ -16,6 +16,7 @@ from app.store import Store
 pytest.importorskip("pytestqt")
 
 from app.host.controller import EngineController  # noqa: E402
+from engine.config import DraftChoice  # noqa: E402
 from engine.errors import ErrorKind, Failure, PairRefusal  # noqa: E402
 from ui.presenters.engine_presenter import PairView, SpeculationView, pair_words  # noqa: E402
 from ui.presenters.failures import UnexpectedFailure, failure_words  # noqa: E402
@@ -36,9 +37,6 @@ class Seen:
                 "message_added",
                 "messages_removed",
                 "notice_changed",
-                "speed_line_changed",
-                "reply_progressed",
-                "reply_ended",
             )
         }
         signals["speculation_changed"] = presenter.engine.speculation_changed
@@ -50,6 +48,19 @@ class Seen:
         shared = [
             ("notice_changed", presenter.engine.notice_changed),
             ("speed_line_changed", presenter.comparison.state_changed),
+        ]
+        # The reply being generated: its presenter's signals, which the window follows directly.
+        replies = presenter.replies
+        shared += [
+            (name, getattr(replies, name))
+            for name in (
+                "message_added",
+                "messages_removed",
+                "notice_changed",
+                "speed_line_changed",
+                "reply_progressed",
+                "reply_ended",
+            )
         ]
         for name, signal in [*signals.items(), *shared]:
             signal.connect(lambda *args, name=name: self.events.append((name, args)))
@@ -91,7 +102,7 @@ def test_switching_speculation_keeps_one_state(
     seen = Seen(presenter)
     assert presenter.engine.speculation == SpeculationView("ngram", "ngram", True)
 
-    presenter.engine.set_speculation("none")
+    presenter.engine.set_speculation(DraftChoice.parse("none"))
     # The choice is the state at once; saved; the engine follows and the pair says so.
     assert (
         presenter.engine.speculation.choice == "none"
@@ -109,7 +120,7 @@ def test_switching_speculation_keeps_one_state(
     # shown all go back to what the engine runs, and the pair reports the rule as a problem.
     assert presenter.engine.choose_speculation("ngram")
     qtbot.waitUntil(lambda: presenter.controller.info.speculation == "ngram", timeout=30_000)
-    presenter.engine.set_speculation(str(tiny_incompatible))
+    presenter.engine.set_speculation(DraftChoice.parse(str(tiny_incompatible)))
     assert presenter.engine.speculation.choice == "draft"
     qtbot.waitUntil(lambda: "token 40" in seen.of("pair_changed")[-1].text, timeout=30_000)
     pair = seen.of("pair_changed")[-1]

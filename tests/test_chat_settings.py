@@ -10,7 +10,7 @@ from app import paths
 from app.cli.cli import build_parser
 from app.settings import Settings, load_settings, save_settings
 from engine.chat import CHAT_SAMPLING
-from engine.config import DRAFT_MAX, NGRAM_LOOKUP, NO_DRAFT, DraftChoice, EngineConfig
+from engine.config import DRAFT_MAX, NGRAM_LOOKUP, PLAIN_DECODING, DraftChoice, EngineConfig
 
 pytest.importorskip("pytestqt")
 
@@ -58,7 +58,7 @@ def test_the_longest_draft_is_the_engines_and_an_old_files_16_takes_it() -> None
 def test_the_draft_choice_is_read_once_from_the_file_and_the_command_line_and_written_as_text() -> None:
     # Files written before the draft choice was typed held its text: they load as they read.
     for text, draft in [
-        ("none", NO_DRAFT),
+        ("none", PLAIN_DECODING),
         ("ngram", NGRAM_LOOKUP),
         ("/models/d.gguf", DraftChoice.of_model("/models/d.gguf")),
         ("default", DraftChoice.of_model("default")),
@@ -72,7 +72,9 @@ def test_the_draft_choice_is_read_once_from_the_file_and_the_command_line_and_wr
     # The command line reads --draft once, into the same value.
     args = build_parser().parse_args(["generate", "--model", "m.gguf", "--prompt", "hi", "--draft", "ngram"])
     assert args.draft == NGRAM_LOOKUP
-    assert build_parser().parse_args(["generate", "--model", "m.gguf", "--prompt", "hi"]).draft == NO_DRAFT
+    assert (
+        build_parser().parse_args(["generate", "--model", "m.gguf", "--prompt", "hi"]).draft == PLAIN_DECODING
+    )
     assert build_parser().parse_args(["bench", "--draft", "d.gguf"]).draft == DraftChoice.of_model("d.gguf")
 
 

@@ -12,7 +12,7 @@ import pytest
 from app.host.messages import ChatTurn, LoadRequest, ReplyEvents, ReplyRequest
 from app.host.worker import WorkerProcess
 from engine.chat import PromptCancelled, TokenCounts, build_chat_prompt, chat_prompt
-from engine.config import NO_DRAFT, EngineConfig
+from engine.config import PLAIN_DECODING, EngineConfig
 from tests.waiting import wait_until
 
 
@@ -112,7 +112,9 @@ def test_a_reply_stopped_while_its_long_conversation_is_fitted_ends_cancelled(
     worker = WorkerProcess(seen.append, log_path=tmp_path / "worker.log")
     worker.start()
     try:
-        worker.send(LoadRequest(EngineConfig(str(tiny_target), n_ctx=2048, n_threads=1, draft=NO_DRAFT)))
+        worker.send(
+            LoadRequest(EngineConfig(str(tiny_target), n_ctx=2048, n_threads=1, draft=PLAIN_DECODING))
+        )
         worker.send(ReplyRequest(1, conversation(1000), max_tokens=16))
         worker.cancel(1)
         worker.send(ReplyRequest(2, conversation(1, 20), max_tokens=4))

@@ -1,4 +1,4 @@
-"""A short load drill against a real `tandem serve` (tools/load_drill.py; the long one's figures are
+"""A short load drill against a real `tandem serve` (tools/lab/load_drill.py; the long one's figures are
 in docs/trust.md): concurrent clients, streamed and not, some leaving mid-stream, more than the
 queue holds. Every request is answered or refused with a status; none is lost."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 
 from tests.serve_process import ServeProcess
-from tools.load_drill import describe, run_drill
+from tools.lab.load_drill import describe, run_drill
 
 
 def test_every_request_is_answered_or_refused_under_load(tmp_path: Path, tiny_target: Path) -> None:

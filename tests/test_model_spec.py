@@ -13,9 +13,9 @@ import pytest
 from app import paths
 from app.cli.cli_base import EXIT_BAD_INPUT, EXIT_INTERRUPTED, at_the_edge
 from app.library.default_model import DEFAULT_MODEL_NAME
-from app.library.model_spec import Embedded, ModelSpec, draft_model, parse_draft, parse_model, resolve_draft
+from app.library.model_spec import Embedded, ModelSpec, draft_model, parse_model, resolve_draft
 from app.settings import Settings
-from engine.config import NO_DRAFT
+from engine.config import PLAIN_DECODING, DraftChoice
 from engine.errors import ModelNotFoundError
 from engine.events import Speculation
 
@@ -70,16 +70,16 @@ def test_a_model_is_an_embedded_name_or_a_path(text: str | None, spec: ModelSpec
 def test_a_draft_is_none_ngram_or_a_model(
     text: str | None, kind: Speculation, engine_value: str | None
 ) -> None:
-    spec = parse_draft(text)
-    assert spec.kind is kind and (spec.text if spec != NO_DRAFT else None) == engine_value
+    spec = DraftChoice.parse(text)
+    assert spec.kind is kind and (spec.text if spec != PLAIN_DECODING else None) == engine_value
     assert (draft_model(spec) is not None) == (kind is Speculation.DRAFT)
-    assert parse_draft(spec.text) == spec
+    assert DraftChoice.parse(spec.text) == spec
 
 
 def test_settings_hand_the_engine_the_same_reading() -> None:
-    assert Settings(draft=parse_draft("none")).engine_config("t.gguf").draft == NO_DRAFT
-    assert Settings(draft=parse_draft("ngram")).engine_config("t.gguf").speculation == "ngram"
-    assert Settings(draft=parse_draft("/d.gguf")).engine_config("t.gguf").draft.model == "/d.gguf"
+    assert Settings(draft=DraftChoice.parse("none")).engine_config("t.gguf").draft == PLAIN_DECODING
+    assert Settings(draft=DraftChoice.parse("ngram")).engine_config("t.gguf").speculation == "ngram"
+    assert Settings(draft=DraftChoice.parse("/d.gguf")).engine_config("t.gguf").draft.model == "/d.gguf"
 
 
 def test_a_missing_path_resolves_to_itself_and_the_engine_says_it_is_missing(tmp_path: Path) -> None:
@@ -102,7 +102,7 @@ def default_in_home(gemma_q4: Path) -> Path:
 @pytest.mark.gemma
 def test_default_means_the_embedded_model_everywhere(default_in_home: Path, tiny_target: Path) -> None:
     assert parse_model("default").resolve() == str(default_in_home)
-    assert resolve_draft(parse_draft("default")).model == str(default_in_home)
+    assert resolve_draft(DraftChoice.parse("default")).model == str(default_in_home)
     # `tandem models pairs default` reads the embedded model, not a file named "default".
     r = tandem("models", "pairs", "default")
     assert r.returncode == 0, r.stderr

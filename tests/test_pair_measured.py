@@ -121,7 +121,7 @@ def test_replies_with_a_pair_are_kept_and_the_doctor_reads_them_back(
         presenter.engine.start_engine()
         qtbot.waitUntil(lambda: presenter.controller.info is not None, timeout=60_000)
         ended = []
-        presenter.reply_ended.connect(ended.append)
+        presenter.replies.reply_ended.connect(ended.append)
         for i in range(MIN_PAIR_REPLIES):
             presenter.send(f"Repeat after me {i}: one two three four five, one two three four five")
             qtbot.waitUntil(lambda i=i: len(ended) == i + 1, timeout=120_000)

@@ -72,9 +72,9 @@ def test_with_this_machines_batches_timed_while_idle_copying_drafts_the_cheap_si
 
 
 def test_the_risk_limits_own_bound_lies_between_the_hindsight_best_and_the_controller() -> None:
-    # tools.replay_risk_bound: the best any policy obeying the per-reply risk limit could do,
+    # tools.lab.replay_risk_bound: the best any policy obeying the per-reply risk limit could do,
     # knowing acceptance. On the slow EPYC's in-run curve it is 92.7% of the hindsight-best.
-    from tools.replay_risk_bound import risk_limited_best
+    from tools.lab.replay_risk_bound import risk_limited_best
 
     curves = {c.name: c for c in load_curves(REPLAY / "curves")}
     traces = {t.name: t for t in load_traces(REPLAY / "traces")}

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from app.host.reply import Reply, ReplyProgress, ReplyText
 from app.store import Store
 from engine.errors import ErrorKind, Failure
-from engine.events import Finished, Stats, TextPiece
+from engine.events import DraftSpan, Finished, Stats, TextPiece
 
 
 def _stats(n_generated: int, speculation: str = "ngram") -> Stats:
@@ -58,9 +58,9 @@ def test_finished_text_is_authoritative_and_spans_stay_inside_it() -> None:
 
 def test_shown_text_drops_the_leading_whitespace_and_shifts_the_spans() -> None:
     reply = _reply(("\n\n ", True), ("Hi", True), (" there", False), ("  \n", True))
-    assert reply.shown() == ReplyText("Hi there  \n", ((0, 2), (8, 11)))
-    assert reply.shown(is_final=True) == ReplyText("Hi there", ((0, 2),))
-    assert reply.raw() == ReplyText("\n\n Hi there  \n", ((0, 5), (11, 14)))
+    assert reply.shown() == ReplyText("Hi there  \n", (DraftSpan(0, 2), DraftSpan(8, 11)))
+    assert reply.shown(is_final=True) == ReplyText("Hi there", (DraftSpan(0, 2),))
+    assert reply.raw() == ReplyText("\n\n Hi there  \n", (DraftSpan(0, 5), DraftSpan(11, 14)))
     blank = _reply((" \n", True))
     assert blank.shown() == ReplyText("", ())  # nothing to show, no empty range either
 
@@ -80,7 +80,7 @@ def test_the_store_saves_and_gives_back_a_reply(tandem_home) -> None:  # type: i
     store.save_reply(message.id, reply.shown(is_final=True), "complete", {"n_generated": 3})
     saved = store.message(message.id)
     assert saved is not None and saved.status == "complete" and saved.stats == {"n_generated": 3}
-    assert saved.reply_text == ReplyText("Drafted and not", ((0, 7),))
+    assert saved.reply_text == ReplyText("Drafted and not", (DraftSpan(0, 7),))
     store.close()
 
 

@@ -525,7 +525,7 @@ _netns_made = itertools.count()
 
 class SilentNetworkServer:
     """ggml-rpc-server in a network namespace of its own, reached over a veth pair (as
-    tools/rpc_latency.sh does). drop() takes the namespace's end of the pair down: from then on
+    tools/lab/rpc_latency.sh does). drop() takes the namespace's end of the pair down: from then on
     every packet vanishes, both ways, with no reset and no error, as when the server's machine
     loses power or its cable is pulled."""
 

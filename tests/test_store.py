@@ -9,7 +9,8 @@ from pathlib import Path
 from app import paths
 from app.settings import Settings, load_settings, save_settings
 from app.store import MessageStatus, Store
-from engine.config import NO_DRAFT
+from engine.config import PLAIN_DECODING
+from engine.events import DraftSource, DraftSpan
 
 
 def test_database_lives_in_tandem_home(tandem_home: Path) -> None:
@@ -99,7 +100,7 @@ def test_stats_and_draft_spans_round_trip() -> None:
     c = store.create_conversation()
     m = store.add_message(c.id, "assistant", "")
     store.update_message(
-        m.id, "abcdef", status="complete", stats={"decode_tokens_per_s": 12.5}, draft_spans=[(1, 3)]
+        m.id, "abcdef", status="complete", stats={"decode_tokens_per_s": 12.5}, spans=[DraftSpan(1, 3)]
     )
     got = store.message(m.id)
     assert got is not None
@@ -135,7 +136,9 @@ def test_system_prompt_is_per_conversation() -> None:
 
 
 def test_settings_round_trip_beside_the_database(tandem_home: Path) -> None:
-    settings = Settings(n_threads=3, temperature=0.7, draft=NO_DRAFT, plain_tokens_per_s={"/m.gguf": 40.0})
+    settings = Settings(
+        n_threads=3, temperature=0.7, draft=PLAIN_DECODING, plain_tokens_per_s={"/m.gguf": 40.0}
+    )
     save_settings(settings)
     assert paths.settings_path() == tandem_home / "settings.json"
     assert load_settings() == settings
@@ -229,7 +232,7 @@ def test_export_keeps_where_each_stretch_came_from_and_imports_back(tmp_path: Pa
         "Sure: the cat sat.",
         MessageStatus.COMPLETE,
         stats={"n_generated": 6},
-        draft_spans=[(6, 17)],
+        spans=[DraftSpan(6, 17)],
     )
     old = store.add_message(c.id, "assistant", "replaced")
     store.set_status([old.id], MessageStatus.SUPERSEDED)
@@ -267,7 +270,9 @@ def test_export_says_each_draft_stretchs_source_and_imports_it_back(tmp_path: Pa
     reply = store.add_message(c.id, "assistant", "", MessageStatus.STREAMING)
     text = "Copied words, then guessed ones."
     store.save_reply(
-        reply.id, ReplyText(text, ((0, 12), (19, 31)), ("document", "model")), MessageStatus.COMPLETE
+        reply.id,
+        ReplyText(text, (DraftSpan(0, 12, DraftSource.DOCUMENT), DraftSpan(19, 31, DraftSource.MODEL))),
+        MessageStatus.COMPLETE,
     )
     data = store.export(c.id)
     assert data["messages"][0]["stretches"] == [

@@ -19,6 +19,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.events import DraftSpan
+
 INTERACTIVE = (
     QAbstractButton,
     QLineEdit,
@@ -137,7 +139,7 @@ def test_drafted_text_is_said_in_words(qtbot, open_window, wait_reply, tiny_targ
     reply = window.chat.message_widgets()[-1]
     qtbot.waitUntil(lambda: not reply.body.is_settling, timeout=5000)
     text, spans = reply.text(), reply._spans
-    drafted = sum(b - a for a, b in spans)
+    drafted = sum(s.end - s.start for s in spans)
     description = reply.body.accessibleDescription()
     if drafted:
         assert description.startswith(f"{drafted / len(text):.0%} of this reply is highlighted")
@@ -146,7 +148,7 @@ def test_drafted_text_is_said_in_words(qtbot, open_window, wait_reply, tiny_targ
         assert description == "Nothing in this reply is highlighted."
     assert description in reply.body.toolTip()  # the tooltip says it too
     # A stored reply with drafted text says so as well.
-    widget = window.chat.add_message(98, "assistant", "Hello there", [(0, 5)], tint=True)
+    widget = window.chat.add_message(98, "assistant", "Hello there", [DraftSpan(0, 5)], tint=True)
     assert widget.body.accessibleDescription().startswith("45% of this reply is highlighted")
     user = next(w for w in window.chat.message_widgets() if w.role == "user")
     assert user.body.accessibleDescription() == ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtGui import QColor, QTextCharFormat, QTextDocument
 
+from engine.events import DraftSpan
 from ui.chat.code_highlight import syntax_color
 from ui.chat.markdown_view import render
 from ui.qt import theme
@@ -61,7 +62,7 @@ def test_every_syntax_colour_reaches_aa_on_the_tint_and_code_backgrounds(colors:
 
 def test_tinted_text_also_carries_a_dotted_underline(qtbot) -> None:
     doc = QTextDocument()
-    render(doc, "Plain start. The copied part.", [(13, 29)], tint=True)
+    render(doc, "Plain start. The copied part.", [DraftSpan(13, 29)], tint=True)
     formats = []
     block = doc.firstBlock()
     it = block.begin()

@@ -9,6 +9,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 
 from app.store import MessageStatus, Store
+from engine.events import DraftSpan
 from ui.chat.markdown_view import MessageBody, tint_ranges, whole_words
 
 
@@ -79,11 +80,11 @@ def test_the_highlight_covers_whole_words(qtbot) -> None:
     at = text.index("committee")
     # A draft that began mid-word ("com|mittee") and one that ended mid-word ("will me|et").
     spans = [(at + 3, text.index("will") + 4), (text.index("meet") - 1, text.index("meet") + 3)]
-    snapped = whole_words(text, spans)
-    assert [text[a:b] for a, b in snapped] == ["committee will", " meet"]
+    snapped = whole_words(text, [DraftSpan(a, b) for a, b in spans])
+    assert [text[s.start : s.end] for s in snapped] == ["committee will", " meet"]
     body = MessageBody()
     qtbot.addWidget(body)
-    body.set_content(text, spans, True)
+    body.set_content(text, [DraftSpan(a, b) for a, b in spans], True)
     tinted = [body.document().toPlainText()[a:b] for a, b in tint_ranges(body.document(), text, spans)]
     assert tinted == ["committee will meet"]
 

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QLabel
 
 from app.settings import load_settings
 from app.store import MessageStatus, Store
-from engine.events import Stats, StatsRecord
+from engine.events import DraftSource, DraftSpan, Stats, StatsRecord
 from ui.presenters import words
 from ui.qt import theme
 
@@ -48,7 +48,8 @@ def _stored_reply(
         record = StatsRecord.of(stats, "eos", **extra).as_dict()
         if plain is not None:
             record["plain_tokens_per_s"] = plain
-        store.update_message(reply.id, text, MessageStatus.COMPLETE, record, spans, ["text"] * len(spans))
+        drafted = [DraftSpan(a, b, DraftSource.TEXT) for a, b in spans]
+        store.update_message(reply.id, text, MessageStatus.COMPLETE, record, drafted)
         return conversation.id
     finally:
         store.close()

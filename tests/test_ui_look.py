@@ -6,6 +6,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette, QTextDocument, QTextFormat
 from PySide6.QtWidgets import QApplication
 
+from engine.events import DraftSpan
 from ui.chat.markdown_view import MessageBody, draft_tint, render
 from ui.qt import theme
 
@@ -80,7 +81,7 @@ def test_theme_choice_and_system_scheme(qtbot, open_window, tiny_target) -> None
     try:
         assert window.theme.choice == "system" and not theme.colors().is_dark  # offscreen is light
         assert not _window_is_dark()
-        window.chat.add_message(1, "assistant", CODE_REPLY, [(0, 4)], tint=True)
+        window.chat.add_message(1, "assistant", CODE_REPLY, [DraftSpan(0, 4)], tint=True)
         widget = window.chat.widget_for(1)
         assert widget is not None
         light_code = _wait_code_colour(qtbot, widget.body)

@@ -13,6 +13,7 @@ import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QColor, QTextDocument, QTextFormat
 
+from engine.events import DraftSpan
 from ui.chat.markdown_view import (
     DRAFT_TINT,
     MAX_OPEN_BLOCK,
@@ -91,6 +92,15 @@ def _reference_tint(doc: QTextDocument, source: str, spans: list[tuple[int, int]
             else:
                 runs.append((position, position + 1))
     return runs
+
+
+def _drafted(pairs: list[tuple[int, int]]) -> list[DraftSpan]:
+    return [DraftSpan(a, b) for a, b in pairs]
+
+
+def _whole(source: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans with their edges on whole words, as the window tints them (whole_words)."""
+    return [(s.start, s.end) for s in whole_words(source, _drafted(spans))]
 
 
 def _random_spans(source: str, seed: int, share: float = 0.4) -> list[tuple[int, int]]:
@@ -198,16 +208,16 @@ def test_tint_ranges_match_the_per_character_mapping(qapp, seed: int) -> None:
         doc = QTextDocument()
         doc.setMarkdown(source, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
         # Each span's edges on whole words first (whole_words: a word is tinted whole or not).
-        assert tint_ranges(doc, source, spans) == _reference_tint(doc, source, whole_words(source, spans))
+        assert tint_ranges(doc, source, spans) == _reference_tint(doc, source, _whole(source, spans))
 
 
 def test_render_tints_exactly_the_mapped_ranges_and_shades_code(qapp) -> None:
     spans = _random_spans(REPLY, 7)
     doc = QTextDocument()
-    render(doc, REPLY, spans, tint=True)
+    render(doc, REPLY, _drafted(spans), tint=True)
     plain = QTextDocument()
     plain.setMarkdown(REPLY, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
-    assert _tinted(doc) == _reference_tint(plain, REPLY, whole_words(REPLY, spans))
+    assert _tinted(doc) == _reference_tint(plain, REPLY, _whole(REPLY, spans))
     code = [b for b in _look(doc) if b[2]]
     assert [b[0] for b in code][:2] == ["def accept(draft, target):", "    n = 0"]
     assert len(code) == 7  # both fences, every line (the empty one too)
@@ -226,7 +236,7 @@ def _stream_in_pieces(body: MessageBody, source: str, spans: list[tuple[int, int
     while end < len(source):
         end = min(len(source), end + rng.randint(1, 60))
         shown = [(a, min(b, end)) for a, b in spans if a < end]
-        body.stream(source[:end], shown, tint=True)
+        body.stream(source[:end], _drafted(shown), tint=True)
         updates += 1
     return updates
 
@@ -241,14 +251,14 @@ def test_streamed_reply_ends_exactly_as_a_full_render(qtbot, source_name: str) -
     body.show()
     _stream_in_pieces(body, source, spans, seed=1)
     full = QTextDocument()
-    render(full, source, spans, tint=True)
+    render(full, source, _drafted(spans), tint=True)
     streamed = body.document()
     if source_name == "long":  # paragraphs, lists and code: it reads the same while it streams
         assert _look(streamed) == _look(full)
     # (Tables and block quotes may differ by an empty block or a margin until the end.)
     # The end: one full render (in two turns of the event loop), identical to rendering the
     # reply from scratch.
-    body.finish(source, spans, tint=True)
+    body.finish(source, _drafted(spans), tint=True)
     assert body.is_settling and body.source_text() == source
     qtbot.waitUntil(lambda: not body.is_settling, timeout=5000)
     assert streamed.toPlainText() == full.toPlainText()
@@ -272,7 +282,7 @@ def test_streamed_paragraphs_and_fences_look_like_the_full_render_while_streamin
     qtbot.addWidget(body)
     _stream_in_pieces(body, source, spans, seed=2)
     full = QTextDocument()
-    render(full, source, spans, tint=True)
+    render(full, source, _drafted(spans), tint=True)
     assert _look(body.document()) == _look(full)
     assert _tinted(body.document()) == _tinted(full)
 
@@ -310,14 +320,14 @@ def test_tint_toggle_and_restarts_while_streaming(qtbot) -> None:
     qtbot.addWidget(body)
     spans = _random_spans(REPLY, 9)
     half = len(REPLY) // 2
-    body.stream(REPLY[:half], [(a, min(b, half)) for a, b in spans if a < half], tint=True)
+    body.stream(REPLY[:half], _drafted([(a, min(b, half)) for a, b in spans if a < half]), tint=True)
     assert _tinted(body.document())
     body.set_tint(False)
     assert _tinted(body.document()) == []
     body.set_tint(True)
     assert _tinted(body.document())
     # Text that does not extend what was shown (a stop string cut it): start over.
-    body.stream("Something else entirely.", [(0, 9)], tint=True)
+    body.stream("Something else entirely.", [DraftSpan(0, 9)], tint=True)
     assert body.document().toPlainText() == "Something else entirely."
     assert _tinted(body.document()) == [(0, 9)]
 
@@ -326,7 +336,7 @@ def test_a_finish_under_way_gives_way_to_newer_content(qtbot) -> None:
     body = MessageBody()
     qtbot.addWidget(body)
     body.stream("Some *streamed* text", [], tint=True)
-    body.finish("Some *streamed* text", [(0, 4)], tint=True)
+    body.finish("Some *streamed* text", [DraftSpan(0, 4)], tint=True)
     body.set_content("A stored message", [], tint=True)  # e.g. the tint was switched meanwhile
     assert not body.is_settling
     # Two turns of the event loop later the finish's steps have run (and must have done nothing).

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QScrollArea
 
 from app.settings import load_settings
 from app.store import Store
+from engine.events import DraftSpan
 from ui.chat.markdown_view import render
 from ui.qt import theme
 
@@ -42,10 +43,10 @@ def test_tint_follows_the_source_spans_through_markdown(qapp) -> None:
     source = "Plain **bold words** and `code` end"
     start = source.index("bold")
     doc = QTextDocument()
-    render(doc, source, [(start, start + len("bold words"))], tint=True)
+    render(doc, source, [DraftSpan(start, start + len("bold words"))], tint=True)
     assert doc.toPlainText() == "Plain bold words and code end"
     assert _tinted_text(doc) == "bold words"
-    render(doc, source, [(start, start + 4)], tint=False)
+    render(doc, source, [DraftSpan(start, start + 4)], tint=False)
     assert _tinted_text(doc) == ""
 
 
@@ -107,7 +108,7 @@ def test_draft_tint_shows_accepted_tokens_and_toggles(qtbot, open_window, wait_r
     # Streamed a piece at a time, the reply ends exactly as a full render of what was stored.
     qtbot.waitUntil(lambda: not widget.body.is_settling, timeout=5000)
     full = QTextDocument()
-    render(full, reply.content, reply.draft_spans, tint=True)
+    render(full, reply.content, reply.spans, tint=True)
     assert widget.body.document().toPlainText() == full.toPlainText()
     assert _tinted_text(widget.body.document()) == _tinted_text(full)
     qtbot.mouseClick(window.tint_check, Qt.MouseButton.LeftButton)

@@ -15,7 +15,7 @@ import pytest
 from PySide6.QtGui import QTextCharFormat, QTextDocument, QTextFormat
 
 from app.host.reply import Reply, ReplyText
-from engine.events import DraftSource, TextPiece
+from engine.events import DraftSource, DraftSpan, TextPiece
 from ui.chat.markdown_view import SOURCE_PROPERTY, UNRECORDED, render
 from ui.chat.message_widget import MessageWidget
 from ui.qt import theme
@@ -24,8 +24,8 @@ Underline = QTextCharFormat.UnderlineStyle
 
 # "Copied words" from a document, "guessed ones" from the draft model, the rest the target's own.
 TEXT = "Copied words, then **guessed ones** and the end."
-SPANS = ((0, 12), (21, 33))
-SOURCES = ("document", "model")
+DRAFTED = (DraftSpan(0, 12, DraftSource.DOCUMENT), DraftSpan(21, 33, DraftSource.MODEL))
+UNSOURCED = (DraftSpan(0, 12), DraftSpan(21, 33))
 
 
 @pytest.fixture(params=["light", "dark"])
@@ -118,23 +118,23 @@ def test_every_source_has_its_own_tint_and_underline_in_both_themes() -> None:
 def test_a_reply_drafted_from_two_sources_renders_two_tints_at_their_characters(qtbot, colors) -> None:
     widget = MessageWidget(1, "assistant")
     qtbot.addWidget(widget)
-    widget.set_content(TEXT, SPANS, True, SOURCES)
+    widget.set_content(TEXT, DRAFTED, True)
     doc = widget.body.document()
     assert doc.toPlainText() == "Copied words, then guessed ones and the end."
     _assert_looks(doc, colors, [("document", "Copied words"), ("model", "guessed ones")])
     assert _runs_by_source(doc) == [("document", "Copied words"), ("model", "guessed ones")]
     # The same spans without their sources: one tint, that of text saved without its source.
-    widget.set_content(TEXT, SPANS, True)
+    widget.set_content(TEXT, UNSOURCED, True)
     assert _runs_by_source(doc) == [(UNRECORDED, "Copied words"), (UNRECORDED, "guessed ones")]
     # Tint off: nothing tinted, whatever the sources.
-    widget.set_content(TEXT, SPANS, False, SOURCES)
+    widget.set_content(TEXT, DRAFTED, False)
     assert _runs_by_source(doc) == []
 
 
 def test_the_reply_says_where_its_highlighted_words_came_from(qtbot) -> None:
     widget = MessageWidget(1, "assistant")
     qtbot.addWidget(widget)
-    widget.set_content(TEXT, SPANS, True, SOURCES)
+    widget.set_content(TEXT, DRAFTED, True)
     said = widget.body.accessibleDescription()
     assert said.startswith("50% of this reply is highlighted")
     assert said.endswith("Guessed from an attached document (25%) and the draft model (25%).")
@@ -182,7 +182,7 @@ def test_a_streaming_reply_is_tinted_by_source_as_it_arrives_and_at_its_end(qtbo
     assert _runs_by_source(streamed) == expected
     full = QTextDocument()
     shown = reply.shown(is_final=True)
-    render(full, shown.text, shown.draft_spans, True, shown.draft_sources)
+    render(full, shown.text, shown.spans, True)
     assert _runs_by_source(full) == expected
     _assert_looks(streamed, colors, expected)
     # Code on a tint: the highlighter's colours stay readable on every source's tint.
@@ -214,7 +214,7 @@ def test_a_reopened_conversation_keeps_each_stretchs_tint_and_the_legend_names_t
 ) -> None:
     # Saved before the window opens: one reply with sources, one from before sources were kept.
     conversation_id, (sourced_id, older_id) = _save_conversation(
-        [ReplyText(TEXT, SPANS, SOURCES), ReplyText("An older reply, highlighted.", ((3, 15),))]
+        [ReplyText(TEXT, DRAFTED), ReplyText("An older reply, highlighted.", (DraftSpan(3, 15),))]
     )
     window = open_window(tiny_target)
     window.show_conversation(conversation_id)
@@ -285,7 +285,7 @@ def test_hovering_tinted_text_names_its_source(qtbot) -> None:
     qtbot.addWidget(widget)
     widget.resize(600, 200)
     widget.show()
-    widget.set_content(TEXT, SPANS, True, SOURCES)
+    widget.set_content(TEXT, DRAFTED, True)
     body = widget.body
 
     def point_at(position: int) -> QPoint:

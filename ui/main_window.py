@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from PySide6.QtWidgets import (
 from app.host.controller import EngineController
 from app.host.messages import EngineInfo
 from app.host.reply import Reply, ReplyProgress
-from app.settings import Settings, load_settings
+from app.settings import Settings, SpeedUp, load_settings
 from app.store import Store
 from engine.events import Speculation
 from ui.about import AboutDialog, app_icon
@@ -100,7 +101,7 @@ class MainWindow(QMainWindow):
         self._build_menu()
         from ui import shortcuts
 
-        self.shortcut_actions = shortcuts.install(self)
+        self.shortcut_actions = shortcuts.install(self, self._shortcut_handlers())
         self._build_file_actions()
         self._connect_controller()
         self._connect_presenter()
@@ -414,12 +415,16 @@ class MainWindow(QMainWindow):
         p.messages_removed.connect(self.chat.remove_messages)
         p.editing_changed.connect(self.chat.set_editing)
         p.notice_changed.connect(self.chat.set_notice)
-        p.speed_line_changed.connect(self.stats_label.setText)
-        p.reply_progressed.connect(self.on_presenter_reply_progressed)
-        p.reply_ended.connect(self.on_presenter_reply_ended)
-        p.reply_ended.connect(self.task_switch.on_reply_ended)
-        p.reply_ended.connect(self.shrink_welcome)
-        p.context_offered.connect(self.on_presenter_context_offered)
+        r = p.replies  # the reply being generated: its signals come straight to the window
+        r.message_added.connect(self.on_presenter_message_added)
+        r.messages_removed.connect(self.chat.remove_messages)
+        r.notice_changed.connect(self.chat.set_notice)
+        r.speed_line_changed.connect(self.stats_label.setText)
+        r.reply_progressed.connect(self.on_presenter_reply_progressed)
+        r.reply_ended.connect(self.on_presenter_reply_ended)
+        r.reply_ended.connect(self.task_switch.on_reply_ended)
+        r.reply_ended.connect(self.shrink_welcome)
+        r.context_offered.connect(self.on_presenter_context_offered)
         e = p.engine
         e.speculation_changed.connect(self.on_presenter_speculation_changed)
         e.pair_changed.connect(self.on_presenter_pair_changed)
@@ -484,8 +489,11 @@ class MainWindow(QMainWindow):
         self.compare.set_speculation(speculation.in_effect)
 
     def set_speculation(self, draft: str) -> None:
-        """Switch to "none", "ngram" or a draft GGUF path; applies from the next reply."""
-        self.presenter.engine.set_speculation(draft)
+        """Switch to "none", "ngram" or a draft GGUF path (as typed: a file dialog's path);
+        applies from the next reply."""
+        from engine.config import DraftChoice
+
+        self.presenter.engine.set_speculation(DraftChoice.parse(draft))
 
     # ---- conversations
 
@@ -511,21 +519,17 @@ class MainWindow(QMainWindow):
     def on_presenter_message_added(self, row: MessageRow) -> None:
         from app.library.documents import format_size
 
-        sources = row.draft_sources
-        if len(sources) != len(row.draft_spans):
-            sources = ("",) * len(row.draft_spans)  # saved before sources were kept
         self.chat.add_message(
             row.id,
             row.role,
             row.text,
-            row.draft_spans,
+            row.spans,
             row.status,
             row.stats,
             self.settings.show_draft_tint,
             attachments=[f"{d.name} ({format_size(d.n_bytes)})" for d in row.attachments],
-            draft_sources=sources,
         )
-        self.header.add_sources(sources)
+        self.header.add_sources({s.source for s in row.spans})
 
     # ---- replies
 
@@ -569,7 +573,7 @@ class MainWindow(QMainWindow):
             widget.stream(shown, self.settings.show_draft_tint)
             # The legend names a new source as soon as its tint shows, wherever in the batch its
             # stretch is (a reply holds a few hundred stretches at most: a set's worth of work).
-            self.header.add_sources(shown.draft_sources)
+            self.header.add_sources({s.source for s in shown.spans})
         if progress.stats:
             widget.add_stats(progress.stats, self._plain_tokens_per_s())
 
@@ -579,7 +583,7 @@ class MainWindow(QMainWindow):
         widget = self.chat.widget_for(ended.message_id)
         if widget is not None:
             widget.finish(ended.text, self.settings.show_draft_tint)
-            self.header.add_sources(ended.text.draft_sources)
+            self.header.add_sources({s.source for s in ended.text.spans})
             widget.set_status(ended.status, ended.stats, ended.note)
 
     def on_presenter_compare_started(self, plain_id: int, speculative_id: int) -> None:
@@ -685,7 +689,7 @@ class MainWindow(QMainWindow):
                 self.chat.input.toPlainText().strip() or (last_user.text() if last_user else "")
             )
 
-    def on_header_speed_up_chosen(self, key: str) -> None:
+    def on_header_speed_up_chosen(self, key: SpeedUp) -> None:
         if not self.presenter.engine.choose_speculation(key):
             self.model_choices.show_draft_menu()
 
@@ -779,6 +783,23 @@ class MainWindow(QMainWindow):
             open_link(url)
 
     # ---- keyboard (ui/shortcuts.py)
+
+    def _shortcut_handlers(self) -> dict[str, Callable[[], None]]:
+        """What each shortcut action does (ui/shortcuts.py names them and gives them their keys)."""
+        return {
+            "newConversationAction": self.on_conversations_new_requested,
+            "searchConversationsAction": self.focus_search,
+            "focusInputAction": self.focus_input,
+            "stopAction": self.controller.stop,
+            "regenerateAction": self.regenerate,
+            "switchSpeculationAction": self.cycle_speculation,
+            "showChatAction": lambda: self.tabs.setCurrentIndex(0),
+            "showCompareAction": self.open_compare,
+            "showModelsAction": lambda: self.tabs.setCurrentWidget(self.models_page),
+            "settingsAction": self.on_settings_action_triggered,
+            "shortcutsAction": self.show_shortcuts,
+            "quitAction": lambda: None if self.close() else None,
+        }
 
     def focus_input(self) -> None:
         self.tabs.setCurrentIndex(0)

@@ -9,16 +9,12 @@ for Regenerate).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from html import escape
-from typing import TYPE_CHECKING
 
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QMenu, QVBoxLayout, QWidget
-
-if TYPE_CHECKING:
-    from ui.main_window import MainWindow
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QMainWindow, QMenu, QVBoxLayout, QWidget
 
 StandardKey = QKeySequence.StandardKey
 
@@ -125,23 +121,12 @@ class ShortcutsDialog(QDialog):
         layout.addWidget(buttons)
 
 
-def install(window: MainWindow, help_menu_title: str = "&Help") -> dict[str, QAction]:
+def install(
+    window: QMainWindow, handlers: Mapping[str, Callable[[], None]], help_menu_title: str = "&Help"
+) -> dict[str, QAction]:
     """Create the window's shortcut actions, a Conversation and a View menu with them, and
-    Help > Keyboard shortcuts. Returns the actions by object name."""
-    handlers: dict[str, Callable[[], None]] = {
-        "newConversationAction": window.on_conversations_new_requested,
-        "searchConversationsAction": window.focus_search,
-        "focusInputAction": window.focus_input,
-        "stopAction": window.controller.stop,
-        "regenerateAction": window.regenerate,
-        "switchSpeculationAction": window.cycle_speculation,
-        "showChatAction": lambda: window.tabs.setCurrentIndex(0),
-        "showCompareAction": window.open_compare,
-        "showModelsAction": lambda: window.tabs.setCurrentWidget(window.models_page),
-        "settingsAction": window.on_settings_action_triggered,
-        "shortcutsAction": window.show_shortcuts,
-        "quitAction": lambda: None if window.close() else None,
-    }
+    Help > Keyboard shortcuts. `handlers`: what each action does, by its object name (every
+    name _shortcuts() lists). Returns the actions by object name."""
     actions: dict[str, QAction] = {}
     for shortcut in _shortcuts():
         action = QAction(shortcut.text, window)

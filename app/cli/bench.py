@@ -23,6 +23,9 @@ Speed claims live here, as ratios measured side by side, never in unit tests.
 a first answer, not timed (another seed when sampling), is what Tandem's reply memory drafts from
 (engine.reply_memory) and what llama-lookup's dynamic n-gram cache (-lcd) holds. The plain run
 neither drafts from it nor adds to it. In-process only: earlier answers live in a process.
+
+Why this file is long: one command's measurement and its report (run_bench, the ceiling, the peers,
+to_markdown and the JSON) change together; the report is the part to move out when it grows again.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from typing import Any
 
 from app.paths import resources_dir
 from engine.chat import transcript
-from engine.config import NO_DRAFT, DraftChoice, SamplingParams
+from engine.config import PLAIN_DECODING, DraftChoice, SamplingParams
 from engine.errors import TandemError
 from engine.events import Finished, Speculation, TextPiece
 from engine.session import Engine
@@ -277,7 +280,7 @@ class PeerPromptLookup:
         from llama_cpp import Llama
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-        # Its draft_model path needs logits for every position (FINDINGS.md): logits_all=True.
+        # Its draft_model path needs logits for every position (docs/findings.md): logits_all=True.
         self.llm = Llama(
             model_path=model_path,
             n_ctx=n_ctx,
@@ -503,7 +506,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
     warm, warm_fresh = workdir / "warm-up.txt", workdir / "warm-up-fresh.txt"
     warm.write_text(WARM_UP_PROMPT, encoding="utf-8")
     warm_fresh.write_text(WARM_UP_FRESH_PROMPT, encoding="utf-8")
-    run_process(config.target_path, NO_DRAFT, str(warm), 64, args, env)
+    run_process(config.target_path, PLAIN_DECODING, str(warm), 64, args, env)
     if not is_ngram:
         run_process(config.target_path, config.draft, str(warm_fresh), 64, args, env)
     run_process(config.target_path, config.draft, str(warm), 64, args, env)
@@ -580,7 +583,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                     if acc is not None:
                         lookup_acc.append(acc)
                 if not args.no_process and not args.again:  # earlier replies live in a process
-                    for draft, runs in ((NO_DRAFT, proc_plain), (config.draft, proc_spec)):
+                    for draft, runs in ((PLAIN_DECODING, proc_plain), (config.draft, proc_spec)):
                         restore_costs()
                         runs.append(
                             run_process(
@@ -741,7 +744,7 @@ def same_text_note(report: dict[str, object]) -> str:
     """What the "same text" columns compare, and when a NO is expected."""
     flips = (
         "An F16 target gives the same tokens; a quantized one may flip where its two best logits "
-        "nearly tie, because llama.cpp's batched and one-row kernels round differently (FINDINGS.md)."
+        "nearly tie, because llama.cpp's batched and one-row kernels round differently (docs/findings.md)."
     )
     if not report["temperature"]:
         return f"Same text: greedy output with and without speculation. {flips}"

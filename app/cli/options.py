@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from app.library.model_spec import parse_draft, parse_model, resolve_draft
+from app.library.model_spec import parse_model, resolve_draft
 from app.paths import cost_cache_dir
-from engine.config import DRAFT_MAX, EngineConfig, default_threads
+from engine.config import DRAFT_MAX, DraftChoice, EngineConfig, default_threads
 from engine.errors import TandemError
 
 
@@ -27,7 +27,7 @@ def resolve_model(spec: str) -> str:
 
 def add_draft_arg(p: argparse.ArgumentParser, default: str, help: str) -> None:
     """--draft, read once here into the typed choice every subcommand then passes on."""
-    p.add_argument("--draft", type=parse_draft, default=default, help=help)
+    p.add_argument("--draft", type=DraftChoice.parse, default=default, help=help)
 
 
 def add_engine_args(p: argparse.ArgumentParser, model_default: str | None) -> None:

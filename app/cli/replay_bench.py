@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from app.paths import resources_dir
-from engine.config import NGRAM_LOOKUP, NO_DRAFT, DraftChoice
+from engine.config import NGRAM_LOOKUP, PLAIN_DECODING, DraftChoice
 from engine.replay import (
     K_MAX,
     CostCurve,
@@ -43,7 +43,7 @@ def replay_dir() -> Path:
     return resources_dir() / "replay"
 
 
-def _engine(args: argparse.Namespace, draft: DraftChoice = NO_DRAFT) -> Engine:
+def _engine(args: argparse.Namespace, draft: DraftChoice = PLAIN_DECODING) -> Engine:
     """An engine as `tandem bench` makes one, with its own cost cache (the user's is not touched)."""
     import tempfile
 

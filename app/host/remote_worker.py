@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 from app.api.remote import (
     LIST_TIMEOUT_S,
@@ -50,7 +50,7 @@ from app.host.messages import (
     TokenCountRequest,
     WorkerRequest,
 )
-from engine.config import NO_DRAFT
+from engine.config import PLAIN_DECODING
 from engine.errors import ErrorKind
 from engine.events import Event, Finished, Speculation, Stats, TextPiece
 
@@ -232,6 +232,8 @@ class RemoteWorker:
                 )
             case ShutdownRequest():
                 pass
+            case unreachable:
+                assert_never(unreachable)
 
     def _fail_load(self, sentence: str) -> None:
         self._load_error = sentence
@@ -266,7 +268,7 @@ class RemoteWorker:
         info = EngineInfo(
             target_path=self.base,
             target_name=name,
-            draft=NO_DRAFT,
+            draft=PLAIN_DECODING,
             draft_name=draft_name,
             speculation=self._speculation,
             n_ctx=n_ctx,

@@ -1,4 +1,4 @@
-"""One reply as it streams: its text, the character ranges the draft wrote, token counts, numbers.
+"""One reply as it streams: its text, the stretches the draft wrote (DraftSpan), token counts, numbers.
 
 This is the one place a reply's pieces are merged. The path of a token: the engine yields
 `TextPiece(text, n_tokens, is_draft)`; the worker process pickles it across its pipe; the
@@ -10,35 +10,46 @@ store saves `shown()`. No view keeps a copy of the text or the spans of its own.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from engine.events import Event, Finished, Stats, TextPiece
+from engine.events import DraftSpan, Event, Finished, Stats, TextPiece
 
 
 @dataclass(frozen=True)
 class ReplyText:
-    """A reply's text as shown and stored, with the [start, end) ranges of it the draft wrote."""
+    """A reply's text as shown and stored, with the stretches of it the draft wrote."""
 
     text: str
-    draft_spans: tuple[tuple[int, int], ...] = ()
-    # Where each span's draft came from (engine.events.DraftSource values), one per span; empty
-    # where unknown (replies saved before sources were kept).
-    # (Not compared: two texts with the same highlight are equal, wherever the guesses came from.)
-    draft_sources: tuple[str, ...] = field(default=(), compare=False)
+    spans: tuple[DraftSpan, ...] = ()  # sorted and disjoint
+
+    @property
+    def draft_spans(self) -> tuple[tuple[int, int], ...]:
+        """Where the drafted stretches lie, without their sources."""
+        return tuple((s.start, s.end) for s in self.spans)
+
+    @property
+    def draft_sources(self) -> tuple[str, ...]:
+        """Each stretch's source where every one is known; () for text saved before sources were."""
+        return known_sources(self.spans)
+
+
+def known_sources(spans: Sequence[DraftSpan]) -> tuple[str, ...]:
+    """The spans' sources, one per span, where all are known (else ())."""
+    return tuple(str(s.source) for s in spans) if all(s.source for s in spans) else ()
 
 
 @dataclass(eq=False)
 class Reply:
     """A reply being generated (and, once `finished` is set, generated).
 
-    `draft_spans` are sorted and disjoint; neighbouring drafted pieces from the same source are
-    one range (`draft_sources` says each range's source). Only the controller writes to a Reply,
-    on the GUI thread; readers never change it.
+    `spans` are sorted and disjoint; neighbouring drafted pieces from the same source are one
+    span. Only the controller writes to a Reply, on the GUI thread; readers never change it
+    (shown() keeps a cache of its own work, on the same thread).
     """
 
     request_id: int
-    draft_spans: list[tuple[int, int]] = field(default_factory=list)
-    draft_sources: list[str] = field(default_factory=list)
+    spans: list[DraftSpan] = field(default_factory=list)
     n_tokens: int = 0
     n_draft_tokens: int = 0  # tokens the draft proposed and the target accepted
     stats: Stats | None = None  # the newest snapshot (the final numbers once finished)
@@ -46,6 +57,13 @@ class Reply:
     _text: str = field(default="", init=False, repr=False)
     _parts: list[str] = field(default_factory=list, init=False, repr=False)  # not yet joined into _text
     _length: int = field(default=0, init=False, repr=False)
+    # What shown() cut from the front (the whitespace models put after the prompt), decided
+    # once the first character that is not whitespace arrives (-1: not yet).
+    _cut: int = field(default=-1, init=False, repr=False)
+    # shown()'s spans shifted by the cut (_shifted_cut), and how many spans lay before it.
+    _shifted: list[DraftSpan] = field(default_factory=list, init=False, repr=False)
+    _n_dropped: int = field(default=0, init=False, repr=False)
+    _shifted_cut: int = field(default=-1, init=False, repr=False)
 
     @property
     def text(self) -> str:
@@ -53,6 +71,11 @@ class Reply:
             self._text += "".join(self._parts)
             self._parts.clear()
         return self._text
+
+    @property
+    def draft_spans(self) -> list[tuple[int, int]]:
+        """Where the drafted stretches lie, without their sources."""
+        return [(s.start, s.end) for s in self.spans]
 
     def __len__(self) -> int:
         return self._length
@@ -69,19 +92,15 @@ class Reply:
         start, end = self._length, self._length + len(piece.text)
         if piece.is_draft:
             self.n_draft_tokens += piece.n_tokens
-            source = str(piece.source)
-            if (
-                piece.text
-                and self.draft_spans
-                and self.draft_spans[-1][1] == start
-                and self.draft_sources[-1] == source
-            ):
-                self.draft_spans[-1] = (self.draft_spans[-1][0], end)
+            last = self.spans[-1] if self.spans else None
+            if piece.text and last is not None and last.end == start and last.source == piece.source:
+                self.spans[-1] = DraftSpan(last.start, end, last.source)
             elif piece.text:
-                self.draft_spans.append((start, end))
-                self.draft_sources.append(source)
+                self.spans.append(DraftSpan(start, end, piece.source))
         if piece.text:
             self._parts.append(piece.text)
+            if self._cut < 0 and piece.text.strip():
+                self._cut = start + len(piece.text) - len(piece.text.lstrip())
         self._length = end
         self.n_tokens += piece.n_tokens
 
@@ -92,9 +111,10 @@ class Reply:
         if finished.text != self.text:
             n = len(finished.text)
             self._text, self._length = finished.text, n
-            kept = [(a, min(b, n), s) for (a, b), s in zip(self.draft_spans, self.draft_sources) if a < n]
-            self.draft_spans = [(a, b) for a, b, _ in kept]
-            self.draft_sources = [s for _, _, s in kept]
+            self.spans = [DraftSpan(s.start, min(s.end, n), s.source) for s in self.spans if s.start < n]
+            stripped = finished.text.lstrip()
+            self._cut = n - len(stripped) if stripped else -1
+            self._shifted_cut = -1  # spans were cut: shift them all again
 
     @property
     def is_finished(self) -> bool:
@@ -102,23 +122,45 @@ class Reply:
 
     def shown(self, is_final: bool = False) -> ReplyText:
         """The text without the whitespace models put after the prompt (and, once final, at the
-        end), the spans shifted to match."""
+        end), the spans shifted to match.
+
+        A streamed update costs what it added: the cut is found once (at the first piece that
+        is not whitespace) and the spans shifted by it are kept, so only the spans added since
+        the last call (and the last one, which may have grown) are shifted again."""
         text = self.text
-        if is_final:
-            text = text.rstrip()
-        cut = len(text) - len(text.lstrip())
-        n = len(text)
-        spans = (
-            (max(a, cut) - cut, min(b, n) - cut, s)
-            for (a, b), s in zip(self.draft_spans, self.draft_sources)
-            if b > cut and a < n
+        cut = self._cut if self._cut >= 0 else len(text)
+        spans = self._shifted_spans(cut)
+        if not is_final:
+            return ReplyText(text[cut:], tuple(spans))
+        n = len(text.rstrip()) - cut
+        if n <= 0:
+            return ReplyText("", ())
+        return ReplyText(
+            text[cut : cut + n],
+            tuple(DraftSpan(s.start, min(s.end, n), s.source) for s in spans if s.start < n),
         )
-        kept = [(a, b, s) for a, b, s in spans if b > a]
-        return ReplyText(text[cut:], tuple((a, b) for a, b, _ in kept), tuple(s for _, _, s in kept))
+
+    def _shifted_spans(self, cut: int) -> list[DraftSpan]:
+        if cut != self._shifted_cut:
+            self._shifted, self._n_dropped, self._shifted_cut = [], 0, cut
+        shifted = self._shifted
+        n_seen = self._n_dropped + len(shifted)
+        if n_seen:  # the last span seen may have grown since: shift it again
+            if shifted:
+                shifted.pop()
+            else:
+                self._n_dropped -= 1
+            n_seen -= 1
+        for s in self.spans[n_seen:]:
+            if s.end <= cut:  # whitespace before the cut (spans are sorted: these come first)
+                self._n_dropped += 1
+            else:
+                shifted.append(DraftSpan(max(s.start, cut) - cut, s.end - cut, s.source))
+        return shifted
 
     def raw(self) -> ReplyText:
         """The text exactly as generated."""
-        return ReplyText(self.text, tuple(self.draft_spans), tuple(self.draft_sources))
+        return ReplyText(self.text, tuple(self.spans))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Protocol
+from typing import Protocol, assert_never
 
 from app.host.messages import (
     CountMessage,
@@ -366,6 +366,8 @@ class EngineSupervisor:
                     pass
                 case WorkerDied():
                     died = self._died(message)
+                case unreachable:
+                    assert_never(unreachable)
             listeners = list(self._listeners)
         if died is not None:
             self._announce(died)

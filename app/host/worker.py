@@ -12,6 +12,9 @@ them (the window, or a client of the API on the same engine). A token count is t
 served beside a reply rather than after it (_read_requests).
 
 This module imports no Qt: tests and scripts can drive a worker directly.
+
+Why this file is long: the two ends of one pipe (the child's request loop and the parent's handle)
+stay together, so a message and both its handlers change in one place.
 """
 
 from __future__ import annotations
@@ -26,11 +29,10 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 from app.host.messages import (
     DraftChanged,
@@ -63,9 +65,12 @@ from engine.chat import (
     generate_reply,
     remember_exchanges,
 )
-from engine.config import NO_DRAFT, DraftChoice, EngineConfig
+from engine.config import PLAIN_DECODING, DraftChoice, EngineConfig, SamplingParams
 from engine.errors import ErrorKind, Failure, PairRefusal
 from engine.events import Event, Finished, Speculation, Stats, TextPiece
+
+if TYPE_CHECKING:
+    from engine.session import Engine  # loads llama.cpp: imported in the worker process only
 
 log = logging.getLogger(__name__)
 _IDLE_GRACE_S = 1.0  # idle this long before the engine's idle work (timing batches) starts
@@ -119,10 +124,28 @@ class CancelBoard:
         return _RequestFlag(self, request_id)
 
 
-class _RequestFlag:
-    """One request's stop, shaped as the threading.Event the engine checks (is_set)."""
+def _generate_raw(
+    engine: Engine,
+    prompt: str | list[int] | ChatPrompt,
+    params: SamplingParams | None = None,
+    max_tokens: int = 512,
+    stop: Sequence[str] = (),
+    cancel: threading.Event | None = None,
+    speculate: bool | None = None,
+    use_memory: bool = True,
+) -> Iterator[Event]:
+    """A raw text completion: the engine's generation as it is (the tokens of a text prompt)."""
+    tokens = list(prompt.tokens) if isinstance(prompt, ChatPrompt) else prompt
+    return engine.generate(
+        tokens, params, max_tokens, stop, cancel=cancel, speculate=speculate, use_memory=use_memory
+    )
+
+
+class _RequestFlag(threading.Event):
+    """One request's stop, as the threading.Event the engine checks (is_set reads the board)."""
 
     def __init__(self, board: CancelBoard, request_id: int) -> None:
+        super().__init__()
         self._board = board
         self._request_id = request_id
 
@@ -143,9 +166,9 @@ def _model_name(path: str) -> str:
         return Path(path).stem
 
 
-def _engine_info(engine: Any, config: EngineConfig, refusal: Failure | None = None) -> EngineInfo:
+def _engine_info(engine: Engine, config: EngineConfig, refusal: Failure | None = None) -> EngineInfo:
     speculation: Speculation = engine.speculation
-    draft = config.draft if speculation is not Speculation.NONE else NO_DRAFT
+    draft = config.draft if speculation is not Speculation.NONE else PLAIN_DECODING
     target_name = _model_name(config.target_path)
     if speculation is Speculation.DRAFT and draft.model:
         draft_name = _model_name(draft.model)
@@ -175,7 +198,7 @@ def _no_stats(speculation: Speculation) -> Stats:
     return Stats(speculation, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0)
 
 
-def _check_documents_fit(engine: Any, n_prompt: int, n_dropped: int, max_tokens: int) -> None:
+def _check_documents_fit(engine: Engine, n_prompt: int, n_dropped: int, max_tokens: int) -> None:
     """A conversation with documents that does not fit even with its older turns left out is
     refused before anything is sent, with the numbers (never a silently cut document)."""
     from app.library.documents import ContextTooSmallError, fit_context, kv_bytes_per_token
@@ -292,7 +315,7 @@ class _Child:
     def __init__(self, events: multiprocessing.connection.Connection, cancels: CancelBoard) -> None:
         self.outbox = _Outbox(events)
         self.cancels = cancels
-        self.engine: Any = None
+        self.engine: Engine | None = None
         # Held while the engine is closed, and while a count reads its vocabulary beside a reply:
         # never a model freed under a count.
         self.engine_lock = threading.Lock()
@@ -343,6 +366,8 @@ class _Child:
         """Time this machine's verify batches until a request arrives (one batch at most: a
         64-row batch, 0.2-1.4 s on 2 CPU cores). Once per machine, build and model: the cost
         cache keeps the timings. A failure only costs the calibration, logged, not the engine."""
+        if self.engine is None:
+            return
         try:
             if self.engine.calibrate(request_waiting):
                 log.info("verify batches timed for this machine and model")
@@ -412,7 +437,7 @@ class _Child:
                 # A draft that cannot be used must not cost the user their target model: load
                 # the target alone and show why the draft is off, as state rather than an error.
                 log.warning("draft not used: %s", e)
-                config = replace(config, draft=NO_DRAFT)
+                config = replace(config, draft=PLAIN_DECODING)
                 self.engine = Engine(config, on_progress=self._load_progress_reporter(what))
                 refusal = Failure.of(e)
             self.config = config
@@ -484,10 +509,11 @@ class _Child:
             if request.history_key:
                 self.n_dropped[request.history_key] = n_dropped
             self.send(ReplyStarted(request.request_id, n_prompt, n_dropped, self.engine.speculation))
-            generate = (
-                self.engine.generate if request.prompt is not None else partial(generate_reply, self.engine)
-            )
+            # A chat reply ends at a base model's new speaker line (generate_reply); a raw text
+            # completion is the engine's own.
+            generate = generate_reply if isinstance(prompt, ChatPrompt) else _generate_raw
             for event in generate(
+                self.engine,
                 prompt,
                 params=request.params,
                 max_tokens=request.max_tokens,

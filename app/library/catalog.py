@@ -4,7 +4,7 @@ The catalog is data, not code: each pair names a target and a draft (a model key
 prompt-lookup drafting that needs no second model), with the sizes and the speedup others
 reported. "Fits this machine" is a plain comparison of the pair's memory need with the RAM this
 machine has, plus whether a GPU is present (published speedups for model drafts were mostly
-measured on GPUs; on CPUs they are small, see FINDINGS.md).
+measured on GPUs; on CPUs they are small, see docs/findings.md).
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ from engine.events import Speculation
 from engine.gguf_info import GGUFInfo, read_gguf_info
 from engine.pairing import check_pair
 
-# How the catalog file, the pair picker and pair_chosen spell the two drafts that need no model.
+# How the catalog file, the pair picker and pair_chosen spell n-gram lookup (the draft that needs no model).
 NGRAM = str(Speculation.NGRAM)
-NO_DRAFT = str(Speculation.NONE)
 
 
 class CatalogError(TandemError):
@@ -432,7 +431,7 @@ def format_params(n_params: int | None) -> str:
 
 
 @dataclass(frozen=True)
-class DraftChoice:
+class DraftCandidate:
     """A local model considered as a draft for a target; problem is the broken rule, or None."""
 
     path: Path
@@ -445,22 +444,22 @@ class DraftChoice:
         return self.problem is None
 
 
-def draft_choices(target: GGUFInfo, candidates: Iterable[LocalModel]) -> list[DraftChoice]:
+def draft_choices(target: GGUFInfo, candidates: Iterable[LocalModel]) -> list[DraftCandidate]:
     """Every other local model, compatible ones first, each with the rule it breaks if any."""
-    choices: list[DraftChoice] = []
+    choices: list[DraftCandidate] = []
     target_path = target.path.resolve()
     for model in candidates:
         if model.path.resolve() == target_path:
             continue
         if model.info is None:
-            choices.append(DraftChoice(model.path, model.name, model.problem or "unreadable file"))
+            choices.append(DraftCandidate(model.path, model.name, model.problem or "unreadable file"))
             continue
         try:
             check_pair(target, model.info)
         except IncompatiblePairError as e:
-            choices.append(DraftChoice(model.path, model.name, str(e), e.refusal))
+            choices.append(DraftCandidate(model.path, model.name, str(e), e.refusal))
             continue
-        choices.append(DraftChoice(model.path, model.name, None))
+        choices.append(DraftCandidate(model.path, model.name, None))
     choices.sort(key=lambda c: (not c.is_compatible, c.name.lower()))
     return choices
 

@@ -4,7 +4,7 @@ huggingface_hub decides where a file is and which version it is: hf_hub_url buil
 get_hf_file_metadata sends the HEAD request (endpoint, token, revision, redirects, the hub's
 error codes), and its shared HTTP client (get_session) carries proxies and the offline switch.
 The bytes are moved here, because huggingface_hub 2.4 restarts a killed download from byte 0
-under a new random name (FINDINGS.md). Tandem instead writes to a stable
+under a new random name (docs/findings.md). Tandem instead writes to a stable
 `<models>/<owner>--<name>/<filename>.part`, next to a small JSON sidecar holding the version it
 belongs to (ETag, size, commit). The next attempt, in this process or another one, checks the
 sidecar against the hub and continues with `Range: bytes=<have>-`.
@@ -12,6 +12,9 @@ sidecar against the hub and continues with `Range: bytes=<have>-`.
 A finished file is checked (size, then the sha256 the hub publishes as the ETag of LFS files, or
 the catalog's) and only then renamed to its final name, so a .gguf under its final name is
 always whole. No Qt here: the window drives this from a thread, the CLI directly.
+
+Why this file is long: resuming, retrying, verifying and renaming one file is one transaction
+(_download_one), and its states and their recovery read best side by side.
 """
 
 from __future__ import annotations

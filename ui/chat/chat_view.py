@@ -2,6 +2,9 @@
 
 The view keeps no conversation state of its own beyond its widgets; the main window tells it
 what to show and listens to its ..._requested signals.
+
+Why this file is long: the message box (MessageInput: its keys, pastes and long-paste chips) lives
+with the view it belongs to.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.store import MessageStatus
-from engine.events import StatsRecord
+from engine.events import DraftSpan, StatsRecord
 from ui.chat.attachments import LONG_PASTE_CHARS, AttachmentTray, pick_files
 from ui.chat.message_widget import MessageWidget
 from ui.presenters.words import (
@@ -86,9 +89,9 @@ class PromptEdit(QPlainTextEdit):
 class ChatView(QWidget):
     send_requested = Signal(str)
     stop_requested = Signal()
-    regenerate_requested = Signal()
-    edit_requested = Signal(int)  # message id of the user message to edit
-    changes_requested = Signal(int)  # message id of a reply to a message with documents
+    regenerate_requested = Signal()  # relays each message's: messages come and go, the window connects once
+    edit_requested = Signal(int)  # message id of the user message to edit (relays each message's, as above)
+    changes_requested = Signal(int)  # id of a reply to a message with documents (relays each message's)
     edit_cancelled = Signal()
     system_prompt_changed = Signal(str)
     task_suggested = Signal(str)  # a suggestion's request, put in the message box
@@ -359,17 +362,16 @@ class ChatView(QWidget):
         message_id: int,
         role: str,
         text: str,
-        draft_spans: Sequence[tuple[int, int]] = (),
+        spans: Sequence[DraftSpan] = (),
         status: MessageStatus = MessageStatus.COMPLETE,
         stats: StatsRecord | None = None,
         tint: bool = True,
         attachments: Sequence[str] = (),
-        draft_sources: Sequence[str] = (),
     ) -> MessageWidget:
-        """attachments: what a user message carried, as its chips said it (name, size);
-        draft_sources: where each drafted span's guess came from (one per span, where known)."""
+        """spans: the drafted stretches, each tinted by its source; attachments: what a user
+        message carried, as its chips said it (name, size)."""
         widget = MessageWidget(message_id, role)
-        widget.set_content(text, draft_spans, tint, draft_sources)
+        widget.set_content(text, spans, tint)
         widget.set_status(
             status,
             stats,

@@ -68,9 +68,10 @@ def _lexer(language: str) -> object | None:
     if not name:
         return None
     try:
-        return get_lexer_by_name(name, stripnl=False, ensurenl=False, stripall=False)
+        lexer: object = get_lexer_by_name(name, stripnl=False, ensurenl=False, stripall=False)
     except ClassNotFound:
         return None
+    return lexer
 
 
 def code_language(block: QTextBlock) -> str | None:

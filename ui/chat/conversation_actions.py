@@ -48,7 +48,8 @@ class ConversationActions(QObject):
 
     @property
     def conversation_id(self) -> int | None:
-        return self.window.conversation_id
+        shown: int | None = self.window.conversation_id
+        return shown
 
     def show_reply_diff(self, reply_id: int | None = None) -> Any:
         """A reply (the last one unless told) against the first document of the message it
@@ -131,4 +132,4 @@ class ConversationActions(QObject):
         conversation = self.store.import_conversation(data)
         self.window.show_conversation(conversation.id)
         self.chat.set_notice(f"Imported “{conversation.title}”.")
-        return conversation.id
+        return int(conversation.id)

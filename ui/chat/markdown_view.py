@@ -14,6 +14,10 @@ block boundaries (a blank line outside a code fence, the end of a closing fence)
 before the last cut are rendered once and stay, and only the open block after it is rendered
 again and replaces the previous open block at the end of the document. When the reply ends,
 `set_content` renders the whole text once: the final document is exactly `render`'s.
+
+Why this file is long: the mapping of source to document, the streamed render (cut points, open
+code fences) and the settled render are one renderer, tested together against a full render
+(tests/test_ui_markdown.py).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QEvent, QPoint, QSize, Qt, QTimer
 from PySide6.QtGui import (
@@ -40,6 +44,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QApplication, QFrame, QSizePolicy, QTextBrowser, QToolButton, QToolTip, QWidget
 
+from engine.events import DraftSpan
 from ui.chat.code_highlight import CodeHighlighter
 from ui.presenters import words
 from ui.qt import theme
@@ -86,12 +91,11 @@ def _common_prefix_length(a: str, i: int, b: str, j: int) -> int:
     return lo
 
 
-def _tagged(spans: Sequence[tuple[int, int]], sources: Sequence[str], n: int) -> list[tuple[int, int, str]]:
-    """Spans clipped to [0, n), sorted, each with its source ("" for all where `sources` does not
-    give one per span); an overlap goes to the earlier span, touching spans of one source join."""
-    tags = list(sources) if len(sources) == len(spans) else [""] * len(spans)
+def _tagged(spans: Sequence[DraftSpan], n: int) -> list[tuple[int, int, str]]:
+    """Spans clipped to [0, n), sorted, each with its source ("" where unknown); an overlap goes
+    to the earlier span, touching spans of one source join."""
     out: list[tuple[int, int, str]] = []
-    for (start, end), tag in sorted(zip(spans, tags)):
+    for start, end, tag in sorted((s.start, s.end, str(s.source)) for s in spans):
         start, end = max(0, start, out[-1][1] if out else 0), min(n, end)
         if end <= start:
             continue
@@ -106,7 +110,7 @@ def _is_word_char(ch: str) -> bool:
     return ch.isalnum() or ch in "_'’"
 
 
-def whole_words(source: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+def whole_words(source: str, spans: Sequence[DraftSpan]) -> list[DraftSpan]:
     """Spans with each edge that falls inside a word moved to the nearer end of that word: a
     draft's tokens end mid-word ("com|ittee"), and half a word tinted reads as a glitch. A word
     is tinted whole or not at all; the spans stay one per span (one may become empty)."""
@@ -121,26 +125,24 @@ def whole_words(source: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int
             end += 1
         return start if i - start <= end - i else end
 
-    return [(snap(a), max(snap(a), snap(b))) for a, b in spans]
+    return [replace(s, start=snap(s.start), end=max(snap(s.start), snap(s.end))) for s in spans]
 
 
 def tint_ranges(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """The [start, end) document positions whose characters came from drafted source characters."""
-    return [(start, end) for start, end, _ in source_ranges(doc, source, spans, ())]
+    return [(start, end) for start, end, _ in source_ranges(doc, source, [DraftSpan(a, b) for a, b in spans])]
 
 
-def source_ranges(
-    doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]], sources: Sequence[str]
-) -> list[tuple[int, int, str]]:
+def source_ranges(doc: QTextDocument, source: str, spans: Sequence[DraftSpan]) -> list[tuple[int, int, str]]:
     """The [start, end) document positions whose characters came from drafted source characters,
-    each with the source of its draft (`sources`: one per span, else "" for all).
+    each with the source of its draft ("" where unknown).
 
     Each block's text and its separator are matched, in document order, to the source: a
     document character takes the next equal source character within LOOKAHEAD (whitespace
     only the next source character, if that is whitespace). Block separators are never tinted.
     """
     n = len(source)
-    drafted = _tagged(whole_words(source, spans), sources, n)
+    drafted = _tagged(whole_words(source, spans), n)
     if not drafted:
         return []
     texts: list[str] = []
@@ -229,15 +231,9 @@ def tint_format(source: str = "") -> QTextCharFormat:
     return fmt
 
 
-def render(
-    doc: QTextDocument,
-    source: str,
-    spans: Sequence[tuple[int, int]],
-    tint: bool,
-    sources: Sequence[str] = (),
-) -> None:
+def render(doc: QTextDocument, source: str, spans: Sequence[DraftSpan], tint: bool) -> None:
     """Render Markdown `source` into `doc`, its drafted `spans` tinted (when `tint`) by their
-    `sources` (one per span; without them, the tint of text saved without its source)."""
+    sources (DraftSource.NONE: the tint of text saved without its source)."""
     doc.setMarkdown(source, MARKDOWN)
     cursor = QTextCursor(doc)
     # One edit block: the layout is redone once at its end instead of after every change (a
@@ -261,7 +257,7 @@ def render(
         block = nxt
     if tint and spans:
         marks: dict[str, QTextCharFormat] = {}
-        for start, end, tag in source_ranges(doc, source, spans, sources):
+        for start, end, tag in source_ranges(doc, source, spans):
             marked = marks.get(tag)
             if marked is None:
                 marked = marks[tag] = tint_format(tag)
@@ -271,24 +267,18 @@ def render(
     cursor.endEditBlock()
 
 
-def _spans_within(
-    spans: Sequence[tuple[int, int]], sources: Sequence[str], start: int, end: int, shift: int
-) -> tuple[list[tuple[int, int]], list[str]]:
-    """The parts of sorted, disjoint spans inside [start, end), moved by `shift`, with their
-    sources (none where `sources` does not give one per span)."""
-    first = max(0, bisect_right(spans, (start, start)) - 1)
-    has_sources = len(sources) == len(spans)
-    out, tags = [], []
+def _spans_within(spans: Sequence[DraftSpan], start: int, end: int, shift: int) -> list[DraftSpan]:
+    """The parts of sorted, disjoint spans inside [start, end), moved by `shift`."""
+    first = max(0, bisect_right(spans, start, key=lambda s: s.start) - 1)
+    out = []
     for k in range(first, len(spans)):
-        a, b = spans[k]
-        if a >= end:
+        span = spans[k]
+        if span.start >= end:
             break
-        a, b = max(a, start), min(b, end)
+        a, b = max(span.start, start), min(span.end, end)
         if b > a:
-            out.append((a + shift, b + shift))
-            if has_sources:
-                tags.append(sources[k])
-    return out, tags
+            out.append(DraftSpan(a + shift, b + shift, span.source))
+    return out
 
 
 @dataclass
@@ -351,8 +341,7 @@ class MessageBody(QTextBrowser):
         mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self.document().setDefaultStyleSheet(f"code, pre {{ font-family: '{mono.family()}'; }}")
         self._source = ""
-        self._spans: tuple[tuple[int, int], ...] = ()
-        self._sources: tuple[str, ...] = ()  # one per span where known (DraftSource values)
+        self._spans: tuple[DraftSpan, ...] = ()
         self._tint = True
         self._stream: _Stream | None = None  # set while a reply streams into this body
         self._settle_id = 0  # which finish() may still reach the window
@@ -363,27 +352,20 @@ class MessageBody(QTextBrowser):
         self._copy_buttons: list[QToolButton] = []
         self.setAccessibleName("Message text")
 
-    def set_content(
-        self, source: str, spans: Sequence[tuple[int, int]], tint: bool, sources: Sequence[str] = ()
-    ) -> None:
-        """Render the whole text now (a stored message, a change of tint). `sources`: where each
-        span's draft came from, one per span (see render)."""
+    def set_content(self, source: str, spans: Sequence[DraftSpan], tint: bool) -> None:
+        """Render the whole text now (a stored message, a change of tint)."""
         self._source, self._spans, self._tint = source, tuple(spans), tint
-        self._sources = tuple(sources)
         self._stream = None
         self._settle_id += 1  # a finish() still under way is dropped
         self._is_settling = False
         self._show_rendered(self._rendered(source, self._spans))
         self._place_copy_buttons()
 
-    def finish(
-        self, source: str, spans: Sequence[tuple[int, int]], tint: bool, sources: Sequence[str] = ()
-    ) -> None:
+    def finish(self, source: str, spans: Sequence[DraftSpan], tint: bool) -> None:
         """The reply has ended: render its whole text once. The render and the swap into the
         window (with the layout of the whole text) run in two turns of the event loop, so the
         window never stalls for both at once (about 10 ms each at 30,000 characters)."""
         self._source, self._spans, self._tint = source, tuple(spans), tint
-        self._sources = tuple(sources)
         self._stream = None
         self._settle_id += 1
         self._is_settling = True
@@ -416,12 +398,9 @@ class MessageBody(QTextBrowser):
             self._is_rendering = False
         self._fit_height()
 
-    def stream(
-        self, source: str, spans: Sequence[tuple[int, int]], tint: bool, sources: Sequence[str] = ()
-    ) -> None:
+    def stream(self, source: str, spans: Sequence[DraftSpan], tint: bool) -> None:
         """Show a streaming reply's text so far: `source` extends what was shown before, and only
-        the new text is laid out. `spans` are sorted and disjoint (app.host.reply.Reply's), with
-        their `sources` (one per span).
+        the new text is laid out. `spans` are sorted and disjoint (app.host.reply.Reply's).
 
         At most MAX_STREAM_STEP new characters are laid out per turn of the event loop; a burst
         bigger than that (an engine far faster than the window) is shown over the next turns."""
@@ -434,7 +413,7 @@ class MessageBody(QTextBrowser):
             self._stream = _Stream(shown=0 if self._stream is None and not self._source else -1)
             self._tint = tint
             self._place_copy_buttons()  # none while streaming
-        self._source, self._spans, self._sources = source, tuple(spans), tuple(sources)
+        self._source, self._spans = source, tuple(spans)
         self._advance()
 
     def _advance(self) -> None:
@@ -476,15 +455,13 @@ class MessageBody(QTextBrowser):
         self._is_catching_up = False
         self._advance()
 
-    def _rendered(
-        self, text: str, spans: Sequence[tuple[int, int]], sources: Sequence[str] | None = None
-    ) -> QTextDocument:
+    def _rendered(self, text: str, spans: Sequence[DraftSpan]) -> QTextDocument:
         """`render` into a document of its own: Qt's importer inserts piece by piece, and into
         the shown document each insertion would redo layout work (3-4x slower at 30,000 chars)."""
         doc = QTextDocument()
         doc.setDefaultFont(self.document().defaultFont())
         doc.setDefaultStyleSheet(self.document().defaultStyleSheet())
-        render(doc, text, spans, self._tint, self._sources if sources is None else sources)
+        render(doc, text, spans, self._tint)
         return doc
 
     def _part(self, prefix: str, start: int, end: int) -> QTextDocument:
@@ -492,12 +469,8 @@ class MessageBody(QTextBrowser):
         rendered after a paragraph of its own (_LEAD), as it follows a blank line in the reply
         (Qt's importer treats a document's first block differently)."""
         lead = prefix if self._stream is None or self._stream.tail == 0 else _LEAD + prefix
-        spans, sources = (
-            _spans_within(self._spans, self._sources, start, end, len(lead) - start)
-            if self._tint
-            else ([], [])
-        )
-        return self._rendered(lead + self._source[start:end], spans, sources)
+        spans = _spans_within(self._spans, start, end, len(lead) - start) if self._tint else []
+        return self._rendered(lead + self._source[start:end], spans)
 
     def _show(self, rendered: QTextDocument) -> None:
         """Make the shown document a copy of `rendered`: its text removed, its one block left
@@ -535,11 +508,11 @@ class MessageBody(QTextBrowser):
         """Render again in the theme's colours (the tint and code background are in the document)."""
         if self._stream is not None:
             self._stream = None
-            self.stream(self._source, self._spans, self._tint, self._sources)
+            self.stream(self._source, self._spans, self._tint)
         elif self._is_settling:
-            self.finish(self._source, self._spans, self._tint, self._sources)
+            self.finish(self._source, self._spans, self._tint)
         else:
-            self.set_content(self._source, self._spans, self._tint, self._sources)
+            self.set_content(self._source, self._spans, self._tint)
         self.highlighter.restyle()
 
     # ---- code blocks: a Copy button on each (once the text is final) and "Copy code" in the menu
@@ -612,9 +585,9 @@ class MessageBody(QTextBrowser):
         if tint == self._tint:
             return
         if self._stream is not None:
-            self.stream(self._source, self._spans, tint, self._sources)
+            self.stream(self._source, self._spans, tint)
         else:
-            self.set_content(self._source, self._spans, tint, self._sources)
+            self.set_content(self._source, self._spans, tint)
 
     def source_text(self) -> str:
         return self._source

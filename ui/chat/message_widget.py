@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 
 from app.host.reply import ReplyText
 from app.store import MessageStatus
-from engine.events import Stats, StatsRecord
+from engine.events import DraftSpan, Stats, StatsRecord
 from ui.chat.markdown_view import MessageBody
 from ui.chat.speed_panel import SpeedPanel
 from ui.presenters import words
@@ -120,7 +120,7 @@ class MessageWidget(QFrame):
         self.note.linkActivated.connect(lambda _link: self.regenerate_requested.emit())
         self.note.setVisible(False)
         layout.addWidget(self.note)
-        self._spans: tuple[tuple[int, int], ...] = ()
+        self._spans: tuple[DraftSpan, ...] = ()
         self._notes: list[str] = []  # how the reply ended, where worth a line
         self._offers_regenerate = False  # ...and whether that line offers Regenerate (a loop)
         self._described: tuple[int, str] = (0, "")  # the text's length, where its guesses came from
@@ -178,9 +178,9 @@ class MessageWidget(QFrame):
             self.body.restyle()
             self._render_note()
 
-    def _describe_draft(self, text: str, draft_spans: Sequence[tuple[int, int]]) -> None:
+    def _describe_draft(self, text: str, spans: Sequence[DraftSpan]) -> None:
         """Say in words what the highlight shows (screen readers, and the tooltip)."""
-        self._spans = tuple(draft_spans)
+        self._spans = tuple(spans)
         self._described = (len(text), "")
         self._say_highlight()
 
@@ -188,7 +188,7 @@ class MessageWidget(QFrame):
         """The hover over the reply: its highlighted share, "sooner" only where the reply was
         faster (its headline says so), then where the guesses came from."""
         n_chars, sources = self._described
-        reused = sum(max(0, min(b, n_chars) - max(a, 0)) for a, b in self._spans)
+        reused = sum(max(0, min(s.end, n_chars) - max(s.start, 0)) for s in self._spans)
         if self.role != "assistant" or not n_chars:
             said = ""
         elif reused:
@@ -200,30 +200,28 @@ class MessageWidget(QFrame):
         self.body.setAccessibleDescription(said)
         self.body.setToolTip(said)
 
-    def set_content(
-        self, text: str, draft_spans: Sequence[tuple[int, int]], tint: bool, draft_sources: Sequence[str] = ()
-    ) -> None:
+    def set_content(self, text: str, spans: Sequence[DraftSpan], tint: bool) -> None:
         """Render the whole text (a stored message, or a reply that has just ended); each drafted
-        span tinted by its source (`draft_sources`, one per span, where known)."""
-        self.body.set_content(text, draft_spans, tint, draft_sources)
-        self._describe_draft(text, draft_spans)
-        self.describe_sources(ReplyText(text, tuple(draft_spans), tuple(draft_sources)))
+        span tinted by its source."""
+        self.body.set_content(text, spans, tint)
+        self._describe_draft(text, spans)
+        self.describe_sources(ReplyText(text, tuple(spans)))
 
     def stream(self, reply: ReplyText, tint: bool) -> None:
         """Show a streaming reply so far; only its new text is laid out."""
-        self.body.stream(reply.text, reply.draft_spans, tint, reply.draft_sources)
+        self.body.stream(reply.text, reply.spans, tint)
 
     def finish(self, reply: ReplyText, tint: bool) -> None:
         """The reply has ended: its final text, rendered once (text() has it at once)."""
-        self.body.finish(reply.text, reply.draft_spans, tint, reply.draft_sources)
-        self._describe_draft(reply.text, reply.draft_spans)
+        self.body.finish(reply.text, reply.spans, tint)
+        self._describe_draft(reply.text, reply.spans)
         self.describe_sources(reply)
 
     def describe_sources(self, reply: ReplyText) -> None:
         """Where the highlighted words were guessed from, in words (what the tints say)."""
-        if self.role != "assistant" or not reply.text or len(reply.draft_sources) != len(reply.draft_spans):
+        if self.role != "assistant" or not reply.text:
             return
-        said = words.sources_said(reply.text, reply.draft_spans, reply.draft_sources)
+        said = words.sources_said(reply.text, reply.spans)
         if said:
             self._described = (self._described[0], said)
             self._say_highlight()

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.host.reply import Reply, ReplyProgress
-from app.settings import Preset
+from app.settings import Preset, SpeedUp
 from engine.events import Stats
 from ui.chat.markdown_view import MessageBody
 from ui.presenters import words
@@ -145,13 +145,13 @@ class _RunPane(QGroupBox):
         """Show the reply so far, exactly as generated; only its new text is laid out."""
         self.reply = reply
         shown = reply.raw()
-        self.body.stream(shown.text, shown.draft_spans, tint, shown.draft_sources)
+        self.body.stream(shown.text, shown.spans, tint)
 
     def finish(self, reply: Reply, tint: bool) -> None:
         """The final text (stop strings trimmed), rendered once."""
         self.reply = reply
         shown = reply.raw()
-        self.body.finish(shown.text, shown.draft_spans, tint, shown.draft_sources)
+        self.body.finish(shown.text, shown.spans, tint)
 
     def show_stats(self, stats: Stats) -> None:
         """How long this run took, in words (the figures are the summary's details)."""
@@ -265,10 +265,9 @@ class CompareView(QWidget):
         self.speculative.body.restyle()
         self.chart.update()
 
-    def set_speculation(self, speculation: str) -> None:
-        self._can_speculate = speculation != "none"
-        names = {c.key: c.name for c in words.SPEED_UP_CHOICES}
-        self.speculative.setTitle(f"With the speed-up ({names.get(speculation, speculation)})")
+    def set_speculation(self, speculation: SpeedUp) -> None:
+        self._can_speculate = speculation != SpeedUp.NONE
+        self.speculative.setTitle(f"With the speed-up ({words.choice_name(speculation)})")
         self.availability.setText(
             ""
             if self._can_speculate

@@ -153,7 +153,7 @@ class ImportJobs(QObject):
     """Copies of checked GGUF files into the models folder, each on a thread."""
 
     finished = Signal(str)  # the imported path
-    failed = Signal(str)  # one sentence
+    failed = Signal(str)  # one sentence (relays each copy's, made on its own thread's signals object)
 
     def __init__(self, models_dir: Path) -> None:
         super().__init__()

@@ -44,13 +44,13 @@ from ui.qt.page_scroll import scrolling_content
 class ModelsPage(QWidget):
     """The "Models" tab. Emits pair_chosen(target_path, draft) with draft "ngram", "none" or a path."""
 
-    pair_chosen = Signal(str, str)
+    pair_chosen = Signal(str, str)  # relays the picker's, the catalog's and the doctor's: one for three
     models_changed = Signal()
     # For others following a download (the welcome panel): key (a pair name), then the text shown,
     # the final paths in the pair's order (target, draft), or the message and whether it is paused.
-    download_progressed = Signal(str, str)
-    download_finished = Signal(str, list)
-    download_failed = Signal(str, str, bool)
+    download_progressed = Signal(str, str)  # relays the downloads list's: the page's parts stay its own
+    download_finished = Signal(str, list)  # relays the downloads list's (as above)
+    download_failed = Signal(str, str, bool)  # relays the downloads list's (as above)
 
     PROGRESS_STEPS = PROGRESS_STEPS
 

@@ -4,6 +4,9 @@ downloading them, see the drafts that pair, then download and chat.
 Every hub call runs on a thread (app.library.pair_doctor knows no Qt) and reports back through a
 queued signal carrying a ticket; a newer request or Cancel makes older tickets stale, so a late
 answer from a slow hub is dropped, and the window never waits on the network.
+
+Why this file is long: the panel's three steps (search, check, download) share their tickets; its
+rich-text report repeats app.library.pair_doctor's and is the part to share.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from PySide6.QtWidgets import (
 from app.library import pair_doctor as doctor
 from app.library.catalog import NGRAM, format_bytes
 from app.library.downloads import DownloadProgress, FileRequest, local_path_for
+from app.settings import SpeedUp
 from app.store import MIN_PAIR_REPLIES
 from engine.errors import TandemError
 from ui.models.download_jobs import DownloadEnd, DownloadJobs
@@ -438,7 +442,7 @@ class PairDoctorPanel(QGroupBox):
             f"{n_usable} draft model(s) on the hub pair with this target and fit; double-click one to check the pair."
             if n_usable
             else f"No draft model on the hub pairs with this target and fits; "
-            f"“{choice_name(NGRAM)}” always works."
+            f"“{choice_name(SpeedUp.NGRAM)}” always works."
         )
 
     def on_drafts_list_item_activated(self, item: QListWidgetItem) -> None:
@@ -545,7 +549,9 @@ def _brush(colour: str) -> Any:
 
 
 def describe_candidate(c: doctor.DraftCandidate) -> str:
-    name = f"{choice_name('draft')} {c.file.repo_id}/{c.file.filename} ({format_bytes(c.file.size_bytes)})"
+    name = (
+        f"{choice_name(SpeedUp.DRAFT)} {c.file.repo_id}/{c.file.filename} ({format_bytes(c.file.size_bytes)})"
+    )
     if c.problem:
         return f"{name}: could not be checked: {c.problem}"
     if c.verdict is None or c.facts is None:
@@ -565,7 +571,7 @@ def describe_candidate(c: doctor.DraftCandidate) -> str:
 
 def ngram_words(report: doctor.CheckReport) -> str:
     """The drafts list's first line: n-gram lookup, always offered, with what it measured here."""
-    text = f"{choice_name(NGRAM)}: no second model, no extra memory (always works)"
+    text = f"{choice_name(SpeedUp.NGRAM)}: no second model, no extra memory (always works)"
     if report.draft is None and report.measured is not None:
         text += f"; {pair_measured_words(report.measured)}"
     return text
@@ -622,6 +628,6 @@ def report_html(report: doctor.CheckReport) -> str:
         words = pair_estimate_words(report.estimate, MIN_PAIR_REPLIES)
         rows.append(f"<p><i>{html.escape(words)}</i></p>")
     elif report.draft is None and report.measured is not None:
-        ngram = f"With “{choice_name(NGRAM)}”: {pair_measured_words(report.measured)}"
+        ngram = f"With “{choice_name(SpeedUp.NGRAM)}”: {pair_measured_words(report.measured)}"
         rows.append(f"<p><b>{html.escape(ngram)}.</b></p>")
     return "".join(rows)

@@ -14,7 +14,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QPushButton, QWidget
 
-from app.library.catalog import NGRAM, NO_DRAFT, LocalModel, draft_choices
+from app.library.catalog import NGRAM, LocalModel, draft_choices
+from app.settings import SpeedUp
+from engine.config import PLAIN_DECODING
 from ui.presenters.words import choice_name, model_name
 
 
@@ -81,8 +83,8 @@ class PairPicker(QGroupBox):
             self.pair_explanation.setText("No local model yet: download a pair or import a GGUF file.")
             return
         # The speed-up's names as the header says them (ui.presenters.words), not the engine's.
-        self.draft_combo.addItem(choice_name("ngram"), NGRAM)
-        self.draft_combo.addItem(f"{choice_name('none')} (the usual speed)", NO_DRAFT)
+        self.draft_combo.addItem(choice_name(SpeedUp.NGRAM), NGRAM)
+        self.draft_combo.addItem(f"{choice_name(SpeedUp.NONE)} (the usual speed)", PLAIN_DECODING.text)
         target = next(m for m in self.local_models if str(m.path) == target_path)
         assert target.info is not None
         choices = draft_choices(target.info, self.local_models)

@@ -11,15 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 from PySide6.QtCore import QObject, Signal
 
 from app.host.controller import EngineController
 from app.host.messages import EngineInfo
-from app.library.model_spec import parse_draft
-from app.settings import Settings
-from engine.config import NGRAM_LOOKUP, NO_DRAFT, DraftChoice
+from app.settings import Settings, SpeedUp
+from engine.config import NGRAM_LOOKUP, PLAIN_DECODING, DraftChoice
 from engine.errors import Failure
 from engine.events import Speculation
 from ui.presenters.failures import failure_words, raise_if_unexpected
@@ -30,8 +29,8 @@ from ui.presenters.words import model_name
 class SpeculationView:
     """The one speculation state, as the toolbar and Compare follow it."""
 
-    choice: str  # "none" | "ngram" | "draft": the kind chosen (the toolbar's combo)
-    in_effect: str  # what the engine runs (Compare's speculative side)
+    choice: SpeedUp  # the kind chosen (the header's combo)
+    in_effect: SpeedUp  # what the engine runs (Compare's speculative side)
     can_switch: bool  # False while a server is the engine: it decides its own speculation
 
 
@@ -46,8 +45,8 @@ class PairView:
     title: str | None = None
 
 
-def _kind(draft: DraftChoice) -> str:
-    return str(draft.kind)
+def _kind(draft: DraftChoice) -> SpeedUp:
+    return SpeedUp(draft.kind)
 
 
 def pair_words(info: EngineInfo) -> str:
@@ -102,7 +101,7 @@ class EnginePresenter(QObject):
         self._settings = settings
         self._update = update_settings
         self._model_override = model
-        self._draft_override = parse_draft(draft) if draft is not None else None
+        self._draft_override = DraftChoice.parse(draft) if draft is not None else None
         self.speculation = SpeculationView(_kind(self.draft), _kind(self.draft), True)
         c = controller
         c.engine_loaded.connect(self.on_controller_engine_loaded)
@@ -131,24 +130,25 @@ class EnginePresenter(QObject):
         self.controller.load(config)
 
     def _show_speculation(
-        self, draft: DraftChoice | None = None, in_effect: str | None = None, can_switch: bool | None = None
+        self,
+        draft: DraftChoice | None = None,
+        in_effect: Speculation | None = None,
+        can_switch: bool | None = None,
     ) -> None:
         """Change the one speculation state (what is not given stays) and announce it."""
         now = self.speculation
         choice = now.choice if draft is None else _kind(draft)
-        if draft is not None and choice != Speculation.NONE and self._settings().speed_up_auto:
-            choice = "auto"
-        if in_effect is None:
-            in_effect = now.in_effect if draft is None else choice
+        if draft is not None and choice is not SpeedUp.NONE and self._settings().speed_up_auto:
+            choice = SpeedUp.AUTO
+        shown = SpeedUp(in_effect) if in_effect is not None else now.in_effect if draft is None else choice
         self.speculation = SpeculationView(
-            choice, in_effect, now.can_switch if can_switch is None else can_switch
+            choice, shown, now.can_switch if can_switch is None else can_switch
         )
         self.speculation_changed.emit(self.speculation)
 
-    def set_speculation(self, draft: str, is_auto: bool = False) -> None:
-        """Switch to "none", "ngram" or a draft GGUF path; applies from the next reply. is_auto:
-        chosen as "Automatic" (the header shows that choice)."""
-        choice = parse_draft(draft)
+    def set_speculation(self, choice: DraftChoice, is_auto: bool = False) -> None:
+        """Switch to plain decoding, n-gram lookup or a draft model; applies from the next reply.
+        is_auto: chosen as "Automatic" (the header shows that choice)."""
         changes: dict[str, Any] = {"draft": choice, "speed_up_auto": is_auto}
         if choice.model:
             changes["draft_model_path"] = choice.model
@@ -163,29 +163,36 @@ class EnginePresenter(QObject):
         path = self._settings().draft_model_path
         return bool(path) and Path(str(path)).exists()
 
-    def choose_speculation(self, kind: str) -> bool:
-        """The header's choice: "auto", "none", "ngram" or "draft" (the draft model chosen last).
-        Automatic is the draft model chosen last where there is one (it also drafts from the
-        text, and leaves the draft model aside where it does not pay), else the text alone.
-        False when there is no draft model to switch to: the window asks for a file."""
-        if kind == "auto":
-            model = str(self._settings().draft_model_path) if self.has_draft_model() else Speculation.NGRAM
-            self.set_speculation(model, is_auto=True)
-        elif kind in (Speculation.NONE, Speculation.NGRAM):
-            self.set_speculation(kind)
-        elif self.has_draft_model():
-            self.set_speculation(str(self._settings().draft_model_path))
-        else:
-            return False
+    def choose_speculation(self, kind: SpeedUp) -> bool:
+        """The header's choice (DRAFT: the draft model chosen last). Automatic is the draft model
+        chosen last where there is one (it also drafts from the text, and leaves the draft model
+        aside where it does not pay), else the text alone. False when there is no draft model to
+        switch to: the window asks for a file."""
+        model = (
+            DraftChoice.of_model(str(self._settings().draft_model_path)) if self.has_draft_model() else None
+        )
+        match SpeedUp(kind):
+            case SpeedUp.AUTO:
+                self.set_speculation(model or NGRAM_LOOKUP, is_auto=True)
+            case SpeedUp.NONE:
+                self.set_speculation(PLAIN_DECODING)
+            case SpeedUp.NGRAM:
+                self.set_speculation(NGRAM_LOOKUP)
+            case SpeedUp.DRAFT:
+                if model is None:
+                    return False
+                self.set_speculation(model)
+            case unreachable:
+                assert_never(unreachable)
         return True
 
-    def next_speculation(self) -> str:
+    def next_speculation(self) -> SpeedUp:
         """The kind after the current one: off -> n-gram -> the draft model (when one exists) -> off."""
-        kinds: list[str] = [Speculation.NONE, Speculation.NGRAM]
+        kinds = [SpeedUp.NONE, SpeedUp.NGRAM]
         if self.has_draft_model():
-            kinds.append(Speculation.DRAFT)
+            kinds.append(SpeedUp.DRAFT)
         current = self.speculation.choice
-        return kinds[(kinds.index(current) + 1) % len(kinds)] if current in kinds else Speculation.NONE
+        return kinds[(kinds.index(current) + 1) % len(kinds)] if current in kinds else SpeedUp.NONE
 
     def reshow_speculation(self) -> None:
         """The toolbar went out of step (a file dialog cancelled): show the choice again."""
@@ -205,7 +212,7 @@ class EnginePresenter(QObject):
 
     def choose_pair(self, target_path: str, draft: str) -> None:
         """A pair from the Models page (or the welcome panel's download): saved, then loaded."""
-        choice = parse_draft(draft)
+        choice = DraftChoice.parse(draft)
         changes: dict[str, Any] = {"model_path": target_path, "draft": choice}
         if choice.model:
             changes["draft_model_path"] = choice.model
@@ -226,7 +233,7 @@ class EnginePresenter(QObject):
                 text,
                 is_problem=bool(problem) or info.draft_refusal is not None,
                 tooltip=f"Target: {info.target_path}"
-                + (f"\nDraft: {info.draft.text}" if info.draft != NO_DRAFT else ""),
+                + (f"\nDraft: {info.draft.text}" if info.draft != PLAIN_DECODING else ""),
                 title=f"Tandem — {model_name(Path(info.target_path), info.target_name)}",
             )
         )

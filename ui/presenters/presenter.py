@@ -11,7 +11,8 @@ The window's state and decisions are split by job, each a QObject with its own s
   runs and their routing;
 - `SpeedPresenter` (ui/presenters/speed_presenter.py, as `ChatPresenter.speed`): the plain-speed baseline
   and the stats record each reply keeps.
-The window builds widgets, forwards user actions to them and follows their signals.
+The window builds widgets, forwards user actions to them and follows their signals: each
+presenter's own, connected directly (no presenter re-emits another's signal).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from app.host.controller import EngineController
 from app.library.documents import Document
 from app.settings import Preset, Settings, save_settings
 from app.store import Conversation, MessageStatus, Store
-from engine.events import Speculation, StatsRecord
+from engine.events import StatsRecord
 from ui.presenters.compare_presenter import ComparePresenter
 from ui.presenters.engine_presenter import EnginePresenter
 from ui.presenters.reply_presenter import LiveReply, MessageRow, ReplyPresenter
@@ -71,10 +72,6 @@ class ChatPresenter(QObject):
     messages_removed = Signal(list)  # message ids
     editing_changed = Signal(object)  # the text being edited, or None: not editing
     notice_changed = Signal(str, bool)  # text ("" hides it), is a warning
-    speed_line_changed = Signal(str)  # the status bar's state line (no figures: those are the reply's)
-    context_offered = Signal(int)  # a larger context that would fit a message that did not
-    reply_progressed = Signal(object)  # ReplyProgress of the live chat reply
-    reply_ended = Signal(object)  # ReplyEnded
 
     def __init__(
         self,
@@ -111,18 +108,7 @@ class ChatPresenter(QObject):
             lambda live: self.record_extras(live),
             self,
         )
-        r = self.replies
-        for forwarded in (
-            "message_added",
-            "messages_removed",
-            "notice_changed",
-            "speed_line_changed",
-            "reply_progressed",
-            "reply_ended",
-            "context_offered",
-        ):
-            getattr(r, forwarded).connect(getattr(self, forwarded))
-        r.reply_finished.connect(self.conversations_changed)
+        self.replies.reply_finished.connect(self.conversations_changed.emit)
 
     @property
     def live(self) -> LiveReply | None:
@@ -177,10 +163,9 @@ class ChatPresenter(QObject):
                         m.id,
                         m.role,
                         shown.text,
-                        shown.draft_spans,
+                        shown.spans,
                         MessageStatus.STREAMING,
                         None,
-                        draft_sources=shown.draft_sources,
                     )
                 )
             else:
@@ -190,11 +175,10 @@ class ChatPresenter(QObject):
                         m.id,
                         m.role,
                         m.content,
-                        m.draft_spans,
+                        m.spans,
                         m.status,
                         stats,
                         attachments.get(m.id, ()),
-                        draft_sources=m.draft_sources,
                     )
                 )
         system_prompt = conversation.system_prompt if conversation else ""
@@ -242,7 +226,6 @@ class ChatPresenter(QObject):
     def current_preset(self, name: str, system_prompt: str) -> Preset:
         """The settings now as a preset for the model in use."""
         s = self.settings
-        speed_up = self.engine.speculation.choice
         return Preset(
             name,
             self.engine.model_key(),
@@ -250,7 +233,7 @@ class ChatPresenter(QObject):
             s.temperature,
             s.top_p,
             s.repeat_penalty,
-            speed_up if speed_up in ("auto", *Speculation) else str(Speculation.NGRAM),
+            self.engine.speculation.choice,
         )
 
     def set_system_prompt(self, text: str) -> None:

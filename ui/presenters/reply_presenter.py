@@ -23,7 +23,7 @@ from app.library.documents import Document, with_documents
 from app.settings import Settings
 from app.store import Message, MessageStatus, Store
 from engine.errors import Failure
-from engine.events import Stats, StatsRecord
+from engine.events import DraftSpan, Stats, StatsRecord
 from ui.presenters import words
 from ui.presenters.failures import failure_words, raise_if_unexpected
 from ui.presenters.speed_presenter import SpeedPresenter, pair_reply
@@ -60,13 +60,10 @@ class MessageRow:
     id: int
     role: str
     text: str
-    draft_spans: tuple[tuple[int, int], ...] = ()
+    spans: tuple[DraftSpan, ...] = ()  # the drafted stretches (a source NONE: saved before sources were)
     status: MessageStatus = MessageStatus.COMPLETE
     stats: StatsRecord | None = None
     attachments: tuple[Document, ...] = ()  # a user message's documents, as sent
-    # Where each drafted span's guess came from (engine.events.DraftSource values), one per span;
-    # empty where unknown (a reply saved before sources were kept).
-    draft_sources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -65,9 +65,8 @@ class SpeedPresenter(QObject):
 
     def record(self, finished: Finished, **extras: Any) -> StatsRecord:
         """What a finished reply keeps: the engine's numbers, how it ended, the baseline."""
-        stats = finished.stats
-        record = StatsRecord.of(stats, finished.stop_reason, **extras)
-        return replace(record, n_steps_with_draft=stats.n_steps_with_draft, plain_tokens_per_s=self._plain())
+        record = StatsRecord.of(finished.stats, finished.stop_reason, **extras)
+        return replace(record, plain_tokens_per_s=self._plain())
 
     def partial_record(self, stats: Stats | None) -> StatsRecord | None:
         """What an interrupted reply keeps (its last numbers), or None when it had none."""

@@ -3,7 +3,7 @@ compare, and where a reply's accepted drafts came from (ui/presenters/words.py s
 
 from __future__ import annotations
 
-from engine.events import Speculation, StatsRecord
+from engine.events import DraftSource, Speculation, StatsRecord
 
 DASH = "—"
 
@@ -29,16 +29,13 @@ def draft_sources(stats: StatsRecord) -> str:
     accepted = stats.n_accepted
     if not stats.is_speculative or not accepted or not stats.n_steps_with_draft:
         return ""
-    memory = stats.n_accepted_memory
-    document = stats.n_accepted_document
-    is_model = stats.speculation is Speculation.DRAFT
-    if not is_model and not memory and not document:
+    memory, document = (stats.from_source(s).n_accepted for s in (DraftSource.MEMORY, DraftSource.DOCUMENT))
+    if stats.speculation is not Speculation.DRAFT and not memory and not document:
         return ""
-    text = stats.n_accepted_text if is_model else accepted
     sources = [
-        (accepted - text, "the draft model"),
+        (stats.from_source(DraftSource.MODEL).n_accepted, "the draft model"),
         (document, "the attached documents"),
-        (text - memory - document, "the conversation" if document else "the text"),
+        (stats.from_source(DraftSource.TEXT).n_accepted, "the conversation" if document else "the text"),
         (memory, "earlier replies"),
     ]
     return "accepted from " + ", ".join(f"{name} {n / accepted:.0%}" for n, name in sources if n > 0)

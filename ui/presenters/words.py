@@ -12,6 +12,9 @@ either way, so a short reply to a long prompt gains less than its decoding speed
 The plain speed is the one measured here (a reply with the speed-up off, or Compare's plain
 run); until one exists, the engine's own timing of its plain steps stands in, and the headline
 says "about".
+
+Why this file is long: every sentence the window says about speed is here on purpose, so the
+wording is read and reviewed in one place; the demo texts at its end are data.
 """
 
 from __future__ import annotations
@@ -20,10 +23,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from app.settings import Preset
-from engine.events import DraftingState
+from app.settings import Preset, SpeedUp
+from engine.events import DraftingState, DraftSpan, Stats
 
 if TYPE_CHECKING:
     from app.library.pair_doctor import SpeedEstimate
@@ -40,30 +43,9 @@ BUSY_SHARE = 0.75
 FAIR_RATIO = 1.35
 
 
-class ReplyNumbers(Protocol):
-    """What the words need of a reply's numbers: engine.events.Stats and the stored record
-    (engine.events.StatsRecord) both have these."""
-
-    @property
-    def speculation(self) -> str: ...
-    @property
-    def n_generated(self) -> int: ...
-    @property
-    def n_drafted(self) -> int: ...
-    @property
-    def n_accepted(self) -> int: ...
-    @property
-    def n_steps(self) -> int: ...
-    @property
-    def n_steps_with_draft(self) -> int: ...
-    @property
-    def prefill_s(self) -> float: ...
-    @property
-    def decode_s(self) -> float: ...
-    @property
-    def acceptance_rate(self) -> float: ...
-    @property
-    def plain_tokens_per_s_est(self) -> float | None: ...
+# What the words read of a reply's numbers: a snapshot (engine.events.Stats) or its stored record
+# (engine.events.StatsRecord, a Stats with its rates kept).
+ReplyNumbers = Stats
 
 
 class Verdict(StrEnum):
@@ -235,32 +217,32 @@ def runs_on_words(gpu_build: bool | None, n_gpu_layers: int, server: str = "") -
 
 @dataclass(frozen=True)
 class SpeedUpChoice:
-    key: str  # "auto" | "ngram" | "draft" | "none"
+    key: SpeedUp
     name: str
     why: str  # one line: when to pick it
 
 
 SPEED_UP_CHOICES = (
     SpeedUpChoice(
-        "auto",
+        SpeedUp.AUTO,
         "Automatic",
         "Reuses text from the conversation, and the paired draft model where it pays.",
     ),
     SpeedUpChoice(
-        "ngram",
+        SpeedUp.NGRAM,
         "From the text (n-gram)",
         "Guesses from what is already written: fast when a reply repeats or edits text. Works with any model.",
     ),
     SpeedUpChoice(
-        "draft",
+        SpeedUp.DRAFT,
         "Draft model",
         "A small model guesses ahead for the big one; needs a model with the same vocabulary.",
     ),
-    SpeedUpChoice("none", "Off", "The model writes every word itself: the usual speed."),
+    SpeedUpChoice(SpeedUp.NONE, "Off", "The model writes every word itself: the usual speed."),
 )
 
 
-def choice_name(key: str) -> str:
+def choice_name(key: SpeedUp) -> str:
     """A speed-up choice's name as the window says it ("From the text (n-gram)", "Draft model")."""
     return next((c.name for c in SPEED_UP_CHOICES if c.key == key), key)
 
@@ -364,13 +346,13 @@ def legend_said(sources: Iterable[str]) -> str:
     return f"Highlighted here: {named}. " + LEGEND
 
 
-def sources_said(text: str, spans: Sequence[tuple[int, int]], sources: Sequence[str]) -> str:
+def sources_said(text: str, spans: Sequence[DraftSpan]) -> str:
     """Where a reply's highlighted words were guessed from, with each source's share of the reply:
     "Guessed from an attached document (40%) and this conversation (10%)." ("" where none)."""
     counts: dict[str, int] = {}
-    for (a, b), source in zip(spans, sources, strict=True):
-        key = source if source in SOURCE_WHERE else ""
-        counts[key] = counts.get(key, 0) + max(0, min(b, len(text)) - max(a, 0))
+    for span in spans:
+        key = span.source if span.source in SOURCE_WHERE else ""
+        counts[key] = counts.get(key, 0) + max(0, min(span.end, len(text)) - max(span.start, 0))
     parts = [
         f"{SOURCE_WHERE[s]} ({counts[s] / len(text):.0%})" for s in LEGEND_ORDER if counts.get(s) and text
     ]
@@ -513,9 +495,9 @@ def built_in_presets() -> list[Preset]:
         # tokens. SmolLM2-135M on the demo tasks with the chat's 1.1: the paragraph came back
         # garbled in 51 tokens ("halftime costs two days' worth of lifeboats"), the function was
         # not renamed but made up anew; without it, both came back (80 and 74 tokens).
-        Preset(EDIT_PRESET, temperature=0.0, repeat_penalty=1.0, speed_up="auto"),
-        Preset("Everyday chat", speed_up="auto"),
-        Preset("Creative writing", temperature=1.0, top_p=0.95, speed_up="ngram"),
+        Preset(EDIT_PRESET, temperature=0.0, repeat_penalty=1.0, speed_up=SpeedUp.AUTO),
+        Preset("Everyday chat", speed_up=SpeedUp.AUTO),
+        Preset("Creative writing", temperature=1.0, top_p=0.95, speed_up=SpeedUp.NGRAM),
     ]
 
 

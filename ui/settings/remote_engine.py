@@ -99,7 +99,7 @@ class RemoteEngineFields(QObject):
 
     @property
     def is_remote(self) -> bool:
-        return self.engine.currentData() == "remote"
+        return bool(self.engine.currentData() == "remote")
 
     def values(self) -> dict[str, Any]:
         return {

@@ -4,7 +4,7 @@
 # The RPC server runs inside a network namespace, reached over a veth pair. `tc netem` delays every
 # packet on both ends of the pair by DELAY ms (one way: a round trip costs 2 x DELAY more). Where
 # the kernel has no netem (CONFIG_NET_SCH_NETEM unset, as on this project's 2-core machines), a
-# user-space proxy in front of the veth (tools/delay_proxy.py) delays every byte by DELAY ms in
+# user-space proxy in front of the veth (tools/lab/delay_proxy.py) delays every byte by DELAY ms in
 # each direction instead; delay 0 then goes through the proxy too, so its own cost is in the
 # baseline. METHOD=netem|proxy forces one.
 #
@@ -13,18 +13,18 @@
 # here). Reports: rpc-latency/delay-<D>ms-{ngram,draft}.md, and rpc-latency/summary.md, a table of
 # tokens/s per delay and mode.
 #
-#   sudo tools/rpc_latency.sh                 # delays 0, 1 and 5 ms
-#   sudo DELAYS="0 0.5 1 2 5" tools/rpc_latency.sh
-#   sudo tools/rpc_latency.sh --check         # set up, a short generate at 0 and 1 ms, tear down
+#   sudo tools/lab/rpc_latency.sh                 # delays 0, 1 and 5 ms
+#   sudo DELAYS="0 0.5 1 2 5" tools/lab/rpc_latency.sh
+#   sudo tools/lab/rpc_latency.sh --check         # set up, a short generate at 0 and 1 ms, tear down
 #
 # Needs root (ip netns, tc), `make setup` done, and an otherwise idle machine: it is a benchmark.
 # Environment: DELAYS, THREADS (each side; default 1: the server and this side share the cores),
 # MAX_TOKENS (128), SETS (copy,qa,writing), REPEAT (1), OUT (rpc-latency), METHOD, MODES (ngram draft).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=$ROOT/.venv/bin/python
-UTIL=$ROOT/tools/rpc_latency_util.py
+UTIL=$ROOT/tools/lab/rpc_latency_util.py
 SERVER=$ROOT/.venv/bin/ggml-rpc-server
 NS=tandem-rpc
 HOST_IF=trpc0
@@ -88,7 +88,7 @@ if [ -z "$METHOD" ]; then
         METHOD=netem
     else
         METHOD=proxy
-        echo "this kernel has no netem qdisc: the delay is added in user space (tools/delay_proxy.py)"
+        echo "this kernel has no netem qdisc: the delay is added in user space (tools/lab/delay_proxy.py)"
     fi
 fi
 
@@ -104,7 +104,7 @@ set_delay() {
         ENDPOINT="$NS_IP:$PORT"
     else
         stop_proxy
-        "$PY" "$ROOT/tools/delay_proxy.py" --listen "127.0.0.1:$PROXY_PORT" --to "$NS_IP:$PORT" \
+        "$PY" "$ROOT/tools/lab/delay_proxy.py" --listen "127.0.0.1:$PROXY_PORT" --to "$NS_IP:$PORT" \
             --delay-ms "$1" >>"$OUT/proxy.log" 2>&1 &
         PROXY_PID=$!
         ENDPOINT="127.0.0.1:$PROXY_PORT"

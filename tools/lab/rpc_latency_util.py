@@ -1,4 +1,4 @@
-"""Helpers of tools/rpc_latency.sh.
+"""Helpers of tools/lab/rpc_latency.sh.
 
 rpc_latency_util.py wait ENDPOINT            until an RPC server answers the handshake (30 s)
 rpc_latency_util.py rtt ENDPOINT             the median handshake (connect + HELLO), "1.23 ms"
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from engine import rpc  # noqa: E402
 

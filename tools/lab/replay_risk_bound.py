@@ -8,9 +8,9 @@ reply's drafts have saved so far (sum of (accepted + 1)·t(1) - t(rows) over its
 plus what a first 4-token draft risks, t(5) - t(1). A forward dynamic programme over positions
 keeps, at each, the states (time so far, savings so far) that no other state beats on both.
 
-    python -m tools.replay_risk_bound                    # every kept Gemma curve, Python x1 and x3.5
-    python -m tools.replay_risk_bound epyc-slow-avx2     # some of them
-    python -m tools.replay_risk_bound --set smollm2      # SmolLM2's replies on its curves
+    python -m tools.lab.replay_risk_bound                    # every kept Gemma curve, Python x1 and x3.5
+    python -m tools.lab.replay_risk_bound epyc-slow-avx2     # some of them
+    python -m tools.lab.replay_risk_bound --set smollm2      # SmolLM2's replies on its curves
 """
 
 from __future__ import annotations

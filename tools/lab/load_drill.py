@@ -9,9 +9,9 @@ that hangs past its timeout, a connection reset, a 200 without its end, or a bod
 what the status says is a lost reply. The server's memory (its process and the engine worker's,
 RSS from /proc) is sampled all along: after warming up it should stay flat.
 
-    .venv/bin/python -m tools.load_drill                  # a tiny generated model, 32 clients, 180 s
-    .venv/bin/python -m tools.load_drill --clients 64 --duration 300 --queue 8
-    .venv/bin/python -m tools.load_drill --model default  # the embedded Gemma 3 270M
+    .venv/bin/python -m tools.lab.load_drill                  # a tiny generated model, 32 clients, 180 s
+    .venv/bin/python -m tools.lab.load_drill --clients 64 --duration 300 --queue 8
+    .venv/bin/python -m tools.lab.load_drill --model default  # the embedded Gemma 3 270M
 
 Run it under `flock /tmp/tandem-bench.lock` on a shared machine. Linux only (/proc).
 """
@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 PROMPTS = ("the", "once upon a time", "the cat sat on the", "a b c d", "Write a short poem about rain.")
 

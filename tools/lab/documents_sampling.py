@@ -8,7 +8,7 @@ penalty 1.1 over 64 tokens); the same with the penalty sparing tokens that occur
 documents; the same without a penalty. Run it alone (`flock /tmp/tandem-bench.lock`): every figure
 is a ratio measured side by side.
 
-    python -m tools.documents_sampling --model smollm2 --max-tokens 160 --seeds 3
+    python -m tools.lab.documents_sampling --model smollm2 --max-tokens 160 --seeds 3
 """
 
 from __future__ import annotations

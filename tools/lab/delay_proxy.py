@@ -1,12 +1,12 @@
 """A TCP proxy that adds a fixed one-way delay to every byte, each direction: latency without netem.
 
-For kernels built without `sch_netem` (tools/rpc_latency.sh falls back to it there). Each chunk
+For kernels built without `sch_netem` (tools/lab/rpc_latency.sh falls back to it there). Each chunk
 read from one side is written to the other `delay_ms` after it arrived, in order; bandwidth is not
 limited. A round trip through it therefore costs 2 x delay_ms more, as with netem on both ends of
 a veth pair. Python adds some 0.05-0.2 ms per chunk of its own; measure delay 0 through the proxy
 too, so that it is the baseline.
 
-    python tools/delay_proxy.py --listen 127.0.0.1:50053 --to 10.77.0.2:50052 --delay-ms 1
+    python tools/lab/delay_proxy.py --listen 127.0.0.1:50053 --to 10.77.0.2:50052 --delay-ms 1
 """
 
 from __future__ import annotations

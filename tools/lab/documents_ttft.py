@@ -3,7 +3,7 @@ within 5% of plain prefill). The n-gram drafter indexes the whole prompt, the do
 before its first draft: that indexing is the cost measured here. Runs alternate, each from an
 empty KV cache; medians. Run it alone (`flock /tmp/tandem-bench.lock`).
 
-    python -m tools.documents_ttft --model smollm2 --runs 3
+    python -m tools.lab.documents_ttft --model smollm2 --runs 3
 """
 
 from __future__ import annotations

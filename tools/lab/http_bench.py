@@ -6,8 +6,8 @@ cost cache, alternating, plain and with speculation. Prints per mode: the whole 
 byte sent to last byte read), the time to the first streamed token, the decode rate each side
 measured itself, and whether both produced the same text.
 
-    .venv/bin/python -m tools.http_bench                      # the embedded model, n-gram, 256 tokens
-    .venv/bin/python -m tools.http_bench --reps 5 --max-tokens 512
+    .venv/bin/python -m tools.lab.http_bench                      # the embedded model, n-gram, 256 tokens
+    .venv/bin/python -m tools.lab.http_bench --reps 5 --max-tokens 512
 
 A benchmark: run it on an otherwise idle machine.
 """
@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = ROOT / "resources" / "bench_prompts.jsonl"
 
 
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {spec} | {hw:.3f} s / {lw:.3f} s | {hw / lw:.3f} | {ht * 1000:.0f} ms / {lt * 1000:.0f} ms "
               f"| {hr:.1f} / {lr:.1f} | {'yes' if same else 'NO'} |")  # fmt: skip
     print("Same text: every run of a mode, both sides. With speculation on a quantized target it may differ where "
-          "the two best logits nearly tie (batched rows round differently: FINDINGS.md).")  # fmt: skip
+          "the two best logits nearly tie (batched rows round differently: docs/findings.md).")  # fmt: skip
     return 0
 
 

@@ -1,0 +1,20 @@
+"""One-off experiments: each answered one question once; kept to re-run, not part of the product
+or its Makefile. Run from the repository root (`python -m tools.lab.NAME`). What each answered:
+
+- documents_sampling: what the chat's sampling (temperature 0.7, repetition penalty 1.1) does to
+  copying an attached document (issue 25): the "Edit or copy text" preset (temperature 0, no
+  penalty) stays the default for copy work; sparing the documents' tokens from the penalty did
+  not help and stays off (docs/documents.md).
+- documents_ttft: whether n-gram drafting delays the first token with a long attachment
+  (issue 25): indexing a 3,338-token prompt took about 1.4% of the prefill it follows.
+- load_drill: whether `tandem serve` loses a reply under many clients (issue 28): 79,887 requests
+  in 180 s, none lost, memory flat (docs/trust.md; tests/test_load_drill.py runs a short one).
+- http_bench: what the HTTP path costs against the same work in process: 1.03-1.04x plain,
+  0.91-1.01x with n-gram speculation (docs/lab-notebook.md).
+- replay_risk_bound: how much of the gap to the hindsight-best the per-reply risk limit itself
+  takes: a policy within it reaches 96-98% on every kept curve, 92.7% on the slow AVX2 EPYC's
+  (docs/history/2026-12-05-night-timing-batches-while-idle.md; tests/test_replay.py).
+- rpc_latency.sh (with rpc_latency_util and delay_proxy): speculation over llama.cpp RPC with
+  0-5 ms of network latency added: n-gram 2.06x at 0 ms, a draft model kept local 0.99x
+  (docs/lab-notebook.md).
+"""
