@@ -24,7 +24,6 @@ from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
-    QInputDialog,
     QLabel,
     QMainWindow,
     QProgressBar,
@@ -162,10 +161,19 @@ class MainWindow(QMainWindow):
         self.header.open_file_requested.connect(self.model_choices.open_file)
         self.header.speed_up_chosen.connect(self.on_header_speed_up_chosen)
         self.header.tint_toggled.connect(self.on_tint_check_toggled)
-        self.header.preset_chosen.connect(self.on_header_preset_chosen)
+        from ui.chat.presets import PresetChoices
+
+        # The header's presets: Tandem's and the user's for the model in use (ui/chat/presets.py).
+        self.preset_choices = presets = PresetChoices(self)
+        self.refresh_presets, self.apply_preset, self.save_preset = (
+            presets.refresh,
+            presets.apply,
+            presets.save,
+        )
+        self.header.preset_chosen.connect(presets.choose)
         self.header.preset_chosen.connect(self.task_switch.on_user_chose)
         self.header.speed_up_chosen.connect(self.task_switch.on_user_chose)
-        self.header.save_preset_requested.connect(self.on_header_save_preset_requested)
+        self.header.save_preset_requested.connect(presets.ask_and_save)
         self.refresh_presets()
         self.header.refresh_models()
         self.choose_draft_action = QAction("Choose a draft model…", self)
@@ -217,7 +225,7 @@ class MainWindow(QMainWindow):
         from ui.chat.task_switch import TaskSwitch
 
         # A suggested task's preset and speed-up: said, with Undo; the user's back after its reply.
-        self.task_switch = TaskSwitch(self.presenter, self.chat, self.apply_preset, self)
+        self.task_switch = TaskSwitch(self.presenter, self.chat, lambda p: self.preset_choices.apply(p), self)
         self.chat.task_suggested.connect(self.task_switch.on_task_suggested)
         self.compare.compare_requested.connect(self.on_compare_compare_requested)
         self.compare.stop_requested.connect(self.controller.stop)
@@ -695,50 +703,6 @@ class MainWindow(QMainWindow):
 
     def on_header_model_chosen(self, model: str) -> None:
         self.presenter.engine.choose_model(model)
-        self.refresh_presets()
-
-    # ---- presets
-
-    def presets(self) -> list[Any]:
-        """Tandem's presets, then the user's for the model in use (or for any model)."""
-        from app.settings import load_presets
-        from ui.presenters.words import built_in_presets
-
-        model = self.presenter.engine.model_key()
-        return [*built_in_presets(), *(p for p in load_presets() if p.is_for(model))]
-
-    def refresh_presets(self) -> None:
-        self.header.set_presets(self.presets(), self.settings.preset_name)
-
-    def on_header_preset_chosen(self, preset: Any) -> None:
-        self.presenter.apply_preset(preset)
-        self.chat.set_system_prompt(preset.system_prompt)
-
-    def apply_preset(self, preset: Any) -> None:
-        """A preset chosen for the user (a suggested task, or putting theirs back): as the header
-        chooses one, and shown there."""
-        self.on_header_preset_chosen(preset)
-        self.refresh_presets()
-
-    def on_header_save_preset_requested(self) -> None:
-        name, ok = QInputDialog.getText(
-            self, "Save a preset", "Name (for this model: instructions, sampling and speed-up):"
-        )
-        if ok and name.strip():
-            self.save_preset(name.strip())
-
-    def save_preset(self, name: str) -> None:
-        """The settings now (and the instructions shown) as a preset for the model in use."""
-        from app.settings import load_presets, save_presets
-
-        preset = self.presenter.current_preset(name, self.chat.system_prompt.text().strip())
-        kept = [p for p in load_presets() if (p.name, p.model) != (preset.name, preset.model)]
-        try:
-            save_presets([*kept, preset])
-        except OSError as e:
-            self.chat.set_notice(f"The preset could not be saved: {e.strerror or e}.", True)
-            return
-        self._update_settings(preset_name=name)
         self.refresh_presets()
 
     def on_choose_draft_action_triggered(self) -> None:
