@@ -9,7 +9,7 @@ LLAMA_CPP_VERSION := 0.3.36
 # the CPU has (AVX2, FMA, AVX-512, VNNI...) is switched on by name instead. AVX-512 VNNI matters:
 # it makes the compute-bound verify batches of speculative decoding ~1.7x cheaper here, while
 # plain decoding is memory-bound and gains little. For a bundle that runs on other machines,
-# or for CUDA/Metal/Vulkan, set LLAMA_CMAKE_ARGS yourself (see README, GPU offload).
+# set LLAMA_CMAKE_ARGS yourself (see README, GPU offload).
 CPU_FLAGS := $(shell grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
 has_cpu = $(filter $(1),$(CPU_FLAGS))
 LLAMA_CPU_ARGS := -DGGML_NATIVE=OFF \
@@ -20,7 +20,12 @@ LLAMA_CPU_ARGS := -DGGML_NATIVE=OFF \
 		$(if $(call has_cpu,avx512vbmi),-DGGML_AVX512_VBMI=ON) \
 		$(if $(call has_cpu,avx512_vnni),-DGGML_AVX512_VNNI=ON) \
 		$(if $(call has_cpu,avx512_bf16),-DGGML_AVX512_BF16=ON))
-LLAMA_CMAKE_ARGS ?= $(strip $(LLAMA_CPU_ARGS))
+# A GPU backend beside the CPU kernels, where this machine has a GPU and its toolchain
+# (tools/detect_gpu.sh: CUDA with nvcc, Vulkan with glslc and its headers, Metal on Apple
+# silicon); none found: the CPU build above, flags unchanged. GPU=cpu|cuda|vulkan|metal chooses.
+GPU ?= auto
+LLAMA_GPU_ARGS := $(shell GPU=$(GPU) sh tools/detect_gpu.sh flags)
+LLAMA_CMAKE_ARGS ?= $(strip $(LLAMA_CPU_ARGS) $(LLAMA_GPU_ARGS))
 # Every build also carries llama.cpp's RPC backend: `--rpc HOST:PORT` spreads a target's layers
 # over `tandem rpc-server` machines (README, Beyond one machine).
 LLAMA_BUILD_ARGS := $(LLAMA_CMAKE_ARGS) -DGGML_RPC=ON
@@ -42,6 +47,7 @@ export QT_API := pyside6
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
+	@GPU=$(GPU) sh tools/detect_gpu.sh why
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip wheel
 	@if [ "$$(cat $(VENV)/.llama-flags 2>/dev/null)" != "$(LLAMA_CPP_VERSION) $(LLAMA_BUILD_ARGS)" ]; then \

@@ -24,10 +24,17 @@ from app import paths
 log = logging.getLogger(__name__)
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
+def make_parser() -> argparse.ArgumentParser:
+    """The window's options; its help ends with the subcommands (app.cli.cli.commands_said)."""
+    from app.cli.cli import commands_said
     from app.cli.cli_base import Parser
 
-    parser = Parser(prog="tandem", description="Chat with a local GGUF model, sped up by speculation.")
+    parser = Parser(
+        prog="tandem",
+        description="Chat with a local GGUF model, sped up by speculation.",
+        epilog=commands_said(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument(
         "--model",
         metavar="PATH|default",
@@ -43,6 +50,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         metavar="tandem://open_from_hf?model=OWNER/REPO&file=FILE",
         help="check a model file on the hub before downloading it (the hub's links open this)",
     )
+    return parser
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = make_parser()
     # Qt's own options (-platform, -style...) pass through to QApplication.
     args, _unknown = parser.parse_known_args(argv)
     if args.link is not None and not args.link.startswith("tandem://"):

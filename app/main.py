@@ -16,6 +16,8 @@ def main(argv: list[str] | None = None) -> int:
     # A local-first app: huggingface_hub must not report usage (it reads this at import).
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "help":  # `tandem help [COMMAND]`: printed, no window (no display needed)
+        return print_help(args[1:])
     if args and args[0] in CLI_COMMANDS:
         from app.cli.cli import main as cli_main
 
@@ -23,6 +25,19 @@ def main(argv: list[str] | None = None) -> int:
     from app.gui import run_gui
 
     return run_gui(args)
+
+
+def print_help(rest: list[str]) -> int:
+    """`tandem help`: the window's options and the subcommands; `tandem help COMMAND`: its options."""
+    if rest and rest[0] in CLI_COMMANDS:
+        from app.cli.cli import build_parser
+
+        build_parser().parse_args([rest[0], "--help"])  # prints, and exits 0
+        return 0
+    from app.gui import make_parser
+
+    make_parser().print_help()
+    return 0
 
 
 if __name__ == "__main__":

@@ -56,6 +56,9 @@ class Settings:
     # Plain-decoding speed last measured per target model, the baseline of the speedup shown.
     plain_tokens_per_s: dict[str, float] = field(default_factory=dict)
     last_conversation_id: int | None = None
+    # The window's size as the user left it (0: not yet; the first window fits the screen).
+    window_width: int = 0
+    window_height: int = 0
     has_seen_welcome: bool = False  # the welcome panel opens by itself on the first start only
     theme: str = "system"  # "system" (follow the desktop's light/dark scheme), "light" or "dark"
     # The engine: "local" (this computer) or "remote" (an OpenAI-compatible server, app/host/remote_worker.py).

@@ -679,6 +679,39 @@ class Store:
         ).fetchall()
         return [Conversation(r["id"], r["title"], r["system_prompt"], r["updated_at"]) for r in rows]
 
+    def search_snippets(
+        self, search: str, conversation_ids: Iterable[int], width: int = 70
+    ) -> dict[int, str]:
+        """Where each conversation's visible messages hold the search (the whole of it, else its
+        first word): about `width` characters around the first match, on one line."""
+        words = search.split()
+        if not words:
+            return {}
+        out: dict[int, str] = {}
+        for conversation_id in conversation_ids:
+            rows = self._db.execute(
+                "SELECT content FROM messages WHERE conversation_id = ? AND status != 'superseded' ORDER BY id",
+                (conversation_id,),
+            ).fetchall()
+            for term in dict.fromkeys([search.strip(), words[0]]):
+                hit = next(
+                    (
+                        (r["content"], i)
+                        for r in rows
+                        if (i := r["content"].casefold().find(term.casefold())) >= 0
+                    ),
+                    None,
+                )
+                if hit is not None:
+                    text, at = hit
+                    start = max(0, at - width // 3)
+                    piece = " ".join(text[start : start + width].split())
+                    out[conversation_id] = (
+                        ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
+                    )
+                    break
+        return out
+
     def conversation(self, conversation_id: int) -> Conversation | None:
         r = self._db.execute(
             "SELECT id, title, system_prompt, updated_at FROM conversations WHERE id = ?", (conversation_id,)
@@ -935,6 +968,9 @@ def stretches(content: str, spans: Sequence[DraftSpan]) -> list[dict[str, str]]:
     return out
 
 
+STATUS_SAID = {"cancelled": "stopped", "interrupted": "interrupted: Tandem stopped before it was finished"}
+
+
 def conversation_markdown(data: dict[str, Any]) -> str:
     """An exported conversation (Store.export) as Markdown to read; the share of each reply that
     was guessed ahead and confirmed is said under it (Markdown has no highlight)."""
@@ -947,12 +983,37 @@ def conversation_markdown(data: dict[str, Any]) -> str:
         ]
         lines += ["", m["content"], ""]
         drafted = sum(len(s["text"]) for s in m["stretches"] if s["from"] == "draft")
+        said = _reply_said(m.get("stats")) if m["role"] == "assistant" else ""
+        if said:
+            lines += [f"*{said}*", ""]
         if m["role"] == "assistant" and m["content"] and drafted:
             share = drafted / len(m["content"])
             lines += [f"*{share:.0%} of this reply was guessed ahead and confirmed by the model.*", ""]
         if m["status"] != MessageStatus.COMPLETE:
-            lines += [f"*({m['status']})*", ""]
+            # As the window says it: a reply the user stopped is "stopped".
+            lines += [f"*({STATUS_SAID.get(m['status'], m['status'])})*", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _reply_said(stats: object) -> str:
+    """A reply's model, date and speed, as its export says them: "SmolLM2 135M Instruct ·
+    2026-12-06 04:15 UTC · 120 tokens at 52.3 tokens/s, 1.8× the usual 29.0" ("" where unknown)."""
+    if not isinstance(stats, dict):
+        return ""
+    parts = []
+    if isinstance(stats.get("model"), str) and stats["model"]:
+        parts.append(stats["model"])
+    when = stats.get("finished_at")
+    if isinstance(when, int | float) and not isinstance(when, bool):
+        parts.append(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(when)))
+    n, rate = stats.get("n_generated"), stats.get("decode_tokens_per_s")
+    if isinstance(n, int) and isinstance(rate, int | float) and n > 0 and rate > 0:
+        speed = f"{n} tokens at {rate:.1f} tokens/s"
+        plain = stats.get("plain_tokens_per_s")
+        if isinstance(plain, int | float) and plain > 0 and stats.get("speculation") not in (None, "none"):
+            speed += f", {rate / plain:.1f}× the usual {plain:.1f}"
+        parts.append(speed)
+    return " · ".join(parts)
 
 
 def read_conversation_file(path: Path) -> dict[str, Any]:

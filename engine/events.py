@@ -8,7 +8,8 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, Literal
 
-StopReason = Literal["length", "eos", "stop", "cancelled", "context"]
+# "repetition": the reply repeated one stretch again and again (engine.loop_guard stopped it).
+StopReason = Literal["length", "eos", "stop", "cancelled", "context", "repetition"]
 
 
 class Speculation(StrEnum):

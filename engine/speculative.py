@@ -42,6 +42,7 @@ from engine.events import (
     StopReason,
     TextPiece,
 )
+from engine.loop_guard import LoopGuard
 from engine.policy import DraftPolicy, Proposal
 from engine.sampling import accept_draft, distribution, penalize
 
@@ -153,6 +154,7 @@ class _Reply:
     text: _TextAssembler
     counters: _Counters
     out_tokens: list[int] = field(default_factory=list)
+    loop_guard: LoopGuard = field(default_factory=LoopGuard)  # ends a reply that repeats itself
     stop_reason: StopReason | None = None
     draft_max: int = 0  # the last step's draft length
 
@@ -287,6 +289,9 @@ class SpeculativeDecoder:
                 pieces.append(piece)
             if text.stopped:
                 r.stop_reason = "stop"
+                break
+            if r.loop_guard.add(token):
+                r.stop_reason = "repetition"
                 break
             if r.counters.n_generated >= r.max_tokens:
                 break

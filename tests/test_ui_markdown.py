@@ -21,6 +21,7 @@ from ui.chat.markdown_view import (
     MessageBody,
     render,
     tint_ranges,
+    whole_words,
 )
 
 REPLY = """# Speculative decoding
@@ -95,6 +96,11 @@ def _reference_tint(doc: QTextDocument, source: str, spans: list[tuple[int, int]
 
 def _drafted(pairs: list[tuple[int, int]]) -> list[DraftSpan]:
     return [DraftSpan(a, b) for a, b in pairs]
+
+
+def _whole(source: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans with their edges on whole words, as the window tints them (whole_words)."""
+    return [(s.start, s.end) for s in whole_words(source, _drafted(spans))]
 
 
 def _random_spans(source: str, seed: int, share: float = 0.4) -> list[tuple[int, int]]:
@@ -201,7 +207,8 @@ def test_tint_ranges_match_the_per_character_mapping(qapp, seed: int) -> None:
         spans = _random_spans(source, seed)
         doc = QTextDocument()
         doc.setMarkdown(source, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
-        assert tint_ranges(doc, source, spans) == _reference_tint(doc, source, spans)
+        # Each span's edges on whole words first (whole_words: a word is tinted whole or not).
+        assert tint_ranges(doc, source, spans) == _reference_tint(doc, source, _whole(source, spans))
 
 
 def test_render_tints_exactly_the_mapped_ranges_and_shades_code(qapp) -> None:
@@ -210,7 +217,7 @@ def test_render_tints_exactly_the_mapped_ranges_and_shades_code(qapp) -> None:
     render(doc, REPLY, _drafted(spans), tint=True)
     plain = QTextDocument()
     plain.setMarkdown(REPLY, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
-    assert _tinted(doc) == _reference_tint(plain, REPLY, spans)
+    assert _tinted(doc) == _reference_tint(plain, REPLY, _whole(REPLY, spans))
     code = [b for b in _look(doc) if b[2]]
     assert [b[0] for b in code][:2] == ["def accept(draft, target):", "    n = 0"]
     assert len(code) == 7  # both fences, every line (the empty one too)

@@ -66,7 +66,7 @@ def test_a_built_in_models_own_file_is_listed_once_by_its_name(qtbot, open_windo
         for i in range(header.model_combo.count())
     ]
     assert [key for _, key in items].count("default") == 1 and str(built_in) not in [key for _, key in items]
-    assert header.model_combo.currentText() == "Gemma 3 270M (base)"
+    assert header.model_combo.currentText() == "Gemma 3 270M (base) · 802.5 kB"  # its name, its size
     chosen: list[str] = []
     header.model_chosen.connect(chosen.append)
     header.model_combo.activated.emit(header.model_combo.currentIndex())

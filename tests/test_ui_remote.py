@@ -269,8 +269,10 @@ def test_tandem_serve_marks_drafted_text_per_chunk(server: ServeProcess) -> None
     import httpx
 
     def chunks(**extra: object) -> list[dict]:
+        # Sampled with a seed: greedy, the tiny model loops, and the loop guard ends the reply
+        # within its first tenth of a second (one timings chunk); sampled, it runs on.
         body = {"messages": [{"role": "user", "content": "abc abc abc abc abc abc abc abc abc abc"}],
-                "max_tokens": 1500, "temperature": 0, "repeat_penalty": 1.0, "stream": True, **extra}  # fmt: skip
+                "max_tokens": 1500, "temperature": 1.0, "seed": 7, "repeat_penalty": 1.0, "stream": True, **extra}  # fmt: skip
         out = []
         with httpx.stream("POST", f"{server.url}/chat/completions", json=body, timeout=60,
                           headers={"Authorization": "Bearer k1"}) as r:  # fmt: skip
@@ -342,7 +344,8 @@ def test_remote_worker_speaks_the_workers_messages(server: ServeProcess) -> None
         answer = inbox.get(timeout=30)
         assert isinstance(answer, TokenCountFailed) and answer.request_id == 9
         turns = (ChatTurn("user", "abc abc abc abc abc abc abc abc abc abc"),)
-        params = SamplingParams(temperature=0.0, repeat_penalty=1.0)
+        # Sampled with a seed: greedy, the tiny model loops and the loop guard ends it at once.
+        params = SamplingParams(temperature=1.0, repeat_penalty=1.0, seed=7)
         # Long enough for the engine's stats (every 0.1 s) to come several times.
         worker.send(ReplyRequest(1, turns, params=params, max_tokens=1500))
         messages = until_finished()

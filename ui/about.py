@@ -7,6 +7,7 @@ packaged PNG/ICO/ICNS icons are rendered from the same file (packaging/linux/ren
 
 from __future__ import annotations
 
+import html
 import importlib.metadata
 
 import PySide6
@@ -38,7 +39,8 @@ def _version(package: str) -> str:
 class AboutDialog(QDialog):
     """Help ▸ About Tandem: the icon, the version, what Tandem is, and what it is built on."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, runs_on: str = "") -> None:
+        """runs_on: what the model runs on, in words (ui.presenters.words.runs_on_words)."""
         super().__init__(parent)
         self.setObjectName("aboutDialog")
         self.setWindowTitle("About Tandem")
@@ -59,7 +61,7 @@ class AboutDialog(QDialog):
             "guesses ahead and the model checks its guesses in one pass, so the text is the "
             "model's own, only sooner.</p>"
             f"<p>Built on llama.cpp (llama-cpp-python {_version('llama_cpp_python')}) and "
-            f"Qt (PySide6 {PySide6.__version__}).</p>"
+            f"Qt (PySide6 {PySide6.__version__}).</p>" + (f"<p>{html.escape(runs_on)}</p>" if runs_on else "")
         )
         text.setObjectName("aboutText")
         text.setWordWrap(True)

@@ -19,15 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QShowEvent
+from PySide6.QtCore import QSize, Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
-    QInputDialog,
     QLabel,
     QMainWindow,
-    QMenu,
     QProgressBar,
     QSplitter,
     QTabWidget,
@@ -50,9 +48,22 @@ from ui.presenters.engine_presenter import PairView, SpeculationView
 from ui.presenters.failures import STRICT_ENV
 from ui.presenters.presenter import ChatPresenter, ConversationShown
 from ui.presenters.reply_presenter import LiveReply, MessageRow, ReplyEnded
+from ui.qt import theme
 from ui.settings.settings_dialog import SettingsDialog, needs_reload
 
 log = logging.getLogger(__name__)
+
+
+FIRST_SIZE = QSize(1180, 780)
+TITLE_BAR_PX = 40  # room left for the window manager's title bar and frame
+
+
+def fitted_size(wanted: QSize, available: QSize) -> QSize:
+    """`wanted` within the screen's free area, its frame included."""
+    return QSize(
+        max(400, min(wanted.width(), available.width())),
+        max(300, min(wanted.height(), available.height() - TITLE_BAR_PX)),
+    )
 
 
 class MainWindow(QMainWindow):
@@ -68,7 +79,6 @@ class MainWindow(QMainWindow):
         icon = app_icon()  # scalable (SVG): sharp at any scale factor
         QApplication.setWindowIcon(icon)
         self.setWindowIcon(icon)
-        self.resize(1180, 780)
         store = Store()
         store.mark_unfinished_interrupted()
         self.controller = controller or EngineController(self)
@@ -81,6 +91,7 @@ class MainWindow(QMainWindow):
         from ui.qt.theme import ThemeManager
 
         self.theme = ThemeManager(self.settings.theme, self)  # before any text is rendered
+        self._fit_to_screen()
         self.theme.changed.connect(self.on_theme_changed)
 
         self._build_tabs()
@@ -145,10 +156,26 @@ class MainWindow(QMainWindow):
         self.pair_label = self.header.state_label
         self.tint_check = self.header.tint_check
         self.header.model_chosen.connect(self.on_header_model_chosen)
+        from ui.chat.model_choices import ModelChoices
+
+        # What the model in use is offered: drafts that pair, tasks it does (ui/chat/model_choices.py).
+        self.model_choices = ModelChoices(self)
+        self.header.open_file_requested.connect(self.model_choices.open_file)
         self.header.speed_up_chosen.connect(self.on_header_speed_up_chosen)
         self.header.tint_toggled.connect(self.on_tint_check_toggled)
-        self.header.preset_chosen.connect(self.on_header_preset_chosen)
-        self.header.save_preset_requested.connect(self.on_header_save_preset_requested)
+        from ui.chat.presets import PresetChoices
+
+        # The header's presets: Tandem's and the user's for the model in use (ui/chat/presets.py).
+        self.preset_choices = presets = PresetChoices(self)
+        self.refresh_presets, self.apply_preset, self.save_preset = (
+            presets.refresh,
+            presets.apply,
+            presets.save,
+        )
+        self.header.preset_chosen.connect(presets.choose)
+        self.header.preset_chosen.connect(self.task_switch.on_user_chose)
+        self.header.speed_up_chosen.connect(self.task_switch.on_user_chose)
+        self.header.save_preset_requested.connect(presets.ask_and_save)
         self.refresh_presets()
         self.header.refresh_models()
         self.choose_draft_action = QAction("Choose a draft model…", self)
@@ -195,10 +222,13 @@ class MainWindow(QMainWindow):
         self.chat.stop_requested.connect(self.controller.stop)
         self.chat.regenerate_requested.connect(self.on_chat_regenerate_requested)
         self.chat.edit_requested.connect(self.on_chat_edit_requested)
-        self.chat.changes_requested.connect(self.show_reply_diff)
         self.chat.edit_cancelled.connect(self.on_chat_edit_cancelled)
         self.chat.system_prompt_changed.connect(self.on_chat_system_prompt_changed)
-        self.chat.task_suggested.connect(self.on_chat_task_suggested)
+        from ui.chat.task_switch import TaskSwitch
+
+        # A suggested task's preset and speed-up: said, with Undo; the user's back after its reply.
+        self.task_switch = TaskSwitch(self.presenter, self.chat, lambda p: self.preset_choices.apply(p), self)
+        self.chat.task_suggested.connect(self.task_switch.on_task_suggested)
         self.compare.compare_requested.connect(self.on_compare_compare_requested)
         self.compare.stop_requested.connect(self.controller.stop)
         self.tabs.currentChanged.connect(self.on_tabs_current_changed)
@@ -241,6 +271,7 @@ class MainWindow(QMainWindow):
         panel.download_requested.connect(self.on_welcome_download_requested)
         panel.dismissed.connect(self.on_welcome_dismissed)
         panel.demo_requested.connect(self.run_demo)
+        panel.demo_requested.connect(self.shrink_welcome)
         if self.settings.has_seen_welcome:
             panel.hide()
         else:
@@ -265,123 +296,49 @@ class MainWindow(QMainWindow):
         help_menu.addAction(self.about_action)
 
     def _build_file_actions(self) -> None:
-        """Conversation ▸ Import and Export (JSON keeps where each stretch came from; Markdown reads)."""
-        settings_action = self.shortcut_actions["settingsAction"]
-        menu = next(w for w in settings_action.associatedObjects() if isinstance(w, QMenu))
-        self.import_action = QAction("&Import a conversation…", self)
-        self.import_action.setToolTip("Open a conversation exported as JSON, as a new conversation")
-        self.import_action.triggered.connect(self.on_import_action_triggered)
-        self.export_markdown_action = QAction("Export as &Markdown…", self)
-        self.export_markdown_action.triggered.connect(lambda: self.export_conversation(None, "markdown"))
-        self.export_json_action = QAction("Export as &JSON…", self)
-        self.export_json_action.triggered.connect(lambda: self.export_conversation(None, "json"))
-        self.diff_action = QAction("Compare the reply with its &document…", self)
-        self.diff_action.setToolTip("The last reply against the document it was asked to change")
-        self.diff_action.triggered.connect(self.show_reply_diff)
-        for action in (
-            self.export_markdown_action,
-            self.export_json_action,
-            self.import_action,
-            self.diff_action,
-        ):
-            menu.insertAction(settings_action, action)
-        menu.insertSeparator(settings_action)
-        self.conversations.export_requested.connect(self.export_conversation)
+        """Conversation ▸ Import and Export, and a reply against its document
+        (ui/chat/conversation_actions.py)."""
+        from ui.chat.conversation_actions import ConversationActions
 
-    def show_reply_diff(self, reply_id: int | None = None) -> Any:
-        """A reply (the last one unless told) against the first document of the message it
-        answered (a dialog with copy and save-as); None, and a notice, where there is no such pair."""
-        from ui.chat.attachments import DiffDialog
-
-        conversation_id = self.conversation_id
-        messages = self.store.messages(conversation_id) if conversation_id is not None else []
-        reply = next(
-            (
-                m
-                for m in reversed(messages)
-                if m.role == "assistant" and m.content and (reply_id is None or m.id == reply_id)
-            ),
-            None,
+        self.conversation_actions = ConversationActions(self, self.shortcut_actions["settingsAction"])
+        actions = self.conversation_actions
+        self.import_action, self.diff_action = actions.import_action, actions.diff_action
+        self.export_markdown_action, self.export_json_action = (
+            actions.export_markdown_action,
+            actions.export_json_action,
         )
-        asked = next((m for m in reversed(messages) if reply and m.role == "user" and m.id < reply.id), None)
-        documents = self.presenter.attachments_of(asked.id) if asked is not None else ()
-        if reply is None or not documents:
-            self.chat.set_notice("There is no reply to a message with a document to compare.", True)
-            return None
-        dialog = DiffDialog(documents[0], reply.content, self)
-        dialog.show()
-        return dialog
-
-    def export_conversation(self, conversation_id: int | None, how: str, path: str | None = None) -> str:
-        """Write a conversation (the one shown by default) as Markdown or JSON; returns the path
-        written ("" when cancelled or there is none). A failure is said in the notice line."""
-        import json
-
-        from app.store import conversation_markdown
-
-        conversation_id = conversation_id if conversation_id is not None else self.conversation_id
-        conversation = self.store.conversation(conversation_id) if conversation_id is not None else None
-        if conversation is None:
-            self.chat.set_notice("There is no conversation to export yet.", True)
-            return ""
-        suffix = ".md" if how == "markdown" else ".json"
-        if path is None:
-            safe = "".join(ch if ch.isalnum() or ch in " -_" else "_" for ch in conversation.title).strip()
-            path, _ = QFileDialog.getSaveFileName(
-                self,
-                "Export the conversation",
-                str(Path.home() / ((safe or "conversation") + suffix)),
-                "Markdown (*.md)" if how == "markdown" else "JSON (*.json)",
-            )
-            if not path:
-                return ""
-        data = self.store.export(conversation.id)
-        text = (
-            conversation_markdown(data)
-            if how == "markdown"
-            else json.dumps(data, ensure_ascii=False, indent=1)
-        )
-        try:
-            from app.paths import write_private_text
-
-            write_private_text(Path(path), text)
-        except OSError as e:
-            self.chat.set_notice(f"The conversation could not be written to {path}: {e.strerror or e}.", True)
-            return ""
-        self.chat.set_notice(f"Exported “{conversation.title}” to {path}.")
-        return path
-
-    def on_import_action_triggered(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Import a conversation", str(Path.home()), "Tandem conversations (*.json)"
-        )
-        if path:
-            self.import_conversation(path)
-
-    def import_conversation(self, path: str) -> int | None:
-        """A conversation exported as JSON, added as a new one and shown; a file that is not one
-        is refused in one sentence in the notice line. Returns the new conversation's id."""
-        from app.store import ConversationFileError, read_conversation_file
-
-        try:
-            data = read_conversation_file(Path(path))
-        except ConversationFileError as e:
-            self.chat.set_notice(str(e), True)
-            return None
-        conversation = self.store.import_conversation(data)
-        self.show_conversation(conversation.id)
-        self.chat.set_notice(f"Imported “{conversation.title}”.")
-        return conversation.id
+        self.export_conversation = actions.export_conversation
+        self.import_conversation = actions.import_conversation
+        self.show_reply_diff = actions.show_reply_diff
+        self.chat.changes_requested.connect(actions.show_reply_diff)
+        self.conversations.export_requested.connect(actions.export_conversation)
 
     def show_about(self) -> None:
-        dialog = AboutDialog(self)
+        from ui.presenters.words import runs_on_words
+
+        info = self.controller.info
+        dialog = AboutDialog(
+            self,
+            runs_on_words(
+                info.gpu_offload_supported if info is not None else None,
+                self.settings.n_gpu_layers,
+                info.server if info is not None else "",
+            ),
+        )
+        self.about_dialog = dialog
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.open()
 
     def show_welcome(self) -> None:
         if self.welcome is not None:
             self.tabs.setCurrentIndex(0)
+            self.welcome.set_compact(False)
             self.welcome.show()
+
+    def shrink_welcome(self, *_args: object) -> None:
+        """After first use (a reply, or the demo) the welcome keeps one line: room for the chat."""
+        if self.welcome is not None and self.welcome.isVisible():
+            self.welcome.set_compact(True)
 
     def run_demo(self) -> None:
         """The welcome's demo: Compare, on a paragraph to repeat, the usual way and then sped up."""
@@ -475,6 +432,8 @@ class MainWindow(QMainWindow):
         r.speed_line_changed.connect(self.stats_label.setText)
         r.reply_progressed.connect(self.on_presenter_reply_progressed)
         r.reply_ended.connect(self.on_presenter_reply_ended)
+        r.reply_ended.connect(self.task_switch.on_reply_ended)
+        r.reply_ended.connect(self.shrink_welcome)
         r.context_offered.connect(self.on_presenter_context_offered)
         e = p.engine
         e.speculation_changed.connect(self.on_presenter_speculation_changed)
@@ -525,9 +484,10 @@ class MainWindow(QMainWindow):
         self.pair_label.setText(pair.text)
         if pair.tooltip is not None:
             self.pair_label.setToolTip(pair.text + "\n" + pair.tooltip)
-        self.pair_label.setStyleSheet("color: #c0392b;" if pair.is_problem else "")
+        theme.set_tone(self.pair_label, "error" if pair.is_problem else "")
         if pair.title is not None:
             self.setWindowTitle(pair.title)
+            self.model_choices.offer(self.controller.info)
 
     def on_presenter_speculation_changed(self, speculation: SpeculationView) -> None:
         from ui.settings.remote_engine import LOCAL_ONLY_TIP  # a server decides its own speculation
@@ -548,9 +508,10 @@ class MainWindow(QMainWindow):
     # ---- conversations
 
     def _refresh_conversations(self) -> None:
-        self.conversations.set_conversations(
-            self.store.conversations(self.conversations.search.text().strip()), self.conversation_id
-        )
+        search = self.conversations.search.text().strip()
+        found = self.store.conversations(search)
+        snippets = self.store.search_snippets(search, [c.id for c in found]) if search else {}
+        self.conversations.set_conversations(found, self.conversation_id, snippets)
 
     def show_conversation(self, conversation_id: int | None) -> None:
         self.presenter.show_conversation(conversation_id)
@@ -596,13 +557,22 @@ class MainWindow(QMainWindow):
         return self.chat.widget_for(live.message_id)
 
     def _record_extras(self, live: LiveReply) -> dict[str, Any]:
-        """What a finished reply keeps besides its numbers: its small sparkline, when shown."""
-        widget = self._live_widget()
-        if widget is None or not widget.speed.points:
-            return {}
-        from ui.chat.speed_panel import POINTS_KEY
+        """What a finished reply keeps besides its numbers: the model that wrote it (by its name),
+        when it ended (exports say both), and its small sparkline, when shown."""
+        import time
 
-        return {POINTS_KEY: widget.speed.kept_points()}
+        from ui.presenters.words import model_name
+
+        extras: dict[str, Any] = {"finished_at": round(time.time(), 1)}
+        info = self.controller.info
+        if info is not None:
+            extras["model"] = model_name(Path(info.target_path), info.target_name)
+        widget = self._live_widget()
+        if widget is not None and widget.speed.points:
+            from ui.chat.speed_panel import POINTS_KEY
+
+            extras[POINTS_KEY] = widget.speed.kept_points()
+        return extras
 
     def on_presenter_reply_progressed(self, progress: ReplyProgress) -> None:
         live, widget = self.presenter.live, self._live_widget()
@@ -701,8 +671,14 @@ class MainWindow(QMainWindow):
 
     def on_conversations_conversation_selected(self, conversation_id: int) -> None:
         self.presenter.select_conversation(conversation_id)
+        search = self.conversations.search.text().strip()
+        if search:  # found by a search: its match shown, once the messages are laid out
+            QTimer.singleShot(
+                0, lambda: self.chat.show_match(search) or self.chat.show_match(search.split()[0])
+            )
 
     def on_conversations_new_requested(self) -> None:
+        self.conversations.search.clear()  # a search left on would hide the new conversation
         self.presenter.new_conversation()
         self.chat.input.setFocus()
 
@@ -727,58 +703,10 @@ class MainWindow(QMainWindow):
 
     def on_header_speed_up_chosen(self, key: SpeedUp) -> None:
         if not self.presenter.engine.choose_speculation(key):
-            self.on_choose_draft_action_triggered()
+            self.model_choices.show_draft_menu()
 
     def on_header_model_chosen(self, model: str) -> None:
         self.presenter.engine.choose_model(model)
-        self.refresh_presets()
-
-    # ---- presets
-
-    def presets(self) -> list[Any]:
-        """Tandem's presets, then the user's for the model in use (or for any model)."""
-        from app.settings import load_presets
-        from ui.presenters.words import built_in_presets
-
-        model = self.presenter.engine.model_key()
-        return [*built_in_presets(), *(p for p in load_presets() if p.is_for(model))]
-
-    def refresh_presets(self) -> None:
-        self.header.set_presets(self.presets(), self.settings.preset_name)
-
-    def on_header_preset_chosen(self, preset: Any) -> None:
-        self.presenter.apply_preset(preset)
-        self.chat.set_system_prompt(preset.system_prompt)
-
-    def on_chat_task_suggested(self, task: str) -> None:
-        """A suggested task is edit work: it runs as its preset runs it (ui.presenters.words.task_preset),
-        chosen in the header where the user sees it and can choose another."""
-        from ui.presenters.words import task_preset
-
-        preset = task_preset(task)
-        if preset is not None:
-            self.on_header_preset_chosen(preset)
-            self.refresh_presets()
-
-    def on_header_save_preset_requested(self) -> None:
-        name, ok = QInputDialog.getText(
-            self, "Save a preset", "Name (for this model: instructions, sampling and speed-up):"
-        )
-        if ok and name.strip():
-            self.save_preset(name.strip())
-
-    def save_preset(self, name: str) -> None:
-        """The settings now (and the instructions shown) as a preset for the model in use."""
-        from app.settings import load_presets, save_presets
-
-        preset = self.presenter.current_preset(name, self.chat.system_prompt.text().strip())
-        kept = [p for p in load_presets() if (p.name, p.model) != (preset.name, preset.model)]
-        try:
-            save_presets([*kept, preset])
-        except OSError as e:
-            self.chat.set_notice(f"The preset could not be saved: {e.strerror or e}.", True)
-            return
-        self._update_settings(preset_name=name)
         self.refresh_presets()
 
     def on_choose_draft_action_triggered(self) -> None:
@@ -875,6 +803,18 @@ class MainWindow(QMainWindow):
 
     # ---- window
 
+    def _fit_to_screen(self) -> None:
+        """The size the user left the window at, or the usual first size, within the screen's free
+        area less the title bar (the status bar, where loading shows, stays on a 768-px screen)."""
+        wanted = QSize(
+            self.settings.window_width or FIRST_SIZE.width(),
+            self.settings.window_height or FIRST_SIZE.height(),
+        )
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is not None:
+            wanted = fitted_size(wanted, screen.availableGeometry().size())
+        self.resize(wanted)
+
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt's name)
         super().showEvent(event)
         if not self._has_shown:
@@ -892,6 +832,8 @@ class MainWindow(QMainWindow):
             return
         self._is_closed = True
         self.presenter.stop_live()
+        size = self.normalGeometry().size() if self.isMaximized() else self.size()
+        self._update_settings(window_width=size.width(), window_height=size.height())
         self.serve_toggle.stop()
         self.controller.shutdown()
         # Downloads pause; their .part files stay and resume next time.

@@ -834,7 +834,14 @@ def _usage(stats: Stats | None) -> dict[str, int]:
     }
 
 
-FINISH_REASONS = {"length": "length", "context": "length", "eos": "stop", "stop": "stop", "cancelled": "stop"}
+FINISH_REASONS = {
+    "length": "length",
+    "context": "length",
+    "eos": "stop",
+    "stop": "stop",
+    "cancelled": "stop",
+    "repetition": "stop",
+}
 
 
 def model_id(info: EngineInfo) -> str:

@@ -129,6 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def commands_said() -> str:
+    """The subcommands, one a line with what each does (the help of `tandem --help` ends with them)."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    lines = [f"  tandem {c.dest:<11} {c.help}" for c in sub._choices_actions]
+    return "commands (`tandem help COMMAND` for each one's options):\n" + "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

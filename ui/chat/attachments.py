@@ -111,7 +111,7 @@ class AttachmentChip(QFrame):
         layout.addWidget(self.label)
         self.error = QLabel(PROBLEM_WORDS.get(attachment.problem, "") if attachment.problem else "")
         self.error.setObjectName("attachmentError")
-        self.error.setStyleSheet("QLabel#attachmentError { color: #c0392b; }")
+        theme.set_tone(self.error, "error")
         self.error.setWordWrap(True)
         self.error.setVisible(attachment.problem is not None)
         layout.addWidget(self.error, 1)

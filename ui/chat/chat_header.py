@@ -12,9 +12,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QPainter, QPaintEvent, QTextCursor, QTextDocument
+from PySide6.QtGui import QPainter, QPaintEvent, QStandardItemModel, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from app.library.catalog import format_bytes
 from app.settings import Preset, SpeedUp
 from ui.chat.markdown_view import tint_format
 from ui.presenters.words import (
@@ -81,8 +82,33 @@ class ModelCombo(QComboBox):
         super().showPopup()
 
 
+OPEN_FILE_ITEM = "Open a GGUF file…"
+OPEN_FILE_KEY = "open-file"
+
+
+def _file_size(key: str) -> int:
+    try:
+        return Path(key).stat().st_size if ("/" in key or "\\" in key) else 0
+    except OSError:
+        return 0
+
+
+def _built_in_size(key: str) -> int:
+    """A built-in model's file size (0 where its file is not there yet: made on first use)."""
+    from app.library.default_model import DEFAULT_MODEL_NAME, smollm2_model
+    from app.paths import models_dir
+    from engine.errors import TandemError
+
+    try:
+        path = smollm2_model() if key == "smollm2" else models_dir() / DEFAULT_MODEL_NAME
+        return path.stat().st_size
+    except (OSError, TandemError):
+        return 0
+
+
 class ChatHeader(QWidget):
     model_chosen = Signal(str)  # "default" (a built-in model's name) or a GGUF path
+    open_file_requested = Signal()  # "Open a GGUF file…": the window asks for one
     speed_up_chosen = Signal(object)  # app.settings.SpeedUp
     tint_toggled = Signal(bool)
     preset_chosen = Signal(object)  # app.settings.Preset
@@ -176,6 +202,7 @@ class ChatHeader(QWidget):
         rows.addLayout(self.legend_row)
         self._models: list[tuple[str, str]] = []
         self._in_use: str | None = None
+        self._in_use_name = ""  # its header's name
         self.restyle()
         self._show_why()
 
@@ -219,28 +246,34 @@ class ChatHeader(QWidget):
     # ---- models
 
     def refresh_models(self) -> None:
-        """The built-in models, then the GGUF files in the models folder, the one in use marked."""
+        """The built-in models, then the GGUF files in the models folder, each by its name with
+        its size, the one in use marked, then "Open a GGUF file…"."""
         from ui.presenters.engine_presenter import first_chat_model
 
         models = [m for m in BUILT_IN_MODELS if m[0] != "smollm2" or first_chat_model() == "smollm2"]
+        sizes = {key: _built_in_size(key) for key, _ in models}
         try:
             from app.library.catalog import scan_local_models
 
             listed = {key for key, _ in models}
             for m in scan_local_models():
                 if built_in_key(str(m.path)) not in listed:  # the built-in Gemma's file: listed
-                    models.append((str(m.path), m.path.stem))
+                    models.append((str(m.path), model_name(m.path, m.info.name if m.info else "")))
+                    sizes[str(m.path)] = m.size_bytes
         except Exception:  # an unreadable folder: the built-in models are still offered
             pass
         if self._in_use and all(key != self._in_use for key, _ in models):
-            models.insert(1, (self._in_use, model_name(Path(self._in_use), Path(self._in_use).stem)))
+            models.insert(1, (self._in_use, model_name(Path(self._in_use), self._in_use_name)))
         self._models = models
         self.model_combo.blockSignals(True)
         self.model_combo.clear()
         for key, name in models:
-            self.model_combo.addItem(name, key)
+            size = sizes.get(key) or _file_size(key)
+            self.model_combo.addItem(f"{name} · {format_bytes(size)}" if size else name, key)
             where = "built into Tandem, offline" if "/" not in key and "\\" not in key else key
             self.model_combo.setItemData(self.model_combo.count() - 1, where, Qt.ItemDataRole.ToolTipRole)
+        self.model_combo.insertSeparator(self.model_combo.count())
+        self.model_combo.addItem(OPEN_FILE_ITEM, OPEN_FILE_KEY)
         self._select_in_use()
         self.model_combo.blockSignals(False)
 
@@ -249,8 +282,13 @@ class ChatHeader(QWidget):
         that model's entry (chosen again, it is not loaded again)."""
         key = (built_in_key(key) or key) if key else key
         self._in_use = key
+        self._in_use_name = name
         if key and self.model_combo.findData(key) < 0:
-            self.model_combo.addItem(model_name(Path(key), name or Path(key).stem), key)
+            at = self.model_combo.findData(OPEN_FILE_KEY)
+            label = model_name(Path(key), name or Path(key).stem)
+            size = _file_size(key)
+            label = f"{label} · {format_bytes(size)}" if size else label
+            self.model_combo.insertItem(at - 1 if at > 0 else self.model_combo.count(), label, key)
         self._select_in_use()
 
     def _select_in_use(self) -> None:
@@ -260,7 +298,10 @@ class ChatHeader(QWidget):
 
     def on_model_combo_activated(self, index: int) -> None:
         key = self.model_combo.itemData(index)
-        if key and key != self._in_use:
+        if key == OPEN_FILE_KEY:
+            self._select_in_use()  # until a file is chosen
+            self.open_file_requested.emit()
+        elif key and key != self._in_use:
             self.model_chosen.emit(str(key))
 
     # ---- presets
@@ -299,6 +340,16 @@ class ChatHeader(QWidget):
             self.speed_combo.setCurrentIndex(index)
         self.speed_combo.setEnabled(can_switch)
         self._show_why(why_not=why_not if not can_switch else "")
+
+    def set_draft_available(self, is_available: bool, why_not: str = "") -> None:
+        """ "Draft model" greyed, with why, where no local model pairs with the one in use."""
+        index = self.speed_combo.findData("draft")
+        model = self.speed_combo.model()
+        if index < 0 or not isinstance(model, QStandardItemModel):
+            return
+        model.item(index).setEnabled(is_available)
+        why = next(c.why for c in SPEED_UP_CHOICES if c.key == "draft")
+        self.speed_combo.setItemData(index, why if is_available else why_not, Qt.ItemDataRole.ToolTipRole)
 
     def _show_why(self, _index: int = 0, why_not: str = "") -> None:
         why = self.speed_combo.currentData(Qt.ItemDataRole.ToolTipRole)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QMimeData, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeyEvent
+from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeyEvent, QTextCursor
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -31,7 +31,14 @@ from app.store import MessageStatus
 from engine.events import DraftSpan, StatsRecord
 from ui.chat.attachments import LONG_PASTE_CHARS, AttachmentTray, pick_files
 from ui.chat.message_widget import MessageWidget
-from ui.presenters.words import DEMO_TASKS, EMPTY_CHAT, quick_action_of, quick_actions_for
+from ui.presenters.words import (
+    DEMO_TASKS,
+    EMPTY_CHAT,
+    model_does,
+    needs_larger_words,
+    quick_action_of,
+    quick_actions_for,
+)
 
 READABLE_WIDTH_EM = 110  # average characters: about 90 of text a line after margins
 
@@ -88,6 +95,7 @@ class ChatView(QWidget):
     edit_cancelled = Signal()
     system_prompt_changed = Signal(str)
     task_suggested = Signal(str)  # a suggestion's request, put in the message box
+    small_model_requested = Signal()  # the download of a model that does the tasks shown greyed
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -140,6 +148,14 @@ class ChatView(QWidget):
         self.notice_action.clicked.connect(self.on_notice_action_clicked)
         self._notice_do: Callable[[], None] | None = None
         notice_row.addWidget(self.notice_action, 0, Qt.AlignmentFlag.AlignVCenter)
+        self.notice_close = QToolButton()  # every notice can be closed
+        self.notice_close.setObjectName("noticeClose")
+        self.notice_close.setText("✕")
+        self.notice_close.setToolTip("Close this notice")
+        self.notice_close.setAccessibleName("Close the notice")
+        self.notice_close.setVisible(False)
+        self.notice_close.clicked.connect(lambda: self.set_notice(""))
+        notice_row.addWidget(self.notice_close, 0, Qt.AlignmentFlag.AlignVCenter)
         layout.addLayout(notice_row)
 
         self.scroll_area = QScrollArea()
@@ -249,7 +265,46 @@ class ChatView(QWidget):
             self.suggestion_buttons.append(button)
         row.addStretch(1)
         box.addWidget(self.demo_row)
+        # Tasks the model in use does not do: said, with the one-click download of one that does.
+        self.larger_row = QWidget()
+        self.larger_row.setObjectName("needsLargerModel")
+        larger = QHBoxLayout(self.larger_row)
+        larger.setContentsMargins(0, 0, 0, 0)
+        larger.addStretch(1)
+        self.larger_label = QLabel()
+        self.larger_label.setWordWrap(True)
+        larger.addWidget(self.larger_label)
+        self.larger_download = QPushButton()
+        self.larger_download.setObjectName("downloadSmallInstruct")
+        self.larger_download.clicked.connect(self.small_model_requested)
+        larger.addWidget(self.larger_download)
+        larger.addStretch(1)
+        self.larger_row.setVisible(False)
+        box.addWidget(self.larger_row)
+        self._model_key: str | None = None
+        self._model_name = ""
+        self._download_text = ""
         return self.empty_state
+
+    def set_model_tasks(self, model_key: str | None, model_name: str, download_text: str = "") -> None:
+        """The suggested tasks (and a document's quick actions) the model in use does are offered;
+        the others are greyed and said to need a larger model, with `download_text` on the button
+        that downloads one ("" where there is nothing to offer)."""
+        self._model_key, self._model_name, self._download_text = model_key, model_name, download_text
+        undone = []
+        for button, (name, _task) in zip(self.suggestion_buttons, DEMO_TASKS, strict=True):
+            does = model_does(model_key, name)
+            button.setEnabled(does)
+            if not does:
+                undone.append(name)
+        self._say_undone(undone)
+        self._offer_document()
+
+    def _say_undone(self, undone: Sequence[str]) -> None:
+        self.larger_label.setText(needs_larger_words(self._model_name, undone) if undone else "")
+        self.larger_download.setText(self._download_text)
+        self.larger_download.setVisible(bool(self._download_text))
+        self.larger_row.setVisible(bool(undone))
 
     def _offer_document(self) -> None:
         """An empty chat with a document attached suggests what to ask of it (its chip's quick
@@ -258,6 +313,8 @@ class ChatView(QWidget):
         document = documents[0] if documents else None
         self.demo_row.setVisible(document is None)
         self.document_row.setVisible(document is not None)
+        if document is None:
+            self._say_undone([n for n, _ in DEMO_TASKS if not model_does(self._model_key, n)])
         self.empty_hint.setText(
             EMPTY_CHAT
             if document is None
@@ -272,14 +329,19 @@ class ChatView(QWidget):
         if document is None:
             return
         row.addStretch(1)
+        undone = []
         for quick in quick_actions_for(document):
             request = quick.prompt.format(name=document.name)
             button = QPushButton(quick.title)
             button.setToolTip(f"Puts “{request}” in the message box; Enter sends it")
+            if not model_does(self._model_key, quick.title):
+                button.setEnabled(False)
+                undone.append(quick.title)
             button.clicked.connect(lambda _=False, r=request: self.on_attachments_action_requested(r))
             row.addWidget(button)
             self.document_buttons.append(button)
         row.addStretch(1)
+        self._say_undone(undone)
 
     def _suggest(self, task: str) -> None:
         if self.input.toPlainText().strip():
@@ -404,6 +466,7 @@ class ChatView(QWidget):
         )
         self.notice.setText(text)
         self.notice.setVisible(bool(text))
+        self.notice_close.setVisible(bool(text))
         self.set_notice_action("", None)  # a new notice offers nothing until told
 
     def set_notice_action(self, text: str, do: Callable[[], None] | None) -> None:
@@ -441,6 +504,28 @@ class ChatView(QWidget):
     @property
     def is_editing(self) -> bool:
         return self._is_editing
+
+    def show_match(self, term: str) -> MessageWidget | None:
+        """A search's match in the transcript: the first message holding `term` (any case),
+        scrolled to, its first occurrence selected (highlighted); None where none holds it."""
+        if not term:
+            return None
+        for widget in self.message_widgets():
+            if term.casefold() in widget.text().casefold():
+                widget.body.moveCursor(QTextCursor.MoveOperation.Start)
+                if widget.body.find(term):
+                    widget.body.setFocus(Qt.FocusReason.OtherFocusReason)
+                self._should_follow = False
+                container = self.scroll_area.widget()
+                if container is not None:
+                    self.scroll_area.setWidgetResizable(True)  # the container sized to its messages now
+                    layout = container.layout()
+                    if layout is not None:
+                        layout.activate()  # laid out now: the match's place is known
+                    at = widget.body.viewport().mapTo(container, widget.body.cursorRect().center())
+                    self.scroll_area.ensureVisible(at.x(), at.y(), 0, 60)
+                return widget
+        return None
 
     def scroll_to_end(self) -> None:
         self._should_follow = True

@@ -3,7 +3,7 @@ rename and delete from the context menu (or F2 and Delete)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from PySide6.QtCore import QEvent, QObject, QPoint, Qt, Signal
 from PySide6.QtWidgets import (
@@ -19,6 +19,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.store import Conversation
+
+TITLE_ROLE = Qt.ItemDataRole.UserRole + 1  # an item's title (its text may carry a search's snippet below)
 
 
 class ConversationList(QWidget):
@@ -63,15 +65,20 @@ class ConversationList(QWidget):
     def current_id(self) -> int | None:
         return self._id(self.list.currentItem())
 
-    def set_conversations(self, conversations: Sequence[Conversation], current_id: int | None) -> None:
-        """Refill the list without announcing a selection change."""
+    def set_conversations(
+        self, conversations: Sequence[Conversation], current_id: int | None, snippets: Mapping[int, str] = {}
+    ) -> None:
+        """Refill the list without announcing a selection change; snippets: a search's match in
+        each conversation, shown under its title."""
         self._is_updating = True
         try:
             self.list.clear()
             for conversation in conversations:
-                item = QListWidgetItem(conversation.title)
+                snippet = snippets.get(conversation.id, "")
+                item = QListWidgetItem(f"{conversation.title}\n{snippet}" if snippet else conversation.title)
                 item.setData(Qt.ItemDataRole.UserRole, conversation.id)
-                item.setToolTip(conversation.title)
+                item.setData(TITLE_ROLE, conversation.title)
+                item.setToolTip(f"{conversation.title}\n{snippet}" if snippet else conversation.title)
                 self.list.addItem(item)
                 if conversation.id == current_id:
                     self.list.setCurrentItem(item)
@@ -79,13 +86,13 @@ class ConversationList(QWidget):
             self._is_updating = False
 
     def titles(self) -> list[str]:
-        return [self.list.item(i).text() for i in range(self.list.count())]
+        return [self.list.item(i).data(TITLE_ROLE) for i in range(self.list.count())]
 
     def ask_rename(self, conversation_id: int | None) -> None:
         item = self._item(conversation_id)
         if item is None or conversation_id is None:
             return
-        title, ok = QInputDialog.getText(self, "Rename conversation", "Title:", text=item.text())
+        title, ok = QInputDialog.getText(self, "Rename conversation", "Title:", text=item.data(TITLE_ROLE))
         if ok and title.strip():
             self.rename_requested.emit(conversation_id, title.strip())
 
@@ -94,7 +101,7 @@ class ConversationList(QWidget):
         if item is None or conversation_id is None:
             return
         answer = QMessageBox.question(
-            self, "Delete conversation", f"Delete “{item.text()}” and all its messages?"
+            self, "Delete conversation", f"Delete “{item.data(TITLE_ROLE)}” and all its messages?"
         )
         if answer == QMessageBox.StandardButton.Yes:
             self.delete_requested.emit(conversation_id)

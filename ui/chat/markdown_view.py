@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QEvent, QPoint, QSize, Qt, QTimer
 from PySide6.QtGui import (
@@ -106,6 +106,28 @@ def _tagged(spans: Sequence[DraftSpan], n: int) -> list[tuple[int, int, str]]:
     return out
 
 
+def _is_word_char(ch: str) -> bool:
+    return ch.isalnum() or ch in "_'’"
+
+
+def whole_words(source: str, spans: Sequence[DraftSpan]) -> list[DraftSpan]:
+    """Spans with each edge that falls inside a word moved to the nearer end of that word: a
+    draft's tokens end mid-word ("com|ittee"), and half a word tinted reads as a glitch. A word
+    is tinted whole or not at all; the spans stay one per span (one may become empty)."""
+
+    def snap(i: int) -> int:
+        if not 0 < i < len(source) or not (_is_word_char(source[i - 1]) and _is_word_char(source[i])):
+            return i
+        start, end = i, i
+        while start > 0 and _is_word_char(source[start - 1]):
+            start -= 1
+        while end < len(source) and _is_word_char(source[end]):
+            end += 1
+        return start if i - start <= end - i else end
+
+    return [replace(s, start=snap(s.start), end=max(snap(s.start), snap(s.end))) for s in spans]
+
+
 def tint_ranges(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """The [start, end) document positions whose characters came from drafted source characters."""
     return [(start, end) for start, end, _ in source_ranges(doc, source, [DraftSpan(a, b) for a, b in spans])]
@@ -120,7 +142,7 @@ def source_ranges(doc: QTextDocument, source: str, spans: Sequence[DraftSpan]) -
     only the next source character, if that is whitespace). Block separators are never tinted.
     """
     n = len(source)
-    drafted = _tagged(spans, n)
+    drafted = _tagged(whole_words(source, spans), n)
     if not drafted:
         return []
     texts: list[str] = []

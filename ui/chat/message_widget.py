@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from html import escape
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
-from PySide6.QtGui import QEnterEvent
+from PySide6.QtGui import QEnterEvent, QGuiApplication, QPalette
 from PySide6.QtWidgets import (
     QApplication,
     QFrame,
@@ -115,9 +116,14 @@ class MessageWidget(QFrame):
         self.note = QLabel()  # how the reply ended, where that is worth saying
         self.note.setObjectName("note")
         self.note.setWordWrap(True)
+        self.note.setTextFormat(Qt.TextFormat.RichText)
+        self.note.linkActivated.connect(lambda _link: self.regenerate_requested.emit())
         self.note.setVisible(False)
         layout.addWidget(self.note)
         self._spans: tuple[DraftSpan, ...] = ()
+        self._notes: list[str] = []  # how the reply ended, where worth a line
+        self._offers_regenerate = False  # ...and whether that line offers Regenerate (a loop)
+        self._described: tuple[int, str] = (0, "")  # the text's length, where its guesses came from
         self.detail_rows: list[tuple[str, str]] = []
         for child in (self.changes_button, self.regenerate_button, self.edit_button, self.copy_button):
             child.installEventFilter(self)
@@ -170,21 +176,29 @@ class MessageWidget(QFrame):
         )
         if render:
             self.body.restyle()
+            self._render_note()
 
     def _describe_draft(self, text: str, spans: Sequence[DraftSpan]) -> None:
         """Say in words what the highlight shows (screen readers, and the tooltip)."""
         self._spans = tuple(spans)
-        reused = sum(max(0, min(s.end, len(text)) - max(s.start, 0)) for s in spans)
-        if self.role != "assistant" or not text:
-            self.body.setAccessibleDescription("")
+        self._described = (len(text), "")
+        self._say_highlight()
+
+    def _say_highlight(self) -> None:
+        """The hover over the reply: its highlighted share, "sooner" only where the reply was
+        faster (its headline says so), then where the guesses came from."""
+        n_chars, sources = self._described
+        reused = sum(max(0, min(s.end, n_chars) - max(s.start, 0)) for s in self._spans)
+        if self.role != "assistant" or not n_chars:
+            said = ""
         elif reused:
-            self.body.setAccessibleDescription(
-                f"{reused / len(text):.0%} of this reply is highlighted: the model's own words, "
-                "guessed ahead and confirmed by it, so they arrived sooner."
-            )
+            is_faster = self.speed.stats is not None and self.speed.headline().verdict is words.Verdict.FASTER
+            said = words.highlight_said(reused / n_chars, is_faster)
         else:
-            self.body.setAccessibleDescription("Nothing in this reply is highlighted.")
-        self.body.setToolTip(self.body.accessibleDescription())
+            said = "Nothing in this reply is highlighted."
+        said = f"{said} {sources}" if said and sources else said
+        self.body.setAccessibleDescription(said)
+        self.body.setToolTip(said)
 
     def set_content(self, text: str, spans: Sequence[DraftSpan], tint: bool) -> None:
         """Render the whole text (a stored message, or a reply that has just ended); each drafted
@@ -209,8 +223,8 @@ class MessageWidget(QFrame):
             return
         said = words.sources_said(reply.text, reply.spans)
         if said:
-            self.body.setAccessibleDescription(f"{self.body.accessibleDescription()} {said}")
-            self.body.setToolTip(self.body.accessibleDescription())
+            self._described = (self._described[0], said)
+            self._say_highlight()
 
     def text(self) -> str:
         return self.body.source_text()
@@ -243,7 +257,20 @@ class MessageWidget(QFrame):
             )
             self.details_button.setVisible(bool(rows))
             self.details.setVisible(self.details_button.isChecked())
-        notes = [n for n in (STATUS_NOTES.get(status, ""), note) if n]
+            self._say_highlight()  # "sooner" only now that the headline is known
+        if not note and stats is not None and self.role == "assistant":
+            note = words.end_note(stats.stop_reason)  # a stored reply: how it ended, from its record
+        self._notes = [n for n in (STATUS_NOTES.get(status, ""), note) if n]
+        self._offers_regenerate = stats is not None and stats.stop_reason == "repetition"
+        self._render_note()
+
+    def _render_note(self) -> None:
+        """How the reply ended, in one line; a loop's way out (Regenerate) in the same line, as a
+        link in the theme's link colour (a label keeps the colour it was laid out with)."""
+        notes = [escape(n) for n in self._notes]
+        if self._offers_regenerate:
+            link = QGuiApplication.palette().color(QPalette.ColorRole.Link).name()
+            notes.append(f'<a href="regenerate" style="color: {link}">Regenerate</a>')
         self.note.setText(" · ".join(notes))
         self.note.setVisible(bool(notes))
 

@@ -15,6 +15,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.library.catalog import Catalog, CatalogPair, MachineInfo, format_bytes
+from ui.qt import theme
 
 # Chat pairs from the catalog, most capable first. The Coder pair is left out: its base models
 # complete code rather than chat.
@@ -104,15 +105,12 @@ class WelcomePanel(QFrame):
         self.is_downloading = False
 
         layout = QVBoxLayout(self)
-        top = QHBoxLayout()
-        title = QLabel("<b>Welcome to Tandem</b>")
-        top.addWidget(title, 1)
+        self.title_label = QLabel("<b>Welcome to Tandem</b>")
+        layout.addWidget(self.title_label)
         self.close_button = QPushButton("Close")
         self.close_button.setObjectName("welcomeClose")
         self.close_button.setToolTip("Open it again from Help ▸ Welcome")
         self.close_button.clicked.connect(self.on_close_button_clicked)
-        top.addWidget(self.close_button)
-        layout.addLayout(top)
 
         self.about_label = QLabel(self._about_text())
         self.about_label.setObjectName("welcomeAbout")
@@ -138,7 +136,21 @@ class WelcomePanel(QFrame):
         self.download_button.setObjectName("welcomeDownload")
         self.download_button.clicked.connect(self.on_download_button_clicked)
         row.addWidget(self.download_button, 0, Qt.AlignmentFlag.AlignTop)
+        row.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignTop)
         layout.addLayout(row)
+        # Beside the pair: the smallest instruct model that does edit work, about 1 GB.
+        small_row = QHBoxLayout()
+        self.small_label = QLabel()
+        self.small_label.setObjectName("welcomeSmallInstruct")
+        self.small_label.setWordWrap(True)
+        self.small_label.setTextFormat(Qt.TextFormat.RichText)
+        small_row.addWidget(self.small_label, 1)
+        self.small_download_button = QPushButton()
+        self.small_download_button.setObjectName("welcomeDownloadSmall")
+        self.small_download_button.clicked.connect(self.on_small_download_button_clicked)
+        small_row.addWidget(self.small_download_button, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(small_row)
+        self._show_small_instruct()
         self.status_label = QLabel()
         self.status_label.setObjectName("welcomeStatus")
         self.status_label.setWordWrap(True)
@@ -199,14 +211,57 @@ class WelcomePanel(QFrame):
         self.download_button.setVisible(True)
         self.download_button.setEnabled(not self.is_downloading)
 
+    @property
+    def small_instruct(self) -> CatalogPair | None:
+        from ui.presenters.words import SMALL_INSTRUCT_PAIR
+
+        return next((p for p in self.catalog.pairs if p.name == SMALL_INSTRUCT_PAIR), None)
+
+    def _show_small_instruct(self) -> None:
+        pair = self.small_instruct
+        fits = pair is not None and (
+            not self.machine.total_ram_bytes or self.machine.total_ram_bytes >= pair.min_ram_bytes
+        )
+        self.small_label.setVisible(fits)
+        self.small_download_button.setVisible(fits)
+        if pair is None or not fits:
+            return
+        self.small_label.setText(
+            f"<p>For edits and fixes now, smaller: <b>{pair.target.name}</b> with n-gram drafting.</p>"
+        )
+        self.small_label.setToolTip(pair.good_for)
+        self.small_download_button.setText(f"Download and switch ({format_bytes(pair.download_bytes)})")
+        self.small_download_button.setToolTip(pair.good_for)
+
+    def on_small_download_button_clicked(self) -> None:
+        pair = self.small_instruct
+        if pair is not None and not self.is_downloading:
+            self.download_requested.emit(pair)
+
+    @property
+    def is_compact(self) -> bool:
+        return self.about_label.isHidden()
+
+    def set_compact(self, is_compact: bool) -> None:
+        """After first use (a reply, or the demo): one line, the demo and the download beside
+        Close, the explanation and the smaller model left out (Help ▸ Welcome shows it whole)."""
+        self.title_label.setVisible(not is_compact)
+        self.about_label.setVisible(not is_compact)
+        if is_compact:
+            self.small_label.setVisible(False)
+            self.small_download_button.setVisible(False)
+        else:
+            self._show_small_instruct()
+
     def set_status(self, text: str, is_error: bool = False) -> None:
         self.status_label.setText(text)
-        self.status_label.setStyleSheet("color: #b00020;" if is_error else "")
+        theme.set_tone(self.status_label, "error" if is_error else "")
         self.status_label.setVisible(bool(text))
 
     def set_downloading(self, is_downloading: bool) -> None:
         self.is_downloading = is_downloading
         self.download_button.setEnabled(not is_downloading)
+        self.small_download_button.setEnabled(not is_downloading)
 
     def on_download_button_clicked(self) -> None:
         pair = self.recommendation.pair

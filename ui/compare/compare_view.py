@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QPointF, QRectF, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPaintEvent, QPen
 from PySide6.QtWidgets import (
     QComboBox,
@@ -223,6 +223,21 @@ class CompareView(QWidget):
         font.setPointSizeF(font.pointSizeF() * 1.5)
         self.summary.setFont(font)
         layout.addWidget(self.summary)
+        # Where the computer's own speed changed between the two runs: said, with another try.
+        self.unfair = QWidget()
+        self.unfair.setObjectName("compareUnfair")
+        unfair = QHBoxLayout(self.unfair)
+        unfair.setContentsMargins(0, 0, 0, 0)
+        self.unfair_label = QLabel(words.UNFAIR_COMPARE)
+        self.unfair_label.setObjectName("unfairNote")
+        self.unfair_label.setWordWrap(True)
+        unfair.addWidget(self.unfair_label, 1)
+        self.again_button = QPushButton("Run again")
+        self.again_button.setAccessibleName("Run the comparison again")
+        self.again_button.clicked.connect(self.on_run_button_clicked)
+        unfair.addWidget(self.again_button, 0, Qt.AlignmentFlag.AlignTop)
+        self.unfair.setVisible(False)
+        layout.addWidget(self.unfair)
         self.check = QLabel()  # the same text, or why not
         self.check.setObjectName("sameText")
         self.check.setWordWrap(True)
@@ -266,6 +281,7 @@ class CompareView(QWidget):
 
     def _update_buttons(self) -> None:
         self.run_button.setEnabled(self._can_speculate and not self._is_busy)
+        self.again_button.setEnabled(self.run_button.isEnabled())
         self.stop_button.setEnabled(self._is_busy and bool(self.request_ids))
 
     def start(self, plain_request_id: int, speculative_request_id: int) -> None:
@@ -275,6 +291,7 @@ class CompareView(QWidget):
         self.speculative.reset()
         self.chart.clear()
         self.summary.setText("Writing the usual way first…")
+        self.unfair.setVisible(False)
         self.check.setText("")
         self.details.setText("")
         self._update_buttons()
@@ -328,6 +345,7 @@ class CompareView(QWidget):
             self.summary.setText("Now with the speed-up…")
             return
         self.summary.setText(words.compare_headline(plain, spec) or DASH)
+        self.unfair.setVisible(not words.compare_was_fair(plain, spec))
         # Each pane's time on the headline's clock (the second run's prompt was already read).
         plain_s, spec_s = words.compare_seconds(plain, spec)
         self.plain.stats.setText(f"{plain.n_generated} tokens in {words.seconds(plain_s)}")

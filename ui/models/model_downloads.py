@@ -23,7 +23,8 @@ from app.library.downloads import (
     partial_download,
 )
 from ui.models.download_jobs import DownloadEnd, DownloadJobs
-from ui.models.pair_card import PROGRESS_STEPS, PairCard, app_palette, bad_colour
+from ui.models.pair_card import PROGRESS_STEPS, PairCard
+from ui.qt import theme
 
 CUSTOM_KEY = "custom"  # the job key of the "any hub file" row
 
@@ -133,7 +134,7 @@ class ModelDownloads(QObject):
             return
         label = self.status_labels[key]
         label.setText(text)
-        label.setStyleSheet(f"color: {bad_colour(app_palette())};" if is_error else "")
+        theme.set_tone(label, "error" if is_error else "")
 
     def _set_running(self, key: str, is_running: bool) -> None:
         card = self.cards.get(key)

@@ -37,6 +37,7 @@ from ui.models.model_downloads import ModelDownloads
 from ui.models.pair_card import PROGRESS_STEPS
 from ui.models.pair_doctor_panel import PairDoctorPanel
 from ui.models.pair_picker import PairPicker
+from ui.qt import theme
 from ui.qt.page_scroll import scrolling_content
 
 
@@ -130,11 +131,15 @@ class ModelsPage(QWidget):
             self.incompatible,
             self.doctor,
             self.local_box,
-            self.download_view.custom_box,
             self.message_label,
         ):
             layout.addWidget(part)
         layout.addStretch(1)
+        # One hub section: a file by its repository and name sits under the hub's search.
+        self.download_view.custom_box.setTitle("Or a GGUF file by its repository and name")
+        doctor_layout = self.doctor.layout()
+        if doctor_layout is not None:
+            doctor_layout.addWidget(self.download_view.custom_box)
         self.refresh_local_models()
         self.catalog_section.show_fit_and_recommendation()
 
@@ -194,11 +199,12 @@ class ModelsPage(QWidget):
 
     def show_message(self, text: str, is_error: bool = False) -> None:
         self.message_label.setText(text)
-        self.message_label.setStyleSheet("color: #b00020;" if is_error else "")
+        theme.set_tone(self.message_label, "error" if is_error else "")
 
     def event(self, event: QEvent) -> bool:
         if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
             self.catalog_section.restyle()
+            self.doctor.restyle()
         return super().event(event)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt's name

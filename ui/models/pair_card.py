@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.library.catalog import CatalogPair, MachineInfo, fit_for, format_bytes
+from ui.qt import theme
 from ui.qt.flow_layout import FlowLayout
 
 # Room for the KV cache and compute buffers on top of the weights, on a GPU (as ui/chat/welcome.py).
@@ -50,11 +51,11 @@ def _is_dark(palette: QPalette) -> bool:
 
 def good_colour(palette: QPalette) -> str:
     """Green that reads on the palette's window colour (light or dark)."""
-    return "#6fd08c" if _is_dark(palette) else "#1b7a3a"
+    return theme.colors().ok_text
 
 
 def bad_colour(palette: QPalette) -> str:
-    return "#ff8a80" if _is_dark(palette) else "#b00020"
+    return theme.colors().error_text
 
 
 def _rgba(color: QColor, alpha: int) -> str:
@@ -337,7 +338,7 @@ class PairCard(QFrame):
     def set_status(self, text: str, is_error: bool = False) -> None:
         self.status_label.setText(text)
         self.status_label.setVisible(bool(text))
-        self.status_label.setStyleSheet(f"color: {bad_colour(app_palette())};" if is_error else "")
+        theme.set_tone(self.status_label, "error" if is_error else "")
 
     def set_fraction(self, fraction: float) -> None:
         self.progress_bar.setValue(int(PROGRESS_STEPS * max(0.0, min(1.0, fraction))))
@@ -396,7 +397,7 @@ class PairCard(QFrame):
         stylesheet of its own is not told when the application's palette changes."""
         self._restyle()
         if self.status_label.styleSheet():
-            self.status_label.setStyleSheet(f"color: {bad_colour(app_palette())};")
+            theme.set_tone(self.status_label, "error")
 
 
 class CardGrid(QWidget):

@@ -47,6 +47,7 @@ from engine.errors import TandemError
 from ui.models.download_jobs import DownloadEnd, DownloadJobs
 from ui.models.pair_card import app_palette, bad_colour, good_colour
 from ui.presenters.words import choice_name, pair_estimate_words, pair_measured_words
+from ui.qt import theme
 
 DOWNLOAD_KEY = "doctor"
 PROGRESS_STEPS = 1000
@@ -82,7 +83,7 @@ class PairDoctorPanel(QGroupBox):
         machine: doctor.MachineMemory | None = None,
         timeout_s: float = 30.0,
     ) -> None:
-        super().__init__("Find a pair on the Hugging Face hub", parent)
+        super().__init__("The Hugging Face hub: find a pair, check it, download it", parent)
         self.setObjectName("pairDoctor")
         self.downloads = downloads
         self.models_dir = models_dir
@@ -280,7 +281,7 @@ class PairDoctorPanel(QGroupBox):
 
     def set_status(self, text: str, is_error: bool = False) -> None:
         self.status_label.setText(text)
-        self.status_label.setStyleSheet(f"color: {bad_colour(app_palette())};" if is_error else "")
+        theme.set_tone(self.status_label, "error" if is_error else "")
 
     def _machine(self) -> doctor.MachineMemory:
         if self.machine is None:
@@ -340,6 +341,11 @@ class PairDoctorPanel(QGroupBox):
             top.setExpanded(len(repos) <= 3)
         n_files = sum(len(r.files) for r in repos)
         self.set_status(f"{len(repos)} repositories, {n_files} GGUF files. Pick a file to check it.")
+
+    def restyle(self) -> None:
+        """The theme changed: the verdict and the fit drawn again in its colours."""
+        if self.report is not None:
+            self.report_label.setText(report_html(self.report))
 
     def on_results_item_activated(self, item: QTreeWidgetItem, _column: int = 0) -> None:
         ref = item.data(0, Qt.ItemDataRole.UserRole)

@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QPushButton, QWidget
 
-from app.library.catalog import NGRAM, LocalModel, draft_choices
+from app.library.catalog import NGRAM, LocalModel, draft_choices, format_bytes
 from app.settings import SpeedUp
 from engine.config import PLAIN_DECODING
 from ui.presenters.words import choice_name, model_name
@@ -67,7 +67,11 @@ class PairPicker(QGroupBox):
             if m.info is not None:
                 in_use_text = ", in use" if in_use is not None and m.path.resolve() == in_use else ""
                 name = model_name(m.path, m.name)
-                self.target_combo.addItem(f"{name} ({m.path.name}{in_use_text})", str(m.path))
+                # As the header's picker names it: its name and size, no file name or path.
+                self.target_combo.addItem(f"{name} ({format_bytes(m.size_bytes)}{in_use_text})", str(m.path))
+                self.target_combo.setItemData(
+                    self.target_combo.count() - 1, m.path.name, Qt.ItemDataRole.ToolTipRole
+                )
         if select is not None:
             previous = next((str(m.path) for m in self.local_models if m.path.resolve() == select), previous)
         index = self.target_combo.findData(previous) if previous else -1
@@ -91,7 +95,7 @@ class PairPicker(QGroupBox):
         model = self.draft_combo.model()
         refused: list[str] = []
         for choice in choices:
-            self.draft_combo.addItem(f"{choice.name} ({choice.path.name})", str(choice.path))
+            self.draft_combo.addItem(model_name(choice.path, choice.name), str(choice.path))
             index = self.draft_combo.count() - 1
             if choice.problem is not None:
                 # Disabled but visible, with the rule it breaks: the user sees why.
@@ -100,13 +104,25 @@ class PairPicker(QGroupBox):
                     item.setEnabled(False)
                 self.draft_combo.setItemData(index, choice.problem, Qt.ItemDataRole.ToolTipRole)
                 why = choice.refusal.describe() if choice.refusal is not None else choice.problem
-                refused.append(f"{choice.path.name}: {why}")
+                refused.append(f"{model_name(choice.path, choice.name)} ({choice.path.name}): {why}")
             else:
                 self.draft_combo.setItemData(index, "can draft for this target", Qt.ItemDataRole.ToolTipRole)
+        n_pairing = len(choices) - len(refused)
         if refused:
-            self.pair_explanation.setText("Cannot draft for this target:\n" + "\n".join(refused))
+            # The rules behind a "why": named in a line, each rule on hover.
+            self.pair_explanation.setText(
+                f"{len(refused)} of the models here cannot draft for this target (greyed in the list; "
+                "hover this line for why)."
+            )
+            self.pair_explanation.setToolTip("Why:\n" + "\n".join(refused))
+        elif n_pairing:
+            self.pair_explanation.setText("Every other model here can draft for this target.")
+            self.pair_explanation.setToolTip("")
         else:
-            self.pair_explanation.setText("Every local model can draft for this target.")
+            self.pair_explanation.setText(
+                "No other model here to draft with: drafting from the text works with any model."
+            )
+            self.pair_explanation.setToolTip("")
         self.draft_combo.setCurrentIndex(0)
 
     def is_draft_enabled(self, index: int) -> bool:

@@ -22,6 +22,7 @@ from engine.config import NGRAM_LOOKUP, PLAIN_DECODING, DraftChoice
 from engine.errors import Failure
 from engine.events import Speculation
 from ui.presenters.failures import failure_words, raise_if_unexpected
+from ui.presenters.words import model_name
 
 
 @dataclass(frozen=True)
@@ -233,7 +234,7 @@ class EnginePresenter(QObject):
                 is_problem=bool(problem) or info.draft_refusal is not None,
                 tooltip=f"Target: {info.target_path}"
                 + (f"\nDraft: {info.draft.text}" if info.draft != PLAIN_DECODING else ""),
-                title=f"Tandem — {info.target_name}",
+                title=f"Tandem — {model_name(Path(info.target_path), info.target_name)}",
             )
         )
 

@@ -26,6 +26,7 @@ from app.settings import Settings
 from app.store import Message, MessageStatus, Store, store_error_sentence
 from engine.errors import Failure
 from engine.events import DraftSpan, Stats, StatsRecord
+from ui.presenters import words
 from ui.presenters.failures import failure_words, raise_if_unexpected
 from ui.presenters.speed_presenter import SpeedPresenter, pair_reply
 
@@ -260,7 +261,7 @@ class ReplyPresenter(QObject):
         record = self.speed.record(finished, **self._record_extras(live))
         self._keep_pair_reply(record, live.message_id)
         status = MessageStatus.CANCELLED if finished.stop_reason == "cancelled" else MessageStatus.COMPLETE
-        note = "stopped at the context limit" if finished.stop_reason == "context" else ""
+        note = words.end_note(finished.stop_reason)
         self._end_live(status, record, note)
         self._show_live_stats(finished.stats, prefix="Ready")
         self.reply_finished.emit()

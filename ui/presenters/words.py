@@ -35,6 +35,12 @@ if TYPE_CHECKING:
 FASTER_AT = 1.1  # below this a reply is "about as fast as usual": the gain is within noise
 MIN_TOKENS = 16  # shorter replies: too few steps to compare fairly (their first step weighs too much)
 LOW_ACCEPTANCE = 0.4  # below this share of guesses confirmed, the guesses are the reason
+# The plain speed this reply's own plain steps ran at, against the one measured here before:
+# below this share of it, the computer itself was slower during the reply (something else ran).
+BUSY_SHARE = 0.75
+# Compare: the sped-up run's own plain steps against the plain run, either way beyond this ratio,
+# and the computer ran at another speed between the two runs: not a fair comparison.
+FAIR_RATIO = 1.35
 
 
 # What the words read of a reply's numbers: a snapshot (engine.events.Stats) or its stored record
@@ -45,6 +51,7 @@ ReplyNumbers = Stats
 class Verdict(StrEnum):
     FASTER = "faster"  # the speed-up paid: the headline is a ratio and the time saved
     NEUTRAL = "neutral"  # it ran and did not pay (or too little to tell): a plain reason
+    SLOWER = "slower"  # it ran slower than plain decoding here: "N× slower", and why
     OFF = "off"  # the speed-up was off for this reply
     PENDING = "pending"  # nothing to say yet (no tokens, no plain speed known)
 
@@ -52,8 +59,8 @@ class Verdict(StrEnum):
 @dataclass(frozen=True)
 class Headline:
     verdict: Verdict
-    text: str  # the one line under a reply: "2.4× faster, 12 s saved"
-    reason: str = ""  # NEUTRAL: why, in one plain line
+    text: str  # the one line under a reply: "2.4× faster, 12 s saved", "3.1× slower"
+    reason: str = ""  # NEUTRAL, SLOWER: why, in one plain line
     speedup: float | None = None  # whole request against plain decoding here
     saved_s: float = 0.0
     is_estimate: bool = False  # the plain speed is the engine's estimate, not a measured run
@@ -97,6 +104,39 @@ def neutral_reason(numbers: ReplyNumbers, note_kind: object = "") -> str:
     return "The guesses cost about as much time as they saved here."
 
 
+BUSY_REASON = "The computer was busy: even its plain speed fell during this reply."
+COSTLY_REASON = "The guesses cost more than they saved."
+
+
+def was_busy(numbers: ReplyNumbers, measured_plain: float | None) -> bool:
+    """Whether the computer itself ran slower during this reply than when its plain speed was
+    measured: the reply's own plain steps (the engine times them) ran well below that speed."""
+    during = numbers.plain_tokens_per_s_est
+    return bool(measured_plain and during and during < BUSY_SHARE * measured_plain)
+
+
+def slower_reason(numbers: ReplyNumbers, measured_plain: float | None, note_kind: object = "") -> str:
+    """One plain line: why this reply was slower than plain decoding here."""
+    if was_busy(numbers, measured_plain):
+        return BUSY_REASON
+    state = _state(note_kind)
+    if state in (DraftingState.DRAFT_TOO_SLOW, DraftingState.DRAFT_LOAD_FAILED):
+        return STATE_REASONS[state]
+    return COSTLY_REASON
+
+
+# How a reply ended, where that is worth one line under it (engine.events.StopReason values).
+END_NOTES = {
+    "context": "stopped at the context limit",
+    "repetition": "stopped: the reply was repeating itself",
+}
+
+
+def end_note(stop_reason: str | None) -> str:
+    """One line on how a reply ended ("" where it ended as replies do)."""
+    return END_NOTES.get(stop_reason or "", "")
+
+
 def plain_speed(numbers: ReplyNumbers, measured: float | None) -> tuple[float | None, bool]:
     """(plain tokens/s to compare with, whether it is the engine's estimate)."""
     if measured and measured > 0:
@@ -127,6 +167,10 @@ def headline(numbers: ReplyNumbers, measured_plain: float | None, note_kind: obj
     if speedup >= FASTER_AT:
         text = f"{about}{speedup:.1f}× faster, {seconds(saved)} saved"
         return Headline(Verdict.FASTER, text[0].upper() + text[1:], "", speedup, saved, is_estimate)
+    if speedup <= 1 / FASTER_AT:
+        text = f"{about}{1 / speedup:.1f}× slower"
+        reason = slower_reason(numbers, None if is_estimate else plain, note_kind)
+        return Headline(Verdict.SLOWER, text[0].upper() + text[1:], reason, speedup, saved, is_estimate)
     reason = neutral_reason(numbers, note_kind)
     return Headline(Verdict.NEUTRAL, "About as fast as usual", reason, speedup, saved, is_estimate)
 
@@ -150,6 +194,22 @@ def details(numbers: ReplyNumbers, measured_plain: float | None) -> list[tuple[s
         if numbers.n_steps and numbers.n_steps_with_draft:  # a server does not say its steps
             rows.append(("Tokens a step", f"{n / numbers.n_steps:.1f}"))
     return rows
+
+
+def runs_on_words(gpu_build: bool | None, n_gpu_layers: int, server: str = "") -> str:
+    """What the model runs on, for About: the GPU where this build of llama.cpp has a GPU
+    backend and Settings offload layers to it, else the CPU, and why (`make setup` builds for
+    the GPU it finds: tools/detect_gpu.sh)."""
+    if server:
+        return "Runs on: a server (it decides what runs the model)."
+    if gpu_build is None:
+        return "Runs on: not known until a model has loaded."
+    if not gpu_build:
+        return "Runs on: the CPU. This build of llama.cpp has no GPU backend (no GPU was found when it was set up)."
+    if n_gpu_layers <= 0:
+        return "Runs on: the CPU. This build can use the GPU: set the GPU layers in Settings."
+    layers = "every layer" if n_gpu_layers >= 99 else f"{n_gpu_layers} layers"
+    return f"Runs on: the GPU ({layers}), the CPU for the rest."
 
 
 # ---- the speed-up choices, as the chat header offers them
@@ -247,8 +307,9 @@ SOURCE_LOOKS = {
 LEGEND_ORDER = ("document", "text", "memory", "model", "")
 LEGEND_SHORT = "= the model's own words, confirmed; not a change"
 LEGEND = (
-    "Highlighted text is the model's own: it was guessed ahead and the model confirmed every word, "
-    "so it arrived sooner. The words are the same either way: the highlight does not mark a change "
+    "Highlighted text is the model's own: it was guessed ahead and the model confirmed every word "
+    "(it arrives sooner only where a reply's headline says faster). "
+    "The words are the same either way: the highlight does not mark a change "
     "or a difference. Its colour and underline say where the guess came from: "
     + "; ".join(f"{SOURCE_LOOKS[s]}: {SOURCE_WHERE[s]}" for s in LEGEND_ORDER[:4])
     + "."
@@ -264,6 +325,16 @@ def source_tip(source: str) -> str:
         else "Guessed ahead (an older reply: its source was not kept)"
     )
     return f"{said}; the model confirmed every word. The tint does not mark a change."
+
+
+def highlight_said(share: float, is_faster: bool) -> str:
+    """The hover over a reply's text: how much is highlighted and what that means; "sooner" only
+    where the reply was faster (a slower reply's guessed words did not arrive sooner)."""
+    sooner = ", so they arrived sooner" if is_faster else ""
+    return (
+        f"{share:.0%} of this reply is highlighted: the model's own words, guessed ahead and "
+        f"confirmed by it{sooner}."
+    )
 
 
 def legend_said(sources: Iterable[str]) -> str:
@@ -320,6 +391,23 @@ def compare_headline(plain: ReplyNumbers, sped_up: ReplyNumbers) -> str:
     return f"{seconds(sped_s)} instead of {seconds(plain_s)}: {how}"
 
 
+def compare_was_fair(plain: ReplyNumbers, sped_up: ReplyNumbers) -> bool:
+    """Whether the computer ran at one speed through both runs: the sped-up run's own plain steps
+    (the engine times them) against the plain run's speed. Where another program took the cores
+    during one run and not the other, the ratio measures that program, not the speed-up."""
+    during = sped_up.plain_tokens_per_s_est
+    plain_rate = plain.n_generated / plain.decode_s if plain.decode_s > 0 else 0.0
+    if not during or plain_rate <= 0:
+        return True  # nothing to tell it by
+    return 1 / FAIR_RATIO <= during / plain_rate <= FAIR_RATIO
+
+
+UNFAIR_COMPARE = (
+    "The computer was too busy for a fair run: its own speed changed between the two runs "
+    "(something else was using it), so this ratio does not measure the speed-up."
+)
+
+
 def same_text_words(plain_text: str, sped_text: str, is_greedy: bool) -> tuple[bool, str]:
     """(the texts are the same, one line on it). Greedy: a check. Sampled: a note that they may
     differ by design (with n-gram drafts and one seed they still match)."""
@@ -348,12 +436,31 @@ BUILT_IN_MODELS = (
 
 
 def model_name(path: Path, header_name: str) -> str:
-    """A local model's name: a built-in model's as people call it (SmolLM2's file header says
-    "Smollm2 135M 8k Lc100K Mix1 Ep2"), any other's from its header."""
+    """A local model's name as people call it: a built-in model's (SmolLM2's file header says
+    "Smollm2 135M 8k Lc100K Mix1 Ep2"), a catalog model's by its file ("Qwen2.5 1.5B Instruct"),
+    any other's from its header (else its file's name)."""
     from app.library.default_model import DEFAULT_MODEL_NAME, SMOLLM2_FILE
 
     key = {SMOLLM2_FILE: "smollm2", DEFAULT_MODEL_NAME: "default"}.get(path.name)
-    return dict(BUILT_IN_MODELS).get(key, header_name) if key else header_name
+    if key:
+        return dict(BUILT_IN_MODELS)[key]
+    return _catalog_names().get(path.name.lower()) or header_name or path.stem
+
+
+def _catalog_names() -> dict[str, str]:
+    """Catalog models by file name (lower case): their names."""
+    global _CATALOG_NAMES
+    if _CATALOG_NAMES is None:
+        try:
+            from app.library.catalog import load_catalog
+
+            _CATALOG_NAMES = {m.filename.lower(): m.name for m in load_catalog().models}
+        except Exception:  # an unreadable catalog: header names then
+            _CATALOG_NAMES = {}
+    return _CATALOG_NAMES
+
+
+_CATALOG_NAMES: dict[str, str] | None = None
 
 
 def built_in_key(model: str) -> str | None:
@@ -481,6 +588,65 @@ def task_preset_words(preset: Preset) -> str:
         else f"a repetition penalty of {preset.repeat_penalty:g}"
     )
     return f"Run as the “{preset.name}” preset runs it: {how}, with {penalty}."
+
+
+def task_switch_words(before: Preset, after: Preset) -> str:
+    """What a suggested task changed in the header, said (never silently): "For this task: the
+    preset “Edit or copy text” (exact, with no repetition penalty) instead of “None”, and
+    Speed-up “Automatic” instead of “Off”. Both go back after the reply." ("" where nothing
+    changed)."""
+    changes = []
+    if _sampling(before) != _sampling(after) or before.name != after.name:
+        how = task_preset_words(after).removeprefix(f"Run as the “{after.name}” preset runs it: ").rstrip(".")
+        changes.append(f"the preset “{after.name}” ({how}) instead of “{before.name or 'None'}”")
+    if before.speed_up != after.speed_up:
+        changes.append(
+            f"Speed-up “{choice_name(after.speed_up)}” instead of “{choice_name(before.speed_up)}”"
+        )
+    if not changes:
+        return ""
+    both = "Both go" if len(changes) == 2 else "It goes"
+    return f"For this task: {' and '.join(changes)}. {both} back after the reply."
+
+
+def task_kept_words(before: Preset) -> str:
+    """After the task's reply: the user's own choices are back."""
+    return (
+        f"Back to your preset “{before.name or 'None'}” and Speed-up “{choice_name(before.speed_up)}” "
+        "after the suggested task."
+    )
+
+
+def _sampling(p: Preset) -> tuple[float, float, float]:
+    return (p.temperature, p.top_p, p.repeat_penalty)
+
+
+# ---- what the model in use can do of the tasks Tandem suggests
+
+# The built-in models on the demo tasks and the quick actions, from running each (greedy, the
+# "Edit or copy text" preset, n-gram drafting; docs/first-chat-model.md has the table and the
+# replies). SmolLM2 gives a paragraph back (one word dropped) but keeps every spelling mistake,
+# renames nothing, loops on a note and writes broken French; Gemma 3 270M (a base model)
+# continues the text instead. A model not named here (any downloaded or opened one) is offered
+# every task.
+TASKS_DONE: dict[str, frozenset[str]] = {
+    "smollm2": frozenset({"Repeat a paragraph exactly"}),
+    "default": frozenset(),
+}
+SMALL_INSTRUCT_PAIR = "qwen2.5-1.5b-ngram"  # the catalog's smallest instruct model that does them
+
+
+def model_does(model_key: str | None, task: str) -> bool:
+    """Whether the model in use (a built-in model's name, or a path) does this suggested task or
+    quick action (its title)."""
+    done = TASKS_DONE.get(built_in_key(model_key) or "" if model_key else "")
+    return done is None or task in done
+
+
+def needs_larger_words(model: str, tasks: Sequence[str]) -> str:
+    """The line beside the tasks the model in use does not do."""
+    named = tasks[0] if len(tasks) == 1 else ", ".join(tasks[:-1]) + " and " + tasks[-1]
+    return f"{named}: needs a larger model than {model}."
 
 
 # An empty conversation's line, above the demo tasks offered as suggestions (ui.chat.chat_view).

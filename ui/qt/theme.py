@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette, QTextCharFormat
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QWidget
 
 from engine.events import DraftSource
 
@@ -74,7 +74,11 @@ class ThemeColors:
     speculative_line: QColor  # charts: with speculation
     speedup_text: QColor  # a headline that says the speed-up paid (4.5:1 on the page)
     user_bubble: str  # CSS colour of the user's messages
-    muted_text: str  # CSS colour of details lines
+    muted_text: (
+        str  # CSS colour of details lines, unselected tabs and the status bar (4.5:1 on page and base)
+    )
+    error_text: str  # CSS colour of an error or a failing verdict (4.5:1 on page and base)
+    ok_text: str  # CSS colour of a passing verdict ("They pair", "Fits") (4.5:1 on page and base)
     # (tint, mark) per source, in SOURCES' order: document, text, earlier reply, draft model.
     source_colors: tuple[tuple[QColor, QColor], ...]
 
@@ -108,7 +112,9 @@ LIGHT = ThemeColors(
     speculative_line=QColor(30, 150, 80),
     speedup_text=QColor(20, 115, 60),
     user_bubble="rgba(90, 140, 230, 28)",
-    muted_text="#666666",
+    muted_text="#595959",
+    error_text="#b00020",
+    ok_text="#14733c",
     # The same lightness as the old single green (the old translucent green at alpha 110 over the
     # page; 1.2:1 at alpha 70 was hard to see), in four hues: amber, green, teal, violet.
     source_colors=(
@@ -131,7 +137,9 @@ DARK = ThemeColors(
     speculative_line=QColor(90, 215, 140),
     speedup_text=QColor(110, 220, 150),
     user_bubble="rgba(110, 160, 255, 40)",
-    muted_text="#a8a8a8",
+    muted_text="#b0b0b0",
+    error_text="#ff8a80",
+    ok_text="#6edc96",
     # Deep colours: each still reads as its hue on the dark page, and light syntax colours keep
     # 4.5:1 on it (a lighter green left red keywords at 2.2:1).
     source_colors=(
@@ -300,14 +308,47 @@ def style_sheet(theme: ThemeColors) -> str:
     QTabWidget::pane {{ border: none; border-top: 1px solid {line}; }}
     QTabBar::tab {{ padding: 7px 18px; border: none; margin-right: 2px; font-weight: bold; }}
     QTabBar::tab:selected {{ border-bottom: 3px solid palette(highlight); }}
-    QTabBar::tab:!selected {{ color: palette(mid); }}
+    QTabBar::tab:!selected {{ color: {theme.muted_text}; }}
     QListWidget {{ border: none; background: transparent; }}
     QListWidget::item {{ padding: 6px 6px; border-radius: 6px; }}
     QListWidget::item:selected {{ background: palette(highlight); color: palette(highlighted-text); }}
     QToolBar {{ border: none; spacing: 6px; }}
     QToolBar QToolButton {{ border: 1px solid {line}; border-radius: 6px; padding: 3px 10px; }}
-    QStatusBar QLabel {{ color: palette(mid); }}
+    QStatusBar QLabel {{ color: {theme.muted_text}; }}
+    QCheckBox {{ color: palette(window-text); }}
+    QCheckBox::indicator {{
+        width: 13px; height: 13px; border: 1px solid {theme.muted_text}; border-radius: 3px;
+        background: palette(base);
+    }}
+    QCheckBox::indicator:checked {{
+        background: palette(highlight); border-color: palette(highlight); image: url({_check_image()});
+    }}
+    QCheckBox::indicator:disabled {{ border-color: palette(mid); }}
+    QCheckBox::indicator:focus {{ border: 2px solid palette(highlight); }}
+    *[tone="error"] {{ color: {theme.error_text}; }}
+    *[tone="ok"] {{ color: {theme.ok_text}; }}
+    *[tone="muted"] {{ color: {theme.muted_text}; }}
     """
+
+
+def _check_image() -> str:
+    """The check mark drawn in a checked box (a box drawn by the sheet has none of its own)."""
+    from app.paths import resources_dir
+
+    return (resources_dir() / "check.svg").as_posix()
+
+
+def set_tone(widget: QWidget, tone: str) -> None:
+    """Colour a label's text by what it says, from the theme in use ("error", "ok", "muted";
+    "" the body colour): the application's style sheet holds the colours, so a theme switch
+    restyles it with everything else."""
+    if widget.property("tone") == tone:
+        return
+    widget.setProperty("tone", tone)
+    style = widget.style()
+    style.unpolish(widget)
+    style.polish(widget)
+    widget.update()
 
 
 def _is_dark(palette: QPalette) -> bool:

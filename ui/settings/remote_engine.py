@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QComboBox, QFormLayout, QHBoxLayout, QLabel, QLine
 
 from app.api.remote import RemoteClient, RemoteError, api_base
 from app.settings import Settings
+from ui.qt import theme
 
 ENGINE_CHOICES = (("This computer", "local"), ("A server", "remote"))
 # How this dialog names the inputs a RemoteError asks to change (app.api.remote.RemoteFix).
@@ -111,7 +112,7 @@ class RemoteEngineFields(QObject):
     def show_error(self, text: str, is_error: bool = True) -> None:
         self.error.setText(_one_line(text))
         self.error.setToolTip(text)
-        self.error.setStyleSheet("color: #b00020;" if is_error else "")
+        theme.set_tone(self.error, "error" if is_error else "")
         self.error.setVisible(bool(text))
 
     def check(self) -> bool:

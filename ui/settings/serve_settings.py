@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.settings import Settings
+from ui.qt import theme
 
 OPEN_WARNING = "Without an API key, anyone who can reach this computer on the network can use the model."
 
@@ -63,7 +64,7 @@ class ServeFields(QObject):
         self.warning = QLabel(OPEN_WARNING)
         self.warning.setObjectName("serveOpenWarning")
         self.warning.setWordWrap(True)
-        self.warning.setStyleSheet("color: #b00020;")
+        theme.set_tone(self.warning, "error")
         form.addRow("", self.warning)
 
         self.public.toggled.connect(self.on_changed)

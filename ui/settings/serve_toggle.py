@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QLabel
 from app.api.serve import ApiEngine, ApiServer, BackgroundServer, listen
 from app.settings import Settings
 from engine.errors import TandemError
+from ui.qt import theme
 
 OPEN_WARNING = "no API key: anyone who can reach this computer on the network can use the model"
 
@@ -191,6 +192,6 @@ class ServeToggle(QObject):
 
     def _show(self, text: str, error: bool = False) -> None:
         self.label.setText(text)
-        self.label.setStyleSheet("color: #b00020;" if error else "")
+        theme.set_tone(self.label, "error" if error else "")
         self.label.setToolTip("")
         self.label.show()

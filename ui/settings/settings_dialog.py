@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 from app.settings import Settings
 from engine.chat import CHAT_SAMPLING
 from engine.config import default_threads
+from ui.qt import theme
 
 # Changing one of these needs the engine reloaded; sampling settings apply from the next reply.
 ENGINE_FIELDS = ("n_threads", "n_ctx", "n_gpu_layers", "rpc_servers", "draft_max", "adaptive",
@@ -218,7 +219,7 @@ class SettingsDialog(QDialog):
         self.rpc_error = QLabel()
         self.rpc_error.setObjectName("rpcServersError")
         self.rpc_error.setWordWrap(True)
-        self.rpc_error.setStyleSheet("color: #b00020;")
+        theme.set_tone(self.rpc_error, "error")
         self.rpc_error.setVisible(False)
         form.addRow("", self.rpc_error)
         self._gpu_offload_supported = gpu_offload_supported

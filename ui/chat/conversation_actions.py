@@ -1,0 +1,137 @@
+"""A conversation's actions in the Conversation menu and the list's context menu: export as
+Markdown (to read: each reply with its model, date and speed) or JSON (to import again: where
+each stretch came from), import, and a reply against the document it was asked to change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QFileDialog, QMenu
+
+from app.paths import write_private_text
+
+
+class ConversationActions(QObject):
+    def __init__(self, window: Any, settings_action: QAction) -> None:
+        """window: the main window (its presenter, chat, list; dialogs open over it);
+        settings_action: the Conversation menu's Settings item, which these go above."""
+        super().__init__(window)
+        self.window = window
+        menu = next(w for w in settings_action.associatedObjects() if isinstance(w, QMenu))
+        self.import_action = QAction("&Import a conversation…", window)
+        self.import_action.setToolTip("Open a conversation exported as JSON, as a new conversation")
+        self.import_action.triggered.connect(self.on_import_action_triggered)
+        self.export_markdown_action = QAction("Export as &Markdown…", window)
+        self.export_markdown_action.triggered.connect(lambda: self.export_conversation(None, "markdown"))
+        self.export_json_action = QAction("Export as &JSON…", window)
+        self.export_json_action.triggered.connect(lambda: self.export_conversation(None, "json"))
+        self.diff_action = QAction("Compare the reply with its &document…", window)
+        self.diff_action.setToolTip("The last reply against the document it was asked to change")
+        self.diff_action.triggered.connect(self.show_reply_diff)
+        for action in (
+            self.export_markdown_action,
+            self.export_json_action,
+            self.import_action,
+            self.diff_action,
+        ):
+            menu.insertAction(settings_action, action)
+        menu.insertSeparator(settings_action)
+
+    @property
+    def store(self) -> Any:
+        return self.window.store
+
+    @property
+    def chat(self) -> Any:
+        return self.window.chat
+
+    @property
+    def conversation_id(self) -> int | None:
+        shown: int | None = self.window.conversation_id
+        return shown
+
+    def show_reply_diff(self, reply_id: int | None = None) -> Any:
+        """A reply (the last one unless told) against the first document of the message it
+        answered (a dialog with copy and save-as); None, and a notice, where there is no such pair."""
+        from ui.chat.attachments import DiffDialog
+
+        conversation_id = self.conversation_id
+        messages = self.store.messages(conversation_id) if conversation_id is not None else []
+        reply = next(
+            (
+                m
+                for m in reversed(messages)
+                if m.role == "assistant" and m.content and (reply_id is None or m.id == reply_id)
+            ),
+            None,
+        )
+        asked = next((m for m in reversed(messages) if reply and m.role == "user" and m.id < reply.id), None)
+        documents = self.window.presenter.attachments_of(asked.id) if asked is not None else ()
+        if reply is None or not documents:
+            self.chat.set_notice("There is no reply to a message with a document to compare.", True)
+            return None
+        dialog = DiffDialog(documents[0], reply.content, self.window)
+        dialog.show()
+        return dialog
+
+    def export_conversation(self, conversation_id: int | None, how: str, path: str | None = None) -> str:
+        """Write a conversation (the one shown by default) as Markdown or JSON; returns the path
+        written ("" when cancelled or there is none). A failure is said in the notice line."""
+        import json
+
+        from app.store import conversation_markdown
+
+        conversation_id = conversation_id if conversation_id is not None else self.conversation_id
+        conversation = self.store.conversation(conversation_id) if conversation_id is not None else None
+        if conversation is None:
+            self.chat.set_notice("There is no conversation to export yet.", True)
+            return ""
+        suffix = ".md" if how == "markdown" else ".json"
+        if path is None:
+            safe = "".join(ch if ch.isalnum() or ch in " -_" else "_" for ch in conversation.title).strip()
+            path, _ = QFileDialog.getSaveFileName(
+                self.window,
+                "Export the conversation",
+                str(Path.home() / ((safe or "conversation") + suffix)),
+                "Markdown (*.md)" if how == "markdown" else "JSON (*.json)",
+            )
+            if not path:
+                return ""
+        data = self.store.export(conversation.id)
+        text = (
+            conversation_markdown(data)
+            if how == "markdown"
+            else json.dumps(data, ensure_ascii=False, indent=1)
+        )
+        try:
+            write_private_text(Path(path), text)  # 0600: a conversation is the user's alone
+        except OSError as e:
+            self.chat.set_notice(f"The conversation could not be written to {path}: {e.strerror or e}.", True)
+            return ""
+        self.chat.set_notice(f"Exported “{conversation.title}” to {path}.")
+        return path
+
+    def on_import_action_triggered(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self.window, "Import a conversation", str(Path.home()), "Tandem conversations (*.json)"
+        )
+        if path:
+            self.import_conversation(path)
+
+    def import_conversation(self, path: str) -> int | None:
+        """A conversation exported as JSON, added as a new one and shown; a file that is not one
+        is refused in one sentence in the notice line. Returns the new conversation's id."""
+        from app.store import ConversationFileError, read_conversation_file
+
+        try:
+            data = read_conversation_file(Path(path))
+        except ConversationFileError as e:
+            self.chat.set_notice(str(e), True)
+            return None
+        conversation = self.store.import_conversation(data)
+        self.window.show_conversation(conversation.id)
+        self.chat.set_notice(f"Imported “{conversation.title}”.")
+        return int(conversation.id)

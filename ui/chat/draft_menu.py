@@ -1,0 +1,99 @@
+"""Choosing "Draft model" in the chat's header: the local models that pair with the model in use
+(the pair doctor's vocabulary rules, engine.pairing through app.library.catalog.draft_choices),
+smallest first (a draft is worth its speed), then the ones that do not pair, greyed, each with its
+rule behind a "why" (the item's tooltip), then any other file. Where none pairs, "Draft model" is
+greyed in the header with the reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QMenu, QWidget
+
+from app.library.catalog import format_bytes
+from ui.presenters.words import model_name
+
+OTHER_FILE = "Another GGUF file…"
+
+
+@dataclass(frozen=True)
+class DraftOption:
+    path: Path
+    name: str  # as people call it ("Qwen2.5 0.5B Instruct")
+    size_bytes: int
+    why_not: str = ""  # "" where it pairs; else the rule it breaks, in words
+
+    @property
+    def pairs(self) -> bool:
+        return not self.why_not
+
+
+def draft_options(target_path: str) -> list[DraftOption]:
+    """The local models (the models folder and the built-in ones) as drafts for this target:
+    those that pair first, smallest first, then those that do not, each with why not."""
+    from app.library.catalog import draft_choices, local_model, scan_local_models
+    from app.library.default_model import smollm2_model
+    from engine.errors import TandemError
+
+    target = local_model(Path(target_path))
+    if target.info is None:
+        return []
+    candidates = list(scan_local_models())
+    try:
+        smollm2 = smollm2_model()
+        if all(m.path.resolve() != smollm2.resolve() for m in candidates):
+            candidates.append(local_model(smollm2))
+    except (OSError, TandemError):
+        pass
+    sizes = {m.path.resolve(): m.size_bytes for m in candidates}
+    options = [
+        DraftOption(
+            choice.path,
+            model_name(choice.path, choice.name),
+            sizes.get(choice.path.resolve(), 0),
+            ""
+            if choice.is_compatible
+            else (choice.refusal.describe() if choice.refusal else choice.problem or ""),
+        )
+        for choice in draft_choices(target.info, candidates)
+    ]
+    return sorted(options, key=lambda o: (not o.pairs, o.size_bytes))
+
+
+def no_draft_reason(target_name: str) -> str:
+    return (
+        f"No model on this computer pairs with {target_name} as its draft: a pair from the Models "
+        "page brings one (or choose a file from the Model menu)."
+    )
+
+
+class DraftMenu(QMenu):
+    """The drafts for the model in use; emits draft_chosen(path) or other_file_requested()."""
+
+    draft_chosen = Signal(str)
+    other_file_requested = Signal()
+
+    def __init__(self, options: list[DraftOption], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("draftMenu")
+        self.setToolTipsVisible(True)
+        self.options = options
+        pairing = [o for o in options if o.pairs]
+        if not pairing:
+            self.addAction("No model on this computer pairs with the model in use").setEnabled(False)
+        for option in pairing:
+            action = self.addAction(f"{option.name} · {format_bytes(option.size_bytes)}")
+            action.setToolTip("Pairs with the model in use: every vocabulary rule holds")
+            action.triggered.connect(lambda _=False, p=str(option.path): self.draft_chosen.emit(p))
+        others = [o for o in options if not o.pairs]
+        if others:
+            self.addSection("Do not pair with the model in use")
+            for option in others:
+                action = self.addAction(f"{option.name} · why?")
+                action.setEnabled(False)
+                action.setToolTip(f"Why: the {option.why_not}")  # the rule, on demand
+        self.addSeparator()
+        other = self.addAction(OTHER_FILE)
+        other.triggered.connect(self.other_file_requested)

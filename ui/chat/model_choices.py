@@ -1,0 +1,120 @@
+"""What the model in use is offered in the chat: the local drafts that pair with it when "Draft
+model" is chosen (ui/chat/draft_menu.py), "Draft model" greyed with why where none does, the
+suggested tasks it does (the others greyed, with the download of a model that does them), and
+"Open a GGUF file…" from the header's model picker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtWidgets import QFileDialog
+
+from app.host.messages import EngineInfo
+from app.library.catalog import format_bytes
+
+
+class ModelChoices(QObject):
+    def __init__(self, window: Any) -> None:
+        """window: the main window (its controller, presenter, header and chat)."""
+        super().__init__(window)
+        self.window = window
+        self.draft_menu: Any = None  # the last draft menu shown
+        self.open_model_dialog: Any = None  # the last "Open a GGUF file…" dialog
+        window.chat.small_model_requested.connect(self.on_chat_small_model_requested)
+
+    def offer(self, info: EngineInfo | None) -> None:
+        """A model has loaded: its drafts and its tasks."""
+        self._offer_drafts(info)
+        self._offer_tasks(info)
+
+    def show_draft_menu(self) -> Any:
+        """ "Draft model" with none chosen yet: the local drafts that pair with the model in use
+        (ui/chat/draft_menu.py), under the speed-up picker; the menu, shown (not waited on)."""
+        from ui.chat.draft_menu import DraftMenu, draft_options
+
+        info = self.window.controller.info
+        menu = DraftMenu(draft_options(info.target_path) if info is not None else [], self.window)
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        chosen: list[str] = []
+
+        def on_draft_chosen(path: str) -> None:
+            chosen.append(path)
+            self.window.set_speculation(path)
+
+        def on_other_file_requested() -> None:
+            chosen.append("")
+            self.window.on_choose_draft_action_triggered()
+
+        def on_menu_hidden() -> None:  # closed without a choice: the speed-up in use, shown again
+            if not chosen:
+                self.window.presenter.engine.reshow_speculation()
+
+        menu.draft_chosen.connect(on_draft_chosen)
+        menu.other_file_requested.connect(on_other_file_requested)
+        # An action's triggered comes after aboutToHide: the check waits a turn of the loop.
+        menu.aboutToHide.connect(lambda: QTimer.singleShot(0, on_menu_hidden))
+        combo = self.window.header.speed_combo
+        menu.popup(combo.mapToGlobal(combo.rect().bottomLeft()))
+        self.draft_menu = menu
+        return menu
+
+    def _offer_tasks(self, info: EngineInfo | None) -> None:
+        """The suggested tasks the model in use does; the others greyed, with the one-click
+        download of the smallest instruct model that does them."""
+        from ui.presenters.words import model_name
+
+        if info is None:
+            return
+        pair = self._small_instruct_pair()
+        download = f"Download {pair.target.name} ({format_bytes(pair.download_bytes)})" if pair else ""
+        name = model_name(Path(info.target_path), info.target_name)
+        self.window.chat.set_model_tasks(self.window.presenter.engine.model_key(), name, download)
+
+    def _small_instruct_pair(self) -> Any:
+        from app.library.catalog import load_catalog
+        from engine.errors import TandemError
+        from ui.presenters.words import SMALL_INSTRUCT_PAIR
+
+        try:
+            return load_catalog().find_pair(SMALL_INSTRUCT_PAIR)
+        except (TandemError, OSError, ValueError):
+            return None
+
+    def on_chat_small_model_requested(self) -> None:
+        """The chat's "Download Qwen2.5 1.5B Instruct": through the welcome's download (it
+        switches to the model when done), the welcome shown for its progress."""
+        pair = self._small_instruct_pair()
+        if pair is not None and self.window.welcome is not None:
+            self.window.show_welcome()
+            self.window.on_welcome_download_requested(pair)
+
+    def _offer_drafts(self, info: EngineInfo | None) -> None:
+        """ "Draft model" greyed, with the reason, where no local model pairs with the one in use
+        (and none was chosen before)."""
+        from ui.chat.draft_menu import draft_options, no_draft_reason
+        from ui.presenters.words import model_name
+
+        if info is None or info.server or self.window.presenter.engine.has_draft_model():
+            self.window.header.set_draft_available(True)
+            return
+        try:
+            pairing = any(o.pairs for o in draft_options(info.target_path))
+        except Exception:  # an unreadable folder: the menu says what it can
+            pairing = True
+        name = model_name(Path(info.target_path), info.target_name)
+        self.window.header.set_draft_available(pairing, "" if pairing else no_draft_reason(name))
+
+    def open_file(self) -> Any:
+        """The header's "Open a GGUF file…": any model file on this computer, loaded as chosen
+        (the dialog, shown without waiting on it)."""
+        dialog = QFileDialog(
+            self.window, "Open a GGUF model", str(Path.home()), "GGUF models (*.gguf);;All files (*)"
+        )
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.fileSelected.connect(self.window.on_header_model_chosen)
+        dialog.open()
+        self.open_model_dialog = dialog
+        return dialog
