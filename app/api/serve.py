@@ -23,6 +23,12 @@ the window on a server tints from it), and `"timings_per_token": true` (llama-se
 adds `timings` to the text chunks as the engine reports them. A text chunk holds what the
 worker sent in one message (app.host.messages.ReplyEvents: at most every 30 ms, the first text at
 once), drafted and undrafted text in chunks of their own.
+
+This file is the server: ApiServer (its checks and routes), the boundary with web pages, how
+uvicorn runs it (uvicorn_config, BackgroundServer) and the socket (listen). Beside it:
+requests.py (a request checked, the errors), responses.py (the JSON sent back), endpoints.py
+(the two generation endpoints), engine_bridge.py (the engine seen from the event loop) and
+connections.py (what a client can hold open).
 """
 
 from __future__ import annotations
