@@ -12,7 +12,8 @@ import httpx
 import openai
 import pytest
 
-from app.api.serve import ApiEngine, ApiServer
+from app.api.engine_bridge import ApiEngine
+from app.api.serve import ApiServer
 from app.host.supervisor import EngineSupervisor
 from tests.serve_process import ServeProcess, free_port
 

@@ -99,7 +99,7 @@ def test_idle_slow_and_half_sent_clients_do_not_shut_out_a_plain_one(
 def test_connections_over_the_cap_evict_idle_ones_and_refuse_busy(tmp_path: Path) -> None:
     """The bookkeeping alone: over a client's cap, its oldest idle connection is closed; where all
     are inside a request, the new one is refused."""
-    from app.api.serve import Connections
+    from app.api.connections import Connections
 
     class Conn:
         def __init__(self, idle: bool, replied: bool = False) -> None:

@@ -13,10 +13,11 @@ The rules, and why:
   one fails this test, and one that is gone must be taken off the list.
 - `app/` is in rooms (ROOMS): `app/library` (catalog, machine, local models, downloads, the
   default model, the model resolver), `app/host` (the engine's worker process, its remote
-  stand-in, the reply buffer, the Qt controller), `app/api` (the OpenAI-compatible server and
-  client), `app/cli` (the command line). Each room imports no Qt and nothing from `ui/`, `tests/`
-  or `tools/` (the one exception: the Qt controller, app/host/controller.py), and none imports a
-  room above it: the library nothing of host/api/cli, host and api nothing of the command line.
+  stand-in and its client of OpenAI-compatible servers, the reply buffer, the Qt controller),
+  `app/api` (the OpenAI-compatible server), `app/cli` (the command line). Each room imports no Qt
+  and nothing from `ui/`, `tests/` or `tools/` (the one exception: the Qt controller,
+  app/host/controller.py), and none imports a room above it: the library nothing of
+  host/api/cli, host nothing of api or the command line, api nothing of the command line.
   At app/ top level stay only the entry points and the shared state (APP_TOP). `ui/` imports
   nothing from the command line. The command line and the worker process start without Qt,
   checked also by importing them in a fresh process.
@@ -67,7 +68,7 @@ NEVER = (*QT, "ui", "tests", "tools")
 # room: what it must not import (a top-level package, or a dotted prefix such as app.cli)
 ROOMS = {
     "app/library": (*NEVER, "app.host", "app.api", "app.cli"),
-    "app/host": (*NEVER, "app.cli"),
+    "app/host": (*NEVER, "app.api", "app.cli"),
     "app/api": (*NEVER, "app.cli"),
     "app/cli": NEVER,
 }
@@ -76,7 +77,6 @@ MAX_LINES = 500
 LONG_REASON = "Why this file is long:"
 SIZE_DEBT = {
     # module: why it is long without saying so at its top (being changed on another branch)
-    "app/api/serve.py": "to be split into requests, responses, the engine bridge and the server (issue 36)",
     "engine/adaptive.py": "the draft-length controller, being split into costs, acceptance and guard",
     "ui/main_window.py": "export/import, presets and the welcome's downloads are moving to their rooms",
 }
@@ -283,8 +283,9 @@ def test_the_command_line_and_the_worker_start_without_qt() -> None:
         "import sys\n"
         "import app.cli.cli, app.cli.cli_models, app.cli.serve, app.cli.remote, app.cli.bench\n"
         "import app.cli.rpc_server, app.cli.cli_base, app.cli.options, app.cli.generate\n"
-        "import app.api.serve, app.api.remote\n"
-        "import app.host.worker, app.host.remote_worker, app.host.reply\n"
+        "import app.api.serve, app.api.requests, app.api.responses, app.api.engine_bridge\n"
+        "import app.api.connections, app.api.endpoints\n"
+        "import app.host.worker, app.host.remote_worker, app.host.remote_client, app.host.reply\n"
         "import app.library.catalog, app.library.downloads, app.library.default_model, app.library.model_spec\n"
         "import app.main, app.settings, app.store\n"
         "app.cli.cli.build_parser()\n"

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from app import paths
-from app.api.remote import cleartext_warning
+from app.host.remote_client import cleartext_warning
 from app.settings import Settings, load_settings, save_settings
 from tests.serve_process import ROOT, ServeProcess, tandem_env
 

@@ -323,7 +323,8 @@ def test_a_client_leaving_during_the_prefill_stops_it(
 ) -> None:
     """A streaming client that gives up before the first token (a long prompt, read 8 tokens a
     batch): the prefill stops between two batches, the part read stays cached for the next."""
-    from app.api.serve import ApiEngine, ApiServer, BackgroundServer, listen
+    from app.api.engine_bridge import ApiEngine
+    from app.api.serve import ApiServer, BackgroundServer, listen
     from app.host.supervisor import EngineSupervisor
 
     config = EngineConfig(

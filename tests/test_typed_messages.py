@@ -88,7 +88,7 @@ def test_an_incompatible_pair_travels_as_its_rule_and_both_values() -> None:
 
 
 def test_a_remote_error_names_the_input_to_change_as_data() -> None:
-    from app.api.remote import RemoteError, RemoteFix, api_base
+    from app.host.remote_client import RemoteError, RemoteFix, api_base
 
     with pytest.raises(RemoteError) as empty:
         api_base("  ")

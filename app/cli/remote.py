@@ -1,5 +1,5 @@
 """`tandem generate --remote URL`: stream a reply from any OpenAI-compatible server (the client
-itself: app/api/remote.py) and report it with the keys of a local `generate --json`."""
+itself: app/host/remote_client.py) and report it with the keys of a local `generate --json`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from app.api.remote import RemoteClient, RemoteResult, api_base
+from app.host.remote_client import RemoteClient, RemoteResult, api_base
 from engine.events import Speculation
 
 
@@ -91,7 +91,7 @@ def cmd_generate_remote(args: argparse.Namespace) -> int:
         raise UserError(f"--top-p must be in (0, 1] (got {args.top_p})")
     if args.draft.kind is not Speculation.NONE:
         raise UserError("--draft is for a local model: with --remote the server decides its own speculation")
-    from app.api.remote import cleartext_warning
+    from app.host.remote_client import cleartext_warning
     from app.settings import REMOTE_KEY_ENV, ApiKeyError, api_key_from
 
     try:

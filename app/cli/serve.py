@@ -12,19 +12,10 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from app.api.serve import (
-    BODY_TIMEOUT_S,
-    DEFAULT_HOST,
-    DEFAULT_PORT,
-    DEFAULT_QUEUE,
-    HEADER_TIMEOUT_S,
-    ApiEngine,
-    ApiServer,
-    listen,
-    model_id,
-    say,
-    uvicorn_config,
-)
+from app.api.connections import BODY_TIMEOUT_S, HEADER_TIMEOUT_S
+from app.api.engine_bridge import DEFAULT_QUEUE, ApiEngine
+from app.api.responses import model_id, say
+from app.api.serve import DEFAULT_HOST, DEFAULT_PORT, ApiServer, listen, uvicorn_config
 from app.cli.options import add_draft_arg, add_engine_args
 from app.host.messages import EngineInfo
 from engine.rpc import is_loopback

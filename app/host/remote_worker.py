@@ -4,7 +4,7 @@ RemoteWorker has WorkerProcess's interface (start/send/cancel/shutdown/is_alive,
 and delivers the same messages (app.host.worker: EngineLoaded, ReplyStarted, ReplyEvents with
 TextPiece/Stats/Finished, ReplyFailed, ...), so the controller, the chat, Stop, Regenerate, Edit
 and the store work as with a local engine. Requests are served one at a time by a thread that
-streams through app.api.remote.RemoteClient.
+streams through app.host.remote_client.RemoteClient.
 
 What the server says is shown as it says it: tokens the draft wrote are tinted where the server
 marks them (`tandem serve` adds `"tandem": {"drafted", "n_tokens"}` to each chunk); acceptance
@@ -24,14 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, assert_never
 
-from app.api.remote import (
-    LIST_TIMEOUT_S,
-    RemoteClient,
-    RemoteError,
-    RemoteResult,
-    api_base,
-    cleartext_warning,
-)
 from app.host.messages import (
     DraftFailed,
     EngineFailed,
@@ -49,6 +41,14 @@ from app.host.messages import (
     TokenCountFailed,
     TokenCountRequest,
     WorkerRequest,
+)
+from app.host.remote_client import (
+    LIST_TIMEOUT_S,
+    RemoteClient,
+    RemoteError,
+    RemoteResult,
+    api_base,
+    cleartext_warning,
 )
 from engine.config import PLAIN_DECODING
 from engine.errors import ErrorKind

@@ -13,12 +13,12 @@ from typing import Any
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QWidget
 
-from app.api.remote import RemoteClient, RemoteError, api_base
+from app.host.remote_client import RemoteClient, RemoteError, api_base
 from app.settings import Settings
 from ui.qt import theme
 
 ENGINE_CHOICES = (("This computer", "local"), ("A server", "remote"))
-# How this dialog names the inputs a RemoteError asks to change (app.api.remote.RemoteFix).
+# How this dialog names the inputs a RemoteError asks to change (app.host.remote_client.RemoteFix).
 WINDOW_NAMES = ("the server address", "fill in the API key")
 LOCAL_ONLY_TIP = 'Applies to "This computer" only: the server runs the model with its own settings'
 

@@ -20,7 +20,8 @@ from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel
 
-from app.api.serve import ApiEngine, ApiServer, BackgroundServer, listen
+from app.api.engine_bridge import ApiEngine
+from app.api.serve import ApiServer, BackgroundServer, listen
 from app.settings import Settings
 from engine.errors import TandemError
 from ui.qt import theme

@@ -1,0 +1,176 @@
+"""What the API answers: the JSON of a whole response or of its streamed chunks (Reply), with
+speculation reported the way existing clients read it (llama-server's `timings`, LM Studio's
+`stats`), and the server's log line (say)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from app.api.requests import GenerationRequest
+from app.host.messages import EngineInfo
+from engine.events import Finished, Stats
+
+
+def say(line: str) -> None:
+    """A line of the server's log (stderr), rate-limited by kind: a flood of requests cannot
+    flood the log (app/library/logs.py)."""
+    from app.library.logs import say_limited
+
+    say_limited(line, sys.stderr)
+
+
+def timings(stats: Stats | None) -> dict[str, Any]:
+    """llama-server's `timings` object."""
+    if stats is None:
+        return {}
+    return {
+        "cache_n": stats.n_prompt_tokens - stats.n_prefilled,
+        "prompt_n": stats.n_prefilled,
+        "prompt_ms": round(stats.prefill_s * 1000, 3),
+        "prompt_per_token_ms": round(stats.prefill_s * 1000 / stats.n_prefilled, 3)
+        if stats.n_prefilled
+        else 0.0,
+        "prompt_per_second": round(stats.prefill_tokens_per_s, 3),
+        "predicted_n": stats.n_generated,
+        "predicted_ms": round(stats.decode_s * 1000, 3),
+        "predicted_per_token_ms": round(stats.decode_s * 1000 / stats.n_generated, 3)
+        if stats.n_generated
+        else 0.0,
+        "predicted_per_second": round(stats.decode_tokens_per_s, 3),
+        "draft_n": stats.n_drafted,
+        "draft_n_accepted": stats.n_accepted,
+    }
+
+
+def _lmstudio_stats(stats: Stats | None, info: EngineInfo) -> dict[str, Any]:
+    """LM Studio's `stats` object (its speculative-decoding counters)."""
+    if stats is None:
+        return {}
+    return {
+        "tokens_per_second": round(stats.decode_tokens_per_s, 3),
+        "time_to_first_token": round(stats.prefill_s, 4),
+        "generation_time": round(stats.decode_s, 4),
+        "stop_reason": None,
+        "draft_model": info.draft_name if stats.speculation != "none" else None,
+        "total_draft_tokens_count": stats.n_drafted,
+        "accepted_draft_tokens_count": stats.n_accepted,
+        "rejected_draft_tokens_count": stats.n_drafted - stats.n_accepted,
+        "ignored_draft_tokens_count": 0,
+    }
+
+
+def _usage(stats: Stats | None) -> dict[str, int]:
+    n_prompt = stats.n_prompt_tokens if stats else 0
+    n_generated = stats.n_generated if stats else 0
+    return {
+        "prompt_tokens": n_prompt,
+        "completion_tokens": n_generated,
+        "total_tokens": n_prompt + n_generated,
+    }
+
+
+FINISH_REASONS = {
+    "length": "length",
+    "context": "length",
+    "eos": "stop",
+    "stop": "stop",
+    "cancelled": "stop",
+    "repetition": "stop",
+}
+
+
+def model_id(info: EngineInfo) -> str:
+    return Path(info.target_path).stem
+
+
+class Reply:
+    """Builds the JSON of one response (whole or streamed) for a chat or a text completion."""
+
+    def __init__(self, request: GenerationRequest, info: EngineInfo) -> None:
+        self.request = request
+        self.info = info
+        prefix = "chatcmpl" if request.chat else "cmpl"
+        self.id = f"{prefix}-{uuid.uuid4().hex[:24]}"
+        self.created = int(time.time())
+        self.model = model_id(info)
+
+    def _head(self, chunk: bool) -> dict[str, Any]:
+        if self.request.chat:
+            kind = "chat.completion.chunk" if chunk else "chat.completion"
+        else:
+            kind = "text_completion"
+        return {
+            "id": self.id,
+            "object": kind,
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": "tandem",
+        }
+
+    def extras(self, stats: Stats | None, stop_reason: str) -> dict[str, Any]:
+        lm = _lmstudio_stats(stats, self.info)
+        if lm:
+            lm["stop_reason"] = stop_reason
+        return {
+            "timings": timings(stats),
+            "stats": lm,
+            "speculation": stats.speculation if stats else "none",
+        }
+
+    def whole(self, finished: Finished) -> dict[str, Any]:
+        reason = FINISH_REASONS.get(finished.stop_reason, "stop")
+        if self.request.chat:
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {"role": "assistant", "content": finished.text},
+                "logprobs": None,
+                "finish_reason": reason,
+            }
+        else:
+            choice = {"index": 0, "text": finished.text, "logprobs": None, "finish_reason": reason}
+        return {
+            **self._head(chunk=False),
+            "choices": [choice],
+            "usage": _usage(finished.stats),
+            **self.extras(finished.stats, finished.stop_reason),
+        }
+
+    def chunk(
+        self, text: str | None, finish_reason: str | None = None, first: bool = False
+    ) -> dict[str, Any]:
+        if self.request.chat:
+            delta: dict[str, Any] = {}
+            if first:
+                delta["role"] = "assistant"
+            if text is not None:
+                delta["content"] = text
+            choice: dict[str, Any] = {
+                "index": 0,
+                "delta": delta,
+                "logprobs": None,
+                "finish_reason": finish_reason,
+            }
+        else:
+            choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
+        out = {**self._head(chunk=True), "choices": [choice]}
+        if self.request.include_usage:
+            out["usage"] = None
+        return out
+
+    def last_chunks(self, finished: Finished) -> list[dict[str, Any]]:
+        reason = FINISH_REASONS.get(finished.stop_reason, "stop")
+        extras = self.extras(finished.stats, finished.stop_reason)
+        last = {**self.chunk(None, reason), **extras}
+        if not self.request.include_usage:
+            return [last]
+        usage = {**self._head(chunk=True), "choices": [], "usage": _usage(finished.stats), **extras}
+        return [last, usage]
+
+
+def sse(obj: object) -> bytes:
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
