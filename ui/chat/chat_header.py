@@ -1,8 +1,9 @@
 """The chat's header: which model writes, how it is sped up, and what the highlight means.
 
 Where people look for it (LM Studio, Jan, GPT4All and ChatGPT put the model at the top of the
-chat): a model picker (the built-in models and the GGUF files in the models folder; the Models
-page keeps the library and the downloads), the speed-up picker with plain names and a one-line
+chat): the one model picker (ui/chat/model_picker.py: the built-in models and the GGUF files in
+the models folder, searchable, each with its size and fit; the Models page's "Chat with" is the
+same control on the same list, and keeps the library and the downloads), the speed-up picker with plain names and a one-line
 why for each, the state of the loaded pair in words, and the highlight's legend with its switch.
 """
 
