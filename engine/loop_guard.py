@@ -11,9 +11,15 @@ How: for each period p up to `max_period`, run[p] counts how many tokens in a ro
 token p before them. The last run[p] + p tokens are one stretch of p tokens repeated, so the
 tail is a loop when run[p] + p >= max(min_repeats * p, min_span). One comparison per period a
 token, done as one numpy comparison over a ring of recent tokens.
+
+A server's reply (app/host/remote_worker.py) comes as text, its token ids unknown: TextLoopGuard
+hands the same guard each word and each punctuation mark as a token (a word is a token or two,
+so a loop is stopped about when the local engine would stop it).
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -54,3 +60,28 @@ class LoopGuard:
             return False
         self.period = int(looped[0]) + 1
         return True
+
+
+_WORD = re.compile(r"\w+|[^\w\s]")
+
+
+class TextLoopGuard:
+    """LoopGuard over streamed text: each word and punctuation mark a token (the same word, the
+    same id); a word cut at a chunk's end waits for the rest."""
+
+    def __init__(self, guard: LoopGuard | None = None) -> None:
+        self.guard = guard or LoopGuard()
+        self._ids: dict[str, int] = {}
+        self._tail = ""  # a word that the next chunk may continue
+
+    def add(self, text: str) -> bool:
+        """The next piece of the reply; True where the reply has become a loop."""
+        self._tail += text
+        matches = list(_WORD.finditer(self._tail))
+        if matches and matches[-1].end() == len(self._tail) and self._tail[-1].isalnum():
+            held = matches.pop()  # may go on in the next piece
+            self._tail = self._tail[held.start() :]
+        else:
+            self._tail = ""
+        # (any() stops at the first loop: the words after it are not seen.)
+        return any(self.guard.add(self._ids.setdefault(m.group(), len(self._ids))) for m in matches)

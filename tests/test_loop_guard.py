@@ -75,3 +75,30 @@ def test_a_real_reply_that_loops_ends_with_the_typed_reason_whatever_drafts(mode
         assert MIN_SPAN <= finished.stats.n_generated < 400
         ends.append((finished.text, finished.token_ids))
     assert ends[0] == ends[1]  # plain and n-gram stop at the same token: the text is the model's
+
+
+def _text_stop(text: str, chunk: int) -> int | None:
+    """Where in `text`, fed `chunk` characters at a time, the text guard says loop."""
+    from engine.loop_guard import TextLoopGuard
+
+    guard = TextLoopGuard()
+    for at in range(0, len(text), chunk):
+        if guard.add(text[at : at + chunk]):
+            return at + chunk
+    return None
+
+
+def test_a_servers_text_loops_are_stopped_however_its_chunks_cut_the_words() -> None:
+    # A server's reply is text (app/host/remote_worker.py): words and marks stand for tokens.
+    sentence = 'I\'ve added a comma after "morning" in the note. '  # 13 words and marks
+    reply = "Sure, here is the note with the comma. " + sentence * 30
+    stops = {chunk: _text_stop(reply, chunk) for chunk in (1, 3, 5, 64)}
+    assert all(at is not None for at in stops.values()), stops
+    # Stopped once MIN_SPAN (64) words repeat, whatever the chunks: in the 5th or 6th telling of
+    # the 13 words, and at the same word for any cut (one chunk's length past it at most).
+    told = {chunk: reply[:at].count("I've added") for chunk, at in stops.items() if at is not None}
+    assert set(told.values()) <= {5, 6}, told
+    assert max(stops.values()) - min(stops.values()) <= 64, stops  # type: ignore[operator]
+    # Prose that only resembles a loop (repeated words, a refrain once) is left alone.
+    prose = " ".join(f"Line {i}: the cat sat on the mat, and the dog sat on mat {i % 7}." for i in range(60))
+    assert _text_stop(prose, 4) is None

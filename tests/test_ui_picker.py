@@ -11,7 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 
 from app import paths
-from ui.chat.chat_header import OPEN_FILE_ITEM
+from ui.chat.model_picker import OPEN_FILE_ITEM
 
 
 def _items(combo) -> list[str]:  # type: ignore[no-untyped-def]
@@ -74,3 +74,83 @@ def test_draft_model_is_greyed_with_the_reason_where_none_pairs(
     qtbot.waitUntil(lambda: not combo.model().item(index).isEnabled(), timeout=10_000)
     why = combo.itemData(index, Qt.ItemDataRole.ToolTipRole)
     assert why.startswith("No model on this computer pairs with ")
+
+
+def test_the_model_picker_finds_a_model_as_you_type_with_its_size_and_fit(
+    qtbot, open_window, tiny_target, tiny_draft, monkeypatch
+) -> None:
+    # Issue 37: one searchable loader, as LM Studio's, each model with its size and its fit on
+    # this computer (the pair doctor's estimate from the file's size).
+    from app.library.pair_doctor import MachineMemory
+    from ui.chat import model_picker
+    from ui.chat.model_picker import FIT_ROLE
+
+    picked = paths.models_dir() / "picked.gguf"
+    shutil.copy(tiny_draft, picked)
+    window = open_window(tiny_target)
+    header = window.header
+    combo = header.model_combo
+    header.refresh_models()
+    at = combo.findData(str(picked))
+    assert combo.itemData(at, FIT_ROLE) == "fits"  # 0.8 MB here: fits any computer that runs the tests
+    assert "fits: needs about" in combo.itemData(at, Qt.ItemDataRole.ToolTipRole)
+
+    gb = 2**30
+    monkeypatch.setattr(model_picker, "machine_memory", lambda: MachineMemory(gb // 8, gb // 4))
+    header.refresh_models()  # (also each time the list opens)
+    at = combo.findData(str(picked))
+    assert combo.itemData(at, FIT_ROLE) == "too large"
+    assert "too large: needs about" in combo.itemData(at, Qt.ItemDataRole.ToolTipRole)
+    monkeypatch.setattr(model_picker, "machine_memory", lambda: MachineMemory(gb // 8, gb))
+    header.refresh_models()
+    assert combo.itemData(combo.findData(str(picked)), FIT_ROLE) == "tight"
+
+    # Typing filters by any part of a name; the model found is chosen from the filtered list.
+    combo.lineEdit().selectAll()
+    qtbot.keyClicks(combo.lineEdit(), "270m")
+    assert combo.filtered() == ["Gemma 3 270M (base)" + _size_of(combo, "default")]
+    combo.lineEdit().selectAll()
+    qtbot.keyClicks(combo.lineEdit(), "1-4l")  # the two tiny models (one header name), not Gemma
+    assert combo.filtered() == [combo.itemText(combo.findData(k)) for k in (str(tiny_target), str(picked))]
+    popup = combo.completer().popup()
+    qtbot.waitUntil(popup.isVisible, timeout=5_000)
+    popup.setCurrentIndex(popup.model().index(1, 0))
+    with qtbot.waitSignal(header.model_chosen, timeout=5_000) as chosen:
+        qtbot.keyClick(popup, Qt.Key.Key_Return)
+    assert chosen.args == [str(picked)]
+    qtbot.waitUntil(
+        lambda: window.controller.info is not None and window.controller.info.target_path == str(picked),
+        timeout=60_000,
+    )
+    # Typed text that names no model gives way to the model chosen.
+    combo.lineEdit().selectAll()
+    qtbot.keyClicks(combo.lineEdit(), "no such model")
+    assert combo.filtered() == []
+    combo.lineEdit().editingFinished.emit()
+    assert combo.lineEdit().text() == combo.itemText(combo.findData(str(picked)))
+
+
+def _size_of(combo, key: str) -> str:  # type: ignore[no-untyped-def]
+    text = combo.itemText(combo.findData(key))
+    return text[text.index(" · ") :] if " · " in text else ""
+
+
+def test_the_models_page_chats_with_the_same_picker_and_the_same_list(
+    qtbot, open_window, tiny_target, tiny_draft
+) -> None:
+    # The review saw the header list SmolLM2 and Gemma while the Models page listed only SmolLM2:
+    # one control, one source, so the two cannot disagree.
+    shutil.copy(tiny_draft, paths.models_dir() / "draft.gguf")
+    window = open_window(tiny_target)
+    header, page = window.header, window.models_page
+    header.refresh_models()
+    page.refresh_local_models()
+    assert type(page.target_combo) is type(header.model_combo)
+    in_header = [header.model_combo.itemData(i) for i in range(header.model_combo.count())]
+    on_page = [page.target_combo.itemData(i) for i in range(page.target_combo.count())]
+    assert "default" in on_page and str(tiny_target) in on_page
+    assert on_page == [k for k in in_header if k and k != "open-file"]
+    # Named and sized alike (the page marks the one in use).
+    for i, key in enumerate(on_page):
+        text = header.model_combo.itemText(header.model_combo.findData(key))
+        assert page.target_combo.itemText(i) in (text, f"{text} (in use)")

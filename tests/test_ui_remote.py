@@ -500,3 +500,78 @@ def test_local_only_fields_are_greyed_out_while_a_server_is_chosen(qtbot) -> Non
     dialog.remote.engine.setCurrentIndex(dialog.remote.engine.findData("local"))
     assert all(w.isEnabled() for w in local_only)
     assert dialog.result_settings().rpc_servers == "10.0.0.3:50052"
+
+
+@pytest.fixture
+def looping_server() -> Iterator[tuple[str, dict[str, int]]]:
+    """A server on 127.0.0.1 whose reply is one sentence again and again (a small model asked to
+    edit a note), up to 2,000 times unless the client leaves; its words cut across chunks."""
+    import json
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen = {"sent": 0, "left": 0}
+    sentence = 'I\'ve added a comma after "morning" in the note. '
+    pieces = [sentence[i : i + 5] for i in range(0, len(sentence), 5)]  # "I've ", "added", " a co"…
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = json.dumps({"object": "list", "data": [{"id": "looper", "object": "model"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            try:
+                for _ in range(2000):
+                    for piece in pieces:
+                        chunk = {
+                            "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]
+                        }
+                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                        self.wfile.flush()
+                        seen["sent"] += 1
+                        time.sleep(0.001)
+                end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+                self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
+            except (BrokenPipeError, ConnectionResetError):
+                seen["left"] += 1
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_servers_reply_that_loops_is_stopped_as_a_local_one(
+    qtbot, open_window, wait_reply, looping_server: tuple[str, dict[str, int]]
+) -> None:
+    # Issue 37: the loop guard (engine/loop_guard.py) also for a server's replies; the server
+    # would have written 2,000 sentences (or to its token cap).
+    url, seen = looping_server
+    window = _remote_window(open_window, url)
+    qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
+    window.send("Add a comma after morning in my note.")
+    wait_reply(window, timeout_ms=30_000)
+    reply = _rows(window)[-1]
+    assert reply.role == "assistant" and reply.stats.get("stop_reason") == "repetition"
+    times = reply.content.count("I've added a comma")
+    assert 4 <= times <= 10, reply.content  # told a few times, then stopped
+    widget = window.chat.widget_for(reply.id)
+    assert widget.note.text().startswith("stopped: the reply was repeating itself")
+    qtbot.waitUntil(lambda: seen["left"] == 1, timeout=10_000)  # the connection closed, not read to its end
+    assert seen["sent"] < 2000 * 10

@@ -149,6 +149,8 @@ def test_download_and_switch(
     )
     qtbot.mouseClick(panel.download_button, qtbot_left())
     assert enabled_after_click == [False]  # no second download while one runs
+    # The download is the welcome's (ui/chat/welcome_downloads.py), the window only wires it.
+    assert window.welcome_downloads.downloading == "qwen2.5-7b-0.5b"
     qtbot.waitUntil(
         lambda: (
             window.controller.info is not None
@@ -159,3 +161,26 @@ def test_download_and_switch(
     )
     assert load_settings().model_path is not None and load_settings().model_path.endswith("tiny-target.gguf")
     assert panel.download_button.isEnabled()
+
+
+def test_a_failed_download_is_said_on_the_welcome_and_its_button_comes_back(
+    open_window, tiny_target: Path, hub: FakeHub, qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tiny_pair_catalog(
+        hub.repos[TINY_REPO].files["tiny-target.gguf"], hub.repos[TINY_DRAFT_REPO].files["tiny-draft.gguf"]
+    )
+    data["pairs"][0]["name"] = "qwen2.5-7b-0.5b"
+    data["models"]["tiny-target"]["filename"] = "missing.gguf"  # not in the hub's repository
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps(data))
+    monkeypatch.setattr(catalog_module, "catalog_path", lambda: path)
+
+    window = open_window(tiny_target)
+    panel = window.welcome
+    qtbot.mouseClick(panel.download_button, qtbot_left())
+    qtbot.waitUntil(lambda: "Download stopped:" in panel.status_label.text(), timeout=30_000)
+    assert "missing.gguf was not found" in panel.status_label.text()
+    assert panel.download_button.isEnabled()
+    # Still the welcome's: resumed on the Models page, it switches to the pair when done.
+    assert window.welcome_downloads.downloading == "qwen2.5-7b-0.5b"
+    assert window.controller.info is not None and window.controller.info.target_path == str(tiny_target)

@@ -39,7 +39,6 @@ from app.host.messages import EngineInfo
 from app.host.reply import Reply, ReplyProgress
 from app.settings import Settings, SpeedUp, load_settings
 from app.store import Store
-from engine.events import Speculation
 from ui.about import AboutDialog, app_icon
 from ui.chat.chat_view import ChatView
 from ui.chat.conversation_list import ConversationList
@@ -203,6 +202,7 @@ class MainWindow(QMainWindow):
         chat_tab = QWidget()
         chat_layout = QVBoxLayout(chat_tab)
         chat_layout.setContentsMargins(0, 0, 0, 0)
+        self.welcome_downloads: Any = None  # the welcome's "Download and switch", once the page is built
         self.welcome = self._make_welcome()
         if self.welcome is not None:
             chat_layout.addWidget(self.welcome)
@@ -212,6 +212,13 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.compare, "Compare")
         self.models_page = self._make_models_page()
         self.tabs.addTab(self.models_page, "Models")
+        if self.welcome is not None:
+            from ui.chat.welcome_downloads import WelcomeDownloads
+
+            # "Download and switch": through the Models page, then the pair (ui/chat/welcome_downloads.py).
+            self.welcome_downloads = WelcomeDownloads(
+                self.welcome, self.models_page, self.on_models_page_pair_chosen
+            )
 
         self.conversations.conversation_selected.connect(self.on_conversations_conversation_selected)
         self.conversations.new_requested.connect(self.on_conversations_new_requested)
@@ -253,22 +260,13 @@ class MainWindow(QMainWindow):
             return label
 
     def _make_welcome(self) -> Any:
-        """The first-start welcome panel (ui/chat/welcome.py); like the models page, optional."""
-        self._welcome_download: str | None = None  # the pair its button is downloading
-        self._is_welcome_connected = False
-        try:
-            from app.library.catalog import detect_machine, gpu_memory_bytes, load_catalog
-            from ui.chat.welcome import WelcomePanel
+        """The first-start welcome panel (ui/chat/welcome.py) and its downloads through the Models
+        page (ui/chat/welcome_downloads.py); like the models page, optional."""
+        from ui.chat.welcome_downloads import make_welcome
 
-            machine = detect_machine()
-            vram = gpu_memory_bytes(machine.gpu_label, machine.total_ram_bytes) if machine.has_gpu else 0
-            panel = WelcomePanel(load_catalog(), machine, vram)
-        except Exception as e:
-            if os.environ.get(STRICT_ENV):
-                raise
-            log.warning("welcome panel unavailable: %s", e)
+        panel = make_welcome()
+        if panel is None:
             return None
-        panel.download_requested.connect(self.on_welcome_download_requested)
         panel.dismissed.connect(self.on_welcome_dismissed)
         panel.demo_requested.connect(self.run_demo)
         panel.demo_requested.connect(self.shrink_welcome)
@@ -347,50 +345,6 @@ class MainWindow(QMainWindow):
 
     def on_welcome_dismissed(self) -> None:
         self._update_settings(has_seen_welcome=True)
-
-    def on_welcome_download_requested(self, pair: Any) -> None:
-        """Download the recommended pair through the Models page; switch to it when done."""
-        page: Any = self.models_page  # a QLabel where the page could not be built
-        if self.welcome is None:
-            return
-        if not hasattr(page, "download_finished"):
-            self.welcome.set_status(
-                "Downloads need the Models page, which is not available in this build.", True
-            )
-            return
-        if not self._is_welcome_connected:
-            self._is_welcome_connected = True
-            page.download_progressed.connect(self.on_models_page_download_progressed)
-            page.download_finished.connect(self.on_models_page_download_finished)
-            page.download_failed.connect(self.on_models_page_download_failed)
-        self._welcome_download = pair.name
-        self.welcome.set_downloading(True)
-        self.welcome.set_status(
-            f"Downloading {pair.title}… (progress, pause and cancel also on the Models page)"
-        )
-        page.on_download_clicked(pair)
-
-    def on_models_page_download_progressed(self, key: str, text: str) -> None:
-        if self.welcome is not None and key == self._welcome_download:
-            self.welcome.set_status(f"Downloading: {text}")
-
-    def on_models_page_download_finished(self, key: str, done: list[str]) -> None:
-        if self.welcome is None or key != self._welcome_download or not done:
-            return
-        self._welcome_download = None
-        self.welcome.set_downloading(False)
-        self.welcome.set_status("Downloaded; switching to the new pair…")
-        target = done[0]
-        draft = done[1] if len(done) > 1 else Speculation.NGRAM
-        self.on_models_page_pair_chosen(target, draft)
-
-    def on_models_page_download_failed(self, key: str, message: str, is_paused: bool) -> None:
-        if self.welcome is not None and key == self._welcome_download:
-            self.welcome.set_downloading(False)
-            self.welcome.set_status(
-                f"Download paused: {message}" if is_paused else f"Download stopped: {message}",
-                is_error=not is_paused,
-            )
 
     def _build_status_bar(self) -> None:
         status = self.statusBar()

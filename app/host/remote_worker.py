@@ -53,6 +53,7 @@ from app.host.remote_client import (
 from engine.config import PLAIN_DECODING
 from engine.errors import ErrorKind
 from engine.events import Event, Finished, Speculation, Stats, TextPiece
+from engine.loop_guard import TextLoopGuard
 
 log = logging.getLogger(__name__)
 
@@ -342,6 +343,9 @@ class RemoteWorker:
         lock = threading.Lock()
         closed = [False]
         stop_stream = threading.Event()
+        # A reply that repeats one stretch again and again ends here, as the local engine's does
+        # (engine/loop_guard.py): a server (llama-server, LM Studio) would write to its cap.
+        loop_guard, looped = TextLoopGuard(), threading.Event()
 
         def on_chunk(chunk: dict[str, Any], text: str) -> None:
             with lock:
@@ -367,6 +371,10 @@ class RemoteWorker:
                 state.text += text
                 state.n_tokens += n_tokens
                 events.append(TextPiece(text, n_tokens, drafted))
+                if loop_guard.add(text):  # nothing after this piece is shown; the stream closes
+                    looped.set()
+                    closed[0] = True
+                    stop_stream.set()
             # The numbers whenever the server's change, and at least every STATS_INTERVAL_S while
             # text comes (a server that reports none: the speed measured here).
             numbers = (state.seen.drafts(), state.seen.timings.get("predicted_n"))
@@ -398,14 +406,14 @@ class RemoteWorker:
 
         threading.Thread(target=run, name="tandem-remote-stream", daemon=True).start()
         while not done.wait(0.05):
-            if self._is_cancelled(rid):
+            if self._is_cancelled(rid) or looped.is_set():
                 stop_stream.set()
                 break
         with lock:
             closed[0] = True
             error = outcome.get("error")
             result: RemoteResult | None = outcome.get("result")
-            if error is not None and not self._is_cancelled(rid):
+            if error is not None and not self._is_cancelled(rid) and not looped.is_set():
                 kind = ErrorKind.REMOTE
                 if isinstance(error, RemoteError):
                     sentence = _sentence(error)
@@ -415,7 +423,9 @@ class RemoteWorker:
                     kind = ErrorKind.UNEXPECTED
                 self._on_message(ReplyFailed(rid, sentence, kind))
                 return
-            if result is None or self._is_cancelled(rid):
+            if looped.is_set():
+                stop_reason = "repetition"
+            elif result is None or self._is_cancelled(rid):
                 stop_reason = "cancelled"
             else:
                 stop_reason = STOP_REASONS.get(result.finish_reason or "stop", "eos")

@@ -1,25 +1,24 @@
 """The chat's header: which model writes, how it is sped up, and what the highlight means.
 
 Where people look for it (LM Studio, Jan, GPT4All and ChatGPT put the model at the top of the
-chat): a model picker (the built-in models and the GGUF files in the models folder; the Models
-page keeps the library and the downloads), the speed-up picker with plain names and a one-line
+chat): the one model picker (ui/chat/model_picker.py: the built-in models and the GGUF files in
+the models folder, searchable, each with its size and fit; the Models page's "Chat with" is the
+same control on the same list, and keeps the library and the downloads), the speed-up picker with plain names and a one-line
 why for each, the state of the loaded pair in words, and the highlight's legend with its switch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QPainter, QPaintEvent, QStandardItemModel, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from app.library.catalog import format_bytes
 from app.settings import Preset, SpeedUp
 from ui.chat.markdown_view import tint_format
+from ui.chat.model_picker import OPEN_FILE_KEY, ModelPicker, chat_models
 from ui.presenters.words import (
-    BUILT_IN_MODELS,
     LEGEND,
     LEGEND_ORDER,
     LEGEND_SHORT,
@@ -28,7 +27,6 @@ from ui.presenters.words import (
     built_in_key,
     choice_name,
     legend_said,
-    model_name,
     source_tip,
 )
 from ui.qt import theme
@@ -71,41 +69,6 @@ class LegendSwatch(QWidget):
         self._doc.drawContents(painter)
 
 
-class ModelCombo(QComboBox):
-    """A combo box that reads the models folder again each time it opens (a download or an
-    import since is then listed)."""
-
-    about_to_open = Signal()
-
-    def showPopup(self) -> None:  # noqa: N802 (Qt's name)
-        self.about_to_open.emit()
-        super().showPopup()
-
-
-OPEN_FILE_ITEM = "Open a GGUF file…"
-OPEN_FILE_KEY = "open-file"
-
-
-def _file_size(key: str) -> int:
-    try:
-        return Path(key).stat().st_size if ("/" in key or "\\" in key) else 0
-    except OSError:
-        return 0
-
-
-def _built_in_size(key: str) -> int:
-    """A built-in model's file size (0 where its file is not there yet: made on first use)."""
-    from app.library.default_model import DEFAULT_MODEL_NAME, smollm2_model
-    from app.paths import models_dir
-    from engine.errors import TandemError
-
-    try:
-        path = smollm2_model() if key == "smollm2" else models_dir() / DEFAULT_MODEL_NAME
-        return path.stat().st_size
-    except (OSError, TandemError):
-        return 0
-
-
 class ChatHeader(QWidget):
     model_chosen = Signal(str)  # "default" (a built-in model's name) or a GGUF path
     open_file_requested = Signal()  # "Open a GGUF file…": the window asks for one
@@ -127,7 +90,7 @@ class ChatHeader(QWidget):
         row.setSpacing(8)
 
         model_label = QLabel("Model")
-        self.model_combo = ModelCombo()
+        self.model_combo = ModelPicker()  # searchable, with each model's size and fit
         self.model_combo.setObjectName("modelPicker")
         self.model_combo.setAccessibleName("Model")
         self.model_combo.setToolTip("The model that writes the replies (more on the Models page)")
@@ -246,36 +209,11 @@ class ChatHeader(QWidget):
     # ---- models
 
     def refresh_models(self) -> None:
-        """The built-in models, then the GGUF files in the models folder, each by its name with
-        its size, the one in use marked, then "Open a GGUF file…"."""
-        from ui.presenters.engine_presenter import first_chat_model
-
-        models = [m for m in BUILT_IN_MODELS if m[0] != "smollm2" or first_chat_model() == "smollm2"]
-        sizes = {key: _built_in_size(key) for key, _ in models}
-        try:
-            from app.library.catalog import scan_local_models
-
-            listed = {key for key, _ in models}
-            for m in scan_local_models():
-                if built_in_key(str(m.path)) not in listed:  # the built-in Gemma's file: listed
-                    models.append((str(m.path), model_name(m.path, m.info.name if m.info else "")))
-                    sizes[str(m.path)] = m.size_bytes
-        except Exception:  # an unreadable folder: the built-in models are still offered
-            pass
-        if self._in_use and all(key != self._in_use for key, _ in models):
-            models.insert(1, (self._in_use, model_name(Path(self._in_use), self._in_use_name)))
-        self._models = models
-        self.model_combo.blockSignals(True)
-        self.model_combo.clear()
-        for key, name in models:
-            size = sizes.get(key) or _file_size(key)
-            self.model_combo.addItem(f"{name} · {format_bytes(size)}" if size else name, key)
-            where = "built into Tandem, offline" if "/" not in key and "\\" not in key else key
-            self.model_combo.setItemData(self.model_combo.count() - 1, where, Qt.ItemDataRole.ToolTipRole)
-        self.model_combo.insertSeparator(self.model_combo.count())
-        self.model_combo.addItem(OPEN_FILE_ITEM, OPEN_FILE_KEY)
+        """The models to chat with (ui/chat/model_picker.py's chat_models: the Models page lists
+        the same), each by its name with its size and fit, then "Open a GGUF file…"."""
+        self.model_combo.set_entries(chat_models(self._in_use, self._in_use_name))
+        self._models = [(e.key, e.name) for e in self.model_combo.entries]
         self._select_in_use()
-        self.model_combo.blockSignals(False)
 
     def set_model_in_use(self, key: str | None, name: str = "") -> None:
         """The loaded model (a path, or a built-in model's name). A built-in model's own file is
@@ -284,11 +222,7 @@ class ChatHeader(QWidget):
         self._in_use = key
         self._in_use_name = name
         if key and self.model_combo.findData(key) < 0:
-            at = self.model_combo.findData(OPEN_FILE_KEY)
-            label = model_name(Path(key), name or Path(key).stem)
-            size = _file_size(key)
-            label = f"{label} · {format_bytes(size)}" if size else label
-            self.model_combo.insertItem(at - 1 if at > 0 else self.model_combo.count(), label, key)
+            self.refresh_models()  # a model opened from elsewhere: listed
         self._select_in_use()
 
     def _select_in_use(self) -> None:

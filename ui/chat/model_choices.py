@@ -86,9 +86,9 @@ class ModelChoices(QObject):
         """The chat's "Download Qwen2.5 1.5B Instruct": through the welcome's download (it
         switches to the model when done), the welcome shown for its progress."""
         pair = self._small_instruct_pair()
-        if pair is not None and self.window.welcome is not None:
+        if pair is not None and self.window.welcome_downloads is not None:
             self.window.show_welcome()
-            self.window.on_welcome_download_requested(pair)
+            self.window.welcome_downloads.request(pair)
 
     def _offer_drafts(self, info: EngineInfo | None) -> None:
         """ "Draft model" greyed, with the reason, where no local model pairs with the one in use

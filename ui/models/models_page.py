@@ -161,7 +161,9 @@ class ModelsPage(QWidget):
         ):
             self.local_models.insert(0, local_model(in_use))
         self.local_box.show_models(self.local_models, in_use)
-        self.picker.set_models(self.local_models, in_use, select if isinstance(select, Path) else None)
+        self.picker.set_models(
+            self.local_models, in_use, select if isinstance(select, Path) else None, self.models_dir
+        )
         self.catalog_section.show_card_states(in_use)
         self.models_changed.emit()
 

@@ -1,4 +1,6 @@
-"""The Models page's "Chat with" box: a target among the local models, and a draft for it.
+"""The Models page's "Chat with" box: a target, in the one model picker the chat's header has
+(ui/chat/model_picker.py: the same list from the same source, searchable, with size and fit),
+and a draft for it.
 
 It offers only the drafts llama.cpp's vocabulary rules accept for the chosen target, plus n-gram
 drafting and none; the others stay in the list, disabled, with the broken rule as their tooltip,
@@ -14,10 +16,11 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QPushButton, QWidget
 
-from app.library.catalog import NGRAM, LocalModel, draft_choices, format_bytes
+from app.library.catalog import NGRAM, LocalModel, draft_choices, local_model
 from app.settings import SpeedUp
 from engine.config import PLAIN_DECODING
-from ui.presenters.words import choice_name, model_name
+from ui.chat.model_picker import ModelPicker, built_in_file, chat_models
+from ui.presenters.words import BUILT_IN_MODELS, choice_name, model_name
 
 
 class PairPicker(QGroupBox):
@@ -29,7 +32,10 @@ class PairPicker(QGroupBox):
         super().__init__("Chat with", parent)
         self.local_models: list[LocalModel] = []
         grid = QGridLayout(self)
-        self.target_combo = QComboBox()
+        self.target_combo = ModelPicker(with_open_file=False)  # the header's picker, the same list
+        self.target_combo.about_to_open.connect(self._relist)
+        self.models_dir: Path | None = None
+        self.in_use: Path | None = None
         self.target_combo.setObjectName("targetCombo")
         self.draft_combo = QComboBox()
         self.draft_combo.setObjectName("draftCombo")
@@ -55,29 +61,49 @@ class PairPicker(QGroupBox):
         self.target_combo.currentIndexChanged.connect(self.on_target_combo_current_index_changed)
 
     def set_models(
-        self, models: Sequence[LocalModel], in_use: Path | None, select: Path | None = None
+        self,
+        models: Sequence[LocalModel],
+        in_use: Path | None,
+        select: Path | None = None,
+        models_dir: Path | None = None,
     ) -> None:
-        """The readable models as targets (the one in use says so); keeps the target chosen, or
-        chooses `select` where it is among them."""
+        """The models to chat with, as the header lists them (the one in use says so); keeps the
+        target chosen, or chooses `select` where it is among them. `models` (the local models)
+        are the drafts."""
         self.local_models = list(models)
-        previous = self.target_combo.currentData()
-        self.target_combo.blockSignals(True)
-        self.target_combo.clear()
-        for m in self.local_models:
-            if m.info is not None:
-                in_use_text = ", in use" if in_use is not None and m.path.resolve() == in_use else ""
-                name = model_name(m.path, m.name)
-                # As the header's picker names it: its name and size, no file name or path.
-                self.target_combo.addItem(f"{name} ({format_bytes(m.size_bytes)}{in_use_text})", str(m.path))
-                self.target_combo.setItemData(
-                    self.target_combo.count() - 1, m.path.name, Qt.ItemDataRole.ToolTipRole
-                )
+        self.models_dir, self.in_use = models_dir, in_use
+        self._relist(select)
+
+    def _relist(self, select: Path | None = None) -> None:
+        combo = self.target_combo
+        previous = combo.currentData()
+        combo.blockSignals(True)
+        combo.set_entries(chat_models(str(self.in_use) if self.in_use else None, "", self.models_dir))
+        in_use_index = -1
+        for i, e in enumerate(combo.entries):
+            if self.in_use is not None and self._path_of(e.key) == self.in_use:
+                combo.setItemText(i, f"{e.label} (in use)")
+                in_use_index = i
         if select is not None:
-            previous = next((str(m.path) for m in self.local_models if m.path.resolve() == select), previous)
-        index = self.target_combo.findData(previous) if previous else -1
-        self.target_combo.setCurrentIndex(max(index, 0) if self.target_combo.count() else -1)
-        self.target_combo.blockSignals(False)
+            found = [i for i, e in enumerate(combo.entries) if self._path_of(e.key) == select]
+            previous = combo.itemData(found[0]) if found else previous
+        index = combo.findData(previous) if previous else in_use_index
+        combo.setCurrentIndex(max(index, 0) if combo.count() else -1)
+        combo.blockSignals(False)
         self.on_target_combo_current_index_changed()
+
+    @staticmethod
+    def _path_of(key: str) -> Path | None:
+        """A target's file (a built-in model's may not be there yet)."""
+        path = built_in_file(key) if key in dict(BUILT_IN_MODELS) else Path(key)
+        return path.resolve() if path is not None else None
+
+    def _target(self, key: str) -> LocalModel | None:
+        path = self._path_of(key)
+        if path is None or not path.is_file():
+            return None
+        found = next((m for m in self.local_models if m.path.resolve() == path), None)
+        return found or local_model(path)
 
     def on_target_combo_current_index_changed(self, _index: int = 0) -> None:
         self.draft_combo.clear()
@@ -89,8 +115,12 @@ class PairPicker(QGroupBox):
         # The speed-up's names as the header says them (ui.presenters.words), not the engine's.
         self.draft_combo.addItem(choice_name(SpeedUp.NGRAM), NGRAM)
         self.draft_combo.addItem(f"{choice_name(SpeedUp.NONE)} (the usual speed)", PLAIN_DECODING.text)
-        target = next(m for m in self.local_models if str(m.path) == target_path)
-        assert target.info is not None
+        target = self._target(str(target_path))
+        if target is None or target.info is None:  # a built-in model made on first use
+            self.pair_explanation.setText("Drafting from the text works with this model.")
+            self.pair_explanation.setToolTip("")
+            self.draft_combo.setCurrentIndex(0)
+            return
         choices = draft_choices(target.info, self.local_models)
         model = self.draft_combo.model()
         refused: list[str] = []

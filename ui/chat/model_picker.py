@@ -1,0 +1,233 @@
+"""The one model picker (issue 37): the models Tandem can chat with, from one source, shown by
+one control wherever a model is picked (the chat's header and the Models page's "Chat with").
+
+chat_models() is the list: the built-in models, then the GGUF files in the models folder, each
+by the name people call it, with its size and its fit on this computer (the pair doctor's
+memory estimate from the file's size: "fits", "tight", "too large"). ModelPicker shows it: type
+to filter (any part of a name, as LM Studio's loader), the fit as a coloured word at each line's
+end, the doctor's sentence on hover.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QPainter
+from PySide6.QtWidgets import (
+    QComboBox,
+    QCompleter,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QWidget,
+)
+
+from app.library.catalog import format_bytes
+from app.library.pair_doctor import FitKind, MachineMemory, describe_fit, file_fit
+from ui.presenters.words import BUILT_IN_MODELS, built_in_key, model_name
+from ui.qt import theme
+
+OPEN_FILE_ITEM = "Open a GGUF file…"
+OPEN_FILE_KEY = "open-file"
+FIT_ROLE = Qt.ItemDataRole.UserRole + 1  # an item's FitKind word ("" where its size is unknown)
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    key: str  # a built-in model's name ("default", "smollm2") or a GGUF path
+    name: str  # as people call it
+    size_bytes: int  # 0 where not known (a built-in model made on first use)
+    fit: str  # a FitKind value, "" where the size is not known
+    tip: str  # where it is, and the doctor's sentence on its fit
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} · {format_bytes(self.size_bytes)}" if self.size_bytes else self.name
+
+
+@lru_cache(maxsize=1)
+def _gpu() -> tuple[str, int]:
+    from app.library.catalog import detect_gpu, gpu_memory_bytes
+
+    label = detect_gpu()  # nvidia-smi once a session, not each time the list opens
+    return label, gpu_memory_bytes(label) if label else 0
+
+
+def machine_memory() -> MachineMemory:
+    """This computer's memory now (free RAM is read again each time; the GPU's once)."""
+    from app.library.catalog import total_ram_bytes
+    from app.library.pair_doctor import free_ram_bytes
+
+    label, vram = _gpu()
+    return MachineMemory(free_ram_bytes(), total_ram_bytes(), label, vram)
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def built_in_file(key: str) -> Path | None:
+    """A built-in model's file (it may not be there yet: made on first use)."""
+    from app.library.default_model import DEFAULT_MODEL_NAME, smollm2_model
+    from app.paths import models_dir
+    from engine.errors import TandemError
+
+    try:
+        return smollm2_model() if key == "smollm2" else models_dir() / DEFAULT_MODEL_NAME
+    except (OSError, TandemError):
+        return None
+
+
+def chat_models(
+    in_use: str | None = None, in_use_name: str = "", models_dir: Path | None = None
+) -> list[ModelEntry]:
+    """The models to chat with: the built-in models, then the GGUF files in the models folder
+    (a built-in model's own file listed once, by its name), the one in use wherever it lives."""
+    from ui.presenters.engine_presenter import first_chat_model
+
+    keys = [(k, n) for k, n in BUILT_IN_MODELS if k != "smollm2" or first_chat_model() == "smollm2"]
+    sizes: dict[str, int] = {}
+    for key, _ in keys:
+        file = built_in_file(key)
+        sizes[key] = _file_size(file) if file is not None else 0
+    try:
+        from app.library.catalog import scan_local_models
+
+        listed = {key for key, _ in keys}
+        for m in scan_local_models(models_dir) if models_dir is not None else scan_local_models():
+            if built_in_key(str(m.path)) not in listed:
+                keys.append((str(m.path), model_name(m.path, m.info.name if m.info else "")))
+                sizes[str(m.path)] = m.size_bytes
+    except Exception:  # an unreadable folder: the built-in models are still offered
+        pass
+    in_use = (built_in_key(in_use) or in_use) if in_use else in_use
+    if in_use and all(key != in_use for key, _ in keys):
+        if not in_use_name:  # named by its file's header, as the engine names it
+            try:
+                from app.library.catalog import local_model
+
+                info = local_model(Path(in_use)).info
+                in_use_name = info.name if info is not None else ""
+            except Exception:  # unreadable: its file's name
+                pass
+        keys.insert(1, (in_use, model_name(Path(in_use), in_use_name or Path(in_use).stem)))
+        sizes[in_use] = _file_size(Path(in_use))
+    machine = machine_memory()
+    entries = []
+    for key, name in keys:
+        size = sizes.get(key, 0)
+        where = "built into Tandem, offline" if key in dict(BUILT_IN_MODELS) else key
+        fit = file_fit(size, machine) if size else None
+        tip = f"{where}\n{describe_fit(fit)} (an estimate from its size)" if fit else where
+        entries.append(ModelEntry(key, name, size, fit.kind if fit else "", tip))
+    return entries
+
+
+class FitDelegate(QStyledItemDelegate):
+    """Each line as usual, then its fit as a coloured word at the line's end."""
+
+    def paint(
+        self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
+        super().paint(painter, option, index)
+        fit = index.data(FIT_ROLE)
+        if not fit:
+            return
+        t = theme.colors()
+        color = {FitKind.FITS: t.ok_text, FitKind.TIGHT: t.muted_text}.get(fit, t.error_text)
+        painter.save()
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        # On the selection's colour, the selection's text colour (green on blue does not read).
+        painter.setPen(option.palette.highlightedText().color() if selected else QColor(color))
+        rect = option.rect.adjusted(0, 0, -8, 0)
+        painter.drawText(rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, fit)
+        painter.restore()
+
+    def sizeHint(  # noqa: N802 (Qt's name)
+        self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> QSize:
+        hint = super().sizeHint(option, index)
+        if index.data(FIT_ROLE):
+            hint.setWidth(hint.width() + option.fontMetrics.horizontalAdvance("  too large") + 16)
+        return hint
+
+
+class ModelPicker(QComboBox):
+    """The models of chat_models(), searchable: typing filters the list by any part of a name;
+    the list is read again each time it opens (a download or an import since is then listed)."""
+
+    about_to_open = Signal()
+
+    def __init__(self, with_open_file: bool = True, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.with_open_file = with_open_file
+        self.entries: list[ModelEntry] = []
+        self.setEditable(True)
+        self.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.setItemDelegate(FitDelegate(self))
+        completer = QCompleter(self.model(), self)
+        completer.setFilterMode(Qt.MatchFlag.MatchContains)
+        completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        completer.setCompletionMode(QCompleter.CompletionMode.PopupCompletion)
+        found_list = completer.popup()  # the completer's list of what the typed text leaves
+        assert found_list is not None
+        self.found_list = found_list
+        self.found_list.setItemDelegate(FitDelegate(self.found_list))
+        self.setCompleter(completer)
+        self.finder = completer
+        line = self.lineEdit()
+        assert line is not None  # (editable)
+        self.line = line
+        line.setPlaceholderText("Type to find a model")
+        # Typed text that names no model gives way to the model chosen.
+        line.editingFinished.connect(self._show_current)
+
+    def showPopup(self) -> None:  # noqa: N802 (Qt's name)
+        self.about_to_open.emit()
+        super().showPopup()
+
+    def _show_current(self) -> None:
+        shown = self.itemText(self.currentIndex())  # (an editable combo's currentText is what is typed)
+        if self.line.text() != shown:
+            self.line.setText(shown)
+
+    def set_entries(self, entries: Sequence[ModelEntry]) -> None:
+        """The list (signals held), then "Open a GGUF file…" where this picker offers it."""
+        self.entries = list(entries)
+        chosen = self.currentData()
+        self.blockSignals(True)
+        self.clear()
+        for e in self.entries:
+            self.addItem(e.label, e.key)
+            i = self.count() - 1
+            self.setItemData(i, e.tip, Qt.ItemDataRole.ToolTipRole)
+            self.setItemData(i, e.fit, FIT_ROLE)
+            if e.fit:
+                self.setItemData(i, f"{e.label}, {e.fit}", Qt.ItemDataRole.AccessibleTextRole)
+        if self.with_open_file:
+            self.insertSeparator(self.count())
+            self.addItem(OPEN_FILE_ITEM, OPEN_FILE_KEY)
+        index = self.findData(chosen) if chosen is not None else -1
+        self.setCurrentIndex(max(index, 0) if self.count() else -1)
+        self.blockSignals(False)
+        # The lists as wide as their longest line and its fit (the box keeps the header's width).
+        metrics = self.fontMetrics()
+        widest = max((metrics.horizontalAdvance(self.itemText(i)) for i in range(self.count())), default=0)
+        width = widest + metrics.horizontalAdvance("too large") + 64
+        view = self.view()
+        if view is not None:
+            view.setMinimumWidth(width)
+        self.found_list.setMinimumWidth(width)
+
+    def filtered(self) -> list[str]:
+        """The lines the typed text leaves (the completer's list)."""
+        found = self.finder.completionModel()
+        assert found is not None
+        return [str(found.index(r, 0).data()) for r in range(found.rowCount())]

@@ -1,0 +1,88 @@
+"""The welcome panel's making and its "Download and switch" (ui/chat/welcome.py is the panel):
+the download goes through the Models page (progress, pause and cancel there too), its progress
+is said on the welcome, and the window switches to the pair once its files are in."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject
+
+from engine.events import Speculation
+from ui.presenters.failures import STRICT_ENV
+
+log = logging.getLogger(__name__)
+
+
+def make_welcome() -> Any:
+    """The first-start welcome panel for this machine; None where it cannot be built (like the
+    Models page, optional: the chat opens regardless)."""
+    try:
+        from app.library.catalog import detect_machine, gpu_memory_bytes, load_catalog
+        from ui.chat.welcome import WelcomePanel
+
+        machine = detect_machine()
+        vram = gpu_memory_bytes(machine.gpu_label, machine.total_ram_bytes) if machine.has_gpu else 0
+        return WelcomePanel(load_catalog(), machine, vram)
+    except Exception as e:
+        if os.environ.get(STRICT_ENV):  # the tests: a panel that fails to build is a bug
+            raise
+        log.warning("welcome panel unavailable: %s", e)
+        return None
+
+
+class WelcomeDownloads(QObject):
+    """The welcome's download of a catalog pair, through the Models page; `switch(target, draft)`
+    once its files are in."""
+
+    def __init__(self, welcome: Any, models_page: Any, switch: Callable[[str, str], None]) -> None:
+        """welcome: the WelcomePanel; models_page: the Models page (a QLabel where it could not be
+        built: downloads are then said to need it)."""
+        super().__init__(welcome)
+        self.welcome, self.page, self.switch = welcome, models_page, switch
+        self.downloading: str | None = None  # the pair its button is downloading
+        self._is_connected = False
+        welcome.download_requested.connect(self.request)
+
+    def request(self, pair: Any) -> None:
+        """Download the recommended pair through the Models page; switch to it when done."""
+        page = self.page
+        if not hasattr(page, "download_finished"):
+            self.welcome.set_status(
+                "Downloads need the Models page, which is not available in this build.", True
+            )
+            return
+        if not self._is_connected:
+            self._is_connected = True
+            page.download_progressed.connect(self.on_models_page_download_progressed)
+            page.download_finished.connect(self.on_models_page_download_finished)
+            page.download_failed.connect(self.on_models_page_download_failed)
+        self.downloading = pair.name
+        self.welcome.set_downloading(True)
+        self.welcome.set_status(
+            f"Downloading {pair.title}… (progress, pause and cancel also on the Models page)"
+        )
+        page.on_download_clicked(pair)
+
+    def on_models_page_download_progressed(self, key: str, text: str) -> None:
+        if key == self.downloading:
+            self.welcome.set_status(f"Downloading: {text}")
+
+    def on_models_page_download_finished(self, key: str, done: list[str]) -> None:
+        if key != self.downloading or not done:
+            return
+        self.downloading = None
+        self.welcome.set_downloading(False)
+        self.welcome.set_status("Downloaded; switching to the new pair…")
+        self.switch(done[0], done[1] if len(done) > 1 else Speculation.NGRAM)
+
+    def on_models_page_download_failed(self, key: str, message: str, is_paused: bool) -> None:
+        if key == self.downloading:
+            self.welcome.set_downloading(False)
+            self.welcome.set_status(
+                f"Download paused: {message}" if is_paused else f"Download stopped: {message}",
+                is_error=not is_paused,
+            )
