@@ -7,7 +7,7 @@
     tandem models import PATH
     tandem models catalog
     tandem models search QUERY [--limit N] [--json]
-    tandem models check TARGET [--draft DRAFT] [--ctx N] [--json]
+    tandem models check TARGET [DRAFT | --draft DRAFT] [--ctx N] [--measure] [--json]
 
 `search` and `check` read the hub's JSON API and GGUF headers only (HTTP Range requests): they
 never download a model (docs/pair-doctor.md).
@@ -48,6 +48,7 @@ from engine.errors import TandemError
 
 if TYPE_CHECKING:
     from app.library import pair_doctor as doctor
+    from app.library.measure import PairFigures
     from app.store import PairMeasurement
 
 EXIT_ERROR = EXIT_BAD_INPUT
@@ -101,7 +102,14 @@ def add_models_parser(
         "Without --draft, candidate drafts are looked for on the hub and checked.",
     )
     check.add_argument("target", help="owner/repo/FILE.gguf, or a local path")
+    check.add_argument("draft_file", nargs="?", metavar="DRAFT", help="the draft (as --draft)")
     check.add_argument("--draft", help="owner/repo/FILE.gguf, or a local path")
+    check.add_argument(
+        "--measure",
+        action="store_true",
+        help="time stand-ins of the same shape (random weights) on this computer: plain speed, "
+        "the n-gram ceiling, whether the draft pays; nothing is downloaded",
+    )
     check.add_argument(
         "--ctx", type=int, default=4096, help="context in tokens for the KV caches (default 4096)"
     )
@@ -400,12 +408,17 @@ def _cmd_search(args: argparse.Namespace) -> int:
 def _cmd_check(args: argparse.Namespace) -> int:
     from app.library import pair_doctor as doctor
 
+    if args.draft and args.draft_file:
+        raise TandemError("give the draft once: as DRAFT or as --draft, not both")
+    draft_text = args.draft or args.draft_file
     target = doctor.parse_model_ref(args.target)
-    draft = doctor.parse_model_ref(args.draft) if args.draft else None
+    draft = doctor.parse_model_ref(draft_text) if draft_text else None
     print("reading the headers (no download)…", file=sys.stderr)
     report = doctor.check(target, draft, n_ctx=args.ctx, timeout_s=args.timeout)
+    if args.measure:
+        report = _measure(report)
     candidates: list[doctor.DraftCandidate] = []
-    if draft is None and not args.no_drafts:
+    if draft is None and not args.no_drafts and not args.measure:
         print("looking for drafts on the hub…", file=sys.stderr)
         try:
             candidates = doctor.find_drafts(target, report.target, n_ctx=args.ctx, timeout_s=args.timeout)
@@ -433,6 +446,40 @@ def _cmd_check(args: argparse.Namespace) -> int:
             )
         )
     return EXIT_OK
+
+
+def _measure(report: doctor.CheckReport) -> doctor.CheckReport:
+    """Time stand-ins of the checked models here, with progress on stderr; the report then carries
+    the figures (and they are kept for the catalog's cards)."""
+    import dataclasses
+
+    from app.library import pair_doctor as doctor
+    from app.library.measure import MeasureProgress
+
+    stream = sys.stderr
+    last: list[Any] = [0.0, ""]
+    words = {
+        "write": "writing a stand-in of",
+        "load": "loading the stand-in of",
+        "time": "timing the stand-in of",
+    }
+
+    def show(p: MeasureProgress) -> None:
+        now = time.monotonic()
+        what = f"{words[p.stage]} the {p.role} ({p.label})"
+        if what == last[1] and now - float(last[0]) < 1.0 and p.fraction < 1.0:
+            return
+        last[0], last[1] = now, what
+        batch = f", {p.batch} tokens at once" if p.batch else ""
+        print(f"measuring on this computer: {p.fraction:4.0%} {what}{batch}", file=stream, flush=True)
+
+    print(
+        "measuring on this computer with stand-ins (the same shape and quantisation, random weights; "
+        "nothing is downloaded, nothing is kept)…",
+        file=stream,
+    )
+    here = doctor.measure_here(report, on_progress=show)
+    return dataclasses.replace(report, here=here)
 
 
 def _report_json(report: doctor.CheckReport, candidates: list[doctor.DraftCandidate]) -> dict[str, Any]:
@@ -475,6 +522,8 @@ def _report_json(report: doctor.CheckReport, candidates: list[doctor.DraftCandid
         else {"is_estimate": True, "low": report.estimate.low, "high": report.estimate.high},
         # What replies with this pair (no draft: with n-gram lookup) measured on this machine.
         "measured": _measured_json(report.measured),
+        # What stand-ins of these models measured on this machine.
+        "here": _here_json(report.here),
         "drafts": [
             {
                 "model": f"{c.file.repo_id}/{c.file.filename}",
@@ -486,6 +535,23 @@ def _report_json(report: doctor.CheckReport, candidates: list[doctor.DraftCandid
             }
             for c in candidates
         ],
+    }
+
+
+def _here_json(fig: PairFigures | None) -> dict[str, Any] | None:
+    if fig is None:
+        return None
+    v = fig.verdict
+    return {
+        "plain_tokens_per_s": fig.plain_tokens_per_s,
+        "ngram_ceiling": fig.ceiling,
+        "copy_speedup": fig.copy_speedup,
+        "target_t_ms": fig.target.t_ms,
+        "draft_t_ms": fig.draft.t_ms if fig.draft else None,
+        "draft": None
+        if v is None
+        else {"speedup": v.speedup, "draft_len": v.draft_len, "acceptance": v.acceptance, "pays": v.pays},
+        "measured_at": fig.target.measured_at,
     }
 
 

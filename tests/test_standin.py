@@ -1,0 +1,289 @@
+"""Stand-ins (app.library.standin) and measuring a pair on them (app.library.measure), before any
+weight is downloaded: real llama.cpp on tiny shapes, real files, a real spawned timing process."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app import paths
+from app.cli.cli_models import main_models
+from app.library import measure, standin
+from app.library.catalog import scan_local_models
+from app.library.remote_gguf import read_local_header
+from app.library.standin import KnownShape, StandinError, plan_from_header, plan_from_shape
+from engine.backend import LlamaRunner
+from engine.gguf_info import read_gguf_info
+
+# Tiny qwen2/llama/qwen3 shapes whose rows fill K-quant blocks (256 weights).
+TINY_QWEN2 = KnownShape("qwen2", 256, 2, 4, 2, 512, 600, tied_embeddings=True)
+TINY_LLAMA = KnownShape("llama", 256, 2, 4, 4, 512, 600)
+TINY_QWEN3 = KnownShape("qwen3", 256, 2, 4, 2, 512, 600, head_dim=128)
+# Large enough that its batches take a while (a few hundred ms), small enough to write at once.
+MEDIUM = KnownShape("qwen2", 1024, 12, 16, 2, 4096, 32000)
+
+
+def logits_of(path: Path, n_rows: int = 8) -> np.ndarray:
+    runner = LlamaRunner(str(path), n_ctx=256, n_threads=2, n_batch=64)
+    try:
+        return runner.decode(list(range(3, 3 + n_rows)), n_logits=n_rows).copy()
+    finally:
+        runner.close()
+
+
+def files_under(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
+
+
+@pytest.mark.parametrize(
+    ("shape", "quant", "types"),
+    [
+        (TINY_QWEN2, "Q4_K_M", {"Q4_K", "Q6_K"}),
+        (TINY_LLAMA, "Q4_0", {"Q4_0"}),
+        (TINY_QWEN3, "Q8_0", {"Q8_0"}),
+        (
+            KnownShape("qwen2", 96, 2, 4, 2, 256, 300),
+            "Q4_K_M",
+            {"Q5_0", "Q8_0", "Q4_K", "Q6_K"},
+        ),  # rows of 96
+    ],
+)
+def test_a_stand_in_of_a_known_shape_loads_and_computes_finite_logits(
+    tmp_path: Path, shape: KnownShape, quant: str, types: set[str]
+) -> None:
+    plan = plan_from_shape("tiny", shape, quant)
+    path = standin.write_standin(plan, tmp_path / f"tiny{standin.SUFFIX}")
+    assert path.stat().st_size == plan.size_bytes
+    info = read_gguf_info(path)
+    assert info.n_vocab == shape.n_vocab and info.n_layers == shape.n_layers
+    from gguf.constants import GGMLQuantizationType
+
+    found = {GGMLQuantizationType(t.type_id).name for t in info.tensors if len(t.shape) > 1}
+    assert found == types
+    rows = logits_of(path)
+    assert rows.shape == (8, shape.n_vocab)
+    assert np.isfinite(rows).all() and rows.std() > 0  # llama.cpp computes normally
+
+
+def test_a_stand_in_from_a_header_copies_it_byte_for_byte(tmp_path: Path, tiny_target: Path) -> None:
+    # A quantised file as a hub would hold it, then its stand-in from the header alone.
+    real = standin.write_standin(
+        plan_from_shape("real", TINY_QWEN2, "Q4_K_M"), tmp_path / "real.gguf", seed=5
+    )
+    for source in (real, tiny_target):  # K-quants with Q6_K, and an F32 model with a real vocabulary
+        header = read_local_header(source, check_architecture=False)
+        plan = plan_from_header(source.name, header.header_bytes, header.info)
+        copy = standin.write_standin(plan, tmp_path / f"copy-{source.stem}{standin.SUFFIX}")
+        assert copy.stat().st_size == source.stat().st_size
+        assert copy.read_bytes()[: header.info.header_end] == source.read_bytes()[: header.info.header_end]
+        copied = read_gguf_info(copy)
+        assert copied.tokens == header.info.tokens  # the real tokenizer
+        assert [(t.name, t.shape, t.type_id) for t in copied.tensors] == [
+            (t.name, t.shape, t.type_id) for t in header.info.tensors
+        ]
+        assert np.isfinite(logits_of(copy)).all()
+
+
+def _bad_info(tmp_path: Path, **metadata: object) -> tuple[bytes, object]:
+    """A header that reads (our reader is lenient) with a shape llama.cpp could not run."""
+    import dataclasses
+
+    real = standin.write_standin(plan_from_shape("real", TINY_LLAMA, "Q4_0"), tmp_path / "ok.gguf")
+    header = read_local_header(real, check_architecture=False)
+    info = dataclasses.replace(header.info, metadata={**header.info.metadata, **metadata})
+    return header.header_bytes, info
+
+
+@pytest.mark.parametrize(
+    ("metadata", "fragment"),
+    [
+        ({"llama.attention.head_count_kv": 3}, "4 attention heads cannot share 3 key/value heads"),
+        ({"llama.block_count": 0}, "block count 0"),
+        ({"llama.attention.head_count": 0}, "0 attention heads"),
+        ({"split.count": 3}, "split in parts"),
+    ],
+)
+def test_an_impossible_header_is_refused_in_one_sentence_before_anything_is_written(
+    tmp_path: Path, metadata: dict[str, object], fragment: str
+) -> None:
+    header, info = _bad_info(tmp_path, **metadata)
+    with pytest.raises(StandinError) as e:
+        plan_from_header("bad.gguf", header, info)
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+    assert not files_under(standin.standins_dir())
+
+
+def test_impossible_tensors_are_refused(tmp_path: Path) -> None:
+    import dataclasses
+
+    real = standin.write_standin(plan_from_shape("real", TINY_LLAMA, "Q4_0"), tmp_path / "ok.gguf")
+    header = read_local_header(real, check_architecture=False)
+    i = next(i for i, t in enumerate(header.info.tensors) if i and t.type_id == 2)  # a Q4_0 matrix
+    t0 = header.info.tensors[i]
+    for bad, fragment in [
+        (dataclasses.replace(t0, shape=(0, 256)), "is 0 x 256"),
+        (dataclasses.replace(t0, shape=(250, 256), n_bytes=250 * 256 // 32 * 18), "do not fill blocks of 32"),
+        (dataclasses.replace(t0, n_bytes=t0.n_bytes + 18), "size does not match"),
+        (dataclasses.replace(t0, offset=header.info.tensors[i - 1].offset), "overlaps"),
+    ]:
+        tensors = (*header.info.tensors[:i], bad, *header.info.tensors[i + 1 :])
+        with pytest.raises(StandinError, match=fragment):
+            plan_from_header(
+                "bad.gguf", header.header_bytes, dataclasses.replace(header.info, tensors=tensors)
+            )
+    with pytest.raises(StandinError, match="impossible shape"):
+        plan_from_shape("bad", KnownShape("qwen2", 256, 2, 4, 3, 512, 600))
+
+
+def test_a_stand_in_that_would_not_fit_is_refused_before_writing(tmp_path: Path) -> None:
+    plan = plan_from_shape("Qwen2.5 7B", standin.KNOWN_SHAPES["qwen2.5-7b"], "Q4_K_M")
+    assert 4.3e9 < plan.size_bytes < 4.8e9  # the real file is 4.68 GB
+    with pytest.raises(StandinError) as e:
+        standin.check_room(plan, tmp_path / "standins", 512, free_ram=2 * 2**30)
+    assert str(e.value).startswith("timing a stand-in of Qwen2.5 7B needs 4.") and "memory" in str(e.value)
+    huge = standin.StandinPlan(
+        "huge", plan.header, plan.data_offset,
+        (standin.TensorSlot("w", (2**20, 2**20), 2, 0, 2**40 // 32 * 18 // 2**10 * 2**10),),
+        "qwen2", 1000,
+    )  # fmt: skip
+    with pytest.raises(StandinError, match="of disk and only .* is free; nothing was written"):
+        standin.check_room(huge, tmp_path / "standins", 512)
+    assert not files_under(tmp_path / "standins")
+
+
+def test_measuring_times_the_sizes_that_matter_keeps_the_figures_and_leaves_nothing(tmp_path: Path) -> None:
+    target = ("owner/tiny-GGUF/tiny-Q4_K_M.gguf", plan_from_shape("tiny", TINY_QWEN2, "Q4_K_M"))
+    draft = ("owner/tiny-GGUF/tiny-draft-Q8_0.gguf", plan_from_shape("tiny draft", TINY_QWEN2, "Q8_0"))
+    seen: list[measure.MeasureProgress] = []
+    listed_while_timing: list[list[Path]] = []
+
+    def progress(p: measure.MeasureProgress) -> None:
+        seen.append(p)
+        if p.stage == "time" and not listed_while_timing:
+            listed_while_timing.append([m.path for m in scan_local_models()])
+            assert len(files_under(standin.standins_dir())) == 2  # one stand-in and the run's pid
+
+    fig = measure.measure_pair(target, draft, sizes=(1, 2, 4, 8, 16, 32, 64), on_progress=progress)
+    assert set(fig.target.t_ms) == {1, 2, 4, 8, 16, 32, 64}
+    assert fig.draft is not None and set(fig.draft.t_ms) == {1, 2}
+    assert fig.plain_tokens_per_s > 0 and fig.ceiling >= 1.0
+    assert fig.copy_speedup is not None and fig.copy_speedup > 0
+    assert fig.verdict is not None and 1 <= fig.verdict.draft_len <= measure.MAX_DRAFT_LEN
+    fractions = [p.fraction for p in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == pytest.approx(1.0)
+    assert {p.role for p in seen} == {"target", "draft"} and {p.stage for p in seen} == {
+        "write",
+        "load",
+        "time",
+    }
+    assert listed_while_timing == [[]]  # never offered as a model to chat with
+    assert not files_under(standin.standins_dir())  # nothing left
+    # Kept per machine in the user's data folder, read back by model.
+    kept = json.loads(measure.measured_path().read_text())
+    assert len(kept["machines"]) == 1
+    again = measure.figures_here(target[0], draft[0])
+    assert again is not None and again.target.t_ms == pytest.approx(fig.target.t_ms, abs=1e-3)
+    assert again.verdict is not None and again.verdict.speedup == pytest.approx(fig.verdict.speedup, rel=1e-3)
+    assert measure.figures_here("someone/else/model.gguf") is None
+
+
+def test_cancel_stops_a_measurement_at_once_and_leaves_nothing(tmp_path: Path) -> None:
+    plan = plan_from_shape("medium", MEDIUM, "Q4_0")
+    cancel = threading.Event()
+    timing = threading.Event()
+    outcome: list[BaseException | None] = []
+
+    def progress(p: measure.MeasureProgress) -> None:
+        if p.stage == "time":
+            timing.set()
+
+    def work() -> None:
+        try:
+            measure.measure_pair(("medium", plan), cancel=cancel, on_progress=progress)
+            outcome.append(None)
+        except BaseException as e:
+            outcome.append(e)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    assert timing.wait(120)
+    cancelled_at = time.monotonic()
+    cancel.set()
+    thread.join(5)
+    stopped_s = time.monotonic() - cancelled_at
+    assert not thread.is_alive()
+    assert isinstance(outcome[0], measure.MeasureCancelled), outcome
+    assert stopped_s < 2.0, stopped_s  # the target is 1 s; the margin is for a shared machine
+    assert not files_under(standin.standins_dir())
+    assert measure.figures_here("medium") is None  # nothing kept from a cancelled run
+
+
+def test_cancel_while_writing_removes_the_partial_file(tmp_path: Path) -> None:
+    cancel = threading.Event()
+    path = tmp_path / f"partial{standin.SUFFIX}"
+
+    def progress(fraction: float) -> None:
+        cancel.set()
+
+    with pytest.raises(standin.StandinCancelled):
+        standin.write_standin(
+            plan_from_shape("medium", MEDIUM, "Q4_0"), path, cancel=cancel, on_progress=progress
+        )
+    assert not path.exists()
+
+
+def test_a_killed_runs_leftovers_are_removed_by_the_next(tmp_path: Path) -> None:
+    folder = standin.standins_dir()
+    dead = folder / "run-1-1"
+    dead.mkdir(parents=True)
+    (dead / "pid").write_text("999999999")
+    (dead / f"target{standin.SUFFIX}").write_bytes(b"GGUF" + bytes(100))
+    standin.clean_leftovers()
+    assert not dead.exists()
+
+
+def test_check_measure_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    models = paths.models_dir()
+    target = standin.write_standin(plan_from_shape("t", TINY_QWEN2, "Q4_K_M"), models / "tiny-Q4_K_M.gguf")
+    draft = standin.write_standin(
+        plan_from_shape("d", TINY_QWEN2, "Q8_0"), models / "tiny-draft-Q8_0.gguf", seed=2
+    )
+    code = main_models(["check", str(target), str(draft), "--measure"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "measuring on this computer with stand-ins" in err and "timing the stand-in of the target" in err
+    assert "plain decoding: about " in out and " tokens/s" in out
+    assert "copy work with n-gram lookup: about " in out and "ceiling " in out
+    assert "the draft model: about " in out and ("it pays here" in out or "it does not pay here" in out)
+    assert "llama.cpp issue #5877" in out  # where the acceptance comes from
+    assert not files_under(standin.standins_dir())
+    # A later check shows what was measured, without measuring again.
+    code = main_models(["check", str(target), "--draft", str(draft), "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert data["here"]["plain_tokens_per_s"] > 0 and data["here"]["draft"]["speedup"] > 0
+
+
+def test_check_measure_refuses_an_impossible_header_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = KnownShape("llama", 256, 2, 4, 4, 512, 600)
+    plan = plan_from_shape("x", bad, "Q4_0")
+    # The same header, its KV heads changed to 3 (4 heads cannot share them).
+    key = b"llama.attention.head_count_kv"
+    at = plan.header.index(key) + len(key) + 4
+    header = plan.header[:at] + (3).to_bytes(4, "little") + plan.header[at + 4 :]
+    path = standin.write_standin(
+        standin.StandinPlan("x", header, plan.data_offset, plan.tensors, "llama", 600), tmp_path / "bad.gguf"
+    )
+    code = main_models(["check", str(path), "--measure"])
+    _, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert code == 2 and lines[-1].startswith("error: ") and "impossible shape" in lines[-1]
+    assert "4 attention heads cannot share 3 key/value heads" in lines[-1]
+    assert not any("Traceback" in line for line in lines)
+    assert not files_under(standin.standins_dir())
