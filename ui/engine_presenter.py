@@ -23,6 +23,7 @@ from engine.config import NGRAM_LOOKUP, NO_DRAFT, DraftChoice
 from engine.errors import Failure
 from engine.events import Speculation
 from ui.failures import failure_words, raise_if_unexpected
+from ui.words import auto_measured_words
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,17 @@ class EnginePresenter(QObject):
         False when there is no draft model to switch to: the window asks for a file."""
         if kind == "auto":
             model = str(self._settings().draft_model_path) if self.has_draft_model() else Speculation.NGRAM
+            verdict = None
+            if model != Speculation.NGRAM:
+                from app.library.measure import draft_pays_here
+
+                # Measured here before (stand-ins): a draft that does not pay is not even loaded.
+                verdict = draft_pays_here(self.model_key(), model)
+                if verdict is not None and not verdict.pays:
+                    model = Speculation.NGRAM
             self.set_speculation(model, is_auto=True)
+            if verdict is not None:
+                self.pair_changed.emit(PairView(auto_measured_words(verdict)))
         elif kind in (Speculation.NONE, Speculation.NGRAM):
             self.set_speculation(kind)
         elif self.has_draft_model():

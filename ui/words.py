@@ -272,6 +272,19 @@ def here_words(fig: PairFigures, acceptance_source: str) -> list[str]:
     return lines
 
 
+def auto_measured_words(v: DraftVerdict) -> str:
+    """What "Automatic" chose from the costs measured here, and why."""
+    if v.pays:
+        return (
+            f"Automatic: the draft model and the text (measured on this computer: the draft model "
+            f"about {v.speedup:.1f}× faster)"
+        )
+    return (
+        f"Automatic: from the text only: the draft model does not pay on this computer "
+        f"(measured: about {v.speedup:.1f}×)"
+    )
+
+
 def card_here_words(fig: PairFigures, has_draft_model: bool) -> str:
     """ "On this computer: copy work about 2.3×; a draft model does not pay here"."""
     parts = [f"plain about {fig.plain_tokens_per_s:.1f} tokens/s"]

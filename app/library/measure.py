@@ -286,17 +286,31 @@ def save_costs(costs: MeasuredCosts) -> None:
 
 
 def load_costs(model: str, machine: str | None = None) -> MeasuredCosts | None:
-    """A model's costs measured on this machine (the current build and thread count), if any."""
+    """A model's costs measured on this machine (the current build and thread count), if any.
+    A file name finds the same file measured from the hub (owner/repo/FILE.gguf): downloaded, it
+    is known by its name."""
     from engine.config import default_threads
 
     machine = machine or machine_identity(default_threads())
     entry = _read_all()["machines"].get(machine, {})
-    if not isinstance(entry, dict) or not isinstance(entry.get(model), dict):
+    if not isinstance(entry, dict):
+        return None
+    record = entry.get(model)
+    if not isinstance(record, dict) and "/" not in model:
+        record = next((v for k, v in entry.items() if k.rsplit("/", 1)[-1] == model), None)
+    if not isinstance(record, dict):
         return None
     try:
-        return MeasuredCosts.from_json(entry[model])
+        return MeasuredCosts.from_json(record)
     except (KeyError, ValueError, TypeError):
         return None
+
+
+def draft_pays_here(target_path: str, draft_path: str) -> DraftVerdict | None:
+    """Whether a local draft model pays with a local target on this computer, from stand-ins
+    measured before (the files known by name); None where either was not measured here."""
+    fig = figures_here(Path(target_path).name, Path(draft_path).name)
+    return fig.verdict if fig is not None else None
 
 
 def figures_here(target_model: str, draft_model: str | None = None) -> PairFigures | None:
