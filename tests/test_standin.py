@@ -287,3 +287,44 @@ def test_check_measure_refuses_an_impossible_header_in_one_line(
     assert "4 attention heads cannot share 3 key/value heads" in lines[-1]
     assert not any("Traceback" in line for line in lines)
     assert not files_under(standin.standins_dir())
+
+
+def test_check_a_catalog_pair_by_its_known_shapes(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main_models(["check", "--pair", "qwen2.5-7b-0.5b"])
+    out, _ = capsys.readouterr()
+    assert code == 0 and "not measured on this computer yet; add --measure" in out
+    code = main_models(["check", "--pair", "gemma-3-12b-1b", "--measure"])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and err[-1].startswith("error: the shape of Gemma 3 12B IT is not known here")
+    assert not files_under(standin.standins_dir())
+    code = main_models(["check", "--pair", "qwen2.5-7b-0.5b", "some/repo/file.gguf"])
+    assert code == 2 and "not both" in capsys.readouterr().err
+    # Kept figures (as --measure keeps them) are shown without measuring.
+    from engine.config import default_threads
+
+    machine = measure.machine_identity(default_threads())
+    for model, t_ms in (
+        ("bartowski/Qwen2.5-7B-Instruct-GGUF/Qwen2.5-7B-Instruct-Q4_K_M.gguf", {1: 129.0, 2: 230.0, 4: 299.0}),
+        ("bartowski/Qwen2.5-0.5B-Instruct-GGUF/Qwen2.5-0.5B-Instruct-Q8_0.gguf", {1: 11.7}),
+    ):
+        measure.save_costs(measure.MeasuredCosts(model, t_ms, 1, machine, "now", default_threads()))
+    code = main_models(["check", "--pair", "qwen2.5-7b-0.5b"])
+    out = capsys.readouterr().out
+    assert code == 0 and "plain decoding: about 7.8 tokens/s" in out and "it does not pay here" in out
+
+
+def test_a_cost_curve_of_a_known_shape_for_the_replay(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.cli.cli import main
+
+    monkeypatch.setitem(standin.KNOWN_SHAPES, "tiny-qwen2", TINY_QWEN2)
+    out = tmp_path / "curve.json"
+    assert main(["bench", "--cost-curve", "--standin", "tiny-qwen2:Q4_0", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert sorted(int(n) for n in data["t_ms"]) == list(range(1, 65))  # every batch size 1-64
+    assert "--standin tiny-qwen2:Q4_0" in data["source"] and data["row_ms"] >= 0
+    assert not files_under(standin.standins_dir())
+    capsys.readouterr()
+    assert main(["bench", "--cost-curve", "--standin", "qwen9-1b"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith("error: no known shape 'qwen9-1b'; known: ")

@@ -24,6 +24,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -48,7 +49,7 @@ from engine.errors import TandemError
 
 if TYPE_CHECKING:
     from app.library import pair_doctor as doctor
-    from app.library.measure import PairFigures
+    from app.library.measure import MeasureProgress, PairFigures
     from app.store import PairMeasurement
 
 EXIT_ERROR = EXIT_BAD_INPUT
@@ -101,8 +102,14 @@ def add_models_parser(
         description="TARGET and DRAFT: owner/repo/FILE.gguf on the hub, or a path to a .gguf file. "
         "Without --draft, candidate drafts are looked for on the hub and checked.",
     )
-    check.add_argument("target", help="owner/repo/FILE.gguf, or a local path")
+    check.add_argument("target", nargs="?", help="owner/repo/FILE.gguf, or a local path")
     check.add_argument("draft_file", nargs="?", metavar="DRAFT", help="the draft (as --draft)")
+    check.add_argument(
+        "--pair",
+        metavar="NAME",
+        help="a catalog pair instead of files: with --measure, stand-ins of its known shapes "
+        "(no header read, works offline)",
+    )
     check.add_argument("--draft", help="owner/repo/FILE.gguf, or a local path")
     check.add_argument(
         "--measure",
@@ -408,6 +415,12 @@ def _cmd_search(args: argparse.Namespace) -> int:
 def _cmd_check(args: argparse.Namespace) -> int:
     from app.library import pair_doctor as doctor
 
+    if args.pair:
+        if args.target or args.draft or args.draft_file:
+            raise TandemError("give a catalog pair (--pair NAME) or files (TARGET [DRAFT]), not both")
+        return _check_pair(args)
+    if not args.target:
+        raise TandemError("give a model to check: owner/repo/FILE.gguf, a path, or --pair NAME")
     if args.draft and args.draft_file:
         raise TandemError("give the draft once: as DRAFT or as --draft, not both")
     draft_text = args.draft or args.draft_file
@@ -448,14 +461,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _measure(report: doctor.CheckReport) -> doctor.CheckReport:
-    """Time stand-ins of the checked models here, with progress on stderr; the report then carries
-    the figures (and they are kept for the catalog's cards)."""
-    import dataclasses
-
-    from app.library import pair_doctor as doctor
-    from app.library.measure import MeasureProgress
-
+def _measure_progress() -> Callable[[MeasureProgress], None]:
+    """Progress on stderr: a line when the stage changes, else at most one a second."""
     stream = sys.stderr
     last: list[Any] = [0.0, ""]
     words = {
@@ -478,8 +485,56 @@ def _measure(report: doctor.CheckReport) -> doctor.CheckReport:
         "nothing is downloaded, nothing is kept)…",
         file=stream,
     )
-    here = doctor.measure_here(report, on_progress=show)
+    return show
+
+
+def _measure(report: doctor.CheckReport) -> doctor.CheckReport:
+    """Time stand-ins of the checked models here, with progress on stderr; the report then carries
+    the figures (and they are kept for the catalog's cards)."""
+    import dataclasses
+
+    from app.library import pair_doctor as doctor
+
+    here = doctor.measure_here(report, on_progress=_measure_progress())
     return dataclasses.replace(report, here=here)
+
+
+def _check_pair(args: argparse.Namespace) -> int:
+    """`check --pair NAME [--measure]`: a catalog pair's figures on this computer, from stand-ins
+    of its models' known shapes (app.library.standin.CATALOG_SHAPES), no header read."""
+    from app.library.catalog import CatalogModel
+    from app.library.measure import describe_lines, figures_here, measure_pair, model_id
+    from app.library.standin import CATALOG_SHAPES, KNOWN_SHAPES, StandinPlan, plan_from_shape
+
+    pair = load_catalog().find_pair(args.pair)
+
+    def plan(m: CatalogModel) -> tuple[str, StandinPlan]:
+        shape = CATALOG_SHAPES.get(m.key)
+        if shape is None:
+            where = f"{m.repo_id}/{m.filename}" if m.repo_id else "its file"
+            raise TandemError(
+                f"the shape of {m.name} is not known here; measure it from its header: "
+                f"tandem models check {where} --measure"
+            )
+        return model_id(m.repo_id, m.filename), plan_from_shape(m.name, KNOWN_SHAPES[shape], m.quantization)
+
+    target = plan(pair.target)
+    draft = plan(pair.draft) if pair.draft is not None else None
+    if args.measure:
+        fig = measure_pair(target, draft, on_progress=_measure_progress())
+    else:
+        found = figures_here(target[0], draft[0] if draft else None)
+        if found is None:
+            print(f"{pair.title}: not measured on this computer yet; add --measure (about a minute for a 7B)")
+            return EXIT_OK
+        fig = found
+    if args.json:
+        print(json.dumps({"pair": pair.name, "here": _here_json(fig)}, indent=1, default=str))
+        return EXIT_OK
+    print(f"pair: {pair.title}")
+    for line in describe_lines(fig):
+        print(line)
+    return EXIT_OK
 
 
 def _report_json(report: doctor.CheckReport, candidates: list[doctor.DraftCandidate]) -> dict[str, Any]:

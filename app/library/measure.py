@@ -499,8 +499,8 @@ def _time_in_worker(
                 error = str(msg["error"])
             elif "n" in msg:
                 n = int(msg["n"])
-                costs[n] = float(msg["ms"])
-                done_w += weights.get(n, 1)
+                costs[n] = min(costs.get(n, float("inf")), float(msg["ms"]))  # 1 is timed twice
+                done_w += weights.get(n, 1) if msg.get("again") is None else 0
                 report("time", done_w / total_w, w_time, start + w_load, n)
             elif "done" in msg:
                 is_open = False
@@ -545,6 +545,16 @@ def _worker(job: dict[str, Any], send: Any) -> None:
         if large:
             runner.time_batches(
                 large, context[-1:], repeats=min(repeats, REPEATS_LARGE), read_rows=True, on_timed=timed
+            )
+        if 1 in sizes:
+            # A plain step again, last: every figure is in its units, and a stall of the machine
+            # while it was first timed (another program, a thread woken late) would skew them all.
+            runner.time_batches(
+                [1],
+                context[-1:],
+                repeats=repeats,
+                read_rows=True,
+                on_timed=lambda n, s: send.send({"n": n, "ms": s * 1000, "again": True}),
             )
         runner.close()
         send.send({"done": True})

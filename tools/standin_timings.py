@@ -1,0 +1,152 @@
+"""Issue 39's timings on this machine, in one run: a 7B pair measured on stand-ins the quick way
+(the pair doctor's `--measure`: its wall time, the disk it held, what it says), then each
+Qwen2.5 shape's full curve (every batch size 1-64, `tandem bench --cost-curve --standin`) kept in
+resources/replay/standins/curves, and the quick figures against the 7B's full curve.
+
+    nice -n -15 .venv/bin/python -m tools.standin_timings [--shapes qwen2.5-7b,qwen2.5-0.5b,...]
+        [--build avx512] [--skip-quick] [--out /tmp/standin-timings.json]
+
+Run only when the machine is quiet: every number is a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
+
+
+def quick_pair(target: str, draft: str, target_quant: str, draft_quant: str) -> dict[str, object]:
+    from app.library import measure, standin
+
+    plan_t = standin.plan_from_shape(target, standin.KNOWN_SHAPES[target], target_quant)
+    plan_d = standin.plan_from_shape(draft, standin.KNOWN_SHAPES[draft], draft_quant)
+    folder = standin.standins_dir()
+    peak = [0]
+    stop = threading.Event()
+
+    def watch() -> None:  # the disk the measurement holds, sampled
+        while not stop.wait(0.2):
+            peak[0] = max(peak[0], folder_bytes(folder))
+
+    stages: list[tuple[float, str, str]] = []
+    t0 = time.perf_counter()
+
+    def progress(p: measure.MeasureProgress) -> None:
+        if not stages or stages[-1][1:] != (p.stage, p.role):
+            stages.append((round(time.perf_counter() - t0, 2), p.stage, p.role))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    fig = measure.measure_pair((target, plan_t), (draft, plan_d), on_progress=progress, save=False)
+    wall_s = time.perf_counter() - t0
+    stop.set()
+    watcher.join()
+    v = fig.verdict
+    assert v is not None and fig.draft is not None
+    return {
+        "pair": f"{target}:{target_quant} + {draft}:{draft_quant}",
+        "wall_s": round(wall_s, 1),
+        "stages_s": stages,
+        "peak_disk_bytes": peak[0],
+        "target_bytes": plan_t.size_bytes,
+        "draft_bytes": plan_d.size_bytes,
+        "left_after_bytes": folder_bytes(folder),
+        "t_ms": fig.target.t_ms,
+        "draft_t1_ms": fig.draft.t_ms[1],
+        "plain_tokens_per_s": fig.plain_tokens_per_s,
+        "ceiling": fig.ceiling,
+        "copy_speedup": fig.copy_speedup,
+        "draft_speedup": v.speedup,
+        "draft_len": v.draft_len,
+        "draft_pays": v.pays,
+        "lines": measure.describe_lines(fig),
+    }
+
+
+def full_curve(shape: str, quant: str, name: str) -> dict[str, object]:
+    from app.cli.cli import main
+
+    t0 = time.perf_counter()
+    code = main(["bench", "--cost-curve", "--standin", f"{shape}:{quant}", "--curve-name", name])
+    return {"shape": shape, "exit": code, "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def compare(quick: dict[str, object], curve_path: Path) -> dict[str, object]:
+    from app.library import measure
+    from engine.replay import CostCurve
+
+    curve = CostCurve.load(curve_path)
+    full = measure.MeasuredCosts("full", curve.t_ms, 0, "", "", 0)
+    draft = measure.MeasuredCosts("draft", {1: float(quick["draft_t1_ms"])}, 0, "", "", 0)  # type: ignore[arg-type]
+    v = measure.draft_verdict(full, draft)
+    figures = {
+        "plain_tokens_per_s": (quick["plain_tokens_per_s"], full.plain_tokens_per_s),
+        "ceiling": (quick["ceiling"], full.ceiling),
+        "copy_speedup": (quick["copy_speedup"], measure.copy_speedup(full)),
+        "draft_speedup": (quick["draft_speedup"], v.speedup),
+    }
+    return {
+        k: {"quick": a, "full": b, "off_by": round(float(a) / float(b) - 1, 4)}  # type: ignore[arg-type]
+        for k, (a, b) in figures.items()
+    } | {"draft_pays": (quick["draft_pays"], v.pays)}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--shapes", default="qwen2.5-7b,qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-3b,qwen2.5-14b")
+    p.add_argument("--quant", default="Q4_K_M")
+    p.add_argument("--build", default="avx512")
+    p.add_argument("--skip-quick", action="store_true")
+    p.add_argument("--deadline", default="", help="HH:MM UTC: start no curve after it")
+    p.add_argument("--out", default="/tmp/standin-timings.json")
+    args = p.parse_args()
+    import os
+
+    home = tempfile.mkdtemp(prefix="standin-timings-")
+    os.environ["TANDEM_HOME"] = home  # nothing of the user's is touched
+    out: dict[str, object] = {"started": time.strftime("%H:%M:%S", time.gmtime())}
+
+    def save() -> None:
+        Path(args.out).write_text(json.dumps(out, indent=1, default=str) + "\n")
+
+    try:
+        if not args.skip_quick:
+            out["quick"] = quick_pair("qwen2.5-7b", "qwen2.5-0.5b", "Q4_K_M", "Q8_0")
+            save()
+            print(json.dumps(out["quick"], default=str), flush=True)
+        curves = []
+        for shape in args.shapes.split(","):
+            if args.deadline and time.strftime("%H:%M", time.gmtime()) >= args.deadline:
+                curves.append({"shape": shape, "skipped": "past the deadline"})
+                continue
+            name = f"this-epyc-{args.build}-{shape}-{args.quant.lower()}"
+            curves.append(full_curve(shape, args.quant, name))
+            out["curves"] = curves
+            save()
+            print(json.dumps(curves[-1]), flush=True)
+            if shape == "qwen2.5-7b" and "quick" in out:
+                from app.cli.replay_bench import STANDIN_SET, replay_dir
+
+                path = replay_dir() / STANDIN_SET / "curves" / f"{name}.json"
+                out["quick_vs_full_7b"] = compare(out["quick"], path)  # type: ignore[arg-type]
+                save()
+                print(json.dumps(out["quick_vs_full_7b"], default=str), flush=True)
+    finally:
+        out["ended"] = time.strftime("%H:%M:%S", time.gmtime())
+        save()
+        shutil.rmtree(home, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
