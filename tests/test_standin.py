@@ -304,7 +304,10 @@ def test_check_a_catalog_pair_by_its_known_shapes(capsys: pytest.CaptureFixture[
 
     machine = measure.machine_identity(default_threads())
     for model, t_ms in (
-        ("bartowski/Qwen2.5-7B-Instruct-GGUF/Qwen2.5-7B-Instruct-Q4_K_M.gguf", {1: 129.0, 2: 230.0, 4: 299.0}),
+        (
+            "bartowski/Qwen2.5-7B-Instruct-GGUF/Qwen2.5-7B-Instruct-Q4_K_M.gguf",
+            {1: 129.0, 2: 230.0, 4: 299.0},
+        ),
         ("bartowski/Qwen2.5-0.5B-Instruct-GGUF/Qwen2.5-0.5B-Instruct-Q8_0.gguf", {1: 11.7}),
     ):
         measure.save_costs(measure.MeasuredCosts(model, t_ms, 1, machine, "now", default_threads()))
@@ -328,3 +331,21 @@ def test_a_cost_curve_of_a_known_shape_for_the_replay(
     capsys.readouterr()
     assert main(["bench", "--cost-curve", "--standin", "qwen9-1b"]) == 2
     assert capsys.readouterr().err.splitlines()[-1].startswith("error: no known shape 'qwen9-1b'; known: ")
+
+
+def test_a_pair_too_large_for_this_machine_is_refused_before_anything_is_written() -> None:
+    import shutil
+
+    from app.library.catalog import total_ram_bytes
+
+    # Qwen2.5 14B at F16: about 30 GB, more than this machine's memory (checked first).
+    plan = plan_from_shape("Qwen2.5 14B", standin.KNOWN_SHAPES["qwen2.5-14b"], "F16")
+    assert plan.size_bytes > total_ram_bytes(), "this test needs a machine with less than 28 GiB of memory"
+    small = ("tiny", plan_from_shape("tiny", TINY_QWEN2, "Q4_0"))
+    with pytest.raises(StandinError) as e:
+        measure.measure_pair(small, ("Qwen2.5 14B", plan))  # the draft too is checked before writing
+    standin.standins_dir().mkdir(parents=True, exist_ok=True)
+    fits_disk = shutil.disk_usage(standin.standins_dir()).free > plan.size_bytes + standin.DISK_MARGIN_BYTES
+    assert ("of memory and only" if fits_disk else "of disk and only") in str(e.value)
+    assert str(e.value).endswith("nothing was written") and "\n" not in str(e.value)
+    assert not files_under(standin.standins_dir())

@@ -268,7 +268,8 @@ def test_measure_on_this_computer_times_stand_ins_before_any_download(
 ) -> None:
     from tests.test_pair_doctor import nothing_downloaded
 
-    panel = _page(qtbot, tmp_path).doctor
+    page = _page(qtbot, tmp_path)
+    panel = page.doctor
     assert not panel.measure_button.isEnabled()  # nothing checked yet
     panel.target_edit.setText(TARGET)
     panel.draft_edit.setText(DRAFT)
@@ -291,6 +292,10 @@ def test_measure_on_this_computer_times_stand_ins_before_any_download(
     assert "nothing was downloaded" in panel.status_label.text()
     assert nothing_downloaded() and not _standins_left()
     assert panel.measure_button.isEnabled()
+    # Kept for this machine: a later check of the same pair shows the figures without measuring.
+    panel.check_button.click()
+    qtbot.waitUntil(lambda: "They pair" in panel.report_label.text() and _idle(panel), timeout=TIMEOUT_MS)
+    assert "On this computer" in panel.report_label.text()
 
 
 def test_measure_cancel_stops_at_once_and_leaves_nothing(qtbot, hub: FakeHub, tmp_path: Path) -> None:

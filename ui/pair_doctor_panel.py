@@ -69,6 +69,7 @@ class PairDoctorPanel(QGroupBox):
 
     pair_chosen = Signal(str, str)  # target path, draft path or "ngram"
     models_downloaded = Signal()
+    measured_here = Signal()  # stand-ins were timed: the catalog's cards may know more now
 
     def __init__(
         self,
@@ -486,6 +487,7 @@ class PairDoctorPanel(QGroupBox):
         self.report = dataclasses.replace(report, here=here)
         self.report_label.setText(report_html(self.report))
         self.measure_button.setEnabled(True)
+        self.measured_here.emit()
         self.set_status(
             "Measured on this computer; nothing was downloaded, and nothing was kept but the figures."
         )
