@@ -349,3 +349,19 @@ def test_a_pair_too_large_for_this_machine_is_refused_before_anything_is_written
     assert ("of memory and only" if fits_disk else "of disk and only") in str(e.value)
     assert str(e.value).endswith("nothing was written") and "\n" not in str(e.value)
     assert not files_under(standin.standins_dir())
+
+
+def test_a_stand_in_llama_cpp_cannot_load_is_one_sentence_and_leaves_nothing() -> None:
+    unknown = KnownShape("qwen9", 256, 2, 4, 2, 512, 600)  # an architecture this build does not know
+    with pytest.raises(StandinError) as e:
+        measure.measure_pair(
+            ("someone/qwen9-GGUF/qwen9.gguf", plan_from_shape("qwen9.gguf", unknown, "Q4_0"))
+        )
+    assert str(e.value) == (
+        "the stand-in of qwen9.gguf (qwen9) could not be timed: llama.cpp could not load it "
+        "(this build may not know its architecture)"
+    )
+    assert (
+        not files_under(standin.standins_dir())
+        and measure.figures_here("someone/qwen9-GGUF/qwen9.gguf") is None
+    )

@@ -109,7 +109,7 @@ class MeasuredCosts:
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
-            "t_ms": {str(n): round(ms, 3) for n, ms in sorted(self.t_ms.items())},
+            "t_ms": {str(n): round(ms, 5) for n, ms in sorted(self.t_ms.items())},
             "size_bytes": self.size_bytes,
             "machine": self.machine,
             "measured_at": self.measured_at,
@@ -394,7 +394,17 @@ def measure_pair(
             done += w_write
             repeats = DRAFT_REPEATS if role == "draft" else REPEATS_SMALL
             t_ms = _time_in_worker(
-                run, path, job_sizes, n_threads, n_ctx, repeats, report, done, w_load, w_time
+                run,
+                f"{plan.label} ({plan.architecture})",
+                path,
+                job_sizes,
+                n_threads,
+                n_ctx,
+                repeats,
+                report,
+                done,
+                w_load,
+                w_time,
             )
             remove_standin(path)
             done += w_load + w_time
@@ -445,6 +455,7 @@ def _report_part(report: Callable[..., None], stage: str, share: float, start: f
 
 def _time_in_worker(
     run: _Run,
+    label: str,
     path: Path,
     sizes: tuple[int, ...],
     n_threads: int,
@@ -514,20 +525,35 @@ def _time_in_worker(
     if run.cancel.is_set():
         raise MeasureCancelled("the measurement was cancelled; nothing is left on disk")
     if error or 1 not in costs:
-        why = error or f"the timing process ended with code {process.exitcode}"
-        raise StandinError(f"llama.cpp could not time the stand-in of {path.stem.split('.')[0]}: {why}")
+        why = (
+            "llama.cpp could not load it (this build may not know its architecture)"
+            if error == "load"
+            else f"its timing process stopped (exit code {process.exitcode})"
+        )
+        raise StandinError(f"the stand-in of {label} could not be timed: {why}")
     return costs
 
 
 def _worker(job: dict[str, Any], send: Any) -> None:
     """In the measuring process: load the stand-in, time its batches, one message each."""
+    import signal
+
     from engine.backend import LlamaRunner
 
+    # Ctrl-C in a terminal reaches this process too: the parent stops it, in one line.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         sizes = [int(n) for n in job["sizes"]]
-        runner = LlamaRunner(
-            job["path"], n_ctx=int(job["n_ctx"]), n_threads=int(job["n_threads"]), n_batch=max(64, max(sizes))
-        )
+        try:
+            runner = LlamaRunner(
+                job["path"],
+                n_ctx=int(job["n_ctx"]),
+                n_threads=int(job["n_threads"]),
+                n_batch=max(64, max(sizes)),
+            )
+        except TandemError:
+            send.send({"error": "load"})
+            return
         send.send({"loaded": True})
         n_vocab = runner.n_vocab
         # Any text will do (the weights are random): ids spread over the vocabulary.
