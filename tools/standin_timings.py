@@ -73,6 +73,40 @@ def quick_pair(target: str, draft: str, target_quant: str, draft_quant: str) -> 
     }
 
 
+def cancel_trial(shape: str, quant: str, after_s: float = 2.0) -> dict[str, object]:
+    """Cancel a measurement of a real-size stand-in `after_s` into its timing: how long until
+    measure_pair returns, and what is left on disk."""
+    from app.library import measure, standin
+
+    plan = standin.plan_from_shape(shape, standin.KNOWN_SHAPES[shape], quant)
+    cancel = threading.Event()
+    timing = threading.Event()
+    took: list[float] = []
+
+    def progress(p: measure.MeasureProgress) -> None:
+        if p.stage == "time":
+            timing.set()
+
+    def work() -> None:
+        try:
+            measure.measure_pair((shape, plan), cancel=cancel, on_progress=progress, save=False)
+        except measure.MeasureCancelled:
+            took.append(time.perf_counter())
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    timing.wait(300)
+    time.sleep(after_s)
+    t0 = time.perf_counter()
+    cancel.set()
+    thread.join(30)
+    return {
+        "shape": f"{shape}:{quant}",
+        "cancel_to_return_s": round(took[0] - t0, 3) if took else None,
+        "left_after_bytes": folder_bytes(standin.standins_dir()),
+    }
+
+
 def full_curve(shape: str, quant: str, name: str) -> dict[str, object]:
     from app.cli.cli import main
 
@@ -124,6 +158,9 @@ def main() -> int:
             out["quick"] = quick_pair("qwen2.5-7b", "qwen2.5-0.5b", "Q4_K_M", "Q8_0")
             save()
             print(json.dumps(out["quick"], default=str), flush=True)
+            out["cancel"] = cancel_trial("qwen2.5-7b", "Q4_K_M")
+            save()
+            print(json.dumps(out["cancel"]), flush=True)
         curves = []
         for shape in args.shapes.split(","):
             if args.deadline and time.strftime("%H:%M", time.gmtime()) >= args.deadline:
