@@ -365,3 +365,27 @@ def test_a_stand_in_llama_cpp_cannot_load_is_one_sentence_and_leaves_nothing() -
         not files_under(standin.standins_dir())
         and measure.figures_here("someone/qwen9-GGUF/qwen9.gguf") is None
     )
+
+
+@pytest.mark.parametrize("which", ["gemma", "smollm2"])
+def test_stand_ins_of_the_real_built_in_models_keep_their_tokenizer_and_shape(
+    request: pytest.FixtureRequest, tmp_path: Path, which: str
+) -> None:
+    # Gemma 3 270M (gemma3, Q4_K_M with Q8_0/Q6_K tensors, 262,144 tokens) and SmolLM2 135M
+    # (llama, Q4_1, a BPE vocabulary with merges): real headers, as the pair doctor reads them.
+    from app.library.default_model import smollm2_model
+
+    real = request.getfixturevalue("gemma_q4") if which == "gemma" else smollm2_model()
+    header = read_local_header(real)
+    plan = plan_from_header(real.name, header.header_bytes, header.info)
+    copy = standin.write_standin(plan, tmp_path / f"{which}{standin.SUFFIX}")
+    assert copy.stat().st_size == real.stat().st_size
+    runners = [LlamaRunner(str(p), n_ctx=256, n_threads=2, n_batch=64) for p in (real, copy)]
+    try:
+        text = "The harbour committee met on Tuesday evening."
+        assert runners[1].tokenize(text) == runners[0].tokenize(text)  # the real tokenizer
+        rows = runners[1].decode(runners[1].tokenize(text), n_logits=4)
+        assert rows.shape == (4, runners[0].n_vocab) and np.isfinite(rows).all()
+    finally:
+        for r in runners:
+            r.close()
