@@ -276,6 +276,7 @@ def test_measure_on_this_computer_times_stand_ins_before_any_download(
     panel.check_button.click()
     qtbot.waitUntil(lambda: "They pair" in panel.report_label.text() and _idle(panel), timeout=TIMEOUT_MS)
     assert panel.measure_button.isEnabled() and "On this computer" not in panel.report_label.text()
+    assert "Estimate: " in panel.report_label.text()
     statuses: list[str] = []
     timer = QTimer()
     timer.timeout.connect(lambda: statuses.append(panel.status_label.text()))
@@ -288,6 +289,7 @@ def test_measure_on_this_computer_times_stand_ins_before_any_download(
     assert "Copy and edit work with “From the text (n-gram)”" in report and "at most " in report
     assert "The draft model: about " in report and "llama.cpp issue #5877" in report
     assert "it pays here: " in report or "it does not pay here: " in report  # and why
+    assert "Estimate: " not in report  # measured here, on stand-ins: the guess goes
     assert any(s.startswith("Measuring on this computer: ") and "%" in s for s in statuses)
     assert "nothing was downloaded" in panel.status_label.text()
     assert nothing_downloaded() and not _standins_left()

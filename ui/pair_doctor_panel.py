@@ -658,7 +658,7 @@ def report_html(report: doctor.CheckReport) -> str:
     )
     if report.draft is not None and report.measured is not None:
         rows.append(f"<p><b>{html.escape(_sentence(pair_measured_words(report.measured)))}.</b></p>")
-    elif report.estimate is not None:
+    elif report.estimate is not None and report.here is None:  # measured on stand-ins: no guess
         words = pair_estimate_words(report.estimate, MIN_PAIR_REPLIES)
         rows.append(f"<p><i>{html.escape(words)}</i></p>")
     elif report.draft is None and report.measured is not None:

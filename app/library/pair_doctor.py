@@ -696,7 +696,7 @@ def report_lines(report: CheckReport) -> list[str]:
     lines.append("fit: " + describe_fit(report.fit))
     if report.draft is not None and report.measured is not None:
         lines.append(_sentence(describe_measured(report.measured)) + ".")
-    elif report.estimate is not None:
+    elif report.estimate is not None and report.here is None:  # measured on stand-ins: no guess
         lines.append(report.estimate.describe())
     if report.here is not None:
         lines += describe_lines(report.here)
