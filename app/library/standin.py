@@ -54,14 +54,23 @@ BLOCKS: dict[int, tuple[int, int]] = {
 }  # fmt: skip
 TYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 10: "Q2_K",
               11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 30: "BF16"}  # fmt: skip
-# Where each known quantised block keeps its fp16 scales (byte offsets), and the scale written
-# there: a weight of a few hundredths at most, as in a trained model.
-_SCALES: dict[int, tuple[tuple[int, ...], float]] = {
-    2: ((0,), 0.004), 3: ((0, 2), 0.004), 6: ((0,), 0.004), 7: ((0, 2), 0.004),
-    8: ((0,), 0.00025), 9: ((0, 2), 0.00025),
-    10: ((80, 82), 0.0005), 11: ((108,), 0.00025), 12: ((0, 2), 0.000125), 13: ((0, 2), 0.000125),
-    14: ((208,), 0.0000625),
-}  # fmt: skip
+# Where each known quantised block keeps its fp16 scales (byte offset -> value). Weights come out
+# within a few hundredths of zero, as in a trained model, and centred: where a type adds a
+# minimum (Q4_1, Q5_1, the K-quants' dmin), it is set to cancel the mean of d * scale * q, so
+# activations do not drift from layer to layer.
+_SCALES: dict[int, dict[int, float]] = {
+    2: {0: 0.004},  # Q4_0: d * (q - 8)
+    3: {0: 0.004, 2: -0.004 * 7.5},  # Q4_1: d * q + m, q in 0..15
+    6: {0: 0.004},  # Q5_0: d * (q - 16)
+    7: {0: 0.002, 2: -0.002 * 15.5},  # Q5_1: q in 0..31
+    8: {0: 0.00025},  # Q8_0: d * q, q in -128..127
+    9: {0: 0.00025, 2: 0.0},  # Q8_1
+    10: {80: 0.0005, 82: 0.0005 * 1.5},  # Q2_K: d * sc * q - dmin * m, q in 0..3, sc and m in 0..15
+    11: {108: 0.00025},  # Q3_K: signed
+    12: {0: 0.000125, 2: 0.000125 * 7.5},  # Q4_K: q in 0..15, sc and m in 0..63
+    13: {0: 0.0000625, 2: 0.0000625 * 15.5},  # Q5_K: q in 0..31
+    14: {208: 0.0000625},  # Q6_K: signed
+}
 
 
 class StandinError(TandemError):
@@ -466,10 +475,8 @@ def _pattern(type_id: int, name: str, shape: tuple[int, ...], rng: np.random.Gen
     blocks = (
         np.frombuffer(rng.bytes(n_blocks * block_bytes), dtype=np.uint8).reshape(n_blocks, block_bytes).copy()
     )
-    offsets, scale = _SCALES[type_id]
-    half = np.frombuffer(np.float16(scale).tobytes(), dtype=np.uint8)
-    for off in offsets:
-        blocks[:, off : off + 2] = half
+    for off, scale in _SCALES[type_id].items():
+        blocks[:, off : off + 2] = np.frombuffer(np.float16(scale).tobytes(), dtype=np.uint8)
     return blocks.tobytes()
 
 
