@@ -371,9 +371,13 @@ def measure_pair(
     run_dir = base / f"run-{os.getpid()}-{time.monotonic_ns()}"
     run_dir.mkdir(parents=True)
     (run_dir / "pid").write_text(str(os.getpid()))
-    # Shares of the progress bar: writing is about as long as loading and timing a small model;
-    # a target's batches take most of the time.
-    weights = [(0.12, 0.08, 0.62), (0.05, 0.03, 0.10)][: len(jobs)]
+    # Shares of the progress bar, in expected seconds: each stage grows with the file (on 2 cores,
+    # per GB: writing about 2.5 s, loading 1.5, a target's batches 6.5, a draft's steps 0.5),
+    # plus starting the timing process.
+    weights = []
+    for role, (_, plan), _ in jobs:
+        gb = plan.size_bytes / 1e9
+        weights.append((2.5 * gb + 0.05, 1.5 * gb + 0.5, (6.5 if role == "target" else 0.5) * gb + 0.2))
     total = sum(sum(w) for w in weights)
     run = _Run(run_dir, cancel, on_progress)
     machine = machine_identity(n_threads)
