@@ -25,51 +25,56 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
 
 
-def quick_pair(target: str, draft: str, target_quant: str, draft_quant: str) -> dict[str, object]:
-    from app.library import measure, standin
+def quick_pair(pair: str = "qwen2.5-7b-0.5b") -> dict[str, object]:
+    """`tandem models check --pair PAIR --measure --json` as a user runs it: its wall time, the
+    disk it held (sampled every 0.2 s), its progress lines and figures."""
+    import subprocess
 
-    plan_t = standin.plan_from_shape(target, standin.KNOWN_SHAPES[target], target_quant)
-    plan_d = standin.plan_from_shape(draft, standin.KNOWN_SHAPES[draft], draft_quant)
+    from app.library import standin
+
     folder = standin.standins_dir()
     peak = [0]
     stop = threading.Event()
 
-    def watch() -> None:  # the disk the measurement holds, sampled
+    def watch() -> None:
         while not stop.wait(0.2):
             peak[0] = max(peak[0], folder_bytes(folder))
 
-    stages: list[tuple[float, str, str]] = []
-    t0 = time.perf_counter()
-
-    def progress(p: measure.MeasureProgress) -> None:
-        if not stages or stages[-1][1:] != (p.stage, p.role):
-            stages.append((round(time.perf_counter() - t0, 2), p.stage, p.role))
-
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    fig = measure.measure_pair((target, plan_t), (draft, plan_d), on_progress=progress, save=False)
+    t0 = time.perf_counter()
+    lines: list[tuple[float, str]] = []
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.main", "models", "check", "--pair", pair, "--measure", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None and process.stdout is not None
+    for line in process.stderr:
+        lines.append((round(time.perf_counter() - t0, 2), line.rstrip()))
+    out = process.stdout.read()
+    process.wait()
     wall_s = time.perf_counter() - t0
     stop.set()
     watcher.join()
-    v = fig.verdict
-    assert v is not None and fig.draft is not None
+    here = json.loads(out)["here"]
     return {
-        "pair": f"{target}:{target_quant} + {draft}:{draft_quant}",
+        "command": f"tandem models check --pair {pair} --measure --json",
+        "exit": process.returncode,
         "wall_s": round(wall_s, 1),
-        "stages_s": stages,
+        "progress_lines": len(lines),
+        "first_last_progress": [lines[0], lines[-1]] if lines else [],
         "peak_disk_bytes": peak[0],
-        "target_bytes": plan_t.size_bytes,
-        "draft_bytes": plan_d.size_bytes,
         "left_after_bytes": folder_bytes(folder),
-        "t_ms": fig.target.t_ms,
-        "draft_t1_ms": fig.draft.t_ms[1],
-        "plain_tokens_per_s": fig.plain_tokens_per_s,
-        "ceiling": fig.ceiling,
-        "copy_speedup": fig.copy_speedup,
-        "draft_speedup": v.speedup,
-        "draft_len": v.draft_len,
-        "draft_pays": v.pays,
-        "lines": measure.describe_lines(fig),
+        "t_ms": here["target_t_ms"],
+        "draft_t1_ms": here["draft_t_ms"]["1"],  # JSON keys are strings
+        "plain_tokens_per_s": here["plain_tokens_per_s"],
+        "ceiling": here["ngram_ceiling"],
+        "copy_speedup": here["copy_speedup"],
+        "draft_speedup": here["draft"]["speedup"],
+        "draft_len": here["draft"]["draft_len"],
+        "draft_pays": here["draft"]["pays"],
     }
 
 
@@ -155,7 +160,7 @@ def main() -> int:
 
     try:
         if not args.skip_quick:
-            out["quick"] = quick_pair("qwen2.5-7b", "qwen2.5-0.5b", "Q4_K_M", "Q8_0")
+            out["quick"] = quick_pair("qwen2.5-7b-0.5b")
             save()
             print(json.dumps(out["quick"], default=str), flush=True)
             out["cancel"] = cancel_trial("qwen2.5-7b", "Q4_K_M")
