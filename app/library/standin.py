@@ -420,12 +420,28 @@ def _header_bytes(kv: list[tuple[str, int, Any]], tensors: list[TensorSlot]) -> 
 # --- room, and writing --------------------------------------------------------------------------------
 
 
+MEMORY_FOLDER = Path("/dev/shm")  # Linux: a file system in memory
+
+
 def standins_dir() -> Path:
-    """Where stand-ins are written while they are timed: in Tandem's folder, beside (never in)
-    the models folder."""
+    """Where stand-ins are written while they are timed: never the models folder. In memory
+    where the system has a memory file system (Linux's /dev/shm): a file written to a disk is
+    flushed to it while it is timed, and on 2 cores that flush slowed a 7B's single-token step
+    by 15%; in memory nothing is flushed and the disk is not touched. Elsewhere in Tandem's
+    folder. One folder per Tandem folder (TANDEM_HOME)."""
+    import hashlib
+
     from app import paths
 
-    return paths.home() / "standins"
+    home = paths.home()
+    if MEMORY_FOLDER.is_dir() and os.access(MEMORY_FOLDER, os.W_OK):
+        tag = hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:12]
+        return MEMORY_FOLDER / f"tandem-standins-{os.getuid()}-{tag}"
+    return home / "standins"
+
+
+def is_in_memory(folder: Path) -> bool:
+    return folder.resolve().is_relative_to(MEMORY_FOLDER.resolve()) if MEMORY_FOLDER.exists() else False
 
 
 def check_room(plan: StandinPlan, folder: Path, n_ctx: int, *, free_ram: int | None = None) -> None:
@@ -442,7 +458,9 @@ def check_room(plan: StandinPlan, folder: Path, n_ctx: int, *, free_ram: int | N
             f"{format_bytes(disk_free)} is free; nothing was written"
         )
     ram = free_ram if free_ram is not None else available_ram_bytes() or total_ram_bytes()
-    need = plan.memory_bytes(n_ctx)
+    # A file in memory holds its size of it, beside what llama.cpp loads (its own copy of
+    # weights it repacks for this CPU).
+    need = plan.memory_bytes(n_ctx) + (size if is_in_memory(folder) else 0)
     if need + RAM_MARGIN_BYTES > ram:
         raise StandinError(
             f"timing a stand-in of {plan.label} needs {format_bytes(need)} of memory and only "
