@@ -366,8 +366,13 @@ def measure_pair(
     base = folder or standins_dir()
     clean_leftovers(base)
     jobs = [("target", target, sizes)] + ([("draft", draft, (1, 2))] if draft is not None else [])
-    for _, (_, plan), _ in jobs:
-        check_room(plan, base, n_ctx)  # before anything is written
+    try:
+        for _, (_, plan), _ in jobs:
+            check_room(plan, base, n_ctx)  # before anything is written
+    except StandinError:
+        with contextlib.suppress(OSError):
+            base.rmdir()  # made to look at its free space: left as it was
+        raise
     run_dir = base / f"run-{os.getpid()}-{time.monotonic_ns()}"
     run_dir.mkdir(parents=True)
     (run_dir / "pid").write_text(str(os.getpid()))

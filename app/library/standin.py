@@ -566,6 +566,8 @@ def clean_leftovers(folder: Path | None = None) -> None:
         if pid and _is_alive(pid):
             continue
         shutil.rmtree(run, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # where nothing else is under way
 
 
 def _is_alive(pid: int) -> bool:
