@@ -295,13 +295,15 @@ class LlamaRunner:
         repeats: int = 3,
         stop: Callable[[], bool] | None = None,
         read_rows: bool = False,
+        on_timed: Callable[[int, float], None] | None = None,
     ) -> dict[int, float]:
         """Seconds for one decode of each batch size, every row with logits (a verify batch).
 
         Measured after `context_tokens`, appended to whatever the cache holds; the cache is
         rolled back to what it held before. `stop` is asked before each decode: when it says so,
         the sizes timed so far are returned. read_rows: each timing includes reading every row's
-        logits once, as a speculative step reads a draft accepted whole.
+        logits once, as a speculative step reads a draft accepted whole. on_timed(n, seconds) is
+        called as each size is timed (a measurement's progress).
         """
         n0 = len(self.tokens)
         room = self.n_ctx - n0 - len(context_tokens) - 1
@@ -327,6 +329,8 @@ class LlamaRunner:
                     best = min(best, time.perf_counter() - t0)
                     self.truncate(n1)
                 costs[n] = best
+                if on_timed is not None:
+                    on_timed(n, best)
         finally:
             self.truncate(n0)
         return costs

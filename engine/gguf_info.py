@@ -78,6 +78,10 @@ class GGUFInfo:
     tensors: tuple[TensorInfo, ...] = field(repr=False)
     tokens: tuple[str, ...] = field(repr=False, default=())  # empty when read without them
     vocab_size: int = 0
+    # Where the tensor table ends and (aligned) where the weights begin: the header is the file's
+    # bytes before header_end (app.library.standin copies it to write a stand-in of the same shape).
+    header_end: int = 0
+    data_offset: int = 0
 
     @property
     def name(self) -> str:
@@ -482,4 +486,6 @@ def _parse(r: _Reader, p: Path, check_architecture: bool, with_tokens: bool) -> 
         tensors=tuple(tensors),
         tokens=tuple(tokens) if isinstance(tokens, list) else (),
         vocab_size=len(tokens),
+        header_end=r.pos,
+        data_offset=data_start,
     )

@@ -490,3 +490,34 @@ def test_the_models_tab_of_a_1280_pixel_window_shows_every_card_whole(
         "Llama 3.1 Community License",
         "Llama 3.2 Community License",
     ]  # one chip a licence: joined, they were one chip wider than a card
+
+
+def test_a_card_says_what_this_computer_will_do_once_measured(qtbot) -> None:
+    from app.library import measure
+    from engine.config import default_threads
+
+    machine = measure.machine_identity(default_threads())
+
+    def keep(model: str, t_ms: dict[int, float], copy: float | None = None) -> None:
+        measure.save_costs(
+            measure.MeasuredCosts(model, t_ms, 1, machine, "2026-12-06 05:31 UTC", default_threads(), copy)
+        )
+
+    # The Qwen2.5 7B and 0.5B stand-ins' costs on this EPYC (issue 39's table), as the doctor keeps them.
+    keep(
+        "bartowski/Qwen2.5-7B-Instruct-GGUF/Qwen2.5-7B-Instruct-Q4_K_M.gguf",
+        {1: 129, 2: 230, 4: 299, 8: 576, 16: 893, 32: 1788, 64: 3360},
+        2.3,
+    )
+    keep("bartowski/Qwen2.5-0.5B-Instruct-GGUF/Qwen2.5-0.5B-Instruct-Q8_0.gguf", {1: 11.7, 2: 19.1})
+    page = shipped_page(qtbot)
+    card = card_named(page, "Qwen2.5 7B Instruct + Qwen2.5 0.5B Instruct")
+    assert text_of(card, "pairHere") == (
+        "On this computer: plain about 7.8 tokens/s; copy work about 2.3×; a draft model does not pay here"
+    )
+    assert card.findChild(QLabel, "pairHere").isVisibleTo(page)
+    assert text_of(card, "pairSpeedup").startswith("Reported speedup: no published figure")  # kept beside it
+    # Not measured here: nothing said.
+    other = card_named(page, "Llama 3.1 8B Instruct + Llama 3.2 1B Instruct")
+    assert not other.findChild(QLabel, "pairHere").isVisibleTo(page)
+    assert "<b>1.7×</b>" in text_of(other, "pairSpeedup")

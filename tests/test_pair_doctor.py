@@ -207,6 +207,25 @@ def test_check_reads_headers_only_and_judges_the_pair(
     assert nothing_downloaded()
 
 
+def test_check_measure_times_stand_ins_of_the_hub_files_before_any_download(
+    hub: FakeHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "check", TARGET, DRAFT, "--measure")
+    assert code == 0, err
+    text = "\n".join(out)
+    assert "pairing: pairs" in text and "on this computer (stand-ins of the same shape" in text
+    assert "plain decoding: about " in text and "copy work with n-gram lookup: about " in text
+    assert "the draft model: about " in text and "llama.cpp issue #5877" in text
+    assert "Estimate:" not in text  # measured here, on stand-ins: the guess goes
+    assert any("timing the stand-in of the draft (tinyfam-0.1B-Q8_0.gguf)" in line for line in err)
+    for ref in (TARGET, DRAFT):  # the headers, as for any check: no weights came
+        f = file_of(hub, ref)
+        assert 0 < hub.bytes_sent(f) < len(f.data) / 3
+    assert nothing_downloaded()
+    standins = paths.home() / "standins"
+    assert not standins.exists() or not any(p.is_file() for p in standins.rglob("*"))
+
+
 def test_check_names_llamas_rule_and_both_values(hub: FakeHub, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "check", TARGET, "--draft", BAD_DRAFT)
     assert code == 0

@@ -254,3 +254,63 @@ def test_a_server_that_ignores_range_downloads_nothing(qtbot, hub: FakeHub, tmp_
     assert "nothing was downloaded" in panel.status_label.text()
     assert not panel.download_button.isEnabled()
     assert not (tmp_path / "models").exists() or not any((tmp_path / "models").rglob("*.gguf"))
+
+
+def _standins_left() -> list[Path]:
+    from app.library.standin import standins_dir
+
+    folder = standins_dir()
+    return [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
+
+
+def test_measure_on_this_computer_times_stand_ins_before_any_download(
+    qtbot, hub: FakeHub, tmp_path: Path
+) -> None:
+    from tests.test_pair_doctor import nothing_downloaded
+
+    page = _page(qtbot, tmp_path)
+    panel = page.doctor
+    assert not panel.measure_button.isEnabled()  # nothing checked yet
+    panel.target_edit.setText(TARGET)
+    panel.draft_edit.setText(DRAFT)
+    panel.check_button.click()
+    qtbot.waitUntil(lambda: "They pair" in panel.report_label.text() and _idle(panel), timeout=TIMEOUT_MS)
+    assert panel.measure_button.isEnabled() and "On this computer" not in panel.report_label.text()
+    assert "Estimate: " in panel.report_label.text()
+    statuses: list[str] = []
+    timer = QTimer()
+    timer.timeout.connect(lambda: statuses.append(panel.status_label.text()))
+    timer.start(10)
+    panel.measure_button.click()
+    qtbot.waitUntil(lambda: "On this computer" in panel.report_label.text(), timeout=120_000)
+    timer.stop()
+    report = panel.report_label.text()
+    assert "plain replies at about " in report and " tokens/s" in report
+    assert "Copy and edit work with “From the text (n-gram)”" in report and "at most " in report
+    assert "The draft model: about " in report and "llama.cpp issue #5877" in report
+    assert "it pays here: " in report or "it does not pay here: " in report  # and why
+    assert "Estimate: " not in report  # measured here, on stand-ins: the guess goes
+    assert any(s.startswith("Measuring on this computer: ") and "%" in s for s in statuses)
+    assert "nothing was downloaded" in panel.status_label.text()
+    assert nothing_downloaded() and not _standins_left()
+    assert panel.measure_button.isEnabled()
+    # Kept for this machine: a later check of the same pair shows the figures without measuring.
+    panel.check_button.click()
+    qtbot.waitUntil(lambda: "They pair" in panel.report_label.text() and _idle(panel), timeout=TIMEOUT_MS)
+    assert "On this computer" in panel.report_label.text()
+
+
+def test_measure_cancel_stops_at_once_and_leaves_nothing(qtbot, hub: FakeHub, tmp_path: Path) -> None:
+    panel = _page(qtbot, tmp_path).doctor
+    panel.target_edit.setText(TARGET)
+    panel.check_button.click()
+    qtbot.waitUntil(lambda: panel.measure_button.isEnabled(), timeout=TIMEOUT_MS)
+    panel.cancel()  # the drafts search started by the check: not what is measured here
+    panel.measure_button.click()
+    # Cancelled while the spawned process loads or times the stand-in.
+    qtbot.waitUntil(lambda: "%, loading" in panel.status_label.text(), timeout=30_000)
+    assert panel.cancel_button.isEnabled()
+    panel.cancel_button.click()
+    assert panel.status_label.text() == "Cancelled." and panel.measure_button.isEnabled()
+    qtbot.waitUntil(lambda: not _standins_left(), timeout=2_000)
+    assert "On this computer" not in panel.report_label.text()

@@ -198,3 +198,26 @@ def test_settings_dialog_values_and_engine_reload(qtbot, open_window, wait_reply
     wait_reply(window)
     assert _last_reply(window).status == "complete"
     assert SettingsDialog(window.settings, gpu_offload_supported=True).gpu_layers.isEnabled()
+
+
+def test_automatic_leaves_a_draft_model_that_measured_as_not_paying_here(
+    qtbot, open_window, tiny_target, tiny_draft
+) -> None:
+    from app.library import measure
+    from engine.config import default_threads
+
+    machine = measure.machine_identity(default_threads())
+    # What the pair doctor kept from stand-ins of these two files: checking 2 tokens costs 1.9
+    # plain steps, a drafted token 0.6 of one (a CPU like this one, for a model this small).
+    for name, t_ms in ((tiny_target.name, {1: 10.0, 2: 19.0, 4: 30.0, 8: 50.0}), (tiny_draft.name, {1: 6.0})):
+        measure.save_costs(measure.MeasuredCosts(name, t_ms, 1, machine, "now", default_threads()))
+    window = open_window(tiny_target, draft_model_path=str(tiny_draft))
+    said: list[str] = []
+    window.presenter.engine.pair_changed.connect(lambda view: said.append(view.text))
+    assert window.presenter.engine.choose_speculation("auto")
+    qtbot.waitUntil(lambda: window.controller.info.speculation == "ngram", timeout=30_000)
+    assert window.speculation_combo.currentData() == "auto" and load_settings().draft.text == "ngram"
+    assert any(
+        s.startswith("Automatic: from the text only: the draft model does not pay on this computer")
+        for s in said
+    ), said

@@ -184,3 +184,35 @@ def test_a_failed_download_is_said_on_the_welcome_and_its_button_comes_back(
     # Still the welcome's: resumed on the Models page, it switches to the pair when done.
     assert window.welcome_downloads.downloading == "qwen2.5-7b-0.5b"
     assert window.controller.info is not None and window.controller.info.target_path == str(tiny_target)
+
+
+def _keep_measured(model: str, t_ms: dict[int, float]) -> None:
+    from app.library import measure
+    from engine.config import default_threads
+
+    machine = measure.machine_identity(default_threads())
+    measure.save_costs(measure.MeasuredCosts(model, t_ms, 1, machine, "now", default_threads()))
+
+
+def test_on_a_cpu_the_recommendation_follows_what_was_measured_here() -> None:
+    machine = MachineInfo(32 * GiB, **CPU)
+    # Qwen2.5 7B + 0.5B measured on stand-ins here as on this EPYC (issue 39): the draft does not pay.
+    _keep_measured(
+        "bartowski/Qwen2.5-7B-Instruct-GGUF/Qwen2.5-7B-Instruct-Q4_K_M.gguf",
+        {1: 129, 2: 230, 4: 299, 8: 576, 16: 893},
+    )
+    _keep_measured("bartowski/Qwen2.5-0.5B-Instruct-GGUF/Qwen2.5-0.5B-Instruct-Q8_0.gguf", {1: 11.7})
+    rec = recommend_pair(load_catalog(), machine)
+    assert rec.pair is not None and rec.pair.name == "qwen2.5-7b-0.5b"
+    assert rec.reason.endswith(
+        "Measured on this computer: a draft model does not pay here; drafting from the text does."
+    )
+    # Llama 3.1 8B + 3.2 1B measured on a machine whose batches are nearly free (a GPU's shape): it pays.
+    _keep_measured(
+        "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+        {1: 20.0, 2: 20.5, 4: 21.0, 8: 22.0, 16: 24.0},
+    )
+    _keep_measured("bartowski/Llama-3.2-1B-Instruct-GGUF/Llama-3.2-1B-Instruct-Q8_0.gguf", {1: 3.0})
+    rec = recommend_pair(load_catalog(), machine)
+    assert rec.pair is not None and rec.pair.name == "llama-3.1-8b-3.2-1b"
+    assert rec.reason.startswith("Measured on this computer: its draft model makes replies about 1.7× faster")

@@ -110,6 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--traces", default=None, help="folder of traces for --replay")
     b.add_argument("--python-scale", default=None, help="--replay: comma-separated slow-core factors (1,3.5)")
     b.add_argument("--curve-name", default=None, help="--cost-curve: the curve's name")
+    b.add_argument(
+        "--standin",
+        default=None,
+        metavar="SHAPE[:QUANT]",
+        help="--cost-curve: time a stand-in of a known shape (random weights, e.g. qwen2.5-7b:Q4_K_M) "
+        "at every batch size 1-64 instead of --model; deleted after",
+    )
 
     try:
         from app.cli.cli_models import add_models_parser

@@ -43,6 +43,14 @@ def terminal_field(text: str) -> str:
     return _FIELD_CONTROLS.sub(_escaped, text)
 
 
+def print_table(rows: list[list[str]], stream: TextIO) -> None:
+    """Rows as aligned columns, each cell one line of text (terminal_field)."""
+    rows = [[terminal_field(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        stream.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
+
+
 class SafeStream:
     """A text stream that escapes what a terminal would obey (ESC sequences, C1 controls, bidi
     overrides) and passes lines, tabs and carriage returns (a progress line) as they are."""

@@ -7,10 +7,10 @@
     tandem models import PATH
     tandem models catalog
     tandem models search QUERY [--limit N] [--json]
-    tandem models check TARGET [--draft DRAFT] [--ctx N] [--json]
+    tandem models check TARGET [DRAFT | --draft DRAFT] [--ctx N] [--measure] [--json]
 
 `search` and `check` read the hub's JSON API and GGUF headers only (HTTP Range requests): they
-never download a model (docs/pair-doctor.md).
+never download a model (docs/pair-doctor.md); they are in app/cli/cli_doctor.py.
 
 Progress goes to stderr, results to stdout (`download` and `import` print the local path as
 their last stdout line, so scripts can take it with `tail -1`). Every failure is one line on
@@ -25,10 +25,19 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from app import paths
-from app.cli.cli_base import EXIT_BAD_INPUT, EXIT_OK, Parser, at_the_edge, safe_output, terminal_field
+from app.cli.cli_base import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    Parser,
+    at_the_edge,
+    print_table,
+    safe_output,
+    terminal_field,
+)
+from app.cli.cli_doctor import cmd_check, cmd_search
 from app.library.catalog import (
     Catalog,
     LocalModel,
@@ -47,8 +56,7 @@ from app.library.model_spec import parse_model
 from engine.errors import TandemError
 
 if TYPE_CHECKING:
-    from app.library import pair_doctor as doctor
-    from app.store import PairMeasurement
+    pass
 
 EXIT_ERROR = EXIT_BAD_INPUT
 
@@ -100,8 +108,21 @@ def add_models_parser(
         description="TARGET and DRAFT: owner/repo/FILE.gguf on the hub, or a path to a .gguf file. "
         "Without --draft, candidate drafts are looked for on the hub and checked.",
     )
-    check.add_argument("target", help="owner/repo/FILE.gguf, or a local path")
+    check.add_argument("target", nargs="?", help="owner/repo/FILE.gguf, or a local path")
+    check.add_argument("draft_file", nargs="?", metavar="DRAFT", help="the draft (as --draft)")
+    check.add_argument(
+        "--pair",
+        metavar="NAME",
+        help="a catalog pair instead of files: with --measure, stand-ins of its known shapes "
+        "(no header read, works offline)",
+    )
     check.add_argument("--draft", help="owner/repo/FILE.gguf, or a local path")
+    check.add_argument(
+        "--measure",
+        action="store_true",
+        help="time stand-ins of the same shape (random weights) on this computer: plain speed, "
+        "the n-gram ceiling, whether the draft pays; nothing is downloaded",
+    )
     check.add_argument(
         "--ctx", type=int, default=4096, help="context in tokens for the KV caches (default 4096)"
     )
@@ -119,8 +140,8 @@ def run_models(args: argparse.Namespace) -> int:
         "pairs": _cmd_pairs,
         "import": _cmd_import,
         "catalog": _cmd_catalog,
-        "search": _cmd_search,
-        "check": _cmd_check,
+        "search": cmd_search,
+        "check": cmd_check,
     }
     interrupted = (
         "interrupted; nothing was downloaded"
@@ -230,13 +251,6 @@ def _cmd_download(args: argparse.Namespace) -> int:
 # --- list / pairs / import / catalog ------------------------------------------------------------
 
 
-def _table(rows: list[list[str]], stream: TextIO) -> None:
-    rows = [[terminal_field(cell) for cell in row] for row in rows]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        stream.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
-
-
 def _cmd_list(args: argparse.Namespace) -> int:
     folder = paths.models_dir()
     models = scan_local_models(folder)
@@ -259,7 +273,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
             [rel, format_bytes(m.size_bytes), info.architecture, info.quantization,
              format_params(info.n_params), ctx, info.name]
         )  # fmt: skip
-    _table(rows, sys.stdout)
+    print_table(rows, sys.stdout)
     for m in problems:
         print(terminal_field(f"{m.path.name}: {m.problem}"))
     print(f"{len(models)} model file(s) in {folder}")
@@ -334,167 +348,12 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
         speed = f"{pair.reported_speedup.factor:.1f}x" if pair.reported_speedup else "-"
         fits = "no" if not fit.is_fitting else "yes (GPU advised)" if fit.is_gpu_advised else "yes"
         rows.append([pair.name, size, fits, speed, pair.title])
-    _table(rows, sys.stdout)
+    print_table(rows, sys.stdout)
     print("\npairs that do not work (llama.cpp's vocabulary rules):")
     for bad in catalog.incompatible:
         print(f"  {bad.target} + {bad.draft}: {bad.rule} differs; {bad.reason}")
     print("\nreported speedups are others' numbers on their hardware; see `--json` for sources")
     return EXIT_OK
-
-
-# --- search / check (the pair doctor) -------------------------------------------------------------
-
-
-def _cmd_search(args: argparse.Namespace) -> int:
-    from app.library import pair_doctor as doctor
-
-    if args.limit < 1:
-        raise TandemError("--limit must be at least 1")
-    print(f"searching the hub for '{args.query}'…", file=sys.stderr)
-    repos = doctor.search(
-        args.query,
-        limit=args.limit,
-        timeout_s=args.timeout,
-        on_listed=lambda n, total: print(f"listed the files of {n} of {total} repositories", file=sys.stderr),
-    )
-    machine = doctor.machine_memory()
-    if args.json:
-        out = [
-            {
-                "repo_id": r.repo_id,
-                "downloads": r.downloads,
-                "files": [
-                    {
-                        "filename": f.filename,
-                        "size_bytes": f.size_bytes,
-                        "quantization": f.quantization,
-                        "n_shards": f.n_shards,
-                        "fit": doctor.file_fit(f.size_bytes, machine).kind,
-                    }
-                    for f in r.files
-                ],
-            }
-            for r in repos
-        ]
-        print(json.dumps(out, indent=1))
-        return EXIT_OK
-    if not repos:
-        print(f"no GGUF repositories on the hub match '{args.query}'")
-        return EXIT_OK
-    for r in repos:
-        print(f"{r.repo_id}  ({r.downloads:,} downloads)")
-        if not r.files:
-            print("  (no GGUF files listed)")
-        rows = []
-        for quant, files in r.by_quantization():
-            for f in files:
-                shards = f" ({f.n_shards} parts)" if f.n_shards > 1 else ""
-                fit = doctor.file_fit(f.size_bytes, machine)
-                rows.append(["  " + quant, format_bytes(f.size_bytes), fit.kind, f.filename + shards])
-        if rows:
-            _table(rows, sys.stdout)
-    print(
-        "check one: tandem models check OWNER/REPO/FILE.gguf [--draft OWNER/REPO/FILE.gguf]", file=sys.stderr
-    )
-    return EXIT_OK
-
-
-def _cmd_check(args: argparse.Namespace) -> int:
-    from app.library import pair_doctor as doctor
-
-    target = doctor.parse_model_ref(args.target)
-    draft = doctor.parse_model_ref(args.draft) if args.draft else None
-    print("reading the headers (no download)…", file=sys.stderr)
-    report = doctor.check(target, draft, n_ctx=args.ctx, timeout_s=args.timeout)
-    candidates: list[doctor.DraftCandidate] = []
-    if draft is None and not args.no_drafts:
-        print("looking for drafts on the hub…", file=sys.stderr)
-        try:
-            candidates = doctor.find_drafts(target, report.target, n_ctx=args.ctx, timeout_s=args.timeout)
-        except TandemError as e:  # the target's own check stands; say why no drafts were found
-            print(f"no drafts looked for: {e}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(_report_json(report, candidates), indent=1, default=str))
-        return EXIT_OK
-    for line in doctor.report_lines(report):
-        print(terminal_field(line))
-    if draft is None:
-        print("drafts:")
-        ngram = f"; {doctor.describe_measured(report.measured)}" if report.measured else ""
-        print(f"  ngram  ({doctor.NGRAM_NOTE}{ngram})")
-        for c in candidates:
-            print("  " + terminal_field(doctor.describe_candidate(c)))
-    refs = [r for r in (target, draft) if r is not None and not r.is_local]
-    if refs and (report.verdict is None or report.verdict.is_compatible):
-        print(
-            "download: "
-            + "; ".join(
-                f"tandem models download {r.repo_id} {name}"
-                for r in refs
-                for name in doctor.shard_names(r.filename)
-            )
-        )
-    return EXIT_OK
-
-
-def _report_json(report: doctor.CheckReport, candidates: list[doctor.DraftCandidate]) -> dict[str, Any]:
-    def facts(f: doctor.ModelFacts | None) -> dict[str, Any] | None:
-        if f is None:
-            return None
-        return {
-            "model": f.ref.label,
-            "architecture": f.architecture,
-            "n_params": f.n_params,
-            "quantization": f.quantization,
-            "context_length": f.context_length,
-            "has_chat_template": f.has_chat_template,
-            "size_bytes": f.size_bytes,
-            "fetched_bytes": f.fetched_bytes,
-        }
-
-    v = report.verdict
-    m = report.memory
-    return {
-        "target": facts(report.target),
-        "draft": facts(report.draft),
-        "pairs": None if v is None else v.is_compatible,
-        "rule": None if v is None or v.is_compatible else v.rule,
-        "target_value": None if v is None else v.target_value,
-        "draft_value": None if v is None else v.draft_value,
-        "memory": {
-            "n_ctx": m.n_ctx,
-            "weights_target_bytes": m.weights_target_bytes,
-            "kv_target_bytes": m.kv_target_bytes,
-            "weights_draft_bytes": m.weights_draft_bytes,
-            "kv_draft_bytes": m.kv_draft_bytes,
-            "overhead_bytes": m.overhead_bytes,
-            "total_bytes": m.total_bytes,
-            "free_bytes": report.fit.free_bytes,
-            "fit": report.fit.kind,
-        },
-        "estimate": None
-        if report.estimate is None
-        else {"is_estimate": True, "low": report.estimate.low, "high": report.estimate.high},
-        # What replies with this pair (no draft: with n-gram lookup) measured on this machine.
-        "measured": _measured_json(report.measured),
-        "drafts": [
-            {
-                "model": f"{c.file.repo_id}/{c.file.filename}",
-                "measured": _measured_json(c.measured),
-                "pairs": None if c.verdict is None else c.verdict.is_compatible,
-                "rule": None if c.verdict is None or c.verdict.is_compatible else c.verdict.rule,
-                "fit": None if c.fit is None else c.fit.kind,
-                "problem": c.problem or None,
-            }
-            for c in candidates
-        ],
-    }
-
-
-def _measured_json(m: PairMeasurement | None) -> dict[str, Any] | None:
-    if m is None:
-        return None
-    return {"speedup": m.speedup, "n_replies": m.n_replies, "is_plain_estimate": m.is_plain_estimate}
 
 
 if __name__ == "__main__":

@@ -135,9 +135,70 @@ def measure_cost_curve(args: argparse.Namespace) -> CostCurve:
     return CostCurve(name, t_ms, fixed_ms, row_ms, source)
 
 
+STANDIN_SET = "standins"  # resources/replay/standins/curves: real-size curves on the copy traces
+
+
+def standin_cost_curve(args: argparse.Namespace) -> CostCurve:
+    """A real-size model's curve on this machine, before any download: a stand-in of a known
+    shape (app.library.standin.KNOWN_SHAPES, random weights) timed at every batch size 1-64 by
+    the pair doctor's measuring process. The work outside llama.cpp a step is the machine's, not
+    the model's: reading rows is timed here on rows of the stand-in's vocabulary, the fixed part
+    taken from this build's own curve where one is kept (else the curve's default)."""
+    from app.cli.options import UserError
+    from app.library.measure import CONTEXT_TOKENS, FULL_SIZES, measure_pair
+    from app.library.standin import KNOWN_SHAPES, plan_from_shape
+    from engine.costcache import build_identity, cpu_identity
+    from engine.speculative import greedy_choices
+
+    shape_name, _, quant = str(args.standin).partition(":")
+    shape = KNOWN_SHAPES.get(shape_name.lower())
+    if shape is None:
+        raise UserError(f"no known shape '{shape_name}'; known: {', '.join(KNOWN_SHAPES)}")
+    quant = quant or "Q4_K_M"
+    plan = plan_from_shape(shape_name, shape, quant)
+    t0 = time.perf_counter()
+    fig = measure_pair(
+        (f"standin:{shape_name}:{quant}", plan), sizes=FULL_SIZES, n_threads=args.threads, save=False
+    )
+    took_s = time.perf_counter() - t0
+    import numpy as np
+
+    read_ms: dict[int, float] = {}
+    rows = np.random.default_rng(0).standard_normal((63, shape.n_vocab)).astype(np.float32)
+    for n in (8, 63):
+        drafted = [int(t) for t in rows[: n - 1].argmax(axis=1)]
+        best = float("inf")
+        for _ in range(5):
+            t = time.perf_counter()
+            greedy_choices(rows[:n], drafted)
+            best = min(best, time.perf_counter() - t)
+        read_ms[n] = best * 1000
+    row_ms = max((read_ms[63] - read_ms[8]) / 55, 0.0)
+    flags = [f for f in ("AVX512", "AVX2") if f"{f} = 1" in build_identity()]
+    build = (flags or ["build"])[0].lower()
+    own = next((c for c in load_curves(replay_dir() / "curves") if c.name == f"this-epyc-{build}"), None)
+    fixed_ms = own.fixed_ms if own is not None else CostCurve("", {1: 1.0}).fixed_ms
+    name = args.curve_name or f"{platform.node()}-{build}-{shape_name}-{quant.lower()}"
+    source = (
+        f"tandem bench --cost-curve --standin {shape_name}:{quant} (a stand-in: the shape of "
+        f"{shape_name}, {plan.size_bytes / 2**30:.2f} GiB, random weights; every batch size 1-64 after "
+        f"{CONTEXT_TOKENS} tokens, fastest of 3 up to 16 rows and of 2 above; {took_s:.0f} s in all), "
+        f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, CPU {cpu_identity()}, build "
+        f"{'/'.join(flags) or 'other'}, threads {args.threads or 'all'}; reading rows: 8 rows "
+        f"{read_ms[8]:.2f} ms, 63 rows {read_ms[63]:.2f} ms; fixed part per step from "
+        f"{own.name if own is not None else 'the default'}"
+    )
+    return CostCurve(name, dict(fig.target.t_ms), fixed_ms, row_ms, source)
+
+
 def cost_curve(args: argparse.Namespace) -> str:
-    curve = measure_cost_curve(args)
-    out = Path(args.out) if args.out else replay_dir() / "curves" / f"{curve.name}.json"
+    if getattr(args, "standin", None):
+        curve = standin_cost_curve(args)
+        folder = replay_dir() / STANDIN_SET / "curves"
+    else:
+        curve = measure_cost_curve(args)
+        folder = replay_dir() / "curves"
+    out = Path(args.out) if args.out else folder / f"{curve.name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(curve.to_json(), indent=1) + "\n", encoding="utf-8")
     return f"{out}: ceiling {curve.ceiling():.2f}x; {curve.source}"
@@ -240,6 +301,16 @@ def replay_sets() -> list[tuple[str, Path]]:
     return [("gemma-3-270m", base), *((d.name, d) for d in under)]
 
 
+def standin_set() -> tuple[str, Path, Path] | None:
+    """Real-size curves (stand-ins of Qwen2.5 0.5B-14B shapes timed here) against the kept copy
+    traces: (name, curves folder, traces folder). Drafting from the text offers the same tokens
+    whatever the model's size; what a size changes is what each batch costs."""
+    curves = replay_dir() / STANDIN_SET / "curves"
+    if not curves.is_dir() or not any(curves.glob("*.json")):
+        return None
+    return ("real sizes (stand-ins) on the copy traces", curves, replay_dir() / "traces")
+
+
 def replay_report(args: argparse.Namespace) -> str:
     scales = tuple(float(x) for x in args.python_scale.split(",")) if args.python_scale else PYTHON_SCALES
     if args.curves or args.traces:
@@ -249,8 +320,12 @@ def replay_report(args: argparse.Namespace) -> str:
         text = replay_markdown(run_replay(curves, traces, scales))
     else:
         parts = []
-        for name, folder in replay_sets():
-            curves, traces = load_curves(folder / "curves"), load_traces(folder / "traces")
+        sets = [(name, folder / "curves", folder / "traces") for name, folder in replay_sets()]
+        standins = standin_set()
+        if standins is not None:
+            sets.append(standins)
+        for name, curves_dir, traces_dir in sets:
+            curves, traces = load_curves(curves_dir), load_traces(traces_dir)
             parts.append(f"### {name}: {len(traces)} traces, {len(curves)} cost curves\n")
             parts.append(replay_markdown(run_replay(curves, traces, scales)))
         text = "\n".join(parts)
@@ -266,6 +341,10 @@ def cmd_replay_bench(args: argparse.Namespace) -> int:
     if args.replay:
         print(replay_report(args))
         return 0
+    if getattr(args, "standin", None) and not args.cost_curve:
+        from app.cli.options import UserError
+
+        raise UserError("--standin goes with --cost-curve")
     validate_engine_args(args)
     print(cost_curve(args) if args.cost_curve else record_traces(args))
     return 0

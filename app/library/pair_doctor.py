@@ -23,7 +23,7 @@ import re
 import statistics
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -49,6 +49,15 @@ from app.library.hub_search import (
 from app.library.hub_search import (
     shard_names as shard_names,  # also the command line's and the window's
 )
+from app.library.measure import (
+    MeasureCancelled,
+    MeasureProgress,
+    PairFigures,
+    describe_lines,
+    figures_here,
+    measure_pair,
+    model_id,
+)
 from app.library.remote_gguf import (
     CheckCancelled,
     HeaderReadError,
@@ -56,6 +65,7 @@ from app.library.remote_gguf import (
     read_local_header,
     read_remote_header,
 )
+from app.library.standin import StandinError, StandinPlan, plan_from_header
 from app.store import (
     MIN_PAIR_REPLIES,
     NGRAM_DRAFTER,
@@ -265,6 +275,7 @@ class ModelFacts:
     info: GGUFInfo = field(repr=False)
     size_bytes: int
     fetched_bytes: int  # 0 for a local file
+    header: bytes = field(default=b"", repr=False)  # the file's bytes before its weights
 
     @property
     def architecture(self) -> str:
@@ -319,7 +330,7 @@ def _as_int(value: Any) -> int | None:
 
 
 def _facts(ref: ModelRef, header: RemoteHeader) -> ModelFacts:
-    return ModelFacts(ref, header.info, header.size_bytes, header.fetched_bytes)
+    return ModelFacts(ref, header.info, header.size_bytes, header.fetched_bytes, header.header_bytes)
 
 
 def read_facts(
@@ -339,7 +350,7 @@ def read_facts(
         listing = list_files(ref.repo_id, ref.revision, timeout_s=timeout_s, cancel=cancel)
         whole = next((f for f in listing if f.filename == ref.filename), None)
         if whole is not None and whole.size_bytes > facts.size_bytes:
-            facts = ModelFacts(ref, header.info, whole.size_bytes, header.fetched_bytes)
+            facts = ModelFacts(ref, header.info, whole.size_bytes, header.fetched_bytes, header.header_bytes)
     return facts
 
 
@@ -581,6 +592,8 @@ class CheckReport:
     estimate: SpeedEstimate | None  # None without a compatible draft
     # What replies measured here with the pair (with the target alone: with n-gram lookup).
     measured: PairMeasurement | None = None
+    # What stand-ins of these models measured here before (app.library.measure), if they were.
+    here: PairFigures | None = None
 
 
 def check(
@@ -618,7 +631,44 @@ def check(
     )
     measured = measured_pair(facts_t, facts_d) if verdict is None or verdict.is_compatible else None
     fit = fit_of(need.total_bytes, machine)
-    return CheckReport(facts_t, facts_d, verdict, need, machine, fit, estimate, measured)
+    here = figures_here(
+        facts_model_id(facts_t),
+        facts_model_id(facts_d)
+        if facts_d is not None and verdict is not None and verdict.is_compatible
+        else None,
+    )
+    return CheckReport(facts_t, facts_d, verdict, need, machine, fit, estimate, measured, here)
+
+
+# --- measuring on stand-ins ---------------------------------------------------------------------
+
+
+def facts_model_id(facts: ModelFacts) -> str:
+    """The model as measurements on stand-ins know it (app.library.measure.model_id)."""
+    if facts.ref.path is not None:
+        return model_id(None, facts.ref.path.name)
+    return model_id(facts.ref.repo_id, facts.ref.filename)
+
+
+def standin_plan(facts: ModelFacts) -> StandinPlan:
+    """A stand-in of this file: its header (read already, nothing more is fetched) with random weights."""
+    label = facts.ref.path.name if facts.ref.path is not None else facts.ref.filename
+    return plan_from_header(label, facts.header, facts.info)
+
+
+def measure_here(
+    report: CheckReport,
+    *,
+    cancel: threading.Event | None = None,
+    on_progress: Callable[[MeasureProgress], None] | None = None,
+) -> PairFigures:
+    """Time stand-ins of the checked target (and of its draft, where they pair) on this computer,
+    before any weight is downloaded. Raises StandinError (refused: one sentence) or MeasureCancelled."""
+    target = (facts_model_id(report.target), standin_plan(report.target))
+    draft = None
+    if report.draft is not None and report.verdict is not None and report.verdict.is_compatible:
+        draft = (facts_model_id(report.draft), standin_plan(report.draft))
+    return measure_pair(target, draft, cancel=cancel, on_progress=on_progress)
 
 
 def describe_verdict(verdict: PairVerdict) -> str:
@@ -674,8 +724,10 @@ def report_lines(report: CheckReport) -> list[str]:
     lines.append("fit: " + describe_fit(report.fit))
     if report.draft is not None and report.measured is not None:
         lines.append(_sentence(describe_measured(report.measured)) + ".")
-    elif report.estimate is not None:
+    elif report.estimate is not None and report.here is None:  # measured on stand-ins: no guess
         lines.append(report.estimate.describe())
+    if report.here is not None:
+        lines += describe_lines(report.here)
     return lines
 
 
@@ -812,6 +864,8 @@ def describe_candidate(c: DraftCandidate) -> str:
 
 
 __all__ = [
+    "MeasureCancelled",
+    "StandinError",
     "CheckCancelled",
     "CheckReport",
     "DraftCandidate",

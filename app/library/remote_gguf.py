@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import io
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, cast
 
@@ -210,6 +210,9 @@ class RemoteHeader:
     fetched_bytes: int
     n_requests: int
     commit: str | None
+    # The file's bytes before its weights (metadata and tensor table), as read: what a stand-in of
+    # the same shape copies (app.library.standin). Already fetched: keeping them costs no request.
+    header_bytes: bytes = field(default=b"", repr=False)
 
 
 def parse_header(f: RangeFile, check_architecture: bool = True) -> GGUFInfo:
@@ -251,9 +254,15 @@ def read_remote_header(
         raise EmptyModelError(f"{repo_id}/{filename} is empty (0 bytes)")
     f = RangeFile(remote, token=token, timeout_s=timeout_s, max_bytes=max_bytes, cancel=cancel)
     info = parse_header(f, check_architecture=check_architecture)
-    return RemoteHeader(info, remote.size_bytes, f.fetched_bytes, f.n_requests, remote.commit)
+    header = f.read_at(0, info.header_end)
+    return RemoteHeader(info, remote.size_bytes, f.fetched_bytes, f.n_requests, remote.commit, header)
 
 
 def read_local_header(path: Path, check_architecture: bool = True) -> RemoteHeader:
     info = read_gguf_info(path, check_architecture=check_architecture)
-    return RemoteHeader(info, info.size_bytes, 0, 0, None)
+    try:
+        with open(path, "rb") as f:
+            header = f.read(info.header_end)
+    except OSError:
+        header = b""  # read a moment ago: a file gone since cannot be measured, and says so then
+    return RemoteHeader(info, info.size_bytes, 0, 0, None, header)

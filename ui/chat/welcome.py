@@ -15,6 +15,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.library.catalog import Catalog, CatalogPair, MachineInfo, format_bytes
+from app.library.measure import DraftVerdict
 from ui.qt import theme
 
 # Chat pairs from the catalog, most capable first. The Coder pair is left out: its base models
@@ -62,6 +63,22 @@ def recommend_pair(
                 "where a draft model pays most.",
             )
     memory = f"this machine's {format_bytes(ram)} of memory" if ram else "this machine's memory"
+    # What stand-ins timed here said (the pair doctor's measurements): a pair whose draft model
+    # pays on this computer is worth its download; one whose draft does not is said so.
+    measured = _measured_verdicts(fitting)
+    paying = [p for p in fitting if p.name in measured and measured[p.name].pays]
+    if paying:
+        v = measured[paying[0].name]
+        return Recommendation(
+            paying[0],
+            f"Measured on this computer: its draft model makes replies about {v.speedup:.1f}× faster, "
+            f"and it fits in {memory}.",
+        )
+    after = (
+        " Measured on this computer: a draft model does not pay here; drafting from the text does."
+        if measured
+        else ""
+    )
     if machine.has_gpu and not gpu_backend:
         where = (
             f"This machine has {machine.gpu_label or 'a GPU'}, but this build of llama.cpp runs on the CPU "
@@ -73,8 +90,24 @@ def recommend_pair(
         where = "It runs on the CPU here"
     return Recommendation(
         fitting[-1],
-        f"Fits in {memory}. {where}: the smallest chat pair is the fastest there.",
+        f"Fits in {memory}. {where}: the smallest chat pair is the fastest there.{after}",
     )
+
+
+def _measured_verdicts(pairs: list[CatalogPair]) -> dict[str, DraftVerdict]:
+    """Each pair's draft verdict from costs measured on this computer, where both were measured."""
+    from app.library.measure import figures_here, model_id
+
+    verdicts = {}
+    for p in pairs:
+        if p.draft is None:
+            continue
+        fig = figures_here(
+            model_id(p.target.repo_id, p.target.filename), model_id(p.draft.repo_id, p.draft.filename)
+        )
+        if fig is not None and fig.verdict is not None:
+            verdicts[p.name] = fig.verdict
+    return verdicts
 
 
 class WelcomePanel(QFrame):

@@ -18,6 +18,7 @@ from app.library.catalog import NGRAM, Catalog, CatalogPair, MachineInfo, format
 from app.library.downloads import local_path_for, pair_requests
 from ui.chat.welcome import Recommendation, recommend_pair
 from ui.models.pair_card import CardGrid, PairCard, describe_fit, machine_note
+from ui.presenters.words import card_here_words
 
 
 class CatalogSection(QWidget):
@@ -105,6 +106,20 @@ class CatalogSection(QWidget):
         for name, card in self.cards.items():
             card.set_fit(*describe_fit(card.pair, m, self.gpu_backend, vram))
             card.set_recommended(rec.reason if rec.pair is not None and rec.pair.name == name else None)
+        self.show_measured_here()
+
+    def show_measured_here(self) -> None:
+        """Each card's figures measured on this computer (stand-ins timed by the pair doctor)."""
+        from app.library.measure import figures_here, model_id
+
+        for card in self.cards.values():
+            pair = card.pair
+            draft = pair.draft
+            fig = figures_here(
+                model_id(pair.target.repo_id, pair.target.filename),
+                model_id(draft.repo_id, draft.filename) if draft is not None else None,
+            )
+            card.set_here(card_here_words(fig, draft is not None) if fig is not None else None)
 
     # --- the files here ----------------------------------------------------------------------------
 

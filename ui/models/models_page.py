@@ -90,6 +90,7 @@ class ModelsPage(QWidget):
         self.download_view.failed.connect(self.download_failed)
         self.doctor = PairDoctorPanel(self.downloads, self.models_dir)
         self.doctor.pair_chosen.connect(self.pair_chosen)
+        self.doctor.measured_here.connect(self.catalog_section.show_measured_here)
         self.local_box = LocalModelsBox(self.models_dir)
         self.imports = ModelImports(self.models_dir, self)
         self.imports.message.connect(self.show_message)

@@ -204,6 +204,11 @@ class PairCard(QFrame):
         self.speedup_label.setAccessibleName(plain)
         layout.addWidget(self.speedup_label)
 
+        # What this computer will do, once stand-ins were timed here (beside the reported figure).
+        self.here_label = self._text_label("pairHere", "")
+        self.here_label.setVisible(False)
+        layout.addWidget(self.here_label)
+
         self.recommendation_label = self._text_label("pairRecommendation", "")
         self.recommendation_label.setVisible(False)
         layout.addWidget(self.recommendation_label)
@@ -304,6 +309,11 @@ class PairCard(QFrame):
         self.fit_label.setText(("✓ " if is_fitting else "✗ ") + text)
         self._restyle()
         self._describe()
+
+    def set_here(self, text: str | None) -> None:
+        """What this computer will do with the pair, measured (None: not measured here yet)."""
+        self.here_label.setText(text or "")
+        self.here_label.setVisible(bool(text))
 
     def set_recommended(self, reason: str | None) -> None:
         self.is_recommended = reason is not None

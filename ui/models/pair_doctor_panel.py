@@ -41,12 +41,13 @@ from PySide6.QtWidgets import (
 from app.library import pair_doctor as doctor
 from app.library.catalog import NGRAM, format_bytes
 from app.library.downloads import DownloadProgress, FileRequest, local_path_for
+from app.library.measure import ACCEPTANCE_SOURCE_WORDS, MeasureProgress
 from app.settings import SpeedUp
 from app.store import MIN_PAIR_REPLIES
 from engine.errors import TandemError
 from ui.models.download_jobs import DownloadEnd, DownloadJobs
 from ui.models.pair_card import app_palette, bad_colour, good_colour
-from ui.presenters.words import choice_name, pair_estimate_words, pair_measured_words
+from ui.presenters.words import choice_name, here_words, pair_estimate_words, pair_measured_words
 from ui.qt import theme
 
 DOWNLOAD_KEY = "doctor"
@@ -73,6 +74,7 @@ class PairDoctorPanel(QGroupBox):
 
     pair_chosen = Signal(str, str)  # target path, draft path or "ngram"
     models_downloaded = Signal()
+    measured_here = Signal()  # stand-ins were timed: the catalog's cards may know more now
 
     def __init__(
         self,
@@ -184,6 +186,19 @@ class PairDoctorPanel(QGroupBox):
         self.report_label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         v.addWidget(self.report_label)
 
+        row = QHBoxLayout()
+        self.measure_button = QPushButton("Measure on this computer")
+        self.measure_button.setObjectName("doctorMeasure")
+        self.measure_button.setToolTip(
+            "Times models of the same shape with random weights here: plain speed, copy work, "
+            "whether the draft pays. Nothing is downloaded; they are deleted after."
+        )
+        self.measure_button.setEnabled(False)
+        self.measure_button.clicked.connect(self.on_measure_button_clicked)
+        row.addWidget(self.measure_button)
+        row.addStretch(1)
+        v.addLayout(row)
+
         self.drafts_list = QListWidget()
         self.drafts_list.setObjectName("doctorDrafts")
         self.drafts_list.setAccessibleName("Drafts for this target")
@@ -260,6 +275,7 @@ class PairDoctorPanel(QGroupBox):
         self._cancel.set()
         self._handlers = {}
         self._set_busy(False)
+        self.measure_button.setEnabled(self.report is not None)
         self.set_status("Cancelled.")
 
     def on_task_done(self, ticket: int, result: object) -> None:
@@ -277,6 +293,7 @@ class PairDoctorPanel(QGroupBox):
         if self._handlers.pop(ticket, None) is None:
             return
         self._set_busy(False)
+        self.measure_button.setEnabled(self.report is not None)
         self.set_status(message[:1].upper() + message[1:], is_error=True)
 
     def set_status(self, text: str, is_error: bool = False) -> None:
@@ -387,6 +404,7 @@ class PairDoctorPanel(QGroupBox):
         n_ctx, timeout_s, machine = self.ctx_spin.value(), self.timeout_s, self._machine()
         self.report = None
         self.report_label.clear()
+        self.measure_button.setEnabled(False)
         if self._drafts_for != target.label:  # a draft picked from the list keeps the list
             self._drafts_for = ""
             self.drafts_list.clear()
@@ -406,6 +424,7 @@ class PairDoctorPanel(QGroupBox):
     def _show_report(self, report: doctor.CheckReport, look_for_drafts: bool) -> None:
         self.report = report
         self.report_label.setText(report_html(report))
+        self.measure_button.setEnabled(True)
         self.set_status("Checked from the headers only.")
         self._offer_download()
         if look_for_drafts and self._drafts_for != report.target.ref.label:
@@ -458,6 +477,33 @@ class PairDoctorPanel(QGroupBox):
             return
         self.draft_edit.setText(str(ref))
         self.check()
+
+    # --- measure on this computer ------------------------------------------------------------------------
+
+    def on_measure_button_clicked(self) -> None:
+        report = self.report
+        if report is None:
+            return
+        self.measure_button.setEnabled(False)
+        self.set_status("Measuring on this computer: writing a model of the same shape…")
+
+        def work(cancel: threading.Event, say: Callable[[str], None]) -> Any:
+            return doctor.measure_here(
+                report, cancel=cancel, on_progress=lambda p: say(measure_progress_words(p))
+            )
+
+        self._run("measure", work, lambda here: self._show_here(report, here))
+
+    def _show_here(self, report: doctor.CheckReport, here: Any) -> None:
+        import dataclasses
+
+        self.report = dataclasses.replace(report, here=here)
+        self.report_label.setText(report_html(self.report))
+        self.measure_button.setEnabled(True)
+        self.measured_here.emit()
+        self.set_status(
+            "Measured on this computer; nothing was downloaded, and nothing was kept but the figures."
+        )
 
     # --- download and chat ---------------------------------------------------------------------------------
 
@@ -627,10 +673,24 @@ def report_html(report: doctor.CheckReport) -> str:
     )
     if report.draft is not None and report.measured is not None:
         rows.append(f"<p><b>{html.escape(_sentence(pair_measured_words(report.measured)))}.</b></p>")
-    elif report.estimate is not None:
+    elif report.estimate is not None and report.here is None:  # measured on stand-ins: no guess
         words = pair_estimate_words(report.estimate, MIN_PAIR_REPLIES)
         rows.append(f"<p><i>{html.escape(words)}</i></p>")
     elif report.draft is None and report.measured is not None:
         ngram = f"With “{choice_name(SpeedUp.NGRAM)}”: {pair_measured_words(report.measured)}"
         rows.append(f"<p><b>{html.escape(ngram)}.</b></p>")
+    if report.here is not None:
+        lines = here_words(report.here, ACCEPTANCE_SOURCE_WORDS)
+        rows.append("<p>" + "<br>".join(html.escape(line) for line in lines) + "</p>")
     return "".join(rows)
+
+
+MEASURE_STAGES = {"write": "writing", "load": "loading", "time": "timing"}
+
+
+def measure_progress_words(p: MeasureProgress) -> str:
+    batch = f" ({p.batch} tokens at once)" if p.batch else ""
+    return (
+        f"Measuring on this computer: {p.fraction:.0%}, {MEASURE_STAGES.get(p.stage, p.stage)} "
+        f"a model shaped like the {p.role}{batch}…"
+    )

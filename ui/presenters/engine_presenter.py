@@ -22,7 +22,7 @@ from engine.config import NGRAM_LOOKUP, PLAIN_DECODING, DraftChoice
 from engine.errors import Failure
 from engine.events import Speculation
 from ui.presenters.failures import failure_words, raise_if_unexpected
-from ui.presenters.words import model_name
+from ui.presenters.words import auto_measured_words, model_name
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,17 @@ class EnginePresenter(QObject):
         )
         match SpeedUp(kind):
             case SpeedUp.AUTO:
+                verdict = None
+                if model is not None:
+                    from app.library.measure import draft_pays_here
+
+                    # Measured here before (stand-ins): a draft that does not pay is not even loaded.
+                    verdict = draft_pays_here(self.model_key(), model.model)
+                    if verdict is not None and not verdict.pays:
+                        model = None
                 self.set_speculation(model or NGRAM_LOOKUP, is_auto=True)
+                if verdict is not None:
+                    self.pair_changed.emit(PairView(auto_measured_words(verdict)))
             case SpeedUp.NONE:
                 self.set_speculation(PLAIN_DECODING)
             case SpeedUp.NGRAM:

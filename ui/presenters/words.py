@@ -29,6 +29,7 @@ from app.settings import Preset, SpeedUp
 from engine.events import DraftingState, DraftSpan, Stats
 
 if TYPE_CHECKING:
+    from app.library.measure import DraftVerdict, PairFigures
     from app.library.pair_doctor import SpeedEstimate
     from app.store import PairMeasurement
 
@@ -277,6 +278,66 @@ def pair_estimate_words(e: SpeedEstimate, n_replies_to_measure: int) -> str:
     return text + (
         f". After {n_replies_to_measure} replies with this pair in the chat, the measured figure replaces it."
     )
+
+
+# ---- what this computer will do, measured on stand-ins before the download
+
+
+def draft_reason_words(v: DraftVerdict) -> str:
+    """Why a draft model pays here or not, from the costs that decide it."""
+    costs = (
+        f"checking {v.draft_len + 1} tokens at once costs {v.verify_ratio:.1f} single steps here, "
+        f"and each drafted token {v.draft_step_ratio:.2f} of one"
+    )
+    if v.pays:
+        return f"it pays here: {costs}, so accepted drafts come cheap"
+    return f"it does not pay here: {costs}, so accepted drafts barely repay their checking"
+
+
+def here_words(fig: PairFigures, acceptance_source: str) -> list[str]:
+    """The doctor's figures from stand-ins timed here, one sentence each."""
+    lines = [
+        f"On this computer (models of the same shape timed here; nothing downloaded): "
+        f"plain replies at about {fig.plain_tokens_per_s:.1f} tokens/s."
+    ]
+    copy = f"about {fig.copy_speedup:.1f}× faster, " if fig.copy_speedup else ""
+    lines.append(
+        f"Copy and edit work with “{choice_name(SpeedUp.NGRAM)}”: {copy}"
+        f"at most {fig.ceiling:.1f}× if every guessed word were right."
+    )
+    v = fig.verdict
+    if v is not None:
+        lines.append(
+            f"The draft model: about {v.speedup:.2f}× at {v.acceptance:.0%} of its guesses accepted "
+            f"({acceptance_source}); {draft_reason_words(v)}."
+        )
+    return lines
+
+
+def auto_measured_words(v: DraftVerdict) -> str:
+    """What "Automatic" chose from the costs measured here, and why."""
+    if v.pays:
+        return (
+            f"Automatic: the draft model and the text (measured on this computer: the draft model "
+            f"about {v.speedup:.1f}× faster)"
+        )
+    return (
+        f"Automatic: from the text only: the draft model does not pay on this computer "
+        f"(measured: about {v.speedup:.1f}×)"
+    )
+
+
+def card_here_words(fig: PairFigures, has_draft_model: bool) -> str:
+    """ "On this computer: copy work about 2.3×; a draft model does not pay here"."""
+    parts = [f"plain about {fig.plain_tokens_per_s:.1f} tokens/s"]
+    if fig.copy_speedup:
+        parts.append(f"copy work about {fig.copy_speedup:.1f}×")
+    if has_draft_model and fig.verdict is not None:
+        v = fig.verdict
+        parts.append(
+            f"the draft model about {v.speedup:.1f}×" if v.pays else "a draft model does not pay here"
+        )
+    return "On this computer: " + "; ".join(parts)
 
 
 # ---- the highlight: the model's own, confirmed text, tinted by where the guess came from
