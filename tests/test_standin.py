@@ -13,7 +13,7 @@ import pytest
 
 from app import paths
 from app.cli.cli_models import main_models
-from app.library import measure, standin
+from app.library import measure, measure_run, standin
 from app.library.catalog import scan_local_models
 from app.library.remote_gguf import read_local_header
 from app.library.standin import KnownShape, StandinError, plan_from_header, plan_from_shape
@@ -168,7 +168,7 @@ def test_measuring_times_the_sizes_that_matter_keeps_the_figures_and_leaves_noth
             listed_while_timing.append([m.path for m in scan_local_models()])
             assert len(files_under(standin.standins_dir())) == 2  # one stand-in and the run's pid
 
-    fig = measure.measure_pair(target, draft, sizes=(1, 2, 4, 8, 16, 32, 64), on_progress=progress)
+    fig = measure_run.measure_pair(target, draft, sizes=(1, 2, 4, 8, 16, 32, 64), on_progress=progress)
     assert set(fig.target.t_ms) == {1, 2, 4, 8, 16, 32, 64}
     assert fig.draft is not None and set(fig.draft.t_ms) == {1, 2}
     assert fig.plain_tokens_per_s > 0 and fig.ceiling >= 1.0
@@ -204,7 +204,7 @@ def test_cancel_stops_a_measurement_at_once_and_leaves_nothing(tmp_path: Path) -
 
     def work() -> None:
         try:
-            measure.measure_pair(("medium", plan), cancel=cancel, on_progress=progress)
+            measure_run.measure_pair(("medium", plan), cancel=cancel, on_progress=progress)
             outcome.append(None)
         except BaseException as e:
             outcome.append(e)
@@ -343,7 +343,7 @@ def test_a_pair_too_large_for_this_machine_is_refused_before_anything_is_written
     assert plan.size_bytes > total_ram_bytes(), "this test needs a machine with less than 28 GiB of memory"
     small = ("tiny", plan_from_shape("tiny", TINY_QWEN2, "Q4_0"))
     with pytest.raises(StandinError) as e:
-        measure.measure_pair(small, ("Qwen2.5 14B", plan))  # the draft too is checked before writing
+        measure_run.measure_pair(small, ("Qwen2.5 14B", plan))  # the draft too is checked before writing
     standin.standins_dir().mkdir(parents=True, exist_ok=True)
     fits_disk = shutil.disk_usage(standin.standins_dir()).free > plan.size_bytes + standin.DISK_MARGIN_BYTES
     assert ("of memory and only" if fits_disk else "of disk and only") in str(e.value)
@@ -354,7 +354,7 @@ def test_a_pair_too_large_for_this_machine_is_refused_before_anything_is_written
 def test_a_stand_in_llama_cpp_cannot_load_is_one_sentence_and_leaves_nothing() -> None:
     unknown = KnownShape("qwen9", 256, 2, 4, 2, 512, 600)  # an architecture this build does not know
     with pytest.raises(StandinError) as e:
-        measure.measure_pair(
+        measure_run.measure_pair(
             ("someone/qwen9-GGUF/qwen9.gguf", plan_from_shape("qwen9.gguf", unknown, "Q4_0"))
         )
     assert str(e.value) == (

@@ -81,7 +81,7 @@ def quick_pair(pair: str = "qwen2.5-7b-0.5b") -> dict[str, object]:
 def cancel_trial(shape: str, quant: str, after_s: float = 2.0) -> dict[str, object]:
     """Cancel a measurement of a real-size stand-in `after_s` into its timing: how long until
     measure_pair returns, and what is left on disk."""
-    from app.library import measure, standin
+    from app.library import measure, measure_run, standin
 
     plan = standin.plan_from_shape(shape, standin.KNOWN_SHAPES[shape], quant)
     cancel = threading.Event()
@@ -94,7 +94,7 @@ def cancel_trial(shape: str, quant: str, after_s: float = 2.0) -> dict[str, obje
 
     def work() -> None:
         try:
-            measure.measure_pair((shape, plan), cancel=cancel, on_progress=progress, save=False)
+            measure_run.measure_pair((shape, plan), cancel=cancel, on_progress=progress, save=False)
         except measure.MeasureCancelled:
             took.append(time.perf_counter())
 

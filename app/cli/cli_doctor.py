@@ -186,7 +186,8 @@ def _check_pair(args: argparse.Namespace) -> int:
     """`check --pair NAME [--measure]`: a catalog pair's figures on this computer, from stand-ins
     of its models' known shapes (app.library.standin.CATALOG_SHAPES), no header read."""
     from app.library.catalog import CatalogModel
-    from app.library.measure import describe_lines, figures_here, measure_pair, model_id
+    from app.library.measure import describe_lines, figures_here, model_id
+    from app.library.measure_run import measure_pair
     from app.library.standin import CATALOG_SHAPES, KNOWN_SHAPES, StandinPlan, plan_from_shape
 
     pair = load_catalog().find_pair(args.pair)

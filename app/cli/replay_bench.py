@@ -145,7 +145,8 @@ def standin_cost_curve(args: argparse.Namespace) -> CostCurve:
     the model's: reading rows is timed here on rows of the stand-in's vocabulary, the fixed part
     taken from this build's own curve where one is kept (else the curve's default)."""
     from app.cli.options import UserError
-    from app.library.measure import CONTEXT_TOKENS, FULL_SIZES, measure_pair
+    from app.library.measure import CONTEXT_TOKENS, FULL_SIZES
+    from app.library.measure_run import measure_pair
     from app.library.standin import KNOWN_SHAPES, plan_from_shape
     from engine.costcache import build_identity, cpu_identity
     from engine.speculative import greedy_choices

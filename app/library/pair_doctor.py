@@ -55,9 +55,9 @@ from app.library.measure import (
     PairFigures,
     describe_lines,
     figures_here,
-    measure_pair,
     model_id,
 )
+from app.library.measure_run import measure_pair
 from app.library.remote_gguf import (
     CheckCancelled,
     HeaderReadError,

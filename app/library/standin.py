@@ -3,7 +3,7 @@
 What llama.cpp pays to check k tokens at once depends on a model's shape (hidden size, layers,
 heads, FFN, vocabulary, quantisation) and on the machine, not on the weights' values. So a file
 with the real tensor table and random blocks, written here in seconds, times like the real model
-(FINDINGS.md, "Real-size verify costs from stand-ins"), before any weight is downloaded.
+(docs/findings.md), before any weight is downloaded.
 
 A stand-in is planned from a header (the pair doctor's Range reads keep the real file's bytes
 before its weights: metadata with the real tokenizer, and the tensor table, copied verbatim) or
@@ -16,6 +16,10 @@ Quantised blocks are random bytes with their scales set to small, finite values 
 then sit within a few hundredths of zero, and llama.cpp computes normally); types whose layout
 is not known here are written as zeros, also finite. Data is written from one pattern buffer per
 type, in large chunks: a 7B stand-in is a few seconds of disk writes.
+
+Why this file is long: it is one file format end to end, in three sections (planning from a
+header, planning from a known shape, room and writing) that share the plan's types and the
+shape checks; the measuring that uses it is in app/library/measure.py and measure_run.py.
 """
 
 from __future__ import annotations
