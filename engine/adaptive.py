@@ -34,7 +34,7 @@ class DrafterKind(IntEnum):
 
     An n-gram match is as good as it is long; a match of 16 tokens or more is text being copied
     (engine.drafters.NgramDrafter.kind_of_match), and matches in earlier replies are kept apart
-    from matches in the text so far (engine.reply_memory). Integers because the cost cache
+    from matches in the text so far (engine.text_index). Integers because the cost cache
     stores acceptance under them."""
 
     MODEL = 0  # a draft model (costs a decode per drafted token; every other kind is free)

@@ -541,7 +541,7 @@ def chat_prompt(engine: Any, messages: Sequence[Any], system_prompt: str = "") -
 
 
 def remember_exchanges(engine: Any, exchanges: Sequence[tuple[str, str]]) -> int:
-    """Give the engine's reply memory (engine.reply_memory) earlier answers: (user message,
+    """Give the engine's reply memory (engine.text_index) earlier answers: (user message,
     reply) pairs, oldest first, as this model would have seen and written them. Each reply is
     kept with the end of its prompt, so the same question asked again drafts from its first
     token. Returns how many were kept; a pair that cannot be read is skipped."""

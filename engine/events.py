@@ -34,7 +34,7 @@ class DraftSource(StrEnum):
     NONE = ""  # not drafted: the target's own tokens
     TEXT = "text"  # an n-gram match in the conversation so far (the reply itself included)
     DOCUMENT = "document"  # an n-gram match in an attached document
-    MEMORY = "memory"  # an earlier reply (engine.reply_memory)
+    MEMORY = "memory"  # an earlier reply (engine.text_index)
     MODEL = "model"  # the draft model
 
 
@@ -77,7 +77,7 @@ class Stats:
     # Of n_drafted and n_accepted: drafts from n-gram matches in the text beside a draft model.
     n_drafted_text: int = 0
     n_accepted_text: int = 0
-    # Of n_drafted and n_accepted: drafts from earlier replies (engine.reply_memory).
+    # Of n_drafted and n_accepted: drafts from earlier replies (engine.text_index).
     n_drafted_memory: int = 0
     n_accepted_memory: int = 0
     # Of n_drafted and n_accepted: drafts from n-gram matches in attached documents.

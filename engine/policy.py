@@ -110,9 +110,9 @@ class DraftPolicy:
         """The reply's text begins (ctx: the prompt, extended in place as tokens are emitted;
         document_spans: its [start, end) ranges holding attached documents)."""
         if isinstance(self.active, NgramDrafter):
-            self.active.begin(ctx, document_spans)
+            self.active.begin(ctx, document_spans, self._use_memory)
         elif self.active is not None and self.lookup is not None:
-            self.lookup.begin(ctx, document_spans)
+            self.lookup.begin(ctx, document_spans, self._use_memory)
 
     # -- a step -------------------------------------------------------------------------------
 

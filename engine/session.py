@@ -25,8 +25,8 @@ from engine.errors import PromptTooLongError, TandemError
 from engine.events import Event, Finished, Speculation
 from engine.gguf_info import GGUFInfo, read_gguf_info
 from engine.pairing import check_pair
-from engine.reply_memory import ReplyMemory
 from engine.speculative import SpeculativeDecoder
+from engine.text_index import TextIndex
 
 _CALIBRATION_CONTEXT = 256  # timed after this much text: a batch's attention grows with it
 _CALIBRATION_REPEATS = 2  # the lowest of this many timings (a busy machine only slows one down)
@@ -57,7 +57,7 @@ class Engine:
         self._controller: DraftLengthController | None = None
         self._lookup: NgramDrafter | None = None  # n-gram drafts beside a draft model
         # This model's earlier replies, drafted from where a reply says one again (n-gram drafts).
-        self.memory = ReplyMemory()
+        self.memory = TextIndex()
         self._chat_formatter: Any = None  # llama_cpp's Jinja2ChatFormatter, made on first use
         self._calibration_off = False  # this process cannot time batches (its context, or it failed)
         try:
@@ -93,7 +93,7 @@ class Engine:
         if draft.kind is Speculation.NGRAM:
             self._save_costs()
             self._close_draft()
-            self._drafter, self.info_draft, self._lookup = NgramDrafter(memory=self.memory), None, None
+            self._drafter, self.info_draft, self._lookup = NgramDrafter(self.memory), None, None
             self._controller = DraftLengthController(k_max, self.config.adaptive)
             self._seed_costs()
             return
@@ -114,7 +114,7 @@ class Engine:
             )
 
         self._drafter = ModelDrafter(load, config.draft_p_min, config.draft_sampling)
-        self._lookup = NgramDrafter(memory=self.memory) if config.draft_lookup else None
+        self._lookup = NgramDrafter(self.memory) if config.draft_lookup else None
         self.info_draft = info
         self._controller = DraftLengthController(k_max, config.adaptive, draft_costs_time=True)
         self._seed_costs()
@@ -334,7 +334,8 @@ class Engine:
         return frozenset(ids)
 
     def _remembering(self, prompt: list[int], events: Iterator[Event]) -> Iterator[Event]:
-        """Pass the events on; keep the finished reply for drafting later ones (ReplyMemory)."""
+        """Pass the events on; keep the finished reply for drafting later ones (engine.text_index:
+        a reply drafted from the index is there already, one decoded plainly is added)."""
         for event in events:
             if isinstance(event, Finished):
                 self.memory.add(prompt, event.token_ids)
@@ -357,9 +358,9 @@ class Engine:
             if self._drafter.loaded:
                 self._drafter.runner.clear()
             if self._lookup is not None:
-                self._lookup = NgramDrafter(memory=self.memory)
+                self._lookup = NgramDrafter(self.memory)
         elif isinstance(self._drafter, NgramDrafter):
-            self._drafter = NgramDrafter(memory=self.memory)
+            self._drafter = NgramDrafter(self.memory)
         if self._controller is not None:
             c = self._controller
             self._controller = DraftLengthController(c.k_max, c.adaptive, c.draft_costs_time)

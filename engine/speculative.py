@@ -49,7 +49,7 @@ class _Counters:
     n_steps_with_draft: int = 0
     n_drafted_text: int = 0  # drafts from the text beside a draft model
     n_accepted_text: int = 0
-    n_drafted_memory: int = 0  # drafts from earlier replies (ReplyMemory)
+    n_drafted_memory: int = 0  # drafts from earlier replies (engine.text_index)
     n_accepted_memory: int = 0
     n_drafted_document: int = 0  # drafts from attached documents
     n_accepted_document: int = 0

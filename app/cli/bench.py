@@ -21,7 +21,7 @@ Speed claims live here, as ratios measured side by side, never in unit tests.
 
 --again measures a request asked a second time (Regenerate, a client sending the same request):
 a first answer, not timed (another seed when sampling), is what Tandem's reply memory drafts from
-(engine.reply_memory) and what llama-lookup's dynamic n-gram cache (-lcd) holds. The plain run
+(engine.text_index) and what llama-lookup's dynamic n-gram cache (-lcd) holds. The plain run
 neither drafts from it nor adds to it. In-process only: earlier answers live in a process.
 """
 
