@@ -86,6 +86,12 @@ _EXPLORE_LOSS = 0.1  # ...which may be priced this much below the best (what a t
 # whole: acceptance carried over from other text may not hold for this one. A reply's first
 # draft from copied text is judged at the copy prior (a 16-token match is this text's own evidence).
 _RAMP_FIRST = 4
+# ...and a copy whose context matched L tokens (the longest earlier context that ends like the
+# text so far: engine.text_index) may risk a draft of _MATCH_RUN x L tokens before it has saved
+# anything: a copy that has run L tokens is expected to run about as far again.
+_MATCH_RUN = 1.0
+_MATCH_MIN = 24  # ...where L is this long (llama-server's ngram-mod keys on 24 tokens) and no draft
+# of this reply has been rejected yet (its copies do not depart from their source).
 # A draft rejected at its first token costs its whole batch for one token: where a verified row
 # costs half a plain step (SmolLM2-135M on 2 cores) a 26-token draft rejected at once loses 10
 # plain tokens, a fifth of a short edit reply, though acceptance so far priced it well. So within
@@ -117,6 +123,12 @@ _PLAIN_REFRESH_STEPS = 64  # speculative steps between plain steps that re-measu
 # drafting sizes it has never timed (replayed on the kept curves: 83-92% of the best in
 # hindsight with what a first reply leaves, 89-95% knowing these sizes; docs/design-engine.md).
 CALIBRATION_SIZES = (*range(1, 9), *range(16, 65, 8))
+# A first reply on a machine, build and model whose batches were never timed (a new machine, a
+# `tandem generate` or `tandem serve` before the window was ever idle there) times these sizes
+# once each right after reading its prompt: a plain step, a short draft's batch, and the two
+# sizes long copy drafts are priced from (between them, interpolation is within a few percent
+# on every kept curve). ~0.35 s on this 2-core EPYC with Gemma 3 270M, once per machine and model.
+FIRST_REPLY_SIZES = (1, 4, 16, 64)
 # The single measured figures a cost cache carries (its key: the controller's attribute).
 _SEEDED = {
     "draft_ratio": "_draft_ratio",
@@ -188,6 +200,8 @@ class DraftLengthController:
     _plain_steps: int = 0  # consecutive plain steps chosen by the model
     _probe_interval: int = _PROBE_FIRST
     _ramp: int = _RAMP_FIRST  # longest draft allowed now in this reply (see _RAMP_FIRST)
+    _match_len: int = 0  # this step's offer: how many tokens of context matched (see _MATCH_RUN)
+    _broke: bool = False  # a draft of this reply was rejected (a copy here departs from its source)
     _whole_tokens: int = 0  # drafted tokens in this reply's drafts that were accepted whole
     _copy_drafted: bool = False  # this reply has drafted from copied text (see COPY_KINDS)
     _saved_s: float = 0.0  # plain time this reply's drafts have saved so far, less what they lost
@@ -353,6 +367,7 @@ class DraftLengthController:
         """A new reply: its drafts start short again (see _RAMP_FIRST); a draft model found too
         slow is re-measured now and then (see _REMEASURE_FIRST)."""
         self._ramp = _RAMP_FIRST
+        self._broke = False
         self._whole_tokens = 0
         self._copy_drafted = False
         self._saved_s = 0.0
@@ -449,7 +464,7 @@ class DraftLengthController:
         batch is priced no dearer than the ramp's. Batch costs are not monotone in rows: on 2 AVX2
         cores with Gemma 3 270M an odd batch costs more than the next even one (5 rows 50 ms, 6
         rows 45), with AVX-512 4k+1 to 4k+3 rows more than 4k+4 (5 rows 47 ms, 8 rows 48)."""
-        ramp = self._ramp
+        ramp = max(self._ramp, self._first_draft(bucket))
         if ramp >= self.k_max or self._costs_drafting(bucket):
             return ramp
         costs = self.verify_costs(min(2 * ramp, self.k_max) + 1)  # by rows: k tokens are k + 1
@@ -468,9 +483,16 @@ class DraftLengthController:
         loss = costs[2:] - costs[1]  # drafts of 1..k_max tokens: k + 1 rows for one token
         if self._costs_drafting(bucket):
             loss = loss + self.draft_first_cost() + np.arange(k_max) * self.draft_cost()
-        allowed = max(self._saved_s, 0.0) + loss[min(_RAMP_FIRST, k_max) - 1]
+        allowed = max(self._saved_s, 0.0) + loss[min(self._first_draft(bucket), k_max) - 1]
         within = np.flatnonzero(loss <= allowed)
         return int(within[-1]) + 1 if within.size else 1
+
+    def _first_draft(self, bucket: int) -> int:
+        """The draft a reply may risk before its drafts have saved anything: _RAMP_FIRST tokens,
+        or for a copy, as far as its matched context says it runs (_MATCH_RUN)."""
+        if bucket not in COPY_KINDS or self._match_len < _MATCH_MIN or self._broke:
+            return _RAMP_FIRST
+        return max(_RAMP_FIRST, min(self.k_max, int(_MATCH_RUN * self._match_len)))
 
     def _explore_limit(self) -> int:
         """Never draft more than twice the largest batch measured: an unmeasured size is a guess,
@@ -485,11 +507,12 @@ class DraftLengthController:
         slope_known = any(_SLOPE_MIN_ROWS <= n <= top // 2 for n in self._step_s)
         return (4 if slope_known else 2) * top
 
-    def choose(self, available: int, bucket: int = 0) -> int:
-        """The draft length for this step, given that the drafter can offer `available` tokens."""
-        return self.choose_among([(available, bucket)])[0]
+    def choose(self, available: int, bucket: int = 0, match_len: int = 0) -> int:
+        """The draft length for this step, given that the drafter can offer `available` tokens
+        (and, for a match, how many tokens of context matched)."""
+        return self.choose_among([(available, bucket)], match_len)[0]
 
-    def choose_among(self, offers: list[tuple[int, int]]) -> tuple[int, int]:
+    def choose_among(self, offers: list[tuple[int, int]], match_len: int = 0) -> tuple[int, int]:
         """The draft length for this step and the bucket of the offer it drafts from.
 
         offers: (tokens available, bucket) per drafter that can draft now. With a draft model,
@@ -498,6 +521,7 @@ class DraftLengthController:
         draft model): the offer with the higher expected tokens per second wins. (0, bucket) is a
         plain step."""
         self.probing = False
+        self._match_len = match_len
         offers = [(min(n, self.k_max), b) for n, b in offers if n > 0]
         if not offers:
             return 0, 0
@@ -669,6 +693,7 @@ class DraftLengthController:
         else:
             # Halved, not reset: an edit in copied text rejects a draft now and then, and the
             # copying goes on after it.
+            self._broke = True
             self._ramp = max(_RAMP_FIRST, n_accepted + 1, self._ramp // 2)
         if draft_s > 0:
             if draft_first_s is None:  # not told: every drafted token alike
@@ -743,6 +768,13 @@ class DraftLengthController:
             self._backoff = min(2 * self._backoff, _BACKOFF_MAX)
             self._loss_s = self._gain_s = 0.0
             self.n_suspensions += 1
+
+    def first_reply_sizes(self, n_batch: int) -> list[int]:
+        """FIRST_REPLY_SIZES with no timing yet, where nothing beyond a plain step is timed (a
+        cost cache that knows some sizes is left to learn the rest as replies go)."""
+        if not self.adaptive or any(n > 1 for n in self._step_low):
+            return []
+        return self.untimed(n for n in FIRST_REPLY_SIZES if n <= min(self.k_max + 1, n_batch))
 
     def untimed(self, sizes: Iterable[int]) -> list[int]:
         """Those of these verify batch sizes with no timing yet (none in this process, none from

@@ -128,7 +128,7 @@ class DraftPolicy:
         if isinstance(drafter, NgramDrafter):
             candidates, kind = drafter.offer(ctx, min(controller.k_max, room), self._use_memory)
             kind = DrafterKind(kind)
-            k = controller.choose(len(candidates), kind)
+            k = controller.choose(len(candidates), kind, drafter.match_len)
             if candidates and not k:
                 self._unused_offer = candidates[0], kind
             return Proposal(Draft(candidates[:k]), kind, drafter.offer_source if k else DraftSource.NONE)
@@ -164,7 +164,7 @@ class DraftPolicy:
             model_pays = one_off is None or controller.pays_back(room, one_off)
             if model_pays or not offers:
                 offers.insert(0, (min(controller.k_max, room), DrafterKind.MODEL))
-        k, chosen = controller.choose_among(offers)
+        k, chosen = controller.choose_among(offers, self.lookup.match_len if matched and self.lookup else 0)
         kind = DrafterKind(chosen)
         if matched and (k <= 0 or kind is DrafterKind.MODEL):
             self._unused_offer = matched[0], text_kind

@@ -152,6 +152,10 @@ def replay(
     policy.begin_reply(speculate=True, use_memory=False)
     ctx = list(trace.prompt)
     policy.start(ctx)
+    # As the decoder does after a first reply's prefill on a machine never timed
+    # (SpeculativeDecoder._time_first_batches): not part of the decode time.
+    for n in controller.first_reply_sizes(K_MAX + 1):
+        controller.note_timing(n, curve.verify_s(n) + python_scale * curve.row_ms * n / 1000)
     reply, pos, clock = trace.reply, 0, 0.0
     params, rng = SamplingParams(), np.random.default_rng(0)
     jitter = np.random.default_rng(noise_seed)
