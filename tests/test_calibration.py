@@ -146,3 +146,36 @@ def test_the_worker_times_batches_while_idle_and_a_request_is_answered_meanwhile
         wait_until(lambda: set(CALIBRATION_SIZES) <= timed_sizes(cache), 60, "the batches timed while idle")
     finally:
         w.shutdown()
+
+
+def test_a_first_reply_on_a_machine_never_timed_times_a_few_sizes_and_says_the_same(
+    tiny_target: Path, tmp_path: Path
+) -> None:
+    # `tandem generate` or `tandem serve` on a new machine, before the window was ever idle there:
+    # the first reply times FIRST_REPLY_SIZES once after reading its prompt (the cost cache keeps
+    # them), and its text is plain decoding's.
+    from engine.adaptive import FIRST_REPLY_SIZES
+
+    cache = tmp_path / "costs"
+    engine = Engine(config(tiny_target, cache))
+    try:
+        plain = None
+        for event in engine.generate(PROMPT, SamplingParams(), max_tokens=32, speculate=False):
+            if isinstance(event, Finished):
+                plain = event
+        assert plain is not None
+        assert engine._controller is not None and engine._controller.first_reply_sizes(
+            512
+        )  # a plain reply times nothing
+        first = reply(engine)
+        assert first.token_ids == plain.token_ids
+        assert engine._controller.first_reply_sizes(512) == []
+    finally:
+        engine.close()
+    assert set(FIRST_REPLY_SIZES) <= timed_sizes(cache)
+    # The next process knows them: nothing is timed before its first reply.
+    again = Engine(config(tiny_target, cache))
+    try:
+        assert again._controller is not None and again._controller.first_reply_sizes(512) == []
+    finally:
+        again.close()

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.adaptive import DrafterKind
 from engine.backend import LlamaRunner
 from engine.config import SamplingParams
 from engine.drafters import ModelDrafter, NgramDrafter
-from engine.adaptive import DrafterKind
 from engine.events import DraftSource
 from engine.text_index import TextIndex
 

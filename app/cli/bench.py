@@ -186,7 +186,11 @@ class PromptResult:
     @property
     def first_use_vs_server(self) -> float | None:
         best = self.best_server
-        return self.first_use_tokens_per_s / best[1] if best and best[1] and self.first_use_tokens_per_s else None
+        return (
+            self.first_use_tokens_per_s / best[1]
+            if best and best[1] and self.first_use_tokens_per_s
+            else None
+        )
 
     @property
     def warmed_vs_server(self) -> float | None:
@@ -460,14 +464,18 @@ def run_llama_server(
         binary, "-m", model, "-t", str(n_threads), "-tb", str(n_threads), "-c", str(n_ctx),
         "-np", "1", "--host", "127.0.0.1", "--port", str(port), "--spec-type", spec_type, *extra,
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace"
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
         while True:
             if proc.poll() is not None:
                 tail = (proc.stderr.read() if proc.stderr else "").strip().splitlines()[-1:] or ["no output"]
-                raise TandemError(f"llama-server --spec-type {spec_type} exited ({proc.returncode}): {tail[0]}")
+                raise TandemError(
+                    f"llama-server --spec-type {spec_type} exited ({proc.returncode}): {tail[0]}"
+                )
             try:
                 with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
                     if r.status == 200:
@@ -710,12 +718,12 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                         lookup_acc.append(acc)
                 if server_bin is not None:
                     for kind in SERVER_KINDS:
-                        run = run_llama_server(
+                        served = run_llama_server(
                             server_bin, config.target_path, p.prompt, args.max_tokens,
                             engine.n_threads, min(engine.n_ctx, 4096), kind, placement,
                         )  # fmt: skip
-                        server_rates[kind].append(run.tokens_per_s)
-                        server_runs[kind] = run
+                        server_rates[kind].append(served.tokens_per_s)
+                        server_runs[kind] = served
                 if not args.no_process and not args.again:  # earlier replies live in a process
                     for draft, runs in ((NO_DRAFT, proc_plain), (config.draft, proc_spec)):
                         restore_costs()
@@ -896,7 +904,9 @@ def summarize(
         ],
         "sets": sets,
         "median_first_use_vs_server": med([r.first_use_vs_server for r in results]),
-        "min_first_use_vs_server": min((v for v in (r.first_use_vs_server for r in results) if v), default=None),
+        "min_first_use_vs_server": min(
+            (v for v in (r.first_use_vs_server for r in results) if v), default=None
+        ),
         "median_warmed_vs_server": med([r.warmed_vs_server for r in results]),
         "min_warmed_vs_server": min((v for v in (r.warmed_vs_server for r in results) if v), default=None),
         "median_speedup": statistics.median(r.speedup for r in results),
@@ -991,9 +1001,7 @@ def to_markdown(report: dict[str, object]) -> str:
                 continue
             rates = r["server_tokens_per_s"]
             accepted = r.get("server_accepted") or {}
-            cells = [
-                f"{rates[k]:.1f} ({accepted.get(k, '?')})" if k in rates else "—" for k in SERVER_KINDS
-            ]
+            cells = [f"{rates[k]:.1f} ({accepted.get(k, '?')})" if k in rates else "—" for k in SERVER_KINDS]
             kind, best = r["best_server"]
             lines.append(
                 f"| {r['name']} | " + " | ".join(cells) + f" | {kind} {best:.1f} | "
