@@ -129,6 +129,9 @@ CALIBRATION_SIZES = (*range(1, 9), *range(16, 65, 8))
 # sizes long copy drafts are priced from (between them, interpolation is within a few percent
 # on every kept curve). ~0.35 s on this 2-core EPYC with Gemma 3 270M, once per machine and model.
 FIRST_REPLY_SIZES = (1, 4, 16, 64)
+FIRST_REPLY_MIN_TOKENS = (
+    128  # ...where the reply may run this long: a shorter one cannot repay ~30 plain tokens
+)
 # The single measured figures a cost cache carries (its key: the controller's attribute).
 _SEEDED = {
     "draft_ratio": "_draft_ratio",
@@ -769,10 +772,11 @@ class DraftLengthController:
             self._loss_s = self._gain_s = 0.0
             self.n_suspensions += 1
 
-    def first_reply_sizes(self, n_batch: int) -> list[int]:
+    def first_reply_sizes(self, n_batch: int, max_tokens: int = FIRST_REPLY_MIN_TOKENS) -> list[int]:
         """FIRST_REPLY_SIZES with no timing yet, where nothing beyond a plain step is timed (a
-        cost cache that knows some sizes is left to learn the rest as replies go)."""
-        if not self.adaptive or any(n > 1 for n in self._step_low):
+        cost cache that knows some sizes is left to learn the rest as replies go) and the reply
+        may be long enough to repay the timing (FIRST_REPLY_MIN_TOKENS)."""
+        if not self.adaptive or max_tokens < FIRST_REPLY_MIN_TOKENS or any(n > 1 for n in self._step_low):
             return []
         return self.untimed(n for n in FIRST_REPLY_SIZES if n <= min(self.k_max + 1, n_batch))
 

@@ -154,7 +154,7 @@ def replay(
     policy.start(ctx)
     # As the decoder does after a first reply's prefill on a machine never timed
     # (SpeculativeDecoder._time_first_batches): not part of the decode time.
-    for n in controller.first_reply_sizes(K_MAX + 1):
+    for n in controller.first_reply_sizes(K_MAX + 1, len(trace.reply)):
         controller.note_timing(n, curve.verify_s(n) + python_scale * curve.row_ms * n / 1000)
     reply, pos, clock = trace.reply, 0, 0.0
     params, rng = SamplingParams(), np.random.default_rng(0)

@@ -249,21 +249,21 @@ class SpeculativeDecoder:
             complete = False
         target_read_s = time.perf_counter() - t0
         if complete and not (cancel is not None and cancel.is_set()):
-            self._time_first_batches(prompt, cancel)
+            self._time_first_batches(prompt, r.max_tokens, cancel)
             n_read = len(prompt) - 1 - n_keep
             c.draft_catch_up_s += self.policy.read_prompt(prompt[:-1], r.max_tokens, target_read_s, n_read)
         c.n_prefilled = (len(prompt) if complete else len(target.tokens)) - n_keep
         c.prefill_s = time.perf_counter() - t0
         return complete
 
-    def _time_first_batches(self, prompt: list[int], cancel: threading.Event | None) -> None:
+    def _time_first_batches(self, prompt: list[int], max_tokens: int, cancel: threading.Event | None) -> None:
         """On a machine whose verify batches were never timed, time a few sizes once after the
         prompt (engine.adaptive.FIRST_REPLY_SIZES), so the first reply prices its drafts from
         this machine's costs rather than guesses. Part of the prefill the user waits for."""
         controller, target = self.policy.controller, self.target
         if controller is None or self.policy.active is None or controller.draft_costs_time:
             return
-        sizes = controller.first_reply_sizes(target.n_batch)
+        sizes = controller.first_reply_sizes(target.n_batch, max_tokens)
         if not sizes:
             return
         costs = target.time_batches(

@@ -701,6 +701,7 @@ def test_a_first_reply_on_a_machine_never_timed_times_a_few_batches_once() -> No
     c = DraftLengthController(k_max=63)
     assert c.first_reply_sizes(n_batch=512) == list(FIRST_REPLY_SIZES)
     assert c.first_reply_sizes(n_batch=8) == [n for n in FIRST_REPLY_SIZES if n <= 8]
+    assert c.first_reply_sizes(n_batch=512, max_tokens=32) == []  # a short reply cannot repay it
     for n in FIRST_REPLY_SIZES:
         c.note_timing(n, STEEP.get(n, 0.02))
     assert c.first_reply_sizes(n_batch=512) == []

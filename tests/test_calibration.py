@@ -152,24 +152,26 @@ def test_a_first_reply_on_a_machine_never_timed_times_a_few_sizes_and_says_the_s
     tiny_target: Path, tmp_path: Path
 ) -> None:
     # `tandem generate` or `tandem serve` on a new machine, before the window was ever idle there:
-    # the first reply times FIRST_REPLY_SIZES once after reading its prompt (the cost cache keeps
-    # them), and its text is plain decoding's.
+    # the first reply long enough to repay it times FIRST_REPLY_SIZES once after reading its
+    # prompt (the cost cache keeps them), and its text is plain decoding's.
     from engine.adaptive import FIRST_REPLY_SIZES
+
+    def run(engine: Engine, max_tokens: int, speculate: bool = True) -> Finished:
+        for event in engine.generate(PROMPT, SamplingParams(), max_tokens=max_tokens, speculate=speculate):
+            if isinstance(event, Finished):
+                return event
+        raise AssertionError("no Finished event")
 
     cache = tmp_path / "costs"
     engine = Engine(config(tiny_target, cache))
     try:
-        plain = None
-        for event in engine.generate(PROMPT, SamplingParams(), max_tokens=32, speculate=False):
-            if isinstance(event, Finished):
-                plain = event
-        assert plain is not None
-        assert engine._controller is not None and engine._controller.first_reply_sizes(
-            512
-        )  # a plain reply times nothing
-        first = reply(engine)
+        controller = engine._controller
+        assert controller is not None
+        plain = run(engine, 160, speculate=False)
+        assert controller.first_reply_sizes(512)  # a plain reply times nothing
+        first = run(engine, 160)
         assert first.token_ids == plain.token_ids
-        assert engine._controller.first_reply_sizes(512) == []
+        assert controller.first_reply_sizes(512) == []
     finally:
         engine.close()
     assert set(FIRST_REPLY_SIZES) <= timed_sizes(cache)
