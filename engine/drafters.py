@@ -20,11 +20,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from engine.adaptive import COPY_KINDS, MEMORY_KINDS, DrafterKind
 from engine.backend import ContextFullError, LlamaRunner
 from engine.config import SamplingParams
 from engine.errors import TandemError
 from engine.events import DraftSource, Speculation
+from engine.kinds import DrafterKind
 from engine.sampling import Dist, distribution, draft_is_sure, greedy
 from engine.text_index import TextIndex
 
@@ -67,9 +67,6 @@ class NgramDrafter:
         if match_len <= 4:
             return DrafterKind.MATCH_3_4
         return DrafterKind.PHRASE if match_len < NgramDrafter.COPY_MATCH else DrafterKind.COPY
-
-    MEMORY_BUCKETS = MEMORY_KINDS
-    COPY_BUCKETS = COPY_KINDS
 
     @staticmethod
     def memory_bucket(match_len: int) -> DrafterKind:

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.adaptive import COPY_KINDS, MEMORY_KINDS, DrafterKind, DraftLengthController
+from engine.adaptive import DraftLengthController
 from engine.config import SamplingParams
 from engine.drafters import Draft, ModelDrafter, NgramDrafter
 from engine.events import DraftingState, DraftSource, Speculation
+from engine.kinds import COPY_KINDS, MEMORY_KINDS, DrafterKind
 
 
 @dataclass(frozen=True)

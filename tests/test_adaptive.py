@@ -130,7 +130,7 @@ def test_unmeasured_lengths_are_explored_step_by_step() -> None:
     c = DraftLengthController(k_max=64)
     lengths, largest = [], []
     for _ in range(12):
-        largest.append(max(c._step_s, default=1))
+        largest.append(max(c.costs.median, default=1))
         k = c.choose(available=64, bucket=5)
         lengths.append(k)
         c.record(5, k, k, 0.02 * (1 + 0.1 * k))

@@ -34,7 +34,7 @@ def test_the_second_engine_starts_from_what_the_first_measured(tiny_target: Path
     cache = tmp_path / "costs"
     first = Engine(config(tiny_target, cache))
     try:
-        assert first._controller is not None and not first._controller._step_s  # nothing timed at load
+        assert first._controller is not None and not first._controller.costs.median  # nothing timed at load
         generate(first)
     finally:
         first.close()
@@ -43,7 +43,7 @@ def test_the_second_engine_starts_from_what_the_first_measured(tiny_target: Path
     second = Engine(config(tiny_target, cache))
     try:
         assert second._controller is not None
-        assert second._controller._step_s, "the second engine should start from the cached costs"
+        assert second._controller.costs.median, "the second engine should start from the cached costs"
     finally:
         second.close()
 
@@ -62,7 +62,7 @@ def test_a_corrupt_cache_is_ignored_and_rewritten(tiny_target: Path, tmp_path: P
     path.write_bytes(content)
     engine = Engine(config(tiny_target, cache))
     try:
-        assert engine._controller is not None and not engine._controller._step_s
+        assert engine._controller is not None and not engine._controller.costs.median
         result = generate(engine)
     finally:
         engine.close()

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.adaptive import DrafterKind
 from engine.backend import LlamaRunner
 from engine.config import SamplingParams
 from engine.drafters import ModelDrafter, NgramDrafter
 from engine.events import DraftSource
+from engine.kinds import DrafterKind
 from engine.text_index import TextIndex
 
 
