@@ -59,8 +59,10 @@ _RAMP_FIRST = 4
 _RAMP_STRETCH = 2
 # A copy whose context matched L tokens (the longest earlier context that ends like the text so
 # far: engine.text_index) may risk a draft of _MATCH_RUN x L tokens before it has saved anything
-# (a copy that has run L tokens is expected to run about as far again), where L is _MATCH_MIN or
-# more (llama-server's ngram-mod keys on 24 tokens) and no draft of this reply has been rejected.
+# (a copy that has run L tokens is expected to run about as far again), and is priced at an
+# acceptance of at least (L + 1) / (L + 2) (each agreeing token a success: the rule of
+# succession), where L is _MATCH_MIN or more (llama-server's ngram-mod keys on 24 tokens) and no
+# draft of this reply has been rejected.
 _MATCH_RUN = 1.0
 _MATCH_MIN = 24
 # Within a reply no draft may risk, were it rejected at its first token, more than the reply's
@@ -378,6 +380,16 @@ class DraftLengthController:
             return _RAMP_FIRST
         return max(_RAMP_FIRST, min(self.k_max, int(_MATCH_RUN * self._match_len)))
 
+    def _match_rate(self, bucket: int) -> float | None:
+        """A copy's per-token acceptance as its matched context says it (None: it says nothing):
+        L tokens of context agreed, so by the rule of succession the next agrees with
+        probability (L + 1) / (L + 2); for a copy of _MATCH_MIN tokens or more whose reply has
+        not departed from its source."""
+        L = self._match_len
+        if bucket not in COPY_KINDS or L < _MATCH_MIN or self._broke:
+            return None
+        return (L + 1) / (L + 2)
+
     def _explore_limit(self) -> int:
         """Never draft far past the largest batch measured (engine.costs.VerifyCosts.explore_limit)."""
         return self.costs.explore_limit()
@@ -416,6 +428,9 @@ class DraftLengthController:
             limit = min(available, self._explore_limit(), self._ramp_limit(bucket), self._risk_limit(bucket))
             first_copy = bucket in COPY_KINDS and not self._copy_drafted
             prior = max(self.acceptance(bucket), _PRIOR_ACCEPT[bucket]) if first_copy else None
+            sure = self._match_rate(bucket)
+            if sure is not None:
+                prior = max(prior if prior is not None else self.acceptance(bucket), sure)
             rates = self.expected_rates(limit, bucket, prior)
             k = 1 + int(np.argmax(rates[1:]))
             if rates[k] > rates[0] and (best is None or rates[k] > best[0]):
