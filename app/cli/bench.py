@@ -174,6 +174,7 @@ class PromptResult:
     first_use_tokens_per_s: float | None = None
     warmed_tokens_per_s: float | None = None
     first_use_process_s: float | None = None
+    first_use_prefill_s: float | None = None  # with the first reply's timing of a few batch sizes
     plain_process_tokens_per_s: float | None = None  # `tandem generate` without drafts, decode tok/s
 
     @property
@@ -806,6 +807,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                 first_use_tokens_per_s=_median([_decode_rate(x) for x in proc_first]),
                 warmed_tokens_per_s=_median([_decode_rate(x) for x in proc_spec]),
                 first_use_process_s=_median([x.wall_s for x in proc_first]),
+                first_use_prefill_s=_median([x.prefill_s for x in proc_first]),
                 plain_process_tokens_per_s=_median([_decode_rate(x) for x in proc_plain]),
             )
             if r.best_server is not None:
@@ -993,8 +995,9 @@ def to_markdown(report: dict[str, object]) -> str:
             "(same build) at each `--spec-type` default, a fresh server a reply.",
             "",
             "| prompt | " + " | ".join(SERVER_KINDS) + " | best kind | Tandem first use | first / best "
-            "| of ceiling | Tandem warmed | warmed / best | of ceiling | best kind's text = plain |",
-            "|---|" + "---|" * len(SERVER_KINDS) + "---|---|---|---|---|---|---|---|",
+            "| of ceiling | Tandem warmed | warmed / best | of ceiling | best kind's text = plain "
+            "| first use: prefill s / whole s | warmed: prefill s / whole s |",
+            "|---|" + "---|" * len(SERVER_KINDS) + "---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in prompts:
             if not r.get("best_server"):
@@ -1008,7 +1011,9 @@ def to_markdown(report: dict[str, object]) -> str:
                 f"{_fmt(r['first_use_tokens_per_s'], '.1f')} | {_fmt(r['first_use_vs_server'], '.2f', 'x')} | "
                 f"{_fmt(r['first_use_of_ceiling'], '.0%')} | {_fmt(r['warmed_tokens_per_s'], '.1f')} | "
                 f"{_fmt(r['warmed_vs_server'], '.2f', 'x')} | {_fmt(r['warmed_of_ceiling'], '.0%')} | "
-                f"{same[r.get('server_same_text')]} |"
+                f"{same[r.get('server_same_text')]} | {_fmt(r.get('first_use_prefill_s'))} / "
+                f"{_fmt(r.get('first_use_process_s'))} | {_fmt(r.get('spec_prefill_s'))} / "
+                f"{_fmt(r.get('spec_process_s'))} |"
             )
         lines += [
             "",
@@ -1018,7 +1023,8 @@ def to_markdown(report: dict[str, object]) -> str:
             f"{_fmt(report.get('median_warmed_vs_server'), '.2f', 'x')} "  # type: ignore[arg-type]
             f"(lowest {_fmt(report.get('min_warmed_vs_server'), '.2f', 'x')}). (n/m): drafted tokens "  # type: ignore[arg-type]
             "accepted of drafted. Of ceiling: the process's decode speed over the plain process's, "
-            "as a share of the ceiling measured in the same run.",
+            "as a share of the ceiling measured in the same run. A first use's prefill includes timing "
+            "a few verify batch sizes once (engine.adaptive.FIRST_REPLY_SIZES).",
         ]
     batch_ms = [r.get("batch_ms") or {} for r in prompts]
     sizes = sorted({int(n) for b in batch_ms for n in b})
