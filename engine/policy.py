@@ -115,6 +115,15 @@ class DraftPolicy:
         elif self.active is not None and self.lookup is not None:
             self.lookup.begin(ctx, document_spans, self._use_memory)
 
+    def starts_copying(self, ctx: list[int]) -> bool:
+        """Does the text so far end as an earlier stretch does, so that the reply starts by
+        copying it (its n-gram offer is a copy)?"""
+        drafter = self.active if isinstance(self.active, NgramDrafter) else self.lookup
+        if drafter is None:
+            return False
+        _, kind = drafter.offer(ctx, 1, self._use_memory)
+        return kind in COPY_KINDS
+
     # -- a step -------------------------------------------------------------------------------
 
     def propose(

@@ -152,10 +152,12 @@ def replay(
     policy.begin_reply(speculate=True, use_memory=False)
     ctx = list(trace.prompt)
     policy.start(ctx)
-    # As the decoder does after a first reply's prefill on a machine never timed
-    # (SpeculativeDecoder._time_first_batches): not part of the decode time.
-    for n in controller.first_reply_sizes(K_MAX + 1, len(trace.reply)):
-        controller.note_timing(n, curve.verify_s(n) + python_scale * curve.row_ms * n / 1000)
+    # As the decoder does after a first reply's prefill on a machine never timed, where the reply
+    # starts by copying (SpeculativeDecoder._time_first_batches): not part of the decode time.
+    sizes = controller.first_reply_sizes(K_MAX + 1, len(trace.reply))
+    if sizes and policy.starts_copying(ctx):
+        for n in sizes:
+            controller.note_timing(n, curve.verify_s(n) + python_scale * curve.row_ms * n / 1000)
     reply, pos, clock = trace.reply, 0, 0.0
     params, rng = SamplingParams(), np.random.default_rng(0)
     jitter = np.random.default_rng(noise_seed)
