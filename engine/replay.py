@@ -148,7 +148,7 @@ def replay(
         controller = DraftLengthController(K_MAX)
         if seed is not None:
             controller.seed(seed)
-    policy = DraftPolicy(NgramDrafter(), controller)
+    policy = DraftPolicy(controller, NgramDrafter())
     policy.begin_reply(speculate=True, use_memory=False)
     ctx = list(trace.prompt)
     policy.start(ctx)

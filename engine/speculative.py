@@ -27,10 +27,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.adaptive import DraftLengthController
 from engine.backend import ContextFullError, DecodeCancelled, LlamaRunner
 from engine.config import SamplingParams
-from engine.drafters import Draft, ModelDrafter, NgramDrafter
+from engine.drafters import Draft
 from engine.events import DraftSource, Event, Finished, Speculation, Stats, StopReason, TextPiece
 from engine.policy import DraftPolicy, Proposal
 from engine.sampling import accept_draft, distribution, penalize
@@ -148,15 +147,9 @@ class _Reply:
 
 
 class SpeculativeDecoder:
-    def __init__(
-        self,
-        target: LlamaRunner,
-        drafter: NgramDrafter | ModelDrafter | None,
-        controller: DraftLengthController | None,
-        lookup: NgramDrafter | None = None,
-    ) -> None:
+    def __init__(self, target: LlamaRunner, policy: DraftPolicy) -> None:
         self.target = target
-        self.policy = DraftPolicy(drafter, controller, lookup)
+        self.policy = policy
 
     @property
     def speculation(self) -> Speculation:
@@ -269,7 +262,7 @@ class SpeculativeDecoder:
         the first reply prices its drafts from this machine's costs rather than guesses.
         Seconds spent."""
         controller, target = self.policy.controller, self.target
-        if controller is None or self.policy.active is None or controller.draft_costs_time:
+        if controller is None or self.policy.model is not None:
             return 0.0
         sizes = controller.first_reply_sizes(target.n_batch, max_tokens)
         if not sizes or not self.policy.starts_copying(prompt):

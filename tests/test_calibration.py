@@ -172,7 +172,7 @@ def test_a_first_reply_on_a_machine_never_timed_times_a_few_sizes_and_says_the_s
         assert controller.first_reply_sizes(512)  # a plain reply times nothing
         fresh = Engine(config(tiny_target, tmp_path / "other"))
         try:  # nor a reply whose text does not start by copying (its drafts could not repay it)
-            decoder = SpeculativeDecoder(fresh.target, fresh._drafter, fresh._controller)
+            decoder = SpeculativeDecoder(fresh.target, fresh._policy())
             decoder.policy.begin_reply(speculate=True, use_memory=False)
             prose = fresh.tokenize("Zebras graze quietly near the river")
             decoder.policy.start(prose)

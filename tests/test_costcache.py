@@ -124,7 +124,7 @@ def test_a_draft_model_known_not_to_pay_is_never_loaded(
     second = Engine(config(tiny_target, cache, draft=str(slow_target), draft_lookup=False))
     try:
         again = generate(second, max_tokens=60)
-        assert second._drafter is not None and not second._drafter.loaded  # type: ignore[union-attr]
+        assert second._model is not None and not second._model.loaded
     finally:
         second.close()
     assert again.stats.n_drafted == 0
@@ -142,7 +142,7 @@ def test_a_draft_model_known_not_to_pay_is_never_loaded(
     third = Engine(config(tiny_target, cache, draft=str(slow_target)))
     try:
         hybrid = generate(third, max_tokens=60)
-        assert third._drafter is not None and not third._drafter.loaded  # type: ignore[union-attr]
+        assert third._model is not None and not third._model.loaded
     finally:
         third.close()
     assert hybrid.stats.note.endswith("too slow to help on this machine: drafting from the text so far only")
@@ -184,7 +184,7 @@ def test_a_short_reply_does_not_wait_for_a_draft_model_it_cannot_repay(
     second = Engine(config(slow_target, cache, draft=str(tiny_draft), draft_lookup=False))
     try:
         short = generate(second, max_tokens=4)
-        assert second._drafter is not None and not second._drafter.loaded  # type: ignore[union-attr]
+        assert second._model is not None and not second._model.loaded
     finally:
         second.close()
     assert short.stats.n_drafted == 0
