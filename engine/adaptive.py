@@ -59,11 +59,11 @@ _RAMP_FIRST = 4
 _RAMP_STRETCH = 2
 # A copy whose context matched L tokens (the longest earlier context that ends like the text so
 # far: engine.text_index) may risk a draft of _MATCH_RUN x L tokens before it has saved anything
-# (a copy that has run L tokens is expected to run about as far again), and is priced at an
+# (a copy that has run L tokens is expected to run about half as far again), and is priced at an
 # acceptance of at least (L + 1) / (L + 2) (each agreeing token a success: the rule of
 # succession), where L is _MATCH_MIN or more (llama-server's ngram-mod keys on 24 tokens) and no
 # draft of this reply has been rejected.
-_MATCH_RUN = 1.0
+_MATCH_RUN = 0.5
 _MATCH_MIN = 24
 # Within a reply no draft may risk, were it rejected at its first token, more than the reply's
 # drafts have saved so far plus what a first _RAMP_FIRST-token draft risks (`_risk_limit`): a
