@@ -298,10 +298,8 @@ class DraftLengthController:
         if not self.adaptive or 1 not in self.costs.median:
             return True  # nothing measured yet: measure (the cache keeps it for next time)
         limit = min(self.k_max, max(1, n_tokens), self._explore_limit())
-        # At a cautious acceptance: the one-off is paid for sure, the savings only if this reply's
-        # text is drafted as well as what was measured (seen on AVX2: a costly target's Q4 draft,
-        # 7 of 7 accepted in a warm-up whose reply looped, loaded for 32-token replies of fresh
-        # text, where it was accepted 68-85%: 0.83-0.94x plain over the whole process).
+        # At a cautious acceptance (_CAUTION): the one-off is paid for sure, the savings only if
+        # this reply's text is drafted as well as what was measured.
         rates = self.expected_rates(limit, 0, self._bucket(0).cautious_rate())
         best = float(rates[1:].max()) if limit >= 1 else 0.0
         plain_s = self.verify_cost(1)
@@ -347,9 +345,8 @@ class DraftLengthController:
     def _ramp_limit(self, bucket: int) -> int:
         """The longest draft the ramp allows now (see _RAMP_FIRST). The ramp bounds what a wrong
         draft costs, so for free drafts it is a cost: up to twice as long, any draft whose verify
-        batch is priced no dearer than the ramp's. Batch costs are not monotone in rows: on 2 AVX2
-        cores with Gemma 3 270M an odd batch costs more than the next even one (5 rows 50 ms, 6
-        rows 45), with AVX-512 4k+1 to 4k+3 rows more than 4k+4 (5 rows 47 ms, 8 rows 48)."""
+        batch is priced no dearer than the ramp's (batch costs are not monotone in rows: CPU
+        kernels work in tiles)."""
         ramp = max(self._ramp, self._first_draft(bucket))
         if ramp >= self.k_max or self._costs_drafting(bucket):
             return ramp
@@ -360,8 +357,8 @@ class DraftLengthController:
     def _risk_limit(self, bucket: int) -> int:
         """The longest draft whose loss, were it rejected at its first token, is within what this
         reply's drafts have saved so far plus what a first _RAMP_FIRST-token draft risks (see
-        _RAMP_FIRST). Copying that pays draws long drafts within a few steps: on 2 AVX2 cores with
-        Gemma 3 270M, a 4-token and an 8-token draft accepted whole save enough for over 30 rows."""
+        _RAMP_FIRST), or its match's (_first_draft). Copying that pays draws long drafts within a
+        few steps: what short drafts accepted whole save pays for long ones."""
         if 1 not in self.costs.median:
             return self.k_max
         k_max = self.k_max
@@ -464,7 +461,7 @@ class DraftLengthController:
                 return self._probe(*probe)
         # Observations re-measure a free offer's acceptance, not what drafting it costs: a verify
         # batch once timed on a busy moment would keep an offer that is usually right from ever
-        # being drafted (seen: a reply looping on one token, never drafted). Such an offer gets a
+        # being drafted. Such an offer gets a
         # probe now and then, a reply's first draft length (a batch size this short is cheap to
         # be wrong about, and timed afresh). _plain_steps counts the plain steps since one was
         # drafted: no probe above resets it where offers are observed and there is no model.
@@ -481,9 +478,8 @@ class DraftLengthController:
         """A longer draft than the best known, to measure its batch: twice the best, or the longest
         priced within _EXPLORE_LOSS of the best where that is longer. Sizes past the largest
         measured are priced along the slope measured below them, and where a CPU's cost per row
-        falls only at the largest batches (its kernels' tiles: the slow AVX2 EPYC's 64 rows cost
-        21.8 ms a row, 17-48 rows 26-27) doubling from a best of 16 stops at 32, priced alike,
-        and the cheapest size is never timed."""
+        falls only at the largest batches (its kernels' tiles) doubling from a best of 16 stops at
+        32, priced alike, and the cheapest size is never timed."""
         near = np.flatnonzero(rates[best_k : limit + 1] >= (1 - _EXPLORE_LOSS) * rates[best_k])
         return max(min(limit, 2 * best_k), best_k + int(near[-1]) if near.size else 0)
 
@@ -493,10 +489,8 @@ class DraftLengthController:
         self._probe_interval = min(self._probe_interval * 2, _PROBE_MAX)
         limit = min(available, self._explore_limit(), self._ramp_limit(bucket))
         # A one-token probe re-measures n-gram acceptance for the least: a longer one costs more
-        # verify rows (3 rows cost 3x one on AVX2). A draft model's probe is a reply's first
-        # draft length (it stops where it is unsure): one accepted token at a time moved its
-        # acceptance too slowly to ever draft in a reply (seen: a costly target whose Q4 draft,
-        # 100% accepted at 4 tokens a step, 1.34x, was never run after one early refusal).
+        # verify rows. A draft model's probe is a reply's first draft length (it stops where it
+        # is unsure): one accepted token at a time moves its acceptance too slowly to ever draft.
         self.probing = True
         return (min(limit, _RAMP_FIRST) if self._costs_drafting(bucket) else 1), bucket
 
@@ -504,7 +498,7 @@ class DraftLengthController:
         """A free offer (an n-gram match) that was not drafted this step, its first token checked
         against the token the step emitted: whether drafting it would have been accepted, learned
         for nothing. Where this is told, such offers are not probed: a probe drafts one token,
-        and a 2-row verify costs up to 2x a 1-row step (AVX2), a plain token lost each time."""
+        and a 2-row verify can cost nearly two 1-row steps, a plain token lost each time."""
         if self._costs_drafting(bucket):
             return
         self._observes = True
@@ -543,10 +537,9 @@ class DraftLengthController:
                 # decode spent for no token. It counts as a refusal (so a draft model that is
                 # seldom sure is seldom asked: see expected_rates), its decode is its cost per
                 # drafted token as far as anyone can tell (one that is never sure must still be
-                # found too slow to run), and the loss counts against the guard. Seen over RPC:
-                # a Q4 draft asked every step, drafting nothing, decoding at 0.68x plain. Not a
-                # rejected draft: the target judged nothing, and counted as one, an unsure first
-                # token of a reply kept a draft accepted 100% of the time from ever running.
+                # found too slow to run), and the loss counts against the guard. Not a rejected
+                # draft: the target judged nothing (counted as one, an unsure first token kept a
+                # draft that is always accepted from ever running).
                 self._note_draft_cost(draft_s if draft_first_s is None else draft_first_s, 0.0, 0)
                 self._note_ask(refused=True)
                 self._guard(1, self._usual(n_rows, step_s, draft_s))
@@ -561,9 +554,9 @@ class DraftLengthController:
             self._whole_tokens += n_drafted
             if self._whole_tokens >= _RAMP_FIRST:
                 # Short drafts accepted whole, 4 tokens' worth: this reply is one that drafts well
-                # (copying), and the model's own choice of length takes over (measured: doubling
-                # step by step instead cost copy work a fifth of its speedup). Counted in tokens,
-                # not drafts: where 3 rows cost more than 4 (AVX2), the model drafts 3 at most.
+                # (copying), and the model's own choice of length takes over (rather than doubling
+                # step by step). Counted in tokens, not drafts: where 3 rows cost more than 4, the
+                # model drafts 3 at most.
                 self._ramp = max(self.k_max, 1)
         else:
             # Halved, not reset: an edit in copied text rejects a draft now and then, and the
