@@ -8,115 +8,84 @@ it) and t_draft the measured cost of one drafted token. k = 0 is plain decoding,
 Every figure is measured as the run goes; a cost cache (engine.costcache) only seeds them, so
 a new process starts where the last one on the same machine, build and pair left off.
 
-Two guards keep speculation from ever costing more than it gives:
-- the model above picks k = 0 whenever no length is expected to beat a plain step, and
-- a throughput guard compares what speculative steps actually deliver with the plain step
-  measured live on this machine now (a plain step is interleaved now and then to keep that
-  reference fresh). Their accumulated loss (a CUSUM: gains do not bank credit) may reach
-  LOSS_BUDGET_TOKENS plain tokens' worth; then the drafter is suspended and re-probed after a
-  doubling back-off. No fixed margin stands in for a measurement.
+Two guards keep speculation from ever costing more than it gives: the model above picks k = 0
+whenever no length is expected to beat a plain step, and the throughput guard (engine.guard)
+suspends a drafter whose steps lose more than a budget against plain steps measured live.
+
+The controller is composed of its jobs: the batch cost model (engine.costs.VerifyCosts),
+acceptance per kind (engine.kinds, _Acceptance here), the throughput guard (engine.guard), and
+the choosing, which is this module: the ramp and risk limit of a reply, probes and exploring.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import IntEnum
 
 import numpy as np
 
+from engine.costs import VerifyCosts
+from engine.guard import LOSS_BUDGET_TOKENS, RESUME_BUDGET_TOKENS, ThroughputGuard
+from engine.kinds import COPY_KINDS, MEMORY_KINDS, DrafterKind
+from engine.kinds import PRIOR_ACCEPT as _PRIOR_ACCEPT
 
-class DrafterKind(IntEnum):
-    """What drafted a step's tokens, and on what evidence: acceptance is learned per kind.
+__all__ = ["COPY_KINDS", "LOSS_BUDGET_TOKENS", "MEMORY_KINDS", "DrafterKind", "DraftLengthController"]
 
-    An n-gram match is as good as it is long; a match of 16 tokens or more is text being copied
-    (engine.drafters.NgramDrafter.kind_of_match), and matches in earlier replies are kept apart
-    from matches in the text so far (engine.reply_memory). Integers because the cost cache
-    stores acceptance under them."""
-
-    MODEL = 0  # a draft model (costs a decode per drafted token; every other kind is free)
-    MATCH_1 = 1  # the text so far: a 1-token match
-    MATCH_2 = 2  # ...2 tokens
-    MATCH_3_4 = 3  # ...3-4 tokens
-    PHRASE = 4  # ...5-15 tokens: a phrase that recurs
-    COPY = 5  # ...16 or more: text being copied
-    MEMORY_PHRASE = 6  # an earlier reply: a phrase
-    MEMORY_COPY = 7  # an earlier reply, 16 tokens or more: a reply being given again
-
-
-COPY_KINDS = (DrafterKind.COPY, DrafterKind.MEMORY_COPY)
-MEMORY_KINDS = (DrafterKind.MEMORY_PHRASE, DrafterKind.MEMORY_COPY)
-COPY_BUCKETS = COPY_KINDS  # the old name (engine.drafters)
 
 # The controller's constants, each named once with its reason. The runs that set them are in
-# docs/design-engine.md ("The controller's constants"), not here.
+# docs/design-engine.md ("The controller's constants"), not here; the cost model's and the
+# guard's live with them (engine.costs, engine.guard).
 
 # -- estimates
 _EMA = 0.85  # weight of history in every running estimate
-# Acceptance before anything is measured: a draft model is usually right, a match as good as it
-# is long. Optimistic on purpose: one rejected draft corrects an estimate, while a pessimistic
-# prior would never try.
-_PRIOR_ACCEPT: dict[int, float] = {
-    DrafterKind.MODEL: 0.7,
-    DrafterKind.MATCH_1: 0.3,
-    DrafterKind.MATCH_2: 0.5,
-    DrafterKind.MATCH_3_4: 0.7,
-    DrafterKind.PHRASE: 0.8,
-    DrafterKind.COPY: 0.95,
-    DrafterKind.MEMORY_PHRASE: 0.5,
-    DrafterKind.MEMORY_COPY: 0.95,
-}
 _PRIOR_WEIGHT = 2.0  # the prior counts as this many trials
 _CAUTION = 1.28  # one-off costs are judged this many sd below the acceptance estimate (10th percentile)
 _SEED_TRIALS = 2.0  # acceptance carried into a new process weighs at most this many trials...
 _SEED_TRIALS_DRAFT_MODEL = 16.0  # ...a draft model's more: agreement is the pair's, not the text's
-# -- costs
-_PRIOR_SLOPE = 0.05  # extra cost of one more unmeasured row in a verify batch, relative
-_SLOPE_MIN_ROWS = 4  # batches this large or larger tell what one more row costs (smaller: other kernels)
+_MAX_RATE = 0.999  # acceptance is never priced as certain (the geometric sum would not converge)
+# -- a draft model's costs
 _PRIOR_DRAFT_COST = 0.2  # a draft model's decode, relative to a plain step, until measured
-_COST_SAMPLES = 5  # a batch size is priced at the lowest of its last few timings (noise only slows)
 _PREFILL_MIN_TOKENS = 16  # shorter prompt reads are mostly fixed costs: no prefill ratio from them
 # -- exploring lengths
 _EXPLORE_EVERY = 8  # speculative steps between tries of a longer draft than the best known
 _EXPLORE_LOSS = 0.1  # ...which may be priced this much below the best (what a try may cost a step)
+# -- a reply's caution
 # A reply's first drafts cost at most a _RAMP_FIRST-token draft's batch until one is accepted
-# whole: acceptance carried over from other text may not hold for this one. A reply's first
-# draft from copied text is judged at the copy prior (a 16-token match is this text's own evidence).
+# whole (acceptance carried over from other text may not hold for this one), free drafts up to
+# _RAMP_STRETCH times as long where their batch is priced no dearer. A reply's first draft from
+# copied text is judged at the copy prior (a 16-token match is this text's own evidence).
 _RAMP_FIRST = 4
-# A draft rejected at its first token costs its whole batch for one token: where a verified row
-# costs half a plain step (SmolLM2-135M on 2 cores) a 26-token draft rejected at once loses 10
-# plain tokens, a fifth of a short edit reply, though acceptance so far priced it well. So within
-# a reply no draft may risk more than the reply's drafts have saved so far, plus what a first
-# _RAMP_FIRST-token draft risks (`_risk_limit`): a reply that drafts cannot end much slower than
-# plain decoding, whatever acceptance promised.
+_RAMP_STRETCH = 2
+# A copy whose context matched L tokens (the longest earlier context that ends like the text so
+# far: engine.text_index) may risk a draft of _MATCH_RUN x L tokens before it has saved anything
+# (a copy that has run L tokens is expected to run about half as far again), and is priced at an
+# acceptance of at least (L + 1) / (L + 2) (each agreeing token a success: the rule of
+# succession), where L is _MATCH_MIN or more (llama-server's ngram-mod keys on 24 tokens) and no
+# draft of this reply has been rejected.
+_MATCH_RUN = 0.5
+_MATCH_MIN = 24
+# Within a reply no draft may risk, were it rejected at its first token, more than the reply's
+# drafts have saved so far plus what a first _RAMP_FIRST-token draft risks (`_risk_limit`): a
+# reply that drafts cannot end much slower than plain decoding, whatever acceptance promised.
 # -- probes: estimates must be able to recover from a bad patch
 _PROBE_FIRST = 8  # plain steps (chosen by the model) before a short probe...
 _PROBE_MAX = 64  # ...doubling while probes keep failing
 _COST_PROBE_STEPS = 32  # an observed free offer usually right yet not drafted this long gets a probe...
 _COST_PROBE_ACCEPTANCE = 0.5  # ...where it is observed right at least this often
 _REMEASURE_FIRST = 8  # replies before a draft model found too slow is timed afresh (doubling)...
-_REMEASURE_MAX = 1024
-# -- throughput guard
-# A step slower than this many times the usual cost of its size was slowed by the machine (another
-# program), not by drafting: the guard counts it at that cap. A drafter slow every step raises its
-# size's median and is not capped.
-_OUTLIER = 3.0
-LOSS_BUDGET_TOKENS = 16.0  # accumulated loss, in plain tokens' worth, before a drafter is suspended
-_RESUME_BUDGET_TOKENS = 2.0  # ...and, after a suspension, before it is suspended again
-_BACKOFF_FIRST = 16  # plain steps a suspended drafter waits before it is probed again...
-_BACKOFF_MAX = 1024  # ...doubling each time it fails again
-_PLAIN_REFRESH_STEPS = 64  # speculative steps between plain steps that re-measure the reference
+_REMEASURE_MAX = 1024  # ...at most this many replies apart
 # -- calibration
 # Verify batch sizes timed once per machine, build, model and thread count while the engine is
 # idle (Engine.calibrate): every size to 8 rows, where CPU kernels differ most from one size to
-# the next, then every 8th to 64. Known before the first reply, the machine's curve takes the
-# guesswork out of long drafts: the draft-length controller otherwise learns it reply by reply,
-# drafting sizes it has never timed (replayed on the kept curves: 83-92% of the best in
-# hindsight with what a first reply leaves, 89-95% knowing these sizes; docs/design-engine.md).
+# the next, then every 8th to 64.
 CALIBRATION_SIZES = (*range(1, 9), *range(16, 65, 8))
+# A first reply on a machine, build and model whose batches were never timed (a new machine, a
+# `tandem generate` or `tandem serve` before the window was ever idle there) times these sizes
+# once each right after reading its prompt: a plain step, a short draft's batch, and the two
+# sizes long copy drafts are priced from; once per machine and model.
+FIRST_REPLY_SIZES = (1, 4, 16, 64)
+FIRST_REPLY_MIN_TOKENS = 128  # ...where the reply may run this long (shorter ones cannot repay it)
 # The single measured figures a cost cache carries (its key: the controller's attribute).
 _SEEDED = {
     "draft_ratio": "_draft_ratio",
@@ -154,15 +123,8 @@ class DraftLengthController:
     adaptive: bool = True
     draft_costs_time: bool = False  # a draft model costs a decode per token; n-gram lookup ~nothing
     _acceptance: dict[int, _Acceptance] = field(default_factory=dict)
-    _step_samples: dict[int, deque[float]] = field(default_factory=dict)  # rows -> step seconds
-    _step_s: dict[int, float] = field(default_factory=dict)  # rows -> median of samples (the guard)
-    # rows -> the lowest of the samples (prices): a busy machine only ever slows a step down, and
-    # one slow sample priced at its face made a size look dearer than a smaller one (AVX2, copying:
-    # a 43-row step timed at 249 ms, 218 ms alone, held drafts to 21 tokens, 5.4 ms a token
-    # against 4.9 at 64 rows, until the next exploration).
-    _step_low: dict[int, float] = field(default_factory=dict)
-    _cost_arrays: tuple[np.ndarray, np.ndarray] | None = None  # _step_low as sorted arrays (cache)
-    _n_live: set[int] = field(default_factory=set)  # batch sizes measured in this process
+    costs: VerifyCosts = field(default_factory=VerifyCosts)  # what a verify batch costs here
+    guard: ThroughputGuard = field(default_factory=ThroughputGuard)
     _n_spec_steps: int = 0
     # A drafted token's cost relative to a plain step: a ratio survives the machine getting
     # busier or quieter (both slow down alike) where two absolute timings would not.
@@ -178,16 +140,11 @@ class DraftLengthController:
     # so much that it was never loaded.
     _draft_prefill_ratio: float | None = None
     _target_prefill_token_s: float | None = None  # the target's prefill, seconds per token (lowest seen)
-    # Throughput guard.
-    _loss_s: float = 0.0  # CUSUM of (step time - tokens x plain step time) over speculative steps
-    _gain_s: float = 0.0  # plain time saved since the last resume (resets the back-off when large)
-    _suspended_steps: int = 0  # plain steps left before the drafter is probed again
-    _backoff: int = _BACKOFF_FIRST
-    _since_plain: int = 0  # speculative steps since the last plain step
-    _reference_due: bool = False  # the guard would suspend on a plain step timed in another process
     _plain_steps: int = 0  # consecutive plain steps chosen by the model
     _probe_interval: int = _PROBE_FIRST
     _ramp: int = _RAMP_FIRST  # longest draft allowed now in this reply (see _RAMP_FIRST)
+    _match_len: int = 0  # this step's offer: how many tokens of context matched (see _MATCH_RUN)
+    _broke: bool = False  # a draft of this reply was rejected (a copy here departs from its source)
     _whole_tokens: int = 0  # drafted tokens in this reply's drafts that were accepted whole
     _copy_drafted: bool = False  # this reply has drafted from copied text (see COPY_KINDS)
     _saved_s: float = 0.0  # plain time this reply's drafts have saved so far, less what they lost
@@ -199,7 +156,10 @@ class DraftLengthController:
     _observes: bool = False  # free offers not drafted are checked against the emitted token
     _replies_not_run: int = 0  # replies since a draft model was last found too slow
     _remeasure_every: int = _REMEASURE_FIRST
-    n_suspensions: int = 0
+
+    @property
+    def n_suspensions(self) -> int:
+        return self.guard.n_suspensions
 
     # -- estimates ---------------------------------------------------------------------------
 
@@ -213,79 +173,19 @@ class DraftLengthController:
         return acc
 
     def verify_cost(self, n_rows: int) -> float:
-        """Seconds for a step that verifies n_rows, from the batch sizes measured so far (the
-        lowest recent timing of each: see _step_low).
-
-        Between measured sizes: linear interpolation. Beyond the largest: what one more row
-        has been measured to cost there (`_row_cost_beyond`), so the controller tries longer
-        drafts where they pay and measures them (never far past the largest size measured:
-        _explore_limit). Small batches are far from linear on real hardware (on a 2-core CPU
-        with Gemma 3 270M a 2-row batch costs 2.7x a 1-row one on AVX2, 4 rows less than 3), so
-        below the largest size nothing assumes a shape.
-        """
-        measured = self._step_low
-        if n_rows in measured:
-            return measured[n_rows]
-        if not measured:
-            return 1.0 + _PRIOR_SLOPE * (n_rows - 1)
-        sizes = sorted(measured)
-        below = [b for b in sizes if b < n_rows]
-        above = [b for b in sizes if b > n_rows]
-        if below and above:
-            lo, hi = below[-1], above[0]
-            w = (n_rows - lo) / (hi - lo)
-            return measured[lo] * (1 - w) + measured[hi] * w
-        if above:  # smaller than anything measured: no cheaper than the smallest known
-            return measured[above[0]] / (1 + _PRIOR_SLOPE * (above[0] - n_rows))
-        top = below[-1]
-        return measured[top] + self._row_cost_beyond() * (n_rows - top)
-
-    def _row_cost_beyond(self) -> float:
-        """Seconds one more row adds to a verify batch beyond the largest size measured.
-
-        Past a few rows a CPU verify batch costs a fixed part (reading the weights) plus a part
-        per row (AVX2, Gemma 3 270M: 5, 11, 21, 41 and 64 rows cost 60, 94, 150, 250 and 370 ms,
-        5-6 ms a row at every step): the slope between the largest measured size and one at
-        most half as large (of 4 rows or more: smaller batches take other kernels) says what
-        more rows cost. A slope from two noisy medians may come out too low: it is taken as at
-        least a quarter of a row's average cost at the largest size. With no such pair measured,
-        each row adds _PRIOR_SLOPE of the largest batch's cost. (That prior alone priced 41 rows
-        at 300 ms from 21 rows' 150, and copying kept drafting 22 tokens where 44 cost 15% less
-        a token.)"""
-        measured = self._step_low
-        top = max(measured)
-        top_s = measured[top]
-        lower = [n for n in measured if _SLOPE_MIN_ROWS <= n <= top // 2]
-        if not lower:
-            return _PRIOR_SLOPE * top_s
-        base = max(lower)
-        slope = (top_s - measured[base]) / (top - base)
-        return max(slope, 0.25 * top_s / top)
+        """Seconds for a step that verifies n_rows (engine.costs.VerifyCosts.cost)."""
+        return self.costs.cost(n_rows)
 
     def verify_costs(self, n_max: int) -> np.ndarray:
-        """verify_cost(n) for n = 0..n_max in one go (index 0 unused): the hot path asks for a
-        whole range every step, and a Python loop over it cost ~0.4 ms a step."""
-        ns = np.arange(n_max + 1, dtype=np.float64)
-        if not self._step_s:
-            return 1.0 + _PRIOR_SLOPE * (ns - 1)
-        if self._cost_arrays is None:  # rebuilt only when a size's timings change
-            measured = self._step_low
-            sizes = np.array(sorted(measured), dtype=np.float64)
-            self._cost_arrays = sizes, np.array([measured[int(n)] for n in sizes])
-        sizes, costs = self._cost_arrays
-        out: np.ndarray = np.interp(ns, sizes, costs)
-        lo, hi = sizes[0], sizes[-1]
-        below, above = ns < lo, ns > hi
-        out[below] = costs[0] / (1 + _PRIOR_SLOPE * (lo - ns[below]))
-        out[above] = costs[-1] + self._row_cost_beyond() * (ns[above] - hi)
-        return out
+        """verify_cost(n) for n = 0..n_max in one go (index 0 unused)."""
+        return self.costs.costs(n_max)
 
     def expected_rates(self, k_max: int, bucket: int = 0, acceptance: float | None = None) -> np.ndarray:
         """expected_rate(k) for k = 0..k_max, vectorised (at the bucket's acceptance, unless told).
 
         A draft model may offer nothing when asked (refusal rate r, measured): then the step
         yields one token for a draft decode and a 1-row verify."""
-        a = min(self.acceptance(bucket) if acceptance is None else acceptance, 0.999)
+        a = min(self.acceptance(bucket) if acceptance is None else acceptance, _MAX_RATE)
         ks = np.arange(k_max + 1, dtype=np.float64)
         tokens = (1 - a ** (ks + 1)) / (1 - a)
         costs = self.verify_costs(k_max + 1)[1:]
@@ -328,7 +228,7 @@ class DraftLengthController:
         """Expected tokens per second of a step that drafts k tokens: expected_rates(k)[k]
         without the arrays (each step's `record` asks for two, and numpy's small-array calls,
         run with caches cold after a decode, cost it ~0.15 ms a step)."""
-        a = min(self.acceptance(bucket), 0.999)
+        a = min(self.acceptance(bucket), _MAX_RATE)
         tokens = (1 - a ** (k + 1)) / (1 - a)
         cost = self.verify_cost(k + 1)
         if not self._costs_drafting(bucket):
@@ -344,7 +244,7 @@ class DraftLengthController:
     @property
     def plain_tokens_per_s(self) -> float | None:
         """Plain decoding's speed on this machine now: one token per 1-row step, as measured."""
-        s = self._step_s.get(1)
+        s = self.costs.median.get(1)
         return 1.0 / s if s else None
 
     # -- decisions ---------------------------------------------------------------------------
@@ -353,6 +253,7 @@ class DraftLengthController:
         """A new reply: its drafts start short again (see _RAMP_FIRST); a draft model found too
         slow is re-measured now and then (see _REMEASURE_FIRST)."""
         self._ramp = _RAMP_FIRST
+        self._broke = False
         self._whole_tokens = 0
         self._copy_drafted = False
         self._saved_s = 0.0
@@ -367,9 +268,9 @@ class DraftLengthController:
     def never_pays(self) -> bool:
         """A measured draft model too slow for any draft length to beat plain decoding, even with
         every drafted token accepted. Needs a measured draft cost; priors never decide this."""
-        if not self.draft_costs_time or self._draft_ratio is None or 1 not in self._step_s:
+        if not self.draft_costs_time or self._draft_ratio is None or 1 not in self.costs.median:
             return False
-        k_top = min(self.k_max, 2 * max(self._step_s))
+        k_top = min(self.k_max, 2 * max(self.costs.median))
         plain = 1.0 / self.verify_cost(1)
         return all(self._best_case_rate(k) <= plain for k in range(1, k_top + 1))
 
@@ -381,7 +282,7 @@ class DraftLengthController:
 
     @property
     def suspended(self) -> bool:
-        return self._suspended_steps > 0
+        return self.guard.suspended
 
     def note_draft_load(self, seconds: float) -> None:
         """A measured load of the draft model. The fastest one seen is its cost: a load timed
@@ -394,13 +295,11 @@ class DraftLengthController:
         """Would drafting over a reply of at most n_tokens save more than a one-off cost (loading
         a draft model, reading the prompt into it)? At the acceptance and costs known now: a
         32-token reply on a slow target must not wait for a draft model it cannot repay."""
-        if not self.adaptive or 1 not in self._step_s:
+        if not self.adaptive or 1 not in self.costs.median:
             return True  # nothing measured yet: measure (the cache keeps it for next time)
         limit = min(self.k_max, max(1, n_tokens), self._explore_limit())
-        # At a cautious acceptance: the one-off is paid for sure, the savings only if this reply's
-        # text is drafted as well as what was measured (seen on AVX2: a costly target's Q4 draft,
-        # 7 of 7 accepted in a warm-up whose reply looped, loaded for 32-token replies of fresh
-        # text, where it was accepted 68-85%: 0.83-0.94x plain over the whole process).
+        # At a cautious acceptance (_CAUTION): the one-off is paid for sure, the savings only if
+        # this reply's text is drafted as well as what was measured.
         rates = self.expected_rates(limit, 0, self._bucket(0).cautious_rate())
         best = float(rates[1:].max()) if limit >= 1 else 0.0
         plain_s = self.verify_cost(1)
@@ -446,50 +345,58 @@ class DraftLengthController:
     def _ramp_limit(self, bucket: int) -> int:
         """The longest draft the ramp allows now (see _RAMP_FIRST). The ramp bounds what a wrong
         draft costs, so for free drafts it is a cost: up to twice as long, any draft whose verify
-        batch is priced no dearer than the ramp's. Batch costs are not monotone in rows: on 2 AVX2
-        cores with Gemma 3 270M an odd batch costs more than the next even one (5 rows 50 ms, 6
-        rows 45), with AVX-512 4k+1 to 4k+3 rows more than 4k+4 (5 rows 47 ms, 8 rows 48)."""
-        ramp = self._ramp
+        batch is priced no dearer than the ramp's (batch costs are not monotone in rows: CPU
+        kernels work in tiles)."""
+        ramp = max(self._ramp, self._first_draft(bucket))
         if ramp >= self.k_max or self._costs_drafting(bucket):
             return ramp
-        costs = self.verify_costs(min(2 * ramp, self.k_max) + 1)  # by rows: k tokens are k + 1
+        costs = self.verify_costs(min(_RAMP_STRETCH * ramp, self.k_max) + 1)  # by rows: k tokens are k + 1
         within = np.flatnonzero(costs[ramp + 2 :] <= costs[ramp + 1])
         return ramp + 1 + int(within[-1]) if within.size else ramp
 
     def _risk_limit(self, bucket: int) -> int:
         """The longest draft whose loss, were it rejected at its first token, is within what this
         reply's drafts have saved so far plus what a first _RAMP_FIRST-token draft risks (see
-        _RAMP_FIRST). Copying that pays draws long drafts within a few steps: on 2 AVX2 cores with
-        Gemma 3 270M, a 4-token and an 8-token draft accepted whole save enough for over 30 rows."""
-        if 1 not in self._step_s:
+        _RAMP_FIRST), or its match's (_first_draft). Copying that pays draws long drafts within a
+        few steps: what short drafts accepted whole save pays for long ones."""
+        if 1 not in self.costs.median:
             return self.k_max
         k_max = self.k_max
         costs = self.verify_costs(k_max + 1)
         loss = costs[2:] - costs[1]  # drafts of 1..k_max tokens: k + 1 rows for one token
         if self._costs_drafting(bucket):
             loss = loss + self.draft_first_cost() + np.arange(k_max) * self.draft_cost()
-        allowed = max(self._saved_s, 0.0) + loss[min(_RAMP_FIRST, k_max) - 1]
+        allowed = max(self._saved_s, 0.0) + loss[min(self._first_draft(bucket), k_max) - 1]
         within = np.flatnonzero(loss <= allowed)
         return int(within[-1]) + 1 if within.size else 1
 
+    def _first_draft(self, bucket: int) -> int:
+        """The draft a reply may risk before its drafts have saved anything: _RAMP_FIRST tokens,
+        or for a copy, as far as its matched context says it runs (_MATCH_RUN)."""
+        if bucket not in COPY_KINDS or self._match_len < _MATCH_MIN or self._broke:
+            return _RAMP_FIRST
+        return max(_RAMP_FIRST, min(self.k_max, int(_MATCH_RUN * self._match_len)))
+
+    def _match_rate(self, bucket: int) -> float | None:
+        """A copy's per-token acceptance as its matched context says it (None: it says nothing):
+        L tokens of context agreed, so by the rule of succession the next agrees with
+        probability (L + 1) / (L + 2); for a copy of _MATCH_MIN tokens or more whose reply has
+        not departed from its source."""
+        L = self._match_len
+        if bucket not in COPY_KINDS or L < _MATCH_MIN or self._broke:
+            return None
+        return (L + 1) / (L + 2)
+
     def _explore_limit(self) -> int:
-        """Never draft more than twice the largest batch measured: an unmeasured size is a guess,
-        and a guess at 64 rows can cost 20 plain steps on a CPU. Where what one more row costs
-        has been measured (a slope: see _row_cost_beyond), four times: past the largest size
-        the guess is that slope, and a CPU's rows cost no more a row as batches grow (seen: a
-        cost cache that knew batches of up to 11 rows from a short copy held a copying reply to
-        drafts of 7, 9, 9 and 22 before 46 and 63, 69% of the ceiling against 86%)."""
-        if not self._step_s:
-            return 1
-        top = max(self._step_s)
-        slope_known = any(_SLOPE_MIN_ROWS <= n <= top // 2 for n in self._step_s)
-        return (4 if slope_known else 2) * top
+        """Never draft far past the largest batch measured (engine.costs.VerifyCosts.explore_limit)."""
+        return self.costs.explore_limit()
 
-    def choose(self, available: int, bucket: int = 0) -> int:
-        """The draft length for this step, given that the drafter can offer `available` tokens."""
-        return self.choose_among([(available, bucket)])[0]
+    def choose(self, available: int, bucket: int = 0, match_len: int = 0) -> int:
+        """The draft length for this step, given that the drafter can offer `available` tokens
+        (and, for a match, how many tokens of context matched)."""
+        return self.choose_among([(available, bucket)], match_len)[0]
 
-    def choose_among(self, offers: list[tuple[int, int]]) -> tuple[int, int]:
+    def choose_among(self, offers: list[tuple[int, int]], match_len: int = 0) -> tuple[int, int]:
         """The draft length for this step and the bucket of the offer it drafts from.
 
         offers: (tokens available, bucket) per drafter that can draft now. With a draft model,
@@ -498,39 +405,29 @@ class DraftLengthController:
         draft model): the offer with the higher expected tokens per second wins. (0, bucket) is a
         plain step."""
         self.probing = False
+        self._match_len = match_len
         offers = [(min(n, self.k_max), b) for n, b in offers if n > 0]
         if not offers:
             return 0, 0
         if not self.adaptive:
             return offers[0]
-        if self._suspended_steps > 0:
-            self._suspended_steps -= 1
-            if self._suspended_steps == 0:
-                # The probe that follows may lose only _RESUME_BUDGET_TOKENS more before the
-                # drafter is suspended again (for twice as long): a drafter that keeps failing
-                # costs a few tokens per probe, not a whole budget each time. One that pays
-                # earns the full budget back as its gains bring the sum down.
-                plain_s = self._step_s.get(1, 0.0)
-                self._loss_s = max(0.0, LOSS_BUDGET_TOKENS - _RESUME_BUDGET_TOKENS) * plain_s
-                self._gain_s = 0.0
+        if self.guard.wait(self.costs.median.get(1, 0.0)):
             return 0, 0
         if self.never_pays:  # the draft model is not run; free n-gram drafts may still pay
             offers = [(n, b) for n, b in offers if not self._costs_drafting(b)]
             if not offers:
                 return 0, 0
-        if 1 not in self._step_s or self._reference_due or self._since_plain >= _PLAIN_REFRESH_STEPS:
-            # The guard's reference is a plain step measured now: take one when there is none,
-            # when it is old (one token at plain speed in every few hundred), and before the
-            # guard suspends a drafter on one timed in another process (the cost cache's). Not
-            # before it is needed: a reply's first step at plain speed cost copying 2% of its
-            # speed (AVX2, 256 tokens).
-            return 0, 0
+        if self.guard.reference_stale(self.costs):
+            return 0, 0  # the guard's reference: a plain step timed now
         best: tuple[float, int, int, int] | None = None  # rate, k, bucket, limit
         best_rates = np.empty(0)
         for available, bucket in offers:
             limit = min(available, self._explore_limit(), self._ramp_limit(bucket), self._risk_limit(bucket))
             first_copy = bucket in COPY_KINDS and not self._copy_drafted
             prior = max(self.acceptance(bucket), _PRIOR_ACCEPT[bucket]) if first_copy else None
+            sure = self._match_rate(bucket)
+            if sure is not None:
+                prior = max(prior if prior is not None else self.acceptance(bucket), sure)
             rates = self.expected_rates(limit, bucket, prior)
             k = 1 + int(np.argmax(rates[1:]))
             if rates[k] > rates[0] and (best is None or rates[k] > best[0]):
@@ -564,7 +461,7 @@ class DraftLengthController:
                 return self._probe(*probe)
         # Observations re-measure a free offer's acceptance, not what drafting it costs: a verify
         # batch once timed on a busy moment would keep an offer that is usually right from ever
-        # being drafted (seen: a reply looping on one token, never drafted). Such an offer gets a
+        # being drafted. Such an offer gets a
         # probe now and then, a reply's first draft length (a batch size this short is cheap to
         # be wrong about, and timed afresh). _plain_steps counts the plain steps since one was
         # drafted: no probe above resets it where offers are observed and there is no model.
@@ -581,9 +478,8 @@ class DraftLengthController:
         """A longer draft than the best known, to measure its batch: twice the best, or the longest
         priced within _EXPLORE_LOSS of the best where that is longer. Sizes past the largest
         measured are priced along the slope measured below them, and where a CPU's cost per row
-        falls only at the largest batches (its kernels' tiles: the slow AVX2 EPYC's 64 rows cost
-        21.8 ms a row, 17-48 rows 26-27) doubling from a best of 16 stops at 32, priced alike,
-        and the cheapest size is never timed."""
+        falls only at the largest batches (its kernels' tiles) doubling from a best of 16 stops at
+        32, priced alike, and the cheapest size is never timed."""
         near = np.flatnonzero(rates[best_k : limit + 1] >= (1 - _EXPLORE_LOSS) * rates[best_k])
         return max(min(limit, 2 * best_k), best_k + int(near[-1]) if near.size else 0)
 
@@ -593,10 +489,8 @@ class DraftLengthController:
         self._probe_interval = min(self._probe_interval * 2, _PROBE_MAX)
         limit = min(available, self._explore_limit(), self._ramp_limit(bucket))
         # A one-token probe re-measures n-gram acceptance for the least: a longer one costs more
-        # verify rows (3 rows cost 3x one on AVX2). A draft model's probe is a reply's first
-        # draft length (it stops where it is unsure): one accepted token at a time moved its
-        # acceptance too slowly to ever draft in a reply (seen: a costly target whose Q4 draft,
-        # 100% accepted at 4 tokens a step, 1.34x, was never run after one early refusal).
+        # verify rows. A draft model's probe is a reply's first draft length (it stops where it
+        # is unsure): one accepted token at a time moves its acceptance too slowly to ever draft.
         self.probing = True
         return (min(limit, _RAMP_FIRST) if self._costs_drafting(bucket) else 1), bucket
 
@@ -604,7 +498,7 @@ class DraftLengthController:
         """A free offer (an n-gram match) that was not drafted this step, its first token checked
         against the token the step emitted: whether drafting it would have been accepted, learned
         for nothing. Where this is told, such offers are not probed: a probe drafts one token,
-        and a 2-row verify costs up to 2x a 1-row step (AVX2), a plain token lost each time."""
+        and a 2-row verify can cost nearly two 1-row steps, a plain token lost each time."""
         if self._costs_drafting(bucket):
             return
         self._observes = True
@@ -615,8 +509,8 @@ class DraftLengthController:
     def probe_affords(self, one_off_s: float) -> bool:
         """May this step's probe pay a one-off (a loaded draft model reading what was decoded
         plainly since it last drafted)? Within what a probe may lose after a suspension."""
-        plain_s = self._step_s.get(1)
-        return self.probing and plain_s is not None and one_off_s <= _RESUME_BUDGET_TOKENS * plain_s
+        plain_s = self.costs.median.get(1)
+        return self.probing and plain_s is not None and one_off_s <= RESUME_BUDGET_TOKENS * plain_s
 
     def record(
         self,
@@ -635,40 +529,39 @@ class DraftLengthController:
         where the text was being copied: the text drafts such text, and the model's 100% there
         says nothing of it on fresh text, where it is chosen; its costs still count)."""
         n_rows = n_drafted + 1
-        self._add_step_sample(n_rows, step_s - draft_s)
-        self._n_live.add(n_rows)
+        self.costs.add(n_rows, step_s - draft_s)
+        self.costs.live.add(n_rows)
         if n_drafted == 0:
             if draft_s > 0:
                 # A draft model was asked and drafted nothing (unsure of its first token): a
                 # decode spent for no token. It counts as a refusal (so a draft model that is
                 # seldom sure is seldom asked: see expected_rates), its decode is its cost per
                 # drafted token as far as anyone can tell (one that is never sure must still be
-                # found too slow to run), and the loss counts against the guard. Seen over RPC:
-                # a Q4 draft asked every step, drafting nothing, decoding at 0.68x plain. Not a
-                # rejected draft: the target judged nothing, and counted as one, an unsure first
-                # token of a reply kept a draft accepted 100% of the time from ever running.
+                # found too slow to run), and the loss counts against the guard. Not a rejected
+                # draft: the target judged nothing (counted as one, an unsure first token kept a
+                # draft that is always accepted from ever running).
                 self._note_draft_cost(draft_s if draft_first_s is None else draft_first_s, 0.0, 0)
                 self._note_ask(refused=True)
                 self._guard(1, self._usual(n_rows, step_s, draft_s))
             else:
-                self._since_plain = 0
-                self._reference_due = False
+                self.guard.note_plain_step()
             return
         if draft_s > 0:
             self._note_ask(refused=False)
-        self._since_plain += 1
+        self.guard.note_speculative_step()
         self._copy_drafted = self._copy_drafted or bucket in COPY_KINDS
         if n_accepted == n_drafted:
             self._whole_tokens += n_drafted
             if self._whole_tokens >= _RAMP_FIRST:
                 # Short drafts accepted whole, 4 tokens' worth: this reply is one that drafts well
-                # (copying), and the model's own choice of length takes over (measured: doubling
-                # step by step instead cost copy work a fifth of its speedup). Counted in tokens,
-                # not drafts: where 3 rows cost more than 4 (AVX2), the model drafts 3 at most.
+                # (copying), and the model's own choice of length takes over (rather than doubling
+                # step by step). Counted in tokens, not drafts: where 3 rows cost more than 4, the
+                # model drafts 3 at most.
                 self._ramp = max(self.k_max, 1)
         else:
             # Halved, not reset: an edit in copied text rejects a draft now and then, and the
             # copying goes on after it.
+            self._broke = True
             self._ramp = max(_RAMP_FIRST, n_accepted + 1, self._ramp // 2)
         if draft_s > 0:
             if draft_first_s is None:  # not told: every drafted token alike
@@ -700,7 +593,7 @@ class DraftLengthController:
             return
         # Against a plain step as usually timed (the median), as the draft's own decodes are:
         # priced by draft_cost() at the lowest plain step, the ratio sheds the same noise.
-        plain_s = self._step_s.get(1) or self.verify_cost(1)
+        plain_s = self.costs.median.get(1) or self.verify_cost(1)
         if first_s > 0:
             r = self._draft_first_ratio
             ratio = first_s / plain_s
@@ -714,60 +607,38 @@ class DraftLengthController:
             self._draft_ratio = first_s / plain_s
 
     def _usual(self, n_rows: int, step_s: float, draft_s: float) -> float:
-        """step_s as the guard counts it: at most _OUTLIER times the usual cost of an n_rows
-        batch (the median of its recent timings once there are 3, else n_rows plain steps,
-        which no CPU verify batch costs more than) plus the drafting it took."""
-        plain_s = self._step_s.get(1)
-        if plain_s is None:
-            return step_s
-        samples = self._step_samples.get(n_rows, ())
-        usual = self._step_s[n_rows] if len(samples) >= 3 else n_rows * plain_s
-        return min(step_s, _OUTLIER * usual + draft_s)
+        return self.guard.usual(self.costs, n_rows, step_s, draft_s)
 
     def _guard(self, n_emitted: int, step_s: float) -> None:
         """Throughput guard: the loss of this speculative step against plain steps measured live."""
-        plain_s = self._step_s.get(1)
-        if plain_s is None or not self.adaptive:
-            return
-        delta = step_s - n_emitted * plain_s  # > 0: plain decoding would have been faster
-        self._saved_s -= delta
-        self._loss_s = max(0.0, self._loss_s + delta)
-        self._gain_s -= delta
-        if self._gain_s > LOSS_BUDGET_TOKENS * plain_s:
-            self._backoff = _BACKOFF_FIRST  # it pays: a later bad patch is probed again soon
-        if self._loss_s > LOSS_BUDGET_TOKENS * plain_s:
-            if 1 not in self._n_live:
-                self._reference_due = True  # judge by a plain step timed now, then decide
-                return
-            self._suspended_steps = self._backoff
-            self._backoff = min(2 * self._backoff, _BACKOFF_MAX)
-            self._loss_s = self._gain_s = 0.0
-            self.n_suspensions += 1
+        if self.adaptive:
+            self._saved_s += self.guard.judge(self.costs, n_emitted, step_s)
+
+    def first_reply_sizes(self, n_batch: int, max_tokens: int = FIRST_REPLY_MIN_TOKENS) -> list[int]:
+        """FIRST_REPLY_SIZES with no timing yet, where nothing beyond a plain step is timed (a
+        cost cache that knows some sizes is left to learn the rest as replies go) and the reply
+        may be long enough to repay the timing (FIRST_REPLY_MIN_TOKENS)."""
+        if not self.adaptive or max_tokens < FIRST_REPLY_MIN_TOKENS or any(n > 1 for n in self.costs.low):
+            return []
+        return self.untimed(n for n in FIRST_REPLY_SIZES if n <= min(self.k_max + 1, n_batch))
 
     def untimed(self, sizes: Iterable[int]) -> list[int]:
         """Those of these verify batch sizes with no timing yet (none in this process, none from
         the cost cache): what Engine.calibrate has left to time."""
-        return [n for n in sizes if n not in self._step_low]
+        return self.costs.untimed(sizes)
 
     def note_timing(self, n_rows: int, seconds: float) -> None:
         """A verify batch of n_rows timed outside a reply (Engine.calibrate), priced as a step of
         that size is: its lowest recent timing. Not a step of this process's replies: the guard
         still takes its plain reference from a reply's own plain step."""
-        self._add_step_sample(n_rows, seconds)
-
-    def _add_step_sample(self, n_rows: int, seconds: float) -> None:
-        samples = self._step_samples.setdefault(n_rows, deque(maxlen=_COST_SAMPLES))
-        samples.append(seconds)
-        self._step_s[n_rows] = statistics.median(samples)
-        self._step_low[n_rows] = min(samples)
-        self._cost_arrays = None
+        self.costs.add(n_rows, seconds)
 
     # -- what survives the process (engine.costcache) --------------------------------------------
 
     def export(self) -> dict[str, object]:
         """What this run measured, to seed the next process on the same machine and pair."""
         return {
-            "step_s": {str(n): s for n, s in sorted(self._step_low.items())},
+            "step_s": self.costs.export(),
             **{key: getattr(self, attr) for key, attr in _SEEDED.items()},
             "acceptance": {
                 str(b): [round(a.accepted, 4), round(a.trials, 4)] for b, a in self._acceptance.items()
@@ -778,8 +649,7 @@ class DraftLengthController:
         """Start from a previous run's measurements (already validated by engine.costcache)."""
         step_s = data.get("step_s")
         if isinstance(step_s, dict):
-            for n, s in step_s.items():
-                self._add_step_sample(int(n), float(s))
+            self.costs.seed(step_s)
         for key, attr in _SEEDED.items():
             value = data.get(key)
             if isinstance(value, int | float) and value > 0:

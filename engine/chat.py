@@ -35,7 +35,7 @@ from engine.events import DraftSource, Event, Finished, TextPiece
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from engine.reply_memory import ReplyMemory
+    from engine.text_index import TextIndex
 
 
 class ChatEngine(Protocol):
@@ -47,7 +47,7 @@ class ChatEngine(Protocol):
     @property
     def has_chat_template(self) -> bool: ...
     @property
-    def memory(self) -> ReplyMemory: ...
+    def memory(self) -> TextIndex: ...
     @property
     def penalty_exempt_tokens(self) -> frozenset[int]: ...
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]: ...
@@ -624,7 +624,7 @@ def tokenize_chat(
 
 
 def remember_exchanges(engine: ChatEngine, exchanges: Sequence[tuple[str, str]]) -> int:
-    """Give the engine's reply memory (engine.reply_memory) earlier answers: (user message,
+    """Give the engine's reply memory (engine.text_index) earlier answers: (user message,
     reply) pairs, oldest first, as this model would have seen and written them. Each reply is
     kept with the end of its prompt, so the same question asked again drafts from its first
     token. Returns how many were kept; a pair that cannot be read is skipped."""

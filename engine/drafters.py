@@ -1,9 +1,9 @@
 """Drafters propose the next tokens cheaply; the target verifies them in one batch.
 
 NgramDrafter: no model. The longest suffix of the text so far that occurred before (in the
-prompt or the output) predicts that what followed it then follows again. Free to run, so it
-wins on copy and edit work, where a reply repeats its prompt. With a ReplyMemory it also drafts
-from the engine's earlier replies where they match longer (Regenerate, a question asked again).
+prompt, the output, an attached document or an earlier reply: one index, engine.text_index)
+predicts that what followed it then follows again. Free to run, so it wins on copy and edit
+work, where a reply repeats its prompt, and on Regenerate, where it repeats an earlier reply.
 
 ModelDrafter: a small model of the same vocabulary. Its KV cache is kept across steps: each
 step decodes only what it has not seen (the target's correction and, after a fully accepted
@@ -20,13 +20,13 @@ from typing import ClassVar
 
 import numpy as np
 
-from engine.adaptive import COPY_KINDS, MEMORY_KINDS, DrafterKind
 from engine.backend import ContextFullError, LlamaRunner
 from engine.config import SamplingParams
 from engine.errors import TandemError
 from engine.events import DraftSource, Speculation
-from engine.reply_memory import ReplyMemory
+from engine.kinds import DrafterKind
 from engine.sampling import Dist, distribution, draft_is_sure, greedy
+from engine.text_index import TextIndex
 
 
 @dataclass
@@ -42,22 +42,24 @@ class Draft:
 
 
 class NgramDrafter:
+    """Drafts what followed the longest earlier context that ends like the text so far, from one
+    index over every source (engine.text_index): the conversation, its attached documents and
+    the engine's earlier replies. The index is extended as tokens arrive; a lookup costs the
+    same whatever the text's length."""
+
     kind: ClassVar[Speculation] = Speculation.NGRAM
 
-    # A match is extended backwards past max_ngram, to tell text being copied (16 tokens or more
-    # equal to an earlier stretch) from a phrase that recurs (5-15 tokens).
+    # A match is copying when 16 tokens or more of the context agree (text being copied), a
+    # recurring phrase at 5-15: their acceptance is learned apart.
     COPY_MATCH = 16
     COPY_START = 4  # ...or this long, where it covers all of the reply so far
-    # How far back a match is followed: far enough that, between the text so far and an earlier
-    # reply, the longer match (a reply being given again) is told apart.
-    MATCH_EXTEND = 64
+    MEMORY_MIN = 4  # an earlier segment's match shorter than this is a short match like any other
 
     @staticmethod
     def bucket(match_len: int) -> DrafterKind:
         """Acceptance statistics are kept per class of match length: longer matches draft better.
-        Bucket 5 is copying (16 tokens or more matched): nearly always right, where a recurring
-        phrase of 5-15 tokens (bucket 4) often continues otherwise in fresh text. Kept apart, a
-        copy's acceptance no longer makes fresh text's phrase repeats look safe to draft."""
+        Copying (16 tokens or more matched) is nearly always right, where a recurring phrase of
+        5-15 tokens often continues otherwise in fresh text."""
         if match_len <= 1:
             return DrafterKind.MATCH_1
         if match_len == 2:
@@ -66,115 +68,76 @@ class NgramDrafter:
             return DrafterKind.MATCH_3_4
         return DrafterKind.PHRASE if match_len < NgramDrafter.COPY_MATCH else DrafterKind.COPY
 
-    # Matches in earlier replies (ReplyMemory) are kept apart: 6 for a phrase, 7 for 16 tokens
-    # or more (a reply being given again).
-    MEMORY_BUCKETS = MEMORY_KINDS
-    COPY_BUCKETS = COPY_KINDS  # text being copied: from the text so far, or from an earlier reply
-
     @staticmethod
     def memory_bucket(match_len: int) -> DrafterKind:
         return DrafterKind.MEMORY_COPY if match_len >= NgramDrafter.COPY_MATCH else DrafterKind.MEMORY_PHRASE
 
-    # A short match (FREQUENT_MAX tokens or fewer) drafts what followed it most often where that
-    # is most of what followed it (FREQUENT_SHARE of FREQUENT_MIN occurrences or more), else what
-    # followed it last: several continuations kept per n-gram, as llama.cpp's lookup (counts per
-    # n-gram) and ngram-map-k4v (4 values per key) keep them. A long match is text being copied
-    # or a loop: what followed it last is what follows.
-    FREQUENT_MAX = 4
-    FREQUENT_MIN = 2
-    FREQUENT_SHARE = 0.5
-
-    def __init__(self, max_ngram: int = 8, memory: ReplyMemory | None = None) -> None:
-        self.max_ngram = max_ngram
-        self.memory = memory
-        # _index[n][ngram] = end position (exclusive) of its latest occurrence.
-        self._index: list[dict[tuple[int, ...], int]] = [{} for _ in range(max_ngram + 1)]
-        # _next[n][ngram][token] = how often token followed ngram (n <= FREQUENT_MAX).
-        self._next: list[dict[tuple[int, ...], dict[int, int]]] = [{} for _ in range(self.FREQUENT_MAX + 1)]
+    def __init__(self, index: TextIndex | None = None) -> None:
+        # The engine's index, shared by its replies (earlier ones are drafted from); without
+        # one, this drafter's own (earlier texts it was begun with are drafted from alike).
+        self._shared = index
+        self.index = index if index is not None else TextIndex()
         self._ctx: list[int] = []
-        self._n_indexed = 0  # n-grams ending before this position are indexed
+        self._start = 0  # the stream position of ctx[0] in the index
         self._reply_start = 0  # where this generation's own text starts in ctx
         # [start, end) token ranges of ctx holding attached documents: a match there drafts from
-        # the document (DraftSource.DOCUMENT), anywhere else from the conversation (TEXT).
+        # the document (DraftSource.DOCUMENT), anywhere else in this text from the conversation
+        # (TEXT), and in an earlier segment of the index from an earlier reply (MEMORY).
         self.document_spans: tuple[tuple[int, int], ...] = ()
         self.offer_source = DraftSource.NONE  # where the last offer came from
-        self._match_at = -1  # where the last lookup's continuation starts in ctx
+        self.match_len = 0  # the last lookup's match length (tokens of context that agreed)
+        self._match_at = -1  # the stream position where the last match's continuation starts
+        self._segment = 0  # the index's segment count when ctx was synced (another one since: resync)
 
-    def begin(self, ctx: list[int], document_spans: tuple[tuple[int, int], ...] = ()) -> None:
-        """Start a generation: index the prompt (kept when it extends the last context)."""
+    @property
+    def memory(self) -> TextIndex | None:
+        return self._shared
+
+    def begin(
+        self, ctx: list[int], document_spans: tuple[tuple[int, int], ...] = (), use_memory: bool = True
+    ) -> None:
+        """Start a generation: the text so far is the index's current segment (kept where it
+        extends the last one). use_memory=False: a private index holding this text only (a
+        Compare run neither drafts from earlier replies nor leaves its own for later ones)."""
         self.document_spans = document_spans
-        if len(ctx) < self._n_indexed or ctx[: self._n_indexed] != self._ctx[: self._n_indexed]:
-            self._index = [{} for _ in range(self.max_ngram + 1)]
-            self._next = [{} for _ in range(self.FREQUENT_MAX + 1)]
-            self._n_indexed = 0
+        if not use_memory:
+            self.index = TextIndex()
+        elif self._shared is not None:
+            self.index = self._shared
         self._ctx = ctx
         self._reply_start = len(ctx)
-
-    def _index_upto(self, end: int) -> None:
-        ctx = self._ctx
-        index, following = self._index, self._next
-        frequent_max = self.FREQUENT_MAX
-        for e in range(max(self._n_indexed, 1), end):
-            token = ctx[e]  # what followed the n-grams that end here
-            for n in range(1, min(self.max_ngram, e) + 1):
-                key = tuple(ctx[e - n : e])
-                index[n][key] = e
-                if n <= frequent_max:
-                    counts = following[n].setdefault(key, {})
-                    counts[token] = counts.get(token, 0) + 1
-        self._n_indexed = max(self._n_indexed, end)
-
-    def _most_frequent(self, key: tuple[int, ...], e: int) -> int:
-        """Where to draft from after a short match `key` whose latest occurrence ends at e: the
-        latest occurrence of key + the token that most often followed it, where that token is
-        most of what followed it and not what followed last."""
-        counts = self._next[len(key)].get(key)
-        if counts is None or len(counts) < 2 or len(key) >= self.max_ngram:
-            return e
-        token, count = max(counts.items(), key=lambda item: item[1])
-        if (
-            token == self._ctx[e]
-            or count < self.FREQUENT_MIN
-            or count <= self.FREQUENT_SHARE * sum(counts.values())
-        ):
-            return e
-        longer = self._index[len(key) + 1].get((*key, token))
-        return e if longer is None else longer - 1
+        self._start = self.index.sync(ctx)
+        self._segment = len(self.index)
 
     def lookup(self, ctx: list[int], k_max: int) -> tuple[list[int], int]:
-        """The continuation of the longest earlier match of ctx's suffix, and the match length."""
-        self._ctx = ctx
-        end = len(ctx)
-        # Index every n-gram that ends before the current end: the suffix itself never matches.
-        self._index_upto(end)
-        for n in range(min(self.max_ngram, end - 1), 0, -1):
-            key = tuple(ctx[end - n :])
-            e = self._index[n].get(key)
-            if e is not None:
-                if n == self.max_ngram:  # how far back does the match go?
-                    while n < self.MATCH_EXTEND and e - 1 - n >= 0 and ctx[e - 1 - n] == ctx[end - 1 - n]:
-                        n += 1
-                elif n <= self.FREQUENT_MAX:
-                    e = self._most_frequent(key, e)
-                if self.COPY_START <= n < self.COPY_MATCH and end - n <= self._reply_start:
-                    # Everything this reply has said so far continues an earlier stretch: a reply
-                    # that starts by copying is copying, before it is 16 tokens long.
-                    n = self.COPY_MATCH
-                self._match_at = e
-                return ctx[e : min(e + k_max, end)], n
-        self._match_at = -1
-        return [], 0
+        """The continuation of the longest earlier match of ctx's end, and the match length."""
+        if ctx is not self._ctx or len(self.index) != self._segment:
+            self._ctx = ctx
+            self._start = self.index.sync(ctx)
+            self._segment = len(self.index)
+        else:
+            self.index.sync(ctx, check=False)
+        n, at = self.index.match
+        self._match_at = at
+        if n <= 0:
+            self.match_len = 0
+            return [], 0
+        end = self._start + len(ctx)
+        tokens = self.index.following(at, min(k_max, end - at))
+        if self.COPY_START <= n < self.COPY_MATCH and end - n <= self._start + self._reply_start:
+            # Everything this reply has said so far continues an earlier stretch: a reply that
+            # starts by copying is copying, before it is 16 tokens long.
+            n = self.COPY_MATCH
+        self.match_len = n
+        return tokens, n
 
     def offer(self, ctx: list[int], k_max: int, use_memory: bool = True) -> tuple[list[int], DrafterKind]:
-        """This step's candidates and their acceptance bucket: the text so far's match, or an
-        earlier reply's where that one matches longer."""
+        """This step's candidates and their acceptance kind."""
         tokens, n = self.lookup(ctx, k_max)
-        if use_memory and self.memory is not None and n < self.MATCH_EXTEND:
-            earlier, m = self.memory.lookup(ctx, k_max, extend_to=self.MATCH_EXTEND)
-            if m > n and earlier:
-                self.offer_source = DraftSource.MEMORY
-                return earlier, self.memory_bucket(m)
-        at = self._match_at
+        at = self._match_at - self._start  # where the continuation starts in ctx (< 0: earlier)
+        if at < 0 and n >= self.MEMORY_MIN:
+            self.offer_source = DraftSource.MEMORY
+            return tokens, self.memory_bucket(n)
         in_document = any(a <= at < b for a, b in self.document_spans)
         self.offer_source = DraftSource.DOCUMENT if in_document else DraftSource.TEXT
         return tokens, self.bucket(n)

@@ -36,7 +36,7 @@ class DraftSource(StrEnum):
     NONE = ""  # not drafted: the target's own tokens
     TEXT = "text"  # an n-gram match in the conversation so far (the reply itself included)
     DOCUMENT = "document"  # an n-gram match in an attached document
-    MEMORY = "memory"  # an earlier reply (engine.reply_memory)
+    MEMORY = "memory"  # an earlier reply (engine.text_index)
     MODEL = "model"  # the draft model
 
 

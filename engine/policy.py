@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.adaptive import COPY_KINDS, DrafterKind, DraftLengthController
+from engine.adaptive import DraftLengthController
 from engine.config import SamplingParams
 from engine.drafters import Draft, ModelDrafter, NgramDrafter
 from engine.events import DraftingState, DraftSource, Speculation
+from engine.kinds import COPY_KINDS, DrafterKind
 
 
 @dataclass(frozen=True)
@@ -37,18 +38,20 @@ NO_DRAFT = Proposal(Draft([]))
 
 
 class DraftPolicy:
+    """text: the n-gram drafter (free offers: matches in everything the index holds); model: a draft
+    model (costs a decode a token). Either, both (each step the controller drafts from whichever
+    it expects more tokens per second of: choose_among), or neither (plain decoding)."""
+
     def __init__(
         self,
-        drafter: NgramDrafter | ModelDrafter | None,
         controller: DraftLengthController | None,
-        lookup: NgramDrafter | None = None,
+        text: NgramDrafter | None = None,
+        model: ModelDrafter | None = None,
     ) -> None:
-        self.drafter = drafter
         self.controller = controller
-        # Beside a draft model: n-gram matches in the text so far, free to draft. Each step the
-        # controller drafts from whichever it expects more tokens per second of (choose_among).
-        self.lookup = lookup if isinstance(drafter, ModelDrafter) else None
-        self.active: NgramDrafter | ModelDrafter | None = drafter  # this reply's drafter (None: plain)
+        self.text = text
+        self.model = model
+        self._speculating = False  # this reply drafts (not: plain, or skipped its only drafter)
         self._use_model = True  # this reply may run the draft model (not: too short to repay it)
         self._use_memory = True  # this reply may draft from earlier replies (NgramDrafter.memory)
         self.skipped_note = ""  # why this reply does without its draft model, if it does
@@ -62,17 +65,19 @@ class DraftPolicy:
 
     @property
     def speculation(self) -> Speculation:
-        return Speculation.NONE if self.drafter is None else self.drafter.kind
+        if self.model is not None:
+            return self.model.kind
+        return Speculation.NONE if self.text is None else self.text.kind
 
     @property
     def draft_llama_s(self) -> float:
         """Seconds the draft model has spent inside llama.cpp (0 for n-gram drafting)."""
-        return self.drafter.llama_s if isinstance(self.drafter, ModelDrafter) else 0.0
+        return self.model.llama_s if self.model is not None else 0.0
 
     # -- a reply ------------------------------------------------------------------------------
 
     def begin_reply(self, speculate: bool, use_memory: bool) -> None:
-        self.active = self.drafter if speculate else None
+        self._speculating = speculate and (self.text is not None or self.model is not None)
         self.reply_kind = self.speculation if speculate else Speculation.NONE
         self._use_memory = use_memory
         self._use_model = True
@@ -85,14 +90,14 @@ class DraftPolicy:
     ) -> float:
         """After the target's prefill: let a draft model read the prompt too where this reply can
         repay it (else this reply does without the model). Seconds spent."""
-        drafter, controller = self.active, self.controller
-        if not isinstance(drafter, ModelDrafter) or controller is None or not controller.will_draft:
+        drafter, controller = self.model, self.controller
+        if drafter is None or not self._speculating or controller is None or not controller.will_draft:
             return 0.0
         one_off_s = controller.one_off_draft_s(target_read_s) if not drafter.loaded else 0.0
         if not (drafter.loaded or controller.pays_back(max_tokens, one_off_s)):
             # Loading the draft model costs more than it could save in a reply this short.
-            if self.lookup is None:
-                self.active = None
+            if self.text is None:
+                self._speculating = False
             self._use_model = False
             self.skipped_note = f"a reply this short cannot repay loading the draft model: {self._instead()}"
             return 0.0
@@ -109,10 +114,17 @@ class DraftPolicy:
     def start(self, ctx: list[int], document_spans: tuple[tuple[int, int], ...] = ()) -> None:
         """The reply's text begins (ctx: the prompt, extended in place as tokens are emitted;
         document_spans: its [start, end) ranges holding attached documents)."""
-        if isinstance(self.active, NgramDrafter):
-            self.active.begin(ctx, document_spans)
-        elif self.active is not None and self.lookup is not None:
-            self.lookup.begin(ctx, document_spans)
+        if self._speculating and self.text is not None:
+            self.text.begin(ctx, document_spans, self._use_memory)
+
+    def starts_copying(self, ctx: list[int]) -> bool:
+        """Does the text so far end as an earlier stretch does, so that the reply starts by
+        copying it (its n-gram offer is a copy)?"""
+        drafter = self.text
+        if drafter is None or not self._speculating:
+            return False
+        _, kind = drafter.offer(ctx, 1, self._use_memory)
+        return kind in COPY_KINDS
 
     # -- a step -------------------------------------------------------------------------------
 
@@ -120,19 +132,19 @@ class DraftPolicy:
         self, ctx: list[int], room: int, params: SamplingParams, rng: np.random.Generator
     ) -> Proposal:
         """This step's draft: at most `room` tokens, from the offer expected to pay best."""
-        drafter, controller = self.active, self.controller
+        controller, text, model = self.controller, self.text, self.model
         self._unused_offer = None
         self._text_copying = False
-        if drafter is None or controller is None or room <= 0:
+        if not self._speculating or controller is None or room <= 0:
             return NO_DRAFT
-        if isinstance(drafter, NgramDrafter):
-            candidates, kind = drafter.offer(ctx, min(controller.k_max, room), self._use_memory)
-            kind = DrafterKind(kind)
-            k = controller.choose(len(candidates), kind)
+        if model is None:
+            assert text is not None  # speculating: one drafter at least
+            candidates, kind = text.offer(ctx, min(controller.k_max, room), self._use_memory)
+            k = controller.choose(len(candidates), kind, text.match_len)
             if candidates and not k:
                 self._unused_offer = candidates[0], kind
-            return Proposal(Draft(candidates[:k]), kind, drafter.offer_source if k else DraftSource.NONE)
-        return self._propose_beside_model(drafter, controller, ctx, room, params, rng)
+            return Proposal(Draft(candidates[:k]), kind, text.offer_source if k else DraftSource.NONE)
+        return self._propose_beside_model(model, controller, ctx, room, params, rng)
 
     def _propose_beside_model(
         self,
@@ -146,9 +158,8 @@ class DraftPolicy:
         matched: list[int] = []
         text_kind = DrafterKind.MODEL
         offers: list[tuple[int, int]] = []
-        if self.lookup is not None:
-            matched, found = self.lookup.offer(ctx, min(controller.k_max, room), self._use_memory)
-            text_kind = DrafterKind(found)
+        if self.text is not None:
+            matched, text_kind = self.text.offer(ctx, min(controller.k_max, room), self._use_memory)
             if matched:
                 offers.append((len(matched), text_kind))
                 self._text_copying = text_kind in COPY_KINDS
@@ -164,15 +175,15 @@ class DraftPolicy:
             model_pays = one_off is None or controller.pays_back(room, one_off)
             if model_pays or not offers:
                 offers.insert(0, (min(controller.k_max, room), DrafterKind.MODEL))
-        k, chosen = controller.choose_among(offers)
-        kind = DrafterKind(chosen)
+        k, chosen = controller.choose_among(offers, self.text.match_len if matched and self.text else 0)
+        kind = DrafterKind(chosen)  # (compared by identity below)
         if matched and (k <= 0 or kind is DrafterKind.MODEL):
             self._unused_offer = matched[0], text_kind
         if k <= 0:
             return NO_DRAFT
         if kind is not DrafterKind.MODEL:
-            assert self.lookup is not None
-            return Proposal(Draft(matched[:k]), kind, self.lookup.offer_source)
+            assert self.text is not None
+            return Proposal(Draft(matched[:k]), kind, self.text.offer_source)
         if (
             one_off is not None
             and not model_pays
@@ -207,12 +218,12 @@ class DraftPolicy:
     def note_kind(self) -> DraftingState:
         if self.skipped_note:
             return DraftingState.SHORT_REPLY
-        drafter, controller = self.active, self.controller
-        if isinstance(drafter, ModelDrafter) and drafter.load_error:
+        model, controller = self.model if self._speculating else None, self.controller
+        if model is not None and model.load_error:
             return DraftingState.DRAFT_LOAD_FAILED
-        if drafter is None or controller is None or not controller.adaptive:
+        if not self._speculating or controller is None or not controller.adaptive:
             return DraftingState.DRAFTING
-        if isinstance(drafter, ModelDrafter) and controller.never_pays:
+        if model is not None and controller.never_pays:
             return DraftingState.DRAFT_TOO_SLOW
         if controller.suspended:
             return DraftingState.SUSPENDED
@@ -222,8 +233,8 @@ class DraftPolicy:
         kind = self.note_kind()
         if kind is DraftingState.SHORT_REPLY:
             return self.skipped_note
-        if kind is DraftingState.DRAFT_LOAD_FAILED and isinstance(self.active, ModelDrafter):
-            return f"the draft model could not be loaded ({self.active.load_error}): {self._instead()}"
+        if kind is DraftingState.DRAFT_LOAD_FAILED and self.model is not None:
+            return f"the draft model could not be loaded ({self.model.load_error}): {self._instead()}"
         if kind is DraftingState.DRAFT_TOO_SLOW:
             return f"the draft model is too slow to help on this machine: {self._instead()}"
         if kind is DraftingState.SUSPENDED:
@@ -232,4 +243,4 @@ class DraftPolicy:
 
     def _instead(self) -> str:
         """What a reply does without its draft model."""
-        return "decoding plainly" if self.lookup is None else "drafting from the text so far only"
+        return "decoding plainly" if self.text is None else "drafting from the text so far only"

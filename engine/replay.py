@@ -148,10 +148,16 @@ def replay(
         controller = DraftLengthController(K_MAX)
         if seed is not None:
             controller.seed(seed)
-    policy = DraftPolicy(NgramDrafter(), controller)
+    policy = DraftPolicy(controller, NgramDrafter())
     policy.begin_reply(speculate=True, use_memory=False)
     ctx = list(trace.prompt)
     policy.start(ctx)
+    # As the decoder does after a first reply's prefill on a machine never timed, where the reply
+    # starts by copying (SpeculativeDecoder._time_first_batches): not part of the decode time.
+    sizes = controller.first_reply_sizes(K_MAX + 1, len(trace.reply))
+    if sizes and policy.starts_copying(ctx):
+        for n in sizes:
+            controller.note_timing(n, curve.verify_s(n) + python_scale * curve.row_ms * n / 1000)
     reply, pos, clock = trace.reply, 0, 0.0
     params, rng = SamplingParams(), np.random.default_rng(0)
     jitter = np.random.default_rng(noise_seed)

@@ -25,8 +25,9 @@ from engine.errors import PromptTooLongError, TandemError
 from engine.events import Event, Finished, Speculation
 from engine.gguf_info import GGUFInfo, read_gguf_info
 from engine.pairing import check_pair
-from engine.reply_memory import ReplyMemory
+from engine.policy import DraftPolicy
 from engine.speculative import SpeculativeDecoder
+from engine.text_index import TextIndex
 
 _CALIBRATION_CONTEXT = 256  # timed after this much text: a batch's attention grows with it
 _CALIBRATION_REPEATS = 2  # the lowest of this many timings (a busy machine only slows one down)
@@ -53,11 +54,11 @@ class Engine:
         )
         self.n_ctx = self.target.n_ctx
         self.info_draft: GGUFInfo | None = None
-        self._drafter: NgramDrafter | ModelDrafter | None = None
+        self._text: NgramDrafter | None = None  # n-gram drafts (alone, or beside a draft model)
+        self._model: ModelDrafter | None = None  # a draft model
         self._controller: DraftLengthController | None = None
-        self._lookup: NgramDrafter | None = None  # n-gram drafts beside a draft model
         # This model's earlier replies, drafted from where a reply says one again (n-gram drafts).
-        self.memory = ReplyMemory()
+        self.memory = TextIndex()
         self._chat_formatter: Any = None  # llama_cpp's Jinja2ChatFormatter, made on first use
         self._calibration_off = False  # this process cannot time batches (its context, or it failed)
         try:
@@ -70,7 +71,10 @@ class Engine:
 
     @property
     def speculation(self) -> Speculation:
-        return Speculation.NONE if self._drafter is None else self._drafter.kind
+        return self._policy().speculation
+
+    def _policy(self) -> DraftPolicy:
+        return DraftPolicy(self._controller, self._text, self._model)
 
     def set_draft(self, draft: DraftChoice) -> None:
         """Switch speculation: none, n-gram lookup, or a draft model (its GGUF file).
@@ -82,7 +86,7 @@ class Engine:
         if draft.kind is Speculation.NONE:
             self._save_costs()
             self._close_draft()
-            self._drafter, self._controller, self.info_draft, self._lookup = None, None, None, None
+            self._text, self._model, self._controller, self.info_draft = None, None, None, None
             return
         if not self.target.can_roll_back:
             raise TandemError(
@@ -93,7 +97,7 @@ class Engine:
         if draft.kind is Speculation.NGRAM:
             self._save_costs()
             self._close_draft()
-            self._drafter, self.info_draft, self._lookup = NgramDrafter(memory=self.memory), None, None
+            self._text, self._model, self.info_draft = NgramDrafter(self.memory), None, None
             self._controller = DraftLengthController(k_max, self.config.adaptive)
             self._seed_costs()
             return
@@ -113,8 +117,8 @@ class Engine:
                 n_batch=config.n_batch,
             )
 
-        self._drafter = ModelDrafter(load, config.draft_p_min, config.draft_sampling)
-        self._lookup = NgramDrafter(memory=self.memory) if config.draft_lookup else None
+        self._model = ModelDrafter(load, config.draft_p_min, config.draft_sampling)
+        self._text = NgramDrafter(self.memory) if config.draft_lookup else None
         self.info_draft = info
         self._controller = DraftLengthController(k_max, config.adaptive, draft_costs_time=True)
         self._seed_costs()
@@ -140,7 +144,7 @@ class Engine:
     # -- measured costs that outlive the process -------------------------------------------------
 
     def _cost_key(self) -> str | None:
-        if self.config.cost_cache_dir is None or self._drafter is None:
+        if self.config.cost_cache_dir is None or self._controller is None:
             return None
         draft = Speculation.NGRAM if self.info_draft is None else str(self.info_draft.path)
         try:
@@ -225,8 +229,8 @@ class Engine:
         return True
 
     def _close_draft(self) -> None:
-        if isinstance(self._drafter, ModelDrafter):
-            self._drafter.close()
+        if self._model is not None:
+            self._model.close()
 
     # -- text ---------------------------------------------------------------------------------
 
@@ -304,7 +308,7 @@ class Engine:
         params = params or SamplingParams()
         if params.repeat_penalty != 1.0 and not params.penalty_exempt:
             params = dataclasses.replace(params, penalty_exempt=self.penalty_exempt_tokens)
-        decoder = SpeculativeDecoder(self.target, self._drafter, self._controller, self._lookup)
+        decoder = SpeculativeDecoder(self.target, self._policy())
         events = decoder.run(
             tokens,
             params,
@@ -334,7 +338,8 @@ class Engine:
         return frozenset(ids)
 
     def _remembering(self, prompt: list[int], events: Iterator[Event]) -> Iterator[Event]:
-        """Pass the events on; keep the finished reply for drafting later ones (ReplyMemory)."""
+        """Pass the events on; keep the finished reply for drafting later ones (engine.text_index:
+        a reply drafted from the index is there already, one decoded plainly is added)."""
         for event in events:
             if isinstance(event, Finished):
                 self.memory.add(prompt, event.token_ids)
@@ -353,13 +358,10 @@ class Engine:
         self.target.clear()
         if not keep_memory:
             self.memory.clear()
-        if isinstance(self._drafter, ModelDrafter):
-            if self._drafter.loaded:
-                self._drafter.runner.clear()
-            if self._lookup is not None:
-                self._lookup = NgramDrafter(memory=self.memory)
-        elif isinstance(self._drafter, NgramDrafter):
-            self._drafter = NgramDrafter(memory=self.memory)
+        if self._model is not None and self._model.loaded:
+            self._model.runner.clear()
+        if self._text is not None:
+            self._text = NgramDrafter(self.memory)
         if self._controller is not None:
             c = self._controller
             self._controller = DraftLengthController(c.k_max, c.adaptive, c.draft_costs_time)

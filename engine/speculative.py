@@ -28,10 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.adaptive import DraftLengthController
 from engine.backend import ContextFullError, DecodeCancelled, LlamaRunner
 from engine.config import SamplingParams
-from engine.drafters import Draft, ModelDrafter, NgramDrafter
+from engine.drafters import Draft
 from engine.events import (
     DraftSource,
     Event,
@@ -160,15 +159,9 @@ class _Reply:
 
 
 class SpeculativeDecoder:
-    def __init__(
-        self,
-        target: LlamaRunner,
-        drafter: NgramDrafter | ModelDrafter | None,
-        controller: DraftLengthController | None,
-        lookup: NgramDrafter | None = None,
-    ) -> None:
+    def __init__(self, target: LlamaRunner, policy: DraftPolicy) -> None:
         self.target = target
-        self.policy = DraftPolicy(drafter, controller, lookup)
+        self.policy = policy
 
     @property
     def speculation(self) -> Speculation:
@@ -197,6 +190,11 @@ class SpeculativeDecoder:
             r.stop_reason = "cancelled"
         r.counters.decode_started = time.perf_counter()
         self.policy.start(r.ctx, document_spans)
+        if r.stop_reason is None:
+            # Part of the prefill the user waits for: neither the decode's time nor its speed.
+            timing_s = self._time_first_batches(r.ctx, r.max_tokens, cancel)
+            r.counters.prefill_s += timing_s
+            r.counters.decode_started += timing_s
         last_stats = time.perf_counter()
         while r.stop_reason is None:
             if cancel is not None and cancel.is_set():
@@ -266,6 +264,28 @@ class SpeculativeDecoder:
         c.n_prefilled = (len(prompt) if complete else len(target.tokens)) - n_keep
         c.prefill_s = time.perf_counter() - t0
         return complete
+
+    def _time_first_batches(
+        self, prompt: list[int], max_tokens: int, cancel: threading.Event | None
+    ) -> float:
+        """On a machine whose verify batches were never timed, where the reply starts by copying
+        (its text's end continues an earlier stretch: a reply of fresh text would gain nothing
+        from it), time a few sizes once after the prompt (engine.adaptive.FIRST_REPLY_SIZES), so
+        the first reply prices its drafts from this machine's costs rather than guesses.
+        Seconds spent."""
+        controller, target = self.policy.controller, self.target
+        if controller is None or self.policy.model is not None:
+            return 0.0
+        sizes = controller.first_reply_sizes(target.n_batch, max_tokens)
+        if not sizes or not self.policy.starts_copying(prompt):
+            return 0.0
+        t0 = time.perf_counter()
+        costs = target.time_batches(
+            sizes, prompt[-1:], repeats=1, stop=cancel.is_set if cancel else None, read_rows=True
+        )
+        for n, seconds in costs.items():
+            controller.note_timing(n, seconds)
+        return time.perf_counter() - t0
 
     def _emit(self, r: _Reply, emitted: list[int], n_accepted: int) -> Iterator[TextPiece]:
         """The step's tokens as text pieces (drafted runs and the target's own apart), stopping at

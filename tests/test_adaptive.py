@@ -130,7 +130,7 @@ def test_unmeasured_lengths_are_explored_step_by_step() -> None:
     c = DraftLengthController(k_max=64)
     lengths, largest = [], []
     for _ in range(12):
-        largest.append(max(c._step_s, default=1))
+        largest.append(max(c.costs.median, default=1))
         k = c.choose(available=64, bucket=5)
         lengths.append(k)
         c.record(5, k, k, 0.02 * (1 + 0.1 * k))
@@ -673,3 +673,42 @@ def test_a_draft_model_is_loaded_for_a_short_reply_only_where_it_surely_repays()
     assert 0.4 < one_off < 0.5
     assert not c.pays_back(32, one_off)
     assert c.pays_back(512, one_off)
+
+
+def test_a_copy_whose_context_matched_long_drafts_long_from_its_first_step() -> None:
+    # The text so far agrees with an earlier stretch over L tokens (a regenerate, a copy that
+    # began in the prompt): that copy is expected to run about as far again, and each next token
+    # to agree with probability (L + 1) / (L + 2). Its first draft takes the batch the machine
+    # checks best rather than the 4 tokens of a reply's first drafts, priced at that acceptance
+    # rather than what other copies left in the cost cache (capped at 2 trials: 0.975 here).
+    # A short match, or a reply whose copy already departed from its source once, starts short.
+    c = DraftLengthController(k_max=63)
+    c.seed({"step_s": {str(n): s for n, s in AVX2_ALONE.items()}, "acceptance": {"5": [80.0, 80.0]}})
+    c.record(5, 0, 0, AVX2_ALONE[1])
+    c.begin_reply()
+    short = c.choose(available=63, bucket=5, match_len=6)
+    at_rate = 1 + int(np.argmax(c.expected_rates(63, 5)[1:]))  # the best length at the cache's rate
+    long = c.choose(available=63, bucket=5, match_len=40)
+    regenerate = c.choose(available=63, bucket=7, match_len=700)  # an earlier reply, given again
+    assert short <= 5 and at_rate >= 3 * short
+    assert long >= at_rate and regenerate >= 3 * at_rate
+    # A phrase (not a copy) is not carried by its match length.
+    assert c.choose(available=63, bucket=4, match_len=40) <= 8
+    c.record(5, long, 3, AVX2_ALONE[32])  # this reply's copy departs after 3 tokens
+    assert c.choose(available=63, bucket=5, match_len=40) < long
+
+
+def test_a_first_reply_on_a_machine_never_timed_times_a_few_batches_once() -> None:
+    from engine.adaptive import FIRST_REPLY_SIZES
+
+    c = DraftLengthController(k_max=63)
+    assert c.first_reply_sizes(n_batch=512) == list(FIRST_REPLY_SIZES)
+    assert c.first_reply_sizes(n_batch=8) == [n for n in FIRST_REPLY_SIZES if n <= 8]
+    assert c.first_reply_sizes(n_batch=512, max_tokens=32) == []  # a short reply cannot repay it
+    for n in FIRST_REPLY_SIZES:
+        c.note_timing(n, STEEP.get(n, 0.02))
+    assert c.first_reply_sizes(n_batch=512) == []
+    # A cost cache that knows more than a plain step: nothing is timed before the reply.
+    known = seeded(k_max=63)
+    assert known.first_reply_sizes(n_batch=512) == []
+    assert DraftLengthController(k_max=63, adaptive=False).first_reply_sizes(512) == []

@@ -13,6 +13,7 @@ from engine.adaptive import CALIBRATION_SIZES
 from engine.config import DraftChoice, EngineConfig, SamplingParams
 from engine.events import Finished
 from engine.session import Engine
+from engine.speculative import SpeculativeDecoder
 from tests.test_worker import Inbox
 from tests.waiting import wait_until
 
@@ -146,3 +147,51 @@ def test_the_worker_times_batches_while_idle_and_a_request_is_answered_meanwhile
         wait_until(lambda: set(CALIBRATION_SIZES) <= timed_sizes(cache), 60, "the batches timed while idle")
     finally:
         w.shutdown()
+
+
+def test_a_first_reply_on_a_machine_never_timed_times_a_few_sizes_and_says_the_same(
+    tiny_target: Path, tmp_path: Path
+) -> None:
+    # `tandem generate` or `tandem serve` on a new machine, before the window was ever idle there:
+    # the first reply long enough to repay it times FIRST_REPLY_SIZES once after reading its
+    # prompt (the cost cache keeps them), and its text is plain decoding's.
+    from engine.adaptive import FIRST_REPLY_SIZES
+
+    def run(engine: Engine, max_tokens: int, speculate: bool = True, prompt: str = PROMPT) -> Finished:
+        for event in engine.generate(prompt, SamplingParams(), max_tokens=max_tokens, speculate=speculate):
+            if isinstance(event, Finished):
+                return event
+        raise AssertionError("no Finished event")
+
+    cache = tmp_path / "costs"
+    engine = Engine(config(tiny_target, cache))
+    try:
+        controller = engine._controller
+        assert controller is not None
+        plain = run(engine, 160, speculate=False)
+        assert controller.first_reply_sizes(512)  # a plain reply times nothing
+        fresh = Engine(config(tiny_target, tmp_path / "other"))
+        try:  # nor a reply whose text does not start by copying (its drafts could not repay it)
+            decoder = SpeculativeDecoder(fresh.target, fresh._policy())
+            decoder.policy.begin_reply(speculate=True, use_memory=False)
+            prose = fresh.tokenize("Zebras graze quietly near the river")
+            decoder.policy.start(prose)
+            assert decoder._time_first_batches(prose, 256, None) == 0.0
+            copy = fresh.tokenize(PROMPT)
+            decoder.policy.start(copy)
+            assert decoder._time_first_batches(copy, 32, None) == 0.0  # too short a reply to repay it
+            assert decoder._time_first_batches(copy, 256, None) > 0.0
+        finally:
+            fresh.close()
+        first = run(engine, 160)
+        assert first.token_ids == plain.token_ids
+        assert controller.first_reply_sizes(512) == []
+    finally:
+        engine.close()
+    assert set(FIRST_REPLY_SIZES) <= timed_sizes(cache)
+    # The next process knows them: nothing is timed before its first reply.
+    again = Engine(config(tiny_target, cache))
+    try:
+        assert again._controller is not None and again._controller.first_reply_sizes(512) == []
+    finally:
+        again.close()

@@ -173,10 +173,27 @@ def test_bench_runs_side_by_side(tiny_target: Path, tmp_path: Path) -> None:
     assert row["peer_tokens_per_s"] > 0  # llama-cpp-python's prompt lookup, in its own process
     if (Path(sys.executable).parent / "llama-lookup").exists():
         assert row["lookup_tokens_per_s"] > 0 and row["lookup_process_s"] > 0
+    # A first use on a new machine (an empty data folder) beside the warmed state, and
+    # llama-server's four n-gram kinds, each against Tandem.
+    assert row["first_use_tokens_per_s"] > 0 and row["warmed_tokens_per_s"] > 0
+    if (Path(sys.executable).parent / "llama-server").exists():
+        assert set(row["server_tokens_per_s"]) == {
+            "ngram-simple",
+            "ngram-map-k",
+            "ngram-map-k4v",
+            "ngram-mod",
+        }
+        assert all(v > 0 for v in row["server_tokens_per_s"].values())
+        assert row["first_use_vs_server"] > 0 and row["warmed_vs_server"] > 0
+        assert row["best_server"][0] in row["server_tokens_per_s"]
+    assert 0 <= row["copied"] <= 1 and 0 <= row["looped"] <= 1  # a copy prompt's plain reply is checked
     assert len(report["ttft_s"]) == 3
     text = out.read_text()
     assert "| loop | copy |" in text
     assert "## Whole process" in text and "## Decode" in text
+    assert "## Does the model do the work the request names?" in text
+    if (Path(sys.executable).parent / "llama-server").exists():
+        assert "## Against llama-server's n-gram kinds" in text
 
 
 def test_bench_again_drafts_the_second_answer_from_the_first(tiny_target: Path, tmp_path: Path) -> None:

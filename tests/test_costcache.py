@@ -34,7 +34,7 @@ def test_the_second_engine_starts_from_what_the_first_measured(tiny_target: Path
     cache = tmp_path / "costs"
     first = Engine(config(tiny_target, cache))
     try:
-        assert first._controller is not None and not first._controller._step_s  # nothing timed at load
+        assert first._controller is not None and not first._controller.costs.median  # nothing timed at load
         generate(first)
     finally:
         first.close()
@@ -43,7 +43,7 @@ def test_the_second_engine_starts_from_what_the_first_measured(tiny_target: Path
     second = Engine(config(tiny_target, cache))
     try:
         assert second._controller is not None
-        assert second._controller._step_s, "the second engine should start from the cached costs"
+        assert second._controller.costs.median, "the second engine should start from the cached costs"
     finally:
         second.close()
 
@@ -62,7 +62,7 @@ def test_a_corrupt_cache_is_ignored_and_rewritten(tiny_target: Path, tmp_path: P
     path.write_bytes(content)
     engine = Engine(config(tiny_target, cache))
     try:
-        assert engine._controller is not None and not engine._controller._step_s
+        assert engine._controller is not None and not engine._controller.costs.median
         result = generate(engine)
     finally:
         engine.close()
@@ -124,7 +124,7 @@ def test_a_draft_model_known_not_to_pay_is_never_loaded(
     second = Engine(config(tiny_target, cache, draft=str(slow_target), draft_lookup=False))
     try:
         again = generate(second, max_tokens=60)
-        assert second._drafter is not None and not second._drafter.loaded  # type: ignore[union-attr]
+        assert second._model is not None and not second._model.loaded
     finally:
         second.close()
     assert again.stats.n_drafted == 0
@@ -142,7 +142,7 @@ def test_a_draft_model_known_not_to_pay_is_never_loaded(
     third = Engine(config(tiny_target, cache, draft=str(slow_target)))
     try:
         hybrid = generate(third, max_tokens=60)
-        assert third._drafter is not None and not third._drafter.loaded  # type: ignore[union-attr]
+        assert third._model is not None and not third._model.loaded
     finally:
         third.close()
     assert hybrid.stats.note.endswith("too slow to help on this machine: drafting from the text so far only")
@@ -184,7 +184,7 @@ def test_a_short_reply_does_not_wait_for_a_draft_model_it_cannot_repay(
     second = Engine(config(slow_target, cache, draft=str(tiny_draft), draft_lookup=False))
     try:
         short = generate(second, max_tokens=4)
-        assert second._drafter is not None and not second._drafter.loaded  # type: ignore[union-attr]
+        assert second._model is not None and not second._model.loaded
     finally:
         second.close()
     assert short.stats.n_drafted == 0

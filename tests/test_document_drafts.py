@@ -19,7 +19,7 @@ from engine.chat import SpeakerStop, build_chat_prompt, document_token_spans, ge
 from engine.config import NGRAM_LOOKUP, EngineConfig, SamplingParams
 from engine.drafters import NgramDrafter
 from engine.events import DraftSource, Finished, TextPiece
-from engine.reply_memory import ReplyMemory
+from engine.text_index import TextIndex
 
 ROOT = Path(__file__).resolve().parent.parent
 HAS_SMOLLM2 = importlib.util.find_spec(default_model.SMOLLM2_PACKAGE) is not None
@@ -47,9 +47,9 @@ def test_a_match_inside_a_document_drafts_from_the_document() -> None:
     d.offer(reply, 8)
     assert d.offer_source is DraftSource.TEXT
     # An earlier reply matching longer: the memory.
-    memory = ReplyMemory()
+    memory = TextIndex()
     memory.add([9, 9], [*reply[-20:], 77, 78, 79])
-    d = NgramDrafter(memory=memory)
+    d = NgramDrafter(memory)
     d.begin(prompt, document_spans=((3, 43),))
     draft, _ = d.offer([8, 8, *reply[-20:]], 8)
     assert draft[:3] == [77, 78, 79] and d.offer_source is DraftSource.MEMORY

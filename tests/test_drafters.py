@@ -10,7 +10,9 @@ import numpy as np
 from engine.backend import LlamaRunner
 from engine.config import SamplingParams
 from engine.drafters import ModelDrafter, NgramDrafter
-from engine.reply_memory import ReplyMemory
+from engine.events import DraftSource
+from engine.kinds import DrafterKind
+from engine.text_index import TextIndex
 
 
 def test_the_latest_earlier_match_proposes_what_followed_it() -> None:
@@ -74,84 +76,112 @@ def test_a_reply_that_goes_on_copying_where_its_prompt_began_is_copying() -> Non
 
 
 def test_an_earlier_reply_is_drafted_from_the_first_token_of_its_regenerate() -> None:
-    memory = ReplyMemory()
+    memory = TextIndex()
     prompt = list(range(300, 340))
     reply = list(range(500, 530))
     memory.add(prompt, reply)
-    d = NgramDrafter(memory=memory)
+    d = NgramDrafter(memory)
     d.begin(list(prompt))
-    draft, bucket = d.offer(list(prompt), 8)
-    assert draft == reply[:8] and bucket == 7  # the prompt's end matched 16 tokens: a regenerate
+    draft, kind = d.offer(list(prompt), 8)
+    assert draft == reply[:8] and kind == DrafterKind.MEMORY_COPY  # the whole prompt matched
+    assert d.offer_source is DraftSource.MEMORY
     # Halfway through, the continuation stops at the end of that reply, never in the next one.
     memory.add([1, 2, 3], [7, 7, 7, 7, 7, 7])
     ctx = [*prompt, *reply[:26]]
-    assert d.offer(ctx, 8) == (reply[26:], 7)
-    # Asked not to (Compare), the drafter does not look there.
-    assert d.offer(ctx, 8, use_memory=False)[0] != reply[26:]
+    d.begin(list(prompt))
+    assert d.offer(ctx, 8) == (reply[26:], DrafterKind.MEMORY_COPY)
+    # Asked not to (Compare), the drafter does not look there, and leaves nothing behind.
+    n_segments = len(memory)
+    d.begin(list(prompt), use_memory=False)
+    assert d.offer(ctx, 8)[0] != reply[26:]
+    assert len(memory) == n_segments
 
 
 def test_the_text_so_far_wins_over_an_earlier_reply_that_matches_as_long() -> None:
-    memory = ReplyMemory()
+    memory = TextIndex()
     memory.add([9, 9, 9, 9], [1, 2, 3, 4, 5, 6, 40, 41])
-    d = NgramDrafter(memory=memory)
+    d = NgramDrafter(memory)
     ctx = [1, 2, 3, 4, 5, 6, 30, 31, 0, 1, 2, 3, 4, 5, 6]
     d.begin(ctx[:8])  # the reply: 0, then the phrase
-    draft, bucket = d.offer(ctx, 2)
-    assert draft == [30, 31] and bucket == 4  # 6 tokens matched in the text: its own phrase
+    draft, kind = d.offer(ctx, 2)
+    assert draft == [30, 31] and kind == DrafterKind.PHRASE  # 6 tokens matched: the latest is the text's
     # A short match in the text loses to a longer one in an earlier reply.
+    memory = TextIndex()
+    memory.add([9, 9, 9, 9], [1, 2, 3, 4, 5, 6, 40, 41])
+    d = NgramDrafter(memory)
     ctx = [8, 3, 4, 5, 6, 30, 1, 2, 3, 4, 5, 6]
     d.begin(ctx[:6])
-    assert d.offer(ctx, 2) == ([40, 41], 6)
-    # Under ReplyMemory.MIN_MATCH tokens, an earlier reply is not asked.
-    assert ReplyMemory().lookup([5, 6], 4) == ([], 0)
-    assert memory.lookup([0, 5, 6], 4) == ([], 0)
+    assert d.offer(ctx, 2)[0] == [40, 41] and d.offer_source is DraftSource.MEMORY
 
 
-def test_reply_memory_keeps_the_latest_replies_within_its_bound() -> None:
-    memory = ReplyMemory(max_tokens=100)
+def test_the_index_keeps_the_latest_text_within_its_bound() -> None:
+    memory = TextIndex(window=64)
     for i in range(10):
         memory.add([], [1000 + i] * 4 + list(range(i * 100, i * 100 + 20)))
-    assert 0 < len(memory) < 10
-    assert memory.lookup([1009] * 4, 3) == ([900, 901, 902], 4)  # the newest is kept
-    assert memory.lookup([1000] * 4, 3) == ([], 0)  # the oldest is gone
+    assert memory.n_tokens <= 3 * 64 and len(memory) == 10
+    d = NgramDrafter(memory)
+    d.begin([5, 1009, 1009, 1009, 1009])
+    assert d.lookup([5, 1009, 1009, 1009, 1009], 3)[0] == [900, 901, 902]  # the newest is kept
+    d.begin([5, 1000, 1000, 1000, 1000])
+    assert d.lookup([5, 1000, 1000, 1000, 1000], 3)[0] != [0, 1, 2]  # the oldest is gone
     memory.add([1, 2], [])  # an empty reply is not kept
-    n = len(memory)
     memory.clear()
-    assert len(memory) == 0 and n > 0 and memory.lookup([1009] * 4, 3) == ([], 0)
+    assert len(memory) == 0 and memory.n_tokens == 0
 
 
 def test_a_reply_given_again_wins_over_a_shorter_copy_in_the_text() -> None:
     # Both match 16 tokens or more: the text so far 18 (a stretch seen before, then 99), the
-    # earlier reply 26 (the end of its prompt and the reply so far). Matches are followed back
-    # far enough to tell them apart, and the longer one drafts.
-    memory = ReplyMemory()
+    # earlier reply with its whole prompt. The longer match drafts, however far back it began.
+    memory = TextIndex()
     prompt, reply = list(range(600, 640)), list(range(500, 540))
     memory.add(prompt, reply)
     ctx = [*prompt[-8:], *reply[:10], 99, *prompt, *reply[:10]]
-    d = NgramDrafter(memory=memory)
+    d = NgramDrafter(memory)
     d.begin(ctx[:-10])
-    assert d.lookup(ctx, 4) == ([99, *prompt[:3]], 18)
-    assert d.offer(ctx, 4) == (reply[10:14], 7)
+    assert d.offer(ctx, 4) == (reply[10:14], DrafterKind.MEMORY_COPY)
+    assert d.match_len == len(prompt) + 10
 
 
-def test_a_short_match_drafts_what_followed_it_most_often() -> None:
-    # "a b" was followed by "c" twice, then once by "x": what follows it now is most likely "c".
-    a, b, c, x = 1, 2, 3, 9
+def test_the_longest_earlier_context_drafts_not_the_latest_occurrence_of_the_last_tokens() -> None:
+    # Code repeats itself: a 12-token stretch once in full (then 50, 51), then its last 8 tokens
+    # again (then 60, 61). The text now ends with the full stretch: the latest occurrence of its
+    # last 8 tokens (what a fixed n-gram key finds) continues 60, 61; the longest earlier context
+    # (12 tokens) continues 50, 51.
+    stretch = list(range(30, 42))
+    ctx = [7, *stretch, 50, 51, 8, *stretch[4:], 60, 61, 9, *stretch]
     d = NgramDrafter()
-    ctx = [a, b, c, 5, a, b, c, 6, a, b, x, 7, a, b]
     d.begin(ctx[:1])
-    tokens, n = d.lookup(ctx, 3)
-    assert n == 2 and tokens == [c, 6, a]  # not [x, 7, a], what followed it last
-    # Once it mostly follows otherwise, the latest continuation is drafted.
-    ctx2 = [a, b, c, 5, a, b, x, 6, a, b, x, 7, a, b]
-    d2 = NgramDrafter()
-    d2.begin(ctx2[:1])
-    assert d2.lookup(ctx2, 2) == ([x, 7], 2)
-    # A long match (text being copied, a loop) drafts what followed it last, whatever came before.
+    assert d.lookup(ctx, 2) == ([50, 51], 12)
+
+
+def test_where_several_continuations_follow_the_same_context_the_latest_drafts() -> None:
+    a, b, c, x = 1, 2, 3, 9
+    ctx = [a, b, c, 5, a, b, c, 6, a, b, x, 7, a, b]
+    d = NgramDrafter()
+    d.begin(ctx[:1])
+    assert d.lookup(ctx, 2) == ([x, 7], 2)
+    # A long match (text being copied, a loop) drafts what followed it last.
     ctx3 = [*range(20, 30), c, *range(20, 30), x, *range(20, 30)]
     d3 = NgramDrafter()
     d3.begin(ctx3[:1])
     assert d3.lookup(ctx3, 1)[0] == [x]
+
+
+def test_a_long_history_is_held_within_the_index_bound() -> None:
+    # The index over 100,000 tokens holds a bounded window (two automata of at most 2 x and 1 x
+    # the window), and a copy from within the window is still found whole (figures at a million
+    # tokens, per step: docs/design-engine.md).
+    rng = np.random.default_rng(0)
+    memory = TextIndex(window=4096)
+    ctx = [int(t) for t in rng.integers(0, 500, 100_000)]
+    d = NgramDrafter(memory)
+    d.begin(ctx)
+    assert memory.n_tokens <= 2 * 4096 + 1 and memory.n_states <= 2 * 3 * 4096
+    p = len(ctx) - 3000
+    copied = ctx[p : p + 20]
+    ctx += copied  # copying 20 tokens from 3,000 back
+    tokens, n = d.lookup(ctx, 4)
+    assert n >= 20 and tokens == ctx[p + 20 : p + 24]
 
 
 def test_a_draft_model_drafts_while_it_is_sure_and_stops_at_its_first_doubt(tiny_draft: Path) -> None:

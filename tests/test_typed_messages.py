@@ -134,7 +134,7 @@ def test_a_suspended_drafter_says_so_as_data(tiny_target: Path) -> None:
     try:
         controller = engine._controller
         assert controller is not None and controller.adaptive
-        controller._suspended_steps = 10_000  # as the throughput guard leaves it after a loss
+        controller.guard.suspended_steps = 10_000  # as the throughput guard leaves it after a loss
         suspended = _generate(engine, "abc abc abc abc abc abc abc", max_tokens=12)
     finally:
         engine.close()

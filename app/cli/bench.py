@@ -21,7 +21,7 @@ Speed claims live here, as ratios measured side by side, never in unit tests.
 
 --again measures a request asked a second time (Regenerate, a client sending the same request):
 a first answer, not timed (another seed when sampling), is what Tandem's reply memory drafts from
-(engine.reply_memory) and what llama-lookup's dynamic n-gram cache (-lcd) holds. The plain run
+(engine.text_index) and what llama-lookup's dynamic n-gram cache (-lcd) holds. The plain run
 neither drafts from it nor adds to it. In-process only: earlier answers live in a process.
 
 Why this file is long: one command's measurement and its report (run_bench, the ceiling, the peers,
@@ -54,6 +54,9 @@ from engine.events import Finished, Speculation, TextPiece
 from engine.session import Engine
 
 CEILING_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+# Sets whose plain replies are checked for doing the work their prompt names (copied from the
+# prompt, not looping): copy and edit prompts, and the held-out ones.
+CHECKED_SETS = ("copy", "held-out")
 WARM_UP_PROMPT = (
     "Original text:\nThe river rises in the hills above the town and runs south to the sea.\n\n"
     "Copy of the original text:\nThe river rises"
@@ -166,6 +169,44 @@ class PromptResult:
     looped: float | None = None
     opening: str = ""
     accepted_from_document: float | None = None
+    # llama-server's n-gram kinds (median decode tok/s, and drafted/accepted of the last run).
+    server_tokens_per_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    server_accepted: dict[str, str] = dataclasses.field(default_factory=dict)
+    server_same_text: bool | None = None  # the best kind's text is Tandem's plain text
+    # `tandem generate` decode tok/s: a first use (an empty data folder every run), and warmed.
+    first_use_tokens_per_s: float | None = None
+    warmed_tokens_per_s: float | None = None
+    first_use_process_s: float | None = None
+    first_use_prefill_s: float | None = None  # with the first reply's timing of a few batch sizes
+    plain_process_tokens_per_s: float | None = None  # `tandem generate` without drafts, decode tok/s
+
+    @property
+    def best_server(self) -> tuple[str, float] | None:
+        if not self.server_tokens_per_s:
+            return None
+        kind = max(self.server_tokens_per_s, key=lambda k: self.server_tokens_per_s[k])
+        return kind, self.server_tokens_per_s[kind]
+
+    @property
+    def first_use_vs_server(self) -> float | None:
+        best = self.best_server
+        return (
+            self.first_use_tokens_per_s / best[1]
+            if best and best[1] and self.first_use_tokens_per_s
+            else None
+        )
+
+    @property
+    def warmed_vs_server(self) -> float | None:
+        best = self.best_server
+        return self.warmed_tokens_per_s / best[1] if best and best[1] and self.warmed_tokens_per_s else None
+
+    def of_ceiling_at(self, tokens_per_s: float | None) -> float | None:
+        """A process's decode speed as a share of the ceiling (against the plain process's speed)."""
+        plain = self.plain_process_tokens_per_s or self.plain_tokens_per_s
+        if not tokens_per_s or not plain or not self.ceiling:
+            return None
+        return tokens_per_s / plain / self.ceiling
 
     @property
     def speedup(self) -> float:
@@ -385,6 +426,93 @@ def run_llama_lookup(
     return n / seconds if seconds > 0 else 0.0, rate, ProcessRun(wall, n_generated=n)
 
 
+SERVER_KINDS = ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod")
+
+
+@dataclass(frozen=True)
+class ServerRun:
+    """One reply from llama-server with one n-gram kind, as its /completion timings report it."""
+
+    tokens_per_s: float
+    n_drafted: int
+    n_accepted: int
+    text: str
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def run_llama_server(
+    binary: str,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    n_threads: int,
+    n_ctx: int,
+    spec_type: str,
+    extra: tuple[str, ...] = (),
+) -> ServerRun:
+    """llama.cpp's server with one n-gram speculative kind at its defaults (`--spec-type`), greedy,
+    one request on a fresh server: decode tok/s as its timings report it (predicted_per_second)."""
+    import urllib.error
+    import urllib.request
+
+    port = _free_port()
+    cmd = [
+        binary, "-m", model, "-t", str(n_threads), "-tb", str(n_threads), "-c", str(n_ctx),
+        "-np", "1", "--host", "127.0.0.1", "--port", str(port), "--spec-type", spec_type, *extra,
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace"
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                tail = (proc.stderr.read() if proc.stderr else "").strip().splitlines()[-1:] or ["no output"]
+                raise TandemError(
+                    f"llama-server --spec-type {spec_type} exited ({proc.returncode}): {tail[0]}"
+                )
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise TandemError(f"llama-server --spec-type {spec_type} did not start within 120 s")
+            time.sleep(0.1)
+        body = json.dumps(
+            {"prompt": prompt, "n_predict": max_tokens, "temperature": 0, "top_k": 1, "cache_prompt": False}
+        ).encode()
+        request = urllib.request.Request(
+            f"{base}/completion", body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=600) as r:
+            reply = json.loads(r.read())
+        timings = reply.get("timings", {})
+        return ServerRun(
+            float(timings.get("predicted_per_second", 0.0)),
+            int(timings.get("draft_n", 0)),
+            int(timings.get("draft_n_accepted", 0)),
+            str(reply.get("content", "")),
+        )
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def run_process(
     model: str,
     draft: DraftChoice,
@@ -459,6 +587,10 @@ def follow_up_latency(engine: Engine, n_turns: int, max_tokens: int = 32) -> lis
     return ttft
 
 
+def _decode_rate(run: ProcessRun) -> float:
+    return run.n_generated / run.decode_s if run.decode_s > 0 else 0.0
+
+
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -501,6 +633,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
         placement += ("--rpc", args.rpc)
     if is_ngram and not args.no_lookup and lookup_bin is None:
         print("llama-lookup not found (make setup builds it): skipping that peer", file=log)
+    server_bin = find_tool("llama-server") if is_ngram and not getattr(args, "no_server", False) else None
+    if is_ngram and not getattr(args, "no_server", False) and server_bin is None:
+        print("llama-server not found (make setup builds it): skipping its n-gram kinds", file=log)
     # A user's second run: the cost cache and the OS file cache already hold what a first run
     # leaves there. Warm both on a prompt that is not measured.
     warm, warm_fresh = workdir / "warm-up.txt", workdir / "warm-up-fresh.txt"
@@ -537,6 +672,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
             proc_plain: list[ProcessRun] = []
             proc_spec: list[ProcessRun] = []
             proc_lookup: list[ProcessRun] = []
+            proc_first: list[ProcessRun] = []
+            server_rates: dict[str, list[float]] = {kind: [] for kind in SERVER_KINDS} if server_bin else {}
+            server_runs: dict[str, ServerRun] = {}
             finals = []
             for _ in range(args.repeat):
                 if args.again:
@@ -582,6 +720,14 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                         proc_lookup.append(run)
                     if acc is not None:
                         lookup_acc.append(acc)
+                if server_bin is not None:
+                    for kind in SERVER_KINDS:
+                        served = run_llama_server(
+                            server_bin, config.target_path, p.prompt, args.max_tokens,
+                            engine.n_threads, min(engine.n_ctx, 4096), kind, placement,
+                        )  # fmt: skip
+                        server_rates[kind].append(served.tokens_per_s)
+                        server_runs[kind] = served
                 if not args.no_process and not args.again:  # earlier replies live in a process
                     for draft, runs in ((PLAIN_DECODING, proc_plain), (config.draft, proc_spec)):
                         restore_costs()
@@ -590,10 +736,25 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                                 config.target_path, draft, str(prompt_file), args.max_tokens, args, env
                             )
                         )
+                    # A first use on a new machine: a data folder of its own, nothing timed or learned.
+                    first_home = Path(tempfile.mkdtemp(prefix="tandem-first-use-"))
+                    try:
+                        proc_first.append(
+                            run_process(
+                                config.target_path, config.draft, str(prompt_file), args.max_tokens, args,
+                                {**env, "TANDEM_HOME": str(first_home)},
+                            )
+                        )  # fmt: skip
+                    finally:
+                        shutil.rmtree(first_home, ignore_errors=True)
             a, b = finals[-1]
             s = b.stats
             copied = looped = None
             opening = ""
+            if not p.documents and p.set in CHECKED_SETS:
+                # Copy and edit prompts: the work is the prompt's own text, copied or edited.
+                copied, looped = copy_and_loop_shares(a.token_ids, engine.tokenize(p.prompt, False))
+                opening = " ".join(a.text.split()[:8])
             if p.documents:
                 from app.library.documents import read_document
 
@@ -644,7 +805,16 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                 accepted_from_document=(s.n_accepted_document / s.n_accepted if s.n_accepted else 0.0)
                 if p.documents
                 else None,
+                server_tokens_per_s={k: statistics.median(v) for k, v in server_rates.items() if v},
+                server_accepted={k: f"{r.n_accepted}/{r.n_drafted}" for k, r in server_runs.items()},
+                first_use_tokens_per_s=_median([_decode_rate(x) for x in proc_first]),
+                warmed_tokens_per_s=_median([_decode_rate(x) for x in proc_spec]),
+                first_use_process_s=_median([x.wall_s for x in proc_first]),
+                first_use_prefill_s=_median([x.prefill_s for x in proc_first]),
+                plain_process_tokens_per_s=_median([_decode_rate(x) for x in proc_plain]),
             )
+            if r.best_server is not None:
+                r = dataclasses.replace(r, server_same_text=server_runs[r.best_server[0]].text == a.text)
             results.append(r)
             extra = ""
             if r.ceiling:
@@ -655,6 +825,11 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                 extra += f", llama-lookup {r.lookup_tokens_per_s:.1f}"
             if r.process_speedup:
                 extra += f"; whole process x{r.process_speedup:.2f}"
+            if r.best_server is not None:
+                extra += (
+                    f"; llama-server best {r.best_server[0]} {r.best_server[1]:.1f}, Tandem first use "
+                    f"{_fmt(r.first_use_vs_server, '.2f', 'x')}, warmed {_fmt(r.warmed_vs_server, '.2f', 'x')}"
+                )
             print(
                 f"{p.name:16s} plain {r.plain_tokens_per_s:6.1f}  spec {r.spec_tokens_per_s:6.1f} tok/s"
                 f"  x{r.speedup:.2f}{extra}  accepted {r.acceptance_rate:.0%}"
@@ -698,6 +873,8 @@ def summarize(
             "vs_lookup": med([r.vs_lookup for r in rs]),
             "process_speedup": med([r.process_speedup for r in rs]),
             "acceptance_rate": statistics.median(r.acceptance_rate for r in rs),
+            "first_use_vs_server": med([r.first_use_vs_server for r in rs]),
+            "warmed_vs_server": med([r.warmed_vs_server for r in rs]),
         }
     import llama_cpp
 
@@ -721,11 +898,22 @@ def summarize(
                 "of_ceiling": r.of_ceiling,
                 "vs_peer": r.vs_peer,
                 "vs_lookup": r.vs_lookup,
+                "best_server": r.best_server,
+                "first_use_vs_server": r.first_use_vs_server,
+                "warmed_vs_server": r.warmed_vs_server,
+                "first_use_of_ceiling": r.of_ceiling_at(r.first_use_tokens_per_s),
+                "warmed_of_ceiling": r.of_ceiling_at(r.warmed_tokens_per_s),
                 "process_speedup": r.process_speedup,
             }
             for r in results
         ],
         "sets": sets,
+        "median_first_use_vs_server": med([r.first_use_vs_server for r in results]),
+        "min_first_use_vs_server": min(
+            (v for v in (r.first_use_vs_server for r in results) if v), default=None
+        ),
+        "median_warmed_vs_server": med([r.warmed_vs_server for r in results]),
+        "min_warmed_vs_server": min((v for v in (r.warmed_vs_server for r in results) if v), default=None),
         "median_speedup": statistics.median(r.speedup for r in results),
         "min_speedup": min(r.speedup for r in results),
         "median_process_speedup": med([r.process_speedup for r in results]),
@@ -799,6 +987,48 @@ def to_markdown(report: dict[str, object]) -> str:
             f"{r['mean_accepted_length']:.1f} | {_fmt(r.get('accepted_from_text'), '.0%')} | "
             f"{_fmt(r.get('accepted_from_memory'), '.0%')} | {same[r['same_text']]} |"
         )
+    if any(r.get("best_server") for r in prompts):
+        lines += [
+            "",
+            "## Against llama-server's n-gram kinds (decode tok/s as each reports it)",
+            "",
+            "Tandem by `tandem generate`, two states: a first use on a new machine (an empty data "
+            "folder every run: nothing timed or learned) and warmed (the bench's cost cache: one "
+            "earlier reply and the machine's batches timed, as the window leaves it). llama-server "
+            "(same build) at each `--spec-type` default, a fresh server a reply.",
+            "",
+            "| prompt | " + " | ".join(SERVER_KINDS) + " | best kind | Tandem first use | first / best "
+            "| of ceiling | Tandem warmed | warmed / best | of ceiling | best kind's text = plain "
+            "| first use: prefill s / whole s | warmed: prefill s / whole s |",
+            "|---|" + "---|" * len(SERVER_KINDS) + "---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in prompts:
+            if not r.get("best_server"):
+                continue
+            rates = r["server_tokens_per_s"]
+            accepted = r.get("server_accepted") or {}
+            cells = [f"{rates[k]:.1f} ({accepted.get(k, '?')})" if k in rates else "—" for k in SERVER_KINDS]
+            kind, best = r["best_server"]
+            lines.append(
+                f"| {r['name']} | " + " | ".join(cells) + f" | {kind} {best:.1f} | "
+                f"{_fmt(r['first_use_tokens_per_s'], '.1f')} | {_fmt(r['first_use_vs_server'], '.2f', 'x')} | "
+                f"{_fmt(r['first_use_of_ceiling'], '.0%')} | {_fmt(r['warmed_tokens_per_s'], '.1f')} | "
+                f"{_fmt(r['warmed_vs_server'], '.2f', 'x')} | {_fmt(r['warmed_of_ceiling'], '.0%')} | "
+                f"{same[r.get('server_same_text')]} | {_fmt(r.get('first_use_prefill_s'))} / "
+                f"{_fmt(r.get('first_use_process_s'))} | {_fmt(r.get('spec_prefill_s'))} / "
+                f"{_fmt(r.get('spec_process_s'))} |"
+            )
+        lines += [
+            "",
+            f"Tandem against the best kind per prompt: first use median "
+            f"{_fmt(report.get('median_first_use_vs_server'), '.2f', 'x')} "  # type: ignore[arg-type]
+            f"(lowest {_fmt(report.get('min_first_use_vs_server'), '.2f', 'x')}), warmed median "  # type: ignore[arg-type]
+            f"{_fmt(report.get('median_warmed_vs_server'), '.2f', 'x')} "  # type: ignore[arg-type]
+            f"(lowest {_fmt(report.get('min_warmed_vs_server'), '.2f', 'x')}). (n/m): drafted tokens "  # type: ignore[arg-type]
+            "accepted of drafted. Of ceiling: the process's decode speed over the plain process's, "
+            "as a share of the ceiling measured in the same run. A first use's prefill includes timing "
+            "a few verify batch sizes once (engine.adaptive.FIRST_REPLY_SIZES).",
+        ]
     batch_ms = [r.get("batch_ms") or {} for r in prompts]
     sizes = sorted({int(n) for b in batch_ms for n in b})
     if sizes:
@@ -829,9 +1059,9 @@ def to_markdown(report: dict[str, object]) -> str:
     if any(r.get("copied") is not None for r in prompts):
         lines += [
             "",
-            "## Documents: does the model do the work the request names? (the plain reply)",
+            "## Does the model do the work the request names? (the plain reply)",
             "",
-            "| prompt | reply tokens | copied from the documents | repeats itself | drafts from the documents "
+            "| prompt | reply tokens | copied from the documents (or prompt) | repeats itself | drafts from the documents "
             "| opens with |",
             "|---|---|---|---|---|---|",
         ]

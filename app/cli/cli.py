@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-peer", action="store_true", help="skip llama-cpp-python's prompt lookup")
     b.add_argument("--no-lookup", action="store_true", help="skip llama.cpp's llama-lookup")
     b.add_argument(
+        "--no-server", action="store_true", help="skip llama-server's n-gram kinds (--spec-type ngram-*)"
+    )
+    b.add_argument(
         "--no-process", action="store_true", help="skip the whole-process runs (`tandem generate`, timed)"
     )
     b.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)")

@@ -36,7 +36,7 @@ class LoadRequest:
 
     config: EngineConfig
     # Earlier answers, (user message, reply), oldest first: drafted from where a reply says one
-    # again (engine.reply_memory), also across restarts of the app or of a crashed engine.
+    # again (engine.text_index), also across restarts of the app or of a crashed engine.
     earlier: tuple[tuple[str, str], ...] = ()
 
 

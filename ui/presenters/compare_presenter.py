@@ -70,7 +70,7 @@ class ComparePresenter(QObject):
             # text plain decoding writes (engine/sampling.py, keyed sampling), so only speed differs.
             params = replace(params, seed=random.randrange(1 << 31))
         # Neither run drafts from earlier replies nor is kept: the speculative run must not draft
-        # the plain run's reply (engine.reply_memory), or Compare would show that, not speculation.
+        # the plain run's reply (engine.text_index), or Compare would show that, not speculation.
         plain_id = self.controller.start_reply(
             turns, params=params, max_tokens=max_tokens, speculate=False, remember=False
         )

@@ -88,7 +88,7 @@ class ChatPresenter(QObject):
         self.controller = controller
         self.store = store
         self.settings = settings
-        # Every engine started gets the latest answers to draft from (engine.reply_memory).
+        # Every engine started gets the latest answers to draft from (engine.text_index).
         controller.earlier_exchanges = lambda: tuple(self.store.recent_exchanges(EARLIER_EXCHANGES))
         self.speed = SpeedPresenter(lambda: self.settings, self.update_settings, self._target_path, self)
         self.engine = EnginePresenter(

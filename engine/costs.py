@@ -1,0 +1,126 @@
+"""What a verify batch of n rows costs on this machine: the draft-length controller's cost model.
+
+Every step's wall time is a sample of its batch size (rows verified); Engine.calibrate and a
+first reply on a machine never timed add samples of their own (note_timing). A size is priced at
+the lowest of its last few samples (a busy machine only ever slows a step down), the throughput
+guard reads the median (what a step usually costs). Between sizes: linear interpolation; past the
+largest: the measured cost of one more row. Runs behind each choice: docs/design-engine.md ("The
+controller's constants").
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+PRIOR_SLOPE = 0.05  # extra cost of one more unmeasured row in a verify batch, relative
+SLOPE_MIN_ROWS = 4  # batches this large or larger tell what one more row costs (smaller: other kernels)
+COST_SAMPLES = 5  # a batch size is priced at the lowest of its last few timings (noise only slows)
+SLOPE_FLOOR = 0.25  # a measured slope past the largest size is at least this share of a row's mean cost
+# Drafts go at most this many times past the largest batch measured: twice where nothing says
+# what one more row costs, four times where a slope is measured (see explore_limit).
+EXPLORE_FACTOR, EXPLORE_FACTOR_SLOPE = 2, 4
+TRUSTED_SAMPLES = 3  # a size's median is its usual cost (the guard's cap) once timed this often
+
+
+@dataclass
+class VerifyCosts:
+    samples: dict[int, deque[float]] = field(default_factory=dict)  # rows -> step seconds
+    median: dict[int, float] = field(default_factory=dict)  # rows -> median of samples (the guard)
+    low: dict[int, float] = field(default_factory=dict)  # rows -> lowest of samples (prices)
+    live: set[int] = field(default_factory=set)  # sizes measured by steps of this process
+    _arrays: tuple[np.ndarray, np.ndarray] | None = None  # `low` as sorted arrays (cache)
+
+    def add(self, n_rows: int, seconds: float) -> None:
+        samples = self.samples.setdefault(n_rows, deque(maxlen=COST_SAMPLES))
+        samples.append(seconds)
+        self.median[n_rows] = statistics.median(samples)
+        self.low[n_rows] = min(samples)
+        self._arrays = None
+
+    @property
+    def plain_s(self) -> float | None:
+        """A plain step as usually timed (the median), None until one is."""
+        return self.median.get(1)
+
+    def usual(self, n_rows: int) -> float | None:
+        """What an n_rows step usually costs: the median of its timings, once trusted."""
+        return self.median[n_rows] if len(self.samples.get(n_rows, ())) >= TRUSTED_SAMPLES else None
+
+    def untimed(self, sizes: Iterable[int]) -> list[int]:
+        return [n for n in sizes if n not in self.low]
+
+    def cost(self, n_rows: int) -> float:
+        """Seconds for a step that verifies n_rows. Small batches are far from linear on real
+        hardware, so below the largest size measured nothing assumes a shape: linear between
+        measured sizes, no cheaper than the smallest known below it."""
+        measured = self.low
+        if n_rows in measured:
+            return measured[n_rows]
+        if not measured:
+            return 1.0 + PRIOR_SLOPE * (n_rows - 1)
+        sizes = sorted(measured)
+        below = [b for b in sizes if b < n_rows]
+        above = [b for b in sizes if b > n_rows]
+        if below and above:
+            lo, hi = below[-1], above[0]
+            w = (n_rows - lo) / (hi - lo)
+            return measured[lo] * (1 - w) + measured[hi] * w
+        if above:
+            return measured[above[0]] / (1 + PRIOR_SLOPE * (above[0] - n_rows))
+        top = below[-1]
+        return measured[top] + self.row_cost_beyond() * (n_rows - top)
+
+    def row_cost_beyond(self) -> float:
+        """Seconds one more row adds beyond the largest size measured: past a few rows a CPU batch
+        costs a fixed part (reading the weights) plus a part per row, so the slope between the
+        largest size and one at most half as large (SLOPE_MIN_ROWS or more) says it, at least
+        SLOPE_FLOOR of a row's mean cost at the largest size (a slope from two noisy timings may
+        come out too low); with no such pair, PRIOR_SLOPE of the largest batch a row."""
+        measured = self.low
+        top = max(measured)
+        top_s = measured[top]
+        lower = [n for n in measured if SLOPE_MIN_ROWS <= n <= top // 2]
+        if not lower:
+            return PRIOR_SLOPE * top_s
+        base = max(lower)
+        slope = (top_s - measured[base]) / (top - base)
+        return max(slope, SLOPE_FLOOR * top_s / top)
+
+    def costs(self, n_max: int) -> np.ndarray:
+        """cost(n) for n = 0..n_max in one go (index 0 unused): the hot path asks for a whole
+        range every step, where a Python loop over it cost ~0.4 ms a step."""
+        ns = np.arange(n_max + 1, dtype=np.float64)
+        if not self.median:
+            return 1.0 + PRIOR_SLOPE * (ns - 1)
+        if self._arrays is None:
+            sizes = np.array(sorted(self.low), dtype=np.float64)
+            self._arrays = sizes, np.array([self.low[int(n)] for n in sizes])
+        sizes, costs = self._arrays
+        out: np.ndarray = np.interp(ns, sizes, costs)
+        lo, hi = sizes[0], sizes[-1]
+        below, above = ns < lo, ns > hi
+        out[below] = costs[0] / (1 + PRIOR_SLOPE * (lo - ns[below]))
+        out[above] = costs[-1] + self.row_cost_beyond() * (ns[above] - hi)
+        return out
+
+    def explore_limit(self) -> int:
+        """The longest draft worth its batch's guess: an unmeasured size is a guess, and a guess
+        at 64 rows can cost 20 plain steps on a CPU, so at most EXPLORE_FACTOR times the largest
+        size measured, EXPLORE_FACTOR_SLOPE times where what one more row costs is measured."""
+        if not self.median:
+            return 1
+        top = max(self.median)
+        slope_known = any(SLOPE_MIN_ROWS <= n <= top // 2 for n in self.median)
+        return (EXPLORE_FACTOR_SLOPE if slope_known else EXPLORE_FACTOR) * top
+
+    def export(self) -> dict[str, float]:
+        return {str(n): s for n, s in sorted(self.low.items())}
+
+    def seed(self, step_s: dict[str, float]) -> None:
+        for n, s in step_s.items():
+            self.add(int(n), float(s))
