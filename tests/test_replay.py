@@ -94,7 +94,7 @@ def test_tandem_bench_replay_needs_no_model(capsys: pytest.CaptureFixture[str]) 
     assert "| epyc-slow-avx2 | 1 | copy-report |" in out
     assert "### smollm2: 18 traces, 3 cost curves" in out  # each kept set against its own curves
     # Real sizes: stand-ins of Qwen2.5 0.5B-7B shapes timed here, on the copy traces.
-    assert "### real sizes (stand-ins) on the copy traces: 4 traces, 4 cost curves" in out
+    assert "### real sizes (stand-ins) on the copy traces: 7 traces, 4 cost curves" in out
     assert "| this-epyc-avx512-qwen2.5-7b-q4_k_m | 1 | copy-report |" in out
     assert "| this-epyc-avx2-smollm2 | 1 | demo-repeat |" in out
     assert "| this-epyc-avx2-smollm2 | 1 | copy-report |" not in out

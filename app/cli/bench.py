@@ -1057,9 +1057,11 @@ def to_markdown(report: dict[str, object]) -> str:
                 f"{_fmt(r['lookup_process_s'])} | {same[r['same_text_processes']]} |"
             )
     if any(r.get("copied") is not None for r in prompts):
+        # The documents set's reports (and their readers) know this section by its old heading.
+        documents = "Documents: does" if any(r.get("set") == "documents" for r in prompts) else "Does"
         lines += [
             "",
-            "## Does the model do the work the request names? (the plain reply)",
+            f"## {documents} the model do the work the request names? (the plain reply)",
             "",
             "| prompt | reply tokens | copied from the documents (or prompt) | repeats itself | drafts from the documents "
             "| opens with |",
