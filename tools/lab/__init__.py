@@ -17,4 +17,7 @@ or its Makefile. Run from the repository root (`python -m tools.lab.NAME`). What
 - rpc_latency.sh (with rpc_latency_util and delay_proxy): speculation over llama.cpp RPC with
   0-5 ms of network latency added: n-gram 2.06x at 0 ms, a draft model kept local 0.99x
   (docs/lab-notebook.md).
+- standin_timings: what real sizes cost here (issue 39): full cost curves of Qwen2.5-shaped
+  stand-ins (0.5B 17.6 ms a token to 7B 126.9 ms), the 7B pair measured in 52.6 s, Cancel in
+  0.76 s (docs/benchmarks/2026-12-06-standins.md).
 """

@@ -3,7 +3,7 @@
 Qwen2.5 shape's full curve (every batch size 1-64, `tandem bench --cost-curve --standin`) kept in
 resources/replay/standins/curves, and the quick figures against the 7B's full curve.
 
-    nice -n -15 .venv/bin/python -m tools.standin_timings [--shapes qwen2.5-7b,qwen2.5-0.5b,...]
+    nice -n -15 .venv/bin/python -m tools.lab.standin_timings [--shapes qwen2.5-7b,qwen2.5-0.5b,...]
         [--build avx512] [--skip-quick] [--out /tmp/standin-timings.json]
 
 Run only when the machine is quiet: every number is a timing.
