@@ -89,7 +89,7 @@ def test_the_risk_limits_own_bound_lies_between_the_hindsight_best_and_the_contr
 
 
 def test_tandem_bench_replay_needs_no_model(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "--replay", "--python-scale", "1"]) == 0
+    assert main(["bench", "dev", "replay", "--python-scale", "1"]) == 0
     out = capsys.readouterr().out
     assert "| epyc-slow-avx2 | 1 | copy-report |" in out
     assert "### smollm2: 18 traces, 3 cost curves" in out  # each kept set against its own curves
@@ -100,6 +100,43 @@ def test_tandem_bench_replay_needs_no_model(capsys: pytest.CaptureFixture[str]) 
     assert "| this-epyc-avx2-smollm2 | 1 | copy-report |" not in out
     assert "of the hindsight-best" in out
     assert "before this machine's batches were timed" in out
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (["--replay"], "replay"),
+        (["--python-scale", "1"], "replay"),
+        (["--cost-curve", "--curve-name", "x"], "cost-curve"),
+        (["--standin", "qwen2.5-7b"], "cost-curve"),
+        (["--model", "default", "--record-traces"], "record-traces"),
+    ],
+)
+def test_the_replay_flags_tandem_bench_had_say_where_they_went(
+    old: list[str], new: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        main(["bench", *old])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")  # one line, no usage, no traceback
+    assert f"`tandem bench dev {new}`" in err[0]
+
+
+def test_bench_help_is_the_users_bench_and_dev_help_says_it_is_for_developers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    bench_help = " ".join(capsys.readouterr().out.split())
+    assert "--max-tokens" in bench_help and "`tandem bench dev --help`" in bench_help
+    for flag in ("--replay", "--cost-curve", "--record-traces", "--standin", "--curves", "--python-scale"):
+        assert flag not in bench_help
+    with pytest.raises(SystemExit):
+        main(["bench", "dev", "--help"])
+    dev_help = capsys.readouterr().out
+    assert "For developers" in dev_help
+    assert all(command in dev_help for command in ("replay", "cost-curve", "record-traces"))
 
 
 def test_where_a_row_costs_half_a_plain_step_no_reply_ends_much_slower_than_plain() -> None:
@@ -127,7 +164,7 @@ def test_where_a_row_costs_half_a_plain_step_no_reply_ends_much_slower_than_plai
 )
 def test_the_controller_holds_on_real_size_curves_of_stand_ins() -> None:
     # Qwen2.5 0.5B-7B shapes (stand-ins, random weights) timed on this EPYC at every batch size
-    # 1-64 (`tandem bench --cost-curve --standin`), against the kept copy traces: what drafting
+    # 1-64 (`tandem bench dev cost-curve --standin`), against the kept copy traces: what drafting
     # offers does not depend on the model's size, what a batch costs does.
     import statistics
 
