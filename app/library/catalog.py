@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
+from app.paths import user_path
 from engine.errors import IncompatiblePairError, ModelFileError, PairRefusal, TandemError
 from engine.events import Speculation
 from engine.gguf_info import GGUFInfo, read_gguf_info
@@ -466,7 +467,7 @@ def draft_choices(target: GGUFInfo, candidates: Iterable[LocalModel]) -> list[Dr
 
 def import_model(source: Path, models_dir: Path | None = None) -> Path:
     """Check a GGUF file and copy it into <models>/imported/; a copy never appears half-written."""
-    source = Path(source).expanduser()
+    source = user_path(source)
     read_gguf_info(source)  # raises ModelFileError with the reason (not GGUF, truncated, ...)
     root = (models_dir or paths.models_dir()).resolve()
     if source.resolve().is_relative_to(root):
