@@ -267,7 +267,10 @@ def test_the_line_under_the_pair_says_what_the_draft_list_holds(
     page.refresh_local_models()
     pairing, greyed = _draft_list(page)
     assert len(pairing) == 1 and len(greyed) == 1
-    assert line.text() == f"1 of the models here cannot draft for this target (greyed in the list; hover this line for why); {pairing[0]} can."
+    assert (
+        line.text()
+        == f"1 of the models here cannot draft for this target (greyed in the list; hover this line for why); {pairing[0]} can."
+    )
     (folder / "other-vocab.gguf").unlink()
     page.refresh_local_models()
     assert _draft_list(page) == (pairing, [])

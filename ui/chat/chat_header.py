@@ -137,7 +137,9 @@ class ChatHeader(QWidget):
         self.state_label.setObjectName("pairLabel")
         self.state_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.state_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.state_label.setMinimumWidth(self.fontMetrics().averageCharWidth() * 16)
+        # No least width: it takes the row's room left (its whole text is its tooltip), and the
+        # window's least width stays the pickers' (a narrow screen: issue 37's 1366x768 frame).
+        self.state_label.setMinimumWidth(0)
         row.addWidget(self.state_label, 1)
         row.addStretch(0)  # the row's end while the state line is hidden (it says the choice again)
         self._restates: SpeedUp | None = None  # the choice the state line says again, if any
@@ -278,6 +280,7 @@ class ChatHeader(QWidget):
         speed-up chosen again ("Guessing from the text (n-gram)" beside "From the text (n-gram)":
         each thing said once), shown beside another choice (Automatic: what it does now)."""
         self.state_label.setText(text)
+        self.state_label.setToolTip(text)  # (the window adds the files where a pair is loaded)
         self.speed_combo.setAccessibleDescription(text)  # said to a screen reader either way
         self._restates = restates
         self._show_state()
