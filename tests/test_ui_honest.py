@@ -168,6 +168,25 @@ def test_compare_says_when_the_computer_was_too_busy_for_a_fair_run(qtbot, open_
     assert "so it arrived sooner" not in compare.legend.text()
 
 
+def test_compare_says_each_time_once_and_names_its_speed_up_plainly(qtbot, open_window, tiny_target) -> None:
+    # The README's Compare picture: "80 tokens in 0.7 s" under each pane, then "0.5 s instead of
+    # 0.7 s" in the headline (each time twice), under "With the speed-up (From the text (n-gram))".
+    import re
+
+    window = open_window(tiny_target)
+    compare = window.compare
+    assert compare.speculative.title() == "With the speed-up: from the text (n-gram)"
+    plain = _stats(speculation="none", n_drafted=0, n_accepted=0, decode_s=3.0)
+    compare.final_stats = {"plain": plain, "speculative": _stats(decode_s=1.5, plain_tokens_per_s_est=100.0)}
+    compare._show_summary()
+    times = re.findall(r"\d+(?:\.\d+)? s\b", compare.summary.text())
+    assert len(times) == 2, compare.summary.text()
+    shown = [compare.summary, compare.plain.stats, compare.speculative.stats, compare.check, compare.details]
+    for figure in times:
+        assert sum(label.text().count(figure) for label in shown) == 1, (figure, [w.text() for w in shown])
+    assert compare.plain.stats.text() == "306 tokens"
+
+
 def test_the_first_window_fits_the_screen_and_keeps_its_size(qtbot, open_window, tiny_target) -> None:
     from PySide6.QtCore import QSize
 
