@@ -114,6 +114,30 @@ def test_a_reply_stopped_in_a_loop_says_so_with_regenerate(qtbot, open_window, t
         widget.note.linkActivated.emit("regenerate")
 
 
+def test_a_live_reply_that_loops_is_stopped_and_says_so(qtbot, open_window, wait_reply, models_dir) -> None:
+    # End to end (engine, worker, window): a tiny random model (seed 0, greedy, no repetition
+    # penalty, as the edit preset) that answers "hello" by repeating itself until the 400-token
+    # cap without the guard; the guard stops it (at token 209 here) and the reply says so.
+    from tests.tiny import write_tiny_model
+
+    looper = write_tiny_model(models_dir / "looper.gguf", seed=0)
+    window = open_window(looper, max_tokens=400, repeat_penalty=1.0)
+    window.send("hello")
+    wait_reply(window)
+    store = Store()
+    try:
+        record = store.messages(window.conversation_id)[-1].stats
+    finally:
+        store.close()
+    assert record.get("stop_reason") == "repetition", record
+    assert record["n_generated"] < 400
+    widget = _reply_widget(window)
+    assert widget.note.text().startswith("stopped: the reply was repeating itself")
+    assert "Regenerate" in widget.note.text() and not widget.note.isHidden()
+    with qtbot.waitSignal(window.chat.regenerate_requested, timeout=5_000):
+        widget.note.linkActivated.emit("regenerate")
+
+
 def test_a_suggested_task_says_what_it_changed_offers_undo_and_puts_it_back(
     qtbot, open_window, wait_reply, tiny_target
 ) -> None:
