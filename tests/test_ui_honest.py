@@ -272,6 +272,49 @@ def test_errors_verdicts_tabs_and_status_take_the_theme_at_aa_after_a_switch(
     window.theme.set_choice("system")  # the theme is the application's: leave it as found
 
 
+def test_every_text_colour_of_the_theme_reads_at_aa_in_both_themes_after_a_switch(
+    qtbot, open_window, tiny_target
+) -> None:
+    # Beside the named tones above: every colour the window draws text in (its palette's text
+    # roles, links among them, the theme's tones, the headline's green), on every background it
+    # draws text on (the page, inputs and panes, buttons), as the application has it after a
+    # switch, each way.
+    from PySide6.QtGui import QPalette
+
+    window = open_window(tiny_target)
+    roles = QPalette.ColorRole
+    try:
+        for choice in ("dark", "light", "dark", "light"):
+            window.theme.set_choice(choice)
+            palette, colors = QGuiApplication.palette(), theme.colors()
+            grounds = {
+                "page": palette.color(roles.Window),
+                "base": palette.color(roles.Base),
+            }
+            inks = {
+                "window text": (palette.color(roles.WindowText), ("page",)),
+                "text": (palette.color(roles.Text), ("base",)),
+                "link": (palette.color(roles.Link), ("page", "base")),
+                "visited link": (palette.color(roles.LinkVisited), ("page", "base")),
+                "body": (colors.text, ("page", "base")),
+                "headline": (colors.speedup_text, ("page",)),
+                "muted": (QColor(colors.muted_text), ("page", "base")),
+                "error": (QColor(colors.error_text), ("page", "base")),
+                "ok": (QColor(colors.ok_text), ("page", "base")),
+            }
+            low = {
+                (name, on): round(theme.contrast(ink, grounds[on]), 2)
+                for name, (ink, ons) in inks.items()
+                for on in ons
+                if theme.contrast(ink, grounds[on]) < theme.AA
+            }
+            assert not low, (choice, low)
+            button = palette.color(roles.ButtonText), palette.color(roles.Button)
+            assert theme.contrast(*button) >= theme.AA, choice
+    finally:
+        window.theme.set_choice("system")
+
+
 def test_about_says_what_the_model_runs_on(qtbot, open_window, tiny_target) -> None:
     window = open_window(tiny_target)
     window.show_about()
