@@ -10,7 +10,7 @@ import platformdirs
 APP_NAME = "Tandem"
 
 
-def user_path(text: str | Path) -> Path:
+def user_path(text: str | os.PathLike[str]) -> Path:
     """A path the user wrote, with a leading ~ or ~name expanded; as written where that home is
     unknown ("~0", "~nobody-here"), for which Path.expanduser raises instead."""
     path = Path(text)
