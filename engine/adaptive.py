@@ -65,6 +65,9 @@ _RAMP_STRETCH = 2
 # draft of this reply has been rejected.
 _MATCH_RUN = 0.5
 _MATCH_MIN = 24
+# ...and drafts the batch this machine checks cheapest per row (as llama-server's ngram-mod drafts
+# 48-64 tokens after a 24-token match), rather than the length its acceptance prices best.
+_SURE_COPY_BEST_BATCH = True
 # Within a reply no draft may risk, were it rejected at its first token, more than the reply's
 # drafts have saved so far plus what a first _RAMP_FIRST-token draft risks (`_risk_limit`): a
 # reply that drafts cannot end much slower than plain decoding, whatever acceptance promised.
@@ -377,6 +380,12 @@ class DraftLengthController:
             return _RAMP_FIRST
         return max(_RAMP_FIRST, min(self.k_max, int(_MATCH_RUN * self._match_len)))
 
+    def _best_batch(self, limit: int) -> int:
+        """The draft of at most `limit` tokens whose verify batch this machine checks cheapest per
+        row (a sure copy's draft: see _SURE_COPY_BEST_BATCH)."""
+        rows = np.arange(2, limit + 2, dtype=np.float64)
+        return 1 + int(np.argmax(rows / self.verify_costs(limit + 1)[2:]))
+
     def _match_rate(self, bucket: int) -> float | None:
         """A copy's per-token acceptance as its matched context says it (None: it says nothing):
         L tokens of context agreed, so by the rule of succession the next agrees with
@@ -430,6 +439,8 @@ class DraftLengthController:
                 prior = max(prior if prior is not None else self.acceptance(bucket), sure)
             rates = self.expected_rates(limit, bucket, prior)
             k = 1 + int(np.argmax(rates[1:]))
+            if sure is not None and _SURE_COPY_BEST_BATCH:
+                k = self._best_batch(limit)
             if rates[k] > rates[0] and (best is None or rates[k] > best[0]):
                 best, best_rates = (float(rates[k]), k, bucket, limit), rates
         model = next(((n, b) for n, b in offers if self._costs_drafting(b)), None)
@@ -522,15 +533,20 @@ class DraftLengthController:
         draft_first_s: float | None = None,
         n_more: int = 0,
         learn: bool = True,
+        timed: bool = True,
     ) -> None:
         """One step: k drafted, n accepted, its whole wall time, and the part spent drafting;
         of that, the draft's first decode (None: not told, all decodes alike) and how many
         decodes followed it. learn=False: its acceptance is not counted (a draft model's draft
         where the text was being copied: the text drafts such text, and the model's 100% there
-        says nothing of it on fresh text, where it is chosen; its costs still count)."""
+        says nothing of it on fresh text, where it is chosen; its costs still count). timed=False:
+        the step's time overstates its batch size's cost (its batch grew llama.cpp's buffers): a
+        sample only where no timing of this size or a larger one prices it (the lowest of a size's
+        samples is its price, so the next step of the size corrects it); the guard still judges it."""
         n_rows = n_drafted + 1
-        self.costs.add(n_rows, step_s - draft_s)
-        self.costs.live.add(n_rows)
+        if timed or not any(n >= n_rows for n in self.costs.low):
+            self.costs.add(n_rows, step_s - draft_s)
+            self.costs.live.add(n_rows)
         if n_drafted == 0:
             if draft_s > 0:
                 # A draft model was asked and drafted nothing (unsure of its first token): a
