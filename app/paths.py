@@ -10,6 +10,16 @@ import platformdirs
 APP_NAME = "Tandem"
 
 
+def user_path(text: str | Path) -> Path:
+    """A path the user wrote, with a leading ~ or ~name expanded; as written where that home is
+    unknown ("~0", "~nobody-here"), for which Path.expanduser raises instead."""
+    path = Path(text)
+    try:
+        return path.expanduser()
+    except RuntimeError:
+        return path
+
+
 def private_dir(path: Path) -> Path:
     """A folder of Tandem's that only the user can open (0700): created so, or tightened (it holds
     conversations, documents' text and logs). A folder Tandem cannot change is left as it is."""
@@ -32,7 +42,7 @@ def write_private_text(path: Path, text: str) -> None:
 
 def home() -> Path:
     env = os.environ.get("TANDEM_HOME")
-    path = Path(env).expanduser() if env else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+    path = user_path(env) if env else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
     return private_dir(path)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
+from app.paths import user_path
 from engine.chat import CHAT_SAMPLING
 from engine.config import DRAFT_MAX, NGRAM_LOOKUP, DraftChoice, EngineConfig, SamplingParams
 from engine.events import Speculation
@@ -236,7 +237,7 @@ def api_key_from(flag: str | None, key_file: str | None, env_var: str) -> str | 
         return flag.strip()
     if key_file is not None:
         try:
-            text = Path(key_file).expanduser().read_text(encoding="utf-8")
+            text = user_path(key_file).read_text(encoding="utf-8")
         except OSError as e:
             raise ApiKeyError(f"cannot read the API key file {key_file}: {e.strerror or e}") from None
         except UnicodeDecodeError:

@@ -59,15 +59,31 @@ _RAMP_FIRST = 4
 _RAMP_STRETCH = 2
 # A copy whose context matched L tokens (the longest earlier context that ends like the text so
 # far: engine.text_index) may risk a draft of _MATCH_RUN x L tokens before it has saved anything
-# (a copy that has run L tokens is expected to run about half as far again), and is priced at an
-# acceptance of at least (L + 1) / (L + 2) (each agreeing token a success: the rule of
-# succession), where L is _MATCH_MIN or more (llama-server's ngram-mod keys on 24 tokens) and no
-# draft of this reply has been rejected.
+# (a copy that has run L tokens is expected to run about half as far again), where L is
+# _MATCH_MIN or more (llama-server's ngram-mod keys on 24 tokens) and no draft of this reply has
+# been rejected.
 _MATCH_RUN = 0.5
 _MATCH_MIN = 24
-# ...and drafts the batch this machine checks cheapest per row (as llama-server's ngram-mod drafts
-# 48-64 tokens after a 24-token match), rather than the length its acceptance prices best.
-_SURE_COPY_BEST_BATCH = True
+# How far a copy runs. A copy offer whose context matched L tokens is priced by how far copies run
+# on this text: the chance that its next j tokens all agree is S(j | L) = E[((L + 1) / (L + 1 +
+# j)) ** alpha], a copy that has run L tokens departing from its source at a rate alpha / (L + 1)
+# a token (the longer a copy has run, the longer it is likely to go on: a Lindy law; alpha 1 is
+# the rule of succession). alpha is learned from where copies departed (a Gamma posterior over
+# it, conjugate to that rate: _Departures): an edit that breaks a copy every few tokens makes
+# alpha large, a document copied whole small. The prior (_DEPART_PRIOR breaks in
+# _DEPART_PRIOR_EXPOSURE of log-length) is optimistic; what earlier replies taught weighs at most
+# _DEPART_CARRIED breaks in a new reply (a reply's own copies say most about it).
+_DEPART_PRIOR = 1.0
+_DEPART_PRIOR_EXPOSURE = 2.0
+_DEPART_CARRIED = 2.0
+# The risk limit and the ramp count a copy's tokens that agree with probability 1 - _RISK_DOUBT
+# or more as sure (a draft that breaks before them is this unlikely), by this reply's own copies
+# alone, from a prior of the rule of succession (alpha 1, weighing _RISK_PRIOR breaks): a reply's
+# copies must prove themselves before its drafts risk more than the ramp's (an earlier reply
+# copied whole says little of where an edit will break this one).
+_RISK_DOUBT = 0.07
+_RISK_PRIOR = 2.0
+_RISK_PRIOR_EXPOSURE = 2.0
 # Within a reply no draft may risk, were it rejected at its first token, more than the reply's
 # drafts have saved so far plus what a first _RAMP_FIRST-token draft risks (`_risk_limit`): a
 # reply that drafts cannot end much slower than plain decoding, whatever acceptance promised.
@@ -121,11 +137,51 @@ class _Acceptance:
 
 
 @dataclass
+class _Departures:
+    """Where copies depart from their source: a Gamma(breaks, exposure) posterior over the rate
+    alpha of _DEPART_PRIOR's model (a copy at age r, r tokens of context agreed, departs at its
+    next token with probability 1 - ((r + 1) / (r + 2)) ** alpha). An agreeing token at age r adds
+    log((r + 2) / (r + 1)) of exposure, a departure one break: the survival of a run's log-length
+    is exponential in alpha, so the posterior stays a Gamma (a departure's own likelihood, 1 -
+    exp(-alpha x) ~ alpha x for the small x of a token, is taken as such)."""
+
+    breaks: float = _DEPART_PRIOR
+    exposure: float = _DEPART_PRIOR_EXPOSURE
+
+    def survival(self, age: int, n: int) -> np.ndarray:
+        """S(j) for j = 1..n: the chance that a copy of age `age` agrees over its next j tokens,
+        alpha integrated out (the Gamma's Laplace transform)."""
+        x = np.log1p(np.arange(1, n + 1, dtype=np.float64) / (age + 1))
+        survival: np.ndarray = (self.exposure / (self.exposure + x)) ** self.breaks
+        return survival
+
+    def sure_run(self, age: int, doubt: float) -> float:
+        """How many more tokens a copy of age `age` agrees over with probability 1 - doubt: the
+        j where S(j) = 1 - doubt."""
+        x = self.exposure * ((1 - doubt) ** (-1 / self.breaks) - 1)
+        return (age + 1) * math.expm1(x)
+
+    def learn(self, age: int, n_drafted: int, n_accepted: int) -> None:
+        self.exposure += math.log1p(n_accepted / (age + 1))
+        if n_accepted < n_drafted:
+            self.breaks += 1
+
+    def carried(self) -> _Departures:
+        """What a new reply starts from: this evidence, weighing at most _DEPART_CARRIED breaks."""
+        scale = min(1.0, _DEPART_CARRIED / self.breaks) if self.breaks > 0 else 1.0
+        return _Departures(self.breaks * scale, self.exposure * scale)
+
+
+@dataclass
 class DraftLengthController:
     k_max: int
     adaptive: bool = True
     draft_costs_time: bool = False  # a draft model costs a decode per token; n-gram lookup ~nothing
     _acceptance: dict[int, _Acceptance] = field(default_factory=dict)
+    _departures: _Departures = field(default_factory=_Departures)  # how far copies run here
+    _reply_departures: _Departures = field(  # ...in this reply's own copies (the risk limit's)
+        default_factory=lambda: _Departures(_RISK_PRIOR, _RISK_PRIOR_EXPOSURE)
+    )
     costs: VerifyCosts = field(default_factory=VerifyCosts)  # what a verify batch costs here
     guard: ThroughputGuard = field(default_factory=ThroughputGuard)
     _n_spec_steps: int = 0
@@ -183,14 +239,21 @@ class DraftLengthController:
         """verify_cost(n) for n = 0..n_max in one go (index 0 unused)."""
         return self.costs.costs(n_max)
 
-    def expected_rates(self, k_max: int, bucket: int = 0, acceptance: float | None = None) -> np.ndarray:
-        """expected_rate(k) for k = 0..k_max, vectorised (at the bucket's acceptance, unless told).
+    def expected_rates(
+        self, k_max: int, bucket: int = 0, acceptance: float | None = None, survival: np.ndarray | None = None
+    ) -> np.ndarray:
+        """expected_rate(k) for k = 0..k_max, vectorised (at the bucket's acceptance, unless told;
+        survival: the chance that the first j drafted tokens are all accepted, j = 1..k_max, in
+        place of the acceptance's a ** j).
 
         A draft model may offer nothing when asked (refusal rate r, measured): then the step
         yields one token for a draft decode and a 1-row verify."""
-        a = min(self.acceptance(bucket) if acceptance is None else acceptance, _MAX_RATE)
         ks = np.arange(k_max + 1, dtype=np.float64)
-        tokens = (1 - a ** (ks + 1)) / (1 - a)
+        if survival is not None:
+            tokens = np.concatenate(([1.0], 1.0 + np.cumsum(survival[:k_max])))
+        else:
+            a = min(self.acceptance(bucket) if acceptance is None else acceptance, _MAX_RATE)
+            tokens = (1 - a ** (ks + 1)) / (1 - a)
         costs = self.verify_costs(k_max + 1)[1:]
         if not self._costs_drafting(bucket):
             plain_rates: np.ndarray = tokens / costs
@@ -256,6 +319,8 @@ class DraftLengthController:
         """A new reply: its drafts start short again (see _RAMP_FIRST); a draft model found too
         slow is re-measured now and then (see _REMEASURE_FIRST)."""
         self._ramp = _RAMP_FIRST
+        self._departures = self._departures.carried()
+        self._reply_departures = _Departures(_RISK_PRIOR, _RISK_PRIOR_EXPOSURE)
         self._broke = False
         self._whole_tokens = 0
         self._copy_drafted = False
@@ -350,7 +415,7 @@ class DraftLengthController:
         draft costs, so for free drafts it is a cost: up to twice as long, any draft whose verify
         batch is priced no dearer than the ramp's (batch costs are not monotone in rows: CPU
         kernels work in tiles)."""
-        ramp = max(self._ramp, self._first_draft(bucket))
+        ramp = max(self._ramp, self._first_draft(bucket), self._sure_run(bucket))
         if ramp >= self.k_max or self._costs_drafting(bucket):
             return ramp
         costs = self.verify_costs(min(_RAMP_STRETCH * ramp, self.k_max) + 1)  # by rows: k tokens are k + 1
@@ -366,10 +431,13 @@ class DraftLengthController:
             return self.k_max
         k_max = self.k_max
         costs = self.verify_costs(k_max + 1)
-        loss = costs[2:] - costs[1]  # drafts of 1..k_max tokens: k + 1 rows for one token
+        # drafts of 1..k_max tokens: k + 1 rows for one token, or for a copy, for the tokens it
+        # surely agrees over (_RISK_DOUBT) and one more
+        worst = costs[2:] - costs[1]
         if self._costs_drafting(bucket):
-            loss = loss + self.draft_first_cost() + np.arange(k_max) * self.draft_cost()
-        allowed = max(self._saved_s, 0.0) + loss[min(self._first_draft(bucket), k_max) - 1]
+            worst = worst + self.draft_first_cost() + np.arange(k_max) * self.draft_cost()
+        loss = worst - np.minimum(np.arange(1, k_max + 1), self._sure_run(bucket)) * costs[1]
+        allowed = max(self._saved_s, 0.0) + worst[min(_RAMP_FIRST, k_max) - 1]
         within = np.flatnonzero(loss <= allowed)
         return int(within[-1]) + 1 if within.size else 1
 
@@ -380,21 +448,20 @@ class DraftLengthController:
             return _RAMP_FIRST
         return max(_RAMP_FIRST, min(self.k_max, int(_MATCH_RUN * self._match_len)))
 
-    def _best_batch(self, limit: int) -> int:
-        """The draft of at most `limit` tokens whose verify batch this machine checks cheapest per
-        row (a sure copy's draft: see _SURE_COPY_BEST_BATCH)."""
-        rows = np.arange(2, limit + 2, dtype=np.float64)
-        return 1 + int(np.argmax(rows / self.verify_costs(limit + 1)[2:]))
+    def _sure_run(self, bucket: int) -> int:
+        """How far this step's copy surely agrees (_RISK_DOUBT, _Departures.sure_run); 0 for other
+        offers."""
+        if bucket not in COPY_KINDS or self._match_len <= 0:
+            return 0
+        return int(min(self.k_max, self._reply_departures.sure_run(self._match_len, _RISK_DOUBT)))
 
-    def _match_rate(self, bucket: int) -> float | None:
-        """A copy's per-token acceptance as its matched context says it (None: it says nothing):
-        L tokens of context agreed, so by the rule of succession the next agrees with
-        probability (L + 1) / (L + 2); for a copy of _MATCH_MIN tokens or more whose reply has
-        not departed from its source."""
-        L = self._match_len
-        if bucket not in COPY_KINDS or L < _MATCH_MIN or self._broke:
+    def _survival(self, bucket: int, n: int) -> np.ndarray | None:
+        """A copy's chance of agreeing over its next 1..n tokens, from how long its context matched
+        and how far copies run here (_Departures); None for other offers (priced by their kind's
+        acceptance)."""
+        if bucket not in COPY_KINDS or self._match_len <= 0 or n <= 0:
             return None
-        return (L + 1) / (L + 2)
+        return self._departures.survival(self._match_len, n)
 
     def _explore_limit(self) -> int:
         """Never draft far past the largest batch measured (engine.costs.VerifyCosts.explore_limit)."""
@@ -432,15 +499,11 @@ class DraftLengthController:
         best_rates = np.empty(0)
         for available, bucket in offers:
             limit = min(available, self._explore_limit(), self._ramp_limit(bucket), self._risk_limit(bucket))
-            first_copy = bucket in COPY_KINDS and not self._copy_drafted
+            survival = self._survival(bucket, limit)
+            first_copy = survival is None and bucket in COPY_KINDS and not self._copy_drafted
             prior = max(self.acceptance(bucket), _PRIOR_ACCEPT[bucket]) if first_copy else None
-            sure = self._match_rate(bucket)
-            if sure is not None:
-                prior = max(prior if prior is not None else self.acceptance(bucket), sure)
-            rates = self.expected_rates(limit, bucket, prior)
+            rates = self.expected_rates(limit, bucket, prior, survival)
             k = 1 + int(np.argmax(rates[1:]))
-            if sure is not None and _SURE_COPY_BEST_BATCH:
-                k = self._best_batch(limit)
             if rates[k] > rates[0] and (best is None or rates[k] > best[0]):
                 best, best_rates = (float(rates[k]), k, bucket, limit), rates
         model = next(((n, b) for n, b in offers if self._costs_drafting(b)), None)
@@ -586,6 +649,9 @@ class DraftLengthController:
                 )
             else:
                 self._note_draft_cost(draft_first_s, draft_s - draft_first_s, n_more)
+        if bucket in COPY_KINDS and self._match_len > 0:
+            self._departures.learn(self._match_len, n_drafted, n_accepted)
+            self._reply_departures.learn(self._match_len, n_drafted, n_accepted)
         if learn:
             acc = self._bucket(bucket)
             # Geometric model: every accepted token is a success; the first rejection a failure.
@@ -659,6 +725,7 @@ class DraftLengthController:
             "acceptance": {
                 str(b): [round(a.accepted, 4), round(a.trials, 4)] for b, a in self._acceptance.items()
             },
+            "departures": [round(self._departures.breaks, 4), round(self._departures.exposure, 4)],
         }
 
     def seed(self, data: dict[str, object]) -> None:
@@ -670,6 +737,13 @@ class DraftLengthController:
             value = data.get(key)
             if isinstance(value, int | float) and value > 0:
                 setattr(self, attr, float(value))
+        departures = data.get("departures")
+        if (
+            isinstance(departures, list)
+            and len(departures) == 2
+            and all(isinstance(x, int | float) and x > 0 for x in departures)
+        ):
+            self._departures = _Departures(float(departures[0]), float(departures[1])).carried()
         acceptance = data.get("acceptance")
         if isinstance(acceptance, dict):
             for b, (accepted, trials) in acceptance.items():

@@ -8,6 +8,7 @@ checked against the end of every tensor, before a single weight is loaded.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import struct
@@ -346,7 +347,9 @@ def read_gguf_info(
 
     Raises a ModelFileError subclass with a sentence a user can act on, for any file whatever.
     """
-    p = Path(path).expanduser()
+    p = Path(path)
+    with contextlib.suppress(RuntimeError):  # "~name" of no user here: as written (not found below)
+        p = p.expanduser()
     if not p.exists():
         raise ModelNotFoundError(f"model file not found: {p}")
     if p.is_dir():

@@ -11,9 +11,11 @@ what will be accepted: the controller's share of it is how well it fits the mach
 
 `calibrated` adds what the app's worker times while idle (Engine.calibrate) to a seed.
 
-Cost curves live in resources/replay/curves (one JSON file a machine and build; `tandem bench
---cost-curve` measures this machine's), traces in resources/replay/traces (`tandem bench
---record-traces`).
+Cost curves live in resources/replay/curves (one JSON file a machine and build; `tandem bench dev
+cost-curve` measures this machine's), traces in resources/replay/traces (`tandem bench dev
+record-traces`); `tandem bench dev replay` prints the report (app/cli/replay_bench.py). The
+product uses this module too: the pair doctor's copy-work figure replays the kept traces with a
+pair's measured costs (app/library/measure.py).
 """
 
 from __future__ import annotations

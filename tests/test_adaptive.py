@@ -383,7 +383,7 @@ def test_a_reply_starts_with_short_drafts_until_one_is_accepted_whole() -> None:
     assert c.choose(available=64, bucket=5) <= 4
 
 
-# SmolLM2-135M on 2 AMD EPYC cores, AVX-512 build (tandem bench --cost-curve): every verified row
+# SmolLM2-135M on 2 AMD EPYC cores, AVX-512 build (tandem bench dev cost-curve): every verified row
 # costs about half a plain step.
 STEEP = {1: 0.0087, 2: 0.0160, 4: 0.0250, 8: 0.0417, 16: 0.0754, 32: 0.1302, 64: 0.2494}
 

@@ -156,6 +156,20 @@ def test_a_failed_download_shows_its_sentence(qtbot, hub: FakeHub) -> None:
     assert "missing.gguf was not found in the repository" in page.status_labels[CUSTOM_KEY].text()
 
 
+def test_the_hub_file_row_shows_no_empty_progress_bar_until_a_download(qtbot, hub: FakeHub) -> None:
+    # The review (and the pictures) saw an empty white box under the repository's fields: the
+    # progress bar of a download that never started.
+    page = make_page(qtbot, hub)
+    bar = page.download_view.progress_bars[CUSTOM_KEY]
+    assert not bar.isVisibleTo(page)
+    page.repo_edit.setText(REPO)
+    page.file_edit.setText("tiny-target.gguf")
+    qtbot.mouseClick(page.download_buttons[CUSTOM_KEY], Qt.MouseButton.LeftButton)
+    assert bar.isVisibleTo(page)
+    qtbot.waitUntil(lambda: page.download_buttons[CUSTOM_KEY].isEnabled(), timeout=30_000)
+    assert bar.isVisibleTo(page) and bar.value() == bar.maximum()  # what it did, kept in view
+
+
 def test_the_pair_picker_names_a_built_in_model_as_people_call_it(qtbot, tiny_target: Path) -> None:
     # SmolLM2's file header names it "Smollm2 135M 8k Lc100K Mix1 Ep2": the picker says what the
     # header's model picker says. Any other model keeps its header's name.
@@ -163,6 +177,11 @@ def test_the_pair_picker_names_a_built_in_model_as_people_call_it(qtbot, tiny_ta
 
     folder = paths.models_dir()
     shutil.copy(tiny_target, folder / SMOLLM2_FILE)
+    with open(folder / SMOLLM2_FILE, "r+b") as f:  # another file of the same size (the same file
+        f.seek(-1, 2)  # twice is one model, listed once: tests/test_ui_picker.py)
+        last = f.read(1)
+        f.seek(-1, 2)
+        f.write(bytes([last[0] ^ 1]))
     shutil.copy(tiny_target, folder / tiny_target.name)
     page = make_page(qtbot)
     combo = page.target_combo

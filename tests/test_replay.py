@@ -73,7 +73,8 @@ def test_with_this_machines_batches_timed_while_idle_copying_drafts_the_cheap_si
 
 def test_the_risk_limits_own_bound_lies_between_the_hindsight_best_and_the_controller() -> None:
     # tools.lab.replay_risk_bound: the best any policy obeying the per-reply risk limit could do,
-    # knowing acceptance. On the slow EPYC's in-run curve it is 92.7% of the hindsight-best.
+    # knowing acceptance. On the slow EPYC's in-run curve it is 95.3% of the hindsight-best (92.7%
+    # before a reply's proven copies counted their sure tokens as emitted in the limit).
     from tools.lab.replay_risk_bound import risk_limited_best
 
     curves = {c.name: c for c in load_curves(REPLAY / "curves")}
@@ -82,24 +83,64 @@ def test_the_risk_limits_own_bound_lies_between_the_hindsight_best_and_the_contr
     _, warm = replay(traces["warm-up"], curve)
     controller, _ = replay(trace, curve, calibrated(warm.export(), curve))
     best, bound = hindsight_best(trace, curve), risk_limited_best(trace, curve)
-    assert best < 0.95 * bound and bound <= controller.decode_s
+    assert best < 0.96 * bound and bound <= controller.decode_s
     # Rows that cost nothing past the first: no draft risks anything, and the limit never binds.
     flat = CostCurve("flat", {1: 10.0, 64: 10.0}, fixed_ms=0.0, row_ms=0.0)
     assert risk_limited_best(trace, flat) == pytest.approx(hindsight_best(trace, flat))
 
 
 def test_tandem_bench_replay_needs_no_model(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "--replay", "--python-scale", "1"]) == 0
+    assert main(["bench", "dev", "replay", "--python-scale", "1"]) == 0
     out = capsys.readouterr().out
     assert "| epyc-slow-avx2 | 1 | copy-report |" in out
     assert "### smollm2: 18 traces, 3 cost curves" in out  # each kept set against its own curves
-    # Real sizes: stand-ins of Qwen2.5 0.5B-7B shapes timed here, on the copy traces.
-    assert "### real sizes (stand-ins) on the copy traces: 7 traces, 4 cost curves" in out
+    # Real sizes: stand-ins of Qwen2.5 0.5B-14B shapes timed here (AVX-512; 0.5B-7B on AVX2 too),
+    # on the copy traces.
+    assert "### real sizes (stand-ins) on the copy traces: 7 traces, 9 cost curves" in out
     assert "| this-epyc-avx512-qwen2.5-7b-q4_k_m | 1 | copy-report |" in out
+    assert "| this-epyc-avx512-qwen2.5-14b-q4_k_m | 1 | copy-report |" in out
+    assert "| this-epyc-avx2-qwen2.5-7b-q4_k_m | 1 | copy-report |" in out
     assert "| this-epyc-avx2-smollm2 | 1 | demo-repeat |" in out
     assert "| this-epyc-avx2-smollm2 | 1 | copy-report |" not in out
     assert "of the hindsight-best" in out
     assert "before this machine's batches were timed" in out
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (["--replay"], "replay"),
+        (["--python-scale", "1"], "replay"),
+        (["--cost-curve", "--curve-name", "x"], "cost-curve"),
+        (["--standin", "qwen2.5-7b"], "cost-curve"),
+        (["--model", "default", "--record-traces"], "record-traces"),
+    ],
+)
+def test_the_replay_flags_tandem_bench_had_say_where_they_went(
+    old: list[str], new: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        main(["bench", *old])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")  # one line, no usage, no traceback
+    assert f"`tandem bench dev {new}`" in err[0]
+
+
+def test_bench_help_is_the_users_bench_and_dev_help_says_it_is_for_developers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    bench_help = " ".join(capsys.readouterr().out.split())
+    assert "--max-tokens" in bench_help and "`tandem bench dev --help`" in bench_help
+    for flag in ("--replay", "--cost-curve", "--record-traces", "--standin", "--curves", "--python-scale"):
+        assert flag not in bench_help
+    with pytest.raises(SystemExit):
+        main(["bench", "dev", "--help"])
+    dev_help = capsys.readouterr().out
+    assert "For developers" in dev_help
+    assert all(command in dev_help for command in ("replay", "cost-curve", "record-traces"))
 
 
 def test_where_a_row_costs_half_a_plain_step_no_reply_ends_much_slower_than_plain() -> None:
@@ -123,12 +164,14 @@ def test_where_a_row_costs_half_a_plain_step_no_reply_ends_much_slower_than_plai
 @pytest.mark.xfail(
     strict=True,
     reason="issue 39's target (>= 90% of the hindsight-best on every real-size curve) is not reached: "
-    "medians 86% (0.5B), 84% (1.5B), 83% (3B), 89% (7B) on this EPYC's AVX-512 curves of 2026-12-06",
+    "medians 89.0% (0.5B), 83.6% (1.5B), 87.3% (3B), 87.3% (7B), 91.0% (14B) on this EPYC's AVX-512 curves, "
+    "92.1%, 90.7%, 88.7%, 91.5% (0.5B-7B) on its AVX2 curves (Python x1, 2026-12-06)",
 )
 def test_the_controller_holds_on_real_size_curves_of_stand_ins() -> None:
-    # Qwen2.5 0.5B-7B shapes (stand-ins, random weights) timed on this EPYC at every batch size
-    # 1-64 (`tandem bench --cost-curve --standin`), against the kept copy traces: what drafting
-    # offers does not depend on the model's size, what a batch costs does.
+    # Qwen2.5 0.5B-14B shapes (stand-ins, random weights) timed on this EPYC at every batch size
+    # 1-64 (`tandem bench dev cost-curve --standin`), both builds, against the kept copy traces
+    # (the held-out ones among them): what drafting offers does not depend on the model's size,
+    # what a batch costs does.
     import statistics
 
     from app.cli.replay_bench import run_replay, standin_set
@@ -138,8 +181,12 @@ def test_the_controller_holds_on_real_size_curves_of_stand_ins() -> None:
     _, curves_dir, traces_dir = found
     curves = load_curves(curves_dir)
     names = {c.name for c in curves}
-    assert {f"this-epyc-avx512-qwen2.5-{s}-q4_k_m" for s in ("0.5b", "1.5b", "3b", "7b")} <= names
-    rows = run_replay(curves, load_traces(traces_dir), (1.0,))
+    sizes = ("0.5b", "1.5b", "3b", "7b")
+    assert {f"this-epyc-avx512-qwen2.5-{s}-q4_k_m" for s in (*sizes, "14b")} <= names
+    assert {f"this-epyc-avx2-qwen2.5-{s}-q4_k_m" for s in sizes} <= names
+    traces = load_traces(traces_dir)
+    rows = run_replay(curves, traces, (1.0,))
     for curve in curves:
         shares = [r.share for r in rows if r.curve == curve.name]
-        assert len(shares) == 3 and statistics.median(shares) >= 0.9, (curve.name, shares)
+        assert len(shares) == len(traces) - 1, curve.name  # every trace but the warm-up
+        assert statistics.median(shares) >= 0.9, (curve.name, shares)

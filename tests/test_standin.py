@@ -323,13 +323,13 @@ def test_a_cost_curve_of_a_known_shape_for_the_replay(
 
     monkeypatch.setitem(standin.KNOWN_SHAPES, "tiny-qwen2", TINY_QWEN2)
     out = tmp_path / "curve.json"
-    assert main(["bench", "--cost-curve", "--standin", "tiny-qwen2:Q4_0", "--out", str(out)]) == 0
+    assert main(["bench", "dev", "cost-curve", "--standin", "tiny-qwen2:Q4_0", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
     assert sorted(int(n) for n in data["t_ms"]) == list(range(1, 65))  # every batch size 1-64
     assert "--standin tiny-qwen2:Q4_0" in data["source"] and data["row_ms"] >= 0
     assert not files_under(standin.standins_dir())
     capsys.readouterr()
-    assert main(["bench", "--cost-curve", "--standin", "qwen9-1b"]) == 2
+    assert main(["bench", "dev", "cost-curve", "--standin", "qwen9-1b"]) == 2
     assert capsys.readouterr().err.splitlines()[-1].startswith("error: no known shape 'qwen9-1b'; known: ")
 
 

@@ -346,3 +346,27 @@ def test_notice_and_doctor_labels_are_plain_text(open_window, tiny_target: Path,
     panel = window.findChild(PairDoctorPanel)
     if panel is not None:
         assert panel.status_label.textFormat() == Qt.TextFormat.PlainText
+
+
+@pytest.mark.parametrize("ref", ["~0", "~no-such-user-here/model.gguf"])
+def test_a_home_of_no_user_here_is_a_path_as_written(ref: str) -> None:
+    # Path.expanduser raises RuntimeError for "~name" of an unknown user (the fuzzer's "~0"):
+    # the reference is the path as written, and reading it says it is not there.
+    from engine.errors import ModelNotFoundError
+    from engine.gguf_info import read_gguf_info
+
+    parsed = parse_model_ref(ref)
+    assert parsed.path == Path(ref)
+    with pytest.raises(ModelNotFoundError):
+        read_gguf_info(ref)
+
+
+def test_a_document_or_prompt_file_under_a_home_of_no_user_is_one_sentence(tmp_path: Path) -> None:
+    with pytest.raises(DocumentError):
+        read_document(Path("~no-such-user-here/notes.txt"))
+    from tests.test_cli import tandem
+
+    r = tandem("generate", "--model", "~no-such-user-here/m.gguf", "--prompt", "hi")
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

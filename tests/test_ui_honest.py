@@ -114,6 +114,30 @@ def test_a_reply_stopped_in_a_loop_says_so_with_regenerate(qtbot, open_window, t
         widget.note.linkActivated.emit("regenerate")
 
 
+def test_a_live_reply_that_loops_is_stopped_and_says_so(qtbot, open_window, wait_reply, models_dir) -> None:
+    # End to end (engine, worker, window): a tiny random model (seed 0, greedy, no repetition
+    # penalty, as the edit preset) that answers "hello" by repeating itself until the 400-token
+    # cap without the guard; the guard stops it (at token 209 here) and the reply says so.
+    from tests.tiny import write_tiny_model
+
+    looper = write_tiny_model(models_dir / "looper.gguf", seed=0)
+    window = open_window(looper, max_tokens=400, repeat_penalty=1.0)
+    window.send("hello")
+    wait_reply(window)
+    store = Store()
+    try:
+        record = store.messages(window.conversation_id)[-1].stats
+    finally:
+        store.close()
+    assert record.get("stop_reason") == "repetition", record
+    assert record["n_generated"] < 400
+    widget = _reply_widget(window)
+    assert widget.note.text().startswith("stopped: the reply was repeating itself")
+    assert "Regenerate" in widget.note.text() and not widget.note.isHidden()
+    with qtbot.waitSignal(window.chat.regenerate_requested, timeout=5_000):
+        widget.note.linkActivated.emit("regenerate")
+
+
 def test_a_suggested_task_says_what_it_changed_offers_undo_and_puts_it_back(
     qtbot, open_window, wait_reply, tiny_target
 ) -> None:
@@ -166,6 +190,25 @@ def test_compare_says_when_the_computer_was_too_busy_for_a_fair_run(qtbot, open_
     compare._show_summary()
     assert compare.unfair.isHidden()
     assert "so it arrived sooner" not in compare.legend.text()
+
+
+def test_compare_says_each_time_once_and_names_its_speed_up_plainly(qtbot, open_window, tiny_target) -> None:
+    # The README's Compare picture: "80 tokens in 0.7 s" under each pane, then "0.5 s instead of
+    # 0.7 s" in the headline (each time twice), under "With the speed-up (From the text (n-gram))".
+    import re
+
+    window = open_window(tiny_target)
+    compare = window.compare
+    assert compare.speculative.title() == "With the speed-up: from the text (n-gram)"
+    plain = _stats(speculation="none", n_drafted=0, n_accepted=0, decode_s=3.0)
+    compare.final_stats = {"plain": plain, "speculative": _stats(decode_s=1.5, plain_tokens_per_s_est=100.0)}
+    compare._show_summary()
+    times = re.findall(r"\d+(?:\.\d+)? s\b", compare.summary.text())
+    assert len(times) == 2, compare.summary.text()
+    shown = [compare.summary, compare.plain.stats, compare.speculative.stats, compare.check, compare.details]
+    for figure in times:
+        assert sum(label.text().count(figure) for label in shown) == 1, (figure, [w.text() for w in shown])
+    assert compare.plain.stats.text() == "306 tokens"
 
 
 def test_the_first_window_fits_the_screen_and_keeps_its_size(qtbot, open_window, tiny_target) -> None:
@@ -227,6 +270,49 @@ def test_errors_verdicts_tabs_and_status_take_the_theme_at_aa_after_a_switch(
     assert good_colour(QGuiApplication.palette()) == theme.DARK.ok_text
     assert bad_colour(QGuiApplication.palette()) == theme.DARK.error_text
     window.theme.set_choice("system")  # the theme is the application's: leave it as found
+
+
+def test_every_text_colour_of_the_theme_reads_at_aa_in_both_themes_after_a_switch(
+    qtbot, open_window, tiny_target
+) -> None:
+    # Beside the named tones above: every colour the window draws text in (its palette's text
+    # roles, links among them, the theme's tones, the headline's green), on every background it
+    # draws text on (the page, inputs and panes, buttons), as the application has it after a
+    # switch, each way.
+    from PySide6.QtGui import QPalette
+
+    window = open_window(tiny_target)
+    roles = QPalette.ColorRole
+    try:
+        for choice in ("dark", "light", "dark", "light"):
+            window.theme.set_choice(choice)
+            palette, colors = QGuiApplication.palette(), theme.colors()
+            grounds = {
+                "page": palette.color(roles.Window),
+                "base": palette.color(roles.Base),
+            }
+            inks = {
+                "window text": (palette.color(roles.WindowText), ("page",)),
+                "text": (palette.color(roles.Text), ("base",)),
+                "link": (palette.color(roles.Link), ("page", "base")),
+                "visited link": (palette.color(roles.LinkVisited), ("page", "base")),
+                "body": (colors.text, ("page", "base")),
+                "headline": (colors.speedup_text, ("page",)),
+                "muted": (QColor(colors.muted_text), ("page", "base")),
+                "error": (QColor(colors.error_text), ("page", "base")),
+                "ok": (QColor(colors.ok_text), ("page", "base")),
+            }
+            low = {
+                (name, on): round(theme.contrast(ink, grounds[on]), 2)
+                for name, (ink, ons) in inks.items()
+                for on in ons
+                if theme.contrast(ink, grounds[on]) < theme.AA
+            }
+            assert not low, (choice, low)
+            button = palette.color(roles.ButtonText), palette.color(roles.Button)
+            assert theme.contrast(*button) >= theme.AA, choice
+    finally:
+        window.theme.set_choice("system")
 
 
 def test_about_says_what_the_model_runs_on(qtbot, open_window, tiny_target) -> None:

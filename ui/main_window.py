@@ -435,7 +435,7 @@ class MainWindow(QMainWindow):
         self.presenter.update_settings(**changes)
 
     def on_presenter_pair_changed(self, pair: PairView) -> None:
-        self.pair_label.setText(pair.text)
+        self.header.set_state(pair.text, pair.restates)
         if pair.tooltip is not None:
             self.pair_label.setToolTip(pair.text + "\n" + pair.tooltip)
         theme.set_tone(self.pair_label, "error" if pair.is_problem else "")

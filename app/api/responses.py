@@ -24,6 +24,10 @@ def say(line: str) -> None:
     say_limited(line, sys.stderr)
 
 
+def _ms_per_token(seconds: float, n_tokens: int) -> float:
+    return round(seconds * 1000 / n_tokens, 3) if n_tokens else 0.0
+
+
 def timings(stats: Stats | None) -> dict[str, Any]:
     """llama-server's `timings` object."""
     if stats is None:
@@ -32,15 +36,11 @@ def timings(stats: Stats | None) -> dict[str, Any]:
         "cache_n": stats.n_prompt_tokens - stats.n_prefilled,
         "prompt_n": stats.n_prefilled,
         "prompt_ms": round(stats.prefill_s * 1000, 3),
-        "prompt_per_token_ms": round(stats.prefill_s * 1000 / stats.n_prefilled, 3)
-        if stats.n_prefilled
-        else 0.0,
+        "prompt_per_token_ms": _ms_per_token(stats.prefill_s, stats.n_prefilled),
         "prompt_per_second": round(stats.prefill_tokens_per_s, 3),
         "predicted_n": stats.n_generated,
         "predicted_ms": round(stats.decode_s * 1000, 3),
-        "predicted_per_token_ms": round(stats.decode_s * 1000 / stats.n_generated, 3)
-        if stats.n_generated
-        else 0.0,
+        "predicted_per_token_ms": _ms_per_token(stats.decode_s, stats.n_generated),
         "predicted_per_second": round(stats.decode_tokens_per_s, 3),
         "draft_n": stats.n_drafted,
         "draft_n_accepted": stats.n_accepted,

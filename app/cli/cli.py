@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from app.cli.bench_dev import add_bench_dev_parser
 from app.cli.cli_base import EXIT_BAD_INPUT, Parser, at_the_edge
 from app.cli.options import add_draft_arg, add_engine_args
 
@@ -97,29 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--json", action="store_true")
     b.add_argument("--out", default=None, help="also write the report as Markdown here")
-    replay = b.add_mutually_exclusive_group()
-    replay.add_argument(
-        "--cost-curve", action="store_true", help="measure this machine's verify costs for --replay"
-    )
-    replay.add_argument(
-        "--record-traces", action="store_true", help="record greedy replies to the copy prompts for --replay"
-    )
-    replay.add_argument(
-        "--replay",
-        action="store_true",
-        help="replay the draft policy on the kept traces against every kept cost curve (no model needed)",
-    )
-    b.add_argument("--curves", default=None, help="folder of cost curves for --replay")
-    b.add_argument("--traces", default=None, help="folder of traces for --replay")
-    b.add_argument("--python-scale", default=None, help="--replay: comma-separated slow-core factors (1,3.5)")
-    b.add_argument("--curve-name", default=None, help="--cost-curve: the curve's name")
-    b.add_argument(
-        "--standin",
-        default=None,
-        metavar="SHAPE[:QUANT]",
-        help="--cost-curve: time a stand-in of a known shape (random weights, e.g. qwen2.5-7b:Q4_K_M) "
-        "at every batch size 1-64 instead of --model; deleted after",
-    )
+    add_bench_dev_parser(b)  # `tandem bench dev ...`: for developers (app/cli/bench_dev.py)
 
     try:
         from app.cli.cli_models import add_models_parser
@@ -165,10 +144,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from app.cli.serve import cmd_serve
 
         return cmd_serve(args)
-    if args.command == "bench" and (args.replay or args.cost_curve or args.record_traces):
-        from app.cli.replay_bench import cmd_replay_bench
+    if args.command == "bench" and args.bench_group is not None:
+        from app.cli.replay_bench import cmd_bench_dev
 
-        return cmd_replay_bench(args)
+        return cmd_bench_dev(args)
     if args.command == "bench":
         from app.cli.bench import cmd_bench
 

@@ -53,6 +53,7 @@ from app.library.catalog import (
 )
 from app.library.downloads import DownloadProgress, FileRequest, download_files, pair_requests
 from app.library.model_spec import parse_model
+from app.paths import user_path
 from engine.errors import TandemError
 
 if TYPE_CHECKING:
@@ -284,7 +285,7 @@ def _resolve_target(spec: str) -> Path:
     model = parse_model(spec)
     if model.embedded is not None:  # `default`, `default-f16`: as everywhere else
         return Path(model.resolve())
-    path = Path(spec).expanduser()
+    path = user_path(spec)
     if path.exists():
         return path
     matches = [m.path for m in scan_local_models() if spec in (m.path.name, m.path.stem)]

@@ -8,10 +8,9 @@ dispatcher back.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from app.library.model_spec import parse_model, resolve_draft
-from app.paths import cost_cache_dir
+from app.paths import cost_cache_dir, user_path
 from engine.config import DRAFT_MAX, DraftChoice, EngineConfig, default_threads
 from engine.errors import TandemError
 
@@ -104,7 +103,7 @@ def read_prompt(args: argparse.Namespace) -> str:
     if args.prompt is not None:
         prompt = args.prompt
     else:
-        path = Path(args.prompt_file).expanduser()
+        path = user_path(args.prompt_file)
         if not path.is_file():
             raise UserError(f"prompt file not found: {path}")
         try:

@@ -1,10 +1,11 @@
-"""`tandem bench --replay`, `--cost-curve`, `--record-traces`: the draft policy against any machine.
+"""`tandem bench dev replay`, `cost-curve`, `record-traces` (for developers; their parsers are in
+app/cli/bench_dev.py): the draft policy against any machine.
 
-- `--record-traces`: plain greedy replies to the copy prompts (and the bench's warm-up prompt),
+- `record-traces`: plain greedy replies to the copy prompts (and the bench's warm-up prompt),
   saved as token ids (engine.replay.Trace): what drafting sees, the same on every CPU.
-- `--cost-curve`: this machine's verify costs t(n) (timed as the bench's ceiling is, after the
+- `cost-curve`: this machine's verify costs t(n) (timed as the bench's ceiling is, after the
   prompt and half the reply) and its work outside llama.cpp a step, as a curve file.
-- `--replay`: every kept trace against every kept curve: the decode time the real policy reaches
+- `replay`: every kept trace against every kept curve: the decode time the real policy reaches
   (engine.policy, driven with a simulated clock), and the best any choice of draft lengths could
   reach knowing what is accepted. No model and no llama.cpp needed.
 """
@@ -126,7 +127,7 @@ def measure_cost_curve(args: argparse.Namespace) -> CostCurve:
     flags = [f for f in ("AVX512", "AVX2") if f"{f} = 1" in build_identity()]
     name = args.curve_name or f"{platform.node()}-{(flags or ['build'])[0].lower()}"
     source = (
-        f"tandem bench --cost-curve (every batch size 1-{max(CURVE_SIZES)}), "
+        f"tandem bench dev cost-curve (every batch size 1-{max(CURVE_SIZES)}), "
         f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, "
         f"CPU {cpu_identity()}, build {'/'.join(flags) or 'other'}, threads {args.threads or 'all'}; "
         f"reading rows: 8 rows {read_ms[8]:.2f} ms, 63 rows {read_ms[63]:.2f} ms; a copy reply's median "
@@ -181,7 +182,7 @@ def standin_cost_curve(args: argparse.Namespace) -> CostCurve:
     fixed_ms = own.fixed_ms if own is not None else CostCurve("", {1: 1.0}).fixed_ms
     name = args.curve_name or f"{platform.node()}-{build}-{shape_name}-{quant.lower()}"
     source = (
-        f"tandem bench --cost-curve --standin {shape_name}:{quant} (a stand-in: the shape of "
+        f"tandem bench dev cost-curve --standin {shape_name}:{quant} (a stand-in: the shape of "
         f"{shape_name}, {plan.size_bytes / 2**30:.2f} GiB, random weights; every batch size 1-64 after "
         f"{CONTEXT_TOKENS} tokens, fastest of 3 up to 16 rows and of 2 above; {took_s:.0f} s in all), "
         f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, CPU {cpu_identity()}, build "
@@ -335,17 +336,13 @@ def replay_report(args: argparse.Namespace) -> str:
     return text
 
 
-def cmd_replay_bench(args: argparse.Namespace) -> int:
-    """`tandem bench` with --replay, --cost-curve or --record-traces."""
+def cmd_bench_dev(args: argparse.Namespace) -> int:
+    """`tandem bench dev replay|cost-curve|record-traces`."""
     from app.cli.options import validate_engine_args
 
-    if args.replay:
+    if args.dev_command == "replay":
         print(replay_report(args))
         return 0
-    if getattr(args, "standin", None) and not args.cost_curve:
-        from app.cli.options import UserError
-
-        raise UserError("--standin goes with --cost-curve")
     validate_engine_args(args)
-    print(cost_curve(args) if args.cost_curve else record_traces(args))
+    print(cost_curve(args) if args.dev_command == "cost-curve" else record_traces(args))
     return 0

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
+from app.library.file_identity import file_identity
 from engine.errors import IncompatiblePairError, ModelFileError, PairRefusal, TandemError
 from engine.events import Speculation
 from engine.gguf_info import GGUFInfo, read_gguf_info
@@ -445,12 +446,14 @@ class DraftCandidate:
 
 
 def draft_choices(target: GGUFInfo, candidates: Iterable[LocalModel]) -> list[DraftCandidate]:
-    """Every other local model, compatible ones first, each with the rule it breaks if any."""
+    """Every other local model, each file once (a copy of the target is the target), compatible
+    ones first, each with the rule it breaks if any."""
     choices: list[DraftCandidate] = []
-    target_path = target.path.resolve()
+    seen = {file_identity(target.path) or target.path.resolve()}
     for model in candidates:
-        if model.path.resolve() == target_path:
+        if (identity := file_identity(model.path) or model.path.resolve()) in seen:
             continue
+        seen.add(identity)
         if model.info is None:
             choices.append(DraftCandidate(model.path, model.name, model.problem or "unreadable file"))
             continue
@@ -466,7 +469,7 @@ def draft_choices(target: GGUFInfo, candidates: Iterable[LocalModel]) -> list[Dr
 
 def import_model(source: Path, models_dir: Path | None = None) -> Path:
     """Check a GGUF file and copy it into <models>/imported/; a copy never appears half-written."""
-    source = Path(source).expanduser()
+    source = paths.user_path(source)
     read_gguf_info(source)  # raises ModelFileError with the reason (not GGUF, truncated, ...)
     root = (models_dir or paths.models_dir()).resolve()
     if source.resolve().is_relative_to(root):

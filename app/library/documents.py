@@ -28,6 +28,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from app.library.catalog import available_ram_bytes
+from app.paths import user_path
 from engine.errors import ContextFit, ErrorKind, TandemError
 
 # A text file this large is about a million tokens: more than any context Tandem opens.
@@ -111,7 +112,7 @@ def format_size(n_bytes: int) -> str:
 
 def read_document(path: str | os.PathLike[str], name: str | None = None) -> Document:
     """Read a file to attach; DocumentError (one sentence) for anything that is not a document."""
-    path = Path(path).expanduser()
+    path = user_path(path)
     name = name or path.name
     try:
         st = os.stat(path)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from app.paths import user_path
 from engine.config import DraftChoice
 
 
@@ -48,7 +49,7 @@ class ModelSpec:
     def resolve(self) -> str:
         """The GGUF file's path; an embedded model is joined or made on first use."""
         if self.embedded is None:
-            return str(Path(self.path).expanduser()) if self.path.startswith("~") else self.path
+            return str(user_path(self.path)) if self.path.startswith("~") else self.path
         from app.library import default_model
 
         make: dict[Embedded, Callable[[], Path]] = {

@@ -66,6 +66,7 @@ from app.library.remote_gguf import (
     read_remote_header,
 )
 from app.library.standin import StandinError, StandinPlan, plan_from_header
+from app.paths import user_path
 from app.store import (
     MIN_PAIR_REPLIES,
     NGRAM_DRAFTER,
@@ -134,7 +135,7 @@ def parse_model_ref(text: str) -> ModelRef:
         raise TandemError(
             f"{text} is not the address of a file on the hub (…/owner/repo/blob/main/FILE.gguf)"
         )
-    path = Path(text).expanduser()
+    path = user_path(text)
     if _exists(path) or text.startswith(("/", "./", "../", "~")) or "\\" in text:
         return ModelRef(path=path)
     m = _REF_RE.match(text)
@@ -547,7 +548,7 @@ def measured_plain_speed(ref: ModelRef) -> float | None:
         speeds = load_settings().plain_tokens_per_s
     except Exception:  # unreadable settings: no measurement, not a failed check
         return None
-    for key in (str(path), str(path.expanduser().resolve())):
+    for key in (str(path), str(user_path(path).resolve())):
         if speeds.get(key):
             return float(speeds[key])
     return None

@@ -5,8 +5,12 @@ the limit itself takes, whatever the controller does within it.
 The risk limit (engine.adaptive.DraftLengthController._risk_limit) lets a step draft k tokens only
 where t(k + 1) - t(1), its loss were the draft rejected at its first token, is within what the
 reply's drafts have saved so far (sum of (accepted + 1)·t(1) - t(rows) over its drafting steps)
-plus what a first 4-token draft risks, t(5) - t(1). A forward dynamic programme over positions
-keeps, at each, the states (time so far, savings so far) that no other state beats on both.
+plus what a first 4-token draft risks, t(5) - t(1); a copy's tokens that this reply's own copies
+say are sure (`_Departures.sure_run`) count as emitted in that loss. A forward dynamic programme
+over positions keeps, at each, the states (time so far, savings so far) that no other state beats
+on both; of the reply's copies so far, each position keeps the record that allows the most (the
+fewest departures, the longest agreement), so the limit it applies is never tighter than the
+controller's: what it returns is still a bound.
 
     python -m tools.lab.replay_risk_bound                    # every kept Gemma curve, Python x1 and x3.5
     python -m tools.lab.replay_risk_bound epyc-slow-avx2     # some of them
@@ -16,11 +20,29 @@ keeps, at each, the states (time so far, savings so far) that no other state bea
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 
 from app.cli.replay_bench import PYTHON_SCALES, replay_dir
 from engine.adaptive import _RAMP_FIRST as FIRST_DRAFT  # a reply's allowance before it saves anything
-from engine.replay import K_MAX, CostCurve, Trace, hindsight_best, load_curves, load_traces, offers
+from engine.adaptive import _RISK_DOUBT, _RISK_PRIOR, _RISK_PRIOR_EXPOSURE, _Departures
+from engine.drafters import NgramDrafter
+from engine.kinds import COPY_KINDS
+from engine.replay import K_MAX, CostCurve, Trace, _matched, hindsight_best, load_curves, load_traces
+
+
+def copy_offers(trace: Trace, k_max: int = K_MAX) -> list[tuple[int, int, int]]:
+    """engine.replay.offers with each offer's match length where it is a copy (0 otherwise)."""
+    drafter = NgramDrafter()
+    ctx = list(trace.prompt)
+    drafter.begin(ctx, (), False)
+    out = []
+    for pos in range(len(trace.reply)):
+        candidates, kind = drafter.offer(ctx, min(k_max, len(trace.reply) - pos), use_memory=False)
+        age = drafter.match_len if kind in COPY_KINDS else 0
+        out.append((len(candidates), _matched(candidates, trace.reply, pos), age))
+        ctx.append(trace.reply[pos])
+    return out
 
 
 def _pareto(states: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -36,7 +58,7 @@ def _pareto(states: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 def risk_limited_best(trace: Trace, curve: CostCurve, python_scale: float = 1.0) -> float:
     """The least decode time of any choice of draft lengths that obeys the risk limit."""
-    held = offers(trace, K_MAX)
+    held = copy_offers(trace, K_MAX)
     n = len(trace.reply)
     step = [curve.step_s(rows, python_scale) for rows in range(K_MAX + 2)]
     t1 = step[1]
@@ -44,14 +66,36 @@ def risk_limited_best(trace: Trace, curve: CostCurve, python_scale: float = 1.0)
     base = loss[FIRST_DRAFT]
     frontier: list[list[tuple[float, float]]] = [[] for _ in range(n + 1)]
     frontier[0] = [(0.0, 0.0)]
+    # The reply's copies so far, the most allowing record reaching each position: (departures,
+    # log-length agreed beyond the prior).
+    record: list[tuple[float, float] | None] = [None] * (n + 1)
+    record[0] = (0.0, 0.0)
+
+    def reach(pos: int, breaks: float, exposure: float) -> None:
+        old = record[pos]
+        record[pos] = (breaks, exposure) if old is None else (min(old[0], breaks), max(old[1], exposure))
+
     for pos in range(n):
         states = _pareto(frontier[pos])
-        available, matched = held[pos]
+        available, matched, age = held[pos]
+        breaks, exposure = record[pos] or (0.0, 0.0)
+        reach(pos + 1, breaks, exposure)  # a plain step
+        sure = 0
+        if age > 0:
+            mine = _Departures(_RISK_PRIOR + breaks, _RISK_PRIOR_EXPOSURE + exposure)
+            sure = int(min(K_MAX, mine.sure_run(age, _RISK_DOUBT)))
+        for k in range(1, available + 1):
+            a = min(k, matched)
+            end = min(n, pos + a + 1)
+            if age > 0:
+                reach(end, breaks + (a < k), exposure + math.log1p(a / (age + 1)))
+            else:
+                reach(end, breaks, exposure)
         for elapsed, saved in states:
             allowed = max(saved, 0.0) + base
             frontier[pos + 1].append((elapsed + t1, saved))  # a plain step
             for k in range(1, available + 1):
-                if loss[k] > allowed + 1e-12:
+                if loss[k] - min(k, sure) * t1 > allowed + 1e-12:
                     continue
                 a = min(k, matched)
                 frontier[min(n, pos + a + 1)].append(

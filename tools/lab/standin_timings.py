@@ -1,6 +1,6 @@
 """Issue 39's timings on this machine, in one run: a 7B pair measured on stand-ins the quick way
 (the pair doctor's `--measure`: its wall time, the disk it held, what it says), then each
-Qwen2.5 shape's full curve (every batch size 1-64, `tandem bench --cost-curve --standin`) kept in
+Qwen2.5 shape's full curve (every batch size 1-64, `tandem bench dev cost-curve --standin`) kept in
 resources/replay/standins/curves, and the quick figures against the 7B's full curve.
 
     nice -n -15 .venv/bin/python -m tools.lab.standin_timings [--shapes qwen2.5-7b,qwen2.5-0.5b,...]
@@ -116,7 +116,7 @@ def full_curve(shape: str, quant: str, name: str) -> dict[str, object]:
     from app.cli.cli import main
 
     t0 = time.perf_counter()
-    code = main(["bench", "--cost-curve", "--standin", f"{shape}:{quant}", "--curve-name", name])
+    code = main(["bench", "dev", "cost-curve", "--standin", f"{shape}:{quant}", "--curve-name", name])
     return {"shape": shape, "exit": code, "wall_s": round(time.perf_counter() - t0, 1)}
 
 

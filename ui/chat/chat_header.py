@@ -137,8 +137,12 @@ class ChatHeader(QWidget):
         self.state_label.setObjectName("pairLabel")
         self.state_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.state_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.state_label.setMinimumWidth(self.fontMetrics().averageCharWidth() * 16)
+        # No least width: it takes the row's room left (its whole text is its tooltip), and the
+        # window's least width stays the pickers' (a narrow screen: issue 37's 1366x768 frame).
+        self.state_label.setMinimumWidth(0)
         row.addWidget(self.state_label, 1)
+        row.addStretch(0)  # the row's end while the state line is hidden (it says the choice again)
+        self._restates: SpeedUp | None = None  # the choice the state line says again, if any
 
         self.tint_check = QCheckBox()
         self.tint_check.setObjectName("tintCheck")
@@ -221,14 +225,17 @@ class ChatHeader(QWidget):
         key = (built_in_key(key) or key) if key else key
         self._in_use = key
         self._in_use_name = name
-        if key and self.model_combo.findData(key) < 0:
+        if key and self.model_combo.index_of(key) < 0:
             self.refresh_models()  # a model opened from elsewhere: listed
         self._select_in_use()
 
     def _select_in_use(self) -> None:
-        index = self.model_combo.findData(self._in_use) if self._in_use else -1
+        """The model in use chosen in the picker; known by its entry's key from here on (a copy
+        of a listed file, opened by another path, is that entry: chosen again, not reloaded)."""
+        index = self.model_combo.index_of(self._in_use)
         if index >= 0:
             self.model_combo.setCurrentIndex(index)
+            self._in_use = str(self.model_combo.itemData(index))
 
     def on_model_combo_activated(self, index: int) -> None:
         key = self.model_combo.itemData(index)
@@ -268,12 +275,27 @@ class ChatHeader(QWidget):
 
     # ---- speed-up
 
+    def set_state(self, text: str, restates: SpeedUp | None = None) -> None:
+        """The loaded pair's state in words, beside the pickers; hidden while it only says the
+        speed-up chosen again ("Guessing from the text (n-gram)" beside "From the text (n-gram)":
+        each thing said once), shown beside another choice (Automatic: what it does now)."""
+        self.state_label.setText(text)
+        self.state_label.setToolTip(text)  # (the window adds the files where a pair is loaded)
+        self.speed_combo.setAccessibleDescription(text)  # said to a screen reader either way
+        self._restates = restates
+        self._show_state()
+
+    def _show_state(self) -> None:
+        says_again = self._restates is not None and self.speed_combo.currentData() == str(self._restates)
+        self.state_label.setHidden(says_again)
+
     def set_speed_up(self, key: SpeedUp, can_switch: bool, why_not: str = "") -> None:
         index = self.speed_combo.findData(str(key))
         if index >= 0:
             self.speed_combo.setCurrentIndex(index)
         self.speed_combo.setEnabled(can_switch)
         self._show_why(why_not=why_not if not can_switch else "")
+        self._show_state()
 
     def set_draft_available(self, is_available: bool, why_not: str = "") -> None:
         """ "Draft model" greyed, with why, where no local model pairs with the one in use."""

@@ -43,6 +43,11 @@ class ModelEntry:
     size_bytes: int  # 0 where not known (a built-in model made on first use)
     fit: str  # a FitKind value, "" where the size is not known
     tip: str  # where it is, and the doctor's sentence on its fit
+    aliases: tuple[str, ...] = ()  # other paths to the same file (a copy, a link): this entry
+
+    def is_for(self, key: str) -> bool:
+        """Whether this entry is the model `key` names (its own key or one of its aliases)."""
+        return key == self.key or key in self.aliases
 
     @property
     def label(self) -> str:
@@ -88,27 +93,35 @@ def built_in_file(key: str) -> Path | None:
 def chat_models(
     in_use: str | None = None, in_use_name: str = "", models_dir: Path | None = None
 ) -> list[ModelEntry]:
-    """The models to chat with: the built-in models, then the GGUF files in the models folder
-    (a built-in model's own file listed once, by its name), the one in use wherever it lives."""
+    """The models to chat with: the built-in models, then the GGUF files in the models folder,
+    the one in use wherever it lives; each model file once (app/library/file_identity.py: a
+    downloaded copy of a built-in model, or a file opened by another road, is that model's
+    entry, its other paths kept as the entry's aliases)."""
+    from app.library.file_identity import file_identity
     from ui.presenters.engine_presenter import first_chat_model
 
     keys = [(k, n) for k, n in BUILT_IN_MODELS if k != "smollm2" or first_chat_model() == "smollm2"]
+    n_built_in = len(keys)
     sizes: dict[str, int] = {}
+    files: dict[str, Path] = {}
     for key, _ in keys:
         file = built_in_file(key)
         sizes[key] = _file_size(file) if file is not None else 0
+        if file is not None and sizes[key]:
+            files[key] = file
     try:
         from app.library.catalog import scan_local_models
 
-        listed = {key for key, _ in keys}
         for m in scan_local_models(models_dir) if models_dir is not None else scan_local_models():
-            if built_in_key(str(m.path)) not in listed:
-                keys.append((str(m.path), model_name(m.path, m.info.name if m.info else "")))
-                sizes[str(m.path)] = m.size_bytes
+            keys.append((str(m.path), model_name(m.path, m.info.name if m.info else "")))
+            sizes[str(m.path)] = m.size_bytes
+            files[str(m.path)] = m.path
     except Exception:  # an unreadable folder: the built-in models are still offered
         pass
     in_use = (built_in_key(in_use) or in_use) if in_use else in_use
+    added = ""  # the one in use, where it is in no list
     if in_use and all(key != in_use for key, _ in keys):
+        added = in_use
         if not in_use_name:  # named by its file's header, as the engine names it
             try:
                 from app.library.catalog import local_model
@@ -117,16 +130,35 @@ def chat_models(
                 in_use_name = info.name if info is not None else ""
             except Exception:  # unreadable: its file's name
                 pass
-        keys.insert(1, (in_use, model_name(Path(in_use), in_use_name or Path(in_use).stem)))
+        # Before the folder's files (a copy of it there is the same entry: the file loaded keeps it).
+        keys.insert(n_built_in, (in_use, model_name(Path(in_use), in_use_name or Path(in_use).stem)))
         sizes[in_use] = _file_size(Path(in_use))
+        files[in_use] = Path(in_use)
+    # One entry per file: the first road to it keeps the entry (a built-in model's name first,
+    # then the file loaded, then the models folder's); the one in use is listed second.
+    kept: dict[object, str] = {}
+    aliases: dict[str, list[str]] = {}
+    unique: list[tuple[str, str]] = []
+    for key, name in keys:
+        file = files.get(key)
+        identity = (file_identity(file) or file.resolve()) if file is not None else key
+        if identity in kept:
+            aliases[kept[identity]].append(key)
+            continue
+        kept[identity] = key
+        aliases[key] = []
+        if key == added:  # the one in use from outside the lists: second
+            unique.insert(1, (key, name))
+        else:
+            unique.append((key, name))
     machine = machine_memory()
     entries = []
-    for key, name in keys:
+    for key, name in unique:
         size = sizes.get(key, 0)
         where = "built into Tandem, offline" if key in dict(BUILT_IN_MODELS) else key
         fit = file_fit(size, machine) if size else None
         tip = f"{where}\n{describe_fit(fit)} (an estimate from its size)" if fit else where
-        entries.append(ModelEntry(key, name, size, fit.kind if fit else "", tip))
+        entries.append(ModelEntry(key, name, size, fit.kind if fit else "", tip, tuple(aliases[key])))
     return entries
 
 
@@ -225,6 +257,11 @@ class ModelPicker(QComboBox):
         if view is not None:
             view.setMinimumWidth(width)
         self.found_list.setMinimumWidth(width)
+
+    def index_of(self, key: str | None) -> int:
+        """The line of the model `key` names, by its key or by another path to its file; -1."""
+        found = next((i for i, e in enumerate(self.entries) if key and e.is_for(key)), -1)
+        return found if found >= 0 or not key else self.findData(key)
 
     def filtered(self) -> list[str]:
         """The lines the typed text leaves (the completer's list)."""

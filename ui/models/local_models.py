@@ -27,8 +27,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.library.catalog import LocalModel, check_model_file, format_bytes, format_params
+from app.library.file_identity import same_file
 from engine.errors import TandemError
 from ui.models.download_jobs import ImportJobs
+from ui.presenters.words import BUILT_IN_MODELS, built_in_key
 
 
 class LocalModelsBox(QGroupBox):
@@ -75,8 +77,11 @@ class LocalModelsBox(QGroupBox):
         table.setRowCount(len(models))
         for row, m in enumerate(models):
             rel = m.path.relative_to(self.models_dir) if m.path.is_relative_to(self.models_dir) else m.path
+            built_in = built_in_key(str(m.path)) if rel == m.path else None
+            if built_in is not None:  # a built-in model's file (inside Tandem's install): its name
+                rel = Path(f"{dict(BUILT_IN_MODELS)[built_in]} (built in)")
             info = m.info
-            is_in_use = in_use is not None and m.path.resolve() == in_use
+            is_in_use = in_use is not None and same_file(m.path, in_use)
             cells = [
                 f"{rel} (in use)" if is_in_use else str(rel),
                 format_bytes(m.size_bytes),

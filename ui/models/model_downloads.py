@@ -101,6 +101,7 @@ class ModelDownloads(QObject):
         cancel.clicked.connect(lambda: self.cancel(CUSTOM_KEY))
         bar = QProgressBar()
         bar.setRange(0, PROGRESS_STEPS)
+        bar.setVisible(False)  # until a download starts (before, an empty box under the fields)
         status = QLabel()
         status.setWordWrap(True)
         grid.addWidget(self.repo_edit, 0, 0)
@@ -144,6 +145,8 @@ class ModelDownloads(QObject):
         self.download_buttons[key].setEnabled(not is_running)
         self.pause_buttons[key].setEnabled(is_running)
         self.cancel_buttons[key].setEnabled(is_running)
+        if is_running:  # shown from the first download on (an idle bar was an empty box)
+            self.progress_bars[key].show()
 
     # --- what the user asks ------------------------------------------------------------------------
 

@@ -153,12 +153,14 @@ class ModelsPage(QWidget):
         self.refresh_local_models(select=self.model_in_use)
 
     def refresh_local_models(self, select: Path | None = None) -> None:
+        from app.library.file_identity import same_file
+
         self.local_models = scan_local_models(self.models_dir)
         in_use = self.model_in_use
         if (
             in_use is not None
             and in_use.is_file()
-            and all(m.path.resolve() != in_use for m in self.local_models)
+            and not any(same_file(m.path, in_use) for m in self.local_models)  # a copy here is it
         ):
             self.local_models.insert(0, local_model(in_use))
         self.local_box.show_models(self.local_models, in_use)

@@ -80,12 +80,16 @@ class PairPicker(QGroupBox):
         combo.blockSignals(True)
         combo.set_entries(chat_models(str(self.in_use) if self.in_use else None, "", self.models_dir))
         in_use_index = -1
+
+        def paths(i: int) -> list[Path | None]:  # an entry's file by each road to it
+            return [self._path_of(k) for k in (combo.entries[i].key, *combo.entries[i].aliases)]
+
         for i, e in enumerate(combo.entries):
-            if self.in_use is not None and self._path_of(e.key) == self.in_use:
+            if self.in_use is not None and self.in_use.resolve() in paths(i):
                 combo.setItemText(i, f"{e.label} (in use)")
                 in_use_index = i
         if select is not None:
-            found = [i for i, e in enumerate(combo.entries) if self._path_of(e.key) == select]
+            found = [i for i in range(len(combo.entries)) if select.resolve() in paths(i)]
             previous = combo.itemData(found[0]) if found else previous
         index = combo.findData(previous) if previous else in_use_index
         combo.setCurrentIndex(max(index, 0) if combo.count() else -1)
@@ -137,23 +141,29 @@ class PairPicker(QGroupBox):
                 refused.append(f"{model_name(choice.path, choice.name)} ({choice.path.name}): {why}")
             else:
                 self.draft_combo.setItemData(index, "can draft for this target", Qt.ItemDataRole.ToolTipRole)
-        n_pairing = len(choices) - len(refused)
-        if refused:
-            # The rules behind a "why": named in a line, each rule on hover.
-            self.pair_explanation.setText(
-                f"{len(refused)} of the models here cannot draft for this target (greyed in the list; "
-                "hover this line for why)."
-            )
-            self.pair_explanation.setToolTip("Why:\n" + "\n".join(refused))
-        elif n_pairing:
-            self.pair_explanation.setText("Every other model here can draft for this target.")
-            self.pair_explanation.setToolTip("")
-        else:
-            self.pair_explanation.setText(
-                "No other model here to draft with: drafting from the text works with any model."
-            )
-            self.pair_explanation.setToolTip("")
+        self._explain(refused)
         self.draft_combo.setCurrentIndex(0)
+
+    def _explain(self, refused: list[str]) -> None:
+        """The line under the pair, read from the Draft list as it is (so it cannot disagree
+        with it): the models in it that can draft for the target, by name; how many cannot
+        (greyed there; their rules behind a "why", the line's tooltip); or no model at all."""
+        models = range(2, self.draft_combo.count())  # after "From the text" and "Off"
+        pairing = [self.draft_combo.itemText(i) for i in models if self.is_draft_enabled(i)]
+        names = " and ".join([", ".join(pairing[:-1]), pairing[-1]] if len(pairing) > 1 else pairing)
+        n_refused = len(models) - len(pairing)
+        greyed = "cannot draft for this target (greyed in the list; hover this line for why)"
+        if pairing and n_refused:
+            text = f"{n_refused} of the models here {greyed}; {names} can."
+        elif pairing:
+            text = f"{names} can draft for this target (choose it under Draft)."
+        elif n_refused:
+            which = "The one model" if n_refused == 1 else f"The {n_refused} models"
+            text = f"{which} here {greyed}; drafting from the text works with any model."
+        else:
+            text = "No other model here to draft with: drafting from the text works with any model."
+        self.pair_explanation.setText(text)
+        self.pair_explanation.setToolTip("Why:\n" + "\n".join(refused) if refused else "")
 
     def is_draft_enabled(self, index: int) -> bool:
         model = self.draft_combo.model()

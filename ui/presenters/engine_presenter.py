@@ -43,6 +43,10 @@ class PairView:
     is_problem: bool = False
     tooltip: str | None = None
     title: str | None = None
+    # The speed-up choice the text only says again ("Guessing from the text (n-gram)" under the
+    # choice "From the text (n-gram)"): the header shows the line only beside another choice
+    # (Automatic, which it then explains). None: the text says more than any choice.
+    restates: SpeedUp | None = None
 
 
 def _kind(draft: DraftChoice) -> SpeedUp:
@@ -238,10 +242,13 @@ class EnginePresenter(QObject):
         text = pair_words(info)
         if problem:
             text += f" — {problem}"
+        is_problem = bool(problem) or info.draft_refusal is not None
+        says_more = is_problem or info.server or info.speculation is Speculation.DRAFT
         self.pair_changed.emit(
             PairView(
                 text,
-                is_problem=bool(problem) or info.draft_refusal is not None,
+                is_problem=is_problem,
+                restates=None if says_more else SpeedUp(info.speculation),
                 tooltip=f"Target: {info.target_path}"
                 + (f"\nDraft: {info.draft.text}" if info.draft != PLAIN_DECODING else ""),
                 title=f"Tandem — {model_name(Path(info.target_path), info.target_name)}",
