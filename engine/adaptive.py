@@ -596,15 +596,20 @@ class DraftLengthController:
         draft_first_s: float | None = None,
         n_more: int = 0,
         learn: bool = True,
+        timed: bool = True,
     ) -> None:
         """One step: k drafted, n accepted, its whole wall time, and the part spent drafting;
         of that, the draft's first decode (None: not told, all decodes alike) and how many
         decodes followed it. learn=False: its acceptance is not counted (a draft model's draft
         where the text was being copied: the text drafts such text, and the model's 100% there
-        says nothing of it on fresh text, where it is chosen; its costs still count)."""
+        says nothing of it on fresh text, where it is chosen; its costs still count). timed=False:
+        the step's time overstates its batch size's cost (its batch grew llama.cpp's buffers): a
+        sample only where no timing of this size or a larger one prices it (the lowest of a size's
+        samples is its price, so the next step of the size corrects it); the guard still judges it."""
         n_rows = n_drafted + 1
-        self.costs.add(n_rows, step_s - draft_s)
-        self.costs.live.add(n_rows)
+        if timed or not any(n >= n_rows for n in self.costs.low):
+            self.costs.add(n_rows, step_s - draft_s)
+            self.costs.live.add(n_rows)
         if n_drafted == 0:
             if draft_s > 0:
                 # A draft model was asked and drafted nothing (unsure of its first token): a

@@ -128,6 +128,12 @@ class LlamaRunner:
             or llama_cpp.llama_model_is_hybrid(self.model.model)
         )
         self.llama_s = 0.0  # seconds spent inside llama_decode since construction
+        # llama.cpp grows its logits buffer to the most rows a decode has asked for (1 MB a row
+        # with a 262k vocabulary), fresh memory faulted in as it is written: the first decode of
+        # more rows than any before it in this context costs more than the next of its size
+        # (docs/findings.md). `outputs_grew`: the last decode was such a one.
+        self._most_outputs = 0
+        self.outputs_grew = False
         # A numpy view of llama.cpp's logits buffer, kept while the buffer stays where it is.
         self._rows = np.empty((0, self.n_vocab), dtype=np.float32)
         self._rows_address: int | None = None
@@ -248,6 +254,8 @@ class LlamaRunner:
             self._batch_logits[:first_logit] = 0
             self._batch_logits[first_logit:n] = 1
         batch.n_tokens = n
+        self.outputs_grew = n_logits > self._most_outputs
+        self._most_outputs = max(self._most_outputs, n_logits)
         t0 = self.call_started = time.perf_counter()
         rc = self._llama.llama_decode(self.ctx, batch)
         if rc == 0 and n_logits:
@@ -317,7 +325,9 @@ class LlamaRunner:
             n1 = len(self.tokens)
             self.decode(filler[:1], n_logits=1)  # warm-up: first decodes allocate buffers
             self.truncate(n1)
-            for n in sizes:
+            # Largest first: the first decode of more logit rows than any before grows llama.cpp's
+            # logits buffer (outputs_grew), so only the largest size's first timing includes that.
+            for n in sorted(sizes, reverse=True):
                 best = float("inf")
                 for _ in range(repeats):  # the fastest: a busy machine only ever slows one down
                     if stop is not None and stop():

@@ -124,6 +124,13 @@ class NgramDrafter:
             return [], 0
         end = self._start + len(ctx)
         tokens = self.index.following(at, min(k_max, end - at))
+        period = end - at
+        if len(tokens) == period < k_max and n >= period:
+            # What followed runs up to the text's end: the text repeats itself every `period`
+            # tokens (a loop, a line said again with a counter in it), and its match covers a
+            # whole period at least. The repetition is drafted on past the end, as far as asked:
+            # one more step's worth of the same, kept while the target keeps repeating.
+            tokens = [tokens[j % period] for j in range(k_max)]
         if self.COPY_START <= n < self.COPY_MATCH and end - n <= self._start + self._reply_start:
             # Everything this reply has said so far continues an earlier stretch: a reply that
             # starts by copying is copying, before it is 16 tokens long.

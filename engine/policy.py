@@ -198,9 +198,12 @@ class DraftPolicy:
             controller.note_draft_load(drafter.load_s)
         return Proposal(draft, DrafterKind.MODEL, DraftSource.MODEL)
 
-    def learn(self, proposal: Proposal, n_accepted: int, first_emitted: int, step_s: float) -> None:
+    def learn(
+        self, proposal: Proposal, n_accepted: int, first_emitted: int, step_s: float, timed: bool = True
+    ) -> None:
         """What became of this step's proposal: how many drafted tokens the target kept, the first
-        token the step emitted, and the step's wall time as the user waited for it."""
+        token the step emitted, and the step's wall time as the user waited for it (timed=False:
+        not what its batch size costs, e.g. the batch grew llama.cpp's buffers)."""
         controller = self.controller
         if controller is None:
             return
@@ -210,7 +213,7 @@ class DraftPolicy:
         draft = proposal.draft
         controller.record(
             proposal.kind, len(draft.tokens), n_accepted, step_s, draft.draft_s, draft.first_s, draft.n_more,
-            learn=proposal.kind is not DrafterKind.MODEL or not self._text_copying,
+            learn=proposal.kind is not DrafterKind.MODEL or not self._text_copying, timed=timed,
         )  # fmt: skip
 
     # -- what the reply shows -----------------------------------------------------------------

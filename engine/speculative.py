@@ -234,7 +234,9 @@ class SpeculativeDecoder:
             return
         emitted, n_accepted = accept(rows, proposal.draft, r.ctx, r.params, r.rng, r.seed)  # 3. accept
         target.truncate(n_before + 1 + n_accepted)  # 4. roll back
-        policy.learn(proposal, n_accepted, emitted[0], time.perf_counter() - t0 - proposal.draft.catch_up_s)
+        step_s = time.perf_counter() - t0 - proposal.draft.catch_up_s
+        # A batch that grew llama.cpp's logits buffer is not what its size costs from now on.
+        policy.learn(proposal, n_accepted, emitted[0], step_s, timed=not target.outputs_grew)
 
         r.counters.count_step(proposal, n_accepted)
         r.counters.step_overhead_s.append(time.perf_counter() - t0 - (self._llama_s() - llama_t0))

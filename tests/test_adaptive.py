@@ -712,3 +712,16 @@ def test_a_first_reply_on_a_machine_never_timed_times_a_few_batches_once() -> No
     known = seeded(k_max=63)
     assert known.first_reply_sizes(n_batch=512) == []
     assert DraftLengthController(k_max=63, adaptive=False).first_reply_sizes(512) == []
+
+
+def test_a_step_that_grew_llamas_buffers_does_not_price_its_size_where_timings_do() -> None:
+    # A 26-row step that grew llama.cpp's logits buffer, 80 ms slower than 26 rows cost after:
+    # between timed sizes it prices nothing; past the largest timed size it is all there is, and
+    # the next step of its size corrects it (a size is priced at its lowest timing).
+    c = seeded(k_max=63)
+    c.record(5, 25, 25, 0.3, timed=False)
+    assert 26 not in c.costs.low and c.verify_cost(26) < 0.15
+    c.record(5, 63, 63, 0.5, timed=False)
+    assert c.costs.low[64] == 0.5
+    c.record(5, 63, 63, 0.25)
+    assert c.costs.low[64] == 0.25

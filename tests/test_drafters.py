@@ -210,3 +210,33 @@ def test_a_draft_model_drafts_while_it_is_sure_and_stops_at_its_first_doubt(tiny
             assert draft.tokens == path[:cut], p_min
     finally:
         drafter.close()
+
+
+def test_text_that_repeats_itself_is_drafted_on_past_its_end() -> None:
+    # A loop of period 3: the longest earlier context is the latest occurrence, whose continuation
+    # runs to the text's end (2 tokens); the repetition is drafted on as far as asked.
+    ctx = [5, 6, *[1, 2, 3] * 4]
+    d = NgramDrafter()
+    d.begin(ctx[:1])
+    assert d.lookup(ctx, 10) == ([1, 2, 3, 1, 2, 3, 1, 2, 3, 1], 9)
+    # A short match whose continuation reaches the end without a whole period agreeing is no loop.
+    ctx2 = [1, 2, 9, 8, 7, 1, 2]
+    d2 = NgramDrafter()
+    d2.begin(ctx2[:1])
+    assert d2.lookup(ctx2, 10) == ([9, 8, 7, 1, 2], 2)
+
+
+def test_a_decode_of_more_logit_rows_than_any_before_is_told(tiny_target: Path) -> None:
+    runner = LlamaRunner(str(tiny_target), n_ctx=256, n_threads=1)
+    try:
+        runner.decode([1, 2, 3, 4], n_logits=0)
+        assert not runner.outputs_grew
+        runner.decode([5, 6, 7], n_logits=3)
+        assert runner.outputs_grew
+        runner.truncate(4)
+        runner.decode([5, 6], n_logits=2)
+        assert not runner.outputs_grew  # the buffer holds 3 rows already
+        runner.decode([8, 9, 10, 11], n_logits=4)
+        assert runner.outputs_grew
+    finally:
+        runner.close()

@@ -20,4 +20,7 @@ or its Makefile. Run from the repository root (`python -m tools.lab.NAME`). What
 - standin_timings: what real sizes cost here (issue 39): full cost curves of Qwen2.5-shaped
   stand-ins (0.5B 17.6 ms a token to 7B 126.9 ms), the 7B pair measured in 52.6 s, Cancel in
   0.76 s (docs/benchmarks/2026-12-06-standins.md).
+- trace_reply: why a warmed `tandem generate` copied slower than a first use (issue 35): one
+  reply's steps in either state; a batch that grew llama.cpp's logits buffer priced its size
+  (docs/history/2026-12-06-late-warmed-slower-than-first-use.md).
 """
