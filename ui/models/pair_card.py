@@ -74,19 +74,16 @@ def describe_fit(
     fit = fit_for(pair, machine)
     if not fit.is_fitting:
         return False, f"Does not fit: {fit.reason}."
-    ram = machine.total_ram_bytes
-    memory = (
-        f"needs {format_bytes(pair.min_ram_bytes)} of memory, this machine has {format_bytes(ram)}"
-        if ram
-        else f"needs {format_bytes(pair.min_ram_bytes)} of memory"
-    )
+    # The machine's own memory is said once, above the cards (machine_note); a card says what
+    # its pair needs.
+    memory = f"needs {format_bytes(pair.min_ram_bytes)} of memory"
     if gpu_backend and vram_bytes:
         need = int(pair_model_bytes(pair) * VRAM_HEADROOM)
         gpu = machine.gpu_label or "the GPU"
         if need <= vram_bytes:
             return True, f"Fits: {memory}; the models fit in {gpu}'s {format_bytes(vram_bytes)}."
         return True, (
-            f"Fits in memory ({memory}), but not in {gpu}'s {format_bytes(vram_bytes)} "
+            f"Fits in memory (needs {format_bytes(pair.min_ram_bytes)}), but not in {gpu}'s {format_bytes(vram_bytes)} "
             f"(needs ≈ {format_bytes(need)}): part of it runs on the CPU."
         )
     if machine.has_gpu and not gpu_backend:
