@@ -285,7 +285,7 @@ def test_the_shipped_catalog_as_cards_with_what_a_choice_needs(qtbot) -> None:
 
     builtin = card_named(page, "Gemma 3 270M with n-gram drafting (built in)")
     assert "offline" in text_of(builtin, "pairGoodFor")
-    assert text_of(builtin, "pairSize") == "Built in (253.1 MB)"
+    assert text_of(builtin, "pairSize") == "No download (253.1 MB)"
     assert button_named(builtin, "Set up Gemma 3 270M with n-gram drafting (built in)").text() == "Set up"
     assert "<b>2.4×</b>, by Tandem, measured" in text_of(
         builtin, "pairSpeedup"

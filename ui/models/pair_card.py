@@ -283,7 +283,7 @@ class PairCard(QFrame):
         """(object name, text) of the pair's facts, shortest words first."""
         pair = self.pair
         if pair.is_embedded:
-            size = f"Built in ({format_bytes(pair.target.size_bytes)})"
+            size = f"No download ({format_bytes(pair.target.size_bytes)})"
         else:
             size = f"{format_bytes(pair.download_bytes)} download"
         chips = [("pairSize", size), ("pairMemory", f"needs {format_bytes(pair.min_ram_bytes)} memory")]
