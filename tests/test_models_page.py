@@ -299,7 +299,7 @@ def test_the_shipped_catalog_as_cards_with_what_a_choice_needs(qtbot) -> None:
     chips = [c.text() for c in qwen.chips]
     assert chips == ["5.2 GB download", "needs 8.6 GB memory", "Q4_K_M / Q8_0", "Apache-2.0"]
     assert "Q4_K_M, 4.7 GB" in qwen.findChild(QLabel, "pairSize").toolTip()  # each file, on demand
-    assert text_of(qwen, "pairFit") == "✓ Fits: needs 8.6 GB of memory."
+    assert text_of(qwen, "pairFit") == "✓ Fits in this computer's memory."
     speedup = text_of(qwen, "pairSpeedup")
     assert (
         "no published figure" in speedup
@@ -339,11 +339,10 @@ def test_fit_and_recommendation_follow_memory_and_the_gpu(qtbot) -> None:
     page.set_gpu_backend(True)
     assert recommended(page) == ["Qwen3 8B + Qwen3 0.6B"]  # the most capable pair in 7 GiB of VRAM
     assert text_of(card_named(page, "Qwen3 8B + Qwen3 0.6B"), "pairFit") == (
-        "✓ Fits: needs 10.7 GB of memory; the models fit in NVIDIA GPU's 7.5 GB."
+        "✓ Fits in memory and in NVIDIA GPU's 7.5 GB."
     )
     assert text_of(card_named(page, "Gemma 3 12B IT + Gemma 3 1B IT"), "pairFit") == (
-        "✓ Fits in memory (needs 12.9 GB), but not in NVIDIA GPU's "
-        "7.5 GB (needs ≈ 9.7 GB): part of it runs on the CPU."
+        "✓ Fits in memory, but not in NVIDIA GPU's 7.5 GB (needs ≈ 9.7 GB): part of it runs on the CPU."
     )
     assert "NVIDIA GPU with 7.5 GB, used by llama.cpp" in page.machine_label.text()
 
@@ -368,7 +367,7 @@ def test_the_new_controls_have_accessible_names(qtbot) -> None:
     page = shipped_page(qtbot)
     for card in page.findChildren(QFrame, "pairCard"):
         title = card.accessibleName()
-        assert title and "Fits: needs" in card.accessibleDescription()
+        assert title and "Fits in" in card.accessibleDescription()
         for button in card.findChildren(QPushButton):
             assert title in button.accessibleName(), button.text()
         assert (

@@ -74,24 +74,23 @@ def describe_fit(
     fit = fit_for(pair, machine)
     if not fit.is_fitting:
         return False, f"Does not fit: {fit.reason}."
-    # The machine's own memory is said once, above the cards (machine_note); a card says what
-    # its pair needs.
-    memory = f"needs {format_bytes(pair.min_ram_bytes)} of memory"
+    # What the pair needs is its chip, and the machine's memory is said once above the cards: the
+    # line says only whether, and where, it fits.
     if gpu_backend and vram_bytes:
         need = int(pair_model_bytes(pair) * VRAM_HEADROOM)
         gpu = machine.gpu_label or "the GPU"
         if need <= vram_bytes:
-            return True, f"Fits: {memory}; the models fit in {gpu}'s {format_bytes(vram_bytes)}."
+            return True, f"Fits in memory and in {gpu}'s {format_bytes(vram_bytes)}."
         return True, (
-            f"Fits in memory (needs {format_bytes(pair.min_ram_bytes)}), but not in {gpu}'s {format_bytes(vram_bytes)} "
+            f"Fits in memory, but not in {gpu}'s {format_bytes(vram_bytes)} "
             f"(needs ≈ {format_bytes(need)}): part of it runs on the CPU."
         )
     if machine.has_gpu and not gpu_backend:
         return True, (
-            f"Fits: {memory}. This build of llama.cpp runs on the CPU only, so "
+            "Fits in memory. This build of llama.cpp runs on the CPU only, so "
             f"{machine.gpu_label or 'the GPU'} is not used."
         )
-    return True, f"Fits: {memory}."
+    return True, "Fits in this computer's memory."
 
 
 def machine_note(machine: MachineInfo, gpu_backend: bool = False) -> str:
