@@ -90,7 +90,7 @@ def recommend_pair(
         where = "It runs on the CPU here"
     return Recommendation(
         fitting[-1],
-        f"Fits in {memory}. {where}: the smallest chat pair is the fastest there.{after}",
+        f"{where}: the smallest chat pair is the fastest there.{after}",
     )
 
 
