@@ -7,17 +7,9 @@ from pathlib import Path
 
 import platformdirs
 
+from engine.user_path import user_path as user_path  # a path a user wrote, ~ expanded
+
 APP_NAME = "Tandem"
-
-
-def user_path(text: str | os.PathLike[str]) -> Path:
-    """A path the user wrote, with a leading ~ or ~name expanded; as written where that home is
-    unknown ("~0", "~nobody-here"), for which Path.expanduser raises instead."""
-    path = Path(text)
-    try:
-        return path.expanduser()
-    except RuntimeError:
-        return path
 
 
 def private_dir(path: Path) -> Path:

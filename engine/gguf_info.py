@@ -8,7 +8,6 @@ checked against the end of every tensor, before a single weight is loaded.
 
 from __future__ import annotations
 
-import contextlib
 import mmap
 import os
 import struct
@@ -25,6 +24,7 @@ from engine.errors import (
     TruncatedModelError,
     UnsupportedArchitectureError,
 )
+from engine.user_path import user_path
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
@@ -347,9 +347,7 @@ def read_gguf_info(
 
     Raises a ModelFileError subclass with a sentence a user can act on, for any file whatever.
     """
-    p = Path(path)
-    with contextlib.suppress(RuntimeError):  # "~name" of no user here: as written (not found below)
-        p = p.expanduser()
+    p = user_path(path)
     if not p.exists():
         raise ModelNotFoundError(f"model file not found: {p}")
     if p.is_dir():
