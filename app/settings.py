@@ -250,6 +250,24 @@ def api_key_from(flag: str | None, key_file: str | None, env_var: str) -> str | 
     return value or None
 
 
+def api_key_warnings(flag: str | None, key_file: str | None) -> list[str]:
+    """Sentences for a key given in a way others on this computer can read: on the command line
+    (every user sees it in `ps`), or in a file that other users may read."""
+    if flag is not None:
+        return [
+            "the key given with --api-key is visible to every user of this computer (in the process "
+            "list); --api-key-file or the environment variable keeps it private"
+        ]
+    if key_file is not None and os.name == "posix":
+        try:
+            mode = user_path(key_file).stat().st_mode
+        except OSError:
+            return []
+        if mode & 0o077:
+            return [f"the API key file {key_file} can be read by other users: chmod 600 {key_file}"]
+    return []
+
+
 # ---- presets: a system prompt, sampling and the speed-up, named, for one model or for any
 
 

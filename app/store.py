@@ -10,7 +10,8 @@ The schema has a version (SQLite's `PRAGMA user_version`) and a history, MIGRATI
 store brings it up to SCHEMA_VERSION, one migration at a time, each in its own transaction. A
 file that cannot be read as a store (damaged, or not a database at all) is set aside, renamed
 beside itself and never deleted, and a fresh store is opened: `Store.set_aside` says where it went
-and `Store.notice` says so in a sentence for the user.
+and `Store.notice` says so in a sentence for the user. A store a newer Tandem wrote is left where
+it is, untouched, and the session works in memory (`Store.is_in_memory`).
 
 Why this file is long: the schema, its migrations and every query are one contract with the
 database file; the conversation file (export and import, at the end) is the part that could leave.
@@ -290,6 +291,10 @@ class StoreDamaged(Exception):
     """The file cannot be used as this build's store (the reason is the message)."""
 
 
+class StoreFromNewerVersion(StoreDamaged):
+    """A later Tandem wrote the store: not damaged, only not this build's to read or change."""
+
+
 # SQLite's result codes for a file that is not (or no longer) a readable database.
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 
@@ -555,7 +560,7 @@ def migrate(db: sqlite3.Connection) -> int:
     was at. A store of a newer version (a later Tandem wrote it) is StoreDamaged: not ours to read."""
     (version,) = db.execute("PRAGMA user_version").fetchone()
     if version > schema_version():
-        raise StoreDamaged(
+        raise StoreFromNewerVersion(
             f"it was written by a newer version of Tandem (schema {version}; this one reads up to "
             f"{schema_version()})"
         )
@@ -616,14 +621,28 @@ class Store:
                 f"Your conversation history in {self.path.parent} cannot be saved to now ({why}). It is "
                 "left untouched; what you write in this session is kept only until Tandem closes."
             )
+        except StoreFromNewerVersion as e:
+            # Setting it aside would empty the history of the newer Tandem when the user goes back
+            # to it (a downgrade, then an upgrade): the file stays where it is, untouched.
+            log.error(
+                "the conversation store %s is not this build's to read (%s); working in memory", self.path, e
+            )
+            self._db = _memory_store(self.path)
+            self.is_in_memory = True
+            self.notice = (
+                "Your conversation history was saved by a newer version of Tandem, which this one "
+                "cannot read. It is left untouched for that version; what you write in this session "
+                "is kept only until Tandem closes."
+            )
         except StoreDamaged as e:
             self.set_aside = set_aside_file(self.path)
             log.error(
                 "the conversation store %s cannot be used (%s); kept it as %s", self.path, e, self.set_aside
             )
+            # SQLite's own words (quick_check's page list) go to the log only.
             self.notice = (
-                f"Your conversation history could not be read ({e}). It is kept, untouched, as "
-                f"{self.set_aside.name} beside a new, empty history in {self.path.parent}."
+                "Your conversation history is damaged and could not be read. It is kept, untouched, "
+                f"as {self.set_aside.name} beside a new, empty history in {self.path.parent}."
             )
             self._db = _connect(self.path)
 

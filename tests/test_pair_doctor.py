@@ -20,7 +20,7 @@ from app import paths
 from app.cli.cli_models import main_models
 from app.library import hub_search
 from app.library import pair_doctor as doctor
-from app.library.remote_gguf import MAX_HEADER_BYTES, HeaderTooLargeError, read_remote_header
+from app.library.remote_gguf import MAX_HEADER_BYTES, HeaderReadError, HeaderTooLargeError, read_remote_header
 from engine.errors import NotGGUFError
 from tests.tiny import write_tiny_model
 
@@ -315,6 +315,21 @@ def test_a_hostile_header_costs_a_bounded_read(hub: FakeHub) -> None:
             "tandem-test/odd-GGUF", "long-value.gguf", max_bytes=2**20, check_architecture=False
         )
     assert hub.bytes_sent(f) <= 2**20
+
+
+def test_a_header_sent_too_slowly_stops_at_the_whole_reads_deadline(hub: FakeHub) -> None:
+    """Each chunk comes well within the per-read timeout, yet the header would take seconds in
+    all (review reliability-2, item 9: a server dripping bytes was bounded by nothing else)."""
+    hub.throttle_s = 0.05  # 16 kB every 50 ms: its claimed value would take seconds
+    f = file_of(hub, "tandem-test/odd-GGUF/long-value.gguf")
+    with pytest.raises(HeaderReadError, match="too slowly .more than 0.5 s in all.; try again later"):
+        read_remote_header(
+            "tandem-test/odd-GGUF",
+            "long-value.gguf",
+            check_architecture=False,
+            deadline_s=0.5,
+        )
+    assert hub.bytes_sent(f) < 4 * 2**20
 
 
 def test_a_server_that_ignores_range_downloads_nothing(

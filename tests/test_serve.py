@@ -420,6 +420,18 @@ def test_bad_model_port_in_use_and_open_host_warning(tiny_target: Path, tmp_path
     assert "warning: serving on 0.0.0.0 without --api-key" in r.stderr
     assert error_line(r).startswith("error: ") and "missing.gguf" in error_line(r)
 
+    # A key others on this computer can read: on the command line, or in a file open to them.
+    r = serve("--model", str(missing), "--api-key", "sesame")
+    assert "warning: the key given with --api-key is visible to every user" in r.stderr
+    key_file = tmp_path / "key.txt"
+    key_file.write_text("sesame\n")
+    key_file.chmod(0o644)
+    r = serve("--model", str(missing), "--api-key-file", str(key_file))
+    assert f"warning: the API key file {key_file} can be read by other users" in r.stderr
+    key_file.chmod(0o600)
+    r = serve("--model", str(missing), "--api-key-file", str(key_file))
+    assert "warning" not in r.stderr and error_line(r).startswith("error: ")
+
     import socket
 
     with socket.socket() as busy:

@@ -83,12 +83,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UserError(f"--port must be between 0 and 65535 (got {args.port})")
     if args.queue < 0:
         raise UserError(f"--queue must be 0 or more (got {args.queue})")
-    from app.settings import SERVE_KEY_ENV, ApiKeyError, api_key_from
+    from app.settings import SERVE_KEY_ENV, ApiKeyError, api_key_from, api_key_warnings
 
     try:
         api_key = api_key_from(args.api_key, args.api_key_file, SERVE_KEY_ENV)
     except ApiKeyError as e:
         raise UserError(str(e)) from None
+    for warning in api_key_warnings(args.api_key, args.api_key_file):
+        say(f"warning: {warning}")
     if not is_loopback(args.host) and not api_key:
         say(
             f"warning: serving on {args.host} without --api-key: anyone who can reach this computer "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, cast
@@ -36,6 +37,9 @@ BLOCK_BYTES = 64 * 1024  # a tiny model's whole header; a 7B's is 2-8 MB
 MAX_READAHEAD_BYTES = 4 * 1024 * 1024  # each request reads ahead twice as far as the last, up to this
 PARSER_WINDOW_BYTES = 16 * 1024
 MAX_HEADER_BYTES = 64 * 1024 * 1024  # Gemma 3's 262k-token vocabulary needs under 10 MB
+# The whole header read's time, over every request: each read has its own timeout, but a server
+# sending a byte every few seconds never trips it. 8 MB (a 7B's header) at 1 Mbit/s: about 64 s.
+HEADER_DEADLINE_S = 180.0
 
 
 class HeaderReadError(DownloadError):
@@ -68,8 +72,11 @@ class RangeFile(io.RawIOBase):
         block_bytes: int = BLOCK_BYTES,
         max_bytes: int = MAX_HEADER_BYTES,
         cancel: threading.Event | None = None,
+        deadline_s: float = HEADER_DEADLINE_S,
     ) -> None:
         super().__init__()
+        self._deadline = time.monotonic() + deadline_s
+        self._deadline_s = deadline_s
         self.remote = remote
         self.size = remote.size_bytes
         self.name = f"{remote.request.repo_id}/{remote.request.filename}"
@@ -184,6 +191,11 @@ class RangeFile(io.RawIOBase):
                 for chunk in response.iter_bytes():
                     if self._cancel is not None and self._cancel.is_set():
                         raise CheckCancelled("cancelled")
+                    if time.monotonic() > self._deadline:
+                        raise HeaderReadError(
+                            f"the hub sent the header of {self.name} too slowly (more than "
+                            f"{self._deadline_s:g} s in all); try again later"
+                        )
                     chunks.append(chunk[: n_wanted - n_got])
                     n_got += len(chunks[-1])
                     if n_got >= n_wanted:
@@ -235,6 +247,7 @@ def read_remote_header(
     max_bytes: int = MAX_HEADER_BYTES,
     cancel: threading.Event | None = None,
     check_architecture: bool = True,
+    deadline_s: float = HEADER_DEADLINE_S,
 ) -> RemoteHeader:
     """Ask the hub where the file is (HEAD), then read its header with Range requests."""
     import httpx2
@@ -252,7 +265,9 @@ def read_remote_header(
         from engine.errors import EmptyModelError
 
         raise EmptyModelError(f"{repo_id}/{filename} is empty (0 bytes)")
-    f = RangeFile(remote, token=token, timeout_s=timeout_s, max_bytes=max_bytes, cancel=cancel)
+    f = RangeFile(
+        remote, token=token, timeout_s=timeout_s, max_bytes=max_bytes, cancel=cancel, deadline_s=deadline_s
+    )
     info = parse_header(f, check_architecture=check_architecture)
     header = f.read_at(0, info.header_end)
     return RemoteHeader(info, remote.size_bytes, f.fetched_bytes, f.n_requests, remote.commit, header)

@@ -705,9 +705,10 @@ def model_does(model_key: str | None, task: str) -> bool:
 
 
 def needs_larger_words(model: str, tasks: Sequence[str]) -> str:
-    """The line beside the tasks the model in use does not do."""
-    named = tasks[0] if len(tasks) == 1 else ", ".join(tasks[:-1]) + " and " + tasks[-1]
-    return f"{named}: needs a larger model than {model}."
+    """The line below the tasks the model in use does not do: they are greyed just above it, so
+    it does not name them again."""
+    which = "The greyed task needs" if len(tasks) == 1 else "The greyed tasks need"
+    return f"{which} a larger model than {model}."
 
 
 # An empty conversation's line, above the demo tasks offered as suggestions (ui.chat.chat_view).
