@@ -87,6 +87,7 @@ class NgramDrafter:
         self.offer_source = DraftSource.NONE  # where the last offer came from
         self.match_len = 0  # the last lookup's match length (tokens of context that agreed)
         self._match_at = -1  # the stream position where the last match's continuation starts
+        self.offer_at = -1  # ...the last offer's, as a position in ctx (< 0: an earlier segment)
         self._segment = 0  # the index's segment count when ctx was synced (another one since: resync)
 
     @property
@@ -142,6 +143,7 @@ class NgramDrafter:
         """This step's candidates and their acceptance kind."""
         tokens, n = self.lookup(ctx, k_max)
         at = self._match_at - self._start  # where the continuation starts in ctx (< 0: earlier)
+        self.offer_at = at
         if at < 0 and n >= self.MEMORY_MIN:
             self.offer_source = DraftSource.MEMORY
             return tokens, self.memory_bucket(n)
