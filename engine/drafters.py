@@ -132,9 +132,10 @@ class NgramDrafter:
             # whole period at least. The repetition is drafted on past the end, as far as asked:
             # one more step's worth of the same, kept while the target keeps repeating.
             tokens = [tokens[j % period] for j in range(k_max)]
-        if self.COPY_START <= n < self.COPY_MATCH and end - n <= self._start + self._reply_start:
-            # Everything this reply has said so far continues an earlier stretch: a reply that
-            # starts by copying is copying, before it is 16 tokens long.
+        if self.COPY_START <= n < self.COPY_MATCH and self._start + self._reply_start in range(end - n, end):
+            # Everything this reply has said so far (one token or more: before its first, a match
+            # of the prompt's end, such as a chat template's turn, says nothing) continues an
+            # earlier stretch: a reply that starts by copying is copying, before it is 16 tokens long.
             n = self.COPY_MATCH
         self.match_len = n
         return tokens, n

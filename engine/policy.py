@@ -161,7 +161,7 @@ class DraftPolicy:
         if drafter is None or not self._speculating:
             return False
         _, kind = drafter.offer(ctx, 1, self._use_memory)
-        return kind in COPY_KINDS
+        return kind in COPY_KINDS or drafter.match_len >= NgramDrafter.COPY_START
 
     # -- a step -------------------------------------------------------------------------------
 

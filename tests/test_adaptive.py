@@ -419,6 +419,30 @@ def test_a_draft_risks_no_more_than_the_reply_has_saved() -> None:
     assert verify(c.choose(available=63, bucket=5) + 1) - plain <= max(saved, 0.0) + allowance + 1e-9
 
 
+def test_a_reply_in_the_red_whose_copies_keep_breaking_risks_half_as_much_each_time() -> None:
+    # An edit that breaks each copy at its first token: a reply that has saved nothing may risk
+    # what a first 4-token draft risks, then half that after one break, a quarter after two (it
+    # cannot lose the allowance afresh at every break: SmolLM2's edit replies, 2026-12-06).
+    c = DraftLengthController(k_max=63)
+    c.seed({"step_s": {str(n): s for n, s in STEEP.items()}, "acceptance": {"5": [80.0, 80.0]}})
+    c.record(5, 0, 0, STEEP[1])
+    c.begin_reply()
+    plain = STEEP[1]
+
+    def verify(rows: int) -> float:
+        sizes = sorted(STEEP)
+        return float(np.interp(rows, sizes, [STEEP[n] for n in sizes]))
+
+    allowance = verify(5) - plain
+    risked = []
+    for breaks in range(3):
+        k = c.choose(available=63, bucket=5, match_len=5)
+        assert verify(k + 1) - plain <= allowance * 0.5**breaks + 1e-9, (breaks, k)
+        risked.append(verify(k + 1) - plain)
+        c.record(5, k, 0, verify(k + 1))
+    assert risked[0] > risked[1] > risked[2]
+
+
 def test_a_draft_model_found_too_slow_is_measured_again_now_and_then() -> None:
     # A draft timed on a busy machine may look too slow for good: every few replies (doubling)
     # its cost is measured afresh instead of trusted forever.
