@@ -618,6 +618,27 @@ def test_an_observed_offer_that_is_usually_right_has_its_cost_measured_again() -
     # Fresh text, rarely right: never probed that way (see the test above).
 
 
+def test_a_cost_probe_risks_no_more_than_the_reply_may() -> None:
+    # As above, batches timed at 40x their cost; but this reply's copy broke on a 4-token draft and
+    # it has saved nothing: its probe of the observed offer is held to what the reply may still
+    # risk (1 token here), not a first draft's 4 (the probe was the one draft the limit did not bound).
+    c = DraftLengthController(k_max=16)
+    c.seed({"step_s": {"1": CPU_VERIFY[1], **{str(n): 40 * n * CPU_VERIFY[1] for n in (2, 4, 8, 16)}}})
+    c.record(5, 0, 0, CPU_VERIFY[1])
+    c.begin_reply()
+    c.choose(available=16, bucket=5, match_len=20)
+    c.record(5, 4, 0, 40 * 5 * CPU_VERIFY[1])
+    choices = []
+    for _ in range(60):
+        k = c.choose(available=16, bucket=5)
+        choices.append(k)
+        if k:
+            break
+        c.record(5, 0, 0, CPU_VERIFY[1])
+        c.observe(5, accepted=True)
+    assert choices[-1] == 1, choices
+
+
 def test_a_replys_first_copy_draft_is_not_held_back_by_a_copy_that_ended() -> None:
     # AVX2 costs (3 rows dearer than 4). The cache carries a copy bucket that a copy's end left
     # near 50%: at that estimate one token a step is best, and a reply copying from its first token
