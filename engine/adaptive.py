@@ -223,6 +223,11 @@ class DraftLengthController:
     def n_suspensions(self) -> int:
         return self.guard.n_suspensions
 
+    @property
+    def copy_breaks(self) -> int:
+        """How often this reply's copies have departed from their source so far."""
+        return round(self._reply_departures.breaks - _RISK_PRIOR)
+
     # -- estimates ---------------------------------------------------------------------------
 
     def acceptance(self, bucket: int = 0) -> float:

@@ -26,11 +26,14 @@ from engine.kinds import COPY_KINDS, MEMORY_KINDS, DrafterKind
 # last agreed, is that copy resumed, at its age (how far its source has run), not a short match
 # in fresh text. Only a copy that ran _RESUME_AGE tokens or more is resumed (a document copied
 # with a word changed; short copies in edits of short texts break again as often as not: SmolLM2's
-# replies), and a match of fewer than _RESUME_MIN tokens there is a common token, not evidence.
+# replies), only while the reply's copies have broken _RESUME_BREAKS times at most (edits that keep
+# breaking them are not worth a copy's price), and a match of fewer than _RESUME_MIN tokens there
+# is a common token, not evidence.
 _RESUME_SLACK = 8
 _RESUME_WITHIN = 32
 _RESUME_MIN = 2
 _RESUME_AGE = 32
+_RESUME_BREAKS = 1
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,7 @@ class DraftPolicy:
             advanced = len(ctx) - trail_end
             if (
                 trail_age >= _RESUME_AGE
+                and (self.controller is None or self.controller.copy_breaks <= _RESUME_BREAKS)
                 and advanced <= _RESUME_WITHIN
                 and trail_at - _RESUME_SLACK <= at <= trail_at + advanced + _RESUME_SLACK
             ):
