@@ -87,6 +87,9 @@ _RISK_PRIOR_EXPOSURE = 2.0
 # Within a reply no draft may risk, were it rejected at its first token, more than the reply's
 # drafts have saved so far plus what a first _RAMP_FIRST-token draft risks (`_risk_limit`): a
 # reply that drafts cannot end much slower than plain decoding, whatever acceptance promised.
+# That first draft's allowance is the reply's while it has saved nothing; a reply in the red whose
+# copies have broken (an edit that keeps breaking them) gets half of it per break, so that it
+# cannot lose the allowance again at each break.
 # -- probes: estimates must be able to recover from a bad patch
 _PROBE_FIRST = 8  # plain steps (chosen by the model) before a short probe...
 _PROBE_MAX = 64  # ...doubling while probes keep failing
@@ -219,6 +222,11 @@ class DraftLengthController:
     @property
     def n_suspensions(self) -> int:
         return self.guard.n_suspensions
+
+    @property
+    def copy_breaks(self) -> int:
+        """How often this reply's copies have departed from their source so far."""
+        return round(self._reply_departures.breaks - _RISK_PRIOR)
 
     # -- estimates ---------------------------------------------------------------------------
 
@@ -437,7 +445,10 @@ class DraftLengthController:
         if self._costs_drafting(bucket):
             worst = worst + self.draft_first_cost() + np.arange(k_max) * self.draft_cost()
         loss = worst - np.minimum(np.arange(1, k_max + 1), self._sure_run(bucket)) * costs[1]
-        allowed = max(self._saved_s, 0.0) + worst[min(_RAMP_FIRST, k_max) - 1]
+        first = worst[min(_RAMP_FIRST, k_max) - 1]
+        if self._saved_s <= 0:
+            first *= 0.5 ** max(0.0, self._reply_departures.breaks - _RISK_PRIOR)
+        allowed = max(self._saved_s, 0.0) + first
         within = np.flatnonzero(loss <= allowed)
         return int(within[-1]) + 1 if within.size else 1
 
@@ -544,7 +555,7 @@ class DraftLengthController:
             if self.acceptance(bucket) >= _COST_PROBE_ACCEPTANCE:
                 self._plain_steps = 0
                 self.probing = True
-                return min(available, self._explore_limit(), _RAMP_FIRST), bucket
+                return min(available, self._explore_limit(), _RAMP_FIRST, self._risk_limit(bucket)), bucket
         return 0, 0
 
     @staticmethod

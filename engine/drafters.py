@@ -87,6 +87,7 @@ class NgramDrafter:
         self.offer_source = DraftSource.NONE  # where the last offer came from
         self.match_len = 0  # the last lookup's match length (tokens of context that agreed)
         self._match_at = -1  # the stream position where the last match's continuation starts
+        self.offer_at = -1  # ...the last offer's, as a position in ctx (< 0: an earlier segment)
         self._segment = 0  # the index's segment count when ctx was synced (another one since: resync)
 
     @property
@@ -131,9 +132,10 @@ class NgramDrafter:
             # whole period at least. The repetition is drafted on past the end, as far as asked:
             # one more step's worth of the same, kept while the target keeps repeating.
             tokens = [tokens[j % period] for j in range(k_max)]
-        if self.COPY_START <= n < self.COPY_MATCH and end - n <= self._start + self._reply_start:
-            # Everything this reply has said so far continues an earlier stretch: a reply that
-            # starts by copying is copying, before it is 16 tokens long.
+        if self.COPY_START <= n < self.COPY_MATCH and self._start + self._reply_start in range(end - n, end):
+            # Everything this reply has said so far (one token or more: before its first, a match
+            # of the prompt's end, such as a chat template's turn, says nothing) continues an
+            # earlier stretch: a reply that starts by copying is copying, before it is 16 tokens long.
             n = self.COPY_MATCH
         self.match_len = n
         return tokens, n
@@ -142,6 +144,7 @@ class NgramDrafter:
         """This step's candidates and their acceptance kind."""
         tokens, n = self.lookup(ctx, k_max)
         at = self._match_at - self._start  # where the continuation starts in ctx (< 0: earlier)
+        self.offer_at = at
         if at < 0 and n >= self.MEMORY_MIN:
             self.offer_source = DraftSource.MEMORY
             return tokens, self.memory_bucket(n)

@@ -18,7 +18,22 @@ from engine.adaptive import DraftLengthController
 from engine.config import SamplingParams
 from engine.drafters import Draft, ModelDrafter, NgramDrafter
 from engine.events import DraftingState, DraftSource, Speculation
-from engine.kinds import COPY_KINDS, DrafterKind
+from engine.kinds import COPY_KINDS, MEMORY_KINDS, DrafterKind
+
+# A copy that an edit broke goes on where its source went on: a later match whose continuation lies
+# where that copy's source has reached since (as far as the reply has advanced, give or take
+# _RESUME_SLACK tokens for the edit's own length), within _RESUME_WITHIN tokens of where the copy
+# last agreed, is that copy resumed, at its age (how far its source has run), not a short match
+# in fresh text. Only a copy that ran _RESUME_AGE tokens or more is resumed (a document copied
+# with a word changed; short copies in edits of short texts break again as often as not: SmolLM2's
+# replies), only while the reply's copies have broken _RESUME_BREAKS times at most (edits that keep
+# breaking them are not worth a copy's price), and a match of fewer than _RESUME_MIN tokens there
+# is a common token, not evidence.
+_RESUME_SLACK = 8
+_RESUME_WITHIN = 32
+_RESUME_MIN = 2
+_RESUME_AGE = 32
+_RESUME_BREAKS = 1
 
 
 @dataclass(frozen=True)
@@ -62,6 +77,9 @@ class DraftPolicy:
         # This step's text offer was copying: a draft model's draft then does not count toward
         # its acceptance (DraftLengthController.record's learn).
         self._text_copying = False
+        # The reply's copy at its last offer: where its continuation started in ctx, len(ctx)
+        # then, and its age (see _RESUME_SLACK); None before the reply copies.
+        self._trail: tuple[int, int, int] | None = None
 
     @property
     def speculation(self) -> Speculation:
@@ -114,8 +132,31 @@ class DraftPolicy:
     def start(self, ctx: list[int], document_spans: tuple[tuple[int, int], ...] = ()) -> None:
         """The reply's text begins (ctx: the prompt, extended in place as tokens are emitted;
         document_spans: its [start, end) ranges holding attached documents)."""
+        self._trail = None
         if self._speculating and self.text is not None:
             self.text.begin(ctx, document_spans, self._use_memory)
+
+    def _text_offer(
+        self, text: NgramDrafter, ctx: list[int], k_max: int
+    ) -> tuple[list[int], DrafterKind, int]:
+        """The text's offer: its candidates, kind and match length, a resumed copy's as a copy's
+        (see _RESUME_SLACK)."""
+        candidates, kind = text.offer(ctx, k_max, self._use_memory)
+        match_len, at, trail = text.match_len, text.offer_at, self._trail
+        if candidates and kind not in COPY_KINDS and match_len >= _RESUME_MIN and trail is not None:
+            trail_at, trail_end, trail_age = trail
+            advanced = len(ctx) - trail_end
+            if (
+                trail_age >= _RESUME_AGE
+                and (self.controller is None or self.controller.copy_breaks <= _RESUME_BREAKS)
+                and advanced <= _RESUME_WITHIN
+                and trail_at - _RESUME_SLACK <= at <= trail_at + advanced + _RESUME_SLACK
+            ):
+                kind = DrafterKind.MEMORY_COPY if kind in MEMORY_KINDS else DrafterKind.COPY
+                match_len = trail_age + max(0, at - trail_at)
+        if candidates and kind in COPY_KINDS:
+            self._trail = at, len(ctx), match_len
+        return candidates, kind, match_len
 
     def starts_copying(self, ctx: list[int]) -> bool:
         """Does the text so far end as an earlier stretch does, so that the reply starts by
@@ -124,7 +165,7 @@ class DraftPolicy:
         if drafter is None or not self._speculating:
             return False
         _, kind = drafter.offer(ctx, 1, self._use_memory)
-        return kind in COPY_KINDS
+        return kind in COPY_KINDS or drafter.match_len >= NgramDrafter.COPY_START
 
     # -- a step -------------------------------------------------------------------------------
 
@@ -139,8 +180,8 @@ class DraftPolicy:
             return NO_DRAFT
         if model is None:
             assert text is not None  # speculating: one drafter at least
-            candidates, kind = text.offer(ctx, min(controller.k_max, room), self._use_memory)
-            k = controller.choose(len(candidates), kind, text.match_len)
+            candidates, kind, match_len = self._text_offer(text, ctx, min(controller.k_max, room))
+            k = controller.choose(len(candidates), kind, match_len)
             if candidates and not k:
                 self._unused_offer = candidates[0], kind
             return Proposal(Draft(candidates[:k]), kind, text.offer_source if k else DraftSource.NONE)
@@ -157,9 +198,10 @@ class DraftPolicy:
     ) -> Proposal:
         matched: list[int] = []
         text_kind = DrafterKind.MODEL
+        match_len = 0
         offers: list[tuple[int, int]] = []
         if self.text is not None:
-            matched, text_kind = self.text.offer(ctx, min(controller.k_max, room), self._use_memory)
+            matched, text_kind, match_len = self._text_offer(self.text, ctx, min(controller.k_max, room))
             if matched:
                 offers.append((len(matched), text_kind))
                 self._text_copying = text_kind in COPY_KINDS
@@ -175,7 +217,7 @@ class DraftPolicy:
             model_pays = one_off is None or controller.pays_back(room, one_off)
             if model_pays or not offers:
                 offers.insert(0, (min(controller.k_max, room), DrafterKind.MODEL))
-        k, chosen = controller.choose_among(offers, self.text.match_len if matched and self.text else 0)
+        k, chosen = controller.choose_among(offers, match_len if matched else 0)
         kind = DrafterKind(chosen)  # (compared by identity below)
         if matched and (k <= 0 or kind is DrafterKind.MODEL):
             self._unused_offer = matched[0], text_kind
@@ -211,6 +253,10 @@ class DraftPolicy:
             offered, offer_kind = self._unused_offer
             controller.observe(offer_kind, first_emitted == offered)
         draft = proposal.draft
+        if self._trail is not None and proposal.kind in COPY_KINDS and draft.tokens:
+            # The copy agreed this far: its source has reached that far too.
+            at, end, age = self._trail
+            self._trail = at + n_accepted, end + n_accepted, age + n_accepted
         controller.record(
             proposal.kind, len(draft.tokens), n_accepted, step_s, draft.draft_s, draft.first_s, draft.n_more,
             learn=proposal.kind is not DrafterKind.MODEL or not self._text_copying, timed=timed,

@@ -419,6 +419,30 @@ def test_a_draft_risks_no_more_than_the_reply_has_saved() -> None:
     assert verify(c.choose(available=63, bucket=5) + 1) - plain <= max(saved, 0.0) + allowance + 1e-9
 
 
+def test_a_reply_in_the_red_whose_copies_keep_breaking_risks_half_as_much_each_time() -> None:
+    # An edit that breaks each copy at its first token: a reply that has saved nothing may risk
+    # what a first 4-token draft risks, then half that after one break, a quarter after two (it
+    # cannot lose the allowance afresh at every break: SmolLM2's edit replies, 2026-12-06).
+    c = DraftLengthController(k_max=63)
+    c.seed({"step_s": {str(n): s for n, s in STEEP.items()}, "acceptance": {"5": [80.0, 80.0]}})
+    c.record(5, 0, 0, STEEP[1])
+    c.begin_reply()
+    plain = STEEP[1]
+
+    def verify(rows: int) -> float:
+        sizes = sorted(STEEP)
+        return float(np.interp(rows, sizes, [STEEP[n] for n in sizes]))
+
+    allowance = verify(5) - plain
+    risked = []
+    for breaks in range(3):
+        k = c.choose(available=63, bucket=5, match_len=5)
+        assert verify(k + 1) - plain <= allowance * 0.5**breaks + 1e-9, (breaks, k)
+        risked.append(verify(k + 1) - plain)
+        c.record(5, k, 0, verify(k + 1))
+    assert risked[0] > risked[1] > risked[2]
+
+
 def test_a_draft_model_found_too_slow_is_measured_again_now_and_then() -> None:
     # A draft timed on a busy machine may look too slow for good: every few replies (doubling)
     # its cost is measured afresh instead of trusted forever.
@@ -592,6 +616,27 @@ def test_an_observed_offer_that_is_usually_right_has_its_cost_measured_again() -
     assert probes and 16 <= probes[0] <= 40 and choices[probes[0]] == 4
     assert sum(1 for k in choices[-100:] if k) > 50  # drafting, once the costs were re-measured
     # Fresh text, rarely right: never probed that way (see the test above).
+
+
+def test_a_cost_probe_risks_no_more_than_the_reply_may() -> None:
+    # As above, batches timed at 40x their cost; but this reply's copy broke on a 4-token draft and
+    # it has saved nothing: its probe of the observed offer is held to what the reply may still
+    # risk (1 token here), not a first draft's 4 (the probe was the one draft the limit did not bound).
+    c = DraftLengthController(k_max=16)
+    c.seed({"step_s": {"1": CPU_VERIFY[1], **{str(n): 40 * n * CPU_VERIFY[1] for n in (2, 4, 8, 16)}}})
+    c.record(5, 0, 0, CPU_VERIFY[1])
+    c.begin_reply()
+    c.choose(available=16, bucket=5, match_len=20)
+    c.record(5, 4, 0, 40 * 5 * CPU_VERIFY[1])
+    choices = []
+    for _ in range(60):
+        k = c.choose(available=16, bucket=5)
+        choices.append(k)
+        if k:
+            break
+        c.record(5, 0, 0, CPU_VERIFY[1])
+        c.observe(5, accepted=True)
+    assert choices[-1] == 1, choices
 
 
 def test_a_replys_first_copy_draft_is_not_held_back_by_a_copy_that_ended() -> None:

@@ -64,6 +64,23 @@ def test_a_reply_that_starts_by_copying_is_copying_from_its_first_tokens() -> No
     assert NgramDrafter.bucket(d.lookup(reply, 4)[1]) == 4
 
 
+def test_before_a_replys_first_token_a_match_of_the_prompts_end_is_not_a_copy() -> None:
+    # A chat template's turn (the prompt's last 5 tokens) seen earlier in the prompt: before the
+    # reply has said anything, that match says nothing of a copy (the JSON edit held out of the
+    # copy set: such a first draft was rejected at its first token, and the reply counted its copy
+    # as broken). Its first token copying the document makes it one.
+    turn = [7, 8, 9, 10, 11]
+    source = list(range(200, 240))
+    prompt = [*turn, 1, 2, *source, 3, *turn]
+    d = NgramDrafter()
+    d.begin(prompt)
+    assert NgramDrafter.bucket(d.lookup(prompt, 4)[1]) == 4
+    reply = [*prompt, *source[:1]]
+    assert NgramDrafter.bucket(d.lookup(reply, 4)[1]) < 5  # 1 token: a match like any other
+    reply = [*prompt, *source[:4]]
+    assert NgramDrafter.bucket(d.lookup(reply, 4)[1]) == 5  # all of the reply continues the source
+
+
 def test_a_reply_that_goes_on_copying_where_its_prompt_began_is_copying() -> None:
     # The prompt itself starts the copy (its last 6 tokens are the source's first); the reply's
     # first 3 tokens go on with it: 9 tokens matched, all of the reply among them.
@@ -240,3 +257,35 @@ def test_a_decode_of_more_logit_rows_than_any_before_is_told(tiny_target: Path) 
         assert runner.outputs_grew
     finally:
         runner.close()
+
+
+def test_a_copy_an_edit_broke_is_resumed_where_its_source_went_on() -> None:
+    # A document copied for 40 tokens, 2 of its tokens replaced by 3 others (an edit), then copied
+    # on: the match after the edit is 2-15 tokens long, yet it continues the copy's own source
+    # just past the edit, so it is offered as that copy at its age (engine.policy._RESUME_SLACK),
+    # not as a short match in fresh text.
+    from engine.adaptive import DraftLengthController
+    from engine.policy import DraftPolicy
+    from engine.replay import _matched
+
+    source = list(range(200, 300))
+    prompt = [1, 2, *source, 3, 4]
+    reply = [*source[:40], 90, 91, 92, *source[42:80]]
+    controller = DraftLengthController(k_max=63)
+    controller.seed({"step_s": {str(n): 0.01 + 0.0001 * n for n in (1, 2, 4, 8, 16, 32, 64)}})
+    policy = DraftPolicy(controller, NgramDrafter())
+    policy.begin_reply(speculate=True, use_memory=False)
+    ctx = list(prompt)
+    policy.start(ctx)
+    steps = []
+    pos, rng = 0, np.random.default_rng(0)
+    while pos < len(reply):
+        proposal = policy.propose(ctx, len(reply) - pos, SamplingParams(), rng)
+        n = _matched(proposal.tokens, tuple(reply), pos)
+        steps.append((pos, proposal.kind, len(proposal.tokens)))
+        policy.learn(proposal, n, reply[pos], 0.01)
+        ctx.extend(reply[pos : pos + n + 1])
+        pos += n + 1
+    # The edit ends at reply position 43; from 45 on the match holds 2 tokens or more of the source.
+    after = [(p, kind) for p, kind, k in steps if 45 <= p < 43 + NgramDrafter.COPY_MATCH and k > 0]
+    assert after and all(kind is DrafterKind.COPY for _, kind in after), steps

@@ -15,6 +15,7 @@ controller's: what it returns is still a bound.
     python -m tools.lab.replay_risk_bound                    # every kept Gemma curve, Python x1 and x3.5
     python -m tools.lab.replay_risk_bound epyc-slow-avx2     # some of them
     python -m tools.lab.replay_risk_bound --set smollm2      # SmolLM2's replies on its curves
+    python -m tools.lab.replay_risk_bound --set standins     # the real-size curves, on the copy traces
 """
 
 from __future__ import annotations
@@ -108,12 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("curves", nargs="*", help="curve names (default: every kept curve of the set)")
     parser.add_argument(
-        "--set", default="", help="a kept set under resources/replay (smollm2); default Gemma's"
+        "--set", default="", help="a kept set under resources/replay (smollm2, standins); default Gemma's"
     )
     args = parser.parse_args(argv)
     folder = replay_dir() / args.set if args.set else replay_dir()
     curves = [c for c in load_curves(folder / "curves") if not args.curves or c.name in args.curves]
-    traces = [t for t in load_traces(folder / "traces") if t.name != "warm-up"]
+    # A set of curves alone (standins) is replayed on the copy traces, as `tandem bench dev replay` does.
+    traces_dir = folder / "traces" if (folder / "traces").is_dir() else replay_dir() / "traces"
+    traces = [t for t in load_traces(traces_dir) if t.name != "warm-up"]
     print("| curve | Python x | risk-limited best of the hindsight-best, per prompt | median |")
     print("|---|---|---|---|")
     for curve in curves:
