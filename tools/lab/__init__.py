@@ -1,6 +1,10 @@
 """One-off experiments: each answered one question once; kept to re-run, not part of the product
 or its Makefile. Run from the repository root (`python -m tools.lab.NAME`). What each answered:
 
+- batch_invariance: whether a verify batch computes plain decoding's rows, and whether deciding
+  a near-tie row again by a one-row decode gives plain's token (issue 35): no and no; rows
+  identical at every batch size need four llama.cpp settings that cost a plain token 40-60%
+  (docs/findings.md, "Verifying drafts").
 - documents_sampling: what the chat's sampling (temperature 0.7, repetition penalty 1.1) does to
   copying an attached document (issue 25): the "Edit or copy text" preset (temperature 0, no
   penalty) stays the default for copy work; sparing the documents' tokens from the penalty did
