@@ -47,6 +47,7 @@ _SEED_TRIALS_DRAFT_MODEL = 16.0  # ...a draft model's more: agreement is the pai
 # estimate): a pair that pays only near full acceptance (a slow draft, costly verify rows) is
 # never drafted long enough to learn it from the prior; the ramp and risk limit bound the try.
 _HOPEFUL_TRIALS = 16.0
+_HOPEFUL_REFUSALS = 0.25  # ...unless it refused this share of its asks (drafted nothing)
 _MAX_RATE = 0.999  # acceptance is never priced as certain (the geometric sum would not converge)
 # -- a draft model's costs
 _PRIOR_DRAFT_COST = 0.2  # a draft model's decode, relative to a plain step, until measured
@@ -291,6 +292,13 @@ class DraftLengthController:
         """How often a draft model, asked for a draft, offers none (no prior refusals)."""
         return self._refusals / (self._asks + _PRIOR_WEIGHT) if self.draft_costs_time else 0.0
 
+    def _model_rate(self) -> float:
+        """A draft model's acceptance as drafts are priced: hopeful on thin evidence
+        (_HOPEFUL_TRIALS), unless it has been refusing to draft (a refusal is evidence too, and
+        one that no accepted token ever adds to)."""
+        acc = self._bucket(0)
+        return acc.hopeful_rate() if self.refusal_rate() < _HOPEFUL_REFUSALS else acc.rate()
+
     def draft_cost(self) -> float:
         """Seconds per drafted token after a draft's first (0 for n-gram lookup)."""
         if not self.draft_costs_time:
@@ -385,9 +393,10 @@ class DraftLengthController:
         # this reply's text is drafted as well as what was measured. A reply long enough to time
         # batches for (FIRST_REPLY_MIN_TOKENS) may try a pair not yet judged (hopeful_rate): what
         # it learns is kept for later replies, and only such a reply can repay a slow pair's load.
-        acc = self._bucket(0)
         long_reply = n_tokens >= FIRST_REPLY_MIN_TOKENS
-        rates = self.expected_rates(limit, 0, acc.hopeful_rate() if long_reply else acc.cautious_rate())
+        rates = self.expected_rates(
+            limit, 0, self._model_rate() if long_reply else self._bucket(0).cautious_rate()
+        )
         best = float(rates[1:].max()) if limit >= 1 else 0.0
         plain_s = self.verify_cost(1)
         if best * plain_s <= 1.0:
@@ -522,7 +531,7 @@ class DraftLengthController:
             first_copy = survival is None and bucket in COPY_KINDS and not self._copy_drafted
             prior = max(self.acceptance(bucket), _PRIOR_ACCEPT[bucket]) if first_copy else None
             if self._costs_drafting(bucket):
-                prior = self._bucket(bucket).hopeful_rate()
+                prior = self._model_rate()
             rates = self.expected_rates(limit, bucket, prior, survival)
             k = 1 + int(np.argmax(rates[1:]))
             if rates[k] > rates[0] and (best is None or rates[k] > best[0]):

@@ -19,11 +19,12 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 
-def _runner(spec: str):  # type: ignore[no-untyped-def]
+def _runner(spec: str) -> Any:
     from app.cli.options import resolve_model
     from engine.backend import LlamaRunner
 
@@ -88,7 +89,9 @@ def main() -> None:
     for lo, hi in ((0, 0.3), (0.3, 0.5), (0.5, 0.6), (0.6, 0.75), (0.75, 0.9), (0.9, 1.01)):
         sel = (d_p >= lo) & (d_p < hi)
         if sel.any():
-            print(f"  draft p in [{lo:.2f},{hi:.2f}): {sel.sum():3d} tokens, accepted {agree[sel].mean():.2f}")
+            print(
+                f"  draft p in [{lo:.2f},{hi:.2f}): {sel.sum():3d} tokens, accepted {agree[sel].mean():.2f}"
+            )
 
     def cost(rows_n: int) -> float:
         keys = sorted(t)
@@ -116,7 +119,10 @@ def main() -> None:
         return plain / spent, steps, drafted
 
     print(f"plain (t(1) per token): {n / (n * t[1]):.1f} tok/s")
-    print("fixed k (no stop rule):      " + "  ".join(f"k{k}:{simulate(k, 0.0)[0]:.2f}x" for k in (1, 2, 3, 4, 6, 8, 12, 16)))
+    print(
+        "fixed k (no stop rule):      "
+        + "  ".join(f"k{k}:{simulate(k, 0.0)[0]:.2f}x" for k in (1, 2, 3, 4, 6, 8, 12, 16))
+    )
     for p_min in (0.3, 0.5, 0.6, 0.75, 0.9):
         print(
             f"p_min {p_min:.2f}, k_max:           "

@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 
 def main(argv: list[str]) -> None:
@@ -26,9 +27,9 @@ def main(argv: list[str]) -> None:
     lines: list[str] = []
     orig_step = speculative.SpeculativeDecoder._step
     orig_learn = policy_mod.DraftPolicy.learn
-    last: dict[str, object] = {}
+    last: dict[str, Any] = {}
 
-    def learn(self, proposal, n_accepted, first_emitted, step_s, timed=True):  # type: ignore[no-untyped-def]
+    def learn(self, proposal, n_accepted, first_emitted, step_s, timed=True):
         orig_learn(self, proposal, n_accepted, first_emitted, step_s, timed)
         d, c = proposal.draft, self.controller
         last.update(
@@ -38,7 +39,7 @@ def main(argv: list[str]) -> None:
             ratio=c._draft_ratio or 0.0, ramp=c._ramp if c else 0, probing=c.probing if c else False,
         )  # fmt: skip
 
-    def step(self, r):  # type: ignore[no-untyped-def]
+    def step(self, r):
         last.clear()
         t0 = time.perf_counter()
         llama0 = self.target.llama_s
@@ -60,7 +61,7 @@ def main(argv: list[str]) -> None:
 
         orig_init = ModelDrafter.__init__
 
-        def init(self, load, p_min=0.6, sampled=True):  # type: ignore[no-untyped-def]
+        def init(self, load, p_min=0.6, sampled=True):
             orig_init(self, load, float(os.environ["TRACE_P_MIN"]), sampled)
 
         ModelDrafter.__init__ = init  # type: ignore[method-assign]
