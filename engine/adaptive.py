@@ -43,6 +43,11 @@ _PRIOR_WEIGHT = 2.0  # the prior counts as this many trials
 _CAUTION = 1.28  # one-off costs are judged this many sd below the acceptance estimate (10th percentile)
 _SEED_TRIALS = 2.0  # acceptance carried into a new process weighs at most this many trials...
 _SEED_TRIALS_DRAFT_MODEL = 16.0  # ...a draft model's more: agreement is the pair's, not the text's
+# A draft model judged on fewer tokens than this is priced at what it may be (_CAUTION sd above the
+# estimate): a pair that pays only near full acceptance (a slow draft, costly verify rows) is
+# never drafted long enough to learn it from the prior; the ramp and risk limit bound the try.
+_HOPEFUL_TRIALS = 16.0
+_HOPEFUL_REFUSALS = 0.25  # ...unless it refused this share of its asks (drafted nothing)
 _MAX_RATE = 0.999  # acceptance is never priced as certain (the geometric sum would not converge)
 # -- a draft model's costs
 _PRIOR_DRAFT_COST = 0.2  # a draft model's decode, relative to a plain step, until measured
@@ -137,6 +142,17 @@ class _Acceptance:
         n = a + b
         mean = a / n
         return max(min(self.prior, mean), mean - _CAUTION * math.sqrt(a * b / (n * n * (n + 1))))
+
+    def hopeful_rate(self) -> float:
+        """What the rate may be, on thin evidence (fewer than _HOPEFUL_TRIALS tokens judged): the
+        Beta posterior's mean plus _CAUTION standard deviations; the mean once judged."""
+        mean = self.rate()
+        if self.trials >= _HOPEFUL_TRIALS:
+            return mean
+        a = self.accepted + self.prior * _PRIOR_WEIGHT
+        n = self.trials + _PRIOR_WEIGHT
+        b = n - a
+        return min(_MAX_RATE, mean + _CAUTION * math.sqrt(a * b / (n * n * (n + 1))))
 
 
 @dataclass
@@ -284,6 +300,13 @@ class DraftLengthController:
         """How often a draft model, asked for a draft, offers none (no prior refusals)."""
         return self._refusals / (self._asks + _PRIOR_WEIGHT) if self.draft_costs_time else 0.0
 
+    def _model_rate(self) -> float:
+        """A draft model's acceptance as drafts are priced: hopeful on thin evidence
+        (_HOPEFUL_TRIALS), unless it has been refusing to draft (a refusal is evidence too, and
+        one that no accepted token ever adds to)."""
+        acc = self._bucket(0)
+        return acc.hopeful_rate() if self.refusal_rate() < _HOPEFUL_REFUSALS else acc.rate()
+
     def draft_cost(self) -> float:
         """Seconds per drafted token after a draft's first (0 for n-gram lookup)."""
         if not self.draft_costs_time:
@@ -375,8 +398,13 @@ class DraftLengthController:
             return True  # nothing measured yet: measure (the cache keeps it for next time)
         limit = min(self.k_max, max(1, n_tokens), self._explore_limit())
         # At a cautious acceptance (_CAUTION): the one-off is paid for sure, the savings only if
-        # this reply's text is drafted as well as what was measured.
-        rates = self.expected_rates(limit, 0, self._bucket(0).cautious_rate())
+        # this reply's text is drafted as well as what was measured. A reply long enough to time
+        # batches for (FIRST_REPLY_MIN_TOKENS) may try a pair not yet judged (hopeful_rate): what
+        # it learns is kept for later replies, and only such a reply can repay a slow pair's load.
+        long_reply = n_tokens >= FIRST_REPLY_MIN_TOKENS
+        rates = self.expected_rates(
+            limit, 0, self._model_rate() if long_reply else self._bucket(0).cautious_rate()
+        )
         best = float(rates[1:].max()) if limit >= 1 else 0.0
         plain_s = self.verify_cost(1)
         if best * plain_s <= 1.0:
@@ -513,6 +541,8 @@ class DraftLengthController:
             survival = self._survival(bucket, limit)
             first_copy = survival is None and bucket in COPY_KINDS and not self._copy_drafted
             prior = max(self.acceptance(bucket), _PRIOR_ACCEPT[bucket]) if first_copy else None
+            if self._costs_drafting(bucket):
+                prior = self._model_rate()
             rates = self.expected_rates(limit, bucket, prior, survival)
             k = 1 + int(np.argmax(rates[1:]))
             if rates[k] > rates[0] and (best is None or rates[k] > best[0]):

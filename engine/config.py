@@ -92,7 +92,9 @@ class EngineConfig:
     # than it gives (AVX2, Gemma 3 270M: 65 rows 403-442 ms, 64 rows 365-379, 66 rows 379-408).
     draft_max: int = DRAFT_MAX
     adaptive: bool = True  # False: always draft draft_max tokens
-    draft_p_min: float = 0.6  # a draft model stops drafting when its top token is less likely
+    # A draft model stops drafting where its top token is less likely than this (0: where its
+    # confidence, as learned per pair, says the draft is unlikely to be accepted whole).
+    draft_p_min: float = 0.0
     draft_sampling: bool = True  # at temperature > 0 a draft model samples (and keeps q)
     # Beside a draft model, also draft from n-gram matches in the text so far (free to draft;
     # each step the controller picks whichever it expects more tokens per second from).

@@ -9,6 +9,10 @@ ModelDrafter: a small model of the same vocabulary. Its KV cache is kept across 
 step decodes only what it has not seen (the target's correction and, after a fully accepted
 draft, the last drafted token), so no token is decoded twice. The model is loaded on first use:
 where the cost cache already knows it cannot pay on this machine, it is never loaded at all.
+A greedy draft goes on while it is likely to be accepted whole: each drafted token is priced by
+how often the target has accepted this draft model's tokens of the same confidence (its own top
+probability, learned per pair as the reply goes: `Confidence`), and the draft stops where that
+chance, over the whole draft so far, falls below what the controller's chosen length expects.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from engine.config import SamplingParams
 from engine.errors import TandemError
 from engine.events import DraftSource, Speculation
 from engine.kinds import DrafterKind
-from engine.sampling import Dist, distribution, draft_is_sure, greedy
+from engine.sampling import Dist, distribution, draft_is_sure, greedy, top_probability
 from engine.text_index import TextIndex
 
 
@@ -39,6 +43,40 @@ class Draft:
     first_s: float = 0.0
     n_more: int = 0
     catch_up_s: float = 0.0  # seconds spent first decoding a long stretch the draft had not seen
+    # Greedy model drafts: each drafted token's confidence bin (Confidence.bin), and where the
+    # draft stopped for doubt, the token it would have drafted next and its bin.
+    bins: list[int] | None = None
+    stopped: tuple[int, int] | None = None
+
+
+class Confidence:
+    """How often the target accepts a draft model's greedy tokens, per bin of the draft's own top
+    probability. A draft's confidence is a length signal only as far as it predicts agreement,
+    and that is the pair's: a Q4 draft of the target's own weights is accepted ~99% even where
+    it is unsure (its doubt is the target's too, decided alike), a smaller model of the family
+    far less. So the rate is learned per bin from what the target did with drafted tokens, and
+    for nothing from the token a draft stopped before (the target's next token says whether it
+    would have been accepted). A bin not seen yet is priced at the draft's acceptance overall (the
+    controller's): confidence shortens a draft only once it has been seen to predict rejections."""
+
+    EDGES = (0.3, 0.6, 0.9)  # bins: p < 0.3, 0.3-0.6, 0.6-0.9, 0.9 or more
+    PRIOR_WEIGHT = 2.0  # the overall acceptance counts as this many tokens of a bin...
+    DECAY = 0.97  # ...and each token seen weighs this much less than the next (~30 remembered)
+
+    def __init__(self) -> None:
+        self._accepted = [0.0] * (len(self.EDGES) + 1)
+        self._seen = [0.0] * (len(self.EDGES) + 1)
+
+    @classmethod
+    def bin(cls, p: float) -> int:
+        return sum(p >= edge for edge in cls.EDGES)
+
+    def rate(self, b: int, overall: float) -> float:
+        return (self._accepted[b] + overall * self.PRIOR_WEIGHT) / (self._seen[b] + self.PRIOR_WEIGHT)
+
+    def learn(self, b: int, accepted: bool) -> None:
+        self._accepted[b] = self.DECAY * self._accepted[b] + accepted
+        self._seen[b] = self.DECAY * self._seen[b] + 1.0
 
 
 class NgramDrafter:
@@ -160,14 +198,41 @@ class ModelDrafter:
     # the first time: a one-off prefill, not the per-token cost of drafting.
     CATCH_UP_TOKENS = 2
 
-    def __init__(self, load: Callable[[], LlamaRunner], p_min: float = 0.6, sampled: bool = True) -> None:
+    def __init__(self, load: Callable[[], LlamaRunner], p_min: float = 0.0, sampled: bool = True) -> None:
         self._load = load
         self._runner: LlamaRunner | None = None
         self.load_error: str | None = None  # why the model could not be loaded (then: no drafts)
         self.load_s: float | None = None  # seconds the load took
-        self.p_min = p_min  # greedy drafts stop when the draft is less sure than this
+        # Greedy drafts stop where the draft is less sure than this whatever its confidence has
+        # been worth (0: only where the learned rates say so, `Confidence`).
+        self.p_min = p_min
         self.sampled = sampled  # at temperature > 0: sample drafts and keep q (else greedy drafts)
         self.last_read: tuple[int, float] = (0, 0.0)  # the last prefill: tokens read, seconds
+        self.confidence = Confidence()
+        # The last greedy draft, to be judged once the target has spoken: (the text it was
+        # drafted for, its length then, the draft).
+        self._pending: tuple[list[int], int, Draft] | None = None
+
+    def review(self, ctx: list[int]) -> None:
+        """Learn from the last greedy draft what the target made of each drafted token, up to its
+        first rejection, and of the token the draft stopped before where the whole draft was
+        kept (ctx: the same text, grown by what the target emitted since)."""
+        pending = self._pending
+        if pending is None or pending[0] is not ctx:
+            return
+        _, at, draft = pending
+        assert draft.bins is not None
+        emitted = ctx[at:]
+        if not emitted:
+            return  # the target has not spoken yet
+        self._pending = None
+        for token, b, said in zip(draft.tokens, draft.bins, emitted, strict=False):
+            self.confidence.learn(b, token == said)
+            if token != said:
+                return
+        if draft.stopped is not None and len(emitted) > len(draft.tokens):
+            token, b = draft.stopped
+            self.confidence.learn(b, token == emitted[len(draft.tokens)])
 
     @property
     def loaded(self) -> bool:
@@ -225,7 +290,19 @@ class ModelDrafter:
             self.last_read = (len(tokens) - n_keep, time.perf_counter() - t_read)
         return time.perf_counter() - t0
 
-    def propose(self, ctx: list[int], k: int, params: SamplingParams, rng: np.random.Generator) -> Draft:
+    def propose(
+        self,
+        ctx: list[int],
+        k: int,
+        params: SamplingParams,
+        rng: np.random.Generator,
+        acceptance: float | None = None,
+    ) -> Draft:
+        """At most k tokens. A greedy draft chosen at an acceptance a (the controller's estimate
+        of this draft model's) is expected to be accepted whole with chance a ** k; it stops
+        before a token where that chance, each token priced at its confidence bin's learned rate,
+        falls below a ** k (None: it never stops for that reason)."""
+        self.review(ctx)
         if k <= 0:
             return Draft([])
         t0 = time.perf_counter()
@@ -248,7 +325,9 @@ class ModelDrafter:
         except ContextFullError:
             return Draft([], catch_up_s=load_s)
         sampled = self.sampled and not params.is_greedy
-        draft = Draft([], [] if sampled else None, catch_up_s=load_s)
+        draft = Draft([], [] if sampled else None, catch_up_s=load_s, bins=None if sampled else [])
+        # (a ** k a hair under: a product of k rates equal to a must not stop at the k-th token)
+        survival, stop_below = 1.0, (0.0 if acceptance is None else acceptance**k * (1 - 1e-9))
         if len(ctx) - n_keep > self.CATCH_UP_TOKENS:
             draft.catch_up_s += time.perf_counter() - t0
             t0 = time.perf_counter()
@@ -263,12 +342,18 @@ class ModelDrafter:
                 draft.dists.append(dist)
             else:
                 token = greedy(logits, history, params)
-                if self.p_min > 0:
-                    # How sure the draft is, of its own top token (the one drafted, unless a
-                    # repetition penalty moved the choice).
-                    top = token if params.repeat_penalty == 1.0 else int(np.argmax(logits))
-                    if not draft_is_sure(logits, top, self.p_min):
-                        break
+                # How sure the draft is, of its own top token (the one drafted, unless a
+                # repetition penalty moved the choice).
+                top = token if params.repeat_penalty == 1.0 else int(np.argmax(logits))
+                if self.p_min > 0 and not draft_is_sure(logits, top, self.p_min):
+                    break
+                b = Confidence.bin(top_probability(logits, top))
+                survival *= self.confidence.rate(b, acceptance or 0.0)
+                if survival < stop_below:
+                    draft.stopped = (token, b)
+                    break
+                assert draft.bins is not None
+                draft.bins.append(b)
             draft.tokens.append(token)
             history.append(token)
             if i == k - 1:
@@ -276,4 +361,6 @@ class ModelDrafter:
             logits = runner.decode([token], n_logits=1)[0]
             draft.n_more += 1
         draft.draft_s = time.perf_counter() - t0
+        if draft.bins is not None:
+            self._pending = (ctx, len(ctx), draft)
         return draft

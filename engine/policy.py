@@ -235,7 +235,9 @@ class DraftPolicy:
             # after a few plain steps, no probe could ever re-measure it.)
             return NO_DRAFT
         was_loaded = drafter.loaded
-        draft = drafter.propose(ctx, k, params, rng)
+        draft = drafter.propose(
+            ctx, k, params, rng, controller.acceptance(0) if controller.adaptive else None
+        )
         if not was_loaded and drafter.loaded and drafter.load_s is not None:
             controller.note_draft_load(drafter.load_s)
         return Proposal(draft, DrafterKind.MODEL, DraftSource.MODEL)

@@ -364,6 +364,47 @@ def test_a_one_off_cost_is_paid_only_where_the_reply_can_repay_it() -> None:
     assert slow.export()["draft_load_s"] is None
 
 
+# A costly target on this EPYC (AVX-512, 2 cores): the F16 Gemma 3 270M with 72 zero-output
+# layers, its Q4_K_M as the draft at ~0.3 of a plain step a token. A verify row costs a third
+# of a plain step, so the pair pays only near full acceptance (the Q4 is accepted ~99%).
+EPYC_COSTLY = {1: 0.039, 2: 0.091, 3: 0.097, 4: 0.098, 5: 0.104, 8: 0.148, 12: 0.180, 16: 0.233, 33: 0.43}
+
+
+def epyc_costly(rows: int) -> float:
+    sizes = sorted(EPYC_COSTLY)
+    return float(np.interp(rows, sizes, [EPYC_COSTLY[n] for n in sizes]))
+
+
+def test_a_draft_model_not_yet_judged_is_tried_where_a_long_reply_can_repay_it() -> None:
+    # At the prior acceptance (0.7) no draft of this pair beats a plain step: priced so, it was
+    # never loaded or drafted, and so never measured (1.06x on an open prompt). Until it has been
+    # judged on _HOPEFUL_TRIALS tokens it is priced at what it may be: loaded for a long reply
+    # (never for a short one: a 32-token reply cannot repay its load) and drafted, within the
+    # reply's ramp; a draft the target rejects loses that hope within a few drafts.
+    c = DraftLengthController(k_max=32, draft_costs_time=True)
+    c.seed({"step_s": {str(n): s for n, s in EPYC_COSTLY.items()}, "draft_ratio": 0.3, "draft_load_s": 0.5})
+    assert all(c.expected_rate(k, 0) < c.expected_rate(0, 0) for k in range(1, 17))  # at the prior
+    one_off = c.one_off_draft_s(c.target_read_s(20))
+    assert c.pays_back(256, one_off)
+    assert not c.pays_back(32, one_off)
+    c.record(0, 0, 0, EPYC_COSTLY[1])
+    k, bucket = c.choose_among([(32, 0)])
+    assert bucket == 0 and k == 4  # the ramp's first draft
+    useless = c.fresh()
+    for _ in range(6):  # accepted whole: long drafts, and the hope becomes the measure
+        k, _ = c.choose_among([(32, 0)])
+        c.record(0, k, k, epyc_costly(k + 1) + 0.3 * 0.039 * k, draft_s=0.3 * 0.039 * k)
+    assert c.choose_among([(32, 0)])[0] >= 8 and c.acceptance(0) > 0.9
+    # A useless draft: rejected at its first token, and the pair is no longer tried.
+    useless.record(0, 0, 0, EPYC_COSTLY[1])
+    for _ in range(3):
+        k, _ = useless.choose_among([(32, 0)])
+        if k:
+            useless.record(0, k, 0, epyc_costly(k + 1) + 0.3 * 0.039 * k, draft_s=0.3 * 0.039 * k)
+    assert useless.choose_among([(32, 0)])[0] == 0
+    assert not useless.pays_back(256, one_off)
+
+
 def test_a_reply_starts_with_short_drafts_until_one_is_accepted_whole() -> None:
     # Acceptance learned elsewhere (here: everything accepted before) may not hold for this reply:
     # its first draft is short, and drafts grow once one is accepted whole.

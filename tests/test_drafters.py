@@ -9,7 +9,7 @@ import numpy as np
 
 from engine.backend import LlamaRunner
 from engine.config import SamplingParams
-from engine.drafters import ModelDrafter, NgramDrafter
+from engine.drafters import Confidence, ModelDrafter, NgramDrafter
 from engine.events import DraftSource
 from engine.kinds import DrafterKind
 from engine.text_index import TextIndex
@@ -227,6 +227,55 @@ def test_a_draft_model_drafts_while_it_is_sure_and_stops_at_its_first_doubt(tiny
             assert draft.tokens == path[:cut], p_min
     finally:
         drafter.close()
+
+
+def test_a_draft_model_stops_before_a_confidence_its_target_has_been_seen_to_reject(tiny_draft: Path) -> None:
+    # Nothing learned yet: every confidence is priced at the draft's acceptance overall, so the
+    # draft runs as far as the controller chose. Once the target has rejected this draft's
+    # tokens of one confidence bin, the draft stops before its first token of that bin, and
+    # keeps the token it would have drafted (what the target says next judges it, for nothing).
+    drafter = ModelDrafter(lambda: LlamaRunner(str(tiny_draft), n_ctx=256, n_threads=1))
+    greedy_params, rng = SamplingParams(), np.random.default_rng(0)
+    try:
+        prompt = drafter_prompt = [2, 17, 33, 41, 5]
+        whole = drafter.propose(list(prompt), 10, greedy_params, rng, acceptance=0.9)
+        assert len(whole.tokens) == 10 and whole.bins is not None and len(whole.bins) == 10
+        assert whole.stopped is None
+        j = 3
+        doubted = whole.bins[j]
+        for _ in range(40):
+            drafter.confidence.learn(doubted, False)
+        assert drafter.confidence.rate(doubted, 0.9) < 0.1
+        ctx = list(drafter_prompt)
+        cut = drafter.propose(ctx, 10, greedy_params, rng, acceptance=0.9)
+        first = whole.bins.index(doubted)
+        assert cut.tokens == whole.tokens[:first]
+        assert cut.stopped == (whole.tokens[first], doubted)
+        # The target kept the draft and then said the token the draft stopped before: that
+        # confidence was right this time, learned at the next proposal.
+        before = drafter.confidence.rate(doubted, 0.9)
+        ctx += [*cut.tokens, whole.tokens[first]]
+        drafter.propose(ctx, 1, greedy_params, rng, acceptance=0.9)
+        assert drafter.confidence.rate(doubted, 0.9) > before
+        # No acceptance told (a fixed draft length): the draft runs its k whatever it learned.
+        assert len(drafter.propose(list(prompt), 10, greedy_params, rng).tokens) == 10
+    finally:
+        drafter.close()
+
+
+def test_a_draft_models_confidence_learns_only_up_to_the_first_rejection() -> None:
+    c = Confidence()
+    assert c.rate(0, 0.8) == c.rate(3, 0.8) == 0.8  # nothing seen: the overall acceptance
+    drafter = ModelDrafter(lambda: None)  # type: ignore[arg-type,return-value]
+    from engine.drafters import Draft
+
+    ctx = [1, 2, 3]
+    drafter._pending = (ctx, 3, Draft([7, 8, 9], bins=[3, 2, 1], stopped=(4, 0)))
+    ctx += [7, 5, 6]  # the target kept 7, said 5 where the draft said 8
+    drafter.review(ctx)
+    conf = drafter.confidence
+    assert conf.rate(3, 0.5) > 0.5 and conf.rate(2, 0.5) < 0.5
+    assert conf.rate(1, 0.5) == conf.rate(0, 0.5) == 0.5  # after the rejection: nothing known
 
 
 def test_text_that_repeats_itself_is_drafted_on_past_its_end() -> None:
