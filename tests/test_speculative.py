@@ -419,7 +419,9 @@ def test_a_short_first_reply_does_not_load_an_unmeasured_draft_model(
     # cannot repay loading a draft model and reading the prompt into it, so it does without the
     # model (plainly, or with the text's n-gram drafts where those are on) and says why.
     engine = Engine(
-        EngineConfig(str(tiny_target), draft=DraftChoice.parse(str(tiny_draft)), n_ctx=512, draft_lookup=lookup)
+        EngineConfig(
+            str(tiny_target), draft=DraftChoice.parse(str(tiny_draft)), n_ctx=512, draft_lookup=lookup
+        )
     )
     try:
         result = run(engine, PROMPTS[0], max_tokens=32)
