@@ -394,8 +394,13 @@ class DraftLengthController:
         """Would drafting over a reply of at most n_tokens save more than a one-off cost (loading
         a draft model, reading the prompt into it)? At the acceptance and costs known now: a
         32-token reply on a slow target must not wait for a draft model it cannot repay."""
-        if not self.adaptive or 1 not in self.costs.median:
-            return True  # nothing measured yet: measure (the cache keeps it for next time)
+        if not self.adaptive:
+            return True
+        if 1 not in self.costs.median:
+            # Nothing measured yet (a first use): only a reply long enough to time batches for
+            # (FIRST_REPLY_MIN_TOKENS) measures the pair, which the cache keeps for next time; a
+            # shorter one cannot repay a load and a prompt read, whatever the pair.
+            return one_off_s <= 0.0 or n_tokens >= FIRST_REPLY_MIN_TOKENS
         limit = min(self.k_max, max(1, n_tokens), self._explore_limit())
         # At a cautious acceptance (_CAUTION): the one-off is paid for sure, the savings only if
         # this reply's text is drafted as well as what was measured. A reply long enough to time

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.adaptive import LOSS_BUDGET_TOKENS, DraftLengthController
+from engine.adaptive import FIRST_REPLY_MIN_TOKENS, LOSS_BUDGET_TOKENS, DraftLengthController
 
 # Step costs measured on a 2-core CPU with Gemma 3 270M Q4_K_M (rows verified -> seconds).
 CPU_VERIFY = {1: 0.012, 2: 0.031, 4: 0.041, 8: 0.057, 16: 0.091, 32: 0.147}
@@ -336,7 +336,11 @@ def test_a_one_off_cost_is_paid_only_where_the_reply_can_repay_it() -> None:
     # reply, never over a 16-token one.
     costly = {1: 0.060, 2: 0.075, 4: 0.090, 8: 0.130}
     c = DraftLengthController(k_max=16, draft_costs_time=True)
-    assert c.pays_back(16, 0.5), "with nothing measured, measure"
+    # With nothing measured (a first use), only a reply long enough to measure the pair loads
+    # it; a shorter one cannot repay the load, whatever the pair.
+    assert c.pays_back(FIRST_REPLY_MIN_TOKENS, 0.5), "with nothing measured, a long reply measures"
+    assert not c.pays_back(FIRST_REPLY_MIN_TOKENS - 1, 0.5)
+    assert c.pays_back(16, 0.0), "a loaded, caught-up draft model costs nothing to try"
     c.seed({"step_s": {str(n): s for n, s in costly.items()}, "draft_ratio": 0.3, "draft_load_s": 0.5})
     one_off = c.one_off_draft_s(prompt_s=0.1)
     assert 0.5 < one_off < 0.6  # the load and the draft's share of reading the prompt

@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.adaptive import DraftLengthController
+from engine.adaptive import FIRST_REPLY_MIN_TOKENS, DraftLengthController
 from engine.backend import LlamaRunner
 from engine.config import NGRAM_LOOKUP, DraftChoice, EngineConfig, SamplingParams
 from engine.errors import PromptTooLongError
-from engine.events import DraftingState, Finished, Stats, TextPiece
+from engine.events import DraftingState, DraftSource, Finished, Stats, TextPiece
 from engine.session import Engine
 from engine.speculative import _PARALLEL_ROWS, _TextAssembler, greedy_choices
 
@@ -396,17 +396,44 @@ def test_chat_template_from_metadata(tiny_target: Path) -> None:
 
 def test_a_draft_model_that_cannot_pay_says_so(tiny_target: Path, slow_target: Path) -> None:
     # A "draft" far larger than its target (same vocabulary): drafting can never beat plain
-    # decoding. Nothing is cached here, so the engine learns it from one bounded probe.
+    # decoding. Nothing is cached here, so the engine learns it from one bounded probe, in a
+    # reply long enough for a first use to try the draft model (FIRST_REPLY_MIN_TOKENS).
     engine = Engine(EngineConfig(str(tiny_target), draft=DraftChoice.parse(str(slow_target)), n_ctx=512))
     try:
-        result = run(engine, PROMPTS[0], max_tokens=40)
+        result = run(engine, PROMPTS[0], max_tokens=FIRST_REPLY_MIN_TOKENS)
     finally:
         engine.close()
-    assert result.stats.n_drafted <= 8
+    model_drafts = result.stats.by_source.get(DraftSource.MODEL)
+    assert model_drafts is not None and 0 < model_drafts.n_drafted <= 8
     assert "too slow to help on this machine" in result.stats.note
     assert result.stats.as_dict()["note"] == result.stats.note
     assert result.stats.note_kind is DraftingState.DRAFT_TOO_SLOW
     assert result.stats.as_dict()["note_kind"] == "draft_too_slow"
+
+
+@pytest.mark.parametrize("lookup", [False, True])
+def test_a_short_first_reply_does_not_load_an_unmeasured_draft_model(
+    tiny_target: Path, tiny_draft: Path, lookup: bool
+) -> None:
+    # A first use (nothing measured, nothing cached): a reply shorter than FIRST_REPLY_MIN_TOKENS
+    # cannot repay loading a draft model and reading the prompt into it, so it does without the
+    # model (plainly, or with the text's n-gram drafts where those are on) and says why.
+    engine = Engine(
+        EngineConfig(
+            str(tiny_target), draft=DraftChoice.parse(str(tiny_draft)), n_ctx=512, draft_lookup=lookup
+        )
+    )
+    try:
+        result = run(engine, PROMPTS[0], max_tokens=32)
+        assert engine._model is not None and not engine._model.loaded
+        plain = run(engine, PROMPTS[0], max_tokens=32, speculate=False)
+    finally:
+        engine.close()
+    assert result.stats.note.startswith("a reply this short cannot repay loading the draft model")
+    instead = "drafting from the text so far only" if lookup else "decoding plainly"
+    assert result.stats.note.endswith(instead)
+    assert result.stats.draft_catch_up_s == 0.0
+    assert result.token_ids == plain.token_ids
 
 
 def test_switching_speculation_mid_conversation_keeps_the_cache(tiny_target: Path) -> None:
@@ -429,19 +456,21 @@ def test_a_draft_model_that_cannot_be_loaded_leaves_the_reply_plain(
 ) -> None:
     # The draft model is loaded when first needed; if that fails (here: the file vanished after
     # it was checked), the reply goes on without the model's drafts and says why (n-gram drafts
-    # from the text, where they are on, go on).
+    # from the text, where they are on, go on). The reply is long enough for a first use to
+    # try loading the model (FIRST_REPLY_MIN_TOKENS).
     draft = tmp_path / "draft.gguf"
     draft.write_bytes(tiny_draft.read_bytes())
     engine = Engine(
         EngineConfig(str(tiny_target), draft=DraftChoice.parse(str(draft)), n_ctx=512, draft_lookup=lookup)
     )
     draft.unlink()
+    n = FIRST_REPLY_MIN_TOKENS
     try:
-        result = run(engine, PROMPTS[0], max_tokens=20)
-        plain = run(engine, PROMPTS[0], max_tokens=20, speculate=False)
+        result = run(engine, PROMPTS[0], max_tokens=n)
+        plain = run(engine, PROMPTS[0], max_tokens=n, speculate=False)
     finally:
         engine.close()
-    assert result.stats.n_generated == 20
+    assert result.stats.n_generated == plain.stats.n_generated
     assert result.stats.note.startswith("the draft model could not be loaded (")
     instead = "drafting from the text so far only" if lookup else "decoding plainly"
     assert result.stats.note.endswith(instead)
