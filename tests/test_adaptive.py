@@ -433,58 +433,59 @@ def test_a_reply_starts_with_short_drafts_until_one_is_accepted_whole() -> None:
 STEEP = {1: 0.0087, 2: 0.0160, 4: 0.0250, 8: 0.0417, 16: 0.0754, 32: 0.1302, 64: 0.2494}
 
 
-def test_a_draft_risks_no_more_than_the_reply_has_saved() -> None:
-    # Copying accepted whole so far (acceptance ~1): on a steep curve a long draft is still priced
-    # well, but one rejected at its first token would lose 10 plain tokens. Within a reply a draft
-    # may risk only what the reply's drafts saved, plus what a first 4-token draft risks.
+def _copying_on_steep_costs() -> DraftLengthController:
+    """A controller on the STEEP curve whose drafts were accepted whole so far, at a reply's start."""
     c = DraftLengthController(k_max=63)
     c.seed({"step_s": {str(n): s for n, s in STEEP.items()}, "acceptance": {"5": [80.0, 80.0]}})
     c.record(5, 0, 0, STEEP[1])
     c.begin_reply()
+    return c
+
+
+def steep_verify(rows: int) -> float:
+    """What a verify batch of this many rows costs on the STEEP curve (interpolated)."""
+    sizes = sorted(STEEP)
+    return float(np.interp(rows, sizes, [STEEP[n] for n in sizes]))
+
+
+def test_a_draft_risks_no_more_than_the_reply_has_saved() -> None:
+    # Copying accepted whole so far (acceptance ~1): on a steep curve a long draft is still priced
+    # well, but one rejected at its first token would lose 10 plain tokens. Within a reply a draft
+    # may risk only what the reply's drafts saved, plus what a first 4-token draft risks.
+    c = _copying_on_steep_costs()
     plain = STEEP[1]
 
-    def verify(rows: int) -> float:
-        sizes = sorted(STEEP)
-        return float(np.interp(rows, sizes, [STEEP[n] for n in sizes]))
-
     saved = 0.0
-    allowance = verify(5) - plain  # what a first 4-token draft risks
+    allowance = steep_verify(5) - plain  # what a first 4-token draft risks
     lengths = []
     for _ in range(6):
         k = c.choose(available=63, bucket=5)
         lengths.append(k)
-        assert verify(k + 1) - plain <= saved + allowance + 1e-9, (lengths, saved)
-        c.record(5, k, k, verify(k + 1))
-        saved += (k + 1) * plain - verify(k + 1)
+        assert steep_verify(k + 1) - plain <= saved + allowance + 1e-9, (lengths, saved)
+        c.record(5, k, k, steep_verify(k + 1))
+        saved += (k + 1) * plain - steep_verify(k + 1)
     assert lengths[-1] > 2 * lengths[0]  # what copying saves, it may risk: drafts grow
     # A long draft rejected at its first token spends what was saved: the next one is short again.
     k = c.choose(available=63, bucket=5)
-    c.record(5, k, 0, verify(k + 1))
-    saved += plain - verify(k + 1)
-    assert verify(c.choose(available=63, bucket=5) + 1) - plain <= max(saved, 0.0) + allowance + 1e-9
+    c.record(5, k, 0, steep_verify(k + 1))
+    saved += plain - steep_verify(k + 1)
+    assert steep_verify(c.choose(available=63, bucket=5) + 1) - plain <= max(saved, 0.0) + allowance + 1e-9
 
 
 def test_a_reply_in_the_red_whose_copies_keep_breaking_risks_half_as_much_each_time() -> None:
     # An edit that breaks each copy at its first token: a reply that has saved nothing may risk
     # what a first 4-token draft risks, then half that after one break, a quarter after two (it
     # cannot lose the allowance afresh at every break: SmolLM2's edit replies, 2026-12-06).
-    c = DraftLengthController(k_max=63)
-    c.seed({"step_s": {str(n): s for n, s in STEEP.items()}, "acceptance": {"5": [80.0, 80.0]}})
-    c.record(5, 0, 0, STEEP[1])
-    c.begin_reply()
+    c = _copying_on_steep_costs()
     plain = STEEP[1]
 
-    def verify(rows: int) -> float:
-        sizes = sorted(STEEP)
-        return float(np.interp(rows, sizes, [STEEP[n] for n in sizes]))
-
-    allowance = verify(5) - plain
+    allowance = steep_verify(5) - plain
     risked = []
     for breaks in range(3):
         k = c.choose(available=63, bucket=5, match_len=5)
-        assert verify(k + 1) - plain <= allowance * 0.5**breaks + 1e-9, (breaks, k)
-        risked.append(verify(k + 1) - plain)
-        c.record(5, k, 0, verify(k + 1))
+        assert steep_verify(k + 1) - plain <= allowance * 0.5**breaks + 1e-9, (breaks, k)
+        risked.append(steep_verify(k + 1) - plain)
+        c.record(5, k, 0, steep_verify(k + 1))
     assert risked[0] > risked[1] > risked[2]
 
 
