@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.adaptive import FIRST_REPLY_MIN_TOKENS
 from engine.config import DraftChoice, EngineConfig, SamplingParams
 from engine.costcache import CostCache, cost_key
 from engine.errors import IncompatiblePairError
@@ -103,12 +104,13 @@ def test_a_draft_model_known_not_to_pay_is_never_loaded(
     tiny_target: Path, slow_target: Path, tmp_path: Path
 ) -> None:
     # A "draft" far larger than its target (same vocabulary): drafting can never beat plain
-    # decoding. The first engine finds that out by measuring (one bounded probe); the second
-    # knows it from the cache and never even loads it.
+    # decoding. The first engine finds that out by measuring (one bounded probe, in a reply long
+    # enough that a first use tries the pair); the second knows it from the cache and never even
+    # loads it.
     cache = tmp_path / "costs"
     first = Engine(config(tiny_target, cache, draft=str(slow_target), draft_lookup=False))
     try:
-        result = generate(first, max_tokens=60)
+        result = generate(first, max_tokens=FIRST_REPLY_MIN_TOKENS)
     finally:
         first.close()
     assert "too slow to help on this machine" in result.stats.note
@@ -123,7 +125,7 @@ def test_a_draft_model_known_not_to_pay_is_never_loaded(
     CostCache(cache).save(key, data)
     second = Engine(config(tiny_target, cache, draft=str(slow_target), draft_lookup=False))
     try:
-        again = generate(second, max_tokens=60)
+        again = generate(second, max_tokens=FIRST_REPLY_MIN_TOKENS)
         assert second._model is not None and not second._model.loaded
     finally:
         second.close()
@@ -141,7 +143,7 @@ def test_a_draft_model_known_not_to_pay_is_never_loaded(
     CostCache(cache).save(key, data)
     third = Engine(config(tiny_target, cache, draft=str(slow_target)))
     try:
-        hybrid = generate(third, max_tokens=60)
+        hybrid = generate(third, max_tokens=FIRST_REPLY_MIN_TOKENS)
         assert third._model is not None and not third._model.loaded
     finally:
         third.close()
@@ -161,7 +163,8 @@ def test_a_short_reply_does_not_wait_for_a_draft_model_it_cannot_repay(
     cache = tmp_path / "costs"
     first = Engine(config(slow_target, cache, draft=str(tiny_draft), draft_lookup=False))
     try:
-        result = generate(first, max_tokens=60)
+        # (A first use tries the pair only in a reply that may run this long.)
+        result = generate(first, max_tokens=FIRST_REPLY_MIN_TOKENS)
         key = first._cost_key()
     finally:
         first.close()
