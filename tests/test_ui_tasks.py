@@ -1,7 +1,8 @@
 """Tasks the model in use can do (issue 37): the built-in models are offered only the suggested
 tasks they were seen to do (docs/first-chat-model.md); the others are greyed and said to need a
 larger model, with the one-click download of one beside them; the welcome offers that ~1 GB
-instruct model beside the 5.2 GB pair."""
+instruct model beside the 5.2 GB pair (and while it does, the greyed tasks' line leaves the
+button to it: one offer on screen)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,16 @@ def test_the_built_in_model_is_offered_only_what_it_does_and_a_larger_one_beside
     # The greyed buttons name the tasks; the line below them says why once.
     assert chat.larger_label.text() == "The greyed tasks need a larger model than SmolLM2 135M Instruct."
     assert chat.larger_download.text() == "Download Qwen2.5 1.5B Instruct (1.1 GB)"
+    # A first start: the welcome above offers the same 1.1 GB download; it is on screen once.
+    welcome = window.welcome
+    assert welcome.isVisible() and welcome.small_download_button.isVisibleTo(window)
+    assert chat.larger_download.isHidden()
+    welcome.set_compact(True)  # after a first reply: the welcome keeps one line, without it
+    assert chat.larger_download.isVisibleTo(window)
+    window.show_welcome()  # Help ▸ Welcome: whole again
+    assert welcome.small_download_button.isVisibleTo(window) and chat.larger_download.isHidden()
+    welcome.close_button.click()
+    assert welcome.isHidden() and chat.larger_download.isVisibleTo(window)
     chat.small_model_requested.disconnect()  # no hub here: the signal is what the window follows
     with qtbot.waitSignal(chat.small_model_requested, timeout=5_000):
         chat.larger_download.click()

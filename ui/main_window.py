@@ -270,6 +270,7 @@ class MainWindow(QMainWindow):
         panel.dismissed.connect(self.on_welcome_dismissed)
         panel.demo_requested.connect(self.run_demo)
         panel.demo_requested.connect(self.shrink_welcome)
+        panel.small_offer_shown.connect(self.chat.set_download_offered_above)
         if self.settings.has_seen_welcome:
             panel.hide()
         else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.library.catalog import Catalog, CatalogPair, MachineInfo, format_bytes
@@ -116,6 +117,9 @@ class WelcomePanel(QFrame):
     download_requested = Signal(object)
     demo_requested = Signal()
     dismissed = Signal()
+    # Whether the smaller instruct model's download is on screen here (shown, hidden, compacted):
+    # the chat's greyed-tasks line leaves out its own button for the same download meanwhile.
+    small_offer_shown = Signal(bool)
 
     def __init__(
         self,
@@ -285,6 +289,20 @@ class WelcomePanel(QFrame):
             self.small_download_button.setVisible(False)
         else:
             self._show_small_instruct()
+        self.small_offer_shown.emit(self.offers_small)
+
+    @property
+    def offers_small(self) -> bool:
+        """The smaller instruct model's "Download and switch" is on screen."""
+        return self.isVisible() and self.small_download_button.isVisibleTo(self)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self.small_offer_shown.emit(self.offers_small)
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        self.small_offer_shown.emit(False)
 
     def set_status(self, text: str, is_error: bool = False) -> None:
         self.status_label.setText(text)
