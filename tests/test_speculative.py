@@ -461,7 +461,9 @@ def test_a_draft_model_that_cannot_be_loaded_leaves_the_reply_plain(
     # the header's checks do not look for), the reply goes on without the model's drafts and
     # says why (n-gram drafts from the text, where they are on, go on). The reply is long enough
     # for a first use to want the model (FIRST_REPLY_MIN_TOKENS).
-    draft = write_tiny_model(tmp_path / "draft.gguf", seed=1, perturb=0.1, without_tensor="output_norm.weight")
+    draft = write_tiny_model(
+        tmp_path / "draft.gguf", seed=1, perturb=0.1, without_tensor="output_norm.weight"
+    )
     engine = Engine(
         EngineConfig(str(tiny_target), draft=DraftChoice.parse(str(draft)), n_ctx=512, draft_lookup=lookup)
     )
