@@ -61,6 +61,22 @@ class LoopGuard:
         self.period = int(looped[0]) + 1
         return True
 
+    def tokens_before_loop(self, tokens: list[int]) -> int:
+        """How many of these tokens, emitted next, the reply would keep: up to and including the
+        one that makes it a loop (all of them where none does). A draft is cut there: what it
+        drafted past that point would be verified for nothing, the reply ending there. (A tail
+        grows by one token at most a token: most drafts cannot reach a loop, checked at once.)"""
+        if not tokens or not np.any(self._run + self._periods + len(tokens) >= self._needed):
+            return len(tokens)
+        saved = self._ring.copy(), self._n, self._run, self.period
+        try:
+            for i, token in enumerate(tokens):
+                if self.add(token):
+                    return i + 1
+            return len(tokens)
+        finally:
+            self._ring, self._n, self._run, self.period = saved
+
 
 _WORD = re.compile(r"\w+|[^\w\s]")
 
