@@ -35,10 +35,18 @@ _FILLER = "The quick brown fox jumps over the lazy dog while the band plays on. 
 
 
 class Engine:
-    def __init__(self, config: EngineConfig, on_progress: Callable[[float], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        on_progress: Callable[[float], None] | None = None,
+        first_reply_tokens: int | None = None,
+    ) -> None:
         """Check and load the target (and draft); on_progress gets the target's load fraction.
-        A draft model is checked first and loads on a thread of its own beside the target
-        (engine.loading): on 2 cores its load is then hidden behind the target's."""
+        A draft model is checked, and loaded, on threads of their own beside the target's load
+        (engine.loading): on 2 cores both are then mostly hidden behind the target's.
+        first_reply_tokens: how long the first reply may run, where known (`tandem generate`):
+        a draft model that reply could not repay even loaded (`pays_back`: a first use tries a
+        pair only on a long reply) is not loaded beside the target, to take no CPU from it."""
         self.config = config
         self.n_threads = config.n_threads or default_threads()
         self.info_target: GGUFInfo = read_gguf_info(config.target_path)
@@ -54,9 +62,12 @@ class Engine:
         self._chat_formatter: Any = None  # llama_cpp's Jinja2ChatFormatter, made on first use
         self._calibration_off = False  # this process cannot time batches (its context, or it failed)
         self._draft_file = ""  # the draft model's file, as the cost cache knows it
-        # A draft model's header is read and checked on its loading thread, beside the target's
-        # load too (0.1-0.2 s of Python with a 262k vocabulary): waited for once the target is in.
-        check = self._use_draft_model(config.draft.model) if config.draft.kind is Speculation.DRAFT else None
+        check = None
+        if config.draft.kind is Speculation.DRAFT:
+            # Its header is read and checked beside the target's load too (0.1-0.2 s of Python
+            # with a 262k vocabulary), and waited for once the target is in.
+            check = _DraftCheck(self, config.draft.model)
+            self._use_draft_model(config.draft.model, check, first_reply_tokens)
         try:
             self.target = LlamaRunner(
                 str(self.info_target.path),
@@ -69,6 +80,8 @@ class Engine:
             )
         except BaseException:
             self._close_draft()
+            if check is not None:
+                check.wait()
             raise
         self.n_ctx = self.target.n_ctx
         try:
@@ -123,45 +136,39 @@ class Engine:
                 "drafts, so speculation is off for it"
             )
 
-    def _use_draft_model(self, draft: str, info: GGUFInfo | None = None) -> _DraftCheck | None:
-        """Draft with this model, its load begun at once on a thread of its own unless the cost
-        cache already knows it cannot pay here (the throughput guard's verdict). info: its header,
-        checked; None: read and checked on the loading thread first (the check returned says
-        how that went, or is None where it was read here: no load to read it on)."""
+    def _use_draft_model(
+        self, draft: str, info: GGUFInfo | _DraftCheck, first_reply_tokens: int | None = None
+    ) -> None:
+        """Draft with this model (its header checked, or being checked), its load begun at once
+        on a thread of its own unless the cost cache already knows it cannot pay here (the
+        throughput guard's verdict) or the first reply could not repay it (Engine's
+        first_reply_tokens)."""
         self._save_costs()
         self._close_draft()
         config = self.config
-        check = _DraftCheck() if info is None else None
-        load = self._draft_loader(draft, self.n_ctx, info, check)
+        load = self._draft_loader(info, self.n_ctx)
         self._model = ModelDrafter(load, config.draft_p_min, config.draft_sampling)
         self._text = NgramDrafter(self.memory) if config.draft_lookup else None
-        self.info_draft, self._draft_file = info, os.path.expanduser(draft)
-        self._controller = DraftLengthController(config.draft_max, config.adaptive, draft_costs_time=True)
+        self.info_draft = info if isinstance(info, GGUFInfo) else None
+        self._draft_file = os.path.expanduser(draft)
+        controller = self._controller = DraftLengthController(
+            config.draft_max, config.adaptive, draft_costs_time=True
+        )
         self._seed_costs()
-        if not self._controller.will_draft:
-            if info is None:
-                self.info_draft = self._read_draft_info(draft)
-            return None
-        self._model.load_in_background()
-        return check
+        # (Reading one token is the least a reply's start costs the model, once loaded.)
+        reading_s = controller.one_off_draft_s(controller.target_read_s(1), loaded=True)
+        if controller.will_draft and (
+            first_reply_tokens is None or controller.pays_back(first_reply_tokens, reading_s)
+        ):
+            self._model.load_in_background()
 
     def _draft_loader(
-        self, draft: str, n_ctx: int, info: GGUFInfo | None, check: _DraftCheck | None
+        self, info: GGUFInfo | _DraftCheck, n_ctx: int
     ) -> Callable[[threading.Event], LlamaRunner]:
-        """The draft model's load (ModelDrafter's), its header read and checked first where
-        info is None (the outcome told to `check`)."""
+        """The draft model's load (ModelDrafter's), after its header's check."""
 
         def load(cancel: threading.Event) -> LlamaRunner:
-            checked = info
-            if check is not None:
-                try:
-                    checked = check.info = self._read_draft_info(draft)
-                except BaseException as e:
-                    check.error = e
-                    raise
-                finally:
-                    check.done.set()
-            assert checked is not None
+            checked = info if isinstance(info, GGUFInfo) else info.result()
             return LlamaRunner(
                 str(checked.path),
                 n_ctx=n_ctx,
@@ -443,17 +450,28 @@ def _token_text(info: GGUFInfo, key: str) -> str:
 
 
 class _DraftCheck:
-    """A draft model's header, read and checked on its loading thread (Engine.__init__)."""
+    """A draft model's header, read and checked against the target's on a thread of its own
+    (Engine.__init__: beside the target's load)."""
 
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.info: GGUFInfo | None = None
-        self.error: BaseException | None = None
+    def __init__(self, engine: Engine, draft: str) -> None:
+        self._info: GGUFInfo | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(engine, draft), name="tandem-draft-check")
+        self._thread.start()
+
+    def _run(self, engine: Engine, draft: str) -> None:
+        try:
+            self._info = engine._read_draft_info(draft)
+        except BaseException as e:  # raised by result(), on the thread that asks
+            self._error = e
+
+    def wait(self) -> None:
+        self._thread.join()
 
     def result(self) -> GGUFInfo:
         """The checked header, waiting for it; the check's error (a refused pair) raised here."""
-        self.done.wait()
-        if self.error is not None:
-            raise self.error
-        assert self.info is not None
-        return self.info
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._info is not None
+        return self._info

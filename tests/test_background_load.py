@@ -25,7 +25,8 @@ PROMPT = "The quick brown fox jumps over the lazy dog. The quick brown fox"
 
 
 def _load_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "tandem-draft-load" and t.is_alive()]
+    """The draft model's threads still running: its load, its header's check."""
+    return [t for t in threading.enumerate() if t.name.startswith("tandem-draft-") and t.is_alive()]
 
 
 def _reply(engine: Engine, max_tokens: int, **kwargs: Any) -> Finished:
@@ -154,3 +155,26 @@ def test_a_load_leaves_the_process_output_where_it_is(tiny_draft: Path) -> None:
     during: list[list[tuple[int, int]]] = []
     LlamaRunner(str(tiny_draft), n_ctx=256, n_threads=1, on_progress=lambda _: during.append(where())).close()
     assert during and all(seen == before for seen in during)
+
+
+def test_a_first_reply_too_short_for_the_draft_model_does_not_load_it_beside_the_target(
+    tiny_target: Path, tiny_draft: Path
+) -> None:
+    # A first use (nothing measured) tries a pair only on a reply of FIRST_REPLY_MIN_TOKENS or
+    # more: told its first reply is shorter (`tandem generate --max-tokens 32`), the engine does
+    # not load the model at all, and takes no CPU from the target for it...
+    config = EngineConfig(str(tiny_target), draft=DraftChoice.parse(str(tiny_draft)), n_ctx=512)
+    engine = Engine(config, first_reply_tokens=32)
+    try:
+        assert engine._model is not None and engine._model.wait_loaded() and not engine._model.loaded
+        short = _reply(engine, 32)
+        assert not engine._model.loaded and DraftSource.MODEL not in short.stats.by_source
+    finally:
+        engine.close()
+    # Told of a first reply long enough, it loads the model beside the target.
+    engine = Engine(config, first_reply_tokens=FIRST_REPLY_MIN_TOKENS)
+    try:
+        assert engine._model is not None and engine._model.wait_loaded() and engine._model.loaded
+    finally:
+        engine.close()
+    assert _load_threads() == []
