@@ -64,6 +64,23 @@ def test_a_draft_is_kept_up_to_where_it_would_make_the_reply_a_loop() -> None:
     assert _first_stop(sentence, guard) == len(sentence) - 1
 
 
+def test_where_a_draft_would_make_a_loop_is_where_the_guard_finds_it_token_by_token() -> None:
+    rng = np.random.default_rng(1)
+    for trial in range(300):
+        # Texts of small alphabets and loops of every period the guard looks for, some cut short.
+        motif = [int(t) for t in rng.integers(0, 6, int(rng.integers(1, 40)))]
+        text = (motif * 300)[: int(rng.integers(0, 260))] + [int(t) for t in rng.integers(0, 4, 30)]
+        split = int(rng.integers(0, len(text) + 1))
+        guard = LoopGuard()
+        if _first_stop(text[:split], guard) is not None:
+            continue
+        draft = text[split : split + int(rng.integers(0, 80))]
+        alone = LoopGuard()
+        _first_stop(text[:split], alone)
+        stop = _first_stop(draft, alone)
+        assert guard.tokens_before_loop(draft) == (len(draft) if stop is None else stop + 1), trial
+
+
 def test_a_real_reply_that_loops_ends_with_the_typed_reason_whatever_drafts(models_dir) -> None:  # type: ignore[no-untyped-def]
     # A tiny random model that falls into a loop on this prompt (seed 0, greedy): before the
     # guard it wrote all 400 tokens of "�E��E��E…".
