@@ -67,7 +67,12 @@ class Engine:
             # Its header is read and checked beside the target's load too (0.1-0.2 s of Python
             # with a 262k vocabulary), and waited for once the target is in.
             check = _DraftCheck(self, config.draft.model)
-            self._use_draft_model(config.draft.model, check, first_reply_tokens)
+            try:
+                self._use_draft_model(config.draft.model, check, first_reply_tokens)
+            finally:
+                # (Begun once this thread's own Python is done, llama_cpp's import among it: the
+                # two would take turns at the GIL, the check then on the critical path.)
+                check.start()
         try:
             self.target = LlamaRunner(
                 str(self.info_target.path),
@@ -456,7 +461,10 @@ class _DraftCheck:
     def __init__(self, engine: Engine, draft: str) -> None:
         self._info: GGUFInfo | None = None
         self._error: BaseException | None = None
+        self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(engine, draft), name="tandem-draft-check")
+
+    def start(self) -> None:
         self._thread.start()
 
     def _run(self, engine: Engine, draft: str) -> None:
@@ -464,13 +472,16 @@ class _DraftCheck:
             self._info = engine._read_draft_info(draft)
         except BaseException as e:  # raised by result(), on the thread that asks
             self._error = e
+        finally:
+            self._done.set()
 
     def wait(self) -> None:
-        self._thread.join()
+        """Wait for the check (started: Engine.__init__ starts it before anything can fail)."""
+        self._done.wait()
 
     def result(self) -> GGUFInfo:
         """The checked header, waiting for it; the check's error (a refused pair) raised here."""
-        self._thread.join()
+        self._done.wait()
         if self._error is not None:
             raise self._error
         assert self._info is not None
