@@ -8,6 +8,7 @@ need logits ask for them: a prompt prefill asks for none.
 from __future__ import annotations
 
 import ctypes
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,13 +18,18 @@ import numpy as np
 from engine.errors import DecodeError, ModelLoadError, OutOfMemoryError
 
 _log_callback = None  # kept alive: llama.cpp holds a pointer to it
+_log_lock = threading.Lock()  # two models may load at once (a draft model beside its target)
 
 
 def _quiet_llama_logs() -> None:
     """Drop llama.cpp's log lines: the CLI's stderr carries Tandem's own messages only."""
+    with _log_lock:
+        if _log_callback is None:
+            _set_log_callback()
+
+
+def _set_log_callback() -> None:
     global _log_callback
-    if _log_callback is not None:
-        return
     import llama_cpp
 
     def _drop(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
@@ -42,6 +48,10 @@ class DecodeCancelled(Exception):
     """A long batch was stopped between two of its n_batch chunks (LlamaRunner.decode's `cancel`)."""
 
 
+class LoadCancelled(Exception):
+    """A model's load was stopped (LlamaRunner's `cancel`): nothing of it is left."""
+
+
 class LlamaRunner:
     def __init__(
         self,
@@ -52,9 +62,12 @@ class LlamaRunner:
         n_batch: int = 512,
         on_progress: Callable[[float], None] | None = None,
         rpc_servers: Sequence[str] = (),
+        cancel: threading.Event | None = None,
     ) -> None:
         """rpc_servers: `HOST:PORT` endpoints of `ggml-rpc-server`s that take this model's
-        offloaded layers (engine.rpc); n_gpu_layers says how many layers leave this machine."""
+        offloaded layers (engine.rpc); n_gpu_layers says how many layers leave this machine.
+        cancel: once set, the load stops at llama.cpp's next progress report (every tensor) or
+        before the context is made, and raises LoadCancelled (a load on another thread)."""
         import llama_cpp
         from llama_cpp._internals import LlamaContext, LlamaModel
 
@@ -73,21 +86,31 @@ class LlamaRunner:
         self._watchdog = rpc.Watchdog(rpc_servers, self) if rpc_servers else None
         if self._devices is not None:
             model_params.devices = ctypes.cast(self._devices, ctypes.c_void_p)
-        if on_progress is not None:
+        if on_progress is not None or cancel is not None:
 
             def report(progress: float, user_data: ctypes.c_void_p) -> bool:
-                on_progress(float(progress))
-                return True  # keep loading
+                if on_progress is not None:
+                    on_progress(float(progress))
+                return cancel is None or not cancel.is_set()  # False: llama.cpp stops loading
 
             # Kept on self: llama.cpp calls it while the model loads.
             self._progress_callback = llama_cpp.llama_progress_callback(report)
             model_params.progress_callback = self._progress_callback
         try:
-            self.model = LlamaModel(path_model=path, params=model_params, verbose=False)
+            # verbose=True: llama.cpp's log already goes nowhere (_quiet_llama_logs), and the
+            # wrapper's quiet mode points the process's stdout and stderr at /dev/null during the
+            # load, which two loads at once (a draft model beside its target) restore wrongly:
+            # the process's output then stays lost.
+            self.model = LlamaModel(path_model=path, params=model_params, verbose=True)
         except ValueError as e:
+            if cancel is not None and cancel.is_set():
+                raise LoadCancelled(path) from e
             raise ModelLoadError(
                 f"llama.cpp could not load {path}; the file may be damaged or need a newer llama.cpp"
             ) from e
+        if cancel is not None and cancel.is_set():
+            self.model.close()  # type: ignore[no-untyped-call]
+            raise LoadCancelled(path)
         ctx_params = llama_cpp.llama_context_default_params()
         ctx_params.n_ctx = n_ctx
         ctx_params.n_batch = n_batch

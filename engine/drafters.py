@@ -7,8 +7,9 @@ work, where a reply repeats its prompt, and on Regenerate, where it repeats an e
 
 ModelDrafter: a small model of the same vocabulary. Its KV cache is kept across steps: each
 step decodes only what it has not seen (the target's correction and, after a fully accepted
-draft, the last drafted token), so no token is decoded twice. The model is loaded on first use:
-where the cost cache already knows it cannot pay on this machine, it is never loaded at all.
+draft, the last drafted token), so no token is decoded twice. The model loads on a thread of its
+own (engine.loading), started beside the target's load (engine.session) or on first use: where
+the cost cache already knows it cannot pay on this machine, it is never loaded at all.
 A greedy draft goes on while it is likely to be accepted whole: each drafted token is priced by
 how often the target has accepted this draft model's tokens of the same confidence (its own top
 probability, learned per pair as the reply goes: `Confidence`), and the draft stops where that
@@ -17,6 +18,7 @@ chance, over the whole draft so far, falls below what the controller's chosen le
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from engine.config import SamplingParams
 from engine.errors import TandemError
 from engine.events import DraftSource, Speculation
 from engine.kinds import DrafterKind
+from engine.loading import BackgroundLoad
 from engine.sampling import Dist, distribution, draft_is_sure, greedy, top_probability
 from engine.text_index import TextIndex
 
@@ -198,11 +201,16 @@ class ModelDrafter:
     # the first time: a one-off prefill, not the per-token cost of drafting.
     CATCH_UP_TOKENS = 2
 
-    def __init__(self, load: Callable[[], LlamaRunner], p_min: float = 0.0, sampled: bool = True) -> None:
+    def __init__(
+        self, load: Callable[[threading.Event], LlamaRunner], p_min: float = 0.0, sampled: bool = True
+    ) -> None:
+        """load(cancel): the model, loaded on a thread of its own (BackgroundLoad's `cancel`)."""
         self._load = load
         self._runner: LlamaRunner | None = None
+        self._loading: BackgroundLoad | None = None
         self.load_error: str | None = None  # why the model could not be loaded (then: no drafts)
-        self.load_s: float | None = None  # seconds the load took
+        self.load_s: float | None = None  # seconds the load took (on its thread)
+        self._load_noted = False  # load_s was handed on (take_load_s)
         # Greedy drafts stop where the draft is less sure than this whatever its confidence has
         # been worth (0: only where the learned rates say so, `Confidence`).
         self.p_min = p_min
@@ -234,20 +242,59 @@ class ModelDrafter:
             token, b = draft.stopped
             self.confidence.learn(b, token == emitted[len(draft.tokens)])
 
+    def load_in_background(self) -> None:
+        """Start loading the model now, on a thread of its own (nothing if loaded or loading)."""
+        if self._runner is None and self._loading is None and self.load_error is None:
+            self._loading = BackgroundLoad(self._load, name="tandem-draft-load")
+
     @property
     def loaded(self) -> bool:
+        self._take_load(wait=False)
         return self._runner is not None
 
+    def load_left_s(self, load_s: float) -> float:
+        """What a reply would wait for the model, a load taking load_s: all of it unless
+        begun, what is left of a load in progress (on its thread, beside other work), or none."""
+        if self.loaded:
+            return 0.0
+        if self._loading is None:
+            return load_s
+        return max(0.0, load_s - (time.perf_counter() - self._loading.started))
+
+    def wait_loaded(self, timeout: float | None = None) -> bool:
+        """Wait (at most timeout seconds) for a load in progress; True once none is."""
+        if self._loading is not None and not self._loading.wait(timeout):
+            return False
+        self._take_load(wait=False)
+        return True
+
+    def take_load_s(self) -> float | None:
+        """The load's seconds, once, when it has ended with the model loaded (else None)."""
+        if self._load_noted or not self.loaded or self.load_s is None:
+            return None
+        self._load_noted = True
+        return self.load_s
+
+    def _take_load(self, wait: bool) -> None:
+        """Adopt a background load that has ended (waiting for it where wait). A model that
+        cannot be loaded (memory, a damaged file, a bug) turns drafting off with the reason kept,
+        rather than failing the reply it was meant to speed up."""
+        loading = self._loading
+        if loading is None or not (wait or loading.done):
+            return
+        self._loading = None
+        try:
+            self._runner = loading.result()
+        except TandemError as e:
+            self.load_error = str(e)
+        except Exception as e:
+            self.load_error = f"{type(e).__name__}: {e}"
+        self.load_s = loading.load_s
+
     def _ensure_loaded(self) -> bool:
-        """Load on first use. A model that cannot be loaded (memory, a damaged file) turns
-        drafting off with the reason kept, rather than failing the reply it was meant to speed up."""
-        if self._runner is None and self.load_error is None:
-            t0 = time.perf_counter()
-            try:
-                self._runner = self._load()
-            except TandemError as e:
-                self.load_error = str(e)
-            self.load_s = time.perf_counter() - t0
+        """Load on first use, or wait for the load begun in the background."""
+        self.load_in_background()
+        self._take_load(wait=True)
         return self._runner is not None
 
     @property
@@ -261,6 +308,10 @@ class ModelDrafter:
         return self._runner.llama_s if self._runner is not None else 0.0
 
     def close(self) -> None:
+        """Free the model; a load in progress is stopped first (its thread ends before this returns)."""
+        loading, self._loading = self._loading, None
+        if loading is not None:
+            loading.cancel()
         if self._runner is not None:
             self._runner.close()
             self._runner = None

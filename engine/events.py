@@ -24,7 +24,7 @@ class DraftingState(StrEnum):
     """Why speculation is not drafting right now, as data (Stats.note says it in words)."""
 
     DRAFTING = ""  # nothing to say: drafting as asked, or speculation is off
-    SHORT_REPLY = "short_reply"  # the reply is too short to repay loading the draft model
+    SHORT_REPLY = "short_reply"  # the reply is too short to repay starting the draft model
     DRAFT_LOAD_FAILED = "draft_load_failed"  # the draft model could not be loaded
     DRAFT_TOO_SLOW = "draft_too_slow"  # the draft model cannot beat plain decoding here
     SUSPENDED = "suspended"  # drafts stopped paying; re-probed after a back-off

@@ -61,6 +61,28 @@ class LoopGuard:
         self.period = int(looped[0]) + 1
         return True
 
+    def tokens_before_loop(self, tokens: list[int]) -> int:
+        """How many of these tokens, emitted next, the reply would keep: up to and including the
+        one that makes it a loop (all of them where none does). A draft is cut there: what it
+        drafted past that point would be verified for nothing, the reply ending there. What
+        `add` would find token by token, for every period and drafted token at once (a 64-token
+        draft: ~0.2 ms here); the guard itself is left as it was."""
+        k = len(tokens)
+        # A tail grows by one token at most a token: most drafts cannot reach a loop at all.
+        if k == 0 or not np.any(self._run + self._periods + k >= self._needed):
+            return k
+        size = len(self._ring)
+        seen = self._ring[(self._n - size + np.arange(size)) % size]  # the last tokens, oldest first
+        text = np.concatenate([seen, np.asarray(tokens, dtype=np.int64)])
+        at = np.arange(k)
+        periods = self._periods[:, None]
+        same = (text[size + at - periods] == text[size + at]) & (periods <= self._n + at)
+        # Per period, the last drafted token that broke its run so far (-1: none has).
+        broken_at = np.maximum.accumulate(np.where(same, -1, at), axis=1)
+        run = np.where(broken_at < 0, self._run[:, None] + at + 1, at - broken_at)
+        looped = np.nonzero((run + periods >= self._needed[:, None]).any(axis=0))[0]
+        return int(looped[0]) + 1 if looped.size else k
+
 
 _WORD = re.compile(r"\w+|[^\w\s]")
 

@@ -52,6 +52,14 @@ class Proposal:
 NO_DRAFT = Proposal(Draft([]))
 
 
+def _one_off_s(drafter: ModelDrafter, controller: DraftLengthController, read_s: float) -> float:
+    """A draft model's one-off cost to a reply now: the wait for its load (none once loaded; a
+    load begun beside the target's is mostly done, engine.loading) and reading text that took
+    the target read_s."""
+    load_left_s = drafter.load_left_s(controller.draft_load_s or 0.0)
+    return controller.one_off_draft_s(read_s, loaded=True) + load_left_s
+
+
 class DraftPolicy:
     """text: the n-gram drafter (free offers: matches in everything the index holds); model: a draft
     model (costs a decode a token). Either, both (each step the controller drafts from whichever
@@ -111,20 +119,19 @@ class DraftPolicy:
         drafter, controller = self.model, self.controller
         if drafter is None or not self._speculating or controller is None or not controller.will_draft:
             return 0.0
-        one_off_s = controller.one_off_draft_s(target_read_s) if not drafter.loaded else 0.0
-        if not (drafter.loaded or controller.pays_back(max_tokens, one_off_s)):
-            # Loading the draft model costs more than it could save in a reply this short.
+        # (On a pair not yet measured, a short reply cannot repay even reading the prompt.)
+        one_off_s = _one_off_s(drafter, controller, target_read_s)
+        if not controller.pays_back(max_tokens, one_off_s):
             if self.text is None:
                 self._speculating = False
             self._use_model = False
-            self.skipped_note = f"a reply this short cannot repay loading the draft model: {self._instead()}"
+            self.skipped_note = f"a reply this short cannot repay starting the draft model: {self._instead()}"
             return 0.0
         # Done here, the draft's reading is part of the prefill the user waits for anyway, and
         # the first drafting step starts on time.
-        was_loaded = drafter.loaded
         spent_s = drafter.prefill(prompt)
-        if not was_loaded and drafter.load_s is not None and drafter.loaded:
-            controller.note_draft_load(drafter.load_s)
+        if (load_s := drafter.take_load_s()) is not None:
+            controller.note_draft_load(load_s)
         n_read, read_s = drafter.last_read
         controller.note_draft_prefill(read_s, n_read, target_read_s, n_target_read)
         return spent_s
@@ -213,7 +220,7 @@ class DraftPolicy:
             # repay it.
             unseen = drafter.unseen(ctx)
             if not drafter.loaded or unseen > ModelDrafter.CATCH_UP_TOKENS:
-                one_off = controller.one_off_draft_s(controller.target_read_s(unseen), drafter.loaded)
+                one_off = _one_off_s(drafter, controller, controller.target_read_s(unseen))
             model_pays = one_off is None or controller.pays_back(room, one_off)
             if model_pays or not offers:
                 offers.insert(0, (min(controller.k_max, room), DrafterKind.MODEL))
@@ -234,12 +241,11 @@ class DraftPolicy:
             # (A probe of a loaded draft model catches up within a bounded loss: otherwise,
             # after a few plain steps, no probe could ever re-measure it.)
             return NO_DRAFT
-        was_loaded = drafter.loaded
         draft = drafter.propose(
             ctx, k, params, rng, controller.acceptance(0) if controller.adaptive else None
         )
-        if not was_loaded and drafter.loaded and drafter.load_s is not None:
-            controller.note_draft_load(drafter.load_s)
+        if (load_s := drafter.take_load_s()) is not None:
+            controller.note_draft_load(load_s)
         return Proposal(draft, DrafterKind.MODEL, DraftSource.MODEL)
 
     def learn(

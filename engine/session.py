@@ -35,24 +35,24 @@ _FILLER = "The quick brown fox jumps over the lazy dog while the band plays on. 
 
 
 class Engine:
-    def __init__(self, config: EngineConfig, on_progress: Callable[[float], None] | None = None) -> None:
-        """Check and load the target (and draft); on_progress gets the target's load fraction."""
+    def __init__(
+        self,
+        config: EngineConfig,
+        on_progress: Callable[[float], None] | None = None,
+        first_reply_tokens: int | None = None,
+    ) -> None:
+        """Check and load the target (and draft); on_progress gets the target's load fraction.
+        A draft model is checked, and loaded, on threads of their own beside the target's load
+        (engine.loading): on 2 cores both are then mostly hidden behind the target's.
+        first_reply_tokens: how long the first reply may run, where known (`tandem generate`):
+        a draft model that reply could not repay even loaded (`pays_back`: a first use tries a
+        pair only on a long reply) is not loaded beside the target, to take no CPU from it."""
         self.config = config
         self.n_threads = config.n_threads or default_threads()
         self.info_target: GGUFInfo = read_gguf_info(config.target_path)
         # Never more context than the model was trained for (quality falls apart past it).
         n_ctx_train = self.info_target.context_length
-        n_ctx = min(config.n_ctx, n_ctx_train) if n_ctx_train else config.n_ctx
-        self.target = LlamaRunner(
-            str(self.info_target.path),
-            n_ctx=n_ctx,
-            n_threads=self.n_threads,
-            n_gpu_layers=config.n_gpu_layers,
-            n_batch=config.n_batch,
-            on_progress=on_progress,
-            rpc_servers=config.rpc_servers,
-        )
-        self.n_ctx = self.target.n_ctx
+        self.n_ctx = min(config.n_ctx, n_ctx_train) if n_ctx_train else config.n_ctx
         self.info_draft: GGUFInfo | None = None
         self._text: NgramDrafter | None = None  # n-gram drafts (alone, or beside a draft model)
         self._model: ModelDrafter | None = None  # a draft model
@@ -61,9 +61,41 @@ class Engine:
         self.memory = TextIndex()
         self._chat_formatter: Any = None  # llama_cpp's Jinja2ChatFormatter, made on first use
         self._calibration_off = False  # this process cannot time batches (its context, or it failed)
+        self._draft_file = ""  # the draft model's file, as the cost cache knows it
+        check = None
+        if config.draft.kind is Speculation.DRAFT:
+            # Its header is read and checked beside the target's load too (0.1-0.2 s of Python
+            # with a 262k vocabulary), and waited for once the target is in.
+            check = _DraftCheck(self, config.draft.model)
+            try:
+                self._use_draft_model(config.draft.model, check, first_reply_tokens)
+            finally:
+                # (Begun once this thread's own Python is done, llama_cpp's import among it: the
+                # two would take turns at the GIL, the check then on the critical path.)
+                check.start()
         try:
-            self.set_draft(config.draft)
-        except TandemError:
+            self.target = LlamaRunner(
+                str(self.info_target.path),
+                n_ctx=self.n_ctx,
+                n_threads=self.n_threads,
+                n_gpu_layers=config.n_gpu_layers,
+                n_batch=config.n_batch,
+                on_progress=on_progress,
+                rpc_servers=config.rpc_servers,
+            )
+        except BaseException:
+            self._close_draft()
+            if check is not None:
+                check.wait()
+            raise
+        self.n_ctx = self.target.n_ctx
+        try:
+            if check is not None:
+                self.info_draft = check.result()
+                self._check_can_roll_back()
+            elif config.draft.kind is not Speculation.DRAFT:
+                self.set_draft(config.draft)
+        except BaseException:
             self.close()
             raise
 
@@ -81,18 +113,14 @@ class Engine:
 
         Nothing is timed here: the controller starts from what the cost cache remembers for this
         pair on this machine and build (engine.costcache), or from priors, and measures online
-        from the first reply on. A draft model is loaded when it is first asked to draft.
+        from the first reply on. A draft model begins loading at once, on a thread of its own.
         """
         if draft.kind is Speculation.NONE:
             self._save_costs()
             self._close_draft()
             self._text, self._model, self._controller, self.info_draft = None, None, None, None
             return
-        if not self.target.can_roll_back:
-            raise TandemError(
-                f"{self.info_target.name} is a recurrent or hybrid model: it cannot undo rejected "
-                "drafts, so speculation is off for it"
-            )
+        self._check_can_roll_back()
         k_max = self.config.draft_max
         if draft.kind is Speculation.NGRAM:
             self._save_costs()
@@ -104,24 +132,58 @@ class Engine:
         info = self._read_draft_info(draft.model)
         if self.info_draft is not None and self.info_draft.path == info.path:
             return
+        self._use_draft_model(draft.model, info)
+
+    def _check_can_roll_back(self) -> None:
+        if not self.target.can_roll_back:
+            raise TandemError(
+                f"{self.info_target.name} is a recurrent or hybrid model: it cannot undo rejected "
+                "drafts, so speculation is off for it"
+            )
+
+    def _use_draft_model(
+        self, draft: str, info: GGUFInfo | _DraftCheck, first_reply_tokens: int | None = None
+    ) -> None:
+        """Draft with this model (its header checked, or being checked), its load begun at once
+        on a thread of its own unless the cost cache already knows it cannot pay here (the
+        throughput guard's verdict) or the first reply could not repay it (Engine's
+        first_reply_tokens)."""
         self._save_costs()
         self._close_draft()
         config = self.config
-
-        def load() -> LlamaRunner:
-            return LlamaRunner(
-                str(info.path),
-                n_ctx=self.n_ctx,
-                n_threads=self.n_threads,
-                n_gpu_layers=config.n_gpu_layers,
-                n_batch=config.n_batch,
-            )
-
+        load = self._draft_loader(info, self.n_ctx)
         self._model = ModelDrafter(load, config.draft_p_min, config.draft_sampling)
         self._text = NgramDrafter(self.memory) if config.draft_lookup else None
-        self.info_draft = info
-        self._controller = DraftLengthController(k_max, config.adaptive, draft_costs_time=True)
+        self.info_draft = info if isinstance(info, GGUFInfo) else None
+        self._draft_file = os.path.expanduser(draft)
+        controller = self._controller = DraftLengthController(
+            config.draft_max, config.adaptive, draft_costs_time=True
+        )
         self._seed_costs()
+        # (Reading one token is the least a reply's start costs the model, once loaded.)
+        reading_s = controller.one_off_draft_s(controller.target_read_s(1), loaded=True)
+        if controller.will_draft and (
+            first_reply_tokens is None or controller.pays_back(first_reply_tokens, reading_s)
+        ):
+            self._model.load_in_background()
+
+    def _draft_loader(
+        self, info: GGUFInfo | _DraftCheck, n_ctx: int
+    ) -> Callable[[threading.Event], LlamaRunner]:
+        """The draft model's load (ModelDrafter's), after its header's check."""
+
+        def load(cancel: threading.Event) -> LlamaRunner:
+            checked = info if isinstance(info, GGUFInfo) else info.result()
+            return LlamaRunner(
+                str(checked.path),
+                n_ctx=n_ctx,
+                n_threads=self.n_threads,
+                n_gpu_layers=self.config.n_gpu_layers,
+                n_batch=self.config.n_batch,
+                cancel=cancel,
+            )
+
+        return load
 
     def _read_draft_info(self, draft: str) -> GGUFInfo:
         """The draft model's header, checked against the target's pairing rules. A pair found
@@ -146,7 +208,7 @@ class Engine:
     def _cost_key(self) -> str | None:
         if self.config.cost_cache_dir is None or self._controller is None:
             return None
-        draft = Speculation.NGRAM if self.info_draft is None else str(self.info_draft.path)
+        draft = Speculation.NGRAM if self._model is None else self._draft_file
         try:
             return cost_key(
                 str(self.info_target.path),
@@ -197,6 +259,10 @@ class Engine:
         controller = self._controller
         if not sizes or controller is None:
             return True
+        # Batches timed beside a draft model's load run slow, and would be kept as this machine's.
+        while self._model is not None and not self._model.wait_loaded(0.05):
+            if stop():
+                return False
         target = self.target
         n0 = len(target.tokens)
         filler = self.tokenize(_FILLER, add_special=False) or [0]
@@ -230,7 +296,7 @@ class Engine:
 
     def _close_draft(self) -> None:
         if self._model is not None:
-            self._model.close()
+            self._model.close()  # (a load in progress stops, its thread ended)
 
     # -- text ---------------------------------------------------------------------------------
 
@@ -369,11 +435,54 @@ class Engine:
 
     def close(self) -> None:
         self._save_costs()
-        self._close_draft()
-        self.target.close()
+        if self._model is None:
+            self.target.close()
+            return
+        # Both models are freed at once (llama.cpp lets go of the GIL): unmapping a model's
+        # weights is most of what a process's end costs (0.1 s for this machine's 1.3 GB target).
+        closing = threading.Thread(target=self._close_draft, name="tandem-draft-close")
+        closing.start()
+        try:
+            self.target.close()
+        finally:
+            closing.join()
 
 
 def _token_text(info: GGUFInfo, key: str) -> str:
     """The text of a special token named in the metadata (BOS, EOS), or ""."""
     i = info.metadata.get(key)
     return info.tokens[i] if isinstance(i, int) and 0 <= i < len(info.tokens) else ""
+
+
+class _DraftCheck:
+    """A draft model's header, read and checked against the target's on a thread of its own
+    (Engine.__init__: beside the target's load)."""
+
+    def __init__(self, engine: Engine, draft: str) -> None:
+        self._info: GGUFInfo | None = None
+        self._error: BaseException | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(engine, draft), name="tandem-draft-check")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self, engine: Engine, draft: str) -> None:
+        try:
+            self._info = engine._read_draft_info(draft)
+        except BaseException as e:  # raised by result(), on the thread that asks
+            self._error = e
+        finally:
+            self._done.set()
+
+    def wait(self) -> None:
+        """Wait for the check (started: Engine.__init__ starts it before anything can fail)."""
+        self._done.wait()
+
+    def result(self) -> GGUFInfo:
+        """The checked header, waiting for it; the check's error (a refused pair) raised here."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._info is not None
+        return self._info

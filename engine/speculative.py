@@ -225,6 +225,7 @@ class SpeculativeDecoder:
         room = min(target.n_ctx - len(target.tokens) - 1, r.max_tokens - r.counters.n_generated)
 
         proposal = policy.propose(r.ctx, room, r.params, r.rng)  # 1. draft
+        _cut(proposal.draft, r.loop_guard.tokens_before_loop(proposal.tokens))  # (the reply ends there)
         verified = [r.ctx[-1], *proposal.tokens]  # the pending token, then the draft
         n_before = len(target.tokens)
         try:
@@ -337,6 +338,18 @@ class SpeculativeDecoder:
             note_kind=policy.note_kind(),
             plain_tokens_per_s_est=controller.plain_tokens_per_s if controller is not None else None,
         )
+
+
+def _cut(draft: Draft, n: int) -> None:
+    """Keep a draft's first n tokens (in place: a draft model reviews the same draft later)."""
+    if n >= len(draft.tokens):
+        return
+    del draft.tokens[n:]
+    if draft.dists is not None:
+        del draft.dists[n:]
+    if draft.bins is not None:
+        del draft.bins[n:]
+    draft.stopped = None  # (the token after the cut is not where the draft stopped)
 
 
 # -- accepting a draft ----------------------------------------------------------------------

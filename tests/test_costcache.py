@@ -174,7 +174,7 @@ def test_a_short_reply_does_not_wait_for_a_draft_model_it_cannot_repay(
     # ...and what reading the prompt costs the draft beside the target (the one-off estimate).
     assert 0 < data["draft_prefill_ratio"] < 1
     # On a machine where that load took a minute, a 4-token reply is decoded plainly, without
-    # loading the draft at all, and says why; the text is the target's own either way.
+    # waiting for the draft (loading beside it), and says why; the text is the target's own either way.
     data["draft_load_s"] = 60.0
     data["draft_ratio"] = 0.05  # a draft that would pay, given time (on a busy machine it may not)
     # ...its first token and the verify batches too: timed on this tiny target (a 2-row batch can
@@ -187,11 +187,10 @@ def test_a_short_reply_does_not_wait_for_a_draft_model_it_cannot_repay(
     second = Engine(config(slow_target, cache, draft=str(tiny_draft), draft_lookup=False))
     try:
         short = generate(second, max_tokens=4)
-        assert second._model is not None and not second._model.loaded
     finally:
         second.close()
-    assert short.stats.n_drafted == 0
-    assert "cannot repay loading the draft model" in short.stats.note
+    assert short.stats.n_drafted == 0 and short.stats.draft_catch_up_s == 0.0
+    assert "cannot repay starting the draft model" in short.stats.note
     assert short.stats.note_kind is DraftingState.SHORT_REPLY
     assert short.token_ids == result.token_ids[: len(short.token_ids)]
 

@@ -218,7 +218,7 @@ def test_a_draft_model_drafts_while_it_is_sure_and_stops_at_its_first_doubt(tiny
     order = sorted(sureness)
     thresholds = [(a + b) / 2 for a, b in zip(order, order[1:]) if b - a > 1e-3]
     assert len(thresholds) >= 6
-    drafter = ModelDrafter(lambda: LlamaRunner(str(tiny_draft), n_ctx=256, n_threads=1))
+    drafter = ModelDrafter(lambda cancel: LlamaRunner(str(tiny_draft), n_ctx=256, n_threads=1, cancel=cancel))
     try:
         for p_min in thresholds:
             drafter.p_min = p_min
@@ -234,7 +234,7 @@ def test_a_draft_model_stops_before_a_confidence_its_target_has_been_seen_to_rej
     # draft runs as far as the controller chose. Once the target has rejected this draft's
     # tokens of one confidence bin, the draft stops before its first token of that bin, and
     # keeps the token it would have drafted (what the target says next judges it, for nothing).
-    drafter = ModelDrafter(lambda: LlamaRunner(str(tiny_draft), n_ctx=256, n_threads=1))
+    drafter = ModelDrafter(lambda cancel: LlamaRunner(str(tiny_draft), n_ctx=256, n_threads=1, cancel=cancel))
     greedy_params, rng = SamplingParams(), np.random.default_rng(0)
     try:
         prompt = drafter_prompt = [2, 17, 33, 41, 5]

@@ -53,6 +53,34 @@ def test_a_new_reply_starts_clean() -> None:
     assert _first_stop(sentence * 3, guard) is None  # 3 + 3 would have been a loop without reset
 
 
+def test_a_draft_is_kept_up_to_where_it_would_make_the_reply_a_loop() -> None:
+    sentence = list(range(100, 120))
+    guard = LoopGuard()
+    assert _first_stop(list(range(500, 540)) + sentence * 3, guard) is None
+    assert guard.tokens_before_loop(sentence * 2) == len(sentence)  # its fourth telling ends it
+    assert guard.tokens_before_loop([1, 2, 3]) == 3  # (no loop: all of it)
+    assert guard.tokens_before_loop(list(range(200, 300))) == 100
+    # Asking changes nothing: the guard goes on from the text itself.
+    assert _first_stop(sentence, guard) == len(sentence) - 1
+
+
+def test_where_a_draft_would_make_a_loop_is_where_the_guard_finds_it_token_by_token() -> None:
+    rng = np.random.default_rng(1)
+    for trial in range(300):
+        # Texts of small alphabets and loops of every period the guard looks for, some cut short.
+        motif = [int(t) for t in rng.integers(0, 6, int(rng.integers(1, 40)))]
+        text = (motif * 300)[: int(rng.integers(0, 260))] + [int(t) for t in rng.integers(0, 4, 30)]
+        split = int(rng.integers(0, len(text) + 1))
+        guard = LoopGuard()
+        if _first_stop(text[:split], guard) is not None:
+            continue
+        draft = text[split : split + int(rng.integers(0, 80))]
+        alone = LoopGuard()
+        _first_stop(text[:split], alone)
+        stop = _first_stop(draft, alone)
+        assert guard.tokens_before_loop(draft) == (len(draft) if stop is None else stop + 1), trial
+
+
 def test_a_real_reply_that_loops_ends_with_the_typed_reason_whatever_drafts(models_dir) -> None:  # type: ignore[no-untyped-def]
     # A tiny random model that falls into a loop on this prompt (seed 0, greedy): before the
     # guard it wrote all 400 tokens of "�E��E��E…".
@@ -73,6 +101,11 @@ def test_a_real_reply_that_loops_ends_with_the_typed_reason_whatever_drafts(mode
         assert isinstance(finished, Finished)
         assert finished.stop_reason == "repetition"
         assert MIN_SPAN <= finished.stats.n_generated < 400
+        # Drafts of the loop are cut where it is found: nothing is verified past the reply's end
+        # (every step emits one token of the target's own after the drafts it kept, the last
+        # step's perhaps past the end).
+        s = finished.stats
+        assert s.n_accepted + s.n_steps - 1 <= s.n_generated
         ends.append((finished.text, finished.token_ids))
     assert ends[0] == ends[1]  # plain and n-gram stop at the same token: the text is the model's
 

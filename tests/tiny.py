@@ -52,8 +52,10 @@ def write_tiny_model(
     eos_token_id: int = 1,
     perturb: float = 0.0,
     perturb_seed: int = 99,
+    without_tensor: str = "",
 ) -> Path:
-    """Write a tiny model; `rename_token` changes one token's text (an incompatible vocabulary).
+    """Write a tiny model; `rename_token` changes one token's text (an incompatible vocabulary);
+    `without_tensor` leaves that tensor out (a file Tandem's checks pass and llama.cpp refuses).
 
     `perturb` adds noise of that relative size to every weight of the `seed` model: a draft
     that mostly agrees with its target, like a quantized copy.
@@ -70,6 +72,9 @@ def write_tiny_model(
     token_types = [3] * len(SPECIALS) + [1] * (n_vocab - len(SPECIALS))
 
     w = gguf.GGUFWriter(str(path), "llama")
+    if without_tensor:
+        add_tensor = w.add_tensor
+        w.add_tensor = lambda name, *a, **k: None if name == without_tensor else add_tensor(name, *a, **k)  # type: ignore[method-assign]
     w.add_name(f"tiny-{seed}-{n_layers}L")
     w.add_context_length(n_ctx)
     w.add_embedding_length(n_embd)

@@ -92,7 +92,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     t_load = time.perf_counter()
-    engine = Engine(engine_config(args))
+    # (A reply too short to repay a draft model does not load it beside the target.)
+    engine = Engine(engine_config(args), first_reply_tokens=args.max_tokens)
     load_s = time.perf_counter() - t_load
     document_tokens: list[int] = []
     try:
