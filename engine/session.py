@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.adaptive import CALIBRATION_SIZES, DraftLengthController
 from engine.backend import LlamaRunner
-from engine.config import DraftChoice, EngineConfig, SamplingParams, default_threads
+from engine.config import PLAIN_DECODING, DraftChoice, EngineConfig, SamplingParams, default_threads
 from engine.costcache import CostCache, cost_key, pair_key
 from engine.drafters import ModelDrafter, NgramDrafter
 from engine.errors import PromptTooLongError, TandemError
@@ -40,14 +40,19 @@ class Engine:
         config: EngineConfig,
         on_progress: Callable[[float], None] | None = None,
         first_reply_tokens: int | None = None,
+        keep_target_if_draft_refused: bool = False,
     ) -> None:
         """Check and load the target (and draft); on_progress gets the target's load fraction.
         A draft model is checked, and loaded, on threads of their own beside the target's load
         (engine.loading): on 2 cores both are then mostly hidden behind the target's.
         first_reply_tokens: how long the first reply may run, where known (`tandem generate`):
         a draft model that reply could not repay even loaded (`pays_back`: a first use tries a
-        pair only on a long reply) is not loaded beside the target, to take no CPU from it."""
+        pair only on a long reply) is not loaded beside the target, to take no CPU from it.
+        keep_target_if_draft_refused: a draft model whose check fails (a refused pair, a file
+        gone) leaves the engine decoding plain, the reason in `draft_refused`, rather than raising
+        after the target has loaded (the window then need not load the target a second time)."""
         self.config = config
+        self.draft_refused: TandemError | None = None
         self.n_threads = config.n_threads or default_threads()
         self.info_target: GGUFInfo = read_gguf_info(config.target_path)
         # Never more context than the model was trained for (quality falls apart past it).
@@ -91,8 +96,16 @@ class Engine:
         self.n_ctx = self.target.n_ctx
         try:
             if check is not None:
-                self.info_draft = check.result()
-                self._check_can_roll_back()
+                try:
+                    self.info_draft = check.result()
+                except TandemError as e:
+                    if not keep_target_if_draft_refused:
+                        raise
+                    self.draft_refused = e
+                    self.config = dataclasses.replace(config, draft=PLAIN_DECODING)
+                    self.set_draft(PLAIN_DECODING)
+                else:
+                    self._check_can_roll_back()
             elif config.draft.kind is not Speculation.DRAFT:
                 self.set_draft(config.draft)
         except BaseException:

@@ -17,7 +17,7 @@ from engine.backend import LlamaRunner, LoadCancelled
 from engine.config import DraftChoice, EngineConfig, SamplingParams
 from engine.drafters import ModelDrafter
 from engine.errors import IncompatiblePairError
-from engine.events import DraftSource, Finished
+from engine.events import DraftSource, Finished, Speculation
 from engine.loading import BackgroundLoad
 from engine.session import Engine
 
@@ -142,6 +142,24 @@ def test_a_refused_pair_is_still_refused_by_the_engine_and_leaves_no_thread(
     with pytest.raises(IncompatiblePairError, match="text of token 40"):
         Engine(EngineConfig(str(tiny_target), draft=DraftChoice.parse(str(tiny_incompatible)), n_ctx=256))
     assert _load_threads() == []
+
+
+def test_a_refused_pair_can_keep_the_loaded_target_plain(tiny_target: Path, tiny_incompatible: Path) -> None:
+    # The window's engine: the pair is refused after the target is in (the check runs beside the
+    # load), so the target stays and decodes plain, the reason kept, instead of a second load.
+    engine = Engine(
+        EngineConfig(str(tiny_target), draft=DraftChoice.parse(str(tiny_incompatible)), n_ctx=256),
+        keep_target_if_draft_refused=True,
+    )
+    try:
+        assert isinstance(engine.draft_refused, IncompatiblePairError)
+        assert "text of token 40" in str(engine.draft_refused)
+        assert engine.speculation is Speculation.NONE and engine.info_draft is None
+        assert engine.config.draft.kind is Speculation.NONE
+        assert _load_threads() == []
+        assert _reply(engine, 8).stats.n_drafted == 0  # it answers, plain
+    finally:
+        engine.close()
 
 
 def test_a_load_leaves_the_process_output_where_it_is(tiny_draft: Path) -> None:

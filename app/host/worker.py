@@ -429,17 +429,26 @@ class _Child:
                 what += f" and draft {Path(config.draft.model).name}"
             self.send(LoadProgressed(f"Loading {what}…"))
             refusal: Failure | None = None
+            # A draft that cannot be used must not cost the user their target model: the target
+            # is kept, plain, and why the draft is off is shown as state rather than an error.
             try:
-                self.engine = Engine(config, on_progress=self._load_progress_reporter(what))
+                self.engine = Engine(
+                    config,
+                    on_progress=self._load_progress_reporter(what),
+                    keep_target_if_draft_refused=True,
+                )
             except TandemError as e:
                 if config.speculation is not Speculation.DRAFT:
                     raise
-                # A draft that cannot be used must not cost the user their target model: load
-                # the target alone and show why the draft is off, as state rather than an error.
+                # (The target could not roll back rejected drafts: it loads again, plain.)
                 log.warning("draft not used: %s", e)
                 config = replace(config, draft=PLAIN_DECODING)
                 self.engine = Engine(config, on_progress=self._load_progress_reporter(what))
                 refusal = Failure.of(e)
+            if self.engine.draft_refused is not None:
+                log.warning("draft not used: %s", self.engine.draft_refused)
+                config = replace(config, draft=PLAIN_DECODING)
+                refusal = Failure.of(self.engine.draft_refused)
             self.config = config
             self.send(EngineLoaded(_engine_info(self.engine, config, refusal)))
         except TandemError as e:
