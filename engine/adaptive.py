@@ -95,6 +95,12 @@ _RISK_PRIOR_EXPOSURE = 2.0
 # That first draft's allowance is the reply's while it has saved nothing; a reply in the red whose
 # copies have broken (an edit that keeps breaking them) gets half of it per break, so that it
 # cannot lose the allowance again at each break.
+# A short match (any n-gram offer but a copy) drafts only within the batch sizes this machine has
+# timed: past them a batch is a guess at the prior slope (a row +5% of a plain step, where a CPU
+# charges +70-130% for a second row), and a short match in fresh text, right half the time, pays
+# only where rows are cheap. Its offers are observed for nothing meanwhile, and an offer observed
+# usually right gets a cost probe (_COST_PROBE_STEPS), which times a size; copies still draft on
+# the guess (they pay even at a CPU's prices, and their first reply times batches first).
 # -- probes: estimates must be able to recover from a bad patch
 _PROBE_FIRST = 8  # plain steps (chosen by the model) before a short probe...
 _PROBE_MAX = 64  # ...doubling while probes keep failing
@@ -507,6 +513,11 @@ class DraftLengthController:
             return None
         return self._departures.survival(self._match_len, n)
 
+    def _short_match(self, bucket: int) -> bool:
+        """Is this a short match (a free offer but a copy), drafted only within the batch sizes
+        timed here (see "A short match" above _PROBE_FIRST)?"""
+        return bucket not in COPY_KINDS and not self._costs_drafting(bucket)
+
     def _explore_limit(self) -> int:
         """Never draft far past the largest batch measured (engine.costs.VerifyCosts.explore_limit)."""
         return self.costs.explore_limit()
@@ -539,10 +550,16 @@ class DraftLengthController:
                 return 0, 0
         if self.guard.reference_stale(self.costs):
             return 0, 0  # the guard's reference: a plain step timed now
-        best: tuple[float, int, int, int] | None = None  # rate, k, bucket, limit
+        best: tuple[float, int, int, int, int] | None = None  # rate, k, bucket, limit, reach
         best_rates = np.empty(0)
         for available, bucket in offers:
-            limit = min(available, self._explore_limit(), self._ramp_limit(bucket), self._risk_limit(bucket))
+            reach = limit = min(
+                available, self._explore_limit(), self._ramp_limit(bucket), self._risk_limit(bucket)
+            )
+            if self._short_match(bucket):  # chosen only where its batch was timed, explored past it
+                limit = min(limit, max(self.costs.low, default=1) - 1)
+                if limit <= 0:
+                    continue
             survival = self._survival(bucket, limit)
             first_copy = survival is None and bucket in COPY_KINDS and not self._copy_drafted
             prior = max(self.acceptance(bucket), _PRIOR_ACCEPT[bucket]) if first_copy else None
@@ -551,10 +568,10 @@ class DraftLengthController:
             rates = self.expected_rates(limit, bucket, prior, survival)
             k = 1 + int(np.argmax(rates[1:]))
             if rates[k] > rates[0] and (best is None or rates[k] > best[0]):
-                best, best_rates = (float(rates[k]), k, bucket, limit), rates
+                best, best_rates = (float(rates[k]), k, bucket, limit, reach), rates
         model = next(((n, b) for n, b in offers if self._costs_drafting(b)), None)
         if best is not None:
-            _, best_k, bucket, limit = best
+            _, best_k, bucket, limit, reach = best
             if model is not None and not self._costs_drafting(bucket):
                 # The text's drafts win; the draft model is not chosen, and like a plain step
                 # this counts toward its next probe (else its estimates, priors at first, would
@@ -565,11 +582,13 @@ class DraftLengthController:
             else:
                 self._plain_steps = 0
             self._n_spec_steps += 1
-            if best_k < limit and self._n_spec_steps % _EXPLORE_EVERY == 0:
+            if best_k < reach and self._n_spec_steps % _EXPLORE_EVERY == 0:
                 # Timings are noisy (one slow sample can make a batch size look too dear to
                 # ever try again): now and then try a longer draft and let its cost be measured.
-                if self._costs_drafting(bucket):  # a draft model's tokens cost decodes: double
-                    return min(limit, 2 * best_k), bucket
+                # A draft model's tokens cost decodes, and a short match's batches past those
+                # timed are guesses: those double.
+                if self._costs_drafting(bucket) or reach > limit:
+                    return min(reach, 2 * best_k), bucket
                 return self._explore_length(best_rates, best_k, limit), bucket
             return best_k, bucket
         self._plain_steps += 1
