@@ -141,6 +141,23 @@ def test_unmeasured_lengths_are_explored_step_by_step() -> None:
     assert max(lengths) == 64
 
 
+def test_a_short_match_is_not_drafted_at_a_batch_size_never_timed() -> None:
+    # A first use: only a plain step is timed, so every larger batch is a guess at the prior slope
+    # (+5% a row, where this CPU charges +160% for a second row). A short match in open text is
+    # not drafted on that guess, however its kind's prior prices it; a copy is.
+    c = DraftLengthController(k_max=32)
+    c.record(3, 0, 0, CPU_VERIFY[1])
+    assert [c.choose(available=8, bucket=bucket) for bucket in (1, 2, 3, 4, 6)] == [0] * 5
+    assert c.choose(available=32, bucket=5) > 0
+    # Once this machine has timed batches, a short match is priced on them (and on CPU_VERIFY, at
+    # its kinds' priors, still not drafted: a second row costs more than a 1-token match saves).
+    d = seeded(k_max=32)
+    d.record(3, 0, 0, CPU_VERIFY[1])
+    assert d.choose(available=8, bucket=1) == 0
+    d.seed({"acceptance": {"4": [50.0, 50.0]}})  # a phrase that was always right
+    assert d.choose(available=8, bucket=4) > 0
+
+
 def simulate(
     c: DraftLengthController,
     true_step_s: dict[int, float] | None,

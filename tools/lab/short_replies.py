@@ -54,7 +54,12 @@ def _run(code: Path, draft: str, model: str, prompt_file: Path, max_tokens: int,
     out = subprocess.run(cmd, cwd=code, env=env, check=True, capture_output=True, text=True).stdout
     whole_s = time.perf_counter() - t0
     r = json.loads(out.strip().splitlines()[-1])
-    return {"whole_s": whole_s, "tok_s": r["n_generated"] / r["decode_s"], "text": r["text"]}
+    return {
+        "whole_s": whole_s,
+        "tok_s": r["n_generated"] / r["decode_s"],
+        "text": r["text"],
+        "drafted": f"{r['n_accepted']}/{r['n_drafted']}",
+    }
 
 
 def main() -> None:
@@ -92,7 +97,8 @@ def main() -> None:
                     shutil.rmtree(home, ignore_errors=True)
                 runs.setdefault((name, label), []).append(r)
                 print(
-                    f"round {rnd} {name:14s} {label:5s} whole {r['whole_s']:.3f} s decode {r['tok_s']:6.1f} tok/s",
+                    f"round {rnd} {name:14s} {label:5s} whole {r['whole_s']:.3f} s decode {r['tok_s']:6.1f} tok/s"
+                    f" kept/drafted {r['drafted']}",
                     flush=True,
                 )
     print(
@@ -110,6 +116,20 @@ def main() -> None:
             same = all(r["text"] == plain[0]["text"] for r in rs)
             line += f" | {label} {w:.3f} s x{pw / w:.3f} whole, {d:6.1f} tok/s x{d / pd:.2f}, same text {'yes' if same else 'NO'}"
         print(line)
+    # Pooled: every run of every prompt, whole seconds summed per round and variant (less noisy
+    # than one prompt's median).
+    totals = {
+        label: [sum(runs[(n, label)][i]["whole_s"] for n in args.prompts) for i in range(args.rounds)]
+        for label, _, _ in variants
+    }
+    plain_total = statistics.median(totals["plain"])
+    print(
+        "all prompts, whole seconds a round: "
+        + ", ".join(
+            f"{label} {[round(t, 2) for t in totals[label]]} median {statistics.median(totals[label]):.2f} x{plain_total / statistics.median(totals[label]):.3f}"
+            for label, _, _ in variants
+        )
+    )
 
 
 if __name__ == "__main__":
