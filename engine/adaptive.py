@@ -553,13 +553,14 @@ class DraftLengthController:
         best: tuple[float, int, int, int, int] | None = None  # rate, k, bucket, limit, reach
         best_rates = np.empty(0)
         for available, bucket in offers:
+            timed = max(self.costs.low, default=1) - 1  # the longest draft whose batch was timed
+            if timed <= 0 and self._short_match(bucket):
+                continue  # (before the limits below: the common case in open text, every step)
             reach = limit = min(
                 available, self._explore_limit(), self._ramp_limit(bucket), self._risk_limit(bucket)
             )
             if self._short_match(bucket):  # chosen only where its batch was timed, explored past it
-                limit = min(limit, max(self.costs.low, default=1) - 1)
-                if limit <= 0:
-                    continue
+                limit = min(limit, timed)
             survival = self._survival(bucket, limit)
             first_copy = survival is None and bucket in COPY_KINDS and not self._copy_drafted
             prior = max(self.acceptance(bucket), _PRIOR_ACCEPT[bucket]) if first_copy else None
