@@ -101,6 +101,10 @@ _RISK_PRIOR_EXPOSURE = 2.0
 # only where rows are cheap. Its offers are observed for nothing meanwhile, and an offer observed
 # usually right gets a cost probe (_COST_PROBE_STEPS), which times a size; copies still draft on
 # the guess (they pay even at a CPU's prices, and their first reply times batches first).
+# Until a reply has drafted a short match's kind, that kind is priced at no more than its prior
+# (engine.kinds.PRIOR_ACCEPT): what other text taught (a warm-up that copied, earlier replies)
+# says little of short matches in this one, and an observed first token right says nothing of the
+# tokens after it (an open reply drafted 7-token matches observed right and kept 0-1 of them).
 # -- probes: estimates must be able to recover from a bad patch
 _PROBE_FIRST = 8  # plain steps (chosen by the model) before a short probe...
 _PROBE_MAX = 64  # ...doubling while probes keep failing
@@ -231,6 +235,9 @@ class DraftLengthController:
     _broke: bool = False  # a draft of this reply was rejected (a copy here departs from its source)
     _whole_tokens: int = 0  # drafted tokens in this reply's drafts that were accepted whole
     _copy_drafted: bool = False  # this reply has drafted from copied text (see COPY_KINDS)
+    _drafted_kinds: set[int] = field(
+        default_factory=set
+    )  # kinds this reply has drafted (see "A short match")
     _saved_s: float = 0.0  # plain time this reply's drafts have saved so far, less what they lost
     # A draft model asked for a draft and offering none (unsure of its first token): how often,
     # as an exponentially weighted count of refusals among asks (draft models only).
@@ -361,6 +368,7 @@ class DraftLengthController:
         self._broke = False
         self._whole_tokens = 0
         self._copy_drafted = False
+        self._drafted_kinds = set()
         self._saved_s = 0.0
         if self.never_pays:
             self._replies_not_run += 1
@@ -566,6 +574,8 @@ class DraftLengthController:
             prior = max(self.acceptance(bucket), _PRIOR_ACCEPT[bucket]) if first_copy else None
             if self._costs_drafting(bucket):
                 prior = self._model_rate()
+            elif self._short_match(bucket) and bucket not in self._drafted_kinds:
+                prior = min(self.acceptance(bucket), _PRIOR_ACCEPT[bucket])  # no evidence of this reply's
             rates = self.expected_rates(limit, bucket, prior, survival)
             k = 1 + int(np.argmax(rates[1:]))
             if rates[k] > rates[0] and (best is None or rates[k] > best[0]):
@@ -695,6 +705,7 @@ class DraftLengthController:
             self._note_ask(refused=False)
         self.guard.note_speculative_step()
         self._copy_drafted = self._copy_drafted or bucket in COPY_KINDS
+        self._drafted_kinds.add(bucket)
         if n_accepted == n_drafted:
             self._whole_tokens += n_drafted
             if self._whole_tokens >= _RAMP_FIRST:

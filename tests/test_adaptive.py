@@ -141,7 +141,7 @@ def test_unmeasured_lengths_are_explored_step_by_step() -> None:
     assert max(lengths) == 64
 
 
-def test_a_short_match_is_not_drafted_at_a_batch_size_never_timed() -> None:
+def test_a_short_match_drafts_only_at_timed_sizes_and_on_this_replys_evidence() -> None:
     # A first use: only a plain step is timed, so every larger batch is a guess at the prior slope
     # (+5% a row, where this CPU charges +160% for a second row). A short match in open text is
     # not drafted on that guess, however its kind's prior prices it; a copy is.
@@ -154,8 +154,14 @@ def test_a_short_match_is_not_drafted_at_a_batch_size_never_timed() -> None:
     d = seeded(k_max=32)
     d.record(3, 0, 0, CPU_VERIFY[1])
     assert d.choose(available=8, bucket=1) == 0
-    d.seed({"acceptance": {"4": [50.0, 50.0]}})  # a phrase that was always right
+    # What other text taught (a phrase always right in earlier replies) does not price a reply's
+    # first phrase above its prior; once this reply has drafted one, the evidence counts.
+    d.seed({"acceptance": {"4": [50.0, 50.0]}})
+    assert d.choose(available=8, bucket=4) == 0
+    d.record(4, 3, 3, cpu_verify(4))
     assert d.choose(available=8, bucket=4) > 0
+    d.begin_reply()
+    assert d.choose(available=8, bucket=4) == 0
 
 
 def simulate(
