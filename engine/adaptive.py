@@ -101,10 +101,12 @@ _RISK_PRIOR_EXPOSURE = 2.0
 # only where rows are cheap. Its offers are observed for nothing meanwhile, and an offer observed
 # usually right gets a cost probe (_COST_PROBE_STEPS), which times a size; copies still draft on
 # the guess (they pay even at a CPU's prices, and their first reply times batches first).
-# Until a reply has drafted a short match's kind, that kind is priced at no more than its prior
-# (engine.kinds.PRIOR_ACCEPT): what other text taught (a warm-up that copied, earlier replies)
-# says little of short matches in this one, and an observed first token right says nothing of the
-# tokens after it (an open reply drafted 7-token matches observed right and kept 0-1 of them).
+# Until a reply has drafted a short match's kind, or copied, that kind is priced at no more than
+# its prior (engine.kinds.PRIOR_ACCEPT): what other text taught (a warm-up that copied, earlier
+# replies) says little of short matches in fresh text, and an observed first token right says
+# nothing of the tokens after it (an open reply drafted 7-token matches so and kept 0-1 of them).
+# A reply that copies is one where short matches mostly continue copied text (an edit's): there
+# what earlier edits taught holds.
 # -- probes: estimates must be able to recover from a bad patch
 _PROBE_FIRST = 8  # plain steps (chosen by the model) before a short probe...
 _PROBE_MAX = 64  # ...doubling while probes keep failing
@@ -574,7 +576,7 @@ class DraftLengthController:
             prior = max(self.acceptance(bucket), _PRIOR_ACCEPT[bucket]) if first_copy else None
             if self._costs_drafting(bucket):
                 prior = self._model_rate()
-            elif self._short_match(bucket) and bucket not in self._drafted_kinds:
+            elif self._short_match(bucket) and not (bucket in self._drafted_kinds or self._copy_drafted):
                 prior = min(self.acceptance(bucket), _PRIOR_ACCEPT[bucket])  # no evidence of this reply's
             rates = self.expected_rates(limit, bucket, prior, survival)
             k = 1 + int(np.argmax(rates[1:]))
