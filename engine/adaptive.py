@@ -107,6 +107,10 @@ _RISK_PRIOR_EXPOSURE = 2.0
 # nothing of the tokens after it (an open reply drafted 7-token matches so and kept 0-1 of them).
 # A reply that copies is one where short matches mostly continue copied text (an edit's): there
 # what earlier edits taught holds.
+# A reply whose short matches were right at their first token _SHORT_STREAK times in a row repeats
+# itself (Gemma's open replies loop within 100-150 tokens): its short matches explore past the
+# sizes timed, as a copy's do.
+_SHORT_STREAK = 4
 # -- probes: estimates must be able to recover from a bad patch
 _PROBE_FIRST = 8  # plain steps (chosen by the model) before a short probe...
 _PROBE_MAX = 64  # ...doubling while probes keep failing
@@ -237,6 +241,7 @@ class DraftLengthController:
     _broke: bool = False  # a draft of this reply was rejected (a copy here departs from its source)
     _whole_tokens: int = 0  # drafted tokens in this reply's drafts that were accepted whole
     _copy_drafted: bool = False  # this reply has drafted from copied text (see COPY_KINDS)
+    _short_streak: int = 0  # this reply's short-match offers right at their first token in a row
     _drafted_kinds: set[int] = field(
         default_factory=set
     )  # kinds this reply has drafted (see "A short match")
@@ -371,6 +376,7 @@ class DraftLengthController:
         self._whole_tokens = 0
         self._copy_drafted = False
         self._drafted_kinds = set()
+        self._short_streak = 0
         self._saved_s = 0.0
         if self.never_pays:
             self._replies_not_run += 1
@@ -564,6 +570,8 @@ class DraftLengthController:
         best_rates = np.empty(0)
         for available, bucket in offers:
             timed = max(self.costs.low, default=1) - 1  # the longest draft whose batch was timed
+            if self._short_streak >= _SHORT_STREAK:
+                timed = self.k_max  # the reply repeats itself: explored as a copy is
             if timed <= 0 and self._short_match(bucket):
                 continue  # (before the limits below: the common case in open text, every step)
             reach = limit = min(
@@ -654,6 +662,8 @@ class DraftLengthController:
         if self._costs_drafting(bucket):
             return
         self._observes = True
+        if self._short_match(bucket):
+            self._short_streak = self._short_streak + 1 if accepted else 0
         acc = self._bucket(bucket)
         acc.accepted = _EMA * acc.accepted + accepted
         acc.trials = _EMA * acc.trials + 1
@@ -708,6 +718,8 @@ class DraftLengthController:
         self.guard.note_speculative_step()
         self._copy_drafted = self._copy_drafted or bucket in COPY_KINDS
         self._drafted_kinds.add(bucket)
+        if self._short_match(bucket):
+            self._short_streak = self._short_streak + 1 if n_accepted > 0 else 0
         if n_accepted == n_drafted:
             self._whole_tokens += n_drafted
             if self._whole_tokens >= _RAMP_FIRST:

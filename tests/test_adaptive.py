@@ -164,6 +164,22 @@ def test_a_short_match_drafts_only_at_timed_sizes_and_on_this_replys_evidence() 
     assert d.choose(available=8, bucket=4) == 0
 
 
+def test_a_reply_that_repeats_itself_drafts_its_short_matches_on_a_first_use() -> None:
+    # Nothing timed but a plain step; the reply's phrase offers are right at their first token
+    # step after step (an open reply that loops): they are drafted, explored as a copy's are.
+    c = DraftLengthController(k_max=32)
+    c.record(4, 0, 0, CPU_VERIFY[1])
+    lengths = []
+    for _ in range(4):
+        lengths.append(c.choose(available=8, bucket=4))
+        c.observe(4, True)
+    assert lengths == [0] * 4
+    assert c.choose(available=8, bucket=4) > 0
+    c.observe(4, False)  # a wrong one ends the streak: its batch is a guess again
+    c.begin_reply()
+    assert c.choose(available=8, bucket=4) == 0
+
+
 def simulate(
     c: DraftLengthController,
     true_step_s: dict[int, float] | None,
