@@ -242,9 +242,8 @@ class DraftLengthController:
     _whole_tokens: int = 0  # drafted tokens in this reply's drafts that were accepted whole
     _copy_drafted: bool = False  # this reply has drafted from copied text (see COPY_KINDS)
     _short_streak: int = 0  # this reply's short-match offers right at their first token in a row
-    _drafted_kinds: set[int] = field(
-        default_factory=set
-    )  # kinds this reply has drafted (see "A short match")
+    # The kinds this reply has drafted (see "A short match" above _SHORT_STREAK).
+    _drafted_kinds: set[int] = field(default_factory=set)
     _saved_s: float = 0.0  # plain time this reply's drafts have saved so far, less what they lost
     # A draft model asked for a draft and offering none (unsure of its first token): how often,
     # as an exponentially weighted count of refusals among asks (draft models only).
@@ -531,7 +530,7 @@ class DraftLengthController:
 
     def _short_match(self, bucket: int) -> bool:
         """Is this a short match (a free offer but a copy), drafted only within the batch sizes
-        timed here (see "A short match" above _PROBE_FIRST)?"""
+        timed here (see "A short match" above _SHORT_STREAK)?"""
         return bucket not in COPY_KINDS and not self._costs_drafting(bucket)
 
     def _explore_limit(self) -> int:
@@ -568,10 +567,10 @@ class DraftLengthController:
             return 0, 0  # the guard's reference: a plain step timed now
         best: tuple[float, int, int, int, int] | None = None  # rate, k, bucket, limit, reach
         best_rates = np.empty(0)
+        timed = max(self.costs.low, default=1) - 1  # the longest draft whose batch was timed
+        if self._short_streak >= _SHORT_STREAK:
+            timed = self.k_max  # the reply repeats itself: its short matches explored as a copy's
         for available, bucket in offers:
-            timed = max(self.costs.low, default=1) - 1  # the longest draft whose batch was timed
-            if self._short_streak >= _SHORT_STREAK:
-                timed = self.k_max  # the reply repeats itself: explored as a copy is
             if timed <= 0 and self._short_match(bucket):
                 continue  # (before the limits below: the common case in open text, every step)
             reach = limit = min(

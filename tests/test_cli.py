@@ -75,8 +75,8 @@ def test_greedy_json_is_the_same_with_and_without_speculation(tiny_target: Path)
     plain = json.loads(tandem(*common).stdout)
     fast = json.loads(tandem(*common, "--draft", "ngram").stdout)
     assert fast["token_ids"] == plain["token_ids"]
-    # A first use prices no short match on batch sizes it never timed, and this reply has nothing
-    # to copy: fixed drafts make sure verify batches judge the text.
+    # A first use drafts a short match only at batch sizes it has timed or once the reply repeats
+    # itself, and this reply has nothing to copy: fixed drafts make sure verify batches judge it.
     fixed = json.loads(tandem(*common, "--draft", "ngram", "--fixed-draft").stdout)
     assert fixed["n_drafted"] > 0
     assert fixed["token_ids"] == plain["token_ids"]
