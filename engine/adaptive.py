@@ -95,6 +95,22 @@ _RISK_PRIOR_EXPOSURE = 2.0
 # That first draft's allowance is the reply's while it has saved nothing; a reply in the red whose
 # copies have broken (an edit that keeps breaking them) gets half of it per break, so that it
 # cannot lose the allowance again at each break.
+# A short match (any n-gram offer but a copy) drafts only within the batch sizes this machine has
+# timed: past them a batch is a guess at the prior slope (a row +5% of a plain step, where a CPU
+# charges +70-130% for a second row), and a short match in fresh text, right half the time, pays
+# only where rows are cheap. Its offers are observed for nothing meanwhile, and an offer observed
+# usually right gets a cost probe (_COST_PROBE_STEPS), which times a size; copies still draft on
+# the guess (they pay even at a CPU's prices, and their first reply times batches first).
+# Until a reply has drafted a short match's kind, or copied, that kind is priced at no more than
+# its prior (engine.kinds.PRIOR_ACCEPT): what other text taught (a warm-up that copied, earlier
+# replies) says little of short matches in fresh text, and an observed first token right says
+# nothing of the tokens after it (an open reply drafted 7-token matches so and kept 0-1 of them).
+# A reply that copies is one where short matches mostly continue copied text (an edit's): there
+# what earlier edits taught holds.
+# A reply whose short matches were right at their first token _SHORT_STREAK times in a row repeats
+# itself (Gemma's open replies loop within 100-150 tokens): its short matches explore past the
+# sizes timed, as a copy's do.
+_SHORT_STREAK = 4
 # -- probes: estimates must be able to recover from a bad patch
 _PROBE_FIRST = 8  # plain steps (chosen by the model) before a short probe...
 _PROBE_MAX = 64  # ...doubling while probes keep failing
@@ -225,6 +241,9 @@ class DraftLengthController:
     _broke: bool = False  # a draft of this reply was rejected (a copy here departs from its source)
     _whole_tokens: int = 0  # drafted tokens in this reply's drafts that were accepted whole
     _copy_drafted: bool = False  # this reply has drafted from copied text (see COPY_KINDS)
+    _short_streak: int = 0  # this reply's short-match offers right at their first token in a row
+    # The kinds this reply has drafted (see "A short match" above _SHORT_STREAK).
+    _drafted_kinds: set[int] = field(default_factory=set)
     _saved_s: float = 0.0  # plain time this reply's drafts have saved so far, less what they lost
     # A draft model asked for a draft and offering none (unsure of its first token): how often,
     # as an exponentially weighted count of refusals among asks (draft models only).
@@ -355,6 +374,8 @@ class DraftLengthController:
         self._broke = False
         self._whole_tokens = 0
         self._copy_drafted = False
+        self._drafted_kinds = set()
+        self._short_streak = 0
         self._saved_s = 0.0
         if self.never_pays:
             self._replies_not_run += 1
@@ -507,6 +528,11 @@ class DraftLengthController:
             return None
         return self._departures.survival(self._match_len, n)
 
+    def _short_match(self, bucket: int) -> bool:
+        """Is this a short match (a free offer but a copy), drafted only within the batch sizes
+        timed here (see "A short match" above _SHORT_STREAK)?"""
+        return bucket not in COPY_KINDS and not self._costs_drafting(bucket)
+
     def _explore_limit(self) -> int:
         """Never draft far past the largest batch measured (engine.costs.VerifyCosts.explore_limit)."""
         return self.costs.explore_limit()
@@ -539,22 +565,33 @@ class DraftLengthController:
                 return 0, 0
         if self.guard.reference_stale(self.costs):
             return 0, 0  # the guard's reference: a plain step timed now
-        best: tuple[float, int, int, int] | None = None  # rate, k, bucket, limit
+        best: tuple[float, int, int, int, int] | None = None  # rate, k, bucket, limit, reach
         best_rates = np.empty(0)
+        timed = max(self.costs.low, default=1) - 1  # the longest draft whose batch was timed
+        if self._short_streak >= _SHORT_STREAK:
+            timed = self.k_max  # the reply repeats itself: its short matches explored as a copy's
         for available, bucket in offers:
-            limit = min(available, self._explore_limit(), self._ramp_limit(bucket), self._risk_limit(bucket))
+            if timed <= 0 and self._short_match(bucket):
+                continue  # (before the limits below: the common case in open text, every step)
+            reach = limit = min(
+                available, self._explore_limit(), self._ramp_limit(bucket), self._risk_limit(bucket)
+            )
+            if self._short_match(bucket):  # chosen only where its batch was timed, explored past it
+                limit = min(limit, timed)
             survival = self._survival(bucket, limit)
             first_copy = survival is None and bucket in COPY_KINDS and not self._copy_drafted
             prior = max(self.acceptance(bucket), _PRIOR_ACCEPT[bucket]) if first_copy else None
             if self._costs_drafting(bucket):
                 prior = self._model_rate()
+            elif self._short_match(bucket) and not (bucket in self._drafted_kinds or self._copy_drafted):
+                prior = min(self.acceptance(bucket), _PRIOR_ACCEPT[bucket])  # no evidence of this reply's
             rates = self.expected_rates(limit, bucket, prior, survival)
             k = 1 + int(np.argmax(rates[1:]))
             if rates[k] > rates[0] and (best is None or rates[k] > best[0]):
-                best, best_rates = (float(rates[k]), k, bucket, limit), rates
+                best, best_rates = (float(rates[k]), k, bucket, limit, reach), rates
         model = next(((n, b) for n, b in offers if self._costs_drafting(b)), None)
         if best is not None:
-            _, best_k, bucket, limit = best
+            _, best_k, bucket, limit, reach = best
             if model is not None and not self._costs_drafting(bucket):
                 # The text's drafts win; the draft model is not chosen, and like a plain step
                 # this counts toward its next probe (else its estimates, priors at first, would
@@ -565,11 +602,13 @@ class DraftLengthController:
             else:
                 self._plain_steps = 0
             self._n_spec_steps += 1
-            if best_k < limit and self._n_spec_steps % _EXPLORE_EVERY == 0:
+            if best_k < reach and self._n_spec_steps % _EXPLORE_EVERY == 0:
                 # Timings are noisy (one slow sample can make a batch size look too dear to
                 # ever try again): now and then try a longer draft and let its cost be measured.
-                if self._costs_drafting(bucket):  # a draft model's tokens cost decodes: double
-                    return min(limit, 2 * best_k), bucket
+                # A draft model's tokens cost decodes, and a short match's batches past those
+                # timed are guesses: those double.
+                if self._costs_drafting(bucket) or reach > limit:
+                    return min(reach, 2 * best_k), bucket
                 return self._explore_length(best_rates, best_k, limit), bucket
             return best_k, bucket
         self._plain_steps += 1
@@ -622,6 +661,8 @@ class DraftLengthController:
         if self._costs_drafting(bucket):
             return
         self._observes = True
+        if self._short_match(bucket):
+            self._short_streak = self._short_streak + 1 if accepted else 0
         acc = self._bucket(bucket)
         acc.accepted = _EMA * acc.accepted + accepted
         acc.trials = _EMA * acc.trials + 1
@@ -675,6 +716,9 @@ class DraftLengthController:
             self._note_ask(refused=False)
         self.guard.note_speculative_step()
         self._copy_drafted = self._copy_drafted or bucket in COPY_KINDS
+        self._drafted_kinds.add(bucket)
+        if self._short_match(bucket):
+            self._short_streak = self._short_streak + 1 if n_accepted > 0 else 0
         if n_accepted == n_drafted:
             self._whole_tokens += n_drafted
             if self._whole_tokens >= _RAMP_FIRST:

@@ -141,6 +141,45 @@ def test_unmeasured_lengths_are_explored_step_by_step() -> None:
     assert max(lengths) == 64
 
 
+def test_a_short_match_drafts_only_at_timed_sizes_and_on_this_replys_evidence() -> None:
+    # A first use: only a plain step is timed, so every larger batch is a guess at the prior slope
+    # (+5% a row, where this CPU charges +160% for a second row). A short match in open text is
+    # not drafted on that guess, however its kind's prior prices it; a copy is.
+    c = DraftLengthController(k_max=32)
+    c.record(3, 0, 0, CPU_VERIFY[1])
+    assert [c.choose(available=8, bucket=bucket) for bucket in (1, 2, 3, 4, 6)] == [0] * 5
+    assert c.choose(available=32, bucket=5) > 0
+    # Once this machine has timed batches, a short match is priced on them (and on CPU_VERIFY, at
+    # its kinds' priors, still not drafted: a second row costs more than a 1-token match saves).
+    d = seeded(k_max=32)
+    d.record(3, 0, 0, CPU_VERIFY[1])
+    assert d.choose(available=8, bucket=1) == 0
+    # What other text taught (a phrase always right in earlier replies) does not price a reply's
+    # first phrase above its prior; once this reply has drafted one, the evidence counts.
+    d.seed({"acceptance": {"4": [50.0, 50.0]}})
+    assert d.choose(available=8, bucket=4) == 0
+    d.record(4, 3, 3, cpu_verify(4))
+    assert d.choose(available=8, bucket=4) > 0
+    d.begin_reply()
+    assert d.choose(available=8, bucket=4) == 0
+
+
+def test_a_reply_that_repeats_itself_drafts_its_short_matches_on_a_first_use() -> None:
+    # Nothing timed but a plain step; the reply's phrase offers are right at their first token
+    # step after step (an open reply that loops): they are drafted, explored as a copy's are.
+    c = DraftLengthController(k_max=32)
+    c.record(4, 0, 0, CPU_VERIFY[1])
+    lengths = []
+    for _ in range(4):
+        lengths.append(c.choose(available=8, bucket=4))
+        c.observe(4, True)
+    assert lengths == [0] * 4
+    assert c.choose(available=8, bucket=4) > 0
+    c.observe(4, False)  # a wrong one ends the streak: its batch is a guess again
+    c.begin_reply()
+    assert c.choose(available=8, bucket=4) == 0
+
+
 def simulate(
     c: DraftLengthController,
     true_step_s: dict[int, float] | None,

@@ -4,6 +4,9 @@ step's wall time and the controller's limits. Answers "why is this reply slower 
     python -m tools.lab.trace_reply warm HOME                 # a warmed home, as `tandem bench` makes it
     python -m tools.lab.trace_reply run PROMPT_NAME [HOME]    # HOME absent: a first use (empty home)
 
+TRACE_MAX_TOKENS sets the reply's length (256), TRACE_DRAFT the drafter (ngram), TRACE_TEXT=1
+prints the reply's text.
+
 Prints one line a step (match length after the step, drafted, kept, the step's ms and llama.cpp's
 part of it, the ramp, what the reply had saved before the step) and the reply's decode tok/s, to
 stderr. A warmed HOME's cost cache is restored after the run (the model's path is in its key, so
@@ -27,9 +30,14 @@ MODEL = "default"
 
 
 def _prompt(name: str) -> str:
+    """A bench prompt, or an open one of tools/lab/draft_model_prompts.jsonl (open-explain, open-list)."""
     from app.cli.bench import load_prompts
 
-    return next(p.prompt for p in load_prompts(None, None) if p.name == name)
+    prompts = [
+        *load_prompts(None, None),
+        *load_prompts(str(Path(__file__).with_name("draft_model_prompts.jsonl")), None),
+    ]
+    return next(p.prompt for p in prompts if p.name == name)
 
 
 def warm(home: str) -> None:
@@ -153,4 +161,8 @@ if __name__ == "__main__":
     if sys.argv[1] == "warm":
         warm(sys.argv[2])
     else:
-        run(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
+        run(
+            sys.argv[2],
+            sys.argv[3] if len(sys.argv) > 3 else None,
+            int(os.environ.get("TRACE_MAX_TOKENS", "256")),
+        )
