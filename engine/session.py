@@ -48,9 +48,8 @@ class Engine:
         first_reply_tokens: how long the first reply may run, where known (`tandem generate`):
         a draft model that reply could not repay even loaded (`pays_back`: a first use tries a
         pair only on a long reply) is not loaded beside the target, to take no CPU from it.
-        keep_target_if_draft_refused: a draft model whose check fails (a refused pair, a file
-        gone) leaves the engine decoding plain, the reason in `draft_refused`, rather than raising
-        after the target has loaded (the window then need not load the target a second time)."""
+        keep_target_if_draft_refused: a draft whose check fails (a refused pair) leaves the loaded
+        target decoding plain, the reason in `draft_refused`, rather than raising."""
         self.config = config
         self.draft_refused: TandemError | None = None
         self.n_threads = config.n_threads or default_threads()
