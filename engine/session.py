@@ -48,8 +48,8 @@ class Engine:
         first_reply_tokens: how long the first reply may run, where known (`tandem generate`):
         a draft model that reply could not repay even loaded (`pays_back`: a first use tries a
         pair only on a long reply) is not loaded beside the target, to take no CPU from it.
-        keep_target_if_draft_refused: a draft whose check fails (a refused pair) leaves the loaded
-        target decoding plain, the reason in `draft_refused`, rather than raising."""
+        keep_target_if_draft_refused: a draft that cannot be used (a refused pair, a target that
+        cannot roll back) leaves the loaded target plain, the reason in `draft_refused`."""
         self.config = config
         self.draft_refused: TandemError | None = None
         self.n_threads = config.n_threads or default_threads()
@@ -97,14 +97,13 @@ class Engine:
             if check is not None:
                 try:
                     self.info_draft = check.result()
+                    self._check_can_roll_back()
                 except TandemError as e:
                     if not keep_target_if_draft_refused:
                         raise
                     self.draft_refused = e
                     self.config = dataclasses.replace(config, draft=PLAIN_DECODING)
                     self.set_draft(PLAIN_DECODING)
-                else:
-                    self._check_can_roll_back()
             elif config.draft.kind is not Speculation.DRAFT:
                 self.set_draft(config.draft)
         except BaseException:

@@ -440,7 +440,7 @@ class _Child:
             except TandemError as e:
                 if config.speculation is not Speculation.DRAFT:
                     raise
-                # (The target could not roll back rejected drafts: it loads again, plain.)
+                # (The target failed to load beside its draft, short of memory say: it loads again, alone.)
                 log.warning("draft not used: %s", e)
                 config = replace(config, draft=PLAIN_DECODING)
                 self.engine = Engine(config, on_progress=self._load_progress_reporter(what))
