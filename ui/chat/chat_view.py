@@ -304,14 +304,17 @@ class ChatView(QWidget):
     def _say_undone(self, undone: Sequence[str]) -> None:
         self.larger_label.setText(needs_larger_words(self._model_name, undone) if undone else "")
         self.larger_download.setText(self._download_text)
-        self.larger_download.setVisible(bool(self._download_text) and not self._download_offered_above)
+        self._show_download()
         self.larger_row.setVisible(bool(undone))
 
     def set_download_offered_above(self, offered: bool) -> None:
         """The welcome panel shows the same download as the greyed tasks' button (one offer on
         screen, one size said once): the line says why, the button is left to the welcome."""
         self._download_offered_above = offered
-        self.larger_download.setVisible(bool(self._download_text) and not offered)
+        self._show_download()
+
+    def _show_download(self) -> None:
+        self.larger_download.setVisible(bool(self._download_text) and not self._download_offered_above)
 
     def _offer_document(self) -> None:
         """An empty chat with a document attached suggests what to ask of it (its chip's quick
