@@ -55,8 +55,10 @@ from engine.session import Engine
 
 CEILING_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 # Sets whose plain replies are checked for doing the work their prompt names (copied from the
-# prompt, not looping): copy and edit prompts, and the held-out ones.
-CHECKED_SETS = ("copy", "held-out")
+# prompt, not looping): copy and edit prompts, the held-out ones, and mixed work (a Markdown table
+# or an HTML list made from the prompt's data: short copies between new text, where llama-server's
+# n-gram kinds draft little and a drafter that guesses wrong is slower than plain decoding).
+CHECKED_SETS = ("copy", "held-out", "mixed")
 WARM_UP_PROMPT = (
     "Original text:\nThe river rises in the hills above the town and runs south to the sea.\n\n"
     "Copy of the original text:\nThe river rises"

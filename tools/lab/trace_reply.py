@@ -36,6 +36,7 @@ def _prompt(name: str) -> str:
     prompts = [
         *load_prompts(None, None),
         *load_prompts(str(Path(__file__).with_name("draft_model_prompts.jsonl")), None),
+        *(load_prompts(os.environ["TRACE_PROMPTS"], None) if os.environ.get("TRACE_PROMPTS") else []),
     ]
     return next(p.prompt for p in prompts if p.name == name)
 
