@@ -506,7 +506,8 @@ class DraftLengthController:
         first = worst[min(_RAMP_FIRST, k_max) - 1]
         if self._saved_s <= 0:
             first *= 0.5 ** max(0.0, self._reply_departures.breaks - _RISK_PRIOR)
-        allowed = (self._saved_s if probe else max(self._saved_s, 0.0)) + first
+        counted = self._saved_s if probe or bucket not in COPY_KINDS else max(self._saved_s, 0.0)
+        allowed = counted + first
         within = np.flatnonzero(loss <= allowed)
         return int(within[-1]) + 1 if within.size else 1
 
