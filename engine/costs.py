@@ -34,13 +34,17 @@ class VerifyCosts:
     low: dict[int, float] = field(default_factory=dict)  # rows -> lowest of samples (prices)
     live: set[int] = field(default_factory=set)  # sizes measured by steps of this process
     _arrays: tuple[np.ndarray, np.ndarray] | None = None  # `low` as sorted arrays (cache)
+    _curves: dict[int, np.ndarray] = field(default_factory=dict)  # costs(n_max), while `low` holds
 
     def add(self, n_rows: int, seconds: float) -> None:
         samples = self.samples.setdefault(n_rows, deque(maxlen=COST_SAMPLES))
         samples.append(seconds)
         self.median[n_rows] = statistics.median(samples)
-        self.low[n_rows] = min(samples)
-        self._arrays = None
+        low = min(samples)
+        if self.low.get(n_rows) != low:  # prices follow `low` alone (most steps leave it as it was)
+            self.low[n_rows] = low
+            self._arrays = None
+            self._curves.clear()
 
     @property
     def plain_s(self) -> float | None:
@@ -93,10 +97,15 @@ class VerifyCosts:
 
     def costs(self, n_max: int) -> np.ndarray:
         """cost(n) for n = 0..n_max in one go (index 0 unused): the hot path asks for a whole
-        range every step, where a Python loop over it cost ~0.4 ms a step."""
+        range every step, where a Python loop over it cost ~0.4 ms a step. Kept until `low`
+        changes (read-only: the controller asks for it 3-5 times a step)."""
+        cached = self._curves.get(n_max)
+        if cached is not None:
+            return cached
         ns = np.arange(n_max + 1, dtype=np.float64)
-        if not self.median:
-            return 1.0 + PRIOR_SLOPE * (ns - 1)
+        if not self.low:
+            prior: np.ndarray = 1.0 + PRIOR_SLOPE * (ns - 1)
+            return prior
         if self._arrays is None:
             sizes = np.array(sorted(self.low), dtype=np.float64)
             self._arrays = sizes, np.array([self.low[int(n)] for n in sizes])
@@ -106,6 +115,8 @@ class VerifyCosts:
         below, above = ns < lo, ns > hi
         out[below] = costs[0] / (1 + PRIOR_SLOPE * (lo - ns[below]))
         out[above] = costs[-1] + self.row_cost_beyond() * (ns[above] - hi)
+        out.setflags(write=False)
+        self._curves[n_max] = out
         return out
 
     def explore_limit(self) -> int:

@@ -36,8 +36,10 @@ class LoopGuard:
         self.min_repeats = min_repeats
         self.min_span = min_span
         self._periods = np.arange(1, max_period + 1)
-        # What the tail must reach, per period: max(min_repeats * p, min_span) tokens.
+        # What the tail must reach, per period: max(min_repeats * p, min_span) tokens; as a run
+        # (tokens equal to the one p before), that less p.
         self._needed = np.maximum(min_repeats * self._periods, min_span)
+        self._run_needed = self._needed - self._periods
         self.reset()
 
     def reset(self) -> None:
@@ -48,17 +50,19 @@ class LoopGuard:
         self.period = 0  # the repeated stretch's length in tokens, once a loop is found
 
     def add(self, token: int) -> bool:
-        """The next emitted token; True where the reply has become a loop."""
-        size = len(self._ring)
-        back = self._ring[(self._n - self._periods) % size]  # the token p before this one, per p
-        same = (back == token) & (self._periods <= self._n)
-        self._run = np.where(same, self._run + 1, 0)
-        self._ring[self._n % size] = token
+        """The next emitted token; True where the reply has become a loop. (Called for every
+        token a step emits, 64 at a time on a copy: in place, a few numpy operations.)"""
+        ring, j = self._ring, self._n % len(self._ring)
+        # The token p before this one, per p: the ring's slots before j, then those after it, both
+        # newest first. A slot not yet written holds -1, which no token equals.
+        same = np.concatenate((ring[:j][::-1], ring[j + 1 :][::-1])) == token
+        self._run += 1
+        self._run *= same
+        ring[j] = token
         self._n += 1
-        looped = np.nonzero(self._run + self._periods >= self._needed)[0]
-        if looped.size == 0:
+        if not (self._run >= self._run_needed).any():
             return False
-        self.period = int(looped[0]) + 1
+        self.period = int(np.argmax(self._run >= self._run_needed)) + 1
         return True
 
     def tokens_before_loop(self, tokens: list[int]) -> int:
