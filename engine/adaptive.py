@@ -92,9 +92,10 @@ _RISK_PRIOR_EXPOSURE = 2.0
 # Within a reply no draft may risk, were it rejected at its first token, more than the reply's
 # drafts have saved so far plus what a first _RAMP_FIRST-token draft risks (`_risk_limit`): a
 # reply that drafts cannot end much slower than plain decoding, whatever acceptance promised.
-# A cost probe (below) risks only what the reply's losses left of that allowance: in mixed work
-# (a table made from a CSV) short matches are right at their first token and wrong after it, and
-# each 4-token probe spent the allowance afresh (7 probes lost 0.23 s of a 3.6 s reply).
+# Short matches and cost probes (below) risk only what the reply's losses left of that allowance
+# (a copy in the red keeps it, halved per break as below): in mixed work (a table made from a CSV)
+# short matches are right at their first token and wrong after it, and drafts and probes of 2-4
+# tokens spent the allowance afresh each time (0.24 s of a 3.6 s reply).
 # That first draft's allowance is the reply's while it has saved nothing; a reply in the red whose
 # copies have broken (an edit that keeps breaking them) gets half of it per break, so that it
 # cannot lose the allowance again at each break.
@@ -490,9 +491,9 @@ class DraftLengthController:
     def _risk_limit(self, bucket: int, probe: bool = False) -> int:
         """The longest draft whose loss, were it rejected at its first token, is within what this
         reply's drafts have saved so far plus what a first _RAMP_FIRST-token draft risks (see
-        _RAMP_FIRST), or its match's (_first_draft); for a cost probe, less what they lost. Copying
-        that pays draws long drafts within a few steps: what short drafts accepted whole save pays
-        for long ones."""
+        _RAMP_FIRST), or its match's (_first_draft); for any offer but a copy, and for a cost
+        probe, less what they lost. Copying that pays draws long drafts within a few steps: what
+        short drafts accepted whole save pays for long ones."""
         if 1 not in self.costs.median:
             return self.k_max
         k_max = self.k_max

@@ -34,7 +34,9 @@ class VerifyCosts:
     low: dict[int, float] = field(default_factory=dict)  # rows -> lowest of samples (prices)
     live: set[int] = field(default_factory=set)  # sizes measured by steps of this process
     _arrays: tuple[np.ndarray, np.ndarray] | None = None  # `low` as sorted arrays (cache)
-    _curves: dict[int, np.ndarray] = field(default_factory=dict)  # costs(n_max), while `low` holds
+    _curves: dict[int, np.ndarray] = field(
+        default_factory=dict, compare=False, repr=False
+    )  # costs(n_max) while `low` holds
 
     def add(self, n_rows: int, seconds: float) -> None:
         samples = self.samples.setdefault(n_rows, deque(maxlen=COST_SAMPLES))

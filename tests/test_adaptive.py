@@ -884,3 +884,30 @@ def test_a_replys_losses_count_against_its_cost_probes() -> None:
             c.record(3, 0, 0, plain)
             c.observe(3, accepted=rng.random() < 0.6)
     assert probes_in_the_red and set(probes_in_the_red) == {1}, probes_in_the_red
+
+
+def test_a_short_match_risks_what_the_replys_losses_left_but_a_copy_keeps_its_allowance() -> None:
+    # Short matches priced as usually right (acceptance carried from a copy) that the reply keeps
+    # getting wrong: once what they lost passes the first draft's allowance, a short match drafts
+    # one token at most. A copy offered in that reply still risks its allowance (a copy in the red
+    # is bounded by the halving per break instead): losses elsewhere must not hold a copy that
+    # begins late to one-token drafts.
+    flat = {1: 0.010, 2: 0.011, 4: 0.012, 8: 0.014, 16: 0.018, 32: 0.026, 64: 0.042}  # rows cheap
+    c = DraftLengthController(k_max=63)
+    c.seed({"step_s": {str(n): s for n, s in flat.items()}})
+    c.record(3, 0, 0, flat[1])
+    c.begin_reply()
+
+    def verify(rows: int) -> float:
+        return float(np.interp(rows, sorted(flat), [flat[n] for n in sorted(flat)]))
+
+    allowance = verify(5) - flat[1]
+    lost, lengths = 0.0, []
+    while lost <= allowance:
+        k = c.choose(available=20, bucket=3, match_len=3)
+        assert k > 0, lengths  # priced as paying: drafted until the losses tell
+        lengths.append(k)
+        c.record(3, k, 0, verify(k + 1), learn=False)  # wrong at its first token
+        lost += verify(k + 1) - flat[1]
+    assert c.choose(available=20, bucket=3, match_len=3) <= 1, lengths
+    assert c.choose(available=63, bucket=5, match_len=40) > 1
