@@ -184,6 +184,11 @@ class LlamaRunner:
         markers); off for what a person or a document wrote (engine.chat.tokenize_chat)."""
         return list(self.model.tokenize(text.encode("utf-8"), add_bos=add_special, special=parse_special))
 
+    def token_text(self, token: int) -> str:
+        """A token's text as the model file stores it ("<bos>", "<|im_end|>"): what a chat template
+        writes for it."""
+        return bytes(self._llama.llama_vocab_get_text(self.vocab, token)).decode("utf-8", errors="replace")
+
     def token_bytes(self, token: int) -> bytes:
         """The bytes a token stands for (control tokens: none). Cached: the hot loop asks often."""
         cached = self._piece_cache.get(token)

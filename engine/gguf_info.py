@@ -139,6 +139,13 @@ class GGUFInfo:
         return len(self.tokens) or self.vocab_size
 
 
+def with_vocabulary(info: GGUFInfo) -> GGUFInfo:
+    """`info` with its vocabulary's texts: read again where it was read without them (a pair's
+    check compares them; a process that loads one model reads its header without them, 0.1-0.2 s
+    less of every start with a 262k vocabulary)."""
+    return info if info.tokens or not info.vocab_size else read_gguf_info(info.path)
+
+
 _U64 = struct.Struct("<Q")
 
 # Bounds on what a header may ask for, checked before anything is allocated. Real files sit far

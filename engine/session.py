@@ -23,7 +23,7 @@ from engine.costcache import CostCache, cost_key, pair_key
 from engine.drafters import ModelDrafter, NgramDrafter
 from engine.errors import PromptTooLongError, TandemError
 from engine.events import Event, Finished, Speculation
-from engine.gguf_info import GGUFInfo, read_gguf_info
+from engine.gguf_info import GGUFInfo, read_gguf_info, with_vocabulary
 from engine.pairing import check_pair
 from engine.policy import DraftPolicy
 from engine.speculative import SpeculativeDecoder
@@ -53,7 +53,7 @@ class Engine:
         self.config = config
         self.draft_refused: TandemError | None = None
         self.n_threads = config.n_threads or default_threads()
-        self.info_target: GGUFInfo = read_gguf_info(config.target_path)
+        self.info_target: GGUFInfo = read_gguf_info(config.target_path, with_tokens=False)
         # Never more context than the model was trained for (quality falls apart past it).
         n_ctx_train = self.info_target.context_length
         self.n_ctx = min(config.n_ctx, n_ctx_train) if n_ctx_train else config.n_ctx
@@ -209,7 +209,7 @@ class Engine:
         known = cache is not None and pair is not None and cache.knows_compatible(pair)
         info = read_gguf_info(draft, with_tokens=not known)
         if not known:
-            check_pair(self.info_target, info)
+            check_pair(with_vocabulary(self.info_target), info)
             if cache is not None and pair is not None:
                 cache.remember_compatible(pair)
         return info
@@ -321,6 +321,12 @@ class Engine:
     def has_chat_template(self) -> bool:
         return self.info_target.chat_template is not None
 
+    def _token_text(self, key: str) -> str:
+        """The text of a special token named in the metadata (BOS, EOS), or "" (from the loaded
+        model: the header is read without its vocabulary's texts)."""
+        i = self.info_target.metadata.get(key)
+        return self.target.token_text(i) if isinstance(i, int) and 0 <= i < self.info_target.n_vocab else ""
+
     def format_chat(self, messages: list[dict[str, str]]) -> str:
         """The conversation in the model's own chat template, ending where the reply starts."""
         if self._chat_formatter is None:
@@ -331,13 +337,13 @@ class Engine:
 
             self._chat_formatter = Jinja2ChatFormatter(
                 template,
-                eos_token=_token_text(self.info_target, "tokenizer.ggml.eos_token_id"),
-                bos_token=_token_text(self.info_target, "tokenizer.ggml.bos_token_id"),
+                eos_token=self._token_text("tokenizer.ggml.eos_token_id"),
+                bos_token=self._token_text("tokenizer.ggml.bos_token_id"),
             )
         prompt: str = self._chat_formatter(messages=messages).prompt
         # The template writes BOS itself; where tokenize() adds BOS too, keep one. (Not otherwise:
         # SmolLM2's BOS is its <|im_start|>, which its template writes and its tokenizer does not add.)
-        bos = _token_text(self.info_target, "tokenizer.ggml.bos_token_id")
+        bos = self._token_text("tokenizer.ggml.bos_token_id")
         if bos and prompt.startswith(bos) and self.adds_bos:
             prompt = prompt[len(bos) :]
         return prompt
@@ -457,12 +463,6 @@ class Engine:
             self.target.close()
         finally:
             closing.join()
-
-
-def _token_text(info: GGUFInfo, key: str) -> str:
-    """The text of a special token named in the metadata (BOS, EOS), or ""."""
-    i = info.metadata.get(key)
-    return info.tokens[i] if isinstance(i, int) and 0 <= i < len(info.tokens) else ""
 
 
 class _DraftCheck:

@@ -3,6 +3,7 @@ a real engine (tiny generated models). Moved here from the worker's tests with t
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -113,5 +114,21 @@ def test_a_reply_decodes_the_prompts_tokens_without_tokenizing_it_again(
         assert isinstance(first, Finished) and isinstance(second, Finished)
         assert (first.text, first.stop_reason) == (second.text, second.stop_reason)
         assert first.stats.n_prompt_tokens == built.n_tokens
+    finally:
+        engine.close()
+
+
+def test_a_templates_bos_and_eos_are_the_model_files_texts(tiny_target: Path) -> None:
+    # The target's header is read without its vocabulary's texts (0.1-0.2 s of every start with a
+    # 262k vocabulary); a chat template's bos_token and eos_token come from the loaded model.
+    engine = Engine(config(str(tiny_target), n_ctx=512))
+    try:
+        assert engine.info_target.tokens == ()  # not read
+        template = "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{{ eos_token }}{% endfor %}"
+        engine.info_target = dataclasses.replace(
+            engine.info_target, metadata={**engine.info_target.metadata, "tokenizer.chat_template": template}
+        )
+        # BOS is the tokenizer's to add (add_bos_token): the template's own is dropped, EOS kept.
+        assert engine.format_chat([{"role": "user", "content": "hi"}]) == "hi<|eos|>"
     finally:
         engine.close()
