@@ -38,8 +38,7 @@ class LoopGuard:
         self._periods = np.arange(1, max_period + 1)
         # What the tail must reach, per period: max(min_repeats * p, min_span) tokens; as a run
         # (tokens equal to the one p before), that less p.
-        self._needed = np.maximum(min_repeats * self._periods, min_span)
-        self._run_needed = self._needed - self._periods
+        self._run_needed = np.maximum(min_repeats * self._periods, min_span) - self._periods
         self.reset()
 
     def reset(self) -> None:
@@ -60,9 +59,10 @@ class LoopGuard:
         self._run *= same
         ring[j] = token
         self._n += 1
-        if not (self._run >= self._run_needed).any():
+        looped = self._run >= self._run_needed
+        if not looped.any():
             return False
-        self.period = int(np.argmax(self._run >= self._run_needed)) + 1
+        self.period = int(np.argmax(looped)) + 1
         return True
 
     def tokens_before_loop(self, tokens: list[int]) -> int:
@@ -73,7 +73,7 @@ class LoopGuard:
         draft: ~0.2 ms here); the guard itself is left as it was."""
         k = len(tokens)
         # A tail grows by one token at most a token: most drafts cannot reach a loop at all.
-        if k == 0 or not np.any(self._run + self._periods + k >= self._needed):
+        if k == 0 or not np.any(self._run + k >= self._run_needed):
             return k
         size = len(self._ring)
         seen = self._ring[(self._n - size + np.arange(size)) % size]  # the last tokens, oldest first
@@ -84,7 +84,7 @@ class LoopGuard:
         # Per period, the last drafted token that broke its run so far (-1: none has).
         broken_at = np.maximum.accumulate(np.where(same, -1, at), axis=1)
         run = np.where(broken_at < 0, self._run[:, None] + at + 1, at - broken_at)
-        looped = np.nonzero((run + periods >= self._needed[:, None]).any(axis=0))[0]
+        looped = np.nonzero((run >= self._run_needed[:, None]).any(axis=0))[0]
         return int(looped[0]) + 1 if looped.size else k
 
 
