@@ -539,6 +539,13 @@ class DraftLengthController:
         timed here (see "A short match" above _SHORT_STREAK)?"""
         return bucket not in COPY_KINDS and not self._costs_drafting(bucket)
 
+    def _short_match_rate(self, bucket: int) -> float:
+        """A short match's acceptance as its drafts are priced: until this reply has drafted its
+        kind, or copied, no more than its prior (see "Until a reply" above _SHORT_STREAK)."""
+        if not (bucket in self._drafted_kinds or self._copy_drafted):
+            return min(self.acceptance(bucket), _PRIOR_ACCEPT[bucket])
+        return self._bucket(bucket).rate()
+
     def _explore_limit(self) -> int:
         """Never draft far past the largest batch measured (engine.costs.VerifyCosts.explore_limit)."""
         return self.costs.explore_limit()
@@ -577,21 +584,30 @@ class DraftLengthController:
         if self._short_streak >= _SHORT_STREAK:
             timed = self.k_max  # the reply repeats itself: its short matches explored as a copy's
         for available, bucket in offers:
-            if timed <= 0 and self._short_match(bucket):
+            short = self._short_match(bucket)
+            if timed <= 0 and short:
                 continue  # (before the limits below: the common case in open text, every step)
+            rates = None
+            if short:
+                # The ramp and the risk limit only shorten a draft: where no length within the
+                # others beats a plain step, none within them does (most steps of open text).
+                outer = min(available, self._explore_limit(), timed)
+                rates = self.expected_rates(outer, bucket, self._short_match_rate(bucket))
+                if float(rates[1:].max(initial=0.0)) <= rates[0]:
+                    continue
             reach = limit = min(
                 available, self._explore_limit(), self._ramp_limit(bucket), self._risk_limit(bucket)
             )
-            if self._short_match(bucket):  # chosen only where its batch was timed, explored past it
+            if rates is not None:  # a short match: chosen only where its batch was timed, explored past it
                 limit = min(limit, timed)
-            survival = self._survival(bucket, limit)
-            first_copy = survival is None and bucket in COPY_KINDS and not self._copy_drafted
-            prior = max(self.acceptance(bucket), _PRIOR_ACCEPT[bucket]) if first_copy else None
-            if self._costs_drafting(bucket):
-                prior = self._model_rate()
-            elif self._short_match(bucket) and not (bucket in self._drafted_kinds or self._copy_drafted):
-                prior = min(self.acceptance(bucket), _PRIOR_ACCEPT[bucket])  # no evidence of this reply's
-            rates = self.expected_rates(limit, bucket, prior, survival)
+                rates = rates[: limit + 1]
+            else:
+                survival = self._survival(bucket, limit)
+                first_copy = survival is None and bucket in COPY_KINDS and not self._copy_drafted
+                prior = max(self.acceptance(bucket), _PRIOR_ACCEPT[bucket]) if first_copy else None
+                if self._costs_drafting(bucket):
+                    prior = self._model_rate()
+                rates = self.expected_rates(limit, bucket, prior, survival)
             k = 1 + int(np.argmax(rates[1:]))
             if rates[k] > rates[0] and (best is None or rates[k] > best[0]):
                 best, best_rates = (float(rates[k]), k, bucket, limit, reach), rates
@@ -626,17 +642,21 @@ class DraftLengthController:
                 return self._probe(*probe)
         # Observations re-measure a free offer's acceptance, not what drafting it costs: a verify
         # batch once timed on a busy moment would keep an offer that is usually right from ever
-        # being drafted. Such an offer gets a
-        # probe now and then, a reply's first draft length (a batch size this short is cheap to
-        # be wrong about, and timed afresh). _plain_steps counts the plain steps since one was
+        # being drafted. Such an offer gets a probe now and then, a reply's first draft length
+        # (a batch size this short is cheap to be wrong about, and timed afresh), once a process
+        # for each size: a size this process's steps have timed is priced as it costs now (its
+        # price is the lowest of its last timings, so one busy moment does not raise it), and in
+        # text where such offers are right 60% of the time each further probe lost half a plain
+        # step (mixed work: 12 a reply). _plain_steps counts the plain steps since one was
         # drafted: no probe above resets it where offers are observed and there is no model.
         if self._observes and model is None and self._plain_steps >= _COST_PROBE_STEPS:
             available, bucket = max(offers, key=lambda offer: self.acceptance(offer[1]))
             if self.acceptance(bucket) >= _COST_PROBE_ACCEPTANCE:
                 self._plain_steps = 0
-                self.probing = True
-                limit = self._risk_limit(bucket, probe=True)
-                return min(available, self._explore_limit(), _RAMP_FIRST, limit), bucket
+                k = min(available, self._explore_limit(), _RAMP_FIRST, self._risk_limit(bucket, probe=True))
+                if k + 1 not in self.costs.live:  # (a size this process has timed is priced as it is now)
+                    self.probing = True
+                    return k, bucket
         return 0, 0
 
     @staticmethod

@@ -24,6 +24,7 @@ SLOPE_FLOOR = 0.25  # a measured slope past the largest size is at least this sh
 # Drafts go at most this many times past the largest batch measured: twice where nothing says
 # what one more row costs, four times where a slope is measured (see explore_limit).
 EXPLORE_FACTOR, EXPLORE_FACTOR_SLOPE = 2, 4
+_CURVE_ROWS = 128  # costs() computes at least this far (longer drafts are sliced from it)
 TRUSTED_SAMPLES = 3  # a size's median is its usual cost (the guard's cap) once timed this often
 
 
@@ -34,9 +35,7 @@ class VerifyCosts:
     low: dict[int, float] = field(default_factory=dict)  # rows -> lowest of samples (prices)
     live: set[int] = field(default_factory=set)  # sizes measured by steps of this process
     _arrays: tuple[np.ndarray, np.ndarray] | None = None  # `low` as sorted arrays (cache)
-    _curves: dict[int, np.ndarray] = field(
-        default_factory=dict, compare=False, repr=False
-    )  # costs(n_max) while `low` holds
+    _curve: np.ndarray | None = field(default=None, compare=False, repr=False)  # costs() while `low` holds
 
     def add(self, n_rows: int, seconds: float) -> None:
         samples = self.samples.setdefault(n_rows, deque(maxlen=COST_SAMPLES))
@@ -46,7 +45,7 @@ class VerifyCosts:
         if self.low.get(n_rows) != low:  # prices follow `low` alone (most steps leave it as it was)
             self.low[n_rows] = low
             self._arrays = None
-            self._curves.clear()
+            self._curve = None
 
     @property
     def plain_s(self) -> float | None:
@@ -100,13 +99,14 @@ class VerifyCosts:
     def costs(self, n_max: int) -> np.ndarray:
         """cost(n) for n = 0..n_max in one go (index 0 unused): the hot path asks for a whole
         range every step, where a Python loop over it cost ~0.4 ms a step. Kept until `low`
-        changes (read-only: the controller asks for it 3-5 times a step)."""
-        cached = self._curves.get(n_max)
-        if cached is not None:
-            return cached
-        ns = np.arange(n_max + 1, dtype=np.float64)
+        changes, at least _CURVE_ROWS long (read-only: the controller asks for it 3-5 times a
+        step, for different lengths)."""
+        cached = self._curve
+        if cached is not None and len(cached) > n_max:
+            return cached[: n_max + 1]
+        ns = np.arange(max(n_max, _CURVE_ROWS) + 1, dtype=np.float64)
         if not self.low:
-            prior: np.ndarray = 1.0 + PRIOR_SLOPE * (ns - 1)
+            prior: np.ndarray = 1.0 + PRIOR_SLOPE * (ns[: n_max + 1] - 1)
             return prior
         if self._arrays is None:
             sizes = np.array(sorted(self.low), dtype=np.float64)
@@ -118,8 +118,8 @@ class VerifyCosts:
         out[below] = costs[0] / (1 + PRIOR_SLOPE * (lo - ns[below]))
         out[above] = costs[-1] + self.row_cost_beyond() * (ns[above] - hi)
         out.setflags(write=False)
-        self._curves[n_max] = out
-        return out
+        self._curve = out
+        return out[: n_max + 1]
 
     def explore_limit(self) -> int:
         """The longest draft worth its batch's guess: an unmeasured size is a guess, and a guess

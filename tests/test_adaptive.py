@@ -911,3 +911,74 @@ def test_a_short_match_risks_what_the_replys_losses_left_but_a_copy_keeps_its_al
         lost += verify(k + 1) - flat[1]
     assert c.choose(available=20, bucket=3, match_len=3) <= 1, lengths
     assert c.choose(available=63, bucket=5, match_len=40) > 1
+
+
+# Verify batches on this EPYC (2 cores, AVX-512 build, Gemma 3 270M Q4_K_M), the lowest of the
+# idle calibration's timings: a second row costs 0.9 of a plain step.
+EPYC = {1: 0.0119, 2: 0.0224, 3: 0.0256, 4: 0.0341, 8: 0.0464, 16: 0.0713, 32: 0.14, 64: 0.237}
+
+
+def epyc_verify(rows: int) -> float:
+    sizes = sorted(EPYC)
+    return float(np.interp(rows, sizes, [EPYC[n] for n in sizes]))
+
+
+def _mixed_reply(c: DraftLengthController, right: float, steps: int, seed: int) -> tuple[float, int]:
+    """A reply of short matches right at each token with chance `right` (a CSV written as a table):
+    (its seconds less plain decoding's for the tokens it emitted, how many drafts it ran)."""
+    rng = np.random.default_rng(seed)
+    c.begin_reply()
+    lost, drafts = 0.0, 0
+    for _ in range(steps):
+        k = c.choose(available=20, bucket=3, match_len=3)
+        if k:
+            kept = 0
+            while kept < k and rng.random() < right:
+                kept += 1
+            step = epyc_verify(k + 1)
+            c.record(3, k, kept, step)
+            lost += step - (kept + 1) * EPYC[1]
+            drafts += 1
+        else:
+            c.record(3, 0, 0, EPYC[1])
+            c.observe(3, accepted=bool(rng.random() < right))
+    return lost, drafts
+
+
+def test_short_matches_right_two_times_in_three_lose_next_to_nothing_where_a_second_row_costs_a_plain_step() -> (
+    None
+):
+    # Mixed work warmed (2026-12-06): short matches right ~65% of the time, observed between
+    # drafts; a right 1-token draft saves 1.5 ms here, a wrong one loses 10.5. What such a reply
+    # loses against plain decoding over 250 steps stays within three plain steps (a cost probe
+    # every _COST_PROBE_STEPS, each a coin flip for one of them, lost up to 65 ms).
+    lost = []
+    for seed in range(5):
+        c = DraftLengthController(k_max=63)
+        c.seed({"step_s": {str(n): s for n, s in EPYC.items()}, "acceptance": {"3": [50.0, 50.0]}})
+        c.record(3, 0, 0, EPYC[1])
+        c._drafted_kinds.add(3)  # the reply drafted this kind already (its first was priced at its prior)
+        lost.append(_mixed_reply(c, right=0.65, steps=250, seed=seed)[0])
+    assert max(lost) <= 3 * EPYC[1], lost
+
+
+def test_a_cost_probe_times_a_size_once_a_process() -> None:
+    # An observed offer usually right that is not drafted gets a cost probe every
+    # _COST_PROBE_STEPS, to time its batch afresh (a busy moment's timing must not price it out for
+    # good). A size this process's steps have timed has its price already: no probe again.
+    c = DraftLengthController(k_max=63)
+    c.seed({"step_s": {str(n): s for n, s in EPYC.items()}})
+    c.record(3, 0, 0, EPYC[1])
+    c.begin_reply()
+    rng = np.random.default_rng(1)
+    probes = []
+    for step in range(400):
+        k = c.choose(available=20, bucket=3, match_len=3)
+        if k and c.probing:
+            probes.append((step, k))
+        if k:
+            c.record(3, k, 0, epyc_verify(k + 1))
+        else:
+            c.record(3, 0, 0, EPYC[1])
+            c.observe(3, accepted=bool(rng.random() < 0.6))
+    assert len(probes) == 1 and probes[0][1] == 1, probes

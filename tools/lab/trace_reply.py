@@ -4,7 +4,7 @@ step's wall time and the controller's limits. Answers "why is this reply slower 
     python -m tools.lab.trace_reply warm HOME                 # a warmed home, as `tandem bench` makes it
     python -m tools.lab.trace_reply run PROMPT_NAME [HOME]    # HOME absent: a first use (empty home)
 
-TRACE_MAX_TOKENS sets the reply's length (256), TRACE_DRAFT the drafter (ngram), TRACE_TEXT=1
+TRACE_MAX_TOKENS sets the reply's length (256), TRACE_DRAFT the drafter (ngram), TRACE_DRAFT_MAX the longest draft, TRACE_TEXT=1
 prints the reply's text, TRACE_PROMPTS names a JSONL file of more prompts (the bench's format).
 
 Prints one line a step (match length after the step, drafted, kept, the step's ms and llama.cpp's
@@ -102,6 +102,7 @@ def run(name: str, home: str | None, max_tokens: int = 256) -> None:
             f"{r.counters.n_steps:3d} gen={r.counters.n_generated:3d} L={text.match_len if text else 0:4d} "
             f"offer={last_offer[0]:2d} {last_offer[1]} k={k:2d} kept={kept:2d} {dt * 1000:6.1f}ms (llama {llama * 1000:6.1f}) "
             f"ramp={c._ramp if c else 0:2d} saved={saved_s * 1000:6.1f}ms broke={int(c._broke) if c else 0}"
+            f"{' probe' if c and c.probing else ''}"
         )
 
     def time_first(self, prompt, max_tokens, cancel):
@@ -135,6 +136,8 @@ def run(name: str, home: str | None, max_tokens: int = 256) -> None:
         str(prompt_file),
     ]
     argv += ["--max-tokens", str(max_tokens), "--json"]
+    if os.environ.get("TRACE_DRAFT_MAX"):
+        argv += ["--draft-max", os.environ["TRACE_DRAFT_MAX"]]
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out):
