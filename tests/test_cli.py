@@ -190,6 +190,8 @@ def test_bench_runs_side_by_side(tiny_target: Path, tmp_path: Path) -> None:
         assert all(v > 0 for v in row["server_tokens_per_s"].values())
         assert row["first_use_vs_server"] > 0 and row["warmed_vs_server"] > 0
         assert row["best_server"][0] in row["server_tokens_per_s"]
+        # The best kind's share of the ceiling: what k times it asks of Tandem's share.
+        assert row["server_of_ceiling"] > 0
     assert 0 <= row["copied"] <= 1 and 0 <= row["looped"] <= 1  # a copy prompt's plain reply is checked
     assert len(report["ttft_s"]) == 3
     text = out.read_text()

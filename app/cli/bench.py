@@ -905,6 +905,7 @@ def summarize(
                 "warmed_vs_server": r.warmed_vs_server,
                 "first_use_of_ceiling": r.of_ceiling_at(r.first_use_tokens_per_s),
                 "warmed_of_ceiling": r.of_ceiling_at(r.warmed_tokens_per_s),
+                "server_of_ceiling": r.of_ceiling_at(r.best_server[1] if r.best_server else None),
                 "process_speedup": r.process_speedup,
             }
             for r in results
@@ -999,10 +1000,10 @@ def to_markdown(report: dict[str, object]) -> str:
             "earlier reply and the machine's batches timed, as the window leaves it). llama-server "
             "(same build) at each `--spec-type` default, a fresh server a reply.",
             "",
-            "| prompt | " + " | ".join(SERVER_KINDS) + " | best kind | Tandem first use | first / best "
-            "| of ceiling | Tandem warmed | warmed / best | of ceiling | best kind's text = plain "
-            "| first use: prefill s / whole s | warmed: prefill s / whole s |",
-            "|---|" + "---|" * len(SERVER_KINDS) + "---|---|---|---|---|---|---|---|---|---|",
+            "| prompt | " + " | ".join(SERVER_KINDS) + " | best kind | of ceiling | Tandem first use "
+            "| first / best | of ceiling | Tandem warmed | warmed / best | of ceiling "
+            "| best kind's text = plain | first use: prefill s / whole s | warmed: prefill s / whole s |",
+            "|---|" + "---|" * len(SERVER_KINDS) + "---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in prompts:
             if not r.get("best_server"):
@@ -1013,7 +1014,7 @@ def to_markdown(report: dict[str, object]) -> str:
             kind, best = r["best_server"]
             lines.append(
                 f"| {r['name']} | " + " | ".join(cells) + f" | {kind} {best:.1f} | "
-                f"{_fmt(r['first_use_tokens_per_s'], '.1f')} | {_fmt(r['first_use_vs_server'], '.2f', 'x')} | "
+                f"{_fmt(r.get('server_of_ceiling'), '.0%')} | {_fmt(r['first_use_tokens_per_s'], '.1f')} | {_fmt(r['first_use_vs_server'], '.2f', 'x')} | "
                 f"{_fmt(r['first_use_of_ceiling'], '.0%')} | {_fmt(r['warmed_tokens_per_s'], '.1f')} | "
                 f"{_fmt(r['warmed_vs_server'], '.2f', 'x')} | {_fmt(r['warmed_of_ceiling'], '.0%')} | "
                 f"{same[r.get('server_same_text')]} | {_fmt(r.get('first_use_prefill_s'))} / "
@@ -1028,7 +1029,9 @@ def to_markdown(report: dict[str, object]) -> str:
             f"{_fmt(report.get('median_warmed_vs_server'), '.2f', 'x')} "  # type: ignore[arg-type]
             f"(lowest {_fmt(report.get('min_warmed_vs_server'), '.2f', 'x')}). (n/m): drafted tokens "  # type: ignore[arg-type]
             "accepted of drafted. Of ceiling: the process's decode speed over the plain process's, "
-            "as a share of the ceiling measured in the same run. A first use's prefill includes timing "
+            "as a share of the ceiling measured in the same run (for the best kind: its speed over "
+            "the plain process's; k times the best kind needs k times its share). A first use's "
+            "prefill includes timing "
             "a few verify batch sizes once (engine.adaptive.FIRST_REPLY_SIZES).",
         ]
     batch_ms = [r.get("batch_ms") or {} for r in prompts]
