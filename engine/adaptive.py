@@ -583,6 +583,7 @@ class DraftLengthController:
         timed = max(self.costs.low, default=1) - 1  # the longest draft whose batch was timed
         if self._short_streak >= _SHORT_STREAK:
             timed = self.k_max  # the reply repeats itself: its short matches explored as a copy's
+        explore = self._explore_limit()  # (the same for every offer)
         for available, bucket in offers:
             short = self._short_match(bucket)
             if timed <= 0 and short:
@@ -591,13 +592,11 @@ class DraftLengthController:
             if short:
                 # The ramp and the risk limit only shorten a draft: where no length within the
                 # others beats a plain step, none within them does (most steps of open text).
-                outer = min(available, self._explore_limit(), timed)
+                outer = min(available, explore, timed)
                 rates = self.expected_rates(outer, bucket, self._short_match_rate(bucket))
                 if float(rates[1:].max(initial=0.0)) <= rates[0]:
                     continue
-            reach = limit = min(
-                available, self._explore_limit(), self._ramp_limit(bucket), self._risk_limit(bucket)
-            )
+            reach = limit = min(available, explore, self._ramp_limit(bucket), self._risk_limit(bucket))
             if rates is not None:  # a short match: chosen only where its batch was timed, explored past it
                 limit = min(limit, timed)
                 rates = rates[: limit + 1]

@@ -4,8 +4,9 @@ step's wall time and the controller's limits. Answers "why is this reply slower 
     python -m tools.lab.trace_reply warm HOME                 # a warmed home, as `tandem bench` makes it
     python -m tools.lab.trace_reply run PROMPT_NAME [HOME]    # HOME absent: a first use (empty home)
 
-TRACE_MAX_TOKENS sets the reply's length (256), TRACE_DRAFT the drafter (ngram), TRACE_DRAFT_MAX the longest draft, TRACE_TEXT=1
-prints the reply's text, TRACE_PROMPTS names a JSONL file of more prompts (the bench's format).
+TRACE_MAX_TOKENS sets the reply's length (256), TRACE_DRAFT the drafter (ngram), TRACE_DRAFT_MAX
+the longest draft, TRACE_TEXT=1 prints the reply's text, TRACE_PROMPTS names a JSONL file of more
+prompts (the bench's format).
 
 Prints one line a step (match length after the step, drafted, kept, the step's ms and llama.cpp's
 part of it, the ramp, what the reply had saved before the step) and the reply's decode tok/s, to
