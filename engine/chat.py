@@ -644,7 +644,7 @@ def remember_exchanges(engine: ChatEngine, exchanges: Sequence[tuple[str, str]])
 
 # A repetition penalty lowers exactly the tokens a copy of a document needs. With SPARE_DOCUMENTS,
 # where a reply's prompt holds attached documents the penalty spares every token that occurs in
-# them. Off: measured on SmolLM2-135M (docs/documents.md), sparing them did not make the chat's
+# them. Off: measured on SmolLM2-135M (docs/user/documents.md), sparing them did not make the chat's
 # sampled replies copy more and made them repeat themselves more (18% of 6-grams against 1%).
 # Either way the sampler is applied exactly to every drafted position: the text is the target's.
 SPARE_DOCUMENTS = False

@@ -5,7 +5,7 @@
     tandem models check --pair NAME [--measure]
 
 Both read the hub's JSON API and GGUF headers only (HTTP Range requests): they never download a
-model (docs/pair-doctor.md). `--measure` times stand-ins of the pair's shape here
+model (docs/user/pair-doctor.md). `--measure` times stand-ins of the pair's shape here
 (app/library/measure.py). The parser and the other `models` commands are in app/cli/cli_models.py.
 """
 
