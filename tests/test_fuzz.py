@@ -27,6 +27,7 @@ from engine.gguf_info import read_gguf_header
 FUZZ = settings(
     max_examples=150,
     deadline=None,
+    database=None,  # no .hypothesis/ folder in the checkout (a failure prints its example to rerun)
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 

@@ -1,0 +1,106 @@
+"""engine/costs.py on its own: what a verify batch of n rows costs, as the draft-length controller
+prices it (before, tested only through the controller). Pure numbers: no model, no process."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.costs import (
+    COST_SAMPLES,
+    EXPLORE_FACTOR,
+    EXPLORE_FACTOR_SLOPE,
+    PRIOR_SLOPE,
+    SLOPE_FLOOR,
+    TRUSTED_SAMPLES,
+    VerifyCosts,
+)
+
+
+def costs_of(timings: dict[int, float]) -> VerifyCosts:
+    c = VerifyCosts()
+    for n, s in timings.items():
+        c.add(n, s)
+    return c
+
+
+def test_a_size_is_priced_at_its_lowest_recent_timing_and_guarded_at_its_median() -> None:
+    c = VerifyCosts()
+    for s in (0.030, 0.010, 0.050):
+        c.add(4, s)
+    assert c.low[4] == 0.010  # a busy machine only slows a step down: the lowest is the price
+    assert c.median[4] == 0.030  # what a step usually costs (the throughput guard's cap)
+    assert c.cost(4) == 0.010
+    for _ in range(COST_SAMPLES):  # the fast timing falls out of the last few
+        c.add(4, 0.040)
+    assert c.low[4] == 0.040 and len(c.samples[4]) == COST_SAMPLES
+
+
+def test_a_plain_step_and_a_usual_cost_are_unknown_until_timed_often_enough() -> None:
+    c = VerifyCosts()
+    assert c.plain_s is None and c.usual(1) is None
+    c.add(1, 0.02)
+    assert c.plain_s == 0.02
+    assert c.usual(1) is None  # one timing is no usual cost yet
+    for _ in range(TRUSTED_SAMPLES - 1):
+        c.add(1, 0.02)
+    assert c.usual(1) == 0.02
+    assert c.untimed([1, 2, 8]) == [2, 8]
+
+
+def test_nothing_measured_prices_each_row_at_the_prior_slope() -> None:
+    c = VerifyCosts()
+    assert c.cost(1) == 1.0
+    assert c.cost(11) == pytest.approx(1.0 + PRIOR_SLOPE * 10)
+    assert list(c.costs(3)[1:]) == pytest.approx([1.0, 1.0 + PRIOR_SLOPE, 1.0 + 2 * PRIOR_SLOPE])
+    assert c.explore_limit() == 1  # no draft longer than one row before anything is timed
+
+
+def test_between_measured_sizes_the_cost_is_linear_and_below_the_smallest_it_is_cheaper() -> None:
+    c = costs_of({2: 0.020, 6: 0.060})
+    assert c.cost(4) == pytest.approx(0.040)  # halfway
+    assert c.cost(3) == pytest.approx(0.030)
+    assert c.cost(1) == pytest.approx(0.020 / (1 + PRIOR_SLOPE))  # below the smallest: the prior's shape
+
+
+def test_past_the_largest_size_each_row_costs_the_measured_slope_at_least_the_floor() -> None:
+    # No pair of sizes SLOPE_MIN_ROWS or more apart by half: PRIOR_SLOPE of the largest batch a row.
+    c = costs_of({1: 0.010, 2: 0.012})
+    assert c.row_cost_beyond() == pytest.approx(PRIOR_SLOPE * 0.012)
+    assert c.cost(5) == pytest.approx(0.012 + 3 * PRIOR_SLOPE * 0.012)
+    # 4 and 8 rows measured: one more row costs their slope.
+    c = costs_of({4: 0.040, 8: 0.080})
+    assert c.row_cost_beyond() == pytest.approx(0.010)
+    assert c.cost(10) == pytest.approx(0.100)
+    # A slope from noisy timings that comes out too low is raised to the floor.
+    c = costs_of({4: 0.079, 8: 0.080})
+    assert c.row_cost_beyond() == pytest.approx(SLOPE_FLOOR * 0.080 / 8)
+
+
+def test_the_whole_curve_is_each_size_priced_alone_and_follows_a_new_timing() -> None:
+    c = costs_of({1: 0.010, 4: 0.016, 8: 0.030, 16: 0.055})
+    curve = c.costs(40)
+    assert len(curve) == 41
+    assert list(curve[1:]) == pytest.approx([c.cost(n) for n in range(1, 41)])
+    with pytest.raises(ValueError):
+        curve[3] = 0.0  # read-only: the controller reads it several times a step
+    assert c.costs(20) is not None and np.shares_memory(c.costs(20), c.costs(40))  # sliced, not made again
+    c.add(8, 0.020)  # a faster timing of 8 rows changes the price, and the curve with it
+    assert c.costs(40)[8] == pytest.approx(0.020)
+    c.add(8, 0.090)  # a slower one leaves the lowest as it was
+    assert c.costs(40)[8] == pytest.approx(0.020)
+
+
+def test_drafts_explore_two_or_four_times_past_the_largest_size_timed() -> None:
+    assert costs_of({1: 0.01, 3: 0.02}).explore_limit() == EXPLORE_FACTOR * 3
+    # 4 rows is at most half of 8 and SLOPE_MIN_ROWS or more: what one more row costs is known.
+    assert costs_of({1: 0.01, 4: 0.02, 8: 0.03}).explore_limit() == EXPLORE_FACTOR_SLOPE * 8
+
+
+def test_the_prices_kept_in_the_cost_cache_seed_the_next_process_alike() -> None:
+    c = costs_of({1: 0.010, 4: 0.016, 16: 0.055})
+    kept = c.export()
+    assert kept == {"1": 0.010, "4": 0.016, "16": 0.055}
+    again = VerifyCosts()
+    again.seed(kept)
+    assert again.low == c.low and [again.cost(n) for n in range(1, 30)] == [c.cost(n) for n in range(1, 30)]
