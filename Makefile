@@ -1,4 +1,5 @@
-# Tandem: `make run` starts the app, `make test` runs every test. Both set up .venv first.
+# Tandem: `make run` starts the app, `make test` runs every test (`make test-fast`: the quick ones).
+# Each sets up .venv first.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -42,7 +43,7 @@ TOOLS_CACHE := $(HOME)/.cache/tandem/tools/llama-cpp-python-$(LLAMA_CPP_VERSION)
 STAMP := $(VENV)/.tandem-setup-$(LLAMA_FLAGS_ID)
 export QT_API := pyside6
 
-.PHONY: setup run test lint bench screenshot screenshots package install-desktop clean
+.PHONY: setup run test test-fast lint bench bench-lab screenshot screenshots package install-desktop clean
 
 setup: $(STAMP)
 
@@ -87,30 +88,44 @@ run: setup
 test: setup
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider
 
+# The quick loop (about a minute): no subprocess, worker process, server or real window (tests
+# marked `slow`, pyproject.toml); `make test` runs them all.
+test-fast: setup
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider -m "not slow"
+
 lint: setup
 	$(VENV)/bin/ruff check engine app ui tests tools
 	$(VENV)/bin/ruff format --check engine app ui tests tools
 	$(VENV)/bin/mypy
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_architecture.py  # import contracts
 
-# Side-by-side speed, every ratio measured in one run (README, Speed). Decode and whole-process
-# (`tandem generate` timed from outside) tables; peers: llama-cpp-python's prompt lookup and
-# llama.cpp's llama-lookup. n-gram on the embedded model (256 tokens; then 32-token replies with
-# nothing to copy), then draft models: a pair that cannot pay (F16 target + its Q4_K_M) and one
-# that can (the F16 made costly with 72 zero-output layers + the Q4_K_M), greedy and sampled.
-# Reports land in bench-*.md. Run nothing else meanwhile: 2 busy cores halve every figure.
-BENCH := $(VENV)/bin/tandem bench
+# How much faster it is here (README, Speed): `tandem bench`, plain against sped up on the built-in
+# prompts, the embedded model with n-gram drafts; the report lands in bench.md. Run nothing else
+# meanwhile: 2 busy cores halve every figure. BENCH_MODEL=... BENCH_DRAFT=... choose another pair.
+BENCH_MODEL ?= default
+BENCH_DRAFT ?= ngram
 bench: setup
-	$(BENCH) --model default --draft ngram --max-tokens 256 --repeat 2 --out bench-ngram.md
-	$(BENCH) --model default --draft ngram --max-tokens 32 --sets qa,writing --no-peer --no-lookup --turns 0 --out bench-ngram-short.md
-	$(BENCH) --model default --draft ngram --max-tokens 128 --sets code,qa,writing --again --turns 0 --out bench-ngram-again.md
-	$(BENCH) --model default --draft ngram --max-tokens 128 --sets code,qa,writing --again --temperature 0.8 --turns 0 --out bench-ngram-again-t08.md
-	$(BENCH) --model default-f16 --draft default --max-tokens 128 --sets copy,qa,writing --turns 0 --out bench-draft-cannot-pay.md
-	$(BENCH) --model default-f16 --draft default --max-tokens 128 --sets copy,qa,writing --turns 0 --temperature 0.8 --out bench-draft-cannot-pay-t08.md
-	$(BENCH) --model default-costly --draft default --max-tokens 512 --sets copy,qa,writing --turns 0 --out bench-draft-can-pay.md
-	$(BENCH) --model default-costly --draft default --max-tokens 512 --sets copy,qa --turns 0 --model-drafts-only --out bench-draft-can-pay-model-only.md
-	$(BENCH) --model default-costly --draft default --max-tokens 512 --sets copy,qa --turns 0 --temperature 0.8 --out bench-draft-can-pay-t08.md
-	$(BENCH) --model default-costly --draft default --max-tokens 32 --sets qa,writing --turns 0 --out bench-draft-short.md
+	$(VENV)/bin/tandem bench --model $(BENCH_MODEL) --draft $(BENCH_DRAFT) --out bench.md
+
+# The maintainers' comparison (tools/lab/bench.py), every ratio measured in one run. Decode and
+# whole-process (`tandem generate` timed from outside) tables; peers: llama-cpp-python's prompt
+# lookup, llama.cpp's llama-lookup and llama-server's n-gram kinds. n-gram on the embedded model
+# (256 tokens; then 32-token replies with nothing to copy), then draft models: a pair that cannot
+# pay (the lab's F16 target + its Q4_K_M) and one that can (the F16 made costly with 72 zero-output
+# layers + the Q4_K_M), greedy and sampled. Reports land in bench-*.md; then the window's stall
+# benchmark. Run nothing else meanwhile.
+BENCH_LAB := $(PY) -m tools.lab.bench
+bench-lab: setup
+	$(BENCH_LAB) --model default --draft ngram --max-tokens 256 --repeat 2 --out bench-ngram.md
+	$(BENCH_LAB) --model default --draft ngram --max-tokens 32 --sets qa,writing --no-peer --no-lookup --turns 0 --out bench-ngram-short.md
+	$(BENCH_LAB) --model default --draft ngram --max-tokens 128 --sets code,qa,writing --again --turns 0 --out bench-ngram-again.md
+	$(BENCH_LAB) --model default --draft ngram --max-tokens 128 --sets code,qa,writing --again --temperature 0.8 --turns 0 --out bench-ngram-again-t08.md
+	$(BENCH_LAB) --model default-f16 --draft default --max-tokens 128 --sets copy,qa,writing --turns 0 --out bench-draft-cannot-pay.md
+	$(BENCH_LAB) --model default-f16 --draft default --max-tokens 128 --sets copy,qa,writing --turns 0 --temperature 0.8 --out bench-draft-cannot-pay-t08.md
+	$(BENCH_LAB) --model default-costly --draft default --max-tokens 512 --sets copy,qa,writing --turns 0 --out bench-draft-can-pay.md
+	$(BENCH_LAB) --model default-costly --draft default --max-tokens 512 --sets copy,qa --turns 0 --model-drafts-only --out bench-draft-can-pay-model-only.md
+	$(BENCH_LAB) --model default-costly --draft default --max-tokens 512 --sets copy,qa --turns 0 --temperature 0.8 --out bench-draft-can-pay-t08.md
+	$(BENCH_LAB) --model default-costly --draft default --max-tokens 32 --sets qa,writing --turns 0 --out bench-draft-short.md
 	-test -f tools/bench_gui.py && QT_QPA_PLATFORM=offscreen $(PY) -m tools.bench_gui
 
 screenshot: setup

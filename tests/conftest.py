@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import ast
+import functools
 import gc
+import inspect
 import os
-from collections.abc import Iterator
+import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -26,6 +32,56 @@ immortalize_singletons()
 # a collection in a test server's thread freed a Qt object there and crashed the session.
 THRESHOLD = gc.get_threshold()
 gc.disable()
+
+
+# -- `slow`: what `make test-fast` leaves out ------------------------------------------------------
+# A test is slow when it (or a fixture it uses, or a helper of its module it calls) starts a process
+# (`tandem`, the lab, a worker, a server) or the real window, or reads the real Gemma model. Marked
+# here from the source, so a new test is sorted without anyone remembering to; `@pytest.mark.slow`
+# marks one by hand.
+SLOW_WORDS = (
+    "subprocess", "Popen", "tandem(", "lab(", "WorkerProcess", "ServeProcess", "EngineController",
+    "MainWindow", "open_window", "multiprocessing",
+)  # fmt: skip
+SLOW_FIXTURES = {"gemma_dir", "gemma_q4", "gemma_f16"}
+
+
+@functools.cache
+def _starts_something(func: Callable[..., Any], module: ModuleType | None) -> bool:
+    try:
+        source = textwrap.dedent(inspect.getsource(func))
+    except (OSError, TypeError):
+        return False
+    if any(word in source for word in SLOW_WORDS):
+        return True
+    if module is None:
+        return False
+    called = {
+        n.func.id
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
+    helpers = (getattr(module, name, None) for name in called - {getattr(func, "__name__", "")})
+    return any(
+        inspect.isfunction(h) and h.__module__ == module.__name__ and _starts_something(h, module)
+        for h in helpers
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if not isinstance(item, pytest.Function) or item.get_closest_marker("slow"):
+            continue
+        fixtures = item._fixtureinfo.name2fixturedefs  # the fixtures this test uses, by name
+        funcs = [(item.function, item.module)] + [
+            (d.func, inspect.getmodule(d.func)) for defs in fixtures.values() for d in defs
+        ]
+        if (
+            item.get_closest_marker("gemma")
+            or SLOW_FIXTURES & set(item.fixturenames)
+            or any(_starts_something(f, m) for f, m in funcs)
+        ):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
@@ -155,7 +211,7 @@ def gemma_q4(gemma_dir: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def gemma_f16(gemma_dir: Path) -> Path:
-    from app.library.default_model import ensure_default_f16
+    from tools.lab.models import ensure_default_f16  # a lab model (the product names none)
 
     return ensure_default_f16(gemma_dir)
 

@@ -519,7 +519,9 @@ def class_size(cls: ast.ClassDef, docstrings: set[int]) -> tuple[int, int, int]:
     """(lines of code, methods, fields) of a class: fields are its annotated names (a dataclass's)
     and every `self.x` a method assigns."""
     methods = [n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    fields = {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    fields = {
+        n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+    }
     for node in (n for m in methods for n in ast.walk(m)):
         targets = node.targets if isinstance(node, ast.Assign) else []
         if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
@@ -569,7 +571,11 @@ def test_no_class_is_too_big_to_hold_in_mind_but_those_with_a_reason() -> None:
     over = {
         k: v for k, v in sizes.items() if v[0] > MAX_CLASS_LINES or v[1] > MAX_METHODS or v[2] > MAX_FIELDS
     }
-    bad = [f"{k}: {v[0]} lines, {v[1]} methods, {v[2]} fields" for k, v in sorted(over.items()) if k not in CLASS_WAIVERS]
+    bad = [
+        f"{k}: {v[0]} lines, {v[1]} methods, {v[2]} fields"
+        for k, v in sorted(over.items())
+        if k not in CLASS_WAIVERS
+    ]
     assert not bad, (
         f"a class over {MAX_CLASS_LINES} lines of code, {MAX_METHODS} methods or {MAX_FIELDS} fields: "
         "split it by job, or give the reason in CLASS_WAIVERS:\n" + "\n".join(bad)

@@ -143,7 +143,11 @@ def test_the_worker_times_batches_while_idle_and_a_request_is_answered_meanwhile
         # Sent at once after the load, as the window sends a message that waited for the model:
         # answered first; the batches are timed once the worker has been idle a moment.
         w.send(ReplyRequest(1, (ChatTurn("user", "count one two three"),), max_tokens=16))
-        assert isinstance(inbox.wait_event(Finished), Finished)
+        finished = inbox.wait_event(Finished)
+        assert isinstance(finished, Finished) and finished.stats.n_generated > 0
+        # Answered before the idle timing, not after it: when the reply is in, the cost cache
+        # holds at most what the reply's own steps timed, never every size yet.
+        assert not set(CALIBRATION_SIZES) <= timed_sizes(cache)
         wait_until(lambda: set(CALIBRATION_SIZES) <= timed_sizes(cache), 60, "the batches timed while idle")
     finally:
         w.shutdown()

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from app.library.documents import (
     read_document,
     with_documents,
 )
+from tests.cli_process import tandem
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -245,15 +244,6 @@ def test_kv_cache_size_per_token_from_a_header() -> None:
 # -- the command line -----------------------------------------------------------------------------
 
 
-def tandem(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("TANDEM_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "app.main", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env,
-    )  # fmt: skip
-
-
 def test_each_bad_file_ends_the_command_with_one_sentence(bad_files, tiny_target: Path) -> None:  # type: ignore[no-untyped-def]
     cases = [c for c in bad_files if c != "unreadable" or os.geteuid() != 0]
     for case in cases:
@@ -332,7 +322,7 @@ def test_attached_documents_reach_the_model(tmp_path: Path, tiny_target: Path) -
 
 
 def test_the_documents_set_is_real_files_made_into_chat_prompts(tiny_target: Path) -> None:
-    from app.cli.bench import copy_and_loop_shares, load_prompts, render_prompt
+    from app.cli.bench import load_prompts, render_prompt
     from engine.config import EngineConfig
     from engine.session import Engine
 
@@ -349,12 +339,7 @@ def test_the_documents_set_is_real_files_made_into_chat_prompts(tiny_target: Pat
             )
     finally:
         engine.close()
-    # A reply that copies, one that loops, one that does neither.
-    source = list(range(100, 140))
-    assert copy_and_loop_shares(tuple(source[5:25]), source) == (1.0, 0.0)
-    copied, looped = copy_and_loop_shares((1, 2, 3, 4, 5, 6, 7, 8) * 4, source)
-    assert copied == 0.0 and looped > 0.7
-    assert copy_and_loop_shares(tuple(range(500, 520)), source) == (0.0, 0.0)
+    # Whether a reply copied, looped or neither: the lab bench's (tests/test_lab_bench.py).
 
 
 def test_the_chat_penalty_spares_the_documents_tokens(tiny_target: Path) -> None:
@@ -373,37 +358,3 @@ def test_the_chat_penalty_spares_the_documents_tokens(tiny_target: Path) -> None
         assert not set(engine.tokenize("Copy it.", add_special=False)) <= exempt
     finally:
         engine.close()
-
-
-def test_the_bench_runs_the_documents_set_and_says_what_the_model_did(
-    tiny_target: Path, tmp_path: Path
-) -> None:
-    import json
-
-    prompts = tmp_path / "p.jsonl"
-    prompts.write_text(
-        json.dumps(
-            {
-                "set": "documents",
-                "name": "doc-copy",
-                "documents": ["documents/mit.txt"],
-                "request": "Copy it.",
-            }
-        )
-        + "\n"
-    )
-    out = tmp_path / "report.md"
-    r = tandem(
-        "bench", "--model", str(tiny_target), "--draft", "ngram", "--prompts", str(prompts), "--max-tokens", "16",
-        "--turns", "0", "--no-peer", "--no-lookup", "--no-process", "--temperature", "0.7", "--repeat-penalty",
-        "1.1", "--json", "--out", str(out),
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    report = json.loads(r.stdout.strip().splitlines()[-1])
-    (row,) = report["prompts"]
-    assert (
-        row["copied"] is not None and row["looped"] is not None and row["accepted_from_document"] is not None
-    )
-    text = out.read_text()
-    assert "repeat penalty 1.1" in text and "## Documents: does the model do the work" in text
-    assert "| doc-copy | 16 |" in text

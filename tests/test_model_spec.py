@@ -18,25 +18,9 @@ from app.settings import Settings
 from engine.config import PLAIN_DECODING, DraftChoice
 from engine.errors import ModelNotFoundError
 from engine.events import Speculation
+from tests.cli_process import last_error_line, tandem
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def tandem(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("TANDEM_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "app.main", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env,
-    )  # fmt: skip
-
-
-def last_error_line(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == EXIT_BAD_INPUT, result.stderr
-    assert "Traceback" not in result.stderr
-    line = result.stderr.strip().splitlines()[-1]
-    assert line.startswith("error: ")
-    return line
 
 
 @pytest.mark.parametrize(
@@ -45,8 +29,9 @@ def last_error_line(result: subprocess.CompletedProcess[str]) -> str:
         ("default", ModelSpec(Embedded.DEFAULT)),
         ("", ModelSpec(Embedded.DEFAULT)),
         (None, ModelSpec(Embedded.DEFAULT)),
-        ("default-f16", ModelSpec(Embedded.F16)),
-        ("default-costly", ModelSpec(Embedded.COSTLY)),
+        # The lab's models are the lab's names (tools/lab/models.py, tests/test_lab_bench.py): paths here.
+        ("default-f16", ModelSpec(None, "default-f16")),
+        ("default-costly", ModelSpec(None, "default-costly")),
         ("/models/a.gguf", ModelSpec(None, "/models/a.gguf")),
         ("defaults.gguf", ModelSpec(None, "defaults.gguf")),
     ],

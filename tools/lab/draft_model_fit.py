@@ -3,7 +3,7 @@ teacher-forced over it. Answers "which draft lengths pay for this pair on this m
 
     python -m tools.lab.draft_model_fit TARGET DRAFT PROMPT_NAME|@FILE [MAX_TOKENS]
 
-TARGET and DRAFT as `tandem generate --model` takes them (`default-costly`, `default`, a path).
+TARGET and DRAFT as the lab bench takes them (`default-costly`, `default`, a path: tools/lab/models.py).
 Greedy drafting is exact to simulate from one plain reply: a draft's accepted prefix is the run
 of positions where the draft model's argmax (given the target's own text so far) is the
 target's token. It prints the verify costs t(n) and the draft's cost per token measured here,
@@ -25,10 +25,10 @@ import numpy as np
 
 
 def _runner(spec: str) -> Any:
-    from app.cli.options import resolve_model
     from engine.backend import LlamaRunner
+    from tools.lab.models import lab_model
 
-    return LlamaRunner(resolve_model(spec), n_ctx=2048, n_threads=2)
+    return LlamaRunner(lab_model(spec), n_ctx=2048, n_threads=2)
 
 
 def _prompt(name: str) -> str:
