@@ -26,6 +26,9 @@ SLOPE_FLOOR = 0.25  # a measured slope past the largest size is at least this sh
 EXPLORE_FACTOR, EXPLORE_FACTOR_SLOPE = 2, 4
 _CURVE_ROWS = 128  # costs() computes at least this far (longer drafts are sliced from it)
 TRUSTED_SAMPLES = 3  # a size's median is its usual cost (the guard's cap) once timed this often
+CALIBRATION_SIZES = (*range(1, 9), *range(16, 65, 8))  # verify batches timed while idle (Engine.calibrate)
+FIRST_REPLY_SIZES = (1, 4, 16, 64)  # timed once by a first reply on a machine never timed...
+FIRST_REPLY_MIN_TOKENS = 128  # ...where the reply may run this long (shorter ones cannot repay it)
 
 
 @dataclass
@@ -56,8 +59,22 @@ class VerifyCosts:
         """What an n_rows step usually costs: the median of its timings, once trusted."""
         return self.median[n_rows] if len(self.samples.get(n_rows, ())) >= TRUSTED_SAMPLES else None
 
+    @property
+    def plain_tokens_per_s(self) -> float | None:
+        """Plain decoding's speed on this machine now: one token per 1-row step, as measured."""
+        s = self.median.get(1)
+        return 1.0 / s if s else None
+
     def untimed(self, sizes: Iterable[int]) -> list[int]:
+        """Those of these sizes with no timing yet (none in this process, none from the cache)."""
         return [n for n in sizes if n not in self.low]
+
+    def first_reply_sizes(self, largest: int, max_tokens: int) -> list[int]:
+        """FIRST_REPLY_SIZES up to `largest` rows not timed, where nothing beyond a plain step is
+        timed and the reply may run long enough to repay the timing (FIRST_REPLY_MIN_TOKENS)."""
+        if max_tokens < FIRST_REPLY_MIN_TOKENS or any(n > 1 for n in self.low):
+            return []
+        return self.untimed(n for n in FIRST_REPLY_SIZES if n <= largest)
 
     def cost(self, n_rows: int) -> float:
         """Seconds for a step that verifies n_rows. Small batches are far from linear on real

@@ -97,8 +97,8 @@ class NgramDrafter:
     MEMORY_MIN = 4  # an earlier segment's match shorter than this is a short match like any other
 
     @staticmethod
-    def bucket(match_len: int) -> DrafterKind:
-        """Acceptance statistics are kept per class of match length: longer matches draft better.
+    def kind_of(match_len: int) -> DrafterKind:
+        """Acceptance is learned per kind of match length: longer matches draft better.
         Copying (16 tokens or more matched) is nearly always right, where a recurring phrase of
         5-15 tokens often continues otherwise in fresh text."""
         if match_len <= 1:
@@ -110,7 +110,7 @@ class NgramDrafter:
         return DrafterKind.PHRASE if match_len < NgramDrafter.COPY_MATCH else DrafterKind.COPY
 
     @staticmethod
-    def memory_bucket(match_len: int) -> DrafterKind:
+    def memory_kind_of(match_len: int) -> DrafterKind:
         return DrafterKind.MEMORY_COPY if match_len >= NgramDrafter.COPY_MATCH else DrafterKind.MEMORY_PHRASE
 
     def __init__(self, index: TextIndex | None = None) -> None:
@@ -188,10 +188,10 @@ class NgramDrafter:
         self.offer_at = at
         if at < 0 and n >= self.MEMORY_MIN:
             self.offer_source = DraftSource.MEMORY
-            return tokens, self.memory_bucket(n)
+            return tokens, self.memory_kind_of(n)
         in_document = any(a <= at < b for a, b in self.document_spans)
         self.offer_source = DraftSource.DOCUMENT if in_document else DraftSource.TEXT
-        return tokens, self.bucket(n)
+        return tokens, self.kind_of(n)
 
 
 class ModelDrafter:

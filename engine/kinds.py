@@ -1,18 +1,19 @@
 """What drafted a step's tokens, and on what evidence: the kinds acceptance is learned per.
 
-Below the drafters and the controller alike: a drafter says which kind its offer is, the
-controller prices it by that kind's acceptance. Integers because the cost cache stores
-acceptance under them (engine/costcache.py, format unchanged).
+Below the drafters and the controller alike: a drafter says which kind its offer is (an Offer),
+the controller prices it by that kind's acceptance and answers with a Choice. Integers because
+the cost cache stores acceptance under them (engine/costcache.py, format unchanged).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum
 
 
 class DrafterKind(IntEnum):
     """An n-gram match is as good as it is long; a match of 16 tokens or more is text being copied
-    (engine.drafters.NgramDrafter.bucket), and matches in earlier replies are kept apart from
+    (engine.drafters.NgramDrafter.kind_of), and matches in earlier replies are kept apart from
     matches in the text so far (engine.text_index)."""
 
     MODEL = 0  # a draft model (costs a decode per drafted token; every other kind is free)
@@ -41,3 +42,22 @@ PRIOR_ACCEPT: dict[int, float] = {
     DrafterKind.MEMORY_PHRASE: 0.5,
     DrafterKind.MEMORY_COPY: 0.95,
 }
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What a drafter can draft this step: its kind and how many tokens."""
+
+    kind: DrafterKind
+    available: int
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A step's draft length and the kind of the offer it drafts from (k 0: a plain step)."""
+
+    k: int
+    kind: DrafterKind = DrafterKind.MODEL
+
+
+PLAIN = Choice(0)

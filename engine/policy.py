@@ -16,24 +16,10 @@ import numpy as np
 
 from engine.adaptive import DraftLengthController
 from engine.config import SamplingParams
+from engine.copies import CopyTrail
 from engine.drafters import Draft, ModelDrafter, NgramDrafter
 from engine.events import DraftingState, DraftSource, Speculation
-from engine.kinds import COPY_KINDS, MEMORY_KINDS, DrafterKind
-
-# A copy that an edit broke goes on where its source went on: a later match whose continuation lies
-# where that copy's source has reached since (as far as the reply has advanced, give or take
-# _RESUME_SLACK tokens for the edit's own length), within _RESUME_WITHIN tokens of where the copy
-# last agreed, is that copy resumed, at its age (how far its source has run), not a short match
-# in fresh text. Only a copy that ran _RESUME_AGE tokens or more is resumed (a document copied
-# with a word changed; short copies in edits of short texts break again as often as not: SmolLM2's
-# replies), only while the reply's copies have broken _RESUME_BREAKS times at most (edits that keep
-# breaking them are not worth a copy's price), and a match of fewer than _RESUME_MIN tokens there
-# is a common token, not evidence.
-_RESUME_SLACK = 8
-_RESUME_WITHIN = 32
-_RESUME_MIN = 2
-_RESUME_AGE = 32
-_RESUME_BREAKS = 1
+from engine.kinds import COPY_KINDS, DrafterKind, Offer
 
 
 @dataclass(frozen=True)
@@ -56,7 +42,7 @@ def _one_off_s(drafter: ModelDrafter, controller: DraftLengthController, read_s:
     """A draft model's one-off cost to a reply now: the wait for its load (none once loaded; a
     load begun beside the target's is mostly done, engine.loading) and reading text that took
     the target read_s."""
-    load_left_s = drafter.load_left_s(controller.draft_load_s or 0.0)
+    load_left_s = drafter.load_left_s(controller.draft.load_s or 0.0)
     return controller.one_off_draft_s(read_s, loaded=True) + load_left_s
 
 
@@ -85,9 +71,8 @@ class DraftPolicy:
         # This step's text offer was copying: a draft model's draft then does not count toward
         # its acceptance (DraftLengthController.record's learn).
         self._text_copying = False
-        # The reply's copy at its last offer: where its continuation started in ctx, len(ctx)
-        # then, and its age (see _RESUME_SLACK); None before the reply copies.
-        self._trail: tuple[int, int, int] | None = None
+        # The reply's copy at its last offer, resumed after an edit (engine.copies.CopyTrail).
+        self._trail = CopyTrail()
 
     @property
     def speculation(self) -> Speculation:
@@ -131,15 +116,15 @@ class DraftPolicy:
         # the first drafting step starts on time.
         spent_s = drafter.prefill(prompt)
         if (load_s := drafter.take_load_s()) is not None:
-            controller.note_draft_load(load_s)
+            controller.draft.note_load(load_s)
         n_read, read_s = drafter.last_read
-        controller.note_draft_prefill(read_s, n_read, target_read_s, n_target_read)
+        controller.draft.note_prefill(read_s, n_read, target_read_s, n_target_read)
         return spent_s
 
     def start(self, ctx: list[int], document_spans: tuple[tuple[int, int], ...] = ()) -> None:
         """The reply's text begins (ctx: the prompt, extended in place as tokens are emitted;
         document_spans: its [start, end) ranges holding attached documents)."""
-        self._trail = None
+        self._trail.clear()
         if self._speculating and self.text is not None:
             self.text.begin(ctx, document_spans, self._use_memory)
 
@@ -147,22 +132,13 @@ class DraftPolicy:
         self, text: NgramDrafter, ctx: list[int], k_max: int
     ) -> tuple[list[int], DrafterKind, int]:
         """The text's offer: its candidates, kind and match length, a resumed copy's as a copy's
-        (see _RESUME_SLACK)."""
+        (engine.copies.CopyTrail)."""
         candidates, kind = text.offer(ctx, k_max, self._use_memory)
-        match_len, at, trail = text.match_len, text.offer_at, self._trail
-        if candidates and kind not in COPY_KINDS and match_len >= _RESUME_MIN and trail is not None:
-            trail_at, trail_end, trail_age = trail
-            advanced = len(ctx) - trail_end
-            if (
-                trail_age >= _RESUME_AGE
-                and (self.controller is None or self.controller.copy_breaks <= _RESUME_BREAKS)
-                and advanced <= _RESUME_WITHIN
-                and trail_at - _RESUME_SLACK <= at <= trail_at + advanced + _RESUME_SLACK
-            ):
-                kind = DrafterKind.MEMORY_COPY if kind in MEMORY_KINDS else DrafterKind.COPY
-                match_len = trail_age + max(0, at - trail_at)
-        if candidates and kind in COPY_KINDS:
-            self._trail = at, len(ctx), match_len
+        match_len, at = text.match_len, text.offer_at
+        if candidates:
+            breaks = 0 if self.controller is None else round(self.controller.copies.reply_breaks)
+            kind, match_len = self._trail.resume(kind, match_len, at, len(ctx), breaks)
+            self._trail.offered(kind, at, len(ctx), match_len)
         return candidates, kind, match_len
 
     def starts_copying(self, ctx: list[int]) -> bool:
@@ -206,11 +182,11 @@ class DraftPolicy:
         matched: list[int] = []
         text_kind = DrafterKind.MODEL
         match_len = 0
-        offers: list[tuple[int, int]] = []
+        offers: list[Offer] = []
         if self.text is not None:
             matched, text_kind, match_len = self._text_offer(self.text, ctx, min(controller.k_max, room))
             if matched:
-                offers.append((len(matched), text_kind))
+                offers.append(Offer(text_kind, len(matched)))
                 self._text_copying = text_kind in COPY_KINDS
         one_off, model_pays = None, False
         if self._use_model and drafter.load_error is None:
@@ -223,9 +199,9 @@ class DraftPolicy:
                 one_off = _one_off_s(drafter, controller, controller.target_read_s(unseen))
             model_pays = one_off is None or controller.pays_back(room, one_off)
             if model_pays or not offers:
-                offers.insert(0, (min(controller.k_max, room), DrafterKind.MODEL))
-        k, chosen = controller.choose_among(offers, match_len if matched else 0)
-        kind = DrafterKind(chosen)  # (compared by identity below)
+                offers.insert(0, Offer(DrafterKind.MODEL, min(controller.k_max, room)))
+        choice = controller.choose_among(offers, match_len if matched else 0)
+        k, kind = choice.k, choice.kind
         if matched and (k <= 0 or kind is DrafterKind.MODEL):
             self._unused_offer = matched[0], text_kind
         if k <= 0:
@@ -245,7 +221,7 @@ class DraftPolicy:
             ctx, k, params, rng, controller.acceptance(0) if controller.adaptive else None
         )
         if (load_s := drafter.take_load_s()) is not None:
-            controller.note_draft_load(load_s)
+            controller.draft.note_load(load_s)
         return Proposal(draft, DrafterKind.MODEL, DraftSource.MODEL)
 
     def learn(
@@ -261,10 +237,8 @@ class DraftPolicy:
             offered, offer_kind = self._unused_offer
             controller.observe(offer_kind, first_emitted == offered)
         draft = proposal.draft
-        if self._trail is not None and proposal.kind in COPY_KINDS and draft.tokens:
-            # The copy agreed this far: its source has reached that far too.
-            at, end, age = self._trail
-            self._trail = at + n_accepted, end + n_accepted, age + n_accepted
+        if proposal.kind in COPY_KINDS and draft.tokens:
+            self._trail.agreed(n_accepted)
         controller.record(
             proposal.kind, len(draft.tokens), n_accepted, step_s, draft.draft_s, draft.first_s, draft.n_more,
             learn=proposal.kind is not DrafterKind.MODEL or not self._text_copying, timed=timed,

@@ -192,7 +192,7 @@ def calibrated(
     controller = DraftLengthController(K_MAX)
     if seed is not None:
         controller.seed(seed)
-    for n in controller.untimed(CALIBRATION_SIZES):
+    for n in controller.costs.untimed(CALIBRATION_SIZES):
         controller.note_timing(n, curve.verify_s(n) + python_scale * curve.row_ms * n / 1000)
     return controller.export()
 

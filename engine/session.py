@@ -252,7 +252,7 @@ class Engine:
         c = self._controller
         if c is None or not c.adaptive or self._calibration_off:
             return []
-        return c.untimed(n for n in CALIBRATION_SIZES if n <= min(c.k_max + 1, self.target.n_batch))
+        return c.costs.untimed(n for n in CALIBRATION_SIZES if n <= min(c.k_max + 1, self.target.n_batch))
 
     @property
     def calibration_due(self) -> bool:

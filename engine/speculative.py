@@ -336,7 +336,7 @@ class SpeculativeDecoder:
             ),
             note=policy.note(),
             note_kind=policy.note_kind(),
-            plain_tokens_per_s_est=controller.plain_tokens_per_s if controller is not None else None,
+            plain_tokens_per_s_est=controller.costs.plain_tokens_per_s if controller is not None else None,
         )
 
 

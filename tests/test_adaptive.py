@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.adaptive import FIRST_REPLY_MIN_TOKENS, LOSS_BUDGET_TOKENS, DraftLengthController
+from engine.adaptive import FIRST_REPLY_MIN_TOKENS, LOSS_BUDGET_TOKENS, Choice, DraftLengthController, Offer
+from engine.kinds import DrafterKind
 
 # Step costs measured on a 2-core CPU with Gemma 3 270M Q4_K_M (rows verified -> seconds).
 CPU_VERIFY = {1: 0.012, 2: 0.031, 4: 0.041, 8: 0.057, 16: 0.091, 32: 0.147}
@@ -32,11 +33,17 @@ def seeded(**kw: object) -> DraftLengthController:
     return c
 
 
+def pick(c: DraftLengthController, *offers: tuple[int, int]) -> tuple[int, int]:
+    """choose_among over (tokens available, kind) offers: (k, kind)."""
+    choice = c.choose_among([Offer(DrafterKind(kind), n) for n, kind in offers])
+    return choice.k, choice.kind
+
+
 def test_the_first_step_is_plain_where_no_plain_step_is_known() -> None:
     c = DraftLengthController(k_max=32)
-    assert c.choose(available=32, bucket=5) == 0  # the guard's reference, timed
+    assert c.choose(available=32, kind=5) == 0  # the guard's reference, timed
     c.record(5, 0, 0, CPU_VERIFY[1])
-    assert c.choose(available=32, bucket=5) > 0
+    assert c.choose(available=32, kind=5) > 0
 
 
 def test_a_cached_plain_step_is_timed_afresh_before_the_guard_suspends() -> None:
@@ -46,7 +53,7 @@ def test_a_cached_plain_step_is_timed_afresh_before_the_guard_suspends() -> None
     c.seed({"step_s": {}, "acceptance": {"5": [200.0, 200.0]}})
     choices = []
     for _ in range(50):
-        k = c.choose(available=32, bucket=5)
+        k = c.choose(available=32, kind=5)
         choices.append(k)
         if k == 0:
             break
@@ -54,7 +61,7 @@ def test_a_cached_plain_step_is_timed_afresh_before_the_guard_suspends() -> None
     assert choices[0] > 0 and choices[-1] == 0 and len(choices) > 3
     assert not c.suspended  # a plain step first, timed now...
     c.record(5, 0, 0, CPU_VERIFY[1])
-    k = c.choose(available=32, bucket=5)
+    k = c.choose(available=32, kind=5)
     c.record(5, k, 0, cpu_verify(k + 1), learn=False)
     assert c.suspended  # ...then the loss, judged against it, suspends the drafter
 
@@ -63,19 +70,19 @@ def test_long_drafts_when_everything_is_accepted() -> None:
     c = seeded(k_max=32)
     c.record(5, 0, 0, CPU_VERIFY[1])
     for _ in range(10):
-        k = c.choose(available=32, bucket=5)
+        k = c.choose(available=32, kind=5)
         c.record(5, k, k, cpu_verify(k + 1))
     assert c.acceptance(5) > 0.95
-    assert c.choose(available=32, bucket=5) >= 16
+    assert c.choose(available=32, kind=5) >= 16
 
 
 def test_falls_back_to_plain_when_drafts_are_rejected() -> None:
     c = seeded(k_max=32)
     c.record(1, 0, 0, CPU_VERIFY[1])
     for _ in range(10):
-        k = c.choose(available=8, bucket=1)
+        k = c.choose(available=8, kind=1)
         c.record(1, k, 0, CPU_VERIFY[8] if k > 4 else CPU_VERIFY[4] if k else CPU_VERIFY[1])
-    choices = [c.choose(available=8, bucket=1) for _ in range(100)]
+    choices = [c.choose(available=8, kind=1) for _ in range(100)]
     assert choices.count(0) >= 90  # plain decoding...
     assert any(choices)  # ...with a probe now and then, so the estimates can recover
 
@@ -131,7 +138,7 @@ def test_unmeasured_lengths_are_explored_step_by_step() -> None:
     lengths, largest = [], []
     for _ in range(12):
         largest.append(max(c.costs.median, default=1))
-        k = c.choose(available=64, bucket=5)
+        k = c.choose(available=64, kind=5)
         lengths.append(k)
         c.record(5, k, k, 0.02 * (1 + 0.1 * k))
     assert lengths[0] == 0
@@ -147,21 +154,21 @@ def test_a_short_match_drafts_only_at_timed_sizes_and_on_this_replys_evidence() 
     # not drafted on that guess, however its kind's prior prices it; a copy is.
     c = DraftLengthController(k_max=32)
     c.record(3, 0, 0, CPU_VERIFY[1])
-    assert [c.choose(available=8, bucket=bucket) for bucket in (1, 2, 3, 4, 6)] == [0] * 5
-    assert c.choose(available=32, bucket=5) > 0
+    assert [c.choose(available=8, kind=kind) for kind in (1, 2, 3, 4, 6)] == [0] * 5
+    assert c.choose(available=32, kind=5) > 0
     # Once this machine has timed batches, a short match is priced on them (and on CPU_VERIFY, at
     # its kinds' priors, still not drafted: a second row costs more than a 1-token match saves).
     d = seeded(k_max=32)
     d.record(3, 0, 0, CPU_VERIFY[1])
-    assert d.choose(available=8, bucket=1) == 0
+    assert d.choose(available=8, kind=1) == 0
     # What other text taught (a phrase always right in earlier replies) does not price a reply's
     # first phrase above its prior; once this reply has drafted one, the evidence counts.
     d.seed({"acceptance": {"4": [50.0, 50.0]}})
-    assert d.choose(available=8, bucket=4) == 0
+    assert d.choose(available=8, kind=4) == 0
     d.record(4, 3, 3, cpu_verify(4))
-    assert d.choose(available=8, bucket=4) > 0
+    assert d.choose(available=8, kind=4) > 0
     d.begin_reply()
-    assert d.choose(available=8, bucket=4) == 0
+    assert d.choose(available=8, kind=4) == 0
 
 
 def test_a_reply_that_repeats_itself_drafts_its_short_matches_on_a_first_use() -> None:
@@ -171,13 +178,13 @@ def test_a_reply_that_repeats_itself_drafts_its_short_matches_on_a_first_use() -
     c.record(4, 0, 0, CPU_VERIFY[1])
     lengths = []
     for _ in range(4):
-        lengths.append(c.choose(available=8, bucket=4))
+        lengths.append(c.choose(available=8, kind=4))
         c.observe(4, True)
     assert lengths == [0] * 4
-    assert c.choose(available=8, bucket=4) > 0
+    assert c.choose(available=8, kind=4) > 0
     c.observe(4, False)  # a wrong one ends the streak: its batch is a guess again
     c.begin_reply()
-    assert c.choose(available=8, bucket=4) == 0
+    assert c.choose(available=8, kind=4) == 0
 
 
 def simulate(
@@ -196,7 +203,7 @@ def simulate(
 
     spent, tokens = 0.0, 0
     for _ in range(n_steps):
-        k = c.choose(available=16, bucket=2)
+        k = c.choose(available=16, kind=2)
         n_acc = 0
         while n_acc < k and rng.random() < accept:
             n_acc += 1
@@ -219,7 +226,7 @@ def test_the_guard_drops_a_drafter_whose_cache_lies_within_the_loss_budget() -> 
     true = {1: 0.02}
     spent, tokens, plain = 0.0, 0, 0.0
     # Until the first suspension, the loss against plain decoding stays within the budget.
-    while c.n_suspensions == 0:
+    while c.guard.n_suspensions == 0:
         s, t, p = simulate(c, true, 0.2, 1, rng)
         spent, tokens, plain = spent + s, tokens + t, plain + p
         assert tokens < 2000
@@ -240,19 +247,19 @@ def test_one_stalled_step_does_not_suspend_a_drafter_that_pays() -> None:
     # stays on. The same stall every step is not a stall but the cost, and suspends it.
     c = seeded(k_max=32)
     c.record(5, 0, 0, CPU_VERIFY[1])
-    k = c.choose(available=32, bucket=5)
+    k = c.choose(available=32, kind=5)
     c.record(5, k, k, c.verify_cost(k + 1))
     c.record(5, 1, 1, 1.7)
     for _ in range(20):
-        k = c.choose(available=32, bucket=5)
+        k = c.choose(available=32, kind=5)
         assert k > 0
         c.record(5, k, k, c.verify_cost(k + 1))
-    assert c.n_suspensions == 0
+    assert c.guard.n_suspensions == 0
     slow = seeded(k_max=32)
     slow.record(5, 0, 0, CPU_VERIFY[1])
     for _ in range(5):
         slow.record(5, 1, 1, 1.7)
-    assert slow.n_suspensions >= 1
+    assert slow.guard.n_suspensions >= 1
 
 
 def test_after_a_suspension_a_failing_probe_costs_a_few_tokens_not_a_whole_budget() -> None:
@@ -263,8 +270,8 @@ def test_after_a_suspension_a_failing_probe_costs_a_few_tokens_not_a_whole_budge
     losing = CPU_VERIFY[1] * 1.5  # one draft, rejected: 1 token for 1.5 plain steps
 
     def steps_to_suspension() -> int:
-        before, n = c.n_suspensions, 0
-        while c.n_suspensions == before:
+        before, n = c.guard.n_suspensions, 0
+        while c.guard.n_suspensions == before:
             c.record(5, 1, 0, losing)
             n += 1
             assert n < 100
@@ -272,7 +279,7 @@ def test_after_a_suspension_a_failing_probe_costs_a_few_tokens_not_a_whole_budge
 
     assert steps_to_suspension() >= 32
     while c.suspended:
-        assert c.choose(available=16, bucket=5) == 0
+        assert c.choose(available=16, kind=5) == 0
     assert steps_to_suspension() <= 5
 
 
@@ -340,7 +347,7 @@ def test_speculation_that_pays_is_kept() -> None:
     cheap = {n: 0.02 * (1 + 0.08 * (n - 1)) for n in range(1, 18)}
     spent, tokens, plain = simulate(c, cheap, 0.8, 2000, np.random.default_rng(2))
     assert plain / spent > 2.0
-    assert c.n_suspensions == 0
+    assert c.guard.n_suspensions == 0
 
 
 def test_export_and_seed_round_trip() -> None:
@@ -350,7 +357,7 @@ def test_export_and_seed_round_trip() -> None:
     d = DraftLengthController(k_max=16, draft_costs_time=True)
     d.seed(c.export())
     assert d.verify_cost(3) == c.verify_cost(3)
-    assert d.draft_cost() == c.draft_cost()
+    assert d.draft.draft_ratio == c.draft.draft_ratio
     assert d.acceptance(0) == c.acceptance(0)
 
 
@@ -358,15 +365,15 @@ def test_vectorised_estimates_match_the_scalar_ones() -> None:
     for step_s in ({}, {"1": 1.0}, {"1": 1.0, "5": 3.0, "9": 4.0}, {"4": 2.0, "16": 3.0}):
         c = DraftLengthController(k_max=64, draft_costs_time=True)
         c.seed({"step_s": step_s, "draft_ratio": 0.3})
-        costs = c.verify_costs(40)
+        costs = c.costs.costs(40)
         assert np.allclose(costs[1:], [c.verify_cost(n) for n in range(1, 41)])
-        for bucket in (3, 0):
-            rates = c.expected_rates(30, bucket=bucket)
-            assert np.allclose(rates, [c.expected_rate(k, bucket=bucket) for k in range(31)])
+        for kind in (3, 0):
+            rates = c.expected_rates(30, kind=kind)
+            assert np.allclose(rates, [c.expected_rate(k, kind=kind) for k in range(31)])
         c.record(0, 0, 0, 1.0, draft_s=0.3)  # a draft model asked and refusing: a refusal rate
-        assert c.refusal_rate() > 0
-        rates = c.expected_rates(30, bucket=0)
-        assert np.allclose(rates, [c.expected_rate(k, bucket=0) for k in range(31)])
+        assert c.draft.refusal_rate() > 0
+        rates = c.expected_rates(30, kind=0)
+        assert np.allclose(rates, [c.expected_rate(k, kind=0) for k in range(31)])
 
 
 def test_a_one_off_cost_is_paid_only_where_the_reply_can_repay_it() -> None:
@@ -387,10 +394,10 @@ def test_a_one_off_cost_is_paid_only_where_the_reply_can_repay_it() -> None:
     assert not c.pays_back(16, one_off)
     # Once the draft's own prompt read is measured, that ratio stands in for the decode ratio:
     # a prefill-bound draft far cheaper than its decode ratio suggests is loaded sooner.
-    c.note_draft_prefill(0.002, 8, 0.1, 100)  # too short to time: ignored
+    c.draft.note_prefill(0.002, 8, 0.1, 100)  # too short to time: ignored
     assert c.one_off_draft_s(prompt_s=0.1) == one_off
-    c.note_draft_prefill(0.010, 100, 0.1, 100)  # a tenth of the target's cost per prompt token
-    c.note_draft_prefill(0.050, 100, 0.1, 100)  # a read on a busy moment: the lowest ratio stays
+    c.draft.note_prefill(0.010, 100, 0.1, 100)  # a tenth of the target's cost per prompt token
+    c.draft.note_prefill(0.050, 100, 0.1, 100)  # a read on a busy moment: the lowest ratio stays
     assert c.one_off_draft_s(prompt_s=1.0) == pytest.approx(0.5 + 0.1)
     assert c.export()["draft_prefill_ratio"] == pytest.approx(0.1)
     assert c.fresh().one_off_draft_s(prompt_s=1.0) == pytest.approx(0.6)
@@ -431,20 +438,20 @@ def test_a_draft_model_not_yet_judged_is_tried_where_a_long_reply_can_repay_it()
     assert c.pays_back(256, one_off)
     assert not c.pays_back(32, one_off)
     c.record(0, 0, 0, EPYC_COSTLY[1])
-    k, bucket = c.choose_among([(32, 0)])
-    assert bucket == 0 and k == 4  # the ramp's first draft
+    k, kind = pick(c, (32, 0))
+    assert kind == 0 and k == 4  # the ramp's first draft
     useless = c.fresh()
     for _ in range(6):  # accepted whole: long drafts, and the hope becomes the measure
-        k, _ = c.choose_among([(32, 0)])
+        k, _ = pick(c, (32, 0))
         c.record(0, k, k, epyc_costly(k + 1) + 0.3 * 0.039 * k, draft_s=0.3 * 0.039 * k)
-    assert c.choose_among([(32, 0)])[0] >= 8 and c.acceptance(0) > 0.9
+    assert pick(c, (32, 0))[0] >= 8 and c.acceptance(0) > 0.9
     # A useless draft: rejected at its first token, and the pair is no longer tried.
     useless.record(0, 0, 0, EPYC_COSTLY[1])
     for _ in range(3):
-        k, _ = useless.choose_among([(32, 0)])
+        k, _ = pick(useless, (32, 0))
         if k:
             useless.record(0, k, 0, epyc_costly(k + 1) + 0.3 * 0.039 * k, draft_s=0.3 * 0.039 * k)
-    assert useless.choose_among([(32, 0)])[0] == 0
+    assert pick(useless, (32, 0))[0] == 0
     assert not useless.pays_back(256, one_off)
 
 
@@ -457,14 +464,14 @@ def test_a_reply_starts_with_short_drafts_until_one_is_accepted_whole() -> None:
     c.begin_reply()
     lengths = []
     for _ in range(4):
-        k = c.choose(available=64, bucket=5)
+        k = c.choose(available=64, kind=5)
         lengths.append(k)
         c.record(5, k, k, cpu_verify(k + 1))
     assert lengths[0] <= 4
     assert lengths == sorted(lengths) and lengths[-1] >= 4 * lengths[0]
     # A rejection early on falls back to short drafts; a new reply starts short again.
     c.begin_reply()
-    assert c.choose(available=64, bucket=5) <= 4
+    assert c.choose(available=64, kind=5) <= 4
 
 
 # SmolLM2-135M on 2 AMD EPYC cores, AVX-512 build (tandem bench dev cost-curve): every verified row
@@ -498,17 +505,17 @@ def test_a_draft_risks_no_more_than_the_reply_has_saved() -> None:
     allowance = steep_verify(5) - plain  # what a first 4-token draft risks
     lengths = []
     for _ in range(6):
-        k = c.choose(available=63, bucket=5)
+        k = c.choose(available=63, kind=5)
         lengths.append(k)
         assert steep_verify(k + 1) - plain <= saved + allowance + 1e-9, (lengths, saved)
         c.record(5, k, k, steep_verify(k + 1))
         saved += (k + 1) * plain - steep_verify(k + 1)
     assert lengths[-1] > 2 * lengths[0]  # what copying saves, it may risk: drafts grow
     # A long draft rejected at its first token spends what was saved: the next one is short again.
-    k = c.choose(available=63, bucket=5)
+    k = c.choose(available=63, kind=5)
     c.record(5, k, 0, steep_verify(k + 1))
     saved += plain - steep_verify(k + 1)
-    assert steep_verify(c.choose(available=63, bucket=5) + 1) - plain <= max(saved, 0.0) + allowance + 1e-9
+    assert steep_verify(c.choose(available=63, kind=5) + 1) - plain <= max(saved, 0.0) + allowance + 1e-9
 
 
 def test_a_reply_in_the_red_whose_copies_keep_breaking_risks_half_as_much_each_time() -> None:
@@ -521,7 +528,7 @@ def test_a_reply_in_the_red_whose_copies_keep_breaking_risks_half_as_much_each_t
     allowance = steep_verify(5) - plain
     risked = []
     for breaks in range(3):
-        k = c.choose(available=63, bucket=5, match_len=5)
+        k = c.choose(available=63, kind=5, match_len=5)
         assert steep_verify(k + 1) - plain <= allowance * 0.5**breaks + 1e-9, (breaks, k)
         risked.append(steep_verify(k + 1) - plain)
         c.record(5, k, 0, steep_verify(k + 1))
@@ -551,7 +558,7 @@ def test_short_drafts_accepted_whole_release_the_limit_whatever_their_length() -
     c.begin_reply()
     for _ in range(2):
         c.record(5, 2, 2, CPU_VERIFY[4])
-    assert c._ramp == 32
+    assert c.budget.ramp == 32
 
 
 def test_a_drafts_first_decode_is_priced_apart_from_the_rest() -> None:
@@ -562,8 +569,8 @@ def test_a_drafts_first_decode_is_priced_apart_from_the_rest() -> None:
     for _ in range(20):
         c.record(0, 1, 1, 0.100 + 0.030, draft_s=0.030, draft_first_s=0.030, n_more=0)
         c.record(0, 8, 8, 0.200 + 0.030 + 7 * 0.015, draft_s=0.030 + 7 * 0.015, draft_first_s=0.030, n_more=7)
-    assert c.draft_first_cost() == pytest.approx(0.030, rel=0.05)
-    assert c.draft_cost() == pytest.approx(0.015, rel=0.05)
+    assert c.draft.draft_first_cost(c.verify_cost(1)) == pytest.approx(0.030, rel=0.05)
+    assert c.draft.draft_cost(c.verify_cost(1)) == pytest.approx(0.015, rel=0.05)
 
 
 def test_a_draft_models_acceptance_carries_into_the_next_process() -> None:
@@ -581,24 +588,24 @@ def test_a_draft_models_acceptance_carries_into_the_next_process() -> None:
 
 def test_beside_a_draft_model_a_long_text_match_drafts_for_free() -> None:
     # A draft model costing a twentieth of a plain step per token, right 95% of the time; an
-    # n-gram match in the text (bucket 5) that has been right every time costs nothing to draft:
-    # the match wins. A short match that is seldom right (bucket 1) loses to the model.
+    # n-gram match in the text (kind 5) that has been right every time costs nothing to draft:
+    # the match wins. A short match that is seldom right (kind 1) loses to the model.
     c = seeded(k_max=32, draft_costs_time=True)
     c.seed({"draft_ratio": 0.05, "acceptance": {"0": [95.0, 100.0], "5": [40.0, 40.0], "1": [1.0, 10.0]}})
     c.record(0, 0, 0, CPU_VERIFY[1])
     model = c.expected_rates(32, 0)[1:].max()
     lookup = c.expected_rates(32, 5)[1:].max()
     assert lookup > model  # the free drafts are priced free...
-    k, bucket = c.choose_among([(32, 0), (20, 5)])
-    assert bucket == 5 and 0 < k <= 20  # ...and chosen, no longer than the match
-    k, bucket = c.choose_among([(32, 0), (20, 1)])
-    assert bucket == 0 and k > 0
+    k, kind = pick(c, (32, 0), (20, 5))
+    assert kind == 5 and 0 < k <= 20  # ...and chosen, no longer than the match
+    k, kind = pick(c, (32, 0), (20, 1))
+    assert kind == 0 and k > 0
     # A draft model found too slow to ever pay is not run; the text's drafts still are.
     c.seed({"draft_ratio": 10.0, "draft_first_ratio": 10.0})
     assert c.never_pays
-    assert c.choose_among([(32, 0)]) == (0, 0)
-    k, bucket = c.choose_among([(32, 0), (20, 5)])
-    assert bucket == 5 and k > 0
+    assert c.choose_among([Offer(DrafterKind.MODEL, 32)]) == Choice(0)
+    k, kind = pick(c, (32, 0), (20, 5))
+    assert kind == 5 and k > 0
 
 
 def test_while_the_text_drafts_the_draft_model_is_still_probed_now_and_then() -> None:
@@ -610,15 +617,15 @@ def test_while_the_text_drafts_the_draft_model_is_still_probed_now_and_then() ->
     c.record(0, 0, 0, CPU_VERIFY[1])
     probes = []
     for step in range(300):
-        k, bucket = c.choose_among([(32, 0), (20, 5)])
+        k, kind = pick(c, (32, 0), (20, 5))
         if k == 0:  # a plain step now and then keeps the guard's reference fresh
             c.record(0, 0, 0, CPU_VERIFY[1])
-        elif bucket == 0:
+        elif kind == 0:
             assert c.probing and k <= 4
             probes.append(step)
             c.record(0, k, 0, 3 * CPU_VERIFY[4], 0.3 * k * CPU_VERIFY[1])  # all rejected
         else:
-            c.record(bucket, k, k, CPU_VERIFY[16])
+            c.record(kind, k, k, CPU_VERIFY[16])
     assert probes and probes[0] < 16
     assert len(probes) <= 7  # 8, 16, 32, 64, 64, ... steps apart
 
@@ -631,7 +638,7 @@ def test_free_offers_that_are_observed_are_not_probed() -> None:
     c.record(2, 0, 0, CPU_VERIFY[1])
     choices = []
     for i in range(300):
-        k = c.choose(available=8, bucket=2)
+        k = c.choose(available=8, kind=2)
         choices.append(k)
         c.record(2, k, 0, CPU_VERIFY[2] if k else CPU_VERIFY[1])
         if not k:
@@ -639,7 +646,7 @@ def test_free_offers_that_are_observed_are_not_probed() -> None:
     assert c.acceptance(2) < 0.3 and choices.count(0) >= 295 and not any(choices[10:])
     # When the text starts repeating itself, observations alone make it draft.
     n_observed = 0
-    while not c.choose(available=8, bucket=2) and n_observed < 40:
+    while not c.choose(available=8, kind=2) and n_observed < 40:
         c.record(2, 0, 0, CPU_VERIFY[1])
         c.observe(2, accepted=True)
         n_observed += 1
@@ -660,7 +667,7 @@ def test_longer_drafts_are_priced_from_what_a_row_more_costs() -> None:
     assert c.verify_cost(41) == pytest.approx(0.150 + 20 * (0.150 - 0.060) / (21 - 5))
     for _ in range(4):
         c.record(5, 20, 20, 0.150)
-    assert c.choose(available=63, bucket=5) > 21
+    assert c.choose(available=63, kind=5) > 21
     # A slope measured lower than a quarter of a row's average cost is taken as that (noise).
     flat = DraftLengthController(k_max=63)
     flat.seed({"step_s": {"1": 0.024, "10": 0.150, "20": 0.150}})
@@ -690,7 +697,7 @@ def test_an_observed_offer_that_is_usually_right_has_its_cost_measured_again() -
     c.record(5, 0, 0, CPU_VERIFY[1])
     choices = []
     for _ in range(400):
-        k = c.choose(available=16, bucket=5)
+        k = c.choose(available=16, kind=5)
         choices.append(k)
         if k:
             c.record(5, k, k, cpu_verify(k + 1))
@@ -711,11 +718,11 @@ def test_a_cost_probe_risks_no_more_than_the_reply_may() -> None:
     c.seed({"step_s": {"1": CPU_VERIFY[1], **{str(n): 40 * n * CPU_VERIFY[1] for n in (2, 4, 8, 16)}}})
     c.record(5, 0, 0, CPU_VERIFY[1])
     c.begin_reply()
-    c.choose(available=16, bucket=5, match_len=20)
+    c.choose(available=16, kind=5, match_len=20)
     c.record(5, 4, 0, 40 * 5 * CPU_VERIFY[1])
     choices = []
     for _ in range(60):
-        k = c.choose(available=16, bucket=5)
+        k = c.choose(available=16, kind=5)
         choices.append(k)
         if k:
             break
@@ -725,7 +732,7 @@ def test_a_cost_probe_risks_no_more_than_the_reply_may() -> None:
 
 
 def test_a_replys_first_copy_draft_is_not_held_back_by_a_copy_that_ended() -> None:
-    # AVX2 costs (3 rows dearer than 4). The cache carries a copy bucket that a copy's end left
+    # AVX2 costs (3 rows dearer than 4). The cache carries a copy kind that a copy's end left
     # near 50%: at that estimate one token a step is best, and a reply copying from its first token
     # spent its start at 14 ms a token where copying costs 5. Its first copy draft is judged at
     # the prior; a later copy offer in the same reply by what this reply has shown.
@@ -736,11 +743,11 @@ def test_a_replys_first_copy_draft_is_not_held_back_by_a_copy_that_ended() -> No
     assert c.acceptance(5) < 0.6
     assert c.expected_rate(1, 5) > c.expected_rate(3, 5)  # the estimate alone: 1 token
     c.begin_reply()
-    assert c.choose(available=63, bucket=5) == 4  # the ramp's longest, at the prior
+    assert c.choose(available=63, kind=5) == 4  # the ramp's longest, at the prior
     c.record(5, 4, 0, 0.0443)  # this copy was wrong at once
-    assert c.choose(available=63, bucket=5) == 1
+    assert c.choose(available=63, kind=5) == 1
     c.begin_reply()
-    assert c.choose(available=63, bucket=7) == 4  # a new reply: its first copy offer again
+    assert c.choose(available=63, kind=7) == 4  # a new reply: its first copy offer again
 
 
 def test_a_replys_first_draft_is_bounded_by_cost_not_by_length() -> None:
@@ -751,12 +758,12 @@ def test_a_replys_first_draft_is_bounded_by_cost_not_by_length() -> None:
     c.seed({"step_s": {str(n): s for n, s in avx2.items()}})
     c.record(5, 0, 0, avx2[1])
     c.begin_reply()
-    assert c.choose(available=63, bucket=5) == 5
+    assert c.choose(available=63, kind=5) == 5
     # Where more rows cost more (most GPUs, this test's other CPU), the ramp's length holds.
     d = seeded(k_max=63)
     d.record(5, 0, 0, CPU_VERIFY[1])
     d.begin_reply()
-    assert d.choose(available=63, bucket=5) <= 4
+    assert d.choose(available=63, kind=5) <= 4
 
 
 def test_one_slow_step_does_not_make_a_batch_size_look_dear() -> None:
@@ -769,9 +776,9 @@ def test_one_slow_step_does_not_make_a_batch_size_look_dear() -> None:
     c.record(5, 7, 7, avx2[8])  # the reply's first draft, accepted whole: the ramp is over
     for _ in range(3):
         c.record(5, 31, 31, avx2[32])
-    assert c.choose(available=63, bucket=5) >= 60
+    assert c.choose(available=63, kind=5) >= 60
     c.record(5, 63, 63, 1.2 * avx2[64])  # its first 64-row step this process, slowed
-    assert c.choose(available=63, bucket=5) >= 60
+    assert c.choose(available=63, kind=5) >= 60
 
 
 def test_a_draft_model_is_loaded_for_a_short_reply_only_where_it_surely_repays() -> None:
@@ -816,16 +823,16 @@ def test_a_copy_whose_context_matched_long_drafts_long_from_its_first_step() -> 
     c.seed({"step_s": {str(n): s for n, s in AVX2_ALONE.items()}, "acceptance": {"5": [80.0, 80.0]}})
     c.record(5, 0, 0, AVX2_ALONE[1])
     c.begin_reply()
-    short = c.choose(available=63, bucket=5, match_len=6)
+    short = c.choose(available=63, kind=5, match_len=6)
     at_rate = 1 + int(np.argmax(c.expected_rates(63, 5)[1:]))  # the best length at the cache's rate
-    long = c.choose(available=63, bucket=5, match_len=40)
-    regenerate = c.choose(available=63, bucket=7, match_len=700)  # an earlier reply, given again
+    long = c.choose(available=63, kind=5, match_len=40)
+    regenerate = c.choose(available=63, kind=7, match_len=700)  # an earlier reply, given again
     assert short <= 5 and at_rate >= 3 * short
     assert long >= at_rate and regenerate >= 3 * at_rate
     # A phrase (not a copy) is not carried by its match length.
-    assert c.choose(available=63, bucket=4, match_len=40) <= 8
+    assert c.choose(available=63, kind=4, match_len=40) <= 8
     c.record(5, long, 3, AVX2_ALONE[32])  # this reply's copy departs after 3 tokens
-    assert c.choose(available=63, bucket=5, match_len=40) < long
+    assert c.choose(available=63, kind=5, match_len=40) < long
 
 
 def test_a_first_reply_on_a_machine_never_timed_times_a_few_batches_once() -> None:
@@ -873,7 +880,7 @@ def test_a_replys_losses_count_against_its_cost_probes() -> None:
     lost = 0.0
     probes_in_the_red = []
     for _ in range(300):
-        k = c.choose(available=20, bucket=3, match_len=3)
+        k = c.choose(available=20, kind=3, match_len=3)
         if k:
             if c.probing and lost >= allowance:
                 probes_in_the_red.append(k)
@@ -904,13 +911,13 @@ def test_a_short_match_risks_what_the_replys_losses_left_but_a_copy_keeps_its_al
     allowance = verify(5) - flat[1]
     lost, lengths = 0.0, []
     while lost <= allowance:
-        k = c.choose(available=20, bucket=3, match_len=3)
+        k = c.choose(available=20, kind=3, match_len=3)
         assert k > 0, lengths  # priced as paying: drafted until the losses tell
         lengths.append(k)
         c.record(3, k, 0, verify(k + 1), learn=False)  # wrong at its first token
         lost += verify(k + 1) - flat[1]
-    assert c.choose(available=20, bucket=3, match_len=3) <= 1, lengths
-    assert c.choose(available=63, bucket=5, match_len=40) > 1
+    assert c.choose(available=20, kind=3, match_len=3) <= 1, lengths
+    assert c.choose(available=63, kind=5, match_len=40) > 1
 
 
 # Verify batches on this EPYC (2 cores, AVX-512 build, Gemma 3 270M Q4_K_M), the lowest of the
@@ -930,7 +937,7 @@ def _mixed_reply(c: DraftLengthController, right: float, steps: int, seed: int) 
     c.begin_reply()
     lost, drafts = 0.0, 0
     for _ in range(steps):
-        k = c.choose(available=20, bucket=3, match_len=3)
+        k = c.choose(available=20, kind=3, match_len=3)
         if k:
             kept = 0
             while kept < k and rng.random() < right:
@@ -957,7 +964,9 @@ def test_short_matches_right_two_times_in_three_lose_next_to_nothing_where_a_sec
         c = DraftLengthController(k_max=63)
         c.seed({"step_s": {str(n): s for n, s in EPYC.items()}, "acceptance": {"3": [50.0, 50.0]}})
         c.record(3, 0, 0, EPYC[1])
-        c._drafted_kinds.add(3)  # the reply drafted this kind already (its first was priced at its prior)
+        c.budget.drafted_kinds.add(
+            3
+        )  # the reply drafted this kind already (its first was priced at its prior)
         lost.append(_mixed_reply(c, right=0.65, steps=250, seed=seed)[0])
     assert max(lost) <= 3 * EPYC[1], lost
 
@@ -973,7 +982,7 @@ def test_a_cost_probe_times_a_size_once_a_process() -> None:
     rng = np.random.default_rng(1)
     probes = []
     for step in range(400):
-        k = c.choose(available=20, bucket=3, match_len=3)
+        k = c.choose(available=20, kind=3, match_len=3)
         if k and c.probing:
             probes.append((step, k))
         if k:

@@ -1,5 +1,5 @@
 """The drafters: what the n-gram drafter proposes and how long a match it reports (its acceptance
-bucket); where a draft model stops drafting."""
+kind); where a draft model stops drafting."""
 
 from __future__ import annotations
 
@@ -21,27 +21,27 @@ def test_the_latest_earlier_match_proposes_what_followed_it() -> None:
     d.begin(ctx)
     draft, match_len = d.lookup(ctx, 4)
     assert draft == [7, 7, 5, 1] and match_len == 3  # the later [1, 2, 3], not the first
-    assert NgramDrafter.bucket(match_len) == 3
+    assert NgramDrafter.kind_of(match_len) == 3
 
 
 def test_copying_is_told_from_a_recurring_phrase() -> None:
     # A phrase of 8 tokens seen before (max_ngram) in fresh text, and the same 8 tokens at the
     # end of a 30-token stretch being copied: the lookup reports how far the match really goes,
-    # so their acceptance is kept apart (bucket 4 and bucket 5).
+    # so their acceptance is kept apart (kinds 4 and 5).
     phrase = list(range(100, 108))
     prompt = [1, 2, *phrase, 50, 51]
     fresh = [*prompt, 60, 61, *phrase]  # the reply: 60, 61, then the phrase again
     d = NgramDrafter()
     d.begin(prompt)
     draft, match_len = d.lookup(fresh, 8)
-    assert draft[:2] == [50, 51] and match_len == 8 and NgramDrafter.bucket(match_len) == 4
+    assert draft[:2] == [50, 51] and match_len == 8 and NgramDrafter.kind_of(match_len) == 4
     source = list(range(200, 230)) + phrase + [70, 71, 72]
     copy = [*source, 0, *source[: len(source) - 3]]
     d = NgramDrafter()
     d.begin(copy[: len(source) + 1])
     draft, match_len = d.lookup(copy, 8)
     assert draft == [70, 71, 72, 0, 200, 201, 202, 203]
-    assert match_len == len(source) - 3 and NgramDrafter.bucket(match_len) == 5  # followed back all the way
+    assert match_len == len(source) - 3 and NgramDrafter.kind_of(match_len) == 5  # followed back all the way
     # A match that reaches the start of the text stops there.
     short = [*phrase, 0, 1, *phrase]
     d = NgramDrafter()
@@ -56,12 +56,12 @@ def test_a_reply_that_starts_by_copying_is_copying_from_its_first_tokens() -> No
     d.begin(prompt)
     reply = prompt + source[:3]  # the reply so far: 3 tokens, the start of the source
     draft, match_len = d.lookup(reply, 4)
-    assert draft == source[3:7] and NgramDrafter.bucket(match_len) < 5  # too short to tell
+    assert draft == source[3:7] and NgramDrafter.kind_of(match_len) < 5  # too short to tell
     reply = prompt + source[:5]
-    assert NgramDrafter.bucket(d.lookup(reply, 4)[1]) == 5
+    assert NgramDrafter.kind_of(d.lookup(reply, 4)[1]) == 5
     # The same 5 tokens in the middle of a reply (after other text) are a recurring phrase.
     reply = [*prompt, 90, 91, 92, *source[:5]]
-    assert NgramDrafter.bucket(d.lookup(reply, 4)[1]) == 4
+    assert NgramDrafter.kind_of(d.lookup(reply, 4)[1]) == 4
 
 
 def test_before_a_replys_first_token_a_match_of_the_prompts_end_is_not_a_copy() -> None:
@@ -74,11 +74,11 @@ def test_before_a_replys_first_token_a_match_of_the_prompts_end_is_not_a_copy() 
     prompt = [*turn, 1, 2, *source, 3, *turn]
     d = NgramDrafter()
     d.begin(prompt)
-    assert NgramDrafter.bucket(d.lookup(prompt, 4)[1]) == 4
+    assert NgramDrafter.kind_of(d.lookup(prompt, 4)[1]) == 4
     reply = [*prompt, *source[:1]]
-    assert NgramDrafter.bucket(d.lookup(reply, 4)[1]) < 5  # 1 token: a match like any other
+    assert NgramDrafter.kind_of(d.lookup(reply, 4)[1]) < 5  # 1 token: a match like any other
     reply = [*prompt, *source[:4]]
-    assert NgramDrafter.bucket(d.lookup(reply, 4)[1]) == 5  # all of the reply continues the source
+    assert NgramDrafter.kind_of(d.lookup(reply, 4)[1]) == 5  # all of the reply continues the source
 
 
 def test_a_reply_that_goes_on_copying_where_its_prompt_began_is_copying() -> None:
@@ -89,7 +89,7 @@ def test_a_reply_that_goes_on_copying_where_its_prompt_began_is_copying() -> Non
     d = NgramDrafter()
     d.begin(prompt)
     draft, match_len = d.lookup(prompt + source[6:9], 4)
-    assert draft == source[9:13] and NgramDrafter.bucket(match_len) == 5
+    assert draft == source[9:13] and NgramDrafter.kind_of(match_len) == 5
 
 
 def test_an_earlier_reply_is_drafted_from_the_first_token_of_its_regenerate() -> None:

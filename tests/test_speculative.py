@@ -492,9 +492,9 @@ def test_a_draft_model_drafting_beside_a_copy_is_not_credited_with_it(
     calls: list[tuple[int, bool]] = []
     original = DraftLengthController.record
 
-    def spy(self: DraftLengthController, bucket: int, *args: Any, learn: bool = True, **kwargs: Any) -> None:
-        calls.append((bucket, learn))
-        original(self, bucket, *args, learn=learn, **kwargs)
+    def spy(self: DraftLengthController, kind: int, *args: Any, learn: bool = True, **kwargs: Any) -> None:
+        calls.append((kind, learn))
+        original(self, kind, *args, learn=learn, **kwargs)
 
     monkeypatch.setattr(DraftLengthController, "record", spy)
     config = EngineConfig(
@@ -510,7 +510,7 @@ def test_a_draft_model_drafting_beside_a_copy_is_not_credited_with_it(
         run(engine, "the cat sat on the mat and the dog sat on the log. " * 6, max_tokens=96)
     finally:
         engine.close()
-    model_steps = [learn for bucket, learn in calls if bucket == 0]
+    model_steps = [learn for kind, learn in calls if kind == 0]
     assert False in model_steps and True in model_steps
 
 

@@ -2,11 +2,11 @@
 knowing what each offer will have accepted: how much of the gap to the hindsight-best (engine.replay)
 the limit itself takes, whatever the controller does within it.
 
-The risk limit (engine.adaptive.DraftLengthController._risk_limit) lets a step draft k tokens only
+The risk limit (engine.reply_budget.ReplyBudget.risk_limit) lets a step draft k tokens only
 where t(k + 1) - t(1), its loss were the draft rejected at its first token, is within what the
 reply's drafts have saved so far (sum of (accepted + 1)·t(1) - t(rows) over its drafting steps)
 plus what a first 4-token draft risks, t(5) - t(1); a copy's tokens that this reply's own copies
-say are sure (`_Departures.sure_run`) count as emitted in that loss. A forward dynamic programme
+say are sure (`engine.copies.Departures.sure_run`) count as emitted in that loss. A forward dynamic programme
 over positions keeps, at each, the states (time so far, savings so far) that no other state beats
 on both; of the reply's copies so far, each position keeps the record that allows the most (the
 fewest departures, the longest agreement), so the limit it applies is never tighter than the
@@ -25,11 +25,11 @@ import math
 import statistics
 
 from app.cli.replay_bench import PYTHON_SCALES, replay_dir
-from engine.adaptive import _RAMP_FIRST as FIRST_DRAFT  # a reply's allowance before it saves anything
-from engine.adaptive import _RISK_DOUBT, _RISK_PRIOR, _RISK_PRIOR_EXPOSURE, _Departures
+from engine.copies import RISK_DOUBT, RISK_PRIOR, RISK_PRIOR_EXPOSURE, Departures
 from engine.drafters import NgramDrafter
 from engine.kinds import COPY_KINDS
 from engine.replay import K_MAX, CostCurve, Trace, _matched, hindsight_best, load_curves, load_traces
+from engine.reply_budget import RAMP_FIRST as FIRST_DRAFT  # a reply's allowance before it saves anything
 
 
 def copy_offers(trace: Trace, k_max: int = K_MAX) -> list[tuple[int, int, int]]:
@@ -83,8 +83,8 @@ def risk_limited_best(trace: Trace, curve: CostCurve, python_scale: float = 1.0)
         reach(pos + 1, breaks, exposure)  # a plain step
         sure = 0
         if age > 0:
-            mine = _Departures(_RISK_PRIOR + breaks, _RISK_PRIOR_EXPOSURE + exposure)
-            sure = int(min(K_MAX, mine.sure_run(age, _RISK_DOUBT)))
+            mine = Departures(RISK_PRIOR + breaks, RISK_PRIOR_EXPOSURE + exposure)
+            sure = int(min(K_MAX, mine.sure_run(age, RISK_DOUBT)))
         for k in range(1, available + 1):
             a = min(k, matched)
             end = min(n, pos + a + 1)

@@ -93,7 +93,7 @@ def run(name: str, home: str | None, max_tokens: int = 256) -> None:
         last_offer[:] = [0, None]
         t0 = time.perf_counter()
         n0, acc0 = r.counters.n_drafted, r.counters.n_accepted
-        saved_s = c._saved_s if c else 0.0
+        saved_s = c.budget.saved_s if c else 0.0
         llama0 = self.target.llama_s
         yield from orig_step(self, r)
         llama = self.target.llama_s - llama0
@@ -102,7 +102,7 @@ def run(name: str, home: str | None, max_tokens: int = 256) -> None:
         lines.append(
             f"{r.counters.n_steps:3d} gen={r.counters.n_generated:3d} L={text.match_len if text else 0:4d} "
             f"offer={last_offer[0]:2d} {last_offer[1]} k={k:2d} kept={kept:2d} {dt * 1000:6.1f}ms (llama {llama * 1000:6.1f}) "
-            f"ramp={c._ramp if c else 0:2d} saved={saved_s * 1000:6.1f}ms broke={int(c._broke) if c else 0}"
+            f"ramp={c.budget.ramp if c else 0:2d} saved={saved_s * 1000:6.1f}ms broke={int(c.copies.broke) if c else 0}"
             f"{' probe' if c and c.probing else ''}"
         )
 
