@@ -22,6 +22,10 @@ def main(argv: list[str] | None = None) -> int:
         from app.cli.cli import main as cli_main
 
         return cli_main(args)
+    from app.cli.unknown import say_unknown, unknown_window_argument
+
+    if (unknown := unknown_window_argument(args)) is not None:  # never a second window, nor Qt
+        return say_unknown(unknown)
     from app.gui import run_gui
 
     return run_gui(args)
