@@ -1,16 +1,16 @@
-"""`tandem generate` and `tandem bench` as a user runs them: real processes, real exit codes."""
+"""`tandem generate` and `tandem bench` as a user runs them: real processes, real exit codes
+(the lab bench's tests: tests/test_lab_bench.py)."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from engine.config import DraftChoice
+from tests.cli_process import last_error_line, tandem
 from tests.tiny import write_tiny_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,23 +18,6 @@ JSON_KEYS = {
     "text", "token_ids", "n_prompt_tokens", "n_generated", "n_drafted", "n_accepted",
     "acceptance_rate", "prefill_s", "decode_s", "decode_tokens_per_s", "speculation", "stop_reason",
 }  # fmt: skip
-
-
-def tandem(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("TANDEM_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "app.main", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env,
-    )  # fmt: skip
-
-
-def last_error_line(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr
-    line = result.stderr.strip().splitlines()[-1]
-    assert line.startswith("error: ")
-    return line
 
 
 @pytest.mark.parametrize("draft", ["none", "ngram", "model"])
@@ -160,62 +143,32 @@ def test_chat_needs_a_template(tmp_path: Path, tiny_target: Path) -> None:
     assert json.loads(r.stdout)["n_prompt_tokens"] > 3  # the template wrapped the message
 
 
-def test_bench_runs_side_by_side(tiny_target: Path, tmp_path: Path) -> None:
+def test_bench_runs_plain_against_sped_up(tiny_target: Path, tmp_path: Path) -> None:
+    # The user's question: how much faster here, on this model and these prompts? One table, the
+    # decode and the whole request, plain against sped up (the peers are the lab's: test_lab_bench).
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(json.dumps({"name": "loop", "set": "copy", "prompt": "abc abc abc abc abc"}) + "\n")
     out = tmp_path / "report.md"
     r = tandem("bench", "--model", str(tiny_target), "--draft", "ngram", "--prompts", str(prompts),
-               "--max-tokens", "32", "--turns", "3", "--json", "--out", str(out))  # fmt: skip
+               "--max-tokens", "32", "--repeat", "2", "--json", "--out", str(out))  # fmt: skip
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout.strip().splitlines()[-1])
     (row,) = report["prompts"]
-    assert row["plain_tokens_per_s"] > 0 and row["spec_tokens_per_s"] > 0
-    assert row["same_text"] is True  # in this process and across the two `tandem generate` processes
-    assert row["ceiling"] > 1.0  # measured in the same run
-    assert row["plain_process_s"] > 0 and row["spec_process_s"] > 0 and row["process_speedup"] > 0
-    assert row["spec_load_s"] > 0 and row["spec_decode_s"] > 0
-    assert row["peer_tokens_per_s"] > 0  # llama-cpp-python's prompt lookup, in its own process
-    if (Path(sys.executable).parent / "llama-lookup").exists():
-        assert row["lookup_tokens_per_s"] > 0 and row["lookup_process_s"] > 0
-    # A first use on a new machine (an empty data folder) beside the warmed state, and
-    # llama-server's four n-gram kinds, each against Tandem.
-    assert row["first_use_tokens_per_s"] > 0 and row["warmed_tokens_per_s"] > 0
-    if (Path(sys.executable).parent / "llama-server").exists():
-        assert set(row["server_tokens_per_s"]) == {
-            "ngram-simple",
-            "ngram-map-k",
-            "ngram-map-k4v",
-            "ngram-mod",
-        }
-        assert all(v > 0 for v in row["server_tokens_per_s"].values())
-        assert row["first_use_vs_server"] > 0 and row["warmed_vs_server"] > 0
-        assert row["best_server"][0] in row["server_tokens_per_s"]
-        # The best kind's share of the ceiling: what k times it asks of Tandem's share.
-        assert row["server_of_ceiling"] > 0
-    assert 0 <= row["copied"] <= 1 and 0 <= row["looped"] <= 1  # a copy prompt's plain reply is checked
-    assert len(report["ttft_s"]) == 3
+    assert row["plain_tokens_per_s"] > 0 and row["spec_tokens_per_s"] > 0 and row["speedup"] > 0
+    assert row["plain_request_s"] > 0 and row["spec_request_s"] > 0 and row["request_speedup"] > 0
+    assert row["same_text"] is True and row["n_generated"] == 32
+    assert (
+        report["median_speedup"] == row["speedup"] and report["min_request_speedup"] == row["request_speedup"]
+    )
     text = out.read_text()
-    assert "| loop | copy |" in text
-    assert "## Whole process" in text and "## Decode" in text
-    assert "## Does the model do the work the request names?" in text
-    if (Path(sys.executable).parent / "llama-server").exists():
-        assert "## Against llama-server's n-gram kinds" in text
+    assert "| loop | copy |" in text and "decode speedup" in text and "whole request speedup" in text
+    assert "llama-server" not in text and "ceiling" not in text  # the lab's columns stay in the lab
 
 
-def test_bench_again_drafts_the_second_answer_from_the_first(tiny_target: Path, tmp_path: Path) -> None:
-    prompts = tmp_path / "p.jsonl"
-    prompt = "in the beginning there was the word, and the word was"
-    prompts.write_text(json.dumps({"name": "fresh", "set": "qa", "prompt": prompt}) + "\n")
-    r = tandem("bench", "--model", str(tiny_target), "--draft", "ngram", "--prompts", str(prompts),
-               "--max-tokens", "48", "--turns", "0", "--no-peer", "--again", "--json")  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    report = json.loads(r.stdout.strip().splitlines()[-1])
-    (row,) = report["prompts"]
-    assert report["again"] is True and row["same_text"] is True
-    assert row["accepted_from_memory"] > 0  # the second answer was drafted from the first
-    assert row["plain_process_s"] is None  # earlier answers live in a process: none timed
-    if (Path(sys.executable).parent / "llama-lookup").exists():
-        assert row["lookup_tokens_per_s"] > 0  # with its dynamic cache from a first run
+@pytest.mark.parametrize("flag", [("--no-peer",), ("--again",), ("--turns", "3"), ("--no-process",)])
+def test_a_lab_flag_of_the_bench_names_the_lab_bench(tiny_target: Path, flag: tuple[str, ...]) -> None:
+    line = last_error_line(tandem("bench", "--model", str(tiny_target), *flag))
+    assert f"`tandem bench {flag[0]}` is the lab bench's" in line and "python -m tools.lab.bench" in line
 
 
 def test_a_cost_curve_times_every_batch_size_a_draft_can_take(tiny_target: Path, tmp_path: Path) -> None:
@@ -236,7 +189,7 @@ def test_a_cost_curve_times_every_batch_size_a_draft_can_take(tiny_target: Path,
 def test_bench_bad_prompt_file(tiny_target: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json\n")
-    line = last_error_line(tandem("bench", "--model", str(tiny_target), "--prompts", str(bad), "--no-peer"))
+    line = last_error_line(tandem("bench", "--model", str(tiny_target), "--prompts", str(bad)))
     assert "line 1: not a JSON object" in line
 
 

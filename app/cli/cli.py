@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from app.cli.bench import add_bench_parser
 from app.cli.bench_dev import add_bench_dev_parser
 from app.cli.cli_base import EXIT_BAD_INPUT, Parser, at_the_edge
 from app.cli.options import add_draft_arg, add_engine_args
@@ -64,40 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--api-key-file", default=None, metavar="PATH", help="read the server's API key from this file"
     )
 
-    b = sub.add_parser("bench", help="compare plain and speculative decoding side by side")
-    add_engine_args(b, model_default="default")
-    add_draft_arg(b, "ngram", "draft GGUF path or `ngram`")
-    b.add_argument("--prompts", default=None, help='JSONL file of {"name", "set", "prompt"} lines')
-    b.add_argument(
-        "--sets", default=None, help="comma-separated built-in sets (copy,code,qa,writing,documents)"
-    )
-    b.add_argument("--max-tokens", type=int, default=256)
-    b.add_argument("--repeat", type=int, default=1)
-    b.add_argument("--no-peer", action="store_true", help="skip llama-cpp-python's prompt lookup")
-    b.add_argument("--no-lookup", action="store_true", help="skip llama.cpp's llama-lookup")
-    b.add_argument(
-        "--no-server", action="store_true", help="skip llama-server's n-gram kinds (--spec-type ngram-*)"
-    )
-    b.add_argument(
-        "--no-process", action="store_true", help="skip the whole-process runs (`tandem generate`, timed)"
-    )
-    b.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)")
-    b.add_argument("--seed", type=int, default=1, help="sampling seed (with --temperature)")
-    b.add_argument(
-        "--repeat-penalty",
-        type=float,
-        default=1.0,
-        help="repetition penalty over the last 64 tokens (the chat's: 1.1)",
-    )
-    b.add_argument("--turns", type=int, default=10, help="turns in the follow-up latency test (0: skip)")
-    b.add_argument(
-        "--again",
-        action="store_true",
-        help="measure each request asked a second time (Regenerate): the first answer, not timed, "
-        "is what Tandem drafts from (and llama-lookup's dynamic n-gram cache); in this process only",
-    )
-    b.add_argument("--json", action="store_true")
-    b.add_argument("--out", default=None, help="also write the report as Markdown here")
+    b = add_bench_parser(sub)  # the user's question (app/cli/bench.py)
     add_bench_dev_parser(b)  # `tandem bench dev ...`: for developers (app/cli/bench_dev.py)
 
     try:
