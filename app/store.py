@@ -445,6 +445,50 @@ def _message(row: sqlite3.Row) -> Message:
     )
 
 
+ROLES = ("user", "assistant", "system")
+
+
+def _shown(rows: Iterable[sqlite3.Row]) -> list[Message]:
+    """Rows of `messages` as Messages, less those whose role this build does not know (a row that
+    broke the CHECK on it: the message of another program, not one to show as someone's)."""
+    return [_message(r) for r in rows if r["role"] in ROLES]
+
+
+def _field_text(value: object) -> str:
+    """A TEXT column as read back whatever another program put there: a BLOB decoded (U+FFFD for
+    bytes that are not UTF-8), a number as its digits, NULL as ""."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def _conversation(row: sqlite3.Row) -> Conversation:
+    """A stored conversation read as an edge, like _message: every field what its type says."""
+    updated_at = row["updated_at"]
+    return Conversation(
+        int(row["id"]),
+        _field_text(row["title"]),
+        _field_text(row["system_prompt"]),
+        float(updated_at) if _is_number(updated_at) else 0.0,
+    )
+
+
+def _attachment(row: sqlite3.Row) -> Document:
+    """A stored attachment read as an edge: text fields as text, a size that is not a whole
+    number of bytes as 0."""
+    n_bytes = row["n_bytes"]
+    return Document(
+        _field_text(row["name"]) or "document",
+        _field_text(row["text"]),
+        _kind(_field_text(row["kind"])),
+        n_bytes if type(n_bytes) is int and n_bytes >= 0 else 0,
+        _field_text(row["encoding"]),
+        _field_text(row["language"]),
+    )
+
+
 def _is_damage(error: sqlite3.DatabaseError) -> bool:
     """Corruption or not a database at all, as opposed to a lock, a full disk or a permission."""
     code = getattr(error, "sqlite_errorcode", None)
@@ -473,8 +517,24 @@ def _text(value: bytes) -> str:
     return value.decode("utf-8", "replace")
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    """Open, check and migrate the store at path; StoreDamaged when it cannot be used."""
+# What quick_check says of a row that breaks a CHECK or NOT NULL rule (written with the checks off,
+# by another program): the file itself is sound, and reading skips or cleans such rows.
+_RULE_BREAK = re.compile(r"(CHECK constraint failed in |NULL value in )\S+$")
+
+RULE_BREAK_NOTICE = (
+    "A few saved messages in your conversation history break its rules (another program changed "
+    "them); they are left out, and the rest of your history is shown as it was."
+)
+
+
+def _only_rule_breaks(problems: Sequence[str]) -> bool:
+    return bool(problems) and all(_RULE_BREAK.match(p) for p in problems)
+
+
+def _connect(path: Path, rule_breaks: list[str] | None = None) -> sqlite3.Connection:
+    """Open, check and migrate the store at path; StoreDamaged when it cannot be used. Rows that
+    only break a CHECK or NOT NULL rule are not damage: quick_check's lines on them go to
+    `rule_breaks` (the rows are skipped or cleaned as they are read)."""
     _make_private(path)
     db = sqlite3.connect(path)
     try:
@@ -493,7 +553,11 @@ def _connect(path: Path) -> sqlite3.Connection:
                 raise StoreDamaged(str(e)) from None
             raise
         if problems != ["ok"]:
-            raise StoreDamaged("; ".join(problems))
+            if not _only_rule_breaks(problems):
+                raise StoreDamaged("; ".join(problems))
+            log.warning("rows of %s break the schema's rules (skipped when read): %s", path, problems)
+            if rule_breaks is not None:
+                rule_breaks.extend(problems)
         migrate(db)
     except BaseException:
         db.close()
@@ -514,9 +578,13 @@ def _is_read_only(path: Path) -> bool:
 
 def _check_writable(db: sqlite3.Connection) -> None:
     """OperationalError where the store can be read but not written (a read-only file or disk): a
-    write lock is asked for and given back, nothing written."""
+    real write, rolled back. A write lock alone is not enough: where the file cannot be opened for
+    writing SQLite silently opens it read-only, and BEGIN IMMEDIATE passes on such a connection."""
     db.execute("BEGIN IMMEDIATE")
-    db.rollback()
+    try:
+        db.execute("CREATE TABLE _tandem_write_check (x)")
+    finally:
+        db.rollback()
 
 
 def _memory_store(path: Path) -> sqlite3.Connection:
@@ -542,7 +610,8 @@ def _memory_store(path: Path) -> sqlite3.Connection:
     db.execute("PRAGMA foreign_keys=ON")
     try:
         # An immutable read of a file another program is writing may be torn: checked first.
-        if [str(row[0]) for row in db.execute("PRAGMA quick_check(1)")] != ["ok"]:
+        problems = [str(row[0]) for row in db.execute("PRAGMA quick_check(3)")]
+        if problems != ["ok"] and not _only_rule_breaks(problems):
             raise StoreDamaged("the copy is not whole")
         migrate(db)
     except (sqlite3.Error, StoreDamaged):  # a copy this build cannot read: start empty
@@ -607,9 +676,12 @@ class Store:
         self.set_aside: Path | None = None  # where an unusable file was moved at this opening
         self.notice = ""  # a sentence for the user about it, or ""
         self.is_in_memory = False  # the file could not be written: this session's store is in memory
+        rule_breaks: list[str] = []
         try:
-            self._db = _connect(self.path)
+            self._db = _connect(self.path, rule_breaks)
             _check_writable(self._db)
+            if rule_breaks:
+                self.notice = RULE_BREAK_NOTICE
         except sqlite3.OperationalError as e:
             # Locked by another program, read-only, a folder that cannot be written: not damage. The
             # file stays as it is; this session works on a copy in memory, and the notice says so.
@@ -691,12 +763,14 @@ class Store:
                 "AND m.status != 'superseded')"
             )
             values = (pattern, query, query)
+        if not search:  # every one, whatever its title holds (a BLOB is not LIKE '%%')
+            where, values = "1", ()
         rows = self._db.execute(
             "SELECT id, title, system_prompt, updated_at FROM conversations "
             f"WHERE {where} ORDER BY updated_at DESC, id DESC",
             values,
         ).fetchall()
-        return [Conversation(r["id"], r["title"], r["system_prompt"], r["updated_at"]) for r in rows]
+        return [_conversation(r) for r in rows]
 
     def search_snippets(
         self, search: str, conversation_ids: Iterable[int], width: int = 70
@@ -715,9 +789,9 @@ class Store:
             for term in dict.fromkeys([search.strip(), words[0]]):
                 hit = next(
                     (
-                        (r["content"], i)
+                        (text, i)
                         for r in rows
-                        if (i := r["content"].casefold().find(term.casefold())) >= 0
+                        if (i := (text := _field_text(r["content"])).casefold().find(term.casefold())) >= 0
                     ),
                     None,
                 )
@@ -735,7 +809,7 @@ class Store:
         r = self._db.execute(
             "SELECT id, title, system_prompt, updated_at FROM conversations WHERE id = ?", (conversation_id,)
         ).fetchone()
-        return Conversation(r["id"], r["title"], r["system_prompt"], r["updated_at"]) if r else None
+        return _conversation(r) if r else None
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
         with self._db:
@@ -818,20 +892,17 @@ class Store:
                 rows,
             )
 
-    def attachments(self, conversation_id: int) -> dict[int, tuple[Document, ...]]:
-        """The documents of a conversation's messages, by message id, in the order they were attached."""
+    def attachments(self, conversation_id: int, since_id: int = 0) -> dict[int, tuple[Document, ...]]:
+        """The documents of a conversation's messages, by message id, in the order they were
+        attached; since_id: only those of messages from that id on (a page of the conversation)."""
         rows = self._db.execute(
             "SELECT a.* FROM attachments a JOIN messages m ON m.id = a.message_id "
-            "WHERE m.conversation_id = ? ORDER BY a.message_id, a.position",
-            (conversation_id,),
+            "WHERE m.conversation_id = ? AND a.message_id >= ? ORDER BY a.message_id, a.position",
+            (conversation_id, since_id),
         ).fetchall()
         found: dict[int, list[Document]] = {}
         for r in rows:
-            found.setdefault(int(r["message_id"]), []).append(
-                Document(
-                    r["name"], r["text"], _kind(r["kind"]), int(r["n_bytes"]), r["encoding"], r["language"]
-                )
-            )
+            found.setdefault(int(r["message_id"]), []).append(_attachment(r))
         return {k: tuple(v) for k, v in found.items()}
 
     def update_message(
@@ -884,7 +955,28 @@ class Store:
         rows = self._db.execute(
             f"SELECT * FROM messages WHERE conversation_id = ? {where} ORDER BY id", (conversation_id,)
         ).fetchall()
-        return [_message(r) for r in rows]
+        return _shown(rows)
+
+    def recent_messages(
+        self, conversation_id: int, limit: int, before_id: int | None = None
+    ) -> tuple[list[Message], bool]:
+        """A page of the visible messages: the latest `limit` of them (those before message
+        before_id, where given), oldest first, and whether earlier ones are left. Read by id
+        through the (conversation_id, id) index: as quick at 20,000 messages as at 20."""
+        rows = self._db.execute(
+            "SELECT * FROM messages WHERE conversation_id = ? AND status != 'superseded' AND id < ? "
+            "ORDER BY id DESC LIMIT ?",
+            (conversation_id, before_id if before_id is not None else 2**63 - 1, limit + 1),
+        ).fetchall()
+        return _shown(reversed(rows[:limit])), len(rows) > limit
+
+    def has_messages(self, conversation_id: int) -> bool:
+        """Whether the conversation has a visible message (without reading them)."""
+        row = self._db.execute(
+            "SELECT 1 FROM messages WHERE conversation_id = ? AND status != 'superseded' LIMIT 1",
+            (conversation_id,),
+        ).fetchone()
+        return row is not None
 
     def recent_exchanges(self, limit: int = 32) -> list[tuple[str, str]]:
         """The latest finished replies, each with the user message it answered, oldest first,
@@ -1035,15 +1127,57 @@ def _reply_said(stats: object) -> str:
     return " · ".join(parts)
 
 
+# The largest conversation file read (checked with stat, before reading it) and the most messages
+# it may hold. 20,000 messages is a long conversation (years of one thread; the window opens any
+# length by pages); a file holds each text twice (content and its stretches), so 32 MB is such a
+# conversation of 800-character messages. Parsing costs about 5 times the file in memory: a 32 MB
+# file stays under the 300 MB an import may take, where review 5's 64 MB file of a million tiny
+# messages took 1.15 GB and 44 s of the window's thread.
+MAX_IMPORT_BYTES = 32 * 1024 * 1024
+MAX_IMPORT_MESSAGES = 20_000
+
+
+def _import_bounds(path: Path) -> bytes:
+    """The file's bytes, where they are within the import's bounds (ConversationFileError, in one
+    sentence, where not): its size from stat, then its messages counted by their "role" keys (a
+    quote inside a JSON string is escaped, so each is a key) before any parsing."""
+    name = path.name
+    try:
+        size = path.stat().st_size
+        if size > MAX_IMPORT_BYTES:
+            raise ConversationFileError(
+                f"{name} is too large to import ({size / 1024 / 1024:,.0f} MB; Tandem imports "
+                f"conversation files of up to {MAX_IMPORT_BYTES // 1024 // 1024} MB)."
+            )
+        with path.open("rb") as f:
+            raw = f.read(MAX_IMPORT_BYTES + 1)
+    except OSError as e:
+        raise ConversationFileError(f"{name} cannot be read: {e.strerror or e}.") from None
+    if len(raw) > MAX_IMPORT_BYTES:  # it grew since stat
+        raise ConversationFileError(
+            f"{name} is too large to import (more than {MAX_IMPORT_BYTES // 1024 // 1024} MB)."
+        )
+    if raw.count(b'"role"') > MAX_IMPORT_MESSAGES:
+        raise ConversationFileError(_too_many_messages(name))
+    return raw
+
+
+def _too_many_messages(name: str) -> str:
+    return (
+        f"{name} holds too many messages to import (Tandem imports conversations of up to "
+        f"{MAX_IMPORT_MESSAGES:,} messages)."
+    )
+
+
 def read_conversation_file(path: Path) -> dict[str, Any]:
     """A JSON conversation file, checked; ConversationFileError says in one sentence what is wrong."""
     name = path.name
+    raw = _import_bounds(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ConversationFileError(f"{name} is not a Tandem conversation file: it is not text.") from None
-    except OSError as e:
-        raise ConversationFileError(f"{name} cannot be read: {e.strerror or e}.") from None
+    del raw
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -1067,6 +1201,8 @@ def read_conversation_file(path: Path) -> dict[str, Any]:
     messages = data.get("messages")
     if not isinstance(data.get("title"), str) or not isinstance(messages, list):
         raise ConversationFileError(f'{name} has no "title" and "messages" list: nothing to import.')
+    if len(messages) > MAX_IMPORT_MESSAGES:
+        raise ConversationFileError(_too_many_messages(name))
     for i, m in enumerate(messages, 1):
         if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
             raise ConversationFileError(f"{name}: message {i} has no role (user, assistant or system).")

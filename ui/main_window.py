@@ -45,7 +45,7 @@ from ui.chat.conversation_list import ConversationList
 from ui.compare.compare_view import CompareView
 from ui.presenters.engine_presenter import PairView, SpeculationView
 from ui.presenters.failures import STRICT_ENV
-from ui.presenters.presenter import ChatPresenter, ConversationShown
+from ui.presenters.presenter import ChatPresenter, ConversationShown, EarlierShown
 from ui.presenters.reply_presenter import LiveReply, MessageRow, ReplyEnded
 from ui.qt import theme
 from ui.settings.settings_dialog import SettingsDialog, needs_reload
@@ -375,6 +375,8 @@ class MainWindow(QMainWindow):
     def _connect_presenter(self) -> None:
         p = self.presenter
         p.conversation_shown.connect(self.on_presenter_conversation_shown)
+        p.earlier_shown.connect(self.on_presenter_earlier_shown)
+        self.chat.earlier_requested.connect(p.show_earlier)
         p.conversations_changed.connect(self._refresh_conversations)
         p.message_added.connect(self.on_presenter_message_added)
         p.messages_removed.connect(self.chat.remove_messages)
@@ -478,10 +480,20 @@ class MainWindow(QMainWindow):
         self.header.set_sources(())  # the rows name theirs as they are added
         for row in shown.messages:
             self.on_presenter_message_added(row)
+        self.chat.set_has_earlier(shown.has_earlier)
         if shown.id is not None:
             self.chat.scroll_to_end()
 
-    def on_presenter_message_added(self, row: MessageRow) -> None:
+    def on_presenter_earlier_shown(self, earlier: EarlierShown) -> None:
+        """A page of earlier messages, above those shown; the view stays where it was."""
+        if earlier.id != self.presenter.conversation_id:
+            return
+        self.chat.keep_place()
+        for i, row in enumerate(earlier.messages):
+            self.on_presenter_message_added(row, position=i)
+        self.chat.set_has_earlier(earlier.has_earlier)
+
+    def on_presenter_message_added(self, row: MessageRow, position: int | None = None) -> None:
         from app.library.documents import format_size
 
         self.chat.add_message(
@@ -493,6 +505,7 @@ class MainWindow(QMainWindow):
             row.stats,
             self.settings.show_draft_tint,
             attachments=[f"{d.name} ({format_size(d.n_bytes)})" for d in row.attachments],
+            position=position,
         )
         self.header.add_sources({s.source for s in row.spans})
 
@@ -628,9 +641,18 @@ class MainWindow(QMainWindow):
         self.presenter.select_conversation(conversation_id)
         search = self.conversations.search.text().strip()
         if search:  # found by a search: its match shown, once the messages are laid out
-            QTimer.singleShot(
-                0, lambda: self.chat.show_match(search) or self.chat.show_match(search.split()[0])
-            )
+            QTimer.singleShot(0, lambda: self._show_match(search))
+
+    def _show_match(self, search: str, pages: int = 4) -> None:
+        """A search's match in the conversation shown; where it is not among the messages shown,
+        earlier pages are added until it is (at most `pages` of them: further back, scrolling up
+        finds it, and the window stays as quick as a page)."""
+        for _ in range(pages + 1):
+            if self.chat.show_match(search) or self.chat.show_match(search.split()[0]):
+                return
+            if self.chat.earlier_button.isHidden():
+                return
+            self.presenter.show_earlier()
 
     def on_conversations_new_requested(self) -> None:
         self.conversations.search.clear()  # a search left on would hide the new conversation

@@ -96,6 +96,7 @@ class ChatView(QWidget):
     system_prompt_changed = Signal(str)
     task_suggested = Signal(str)  # a suggestion's request, put in the message box
     small_model_requested = Signal()  # the download of a model that does the tasks shown greyed
+    earlier_requested = Signal()  # the messages before those shown (scrolled to the top, or the button)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -175,6 +176,14 @@ class ChatView(QWidget):
         self.messages_layout = QVBoxLayout(column)
         self.messages_layout.setContentsMargins(4, 4, 4, 4)
         self.messages_layout.setSpacing(14)
+        # A long conversation shows its latest messages; earlier ones come on request.
+        self.earlier_button = QPushButton("Show earlier messages")
+        self.earlier_button.setObjectName("showEarlier")
+        self.earlier_button.setToolTip("Shows the messages before these (scrolling to the top does too)")
+        self.earlier_button.setVisible(False)
+        self.earlier_button.clicked.connect(self.on_earlier_button_clicked)
+        self.messages_layout.addWidget(self.earlier_button, 0, Qt.AlignmentFlag.AlignHCenter)
+        self._from_bottom: int | None = None  # where the view stays while earlier messages come in
         self.messages_layout.addWidget(self._empty_state())
         self.messages_layout.addStretch(1)
         self.scroll_area.setWidget(container)
@@ -369,6 +378,21 @@ class ChatView(QWidget):
         self._widgets.clear()
         self._should_follow = True
         self.empty_state.setVisible(True)
+        self.set_has_earlier(False)
+
+    def set_has_earlier(self, has_earlier: bool) -> None:
+        """Whether the conversation has messages before those shown (the button offers them)."""
+        self.earlier_button.setVisible(has_earlier)
+
+    def keep_place(self) -> None:
+        """Earlier messages are about to be added above: the view stays on what it shows."""
+        bar = self.scroll_area.verticalScrollBar()
+        self._from_bottom = bar.maximum() - bar.value()
+        self._should_follow = False
+        QTimer.singleShot(200, self._release_place)
+
+    def _release_place(self) -> None:
+        self._from_bottom = None
 
     def add_message(
         self,
@@ -380,9 +404,11 @@ class ChatView(QWidget):
         stats: StatsRecord | None = None,
         tint: bool = True,
         attachments: Sequence[str] = (),
+        position: int | None = None,
     ) -> MessageWidget:
         """spans: the drafted stretches, each tinted by its source; attachments: what a user
-        message carried, as its chips said it (name, size)."""
+        message carried, as its chips said it (name, size); position: where among the messages
+        shown (0: first, above the others), None: last."""
         widget = MessageWidget(message_id, role)
         widget.set_content(text, spans, tint)
         widget.set_status(
@@ -403,8 +429,14 @@ class ChatView(QWidget):
             layout = widget.layout()
             if layout is not None:
                 layout.addWidget(carried)
-        self.messages_layout.insertWidget(self.messages_layout.count() - 1, widget)
-        self._widgets[message_id] = widget
+        if position is None:
+            self.messages_layout.insertWidget(self.messages_layout.count() - 1, widget)
+            self._widgets[message_id] = widget
+        else:  # after the button and the empty state
+            self.messages_layout.insertWidget(2 + position, widget)
+            shown = list(self._widgets.items())
+            shown.insert(position, (message_id, widget))
+            self._widgets = dict(shown)
         self._update_edit_buttons()
         self.empty_state.setVisible(False)
         return widget
@@ -630,9 +662,18 @@ class ChatView(QWidget):
         self.system_prompt_changed.emit(text)
 
     def on_scrollbar_range_changed(self, _minimum: int, maximum: int) -> None:
-        if self._should_follow:
+        if self._from_bottom is not None:
+            self.scroll_area.verticalScrollBar().setValue(maximum - self._from_bottom)
+        elif self._should_follow:
             self.scroll_area.verticalScrollBar().setValue(maximum)
 
     def on_scrollbar_value_changed(self, value: int) -> None:
         bar = self.scroll_area.verticalScrollBar()
         self._should_follow = value >= bar.maximum() - 24
+        at_top = value == bar.minimum() < bar.maximum() and self._from_bottom is None
+        if at_top and not self.earlier_button.isHidden():  # the earlier messages come
+            QTimer.singleShot(0, self.on_earlier_button_clicked)
+
+    def on_earlier_button_clicked(self) -> None:
+        if not self.earlier_button.isHidden():
+            self.earlier_requested.emit()

@@ -4,6 +4,7 @@ each stretch came from), import, and a reply against the document it was asked t
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -124,14 +125,22 @@ class ConversationActions(QObject):
     def import_conversation(self, path: str) -> int | None:
         """A conversation exported as JSON, added as a new one and shown; a file that is not one
         is refused in one sentence in the notice line. Returns the new conversation's id."""
-        from app.store import ConversationFileError, read_conversation_file
+        from app.store import ConversationFileError, read_conversation_file, store_error_sentence
 
         try:
             data = read_conversation_file(Path(path))
         except ConversationFileError as e:
             self.chat.set_notice(str(e), True)
             return None
-        conversation = self.store.import_conversation(data)
+        try:
+            conversation = self.store.import_conversation(data)
+        except sqlite3.Error as e:  # a full disk: nothing was kept (one transaction)
+            self.chat.set_notice(
+                f"{Path(path).name} was not imported: the conversation could not be saved "
+                f"({store_error_sentence(e)}); nothing of it was kept.",
+                True,
+            )
+            return None
         self.window.show_conversation(conversation.id)
         self.chat.set_notice(f"Imported “{conversation.title}”.")
         return int(conversation.id)
