@@ -423,13 +423,15 @@ def _row_reader() -> ThreadPoolExecutor | None:
 
 
 def greedy_choices(rows: np.ndarray, drafted: Sequence[int]) -> list[int]:
-    """The drafted tokens the target agrees with (rows[i] judges drafted[i]: kept while its logit
-    is the row's maximum), then the target's own token (the argmax of the next row).
+    """The drafted tokens the target agrees with (rows[i] judges drafted[i]: kept while it is the
+    row's first maximal index, as plain decoding's argmax takes it), then the target's own token
+    (the argmax of the next row).
 
     Rows are 1 MB each with a 262k vocabulary, read at ~0.085 ms for a max (numpy's argmax is
     slower: ~0.11 ms), so a short draft is judged row by row and not read past its first
     rejection; a long one (copying, mostly accepted whole) is read in two halves at once,
-    numpy releasing the GIL while it reduces."""
+    numpy releasing the GIL while it reduces. A drafted token at the maximum is checked for an
+    exact tie below it (`_first_max`): the row's prefix up to its id, short for common tokens."""
     k = len(drafted)
     if k >= _PARALLEL_ROWS and (reader := _row_reader()) is not None:
         half = k // 2
@@ -439,13 +441,24 @@ def greedy_choices(rows: np.ndarray, drafted: Sequence[int]) -> list[int]:
         finally:
             # Always waited for: the rows are llama.cpp's buffer, rewritten by the next decode.
             second = later.result()
-        agree = rows[np.arange(k), drafted] >= np.concatenate([first, second])
+        top = np.concatenate([first, second])
+        agree = rows[np.arange(k), drafted] >= top
         n_accepted = k if agree.all() else int(np.argmin(agree))
+        n_accepted = next(
+            (i for i in range(n_accepted) if not _first_max(rows[i], drafted[i], top[i])), n_accepted
+        )
     else:
         n_accepted = k
         for i, token in enumerate(drafted):
             row = rows[i]
-            if row[token] < row.max():
+            most = row.max()
+            if row[token] < most or not _first_max(row, token, most):
                 n_accepted = i
                 break
     return [*drafted[:n_accepted], int(rows[n_accepted].argmax())]
+
+
+def _first_max(row: np.ndarray, token: int, top: float) -> bool:
+    """Is `token`, whose logit is the row's maximum `top`, its first maximal index (no exact tie
+    below it)? Plain decoding's argmax takes the first."""
+    return token == 0 or bool(row[:token].max() < top)

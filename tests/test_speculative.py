@@ -203,11 +203,18 @@ def test_greedy_verdicts_keep_the_drafts_the_target_agrees_with(k: int) -> None:
         drafted = best[:k]
         drafted[reject] = (best[reject] + 1) % 5000
         assert greedy_choices(rows, drafted) == best[: reject + 1]  # ...the correction last
-    if k:
+    for row in sorted({0, k // 2, k - 1}) if k else ():
+        # An exact tie is resolved as plain decoding resolves it: its first maximal index.
         tied = rows.copy()
-        other = (best[0] + 7) % 5000
-        tied[0, other] = tied[0, best[0]]  # an exact tie counts as agreement
-        assert greedy_choices(tied, [other, *best[1:k]])[:1] == [other]
+        earlier, later = 0, 4999
+        tied[row, later] = tied[row, earlier] = tied[row, best[row]]
+        plain = [int(np.argmax(r)) for r in tied]
+        assert plain[row] == earlier
+        drafted = best[:k]
+        drafted[row] = later  # the row's maximum, but not its first: rejected, the first emitted
+        assert greedy_choices(tied, drafted) == [*best[:row], earlier]
+        drafted[row] = earlier  # the first maximal index: kept, as plain decoding would emit it
+        assert greedy_choices(tied, drafted) == plain
 
 
 def test_held_back_text_is_marked_drafted_only_if_all_its_tokens_were() -> None:
