@@ -12,6 +12,13 @@ token p before them. The last run[p] + p tokens are one stretch of p tokens repe
 tail is a loop when run[p] + p >= max(min_repeats * p, min_span). One comparison per period a
 token, done as one numpy comparison over a ring of recent tokens.
 
+Near-repeats: a small model asked for a list can loop on one item with a new number each time
+("10. Use a study app: ...", "11. Use a study app: ...", to the token cap): no stretch of tokens
+repeats exactly, the numbers differ. LineRepeats (fed each token's text) compares whole lines
+instead, with their numbering, bullets and spacing taken off: a line of at least
+`MIN_LINE_TOKENS` tokens told `LINE_TELLINGS` times in a row (blank lines between them allowed)
+is a loop. Per token it only appends the text; a line is compared once, at its newline.
+
 A server's reply (app/host/remote_worker.py) comes as text, its token ids unknown: TextLoopGuard
 hands the same guard each word and each punctuation mark as a token (a word is a token or two,
 so a loop is stopped about when the local engine would stop it).
@@ -26,6 +33,54 @@ import numpy as np
 MAX_PERIOD = 200  # the longest stretch looked for, in tokens (a long sentence or a short paragraph)
 MIN_REPEATS = 4  # told this many times in a row
 MIN_SPAN = 64  # ...covering at least this many tokens
+MIN_LINE_TOKENS = 8  # a line this long, told again apart from its numbering and bullets...
+LINE_TELLINGS = 4  # ...this many times in a row (the line and 3 repeats of it) is a loop
+# A line's numbering, bullets and quote marks, any mix of them: "10. ", "- ", "* ", "(3) ", "b) ",
+# "**4.** ", "• ", "> ", "## ".
+_LINE_MARKERS = re.compile(r"^(?:\s+|[-*+•·>#]+|\(?\d+[.):]?|\(?[a-zA-Z][.)](?=\s)|\*\*)+")
+
+
+def line_key(line: str) -> str:
+    """A line as the loop check compares it: without its numbering and bullets, its spacing one."""
+    return " ".join(_LINE_MARKERS.sub("", line).split())
+
+
+class LineRepeats:
+    """Lines told again and again apart from their numbering (module docstring)."""
+
+    def __init__(self, min_tokens: int = MIN_LINE_TOKENS, tellings: int = LINE_TELLINGS) -> None:
+        self.min_tokens = min_tokens
+        self.tellings = tellings
+        self._line = bytearray()  # the line being written
+        self._n_tokens = 0  # ...its tokens so far
+        self._last = ""  # the last line long enough to count, as compared
+        self._told = 0  # ...told this many times in a row
+
+    def add(self, text: bytes, n_tokens: int = 1) -> bool:
+        """The next token's text (n_tokens: tokens it stands for); True where the reply's last
+        lines are one line told `tellings` times."""
+        self._line += text
+        self._n_tokens += n_tokens
+        if b"\n" not in text:
+            return False
+        *lines, rest = bytes(self._line).split(b"\n")
+        looped = False
+        for line in lines:
+            looped = self._end_line(line.decode("utf-8", "replace"), self._n_tokens) or looped
+            self._n_tokens = 0
+        self._line = bytearray(rest)
+        self._n_tokens = 1 if rest else 0
+        return looped
+
+    def _end_line(self, line: str, n_tokens: int) -> bool:
+        key = line_key(line)
+        if not key:
+            return False  # a blank line (or a bare number) between items does not break a run
+        if n_tokens >= self.min_tokens and key == self._last:
+            self._told += 1
+        else:
+            self._last, self._told = (key, 1) if n_tokens >= self.min_tokens else ("", 0)
+        return self._told >= self.tellings
 
 
 class LoopGuard:
@@ -47,10 +102,16 @@ class LoopGuard:
         self._n = 0
         self._run = np.zeros(self.max_period, dtype=np.int64)
         self.period = 0  # the repeated stretch's length in tokens, once a loop is found
+        self.lines = LineRepeats()
+        self.is_near_repeat = False  # the loop found was lines told again with new numbers
 
-    def add(self, token: int) -> bool:
-        """The next emitted token; True where the reply has become a loop. (Called for every
-        token a step emits, 64 at a time on a copy: in place, a few numpy operations.)"""
+    def add(self, token: int, text: bytes = b"") -> bool:
+        """The next emitted token (and its text, for near-repeats); True where the reply has become
+        a loop. (Called for every token a step emits, 64 at a time on a copy: in place, a few
+        numpy operations.)"""
+        if text and self.lines.add(text):
+            self.is_near_repeat = True
+            return True
         ring, j = self._ring, self._n % len(self._ring)
         # The token p before this one, per p: the ring's slots before j, then those after it, both
         # newest first. A slot not yet written holds -1, which no token equals.
@@ -109,5 +170,8 @@ class TextLoopGuard:
             self._tail = self._tail[held.start() :]
         else:
             self._tail = ""
-        # (any() stops at the first loop: the words after it are not seen.)
+        # (any() stops at the first loop: the words after it are not seen.) Lines are checked on
+        # the text as it came, each word a token.
+        if self.guard.lines.add(text.encode("utf-8"), len(_WORD.findall(text))):
+            return True
         return any(self.guard.add(self._ids.setdefault(m.group(), len(self._ids))) for m in matches)

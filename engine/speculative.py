@@ -302,7 +302,8 @@ class SpeculativeDecoder:
             r.ctx.append(token)
             r.out_tokens.append(token)
             r.counters.n_generated += 1
-            text.add(target.token_bytes(token), drafted=i < n_accepted)
+            token_text = target.token_bytes(token)
+            text.add(token_text, drafted=i < n_accepted)
             piece = text.take(final=False)
             if piece is not None:
                 if pieces and (pieces[-1].is_draft, pieces[-1].source) == (piece.is_draft, piece.source):
@@ -313,7 +314,7 @@ class SpeculativeDecoder:
             if text.stopped:
                 r.stop_reason = "stop"
                 break
-            if r.loop_guard.add(token):
+            if r.loop_guard.add(token, token_text):
                 r.stop_reason = "repetition"
                 break
             if r.counters.n_generated >= r.max_tokens:

@@ -135,3 +135,101 @@ def test_a_servers_text_loops_are_stopped_however_its_chunks_cut_the_words() -> 
     # Prose that only resembles a loop (repeated words, a refrain once) is left alone.
     prose = " ".join(f"Line {i}: the cat sat on the mat, and the dog sat on mat {i % 7}." for i in range(60))
     assert _text_stop(prose, 4) is None
+
+
+# --- near-repeats: one line told again with a new number each time (issue 47) ----------------------
+
+# The review's reply (SmolLM2, "Write a long list of tips for studying for exams"): items 10-23 one
+# line with a new number, to the 512-token cap, with no note. No stretch of tokens repeats exactly.
+STUDY_TIPS = (
+    "Here are some tips for studying for exams:\n\n"
+    + "".join(
+        f"{i}. {tip}\n"
+        for i, tip in enumerate(
+            [
+                "Make a study plan and stick to it every day.",
+                "Take short breaks every hour to rest your mind.",
+                "Sleep well the night before the exam.",
+                "Practise with old exam papers under timed conditions.",
+                "Teach what you learned to a friend or a family member.",
+                "Keep your desk tidy and your phone in another room.",
+                "Drink water and eat something light before you start.",
+                "Write short summaries of each chapter in your own words.",
+                "Ask your teacher about anything you do not understand.",
+            ],
+            start=1,
+        )
+    )
+    + "".join(
+        f"{i}. Use a study app: it helps you keep track of your progress and your goals.\n"
+        for i in range(10, 24)
+    )
+)
+
+
+def _line_stop(text: str, tokenize, token_bytes) -> int | None:  # type: ignore[no-untyped-def]
+    """Where the guard stops `text`, fed token by token as the engine feeds it (id and bytes): the
+    characters kept up to and including the token that made it a loop."""
+    guard, kept = LoopGuard(), b""
+    for token in tokenize(text):
+        piece = token_bytes(token)
+        kept += piece
+        if guard.add(token, piece):
+            return len(kept.decode("utf-8", "replace"))
+    return None
+
+
+def test_a_numbered_list_looping_on_one_item_is_stopped_within_three_repeats(tiny_target) -> None:  # type: ignore[no-untyped-def]
+    # With a real model's tokenizer (the tiny model's byte-level BPE): each id and its bytes, as
+    # engine/speculative.py hands them to the guard.
+    from engine.config import EngineConfig
+    from engine.session import Engine
+
+    engine = Engine(EngineConfig(str(tiny_target), n_ctx=512, n_threads=1))
+    try:
+        at = _line_stop(
+            STUDY_TIPS, lambda t: engine.tokenize(t, add_special=False), engine.target.token_bytes
+        )
+        # Without the near-repeat rule the exact guard never fires: the numbers differ.
+        exact = LoopGuard()
+        assert not any(exact.add(t) for t in engine.tokenize(STUDY_TIPS, add_special=False))
+    finally:
+        engine.close()
+    assert at is not None
+    kept = STUDY_TIPS[:at]
+    assert kept.count("Use a study app") == 4  # the line and 3 repeats: item 13 ends it
+    assert kept.endswith("13. Use a study app: it helps you keep track of your progress and your goals.\n")
+
+
+def test_near_repeats_apart_from_bullets_spacing_and_blank_lines() -> None:
+    from engine.loop_guard import LineRepeats, line_key
+
+    assert line_key("  10. Use a study app:  it helps\t") == line_key("- Use a study app: it helps")
+    assert line_key("**11.** Use a study app: it helps") == line_key("(12) Use a study app: it helps")
+    assert line_key("b) Use a study app: it helps") == line_key("• Use a study app: it helps")
+
+    def stops(lines: list[str], tokens_a_line: int = 10) -> int | None:
+        guard = LineRepeats()
+        for i, line in enumerate(lines):
+            if guard.add(line.encode() + b"\n", tokens_a_line):
+                return i
+        return None
+
+    item = "Use a study app: it helps you keep track of your progress."
+    bullets = [f"{m} {item}" for m in ("-", "*", "•", "-", "-")]
+    assert stops(bullets) == 3  # the fourth telling
+    spaced = [f"{i}.  {item}" if i % 2 else "" for i in range(1, 12)]  # blank lines between items
+    assert stops(spaced) == 6  # the fourth item (its line 7), whatever lies between
+    # Short lines (fewer than 8 tokens) repeat in lists and tables: left alone.
+    assert stops([f"{i}. TODO" for i in range(40)], tokens_a_line=3) is None
+    # A list of distinct items, a paragraph given back three times, a line told 3 times: left alone.
+    assert stops([f"{i}. Item number {i} says something new each time." for i in range(40)]) is None
+    paragraph = ["The market opens in June.", "Stalls cost twenty pounds.", "Everyone is welcome."]
+    assert stops(paragraph * 3, tokens_a_line=9) is None
+    assert stops([item] * 3) is None
+
+
+def test_a_servers_numbered_loop_is_stopped_too() -> None:
+    # Text from a server (app/host/remote_worker.py): the same rule on its lines, each word a token.
+    at = _text_stop(STUDY_TIPS, 7)
+    assert at is not None and STUDY_TIPS[:at].count("Use a study app") == 4

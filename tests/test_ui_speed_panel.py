@@ -60,8 +60,10 @@ def test_panel_numbers_and_drawing(qtbot) -> None:
     qtbot.addWidget(panel)
     panel.resize(600, panel.height())
     panel.show()
+    # 12 tokens in 5 steps (7 accepted): a verdict is never more "× faster" than tokens a step.
     snapshots = [
-        _stats(0.1 * i, 12 * i, drafted=10 * i, accepted=7 * i, steps_with_draft=3 * i) for i in range(1, 21)
+        _stats(0.1 * i, 12 * i, drafted=10 * i, accepted=7 * i, steps_with_draft=3 * i, n_steps=5 * i)
+        for i in range(1, 21)
     ]
     panel.add_stats(snapshots[:10], plain_tokens_per_s=60.0)
     panel.add_stats(snapshots[10:], plain_tokens_per_s=60.0)

@@ -228,6 +228,7 @@ class MainWindow(QMainWindow):
         self.chat.send_requested.connect(self.on_chat_send_requested)
         self.chat.stop_requested.connect(self.controller.stop)
         self.chat.regenerate_requested.connect(self.on_chat_regenerate_requested)
+        self.chat.continue_requested.connect(self.on_chat_continue_requested)
         self.chat.edit_requested.connect(self.on_chat_edit_requested)
         self.chat.edit_cancelled.connect(self.on_chat_edit_cancelled)
         self.chat.system_prompt_changed.connect(self.on_chat_system_prompt_changed)
@@ -545,6 +546,10 @@ class MainWindow(QMainWindow):
     def on_presenter_reply_progressed(self, progress: ReplyProgress) -> None:
         live, widget = self.presenter.live, self._live_widget()
         if live is None or widget is None:
+        if widget is not None and widget.speed.busy_seen:
+            from ui.presenters.verdict import BUSY_KEY
+
+            extras[BUSY_KEY] = True  # seen busy while it streamed: said so when shown again
             return
         if len(live.reply) != progress.start:
             shown = live.reply.shown()
@@ -553,7 +558,9 @@ class MainWindow(QMainWindow):
             # stretch is (a reply holds a few hundred stretches at most: a set's worth of work).
             self.header.add_sources({s.source for s in shown.spans})
         if progress.stats:
-            widget.add_stats(progress.stats, self._plain_tokens_per_s())
+            widget.add_stats(
+                progress.stats, self._plain_tokens_per_s(), self.presenter.speed.steps_tokens_per_s()
+            )
 
     def on_presenter_reply_ended(self, ended: ReplyEnded) -> None:
         if ended.conversation_id != self.presenter.conversation_id:
@@ -628,6 +635,12 @@ class MainWindow(QMainWindow):
 
     def edit_last_user_message(self) -> None:
         users = [w for w in self.chat.message_widgets() if w.role == "user"]
+    def on_chat_continue_requested(self) -> None:
+        """A reply stopped at the reply-length cap: ask the model to write on."""
+        from ui.presenters.verdict import CONTINUE_REQUEST
+
+        self.send(CONTINUE_REQUEST)
+
         if users:
             self.on_chat_edit_requested(users[-1].message_id)
 

@@ -74,13 +74,18 @@ def _usage(stats: Stats | None) -> dict[str, int]:
     }
 
 
+# How a reply ended, as the API says it: OpenAI's "stop" (finished: an end token or a stop
+# string) and "length" (the max_tokens cap or the context), and Tandem's own two ends beside them,
+# as the window says them: "repetition" (the loop guard stopped a reply repeating itself, which
+# "stop" would call finished) and "cancelled" (stopped before its end). The exact engine reason
+# is also in stats.stop_reason.
 FINISH_REASONS = {
     "length": "length",
     "context": "length",
     "eos": "stop",
     "stop": "stop",
-    "cancelled": "stop",
-    "repetition": "stop",
+    "cancelled": "cancelled",
+    "repetition": "repetition",
 }
 
 

@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 
 NO_DRAFT_MARKS = "this server does not say which tokens were drafted"
 STATS_INTERVAL_S = 0.25
-STOP_REASONS = {"length": "length", "stop": "eos", "cancelled": "cancelled"}
+STOP_REASONS = {"length": "length", "stop": "eos", "cancelled": "cancelled", "repetition": "repetition"}
 
 
 @dataclass(frozen=True)

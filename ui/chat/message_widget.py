@@ -43,6 +43,7 @@ class MessageWidget(QFrame):
     regenerate_requested = Signal()
     changes_requested = Signal(int)  # this reply's id: its changes to the document it was asked about
 
+    continue_requested = Signal()  # a reply stopped at the reply-length cap: write on
     def __init__(self, message_id: int, role: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.message_id = message_id
@@ -117,7 +118,7 @@ class MessageWidget(QFrame):
         self.note.setObjectName("note")
         self.note.setWordWrap(True)
         self.note.setTextFormat(Qt.TextFormat.RichText)
-        self.note.linkActivated.connect(lambda _link: self.regenerate_requested.emit())
+        self.note.linkActivated.connect(self.on_note_link_activated)
         self.note.setVisible(False)
         layout.addWidget(self.note)
         self._spans: tuple[DraftSpan, ...] = ()
@@ -130,6 +131,7 @@ class MessageWidget(QFrame):
         self.restyle(render=False)
 
     def _action(self, text: str, tip: str, name: str) -> QToolButton:
+        self._offers_continue = False  # ...or Continue (the reply-length cap)
         button = QToolButton()
         button.setText(text)
         button.setToolTip(tip)
@@ -232,10 +234,12 @@ class MessageWidget(QFrame):
     def set_tint(self, tint: bool) -> None:
         self.body.set_tint(tint)
 
-    def add_stats(self, snapshots: Sequence[Stats], plain_tokens_per_s: float | None) -> None:
+    def add_stats(
+        self, snapshots: Sequence[Stats], plain_tokens_per_s: float | None, usual_steps: float | None = None
+    ) -> None:
         """A streaming reply's stats as they arrive: the live speed panel."""
         if self.role == "assistant" and snapshots:
-            self.speed.add_stats(snapshots, plain_tokens_per_s)
+            self.speed.add_stats(snapshots, plain_tokens_per_s, usual_steps)
             self.speed.setVisible(True)
 
     def set_status(self, status: MessageStatus, stats: StatsRecord | None = None, note: str = "") -> None:
@@ -259,7 +263,8 @@ class MessageWidget(QFrame):
             self.details.setVisible(self.details_button.isChecked())
             self._say_highlight()  # "sooner" only now that the headline is known
         if not note and stats is not None and self.role == "assistant":
-            note = words.end_note(stats.stop_reason)  # a stored reply: how it ended, from its record
+            # a stored reply: how it ended, from its record
+            note = words.end_note(stats.stop_reason, stats.n_generated)
         self._notes = [n for n in (STATUS_NOTES.get(status, ""), note) if n]
         self._offers_regenerate = stats is not None and stats.stop_reason == "repetition"
         self._render_note()
@@ -279,6 +284,9 @@ class MessageWidget(QFrame):
 
     def set_regenerable(self, is_regenerable: bool) -> None:
         self.regenerate_button.setVisible(is_regenerable)
+        self._offers_continue = (
+            stats is not None and stats.stop_reason == "length" and self.role == "assistant"
+        )
 
     def set_changes_shown(self, is_shown: bool) -> None:
         self.changes_button.setVisible(is_shown)
@@ -288,3 +296,12 @@ class MessageWidget(QFrame):
 
     def on_copy_button_clicked(self) -> None:
         QApplication.clipboard().setText(self.text())
+        if self._offers_continue:
+            notes.append(f'<a href="continue" style="color: {link}">Continue</a>')
+    def on_note_link_activated(self, link: str) -> None:
+        """The end note's way on: Continue a reply cut at the length cap, else Regenerate."""
+        if link == "continue":
+            self.continue_requested.emit()
+        else:
+            self.regenerate_requested.emit()
+

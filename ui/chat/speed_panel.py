@@ -54,6 +54,10 @@ class SpeedPanel(QWidget):
         self.points: list[tuple[float, int]] = []  # (decode_s, n_generated) per snapshot
         self.stats: StatsRecord | None = None
         self.plain_tokens_per_s: float | None = None
+        # The quickest one-token steps timed on this computer before (where no plain speed was
+        # measured), and whether the computer was seen busy during this reply: kept to its end.
+        self.usual_steps: float | None = None
+        self.busy_seen = False
         self.is_compact = False
         self.setObjectName("speedPanel")
         self.setAccessibleName("Speed of this reply")
@@ -67,7 +71,9 @@ class SpeedPanel(QWidget):
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt's name)
         return QSize(420, self._height())
 
-    def add_stats(self, snapshots: Sequence[Stats], plain_tokens_per_s: float | None) -> None:
+    def add_stats(
+        self, snapshots: Sequence[Stats], plain_tokens_per_s: float | None, usual_steps: float | None = None
+    ) -> None:
         """Snapshots of the streaming reply (oldest first)."""
         if not snapshots:
             return
@@ -79,6 +85,9 @@ class SpeedPanel(QWidget):
         last = snapshots[-1]
         self.stats = StatsRecord.of(last)
         self.plain_tokens_per_s = plain_tokens_per_s
+        self.usual_steps = usual_steps
+        if not self.busy_seen:  # once busy, said so to the end: the reason does not flip
+            self.busy_seen = self.headline().is_busy
         self.update()
 
     def set_final(self, stats: StatsRecord, compact: bool = True) -> None:
@@ -102,7 +111,7 @@ class SpeedPanel(QWidget):
         self.is_compact = compact
         self.setFixedHeight(self._height())
         headline = self.headline()
-        rows = words.details(stats, self.plain_tokens_per_s)
+        rows = words.details(stats, self.plain_tokens_per_s, self.usual_steps)
         said = ". ".join([t for t in (headline.text, headline.reason) if t] + [f"{k}: {v}" for k, v in rows])
         self.setAccessibleDescription(said)  # for screen readers; the eye gets the Details button
         self.setToolTip(headline.reason)  # whole, where the panel is too narrow for it
@@ -136,10 +145,12 @@ class SpeedPanel(QWidget):
         return None, False
 
     def reference_rate(self) -> float | None:
+        """The usual speed the headline compares with (the dashed line)."""
         if self.plain_tokens_per_s:
             return self.plain_tokens_per_s
-        estimate = self.stats.plain_tokens_per_s_est if self.stats is not None else None
-        return estimate if estimate is not None and estimate > 0 else None
+        if self.stats is None:
+            return None
+        return words.plain_speed(self.stats, None, self.usual_steps)[0]
 
     # ---- drawing
 
@@ -164,7 +175,9 @@ class SpeedPanel(QWidget):
         """The reply's one line (ui/presenters/words.py): the whole request against plain decoding here."""
         if self.stats is None:
             return words.Headline(words.Verdict.PENDING, "")
-        return words.headline(self.stats, self.plain_tokens_per_s, self.stats.note_kind)
+        return words.headline(
+            self.stats, self.plain_tokens_per_s, self.stats.note_kind, self.usual_steps, self.busy_seen
+        )
 
     def _headline_font(self, headline: words.Headline) -> QFont:
         font = QFont(self.font())

@@ -345,8 +345,14 @@ class CompareView(QWidget):
         if plain is None or spec is None:
             self.summary.setText("Now with the speed-up…")
             return
-        self.summary.setText(words.compare_headline(plain, spec) or DASH)
-        self.unfair.setVisible(not words.compare_was_fair(plain, spec))
+        # A run that drafted nothing, stalled, or ran while the computer's speed changed does not
+        # measure the speed-up: said so, with Run again, and no "N× slower" (the welcome's See it
+        # showed "3.6× slower" for a run that drafted nothing while the computer stalled).
+        stalls = {name: words.longest_stall(points) for name, points in self.chart.series.items()}
+        problem = words.compare_problem(spec, words.compare_was_fair(plain, spec), stalls)
+        self.summary.setText(words.compare_headline(plain, spec, is_measure=not problem) or DASH)
+        self.unfair_label.setText(problem)
+        self.unfair.setVisible(bool(problem))
         # The two times are the headline's ("0.5 s instead of 0.7 s"): each pane keeps its count.
         self.plain.stats.setText(f"{plain.n_generated} tokens")
         self.speculative.stats.setText(f"{spec.n_generated} tokens")

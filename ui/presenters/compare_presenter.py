@@ -15,9 +15,10 @@ from app.host.messages import ChatTurn
 from app.host.reply import Reply, ReplyProgress
 from app.settings import Preset, Settings
 from engine.errors import Failure
+from engine.events import Finished
 from ui.presenters.failures import failure_words, raise_if_unexpected
 from ui.presenters.speed_presenter import SpeedPresenter
-from ui.presenters.words import task_preset
+from ui.presenters.words import compare_was_fair, task_preset
 
 
 class ComparePresenter(QObject):
@@ -41,6 +42,7 @@ class ComparePresenter(QObject):
         self.runs: dict[int, str] = {}  # request id -> "plain" | "speculative"
         self.is_greedy = True  # of the last run: same text is then a check, else by design
         self.task_preset: Preset | None = None  # of the last run: the preset its task ran with
+        self._plain_run: Finished | None = None  # kept as the baseline once the runs prove fair
         controller.reply_progressed.connect(self.on_controller_reply_progressed)
         controller.reply_finished.connect(self.on_controller_reply_finished)
         controller.reply_failed.connect(self.on_controller_reply_failed)
@@ -78,6 +80,7 @@ class ComparePresenter(QObject):
             turns, params=params, max_tokens=max_tokens, speculate=None, remember=False
         )
         self.runs = {plain_id: "plain", speculative_id: "speculative"}
+        self._plain_run = None
         self.started.emit(plain_id, speculative_id)
         self.state_changed.emit("Compare: writing the usual way first…")
 
@@ -95,7 +98,13 @@ class ComparePresenter(QObject):
         if name is None:
             return
         if name == "plain":
-            self.speed.record_plain_speed(finished)
+            self._plain_run = finished
+        elif self._plain_run is not None:
+            # The plain run is this computer's plain speed only where Compare found the two runs
+            # fair: a figure from a run it called too busy is never "measured on this computer".
+            if compare_was_fair(self._plain_run.stats, finished.stats):
+                self.speed.record_plain_speed(self._plain_run)
+            self._plain_run = None
         self.finished.emit(reply)
         self.state_changed.emit("Ready" if not self.runs else "Compare: now with the speed-up…")
 

@@ -261,13 +261,14 @@ class ReplyPresenter(QObject):
         record = self.speed.record(finished, **self._record_extras(live))
         self._keep_pair_reply(record, live.message_id)
         status = MessageStatus.CANCELLED if finished.stop_reason == "cancelled" else MessageStatus.COMPLETE
-        note = words.end_note(finished.stop_reason)
+        note = words.end_note(finished.stop_reason, finished.stats.n_generated)
         self._end_live(status, record, note)
         self._show_live_stats(finished.stats, prefix="Ready")
         self.reply_finished.emit()
 
     def _keep_pair_reply(self, record: StatsRecord, message_id: int) -> None:
         """What this reply measured for its pair, kept for the pair doctor's "measured here"."""
+        self.speed.note_steps(finished)  # after its record: a reply is compared with what came before
         measured = pair_reply(record, self.controller.info)
         if measured is None:
             return
@@ -289,7 +290,8 @@ class ReplyPresenter(QObject):
             return
         sentence = failure_words(failure)
         if has_engine_died or live.text:
-            self._end_live(MessageStatus.INTERRUPTED, self.speed.partial_record(live.stats))
+            # How it ended, under it: interrupted, and why (the failure's sentence).
+            self._end_live(MessageStatus.INTERRUPTED, self.speed.partial_record(live.stats), sentence)
         else:
             # Nothing was written (the prompt did not fit, no model): the empty reply row is hidden.
             try:

@@ -14,7 +14,7 @@ from app.host.messages import EngineInfo
 from app.settings import Settings
 from app.store import NGRAM_DRAFTER, model_key_of_file
 from engine.events import Finished, Speculation, Stats, StatsRecord
-from ui.presenters.words import headline
+from ui.presenters.verdict import STEPS_KEY, headline
 
 MIN_TOKENS_FOR_BASELINE = 8  # a plain reply shorter than this is too noisy to be the speed baseline
 
@@ -37,11 +37,33 @@ class SpeedPresenter(QObject):
         self._settings = settings
         self._update_settings = update_settings
         self._target_path = target_path
+        # Per target: the quickest one-token steps the engine timed on a reply of this session
+        # (the median of a reply's, at its quietest): the usual speed until one is measured.
+        self._steps: dict[str, float] = {}
 
     def plain_tokens_per_s(self) -> float | None:
         """The measured plain speed of the loaded target on this machine, if any."""
         path = self._target_path()
         return self._settings().plain_tokens_per_s.get(path) if path else None
+
+    def steps_tokens_per_s(self) -> float | None:
+        """The loaded target's one-token steps at the quietest reply of this session, if any."""
+        path = self._target_path()
+        return self._steps.get(path) if path else None
+
+    def note_steps(self, finished: Finished) -> None:
+        """Keep a finished reply's one-token steps where they were the quickest yet: a busy
+        computer only slows them, so the quickest is the nearest to a quiet moment. (After the
+        reply's record, which is compared with what was known before it.)"""
+        path, est = self._target_path(), finished.stats.plain_tokens_per_s_est
+        if (
+            path is None
+            or not est
+            or finished.stop_reason == "cancelled"
+            or finished.stats.n_generated < MIN_TOKENS_FOR_BASELINE
+        ):
+            return
+        self._steps[path] = max(self._steps.get(path, 0.0), est)
 
     def record_plain_speed(self, finished: Finished) -> bool:
         """Keep a plain reply's decode speed as the baseline; True when it was kept.
@@ -65,17 +87,25 @@ class SpeedPresenter(QObject):
 
     def record(self, finished: Finished, **extras: Any) -> StatsRecord:
         """What a finished reply keeps: the engine's numbers, how it ended, the baseline."""
-        record = StatsRecord.of(finished.stats, finished.stop_reason, **extras)
+        record = StatsRecord.of(finished.stats, finished.stop_reason, **self._steps_extra(), **extras)
         return replace(record, plain_tokens_per_s=self._plain())
 
     def partial_record(self, stats: Stats | None) -> StatsRecord | None:
         """What an interrupted reply keeps (its last numbers), or None when it had none."""
         if stats is None:
             return None
-        return replace(StatsRecord.of(stats, "interrupted"), plain_tokens_per_s=self._plain())
+        return replace(
+            StatsRecord.of(stats, "interrupted", **self._steps_extra()), plain_tokens_per_s=self._plain()
+        )
 
     def _plain(self) -> float | None:
         return self.plain_tokens_per_s() or None
+
+    def _steps_extra(self) -> dict[str, Any]:
+        """The quiet one-token-step speed a reply is compared with (no plain speed measured): kept
+        in its record, so the stored reply says what it said at its end."""
+        steps = self.steps_tokens_per_s()
+        return {STEPS_KEY: round(steps, 2)} if steps and not self._plain() else {}
 
 
 @dataclass(frozen=True)

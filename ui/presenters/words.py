@@ -19,182 +19,48 @@ wording is read and reviewed in one place; the demo texts at its end are data.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.settings import Preset, SpeedUp
-from engine.events import DraftingState, DraftSpan, Stats
+from engine.events import DraftSpan
+
+# The verdict under a reply is ui/presenters/verdict.py (one rule, live and at the end); its names
+# are said here too, where the rest of the window's words are.
+from ui.presenters.verdict import (  # noqa: F401 (said here too)
+    BUSY_REASON,
+    BUSY_SHARE,
+    COSTLY_REASON,
+    END_NOTES,
+    ENDED,
+    FASTER_AT,
+    LOW_ACCEPTANCE,
+    MIN_TOKENS,
+    STATE_REASONS,
+    UNEXPLAINED_REASON,
+    Headline,
+    ReplyNumbers,
+    Verdict,
+    details,
+    end_note,
+    headline,
+    neutral_reason,
+    plain_speed,
+    seconds,
+    slower_reason,
+    was_busy,
+)
 
 if TYPE_CHECKING:
     from app.library.measure import DraftVerdict, PairFigures
     from app.library.pair_doctor import SpeedEstimate
     from app.store import PairMeasurement
 
-FASTER_AT = 1.1  # below this a reply is "about as fast as usual": the gain is within noise
-MIN_TOKENS = 16  # shorter replies: too few steps to compare fairly (their first step weighs too much)
-LOW_ACCEPTANCE = 0.4  # below this share of guesses confirmed, the guesses are the reason
-# The plain speed this reply's own plain steps ran at, against the one measured here before:
-# below this share of it, the computer itself was slower during the reply (something else ran).
-BUSY_SHARE = 0.75
 # Compare: the sped-up run's own plain steps against the plain run, either way beyond this ratio,
 # and the computer ran at another speed between the two runs: not a fair comparison.
 FAIR_RATIO = 1.35
-
-
-# What the words read of a reply's numbers: a snapshot (engine.events.Stats) or its stored record
-# (engine.events.StatsRecord, a Stats with its rates kept).
-ReplyNumbers = Stats
-
-
-class Verdict(StrEnum):
-    FASTER = "faster"  # the speed-up paid: the headline is a ratio and the time saved
-    NEUTRAL = "neutral"  # it ran and did not pay (or too little to tell): a plain reason
-    SLOWER = "slower"  # it ran slower than plain decoding here: "N× slower", and why
-    OFF = "off"  # the speed-up was off for this reply
-    PENDING = "pending"  # nothing to say yet (no tokens, no plain speed known)
-
-
-@dataclass(frozen=True)
-class Headline:
-    verdict: Verdict
-    text: str  # the one line under a reply: "2.4× faster, 12 s saved", "3.1× slower"
-    reason: str = ""  # NEUTRAL, SLOWER: why, in one plain line
-    speedup: float | None = None  # whole request against plain decoding here
-    saved_s: float = 0.0
-    is_estimate: bool = False  # the plain speed is the engine's estimate, not a measured run
-
-
-def seconds(s: float) -> str:
-    """A duration as people say it: "0.4 s", "12 s", "168 s", "12 min 5 s"."""
-    if s < 10:
-        return f"{s:.1f} s"
-    if s < 600:
-        return f"{s:.0f} s"
-    minutes, rest = divmod(round(s), 60)
-    return f"{minutes} min {rest} s" if rest else f"{minutes} min"
-
-
-def _state(note_kind: object) -> DraftingState:
-    try:
-        return DraftingState(str(note_kind) if note_kind is not None else "")
-    except ValueError:
-        return DraftingState.DRAFTING
-
-
-# Why the speed-up did not pay, from the engine's state: what a person can understand and act on.
-STATE_REASONS = {
-    DraftingState.SUSPENDED: "Speed-up paused: its guesses were not paying off on this text.",
-    DraftingState.SHORT_REPLY: "The reply was too short to be worth starting the draft model.",
-    DraftingState.DRAFT_TOO_SLOW: "The draft model is not faster than the model itself on this computer.",
-    DraftingState.DRAFT_LOAD_FAILED: "The draft model could not be loaded; the model wrote alone.",
-}
-
-
-def neutral_reason(numbers: ReplyNumbers, note_kind: object = "") -> str:
-    """One plain line: why the speed-up did not make this reply faster."""
-    state = _state(note_kind)
-    if state in STATE_REASONS:
-        return STATE_REASONS[state]
-    if numbers.n_drafted == 0:
-        return "Nothing in the conversation to reuse: the speed-up helps most when the reply repeats text."
-    if numbers.acceptance_rate < LOW_ACCEPTANCE:
-        return "Most guesses were wrong: this reply says new things rather than reusing text."
-    return "The guesses cost about as much time as they saved here."
-
-
-BUSY_REASON = "The computer was busy: even its plain speed fell during this reply."
-COSTLY_REASON = "The guesses cost more than they saved."
-
-
-def was_busy(numbers: ReplyNumbers, measured_plain: float | None) -> bool:
-    """Whether the computer itself ran slower during this reply than when its plain speed was
-    measured: the reply's own plain steps (the engine times them) ran well below that speed."""
-    during = numbers.plain_tokens_per_s_est
-    return bool(measured_plain and during and during < BUSY_SHARE * measured_plain)
-
-
-def slower_reason(numbers: ReplyNumbers, measured_plain: float | None, note_kind: object = "") -> str:
-    """One plain line: why this reply was slower than plain decoding here."""
-    if was_busy(numbers, measured_plain):
-        return BUSY_REASON
-    state = _state(note_kind)
-    if state in (DraftingState.DRAFT_TOO_SLOW, DraftingState.DRAFT_LOAD_FAILED):
-        return STATE_REASONS[state]
-    return COSTLY_REASON
-
-
-# How a reply ended, where that is worth one line under it (engine.events.StopReason values).
-END_NOTES = {
-    "context": "stopped at the context limit",
-    "repetition": "stopped: the reply was repeating itself",
-}
-
-
-def end_note(stop_reason: str | None) -> str:
-    """One line on how a reply ended ("" where it ended as replies do)."""
-    return END_NOTES.get(stop_reason or "", "")
-
-
-def plain_speed(numbers: ReplyNumbers, measured: float | None) -> tuple[float | None, bool]:
-    """(plain tokens/s to compare with, whether it is the engine's estimate)."""
-    if measured and measured > 0:
-        return measured, False
-    estimate = numbers.plain_tokens_per_s_est
-    if estimate and estimate > 0:
-        return float(estimate), True
-    return None, False
-
-
-def headline(numbers: ReplyNumbers, measured_plain: float | None, note_kind: object = "") -> Headline:
-    """The one line a reply gets: how much sooner the whole request ended than plain decoding here."""
-    if numbers.speculation == "none":
-        return Headline(Verdict.OFF, "Speed-up off")
-    if numbers.n_generated <= 0 or numbers.decode_s <= 0:
-        return Headline(Verdict.PENDING, "")
-    plain, is_estimate = plain_speed(numbers, measured_plain)
-    if plain is None or numbers.n_generated < MIN_TOKENS:
-        if _state(note_kind) in STATE_REASONS or numbers.n_drafted == 0:
-            reason = neutral_reason(numbers, note_kind)
-            return Headline(Verdict.NEUTRAL, "About as fast as usual", reason)
-        return Headline(Verdict.PENDING, "")
-    taken = numbers.prefill_s + numbers.decode_s
-    plain_s = numbers.prefill_s + numbers.n_generated / plain
-    speedup = plain_s / taken if taken > 0 else 1.0
-    saved = plain_s - taken
-    about = "about " if is_estimate else ""
-    if speedup >= FASTER_AT:
-        text = f"{about}{speedup:.1f}× faster, {seconds(saved)} saved"
-        return Headline(Verdict.FASTER, text[0].upper() + text[1:], "", speedup, saved, is_estimate)
-    if speedup <= 1 / FASTER_AT:
-        text = f"{about}{1 / speedup:.1f}× slower"
-        reason = slower_reason(numbers, None if is_estimate else plain, note_kind)
-        return Headline(Verdict.SLOWER, text[0].upper() + text[1:], reason, speedup, saved, is_estimate)
-    reason = neutral_reason(numbers, note_kind)
-    return Headline(Verdict.NEUTRAL, "About as fast as usual", reason, speedup, saved, is_estimate)
-
-
-def details(numbers: ReplyNumbers, measured_plain: float | None) -> list[tuple[str, str]]:
-    """The figures behind a headline, shown on demand (each once): (label, value) rows."""
-    rows: list[tuple[str, str]] = []
-    n = numbers.n_generated
-    taken = numbers.prefill_s + numbers.decode_s
-    rows.append(("Reply", f"{n} tokens in {seconds(taken)}"))
-    if numbers.decode_s > 0:
-        rows.append(("Writing speed", f"{n / numbers.decode_s:.1f} tokens/s"))
-    plain, is_estimate = plain_speed(numbers, measured_plain)
-    if plain is not None:
-        how = "estimated from the model's own steps" if is_estimate else "measured on this computer"
-        rows.append(("Usual speed", f"{plain:.1f} tokens/s ({how})"))
-    if numbers.speculation != "none" and numbers.n_drafted:
-        share = numbers.n_accepted / n if n else 0.0
-        rows.append(("Reused and confirmed", f"{share:.0%} of the reply"))
-        rows.append(("Guesses confirmed", f"{numbers.acceptance_rate:.0%}"))
-        if numbers.n_steps and numbers.n_steps_with_draft:  # a server does not say its steps
-            rows.append(("Tokens a step", f"{n / numbers.n_steps:.1f}"))
-    return rows
 
 
 def runs_on_words(gpu_build: bool | None, n_gpu_layers: int, server: str = "") -> str:
@@ -436,14 +302,17 @@ def compare_seconds(plain: ReplyNumbers, sped_up: ReplyNumbers) -> tuple[float, 
     return reading_s + plain.decode_s, reading_s + sped_up.decode_s
 
 
-def compare_headline(plain: ReplyNumbers, sped_up: ReplyNumbers) -> str:
+def compare_headline(plain: ReplyNumbers, sped_up: ReplyNumbers, is_measure: bool = True) -> str:
     """ "71 s instead of 168 s: 2.4× faster" (whole requests, timed one after the other, on the
-    clock of compare_seconds)."""
+    clock of compare_seconds). is_measure False (compare_problem said why): never "N× faster" or
+    "slower", only the two times."""
     plain_s, sped_s = compare_seconds(plain, sped_up)
     if plain_s <= 0 or sped_s <= 0:
         return ""
     ratio = plain_s / sped_s
-    if ratio >= FASTER_AT:
+    if not is_measure and not 1 / FASTER_AT < ratio < FASTER_AT:
+        how = "not a measure of the speed-up"
+    elif ratio >= FASTER_AT:
         how = f"{ratio:.1f}× faster"
     elif ratio > 1 / FASTER_AT:
         how = "about as fast as usual"
@@ -457,7 +326,9 @@ def compare_was_fair(plain: ReplyNumbers, sped_up: ReplyNumbers) -> bool:
     (the engine times them) against the plain run's speed. Where another program took the cores
     during one run and not the other, the ratio measures that program, not the speed-up."""
     during = sped_up.plain_tokens_per_s_est
-    plain_rate = plain.n_generated / plain.decode_s if plain.decode_s > 0 else 0.0
+    plain_rate = plain.plain_tokens_per_s_est or (
+        plain.n_generated / plain.decode_s if plain.decode_s > 0 else 0.0
+    )
     if not during or plain_rate <= 0:
         return True  # nothing to tell it by
     return 1 / FAIR_RATIO <= during / plain_rate <= FAIR_RATIO
@@ -493,6 +364,44 @@ def same_text_words(plain_text: str, sped_text: str, is_greedy: bool) -> tuple[b
 BUILT_IN_MODELS = (
     ("smollm2", "SmolLM2 135M Instruct"),
     ("default", "Gemma 3 270M (base)"),
+# ---- Compare (and the welcome's See it, which runs it): whether its two runs measure the speed-up
+
+STALL_MIN_S = 1.0  # a pause in a run's writing this long...
+STALL_FACTOR = 10.0  # ...and this many times its usual pause between snapshots: it stalled
+
+
+def longest_stall(points: Sequence[tuple[float, int]]) -> float:
+    """The longest pause in a run's writing ((seconds, tokens) snapshots), where it was a stall
+    (another program took the computer), else 0."""
+    gaps = sorted(b[0] - a[0] for a, b in zip(points, points[1:], strict=False))
+    if len(gaps) < 3:
+        return 0.0
+    usual, longest = gaps[len(gaps) // 2], gaps[-1]
+    return longest if longest >= max(STALL_MIN_S, STALL_FACTOR * usual) else 0.0
+
+
+NOTHING_DRAFTED = (
+    "The run with the speed-up guessed nothing on this text: it wrote the way the usual one does, "
+    "so the difference between the two times is the computer's, not the speed-up's."
+)
+
+
+def compare_problem(sped_up: ReplyNumbers, is_fair: bool, stalls: Mapping[str, float] | None = None) -> str:
+    """Why a Compare does not measure the speed-up ("" where it does): the sped-up run drafted
+    nothing, a run stalled, or the computer's own speed changed between the runs (is_fair False:
+    words.compare_was_fair)."""
+    if sped_up.n_drafted == 0:
+        return NOTHING_DRAFTED
+    for name, which in (("speculative", "with the speed-up"), ("plain", "the usual way")):
+        stall = (stalls or {}).get(name, 0.0)
+        if stall:
+            return (
+                f"The run {which} stalled for {seconds(stall)} (something else was using the computer), "
+                "so this ratio does not measure the speed-up."
+            )
+    return "" if is_fair else UNFAIR_COMPARE
+
+
 )
 
 

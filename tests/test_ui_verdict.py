@@ -1,0 +1,253 @@
+"""Issue 47, read off the real window: the verdict under a reply from its own evidence (nothing
+accepted is never "faster"; a busy computer is said, never "saved"; the reason does not flip while
+it streams), See it with a sped-up run that drafted nothing, and every reply saying how it ended
+(a numbered list looping on one item stopped, the reply-length cap with Continue)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from app.store import MessageStatus, Store
+from engine.events import Finished, Speculation, Stats, StatsRecord
+from ui.presenters import verdict, words
+from ui.presenters.verdict import Verdict
+
+
+def _stats(**changes: object) -> Stats:
+    values: dict[str, object] = dict(
+        speculation="ngram",
+        n_prompt_tokens=30,
+        n_prefilled=30,
+        n_generated=86,
+        n_steps=86,
+        prefill_s=1.0,
+        decode_s=11.0,
+        llama_s=11.5,
+        draft_max=8,
+        plain_tokens_per_s_est=3.6,
+    )
+    values.update(changes)
+    return Stats(**values)  # type: ignore[arg-type]
+
+
+def _stored(record: StatsRecord, text: str = "The capital of France is Paris.") -> int:
+    store = Store()
+    try:
+        conversation = store.create_conversation("A reply")
+        store.add_message(conversation.id, "user", "What is the capital of France?")
+        reply = store.add_message(conversation.id, "assistant", "")
+        store.update_message(reply.id, text, MessageStatus.COMPLETE, record.as_dict())
+        return conversation.id
+    finally:
+        store.close()
+
+
+def _reply_widget(window):  # type: ignore[no-untyped-def]
+    return [w for w in window.chat.message_widgets() if w.role == "assistant"][-1]
+
+
+def test_a_first_reply_with_no_accepted_draft_says_as_fast_as_usual(qtbot, open_window, tiny_target) -> None:
+    # The review's first reply ever: "About 2.2× faster, 13 s saved" in bold green, with "Guesses
+    # confirmed 0%" and "Tokens a step 1.0" in its Details.
+    shown = _stored(StatsRecord.of(_stats(n_drafted=20, n_steps_with_draft=10), "eos"))
+    window = open_window(tiny_target)
+    window.show_conversation(shown)
+    widget = _reply_widget(window)
+    headline = widget.speed.headline()
+    assert headline.verdict is Verdict.NEUTRAL and headline.text == "About as fast as usual"
+    assert headline.reason.startswith("None of its guesses was right")
+    said = widget.speed.accessibleDescription()
+    assert said.startswith("About as fast as usual") and "saved" not in said and "faster" not in said
+    rows = dict(widget.detail_rows)
+    assert rows["Reply"] == "86 tokens in 12 s" and rows["Writing speed"] == "7.8 tokens/s"
+    assert rows["Accepted drafts"] == "0 of 20 drafted tokens" and rows["Guesses confirmed"] == "0%"
+    assert rows["Time to first token"] and rows["Ended"] == "finished"
+
+
+def test_a_reply_while_the_computer_was_busy_says_so_and_saves_nothing(
+    qtbot, open_window, tiny_target
+) -> None:
+    # The review's scene 4 with two busy loops: 80 tokens in 162 s, the reply's own one-token
+    # steps at 0.2 tokens/s, where the same model's ran at 122.7 a few replies before. It read
+    # "About 3.4× faster, 389 s saved". Recorded as the chat records a reply, shown in the window.
+    window = open_window(tiny_target)
+    speed = window.presenter.speed
+    quiet = _stats(n_generated=80, plain_tokens_per_s_est=122.7)  # an earlier reply's steps, quiet
+    speed.note_steps(Finished("eos", "", (), quiet))
+    assert speed.steps_tokens_per_s() == 122.7
+    busy = _stats(n_generated=80, n_drafted=70, n_accepted=60, n_steps=20, n_steps_with_draft=20,
+                  prefill_s=2.0, decode_s=160.0, plain_tokens_per_s_est=0.2)  # fmt: skip
+    record = speed.record(Finished("eos", "", (), busy))
+    window.show_conversation(_stored(record))
+    widget = _reply_widget(window)
+    headline = widget.speed.headline()
+    assert headline.verdict is Verdict.SLOWER and headline.reason == words.BUSY_REASON
+    said = widget.speed.accessibleDescription()
+    assert "busy" in said and "saved" not in said and "faster" not in said
+    assert dict(widget.detail_rows)["Usual speed"].startswith("122.7 tokens/s")
+
+
+def test_the_live_reason_does_not_flip_and_the_end_agrees(qtbot, open_window, tiny_target) -> None:
+    # One long reply whose own plain steps slow down and recover as another program comes and
+    # goes: the live reason flipped "busy", "the guesses cost more", "busy" (review 5, 13-loop.png).
+    window = open_window(tiny_target)
+    window.presenter.speed.note_steps(Finished("eos", "", (), _stats(plain_tokens_per_s_est=100.0)))
+    shown = _stored(StatsRecord.of(_stats(n_generated=4, decode_s=0.1), "eos"), "Once")
+    window.show_conversation(shown)
+    panel = _reply_widget(window).speed
+    panel.points.clear()
+    reasons = []
+    for i, est in enumerate([100.0, 95.0, 30.0, 98.0, 97.0, 40.0, 99.0], start=1):
+        n = 40 * i
+        snapshot = _stats(n_generated=n, n_drafted=n, n_accepted=n // 4, n_steps=n, n_steps_with_draft=n // 2,
+                          decode_s=n / 40.0, plain_tokens_per_s_est=est)  # fmt: skip
+        panel.add_stats([snapshot], None, window.presenter.speed.steps_tokens_per_s())
+        reasons.append(panel.headline().reason)
+    first_busy = reasons.index(words.BUSY_REASON)
+    assert set(reasons[first_busy:]) == {words.BUSY_REASON}, reasons
+    live = panel.headline()
+    record = StatsRecord.of(snapshot, "eos", **{verdict.BUSY_KEY: True, verdict.STEPS_KEY: 100.0})
+    panel.set_final(record)
+    assert panel.headline() == live  # the end says what the live line said
+
+
+def test_see_it_with_a_sped_up_run_that_drafted_nothing_says_so_and_offers_run_again(
+    qtbot, open_window, tiny_target
+) -> None:
+    # The welcome's See it said "24 s instead of 6.8 s: 3.6× slower": no highlights, no "%
+    # confirmed", no note. The tiny model's reply to the demo drafts nothing (greedy: the same
+    # every run), as SmolLM2's did while the computer was busy.
+    window = open_window(tiny_target, max_tokens=12)
+    window.run_demo()  # what the welcome's See it button does
+    qtbot.waitUntil(lambda: len(window.compare.final_stats) == 2, timeout=120_000)
+    qtbot.waitUntil(lambda: not window.controller.is_busy, timeout=60_000)
+    compare = window.compare
+    assert compare.final_stats["speculative"].n_drafted == 0  # the case this test is about
+    summary = compare.summary.text()
+    assert " instead of " in summary and "× slower" not in summary and "× faster" not in summary
+    assert not compare.unfair.isHidden() and compare.unfair_label.text() == words.NOTHING_DRAFTED
+    assert compare.again_button.text() == "Run again" and compare.again_button.isEnabled()
+
+
+def test_a_compare_called_unfair_is_not_kept_as_the_usual_speed(qtbot, open_window, tiny_target) -> None:
+    from app.host.reply import Reply
+
+    window = open_window(tiny_target)
+    comparison = window.presenter.comparison
+    plain = _stats(speculation=Speculation.NONE, n_generated=86, decode_s=7.0, plain_tokens_per_s_est=None)
+    for sped_est, kept in ((4.0, None), (12.0, round(86 / 7.0, 3))):  # 3x slower steps: unfair
+        comparison.runs = {1: "plain", 2: "speculative"}
+        comparison.on_controller_reply_finished(Reply(1, finished=Finished("length", "", (), plain)))
+        assert window.presenter.speed.plain_tokens_per_s() is None  # not before Compare judged the runs
+        sped = _stats(n_drafted=40, n_accepted=30, decode_s=5.0, plain_tokens_per_s_est=sped_est)
+        comparison.on_controller_reply_finished(Reply(2, finished=Finished("length", "", (), sped)))
+        assert window.presenter.speed.plain_tokens_per_s() == kept
+
+
+# --- how a reply ended -------------------------------------------------------------------------------
+
+STUDY_APP = "Use a study app: it helps you keep track of your progress and your goals."
+
+
+@pytest.fixture
+def numbered_looper() -> Iterator[tuple[str, dict[str, int]]]:
+    """A server whose reply is a numbered list stuck on one item ("10. Use a study app: ...",
+    "11. Use a study app: ...") up to item 2,000 unless the client leaves."""
+    seen = {"sent": 0, "left": 0}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = json.dumps({"object": "list", "data": [{"id": "looper", "object": "model"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            text = "Here are some tips:\n\n" + "".join(f"{i}. {STUDY_APP}\n" for i in range(1, 2000))
+            try:
+                for at in range(0, len(text), 6):
+                    chunk = {
+                        "choices": [
+                            {"index": 0, "delta": {"content": text[at : at + 6]}, "finish_reason": None}
+                        ]
+                    }
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                    seen["sent"] += 1
+                    time.sleep(0.0005)
+                end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+                self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
+            except (BrokenPipeError, ConnectionResetError):
+                seen["left"] += 1
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_looping_numbered_list_is_stopped_with_its_note(
+    qtbot, open_window, wait_reply, numbered_looper: tuple[str, dict[str, int]]
+) -> None:
+    # The review: items 10-23 one line with a new number, to the 512-token cap, with no end note.
+    url, _seen = numbered_looper
+    window = open_window(Path("unused.gguf"), wait_loaded=False, engine="remote", remote_url=url)
+    qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
+    window.send("Write a long list of tips for studying for exams")
+    wait_reply(window, timeout_ms=30_000)
+    store = Store()
+    try:
+        reply = store.messages(window.conversation_id)[-1]
+    finally:
+        store.close()
+    assert reply.stats.get("stop_reason") == "repetition"
+    assert 4 <= reply.content.count(STUDY_APP) <= 5, reply.content  # the line and 3 repeats
+    widget = window.chat.widget_for(reply.id)
+    assert widget.note.text().startswith("stopped: the reply was repeating itself")
+    assert "Regenerate" in widget.note.text() and not widget.note.isHidden()
+    assert dict(widget.detail_rows)["Ended"] == "stopped: it was repeating itself"
+
+
+def test_a_reply_at_the_length_cap_says_so_and_continues(qtbot, open_window, wait_reply, tiny_target) -> None:
+    window = open_window(tiny_target, max_tokens=8)
+    window.send("Tell me a long story")
+    wait_reply(window)
+    widget = _reply_widget(window)
+    assert widget.speed.stats is not None and widget.speed.stats.stop_reason == "length"
+    note = widget.note.text()
+    assert "stopped at the reply-length cap (8 tokens)" in note and "Continue" in note
+    assert dict(widget.detail_rows)["Ended"] == "stopped at the reply-length cap"
+    with qtbot.waitSignal(window.chat.continue_requested, timeout=5_000):
+        widget.note.linkActivated.emit("continue")
+    qtbot.waitUntil(
+        lambda: any(
+            w.role == "user" and w.text() == verdict.CONTINUE_REQUEST for w in window.chat.message_widgets()
+        ),
+        timeout=10_000,
+    )
+    wait_reply(window)
+    # A reply that finished says so in its Details, and has no note.
+    stored = _stored(StatsRecord.of(_stats(), "eos"))
+    window.show_conversation(stored)
+    done = _reply_widget(window)
+    assert done.note.isHidden() and dict(done.detail_rows)["Ended"] == "finished"
