@@ -541,15 +541,15 @@ class MainWindow(QMainWindow):
             from ui.chat.speed_panel import POINTS_KEY
 
             extras[POINTS_KEY] = widget.speed.kept_points()
+        if widget is not None and widget.speed.busy_seen:
+            from ui.presenters.verdict import BUSY_KEY
+
+            extras[BUSY_KEY] = True  # seen busy while it streamed: said so when shown again
         return extras
 
     def on_presenter_reply_progressed(self, progress: ReplyProgress) -> None:
         live, widget = self.presenter.live, self._live_widget()
         if live is None or widget is None:
-        if widget is not None and widget.speed.busy_seen:
-            from ui.presenters.verdict import BUSY_KEY
-
-            extras[BUSY_KEY] = True  # seen busy while it streamed: said so when shown again
             return
         if len(live.reply) != progress.start:
             shown = live.reply.shown()
@@ -625,6 +625,12 @@ class MainWindow(QMainWindow):
     def on_chat_regenerate_requested(self) -> None:
         self.regenerate()
 
+    def on_chat_continue_requested(self) -> None:
+        """A reply stopped at the reply-length cap: ask the model to write on."""
+        from ui.presenters.verdict import CONTINUE_REQUEST
+
+        self.send(CONTINUE_REQUEST)
+
     def on_chat_edit_requested(self, message_id: int) -> None:
         widget = self.chat.widget_for(message_id)
         if widget is not None:
@@ -635,12 +641,6 @@ class MainWindow(QMainWindow):
 
     def edit_last_user_message(self) -> None:
         users = [w for w in self.chat.message_widgets() if w.role == "user"]
-    def on_chat_continue_requested(self) -> None:
-        """A reply stopped at the reply-length cap: ask the model to write on."""
-        from ui.presenters.verdict import CONTINUE_REQUEST
-
-        self.send(CONTINUE_REQUEST)
-
         if users:
             self.on_chat_edit_requested(users[-1].message_id)
 

@@ -89,8 +89,8 @@ class PromptEdit(QPlainTextEdit):
 class ChatView(QWidget):
     send_requested = Signal(str)
     stop_requested = Signal()
-    continue_requested = Signal()  # relays each message's (a reply cut at the length cap), as above
     regenerate_requested = Signal()  # relays each message's: messages come and go, the window connects once
+    continue_requested = Signal()  # relays each message's (a reply cut at the length cap), as above
     edit_requested = Signal(int)  # message id of the user message to edit (relays each message's, as above)
     changes_requested = Signal(int)  # id of a reply to a message with documents (relays each message's)
     edit_cancelled = Signal()
@@ -421,6 +421,7 @@ class ChatView(QWidget):
         )
         widget.edit_requested.connect(self.edit_requested)
         widget.regenerate_requested.connect(self.regenerate_requested)
+        widget.continue_requested.connect(self.continue_requested)
         widget.changes_requested.connect(self.changes_requested)
         if attachments:
             carried = QLabel("Attached: " + ", ".join(attachments))
@@ -432,7 +433,6 @@ class ChatView(QWidget):
                 layout.addWidget(carried)
         if position is None:
             self.messages_layout.insertWidget(self.messages_layout.count() - 1, widget)
-        widget.continue_requested.connect(self.continue_requested)
             self._widgets[message_id] = widget
         else:  # after the button and the empty state
             self.messages_layout.insertWidget(2 + position, widget)

@@ -41,9 +41,9 @@ class MessageWidget(QFrame):
 
     edit_requested = Signal(int)
     regenerate_requested = Signal()
+    continue_requested = Signal()  # a reply stopped at the reply-length cap: write on
     changes_requested = Signal(int)  # this reply's id: its changes to the document it was asked about
 
-    continue_requested = Signal()  # a reply stopped at the reply-length cap: write on
     def __init__(self, message_id: int, role: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.message_id = message_id
@@ -124,6 +124,7 @@ class MessageWidget(QFrame):
         self._spans: tuple[DraftSpan, ...] = ()
         self._notes: list[str] = []  # how the reply ended, where worth a line
         self._offers_regenerate = False  # ...and whether that line offers Regenerate (a loop)
+        self._offers_continue = False  # ...or Continue (the reply-length cap)
         self._described: tuple[int, str] = (0, "")  # the text's length, where its guesses came from
         self.detail_rows: list[tuple[str, str]] = []
         for child in (self.changes_button, self.regenerate_button, self.edit_button, self.copy_button):
@@ -131,7 +132,6 @@ class MessageWidget(QFrame):
         self.restyle(render=False)
 
     def _action(self, text: str, tip: str, name: str) -> QToolButton:
-        self._offers_continue = False  # ...or Continue (the reply-length cap)
         button = QToolButton()
         button.setText(text)
         button.setToolTip(tip)
@@ -267,26 +267,35 @@ class MessageWidget(QFrame):
             note = words.end_note(stats.stop_reason, stats.n_generated)
         self._notes = [n for n in (STATUS_NOTES.get(status, ""), note) if n]
         self._offers_regenerate = stats is not None and stats.stop_reason == "repetition"
+        self._offers_continue = (
+            stats is not None and stats.stop_reason == "length" and self.role == "assistant"
+        )
         self._render_note()
 
     def _render_note(self) -> None:
         """How the reply ended, in one line; a loop's way out (Regenerate) in the same line, as a
         link in the theme's link colour (a label keeps the colour it was laid out with)."""
         notes = [escape(n) for n in self._notes]
+        link = QGuiApplication.palette().color(QPalette.ColorRole.Link).name()
         if self._offers_regenerate:
-            link = QGuiApplication.palette().color(QPalette.ColorRole.Link).name()
             notes.append(f'<a href="regenerate" style="color: {link}">Regenerate</a>')
+        if self._offers_continue:
+            notes.append(f'<a href="continue" style="color: {link}">Continue</a>')
         self.note.setText(" · ".join(notes))
         self.note.setVisible(bool(notes))
+
+    def on_note_link_activated(self, link: str) -> None:
+        """The end note's way on: Continue a reply cut at the length cap, else Regenerate."""
+        if link == "continue":
+            self.continue_requested.emit()
+        else:
+            self.regenerate_requested.emit()
 
     def set_editable(self, is_editable: bool) -> None:
         self.edit_button.setVisible(is_editable)
 
     def set_regenerable(self, is_regenerable: bool) -> None:
         self.regenerate_button.setVisible(is_regenerable)
-        self._offers_continue = (
-            stats is not None and stats.stop_reason == "length" and self.role == "assistant"
-        )
 
     def set_changes_shown(self, is_shown: bool) -> None:
         self.changes_button.setVisible(is_shown)
@@ -296,12 +305,3 @@ class MessageWidget(QFrame):
 
     def on_copy_button_clicked(self) -> None:
         QApplication.clipboard().setText(self.text())
-        if self._offers_continue:
-            notes.append(f'<a href="continue" style="color: {link}">Continue</a>')
-    def on_note_link_activated(self, link: str) -> None:
-        """The end note's way on: Continue a reply cut at the length cap, else Regenerate."""
-        if link == "continue":
-            self.continue_requested.emit()
-        else:
-            self.regenerate_requested.emit()
-

@@ -259,6 +259,7 @@ class ReplyPresenter(QObject):
             return
         self.speed.record_plain_speed(finished)
         record = self.speed.record(finished, **self._record_extras(live))
+        self.speed.note_steps(finished)  # after its record: a reply is compared with what came before
         self._keep_pair_reply(record, live.message_id)
         status = MessageStatus.CANCELLED if finished.stop_reason == "cancelled" else MessageStatus.COMPLETE
         note = words.end_note(finished.stop_reason, finished.stats.n_generated)
@@ -268,7 +269,6 @@ class ReplyPresenter(QObject):
 
     def _keep_pair_reply(self, record: StatsRecord, message_id: int) -> None:
         """What this reply measured for its pair, kept for the pair doctor's "measured here"."""
-        self.speed.note_steps(finished)  # after its record: a reply is compared with what came before
         measured = pair_reply(record, self.controller.info)
         if measured is None:
             return

@@ -323,8 +323,10 @@ def compare_headline(plain: ReplyNumbers, sped_up: ReplyNumbers, is_measure: boo
 
 def compare_was_fair(plain: ReplyNumbers, sped_up: ReplyNumbers) -> bool:
     """Whether the computer ran at one speed through both runs: the sped-up run's own plain steps
-    (the engine times them) against the plain run's speed. Where another program took the cores
-    during one run and not the other, the ratio measures that program, not the speed-up."""
+    (the engine times them) against the plain run's (the same measure: the engine's one-token
+    steps, without the work around them, which on a small model is most of a token's time), else
+    its speed. Where another program took the cores during one run and not the other, the ratio
+    measures that program, not the speed-up."""
     during = sped_up.plain_tokens_per_s_est
     plain_rate = plain.plain_tokens_per_s_est or (
         plain.n_generated / plain.decode_s if plain.decode_s > 0 else 0.0
@@ -340,30 +342,6 @@ UNFAIR_COMPARE = (
 )
 
 
-def same_text_words(plain_text: str, sped_text: str, is_greedy: bool) -> tuple[bool, str]:
-    """(the texts are the same, one line on it). Greedy: a check. Sampled: a note that they may
-    differ by design (with n-gram drafts and one seed they still match)."""
-    if plain_text == sped_text:
-        how = "" if is_greedy else " (sampled, with one seed for both)"
-        return True, f"✓ The same text, word for word{how}."
-    if not is_greedy:
-        return False, (
-            "The texts differ by design: sampling is on (temperature above 0), so each run draws its "
-            "own words. Only the speed is compared; set the temperature to 0 to compare the text too."
-        )
-    at = next((i for i, (a, b) in enumerate(zip(plain_text, sped_text, strict=False)) if a != b), None)
-    at = min(len(plain_text), len(sped_text)) if at is None else at
-    return False, (
-        f"⚠ The texts part at character {at + 1}: two nearly equal choices in the model's arithmetic "
-        "can tip either way when it checks several words at once."
-    )
-
-
-# ---- the models Tandem carries (app.library.model_spec.Embedded), by what people call them
-
-BUILT_IN_MODELS = (
-    ("smollm2", "SmolLM2 135M Instruct"),
-    ("default", "Gemma 3 270M (base)"),
 # ---- Compare (and the welcome's See it, which runs it): whether its two runs measure the speed-up
 
 STALL_MIN_S = 1.0  # a pause in a run's writing this long...
@@ -402,6 +380,30 @@ def compare_problem(sped_up: ReplyNumbers, is_fair: bool, stalls: Mapping[str, f
     return "" if is_fair else UNFAIR_COMPARE
 
 
+def same_text_words(plain_text: str, sped_text: str, is_greedy: bool) -> tuple[bool, str]:
+    """(the texts are the same, one line on it). Greedy: a check. Sampled: a note that they may
+    differ by design (with n-gram drafts and one seed they still match)."""
+    if plain_text == sped_text:
+        how = "" if is_greedy else " (sampled, with one seed for both)"
+        return True, f"✓ The same text, word for word{how}."
+    if not is_greedy:
+        return False, (
+            "The texts differ by design: sampling is on (temperature above 0), so each run draws its "
+            "own words. Only the speed is compared; set the temperature to 0 to compare the text too."
+        )
+    at = next((i for i, (a, b) in enumerate(zip(plain_text, sped_text, strict=False)) if a != b), None)
+    at = min(len(plain_text), len(sped_text)) if at is None else at
+    return False, (
+        f"⚠ The texts part at character {at + 1}: two nearly equal choices in the model's arithmetic "
+        "can tip either way when it checks several words at once."
+    )
+
+
+# ---- the models Tandem carries (app.library.model_spec.Embedded), by what people call them
+
+BUILT_IN_MODELS = (
+    ("smollm2", "SmolLM2 135M Instruct"),
+    ("default", "Gemma 3 270M (base)"),
 )
 
 
