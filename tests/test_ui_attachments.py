@@ -422,3 +422,45 @@ def test_an_empty_chat_with_a_document_suggests_what_to_ask_of_it(
     chat.attachments.chips()[0].remove_button.click()
     assert chat.demo_row.isVisibleTo(chat) and not chat.document_row.isVisibleTo(chat)
     assert chat.document_buttons == []
+
+
+NOTE = (
+    "Dear neighbours,\n\nThe comittee will meet on tusday at the town hall to discus the budjet for "
+    "next year. Please bring your ideas untill then, and read the newsleter before you come. We can "
+    "not decide without you.\n\nThank you,\nAnna\n"
+)
+FIXED = (
+    "Dear neighbours,\n\nThe committee will meet on Tuesday at the town hall to discuss the budget for "
+    "next year. Please bring your ideas until then, and read the newsletter before you come. We cannot "
+    "decide without you.\n\nThank you,\nAnna"
+)
+REMARK = "```\nThis is the complete text with the necessary changes to the original note.txt.\n```"
+
+
+def test_changes_finds_the_edited_text_beside_a_fenced_remark(
+    qtbot, open_window, wait_reply, tiny_target, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    # Issue 47 (review ux-3 #5): the reply gave the note back rewritten, then a one-line fenced
+    # remark; Changes took the remark as the edit ("32 words taken out, 0 put in").
+    note = tmp_path / "note.txt"
+    note.write_text(NOTE, encoding="utf-8")
+    window = open_window(tiny_target, max_tokens=4)
+    drop_files(window, [note])
+    window.chat.input.setPlainText("Fix the spelling and grammar in note.txt.")
+    qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
+    wait_reply(window)
+    store = window.conversation_actions.store
+    reply = store.messages(window.conversation_id)[-1]
+    store.update_message(reply.id, f"Here is the corrected note:\n\n{FIXED}\n\n{REMARK}")
+    dialog = window.conversation_actions.show_reply_diff(reply.id)
+    qtbot.addWidget(dialog)
+    assert dialog.edited == FIXED
+    shown = dialog.view.toPlainText()
+    assert shown.startswith("7 changes: 8 words taken out, 7 put in.")  # not "32 words taken out, 0 put in"
+    assert "necessary changes" not in shown and dialog.copy_button.isEnabled()
+    # A reply with no copy of the note in it says so, rather than striking the whole note out.
+    store.update_message(reply.id, "Voici la note : le comité se réunit mardi.\n\n" + REMARK)
+    dialog = window.conversation_actions.show_reply_diff(reply.id)
+    qtbot.addWidget(dialog)
+    assert dialog.view.toPlainText() == "No edited copy of note.txt in this reply."
+    assert not dialog.copy_button.isEnabled() and not dialog.save_button.isEnabled()

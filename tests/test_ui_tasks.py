@@ -63,3 +63,48 @@ def test_the_welcome_offers_a_small_instruct_model_beside_the_pair(qtbot) -> Non
         "Qwen/Qwen2.5-1.5B-Instruct-GGUF",
         "qwen2.5-1.5b-instruct-q4_k_m.gguf",
     )
+
+
+def test_a_base_model_opened_from_a_file_is_offered_no_task_and_each_greyed_one_says_why(
+    qtbot, open_window, tiny_target, tiny_base, tmp_path
+) -> None:
+    # Issue 47: the tasks were gated by the built-in models' names, so the base Gemma opened from a
+    # file was offered (and failed) every task. Now from what the file says: no chat template.
+    window = open_window(tiny_target)
+    chat = window.chat
+    assert all(b.isEnabled() for b in chat.suggestion_buttons)  # an instruct model: every task
+    window.header.on_model_combo_activated(window.header.model_combo.findData("open-file"))
+    dialog = window.model_choices.open_model_dialog
+    dialog.fileSelected.emit(str(tiny_base))  # Model ▸ Open a GGUF file…, the file chosen
+    dialog.reject()
+    qtbot.waitUntil(lambda: getattr(window.controller.info, "target_path", None) == str(tiny_base), timeout=60_000)
+    qtbot.waitUntil(lambda: not any(b.isEnabled() for b in chat.suggestion_buttons), timeout=10_000)
+    why = "tiny-1-4L is a base model (its file has no chat template)"
+    assert all(b.toolTip().startswith(why) for b in chat.suggestion_buttons)
+    assert chat.larger_label.text() == f"The greyed tasks need an instruct model: {why}."
+    assert chat.larger_row.isVisibleTo(window)
+    # The attached note's Ask… menu follows the same rule, the reason on each greyed action.
+    note = tmp_path / "note.txt"
+    note.write_text("The comittee will meet on tusday.\n", encoding="utf-8")
+    chat.attachments.add_paths([note])
+    actions = chat.attachments.chips()[0].actions_button.menu().actions()
+    assert actions and not any(a.isEnabled() for a in actions)
+    assert all(a.toolTip().startswith(why) for a in actions)
+    assert not any(b.isEnabled() for b in chat.document_buttons)
+    # Back to the instruct model: offered again, with what each does on hover.
+    window.on_header_model_chosen(str(tiny_target))
+    qtbot.waitUntil(lambda: all(a.isEnabled() for a in actions), timeout=60_000)
+    assert all(b.toolTip().startswith("Puts") for b in chat.document_buttons)
+
+
+def test_the_measured_model_is_known_by_its_file_not_its_name(tmp_path) -> None:
+    # SmolLM2 135M Instruct copied under another name is still the model measured on the tasks.
+    from app.library.default_model import smollm2_model
+    from ui.presenters.task_ability import model_ability, task_refusal
+
+    copy = tmp_path / "my-model.gguf"
+    copy.symlink_to(smollm2_model())
+    ability = model_ability(str(copy))
+    assert ability is not None and not ability.is_base
+    assert task_refusal(ability, "Repeat a paragraph exactly") == ""
+    assert task_refusal(ability, "Fix spelling and grammar").startswith("Needs a larger model: SmolLM2 135M")

@@ -31,11 +31,10 @@ from app.store import MessageStatus
 from engine.events import DraftSpan, StatsRecord
 from ui.chat.attachments import LONG_PASTE_CHARS, AttachmentTray, pick_files
 from ui.chat.message_widget import MessageWidget
+from ui.presenters.task_ability import ModelAbility
 from ui.presenters.words import (
     DEMO_TASKS,
     EMPTY_CHAT,
-    model_does,
-    needs_larger_words,
     quick_action_of,
     quick_actions_for,
 )
@@ -292,6 +291,7 @@ class ChatView(QWidget):
         self.larger_row.setVisible(False)
         box.addWidget(self.larger_row)
         self._model_key: str | None = None
+        self._ability: ModelAbility | None = None  # what the model's file says (set_model_tasks)
         self._model_name = ""
         self._download_text = ""
         self._download_offered_above = False  # the welcome panel offers the same download
@@ -301,18 +301,33 @@ class ChatView(QWidget):
         """The suggested tasks (and a document's quick actions) the model in use does are offered;
         the others are greyed and said to need a larger model, with `download_text` on the button
         that downloads one ("" where there is nothing to offer)."""
+        from ui.presenters.task_ability import model_ability
+
         self._model_key, self._model_name, self._download_text = model_key, model_name, download_text
-        undone = []
-        for button, (name, _task) in zip(self.suggestion_buttons, DEMO_TASKS, strict=True):
-            does = model_does(model_key, name)
-            button.setEnabled(does)
-            if not does:
-                undone.append(name)
-        self._say_undone(undone)
+        self._ability = model_ability(model_key)  # what its file says (ui/presenters/task_ability.py)
+        self.attachments.set_task_refusal(self._refusal)
         self._offer_document()
 
-    def _say_undone(self, undone: Sequence[str]) -> None:
-        self.larger_label.setText(needs_larger_words(self._model_name, undone) if undone else "")
+    def _refusal(self, task: str) -> str:
+        """Why the model in use is not offered this task ("" where it is)."""
+        from ui.presenters.task_ability import task_refusal
+
+        return task_refusal(self._ability, task)
+
+    def _offer_tasks(self, buttons: Sequence[QPushButton]) -> None:
+        """Grey the tasks the model is not offered, the reason as their tooltip; say it once below."""
+        from ui.presenters.task_ability import refusals_line
+
+        undone = []
+        for button in buttons:
+            why = self._refusal(button.text())
+            if button.property("offerTip") is None:  # what it does, shown again once offered
+                button.setProperty("offerTip", button.toolTip())
+            button.setEnabled(not why)
+            button.setToolTip(why or button.property("offerTip"))
+            if why:
+                undone.append(button.text())
+        self.larger_label.setText(refusals_line(self._ability, self._model_name, undone) if undone else "")
         self.larger_download.setText(self._download_text)
         self._show_download()
         self.larger_row.setVisible(bool(undone))
@@ -334,7 +349,7 @@ class ChatView(QWidget):
         self.demo_row.setVisible(document is None)
         self.document_row.setVisible(document is not None)
         if document is None:
-            self._say_undone([n for n, _ in DEMO_TASKS if not model_does(self._model_key, n)])
+            self._offer_tasks(self.suggestion_buttons)
         self.empty_hint.setText(
             EMPTY_CHAT
             if document is None
@@ -349,19 +364,15 @@ class ChatView(QWidget):
         if document is None:
             return
         row.addStretch(1)
-        undone = []
         for quick in quick_actions_for(document):
             request = quick.prompt.format(name=document.name)
             button = QPushButton(quick.title)
             button.setToolTip(f"Puts “{request}” in the message box; Enter sends it")
-            if not model_does(self._model_key, quick.title):
-                button.setEnabled(False)
-                undone.append(quick.title)
             button.clicked.connect(lambda _=False, r=request: self.on_attachments_action_requested(r))
             row.addWidget(button)
             self.document_buttons.append(button)
         row.addStretch(1)
-        self._say_undone(undone)
+        self._offer_tasks(self.document_buttons)
 
     def _suggest(self, task: str) -> None:
         if self.input.toPlainText().strip():

@@ -593,33 +593,18 @@ def _sampling(p: Preset) -> tuple[float, float, float]:
     return (p.temperature, p.top_p, p.repeat_penalty)
 
 
-# ---- what the model in use can do of the tasks Tandem suggests
+# ---- what the model in use can do of the tasks Tandem suggests: ui/presenters/task_ability.py
+# (from what its file says and the tasks measured on it, not from its name)
 
-# The built-in models on the demo tasks and the quick actions, from running each (greedy, the
-# "Edit or copy text" preset, n-gram drafting; docs/first-chat-model.md has the table and the
-# replies). SmolLM2 gives a paragraph back (one word dropped) but keeps every spelling mistake,
-# renames nothing, loops on a note and writes broken French; Gemma 3 270M (a base model)
-# continues the text instead. A model not named here (any downloaded or opened one) is offered
-# every task.
-TASKS_DONE: dict[str, frozenset[str]] = {
-    "smollm2": frozenset({"Repeat a paragraph exactly"}),
-    "default": frozenset(),
-}
 SMALL_INSTRUCT_PAIR = "qwen2.5-1.5b-ngram"  # the catalog's smallest instruct model that does them
 
 
 def model_does(model_key: str | None, task: str) -> bool:
-    """Whether the model in use (a built-in model's name, or a path) does this suggested task or
-    quick action (its title)."""
-    done = TASKS_DONE.get(built_in_key(model_key) or "" if model_key else "")
-    return done is None or task in done
+    """Whether the model in use (a path, or a built-in model's name) is offered this suggested
+    task or quick action (its title)."""
+    from ui.presenters.task_ability import model_ability, task_refusal
 
-
-def needs_larger_words(model: str, tasks: Sequence[str]) -> str:
-    """The line below the tasks the model in use does not do: they are greyed just above it, so
-    it does not name them again."""
-    which = "The greyed task needs" if len(tasks) == 1 else "The greyed tasks need"
-    return f"{which} a larger model than {model}."
+    return not task_refusal(model_ability(model_key), task)
 
 
 # An empty conversation's line, above the demo tasks offered as suggestions (ui.chat.chat_view).
