@@ -300,7 +300,7 @@ class DraftLengthController:
         plain_s = self.verify_cost(1)
         model = self._decodes(kind)
         decodes = None if model is None else (model.draft_first_cost(plain_s), model.draft_cost(plain_s))
-        sure, breaks = self.copies.sure_run(kind, self.k_max), self.copies.reply_breaks
+        sure, breaks = self.copies.sure_run(kind, self.k_max), self.copies.risk_breaks
         keeps = not probe and kind in COPY_KINDS
         return self.budget.risk_limit(self.costs, self.k_max, decodes, sure, breaks, keeps)
 
@@ -311,6 +311,7 @@ class DraftLengthController:
             return
         self.probes.observes = True
         self.budget.note_offer(self._short_match(kind), accepted)
+        self.copies.observe(kind, accepted)
         self.accept[kind].observe(accepted)
 
     def probe_affords(self, one_off_s: float) -> bool:

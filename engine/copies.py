@@ -78,16 +78,37 @@ class CopySurvival:
     reply: Departures = field(default_factory=_reply_prior)  # ...in this reply's own copies
     match_len: int = 0  # this step's offer: how many tokens of context matched
     broke: bool = False  # a draft of this reply was rejected (a copy here departs from its source)
+    forgiven: float = 0.0  # this reply's copy breaks its copies have since agreed past (see `observe`)
+    _agreeing: int = 0  # undrafted copy offers right at their first token in a row since a break
 
     def begin_reply(self) -> None:
         self.departures = self.departures.carried()
         self.reply = _reply_prior()
         self.broke = False
+        self.forgiven = 0.0
+        self._agreeing = 0
 
     @property
     def reply_breaks(self) -> float:
         """This reply's copies' departures so far (beyond the prior's)."""
         return self.reply.breaks - RISK_PRIOR
+
+    @property
+    def risk_breaks(self) -> float:
+        """The breaks the risk limit halves a reply's allowance for: those not agreed past since."""
+        return self.reply_breaks - self.forgiven
+
+    def observe(self, kind: int, accepted: bool) -> None:
+        """A copy's offer not drafted, its first token checked against the emitted one. A copy
+        that agrees at RAMP_FIRST plain steps in a row after its reply's copies broke has shown
+        it goes on: one of those breaks no longer halves what a draft may risk. Else a reply in
+        the red after one early break (a chat reply that echoes the prompt's last line, then
+        copies on) may draft a token at most, which a CPU's second row never repays, to its end."""
+        if not self.copying(kind) or self.reply_breaks <= self.forgiven:
+            return
+        self._agreeing = self._agreeing + 1 if accepted else 0
+        if self._agreeing >= RAMP_FIRST:
+            self.forgiven, self._agreeing = self.forgiven + 1, 0
 
     def copying(self, kind: int) -> bool:
         return kind in COPY_KINDS and self.match_len > 0
@@ -95,6 +116,7 @@ class CopySurvival:
     def learn(self, kind: int, n_drafted: int, n_accepted: int) -> None:
         if n_accepted < n_drafted:
             self.broke = True
+        self._agreeing = 0
         if self.copying(kind):
             self.departures.learn(self.match_len, n_drafted, n_accepted)
             self.reply.learn(self.match_len, n_drafted, n_accepted)

@@ -91,3 +91,19 @@ def test_a_copy_broken_by_an_edit_resumes_where_its_source_went_on() -> None:
     assert young.resume(DrafterKind.MATCH_2, 2, at=100, n_ctx=500, breaks=0)[0] is DrafterKind.MATCH_2
     trail.clear()
     assert trail.resume(DrafterKind.MATCH_2, 2, at=116, n_ctx=516, breaks=0)[0] is DrafterKind.MATCH_2
+
+
+def test_a_copy_that_agrees_again_after_a_break_earns_back_what_the_break_halved() -> None:
+    c = CopySurvival(match_len=16)
+    c.learn(DrafterKind.COPY, n_drafted=4, n_accepted=1)  # the copy broke: a reply's allowance halves
+    assert c.risk_breaks == 1
+    for right in (True, True, True, False, True, True, True):  # plain steps: the copy's offer checked
+        c.observe(DrafterKind.COPY, right)
+    assert c.risk_breaks == 1  # not RAMP_FIRST in a row yet
+    c.observe(DrafterKind.COPY, True)
+    assert c.risk_breaks == 0 and c.reply_breaks == 1  # forgiven for the limit, still a break
+    c.observe(DrafterKind.PHRASE, True)  # only a copy's offers count
+    c.learn(DrafterKind.COPY, n_drafted=8, n_accepted=2)
+    assert c.risk_breaks == 1
+    c.begin_reply()
+    assert c.risk_breaks == 0 and c.forgiven == 0

@@ -192,3 +192,35 @@ def test_the_controller_holds_on_real_size_curves_of_stand_ins() -> None:
         shares = [r.share for r in rows if r.curve == curve.name]
         assert len(shares) == len(traces) - 1, curve.name  # every trace but the warm-up
         assert statistics.median(shares) >= 0.9, (curve.name, shares)
+
+
+def chat_short_copy(restarts: bool) -> Trace:
+    """The held-out prose prompt as a chat (Gemma 3's turn tokens around it), answered by a copy of
+    one sentence, 17 tokens, then the end of the turn. restarts: the reply first repeats the
+    prompt's last line (which the user's turn ends with, then the turn's end: two equal matches,
+    the later one wrong at the line's end) and copies on from there; else it copies on at once."""
+    held = next(t for t in load_traces(REPLAY / "traces") if t.name == "held-copy-prose")
+    bos, start, end, newline, user, model = 2, 105, 106, 107, 2364, 4368
+    prompt = (bos, start, user, newline, *held.prompt[1:], end, newline, start, model, newline)
+    last_line = held.prompt[len(held.prompt) - held.prompt[::-1].index(newline) :]
+    reply = (*last_line, *held.reply)[:17] if restarts else held.reply[:17]
+    return Trace("chat-short-copy", prompt, (*reply, end))
+
+
+@pytest.mark.parametrize("restarts", [False, True])
+def test_a_short_copy_in_a_chat_is_drafted_from_its_first_tokens_on_every_kept_curve(restarts: bool) -> None:
+    # Issue 48: Gemma 3 270M answering the held-out prose prompt as a chat copies one sentence,
+    # 17 tokens; fe57681 drafted 11 and kept 7, later code drafted 3 and kept 0. Replayed, a reply
+    # that echoes the prompt's last line first breaks its copy once at the line's end, in the red:
+    # a draft was then held to one token, which a CPU's second row never repays, for the rest of
+    # the reply (this EPYC's AVX2 curve: 3 tokens kept). A copy that agrees again earns back what
+    # the break halved (engine.copies.CopySurvival.observe).
+    trace = chat_short_copy(restarts)
+    curves = load_curves(REPLAY / "curves") + load_curves(REPLAY / "standins" / "curves")
+    warm_trace = next(t for t in load_traces(REPLAY / "traces") if t.name == "warm-up")
+    for curve in curves:
+        _, warm = replay(warm_trace, curve)
+        for seed in (None, warm.export(), calibrated(warm.export(), curve)):
+            result, _ = replay(trace, curve, seed)
+            kept = sum(a for _, a in result.steps)
+            assert kept >= 7, (curve.name, result.steps)
