@@ -224,3 +224,23 @@ def test_a_short_copy_in_a_chat_is_drafted_from_its_first_tokens_on_every_kept_c
             result, _ = replay(trace, curve, seed)
             kept = sum(a for _, a in result.steps)
             assert kept >= 7, (curve.name, result.steps)
+
+
+def test_a_folder_used_by_mixed_work_copies_within_3_percent_of_a_clean_one() -> None:
+    # Issue 48, Why 3: departures carried from mixed work and a Python copy whose copies broke price
+    # a later pure copy as likely to break. tools/lab/replay_used_folder.py chains them as the cost
+    # cache does (the mixed set's answers written out, toy tokens) on this EPYC's curves.
+    from tools.lab.replay_used_folder import mixed_traces, used_seed
+
+    kept = {t.name: t for t in load_traces(REPLAY / "traces")}
+    mixed = mixed_traces()
+    assert [len(t.reply) > 300 for t in mixed] == [True, True]  # whole tables and lists
+    for curve in (c for c in load_curves(REPLAY / "curves") if c.name.startswith("this-epyc")):
+        _, warm = replay(kept["warm-up"], curve)
+        clean = calibrated(warm.export(), curve)
+        used = calibrated(used_seed(curve, [*mixed, kept["held-copy-python"]], kept["warm-up"]), curve)
+        assert used["departures"] != clean["departures"]  # the folder did learn from them
+        for name in ("held-copy-prose", "copy-report"):
+            fresh, _ = replay(kept[name], curve, clean)
+            after, _ = replay(kept[name], curve, used)
+            assert fresh.decode_s / after.decode_s >= 0.97, (curve.name, name)

@@ -26,6 +26,10 @@ The experiments each answered one question once; kept to re-run. What each answe
 - replay_risk_bound: how much of the gap to the hindsight-best the per-reply risk limit itself
   takes: a policy within it reaches 96-98% on every kept curve, 92.7% on the slow AVX2 EPYC's
   (docs/history/2026-12-05-night-timing-batches-while-idle.md; tests/test_replay.py).
+- replay_used_folder: whether a cost cache warmed by mixed work and a Python copy prices a later
+  pure copy slower (issue 48): the chain replayed copies at x1.000 of a clean folder (median,
+  lowest x0.974); with the departures a real folder held (2 breaks in 1.2), x0.993 (lowest
+  x0.933) (docs/design-engine.md; tests/test_replay.py).
 - rpc_latency.sh (with rpc_latency_util and delay_proxy): speculation over llama.cpp RPC with
   0-5 ms of network latency added: n-gram 2.06x at 0 ms, a draft model kept local 0.99x
   (docs/lab-notebook.md).
