@@ -161,19 +161,30 @@ def test_where_a_row_costs_half_a_plain_step_no_reply_ends_much_slower_than_plai
     assert sorted(speedups)[len(speedups) // 2] >= 1.1  # and most still gain
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 39's target (>= 90% of the hindsight-best on every real-size curve) is not reached: "
-    "medians 88.9% (0.5B), 84.4% (1.5B), 88.3% (3B), 91.1% (7B), 92.1% (14B) on this EPYC's AVX-512 "
-    "curves, 94.4%, 92.0%, 88.8%, 91.9%, 92.3% (0.5B-14B) on its AVX2 curves (Python x1, 2026-12-06 "
-    "noon); within the risk limit no policy reaches 90% on the AVX-512 1.5B curve (89.2%: "
-    "docs/benchmarks/2026-12-06-noon-replay-real-sizes.md)",
-)
+# Each real-size curve's median share of the hindsight-best as replayed on 2026-12-06 late (Python
+# x1), less a point: a floor, so a change that loses on a curve fails here. Issue 39's target, 90%
+# on every curve, is not reached (0.5B, 1.5B and 3B on AVX-512, 3B on AVX2); within the risk limit
+# no policy reaches 90% on the AVX-512 1.5B curve (89.2%, tools/lab/replay_risk_bound.py). The
+# figures themselves: `tandem bench dev replay` (docs/design-engine.md, "Where it stands").
+STANDIN_FLOORS = {
+    "this-epyc-avx2-qwen2.5-0.5b-q4_k_m": 0.927,
+    "this-epyc-avx2-qwen2.5-1.5b-q4_k_m": 0.912,
+    "this-epyc-avx2-qwen2.5-3b-q4_k_m": 0.878,
+    "this-epyc-avx2-qwen2.5-7b-q4_k_m": 0.905,
+    "this-epyc-avx2-qwen2.5-14b-q4_k_m": 0.917,
+    "this-epyc-avx512-qwen2.5-0.5b-q4_k_m": 0.874,
+    "this-epyc-avx512-qwen2.5-1.5b-q4_k_m": 0.833,
+    "this-epyc-avx512-qwen2.5-3b-q4_k_m": 0.870,
+    "this-epyc-avx512-qwen2.5-7b-q4_k_m": 0.904,
+    "this-epyc-avx512-qwen2.5-14b-q4_k_m": 0.912,
+}
+
+
 def test_the_controller_holds_on_real_size_curves_of_stand_ins() -> None:
     # Qwen2.5 0.5B-14B shapes (stand-ins, random weights) timed on this EPYC at every batch size
     # 1-64 (`tandem bench dev cost-curve --standin`), both builds, against the kept copy traces
     # (the held-out ones among them): what drafting offers does not depend on the model's size,
-    # what a batch costs does.
+    # what a batch costs does. (Was a strict xfail on issue 39's 90%: a report cannot XPASS.)
     import statistics
 
     from app.cli.replay_bench import run_replay, standin_set
@@ -182,16 +193,18 @@ def test_the_controller_holds_on_real_size_curves_of_stand_ins() -> None:
     assert found is not None
     _, curves_dir, traces_dir = found
     curves = load_curves(curves_dir)
-    names = {c.name for c in curves}
-    sizes = ("0.5b", "1.5b", "3b", "7b")
-    assert {f"this-epyc-avx512-qwen2.5-{s}-q4_k_m" for s in (*sizes, "14b")} <= names
-    assert {f"this-epyc-avx2-qwen2.5-{s}-q4_k_m" for s in (*sizes, "14b")} <= names
+    assert {c.name for c in curves} == set(STANDIN_FLOORS)
     traces = load_traces(traces_dir)
     rows = run_replay(curves, traces, (1.0,))
+    below_target = []
     for curve in curves:
         shares = [r.share for r in rows if r.curve == curve.name]
         assert len(shares) == len(traces) - 1, curve.name  # every trace but the warm-up
-        assert statistics.median(shares) >= 0.9, (curve.name, shares)
+        median = statistics.median(shares)
+        assert median >= STANDIN_FLOORS[curve.name], (curve.name, shares)
+        if median < 0.9:
+            below_target.append(curve.name)
+    assert len(below_target) <= 4, below_target  # issue 39's 90%: four curves short of it today
 
 
 def chat_short_copy(restarts: bool) -> Trace:
