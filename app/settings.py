@@ -31,6 +31,14 @@ SETTINGS_FORMAT = 2
 SERVE_PORT = 8080  # app.api.serve.DEFAULT_PORT, without importing the server here
 
 
+RECENT_MODELS = 8  # files opened with "Open a GGUF file…" kept in the lists
+
+
+def with_recent_model(recent: list[str], path: str) -> list[str]:
+    """The recent files with `path` first (once), at most RECENT_MODELS."""
+    return [path, *(p for p in recent if p != path)][:RECENT_MODELS]
+
+
 @dataclass(frozen=True)
 class Settings:
     model_path: str | None = None  # None: the embedded default model
@@ -57,6 +65,8 @@ class Settings:
     # Plain-decoding speed last measured per target model, the baseline of the speedup shown.
     plain_tokens_per_s: dict[str, float] = field(default_factory=dict)
     last_conversation_id: int | None = None
+    # GGUF files opened with "Open a GGUF file…", newest first: the pickers and the draft list keep them.
+    recent_models: list[str] = field(default_factory=list)
     # The window's size as the user left it (0: not yet; the first window fits the screen).
     window_width: int = 0
     window_height: int = 0
@@ -167,6 +177,9 @@ def _coerce(raw: dict[str, Any]) -> Settings:
                     for k, v in value.items()
                     if isinstance(v, int | float) and not isinstance(v, bool) and v > 0
                 }
+        elif f.name == "recent_models":
+            if isinstance(value, list):
+                kept[f.name] = [v for v in value if isinstance(v, str) and v][:RECENT_MODELS]
         elif f.name == "draft":
             if isinstance(value, str):
                 kept[f.name] = DraftChoice.parse(value)

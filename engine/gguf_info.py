@@ -110,19 +110,26 @@ class GGUFInfo:
 
     @property
     def quantization(self) -> str:
-        """The file type llama.cpp's quantizer wrote (Q4_K_M, F16...), or the dominant tensor type."""
+        """The file type llama.cpp's quantizer wrote (Q4_K_M, F16...), or the dominant tensor type
+        where there is none or where the two disagree on whether the weights are quantized at all
+        (a header copied from a Q4_K_M file onto F16 weights said "Q4_K_M": review ux-3)."""
+        by_bytes: dict[int, int] = {}
+        for t in self.tensors:
+            by_bytes[t.type_id] = by_bytes.get(t.type_id, 0) + t.n_bytes
+        dominant = _type_name(max(by_bytes, key=lambda k: by_bytes[k])) if by_bytes else "unknown"
         file_type = self.metadata.get("general.file_type")
         if file_type is not None:
             from gguf.constants import LlamaFileType
 
             try:
-                return LlamaFileType(int(file_type)).name.removeprefix("MOSTLY_")
+                said = LlamaFileType(int(file_type)).name.removeprefix("MOSTLY_")
             except ValueError:
-                pass
-        by_bytes: dict[int, int] = {}
-        for t in self.tensors:
-            by_bytes[t.type_id] = by_bytes.get(t.type_id, 0) + t.n_bytes
-        return _type_name(max(by_bytes, key=lambda k: by_bytes[k])) if by_bytes else "unknown"
+                return dominant
+            floats = ("F32", "F16", "BF16")
+            if by_bytes and (said.removeprefix("ALL_") in floats) != (dominant in floats):
+                return dominant
+            return said
+        return dominant
 
     @property
     def chat_template(self) -> str | None:

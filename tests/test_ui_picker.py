@@ -298,3 +298,76 @@ def test_models_on_this_computer_lists_the_built_in_model_by_name_and_a_copy_onc
     assert not any(
         "site-packages" in table.item(r, c).text() for r in range(table.rowCount()) for c in range(6)
     )
+
+
+def _open_file(qtbot, window, path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Model ▸ Open a GGUF file…, the file chosen in its dialog, loaded."""
+    window.header.on_model_combo_activated(window.header.model_combo.findData("open-file"))
+    dialog = window.model_choices.open_model_dialog
+    dialog.fileSelected.emit(str(path))
+    dialog.reject()
+    qtbot.waitUntil(lambda: getattr(window.controller.info, "target_path", None) == str(path), timeout=60_000)
+
+
+def test_the_draft_list_offers_the_opened_files_that_pair(
+    qtbot, open_window, tiny_target, tiny_draft, tiny_incompatible, tmp_path
+) -> None:
+    # Issue 47 (review ux-3 #6): two files of one vocabulary opened from a folder of the user's own;
+    # "Draft model" was greyed ("No model on this computer pairs...") while the doctor said they pair.
+    downloads = tmp_path / "Downloads"
+    downloads.mkdir()
+    target, draft = downloads / "target.gguf", downloads / "draft.gguf"
+    shutil.copy(tiny_target, target)
+    shutil.copy(tiny_draft, draft)
+    window = open_window(tiny_incompatible, draft="none")
+    _open_file(qtbot, window, draft)
+    _open_file(qtbot, window, target)
+    assert window.settings.recent_models == [str(target), str(draft)]
+    # Both stay in the model picker (an opened file left it when another was opened).
+    window.header.refresh_models()
+    assert window.header.model_combo.findData(str(draft)) >= 0
+    combo = window.header.speed_combo
+    index = combo.findData("draft")
+    qtbot.waitUntil(lambda: combo.model().item(index).isEnabled(), timeout=10_000)
+    window.on_header_speed_up_chosen("draft")
+    menu = window.model_choices.draft_menu
+    pairing = [a for a in menu.actions() if a.isEnabled() and a.text().startswith("tiny-1-4L")]
+    assert len(pairing) == 1 and pairing[0].toolTip().startswith("Pairs with the model in use")
+    pairing[0].trigger()
+    qtbot.waitUntil(lambda: window.header.speed_combo.currentData() == "draft", timeout=60_000)
+    assert window.settings.draft_model_path == str(draft)
+    menu.close()
+
+
+def test_two_quantisations_of_one_model_are_told_apart_by_their_tensors(tmp_path, monkeypatch) -> None:
+    import gguf
+
+    from engine.gguf_info import read_gguf_info
+    from tests.tiny import write_tiny_model
+    from ui.chat.model_picker import told_apart
+
+    # A header that says Q4_K_M over float weights (as the F16 Gemma copy's did): the tensors' type.
+    monkeypatch.setattr(
+        gguf.GGUFWriter, "add_file_type", lambda self, _t: self.add_uint32("general.file_type", 15)
+    )
+    mislabelled = write_tiny_model(tmp_path / "f32-said-q4.gguf", seed=1)
+    assert read_gguf_info(mislabelled).quantization == "F32"
+    assert told_apart(["Gemma 3 270M", "Gemma 3 270M", "SmolLM2"], ["F16", "Q4_K_M", "Q4_1"]) == [
+        "Gemma 3 270M - F16", "Gemma 3 270M - Q4_K_M", "SmolLM2",
+    ]  # fmt: skip
+    assert told_apart(["tiny", "tiny"], ["F32", "F32"]) == ["tiny", "tiny"]  # nothing to tell them by
+
+
+def test_the_model_box_opens_on_click_and_shows_its_arrow(qtbot, open_window, tiny_target) -> None:
+    # Review ux-3 #7: no arrow, and a click only put a cursor in it (Alt+Down opened it).
+    from ui.qt import theme
+
+    for colors in (theme.LIGHT, theme.DARK):
+        sheet = theme.style_sheet(colors)
+        arrow = sheet.split("QComboBox::down-arrow", 1)[1].split("url(", 1)[1].split(")", 1)[0]
+        assert Path(arrow).is_file()
+    window = open_window(tiny_target)
+    combo = window.header.model_combo
+    with qtbot.waitSignal(combo.about_to_open, timeout=5_000):
+        qtbot.mouseClick(combo.lineEdit(), Qt.MouseButton.LeftButton)
+    combo.hidePopup()

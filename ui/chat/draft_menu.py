@@ -6,8 +6,11 @@ greyed in the header with the reason."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QMenu, QWidget
@@ -30,36 +33,55 @@ class DraftOption:
         return not self.why_not
 
 
-def draft_options(target_path: str) -> list[DraftOption]:
-    """The local models (the models folder and the built-in ones) as drafts for this target:
-    those that pair first, smallest first, then those that do not, each with why not."""
+def draft_options(target_path: str, opened: Sequence[str] = ()) -> list[DraftOption]:
+    """The local models as drafts for this target: the built-in ones, the models folder's and the
+    files opened with "Open a GGUF file…" (`opened`), each file once; those that pair first,
+    smallest first, then those that do not, each with why not. Two of one name are told apart by
+    their quantisation ("Gemma 3 270M - F16", "Gemma 3 270M - Q4_K_M")."""
     from app.library.catalog import draft_choices, local_model, scan_local_models
-    from app.library.default_model import smollm2_model
+    from app.library.default_model import DEFAULT_MODEL_NAME, smollm2_model
+    from app.paths import models_dir
     from engine.errors import TandemError
 
     target = local_model(Path(target_path))
     if target.info is None:
         return []
     candidates = list(scan_local_models())
-    try:
-        smollm2 = smollm2_model()
-        if all(m.path.resolve() != smollm2.resolve() for m in candidates):
-            candidates.append(local_model(smollm2))
-    except (OSError, TandemError):
-        pass
-    sizes = {m.path.resolve(): m.size_bytes for m in candidates}
+    others: list[Path] = [models_dir() / DEFAULT_MODEL_NAME, *(Path(p) for p in opened)]
+    with contextlib.suppress(OSError, TandemError):
+        others.append(smollm2_model())
+    for path in others:
+        try:
+            if path.is_file() and all(m.path.resolve() != path.resolve() for m in candidates):
+                candidates.append(local_model(path))
+        except OSError:  # gone since it was opened
+            continue
+    by_path = {m.path.resolve(): m for m in candidates}
     options = [
         DraftOption(
             choice.path,
             model_name(choice.path, choice.name),
-            sizes.get(choice.path.resolve(), 0),
+            by_path[choice.path.resolve()].size_bytes if choice.path.resolve() in by_path else 0,
             ""
             if choice.is_compatible
             else (choice.refusal.describe() if choice.refusal else choice.problem or ""),
         )
         for choice in draft_choices(target.info, candidates)
     ]
+    # Two of one name (and the target's) told apart by their quantisation.
+    from ui.chat.model_picker import told_apart
+
+    names = told_apart(
+        [o.name for o in options] + [model_name(target.path, target.name)],
+        [_quantization(by_path.get(o.path.resolve())) for o in options] + [_quantization(target)],
+    )
+    options = [replace(o, name=name) for o, name in zip(options, names, strict=False)]
     return sorted(options, key=lambda o: (not o.pairs, o.size_bytes))
+
+
+def _quantization(model: Any) -> str:
+    info = getattr(model, "info", None)
+    return info.quantization.removeprefix("ALL_") if info is not None else ""
 
 
 def no_draft_reason(target_name: str) -> str:

@@ -35,7 +35,8 @@ class ModelChoices(QObject):
         from ui.chat.draft_menu import DraftMenu, draft_options
 
         info = self.window.controller.info
-        menu = DraftMenu(draft_options(info.target_path) if info is not None else [], self.window)
+        opened = self.window.settings.recent_models
+        menu = DraftMenu(draft_options(info.target_path, opened) if info is not None else [], self.window)
         menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         chosen: list[str] = []
 
@@ -100,7 +101,9 @@ class ModelChoices(QObject):
             self.window.header.set_draft_available(True)
             return
         try:
-            pairing = any(o.pairs for o in draft_options(info.target_path))
+            pairing = any(
+                o.pairs for o in draft_options(info.target_path, self.window.settings.recent_models)
+            )
         except Exception:  # an unreadable folder: the menu says what it can
             pairing = True
         name = model_name(Path(info.target_path), info.target_name)
@@ -114,7 +117,18 @@ class ModelChoices(QObject):
         )
         dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.fileSelected.connect(self.window.on_header_model_chosen)
+        dialog.fileSelected.connect(self.on_file_opened)
         dialog.open()
         self.open_model_dialog = dialog
         return dialog
+
+    def on_file_opened(self, path: str) -> None:
+        """A file chosen in "Open a GGUF file…": kept among the recent files (the pickers and the
+        draft list offer it after another is opened), then loaded."""
+        from app.settings import with_recent_model
+
+        if path:
+            self.window._update_settings(
+                recent_models=with_recent_model(self.window.settings.recent_models, path)
+            )
+            self.window.on_header_model_chosen(path)

