@@ -126,3 +126,26 @@ def test_compare_never_shows_a_bare_ratio_for_a_run_that_does_not_measure_the_sp
     assert stalled.startswith("The run with the speed-up stalled for 15 s")
     assert words.compare_problem(drafted, False).startswith("The computer was too busy for a fair run")
     assert words.compare_problem(drafted, True) == ""
+
+
+def test_the_api_says_a_reply_stopped_repeating_itself_as_the_window_does(tmp_path, models_dir) -> None:  # type: ignore[no-untyped-def]
+    # The tiny model that loops on this prompt (tests/test_loop_guard.py): the window says
+    # "stopped: the reply was repeating itself"; the API said finish_reason "stop" (finished).
+    import openai
+
+    from tests.serve_process import ServeProcess
+    from tests.tiny import write_tiny_model
+
+    looper = write_tiny_model(models_dir / "looper.gguf", seed=0)
+    server = ServeProcess(tmp_path, "--model", str(looper), "--draft", "none", "--threads", "1").started()
+    try:
+        client = openai.OpenAI(base_url=server.url, api_key="none", max_retries=0, timeout=120)
+        looped = client.completions.create(
+            model="looper", prompt="abc abc abc abd abd abc", max_tokens=400, temperature=0
+        )
+        assert looped.choices[0].finish_reason == "repetition"
+        assert looped.usage is not None and looped.usage.completion_tokens < 400
+        capped = client.completions.create(model="looper", prompt="abc", max_tokens=3, temperature=0)
+        assert capped.choices[0].finish_reason == "length"
+    finally:
+        server.stop()

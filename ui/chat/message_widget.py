@@ -28,7 +28,7 @@ from ui.presenters.stats_format import draft_sources
 from ui.qt import theme
 
 STATUS_NOTES = {
-    MessageStatus.CANCELLED: "stopped",
+    MessageStatus.CANCELLED: "stopped by you",
     MessageStatus.INTERRUPTED: "⚠ Interrupted: Tandem stopped before this reply was finished",
     MessageStatus.STREAMING: "",
 }
