@@ -251,3 +251,35 @@ def test_a_reply_at_the_length_cap_says_so_and_continues(qtbot, open_window, wai
     window.show_conversation(stored)
     done = _reply_widget(window)
     assert done.note.isHidden() and dict(done.detail_rows)["Ended"] == "finished"
+
+
+def test_a_live_reply_on_a_busy_computer_says_busy_while_it_streams_and_at_its_end(
+    qtbot, open_window, wait_reply, slow_target
+) -> None:
+    # A real reply, its live line read while it streams: this computer's one-token steps were
+    # timed far quicker before (a quiet moment, fed here as an earlier reply's) than the reply's
+    # own steps run now, as under the review's two busy loops.
+    window = open_window(slow_target, max_tokens=120)
+    speed = window.presenter.speed
+    speed.note_steps(Finished("eos", "", (), _stats(n_generated=80, plain_tokens_per_s_est=1e6)))
+    window.send("abcabcabcabc abcabcabcabc abcabcabcabc")
+    qtbot.waitUntil(lambda: window.live is not None, timeout=10_000)
+    widget = window.chat.widget_for(window.live.message_id)
+    live = []
+
+    def streamed() -> bool:
+        if widget.speed.stats is not None and window.live is not None:
+            live.append(widget.speed.headline())
+        return bool(live) and live[-1].verdict is not Verdict.PENDING
+
+    qtbot.waitUntil(streamed, timeout=60_000)
+    wait_reply(window)
+    final = widget.speed.headline()
+    for said in (live[-1], final):
+        assert said.reason == words.BUSY_REASON and said.is_busy, said
+        assert "saved" not in said.text and "faster" not in said.text
+    # Shown again from the store: the same words.
+    conversation = window.conversation_id
+    window.show_conversation(None)
+    window.show_conversation(conversation)
+    assert _reply_widget(window).speed.headline() == final
