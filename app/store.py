@@ -393,7 +393,7 @@ def clean_stats(record: object) -> dict[str, Any] | None:
         if not isinstance(key, str) or len(key) > 100:
             continue
         f = known.get(key)
-        if f is None or key in ("speculation", "note", "note_kind", "stop_reason"):
+        if f is None or key in ("speculation", "note", "note_kind", "stop_reason", "reread"):
             cleaned = _clean_extra(value)
             if cleaned is not None:
                 out[key] = cleaned

@@ -40,6 +40,27 @@ def _set_log_callback() -> None:
     llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
 
 
+# A prompt is read (a decode without logits) in chunks of at most this many parameter-rows of
+# compute: 128 rows of a 270M model, ~0.3 s on two laptop cores at the 300-500 tokens/s issue 51
+# gives, so that its progress is reported, and a Stop seen, a few times a second (engine.reading).
+# Fixed per model, never timed: where a prompt's batches split changes its logits a little (a
+# tiny model's, by 1e-2), and a seeded reply must not depend on how busy the machine was.
+# (Whether 128 rows read as fast a token as 512 on a CPU was not measured: the machine was shared.)
+READ_CHUNK_WORK = 3.5e10
+READ_CHUNK_MAX = 128
+
+
+def read_chunk_size(n_params: int, n_batch: int, is_offloaded: bool) -> int:
+    """The rows of one chunk of a prompt's reading: READ_CHUNK_WORK's worth of this model on a CPU
+    (a power of two, 32 to READ_CHUNK_MAX); n_batch where a GPU or an RPC server does the work."""
+    if is_offloaded:
+        return n_batch
+    rows = READ_CHUNK_MAX
+    while rows > 32 and rows * max(n_params, 1) > READ_CHUNK_WORK:
+        rows //= 2
+    return min(n_batch, rows)
+
+
 class ContextFullError(Exception):
     """llama_decode found no KV slot: the context is full."""
 
@@ -131,6 +152,11 @@ class LlamaRunner:
         # llama.cpp may round the context up (to 256); the limit is what was asked for.
         self.n_ctx = min(n_ctx, llama_cpp.llama_n_ctx(self.ctx))
         self.n_batch = n_batch
+        self.read_chunk = read_chunk_size(
+            int(llama_cpp.llama_model_n_params(self.model.model)),
+            n_batch,
+            n_gpu_layers > 0 or bool(rpc_servers),
+        )
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         # The batch's arrays as numpy views, filled in a few vectorised writes per decode (a
@@ -151,6 +177,9 @@ class LlamaRunner:
             or llama_cpp.llama_model_is_hybrid(self.model.model)
         )
         self.llama_s = 0.0  # seconds spent inside llama_decode since construction
+        # Set while a prompt's reading is shown (engine.reading): called after each chunk of a
+        # decode without logits (read_chunk rows) with (tokens of it decoded, its tokens).
+        self.on_read: Callable[[int, int], None] | None = None
         # llama.cpp grows its logits buffer to the most rows a decode has asked for (1 MB a row
         # with a 262k vocabulary), fresh memory faulted in as it is written: the first decode of
         # more rows than any before it in this context costs more than the next of its size
@@ -245,10 +274,11 @@ class LlamaRunner:
         """Append tokens to the cache; return logits of the last n_logits of them, (n, n_vocab).
 
         The returned array is a view into llama.cpp's buffer: valid until this runner's next
-        decode. Batches longer than n_batch are split; logits come from the final chunk only,
-        so n_logits must not exceed n_batch. `cancel` is asked before each chunk after the
-        first: when it says so, DecodeCancelled is raised, and the cache (and `tokens`) keep the
-        chunks decoded so far (a long prompt's prefill stops within one chunk of a Stop).
+        decode. Batches are split in n_batch rows (a prompt's reading, without logits, in
+        read_chunk rows); logits come from the final chunk only, so n_logits must not exceed
+        n_batch. `cancel` is asked before each chunk after the first: when it says so,
+        DecodeCancelled is raised, and the cache (and `tokens`) keep the chunks decoded so far (a
+        long prompt's prefill stops within one chunk of a Stop).
         """
         if not tokens:
             return np.empty((0, self.n_vocab), dtype=np.float32)
@@ -256,14 +286,18 @@ class LlamaRunner:
             raise ContextFullError
         start = 0
         out = None
+        watch = None if n_logits else self.on_read
+        step = self.read_chunk if not n_logits else self.n_batch
         while start < len(tokens):
             if start and cancel is not None and cancel():
                 raise DecodeCancelled
-            chunk = tokens[start : start + self.n_batch]
+            chunk = tokens[start : start + step]
             is_last = start + len(chunk) == len(tokens)
             n_out = min(n_logits, len(chunk)) if is_last else 0
             out = self._decode_chunk(chunk, n_out)
             start += len(chunk)
+            if watch is not None:
+                watch(start, len(tokens))
         assert out is not None
         return out
 

@@ -30,6 +30,44 @@ class DraftingState(StrEnum):
     SUSPENDED = "suspended"  # drafts stopped paying; re-probed after a back-off
 
 
+class Reread(StrEnum):
+    """Why a reply read part of its conversation again that the model had read before, rather
+    than only what was new (Stats.reread); the window says it in words (ui/presenters)."""
+
+    NONE = ""  # it read only what was new (or nothing had been read before it that could count)
+    FIRST = "first"  # nothing read yet: the model's first reply since it loaded (a model swap)
+    CHANGED = "changed"  # the prompt differs from what was read, for no reason named below
+    SYSTEM_PROMPT = "system_prompt"  # the system prompt (or the preset that sets it) changed
+    EARLIER_MESSAGE = "earlier_message"  # an earlier message was edited
+    OTHER_CONVERSATION = "other_conversation"  # another conversation was read in between
+    OLDEST_LEFT_OUT = "oldest_left_out"  # the oldest turns were left out to fit the context
+    CANNOT_TRIM = "cannot_trim"  # a recurrent or hybrid model cannot cut back what it read
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A prompt being read, as llama-server's `prompt_progress` counts it: the prompt's tokens
+    (total), those reused from what the model had read before (cache), those in the cache now,
+    the reused ones included (processed), and the time since the reading began."""
+
+    n_prompt_tokens: int
+    n_cached: int
+    n_processed: int
+    elapsed_s: float
+    seconds_left: float | None = None  # at the speed of the latest chunks; None before one
+    reread: Reread = Reread.NONE
+
+    @property
+    def n_to_read(self) -> int:
+        return self.n_prompt_tokens - self.n_cached
+
+    @property
+    def fraction(self) -> float:
+        """Of what is new, the share read so far."""
+        n = self.n_to_read
+        return (self.n_processed - self.n_cached) / n if n > 0 else 1.0
+
+
 class DraftSource(StrEnum):
     """Where a drafted stretch came from (the target accepted it either way)."""
 
@@ -109,6 +147,10 @@ class Stats:
     # Of n_drafted and n_accepted: how many came from each source (sources that drafted nothing
     # are left out). A new DraftSource needs no new field.
     by_source: Mapping[DraftSource, SourceCount] = field(default_factory=dict)
+    # Why part of what the model had read was read again (n_prefilled covers it), and the
+    # seconds from the request to the reply's first text (0.0: none yet): engine.reading.
+    reread: Reread = Reread.NONE
+    first_token_s: float = 0.0
 
     @property
     def acceptance_rate(self) -> float:
@@ -276,6 +318,8 @@ class StatsRecord(Stats):
                 values[key] = Speculation(value) if value in tuple(Speculation) else Speculation.NONE
             elif key == "note":
                 values[key] = str(value) if value is not None else f.default
+            elif key == "reread":
+                values[key] = Reread(value) if value in tuple(Reread) else Reread.NONE
             elif key == "note_kind":
                 values[key] = (
                     DraftingState(value) if value in tuple(DraftingState) else DraftingState.DRAFTING

@@ -389,6 +389,7 @@ class MainWindow(QMainWindow):
         r.notice_changed.connect(self.chat.set_notice)
         r.speed_line_changed.connect(self.stats_label.setText)
         r.reply_progressed.connect(self.on_presenter_reply_progressed)
+        r.reading_shown.connect(self.on_presenter_reading_shown)
         r.reply_ended.connect(self.on_presenter_reply_ended)
         r.reply_ended.connect(self.task_switch.on_reply_ended)
         r.reply_ended.connect(self.shrink_welcome)
@@ -530,12 +531,16 @@ class MainWindow(QMainWindow):
         when it ended (exports say both), and its small sparkline, when shown."""
         import time
 
+        from app.host.messages import SpeculationOff
+        from ui.presenters.off_words import OFF_KEY
         from ui.presenters.words import model_name
 
         extras: dict[str, Any] = {"finished_at": round(time.time(), 1)}
         info = self.controller.info
         if info is not None:
             extras["model"] = model_name(Path(info.target_path), info.target_name)
+            if info.speculation_off is not SpeculationOff.NONE:  # Details say why
+                extras[OFF_KEY] = str(info.speculation_off)
         widget = self._live_widget()
         if widget is not None and widget.speed.points:
             from ui.chat.speed_panel import POINTS_KEY
@@ -546,6 +551,11 @@ class MainWindow(QMainWindow):
 
             extras[BUSY_KEY] = True  # seen busy while it streamed: said so when shown again
         return extras
+
+    def on_presenter_reading_shown(self, line: str) -> None:
+        widget = self._live_widget()
+        if widget is not None:
+            widget.show_reading(line)
 
     def on_presenter_reply_progressed(self, progress: ReplyProgress) -> None:
         live, widget = self.presenter.live, self._live_widget()

@@ -23,7 +23,15 @@ from app.api.requests import (
     send_json,
 )
 from app.api.responses import Reply, say, sse, timings
-from app.host.messages import EngineInfo, ReplyEvents, ReplyFailed, ReplyMessage, ReplyStarted, WorkerDied
+from app.host.messages import (
+    EngineInfo,
+    ReplyEvents,
+    ReplyFailed,
+    ReplyMessage,
+    ReplyReading,
+    ReplyStarted,
+    WorkerDied,
+)
 from engine.events import Finished, Stats, TextPiece
 
 
@@ -145,6 +153,9 @@ class Endpoint:
                             continue
                         case ReplyEvents(events=events) if not any(
                             isinstance(e, TextPiece | Finished) for e in events
+                        case ReplyReading():
+                            if not (request.stream and request.return_progress):
+                                continue  # (streamed: the reading's progress opens the stream)
                         ):
                             continue  # numbers only: the first token is still to come
                         case ReplyEvents():
@@ -165,7 +176,7 @@ class Endpoint:
                                 raise self._failure(message, [*head, message], info)
                             case ReplyEvents():
                                 finished = message.finished
-                            case ReplyStarted():
+                            case ReplyStarted() | ReplyReading():
                                 pass
                             case _:
                                 assert_never(message)
@@ -224,7 +235,9 @@ class Endpoint:
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         first = True
-        pending: list[ReplyMessage | WorkerDied] = [m for m in head if isinstance(m, ReplyEvents)]
+        pending: list[ReplyMessage | WorkerDied] = [
+            m for m in head if isinstance(m, ReplyEvents | ReplyReading)
+        ]
         stats: Stats | None = None
         out: list[bytes] = []  # events for one write: whatever arrived in one turn of the loop
         run: list[TextPiece] = []  # neighbouring pieces of one batch, all drafted or none: one chunk
@@ -291,6 +304,9 @@ class Endpoint:
         if finished.stop_reason == "cancelled" and not s.n_generated:
             read = f"{s.n_prefilled} read before the stop"  # a Stop during the prefill
         say(
+                case ReplyReading(reading=reading):
+                    if reply.request.return_progress and first:
+                        out.append(sse(reply.progress_chunk(reading)))
             f"tandem serve: {what}: {s.n_prompt_tokens} prompt tokens ({read}), "
             f"{s.n_generated} generated in {elapsed_s:.2f} s, {s.decode_tokens_per_s:.1f} tok/s, "
             f"[{s.speculation}] drafted {s.n_drafted}, accepted {s.n_accepted}; stop: {end}"

@@ -17,6 +17,7 @@ from app.host.messages import (
     ReplyEvents,
     ReplyFailed,
     ReplyMessage,
+    ReplyReading,
     ReplyRequest,
     ReplyStarted,
     WorkerDied,
@@ -58,7 +59,7 @@ class Job:
                 self.done = True
             case ReplyEvents() if message.finished is not None:
                 self.done = True
-            case ReplyEvents() | ReplyStarted():
+            case ReplyEvents() | ReplyStarted() | ReplyReading():
                 pass
             case _:
                 assert_never(message)

@@ -75,6 +75,7 @@ class GenerationRequest:
     include_usage: bool = False
     speculate: bool | None = None
     timings_per_token: bool = False  # llama-server's option: `timings` on every streamed chunk
+    return_progress: bool = False  # llama-server's option: `prompt_progress` chunks while reading
 
 
 def _describe(value: object) -> str:
@@ -242,6 +243,7 @@ def _parse_messages(messages: object) -> tuple[tuple[ChatTurn, ...], str]:
     system: list[str] = []
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
+        return_progress=_flag(body, "return_progress"),
         if not isinstance(message, dict):
             raise bad_request(
                 f"{where} must be an object with 'role' and 'content' (got {_describe(message)})", "messages"

@@ -13,7 +13,7 @@ from typing import Any
 
 from app.api.requests import GenerationRequest
 from app.host.messages import EngineInfo
-from engine.events import Finished, Stats
+from engine.events import Finished, Reading, Stats
 
 
 def say(line: str) -> None:
@@ -166,6 +166,17 @@ class Reply:
         if self.request.include_usage:
             out["usage"] = None
         return out
+
+    def progress_chunk(self, reading: Reading) -> dict[str, Any]:
+        """llama-server's `prompt_progress` chunk (`return_progress`): an empty delta with the
+        prompt's tokens, those reused from the cache, those in the cache now and the time so far."""
+        progress = {
+            "total": reading.n_prompt_tokens,
+            "cache": reading.n_cached,
+            "processed": reading.n_processed,
+            "time_ms": round(reading.elapsed_s * 1000),
+        }
+        return {**self.chunk(None, first=True), "prompt_progress": progress}
 
     def last_chunks(self, finished: Finished) -> list[dict[str, Any]]:
         reason = FINISH_REASONS.get(finished.stop_reason, "stop")

@@ -36,6 +36,7 @@ from app.host.messages import (
     LoadProgressed,
     ReplyEvents,
     ReplyFailed,
+    ReplyReading,
     ReplyRequest,
     ReplyStarted,
     TokenCountFailed,
@@ -66,6 +67,7 @@ class EngineController(QObject):
     draft_changed = Signal(object)  # EngineInfo
     draft_failed = Signal(object)  # engine.errors.Failure
     reply_started = Signal(object)  # messages.ReplyStarted
+    reply_reading = Signal(object)  # messages.ReplyReading: how far its prompt is read
     reply_progressed = Signal(object)  # app.host.reply.ReplyProgress
     reply_finished = Signal(object)  # app.host.reply.Reply, its `finished` set
     reply_failed = Signal(int, object, bool)  # request id, engine.errors.Failure, whether the engine died
@@ -316,6 +318,9 @@ class EngineController(QObject):
             case ReplyStarted():
                 if message.request_id in self._replies:
                     self.reply_started.emit(message)
+            case ReplyReading():
+                if message.request_id in self._replies:
+                    self.reply_reading.emit(message)
             case ReplyFailed(request_id=request_id):
                 if self._replies.pop(request_id, None) is not None:
                     self._finish(request_id)

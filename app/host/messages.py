@@ -15,10 +15,11 @@ union here and a case to each `match` over that union (mypy's exhaustiveness che
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from engine.config import DraftChoice, EngineConfig, SamplingParams
 from engine.errors import ContextFit, ErrorKind, Failure, PairRefusal
-from engine.events import Event, Finished, Speculation
+from engine.events import Event, Finished, Reading, Speculation
 
 # ---------------------------------------------------------------------------------------------
 # Messages, parent -> child
@@ -82,6 +83,16 @@ class ShutdownRequest:
 # Messages, child -> parent
 
 
+class SpeculationOff(StrEnum):
+    """Why the engine does not speculate, as data (the window words it: ui/presenters)."""
+
+    NONE = ""  # it speculates
+    CHOSEN = "chosen"  # plain decoding was chosen
+    CANNOT_ROLL_BACK = "cannot_roll_back"  # a recurrent or hybrid target cannot undo rejected drafts
+    DRAFT_REFUSED = "draft_refused"  # the draft model does not pair with the target, or did not load
+    SERVER = "server"  # a server is the engine, and it does not say that it drafts
+
+
 @dataclass(frozen=True)
 class EngineInfo:
     target_path: str
@@ -96,6 +107,19 @@ class EngineInfo:
     # The draft asked for but refused when loading (the target loaded alone), as data.
     draft_refusal: Failure | None = None
     server: str = ""  # a server used as the engine: its API root (it decides its speculation)
+    can_roll_back: bool = True  # False: a recurrent or hybrid target (no speculation for it)
+
+    @property
+    def speculation_off(self) -> SpeculationOff:
+        if self.speculation is not Speculation.NONE:
+            return SpeculationOff.NONE
+        if self.server:
+            return SpeculationOff.SERVER
+        if not self.can_roll_back:
+            return SpeculationOff.CANNOT_ROLL_BACK
+        if self.draft_refusal is not None:
+            return SpeculationOff.DRAFT_REFUSED
+        return SpeculationOff.CHOSEN
 
 
 @dataclass(frozen=True)
@@ -134,6 +158,15 @@ class ReplyStarted:
     n_prompt_tokens: int
     n_dropped_turns: int  # oldest turns left out of the prompt to fit the context
     speculation: Speculation
+
+
+@dataclass(frozen=True)
+class ReplyReading:
+    """How far the reply's prompt is read (engine.reading), before its first text: the first
+    report at once, then at most every app.host.worker.READING_INTERVAL_S."""
+
+    request_id: int
+    reading: Reading
 
 
 @dataclass(frozen=True)
@@ -200,6 +233,7 @@ WorkerMessage = (
     | DraftChanged
     | DraftFailed
     | ReplyStarted
+    | ReplyReading
     | ReplyEvents
     | ReplyFailed
     | TokensCounted
@@ -215,6 +249,7 @@ HostMessage = (
     | DraftChanged
     | DraftFailed
     | ReplyStarted
+    | ReplyReading
     | ReplyEvents
     | ReplyFailed
     | TokensCounted
@@ -222,7 +257,7 @@ HostMessage = (
     | WorkerDied
 )
 # The messages that belong to one reply (routed by request_id).
-ReplyMessage = ReplyStarted | ReplyEvents | ReplyFailed
+ReplyMessage = ReplyStarted | ReplyReading | ReplyEvents | ReplyFailed
 # The answers to a TokenCountRequest (routed by request_id too).
 CountMessage = TokensCounted | TokenCountFailed
 
@@ -241,10 +276,12 @@ __all__ = [
     "ReplyEvents",
     "ReplyFailed",
     "ReplyMessage",
+    "ReplyReading",
     "ReplyRequest",
     "ReplyStarted",
     "SetDraftRequest",
     "ShutdownRequest",
+    "SpeculationOff",
     "TokenCountFailed",
     "TokenCountRequest",
     "TokensCounted",

@@ -35,6 +35,7 @@ from app.host.messages import (
     ReplyEvents,
     ReplyFailed,
     ReplyMessage,
+    ReplyReading,
     ReplyRequest,
     ReplyStarted,
     SetDraftRequest,
@@ -341,7 +342,7 @@ class EngineSupervisor:
             if generation != self._generation:
                 return  # from a worker that was replaced
             match message:
-                case ReplyStarted(request_id=request_id):
+                case ReplyStarted(request_id=request_id) | ReplyReading(request_id=request_id):
                     route = self._routes.get(request_id)
                 case ReplyEvents(request_id=request_id):
                     route = self._routes.get(request_id)
@@ -376,8 +377,8 @@ class EngineSupervisor:
             if count_route is not None:
                 count_route(generation, message)
         elif route is not None:
-            assert isinstance(message, ReplyStarted | ReplyEvents | ReplyFailed)
+            assert isinstance(message, ReplyStarted | ReplyReading | ReplyEvents | ReplyFailed)
             route(generation, message)
-        elif not isinstance(message, ReplyStarted | ReplyEvents | ReplyFailed):
+        elif not isinstance(message, ReplyStarted | ReplyReading | ReplyEvents | ReplyFailed):
             for listener in listeners:
                 listener(generation, message)

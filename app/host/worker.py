@@ -46,6 +46,7 @@ from app.host.messages import (
     LoadRequest,
     ReplyEvents,
     ReplyFailed,
+    ReplyReading,
     ReplyRequest,
     ReplyStarted,
     SetDraftRequest,
@@ -57,6 +58,7 @@ from app.host.messages import (
     WorkerMessage,
     WorkerRequest,
 )
+from app.host.reread import ReadConversation, reread_reason
 from engine.chat import (
     ChatPrompt,
     PromptCancelled,
@@ -67,7 +69,8 @@ from engine.chat import (
 )
 from engine.config import PLAIN_DECODING, DraftChoice, EngineConfig, SamplingParams
 from engine.errors import ErrorKind, Failure, PairRefusal
-from engine.events import Event, Finished, Speculation, Stats, TextPiece
+from engine.events import Event, Finished, Reading, Speculation, Stats, TextPiece
+from engine.reading import watch_reading
 
 if TYPE_CHECKING:
     from engine.session import Engine  # loads llama.cpp: imported in the worker process only
@@ -78,6 +81,8 @@ _IDLE_GRACE_S = 1.0  # idle this long before the engine's idle work (timing batc
 # A reply's text and stats go to the parent at most this often (its first text, its end and
 # every other message at once): see _Outbox.
 BATCH_INTERVAL_S = 0.030
+# A prompt's reading is reported at most this often (engine.reading reports each chunk it reads).
+READING_INTERVAL_S = 0.25
 
 # ---------------------------------------------------------------------------------------------
 # Stop, per request
@@ -190,6 +195,7 @@ def _engine_info(engine: Engine, config: EngineConfig, refusal: Failure | None =
         gpu_offload_supported=bool(engine.gpu_offload_supported),
         pair_note=f"{pair}. Draft model not used: {refusal.sentence}." if refusal else pair,
         draft_refusal=refusal,
+        can_roll_back=bool(engine.target.can_roll_back),
     )
 
 
@@ -323,6 +329,7 @@ class _Child:
         self.load_error = "no model is loaded"
         self.n_dropped: dict[str, int] = {}  # history_key -> turns left out last time
         self.token_counts = TokenCounts()  # messages' token counts, kept between replies
+        self.last_read: ReadConversation | None = None  # the conversation the model read last
 
     def send(self, message: WorkerMessage) -> None:
         self.outbox.send(message)
@@ -382,6 +389,7 @@ class _Child:
             if engine is not None:
                 engine.close()
         self.n_dropped.clear()
+        self.last_read = None
         self.token_counts.clear()
 
     def count_tokens(self, request: TokenCountRequest) -> None:
@@ -521,7 +529,7 @@ class _Child:
             # A chat reply ends at a base model's new speaker line (generate_reply); a raw text
             # completion is the engine's own.
             generate = generate_reply if isinstance(prompt, ChatPrompt) else _generate_raw
-            for event in generate(
+            events = generate(
                 self.engine,
                 prompt,
                 params=request.params,
@@ -530,7 +538,8 @@ class _Child:
                 cancel=cancel,
                 speculate=request.speculate,
                 use_memory=request.remember,
-            ):
+            )
+            for event in self._watched(request, prompt, n_dropped, events):
                 self.outbox.send_event(request.request_id, event)
         except PromptCancelled:  # stopped while a long conversation was fitted to the context
             self.send(ReplyStarted(request.request_id, 0, 0, self.engine.speculation))
@@ -548,6 +557,27 @@ class _Child:
             self.send(ReplyFailed(request.request_id, _unexpected(e)))
         else:
             self.outbox.flush()  # nothing of the reply may wait once its events end
+
+    def _watched(
+        self, request: ReplyRequest, prompt: list[int] | ChatPrompt, n_dropped: int, events: Iterator[Event]
+    ) -> Iterator[Event]:
+        """The reply's events with its reading reported (at most every READING_INTERVAL_S, the
+        first at once) and what it reused of the cache in its Stats (engine.reading), the reason
+        for a re-read taken from what changed since the model's last request (app.host.reread)."""
+        assert self.engine is not None
+        now = None
+        if request.prompt is None:
+            now = ReadConversation(request.history_key, request.system_prompt, request.turns, n_dropped)
+        before, self.last_read = self.last_read, now
+        last_sent = [-READING_INTERVAL_S]
+
+        def report(reading: Reading) -> None:
+            if time.monotonic() - last_sent[0] >= READING_INTERVAL_S:
+                last_sent[0] = time.monotonic()
+                self.send(ReplyReading(request.request_id, reading))
+
+        tokens = prompt.tokens if isinstance(prompt, ChatPrompt) else prompt
+        return watch_reading(self.engine.target, tokens, events, report, reread_reason(before, now))
 
 
 def _read_requests(

@@ -24,6 +24,8 @@ from engine.events import DraftSpan, Stats, StatsRecord
 from ui.chat.markdown_view import MessageBody
 from ui.chat.speed_panel import SpeedPanel
 from ui.presenters import words
+from ui.presenters.off_words import OFF_KEY, off_words
+from ui.presenters.reading_words import reading_rows
 from ui.presenters.stats_format import draft_sources
 from ui.qt import theme
 
@@ -87,6 +89,11 @@ class MessageWidget(QFrame):
         header.addWidget(self.action_bar)
         layout.addLayout(header)
 
+        self.reading = QLabel()  # a reply's prompt being read, until its first text
+        self.reading.setObjectName("reading")
+        self.reading.setAccessibleName("Reading the prompt")
+        self.reading.setVisible(False)
+        layout.addWidget(self.reading)
         self.body = MessageBody(self)
         self.body.setAccessibleName("Your message" if role == "user" else "Reply")
         layout.addWidget(self.body)
@@ -209,8 +216,14 @@ class MessageWidget(QFrame):
         self._describe_draft(text, spans)
         self.describe_sources(ReplyText(text, tuple(spans)))
 
+    def show_reading(self, line: str) -> None:
+        """How far the reply's prompt is read ("Reading 3,200 tokens – 40%, …"), until its text."""
+        self.reading.setText(line)
+        self.reading.setVisible(bool(line))
+
     def stream(self, reply: ReplyText, tint: bool) -> None:
         """Show a streaming reply so far; only its new text is laid out."""
+        self.reading.setVisible(False)
         self.body.stream(reply.text, reply.spans, tint)
 
     def finish(self, reply: ReplyText, tint: bool) -> None:
@@ -244,10 +257,14 @@ class MessageWidget(QFrame):
 
     def set_status(self, status: MessageStatus, stats: StatsRecord | None = None, note: str = "") -> None:
         self.status = status
+        if status != MessageStatus.STREAMING:
+            self.reading.setVisible(False)
         if stats and self.role == "assistant":
             self.speed.set_final(stats)
             self.speed.setVisible(True)
-            rows = words.details(stats, self.speed.plain_tokens_per_s)
+            rows = words.details(stats, self.speed.plain_tokens_per_s) + reading_rows(stats)
+            if not stats.is_speculative and off_words(stats.extras.get(OFF_KEY)):
+                rows.append(("Speed-up off because", off_words(stats.extras.get(OFF_KEY))))
             sources = draft_sources(stats)
             if sources:
                 rows.append(("Guesses came from", sources.removeprefix("accepted from ")))

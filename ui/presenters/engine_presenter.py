@@ -16,12 +16,13 @@ from typing import Any, assert_never
 from PySide6.QtCore import QObject, Signal
 
 from app.host.controller import EngineController
-from app.host.messages import EngineInfo
+from app.host.messages import EngineInfo, SpeculationOff
 from app.settings import Settings, SpeedUp
 from engine.config import NGRAM_LOOKUP, PLAIN_DECODING, DraftChoice
 from engine.errors import Failure
 from engine.events import Speculation
 from ui.presenters.failures import failure_words, raise_if_unexpected
+from ui.presenters.off_words import off_words
 from ui.presenters.words import auto_measured_words, model_name
 
 
@@ -63,9 +64,11 @@ def pair_words(info: EngineInfo) -> str:
         pair = f"{info.draft_name} guesses ahead (same vocabulary: compatible)"
     elif info.speculation is Speculation.NGRAM:
         pair = "Guessing from the text (n-gram)"
+    elif info.speculation_off is SpeculationOff.DRAFT_REFUSED:
+        pair = "Speed-up off"  # (the refusal says why, next)
     else:
-        pair = "Speed-up off: the model writes every word itself"
-    if info.draft_refusal is not None:
+        pair = f"Speed-up off: {off_words(info.speculation_off)}"
+    if info.draft_refusal is not None and info.speculation_off is not SpeculationOff.CANNOT_ROLL_BACK:
         pair += f". Draft model not used: {failure_words(info.draft_refusal)}."
     return pair
 
@@ -243,7 +246,12 @@ class EnginePresenter(QObject):
         if problem:
             text += f" — {problem}"
         is_problem = bool(problem) or info.draft_refusal is not None
-        says_more = is_problem or info.server or info.speculation is Speculation.DRAFT
+        says_more = (
+            is_problem
+            or info.server
+            or info.speculation is Speculation.DRAFT
+            or info.speculation_off is SpeculationOff.CANNOT_ROLL_BACK
+        )
         self.pair_changed.emit(
             PairView(
                 text,

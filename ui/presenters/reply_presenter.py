@@ -19,14 +19,14 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from app.host.controller import EngineController
-from app.host.messages import ChatTurn, ReplyStarted
+from app.host.messages import ChatTurn, ReplyReading, ReplyStarted
 from app.host.reply import Reply, ReplyProgress, ReplyText
 from app.library.documents import Document, with_documents
 from app.settings import Settings
 from app.store import Message, MessageStatus, Store, store_error_sentence
 from engine.errors import Failure
 from engine.events import DraftSpan, Stats, StatsRecord
-from ui.presenters import words
+from ui.presenters import reading_words, words
 from ui.presenters.failures import failure_words, raise_if_unexpected
 from ui.presenters.speed_presenter import SpeedPresenter, pair_reply
 
@@ -113,6 +113,7 @@ class ReplyPresenter(QObject):
     notice_changed = Signal(str, bool)  # text, is a warning
     speed_line_changed = Signal(str)  # the status bar's state line
     reply_progressed = Signal(object)  # ReplyProgress of the live reply
+    reading_shown = Signal(str)  # how far the live reply's prompt is read, in words
     reply_ended = Signal(object)  # ReplyEnded
     reply_finished = Signal()  # a reply ended as generated (the conversation list changed)
     context_offered = Signal(int)  # a larger context that would fit the message that did not
@@ -139,6 +140,7 @@ class ReplyPresenter(QObject):
         self.live: LiveReply | None = None
         c = controller
         c.reply_started.connect(self.on_controller_reply_started)
+        c.reply_reading.connect(self.on_controller_reply_reading)
         c.reply_progressed.connect(self.on_controller_reply_progressed)
         c.reply_finished.connect(self.on_controller_reply_finished)
         c.reply_failed.connect(self.on_controller_reply_failed)
@@ -240,6 +242,13 @@ class ReplyPresenter(QObject):
                 f"{started.n_dropped_turns} messages are left out of the prompt. The system prompt is kept.",
                 False,
             )
+
+    def on_controller_reply_reading(self, message: ReplyReading) -> None:
+        if self.live is None or message.request_id != self.live.request_id or self.live.text:
+            return
+        line = reading_words.reading_line(message.reading)
+        self.speed_line_changed.emit(line)
+        self.reading_shown.emit(line)
 
     def on_controller_reply_progressed(self, progress: ReplyProgress) -> None:
         live = self.live

@@ -1,0 +1,147 @@
+"""A prompt's reading, watched: its progress as it goes, and what the reply reused of the cache.
+
+`watch_reading` wraps a reply's events (Engine.generate's). When the reply starts, it sees what
+the model's cache holds against the new prompt (what will be reused, and why more is read again
+than what is new: engine.events.Reread), reports a first Reading at once, then one after each
+chunk the runner decodes of the prompt (LlamaRunner.on_read: those chunks last about
+READ_CHUNK_S each), and writes the reuse and the time to the first text into every Stats the
+reply yields. Nothing here slows a reply that nobody watches: the hook is set only while the
+prompt is read, and only when a caller asks for progress.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol
+
+from engine.events import Event, Finished, Reading, Reread, Stats, TextPiece
+
+
+class _Runner(Protocol):
+    tokens: list[int]
+    can_roll_back: bool
+    on_read: Callable[[int, int], None] | None
+
+    def common_prefix(self, tokens: Sequence[int]) -> int: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheUse:
+    """What a prompt reuses of the cache, seen before it is read: `n_kept` tokens stay (the rest
+    of the prompt is read), `reread` says why more than the new part is read again."""
+
+    n_kept: int
+    reread: Reread
+
+
+def cache_use(runner: _Runner, prompt: Sequence[int], on_change: Reread = Reread.CHANGED) -> CacheUse:
+    """The reuse the engine's prefill will make (engine.speculative reads prompt[:-1] after the
+    common prefix; a model that cannot drop a tail starts over instead). on_change: the reason
+    to give where the cache held text the prompt does not continue (the caller knows what the
+    conversation changed; engine.events.Reread.NONE where that is expected)."""
+    n_cached = len(runner.tokens)
+    n_common = runner.common_prefix(prompt[:-1])
+    if n_common >= n_cached:  # the cache is a prefix of the prompt: only what is new is read
+        return CacheUse(n_common, Reread.FIRST if n_cached == 0 else Reread.NONE)
+    if not runner.can_roll_back:
+        return CacheUse(0, Reread.CANNOT_TRIM)
+    return CacheUse(n_common, on_change)
+
+
+class _Watch:
+    """The progress of one prompt's reading, reported through `report`."""
+
+    def __init__(self, prompt_len: int, use: CacheUse, report: Callable[[Reading], None]) -> None:
+        self.n_prompt = prompt_len
+        self.use = use
+        self.report = report
+        self.end = prompt_len - 1  # the last token is read with the reply's first step
+        self.started = time.perf_counter()
+        self.last = (use.n_kept, self.started)  # (tokens in the cache, when) at the last chunk
+        # Each chunk's (middle position, seconds a token, tokens): a token costs more the more the
+        # cache holds (attention reads all of it), so the time left is fitted as a + b * position.
+        self.chunks: list[tuple[float, float, int]] = []
+
+    def seconds_left(self, n_processed: int) -> float | None:
+        if not self.chunks:
+            return None
+        n_left = max(0, self.end - n_processed)
+        a, b = _line(self.chunks)
+        return n_left * max(a + b * (n_processed + self.end) / 2, 0.0)
+
+    def reading(self, n_processed: int) -> Reading:
+        left = self.seconds_left(n_processed)
+        return Reading(
+            self.n_prompt,
+            self.use.n_kept,
+            n_processed,
+            time.perf_counter() - self.started,
+            left,
+            self.use.reread,
+        )
+
+    def on_chunk(self, n_processed: int) -> None:
+        now = time.perf_counter()
+        n0, t0 = self.last
+        if n_processed > n0 and now > t0:
+            n = n_processed - n0
+            self.chunks.append(((n0 + n_processed) / 2, (now - t0) / n, n))
+        self.last = (n_processed, now)
+        self.report(self.reading(n_processed))
+
+
+def _line(points: list[tuple[float, float, int]]) -> tuple[float, float]:
+    """Seconds a token as a + b * position, least squares weighted by each chunk's tokens, b at
+    least 0; the first chunk (a short probe, costlier a token) left out once there are others."""
+    if len(points) > 2:
+        points = points[1:]
+    w = sum(n for _, _, n in points)
+    mx = sum(x * n for x, _, n in points) / w
+    my = sum(y * n for _, y, n in points) / w
+    sxx = sum(n * (x - mx) ** 2 for x, _, n in points)
+    b = max(0.0, sum(n * (x - mx) * (y - my) for x, y, n in points) / sxx) if sxx > 0 else 0.0
+    return my - b * mx, b
+
+
+def watch_reading(
+    runner: _Runner,
+    prompt: Sequence[int],
+    events: Iterator[Event],
+    report: Callable[[Reading], None] | None = None,
+    on_change: Reread = Reread.CHANGED,
+) -> Iterator[Event]:
+    """`events` (a reply to `prompt` on `runner`, not started yet) with the reuse and the time
+    to the first text in every Stats, and the reading reported to `report` as it goes."""
+    started = time.perf_counter()
+    use = cache_use(runner, prompt, on_change)
+    watch = _Watch(len(prompt), use, report) if report is not None else None
+    if watch is not None:
+        watch.report(watch.reading(use.n_kept))
+
+        def on_read(n_done: int, n_total: int) -> None:
+            n_processed = len(runner.tokens)
+            if n_processed > watch.end:  # not the prompt's reading (a timing batch after it)
+                runner.on_read = None
+                return
+            watch.on_chunk(n_processed)
+            if n_processed == watch.end:
+                runner.on_read = None
+
+        runner.on_read = on_read
+    first_token_s = 0.0
+    try:
+        for event in events:
+            if first_token_s == 0.0 and isinstance(event, TextPiece):
+                first_token_s = time.perf_counter() - started
+            if isinstance(event, Stats):
+                event = dataclasses.replace(event, reread=use.reread, first_token_s=first_token_s)
+            elif isinstance(event, Finished):
+                stats = dataclasses.replace(event.stats, reread=use.reread, first_token_s=first_token_s)
+                event = dataclasses.replace(event, stats=stats)
+            if runner.on_read is not None:
+                runner.on_read = None
+            yield event
+    finally:
+        runner.on_read = None

@@ -1,0 +1,60 @@
+"""What the window says about a prompt's reading: live while it is read, and in a reply's Details
+what was read new, what came from the cache, and why more was read again than what was new.
+
+From typed values only (engine.events.Reading, Stats' n_prompt_tokens, n_prefilled, prefill_s,
+first_token_s and its Reread), as ui/presenters/words.py does for speed.
+"""
+
+from __future__ import annotations
+
+from engine.events import Reading, Reread, Stats
+from ui.presenters.words import seconds
+
+# Why a reply read again part of the conversation the model had read before.
+REREAD_REASONS = {
+    Reread.FIRST: "the model had just been loaded, so nothing was read before",
+    Reread.CHANGED: "the text differed from what the model had read before",
+    Reread.SYSTEM_PROMPT: "the system prompt (or preset) changed",
+    Reread.EARLIER_MESSAGE: "an earlier message was edited",
+    Reread.OTHER_CONVERSATION: "another conversation was read in between",
+    Reread.OLDEST_LEFT_OUT: "the oldest messages were left out to fit the context",
+    Reread.CANNOT_TRIM: "this kind of model (recurrent or hybrid) cannot keep part of what it read",
+}
+
+
+def _reread(value: object) -> Reread:
+    try:
+        return Reread(str(value) if value is not None else "")
+    except ValueError:
+        return Reread.NONE
+
+
+def reading_line(reading: Reading) -> str:
+    """The live line while a prompt is read: "Reading 3,200 tokens – 40%, about 6 s left"."""
+    line = f"Reading {reading.n_to_read:,} tokens – {reading.fraction:.0%}"
+    if reading.seconds_left is not None and reading.fraction < 1:
+        line += f", about {seconds(reading.seconds_left)} left"
+    return line
+
+
+def reading_rows(numbers: Stats) -> list[tuple[str, str]]:
+    """Details' rows on the reading: (label, value), each figure once."""
+    rows: list[tuple[str, str]] = []
+    n_new, n_prompt = numbers.n_prefilled, numbers.n_prompt_tokens
+    if n_prompt <= 0:
+        return rows
+    if numbers.first_token_s > 0:
+        rows.append(("First text after", seconds(numbers.first_token_s)))
+    n_cached = n_prompt - n_new
+    read = (
+        f"read {n_new:,} new tokens ({n_cached:,} from the cache)"
+        if n_cached
+        else f"read all {n_new:,} tokens"
+    )
+    if numbers.prefill_s > 0:
+        read += f" in {seconds(numbers.prefill_s)}"
+    rows.append(("Prompt", read))
+    reason = REREAD_REASONS.get(_reread(numbers.reread))
+    if reason:
+        rows.append(("Read again because", reason))
+    return rows
