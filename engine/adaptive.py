@@ -14,8 +14,8 @@ suspends a drafter whose steps lose more than a budget against plain steps measu
 
 The controller is composed of its jobs, each a module: what a verify batch costs
 (engine.costs), acceptance per kind (engine.acceptance), what a draft model costs
-(engine.draft_costs), how far a copy runs (engine.copies), what a reply may risk
-(engine.reply_budget) and the throughput guard (engine.guard). What is left here is the
+(engine.draft_costs), E(k) / T(k) (engine.pricing), how far a copy runs (engine.copies), what a
+reply may risk (engine.reply_budget) and the throughput guard (engine.guard). What is left is the
 choosing: per offer a limit, its rates, the best; probes and exploring after. The reasons behind
 each rule and constant: docs/design-engine.md.
 """
