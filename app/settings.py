@@ -64,6 +64,10 @@ class Settings:
     show_draft_tint: bool = True
     # Plain-decoding speed last measured per target model, the baseline of the speedup shown.
     plain_tokens_per_s: dict[str, float] = field(default_factory=dict)
+    # The quickest one-token steps the engine timed per target and setup (ui/presenters/verdict.py:
+    # the usual speed until a plain one is measured; a reply whose steps ran well below it was run
+    # on a busy computer).
+    quiet_steps_tokens_per_s: dict[str, float] = field(default_factory=dict)
     last_conversation_id: int | None = None
     # GGUF files opened with "Open a GGUF file…", newest first: the pickers and the draft list keep them.
     recent_models: list[str] = field(default_factory=list)
@@ -170,7 +174,7 @@ def _coerce(raw: dict[str, Any]) -> Settings:
         if f.name not in raw:
             continue
         value = raw[f.name]
-        if f.name == "plain_tokens_per_s":
+        if f.name in ("plain_tokens_per_s", "quiet_steps_tokens_per_s"):
             if isinstance(value, dict):
                 kept[f.name] = {
                     str(k): float(v)

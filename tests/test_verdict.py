@@ -149,3 +149,34 @@ def test_the_api_says_a_reply_stopped_repeating_itself_as_the_window_does(tmp_pa
         assert capped.choices[0].finish_reason == "length"
     finally:
         server.stop()
+
+
+def test_the_usual_steps_are_kept_per_model_and_setup_and_follow_a_lasting_change() -> None:
+    from app.settings import Settings, load_settings, save_settings
+    from engine.events import Finished
+    from ui.presenters.speed_presenter import QUIET_REPLACED, SpeedPresenter
+
+    held = {"settings": Settings()}
+
+    def update(**changes: object) -> None:
+        held["settings"] = held["settings"].replace(**changes)
+        save_settings(held["settings"])
+
+    speed = SpeedPresenter(lambda: held["settings"], update, lambda: "/m/a.gguf")
+
+    def reply(est: float) -> Finished:
+        return Finished("eos", "", (), _stats(plain_tokens_per_s_est=est))
+
+    speed.note_steps(reply(100.0))
+    speed.note_steps(reply(40.0))  # a busy reply does not lower it
+    assert speed.steps_tokens_per_s() == 100.0
+    speed.note_steps(reply(120.0))  # a quieter one raises it
+    assert load_settings().quiet_steps_tokens_per_s == {"/m/a.gguf|threads=all|gpu=0": 120.0}  # kept
+    held["settings"] = held["settings"].replace(n_threads=2)
+    assert speed.steps_tokens_per_s() is None  # another setup: its own usual speed
+    held["settings"] = held["settings"].replace(n_threads=None)
+    for _ in range(QUIET_REPLACED - 1):
+        speed.note_steps(reply(50.0))
+    assert speed.steps_tokens_per_s() == 120.0
+    speed.note_steps(reply(50.0))  # slower, reply after reply: the computer is slower now
+    assert speed.steps_tokens_per_s() == 50.0

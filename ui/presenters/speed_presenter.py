@@ -14,9 +14,10 @@ from app.host.messages import EngineInfo
 from app.settings import Settings
 from app.store import NGRAM_DRAFTER, model_key_of_file
 from engine.events import Finished, Speculation, Stats, StatsRecord
-from ui.presenters.verdict import STEPS_KEY, headline
+from ui.presenters.verdict import BUSY_SHARE, STEPS_KEY, headline
 
 MIN_TOKENS_FOR_BASELINE = 8  # a plain reply shorter than this is too noisy to be the speed baseline
+QUIET_REPLACED = 5  # replies in a row whose steps ran well below the quiet ones: the new usual
 
 
 class SpeedPresenter(QObject):
@@ -37,33 +38,45 @@ class SpeedPresenter(QObject):
         self._settings = settings
         self._update_settings = update_settings
         self._target_path = target_path
-        # Per target: the quickest one-token steps the engine timed on a reply of this session
-        # (the median of a reply's, at its quietest): the usual speed until one is measured.
-        self._steps: dict[str, float] = {}
+        self._slower_in_a_row = 0  # replies whose steps ran below BUSY_SHARE of the quiet ones
 
     def plain_tokens_per_s(self) -> float | None:
         """The measured plain speed of the loaded target on this machine, if any."""
         path = self._target_path()
         return self._settings().plain_tokens_per_s.get(path) if path else None
 
+    def _steps_key(self) -> str | None:
+        """The loaded target and what sets its speed here (threads, GPU layers): one usual speed
+        for each."""
+        path, s = self._target_path(), self._settings()
+        return f"{path}|threads={s.n_threads or 'all'}|gpu={s.n_gpu_layers}" if path else None
+
     def steps_tokens_per_s(self) -> float | None:
-        """The loaded target's one-token steps at the quietest reply of this session, if any."""
-        path = self._target_path()
-        return self._steps.get(path) if path else None
+        """The loaded target's one-token steps at its quietest reply here (kept in the settings),
+        if any: the usual speed until a plain one is measured."""
+        key = self._steps_key()
+        return self._settings().quiet_steps_tokens_per_s.get(key) if key else None
 
     def note_steps(self, finished: Finished) -> None:
-        """Keep a finished reply's one-token steps where they were the quickest yet: a busy
-        computer only slows them, so the quickest is the nearest to a quiet moment. (After the
-        reply's record, which is compared with what was known before it.)"""
-        path, est = self._target_path(), finished.stats.plain_tokens_per_s_est
+        """Keep a finished reply's one-token steps (the engine's median of its last ones) where
+        they were the quickest yet: a busy computer only slows them, so the quickest is the
+        nearest to a quiet moment. Where QUIET_REPLACED replies in a row ran below BUSY_SHARE of
+        it, the computer is slower now (another setup, power saving): theirs is the usual then.
+        (Called after the reply's record, which is compared with what was known before it.)"""
+        key, est = self._steps_key(), finished.stats.plain_tokens_per_s_est
         if (
-            path is None
+            key is None
             or not est
             or finished.stop_reason == "cancelled"
             or finished.stats.n_generated < MIN_TOKENS_FOR_BASELINE
         ):
             return
-        self._steps[path] = max(self._steps.get(path, 0.0), est)
+        kept = self._settings().quiet_steps_tokens_per_s
+        usual = kept.get(key, 0.0)
+        self._slower_in_a_row = self._slower_in_a_row + 1 if est < BUSY_SHARE * usual else 0
+        if est > usual or self._slower_in_a_row >= QUIET_REPLACED:
+            self._slower_in_a_row = 0
+            self._update_settings(quiet_steps_tokens_per_s={**kept, key: round(est, 2)})
 
     def record_plain_speed(self, finished: Finished) -> bool:
         """Keep a plain reply's decode speed as the baseline; True when it was kept.
