@@ -4,6 +4,7 @@ hub stand-in: search, check from headers only, drafts, download, chat; slow and 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -284,7 +285,16 @@ def test_measure_on_this_computer_times_stand_ins_before_any_download(
     panel.measure_button.click()
     qtbot.waitUntil(lambda: "On this computer" in panel.report_label.text(), timeout=120_000)
     timer.stop()
+    # Issue 47: one plain line first ("0.29×" read as "3.4× slower"), the figures behind "why".
+    first = re.search(r"<b>(On this computer: [^<]*)</b>", panel.report_label.text())
+    assert first is not None and "this draft model about " in first[1]
+    assert re.search(r"about \d+\.\d× (faster|slower)|about as fast", first[1])
+    assert "The draft model: about " not in panel.report_label.text()
+    panel.report_label.linkActivated.emit("why")
     report = panel.report_label.text()
+    assert re.search(
+        r"The draft model: about \d+\.\d× (faster|slower)|The draft model: about as fast", report
+    )
     assert "plain replies at about " in report and " tokens/s" in report
     assert "Copy and edit work with “From the text (n-gram)”" in report and "at most " in report
     assert "The draft model: about " in report and "llama.cpp issue #5877" in report
@@ -309,8 +319,33 @@ def test_measure_cancel_stops_at_once_and_leaves_nothing(qtbot, hub: FakeHub, tm
     panel.measure_button.click()
     # Cancelled while the spawned process loads or times the stand-in.
     qtbot.waitUntil(lambda: "%, loading" in panel.status_label.text(), timeout=30_000)
-    assert panel.cancel_button.isEnabled()
-    panel.cancel_button.click()
+    # Issue 47: its own Cancel and bar beside Measure (the hub search's Cancel is not its).
+    assert panel.measure_cancel_button.isVisibleTo(panel) and panel.measure_bar.isVisibleTo(panel)
+    assert not panel.cancel_button.isEnabled() and not panel.progress_bar.isVisibleTo(panel)
+    panel.measure_cancel_button.click()
+    assert not panel.measure_cancel_button.isVisibleTo(panel) and not panel.measure_bar.isVisibleTo(panel)
     assert panel.status_label.text() == "Cancelled." and panel.measure_button.isEnabled()
     qtbot.waitUntil(lambda: not _standins_left(), timeout=2_000)
     assert "On this computer" not in panel.report_label.text()
+
+
+def test_a_measured_ratio_below_one_is_said_as_slower() -> None:
+    # Review ux-3 #8: "about 0.29× at 72% of its guesses accepted" meant about 3.4× slower.
+    from ui.presenters.words import times_words
+
+    assert times_words(0.29) == "about 3.4× slower"
+    assert times_words(1.3) == "about 1.3× faster"
+    assert times_words(1.01) == "about as fast"
+
+
+def test_a_checked_local_pair_shows_no_stale_progress_bar(
+    qtbot, tmp_path: Path, tiny_target: Path, tiny_draft: Path
+) -> None:
+    # Review ux-3 #8: a 100% bar sat under the panel after checking two files already here.
+    panel = _page(qtbot, tmp_path).doctor
+    panel.target_edit.setText(str(tiny_target))
+    panel.draft_edit.setText(str(tiny_draft))
+    panel.check_button.click()
+    qtbot.waitUntil(lambda: "They pair" in panel.report_label.text() and _idle(panel), timeout=TIMEOUT_MS)
+    assert panel.chat_button.isEnabled()  # both here: nothing to download
+    assert not panel.progress_bar.isVisibleTo(panel)

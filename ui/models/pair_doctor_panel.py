@@ -12,6 +12,7 @@ rich-text report repeats app.library.pair_doctor's and is the part to share.
 from __future__ import annotations
 
 import html
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -47,7 +48,13 @@ from app.store import MIN_PAIR_REPLIES
 from engine.errors import TandemError
 from ui.models.download_jobs import DownloadEnd, DownloadJobs
 from ui.models.pair_card import app_palette, bad_colour, good_colour
-from ui.presenters.words import choice_name, here_words, pair_estimate_words, pair_measured_words
+from ui.presenters.words import (
+    choice_name,
+    here_first_line,
+    here_words,
+    pair_estimate_words,
+    pair_measured_words,
+)
 from ui.qt import theme
 
 DOWNLOAD_KEY = "doctor"
@@ -93,6 +100,7 @@ class PairDoctorPanel(QGroupBox):
         self.timeout_s = timeout_s
         self._ticket = 0
         self._cancel = threading.Event()
+        self._measuring = False  # the task running is the measurement (its own bar and Cancel)
         self._signals = _TaskSignals()
         self._signals.done.connect(self.on_task_done)
         self._signals.failed.connect(self.on_task_failed)
@@ -181,7 +189,11 @@ class PairDoctorPanel(QGroupBox):
         self.report_label.setObjectName("doctorReport")
         self.report_label.setTextFormat(Qt.TextFormat.RichText)
         self.report_label.setWordWrap(True)
-        self.report_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.report_label.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse | Qt.TextInteractionFlag.LinksAccessibleByMouse
+        )
+        self.why_open = False  # the measured figures behind the one-line answer ("why")
+        self.report_label.linkActivated.connect(self.on_report_label_link_activated)
         # Never squeezed below its text (the page scrolls): the verdict's last lines are the figures.
         self.report_label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         v.addWidget(self.report_label)
@@ -196,6 +208,19 @@ class PairDoctorPanel(QGroupBox):
         self.measure_button.setEnabled(False)
         self.measure_button.clicked.connect(self.on_measure_button_clicked)
         row.addWidget(self.measure_button)
+        # The measurement's own progress and Cancel, beside it (not the hub search's).
+        self.measure_bar = QProgressBar()
+        self.measure_bar.setObjectName("measureProgress")
+        self.measure_bar.setRange(0, 100)
+        self.measure_bar.setAccessibleName("Measuring on this computer")
+        self.measure_bar.setVisible(False)
+        self.measure_cancel_button = QPushButton("Cancel")
+        self.measure_cancel_button.setObjectName("measureCancel")
+        self.measure_cancel_button.setAccessibleName("Cancel the measurement")
+        self.measure_cancel_button.setVisible(False)
+        self.measure_cancel_button.clicked.connect(self.cancel)
+        row.addWidget(self.measure_bar, 1)
+        row.addWidget(self.measure_cancel_button)
         row.addStretch(1)
         v.addLayout(row)
 
@@ -264,12 +289,20 @@ class PairDoctorPanel(QGroupBox):
                 signals.done.emit(ticket, result)
 
         threading.Thread(target=main, name=f"doctor-{what}", daemon=True).start()
+        self._measuring = what == "measure"
         self._set_busy(True)
         return ticket
 
     def _set_busy(self, is_busy: bool) -> None:
-        self.busy_bar.setVisible(is_busy)
-        self.cancel_button.setEnabled(is_busy)
+        """The hub's bar and Cancel for a search, a check or a drafts search; the measurement's
+        own, beside its button, while it measures."""
+        measuring = is_busy and self._measuring
+        self.busy_bar.setVisible(is_busy and not measuring)
+        self.cancel_button.setEnabled(is_busy and not measuring)
+        self.measure_bar.setVisible(measuring)
+        self.measure_cancel_button.setVisible(measuring)
+        if measuring:
+            self.measure_bar.setValue(0)
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -288,6 +321,15 @@ class PairDoctorPanel(QGroupBox):
     def on_task_progressed(self, ticket: int, text: str) -> None:
         if ticket in self._handlers:
             self.set_status(text)
+            percent = re.match(r"Measuring on this computer: (\d+)%", text)
+            if percent is not None:
+                self.measure_bar.setValue(int(percent[1]))
+
+    def on_report_label_link_activated(self, link: str) -> None:
+        """ "why" / "hide why": the measured figures behind the one-line answer."""
+        if link == "why" and self.report is not None:
+            self.why_open = not self.why_open
+            self.report_label.setText(report_html(self.report, self.why_open))
 
     def on_task_failed(self, ticket: int, message: str) -> None:
         if self._handlers.pop(ticket, None) is None:
@@ -362,7 +404,7 @@ class PairDoctorPanel(QGroupBox):
     def restyle(self) -> None:
         """The theme changed: the verdict and the fit drawn again in its colours."""
         if self.report is not None:
-            self.report_label.setText(report_html(self.report))
+            self.report_label.setText(report_html(self.report, self.why_open))
 
     def on_results_item_activated(self, item: QTreeWidgetItem, _column: int = 0) -> None:
         ref = item.data(0, Qt.ItemDataRole.UserRole)
@@ -423,7 +465,7 @@ class PairDoctorPanel(QGroupBox):
 
     def _show_report(self, report: doctor.CheckReport, look_for_drafts: bool) -> None:
         self.report = report
-        self.report_label.setText(report_html(report))
+        self.report_label.setText(report_html(report, self.why_open))
         self.measure_button.setEnabled(True)
         self.set_status("Checked from the headers only.")
         self._offer_download()
@@ -498,7 +540,7 @@ class PairDoctorPanel(QGroupBox):
         import dataclasses
 
         self.report = dataclasses.replace(report, here=here)
-        self.report_label.setText(report_html(self.report))
+        self.report_label.setText(report_html(self.report, self.why_open))
         self.measure_button.setEnabled(True)
         self.measured_here.emit()
         self.set_status(
@@ -533,9 +575,8 @@ class PairDoctorPanel(QGroupBox):
             pairs and not is_ready and not self.downloads.is_running(DOWNLOAD_KEY)
         )
         self.chat_button.setEnabled(is_ready)
-        if is_ready:
-            self.progress_bar.setValue(PROGRESS_STEPS)
-            self.progress_bar.setVisible(True)
+        if not self.downloads.is_running(DOWNLOAD_KEY):  # a bar only while a download runs
+            self.progress_bar.setVisible(False)
 
     def on_download_button_clicked(self) -> None:
         requests = [
@@ -626,8 +667,9 @@ def ngram_words(report: doctor.CheckReport) -> str:
     return text
 
 
-def report_html(report: doctor.CheckReport) -> str:
-    """The check as the window shows it: facts per model, the verdict, memory, fit, estimate."""
+def report_html(report: doctor.CheckReport, why_open: bool = False) -> str:
+    """The check as the window shows it: facts per model, the verdict, memory, fit, estimate, and
+    what was measured here (its figures shown where `why_open`)."""
     palette = app_palette()
     good, bad = good_colour(palette), bad_colour(palette)
     rows = []
@@ -679,9 +721,17 @@ def report_html(report: doctor.CheckReport) -> str:
     elif report.draft is None and report.measured is not None:
         ngram = f"With “{choice_name(SpeedUp.NGRAM)}”: {pair_measured_words(report.measured)}"
         rows.append(f"<p><b>{html.escape(ngram)}.</b></p>")
-    if report.here is not None:
-        lines = here_words(report.here, ACCEPTANCE_SOURCE_WORDS)
-        rows.append("<p>" + "<br>".join(html.escape(line) for line in lines) + "</p>")
+    if report.here is not None:  # the answer in one line; the figures behind "why"
+        first = f"<b>{html.escape(here_first_line(report.here))}.</b>"
+        if not why_open:
+            rows.append(f"<p>{first} <a href='why'>why</a></p>")
+        else:
+            lines = here_words(report.here, ACCEPTANCE_SOURCE_WORDS)
+            rows.append(
+                f"<p>{first} <a href='why'>hide why</a><br>"
+                + "<br>".join(html.escape(line) for line in lines)
+                + "</p>"
+            )
     return "".join(rows)
 
 

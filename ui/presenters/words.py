@@ -166,7 +166,7 @@ def here_words(fig: PairFigures, acceptance_source: str) -> list[str]:
         f"On this computer (models of the same shape timed here; nothing downloaded): "
         f"plain replies at about {fig.plain_tokens_per_s:.1f} tokens/s."
     ]
-    copy = f"about {fig.copy_speedup:.1f}× faster, " if fig.copy_speedup else ""
+    copy = f"{times_words(fig.copy_speedup)}, " if fig.copy_speedup else ""
     lines.append(
         f"Copy and edit work with “{choice_name(SpeedUp.NGRAM)}”: {copy}"
         f"at most {fig.ceiling:.1f}× if every guessed word were right."
@@ -174,10 +174,32 @@ def here_words(fig: PairFigures, acceptance_source: str) -> list[str]:
     v = fig.verdict
     if v is not None:
         lines.append(
-            f"The draft model: about {v.speedup:.2f}× at {v.acceptance:.0%} of its guesses accepted "
+            f"The draft model: {times_words(v.speedup)} at {v.acceptance:.0%} of its guesses accepted "
             f"({acceptance_source}); {draft_reason_words(v)}."
         )
     return lines
+
+
+def times_words(ratio: float) -> str:
+    """A speed ratio as people say it: "about 1.3× faster", "about 3.4× slower" (never "0.29×")."""
+    if ratio >= 1.05:
+        return f"about {ratio:.1f}× faster"
+    if ratio > 0 and 1 / ratio >= 1.05:
+        return f"about {1 / ratio:.1f}× slower"
+    return "about as fast"
+
+
+def here_first_line(fig: PairFigures) -> str:
+    """The measurement's answer in one line: "On this computer: drafting from the text about 1.3×
+    faster on edits; this draft model about 3.4× slower" (the figures behind it: here_words)."""
+    parts = []
+    if fig.copy_speedup:
+        parts.append(f"drafting from the text {times_words(fig.copy_speedup)} on edits")
+    if fig.verdict is not None:
+        parts.append(f"this draft model {times_words(fig.verdict.speedup)}")
+    if not parts:
+        parts.append(f"plain replies at about {fig.plain_tokens_per_s:.1f} tokens/s")
+    return "On this computer: " + "; ".join(parts)
 
 
 def auto_measured_words(v: DraftVerdict) -> str:
