@@ -206,9 +206,11 @@ class WelcomePanel(QFrame):
         )
         gpu = "no GPU is in use" if not (self.machine.has_gpu and self.gpu_backend) else "a GPU is in use"
         return (
-            "<p>Tandem writes exactly what the model alone would write, only sooner: it guesses ahead "
+            "<p>Tandem writes what the model alone would write, only sooner: it guesses ahead "
             f"from text already there, and the model confirms every word. {mark} text is what was "
-            "guessed and confirmed.<br>"
+            "guessed and confirmed. The text is the same word for word on F16 and BF16 models; on "
+            "quantized ones (like the built-in models) two nearly equal words can tip either way, "
+            "as between two builds of llama.cpp.<br>"
             f"The built-in models are tiny and {gpu} here, so Tandem is fastest when a reply reuses or "
             "edits text: corrections, rewrites, code changes.</p>"
         )

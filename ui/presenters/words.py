@@ -416,8 +416,9 @@ def same_text_words(plain_text: str, sped_text: str, is_greedy: bool) -> tuple[b
     at = next((i for i, (a, b) in enumerate(zip(plain_text, sped_text, strict=False)) if a != b), None)
     at = min(len(plain_text), len(sped_text)) if at is None else at
     return False, (
-        f"⚠ The texts part at character {at + 1}: two nearly equal choices in the model's arithmetic "
-        "can tip either way when it checks several words at once."
+        f"⚠ The texts part at character {at + 1}: on a quantized model two nearly equal choices can "
+        "tip either way when it checks several words at once, as between two builds of llama.cpp "
+        "(on F16 and BF16 models the text is the same word for word)."
     )
 
 
