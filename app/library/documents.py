@@ -7,7 +7,8 @@ the message text `with_documents` writes: each document fenced under its name, t
 person asked. `tandem serve` needs nothing of this: an API client sends documents as text.
 
 Reading is bounded: a file's size is checked before it is opened and at most the limit (plus one
-byte) is read, so a 1 GB file, /dev/zero or a file growing meanwhile cost no time and no memory.
+byte) is read, so a 1 GB file, /dev/zero or a file growing meanwhile cost no time and no memory;
+a PDF or .docx by what it unpacks to as well (app/library/unpacked.py), and its text by the text limit.
 Every refusal is a DocumentError with a DocumentProblem (the window words it from that) and one
 sentence for the command line.
 
@@ -23,9 +24,11 @@ import os
 import re
 import stat
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from app.library.catalog import available_ram_bytes
 from app.paths import user_path
@@ -223,6 +226,13 @@ def _is_docx(data: bytes) -> bool:
 
 
 def _read_pdf(data: bytes, name: str) -> Document:
+    from app.library.unpacked import pdf_limits
+
+    with pdf_limits():  # no stream inflated past its bound
+        return _read_pdf_text(data, name)
+
+
+def _read_pdf_text(data: bytes, name: str) -> Document:
     from pypdf import PdfReader
     from pypdf.errors import (
         DependencyError,
@@ -231,6 +241,14 @@ def _read_pdf(data: bytes, name: str) -> Document:
         PdfReadError,
         PyPdfError,
     )
+
+    from app.library.unpacked import pdf_page_problem
+
+    def page_text(page: Any) -> str:
+        problem = pdf_page_problem(page)
+        if problem is not None:
+            raise DocumentError(DocumentProblem.TOO_LARGE, name, problem)
+        return str(page.extract_text() or "")
 
     # pypdf logs what it repairs ("EOF marker not found"): the refusal below is the one sentence.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
@@ -244,7 +262,7 @@ def _read_pdf(data: bytes, name: str) -> Document:
                 raise _encrypted(name) from e
             if not opened:
                 raise _encrypted(name)
-        pages = [page.extract_text() or "" for page in reader.pages]
+        pages = _held_to_text_limit((page_text(page) for page in reader.pages), name)
     except DocumentError:
         raise
     except (FileNotDecryptedError, DependencyError) as e:
@@ -281,12 +299,19 @@ def _read_docx(data: bytes, name: str) -> Document:
     import docx
     from docx.opc.exceptions import PackageNotFoundError
 
+    from app.library.unpacked import zip_problem
+
+    problem = zip_problem(data)  # from the zip's directory, before anything is inflated
+    if problem is not None:
+        raise DocumentError(DocumentProblem.TOO_LARGE, name, problem)
     try:
         document = docx.Document(io.BytesIO(data))
-        parts = [p.text for p in document.paragraphs]
+        parts = _held_to_text_limit((p.text for p in document.paragraphs), name)
         for table in document.tables:
-            for row in table.rows:
-                parts.append(" | ".join(cell.text for cell in row.cells))
+            rows = (" | ".join(cell.text for cell in row.cells) for row in table.rows)
+            parts += _held_to_text_limit(rows, name, sum(map(len, parts)))
+    except DocumentError:
+        raise
     except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError) as e:
         raise DocumentError(
             DocumentProblem.DAMAGED, name, "it is not a .docx file that can be read (damaged or cut short)"
@@ -297,6 +322,22 @@ def _read_docx(data: bytes, name: str) -> Document:
     if not text:
         raise DocumentError(DocumentProblem.EMPTY, name, "it has no text")
     return Document(name, text, DocumentKind.DOCX, len(data))
+
+
+def _held_to_text_limit(pieces: Iterable[str], name: str, so_far: int = 0) -> list[str]:
+    """The pieces of a document's text (pages, paragraphs) until they pass the text limit: then
+    TOO_LARGE, without reading the rest (a packed document's text is held to a text file's)."""
+    out = []
+    for piece in pieces:
+        so_far += len(piece)
+        if so_far > MAX_TEXT_BYTES:
+            raise DocumentError(
+                DocumentProblem.TOO_LARGE,
+                name,
+                f"its text is more than {format_size(MAX_TEXT_BYTES)} (about a million tokens, more than any context)",
+            )
+        out.append(piece)
+    return out
 
 
 def _too_large(name: str, n_bytes: int, limit: int) -> DocumentError:
