@@ -20,7 +20,8 @@ from engine.reply_budget import RAMP_FIRST
 
 DEPART_PRIOR = 1.0  # the prior's breaks...
 DEPART_PRIOR_EXPOSURE = 2.0  # ...over this much log-length agreed (optimistic)
-DEPART_CARRIED = 2.0  # what earlier replies taught weighs at most this many breaks in a new reply
+DEPART_CARRIED = 2.0  # what earlier replies taught weighs at most this many breaks in a new reply...
+DEPART_CARRIED_ALPHA = 1.0  # ...and prices its copies at worst by the rule of succession (alpha 1)
 RISK_DOUBT = 0.07  # a copy's tokens that agree with probability 1 - this are sure (risk, ramp)...
 RISK_PRIOR = 2.0  # ...by this reply's copies alone, from this many breaks...
 RISK_PRIOR_EXPOSURE = 2.0  # ...over this much log-length
@@ -60,9 +61,12 @@ class Departures:
             self.breaks += 1
 
     def carried(self) -> Departures:
-        """What a new reply starts from: this evidence, weighing at most DEPART_CARRIED breaks."""
+        """What a new reply starts from: this evidence, weighing at most DEPART_CARRIED breaks, its
+        alpha at most DEPART_CARRIED_ALPHA (a reply's own breaks may raise it further): earlier work
+        whose copies kept breaking (mixed work) says little of how far this reply's copy runs."""
         scale = min(1.0, DEPART_CARRIED / self.breaks) if self.breaks > 0 else 1.0
-        return Departures(self.breaks * scale, self.exposure * scale)
+        breaks = self.breaks * scale
+        return Departures(breaks, max(self.exposure * scale, breaks / DEPART_CARRIED_ALPHA))
 
 
 def _reply_prior() -> Departures:

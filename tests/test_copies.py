@@ -8,6 +8,7 @@ import pytest
 
 from engine.copies import (
     DEPART_CARRIED,
+    DEPART_CARRIED_ALPHA,
     MATCH_MIN,
     MATCH_RUN,
     RESUME_AGE,
@@ -41,10 +42,21 @@ def test_departures_make_copies_priced_shorter_and_agreement_longer() -> None:
 
 
 def test_a_new_reply_carries_what_earlier_ones_taught_at_a_bounded_weight() -> None:
-    d = Departures(breaks=10.0, exposure=5.0)
+    d = Departures(breaks=10.0, exposure=50.0)
     carried = d.carried()
     assert carried.breaks == pytest.approx(DEPART_CARRIED)
     assert carried.exposure / carried.breaks == pytest.approx(d.exposure / d.breaks)  # the same rate
+
+
+def test_earlier_work_whose_copies_kept_breaking_prices_copies_no_worse_than_the_rule_of_succession() -> None:
+    # A folder after mixed work (issue 48: 2 breaks in 1.2 of exposure, alpha 1.7): a new reply
+    # starts from alpha 1 at worst; within the reply, its own breaks count in full.
+    used = Departures(breaks=2.0, exposure=1.2).carried()
+    assert used.breaks / used.exposure == pytest.approx(DEPART_CARRIED_ALPHA)
+    assert np.all(used.survival(16, 32) > Departures(2.0, 1.2).survival(16, 32))
+    used.learn(age=16, n_drafted=8, n_accepted=2)
+    assert used.breaks / used.exposure > DEPART_CARRIED_ALPHA
+    assert Departures().carried() == Departures()  # the optimistic prior is carried as it is
 
 
 def test_a_copy_that_matched_long_may_risk_a_long_first_draft_until_a_draft_breaks() -> None:

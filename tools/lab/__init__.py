@@ -29,7 +29,8 @@ The experiments each answered one question once; kept to re-run. What each answe
 - replay_used_folder: whether a cost cache warmed by mixed work and a Python copy prices a later
   pure copy slower (issue 48): the chain replayed copies at x1.000 of a clean folder (median,
   lowest x0.974); with the departures a real folder held (2 breaks in 1.2), x0.993 (lowest
-  x0.933) (docs/design-engine.md; tests/test_replay.py).
+  x0.933), x1.000 (lowest x0.981) once carried departures price copies at alpha 1 at worst
+  (docs/design-engine.md; tests/test_replay.py).
 - rpc_latency.sh (with rpc_latency_util and delay_proxy): speculation over llama.cpp RPC with
   0-5 ms of network latency added: n-gram 2.06x at 0 ms, a draft model kept local 0.99x
   (docs/lab-notebook.md).
