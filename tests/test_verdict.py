@@ -180,3 +180,17 @@ def test_the_usual_steps_are_kept_per_model_and_setup_and_follow_a_lasting_chang
     assert speed.steps_tokens_per_s() == 120.0
     speed.note_steps(reply(50.0))  # slower, reply after reply: the computer is slower now
     assert speed.steps_tokens_per_s() == 50.0
+
+
+def test_an_estimate_counts_the_work_around_each_step() -> None:
+    # All plain (nothing drafted), 86 tokens at 60 ms a step: 50 ms in llama.cpp (its one-token
+    # steps: 20 tokens/s) and 10 ms around it. Against 20 tokens/s it read as slower, and its
+    # reason blamed the guesses (review 5: "About 1.9× slower: the guesses cost more than they
+    # saved" with zero drafted tokens); it is the usual speed.
+    plain_steps = _stats(
+        decode_s=86 * 0.060, prefill_s=0.5, plain_tokens_per_s_est=20.0, step_overhead_ms_median=10.0
+    )
+    h = words.headline(plain_steps, None)
+    assert h.verdict is Verdict.NEUTRAL and not h.is_busy
+    assert h.reason.startswith("Nothing in the conversation to reuse")
+    assert dict(words.details(plain_steps, None))["Usual speed"].startswith("16.7 tokens/s")

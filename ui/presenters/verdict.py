@@ -3,8 +3,8 @@ when it has ended (the same numbers give the same words), and the raw figures be
 
 What "usual" means: this computer's plain speed for the model, measured (a plain reply, or a
 Compare run that Compare found fair), else the quickest one-token steps the engine timed on
-earlier replies of this session (quiet moments), else this reply's own one-token steps (said
-"about"). A reply's own steps are never the yardstick where a better one exists: they slow down
+earlier replies with this model and setup (quiet moments, kept in the settings by
+ui/presenters/speed_presenter.py), else this reply's own one-token steps (said "about"). A reply's own steps are never the yardstick where a better one exists: they slow down
 with the computer's load, and a busy reply compared with them looked like a speed-up (issue 47:
 "About 3.4x faster, 389 s saved" for 80 tokens in 162 s).
 
@@ -139,11 +139,16 @@ def plain_speed(
     numbers: ReplyNumbers, measured: float | None, usual_steps: float | None = None
 ) -> tuple[float | None, bool]:
     """(plain tokens/s to compare with, whether it is the engine's estimate): the measured one;
-    else the quickest one-token steps timed here (earlier quiet ones, or this reply's own)."""
+    else the quickest one-token steps timed here (earlier quiet ones, or this reply's own), with
+    the work each step does around llama.cpp added: the engine times its steps without it, and
+    on a small model it is a good part of a token's time (a reply drafting nothing read "1.9×
+    slower" against its own steps' speed)."""
     if measured and measured > 0:
         return measured, False
     steps = max(_usual_steps(numbers, usual_steps) or 0.0, numbers.plain_tokens_per_s_est or 0.0)
-    return (float(steps), True) if steps > 0 else (None, False)
+    if steps <= 0:
+        return None, False
+    return 1.0 / (1.0 / steps + max(0.0, numbers.step_overhead_ms_median) / 1000), True
 
 
 def usual_how(numbers: ReplyNumbers, measured: float | None, usual_steps: float | None = None) -> str:
