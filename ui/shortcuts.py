@@ -90,8 +90,15 @@ def _shortcuts() -> list[Shortcut]:
     ]
 
 
+# Qt's special keyboard keys (Key_Back = 0x01000061 on: New, Refresh, Help, Exit...) are bound
+# too where a platform has them, but few keyboards do: the sheet names the keys people press.
+_FIRST_SPECIAL_KEY = 0x01000061
+
+
 def key_text(keys: list[QKeySequence]) -> str:
-    return ", ".join(k.toString(QKeySequence.SequenceFormat.NativeText) for k in keys)
+    """The keys as the sheet and menus name them: "Ctrl+N", "F5, Ctrl+R" (not "Ctrl+N, New")."""
+    shown = [k for k in keys if k.count() and k[0].key().value < _FIRST_SPECIAL_KEY]
+    return ", ".join(k.toString(QKeySequence.SequenceFormat.NativeText) for k in shown or keys)
 
 
 class ShortcutsDialog(QDialog):

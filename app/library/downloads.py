@@ -219,6 +219,24 @@ def _offline_error() -> DownloadError:
     return DownloadError("downloads are off because HF_HUB_OFFLINE is set; unset it to download models")
 
 
+_ERRNO = re.compile(r"\[Errno -?\d+\]\s*([^)\]'\"]+)")
+_NAME_NOT_FOUND = (
+    "Name or service not known",
+    "Temporary failure in name resolution",
+    "nodename nor servname",
+)
+
+
+def plain_reason(text: str) -> str:
+    """A network error's reason without the C library's "[Errno -2]": "Name or service not known"
+    said as what it means for the user."""
+    m = _ERRNO.search(text)
+    if m is None:
+        return text
+    reason = m[1].strip()
+    return "its address was not found: offline?" if reason.startswith(_NAME_NOT_FOUND) else reason
+
+
 def _hub_error(exc: BaseException, request: FileRequest, endpoint: str, has_token: bool) -> DownloadError:
     """One sentence for each way the hub can say no."""
     import httpx2
@@ -252,7 +270,7 @@ def _hub_error(exc: BaseException, request: FileRequest, endpoint: str, has_toke
         status = exc.response.status_code if exc.response is not None else "an error"
         return DownloadError(f"the hub answered HTTP {status} for {name} in {repo}; try again later")
     if isinstance(exc, httpx2.TransportError):
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = plain_reason(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return HubUnreachableError(
             f"cannot reach the model hub at {endpoint} ({reason}); check the network connection, "
             "a proxy, or HF_ENDPOINT"

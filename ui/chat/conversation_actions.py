@@ -4,6 +4,7 @@ each stretch came from), import, and a reply against the document it was asked t
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,7 @@ class ConversationActions(QObject):
     def show_reply_diff(self, reply_id: int | None = None) -> Any:
         """A reply (the last one unless told) against the first document of the message it
         answered (a dialog with copy and save-as); None, and a notice, where there is no such pair."""
-        from ui.chat.attachments import DiffDialog
+        from ui.chat.changes import DiffDialog
 
         conversation_id = self.conversation_id
         messages = self.store.messages(conversation_id) if conversation_id is not None else []
@@ -91,19 +92,19 @@ class ConversationActions(QObject):
             self.chat.set_notice("There is no conversation to export yet.", True)
             return ""
         suffix = ".md" if how == "markdown" else ".json"
+        data = self.store.export(conversation.id)
+        title = export_title(data)
         if path is None:
-            safe = "".join(ch if ch.isalnum() or ch in " -_" else "_" for ch in conversation.title).strip()
             path, _ = QFileDialog.getSaveFileName(
                 self.window,
                 "Export the conversation",
-                str(Path.home() / ((safe or "conversation") + suffix)),
+                str(Path.home() / (file_stem(title) + suffix)),
                 "Markdown (*.md)" if how == "markdown" else "JSON (*.json)",
             )
             if not path:
                 return ""
-        data = self.store.export(conversation.id)
         text = (
-            conversation_markdown(data)
+            conversation_markdown({**data, "title": title})
             if how == "markdown"
             else json.dumps(data, ensure_ascii=False, indent=1)
         )
@@ -144,3 +145,29 @@ class ConversationActions(QObject):
         self.window.show_conversation(conversation.id)
         self.chat.set_notice(f"Imported “{conversation.title}”.")
         return int(conversation.id)
+
+
+def export_title(data: dict[str, Any]) -> str:
+    """An export's title: the conversation's, whole where the list cut it short ("…"): the first
+    line of the message it was taken from, else the title up to its last whole word."""
+    title = str(data.get("title") or "")
+    if not title.endswith("…"):
+        return title
+    start = title[:-1]
+    for m in data.get("messages", []):
+        line = (str(m.get("content") or "").strip().splitlines() or [""])[0]
+        if m.get("role") == "user" and line.startswith(start):
+            return line
+    return start.rsplit(" ", 1)[0].rstrip(" ,;:") if " " in start else start
+
+
+def file_stem(title: str, limit: int = 60) -> str:
+    """A file name from a title: its words (letters, digits, - and _), spaces kept, at most
+    `limit` characters cut at a word ("conversation" where none is left)."""
+    words = re.sub(r"[^\w\s-]+", " ", title).split()
+    stem = ""
+    for word in words:
+        if len(stem) + len(word) + 1 > limit:
+            break
+        stem = f"{stem} {word}".strip()
+    return stem or (words[0][:limit] if words else "conversation")

@@ -237,10 +237,19 @@ class ChatPresenter(QObject):
             self.show_conversation(conversation_id)
 
     def new_conversation(self) -> None:
-        """Open a new conversation, unless the one shown is still empty."""
+        """Open a new conversation, unless the one shown is still empty; an empty one kept from
+        before is opened again rather than a second one made."""
         if self.conversation_id is not None and not self.store.has_messages(self.conversation_id):
             return
-        conversation = self.store.create_conversation()
+        empty = next(
+            (
+                c
+                for c in self.store.conversations()
+                if c.title == "New conversation" and not c.system_prompt and not self.store.has_messages(c.id)
+            ),
+            None,
+        )
+        conversation = empty or self.store.create_conversation()
         self.show_conversation(conversation.id)
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
