@@ -337,6 +337,11 @@ def test_the_draft_list_offers_the_opened_files_that_pair(
     qtbot.waitUntil(lambda: window.header.speed_combo.currentData() == "draft", timeout=60_000)
     assert window.settings.draft_model_path == str(draft)
     menu.close()
+    # The Models page's Draft list offers it too (it said "No other model here to draft with").
+    page = window.models_page
+    page.refresh_local_models(select=target)
+    pairing, _greyed = _draft_list(page)
+    assert pairing == ["tiny-1-4L"] and "can draft for this target" in page.pair_explanation.text()
 
 
 def test_two_quantisations_of_one_model_are_told_apart_by_their_tensors(tmp_path, monkeypatch) -> None:

@@ -102,6 +102,21 @@ class PairPicker(QGroupBox):
         path = built_in_file(key) if key in dict(BUILT_IN_MODELS) else Path(key)
         return path.resolve() if path is not None else None
 
+    def _opened_models(self) -> list[LocalModel]:
+        """The files opened with "Open a GGUF file…" (settings), as drafts too: the header's draft
+        list offers them (ui/chat/draft_menu.py), so the Models page does as well."""
+        from app.settings import load_settings
+
+        here = {m.path.resolve() for m in self.local_models}
+        opened = []
+        for path in map(Path, load_settings().recent_models):
+            try:
+                if path.is_file() and path.resolve() not in here:
+                    opened.append(local_model(path))
+            except OSError:  # gone since
+                continue
+        return opened
+
     def _target(self, key: str) -> LocalModel | None:
         path = self._path_of(key)
         if path is None or not path.is_file():
@@ -125,7 +140,7 @@ class PairPicker(QGroupBox):
             self.pair_explanation.setToolTip("")
             self.draft_combo.setCurrentIndex(0)
             return
-        choices = draft_choices(target.info, self.local_models)
+        choices = draft_choices(target.info, [*self.local_models, *self._opened_models()])
         model = self.draft_combo.model()
         refused: list[str] = []
         for choice in choices:
