@@ -146,6 +146,31 @@ class CostCache:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
 
+    def _span_path(self, identity: str) -> Path:
+        return self.directory / f"vocab-{hashlib.sha256(identity.encode()).hexdigest()[:24]}.span"
+
+    def vocabulary_span(self, identity: str) -> tuple[int, int, int] | None:
+        """Where a model file's vocabulary texts lie (engine.gguf_info.GGUFInfo.vocabulary_span), by
+        its file_identity; None where not kept or not readable."""
+        try:
+            span = json.loads(self._span_path(identity).read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):
+            return None
+        ok = isinstance(span, list) and len(span) == 3 and all(type(x) is int and x >= 0 for x in span)
+        return (span[0], span[1], span[2]) if ok else None
+
+    def remember_vocabulary_span(self, identity: str, span: tuple[int, int, int]) -> None:
+        with contextlib.suppress(OSError):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".vocab-", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump(list(span), f)
+                os.replace(tmp, self._span_path(identity))
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
     def _pair_path(self, pair: str) -> Path:
         return self.directory / f"pair-{pair}.ok"
 

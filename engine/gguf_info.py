@@ -83,6 +83,9 @@ class GGUFInfo:
     # bytes before header_end (app.library.standin copies it to write a stand-in of the same shape).
     header_end: int = 0
     data_offset: int = 0
+    # The vocabulary's texts, as (where they start, how many, where they end) in the file: a header
+    # read again without them jumps over them (read_gguf_info's vocabulary_span).
+    vocabulary_span: tuple[int, int, int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -353,11 +356,17 @@ class _SkippedArray:
 
 
 def read_gguf_info(
-    path: str | os.PathLike[str], check_architecture: bool = True, with_tokens: bool = True
+    path: str | os.PathLike[str],
+    check_architecture: bool = True,
+    with_tokens: bool = True,
+    vocabulary_span: tuple[int, int, int] | None = None,
 ) -> GGUFInfo:
     """Read a GGUF file's header, metadata and tensor table, and check the file is whole.
     with_tokens=False skips decoding the vocabulary's texts (a third of the time with 262k of
     them; n_vocab is still known): for a draft model whose pairing is already known good.
+    vocabulary_span: where an earlier read of this very file (its GGUFInfo.vocabulary_span, kept
+    by file identity: engine.costcache) found the texts; a read without them jumps over them
+    rather than walking 262k string lengths in Python (0.05 s a file with Gemma's vocabulary).
 
     Raises a ModelFileError subclass with a sentence a user can act on, for any file whatever.
     """
@@ -372,7 +381,7 @@ def read_gguf_info(
             if size == 0:
                 raise EmptyModelError(f"{p} is empty (0 bytes); download it again")
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                return read_gguf_header(buf, size, p, check_architecture, with_tokens)
+                return read_gguf_header(buf, size, p, check_architecture, with_tokens, span=vocabulary_span)
     except OSError as e:
         raise ModelFileError(f"{p} cannot be read: {e.strerror or e}") from None
 
@@ -384,6 +393,7 @@ def read_gguf_header(
     check_architecture: bool = True,
     with_tokens: bool = True,
     window_bytes: int | None = None,
+    span: tuple[int, int, int] | None = None,
 ) -> GGUFInfo:
     """Read a GGUF header from a buffer holding the whole file or from any binary file-like
     object with seek() and read() whose total size is known (a file on another machine read over
@@ -400,7 +410,7 @@ def read_gguf_header(
         head = _magic(r)
         if head != GGUF_MAGIC:
             raise NotGGUFError(f"{p} is not a GGUF model file (it starts with {head!r}, not b'GGUF')")
-        return _parse(r, p, check_architecture, with_tokens)
+        return _parse(r, p, check_architecture, with_tokens, span)
     except ModelFileError:
         raise
     except (ValueError, TypeError, OverflowError, struct.error, RecursionError, UnicodeError) as e:
@@ -429,7 +439,9 @@ def _check_type(r: _Reader, key: str, type_id: int, architecture: str | None) ->
         raise r.bad(f"its '{key}' should be {expected[0]} but is a {got}")
 
 
-def _parse(r: _Reader, p: Path, check_architecture: bool, with_tokens: bool) -> GGUFInfo:
+def _parse(
+    r: _Reader, p: Path, check_architecture: bool, with_tokens: bool, span: tuple[int, int, int] | None
+) -> GGUFInfo:
     version = r.scalar("<I", "header")
     if version not in (2, 3):
         raise NotGGUFError(f"{p} is GGUF version {version}; Tandem reads versions 2 and 3")
@@ -441,6 +453,7 @@ def _parse(r: _Reader, p: Path, check_architecture: bool, with_tokens: bool) -> 
     if n_tensors > r.size or n_kv > r.size:
         raise r.bad("its header counts are impossible")
     metadata: dict[str, Any] = {}
+    vocabulary = None
     for _ in range(n_kv):
         key = r.string("metadata", MAX_KEY_BYTES)
         type_id = r.scalar("<I", "metadata")
@@ -449,7 +462,18 @@ def _parse(r: _Reader, p: Path, check_architecture: bool, with_tokens: bool) -> 
             if r.scalar("<I", "metadata") != _STRING:
                 raise r.bad(f"its '{key}' should be an array of strings")
             count = r.count("vocabulary", MAX_TOKENS, 8)
-            metadata[key] = r.strings(count, "vocabulary", keep=with_tokens)
+            start = r.pos
+            if (
+                not with_tokens
+                and span is not None
+                and span[:2] == (start, count)
+                and start < span[2] <= r.size
+            ):
+                r.pos = span[2]  # this file's texts, as an earlier read found them
+                metadata[key] = _SkippedArray(count)
+            else:
+                metadata[key] = r.strings(count, "vocabulary", keep=with_tokens)
+            vocabulary = start, count, r.pos
         else:
             metadata[key] = r.value(type_id, "metadata")
     arch = str(metadata.get("general.architecture", ""))
@@ -503,4 +527,5 @@ def _parse(r: _Reader, p: Path, check_architecture: bool, with_tokens: bool) -> 
         vocab_size=len(tokens),
         header_end=r.pos,
         data_offset=data_start,
+        vocabulary_span=vocabulary,
     )

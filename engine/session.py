@@ -19,7 +19,7 @@ from typing import Any
 from engine.adaptive import CALIBRATION_SIZES, DraftLengthController
 from engine.backend import LlamaRunner
 from engine.config import PLAIN_DECODING, DraftChoice, EngineConfig, SamplingParams, default_threads
-from engine.costcache import CostCache, cost_key, pair_key
+from engine.costcache import CostCache, cost_key, file_identity, pair_key
 from engine.drafters import ModelDrafter, NgramDrafter
 from engine.errors import PromptTooLongError, TandemError
 from engine.events import Event, Finished, Speculation
@@ -28,6 +28,7 @@ from engine.pairing import check_pair
 from engine.policy import DraftPolicy
 from engine.speculative import SpeculativeDecoder
 from engine.text_index import TextIndex
+from engine.user_path import user_path
 
 _CALIBRATION_CONTEXT = 256  # timed after this much text: a batch's attention grows with it
 _CALIBRATION_REPEATS = 2  # the lowest of this many timings (a busy machine only slows one down)
@@ -53,7 +54,7 @@ class Engine:
         self.config = config
         self.draft_refused: TandemError | None = None
         self.n_threads = config.n_threads or default_threads()
-        self.info_target: GGUFInfo = read_gguf_info(config.target_path, with_tokens=False)
+        self.info_target: GGUFInfo = self._read_info(config.target_path, with_tokens=False)
         # Never more context than the model was trained for (quality falls apart past it).
         n_ctx_train = self.info_target.context_length
         self.n_ctx = min(config.n_ctx, n_ctx_train) if n_ctx_train else config.n_ctx
@@ -196,6 +197,20 @@ class Engine:
 
         return load
 
+    def _read_info(self, path: str, with_tokens: bool) -> GGUFInfo:
+        """A model file's header. Without its vocabulary's texts, it jumps over them where this very
+        file was read before (the cost cache keeps where they lie, by file identity)."""
+        cache = CostCache(self.config.cost_cache_dir) if self.config.cost_cache_dir else None
+        identity = None
+        if cache is not None and not with_tokens:
+            with contextlib.suppress(OSError):
+                identity = file_identity(str(user_path(path)))
+        span = cache.vocabulary_span(identity) if cache is not None and identity else None
+        info = read_gguf_info(path, with_tokens=with_tokens, vocabulary_span=span)
+        if cache is not None and identity and info.vocabulary_span not in (None, span):
+            cache.remember_vocabulary_span(identity, info.vocabulary_span)
+        return info
+
     def _read_draft_info(self, draft: str) -> GGUFInfo:
         """The draft model's header, checked against the target's pairing rules. A pair found
         compatible before (both files unchanged since) is not checked again, and the draft's
@@ -207,7 +222,7 @@ class Engine:
             with contextlib.suppress(OSError):
                 pair = pair_key(str(self.info_target.path), os.path.expanduser(draft))
         known = cache is not None and pair is not None and cache.knows_compatible(pair)
-        info = read_gguf_info(draft, with_tokens=not known)
+        info = self._read_info(draft, with_tokens=not known)
         if not known:
             check_pair(with_vocabulary(self.info_target), info)
             if cache is not None and pair is not None:
