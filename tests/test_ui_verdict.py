@@ -81,7 +81,7 @@ def test_a_reply_while_the_computer_was_busy_says_so_and_saves_nothing(
     speed = window.presenter.speed
     quiet = _stats(n_generated=80, plain_tokens_per_s_est=122.7)  # an earlier reply's steps, quiet
     speed.note_steps(Finished("eos", "", (), quiet))
-    assert speed.steps_tokens_per_s() == 122.7
+    assert speed.steps_tokens_per_s(quiet) == 122.7
     busy = _stats(n_generated=80, n_drafted=70, n_accepted=60, n_steps=20, n_steps_with_draft=20,
                   prefill_s=2.0, decode_s=160.0, plain_tokens_per_s_est=0.2)  # fmt: skip
     record = speed.record(Finished("eos", "", (), busy))
@@ -108,7 +108,7 @@ def test_the_live_reason_does_not_flip_and_the_end_agrees(qtbot, open_window, ti
         n = 40 * i
         snapshot = _stats(n_generated=n, n_drafted=n, n_accepted=n // 4, n_steps=n, n_steps_with_draft=n // 2,
                           decode_s=n / 40.0, plain_tokens_per_s_est=est)  # fmt: skip
-        panel.add_stats([snapshot], None, window.presenter.speed.steps_tokens_per_s())
+        panel.add_stats([snapshot], None, window.presenter.speed.steps_tokens_per_s(snapshot))
         reasons.append(panel.headline().reason)
     first_busy = reasons.index(words.BUSY_REASON)
     assert set(reasons[first_busy:]) == {words.BUSY_REASON}, reasons

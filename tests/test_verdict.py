@@ -169,17 +169,20 @@ def test_the_usual_steps_are_kept_per_model_and_setup_and_follow_a_lasting_chang
 
     speed.note_steps(reply(100.0))
     speed.note_steps(reply(40.0))  # a busy reply does not lower it
-    assert speed.steps_tokens_per_s() == 100.0
+    assert speed.steps_tokens_per_s(_stats()) == 100.0
     speed.note_steps(reply(120.0))  # a quieter one raises it
-    assert load_settings().quiet_steps_tokens_per_s == {"/m/a.gguf|threads=all|gpu=0": 120.0}  # kept
+    assert load_settings().quiet_steps_tokens_per_s == {
+        "/m/a.gguf|threads=all|gpu=0|prompt<=512": 120.0
+    }  # kept
     held["settings"] = held["settings"].replace(n_threads=2)
-    assert speed.steps_tokens_per_s() is None  # another setup: its own usual speed
+    assert speed.steps_tokens_per_s(_stats()) is None  # another setup: its own usual speed
     held["settings"] = held["settings"].replace(n_threads=None)
+    assert speed.steps_tokens_per_s(_stats(n_prompt_tokens=3000)) is None  # a long chat: slower steps
     for _ in range(QUIET_REPLACED - 1):
         speed.note_steps(reply(50.0))
-    assert speed.steps_tokens_per_s() == 120.0
+    assert speed.steps_tokens_per_s(_stats()) == 120.0
     speed.note_steps(reply(50.0))  # slower, reply after reply: the computer is slower now
-    assert speed.steps_tokens_per_s() == 50.0
+    assert speed.steps_tokens_per_s(_stats()) == 50.0
 
 
 def test_an_estimate_counts_the_work_around_each_step() -> None:

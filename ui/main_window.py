@@ -569,7 +569,9 @@ class MainWindow(QMainWindow):
             self.header.add_sources({s.source for s in shown.spans})
         if progress.stats:
             widget.add_stats(
-                progress.stats, self._plain_tokens_per_s(), self.presenter.speed.steps_tokens_per_s()
+                progress.stats,
+                self._plain_tokens_per_s(),
+                self.presenter.speed.steps_tokens_per_s(progress.stats[-1]),
             )
 
     def on_presenter_reply_ended(self, ended: ReplyEnded) -> None:

@@ -18,6 +18,7 @@ from ui.presenters.verdict import BUSY_SHARE, STEPS_KEY, headline
 
 MIN_TOKENS_FOR_BASELINE = 8  # a plain reply shorter than this is too noisy to be the speed baseline
 QUIET_REPLACED = 5  # replies in a row whose steps ran well below the quiet ones: the new usual
+PROMPT_BUCKET = 512  # quiet steps are kept for prompts up to 512 tokens, 1024, 2048, ...
 
 
 class SpeedPresenter(QObject):
@@ -45,16 +46,23 @@ class SpeedPresenter(QObject):
         path = self._target_path()
         return self._settings().plain_tokens_per_s.get(path) if path else None
 
-    def _steps_key(self) -> str | None:
-        """The loaded target and what sets its speed here (threads, GPU layers): one usual speed
-        for each."""
+    def _steps_key(self, stats: Stats) -> str | None:
+        """The loaded target and what sets its steps' speed here (threads, GPU layers, and how
+        long the prompt is: a step reads the whole conversation's cache, so a long chat's steps
+        are slower, not busy): one usual speed for each."""
         path, s = self._target_path(), self._settings()
-        return f"{path}|threads={s.n_threads or 'all'}|gpu={s.n_gpu_layers}" if path else None
+        if not path:
+            return None
+        prompt = PROMPT_BUCKET
+        while prompt < stats.n_prompt_tokens:
+            prompt *= 2
+        return f"{path}|threads={s.n_threads or 'all'}|gpu={s.n_gpu_layers}|prompt<={prompt}"
 
-    def steps_tokens_per_s(self) -> float | None:
-        """The loaded target's one-token steps at its quietest reply here (kept in the settings),
-        if any: the usual speed until a plain one is measured."""
-        key = self._steps_key()
+    def steps_tokens_per_s(self, stats: Stats) -> float | None:
+        """The loaded target's one-token steps at its quietest reply here with a prompt of about
+        this reply's size (kept in the settings), if any: the usual speed until a plain one is
+        measured."""
+        key = self._steps_key(stats)
         return self._settings().quiet_steps_tokens_per_s.get(key) if key else None
 
     def note_steps(self, finished: Finished) -> None:
@@ -63,7 +71,7 @@ class SpeedPresenter(QObject):
         nearest to a quiet moment. Where QUIET_REPLACED replies in a row ran below BUSY_SHARE of
         it, the computer is slower now (another setup, power saving): theirs is the usual then.
         (Called after the reply's record, which is compared with what was known before it.)"""
-        key, est = self._steps_key(), finished.stats.plain_tokens_per_s_est
+        key, est = self._steps_key(finished.stats), finished.stats.plain_tokens_per_s_est
         if (
             key is None
             or not est
@@ -100,7 +108,9 @@ class SpeedPresenter(QObject):
 
     def record(self, finished: Finished, **extras: Any) -> StatsRecord:
         """What a finished reply keeps: the engine's numbers, how it ended, the baseline."""
-        record = StatsRecord.of(finished.stats, finished.stop_reason, **self._steps_extra(), **extras)
+        record = StatsRecord.of(
+            finished.stats, finished.stop_reason, **self._steps_extra(finished.stats), **extras
+        )
         return replace(record, plain_tokens_per_s=self._plain())
 
     def partial_record(self, stats: Stats | None) -> StatsRecord | None:
@@ -108,16 +118,16 @@ class SpeedPresenter(QObject):
         if stats is None:
             return None
         return replace(
-            StatsRecord.of(stats, "interrupted", **self._steps_extra()), plain_tokens_per_s=self._plain()
+            StatsRecord.of(stats, "interrupted", **self._steps_extra(stats)), plain_tokens_per_s=self._plain()
         )
 
     def _plain(self) -> float | None:
         return self.plain_tokens_per_s() or None
 
-    def _steps_extra(self) -> dict[str, Any]:
+    def _steps_extra(self, stats: Stats) -> dict[str, Any]:
         """The quiet one-token-step speed a reply is compared with (no plain speed measured): kept
         in its record, so the stored reply says what it said at its end."""
-        steps = self.steps_tokens_per_s()
+        steps = self.steps_tokens_per_s(stats)
         return {STEPS_KEY: round(steps, 2)} if steps and not self._plain() else {}
 
 
