@@ -98,3 +98,34 @@ def test_greyed_task_buttons_are_readable() -> None:
         soft = QColor(127, 127, 127, 28) if not colors.is_dark else QColor(255, 255, 255, 16)
         background = theme.over(soft, colors.page)
         assert theme.contrast(QColor(text[1]), background) >= 4.5
+
+
+def test_conversations_of_one_title_are_told_apart_in_the_list(qtbot, open_window, tiny_target) -> None:
+    window = open_window(tiny_target, wait_loaded=False)
+    store = window.store
+    for _ in range(2):
+        store.add_message(store.create_conversation("Notes").id, "user", "the lifeboat station")
+    window.conversations.search.setText("lifeboat")
+    qtbot.waitUntil(lambda: window.conversations.list.count() == 2, timeout=5_000)
+    lines = [window.conversations.list.item(i).text().split("\n")[0] for i in range(2)]
+    assert lines[0] != lines[1] and all(line.startswith("Notes · ") for line in lines)
+    assert window.conversations.titles() == ["Notes", "Notes"]
+
+
+def test_the_theme_is_in_the_view_menu(qtbot, open_window, tiny_target) -> None:
+    from PySide6.QtWidgets import QMenu
+
+    from app.settings import load_settings
+
+    window = open_window(tiny_target, wait_loaded=False)
+    menu = window.findChild(QMenu, "themeMenu")
+    assert menu is not None and [a.text() for a in menu.actions()] == [
+        "Follow the &system",
+        "&Light",
+        "&Dark",
+    ]
+    next(a for a in menu.actions() if a.data() == "dark").trigger()
+    assert window.theme.choice == "dark" and theme.colors().is_dark
+    assert load_settings().theme == "dark"
+    next(a for a in menu.actions() if a.data() == "light").trigger()
+    assert not theme.colors().is_dark

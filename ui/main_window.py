@@ -100,6 +100,9 @@ class MainWindow(QMainWindow):
         from ui import shortcuts
 
         self.shortcut_actions = shortcuts.install(self, self._shortcut_handlers())
+        from ui.theme_menu import install_theme_menu
+
+        install_theme_menu(self)  # View ▸ Theme (Settings ▸ Chat has it too)
         self._build_file_actions()
         self._connect_controller()
         self._connect_presenter()

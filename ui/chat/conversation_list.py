@@ -3,6 +3,8 @@ rename and delete from the context menu (or F2 and Delete)."""
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from PySide6.QtCore import QEvent, QObject, QPoint, Qt, Signal
@@ -73,9 +75,9 @@ class ConversationList(QWidget):
         self._is_updating = True
         try:
             self.list.clear()
-            for conversation in conversations:
+            for conversation, shown in zip(conversations, told_apart(conversations), strict=True):
                 snippet = snippets.get(conversation.id, "")
-                item = QListWidgetItem(f"{conversation.title}\n{snippet}" if snippet else conversation.title)
+                item = QListWidgetItem(f"{shown}\n{snippet}" if snippet else shown)
                 item.setData(Qt.ItemDataRole.UserRole, conversation.id)
                 item.setData(TITLE_ROLE, conversation.title)
                 item.setToolTip(f"{conversation.title}\n{snippet}" if snippet else conversation.title)
@@ -141,3 +143,21 @@ class ConversationList(QWidget):
         menu.addSeparator()
         menu.addAction("Delete…", lambda: self.ask_delete(conversation_id))
         menu.exec(self.list.mapToGlobal(point))
+
+
+def told_apart(conversations: Sequence[Conversation]) -> list[str]:
+    """Each conversation's line: its title; two of one title told apart by when each was last
+    written to ("Notes · 06 Dec, 23:10"), then by a number where that is the same too."""
+    titles = Counter(c.title for c in conversations)
+    shown = [
+        c.title
+        if titles[c.title] == 1
+        else f"{c.title} · {time.strftime('%d %b, %H:%M', time.localtime(c.updated_at))}"
+        for c in conversations
+    ]
+    counts, seen = Counter(shown), Counter[str]()
+    told = []
+    for line in shown:
+        seen[line] += 1
+        told.append(f"{line} ({seen[line]})" if counts[line] > 1 else line)
+    return told
