@@ -63,7 +63,9 @@ def _starts_something(func: Callable[..., Any], module: ModuleType | None) -> bo
     }
     helpers = (getattr(module, name, None) for name in called - {getattr(func, "__name__", "")})
     return any(
-        inspect.isfunction(h) and h.__module__ == module.__name__ and _starts_something(h, module)
+        (inspect.isfunction(h) or inspect.isclass(h))  # a helper, or a class that starts one
+        and h.__module__ == module.__name__
+        and _starts_something(h, module)
         for h in helpers
     )
 
