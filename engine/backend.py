@@ -250,6 +250,28 @@ class LlamaRunner:
             return
         del self.tokens[n_keep:]
 
+    def outputs_reserved(self, n_rows: int) -> bool:
+        """Has llama.cpp's logits buffer grown to n_rows (a decode asked for that many)?"""
+        return self._most_outputs >= min(n_rows, self.n_batch)
+
+    def reserve_outputs(self, n_rows: int) -> bool:
+        """Grow llama.cpp's logits buffer to n_rows now, off a reply's path (the window's idle
+        time): one throw-away decode of n_rows logit rows after the cached text, rolled back, so
+        the first reply that verifies that many does not pay the growth (+30-45 ms at 26-64 rows
+        with a 262k vocabulary: docs/findings.md). False where the context has no room (later)."""
+        n_rows = min(n_rows, self.n_batch)
+        if self.outputs_reserved(n_rows):
+            return True
+        n0 = len(self.tokens)
+        if n0 + n_rows >= self.n_ctx or not self.can_roll_back:
+            return False
+        filler = self.tokens[-1] if self.tokens else max(self._llama.llama_vocab_bos(self.vocab), 0)
+        try:
+            self.decode([filler] * n_rows, n_logits=n_rows)
+        finally:
+            self.truncate(n0)
+        return True
+
     def clear(self) -> None:
         self.call_started = time.perf_counter()  # clearing a server's KV buffer is a round trip
         self._llama.llama_memory_clear(self.memory, True)

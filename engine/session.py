@@ -35,6 +35,21 @@ _CALIBRATION_REPEATS = 2  # the lowest of this many timings (a busy machine only
 _FILLER = "The quick brown fox jumps over the lazy dog while the band plays on. "
 
 
+def read_model_info(path: str, with_tokens: bool, cost_cache_dir: str | None) -> GGUFInfo:
+    """A model file's header. Without its vocabulary's texts, it jumps over them where this very
+    file was read before (the cost cache keeps where they lie, by file identity)."""
+    cache = CostCache(cost_cache_dir) if cost_cache_dir else None
+    identity = None
+    if cache is not None and not with_tokens:
+        with contextlib.suppress(OSError):
+            identity = file_identity(str(user_path(path)))
+    span = cache.vocabulary_span(identity) if cache is not None and identity else None
+    info = read_gguf_info(path, with_tokens=with_tokens, vocabulary_span=span)
+    if cache is not None and identity and info.vocabulary_span not in (None, span):
+        cache.remember_vocabulary_span(identity, info.vocabulary_span)
+    return info
+
+
 class Engine:
     def __init__(
         self,
@@ -54,7 +69,7 @@ class Engine:
         self.config = config
         self.draft_refused: TandemError | None = None
         self.n_threads = config.n_threads or default_threads()
-        self.info_target: GGUFInfo = self._read_info(config.target_path, with_tokens=False)
+        self.info_target: GGUFInfo = read_model_info(config.target_path, False, config.cost_cache_dir)
         # Never more context than the model was trained for (quality falls apart past it).
         n_ctx_train = self.info_target.context_length
         self.n_ctx = min(config.n_ctx, n_ctx_train) if n_ctx_train else config.n_ctx
@@ -197,20 +212,6 @@ class Engine:
 
         return load
 
-    def _read_info(self, path: str, with_tokens: bool) -> GGUFInfo:
-        """A model file's header. Without its vocabulary's texts, it jumps over them where this very
-        file was read before (the cost cache keeps where they lie, by file identity)."""
-        cache = CostCache(self.config.cost_cache_dir) if self.config.cost_cache_dir else None
-        identity = None
-        if cache is not None and not with_tokens:
-            with contextlib.suppress(OSError):
-                identity = file_identity(str(user_path(path)))
-        span = cache.vocabulary_span(identity) if cache is not None and identity else None
-        info = read_gguf_info(path, with_tokens=with_tokens, vocabulary_span=span)
-        if cache is not None and identity and info.vocabulary_span not in (None, span):
-            cache.remember_vocabulary_span(identity, info.vocabulary_span)
-        return info
-
     def _read_draft_info(self, draft: str) -> GGUFInfo:
         """The draft model's header, checked against the target's pairing rules. A pair found
         compatible before (both files unchanged since) is not checked again, and the draft's
@@ -222,7 +223,7 @@ class Engine:
             with contextlib.suppress(OSError):
                 pair = pair_key(str(self.info_target.path), os.path.expanduser(draft))
         known = cache is not None and pair is not None and cache.knows_compatible(pair)
-        info = self._read_info(draft, with_tokens=not known)
+        info = read_model_info(draft, not known, self.config.cost_cache_dir)
         if not known:
             check_pair(with_vocabulary(self.info_target), info)
             if cache is not None and pair is not None:
@@ -273,6 +274,24 @@ class Engine:
     def calibration_due(self) -> bool:
         """Are there verify batch sizes the controller has never timed on this machine?"""
         return bool(self._untimed_sizes())
+
+    @property
+    def outputs_due(self) -> bool:
+        """Would a reply's longest verify batch still grow llama.cpp's logits buffer (no decode of
+        this process asked for that many rows yet)? Then idle time grows it first (grow_outputs)."""
+        c = self._controller
+        return (
+            c is not None
+            and c.adaptive
+            and self.target.can_roll_back
+            and not self.target.outputs_reserved(c.k_max + 1)
+        )
+
+    def grow_outputs(self) -> bool:
+        """Grow the logits buffer to a reply's longest verify batch (engine.backend.reserve_outputs);
+        False where the context has no room for it now."""
+        c = self._controller
+        return c is None or self.target.reserve_outputs(c.k_max + 1)
 
     def calibrate(self, stop: Callable[[], bool] = lambda: False) -> bool:
         """Time the verify batches of CALIBRATION_SIZES not yet timed on this machine, build and

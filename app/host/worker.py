@@ -366,8 +366,9 @@ class _Child:
     @property
     def idle_work_due(self) -> bool:
         """Has the loaded engine something to do while no request waits (engine.session's
-        calibrate: verify batches this machine has not timed yet)?"""
-        return self.engine is not None and self.engine.calibration_due
+        calibrate: verify batches this machine has not timed yet; grow_outputs: llama.cpp's
+        logits buffer not yet as large as a reply's longest verify batch)?"""
+        return self.engine is not None and (self.engine.calibration_due or self.engine.outputs_due)
 
     def idle_work(self, request_waiting: Callable[[], bool]) -> None:
         """Time this machine's verify batches until a request arrives (one batch at most: a
@@ -376,8 +377,10 @@ class _Child:
         if self.engine is None:
             return
         try:
-            if self.engine.calibrate(request_waiting):
+            if self.engine.calibration_due and self.engine.calibrate(request_waiting):
                 log.info("verify batches timed for this machine and model")
+            if self.engine.outputs_due and not request_waiting():
+                self.engine.grow_outputs()  # (a first long copy need not pay it: docs/findings.md)
         except (BrokenPipeError, EOFError):
             raise
         except Exception:
