@@ -125,10 +125,11 @@ class SpeedPresenter(QObject):
         return self.plain_tokens_per_s() or None
 
     def _steps_extra(self, stats: Stats) -> dict[str, Any]:
-        """The quiet one-token-step speed a reply is compared with (no plain speed measured): kept
-        in its record, so the stored reply says what it said at its end."""
+        """The quiet one-token-step speed a reply is compared with (its busy test; its usual speed
+        where no plain speed was measured): kept in its record, so the stored reply says what it
+        said at its end."""
         steps = self.steps_tokens_per_s(stats)
-        return {STEPS_KEY: round(steps, 2)} if steps and not self._plain() else {}
+        return {STEPS_KEY: round(steps, 2)} if steps else {}
 
 
 @dataclass(frozen=True)

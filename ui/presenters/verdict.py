@@ -183,9 +183,9 @@ def headline(
     if numbers.n_generated <= 0 or numbers.decode_s <= 0:
         return Headline(Verdict.PENDING, "")
     plain, is_estimate = plain_speed(numbers, measured_plain, usual_steps)
-    reference = (
-        measured_plain if measured_plain and measured_plain > 0 else _usual_steps(numbers, usual_steps)
-    )
+    # Busy is told on like measures where there are: the reply's one-token steps against quiet
+    # ones with a prompt of its size; else against the measured plain speed.
+    reference = _usual_steps(numbers, usual_steps) or measured_plain
     busy = busy_seen or _busy_seen(numbers) or was_busy(numbers, reference)
     nothing_accepted = numbers.n_accepted <= 0
     if plain is None or numbers.n_generated < MIN_TOKENS:
