@@ -2,8 +2,9 @@
 
 Nothing the user wrote is lost: a user message is written before generation starts, a reply is
 written as it streams and at its end, and regenerate/edit mark the messages they replace as
-"superseded" instead of deleting them. Rows of `messages` are in the order they were written
-(the autoincrement id). The GUI thread owns the connection; every write is a small transaction
+"superseded" instead of deleting them: each stays a version of its turn, shown again when
+chosen (schema v6: a message's parent, Store.choose_version). Rows of `messages` are in the
+order they were written (the autoincrement id). The GUI thread owns the connection; every write is a small transaction
 in WAL mode, well under a millisecond on a local disk.
 
 The schema has a version (SQLite's `PRAGMA user_version`) and a history, MIGRATIONS: opening a
@@ -169,12 +170,50 @@ CREATE TABLE pair_replies (
 CREATE INDEX pair_replies_by_pair ON pair_replies(target, drafter);
 """
 
+# Version 6: versions of a turn (Regenerate, Edit): each message knows the one it follows in its
+# branch (parent_id: the latest message shown before it when it was written, set by a trigger), so
+# a turn's versions are the messages of one role with the same parent. Superseding keeps a
+# message's status (kept_status) to restore when its branch is chosen again, and chosen_at says
+# which branch below a version was seen last. Older rows: the shown ones chain in order; a
+# superseded one follows the latest earlier message of the other role (its turn's question, or
+# the reply it answered), its status read as complete.
+SCHEMA_V6_VERSIONS = """
+ALTER TABLE messages ADD COLUMN parent_id INTEGER;
+ALTER TABLE messages ADD COLUMN kept_status TEXT;
+ALTER TABLE messages ADD COLUMN chosen_at REAL;
+UPDATE messages SET chosen_at = updated_at,
+    kept_status = CASE WHEN status = 'superseded' THEN 'complete' END;
+UPDATE messages SET parent_id = (
+    SELECT MAX(p.id) FROM messages p WHERE p.conversation_id = messages.conversation_id
+    AND p.id < messages.id AND p.status != 'superseded'
+) WHERE status != 'superseded';
+UPDATE messages SET parent_id = (
+    SELECT MAX(p.id) FROM messages p WHERE p.conversation_id = messages.conversation_id
+    AND p.id < messages.id AND p.role != messages.role
+) WHERE status = 'superseded';
+CREATE INDEX messages_by_parent ON messages(parent_id);
+CREATE TRIGGER messages_version_insert AFTER INSERT ON messages BEGIN
+    UPDATE messages SET
+        parent_id = COALESCE(new.parent_id, (
+            SELECT MAX(p.id) FROM messages p WHERE p.conversation_id = new.conversation_id
+            AND p.id < new.id AND p.status != 'superseded'
+        )),
+        chosen_at = COALESCE(new.chosen_at, new.created_at)
+    WHERE id = new.id;
+END;
+CREATE TRIGGER messages_version_hide AFTER UPDATE OF status ON messages
+WHEN new.status = 'superseded' AND old.status != 'superseded' BEGIN
+    UPDATE messages SET kept_status = old.status WHERE id = new.id;
+END;
+"""
+
 MIGRATIONS: list[Migration] = [
     SCHEMA_V1,
     SCHEMA_V2_SEARCH,
     SCHEMA_V3_ATTACHMENTS,
     SCHEMA_V4_DRAFT_SOURCES,
     SCHEMA_V5_PAIR_REPLIES,
+    SCHEMA_V6_VERSIONS,
 ]
 
 
@@ -675,6 +714,7 @@ class Store:
         self.path = path or paths.database_path()
         self.set_aside: Path | None = None  # where an unusable file was moved at this opening
         self.notice = ""  # a sentence for the user about it, or ""
+        self.last_import_skipped = 0  # versions the last import left out (their parent not in the file)
         self.is_in_memory = False  # the file could not be written: this session's store is in memory
         rule_breaks: list[str] = []
         try:
@@ -1031,6 +1071,26 @@ class Store:
         r = self._db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
         return _message(r) if r else None
 
+    # versions of a turn (schema v6: _versions_shown, _choose_version)
+
+    def versions_shown(self, conversation_id: int, since_id: int = 0) -> dict[int, tuple[int, int]]:
+        """For each message shown (from since_id on: a page) that has other versions: (which one
+        it is, counting from 1, of how many). A message whose stored parent is not an earlier
+        message of its conversation (a row another program wrote) counts as one alone."""
+        return _versions_shown(self._db, conversation_id, since_id)
+
+    def bad_versions(self, conversation_id: int) -> int:
+        """Messages whose stored parent is missing, later than them, or of another conversation:
+        they are left out of the versions (never of the conversation)."""
+        return _bad_versions(self._db, conversation_id)
+
+    def choose_version(self, message_id: int, step: int) -> tuple[list[int], list[Message]]:
+        """Show the version `step` away from a shown message (-1: the one before): the message and
+        what followed it are hidden, the other version and the branch below it last seen shown.
+        (ids hidden, messages shown, in order); nothing where there is no such version."""
+        with self._db:
+            return _choose_version(self._db, message_id, step)
+
     # a conversation as a file (below: its format)
 
     def export(self, conversation_id: int) -> dict[str, Any]:
@@ -1041,6 +1101,87 @@ class Store:
     def import_conversation(self, data: dict[str, Any]) -> Conversation:
         """A conversation from an exported file (checked by read_conversation_file), as a new one."""
         return _import(self, data)
+
+
+# ---- versions of a turn (schema v6)
+
+# A message's parent as versions trust it: none, or an earlier message of the same conversation.
+_GOOD_PARENT = """(m.parent_id IS NULL OR EXISTS (SELECT 1 FROM messages p WHERE p.id = m.parent_id
+    AND p.conversation_id = m.conversation_id AND p.id < m.id))"""
+
+
+def _versions_shown(
+    db: sqlite3.Connection, conversation_id: int, since_id: int
+) -> dict[int, tuple[int, int]]:
+    siblings = (
+        "FROM messages s WHERE s.conversation_id = m.conversation_id AND s.parent_id IS m.parent_id "
+        "AND s.role = m.role AND s.id > COALESCE(s.parent_id, 0)"
+    )
+    rows = db.execute(
+        f"SELECT m.id, (SELECT COUNT(*) {siblings} AND s.id <= m.id), (SELECT COUNT(*) {siblings}) "
+        f"FROM messages m WHERE m.conversation_id = ? AND m.id >= ? AND m.status != 'superseded' "
+        f"AND {_GOOD_PARENT}",
+        (conversation_id, since_id),
+    ).fetchall()
+    return {int(r[0]): (int(r[1]), int(r[2])) for r in rows if int(r[2]) > 1}
+
+
+def _bad_versions(db: sqlite3.Connection, conversation_id: int) -> int:
+    row = db.execute(
+        f"SELECT COUNT(*) FROM messages m WHERE m.conversation_id = ? AND NOT {_GOOD_PARENT}",
+        (conversation_id,),
+    ).fetchone()
+    return int(row[0])
+
+
+def _choose_version(db: sqlite3.Connection, message_id: int, step: int) -> tuple[list[int], list[Message]]:
+    shown = db.execute(
+        f"SELECT * FROM messages m WHERE id = ? AND status != 'superseded' AND {_GOOD_PARENT}", (message_id,)
+    ).fetchone()
+    if shown is None:
+        return [], []
+    conversation_id = int(shown["conversation_id"])
+    siblings = [
+        int(r[0])
+        for r in db.execute(
+            "SELECT id FROM messages WHERE conversation_id = ? AND parent_id IS ? AND role = ? "
+            "AND id > COALESCE(parent_id, 0) ORDER BY id",
+            (conversation_id, shown["parent_id"], shown["role"]),
+        )
+    ]
+    at = siblings.index(message_id) + step
+    if not 0 <= at < len(siblings) or step == 0:
+        return [], []
+    hidden = [
+        int(r[0])
+        for r in db.execute(
+            "SELECT id FROM messages WHERE conversation_id = ? AND id >= ? AND status != 'superseded' "
+            "ORDER BY id",
+            (conversation_id, message_id),
+        )
+    ]
+    db.executemany("UPDATE messages SET status = 'superseded' WHERE id = ?", [(i,) for i in hidden])
+    # The chosen version, then at each message the reply (or next question) seen last below it.
+    branch: list[int] = []
+    node: int | None = siblings[at]
+    while node is not None:  # (a child's id is above its parent's: no cycle)
+        branch.append(node)
+        row = db.execute(
+            "SELECT id FROM messages WHERE conversation_id = ? AND parent_id = ? AND id > ? "
+            "ORDER BY chosen_at DESC, id DESC LIMIT 1",
+            (conversation_id, node, node),
+        ).fetchone()
+        node = int(row[0]) if row is not None else None
+    now = time.time()
+    db.executemany(
+        "UPDATE messages SET status = COALESCE(kept_status, 'complete'), kept_status = NULL, chosen_at = ? "
+        "WHERE id = ?",
+        [(now, i) for i in branch],
+    )
+    rows = db.execute(
+        f"SELECT * FROM messages WHERE id IN ({','.join('?' * len(branch))}) ORDER BY id", branch
+    ).fetchall()
+    return hidden, _shown(rows)
 
 
 # ---- a conversation as a file: JSON (exact, imported back) and Markdown (to read)
@@ -1103,6 +1244,11 @@ def conversation_markdown(data: dict[str, Any]) -> str:
         if m["status"] != MessageStatus.COMPLETE:
             # As the window says it: a reply the user stopped is "stopped".
             lines += [f"*({STATUS_SAID.get(m['status'], m['status'])})*", ""]
+        n_other = m.get("versions", 1) - 1 if isinstance(m.get("versions"), int) else 0
+        if n_other > 0:
+            what = "reply" if m["role"] == "assistant" else "message"
+            kept = f"{n_other} other version{'s' if n_other > 1 else ''} of this {what}"
+            lines += [f"*({kept} {'are' if n_other > 1 else 'is'} kept in Tandem.)*", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -1253,14 +1399,42 @@ def _export(store: Store, conversation_id: int) -> dict[str, Any]:
     conversation = store.conversation(conversation_id)
     if conversation is None:
         raise ConversationFileError(f"Conversation {conversation_id} does not exist.")
+    shown, others = _export_versions(store, conversation_id)
     return {
         "format": CONVERSATION_FORMAT,
         "version": CONVERSATION_FORMAT_VERSION,
         "title": conversation.title,
         "system_prompt": conversation.system_prompt,
         "stretch_sources": STRETCH_SOURCES,
-        "messages": [_export_message(m) for m in store.messages(conversation_id)],
+        "messages": shown,
+        **({"other_versions": others} if others else {}),
     }
+
+
+def _export_versions(store: Store, conversation_id: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The messages shown, then the other versions of their turns and what followed those (in the
+    order written: a parent before its children), each with its id and its parent's: a reader
+    that knows only "messages" reads the conversation as shown."""
+    links = {
+        int(r[0]): (r[1], r[2])
+        for r in store._db.execute(
+            "SELECT id, parent_id, kept_status FROM messages WHERE conversation_id = ?", (conversation_id,)
+        )
+    }
+    versions = store.versions_shown(conversation_id)
+    shown: list[dict[str, Any]] = []
+    others: list[dict[str, Any]] = []
+    for m in store.messages(conversation_id, include_superseded=True):
+        parent, kept_status = links.get(m.id, (None, None))
+        out = {**_export_message(m), "id": m.id, "parent": parent}
+        if m.status != MessageStatus.SUPERSEDED:
+            if m.id in versions:
+                out["versions"] = versions[m.id][1]
+            shown.append(out)
+        else:
+            out["status"] = _status(str(kept_status or MessageStatus.COMPLETE))
+            others.append(out)
+    return shown, others
 
 
 def _import(store: Store, data: dict[str, Any]) -> Conversation:
@@ -1275,32 +1449,86 @@ def _import(store: Store, data: dict[str, Any]) -> Conversation:
         )
         assert cur.lastrowid is not None
         conversation_id = cur.lastrowid
-        for m in data["messages"]:
-            content, at, spans, sources = "", 0, [], []
-            for part in m["stretches"]:
-                if part["from"] == "draft" and part["text"]:
-                    spans.append((at, at + len(part["text"])))
-                    source = part.get("source")
-                    sources.append(source if source in DRAFT_STRETCH_SOURCES else "")
-                content += part["text"]
-                at += len(part["text"])
-            status = _status(str(m.get("status", MessageStatus.COMPLETE)))
-            status = status if status in IMPORTED_STATUSES else MessageStatus.COMPLETE
-            stats = clean_stats(m.get("stats"))
-            db.execute(
-                "INSERT INTO messages (conversation_id, role, content, status, created_at, updated_at, "
-                "stats_json, draft_spans_json, draft_sources_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    conversation_id,
-                    m["role"],
-                    content,
-                    status,
-                    now,
-                    now,
-                    json.dumps(stats, allow_nan=False) if stats is not None else None,
-                    json.dumps([list(s) for s in spans]) if spans else None,
-                    # Kept where the file says every stretch's source (a file from before: none).
-                    json.dumps(sources) if spans and all(sources) else None,
-                ),
-            )
+        store.last_import_skipped = _import_messages(db, conversation_id, data, now)
     return store.conversation(conversation_id) or Conversation(conversation_id, title, system_prompt, now)
+
+
+def _import_messages(db: sqlite3.Connection, conversation_id: int, data: dict[str, Any], now: float) -> int:
+    """The messages shown and the other versions of their turns (hidden behind them), in the order
+    they were written where the file says it (its ids), so each turn's versions keep their order.
+    A version that is not a message, or whose parent is not a message before it in the file
+    (missing, a cycle, another conversation's), is skipped: how many were."""
+    shown: list[dict[str, Any]] = data["messages"]
+    others = data.get("other_versions")
+    others = others[:MAX_IMPORT_MESSAGES] if isinstance(others, list) else []
+    entries = [(m, False) for m in shown] + [(v, True) for v in others]
+    if all(isinstance(m, dict) and _file_id(m.get("id")) is not None for m, _ in entries):
+        entries.sort(key=lambda e: e[0]["id"])
+    ids: dict[int | None, int] = {}  # the file's message ids -> the new ones
+    skipped = 0
+    for m, is_other in entries:
+        parent = _file_id(m.get("parent")) if isinstance(m, dict) else None
+        if is_other and (not _is_message(m) or (m.get("parent") is not None and parent not in ids)):
+            skipped += 1
+            continue
+        new_id = _import_message(db, conversation_id, m, now, MessageStatus.SUPERSEDED if is_other else None)
+        if is_other:
+            status = _status(str(m.get("status", MessageStatus.COMPLETE)))
+            db.execute(
+                "UPDATE messages SET parent_id = ?, kept_status = ?, chosen_at = 0 WHERE id = ?",
+                (ids.get(parent), status if status in IMPORTED_STATUSES else MessageStatus.COMPLETE, new_id),
+            )
+        file_id = _file_id(m.get("id"))
+        if file_id is not None and file_id not in ids:
+            ids[file_id] = new_id
+    return skipped
+
+
+def _file_id(value: object) -> int | None:
+    return value if type(value) is int else None
+
+
+def _is_message(m: object) -> bool:
+    """A file's message as read_conversation_file checks those shown (a version is skipped, not
+    the file refused, where it is not one)."""
+    if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
+        return False
+    parts = m.get("stretches")
+    return isinstance(parts, list) and all(
+        isinstance(p, dict) and _is_text(p.get("text")) and p.get("from") in STRETCH_SOURCES for p in parts
+    )
+
+
+def _import_message(
+    db: sqlite3.Connection, conversation_id: int, m: dict[str, Any], now: float, status: str | None = None
+) -> int:
+    """One message of a file, inserted (its parent: the message shown before it, the trigger's)."""
+    content, at, spans, sources = "", 0, [], []
+    for part in m["stretches"]:
+        if part["from"] == "draft" and part["text"]:
+            spans.append((at, at + len(part["text"])))
+            source = part.get("source")
+            sources.append(source if source in DRAFT_STRETCH_SOURCES else "")
+        content += part["text"]
+        at += len(part["text"])
+    kept = _status(str(m.get("status", MessageStatus.COMPLETE)))
+    status = status or (kept if kept in IMPORTED_STATUSES else MessageStatus.COMPLETE)
+    stats = clean_stats(m.get("stats"))
+    cur = db.execute(
+        "INSERT INTO messages (conversation_id, role, content, status, created_at, updated_at, "
+        "stats_json, draft_spans_json, draft_sources_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            conversation_id,
+            m["role"],
+            content,
+            status,
+            now,
+            now,
+            json.dumps(stats, allow_nan=False) if stats is not None else None,
+            json.dumps([list(s) for s in spans]) if spans else None,
+            # Kept where the file says every stretch's source (a file from before: none).
+            json.dumps(sources) if spans and all(sources) else None,
+        ),
+    )
+    assert cur.lastrowid is not None
+    return cur.lastrowid

@@ -233,6 +233,7 @@ class MainWindow(QMainWindow):
         self.chat.regenerate_requested.connect(self.on_chat_regenerate_requested)
         self.chat.continue_requested.connect(self.on_chat_continue_requested)
         self.chat.edit_requested.connect(self.on_chat_edit_requested)
+        self.chat.version_requested.connect(self.presenter.choose_version)
         self.chat.edit_cancelled.connect(self.on_chat_edit_cancelled)
         self.chat.system_prompt_changed.connect(self.on_chat_system_prompt_changed)
         from ui.chat.task_switch import TaskSwitch
@@ -511,6 +512,7 @@ class MainWindow(QMainWindow):
             self.settings.show_draft_tint,
             attachments=[f"{d.name} ({format_size(d.n_bytes)})" for d in row.attachments],
             position=position,
+            version=row.version,
         )
         self.header.add_sources({s.source for s in row.spans})
 

@@ -92,6 +92,7 @@ class ChatView(QWidget):
     continue_requested = Signal()  # relays each message's (a reply cut at the length cap), as above
     edit_requested = Signal(int)  # message id of the user message to edit (relays each message's, as above)
     changes_requested = Signal(int)  # id of a reply to a message with documents (relays each message's)
+    version_requested = Signal(int, int)  # message id, -1 or +1: another version (relays each message's)
     edit_cancelled = Signal()
     system_prompt_changed = Signal(str)
     task_suggested = Signal(str)  # a suggestion's request, put in the message box
@@ -417,6 +418,7 @@ class ChatView(QWidget):
         tint: bool = True,
         attachments: Sequence[str] = (),
         position: int | None = None,
+        version: tuple[int, int] = (1, 1),
     ) -> MessageWidget:
         """spans: the drafted stretches, each tinted by its source; attachments: what a user
         message carried, as its chips said it (name, size); position: where among the messages
@@ -434,6 +436,8 @@ class ChatView(QWidget):
         widget.regenerate_requested.connect(self.regenerate_requested)
         widget.continue_requested.connect(self.continue_requested)
         widget.changes_requested.connect(self.changes_requested)
+        widget.version_requested.connect(self.version_requested)
+        widget.set_version(*version)
         if attachments:
             carried = QLabel("Attached: " + ", ".join(attachments))
             carried.setObjectName("messageAttachments")

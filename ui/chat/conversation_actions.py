@@ -143,7 +143,14 @@ class ConversationActions(QObject):
             )
             return None
         self.window.show_conversation(conversation.id)
-        self.chat.set_notice(f"Imported “{conversation.title}”.")
+        n = self.store.last_import_skipped  # versions whose parent the file does not hold
+        left_out = (
+            f" {n} version{'s' if n > 1 else ''} of its messages pointed at messages the file does "
+            f"not hold and {'were' if n > 1 else 'was'} left out."
+            if n
+            else ""
+        )
+        self.chat.set_notice(f"Imported “{conversation.title}”.{left_out}", bool(n))
         return int(conversation.id)
 
 

@@ -27,6 +27,7 @@ from ui.presenters import words
 from ui.presenters.off_words import OFF_KEY, off_words
 from ui.presenters.reading_words import reading_rows
 from ui.presenters.stats_format import draft_sources
+from ui.presenters.verdict import FAILURE_KEY
 from ui.qt import theme
 
 STATUS_NOTES = {
@@ -44,6 +45,7 @@ class MessageWidget(QFrame):
     edit_requested = Signal(int)
     regenerate_requested = Signal()
     continue_requested = Signal()  # a reply stopped at the reply-length cap: write on
+    version_requested = Signal(int, int)  # this message's id, -1 or +1: another version of its turn
     changes_requested = Signal(int)  # this reply's id: its changes to the document it was asked about
 
     def __init__(self, message_id: int, role: str, parent: QWidget | None = None) -> None:
@@ -87,6 +89,16 @@ class MessageWidget(QFrame):
         self.action_bar.setGraphicsEffect(self._actions_shown)
         self._show_actions(False)
         header.addWidget(self.action_bar)
+        # "‹ 2/3 ›": the versions of this turn (Regenerate, Edit keep the earlier ones).
+        self.version_prev = self._action("‹", "The version before this one", "Earlier version")
+        self.version_prev.clicked.connect(lambda: self.version_requested.emit(self.message_id, -1))
+        self.version_label = QLabel()
+        self.version_label.setObjectName("versionLabel")
+        self.version_next = self._action("›", "The version after this one", "Later version")
+        self.version_next.clicked.connect(lambda: self.version_requested.emit(self.message_id, 1))
+        for part in (self.version_prev, self.version_label, self.version_next):
+            part.setVisible(False)
+            header.addWidget(part)
         layout.addLayout(header)
 
         self.reading = QLabel()  # a reply's prompt being read, until its first text
@@ -280,8 +292,9 @@ class MessageWidget(QFrame):
             self.details.setVisible(self.details_button.isChecked())
             self._say_highlight()  # "sooner" only now that the headline is known
         if not note and stats is not None and self.role == "assistant":
-            # a stored reply: how it ended, from its record
-            note = words.end_note(stats.stop_reason, stats.n_generated)
+            # a stored reply: how it ended, from its record (a failed one: why)
+            failed = str(stats.extras.get(FAILURE_KEY, ""))
+            note = words.end_note(stats.stop_reason, stats.n_generated) or failed
         self._notes = [n for n in (STATUS_NOTES.get(status, ""), note) if n]
         self._offers_regenerate = stats is not None and stats.stop_reason == "repetition"
         self._offers_continue = (
@@ -307,6 +320,15 @@ class MessageWidget(QFrame):
             self.continue_requested.emit()
         else:
             self.regenerate_requested.emit()
+
+    def set_version(self, index: int, count: int) -> None:
+        """Which version of its turn this message is (from 1), of how many; shown where more than one."""
+        for part in (self.version_prev, self.version_label, self.version_next):
+            part.setVisible(count > 1)
+        self.version_label.setText(f"{index}/{count}")
+        self.version_label.setAccessibleName(f"Version {index} of {count}")
+        self.version_prev.setEnabled(index > 1)
+        self.version_next.setEnabled(index < count)
 
     def set_editable(self, is_editable: bool) -> None:
         self.edit_button.setVisible(is_editable)

@@ -186,6 +186,13 @@ class ChatPresenter(QObject):
         self.conversation_shown.emit(
             ConversationShown(conversation_id, system_prompt, tuple(rows), has_earlier)
         )
+        n_bad = self.store.bad_versions(conversation_id)
+        if n_bad:  # rows another program wrote: shown as they stand, left out of the versions
+            self.notice_changed.emit(
+                f"{n_bad} saved version{'s' if n_bad > 1 else ''} in this conversation point at "
+                "messages that are not there; they are left out of the versions (nothing is deleted).",
+                True,
+            )
         self.conversations_changed.emit()
         if self.settings.last_conversation_id != conversation_id:
             self.settings = self.settings.replace(last_conversation_id=conversation_id)
@@ -203,6 +210,7 @@ class ChatPresenter(QObject):
     def _rows(self, conversation_id: int, messages: list[Message]) -> list[MessageRow]:
         """Stored messages as the chat's rows (the reply being written as it stands now)."""
         attachments = self.store.attachments(conversation_id, messages[0].id if messages else 0)
+        versions = self.store.versions_shown(conversation_id, messages[0].id if messages else 0)
         rows = []
         for m in messages:
             if self.live is not None and self.live.message_id == m.id:
@@ -215,6 +223,7 @@ class ChatPresenter(QObject):
                         shown.spans,
                         MessageStatus.STREAMING,
                         None,
+                        version=versions.get(m.id, (1, 1)),
                     )
                 )
             else:
@@ -228,6 +237,7 @@ class ChatPresenter(QObject):
                         m.status,
                         stats,
                         attachments.get(m.id, ()),
+                        versions.get(m.id, (1, 1)),
                     )
                 )
         return rows
@@ -362,7 +372,8 @@ class ChatPresenter(QObject):
                 True,
             )
             return False
-        self.message_added.emit(MessageRow(message.id, "user", text, attachments=documents))
+        version = self.store.versions_shown(conversation_id, message.id).get(message.id, (1, 1))
+        self.message_added.emit(MessageRow(message.id, "user", text, attachments=documents, version=version))
         self.notice_changed.emit("", False)
         self.replies.start(conversation_id)
         self.conversations_changed.emit()
@@ -379,6 +390,24 @@ class ChatPresenter(QObject):
         if later:
             self._supersede_from(later[0].id)
         self.replies.start(self.conversation_id)
+
+    def choose_version(self, message_id: int, step: int) -> None:
+        """Show another version of a message's turn (step -1: the one before, +1: after): the
+        message and what followed it go, the other version and its branch come (kept in the
+        store: a restart shows the same). Not while a reply is written."""
+        if self.controller.is_busy or self.conversation_id is None:
+            return
+        try:
+            hidden, shown = self.store.choose_version(message_id, step)
+        except sqlite3.Error as e:
+            self.notice_changed.emit(f"That version could not be shown ({store_error_sentence(e)}).", True)
+            return
+        if not shown:
+            return
+        self.messages_removed.emit(hidden)
+        for row in self._rows(self.conversation_id, shown):
+            self.message_added.emit(row)
+        self.conversations_changed.emit()
 
     def is_live_shown(self) -> bool:
         """Whether the reply being generated belongs to the conversation shown."""

@@ -69,6 +69,7 @@ class MessageRow:
     status: MessageStatus = MessageStatus.COMPLETE
     stats: StatsRecord | None = None
     attachments: tuple[Document, ...] = ()  # a user message's documents, as sent
+    version: tuple[int, int] = (1, 1)  # which version of its turn it is, of how many (Regenerate, Edit)
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,10 @@ class ReplyPresenter(QObject):
                 f"No reply: it could not be saved ({store_error_sentence(e)}). Your message is kept.", True
             )
             return
-        self.message_added.emit(MessageRow(reply.id, "assistant", "", (), MessageStatus.STREAMING, None))
+        version = self.store.versions_shown(conversation_id, reply.id).get(reply.id, (1, 1))
+        self.message_added.emit(
+            MessageRow(reply.id, "assistant", "", (), MessageStatus.STREAMING, None, version=version)
+        )
         request_id = self.controller.start_reply(
             turns,
             system_prompt=conversation.system_prompt if conversation else "",
@@ -300,7 +304,8 @@ class ReplyPresenter(QObject):
         sentence = failure_words(failure)
         if has_engine_died or live.text:
             # How it ended, under it: interrupted, and why (the failure's sentence).
-            self._end_live(MessageStatus.INTERRUPTED, self.speed.partial_record(live.stats), sentence)
+            partial = self.speed.partial_record(live.stats, sentence)
+            self._end_live(MessageStatus.INTERRUPTED, partial, sentence)
         else:
             # Nothing was written (the prompt did not fit, no model): the empty reply row is hidden.
             try:
