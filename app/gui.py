@@ -125,11 +125,17 @@ def hold_instance_lock(home: Path) -> Any:
 
 def ask_running_window(home: Path, link: str | None) -> bool:
     """Ask the window already running for this data folder to come to the front (and open a
-    tandem link); False when it does not answer. Bytes only: nothing is unpickled."""
+    tandem link); False when it does not answer, or when what answers is another user's process
+    (the abstract socket's name is predictable and has no file permissions: another user could
+    take it first and receive the links). Bytes only: nothing is unpickled."""
     from multiprocessing.connection import Client
 
     try:
         with Client(instance_address(home)) as conn:
+            uid = peer_uid(conn)
+            if uid is not None and hasattr(os, "getuid") and uid != os.getuid():
+                log.warning("the window's address is held by user id %d's process: nothing sent", uid)
+                return False
             conn.send_bytes((f"open {link}" if link else "raise").encode())
     except OSError:
         return False

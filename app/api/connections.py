@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from app.api.engine_bridge import RETRY_AFTER_S
@@ -27,6 +28,17 @@ EVICT_GRACE_S = 1.0  # a connection this young is never closed to make room (its
 BODY_TIMEOUT_S = 30.0
 MAX_CONNECTIONS = 2048
 MAX_BODY_BYTES_READING = 128 * 1024 * 1024
+# Bodies one address may have half-read at once. A request inside its body cannot be evicted like
+# an idle connection, so 1,024 slow uploads from 127.0.0.1 (where every local client comes from)
+# filled the address's half of the connections and every local client got 503 (review 5, F4).
+# Past this, a new request's body closes the address's oldest one still arriving (408): slow
+# uploads hold at most this many connections, and a plain request, whose body comes with its
+# headers, is always read. 64: far more uploads than one client runs at once (the queue holds 8),
+# few enough that at 34 new uploads a second a plain request has about 2 s to send its body.
+MAX_READING_PER_CLIENT = 64
+# A streamed reply whose client takes nothing for this long is cancelled and its turn freed
+# (llama-server's --timeout covers writes too); --timeout shortens it.
+WRITE_TIMEOUT_S = 30.0
 OPEN_FILES_WANTED = 8192  # the soft limit of open files is raised to this where the hard one allows
 
 
@@ -76,6 +88,9 @@ class Connections:
         self.n_evicted = 0  # idle connections closed to make room
         self.n_timed_out = 0  # idle connections closed after HEADER_TIMEOUT_S
         self.body_bytes_reading = 0  # bytes of bodies being read now (MAX_BODY_BYTES_READING)
+        self.max_reading_per_client = MAX_READING_PER_CLIENT
+        self.reading: dict[str, dict[object, Callable[[], None]]] = {}  # client -> its bodies being read
+        self.n_reading_stopped = 0  # bodies stopped (408) to make room for a newer one from their client
 
     def fit_to_open_files(self, limit: int) -> None:
         """At most half the process's open files for connections (the rest: SQLite, models, the
@@ -131,6 +146,23 @@ class Connections:
             peers.pop(conn, None)
             if not peers:
                 del self.by_client[client]
+
+    def start_reading(self, client: str, token: object, stop: Callable[[], None]) -> None:
+        """A request's body begins to arrive (`stop` ends its reading with a 408); where its client
+        has max_reading_per_client bodies arriving already, the oldest of them is stopped."""
+        mine = self.reading.setdefault(client, {})
+        while len(mine) >= self.max_reading_per_client:
+            oldest = next(iter(mine))
+            mine.pop(oldest)()
+            self.n_reading_stopped += 1
+        mine[token] = stop
+
+    def done_reading(self, client: str, token: object) -> None:
+        mine = self.reading.get(client)
+        if mine is not None:
+            mine.pop(token, None)
+            if not mine:
+                del self.reading[client]
 
     def take_body_bytes(self, n: int) -> None:
         if self.body_bytes_reading + n > MAX_BODY_BYTES_READING:

@@ -10,7 +10,7 @@ import json
 import time
 from typing import Any, Protocol, assert_never
 
-from app.api.connections import BODY_TIMEOUT_S, MAX_BODY_BYTES, Connections
+from app.api.connections import BODY_TIMEOUT_S, MAX_BODY_BYTES, WRITE_TIMEOUT_S, Connections
 from app.api.engine_bridge import ApiEngine, Job
 from app.api.requests import (
     ApiError,
@@ -47,6 +47,7 @@ class Server(Protocol):
     host: ApiEngine
     connections: Connections
     body_timeout_s: float
+    write_timeout_s: float
 
     def check_auth(self, headers: Any) -> None: ...
 
@@ -76,7 +77,8 @@ class Endpoint:
                 )
             # The body first, within BODY_TIMEOUT_S (bodies being read are bounded in bytes by
             # Connections), then a place in line: a slow upload never holds one.
-            raw = await _read_body(receive, self.server.connections, self.server.body_timeout_s)
+            client = str((scope.get("client") or ("?",))[0])
+            raw = await _read_body(receive, self.server.connections, self.server.body_timeout_s, client)
             try:
                 body = json.loads(raw)
             except RecursionError:
@@ -151,11 +153,11 @@ class Endpoint:
                     match message:
                         case ReplyStarted():
                             continue
-                        case ReplyEvents(events=events) if not any(
-                            isinstance(e, TextPiece | Finished) for e in events
                         case ReplyReading():
                             if not (request.stream and request.return_progress):
                                 continue  # (streamed: the reading's progress opens the stream)
+                        case ReplyEvents(events=events) if not any(
+                            isinstance(e, TextPiece | Finished) for e in events
                         ):
                             continue  # numbers only: the first token is still to come
                         case ReplyEvents():
@@ -219,11 +221,22 @@ class Endpoint:
     ) -> None:
         t0 = time.monotonic()
 
+        write_timeout_s = getattr(self.server, "write_timeout_s", WRITE_TIMEOUT_S)
+
         async def emit(data: bytes, more: bool = True) -> None:
             if gone.is_set():
                 return
             try:
-                await send({"type": "http.response.body", "body": data, "more_body": more})
+                # A client that takes nothing (its socket's buffers full) holds the one turn no
+                # longer than the write deadline: uvicorn's send waits for the buffers to drain.
+                async with asyncio.timeout(write_timeout_s):
+                    await send({"type": "http.response.body", "body": data, "more_body": more})
+            except TimeoutError:
+                say(
+                    f"tandem serve: a streaming client took nothing for {write_timeout_s:g} s; reply cancelled"
+                )
+                gone.set()
+                self.server.host.cancel(job)
             except Exception:  # the connection is gone (uvicorn raises OSError subclasses)
                 gone.set()
                 self.server.host.cancel(job)
@@ -291,6 +304,9 @@ class Endpoint:
                     await emit(b"".join(out), more=False)
                     say(f"tandem serve: {error.status} mid-stream: {error.message}")
                     return
+                case ReplyReading(reading=reading):
+                    if reply.request.return_progress and first:
+                        out.append(sse(reply.progress_chunk(reading)))
                 case ReplyStarted():
                     pass
                 case _:
@@ -304,9 +320,6 @@ class Endpoint:
         if finished.stop_reason == "cancelled" and not s.n_generated:
             read = f"{s.n_prefilled} read before the stop"  # a Stop during the prefill
         say(
-                case ReplyReading(reading=reading):
-                    if reply.request.return_progress and first:
-                        out.append(sse(reply.progress_chunk(reading)))
             f"tandem serve: {what}: {s.n_prompt_tokens} prompt tokens ({read}), "
             f"{s.n_generated} generated in {elapsed_s:.2f} s, {s.decode_tokens_per_s:.1f} tok/s, "
             f"[{s.speculation}] drafted {s.n_drafted}, accepted {s.n_accepted}; stop: {end}"
@@ -314,12 +327,27 @@ class Endpoint:
 
 
 async def _read_body(
-    receive: Receive, connections: Connections | None = None, timeout_s: float = BODY_TIMEOUT_S
+    receive: Receive,
+    connections: Connections | None = None,
+    timeout_s: float = BODY_TIMEOUT_S,
+    client: str = "?",
 ) -> bytes:
     """The whole body, within timeout_s and MAX_BODY_BYTES (408, 413), its bytes counted in
-    `connections` while it is read (503 when all bodies being read would pass their bound)."""
+    `connections` while it is read (503 when all bodies being read would pass their bound), and
+    the body itself counted against its client's bodies arriving (the oldest of which a newer
+    one stops with a 408: Connections.start_reading)."""
     chunks: list[bytes] = []
     size = 0
+    task, token, stopped = asyncio.current_task(), object(), False
+
+    def stop() -> None:
+        nonlocal stopped
+        stopped = True
+        if task is not None:
+            task.cancel()
+
+    if connections is not None:
+        connections.start_reading(client, token, stop)
     try:
         async with asyncio.timeout(timeout_s):
             while True:
@@ -345,6 +373,16 @@ async def _read_body(
             f"the request body did not arrive within {timeout_s:g} s",
             headers={"Connection": "close"},
         ) from None
+    except asyncio.CancelledError:
+        if not stopped or task is None:
+            raise
+        task.uncancel()
+        raise ApiError(
+            408,
+            "the request body was still arriving when newer requests from the same address needed room",
+            headers={"Connection": "close"},
+        ) from None
     finally:
         if connections is not None:
+            connections.done_reading(client, token)
             connections.give_body_bytes(size)

@@ -104,12 +104,25 @@ def _flag(body: dict[str, Any], key: str) -> bool:
     return value
 
 
+def _unicode(text: str, where: str, param: str) -> str:
+    """Text the engine can encode: JSON's "\\ud800" (a lone surrogate) is valid JSON but no text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise bad_request(
+            f"{where} holds a lone surrogate (\\u{ord(text[e.start]):04x} at character {e.start}): "
+            "it is not valid Unicode text",
+            param,
+        ) from None
+    return text
+
+
 def _text_content(content: object, where: str) -> str:
     """A message's content: a string, or a list of text parts."""
     if content is None:
         return ""
     if isinstance(content, str):
-        return content
+        return _unicode(content, f"{where}.content", "messages")
     if isinstance(content, list):
         texts = []
         for part in content:
@@ -124,7 +137,7 @@ def _text_content(content: object, where: str) -> str:
                     "messages",
                 )
             texts.append(part["text"])
-        return "".join(texts)
+        return _unicode("".join(texts), f"{where}.content", "messages")
     raise bad_request(
         f"{where}.content must be a string or a list of text parts (got {_describe(content)})", "messages"
     )
@@ -141,6 +154,10 @@ def parse_request(body: object, chat: bool, n_ctx: int) -> GenerationRequest:
         raise bad_request(f"'n' must be 1: this server generates one choice per request (got {n})", "n")
     if body.get("logprobs") not in (None, False, 0):
         raise bad_request("'logprobs' is not supported by this server", "logprobs")
+    # Refused, not ignored: a client that bans a token must not get a reply that uses it.
+    for key in ("logit_bias", "top_logprobs"):
+        if body.get(key) not in (None, {}, 0):
+            raise bad_request(f"'{key}' is not supported by this server", key)
     if body.get("tools") or body.get("functions"):
         raise bad_request("tools and function calling are not supported by this server", "tools")
     if body.get("echo") not in (None, False):
@@ -226,6 +243,7 @@ def parse_request(body: object, chat: bool, n_ctx: int) -> GenerationRequest:
         include_usage=include_usage,
         speculate=False if speculation == "off" else None,
         timings_per_token=_flag(body, "timings_per_token"),
+        return_progress=_flag(body, "return_progress"),
     )
     if chat:
         request.turns, request.system_prompt = _parse_messages(body.get("messages"))
@@ -243,7 +261,6 @@ def _parse_messages(messages: object) -> tuple[tuple[ChatTurn, ...], str]:
     system: list[str] = []
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
-        return_progress=_flag(body, "return_progress"),
         if not isinstance(message, dict):
             raise bad_request(
                 f"{where} must be an object with 'role' and 'content' (got {_describe(message)})", "messages"
@@ -275,4 +292,4 @@ def _parse_prompt(prompt: object) -> str:
         raise bad_request(f"'prompt' must be a string (got {_describe(prompt)})", "prompt")
     if not prompt:
         raise bad_request("'prompt' is empty", "prompt")
-    return prompt
+    return _unicode(prompt, "'prompt'", "prompt")

@@ -46,6 +46,7 @@ from typing import Any
 from app.api.connections import (
     BODY_TIMEOUT_S,
     HEADER_TIMEOUT_S,
+    WRITE_TIMEOUT_S,
     Connections,
     bounded_protocol,
     raise_open_file_limit,
@@ -81,6 +82,7 @@ class ApiServer:
         self.connections = Connections()  # what clients hold open (bounded_protocol)
         self.body_timeout_s = BODY_TIMEOUT_S  # a request's body must arrive within this
         self.header_timeout_s = HEADER_TIMEOUT_S  # an idle connection is closed after this
+        self.write_timeout_s = WRITE_TIMEOUT_S  # a stream whose client takes nothing this long ends
 
     def listen_on(self, sock: socket.socket) -> None:
         self.address = sock.getsockname()[:2]
@@ -201,7 +203,10 @@ class ApiServer:
         async def health(request: Request) -> JSONResponse:
             if self.host.alive:
                 return JSONResponse({"status": "ok", **self.host.load()})
-            return JSONResponse({"status": "loading"}, 503)
+            if self.host.supervisor.is_loading or self.host.supervisor.n_loads_ended == 0:
+                return JSONResponse({"status": "loading"}, 503)
+            # The last load failed (a broken or missing model): not "loading" for ever.
+            return JSONResponse({"status": "error", "reason": self.host.load_error}, 503)
 
         async def http_error(request: Request, exc: Exception) -> JSONResponse:
             assert isinstance(exc, HTTPException)

@@ -12,7 +12,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from app.api.connections import BODY_TIMEOUT_S, HEADER_TIMEOUT_S
+from app.api.connections import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, WRITE_TIMEOUT_S
 from app.api.engine_bridge import DEFAULT_QUEUE, ApiEngine
 from app.api.responses import model_id, say
 from app.api.serve import DEFAULT_HOST, DEFAULT_PORT, ApiServer, listen, uvicorn_config
@@ -52,7 +52,8 @@ def add_serve_parser(sub: Any) -> None:
         default=BODY_TIMEOUT_S,
         metavar="SECONDS",
         help=f"a request's body must arrive within this (default {BODY_TIMEOUT_S:g}); a connection "
-        f"that sends no request is closed after {HEADER_TIMEOUT_S:g} s, or this if shorter",
+        f"that sends no request is closed after {HEADER_TIMEOUT_S:g} s, and a stream whose client "
+        f"takes nothing is cancelled after {WRITE_TIMEOUT_S:g} s, or this if shorter",
     )
     s.add_argument(
         "--allow-origin",
@@ -126,6 +127,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         api.body_timeout_s = max(0.1, args.timeout)
         api.header_timeout_s = min(HEADER_TIMEOUT_S, api.body_timeout_s)
+        api.write_timeout_s = min(WRITE_TIMEOUT_S, api.body_timeout_s)
         return _run_uvicorn(api, info, sock)
     finally:
         host.shutdown()
