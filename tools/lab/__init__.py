@@ -40,4 +40,6 @@ The experiments each answered one question once; kept to re-run. What each answe
 - trace_reply: why a warmed `tandem generate` copied slower than a first use (issue 35): one
   reply's steps in either state; a batch that grew llama.cpp's logits buffer priced its size
   (docs/history/2026-12-06-late-warmed-slower-than-first-use.md).
+- version_switch: how long switching versions of a 2,000-token reply takes (issue 51): median
+  23 ms over 10 switches (the first three 50-70 ms) on the shared 2-core machine at load 6.
 """
