@@ -283,3 +283,22 @@ def test_a_live_reply_on_a_busy_computer_says_busy_while_it_streams_and_at_its_e
     window.show_conversation(None)
     window.show_conversation(conversation)
     assert _reply_widget(window).speed.headline() == final
+
+
+def test_a_failed_reply_says_why_under_it_and_again_when_shown_again(qtbot, open_window, slow_target) -> None:
+    import os
+    import signal
+
+    window = open_window(slow_target, max_tokens=3000)
+    window.send("a long answer please")
+    qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 20, timeout=60_000)
+    message_id = window.live.message_id
+    os.kill(window.controller.worker_pid, signal.SIGKILL)  # what the OOM killer or a native crash does
+    qtbot.waitUntil(lambda: window.live is None, timeout=30_000)
+    note = window.chat.widget_for(message_id).note.text()
+    assert "Interrupted" in note and "killed" in note, note
+    assert dict(window.chat.widget_for(message_id).detail_rows)["Ended"] == "interrupted before it finished"
+    conversation = window.conversation_id
+    window.show_conversation(None)
+    window.show_conversation(conversation)
+    assert "killed" in window.chat.widget_for(message_id).note.text()

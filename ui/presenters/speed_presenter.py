@@ -14,7 +14,7 @@ from app.host.messages import EngineInfo
 from app.settings import Settings
 from app.store import NGRAM_DRAFTER, model_key_of_file
 from engine.events import Finished, Speculation, Stats, StatsRecord
-from ui.presenters.verdict import BUSY_SHARE, STEPS_KEY, headline
+from ui.presenters.verdict import BUSY_SHARE, FAILURE_KEY, STEPS_KEY, headline
 
 MIN_TOKENS_FOR_BASELINE = 8  # a plain reply shorter than this is too noisy to be the speed baseline
 QUIET_REPLACED = 5  # replies in a row whose steps ran well below the quiet ones: the new usual
@@ -113,13 +113,14 @@ class SpeedPresenter(QObject):
         )
         return replace(record, plain_tokens_per_s=self._plain())
 
-    def partial_record(self, stats: Stats | None) -> StatsRecord | None:
-        """What an interrupted reply keeps (its last numbers), or None when it had none."""
+    def partial_record(self, stats: Stats | None, failure: str = "") -> StatsRecord | None:
+        """What an interrupted reply keeps (its last numbers, and why it failed where it did), or
+        None when it had none."""
         if stats is None:
             return None
-        return replace(
-            StatsRecord.of(stats, "interrupted", **self._steps_extra(stats)), plain_tokens_per_s=self._plain()
-        )
+        why = {FAILURE_KEY: failure} if failure else {}
+        record = StatsRecord.of(stats, "interrupted", **self._steps_extra(stats), **why)
+        return replace(record, plain_tokens_per_s=self._plain())
 
     def _plain(self) -> float | None:
         return self.plain_tokens_per_s() or None

@@ -40,6 +40,7 @@ BUSY_SHARE = 0.75
 # it was compared with (where no plain speed was measured).
 BUSY_KEY = "busy_seen"
 STEPS_KEY = "usual_steps_tokens_per_s"
+FAILURE_KEY = "failure"  # why a reply failed, in the window's words (shown again with it)
 
 # What the words read of a reply's numbers: a snapshot (engine.events.Stats) or its stored record
 # (engine.events.StatsRecord, a Stats with its rates kept).
