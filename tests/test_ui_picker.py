@@ -376,3 +376,10 @@ def test_the_model_box_opens_on_click_and_shows_its_arrow(qtbot, open_window, ti
     with qtbot.waitSignal(combo.about_to_open, timeout=5_000):
         qtbot.mouseClick(combo.lineEdit(), Qt.MouseButton.LeftButton)
     combo.hidePopup()
+    # Escape gives the typed filter back to the model chosen (it stayed until focus left).
+    chosen = combo.itemText(combo.currentIndex())
+    combo.lineEdit().setFocus()
+    combo.lineEdit().selectAll()
+    qtbot.keyClicks(combo.lineEdit(), "gem")
+    qtbot.keyClick(combo.lineEdit(), Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: combo.lineEdit().text() == chosen, timeout=5_000)

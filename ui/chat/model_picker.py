@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QModelIndex, QObject, QPersistentModelIndex, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QPainter
+from PySide6.QtCore import QEvent, QModelIndex, QObject, QPersistentModelIndex, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QKeyEvent, QPainter
 from PySide6.QtWidgets import (
     QComboBox,
     QCompleter,
@@ -330,8 +330,16 @@ class ModelPicker(QComboBox):
         line.editingFinished.connect(self._show_current)
         # A click on the box opens the list, as on the other pickers (typing still filters).
         line.installEventFilter(self)
+        self.found_list.installEventFilter(self)  # Escape there: the typed filter gives way too
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+        if (
+            watched in (self.line, self.found_list)
+            and event.type() == QEvent.Type.KeyPress
+            and isinstance(event, QKeyEvent)
+            and event.key() == Qt.Key.Key_Escape
+        ):
+            QTimer.singleShot(0, self._show_current)  # the model chosen, not what was typed
         if (
             watched is self.line
             and event.type() == QEvent.Type.MouseButtonRelease
