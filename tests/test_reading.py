@@ -249,3 +249,26 @@ def test_serve_streams_prompt_progress_before_the_first_text(long_target: Path, 
         assert chunks[-1]["timings"]["cache_n"] > 2000
     finally:
         s.stop()
+
+
+def test_a_window_on_a_server_shows_the_servers_reading(
+    qtbot, open_window, wait_reply, long_target, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """The window asks a server for its prompt_progress (llama-server's, tandem serve's) and shows
+    it as its own engine's."""
+    from tests.serve_process import ServeProcess
+
+    s = ServeProcess(tmp_path, "--model", str(long_target), "--threads", "1", "--ctx", "4096").started()
+    try:
+        window = open_window(
+            Path("unused.gguf"), wait_loaded=False, engine="remote", remote_url=s.url, max_tokens=4
+        )
+        qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
+        lines: list[str] = []
+        window.presenter.replies.reading_shown.connect(lines.append)
+        window.send(LONG)
+        wait_reply(window)
+        assert lines and lines[0].startswith("Reading ") and lines[0].split()[1].replace(",", "").isdigit()
+        assert int(lines[0].split()[1].replace(",", "")) > 2000
+    finally:
+        s.stop()

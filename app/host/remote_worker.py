@@ -34,6 +34,7 @@ from app.host.messages import (
     LoadRequest,
     ReplyEvents,
     ReplyFailed,
+    ReplyReading,
     ReplyRequest,
     ReplyStarted,
     SetDraftRequest,
@@ -52,7 +53,7 @@ from app.host.remote_client import (
 )
 from engine.config import PLAIN_DECODING
 from engine.errors import ErrorKind
-from engine.events import Event, Finished, Speculation, Stats, TextPiece
+from engine.events import Event, Finished, Reading, Speculation, Stats, TextPiece
 from engine.loop_guard import TextLoopGuard
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,21 @@ def _sentence(e: Exception) -> str:
     if not text.startswith("http"):  # an address starts as written
         text = text[:1].upper() + text[1:]
     return text + ("" if text.endswith(".") else ".")
+
+
+def _reading(progress: object) -> Reading | None:
+    """A server's `prompt_progress` (llama-server's, tandem serve's) as a Reading, the time left at
+    the speed so far; None where it is not one."""
+    if not isinstance(progress, dict):
+        return None
+    numbers = [progress.get(k) for k in ("total", "cache", "processed", "time_ms")]
+    counts = [n for n in numbers if type(n) is int and n >= 0]
+    if len(counts) != len(numbers):
+        return None
+    total, cache, processed, time_ms = counts
+    elapsed_s, n_read = time_ms / 1000, processed - cache
+    left = (total - processed) * elapsed_s / n_read if n_read > 0 and elapsed_s > 0 else None
+    return Reading(total, cache, processed, elapsed_s, left)
 
 
 def _speculation(value: object) -> Speculation | None:
@@ -305,6 +321,7 @@ class RemoteWorker:
             "stream": True,
             "stream_options": {"include_usage": True},
             "timings_per_token": True,  # llama-server (and tandem serve): acceptance as it goes
+            "return_progress": True,  # ...and how far the prompt is read (prompt_progress chunks)
         }
         if p.seed is not None:
             body["seed"] = p.seed
@@ -353,6 +370,9 @@ class RemoteWorker:
                     deliver(chunk, text)
 
         def deliver(chunk: dict[str, Any], text: str) -> None:
+            reading = _reading(chunk.get("prompt_progress"))
+            if reading is not None and state.t_first is None:
+                self._on_message(ReplyReading(rid, reading))
             events: list[Event] = []  # one chunk's text and numbers: one message
             state.seen.absorb(chunk)
             said = _speculation(chunk.get("speculation"))
