@@ -201,6 +201,14 @@ def test_the_window_shows_a_long_prompt_being_read_then_a_follow_up_reads_only_w
     assert rows["Prompt"].startswith(f"read {n_new:,} new tokens ({n_cached:,} from the cache)")
     assert "Read again because" not in rows
 
+    # A new system prompt: everything after it is read again, and Details say why.
+    window.presenter.set_system_prompt("Answer in one word.")
+    window.send("And the cat?")
+    wait_reply(window)
+    again = _rows(window)[-1]
+    assert again.stats["n_prefilled"] > n_prompt and again.stats["reread"] == "system_prompt"
+    assert _details(qtbot, window, again.id)["Read again because"] == "the system prompt (or preset) changed"
+
 
 def test_stop_while_the_window_reads_a_long_prompt(qtbot, open_window, wait_reply, long_target) -> None:  # type: ignore[no-untyped-def]
     window = open_window(long_target, max_tokens=8)
