@@ -129,3 +129,17 @@ def test_the_theme_is_in_the_view_menu(qtbot, open_window, tiny_target) -> None:
     assert load_settings().theme == "dark"
     next(a for a in menu.actions() if a.data() == "light").trigger()
     assert not theme.colors().is_dark
+
+
+def test_the_highlight_legend_shows_with_the_chat_only(qtbot, open_window, tiny_target) -> None:
+    # Review ux-3 #12: the header legend showed the last conversation's sources over Compare and Models.
+    window = open_window(tiny_target, wait_loaded=False)
+    header = window.header
+    header.set_sources(["document", "text"])
+    assert header.legend.isVisibleTo(window) and all(s.isVisibleTo(window) for s in header.swatches)
+    window.tabs.setCurrentWidget(window.models_page)
+    assert not header.legend.isVisibleTo(window) and not any(s.isVisibleTo(window) for s in header.swatches)
+    header.set_sources(["memory"])  # a source named while the chat is away stays hidden with it
+    assert not any(s.isVisibleTo(window) for s in header.swatches)
+    window.tabs.setCurrentIndex(0)
+    assert header.legend.isVisibleTo(window) and all(s.isVisibleTo(window) for s in header.swatches)

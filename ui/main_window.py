@@ -702,6 +702,7 @@ class MainWindow(QMainWindow):
         self.presenter.comparison.run(prompt)
 
     def on_tabs_current_changed(self, index: int) -> None:
+        self.header.set_legend_shown(index == 0)  # the chat's highlight legend, with the chat only
         if self.tabs.widget(index) is self.compare and not self.compare.prompt.toPlainText().strip():
             last_user = next((w for w in reversed(self.chat.message_widgets()) if w.role == "user"), None)
             self.compare.prompt.setPlainText(

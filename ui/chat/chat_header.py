@@ -157,6 +157,7 @@ class ChatHeader(QWidget):
         self.legend.setAccessibleDescription(LEGEND)
         self.legend.setBuddy(self.tint_check)
         self._sources: frozenset[str] = frozenset()  # the sources the legend names
+        self._legend_shown = True  # the chat is the page shown (set_legend_shown)
         self.swatches: list[LegendSwatch] = []
         # The legend's own line, under the pickers: the switch, a swatch per source shown, and
         # what the tint means.
@@ -191,6 +192,12 @@ class ChatHeader(QWidget):
     def sources(self) -> frozenset[str]:
         return self._sources
 
+    def set_legend_shown(self, shown: bool) -> None:
+        """The legend names the chat's sources: shown with the chat, not over Compare or Models."""
+        self._legend_shown = shown
+        for widget in (self.tint_check, self.legend, *self.swatches):
+            widget.setVisible(shown)
+
     def restyle(self) -> None:
         """The swatches of the sources shown (or one that says "Highlighted" while none is), in
         the theme's colours."""
@@ -204,7 +211,8 @@ class ChatHeader(QWidget):
             self.swatches = [LegendSwatch(source, name, self) for source, name in shown]
             for i, swatch in enumerate(self.swatches):
                 self.legend_row.insertWidget(1 + i, swatch)
-                swatch.show()  # (a layout shows a new child only on the next turn of the event loop)
+                # (a layout shows a new child only on the next turn of the event loop)
+                swatch.setVisible(self._legend_shown)
         else:
             for swatch in self.swatches:
                 swatch.restyle()
