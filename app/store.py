@@ -837,11 +837,9 @@ class Store:
                 )
                 if hit is not None:
                     text, at = hit
-                    start = max(0, at - width // 3)
-                    piece = " ".join(text[start : start + width].split())
-                    out[conversation_id] = (
-                        ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
-                    )
+                    start, end = _whole_words(text, max(0, at - width // 3), at + len(term), width)
+                    piece = " ".join(text[start:end].split())
+                    out[conversation_id] = ("…" if start else "") + piece + ("…" if end < len(text) else "")
                     break
         return out
 
@@ -1221,6 +1219,20 @@ def stretches(content: str, spans: Sequence[DraftSpan]) -> list[dict[str, str]]:
 
 
 STATUS_SAID = {"cancelled": "stopped", "interrupted": "interrupted: Tandem stopped before it was finished"}
+
+
+def _whole_words(text: str, start: int, match_end: int, width: int) -> tuple[int, int]:
+    """A snippet's bounds from `start`, about `width` characters, taken out to whole words (a
+    word cut at either edge read as another: "the lifeboat stati…"), the match always inside."""
+    slack = 24  # at most this much more at each edge for a word to end
+    limit = start
+    while start > 0 and not text[start - 1].isspace() and limit - start < slack:
+        start -= 1
+    end = max(start + width, match_end)
+    limit = end
+    while end < len(text) and not text[end].isspace() and end - limit < slack:
+        end += 1
+    return start, end
 
 
 def conversation_markdown(data: dict[str, Any]) -> str:

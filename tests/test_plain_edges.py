@@ -143,3 +143,23 @@ def test_the_highlight_legend_shows_with_the_chat_only(qtbot, open_window, tiny_
     assert not any(s.isVisibleTo(window) for s in header.swatches)
     window.tabs.setCurrentIndex(0)
     assert header.legend.isVisibleTo(window) and all(s.isVisibleTo(window) for s in header.swatches)
+
+
+def test_a_search_snippet_cuts_at_whole_words(tmp_path) -> None:
+    # Review ux-3 #12: "…goes to the lifeboat stati…" (the snippet cut the word after the match).
+    from app.store import Store
+
+    store = Store(tmp_path / "t.db")
+    text = (
+        "On the first night of the voyage everyone on board practises the drill: "
+        "when the alarm sounds, everyone goes to the lifeboat station on deck seven and waits there "
+        "until the crew has counted every passenger twice."
+    )
+    conversation = store.create_conversation("Drill")
+    store.add_message(conversation.id, "user", text)
+    for search, width in (("lifeboat", 70), ("alarm", 40), ("crew", 30)):
+        snippet = store.search_snippets(search, [conversation.id], width)[conversation.id]
+        assert search in snippet
+        words = snippet.strip("…").split()
+        assert all(w in text.split() for w in words), snippet
+    store.close()
