@@ -101,6 +101,11 @@ def test_a_20000_message_conversation_opens_in_a_page_and_answers(
     assert window.store.message(window.chat.message_widgets()[-1].message_id).role == "assistant"
     assert window.store.messages(conversation_id)[-1].content
     assert len(window.store.messages(conversation_id)) == N_MESSAGES + 2
+    # A search's match further back than the messages shown: earlier pages come until it is shown.
+    window._show_match(f"{N_MESSAGES - 6 * PAGE_MESSAGES}:")
+    texts = [w.text() for w in window.chat.message_widgets()]
+    assert any(t.startswith(f"message number {N_MESSAGES - 6 * PAGE_MESSAGES}:") for t in texts)
+    assert len(texts) <= 8 * PAGE_MESSAGES
     # Search still finds the earliest message; the list still holds the other conversation.
     assert [c.id for c in window.store.conversations("number 0:")] == [conversation_id]
     assert [c.title for c in window.store.conversations()] == ["a very long one", "an older, short one"]
