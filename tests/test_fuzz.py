@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from app.library.documents import DocumentError, read_document
 from app.library.pair_doctor import parse_model_ref, parse_open_url
@@ -23,6 +24,10 @@ from app.store import ConversationFileError, Store, read_conversation_file
 from engine.errors import ModelFileError, TandemError
 from engine.events import StatsRecord
 from engine.gguf_info import read_gguf_header
+
+# Hypothesis keeps caches (its constants, Unicode tables) in ./.hypothesis even without a database:
+# in a temporary folder instead, so a run leaves nothing in the checkout.
+set_hypothesis_home_dir(tempfile.mkdtemp(prefix="tandem-hypothesis-"))
 
 FUZZ = settings(
     max_examples=150,
