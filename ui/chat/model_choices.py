@@ -71,7 +71,8 @@ class ModelChoices(QObject):
         pair = self._small_instruct_pair()
         download = f"Download {pair.target.name} ({format_bytes(pair.download_bytes)})" if pair else ""
         name = model_name(Path(info.target_path), info.target_name)
-        self.window.chat.set_model_tasks(self.window.presenter.engine.model_key(), name, download)
+        # The file loaded (a server's model: none here to read, so every task is offered).
+        self.window.chat.set_model_tasks(None if info.server else info.target_path, name, download)
 
     def _small_instruct_pair(self) -> Any:
         from app.library.catalog import load_catalog
