@@ -110,18 +110,18 @@ class Engine:
             raise
         self.n_ctx = self.target.n_ctx
         try:
-            if check is not None:
-                try:
+            try:  # (n-gram drafts too are refused where the target cannot roll back)
+                if check is not None:
                     self.info_draft = check.result()
                     self._check_can_roll_back()
-                except TandemError as e:
-                    if not keep_target_if_draft_refused:
-                        raise
-                    self.draft_refused = e
-                    self.config = dataclasses.replace(config, draft=PLAIN_DECODING)
-                    self.set_draft(PLAIN_DECODING)
-            elif config.draft.kind is not Speculation.DRAFT:
-                self.set_draft(config.draft)
+                elif config.draft.kind is not Speculation.DRAFT:
+                    self.set_draft(config.draft)
+            except TandemError as e:
+                if not keep_target_if_draft_refused:
+                    raise
+                self.draft_refused = e
+                self.config = dataclasses.replace(config, draft=PLAIN_DECODING)
+                self.set_draft(PLAIN_DECODING)
         except BaseException:
             self.close()
             raise

@@ -186,7 +186,7 @@ def test_the_window_shows_a_long_prompt_being_read_then_a_follow_up_reads_only_w
     rows = _details(qtbot, window, reply.id)
     assert rows["Prompt"].startswith(f"read all {n_prompt:,} tokens in ")
     assert rows["Read again because"] == "the model had just been loaded, so nothing was read before"
-    assert "First text after" in rows
+    assert "Time to first token" in rows
 
     window.send("And the dog?")
     wait_reply(window)

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
+import pytest
 from PySide6.QtCore import Qt
 
 from app.host.messages import EngineInfo, SpeculationOff
@@ -69,3 +73,98 @@ def test_a_reply_written_with_the_speed_up_off_says_why_in_its_details(
     window.send("hello")
     wait_reply(window)
     assert _details(qtbot, window)["Speed-up off because"] == "the draft model cannot be used with this model"
+
+
+def write_tiny_mamba(path: Path, seed: int = 1, n_layers: int = 2, n_embd: int = 64) -> Path:
+    """A tiny recurrent model (llama.cpp's "mamba"), random weights, the tiny models' vocabulary
+    and chat template: its state cannot drop the tail of what it read."""
+    import gguf
+
+    from tests.tiny import CHAT_TEMPLATE, MERGES, SPECIALS, tiny_vocab
+
+    rng = np.random.default_rng(seed)
+    tokens = tiny_vocab()
+    n_vocab = len(tokens)
+    d_inner, d_state, d_conv, dt_rank = 2 * n_embd, 16, 4, 8  # llama.cpp takes an expansion of 2 only
+    w = gguf.GGUFWriter(str(path), "mamba")
+    w.add_name("tiny-mamba")
+    w.add_context_length(2048)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layers)
+    w.add_feed_forward_length(0)
+    w.add_head_count(0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_ssm_conv_kernel(d_conv)
+    w.add_ssm_inner_size(d_inner)
+    w.add_ssm_state_size(d_state)
+    w.add_ssm_time_step_rank(dt_rank)
+    w.add_file_type(0)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types([3] * len(SPECIALS) + [1] * (n_vocab - len(SPECIALS)))
+    w.add_token_merges(list(MERGES))
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(1)
+    w.add_pad_token_id(2)
+    w.add_add_bos_token(True)
+    w.add_chat_template(CHAT_TEMPLATE)
+
+    def f(*shape: int, scale: float = 1.0) -> np.ndarray:
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    w.add_tensor("token_embd.weight", f(n_vocab, n_embd))
+    for i in range(n_layers):
+        b = f"blk.{i}."
+        w.add_tensor(b + "attn_norm.weight", np.ones(n_embd, np.float32))
+        w.add_tensor(b + "ssm_in.weight", f(2 * d_inner, n_embd, scale=n_embd**-0.5))
+        w.add_tensor(b + "ssm_conv1d.weight", f(d_inner, d_conv, scale=0.5))
+        w.add_tensor(b + "ssm_conv1d.bias", np.zeros(d_inner, np.float32))
+        w.add_tensor(b + "ssm_x.weight", f(dt_rank + 2 * d_state, d_inner, scale=d_inner**-0.5))
+        w.add_tensor(b + "ssm_dt.weight", f(d_inner, dt_rank, scale=dt_rank**-0.5))
+        w.add_tensor(b + "ssm_dt.bias", np.zeros(d_inner, np.float32))
+        w.add_tensor(b + "ssm_a", -np.exp(f(d_inner, d_state, scale=0.1)))
+        w.add_tensor(b + "ssm_d", np.ones(d_inner, np.float32))
+        w.add_tensor(b + "ssm_out.weight", f(n_embd, d_inner, scale=d_inner**-0.5))
+    w.add_tensor("output_norm.weight", np.ones(n_embd, np.float32))
+    w.add_tensor("output.weight", f(n_vocab, n_embd, scale=5 * n_embd**-0.5))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_recurrent(models_dir: Path) -> Path:
+    return write_tiny_mamba(models_dir / "recurrent.gguf")
+
+
+def test_a_recurrent_model_loads_plain_and_says_why_and_why_it_reads_again(
+    qtbot, open_window, wait_reply, tiny_recurrent
+) -> None:  # type: ignore[no-untyped-def]
+    # Asked to draft from the text (the window's default), it loads all the same, plain.
+    window = open_window(tiny_recurrent, draft="ngram", max_tokens=8)
+    info = window.controller.info
+    assert info.speculation == "none" and info.speculation_off is SpeculationOff.CANNOT_ROLL_BACK
+    assert window.pair_label.text() == (
+        "Speed-up off: this model (recurrent or hybrid) cannot take back a wrong guess, which the speed-up needs"
+    )
+    window.send("hello there")
+    wait_reply(window)
+    rows = _details(qtbot, window)
+    assert rows["Speed-up off because"].startswith("this model (recurrent or hybrid) cannot take back")
+    # A follow-up that continues exactly what it read reuses it all, as any model does.
+    window.send("and then?")
+    wait_reply(window)
+    rows = _details(qtbot, window)
+    assert "from the cache" in rows["Prompt"] and "Read again because" not in rows
+    # Regenerate: what it read includes the old reply, which such a model cannot cut away.
+    window.regenerate()
+    wait_reply(window)
+    rows = _details(qtbot, window)
+    assert (
+        rows["Read again because"]
+        == "this kind of model (recurrent or hybrid) cannot keep part of what it read"
+    )
+    assert rows["Prompt"].startswith("read all ")

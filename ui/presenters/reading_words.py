@@ -1,14 +1,15 @@
 """What the window says about a prompt's reading: live while it is read, and in a reply's Details
 what was read new, what came from the cache, and why more was read again than what was new.
 
-From typed values only (engine.events.Reading, Stats' n_prompt_tokens, n_prefilled, prefill_s,
-first_token_s and its Reread), as ui/presenters/words.py does for speed.
+From typed values only (engine.events.Reading, Stats' n_prompt_tokens, n_prefilled, prefill_s
+and its Reread), as ui/presenters/verdict.py does for speed (its Details say the time to the
+first token, from Stats.first_token_s: each figure once).
 """
 
 from __future__ import annotations
 
 from engine.events import Reading, Reread, Stats
-from ui.presenters.words import seconds
+from ui.presenters.verdict import seconds
 
 # Why a reply read again part of the conversation the model had read before.
 REREAD_REASONS = {
@@ -43,8 +44,6 @@ def reading_rows(numbers: Stats) -> list[tuple[str, str]]:
     n_new, n_prompt = numbers.n_prefilled, numbers.n_prompt_tokens
     if n_prompt <= 0:
         return rows
-    if numbers.first_token_s > 0:
-        rows.append(("First text after", seconds(numbers.first_token_s)))
     n_cached = n_prompt - n_new
     read = (
         f"read {n_new:,} new tokens ({n_cached:,} from the cache)"
