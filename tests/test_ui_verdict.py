@@ -137,7 +137,7 @@ def test_see_it_with_a_sped_up_run_that_drafted_nothing_says_so_and_offers_run_a
 
 
 def test_a_compare_called_unfair_is_not_kept_as_the_usual_speed(qtbot, open_window, tiny_target) -> None:
-    from app.host.reply import Reply
+    from app.host.reply import Reply, ReplyProgress
 
     window = open_window(tiny_target)
     comparison = window.presenter.comparison
@@ -149,6 +149,19 @@ def test_a_compare_called_unfair_is_not_kept_as_the_usual_speed(qtbot, open_wind
         sped = _stats(n_drafted=40, n_accepted=30, decode_s=5.0, plain_tokens_per_s_est=sped_est)
         comparison.on_controller_reply_finished(Reply(2, finished=Finished("length", "", (), sped)))
         assert window.presenter.speed.plain_tokens_per_s() == kept
+    # A plain run that stalled (5 s without a token, among steps of 50 ms): not kept either.
+    before = window.presenter.speed.plain_tokens_per_s()
+    comparison.runs = {3: "plain", 4: "speculative"}
+    stalled = tuple(
+        _stats(speculation=Speculation.NONE, n_generated=i, decode_s=0.05 * i + (5.0 if i > 40 else 0.0),
+               plain_tokens_per_s_est=None)
+        for i in range(1, 87)
+    )  # fmt: skip
+    comparison.on_controller_reply_progressed(ReplyProgress(Reply(3), 0, stalled))
+    comparison.on_controller_reply_finished(Reply(3, finished=Finished("length", "", (), stalled[-1])))
+    sped = _stats(n_drafted=40, n_accepted=30, decode_s=5.0, plain_tokens_per_s_est=86 / stalled[-1].decode_s)
+    comparison.on_controller_reply_finished(Reply(4, finished=Finished("length", "", (), sped)))
+    assert window.presenter.speed.plain_tokens_per_s() == before
 
 
 # --- how a reply ended -------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from engine.errors import Failure
 from engine.events import Finished
 from ui.presenters.failures import failure_words, raise_if_unexpected
 from ui.presenters.speed_presenter import SpeedPresenter
-from ui.presenters.words import compare_was_fair, task_preset
+from ui.presenters.words import NOTHING_DRAFTED, compare_problem, compare_was_fair, longest_stall, task_preset
 
 
 class ComparePresenter(QObject):
@@ -43,6 +43,7 @@ class ComparePresenter(QObject):
         self.is_greedy = True  # of the last run: same text is then a check, else by design
         self.task_preset: Preset | None = None  # of the last run: the preset its task ran with
         self._plain_run: Finished | None = None  # kept as the baseline once the runs prove fair
+        self._points: dict[str, list[tuple[float, int]]] = {}  # each run's (seconds, tokens): stalls
         controller.reply_progressed.connect(self.on_controller_reply_progressed)
         controller.reply_finished.connect(self.on_controller_reply_finished)
         controller.reply_failed.connect(self.on_controller_reply_failed)
@@ -81,12 +82,14 @@ class ComparePresenter(QObject):
         )
         self.runs = {plain_id: "plain", speculative_id: "speculative"}
         self._plain_run = None
+        self._points = {"plain": [], "speculative": []}
         self.started.emit(plain_id, speculative_id)
         self.state_changed.emit("Compare: writing the usual way first…")
 
     def on_controller_reply_progressed(self, progress: ReplyProgress) -> None:
         name = self.runs.get(progress.request_id)
         if name is not None:
+            self._points.setdefault(name, []).extend((s.decode_s, s.n_generated) for s in progress.stats)
             self.progressed.emit(progress)
             if name == "speculative":
                 self.state_changed.emit("Compare: now with the speed-up…")
@@ -101,8 +104,13 @@ class ComparePresenter(QObject):
             self._plain_run = finished
         elif self._plain_run is not None:
             # The plain run is this computer's plain speed only where Compare found the two runs
-            # fair: a figure from a run it called too busy is never "measured on this computer".
-            if compare_was_fair(self._plain_run.stats, finished.stats):
+            # fair: a figure from a run it called too busy, or one that stalled, is never
+            # "measured on this computer".
+            stalls = {name: longest_stall(points) for name, points in self._points.items()}
+            problem = compare_problem(
+                finished.stats, compare_was_fair(self._plain_run.stats, finished.stats), stalls
+            )
+            if problem in ("", NOTHING_DRAFTED):
                 self.speed.record_plain_speed(self._plain_run)
             self._plain_run = None
         self.finished.emit(reply)
