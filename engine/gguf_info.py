@@ -114,8 +114,8 @@ class GGUFInfo:
     @property
     def quantization(self) -> str:
         """The file type llama.cpp's quantizer wrote (Q4_K_M, F16...), or the dominant tensor type
-        where there is none or where the two disagree on whether the weights are quantized at all
-        (a header copied from a Q4_K_M file onto F16 weights said "Q4_K_M": review ux-3)."""
+        where there is none or where either says float weights and they disagree (a header
+        copied from a Q4_K_M file onto F16 weights said "Q4_K_M": review ux-3)."""
         by_bytes: dict[int, int] = {}
         for t in self.tensors:
             by_bytes[t.type_id] = by_bytes.get(t.type_id, 0) + t.n_bytes
@@ -129,7 +129,8 @@ class GGUFInfo:
             except ValueError:
                 return dominant
             floats = ("F32", "F16", "BF16")
-            if by_bytes and (said.removeprefix("ALL_") in floats) != (dominant in floats):
+            plain = said.removeprefix("ALL_")
+            if by_bytes and (plain in floats or dominant in floats) and plain != dominant:
                 return dominant
             return said
         return dominant

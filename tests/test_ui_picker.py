@@ -383,3 +383,32 @@ def test_the_model_box_opens_on_click_and_shows_its_arrow(qtbot, open_window, ti
     qtbot.keyClicks(combo.lineEdit(), "gem")
     qtbot.keyClick(combo.lineEdit(), Qt.Key.Key_Escape)
     qtbot.waitUntil(lambda: combo.lineEdit().text() == chosen, timeout=5_000)
+
+
+def test_the_header_tells_a_draft_of_the_same_name_by_its_quantisation(
+    tmp_path, monkeypatch, tiny_target
+) -> None:
+    # Review ux-3 #6: target and draft both "Gemma 3 270m" in the header's state line.
+    import gguf
+    import numpy as np
+
+    from app.host.messages import EngineInfo
+    from engine.config import DraftChoice
+    from engine.events import Speculation
+    from tests.tiny import write_tiny_model
+    from ui.presenters.engine_presenter import pair_words
+
+    add_tensor = gguf.GGUFWriter.add_tensor
+
+    def as_f16(self, name, tensor, *a, **k):  # type: ignore[no-untyped-def]
+        tensor = tensor.astype(np.float16) if tensor.ndim == 2 else tensor
+        return add_tensor(self, name, tensor, *a, **k)
+
+    monkeypatch.setattr(gguf.GGUFWriter, "add_tensor", as_f16)
+    draft = write_tiny_model(tmp_path / "half.gguf", seed=1)
+    monkeypatch.undo()
+    info = EngineInfo(
+        str(tiny_target), "tiny-1-4L", DraftChoice.of_model(str(draft)), "tiny-1-4L", Speculation.DRAFT,
+        2048, True, False, "",
+    )  # fmt: skip
+    assert pair_words(info).startswith("tiny-1-4L - F16 guesses ahead")

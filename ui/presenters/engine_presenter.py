@@ -61,7 +61,7 @@ def pair_words(info: EngineInfo) -> str:
         how = f", drafting with {info.draft_name}" if info.draft_name else ""
         return f"{info.target_name} on {info.server}{how} (the server decides its speed-up)"
     if info.speculation is Speculation.DRAFT and info.draft.model:
-        pair = f"{info.draft_name} guesses ahead (same vocabulary: compatible)"
+        pair = f"{_draft_said(info)} guesses ahead (same vocabulary: compatible)"
     elif info.speculation is Speculation.NGRAM:
         pair = "Guessing from the text (n-gram)"
     elif info.speculation_off is SpeculationOff.DRAFT_REFUSED:
@@ -71,6 +71,20 @@ def pair_words(info: EngineInfo) -> str:
     if info.draft_refusal is not None and info.speculation_off is not SpeculationOff.CANNOT_ROLL_BACK:
         pair += f". Draft model not used: {failure_words(info.draft_refusal)}."
     return pair
+
+
+def _draft_said(info: EngineInfo) -> str:
+    """The draft model's name, with its quantisation where the target has the same name (two
+    copies of one model: "Gemma 3 270m - Q4_K_M" drafting for "Gemma 3 270m")."""
+    if info.draft_name != info.target_name:
+        return info.draft_name
+    from app.library.catalog import local_model
+
+    try:
+        found = local_model(Path(info.draft.model)).info
+    except OSError:
+        return info.draft_name
+    return f"{info.draft_name} - {found.quantization.removeprefix('ALL_')}" if found else info.draft_name
 
 
 def first_chat_model() -> str:
