@@ -412,3 +412,18 @@ def test_the_header_tells_a_draft_of_the_same_name_by_its_quantisation(
         2048, True, False, "",
     )  # fmt: skip
     assert pair_words(info).startswith("tiny-1-4L - F16 guesses ahead")
+
+
+def test_a_copy_of_the_built_in_gemma_is_listed_once_before_it_is_made(qtbot, gemma_q4, tmp_path) -> None:
+    # Review ux-3 #7: "Gemma 3 270m · 253.1 MB" (a file opened) and "Gemma 3 270M (base)" (built in,
+    # not made yet) were one model listed twice.
+    from app.library.default_model import DEFAULT_MODEL_NAME
+    from ui.chat.model_picker import chat_models
+
+    assert not (paths.models_dir() / DEFAULT_MODEL_NAME).exists()
+    copy = tmp_path / "gemma-q4.gguf"
+    copy.symlink_to(gemma_q4)
+    entries = chat_models(str(copy), "Gemma 3 270m")
+    gemmas = [e for e in entries if e.name.lower().startswith("gemma 3 270m")]
+    assert len(gemmas) == 1 and gemmas[0].key == "default" and gemmas[0].is_for(str(copy))
+    assert gemmas[0].size_bytes == gemma_q4.stat().st_size  # with its size, as the file has

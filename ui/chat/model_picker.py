@@ -122,11 +122,6 @@ def chat_models(
         keys.append((str(path), model_name(path, _header_name(path))))
         sizes[str(path)] = _file_size(path)
         files[str(path)] = path
-    if any(k == "default" for k, _ in keys) and "default" not in files:  # not made yet
-        copy = _copy_of_default([p for k, p in files.items() if k != "smollm2"])
-        if copy is not None:  # an opened or downloaded copy of it: one entry, the built-in one
-            files["default"] = copy
-            sizes["default"] = _file_size(copy)
     in_use = (built_in_key(in_use) or in_use) if in_use else in_use
     added = ""  # the one in use, where it is in no list
     if in_use and all(key != in_use for key, _ in keys):
@@ -143,6 +138,11 @@ def chat_models(
         keys.insert(n_built_in, (in_use, model_name(Path(in_use), in_use_name or Path(in_use).stem)))
         sizes[in_use] = _file_size(Path(in_use))
         files[in_use] = Path(in_use)
+    if any(k == "default" for k, _ in keys) and "default" not in files:  # not made yet
+        copy = _copy_of_default([p for k, p in files.items() if k != "smollm2"])
+        if copy is not None:  # an opened or downloaded copy of it: one entry, the built-in one
+            files["default"] = copy
+            sizes["default"] = _file_size(copy)
     # One entry per file: the first road to it keeps the entry (a built-in model's name first,
     # then the file loaded, then the models folder's); the one in use is listed second.
     kept: dict[object, str] = {}
