@@ -1474,7 +1474,9 @@ def _import_messages(db: sqlite3.Connection, conversation_id: int, data: dict[st
     others = data.get("other_versions")
     others = others[:MAX_IMPORT_MESSAGES] if isinstance(others, list) else []
     entries = [(m, False) for m in shown] + [(v, True) for v in others]
-    if all(isinstance(m, dict) and _file_id(m.get("id")) is not None for m, _ in entries):
+    file_ids = [_file_id(m.get("id")) if isinstance(m, dict) else None for m, _ in entries]
+    shown_ids = [i for i in file_ids[: len(shown)] if i is not None]
+    if None not in file_ids and shown_ids == sorted(shown_ids):  # (a hand-made file keeps its order)
         entries.sort(key=lambda e: e[0]["id"])
     ids: dict[int | None, int] = {}  # the file's message ids -> the new ones
     skipped = 0

@@ -279,3 +279,17 @@ def test_versions_go_out_and_come_back_through_the_windows_export_and_import(
     window.show_conversation(c.id)
     assert window.chat.notice.text().startswith("1 saved version in this conversation point")
     assert _shown(window) == [("user", "a soup?", ""), ("assistant", "tomato", "2/2")]
+
+
+def test_a_hand_made_file_keeps_its_order_whatever_its_ids(tmp_path: Path) -> None:
+    store = Store()
+    c = store.create_conversation("Order")
+    store.add_message(c.id, "user", "first")
+    store.add_message(c.id, "assistant", "second")
+    data = store.export(c.id)
+    data["messages"][0]["id"], data["messages"][1]["id"] = 7, 3  # ids that say another order
+    path = tmp_path / "order.json"
+    path.write_text(json.dumps(data))
+    imported = store.import_conversation(read_conversation_file(path))
+    assert _texts(store, imported.id) == ["first", "second"]
+    store.close()
