@@ -110,6 +110,12 @@ def test_conversations_of_one_title_are_told_apart_in_the_list(qtbot, open_windo
     lines = [window.conversations.list.item(i).text().split("\n")[0] for i in range(2)]
     assert lines[0] != lines[1] and all(line.startswith("Notes · ") for line in lines)
     assert window.conversations.titles() == ["Notes", "Notes"]
+    # The snippet's match in bold, as drawn (the list's delegate).
+    from ui.chat.conversation_list import SNIPPET_ROLE, snippet_html
+
+    found = window.conversations.list.item(0).data(SNIPPET_ROLE)
+    assert found[0] == lines[0] and "<b>lifeboat</b> station" in snippet_html(*found)
+    assert not window.conversations.list.grab().isNull()  # drawn without an error
 
 
 def test_the_theme_is_in_the_view_menu(qtbot, open_window, tiny_target) -> None:

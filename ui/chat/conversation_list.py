@@ -3,12 +3,16 @@ rename and delete from the context menu (or F2 and Delete)."""
 
 from __future__ import annotations
 
+import html
+import re
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from PySide6.QtCore import QEvent, QObject, QPoint, Qt, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QObject, QPersistentModelIndex, QPoint, QRectF, Qt, Signal
+from PySide6.QtGui import QPainter, QTextDocument
 from PySide6.QtWidgets import (
+    QApplication,
     QInputDialog,
     QLineEdit,
     QListWidget,
@@ -16,6 +20,9 @@ from PySide6.QtWidgets import (
     QMenu,
     QMessageBox,
     QPushButton,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QVBoxLayout,
     QWidget,
 )
@@ -23,6 +30,49 @@ from PySide6.QtWidgets import (
 from app.store import Conversation
 
 TITLE_ROLE = Qt.ItemDataRole.UserRole + 1  # an item's title (its text may carry a search's snippet below)
+SNIPPET_ROLE = Qt.ItemDataRole.UserRole + 2  # (its line, the snippet, the search) where a search found it
+
+
+def snippet_html(line: str, snippet: str, search: str) -> str:
+    """A found conversation's two lines as drawn: its line, then the snippet with the words
+    searched for in bold (each word of the search, wherever it starts a word)."""
+    text = html.escape(snippet)
+    for word in sorted(set(search.split()), key=len, reverse=True):
+        text = re.sub(rf"(?i)\b({re.escape(html.escape(word))})", r"<b>\1</b>", text)
+    return f"{html.escape(line)}<br>{text}"
+
+
+class SnippetDelegate(QStyledItemDelegate):
+    """A found conversation: its line and its snippet, the match in bold (a plain item cannot)."""
+
+    def paint(
+        self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
+        found = index.data(SNIPPET_ROLE)
+        if not found:
+            super().paint(painter, option, index)
+            return
+        line, snippet, search = found
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        opt.text = ""
+        widget = opt.widget
+        style = widget.style() if widget is not None else QApplication.style()
+        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, widget)
+        rect = style.subElementRect(QStyle.SubElement.SE_ItemViewItemText, opt, widget)
+        metrics = opt.fontMetrics
+        line = metrics.elidedText(line, Qt.TextElideMode.ElideRight, rect.width())
+        snippet = metrics.elidedText(snippet, Qt.TextElideMode.ElideRight, rect.width())
+        selected = bool(opt.state & QStyle.StateFlag.State_Selected)
+        colour = (opt.palette.highlightedText() if selected else opt.palette.text()).color().name()
+        document = QTextDocument()
+        document.setDefaultFont(opt.font)
+        document.setDocumentMargin(0)
+        document.setHtml(f"<span style='color:{colour}'>{snippet_html(line, snippet, search)}</span>")
+        painter.save()
+        painter.translate(rect.topLeft())
+        document.drawContents(painter, QRectF(0, 0, rect.width(), rect.height()))
+        painter.restore()
 
 
 class ConversationList(QWidget):
@@ -57,6 +107,7 @@ class ConversationList(QWidget):
         self.list.currentItemChanged.connect(self.on_list_current_item_changed)
         self.list.itemDoubleClicked.connect(lambda item: self.ask_rename(self._id(item)))
         self.list.installEventFilter(self)
+        self.list.setItemDelegate(SnippetDelegate(self.list))
         layout.addWidget(self.list, 1)
         self._is_updating = False
 
@@ -80,6 +131,8 @@ class ConversationList(QWidget):
                 item = QListWidgetItem(f"{shown}\n{snippet}" if snippet else shown)
                 item.setData(Qt.ItemDataRole.UserRole, conversation.id)
                 item.setData(TITLE_ROLE, conversation.title)
+                if snippet:  # drawn with the match in bold (SnippetDelegate)
+                    item.setData(SNIPPET_ROLE, (shown, snippet, self.search.text()))
                 item.setToolTip(f"{conversation.title}\n{snippet}" if snippet else conversation.title)
                 self.list.addItem(item)
                 if conversation.id == current_id:
