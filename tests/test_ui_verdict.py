@@ -304,7 +304,11 @@ def test_a_failed_reply_says_why_under_it_and_again_when_shown_again(qtbot, open
 
     window = open_window(slow_target, max_tokens=3000)
     window.send("a long answer please")
-    qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 20, timeout=60_000)
+    # (Its numbers too: a reply killed before its first figures keeps none, nor an "Ended" row.)
+    qtbot.waitUntil(
+        lambda: window.live is not None and len(window.live.text) > 20 and window.live.stats is not None,
+        timeout=60_000,
+    )
     message_id = window.live.message_id
     os.kill(window.controller.worker_pid, signal.SIGKILL)  # what the OOM killer or a native crash does
     qtbot.waitUntil(lambda: window.live is None, timeout=30_000)
