@@ -197,3 +197,16 @@ def test_an_estimate_counts_the_work_around_each_step() -> None:
     assert h.verdict is Verdict.NEUTRAL and not h.is_busy
     assert h.reason.startswith("Nothing in the conversation to reuse")
     assert dict(words.details(plain_steps, None))["Usual speed"].startswith("16.7 tokens/s")
+
+
+def test_a_damaged_record_gets_no_verdict_rather_than_an_error() -> None:
+    for changes in (
+        {"prefill_s": -50.0},
+        {"n_steps": -3, "n_drafted": -9},
+        {"step_overhead_ms_median": -1.0},
+    ):
+        record = StatsRecord.from_dict({**_stats(n_accepted=5, n_drafted=9).as_dict(), **changes})
+        words.headline(record, None)
+        words.details(record, 10.0)
+    odd = StatsRecord.from_dict({**_stats().as_dict(), verdict.STEPS_KEY: "fast", verdict.BUSY_KEY: "yes"})
+    assert words.headline(odd, None).verdict is Verdict.NEUTRAL

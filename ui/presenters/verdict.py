@@ -200,7 +200,9 @@ def headline(
     if numbers.n_steps > 0:  # each step costs at least one plain step
         plain_decode_s = min(plain_decode_s, numbers.decode_s * written / numbers.n_steps)
     plain_s = numbers.prefill_s + plain_decode_s
-    speedup = plain_s / taken if taken > 0 else 1.0
+    if taken <= 0 or plain_s <= 0:  # a hand-edited or damaged record: nothing to compare
+        return Headline(Verdict.PENDING, "")
+    speedup = plain_s / taken
     saved = plain_s - taken
     # The guesses cost at most the checking of every drafted token: beyond that, the computer.
     unexplained = speedup < 1 and 1 / speedup > max((written + numbers.n_drafted) / written, FASTER_AT)
