@@ -210,3 +210,12 @@ def test_a_damaged_record_gets_no_verdict_rather_than_an_error() -> None:
         words.details(record, 10.0)
     odd = StatsRecord.from_dict({**_stats().as_dict(), verdict.STEPS_KEY: "fast", verdict.BUSY_KEY: "yes"})
     assert words.headline(odd, None).verdict is Verdict.NEUTRAL
+
+
+def test_compare_says_why_a_sped_up_run_guessed_nothing_where_the_engine_says() -> None:
+    from engine.events import DraftingState
+
+    slow_draft = _stats(note_kind=DraftingState.DRAFT_TOO_SLOW)
+    said = words.compare_problem(slow_draft, True)
+    assert said.startswith("The draft model is not faster than the model itself on this computer.")
+    assert said.endswith("the difference between the two times is the computer's, not the speed-up's.")

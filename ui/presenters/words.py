@@ -384,6 +384,10 @@ NOTHING_DRAFTED = (
     "The run with the speed-up guessed nothing on this text: it wrote the way the usual one does, "
     "so the difference between the two times is the computer's, not the speed-up's."
 )
+NOTHING_DRAFTED_SO = (
+    "So the run with the speed-up wrote the way the usual one does: the difference between the two "
+    "times is the computer's, not the speed-up's."
+)
 
 
 def compare_problem(sped_up: ReplyNumbers, is_fair: bool, stalls: Mapping[str, float] | None = None) -> str:
@@ -391,7 +395,8 @@ def compare_problem(sped_up: ReplyNumbers, is_fair: bool, stalls: Mapping[str, f
     nothing, a run stalled, or the computer's own speed changed between the runs (is_fair False:
     words.compare_was_fair)."""
     if sped_up.n_drafted == 0:
-        return NOTHING_DRAFTED
+        why = STATE_REASONS.get(sped_up.note_kind)  # a paused speed-up, a draft model too slow here
+        return f"{why} {NOTHING_DRAFTED_SO}" if why else NOTHING_DRAFTED
     for name, which in (("speculative", "with the speed-up"), ("plain", "the usual way")):
         stall = (stalls or {}).get(name, 0.0)
         if stall:
