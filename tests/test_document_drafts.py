@@ -103,6 +103,7 @@ def test_document_spans_are_where_the_document_lies(smollm2_engine) -> None:  # 
     assert document_token_spans(engine, prompt.text, ["not in the prompt"]) == ()
 
 
+@pytest.mark.slow  # a real SmolLM2 reply copying a whole document (59 s on a busy 2-core machine)
 def test_a_copied_document_is_drafted_from_the_document_and_said_so(smollm2_engine) -> None:  # type: ignore[no-untyped-def]
     engine = smollm2_engine
     engine.reset_cache()

@@ -88,6 +88,8 @@ def test_filters_apply_in_order() -> None:
     [SamplingParams(temperature=1.5, top_k=6, top_p=1.0, min_p=0.0), CHAT_SAMPLING],
     ids=["hot-top-6", "chat-defaults"],
 )
+# slow: thousands of sampled replies (74 s for one case on a busy 2-core machine), no process.
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["sampled-draft", "ngram"])
 def test_speculative_generation_matches_plain_distribution(
     tiny_target: Path, tiny_draft: Path, mode: str, params: SamplingParams
