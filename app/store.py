@@ -34,9 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
-from app.host.reply import ReplyText, known_sources
 from app.library.documents import Document, DocumentKind
-from engine.events import DraftSource, DraftSpan
+from engine.events import DraftSource, DraftSpan, ReplyText, known_sources
 
 log = logging.getLogger(__name__)
 

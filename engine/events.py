@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, Literal
@@ -108,6 +108,30 @@ class DraftSpan:
     start: int
     end: int
     source: DraftSource = DraftSource.NONE
+
+
+@dataclass(frozen=True)
+class ReplyText:
+    """A reply's text as shown and stored, with the stretches of it the draft wrote (the reply
+    buffer, app/host/reply.py, makes it; the conversation store keeps it)."""
+
+    text: str
+    spans: tuple[DraftSpan, ...] = ()  # sorted and disjoint
+
+    @property
+    def draft_spans(self) -> tuple[tuple[int, int], ...]:
+        """Where the drafted stretches lie, without their sources."""
+        return tuple((s.start, s.end) for s in self.spans)
+
+    @property
+    def draft_sources(self) -> tuple[str, ...]:
+        """Each stretch's source where every one is known; () for text saved before sources were."""
+        return known_sources(self.spans)
+
+
+def known_sources(spans: Sequence[DraftSpan]) -> tuple[str, ...]:
+    """The spans' sources, one per span, where all are known (else ())."""
+    return tuple(str(s.source) for s in spans) if all(s.source for s in spans) else ()
 
 
 # The record's names for the per-source counts (as stored, exported and sent since before the

@@ -10,33 +10,10 @@ store saves `shown()`. No view keeps a copy of the text or the spans of its own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from engine.events import DraftSpan, Event, Finished, Stats, TextPiece
-
-
-@dataclass(frozen=True)
-class ReplyText:
-    """A reply's text as shown and stored, with the stretches of it the draft wrote."""
-
-    text: str
-    spans: tuple[DraftSpan, ...] = ()  # sorted and disjoint
-
-    @property
-    def draft_spans(self) -> tuple[tuple[int, int], ...]:
-        """Where the drafted stretches lie, without their sources."""
-        return tuple((s.start, s.end) for s in self.spans)
-
-    @property
-    def draft_sources(self) -> tuple[str, ...]:
-        """Each stretch's source where every one is known; () for text saved before sources were."""
-        return known_sources(self.spans)
-
-
-def known_sources(spans: Sequence[DraftSpan]) -> tuple[str, ...]:
-    """The spans' sources, one per span, where all are known (else ())."""
-    return tuple(str(s.source) for s in spans) if all(s.source for s in spans) else ()
+from engine.events import ReplyText as ReplyText  # its home is engine.events; read here by the window
 
 
 @dataclass(eq=False)
