@@ -339,7 +339,7 @@ class ModelPicker(QComboBox):
             and isinstance(event, QKeyEvent)
             and event.key() == Qt.Key.Key_Escape
         ):
-            QTimer.singleShot(0, self._show_current)  # the model chosen, not what was typed
+            QTimer.singleShot(0, self, self._show_current)  # the model chosen, not what was typed
         if (
             watched is self.line
             and event.type() == QEvent.Type.MouseButtonRelease
@@ -354,10 +354,13 @@ class ModelPicker(QComboBox):
         super().showPopup()
 
     def _show_current(self) -> None:
-        shown = self.itemText(self.currentIndex())  # (an editable combo's currentText is what is typed)
-        if self.line.text() != shown:
-            self.line.setText(shown)
-        self.line.setCursorPosition(0)  # its name from its start (a scrolled box cut the "S")
+        try:
+            shown = self.itemText(self.currentIndex())  # (an editable combo's currentText is what is typed)
+            if self.line.text() != shown:
+                self.line.setText(shown)
+            self.line.setCursorPosition(0)  # its name from its start (a scrolled box cut the "S")
+        except RuntimeError:  # the window is going: its focus left the box as it was deleted
+            return
 
     def set_entries(self, entries: Sequence[ModelEntry]) -> None:
         """The list (signals held), then "Open a GGUF file…" where this picker offers it."""
