@@ -228,23 +228,33 @@ def _recent_files() -> list[Path]:
 
 
 def _header_name(path: Path) -> str:
-    from app.library.catalog import local_model
-
-    try:
-        info = local_model(path).info
-    except OSError:
-        return ""
-    return info.name if info is not None else ""
+    name, _quant = _header(path)
+    return name
 
 
 def _quantization(file: Path | None) -> str:
+    return _header(file)[1] if file is not None else ""
+
+
+def _header(path: Path) -> tuple[str, str]:
+    """(name, quantisation) from a file's header, read once per file version (the list is built
+    again each time it opens)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return "", ""
+    return _read_header(str(path), st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _read_header(path: str, _size: int, _mtime_ns: int) -> tuple[str, str]:
     from app.library.catalog import local_model
 
     try:
-        info = local_model(file).info if file is not None else None
+        info = local_model(Path(path)).info
     except OSError:
-        return ""
-    return info.quantization.removeprefix("ALL_") if info is not None else ""
+        return "", ""
+    return (info.name, info.quantization.removeprefix("ALL_")) if info is not None else ("", "")
 
 
 def told_apart(names: list[str], quantizations: list[str]) -> list[str]:
