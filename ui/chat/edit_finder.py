@@ -65,10 +65,14 @@ def edited_copy(reply: str, original: str) -> str | None:
     close enough to be an edited copy of it. The original is indexed once; a part whose upper
     bounds (lengths, then shared words) cannot beat the best so far is not aligned."""
     matcher = difflib.SequenceMatcher(None, autojunk=False)
-    matcher.set_seq2(_words(original))
+    target = _words(original)
+    matcher.set_seq2(target)
     best, best_score = None, CLOSE_ENOUGH
-    for part in candidates(reply):
-        words = _words(part)
+    # Parts about the document's length first: the likely best is aligned early, and the length
+    # bound (real_quick_ratio) then skips most of the rest without aligning them.
+    parts = [(part, _words(part)) for part in candidates(reply)]
+    parts.sort(key=lambda p: abs(len(p[1]) - len(target)))
+    for part, words in parts:
         if not words:
             continue
         matcher.set_seq1(words)
