@@ -85,8 +85,10 @@ def test_a_stream_whose_client_takes_nothing_loses_its_turn_at_the_write_deadlin
     try:
         stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         stalled.connect(("127.0.0.1", port))
+        # Sampled, not greedy: the tiny model's greedy text repeats a line, and the loop guard
+        # would end the reply before it outgrows the buffers.
         body = json.dumps(
-            {"prompt": "the", "max_tokens": 2000, "temperature": 0, "stream": True,
+            {"prompt": "the", "max_tokens": 2000, "temperature": 1.0, "seed": 1, "stream": True,
              "speculation": "off", "timings_per_token": True}
         ).encode()  # fmt: skip
         stalled.sendall(
