@@ -26,7 +26,7 @@ def test_a_preset_applies_and_the_current_settings_save_as_one(qtbot, open_windo
 
     window.apply_settings(window.settings.replace(temperature=0.3))
     window.chat.system_prompt.setText("Answer in French.")
-    window.save_preset("French")
+    window.preset_choices.save("French")
     (saved,) = load_presets()
     assert saved == Preset(
         "French", str(tiny_target), "Answer in French.", 0.3, saved.top_p, saved.repeat_penalty, "auto"

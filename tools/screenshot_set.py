@@ -93,7 +93,7 @@ def _scene(out_dir: Path, model: str) -> int:
     if window.controller.info is None:
         raise SystemExit(f"screenshot_set: the model did not load: {window.chat.notice.text()}")
     edit = next(p for p in built_in_presets() if p.name == "Edit or copy text")
-    window.apply_preset(edit)  # as the header chooses it, and shown there
+    window.preset_choices.apply(edit)  # as the header chooses it, and shown there
     task = ""
 
     # Compare first: its plain run is this machine's measured plain speed for the chat's headline.

@@ -168,17 +168,12 @@ class MainWindow(QMainWindow):
         from ui.chat.presets import PresetChoices
 
         # The header's presets: Tandem's and the user's for the model in use (ui/chat/presets.py).
-        self.preset_choices = presets = PresetChoices(self)
-        self.refresh_presets, self.apply_preset, self.save_preset = (
-            presets.refresh,
-            presets.apply,
-            presets.save,
-        )
+        self.preset_choices = presets = PresetChoices(self.presenter, self.header, self.chat, self)
         self.header.preset_chosen.connect(presets.choose)
         self.header.preset_chosen.connect(self.task_switch.on_user_chose)
         self.header.speed_up_chosen.connect(self.task_switch.on_user_chose)
         self.header.save_preset_requested.connect(presets.ask_and_save)
-        self.refresh_presets()
+        presets.refresh()
         self.header.refresh_models()
         self.choose_draft_action = QAction("Choose a draft model…", self)
         self._draft_tip = (
@@ -715,7 +710,7 @@ class MainWindow(QMainWindow):
 
     def on_header_model_chosen(self, model: str) -> None:
         self.presenter.engine.choose_model(model)
-        self.refresh_presets()
+        self.preset_choices.refresh()
 
     def on_choose_draft_action_triggered(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
