@@ -164,7 +164,7 @@ def test_window_imports_nan_file_and_starts_again(
         ],
     )
     window = open_window(tiny_target, draft="ngram", max_tokens=8)
-    imported = window.import_conversation(str(path))
+    imported = window.conversation_actions.import_conversation(str(path))
     assert imported is not None and window.conversation_id == imported
     window.shutdown()
     again = open_window(tiny_target, draft="ngram", max_tokens=8)  # every later start exited 1 before

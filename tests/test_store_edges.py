@@ -201,7 +201,8 @@ def test_an_import_on_a_full_disk_says_so_in_one_sentence(
     (pages,) = db.execute("PRAGMA page_count").fetchone()
     db.execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own "database or disk is full"
     path = _file(tmp_path, 200, "x" * 2000)
-    assert window.import_conversation(str(path)) is None  # OperationalError escaped before
+    # OperationalError escaped before
+    assert window.conversation_actions.import_conversation(str(path)) is None
     notice = window.chat.notice.text()
     assert notice.startswith(f"{path.name} was not imported") and "the disk is full" in notice
     assert "\n" not in notice

@@ -338,7 +338,7 @@ def test_notice_and_doctor_labels_are_plain_text(open_window, tiny_target: Path,
         json.dumps({"format": "tandem-conversation", "version": 1, "title": title, "messages": []}),
         encoding="utf-8",
     )
-    window.import_conversation(str(path))
+    window.conversation_actions.import_conversation(str(path))
     assert window.chat.notice.textFormat() == Qt.TextFormat.PlainText
     assert title in window.chat.notice.text()
     from ui.models.pair_doctor_panel import PairDoctorPanel

@@ -27,8 +27,8 @@ def test_search_export_and_import(qtbot, open_window, wait_reply, tiny_target, t
 
     # Export the first conversation both ways; the JSON says where each stretch came from.
     window.show_conversation(first)
-    md = window.export_conversation(None, "markdown", str(tmp_path / "c.md"))
-    js = window.export_conversation(first, "json", str(tmp_path / "c.json"))
+    md = window.conversation_actions.export_conversation(None, "markdown", str(tmp_path / "c.md"))
+    js = window.conversation_actions.export_conversation(first, "json", str(tmp_path / "c.json"))
     assert Path(md).read_text(encoding="utf-8").startswith("# the harbour committee")
     data = json.loads(Path(js).read_text(encoding="utf-8"))
     reply = data["messages"][1]
@@ -39,7 +39,7 @@ def test_search_export_and_import(qtbot, open_window, wait_reply, tiny_target, t
     assert "exported" in window.chat.notice.text().lower()
 
     # Imported back: a new conversation, shown, with the same text and highlight.
-    new_id = window.import_conversation(js)
+    new_id = window.conversation_actions.import_conversation(js)
     assert new_id is not None and new_id != first and window.conversation_id == new_id
     again = window.store.messages(new_id)
     assert [(m.role, m.content, m.draft_spans) for m in again] == [
@@ -50,6 +50,6 @@ def test_search_export_and_import(qtbot, open_window, wait_reply, tiny_target, t
     # A file that is not one: one sentence in the notice line, nothing added.
     bad = tmp_path / "notes.json"
     bad.write_text('{"hello": 1}', encoding="utf-8")
-    assert window.import_conversation(str(bad)) is None
+    assert window.conversation_actions.import_conversation(str(bad)) is None
     assert window.chat.notice.text().startswith("notes.json is not a Tandem conversation file")
     assert "\n" not in window.chat.notice.text() and len(window.conversations.titles()) == 3

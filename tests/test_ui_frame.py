@@ -65,9 +65,9 @@ def test_a_markdown_export_says_each_replys_model_date_and_speed(
     window = open_window(tiny_target, max_tokens=24)
     window.send("the cat sat on the mat. the cat sat on the mat.")
     wait_reply(window)
-    md = Path(window.export_conversation(None, "markdown", str(tmp_path / "c.md"))).read_text(
-        encoding="utf-8"
-    )
+    md = Path(
+        window.conversation_actions.export_conversation(None, "markdown", str(tmp_path / "c.md"))
+    ).read_text(encoding="utf-8")
     said = next(line for line in md.splitlines() if "tokens/s" in line)
     stats = window.store.messages(window.conversation_id)[-1].stats
     assert stats is not None and stats["model"]

@@ -242,12 +242,12 @@ def test_versions_go_out_and_come_back_through_the_windows_export_and_import(
     window = open_window(tiny_target)
     window.show_conversation(c.id)
     assert _shown(window) == [("user", "a soup?", ""), ("assistant", "tomato", "2/2")]
-    md = Path(window.export_conversation(c.id, "markdown", str(tmp_path / "c.md"))).read_text(
-        encoding="utf-8"
-    )
+    md = Path(
+        window.conversation_actions.export_conversation(c.id, "markdown", str(tmp_path / "c.md"))
+    ).read_text(encoding="utf-8")
     assert "tomato" in md and "leek" not in md and "1 other version of this reply is kept" in md
-    js = window.export_conversation(c.id, "json", str(tmp_path / "c.json"))
-    new_id = window.import_conversation(js)
+    js = window.conversation_actions.export_conversation(c.id, "json", str(tmp_path / "c.json"))
+    new_id = window.conversation_actions.import_conversation(js)
     assert new_id is not None and window.conversation_id == new_id
     assert _shown(window) == [("user", "a soup?", ""), ("assistant", "tomato", "2/2")]
     from PySide6.QtCore import Qt
@@ -260,7 +260,7 @@ def test_versions_go_out_and_come_back_through_the_windows_export_and_import(
     data["other_versions"][0]["parent"] = 9_999
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data), encoding="utf-8")
-    assert window.import_conversation(str(bad)) is not None
+    assert window.conversation_actions.import_conversation(str(bad)) is not None
     assert _shown(window) == [("user", "a soup?", ""), ("assistant", "tomato", "")]
     assert window.chat.notice.text().endswith(
         "1 version of its messages pointed at messages the file does not hold and was left out."

@@ -299,16 +299,9 @@ class MainWindow(QMainWindow):
         (ui/chat/conversation_actions.py)."""
         from ui.chat.conversation_actions import ConversationActions
 
-        self.conversation_actions = ConversationActions(self, self.shortcut_actions["settingsAction"])
-        actions = self.conversation_actions
-        self.import_action, self.diff_action = actions.import_action, actions.diff_action
-        self.export_markdown_action, self.export_json_action = (
-            actions.export_markdown_action,
-            actions.export_json_action,
+        self.conversation_actions = actions = ConversationActions(
+            self.presenter, self.chat, self.shortcut_actions["settingsAction"], self
         )
-        self.export_conversation = actions.export_conversation
-        self.import_conversation = actions.import_conversation
-        self.show_reply_diff = actions.show_reply_diff
         self.chat.changes_requested.connect(actions.show_reply_diff)
         self.conversations.export_requested.connect(actions.export_conversation)
 

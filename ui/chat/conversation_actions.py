@@ -7,30 +7,39 @@ from __future__ import annotations
 import re
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QFileDialog, QMenu
+from PySide6.QtWidgets import QFileDialog, QMenu, QWidget
 
 from app.paths import write_private_text
+from app.store import Store
+from ui.chat.chat_view import ChatView
+from ui.presenters.presenter import ChatPresenter
+
+if TYPE_CHECKING:
+    from ui.chat.changes import DiffDialog
 
 
 class ConversationActions(QObject):
-    def __init__(self, window: Any, settings_action: QAction) -> None:
-        """window: the main window (its presenter, chat, list; dialogs open over it);
-        settings_action: the Conversation menu's Settings item, which these go above."""
-        super().__init__(window)
-        self.window = window
+    def __init__(
+        self, presenter: ChatPresenter, chat: ChatView, settings_action: QAction, parent: QWidget
+    ) -> None:
+        """presenter: the store and the conversation shown; chat: where each outcome is said;
+        settings_action: the Conversation menu's Settings item, which these go above; parent: what
+        the dialogs open over."""
+        super().__init__(parent)
+        self.presenter, self.chat, self.parent_widget = presenter, chat, parent
         menu = next(w for w in settings_action.associatedObjects() if isinstance(w, QMenu))
-        self.import_action = QAction("&Import a conversation…", window)
+        self.import_action = QAction("&Import a conversation…", parent)
         self.import_action.setToolTip("Open a conversation exported as JSON, as a new conversation")
         self.import_action.triggered.connect(self.on_import_action_triggered)
-        self.export_markdown_action = QAction("Export as &Markdown…", window)
+        self.export_markdown_action = QAction("Export as &Markdown…", parent)
         self.export_markdown_action.triggered.connect(lambda: self.export_conversation(None, "markdown"))
-        self.export_json_action = QAction("Export as &JSON…", window)
+        self.export_json_action = QAction("Export as &JSON…", parent)
         self.export_json_action.triggered.connect(lambda: self.export_conversation(None, "json"))
-        self.diff_action = QAction("Compare the reply with its &document…", window)
+        self.diff_action = QAction("Compare the reply with its &document…", parent)
         self.diff_action.setToolTip("The last reply against the document it was asked to change")
         self.diff_action.triggered.connect(self.show_reply_diff)
         for action in (
@@ -43,19 +52,14 @@ class ConversationActions(QObject):
         menu.insertSeparator(settings_action)
 
     @property
-    def store(self) -> Any:
-        return self.window.store
-
-    @property
-    def chat(self) -> Any:
-        return self.window.chat
+    def store(self) -> Store:
+        return self.presenter.store
 
     @property
     def conversation_id(self) -> int | None:
-        shown: int | None = self.window.conversation_id
-        return shown
+        return self.presenter.conversation_id
 
-    def show_reply_diff(self, reply_id: int | None = None) -> Any:
+    def show_reply_diff(self, reply_id: int | None = None) -> DiffDialog | None:
         """A reply (the last one unless told) against the first document of the message it
         answered (a dialog with copy and save-as); None, and a notice, where there is no such pair."""
         from ui.chat.changes import DiffDialog
@@ -71,11 +75,11 @@ class ConversationActions(QObject):
             None,
         )
         asked = next((m for m in reversed(messages) if reply and m.role == "user" and m.id < reply.id), None)
-        documents = self.window.presenter.attachments_of(asked.id) if asked is not None else ()
+        documents = self.presenter.attachments_of(asked.id) if asked is not None else ()
         if reply is None or not documents:
             self.chat.set_notice("There is no reply to a message with a document to compare.", True)
             return None
-        dialog = DiffDialog(documents[0], reply.content, self.window)
+        dialog = DiffDialog(documents[0], reply.content, self.parent_widget)
         dialog.show()
         return dialog
 
@@ -96,7 +100,7 @@ class ConversationActions(QObject):
         title = export_title(data)
         if path is None:
             path, _ = QFileDialog.getSaveFileName(
-                self.window,
+                self.parent_widget,
                 "Export the conversation",
                 str(Path.home() / (file_stem(title) + suffix)),
                 "Markdown (*.md)" if how == "markdown" else "JSON (*.json)",
@@ -118,7 +122,7 @@ class ConversationActions(QObject):
 
     def on_import_action_triggered(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
-            self.window, "Import a conversation", str(Path.home()), "Tandem conversations (*.json)"
+            self.parent_widget, "Import a conversation", str(Path.home()), "Tandem conversations (*.json)"
         )
         if path:
             self.import_conversation(path)
@@ -142,7 +146,7 @@ class ConversationActions(QObject):
                 True,
             )
             return None
-        self.window.show_conversation(conversation.id)
+        self.presenter.show_conversation(conversation.id)
         n = self.store.last_import_skipped  # versions whose parent the file does not hold
         left_out = (
             f" {n} version{'s' if n > 1 else ''} of its messages pointed at messages the file does "
