@@ -102,7 +102,8 @@ class MainWindow(QMainWindow):
         self.shortcut_actions = shortcuts.install(self, self._shortcut_handlers())
         from ui.theme_menu import install_theme_menu
 
-        install_theme_menu(self)  # View ▸ Theme (Settings ▸ Chat has it too)
+        # View ▸ Theme (Settings ▸ Chat has it too)
+        install_theme_menu(self.menuBar(), self.theme, lambda choice: self._update_settings(theme=choice))
         self._build_file_actions()
         self._connect_controller()
         self._connect_presenter()

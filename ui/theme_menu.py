@@ -3,19 +3,23 @@ choice is saved as Settings' is; ui/qt/theme.py applies it)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from PySide6.QtGui import QAction, QActionGroup
-from PySide6.QtWidgets import QMenu
+from PySide6.QtWidgets import QMenu, QMenuBar
+
+from ui.qt.theme import ThemeManager
 
 THEME_CHOICES = (("system", "Follow the &system"), ("light", "&Light"), ("dark", "&Dark"))
 
 
-def install_theme_menu(window: Any) -> QMenu | None:
-    """Add Theme to the window's View menu (None where it has none); window: the main window
-    (its menu bar, `theme`, `_update_settings`)."""
+def install_theme_menu(
+    menu_bar: QMenuBar, theme: ThemeManager, save_choice: Callable[[str], None]
+) -> QMenu | None:
+    """Add Theme to the menu bar's View menu (None where it has none); a choice is saved
+    (`save_choice`) and applied (`theme`)."""
     view = next(
-        (a.menu() for a in window.menuBar().actions() if a.text() == "&View" and isinstance(a.menu(), QMenu)),
+        (m for a in menu_bar.actions() if a.text() == "&View" and isinstance(m := a.menu(), QMenu)),
         None,
     )
     if view is None:
@@ -29,19 +33,19 @@ def install_theme_menu(window: Any) -> QMenu | None:
         action.setObjectName(f"theme-{choice}")
         action.setCheckable(True)
         action.setData(choice)
-        action.triggered.connect(lambda _=False, c=choice: _choose(window, c))
+        action.triggered.connect(lambda _=False, c=choice: _choose(theme, save_choice, c))
         group.addAction(action)
         menu.addAction(action)
 
     def show_checked() -> None:
         for action in menu.actions():
-            action.setChecked(action.data() == window.theme.choice)
+            action.setChecked(action.data() == theme.choice)
 
     menu.aboutToShow.connect(show_checked)
     show_checked()
     return menu
 
 
-def _choose(window: Any, choice: str) -> None:
-    window._update_settings(theme=choice)
-    window.theme.set_choice(choice)
+def _choose(theme: ThemeManager, save_choice: Callable[[str], None], choice: str) -> None:
+    save_choice(choice)
+    theme.set_choice(choice)
