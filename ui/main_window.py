@@ -186,7 +186,8 @@ class MainWindow(QMainWindow):
         self.settings_action.triggered.connect(self.on_settings_action_triggered)  # the Model menu's
         from ui.settings.serve_toggle import ServeToggle
 
-        self.serve_toggle = ServeToggle(self, bar)  # the loaded engine on the OpenAI-compatible API
+        # The loaded engine on the OpenAI-compatible API.
+        self.serve_toggle = ServeToggle(self.controller, lambda: self.settings, bar, self.statusBar(), self)
 
     def _build_tabs(self) -> None:
         self.tabs = QTabWidget()

@@ -14,14 +14,15 @@ there; a new key applies to the next request.
 from __future__ import annotations
 
 import socket
-from typing import Any
+from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QLabel
+from PySide6.QtWidgets import QLabel, QStatusBar, QToolBar
 
 from app.api.engine_bridge import ApiEngine
 from app.api.serve import ApiServer, BackgroundServer, listen
+from app.host.controller import EngineController
 from app.settings import Settings
 from engine.errors import TandemError
 from ui.qt import theme
@@ -53,10 +54,20 @@ def allowed_origins(settings: Settings) -> tuple[str, ...]:
 class ServeToggle(QObject):
     engine_wanted = Signal()  # from the server's thread: the engine died, load a fresh one
 
-    def __init__(self, window: Any, toolbar: Any) -> None:
-        super().__init__(window)
-        self.window = window
-        self.action = QAction("API: off", window)  # a switch that says its state
+    def __init__(
+        self,
+        controller: EngineController,
+        settings: Callable[[], Settings],
+        toolbar: QToolBar,
+        status_bar: QStatusBar,
+        parent: QObject,
+    ) -> None:
+        """controller: the window's engine (its supervisor); settings: the settings now (where it
+        listens, its key); the switch goes on `toolbar`, the address it serves at on `status_bar`."""
+        super().__init__(parent)
+        self.controller = controller
+        self._settings = settings
+        self.action = QAction("API: off", parent)  # a switch that says its state
         self.action.setCheckable(True)
         self.action.toggled.connect(lambda on: self.action.setText("API: on" if on else "API: off"))
         self.action.toggled.connect(self.on_action_toggled)
@@ -65,17 +76,16 @@ class ServeToggle(QObject):
         self.label.setObjectName("serveLabel")
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.label.hide()
-        window.statusBar().addPermanentWidget(self.label)
+        status_bar.addPermanentWidget(self.label)
         self.server: BackgroundServer | None = None
         self.api: ApiServer | None = None
         self.host: ApiEngine | None = None
         self.engine_wanted.connect(self.on_engine_wanted, Qt.ConnectionType.QueuedConnection)
-        self._update_tooltip(window.settings)
+        self._update_tooltip(settings())
 
     @property
     def settings(self) -> Settings:
-        settings: Settings = self.window.settings
-        return settings
+        return self._settings()
 
     @property
     def url(self) -> str | None:
@@ -106,7 +116,7 @@ class ServeToggle(QObject):
         if self.server is not None:
             return
         settings = self.settings
-        controller = self.window.controller
+        controller = self.controller
         try:
             sock = listen(settings.serve_host, settings.serve_port)
         except TandemError as e:
@@ -148,7 +158,7 @@ class ServeToggle(QObject):
     def _relay_refusal(self) -> str | None:
         """(the server's thread) With an engine on another server, the window's API would relay
         anyone to it with the user's key for that server: only callers with this API's key."""
-        if self.window.controller.remote is None:
+        if self.controller.remote is None:
             return None
         return (
             "this window uses an engine on another server: set an API key for the window's API in "
@@ -158,7 +168,7 @@ class ServeToggle(QObject):
     @Slot()
     def on_engine_wanted(self) -> None:
         """The API found no engine: it missed the load (it started during it), or the engine died."""
-        controller = self.window.controller
+        controller = self.controller
         if self.host is None:
             return
         supervisor = controller.supervisor
@@ -177,7 +187,7 @@ class ServeToggle(QObject):
         settings = self.settings
         text = f"API: {self.address}"
         warning = settings.serve_public and not settings.serve_api_key
-        relay_refused = self.window.controller.remote is not None and not settings.serve_api_key
+        relay_refused = self.controller.remote is not None and not settings.serve_api_key
         if relay_refused:
             text += " · refuses other programs until an API key is set in Settings (the engine is on another server)"
             warning = True
