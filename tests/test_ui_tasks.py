@@ -41,6 +41,21 @@ def test_the_built_in_model_is_offered_only_what_it_does_and_a_larger_one_beside
         chat.larger_download.click()
 
 
+def test_the_chats_download_of_a_larger_model_goes_through_the_welcome(
+    qtbot, open_window, monkeypatch
+) -> None:
+    """The chat's "Download Qwen2.5 1.5B Instruct" (ui/chat/model_choices.py) is the welcome's
+    download (it switches when done), the welcome shown again for its progress."""
+    window = open_window(Path("smollm2"))
+    asked: list[object] = []  # no hub here: the Models page's download is what the welcome asks for
+    monkeypatch.setattr(window.models_page, "on_download_clicked", asked.append)
+    window.welcome.close_button.click()
+    window.chat.small_model_requested.emit()
+    assert [getattr(p, "name", None) for p in asked] == [words.SMALL_INSTRUCT_PAIR]
+    assert window.welcome.isVisible()
+    assert window.welcome_downloads.downloading == words.SMALL_INSTRUCT_PAIR
+
+
 def test_any_other_model_is_offered_every_task(qtbot, open_window, tiny_target) -> None:
     window = open_window(tiny_target)
     assert all(b.isEnabled() for b in window.chat.suggestion_buttons)
@@ -77,7 +92,9 @@ def test_a_base_model_opened_from_a_file_is_offered_no_task_and_each_greyed_one_
     dialog = window.model_choices.open_model_dialog
     dialog.fileSelected.emit(str(tiny_base))  # Model ▸ Open a GGUF file…, the file chosen
     dialog.reject()
-    qtbot.waitUntil(lambda: getattr(window.controller.info, "target_path", None) == str(tiny_base), timeout=60_000)
+    qtbot.waitUntil(
+        lambda: getattr(window.controller.info, "target_path", None) == str(tiny_base), timeout=60_000
+    )
     qtbot.waitUntil(lambda: not any(b.isEnabled() for b in chat.suggestion_buttons), timeout=10_000)
     why = "tiny-1-4L is a base model (its file has no chat template)"
     assert all(b.toolTip().startswith(why) for b in chat.suggestion_buttons)

@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
 from app.host.controller import EngineController
 from app.host.messages import EngineInfo
 from app.host.reply import Reply, ReplyProgress
+from app.library.catalog import CatalogPair
 from app.settings import Settings, SpeedUp, load_settings
 from app.store import Store
 from ui.about import AboutDialog, app_icon
@@ -162,7 +163,11 @@ class MainWindow(QMainWindow):
         from ui.chat.model_choices import ModelChoices
 
         # What the model in use is offered: drafts that pair, tasks it does (ui/chat/model_choices.py).
-        self.model_choices = ModelChoices(self)
+        self.model_choices = choices = ModelChoices(self.presenter, self.header, self.chat, self)
+        choices.draft_chosen.connect(self.set_speculation)
+        choices.other_draft_requested.connect(self.on_choose_draft_action_triggered)
+        choices.model_opened.connect(self.on_header_model_chosen)
+        choices.small_pair_requested.connect(self.download_small_pair)
         self.header.open_file_requested.connect(self.model_choices.open_file)
         self.header.speed_up_chosen.connect(self.on_header_speed_up_chosen)
         self.header.tint_toggled.connect(self.on_tint_check_toggled)
@@ -328,6 +333,13 @@ class MainWindow(QMainWindow):
             self.tabs.setCurrentIndex(0)
             self.welcome.set_compact(False)
             self.welcome.show()
+
+    def download_small_pair(self, pair: CatalogPair) -> None:
+        """The chat's "Download Qwen2.5 1.5B Instruct": through the welcome's download (it switches
+        to the model when done), the welcome shown for its progress."""
+        if self.welcome_downloads is not None:
+            self.show_welcome()
+            self.welcome_downloads.request(pair)
 
     def shrink_welcome(self, *_args: object) -> None:
         """After first use (a reply, or the demo) the welcome keeps one line: room for the chat."""

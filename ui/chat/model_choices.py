@@ -6,57 +6,71 @@ suggested tasks it does (the others greyed, with the download of a model that do
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Qt, QTimer
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtWidgets import QFileDialog, QWidget
 
 from app.host.messages import EngineInfo
-from app.library.catalog import format_bytes
+from app.library.catalog import CatalogPair, format_bytes
+from ui.chat.chat_header import ChatHeader
+from ui.chat.chat_view import ChatView
+from ui.presenters.presenter import ChatPresenter
+
+if TYPE_CHECKING:
+    from ui.chat.draft_menu import DraftMenu
 
 
 class ModelChoices(QObject):
-    def __init__(self, window: Any) -> None:
-        """window: the main window (its controller, presenter, header and chat)."""
-        super().__init__(window)
-        self.window = window
-        self.draft_menu: Any = None  # the last draft menu shown
-        self.open_model_dialog: Any = None  # the last "Open a GGUF file…" dialog
-        window.chat.small_model_requested.connect(self.on_chat_small_model_requested)
+    draft_chosen = Signal(str)  # a draft model's path, chosen in the draft menu
+    other_draft_requested = Signal()  # the draft menu's "another file…": the file dialog
+    model_opened = Signal(str)  # a model file opened (kept among the recent ones): load it
+    small_pair_requested = Signal(object)  # CatalogPair: the chat's download of a model that does its tasks
+
+    def __init__(self, presenter: ChatPresenter, header: ChatHeader, chat: ChatView, parent: QWidget) -> None:
+        """presenter: the engine loaded, its speculation and the settings; header: the speed-up
+        picker and "Draft model"; chat: the tasks offered; parent: what menus and dialogs open over."""
+        super().__init__(parent)
+        self.presenter, self.header, self.chat, self.parent_widget = presenter, header, chat, parent
+        self.draft_menu: DraftMenu | None = None  # the last draft menu shown
+        self.open_model_dialog: QFileDialog | None = None  # the last "Open a GGUF file…" dialog
+        chat.small_model_requested.connect(self.on_chat_small_model_requested)
 
     def offer(self, info: EngineInfo | None) -> None:
         """A model has loaded: its drafts and its tasks."""
         self._offer_drafts(info)
         self._offer_tasks(info)
 
-    def show_draft_menu(self) -> Any:
+    def show_draft_menu(self) -> DraftMenu:
         """ "Draft model" with none chosen yet: the local drafts that pair with the model in use
         (ui/chat/draft_menu.py), under the speed-up picker; the menu, shown (not waited on)."""
         from ui.chat.draft_menu import DraftMenu, draft_options
 
-        info = self.window.controller.info
-        opened = self.window.settings.recent_models
-        menu = DraftMenu(draft_options(info.target_path, opened) if info is not None else [], self.window)
+        info = self.presenter.controller.info
+        opened = self.presenter.settings.recent_models
+        menu = DraftMenu(
+            draft_options(info.target_path, opened) if info is not None else [], self.parent_widget
+        )
         menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         chosen: list[str] = []
 
         def on_draft_chosen(path: str) -> None:
             chosen.append(path)
-            self.window.set_speculation(path)
+            self.draft_chosen.emit(path)
 
         def on_other_file_requested() -> None:
             chosen.append("")
-            self.window.on_choose_draft_action_triggered()
+            self.other_draft_requested.emit()
 
         def on_menu_hidden() -> None:  # closed without a choice: the speed-up in use, shown again
             if not chosen:
-                self.window.presenter.engine.reshow_speculation()
+                self.presenter.engine.reshow_speculation()
 
         menu.draft_chosen.connect(on_draft_chosen)
         menu.other_file_requested.connect(on_other_file_requested)
         # An action's triggered comes after aboutToHide: the check waits a turn of the loop.
         menu.aboutToHide.connect(lambda: QTimer.singleShot(0, on_menu_hidden))
-        combo = self.window.header.speed_combo
+        combo = self.header.speed_combo
         menu.popup(combo.mapToGlobal(combo.rect().bottomLeft()))
         self.draft_menu = menu
         return menu
@@ -72,9 +86,9 @@ class ModelChoices(QObject):
         download = f"Download {pair.target.name} ({format_bytes(pair.download_bytes)})" if pair else ""
         name = model_name(Path(info.target_path), info.target_name)
         # The file loaded (a server's model: none here to read, so every task is offered).
-        self.window.chat.set_model_tasks(None if info.server else info.target_path, name, download)
+        self.chat.set_model_tasks(None if info.server else info.target_path, name, download)
 
-    def _small_instruct_pair(self) -> Any:
+    def _small_instruct_pair(self) -> CatalogPair | None:
         from app.library.catalog import load_catalog
         from engine.errors import TandemError
         from ui.presenters.words import SMALL_INSTRUCT_PAIR
@@ -88,9 +102,8 @@ class ModelChoices(QObject):
         """The chat's "Download Qwen2.5 1.5B Instruct": through the welcome's download (it
         switches to the model when done), the welcome shown for its progress."""
         pair = self._small_instruct_pair()
-        if pair is not None and self.window.welcome_downloads is not None:
-            self.window.show_welcome()
-            self.window.welcome_downloads.request(pair)
+        if pair is not None:
+            self.small_pair_requested.emit(pair)
 
     def _offer_drafts(self, info: EngineInfo | None) -> None:
         """ "Draft model" greyed, with the reason, where no local model pairs with the one in use
@@ -98,23 +111,23 @@ class ModelChoices(QObject):
         from ui.chat.draft_menu import draft_options, no_draft_reason
         from ui.presenters.words import model_name
 
-        if info is None or info.server or self.window.presenter.engine.has_draft_model():
-            self.window.header.set_draft_available(True)
+        if info is None or info.server or self.presenter.engine.has_draft_model():
+            self.header.set_draft_available(True)
             return
         try:
             pairing = any(
-                o.pairs for o in draft_options(info.target_path, self.window.settings.recent_models)
+                o.pairs for o in draft_options(info.target_path, self.presenter.settings.recent_models)
             )
         except Exception:  # an unreadable folder: the menu says what it can
             pairing = True
         name = model_name(Path(info.target_path), info.target_name)
-        self.window.header.set_draft_available(pairing, "" if pairing else no_draft_reason(name))
+        self.header.set_draft_available(pairing, "" if pairing else no_draft_reason(name))
 
-    def open_file(self) -> Any:
+    def open_file(self) -> QFileDialog:
         """The header's "Open a GGUF file…": any model file on this computer, loaded as chosen
         (the dialog, shown without waiting on it)."""
         dialog = QFileDialog(
-            self.window, "Open a GGUF model", str(Path.home()), "GGUF models (*.gguf);;All files (*)"
+            self.parent_widget, "Open a GGUF model", str(Path.home()), "GGUF models (*.gguf);;All files (*)"
         )
         dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
@@ -129,7 +142,7 @@ class ModelChoices(QObject):
         from app.settings import with_recent_model
 
         if path:
-            self.window._update_settings(
-                recent_models=with_recent_model(self.window.settings.recent_models, path)
+            self.presenter.update_settings(
+                recent_models=with_recent_model(self.presenter.settings.recent_models, path)
             )
-            self.window.on_header_model_chosen(path)
+            self.model_opened.emit(path)
