@@ -163,6 +163,25 @@ def test_download_and_switch(
     assert panel.download_button.isEnabled()
 
 
+def test_without_the_models_page_the_welcome_says_its_download_needs_it(qtbot) -> None:
+    """Where the Models page could not be built (the window shows a QLabel in its place), the
+    welcome's download says in one line that it needs it, and nothing is downloading."""
+    from PySide6.QtWidgets import QLabel
+
+    from ui.chat.welcome_downloads import DownloadsPage, WelcomeDownloads
+
+    assert not isinstance(QLabel(), DownloadsPage)  # the window passes None for its stand-in
+    panel = WelcomePanel(load_catalog(), MachineInfo(8 * GiB, **CPU))
+    qtbot.addWidget(panel)
+    switched: list[tuple[str, str]] = []
+    downloads = WelcomeDownloads(panel, None, lambda target, draft: switched.append((target, draft)))
+    downloads.request(load_catalog().pairs[0])
+    assert (
+        panel.status_label.text() == "Downloads need the Models page, which is not available in this build."
+    )
+    assert downloads.downloading is None and switched == []
+
+
 def test_a_failed_download_is_said_on_the_welcome_and_its_button_comes_back(
     open_window, tiny_target: Path, hub: FakeHub, qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

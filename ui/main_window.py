@@ -17,7 +17,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QShowEvent
@@ -50,6 +50,10 @@ from ui.presenters.presenter import ChatPresenter, ConversationShown, EarlierSho
 from ui.presenters.reply_presenter import LiveReply, MessageRow, ReplyEnded
 from ui.qt import theme
 from ui.settings.settings_dialog import SettingsDialog, needs_reload
+
+if TYPE_CHECKING:
+    from ui.chat.welcome import WelcomePanel
+    from ui.chat.welcome_downloads import WelcomeDownloads
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +211,8 @@ class MainWindow(QMainWindow):
         chat_tab = QWidget()
         chat_layout = QVBoxLayout(chat_tab)
         chat_layout.setContentsMargins(0, 0, 0, 0)
-        self.welcome_downloads: Any = None  # the welcome's "Download and switch", once the page is built
+        # The welcome's "Download and switch", once the page is built.
+        self.welcome_downloads: WelcomeDownloads | None = None
         self.welcome = self._make_welcome()
         if self.welcome is not None:
             chat_layout.addWidget(self.welcome)
@@ -218,12 +223,11 @@ class MainWindow(QMainWindow):
         self.models_page = self._make_models_page()
         self.tabs.addTab(self.models_page, "Models")
         if self.welcome is not None:
-            from ui.chat.welcome_downloads import WelcomeDownloads
+            from ui.chat.welcome_downloads import DownloadsPage, WelcomeDownloads
 
             # "Download and switch": through the Models page, then the pair (ui/chat/welcome_downloads.py).
-            self.welcome_downloads = WelcomeDownloads(
-                self.welcome, self.models_page, self.on_models_page_pair_chosen
-            )
+            page = self.models_page if isinstance(self.models_page, DownloadsPage) else None
+            self.welcome_downloads = WelcomeDownloads(self.welcome, page, self.on_models_page_pair_chosen)
 
         self.conversations.conversation_selected.connect(self.on_conversations_conversation_selected)
         self.conversations.new_requested.connect(self.on_conversations_new_requested)
@@ -266,7 +270,7 @@ class MainWindow(QMainWindow):
             label.setAlignment(Qt.AlignmentFlag.AlignCenter)
             return label
 
-    def _make_welcome(self) -> Any:
+    def _make_welcome(self) -> WelcomePanel | None:
         """The first-start welcome panel (ui/chat/welcome.py) and its downloads through the Models
         page (ui/chat/welcome_downloads.py); like the models page, optional."""
         from ui.chat.welcome_downloads import make_welcome

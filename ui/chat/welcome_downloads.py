@@ -7,17 +7,37 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, SignalInstance
 
+from app.library.catalog import CatalogPair
 from engine.events import Speculation
 from ui.presenters.failures import STRICT_ENV
+
+if TYPE_CHECKING:
+    from ui.chat.welcome import WelcomePanel
 
 log = logging.getLogger(__name__)
 
 
-def make_welcome() -> Any:
+@runtime_checkable
+class DownloadsPage(Protocol):
+    """What the welcome's download uses of the Models page (ui/models/models_page.py)."""
+
+    @property
+    def download_progressed(self) -> SignalInstance: ...  # (pair key, text)
+
+    @property
+    def download_finished(self) -> SignalInstance: ...  # (pair key, the paths downloaded)
+
+    @property
+    def download_failed(self) -> SignalInstance: ...  # (pair key, message, is paused)
+
+    def on_download_clicked(self, pair: CatalogPair) -> None: ...
+
+
+def make_welcome() -> WelcomePanel | None:
     """The first-start welcome panel for this machine; None where it cannot be built (like the
     Models page, optional: the chat opens regardless)."""
     try:
@@ -38,8 +58,10 @@ class WelcomeDownloads(QObject):
     """The welcome's download of a catalog pair, through the Models page; `switch(target, draft)`
     once its files are in."""
 
-    def __init__(self, welcome: Any, models_page: Any, switch: Callable[[str, str], None]) -> None:
-        """welcome: the WelcomePanel; models_page: the Models page (a QLabel where it could not be
+    def __init__(
+        self, welcome: WelcomePanel, models_page: DownloadsPage | None, switch: Callable[[str, str], None]
+    ) -> None:
+        """welcome: the WelcomePanel; models_page: the Models page (None where it could not be
         built: downloads are then said to need it)."""
         super().__init__(welcome)
         self.welcome, self.page, self.switch = welcome, models_page, switch
@@ -47,10 +69,10 @@ class WelcomeDownloads(QObject):
         self._is_connected = False
         welcome.download_requested.connect(self.request)
 
-    def request(self, pair: Any) -> None:
+    def request(self, pair: CatalogPair) -> None:
         """Download the recommended pair through the Models page; switch to it when done."""
         page = self.page
-        if not hasattr(page, "download_finished"):
+        if page is None:
             self.welcome.set_status(
                 "Downloads need the Models page, which is not available in this build.", True
             )
