@@ -17,9 +17,12 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app import paths
+
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QWidget
 
 log = logging.getLogger(__name__)
 
@@ -181,9 +184,11 @@ def read_second_start(conn: Any) -> str | None:
     return None
 
 
-def listen_for_second_starts(window: Any, home: Path) -> Callable[[], None]:
+def listen_for_second_starts(
+    window: QWidget, open_link: Callable[[str], None], home: Path
+) -> Callable[[], None]:
     """The first window's end of ask_running_window: a thread accepts, the window comes to the
-    front on its own thread (and opens the link). Returns how to stop listening."""
+    front on its own thread (and `open_link` opens the link). Returns how to stop listening."""
     from multiprocessing.connection import Listener
 
     from PySide6.QtCore import QObject, Qt, Signal
@@ -198,8 +203,8 @@ def listen_for_second_starts(window: Any, home: Path) -> Callable[[], None]:
         window.showNormal()
         window.raise_()
         window.activateWindow()
-        if line.startswith("open ") and hasattr(window, "open_link"):
-            window.open_link(line.removeprefix("open "))
+        if line.startswith("open "):
+            open_link(line.removeprefix("open "))
 
     relay.asked.connect(on_asked, Qt.ConnectionType.QueuedConnection)
     address = instance_address(home)
@@ -310,7 +315,7 @@ def run_gui(argv: list[str]) -> int:
         return 0 if raised else 1
     window = MainWindow(model=args.model, draft=args.draft)
     window.show()
-    stop_listening = listen_for_second_starts(window, home)
+    stop_listening = listen_for_second_starts(window, window.open_link, home)
     if args.link:
         window.open_link(args.link)
     if hasattr(app, "pending_links"):  # links the desktop sent as open events (macOS)
