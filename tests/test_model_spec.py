@@ -103,9 +103,9 @@ def test_default_means_the_embedded_model_everywhere(default_in_home: Path, tiny
 def test_the_window_opens_on_default(open_window, default_in_home: Path) -> None:
     window = open_window("default", draft="none")
     info = window.controller.info
-    assert info is not None, window.pair_label.text()
+    assert info is not None, window.header.state_label.text()
     assert info.target_path == str(default_in_home)
-    assert window.speculation_combo.currentData() == "none"
+    assert window.header.speed_combo.currentData() == "none"
 
 
 # ---- one edge

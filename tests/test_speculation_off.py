@@ -69,7 +69,7 @@ def test_a_reply_written_with_the_speed_up_off_says_why_in_its_details(
     # A draft that does not pair: the model writes alone, the header and Details say why.
     window = open_window(tiny_target, draft=str(tiny_incompatible), max_tokens=8)
     assert window.controller.info.speculation_off is SpeculationOff.DRAFT_REFUSED
-    assert window.pair_label.text().startswith("Speed-up off. Draft model not used: ")
+    assert window.header.state_label.text().startswith("Speed-up off. Draft model not used: ")
     window.send("hello")
     wait_reply(window)
     assert _details(qtbot, window)["Speed-up off because"] == "the draft model cannot be used with this model"
@@ -147,7 +147,7 @@ def test_a_recurrent_model_loads_plain_and_says_why_and_why_it_reads_again(
     window = open_window(tiny_recurrent, draft="ngram", max_tokens=8)
     info = window.controller.info
     assert info.speculation == "none" and info.speculation_off is SpeculationOff.CANNOT_ROLL_BACK
-    assert window.pair_label.text() == (
+    assert window.header.state_label.text() == (
         "Speed-up off: this model (recurrent or hybrid) cannot take back a wrong guess, which the speed-up needs"
     )
     window.send("hello there")

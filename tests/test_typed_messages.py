@@ -152,12 +152,12 @@ def test_the_pair_label_is_red_when_the_draft_was_refused_at_load(
     window = open_window(tiny_target, draft=str(tiny_incompatible))
     info = window.controller.info
     assert info.draft_refusal is not None and info.draft_refusal.kind is ErrorKind.INCOMPATIBLE_PAIR
-    assert window.pair_label.property("tone") == "error"  # the theme's error colour
+    assert window.header.state_label.property("tone") == "error"  # the theme's error colour
     window.set_speculation("ngram")
     qtbot.waitUntil(lambda: window.controller.info.speculation == "ngram", timeout=30_000)
-    qtbot.waitUntil(lambda: "n-gram" in window.pair_label.text(), timeout=30_000)
+    qtbot.waitUntil(lambda: "n-gram" in window.header.state_label.text(), timeout=30_000)
     assert window.controller.info.draft_refusal is None
-    assert window.pair_label.property("tone") == ""
+    assert window.header.state_label.property("tone") == ""
 
 
 def _page(qtbot, hub: FakeHub) -> ModelsPage:

@@ -77,7 +77,7 @@ def test_every_control_has_an_accessible_name(qtbot, open_window, wait_reply, ti
     qtbot.waitUntil(lambda: window.findChild(QWidget, "shortcutsDialog") is not None, timeout=5000)
     assert _unnamed(window.findChild(QWidget, "shortcutsDialog")) == []
     # The names are the ones a reader would expect, not a combo box's current item.
-    assert window.speculation_combo.accessibleName() == "Speed-up"
+    assert window.header.speed_combo.accessibleName() == "Speed-up"
     assert window.chat.input.accessibleName() == "Message"
 
 
@@ -120,8 +120,8 @@ def test_tab_order_follows_the_layout(qtbot, open_window, tiny_target) -> None:
         chat.input,
         chat.send_button,
         window.header.model_combo,
-        window.speculation_combo,
-        window.tint_check,
+        window.header.speed_combo,
+        window.header.tint_check,
     ]
     positions = [order.index(w) for w in expected]
     assert positions == sorted(positions), [type(w).__name__ for w in order]

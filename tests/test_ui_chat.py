@@ -23,8 +23,8 @@ def test_window_opens_with_title_focus_and_pair(qtbot, open_window, tiny_target)
     window = open_window(tiny_target)
     assert "Tandem" in window.windowTitle()
     qtbot.waitUntil(lambda: window.chat.input.hasFocus(), timeout=5000)
-    assert "n-gram" in window.pair_label.text()
-    assert window.speculation_combo.currentData() == "ngram"
+    assert "n-gram" in window.header.state_label.text()
+    assert window.header.speed_combo.currentData() == "ngram"
     assert not window.load_progress.isVisible()
 
 

@@ -262,9 +262,9 @@ def test_errors_verdicts_tabs_and_status_take_the_theme_at_aa_after_a_switch(
             window.welcome.set_status("The download failed.", is_error=True)
             window.welcome.status_label.ensurePolished()
             assert _css(window.welcome.status_label) == QColor(colors.error_text)
-        theme.set_tone(window.pair_label, "error")
-        window.pair_label.ensurePolished()
-        assert _css(window.pair_label) == QColor(colors.error_text)
+        theme.set_tone(window.header.state_label, "error")
+        window.header.state_label.ensurePolished()
+        assert _css(window.header.state_label) == QColor(colors.error_text)
     # The pair doctor's verdict follows a switch too.
     from ui.models.pair_card import bad_colour, good_colour
 

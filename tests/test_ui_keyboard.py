@@ -88,15 +88,16 @@ def test_stop_and_regenerate_keys(qtbot, open_window, wait_reply, slow_target) -
 
 def test_switch_speculation_key_cycles_and_applies(qtbot, open_window, tiny_target, tiny_draft) -> None:
     window = open_window(tiny_target, draft="ngram", draft_model_path=str(tiny_draft))
-    assert window.speculation_combo.currentData() == "ngram"
+    assert window.header.speed_combo.currentData() == "ngram"
     _press(qtbot, window, QKeySequence("Ctrl+D"))
-    assert window.speculation_combo.currentData() == "draft" and window.settings.draft.text == str(tiny_draft)
+    assert window.header.speed_combo.currentData() == "draft"
+    assert window.settings.draft.text == str(tiny_draft)
     qtbot.waitUntil(lambda: window.controller.info.speculation == "draft", timeout=60_000)
     _press(qtbot, window, QKeySequence("Ctrl+D"))
-    assert window.speculation_combo.currentData() == "none" and window.settings.draft.text == "none"
+    assert window.header.speed_combo.currentData() == "none" and window.settings.draft.text == "none"
     qtbot.waitUntil(lambda: window.controller.info.speculation == "none", timeout=60_000)
     _press(qtbot, window, QKeySequence("Ctrl+D"))
-    assert window.speculation_combo.currentData() == "ngram"
+    assert window.header.speed_combo.currentData() == "ngram"
 
 
 def test_help_lists_every_shortcut(qtbot, open_window, tiny_target) -> None:

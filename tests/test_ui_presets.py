@@ -21,7 +21,7 @@ def test_a_preset_applies_and_the_current_settings_save_as_one(qtbot, open_windo
     assert settings.temperature == 0.0 and settings.preset_name == "Edit or copy text"
     # A copy repeats the document: a repetition penalty would lower exactly its tokens.
     assert settings.repeat_penalty == 1.0
-    assert settings.speed_up_auto and window.speculation_combo.currentData() == "auto"
+    assert settings.speed_up_auto and window.header.speed_combo.currentData() == "auto"
     assert window.chat.system_prompt.text() == ""  # exact and sped up; the request says what to do
 
     window.apply_settings(window.settings.replace(temperature=0.3))

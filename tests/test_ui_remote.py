@@ -111,10 +111,10 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
     info = window.controller.info
     assert info.target_path == server.url and info.speculation == "ngram"
-    assert window.pair_label.text().startswith(f"target on {server.url}")
+    assert window.header.state_label.text().startswith(f"target on {server.url}")
     assert window.controller.worker_pid is None  # no engine process here
-    assert not window.speculation_combo.isEnabled() and not window.choose_draft_action.isEnabled()
-    assert window.speculation_combo.toolTip() == window.choose_draft_action.toolTip() == LOCAL_ONLY_TIP
+    assert not window.header.speed_combo.isEnabled() and not window.choose_draft_action.isEnabled()
+    assert window.header.speed_combo.toolTip() == window.choose_draft_action.toolTip() == LOCAL_ONLY_TIP
     settings = load_settings()
     assert (settings.engine, settings.remote_url, settings.remote_api_key) == ("remote", server.url, "k1")
 
@@ -175,8 +175,8 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     window.apply_settings(window.settings.replace(engine="local"))
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=60_000)
     assert window.controller.info.target_path == str(tiny_target) and window.controller.worker_pid
-    assert window.speculation_combo.isEnabled() and window.choose_draft_action.isEnabled()
-    assert window.speculation_combo.toolTip().endswith("Applies from the next reply.")
+    assert window.header.speed_combo.isEnabled() and window.choose_draft_action.isEnabled()
+    assert window.header.speed_combo.toolTip().endswith("Applies from the next reply.")
     window.send("and here?")
     wait_reply(window)
     assert _rows(window)[-1].status == "complete"
@@ -393,7 +393,7 @@ def test_window_says_when_nothing_listens_and_uses_the_server_once_it_does(
             ("assistant", "complete"),
         ]
         assert window.controller.info is not None and window.controller.info.target_path == url
-        assert window.pair_label.text().startswith(f"target on {url}")
+        assert window.header.state_label.text().startswith(f"target on {url}")
     finally:
         s.stop()
 

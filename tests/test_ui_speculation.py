@@ -59,11 +59,11 @@ def test_speculation_toggle_takes_effect_from_the_next_reply(
     assert _last_reply(window).stats["speculation"] == "ngram"
 
     # Off, through the combo box.
-    off = window.speculation_combo.findData("none")
-    window.speculation_combo.setCurrentIndex(off)
-    window.speculation_combo.activated.emit(off)
+    off = window.header.speed_combo.findData("none")
+    window.header.speed_combo.setCurrentIndex(off)
+    window.header.speed_combo.activated.emit(off)
     qtbot.waitUntil(lambda: window.controller.info.speculation == "none", timeout=30_000)
-    assert "speed-up off" in window.pair_label.text().lower()
+    assert "speed-up off" in window.header.state_label.text().lower()
     window.send("second")
     wait_reply(window)
     reply = _last_reply(window)
@@ -75,7 +75,10 @@ def test_speculation_toggle_takes_effect_from_the_next_reply(
     # A draft model: the pair and its compatibility are shown.
     window.set_speculation(str(tiny_draft))
     qtbot.waitUntil(lambda: window.controller.info.speculation == "draft", timeout=30_000)
-    assert "compatible" in window.pair_label.text() and window.speculation_combo.currentData() == "draft"
+    assert (
+        "compatible" in window.header.state_label.text()
+        and window.header.speed_combo.currentData() == "draft"
+    )
     window.send("third")
     wait_reply(window)
     reply = _last_reply(window)
@@ -86,7 +89,7 @@ def test_speculation_toggle_takes_effect_from_the_next_reply(
 
     # An incompatible draft is refused with the rule that failed; the working pair stays.
     window.set_speculation(str(tiny_incompatible))
-    qtbot.waitUntil(lambda: "token 40" in window.pair_label.text(), timeout=30_000)
+    qtbot.waitUntil(lambda: "token 40" in window.header.state_label.text(), timeout=30_000)
     assert window.controller.info.speculation == "draft"
     assert load_settings().draft.text == str(tiny_draft)
 
@@ -111,8 +114,8 @@ def test_draft_tint_shows_accepted_tokens_and_toggles(qtbot, open_window, wait_r
     render(full, reply.content, reply.spans, tint=True)
     assert widget.body.document().toPlainText() == full.toPlainText()
     assert _tinted_text(widget.body.document()) == _tinted_text(full)
-    qtbot.mouseClick(window.tint_check, Qt.MouseButton.LeftButton)
-    assert not window.tint_check.isChecked()
+    qtbot.mouseClick(window.header.tint_check, Qt.MouseButton.LeftButton)
+    assert not window.header.tint_check.isChecked()
     assert _tinted_text(widget.body.document()) == ""
     assert load_settings().show_draft_tint is False
 
@@ -216,7 +219,7 @@ def test_automatic_leaves_a_draft_model_that_measured_as_not_paying_here(
     window.presenter.engine.pair_changed.connect(lambda view: said.append(view.text))
     assert window.presenter.engine.choose_speculation("auto")
     qtbot.waitUntil(lambda: window.controller.info.speculation == "ngram", timeout=30_000)
-    assert window.speculation_combo.currentData() == "auto" and load_settings().draft.text == "ngram"
+    assert window.header.speed_combo.currentData() == "auto" and load_settings().draft.text == "ngram"
     assert any(
         s.startswith("Automatic: from the text only: the draft model does not pay on this computer")
         for s in said

@@ -247,8 +247,8 @@ def test_a_reopened_conversation_keeps_each_stretchs_tint_and_the_legend_names_t
     assert "Draft model (violet, wavy underline): from the draft model" in said
     assert "does not mark a change or a difference" in said
     # The switch keeps its name; the legend is its label.
-    assert window.tint_check.accessibleName() == "Highlight the model's confirmed text"
-    assert legend.buddy() is window.tint_check
+    assert window.header.tint_check.accessibleName() == "Highlight the model's confirmed text"
+    assert legend.buddy() is window.header.tint_check
 
     # Dark: the same stretches, in the dark theme's looks.
     window.theme.set_choice("dark")

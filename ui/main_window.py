@@ -160,9 +160,6 @@ class MainWindow(QMainWindow):
         self.addToolBar(bar)
         self.header = ChatHeader(self.settings.show_draft_tint)
         bar.addWidget(self.header)
-        self.speculation_combo = self.header.speed_combo
-        self.pair_label = self.header.state_label
-        self.tint_check = self.header.tint_check
         self.header.model_chosen.connect(self.on_header_model_chosen)
         from ui.chat.model_choices import ModelChoices
 
@@ -452,8 +449,8 @@ class MainWindow(QMainWindow):
     def on_presenter_pair_changed(self, pair: PairView) -> None:
         self.header.set_state(pair.text, pair.restates)
         if pair.tooltip is not None:
-            self.pair_label.setToolTip(pair.text + "\n" + pair.tooltip)
-        theme.set_tone(self.pair_label, "error" if pair.is_problem else "")
+            self.header.state_label.setToolTip(pair.text + "\n" + pair.tooltip)
+        theme.set_tone(self.header.state_label, "error" if pair.is_problem else "")
         if pair.title is not None:
             self.setWindowTitle(pair.title)
             self.model_choices.offer(self.controller.info)
