@@ -52,8 +52,10 @@ from ui.qt import theme
 from ui.settings.settings_dialog import SettingsDialog, needs_reload
 
 if TYPE_CHECKING:
+    from ui.chat.message_widget import MessageWidget
     from ui.chat.welcome import WelcomePanel
     from ui.chat.welcome_downloads import WelcomeDownloads
+    from ui.models.models_page import ModelsPage
 
 log = logging.getLogger(__name__)
 
@@ -220,10 +222,10 @@ class MainWindow(QMainWindow):
         self.models_page = self._make_models_page()
         self.tabs.addTab(self.models_page, "Models")
         if self.welcome is not None:
-            from ui.chat.welcome_downloads import DownloadsPage, WelcomeDownloads
+            from ui.chat.welcome_downloads import WelcomeDownloads
 
             # "Download and switch": through the Models page, then the pair (ui/chat/welcome_downloads.py).
-            page = self.models_page if isinstance(self.models_page, DownloadsPage) else None
+            page = None if isinstance(self.models_page, QLabel) else self.models_page
             self.welcome_downloads = WelcomeDownloads(self.welcome, page, self.on_models_page_pair_chosen)
 
         self.conversations.conversation_selected.connect(self.on_conversations_conversation_selected)
@@ -248,7 +250,7 @@ class MainWindow(QMainWindow):
         self.compare.stop_requested.connect(self.controller.stop)
         self.tabs.currentChanged.connect(self.on_tabs_current_changed)
 
-    def _make_models_page(self) -> QWidget:
+    def _make_models_page(self) -> ModelsPage | QLabel:
         # The models page is built separately and may be missing or broken in a given build;
         # the chat must open regardless.
         try:
@@ -528,7 +530,7 @@ class MainWindow(QMainWindow):
     def regenerate(self) -> None:
         self.presenter.regenerate()
 
-    def _live_widget(self) -> Any:
+    def _live_widget(self) -> MessageWidget | None:
         live = self.presenter.live
         if live is None or not self.presenter.is_live_shown():
             return None
@@ -621,9 +623,9 @@ class MainWindow(QMainWindow):
             self._answer_when_loaded = False
             QTimer.singleShot(0, self.regenerate)
         self.chat.attachments.recount()  # this model's count of the chips in the tray
-        page: Any = self.models_page  # (a QLabel if unavailable)
+        page = self.models_page
         self.header.set_model_in_use(self.presenter.engine.model_key(), info.target_name)
-        if hasattr(page, "set_model_in_use"):
+        if not isinstance(page, QLabel):  # (a QLabel where the page is unavailable)
             page.set_model_in_use(info.target_path)
             page.set_gpu_backend(info.gpu_offload_supported)
         if self.welcome is not None:
@@ -756,10 +758,9 @@ class MainWindow(QMainWindow):
     def open_link(self, url: str) -> None:
         """A tandem://open_from_hf?model=OWNER/REPO&file=FILE link (the desktop entry's URL
         handler): the Models page checks that file before anything is downloaded."""
-        open_link = getattr(self.models_page, "open_link", None)
-        if open_link is not None:
+        if not isinstance(self.models_page, QLabel):
             self.tabs.setCurrentWidget(self.models_page)
-            open_link(url)
+            self.models_page.open_link(url)
 
     # ---- keyboard (ui/shortcuts.py)
 
@@ -848,7 +849,6 @@ class MainWindow(QMainWindow):
         self.serve_toggle.stop()
         self.controller.shutdown()
         # Downloads pause; their .part files stay and resume next time.
-        shutdown_downloads = getattr(self.models_page, "shutdown", None)
-        if shutdown_downloads is not None:
-            shutdown_downloads()
+        if not isinstance(self.models_page, QLabel):
+            self.models_page.shutdown()
         self.presenter.close()
