@@ -16,6 +16,7 @@ from PySide6.QtGui import QPainter, QPaintEvent, QStandardItemModel, QTextCursor
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.settings import Preset, SpeedUp
+from engine.events import DraftSource
 from ui.chat.markdown_view import tint_format
 from ui.chat.model_picker import OPEN_FILE_KEY, ModelPicker, chat_models
 from ui.presenters.words import (
@@ -45,7 +46,7 @@ class LegendSwatch(QWidget):
     tint_format), so the swatch shows the tint, the underline style and the mark colour exactly
     (Qt's rich text in a QLabel draws every underline solid)."""
 
-    def __init__(self, source: str, name: str, parent: QWidget | None = None) -> None:
+    def __init__(self, source: DraftSource, name: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("tintSwatch")
         self.source, self.name = source, name
@@ -156,7 +157,7 @@ class ChatHeader(QWidget):
         self.legend.setAccessibleName("Highlight legend")
         self.legend.setAccessibleDescription(LEGEND)
         self.legend.setBuddy(self.tint_check)
-        self._sources: frozenset[str] = frozenset()  # the sources the legend names
+        self._sources: frozenset[DraftSource] = frozenset()  # the sources the legend names
         self._legend_shown = True  # the chat is the page shown (set_legend_shown)
         self.swatches: list[LegendSwatch] = []
         # The legend's own line, under the pickers: the switch, a swatch per source shown, and
@@ -176,20 +177,20 @@ class ChatHeader(QWidget):
 
     # ---- the highlight's legend
 
-    def set_sources(self, sources: Iterable[str]) -> None:
+    def set_sources(self, sources: Iterable[DraftSource]) -> None:
         """Name these sources in the legend (those of the conversation shown), each with its swatch."""
-        known = frozenset(s if s in SOURCE_NAMES else "" for s in sources)
+        known = frozenset(DraftSource(s) if s in SOURCE_NAMES else DraftSource.NONE for s in sources)
         if known != self._sources:
             self._sources = known
             self.restyle()
 
-    def add_sources(self, sources: Iterable[str]) -> None:
+    def add_sources(self, sources: Iterable[DraftSource]) -> None:
         """Name these sources too (a reply that streams in drafted from one not named yet)."""
         if not self._sources.issuperset(sources):
             self.set_sources(self._sources.union(sources))
 
     @property
-    def sources(self) -> frozenset[str]:
+    def sources(self) -> frozenset[DraftSource]:
         return self._sources
 
     def set_legend_shown(self, shown: bool) -> None:
@@ -202,7 +203,7 @@ class ChatHeader(QWidget):
         """The swatches of the sources shown (or one that says "Highlighted" while none is), in
         the theme's colours."""
         shown = [(s, SOURCE_NAMES[s]) for s in LEGEND_ORDER if s in self._sources] or [
-            ("text", "Highlighted")
+            (DraftSource.TEXT, "Highlighted")
         ]
         if [(w.source, w.name) for w in self.swatches] != shown:
             for swatch in self.swatches:

@@ -44,7 +44,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QApplication, QFrame, QSizePolicy, QTextBrowser, QToolButton, QToolTip, QWidget
 
-from engine.events import DraftSpan
+from engine.events import DraftSource, DraftSpan
 from ui.chat.code_highlight import CodeHighlighter
 from ui.presenters import words
 from ui.qt import theme
@@ -91,11 +91,11 @@ def _common_prefix_length(a: str, i: int, b: str, j: int) -> int:
     return lo
 
 
-def _tagged(spans: Sequence[DraftSpan], n: int) -> list[tuple[int, int, str]]:
+def _tagged(spans: Sequence[DraftSpan], n: int) -> list[tuple[int, int, DraftSource]]:
     """Spans clipped to [0, n), sorted, each with its source ("" where unknown); an overlap goes
     to the earlier span, touching spans of one source join."""
-    out: list[tuple[int, int, str]] = []
-    for start, end, tag in sorted((s.start, s.end, str(s.source)) for s in spans):
+    out: list[tuple[int, int, DraftSource]] = []
+    for start, end, tag in sorted((s.start, s.end, s.source) for s in spans):
         start, end = max(0, start, out[-1][1] if out else 0), min(n, end)
         if end <= start:
             continue
@@ -133,7 +133,9 @@ def tint_ranges(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]
     return [(start, end) for start, end, _ in source_ranges(doc, source, [DraftSpan(a, b) for a, b in spans])]
 
 
-def source_ranges(doc: QTextDocument, source: str, spans: Sequence[DraftSpan]) -> list[tuple[int, int, str]]:
+def source_ranges(
+    doc: QTextDocument, source: str, spans: Sequence[DraftSpan]
+) -> list[tuple[int, int, DraftSource]]:
     """The [start, end) document positions whose characters came from drafted source characters,
     each with the source of its draft ("" where unknown).
 
@@ -183,7 +185,7 @@ def source_ranges(doc: QTextDocument, source: str, spans: Sequence[DraftSpan]) -
 
     # Drafted parts of the matched stretches, as ranges of the joined text; neighbours of one
     # source joined.
-    runs: list[tuple[int, int, str]] = []
+    runs: list[tuple[int, int, DraftSource]] = []
     p = 0
     for di, sj, size in matches:
         while p < len(drafted) and drafted[p][1] <= sj:
@@ -199,7 +201,7 @@ def source_ranges(doc: QTextDocument, source: str, spans: Sequence[DraftSpan]) -
             q += 1
 
     # Split at block separators; joined-text indices -> document positions.
-    out: list[tuple[int, int, str]] = []
+    out: list[tuple[int, int, DraftSource]] = []
     for start, end, tag in runs:
         while start < end:
             stop = joined.find("\n", start, end)
@@ -212,13 +214,13 @@ def source_ranges(doc: QTextDocument, source: str, spans: Sequence[DraftSpan]) -
     return out
 
 
-def draft_tint(source: str = "") -> QColor:
+def draft_tint(source: DraftSource = DraftSource.NONE) -> QColor:
     """The tint of renders from now on (the theme's in use) of text drafted from `source` (""
     : text saved without its source)."""
     return theme.colors().draft_look(source).tint
 
 
-def tint_format(source: str = "") -> QTextCharFormat:
+def tint_format(source: DraftSource = DraftSource.NONE) -> QTextCharFormat:
     """How the model's own, confirmed text drafted from `source` is marked: the source's tint, and
     its underline style in its mark colour (a cue that does not rest on colour alone). The source
     is kept in the format too (SOURCE_PROPERTY), for what reads the document."""
@@ -256,7 +258,7 @@ def render(doc: QTextDocument, source: str, spans: Sequence[DraftSpan], tint: bo
             first_code = None
         block = nxt
     if tint and spans:
-        marks: dict[str, QTextCharFormat] = {}
+        marks: dict[DraftSource, QTextCharFormat] = {}
         for start, end, tag in source_ranges(doc, source, spans):
             marked = marks.get(tag)
             if marked is None:
@@ -592,9 +594,9 @@ class MessageBody(QTextBrowser):
     def source_text(self) -> str:
         return self._source
 
-    def draft_source_at(self, point: QPoint) -> str | None:
-        """The source of the tinted character under a viewport point (UNRECORDED where it was
-        not kept); None where the character there is not tinted."""
+    def draft_source_at(self, point: QPoint) -> DraftSource | None:
+        """The source of the tinted character under a viewport point (DraftSource.NONE where it
+        was not kept); None where the character there is not tinted."""
         offset = QPoint(self.horizontalScrollBar().value(), self.verticalScrollBar().value())
         position = self.document().documentLayout().hitTest(point + offset, Qt.HitTestAccuracy.ExactHit)
         if position < 0:
@@ -602,7 +604,9 @@ class MessageBody(QTextBrowser):
         cursor = QTextCursor(self.document())
         cursor.setPosition(position + 1)  # a cursor's format is that of the character before it
         value = cursor.charFormat().property(SOURCE_PROPERTY)
-        return str(value) if value else None
+        if not value:
+            return None
+        return DraftSource(value) if value in tuple(DraftSource) else DraftSource.NONE  # UNRECORDED: NONE
 
     def viewportEvent(self, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
         # Over tinted text, the tooltip names where it was guessed from (a cue without colour).

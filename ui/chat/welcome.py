@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLay
 
 from app.library.catalog import Catalog, CatalogPair, MachineInfo, format_bytes
 from app.library.measure import DraftVerdict
+from engine.events import DraftSource
 from ui.qt import theme
 
 # Chat pairs from the catalog, most capable first. The Coder pair is left out: its base models
@@ -199,7 +200,7 @@ class WelcomePanel(QFrame):
         from ui.qt import theme
 
         colors = theme.colors()
-        look = colors.draft_look("text")
+        look = colors.draft_look(DraftSource.TEXT)
         mark = (
             f'<span style="background-color: {look.tint.name()}; color: {colors.text.name()}; '
             'text-decoration: underline;">Highlighted</span>'

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.settings import Preset, SpeedUp
-from engine.events import DraftSpan
+from engine.events import DraftSource, DraftSpan
 
 # The verdict under a reply is ui/presenters/verdict.py (one rule, live and at the end); its names
 # are said here too, where the rest of the window's words are.
@@ -230,30 +230,37 @@ def card_here_words(fig: PairFigures, has_draft_model: bool) -> str:
 
 # ---- the highlight: the model's own, confirmed text, tinted by where the guess came from
 
-# Each source (engine.events.DraftSource value): its name in the legend, where it says "from …",
-# and how it looks (ui.qt.theme.LIGHT and DARK draw these hues and underlines, in both themes).
-SOURCE_NAMES = {
-    "document": "Document",
-    "text": "This chat",
-    "memory": "Earlier reply",
-    "model": "Draft model",
-    "": "Older reply",
+# Each source (engine.events.DraftSource): its name in the legend, where it says "from …", and
+# how it looks (ui.qt.theme.LIGHT and DARK draw these hues and underlines, in both themes).
+# DraftSource.NONE: a reply saved before sources were kept.
+SOURCE_NAMES: dict[DraftSource, str] = {
+    DraftSource.DOCUMENT: "Document",
+    DraftSource.TEXT: "This chat",
+    DraftSource.MEMORY: "Earlier reply",
+    DraftSource.MODEL: "Draft model",
+    DraftSource.NONE: "Older reply",
 }
-SOURCE_WHERE = {
-    "document": "an attached document",
-    "text": "this conversation",
-    "memory": "an earlier reply",
-    "model": "the draft model",
-    "": "a reply saved before Tandem kept where guesses came from",
+SOURCE_WHERE: dict[DraftSource, str] = {
+    DraftSource.DOCUMENT: "an attached document",
+    DraftSource.TEXT: "this conversation",
+    DraftSource.MEMORY: "an earlier reply",
+    DraftSource.MODEL: "the draft model",
+    DraftSource.NONE: "a reply saved before Tandem kept where guesses came from",
 }
-SOURCE_LOOKS = {
-    "document": "amber, solid underline",
-    "text": "green, dotted underline",
-    "memory": "teal, dashed underline",
-    "model": "violet, wavy underline",
-    "": "grey, dotted underline",
+SOURCE_LOOKS: dict[DraftSource, str] = {
+    DraftSource.DOCUMENT: "amber, solid underline",
+    DraftSource.TEXT: "green, dotted underline",
+    DraftSource.MEMORY: "teal, dashed underline",
+    DraftSource.MODEL: "violet, wavy underline",
+    DraftSource.NONE: "grey, dotted underline",
 }
-LEGEND_ORDER = ("document", "text", "memory", "model", "")
+LEGEND_ORDER = (
+    DraftSource.DOCUMENT,
+    DraftSource.TEXT,
+    DraftSource.MEMORY,
+    DraftSource.MODEL,
+    DraftSource.NONE,
+)
 LEGEND_SHORT = "= the model's own words, confirmed; not a change"
 LEGEND = (
     "Highlighted text is the model's own: it was guessed ahead and the model confirmed every word "
@@ -265,7 +272,7 @@ LEGEND = (
 )
 
 
-def source_tip(source: str) -> str:
+def source_tip(source: DraftSource) -> str:
     """The tooltip over a tinted stretch: where it was guessed from, and what the tint means."""
     where = SOURCE_WHERE.get(source)
     said = (
@@ -286,7 +293,7 @@ def highlight_said(share: float, is_faster: bool) -> str:
     )
 
 
-def legend_said(sources: Iterable[str]) -> str:
+def legend_said(sources: Iterable[DraftSource]) -> str:
     """The legend in words, naming the sources shown (screen readers)."""
     shown = [s for s in LEGEND_ORDER if s in set(sources)]
     if not shown:
@@ -298,9 +305,9 @@ def legend_said(sources: Iterable[str]) -> str:
 def sources_said(text: str, spans: Sequence[DraftSpan]) -> str:
     """Where a reply's highlighted words were guessed from, with each source's share of the reply:
     "Guessed from an attached document (40%) and this conversation (10%)." ("" where none)."""
-    counts: dict[str, int] = {}
+    counts: dict[DraftSource, int] = {}
     for span in spans:
-        key = span.source if span.source in SOURCE_WHERE else ""
+        key = span.source if span.source in SOURCE_WHERE else DraftSource.NONE
         counts[key] = counts.get(key, 0) + max(0, min(span.end, len(text)) - max(span.start, 0))
     parts = [
         f"{SOURCE_WHERE[s]} ({counts[s] / len(text):.0%})" for s in LEGEND_ORDER if counts.get(s) and text

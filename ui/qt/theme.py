@@ -54,7 +54,7 @@ class DraftLook:
     """How text drafted from one source is marked: an opaque tint behind it and an underline in
     `mark` (source "": a reply saved before sources were kept)."""
 
-    source: str  # an engine.events.DraftSource value
+    source: DraftSource
     tint: QColor
     mark: QColor
     underline: QTextCharFormat.UnderlineStyle
@@ -90,12 +90,12 @@ class ThemeColors:
             for source, (tint, mark) in zip(SOURCES, self.source_colors, strict=True)
         )
 
-    def draft_look(self, source: str) -> DraftLook:
+    def draft_look(self, source: DraftSource) -> DraftLook:
         """The look of text drafted from `source` ("" or unknown: the tint of unrecorded sources)."""
         for look in self.draft_looks:
             if look.source == source:
                 return look
-        return DraftLook("", self.draft_tint, self.draft_mark, Underline.DotLine)
+        return DraftLook(DraftSource.NONE, self.draft_tint, self.draft_mark, Underline.DotLine)
 
 
 LIGHT = ThemeColors(
