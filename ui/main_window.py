@@ -17,7 +17,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QShowEvent
@@ -110,7 +110,9 @@ class MainWindow(QMainWindow):
         from ui.theme_menu import install_theme_menu
 
         # View ▸ Theme (Settings ▸ Chat has it too)
-        install_theme_menu(self.menuBar(), self.theme, lambda choice: self._update_settings(theme=choice))
+        install_theme_menu(
+            self.menuBar(), self.theme, lambda choice: self.presenter.update_settings(theme=choice)
+        )
         self._build_file_actions()
         self._connect_controller()
         self._connect_presenter()
@@ -284,7 +286,7 @@ class MainWindow(QMainWindow):
         if self.settings.has_seen_welcome:
             panel.hide()
         else:
-            self._update_settings(has_seen_welcome=True)  # first start only
+            self.presenter.update_settings(has_seen_welcome=True)  # first start only
         return panel
 
     def _build_menu(self) -> None:
@@ -355,7 +357,7 @@ class MainWindow(QMainWindow):
         self.compare.show_demo()
 
     def on_welcome_dismissed(self) -> None:
-        self._update_settings(has_seen_welcome=True)
+        self.presenter.update_settings(has_seen_welcome=True)
 
     def _build_status_bar(self) -> None:
         status = self.statusBar()
@@ -445,9 +447,6 @@ class MainWindow(QMainWindow):
     def _plain_tokens_per_s(self) -> float | None:
         return self.presenter.speed.plain_tokens_per_s()
 
-    def _update_settings(self, **changes: Any) -> None:
-        self.presenter.update_settings(**changes)
-
     def on_presenter_pair_changed(self, pair: PairView) -> None:
         self.header.set_state(pair.text, pair.restates)
         if pair.tooltip is not None:
@@ -536,7 +535,7 @@ class MainWindow(QMainWindow):
             return None
         return self.chat.widget_for(live.message_id)
 
-    def _record_extras(self, live: LiveReply) -> dict[str, Any]:
+    def _record_extras(self, live: LiveReply) -> dict[str, object]:
         """What a finished reply keeps besides its numbers: the model that wrote it (by its name),
         when it ended (exports say both), and its small sparkline, when shown."""
         import time
@@ -545,7 +544,7 @@ class MainWindow(QMainWindow):
         from ui.presenters.off_words import OFF_KEY
         from ui.presenters.words import model_name
 
-        extras: dict[str, Any] = {"finished_at": round(time.time(), 1)}
+        extras: dict[str, object] = {"finished_at": round(time.time(), 1)}
         info = self.controller.info
         if info is not None:
             extras["model"] = model_name(Path(info.target_path), info.target_name)
@@ -732,7 +731,7 @@ class MainWindow(QMainWindow):
             self.presenter.engine.reshow_speculation()
 
     def on_tint_check_toggled(self, is_checked: bool) -> None:
-        self._update_settings(show_draft_tint=is_checked)
+        self.presenter.update_settings(show_draft_tint=is_checked)
         self.chat.set_tint(is_checked)
 
     def on_settings_action_triggered(self) -> None:
@@ -744,7 +743,7 @@ class MainWindow(QMainWindow):
     def apply_settings(self, after: Settings) -> None:
         """Save new settings; reload the engine if an engine setting changed (sampling applies next reply)."""
         before = self.settings
-        self._update_settings(**{k: getattr(after, k) for k in after.__dataclass_fields__})
+        self.presenter.update_settings(**{k: getattr(after, k) for k in after.__dataclass_fields__})
         if after.theme != self.theme.choice:
             self.theme.set_choice(after.theme)
         if needs_reload(before, after):
@@ -845,7 +844,7 @@ class MainWindow(QMainWindow):
         self._is_closed = True
         self.presenter.stop_live()
         size = self.normalGeometry().size() if self.isMaximized() else self.size()
-        self._update_settings(window_width=size.width(), window_height=size.height())
+        self.presenter.update_settings(window_width=size.width(), window_height=size.height())
         self.serve_toggle.stop()
         self.controller.shutdown()
         # Downloads pause; their .part files stay and resume next time.

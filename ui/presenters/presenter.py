@@ -116,7 +116,7 @@ class ChatPresenter(QObject):
         self._first_shown_id: int | None = None  # the earliest message the chat shows (None: all)
         self._pending_system_prompt = ""
         # What a finished reply keeps besides its numbers (the window adds its sparkline's points).
-        self.record_extras: Callable[[LiveReply], dict[str, Any]] = lambda _live: {}
+        self.record_extras: Callable[[LiveReply], dict[str, object]] = lambda _live: {}
         self.replies = ReplyPresenter(
             controller,
             store,

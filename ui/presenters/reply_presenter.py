@@ -14,7 +14,6 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
@@ -126,7 +125,7 @@ class ReplyPresenter(QObject):
         settings: Callable[[], Settings],
         speed: SpeedPresenter,
         shown_conversation: Callable[[], int | None],
-        record_extras: Callable[[LiveReply], dict[str, Any]],
+        record_extras: Callable[[LiveReply], dict[str, object]],
         parent: QObject | None = None,
     ) -> None:
         """settings: the settings now; shown_conversation: the id of the conversation the chat

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
@@ -106,7 +105,7 @@ class SpeedPresenter(QObject):
         self.baseline_changed.emit(path, speed)
         return True
 
-    def record(self, finished: Finished, **extras: Any) -> StatsRecord:
+    def record(self, finished: Finished, **extras: object) -> StatsRecord:
         """What a finished reply keeps: the engine's numbers, how it ended, the baseline."""
         record = StatsRecord.of(
             finished.stats, finished.stop_reason, **self._steps_extra(finished.stats), **extras
@@ -125,7 +124,7 @@ class SpeedPresenter(QObject):
     def _plain(self) -> float | None:
         return self.plain_tokens_per_s() or None
 
-    def _steps_extra(self, stats: Stats) -> dict[str, Any]:
+    def _steps_extra(self, stats: Stats) -> dict[str, float]:
         """The quiet one-token-step speed a reply is compared with (its busy test; its usual speed
         where no plain speed was measured): kept in its record, so the stored reply says what it
         said at its end."""
