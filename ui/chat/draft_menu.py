@@ -10,13 +10,16 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QMenu, QWidget
 
 from app.library.catalog import format_bytes
 from ui.presenters.words import model_name
+
+if TYPE_CHECKING:
+    from app.library.catalog import LocalModel
 
 OTHER_FILE = "Another GGUF file…"
 
@@ -79,8 +82,8 @@ def draft_options(target_path: str, opened: Sequence[str] = ()) -> list[DraftOpt
     return sorted(options, key=lambda o: (not o.pairs, o.size_bytes))
 
 
-def _quantization(model: Any) -> str:
-    info = getattr(model, "info", None)
+def _quantization(model: LocalModel | None) -> str:
+    info = model.info if model is not None else None
     return info.quantization.removeprefix("ALL_") if info is not None else ""
 
 

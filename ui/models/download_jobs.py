@@ -13,15 +13,27 @@ import threading
 from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from PySide6.QtCore import QObject, Signal
 
 from app.library.catalog import import_model
-from app.library.downloads import DownloadControl, DownloadProgress, DownloadStopped, FileRequest
+from app.library.downloads import DownloadControl, DownloadProgress, DownloadStopped, FileRequest, FreeBytesFn
 from engine.errors import TandemError
 
 RunFn = Callable[[DownloadControl, Callable[[DownloadProgress], None]], list[Path]]
+
+
+class DownloadOptions(TypedDict, total=False):
+    """How downloads are made, where not as app.library.downloads.download_files does by default
+    (the tests: a quick retry)."""
+
+    token: str | bool | None
+    endpoint: str | None
+    free_bytes: FreeBytesFn
+    n_retries: int
+    backoff_s: float
+    timeout_s: float
 
 
 class DownloadEnd(Enum):
@@ -75,10 +87,10 @@ class DownloadJobs(QObject):
     finished = Signal(str, object)  # key, list[str] of final paths
     failed = Signal(str, str, object)  # key, message, DownloadEnd
 
-    def __init__(self, models_dir: Path, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, models_dir: Path, options: DownloadOptions | None = None) -> None:
         super().__init__()
         self.models_dir = models_dir
-        self.options = dict(options or {})
+        self.options: DownloadOptions = {**options} if options else {}
         self.jobs: dict[str, DownloadJob] = {}
 
     def is_running(self, key: str) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QEvent, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
@@ -31,7 +30,7 @@ from app.library.catalog import (
 )
 from ui.chat.welcome import Recommendation
 from ui.models.catalog_section import CatalogSection, IncompatiblePairs
-from ui.models.download_jobs import DownloadJobs
+from ui.models.download_jobs import DownloadJobs, DownloadOptions
 from ui.models.local_models import LocalModelsBox, ModelImports, dropped_files
 from ui.models.model_downloads import ModelDownloads
 from ui.models.pair_card import PROGRESS_STEPS
@@ -61,7 +60,7 @@ class ModelsPage(QWidget):
         catalog: Catalog | None = None,
         models_dir: Path | None = None,
         machine: MachineInfo | None = None,
-        download_options: dict[str, Any] | None = None,
+        download_options: DownloadOptions | None = None,
         gpu_backend: bool = False,
         vram_bytes: int | None = None,
     ) -> None:

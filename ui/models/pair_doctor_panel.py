@@ -16,9 +16,10 @@ import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypeVar, cast
 
 from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QGridLayout,
@@ -42,7 +43,7 @@ from PySide6.QtWidgets import (
 from app.library import pair_doctor as doctor
 from app.library.catalog import NGRAM, format_bytes
 from app.library.downloads import DownloadProgress, FileRequest, local_path_for
-from app.library.measure import ACCEPTANCE_SOURCE_WORDS, MeasureProgress
+from app.library.measure import ACCEPTANCE_SOURCE_WORDS, MeasureProgress, PairFigures
 from app.settings import SpeedUp
 from app.store import MIN_PAIR_REPLIES
 from engine.errors import TandemError
@@ -57,6 +58,7 @@ from ui.presenters.words import (
 )
 from ui.qt import theme
 
+T = TypeVar("T")  # what a task off the GUI thread returns
 DOWNLOAD_KEY = "doctor"
 PROGRESS_STEPS = 1000
 FIT_WORDS = {
@@ -105,7 +107,7 @@ class PairDoctorPanel(QGroupBox):
         self._signals.done.connect(self.on_task_done)
         self._signals.failed.connect(self.on_task_failed)
         self._signals.progressed.connect(self.on_task_progressed)
-        self._handlers: dict[int, Callable[[Any], None]] = {}
+        self._handlers: dict[int, Callable[[object], None]] = {}  # ticket: what takes its result
         self.report: doctor.CheckReport | None = None
         self._drafts_for = ""  # the target whose drafts the list shows
         self.downloaded: list[str] = []
@@ -263,8 +265,8 @@ class PairDoctorPanel(QGroupBox):
     def _run(
         self,
         what: str,
-        work: Callable[[threading.Event, Callable[[str], None]], Any],
-        then: Callable[[Any], None],
+        work: Callable[[threading.Event, Callable[[str], None]], T],
+        then: Callable[[T], None],
     ) -> int:
         """Start work(cancel, report) on a thread; report(text) shows progress, then(result) runs on
         the GUI thread, unless a newer task or Cancel came first. Only one task is current:
@@ -273,7 +275,8 @@ class PairDoctorPanel(QGroupBox):
         self._cancel = cancel = threading.Event()
         self._ticket += 1
         ticket = self._ticket
-        self._handlers = {ticket: then}
+        # The result crosses the thread as a signal's object: it is what `work` returned.
+        self._handlers = {ticket: lambda result: then(cast(T, result))}
         signals = self._signals
 
         def main() -> None:
@@ -529,14 +532,14 @@ class PairDoctorPanel(QGroupBox):
         self.measure_button.setEnabled(False)
         self.set_status("Measuring on this computer: writing a model of the same shape…")
 
-        def work(cancel: threading.Event, say: Callable[[str], None]) -> Any:
+        def work(cancel: threading.Event, say: Callable[[str], None]) -> PairFigures:
             return doctor.measure_here(
                 report, cancel=cancel, on_progress=lambda p: say(measure_progress_words(p))
             )
 
         self._run("measure", work, lambda here: self._show_here(report, here))
 
-    def _show_here(self, report: doctor.CheckReport, here: Any) -> None:
+    def _show_here(self, report: doctor.CheckReport, here: PairFigures) -> None:
         import dataclasses
 
         self.report = dataclasses.replace(report, here=here)
@@ -632,9 +635,7 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _brush(colour: str) -> Any:
-    from PySide6.QtGui import QBrush, QColor
-
+def _brush(colour: str) -> QBrush:
     return QBrush(QColor(colour))
 
 
