@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any
+from typing import TypedDict
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QWidget
@@ -33,6 +33,15 @@ def _label_for(field: QWidget) -> QWidget | None:
     parent = field.parentWidget()
     form = parent.layout() if parent is not None else None
     return form.labelForField(field) if isinstance(form, QFormLayout) else None
+
+
+class RemoteValues(TypedDict):
+    """The settings these fields set (app.settings.Settings' names)."""
+
+    engine: str
+    remote_url: str
+    remote_api_key: str
+    remote_model: str
 
 
 class RemoteEngineFields(QObject):
@@ -101,7 +110,7 @@ class RemoteEngineFields(QObject):
     def is_remote(self) -> bool:
         return bool(self.engine.currentData() == "remote")
 
-    def values(self) -> dict[str, Any]:
+    def values(self) -> RemoteValues:
         return {
             "engine": str(self.engine.currentData()),
             "remote_url": self.url.text().strip(),

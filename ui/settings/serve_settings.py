@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from PySide6.QtCore import QObject, Slot
 from PySide6.QtWidgets import (
@@ -20,6 +20,14 @@ from app.settings import Settings
 from ui.qt import theme
 
 OPEN_WARNING = "Without an API key, anyone who can reach this computer on the network can use the model."
+
+
+class ServeValues(TypedDict):
+    """The settings these fields set (app.settings.Settings' names)."""
+
+    serve_port: int
+    serve_api_key: str
+    serve_public: bool
 
 
 class ServeFields(QObject):
@@ -71,7 +79,7 @@ class ServeFields(QObject):
         self.api_key.textChanged.connect(self.on_changed)
         self.on_changed()
 
-    def values(self) -> dict[str, Any]:
+    def values(self) -> ServeValues:
         return {
             "serve_port": self.port.value(),
             "serve_api_key": self.api_key.text().strip(),
