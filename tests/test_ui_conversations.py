@@ -53,3 +53,24 @@ def test_search_export_and_import(qtbot, open_window, wait_reply, tiny_target, t
     assert window.conversation_actions.import_conversation(str(bad)) is None
     assert window.chat.notice.text().startswith("notes.json is not a Tandem conversation file")
     assert "\n" not in window.chat.notice.text() and len(window.conversations.titles()) == 3
+
+
+def test_f2_renames_and_delete_deletes_the_selected_conversation_by_keyboard(qtbot, monkeypatch) -> None:
+    """The list's key filter (ui/chat/conversation_list.py) reads the key of a key press: F2 asks to
+    rename, Delete to delete, the conversation selected (the dialogs themselves are the context
+    menu's, tested with the window)."""
+    from app.store import Conversation
+    from ui.chat.conversation_list import ConversationList
+
+    conversations = ConversationList()
+    qtbot.addWidget(conversations)
+    conversations.set_conversations(
+        [Conversation(1, "Apples", "", 2.0), Conversation(2, "Pears", "", 1.0)], 2
+    )
+    asked: list[tuple[str, int | None]] = []
+    monkeypatch.setattr(conversations, "ask_rename", lambda cid: asked.append(("rename", cid)))
+    monkeypatch.setattr(conversations, "ask_delete", lambda cid: asked.append(("delete", cid)))
+    qtbot.keyClick(conversations.list, Qt.Key.Key_F2)
+    qtbot.keyClick(conversations.list, Qt.Key.Key_Delete)
+    qtbot.keyClick(conversations.list, Qt.Key.Key_A)  # any other key: the list's own
+    assert asked == [("rename", 2), ("delete", 2)]

@@ -442,7 +442,7 @@ class ChatView(QWidget):
             carried = QLabel("Attached: " + ", ".join(attachments))
             carried.setObjectName("messageAttachments")
             carried.setWordWrap(True)
-            widget.attachments_label = carried  # type: ignore[attr-defined]
+            widget.attachments_label = carried
             layout = widget.layout()
             if layout is not None:
                 layout.addWidget(carried)
@@ -494,7 +494,7 @@ class ChatView(QWidget):
         asked_with_documents = False
         for w in self._widgets.values():  # in the conversation's order
             if w.role == "user":
-                asked_with_documents = getattr(w, "attachments_label", None) is not None
+                asked_with_documents = w.attachments_label is not None
             else:
                 w.set_changes_shown(asked_with_documents and not (self._is_busy and w is replies[-1]))
 

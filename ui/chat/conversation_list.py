@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, QPersistentModelIndex, QPoint, QRectF, Qt, Signal
-from PySide6.QtGui import QPainter, QTextDocument
+from PySide6.QtGui import QKeyEvent, QPainter, QTextDocument
 from PySide6.QtWidgets import (
     QApplication,
     QInputDialog,
@@ -174,8 +174,8 @@ class ConversationList(QWidget):
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
         """F2 renames and Delete deletes the selected conversation (the context menu's, by keyboard)."""
-        if watched is self.list and event.type() == QEvent.Type.KeyPress:
-            key = event.key()  # type: ignore[attr-defined]
+        if watched is self.list and event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent):
+            key = event.key()
             if key == Qt.Key.Key_F2:
                 self.ask_rename(self.current_id())
                 return True

@@ -46,8 +46,7 @@ def candidates(reply: str) -> list[str]:
         for j in range(i + 1, n + 1):
             if n <= MAX_PARAGRAPHS or i == 0 or j == n:
                 found.append("\n\n".join(paragraphs[i:j]))
-    seen: set[str] = set()
-    return [c for c in found if c and not (c in seen or seen.add(c))]  # type: ignore[func-returns-value]
+    return list(dict.fromkeys(c for c in found if c))  # each once, in order
 
 
 def _words(text: str) -> list[str]:

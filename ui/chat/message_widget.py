@@ -53,6 +53,7 @@ class MessageWidget(QFrame):
         self.message_id = message_id
         self.role = role
         self.status = MessageStatus.COMPLETE
+        self.attachments_label: QLabel | None = None  # a user message's "Attached: …" line
         self.setObjectName("userMessage" if role == "user" else "assistantMessage")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         layout = QVBoxLayout(self)
