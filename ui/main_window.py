@@ -169,7 +169,6 @@ class MainWindow(QMainWindow):
 
         # What the model in use is offered: drafts that pair, tasks it does (ui/chat/model_choices.py).
         self.model_choices = choices = ModelChoices(self.presenter, self.header, self.chat, self)
-        choices.draft_chosen.connect(self.set_speculation)
         choices.other_draft_requested.connect(self.on_choose_draft_action_triggered)
         choices.model_opened.connect(self.on_header_model_chosen)
         choices.small_pair_requested.connect(self.download_small_pair)

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 
 from app.host.messages import EngineInfo
 from app.library.catalog import CatalogPair, format_bytes
+from engine.config import DraftChoice
 from ui.chat.chat_header import ChatHeader
 from ui.chat.chat_view import ChatView
 from ui.presenters.presenter import ChatPresenter
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
 
 
 class ModelChoices(QObject):
-    draft_chosen = Signal(str)  # a draft model's path, chosen in the draft menu
     other_draft_requested = Signal()  # the draft menu's "another file…": the file dialog
     model_opened = Signal(str)  # a model file opened (kept among the recent ones): load it
     small_pair_requested = Signal(object)  # CatalogPair: the chat's download of a model that does its tasks
@@ -56,7 +56,7 @@ class ModelChoices(QObject):
 
         def on_draft_chosen(path: str) -> None:
             chosen.append(path)
-            self.draft_chosen.emit(path)
+            self.presenter.engine.set_speculation(DraftChoice.of_model(path))  # from the next reply
 
         def on_other_file_requested() -> None:
             chosen.append("")
