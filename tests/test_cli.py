@@ -245,7 +245,7 @@ def test_the_bench_says_when_a_different_text_is_expected() -> None:
         (("--model", "default", "frobnicate"), "tandem: unknown command 'frobnicate' (see tandem help)"),
         (
             ("generate", "--promt", "hi"),
-            "tandem: unknown option '--promt' for generate (see tandem help generate)",
+            "error: unknown option '--promt' for generate (see tandem help generate)",
         ),
     ],
 )

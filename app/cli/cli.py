@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     from app.cli.unknown import say_unknown, unknown_option
 
     if (unknown := unknown_option(parser, sys.argv[1:] if argv is None else argv)) is not None:
-        return say_unknown(*unknown)
+        return say_unknown(*unknown, prefix="error:")
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

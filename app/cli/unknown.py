@@ -27,10 +27,11 @@ _QT_FLAGS = frozenset(
 _WINDOW_OPTIONS = ("--model", "--draft")  # the window's options that take a value (app/gui.py make_parser)
 
 
-def say_unknown(what: str, hint: str = "tandem help") -> int:
-    """Print the one line and return the exit code (2)."""
+def say_unknown(what: str, hint: str = "tandem help", prefix: str = "tandem:") -> int:
+    """Print the one line and return the exit code (2). A command's own options are named as its
+    other usage mistakes are (`error: ...`, as argparse and the CLI's edge say them)."""
     sys.stdout.flush()
-    sys.stderr.write(f"tandem: {what} (see {hint})\n")
+    sys.stderr.write(f"{prefix} {what} (see {hint})\n")
     sys.stderr.flush()
     return EXIT_BAD_INPUT
 
