@@ -32,6 +32,9 @@ def test_generate_json(tiny_target: Path, tiny_draft: Path, draft: str) -> None:
     assert out["n_generated"] == len(out["token_ids"]) == 24
     assert out["stop_reason"] == "length"
     assert 0.0 <= out["acceptance_rate"] <= 1.0
+    # Its time to first token and what it read (it was 0.0 and "" outside the window and server).
+    assert 0.0 < out["first_token_s"] <= out["prefill_s"] + out["decode_s"] + out["load_s"]
+    assert out["reread"] == "first"
 
 
 def test_generate_streams_text_and_prints_stats(tiny_target: Path, tmp_path: Path) -> None:

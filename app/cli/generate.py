@@ -63,6 +63,7 @@ def check_prompt_fits(engine: Engine, n_prompt: int, n_reply: int) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from engine.events import Event, Finished, TextPiece
+    from engine.reading import watch_reading
     from engine.session import Engine
 
     if args.remote:
@@ -135,6 +136,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
             )
         else:
             events = engine.generate(prompt, params, max_tokens=args.max_tokens, stop=args.stop)
+        # The reply's time to first token and what it read new (Stats' first_token_s, reread),
+        # as the window's and the server's replies carry them.
+        read_tokens = (
+            list(tokens) if documents else (list(chat_tokens) if args.chat else engine.tokenize(prompt))
+        )
+        events = watch_reading(engine.target, read_tokens, events)
         finished: Finished | None = None
         drafted: list[list[object]] = []  # [start, end, source] of the text drafted
         n_chars = 0
