@@ -147,7 +147,7 @@ def _judge_whole(r: object, report: DrillReport, latency_s: float) -> None:
     except (ValueError, KeyError, IndexError):
         report.count("lost", lost=f"200 without a whole reply: {r.text[:120]!r}")
         return
-    if reason in ("stop", "length"):
+    if reason in ("stop", "length", "repetition"):  # repetition: the loop guard ended a whole reply
         report.count("200 whole", latency_s)
     else:
         report.count("lost", lost=f"200 with finish_reason {reason!r}")
