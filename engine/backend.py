@@ -41,22 +41,27 @@ def _set_log_callback() -> None:
 
 
 # A prompt is read (a decode without logits) in chunks of at most this many parameter-rows of
-# compute: 128 rows of a 270M model, ~0.3 s on two laptop cores at the 300-500 tokens/s issue 51
-# gives, so that its progress is reported, and a Stop seen, a few times a second (engine.reading).
-# Fixed per model, never timed: where a prompt's batches split changes its logits a little (a
-# tiny model's, by 1e-2), and a seeded reply must not depend on how busy the machine was.
-# (Whether 128 rows read as fast a token as 512 on a CPU was not measured: the machine was shared.)
-READ_CHUNK_WORK = 3.5e10
-READ_CHUNK_MAX = 128
+# compute, so that its progress is reported, and a Stop seen, between chunks (engine.reading):
+# 256 rows of a 270M model, ~0.5 s on two cores. Fixed per model, never timed: where a prompt's
+# batches split changes its logits a little (a tiny model's, by 1e-2), and a seeded reply must not
+# depend on how busy the machine was. Never under READ_CHUNK_MIN rows: smaller chunks read slower.
+# Measured (AMD EPYC, 2 cores, AVX-512 build, tools/lab/read_chunks.py),
+# tokens/s reading against 512-row chunks: Gemma 3 270M Q4_K_M 128 rows 541 / 554, 32 rows 402;
+# Qwen2.5 1.5B stand-in 128 rows 94.5 / 98.1, 32 rows 81.8; Qwen2.5 7B stand-in 128 rows 20.7 /
+# 20.8, 32 rows 18.9. So a large model's chunk is seconds long on a CPU (its Stop waits for it).
+READ_CHUNK_WORK = 7e10
+READ_CHUNK_MIN = 128
+READ_CHUNK_MAX = 256
 
 
 def read_chunk_size(n_params: int, n_batch: int, is_offloaded: bool) -> int:
     """The rows of one chunk of a prompt's reading: READ_CHUNK_WORK's worth of this model on a CPU
-    (a power of two, 32 to READ_CHUNK_MAX); n_batch where a GPU or an RPC server does the work."""
+    (a power of two, READ_CHUNK_MIN to READ_CHUNK_MAX); n_batch where a GPU or an RPC server does
+    the work."""
     if is_offloaded:
         return n_batch
     rows = READ_CHUNK_MAX
-    while rows > 32 and rows * max(n_params, 1) > READ_CHUNK_WORK:
+    while rows > READ_CHUNK_MIN and rows * max(n_params, 1) > READ_CHUNK_WORK:
         rows //= 2
     return min(n_batch, rows)
 

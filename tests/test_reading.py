@@ -53,9 +53,9 @@ def test_the_engine_reports_its_reading_chunk_by_chunk_and_a_follow_up_reads_onl
         seen: list[Reading] = []
         first = _reply(engine, prompt, seen.append)
         # At once, before anything is read; then after each chunk (read_chunk rows: this model's
-        # is 128, not the 512 of n_batch), the last ending before the prompt's last token.
+        # is 256, not the 512 of n_batch), the last ending before the prompt's last token.
         chunk = engine.target.read_chunk
-        assert chunk == 128 and engine.target.n_batch == 512
+        assert chunk == 256 and engine.target.n_batch == 512
         assert (seen[0].n_prompt_tokens, seen[0].n_cached, seen[0].n_processed) == (len(prompt), 0, 0)
         assert seen[0].seconds_left is None and seen[1].seconds_left is not None
         processed = [r.n_processed for r in seen]
@@ -112,9 +112,9 @@ def test_stop_while_the_prompt_is_read_ends_before_any_text_and_keeps_what_was_r
 
 def test_a_prompt_is_read_in_chunks_fixed_per_model_never_timed() -> None:
     """A seeded reply must not depend on the machine's load: its chunks come from the model's size."""
-    assert read_chunk_size(270_000_000, 512, is_offloaded=False) == 128
-    assert read_chunk_size(1_500_000_000, 512, is_offloaded=False) == 32
-    assert read_chunk_size(70_000_000_000, 512, is_offloaded=False) == 32
+    assert read_chunk_size(270_000_000, 512, is_offloaded=False) == 256
+    assert read_chunk_size(1_500_000_000, 512, is_offloaded=False) == 128
+    assert read_chunk_size(70_000_000_000, 512, is_offloaded=False) == 128
     assert read_chunk_size(270_000_000, 16, is_offloaded=False) == 16
     assert read_chunk_size(7_000_000_000, 512, is_offloaded=True) == 512
 
