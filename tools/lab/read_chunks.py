@@ -5,10 +5,14 @@ engine/backend.py's READ_CHUNK_* cost against reading in 512-row batches.
     nice -n -15 .venv/bin/python -m tools.lab.read_chunks qwen2.5-1.5b 512 2
 """
 
-import sys, time, statistics
+import statistics
+import sys
+import time
 from pathlib import Path
-from app.library import standin
+
 import llama_cpp
+
+from app.library import standin
 
 shape, n_read, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 path = Path(f"/tmp/read-chunks/{shape}.gguf")
@@ -19,7 +23,7 @@ if not path.exists():
 llm = llama_cpp.Llama(str(path), n_ctx=4096, n_batch=512, n_threads=2, verbose=False)
 toks = [(i * 7919) % 30000 + 100 for i in range(n_read)]
 res = {}
-for rep in range(reps):
+for _rep in range(reps):
     for chunk in (32, 64, 128, 512):
         llm.reset()
         llm.n_batch = chunk
