@@ -97,7 +97,7 @@ _FIRST_SPECIAL_KEY = 0x01000061
 
 def key_text(keys: list[QKeySequence]) -> str:
     """The keys as the sheet and menus name them: "Ctrl+N", "F5, Ctrl+R" (not "Ctrl+N, New")."""
-    shown = [k for k in keys if k.count() and k[0].key().value < _FIRST_SPECIAL_KEY]
+    shown = [k for k in keys if k.count() and k[0].key().value < _FIRST_SPECIAL_KEY]  # type: ignore[index]  # PySide6 stubs lack QKeySequence.__getitem__
     return ", ".join(k.toString(QKeySequence.SequenceFormat.NativeText) for k in shown or keys)
 
 

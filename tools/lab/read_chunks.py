@@ -22,7 +22,7 @@ if not path.exists():
     standin.write_standin(plan, path)
 llm = llama_cpp.Llama(str(path), n_ctx=4096, n_batch=512, n_threads=2, verbose=False)
 toks = [(i * 7919) % 30000 + 100 for i in range(n_read)]
-res = {}
+res: dict[int, list[float]] = {}
 for _rep in range(reps):
     for chunk in (32, 64, 128, 512):
         llm.reset()

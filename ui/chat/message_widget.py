@@ -23,7 +23,7 @@ from app.store import MessageStatus
 from engine.events import DraftSpan, Stats, StatsRecord
 from ui.chat.markdown_view import MessageBody
 from ui.chat.speed_panel import SpeedPanel
-from ui.presenters import words
+from ui.presenters import verdict, words
 from ui.presenters.off_words import OFF_KEY, off_words
 from ui.presenters.reading_words import reading_rows
 from ui.presenters.stats_format import draft_sources
@@ -214,7 +214,9 @@ class MessageWidget(QFrame):
         if self.role != "assistant" or not n_chars:
             said = ""
         elif reused:
-            is_faster = self.speed.stats is not None and self.speed.headline().verdict is words.Verdict.FASTER
+            is_faster = (
+                self.speed.stats is not None and self.speed.headline().verdict is verdict.Verdict.FASTER
+            )
             said = words.highlight_said(reused / n_chars, is_faster)
         else:
             said = "Nothing in this reply is highlighted."
@@ -275,7 +277,7 @@ class MessageWidget(QFrame):
         if stats and self.role == "assistant":
             self.speed.set_final(stats)
             self.speed.setVisible(True)
-            rows = words.details(stats, self.speed.plain_tokens_per_s) + reading_rows(stats)
+            rows = verdict.details(stats, self.speed.plain_tokens_per_s) + reading_rows(stats)
             if not stats.is_speculative and off_words(stats.extras.get(OFF_KEY)):
                 rows.append(("Speed-up off because", off_words(stats.extras.get(OFF_KEY))))
             sources = draft_sources(stats)
@@ -295,7 +297,7 @@ class MessageWidget(QFrame):
         if not note and stats is not None and self.role == "assistant":
             # a stored reply: how it ended, from its record (a failed one: why)
             failed = str(stats.extras.get(FAILURE_KEY, ""))
-            note = words.end_note(stats.stop_reason, stats.n_generated) or failed
+            note = verdict.end_note(stats.stop_reason, stats.n_generated) or failed
         self._notes = [n for n in (STATUS_NOTES.get(status, ""), note) if n]
         self._offers_regenerate = stats is not None and stats.stop_reason == "repetition"
         self._offers_continue = (

@@ -20,7 +20,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath, Q
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from engine.events import Stats, StatsRecord
-from ui.presenters import words
+from ui.presenters import verdict
 from ui.presenters.stats_format import plain_estimate
 from ui.qt import theme
 
@@ -111,7 +111,7 @@ class SpeedPanel(QWidget):
         self.is_compact = compact
         self.setFixedHeight(self._height())
         headline = self.headline()
-        rows = words.details(stats, self.plain_tokens_per_s, self.usual_steps)
+        rows = verdict.details(stats, self.plain_tokens_per_s, self.usual_steps)
         said = ". ".join([t for t in (headline.text, headline.reason) if t] + [f"{k}: {v}" for k, v in rows])
         self.setAccessibleDescription(said)  # for screen readers; the eye gets the Details button
         self.setToolTip(headline.reason)  # whole, where the panel is too narrow for it
@@ -150,7 +150,7 @@ class SpeedPanel(QWidget):
             return self.plain_tokens_per_s
         if self.stats is None:
             return None
-        return words.plain_speed(self.stats, None, self.usual_steps)[0]
+        return verdict.plain_speed(self.stats, None, self.usual_steps)[0]
 
     # ---- drawing
 
@@ -171,17 +171,17 @@ class SpeedPanel(QWidget):
         self._draw_headline(painter, self._text_left(), colors, text_color, muted)
         painter.end()
 
-    def headline(self) -> words.Headline:
+    def headline(self) -> verdict.Headline:
         """The reply's one line (ui/presenters/words.py): the whole request against plain decoding here."""
         if self.stats is None:
-            return words.Headline(words.Verdict.PENDING, "")
-        return words.headline(
+            return verdict.Headline(verdict.Verdict.PENDING, "")
+        return verdict.headline(
             self.stats, self.plain_tokens_per_s, self.stats.note_kind, self.usual_steps, self.busy_seen
         )
 
-    def _headline_font(self, headline: words.Headline) -> QFont:
+    def _headline_font(self, headline: verdict.Headline) -> QFont:
         font = QFont(self.font())
-        font.setBold(headline.verdict is words.Verdict.FASTER)
+        font.setBold(headline.verdict is verdict.Verdict.FASTER)
         if not self.is_compact:
             font.setPointSizeF(font.pointSizeF() * 1.15)
         return font
@@ -219,9 +219,9 @@ class SpeedPanel(QWidget):
         y = (self.height() + metrics.ascent() - metrics.descent()) / 2
         if below:
             y = max(0.0, (self.height() - metrics.height() - reason_metrics.height()) / 2) + metrics.ascent()
-        is_faster = headline.verdict is words.Verdict.FASTER
+        is_faster = headline.verdict is verdict.Verdict.FASTER
         painter.setPen(
-            colors.speedup_text if is_faster else (muted if headline.verdict is words.Verdict.OFF else text)
+            colors.speedup_text if is_faster else (muted if headline.verdict is verdict.Verdict.OFF else text)
         )
         painter.drawText(QPointF(x, y), headline.text)
         if reason:

@@ -30,7 +30,7 @@ from app.host.reply import Reply, ReplyProgress
 from app.settings import Preset, SpeedUp
 from engine.events import Stats
 from ui.chat.markdown_view import MessageBody
-from ui.presenters import words
+from ui.presenters import verdict, words
 from ui.presenters.stats_format import DASH
 from ui.qt import theme
 from ui.qt.page_scroll import scrolling_content
@@ -155,7 +155,7 @@ class _RunPane(QGroupBox):
 
     def show_stats(self, stats: Stats) -> None:
         """How long this run took, in words (the figures are the summary's details)."""
-        self.stats.setText(f"{stats.n_generated} tokens in {words.seconds(stats.total_s)}")
+        self.stats.setText(f"{stats.n_generated} tokens in {verdict.seconds(stats.total_s)}")
 
 
 class CompareView(QWidget):

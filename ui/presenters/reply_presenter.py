@@ -25,7 +25,7 @@ from app.settings import Settings
 from app.store import Message, MessageStatus, Store, store_error_sentence
 from engine.errors import Failure
 from engine.events import DraftSpan, Stats, StatsRecord
-from ui.presenters import reading_words, words
+from ui.presenters import reading_words, verdict
 from ui.presenters.failures import failure_words, raise_if_unexpected
 from ui.presenters.speed_presenter import SpeedPresenter, pair_reply
 
@@ -274,7 +274,7 @@ class ReplyPresenter(QObject):
         self.speed.note_steps(finished)  # after its record: a reply is compared with what came before
         self._keep_pair_reply(record, live.message_id)
         status = MessageStatus.CANCELLED if finished.stop_reason == "cancelled" else MessageStatus.COMPLETE
-        note = words.end_note(finished.stop_reason, finished.stats.n_generated)
+        note = verdict.end_note(finished.stop_reason, finished.stats.n_generated)
         self._end_live(status, record, note)
         self._show_live_stats(finished.stats, prefix="Ready")
         self.reply_finished.emit()
