@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli.cli_base import EXIT_BAD_INPUT, Parser, fail
+from app.cli.cli_base import Parser, moved_flag
 from app.cli.options import add_draft_arg, add_engine_args
 from app.paths import resources_dir
 from engine.config import DraftChoice, SamplingParams
@@ -372,20 +372,6 @@ def to_markdown(report: dict[str, object]) -> str:
     return "\n".join(lines) + "\n"
 
 
-class _LabFlag(argparse.Action):
-    """A flag the lab bench took over: one `error:` line naming the command that has it."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: str | Sequence[Any] | None,
-        option_string: str | None = None,
-    ) -> None:
-        fail(lab_flag_message(self.option_strings[0]))
-        sys.exit(EXIT_BAD_INPUT)
-
-
 def lab_flag_message(flag: str) -> str:
     return (
         f"`tandem bench {flag}` is the lab bench's, for maintainers: `python -m tools.lab.bench "
@@ -418,7 +404,7 @@ def add_bench_parser(sub: argparse._SubParsersAction[Parser]) -> argparse.Argume
     b.add_argument("--json", action="store_true", help="print the report as one JSON object")
     b.add_argument("--out", default=None, help="also write the report as Markdown here")
     for flag, nargs in LAB_FLAGS.items():
-        b.add_argument(flag, action=_LabFlag, nargs=nargs, help=argparse.SUPPRESS)
+        b.add_argument(flag, action=moved_flag(lab_flag_message), nargs=nargs, help=argparse.SUPPRESS)
     return b
 
 

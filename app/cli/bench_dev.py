@@ -19,11 +19,8 @@ This module imports nothing heavy: building the parser must stay cheap for `tand
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Sequence
-from typing import Any
 
-from app.cli.cli_base import EXIT_BAD_INPUT, Parser, fail
+from app.cli.cli_base import Parser, moved_flag
 from app.cli.options import add_engine_args
 from engine.config import PLAIN_DECODING
 
@@ -51,26 +48,12 @@ def moved_flag_message(flag: str) -> str:
     )
 
 
-class _MovedFlag(argparse.Action):
-    """A flag `tandem bench` no longer has: one `error:` line naming the command that has it."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: str | Sequence[Any] | None,
-        option_string: str | None = None,
-    ) -> None:
-        fail(moved_flag_message(self.option_strings[0]))
-        sys.exit(EXIT_BAD_INPUT)
-
-
 def add_bench_dev_parser(bench: argparse.ArgumentParser) -> None:
     """`tandem bench dev COMMAND` under the bench's parser, hidden from `tandem bench --help`,
     and the old flags as hidden options that say where they went."""
     for flag in MOVED_FLAGS:
         nargs = "?" if flag in _VALUE_FLAGS else 0
-        bench.add_argument(flag, action=_MovedFlag, nargs=nargs, help=argparse.SUPPRESS)
+        bench.add_argument(flag, action=moved_flag(moved_flag_message), nargs=nargs, help=argparse.SUPPRESS)
     bench.epilog = "For developers (replay, cost curves, traces): `tandem bench dev --help`."
     groups = bench.add_subparsers(dest="bench_group", metavar="", help=argparse.SUPPRESS, parser_class=Parser)
     dev = groups.add_parser(
