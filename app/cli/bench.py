@@ -408,7 +408,8 @@ def add_bench_parser(sub: argparse._SubParsersAction[Parser]) -> argparse.Argume
     return b
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
+def check_bench_args(args: argparse.Namespace) -> None:
+    """The bench's usage mistakes (this one's and the lab bench's), each a UserError sentence."""
     from app.cli.options import UserError, validate_engine_args
 
     validate_engine_args(args)
@@ -418,6 +419,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise UserError(f"--repeat must be at least 1 (got {args.repeat})")
     if args.temperature < 0:
         raise UserError(f"--temperature must be 0 or more (got {args.temperature})")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    check_bench_args(args)
     report = run_bench(args)
     markdown = to_markdown(report)
     if args.out:

@@ -477,16 +477,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from app.cli.options import UserError, validate_engine_args
+    from app.cli.bench import check_bench_args
     from tools.lab.models import lab_draft, lab_model
 
-    validate_engine_args(args)
-    if args.draft.kind is Speculation.NONE:
-        raise UserError("bench needs --draft PATH or --draft ngram (it compares against plain decoding)")
-    if args.repeat < 1:
-        raise UserError(f"--repeat must be at least 1 (got {args.repeat})")
-    if args.temperature < 0:
-        raise UserError(f"--temperature must be 0 or more (got {args.temperature})")
+    check_bench_args(args)
     args.model, args.draft = lab_model(args.model), lab_draft(args.draft)
     report = run_bench(args)
     markdown = to_markdown(report)
