@@ -45,7 +45,7 @@ def _set_log_callback() -> None:
 # 256 rows of a 270M model, ~0.5 s on two cores. Fixed per model, never timed: where a prompt's
 # batches split changes its logits a little (a tiny model's, by 1e-2), and a seeded reply must not
 # depend on how busy the machine was. Never under READ_CHUNK_MIN rows: smaller chunks read slower.
-# Measured (AMD EPYC, 2 cores, AVX-512 build, tools/lab/read_chunks.py),
+# Measured (Intel Xeon, 2 cores, AVX-512 build, tools/lab/read_chunks.py),
 # tokens/s reading against 512-row chunks: Gemma 3 270M Q4_K_M 128 rows 541 / 554, 32 rows 402;
 # Qwen2.5 1.5B stand-in 128 rows 94.5 / 98.1, 32 rows 81.8; Qwen2.5 7B stand-in 128 rows 20.7 /
 # 20.8, 32 rows 18.9. So a large model's chunk is seconds long on a CPU (its Stop waits for it).
