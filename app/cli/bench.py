@@ -379,14 +379,11 @@ def lab_flag_message(flag: str) -> str:
     )
 
 
-def add_bench_parser(sub: argparse._SubParsersAction[Parser]) -> argparse.ArgumentParser:
-    """`tandem bench` under the command line's subcommands (its lab flags hidden, each saying where it went)."""
-    b = sub.add_parser(
-        "bench",
-        help="how much faster speculative decoding is here: plain against sped up, your model and prompts",
-    )
+def add_bench_args(b: argparse.ArgumentParser, draft_help: str) -> None:
+    """The options this bench and the lab bench share: the engine, the draft, the prompts and how
+    each reply is sampled."""
     add_engine_args(b, model_default="default")
-    add_draft_arg(b, "ngram", "draft GGUF path or `ngram`")
+    add_draft_arg(b, "ngram", draft_help)
     b.add_argument("--prompts", default=None, help='JSONL file of {"name", "set", "prompt"} lines')
     b.add_argument(
         "--sets", default=None, help="comma-separated built-in sets (copy,code,qa,writing,documents)"
@@ -401,6 +398,15 @@ def add_bench_parser(sub: argparse._SubParsersAction[Parser]) -> argparse.Argume
         default=1.0,
         help="repetition penalty over the last 64 tokens (the chat's: 1.1)",
     )
+
+
+def add_bench_parser(sub: argparse._SubParsersAction[Parser]) -> argparse.ArgumentParser:
+    """`tandem bench` under the command line's subcommands (its lab flags hidden, each saying where it went)."""
+    b = sub.add_parser(
+        "bench",
+        help="how much faster speculative decoding is here: plain against sped up, your model and prompts",
+    )
+    add_bench_args(b, "draft GGUF path or `ngram`")
     b.add_argument("--json", action="store_true", help="print the report as one JSON object")
     b.add_argument("--out", default=None, help="also write the report as Markdown here")
     for flag, nargs in LAB_FLAGS.items():

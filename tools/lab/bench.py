@@ -436,18 +436,11 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from app.cli.bench import add_bench_args
     from app.cli.cli_base import Parser
-    from app.cli.options import add_draft_arg, add_engine_args
 
     b = Parser(prog="python -m tools.lab.bench", description=__doc__.split("\n")[0])
-    add_engine_args(b, model_default="default")
-    add_draft_arg(b, "ngram", "draft GGUF path, `ngram`, or a lab model (`default-f16`...)")
-    b.add_argument("--prompts", default=None, help='JSONL file of {"name", "set", "prompt"} lines')
-    b.add_argument(
-        "--sets", default=None, help="comma-separated built-in sets (copy,code,qa,writing,documents)"
-    )
-    b.add_argument("--max-tokens", type=int, default=256)
-    b.add_argument("--repeat", type=int, default=1)
+    add_bench_args(b, "draft GGUF path, `ngram`, or a lab model (`default-f16`...)")
     b.add_argument("--no-peer", action="store_true", help="skip llama-cpp-python's prompt lookup")
     b.add_argument("--no-lookup", action="store_true", help="skip llama.cpp's llama-lookup")
     b.add_argument(
@@ -455,14 +448,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument(
         "--no-process", action="store_true", help="skip the whole-process runs (`tandem generate`, timed)"
-    )
-    b.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)")
-    b.add_argument("--seed", type=int, default=1, help="sampling seed (with --temperature)")
-    b.add_argument(
-        "--repeat-penalty",
-        type=float,
-        default=1.0,
-        help="repetition penalty over the last 64 tokens (the chat's: 1.1)",
     )
     b.add_argument("--turns", type=int, default=10, help="turns in the follow-up latency test (0: skip)")
     b.add_argument(
