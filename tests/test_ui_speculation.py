@@ -151,7 +151,16 @@ def test_compare_runs_plain_then_speculative_side_by_side(
     chart = window.compare.chart
     assert chart.points("plain")[-1] == (pytest.approx(plain_s), plain.n_generated)
     assert chart.points("speculative")[-1] == (pytest.approx(spec_s), speculative.n_generated)
-    assert load_settings().plain_tokens_per_s.get(str(tiny_target))
+    # Its plain run is this computer's plain speed only where the window found the two runs fair:
+    # on a busy machine (CI) the window says why and nothing is kept.
+    from ui.presenters.words import NOTHING_DRAFTED
+
+    problem = window.compare.unfair_label.text()
+    kept = load_settings().plain_tokens_per_s.get(str(tiny_target))
+    if problem and problem != NOTHING_DRAFTED:
+        assert window.compare.unfair.isVisibleTo(window.compare) and not kept, problem
+    else:
+        assert kept == pytest.approx(plain.decode_tokens_per_s, rel=1e-3)
     assert window.compare.run_button.isEnabled()
 
 
