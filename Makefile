@@ -97,7 +97,7 @@ lint: setup
 	$(VENV)/bin/ruff check engine app ui tests tools
 	$(VENV)/bin/ruff format --check engine app ui tests tools
 	$(VENV)/bin/mypy
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_architecture.py  # import contracts
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/project/test_architecture.py  # import contracts
 
 # How much faster it is here (README, Speed): `tandem bench`, plain against sped up on the built-in
 # prompts, the embedded model with n-gram drafts; the report lands in bench.md. Run nothing else

@@ -11,7 +11,7 @@ queue and drains, the reply buffer, the chat view's incremental rendering, savin
 full render when the reply ends.
 
 A 5 ms QTimer records the gaps between its ticks from the send until the final render is in
-the window; the longest gap is the longest stall (the method of tests/test_ui_lifecycle.py).
+the window; the longest gap is the longest stall (the method of tests/ui/test_ui_lifecycle.py).
 Target: at most 50 ms. The figure depends on the machine and on what else runs on it.
 """
 

@@ -20,17 +20,17 @@ The experiments each answered one question once; kept to re-run. What each answe
 - documents_ttft: whether n-gram drafting delays the first token with a long attachment
   (issue 25): indexing a 3,338-token prompt took about 1.4% of the prefill it follows.
 - load_drill: whether `tandem serve` loses a reply under many clients (issue 28): 79,887 requests
-  in 180 s, none lost, memory flat (docs/trust.md; tests/test_load_drill.py runs a short one).
+  in 180 s, none lost, memory flat (docs/trust.md; tests/integration/test_load_drill.py runs a short one).
 - http_bench: what the HTTP path costs against the same work in process: 1.03-1.04x plain,
   0.91-1.01x with n-gram speculation (docs/lab-notebook.md).
 - replay_risk_bound: how much of the gap to the hindsight-best the per-reply risk limit itself
   takes: a policy within it reaches 96-98% on every kept curve, 92.7% on the slow AVX2 EPYC's
-  (docs/history/2026-12-05-night-timing-batches-while-idle.md; tests/test_replay.py).
+  (docs/history/2026-12-05-night-timing-batches-while-idle.md; tests/integration/test_replay.py).
 - replay_used_folder: whether a cost cache warmed by mixed work and a Python copy prices a later
   pure copy slower (issue 48): the chain replayed copies at x1.000 of a clean folder (median,
   lowest x0.974); with the departures a real folder held (2 breaks in 1.2), x0.993 (lowest
   x0.933), x1.000 (lowest x0.981) once carried departures price copies at alpha 1 at worst
-  (docs/design-engine.md; tests/test_replay.py).
+  (docs/design-engine.md; tests/integration/test_replay.py).
 - rpc_latency.sh (with rpc_latency_util and delay_proxy): speculation over llama.cpp RPC with
   0-5 ms of network latency added: n-gram 2.06x at 0 ms, a draft model kept local 0.99x
   (docs/lab-notebook.md).

@@ -1,6 +1,6 @@
 """SmolLM2's replies replayed with a shared machine's timing noise: how many end slower than plain.
 
-`tests/test_replay.py` guards SmolLM2's slowest reply without noise (the test's 102 replays: 17
+`tests/integration/test_replay.py` guards SmolLM2's slowest reply without noise (the test's 102 replays: 17
 replies, 3 curves, the warm-up's seed before and after the app times the batches). That minimum is
 one reply's luck: a change that moves which batch sizes the warm-up timed moves it by 0.02x. This
 replays the same replies under engine.replay's noise (each step's time scaled by exp(N(0, 0.08)),

@@ -17,7 +17,7 @@ again and replaces the previous open block at the end of the document. When the 
 
 Why this file is long: the mapping of source to document, the streamed render (cut points, open
 code fences) and the settled render are one renderer, tested together against a full render
-(tests/test_ui_markdown.py).
+(tests/ui/test_ui_markdown.py).
 """
 
 from __future__ import annotations

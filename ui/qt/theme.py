@@ -16,7 +16,7 @@ source (an attached document, the conversation's text, an earlier reply, the dra
 opaque colour (not a translucent one laid over whatever is below), so what is read on it is
 known: body text and every syntax colour reach WCAG AA (4.5:1) on every tint and on the page and
 code backgrounds (`readable` over `text_backgrounds`, tested for every colour of both Pygments
-styles in tests/test_ui_contrast.py). The tints differ in hue, not in lightness (lightness is
+styles in tests/ui/test_ui_contrast.py). The tints differ in hue, not in lightness (lightness is
 what the text needs), so each source also has its own underline style in its own mark colour:
 the source can be told without seeing colour.
 """
