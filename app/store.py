@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
-from app.library.documents import Document, DocumentKind
+from app.document import Document, DocumentKind
 from engine.events import DraftSource, DraftSpan, ReplyText, known_sources
 
 log = logging.getLogger(__name__)

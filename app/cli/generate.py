@@ -15,7 +15,7 @@ from app.cli.options import UserError, engine_config, read_prompt, validate_engi
 from engine.config import SamplingParams
 
 if TYPE_CHECKING:
-    from app.library.documents import Document
+    from app.document import Document
     from engine.errors import ContextFit
     from engine.session import Engine
 

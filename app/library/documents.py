@@ -25,11 +25,11 @@ import re
 import stat
 import zipfile
 from collections.abc import Iterable
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from app.document import Document, DocumentKind
 from app.library.catalog import available_ram_bytes
 from app.paths import user_path
 from engine.errors import ContextFit, ErrorKind, TandemError
@@ -55,13 +55,6 @@ CODE_LANGUAGES = {
 MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown", ".rst", ".txt", ".text", ".org", ".adoc"}
 
 
-class DocumentKind(StrEnum):
-    TEXT = "text"  # plain text or Markdown
-    CODE = "code"  # source code (a language known from the file name)
-    PDF = "pdf"
-    DOCX = "docx"
-
-
 class DocumentProblem(StrEnum):
     """Why a file cannot be attached, as data: the window words it, the command line prints str()."""
 
@@ -84,23 +77,6 @@ class DocumentError(TandemError):
         self.problem = problem
         self.name = name
         super().__init__(f"cannot attach {name}: {sentence}")
-
-
-@dataclass(frozen=True)
-class Document:
-    """An attached document as read: the text is the copy that stands (saved with its message),
-    whatever happens to the file later."""
-
-    name: str  # the file's name, as shown and as the model sees it
-    text: str
-    kind: DocumentKind
-    n_bytes: int  # the file's size when read
-    encoding: str = ""  # of a text file: utf-8, utf-16, cp1252 or latin-1
-    language: str = ""  # of source code: the fence's language
-
-    @property
-    def n_chars(self) -> int:
-        return len(self.text)
 
 
 def format_size(n_bytes: int) -> str:

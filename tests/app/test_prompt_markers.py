@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from app.document import Document, DocumentKind
 from app.host.messages import ChatTurn
 from app.library import default_model
-from app.library.documents import Document, DocumentKind, document_block, with_documents
+from app.library.documents import document_block, with_documents
 from engine.chat import build_chat_prompt, tokenize_chat
 from engine.config import EngineConfig
 from engine.session import Engine

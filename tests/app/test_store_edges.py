@@ -92,7 +92,7 @@ MUTATIONS = {
 def write_edge_rows(path: Path, mutation: str) -> tuple[int, int]:
     """An older conversation and a newer one with a document, then one mutation written as another
     program would (CHECK constraints off for 'role-tool'). Returns (older id, newer id)."""
-    from app.library.documents import Document, DocumentKind
+    from app.document import Document, DocumentKind
 
     store = Store(path)
     older = store.create_conversation("an older, fine one")

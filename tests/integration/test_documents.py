@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from documents_files import write_docx, write_pdf
 
+from app.document import DocumentKind
 from app.library.documents import (
     MAX_TEXT_BYTES,
     DocumentError,
-    DocumentKind,
     DocumentProblem,
     document_from_text,
     fit_context,

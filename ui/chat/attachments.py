@@ -29,8 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.document import Document
 from app.library.documents import (
-    Document,
     DocumentError,
     DocumentProblem,
     document_block,

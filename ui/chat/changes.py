@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.library.documents import Document, DocumentKind
+from app.document import Document, DocumentKind
 from ui.chat.edit_finder import reply_body
 from ui.qt import theme
 

@@ -25,8 +25,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from app.document import Document
 from app.host.controller import EngineController
-from app.library.documents import Document
 from app.settings import Preset, Settings, save_settings
 from app.store import Conversation, Message, MessageStatus, Store, store_error_sentence
 from engine.events import StatsRecord

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
+from app.document import Document
 from app.host.controller import EngineController
 from app.host.messages import ChatTurn, ReplyReading, ReplyStarted
 from app.host.reply import Reply, ReplyProgress, ReplyText
-from app.library.documents import Document, with_documents
+from app.library.documents import with_documents
 from app.settings import Settings
 from app.store import Message, MessageStatus, Store, store_error_sentence
 from engine.errors import Failure

@@ -558,7 +558,7 @@ QUICK_ACTIONS = (
 
 def quick_actions_for(document: object) -> list[QuickAction]:
     """The quick actions a document offers: refactoring for source code only."""
-    from app.library.documents import DocumentKind
+    from app.document import DocumentKind
 
     is_code = getattr(document, "kind", None) is DocumentKind.CODE
     return [q for q in QUICK_ACTIONS if q.title != "Refactor code" or is_code]
