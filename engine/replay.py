@@ -6,16 +6,14 @@ tells what drafting sees at every step on any machine; what differs between mach
 a step costs. A CostCurve says that: t(n), one verify batch of n rows, and the work outside
 llama.cpp per step (Python: a fixed part and a part per verified row, both scaled for slow
 cores). `replay` drives engine.policy.DraftPolicy, the very code a real reply runs, with a
-simulated clock, and `hindsight_best` finds the fastest sequence of draft lengths knowing
-what will be accepted: the controller's share of it is how well it fits the machine.
+simulated clock.
 
 `calibrated` adds what the app's worker times while idle (Engine.calibrate) to a seed.
 
-Cost curves live in resources/replay/curves (one JSON file a machine and build; `tandem bench dev
-cost-curve` measures this machine's), traces in resources/replay/traces (`tandem bench dev
-record-traces`); `tandem bench dev replay` prints the report (app/cli/replay_bench.py). The
-product uses this module too: the pair doctor's copy-work figure replays the kept traces with a
-pair's measured costs (app/library/measure.py).
+The product's use: the pair doctor's copy-work figure replays the kept traces
+(resources/replay/traces) with a pair's measured costs (app/library/measure.py). The lab's
+(tools/lab/replay.py) measures and keeps cost curves, records traces, and weighs the policy
+against the hindsight-best on every kept curve.
 """
 
 from __future__ import annotations
@@ -42,14 +40,6 @@ class Trace:
     prompt: tuple[int, ...]
     reply: tuple[int, ...]
     model: str = ""
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "model": self.model,
-            "prompt": list(self.prompt),
-            "reply": list(self.reply),
-        }
 
     @staticmethod
     def from_json(data: dict[str, object]) -> Trace:
@@ -85,30 +75,6 @@ class CostCurve:
 
     def step_s(self, n_rows: int, python_scale: float = 1.0) -> float:
         return self.verify_s(n_rows) + python_scale * (self.fixed_ms + self.row_ms * n_rows) / 1000
-
-    def ceiling(self) -> float:
-        """The bench's ceiling: max over the measured sizes of n·t(1)/t(n)."""
-        return max(n * self.t_ms[1] / t for n, t in self.t_ms.items())
-
-    @staticmethod
-    def load(path: Path) -> CostCurve:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return CostCurve(
-            str(data["name"]),
-            {int(n): float(ms) for n, ms in data["t_ms"].items()},
-            float(data.get("fixed_ms", 0.3)),
-            float(data.get("row_ms", 0.05)),
-            str(data.get("source", "")),
-        )
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "source": self.source,
-            "t_ms": {str(n): round(ms, 2) for n, ms in sorted(self.t_ms.items())},
-            "fixed_ms": round(self.fixed_ms, 3),
-            "row_ms": round(self.row_ms, 4),
-        }
 
 
 @dataclass
@@ -197,41 +163,7 @@ def calibrated(
     return controller.export()
 
 
-def offers(trace: Trace, k_max: int = K_MAX) -> list[tuple[int, int]]:
-    """At each position of the reply, what an n-gram offer there holds: how many tokens, and how
-    many of them the target would accept (their match with what the reply goes on to say)."""
-    drafter = NgramDrafter()
-    ctx = list(trace.prompt)
-    drafter.begin(ctx)
-    reply = trace.reply
-    out = []
-    for pos in range(len(reply)):
-        candidates, _ = drafter.offer(ctx, min(k_max, len(reply) - pos), use_memory=False)
-        out.append((len(candidates), _matched(candidates, reply, pos)))
-        ctx.append(reply[pos])
-    return out
-
-
-def hindsight_best(trace: Trace, curve: CostCurve, python_scale: float = 1.0, k_max: int = K_MAX) -> float:
-    """The least decode time any choice of draft lengths could reach on this reply, knowing what
-    each offer will have accepted: dynamic programming over positions. A draft longer than what
-    will be accepted only adds rows, though a batch of more rows may cost less (CPU kernels
-    work in tiles), so every length the offer holds is tried."""
-    held = offers(trace, k_max)
-    n = len(trace.reply)
-    step = [curve.step_s(rows, python_scale) for rows in range(k_max + 2)]
-    best = [0.0] * (n + 1)
-    for pos in range(n - 1, -1, -1):
-        available, m = held[pos]
-        best[pos] = min(step[k + 1] + best[min(n, pos + min(k, m) + 1)] for k in range(available + 1))
-    return best[0]
-
-
 def load_traces(directory: Path) -> list[Trace]:
     return [
         Trace.from_json(json.loads(p.read_text(encoding="utf-8"))) for p in sorted(directory.glob("*.json"))
     ]
-
-
-def load_curves(directory: Path) -> list[CostCurve]:
-    return [CostCurve.load(p) for p in sorted(directory.glob("*.json"))]

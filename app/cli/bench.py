@@ -27,7 +27,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,7 +41,6 @@ from engine.events import Finished, Speculation, Stats
 if TYPE_CHECKING:
     from engine.session import Engine
 
-CEILING_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 WARM_UP_PROMPT = (
     "Original text:\nThe river rises in the hills above the town and runs south to the sea.\n\n"
     "Copy of the original text:\nThe river rises"
@@ -51,15 +49,23 @@ WARM_UP_PROMPT = (
 # own drafts win on the copy prompt, and a user's first run would have measured the model on
 # fresh text (without it, the cache knows nothing of the model's acceptance).
 WARM_UP_FRESH_PROMPT = "Question: How do bees make honey, and why do they store it?\nAnswer:"
-# The flags the lab bench took over (tools/lab/bench.py): each ends with one line saying where.
-LAB_FLAGS: dict[str, int] = {
-    "--no-peer": 0,
-    "--no-lookup": 0,
-    "--no-server": 0,
-    "--no-process": 0,
-    "--again": 0,
-    "--turns": 1,
+# The flags the lab took over, each ending with one line saying where it went: the lab bench's
+# (tools/lab/bench.py), and the replay's (tools/lab/replay.py; `tandem bench dev COMMAND` before).
+LAB_FLAGS = ("--no-peer", "--no-lookup", "--no-server", "--no-process", "--again", "--turns")
+REPLAY_FLAGS: dict[str, str] = {
+    "--replay": "replay",
+    "--curves": "replay",
+    "--traces": "replay",
+    "--python-scale": "replay",
+    "--cost-curve": "cost-curve",
+    "--curve-name": "cost-curve",
+    "--standin": "cost-curve",
+    "--record-traces": "record-traces",
 }
+REPLAY_MOVED = (
+    "`tandem bench dev` (replay, cost-curve, record-traces) is the lab's, for maintainers: "
+    "`python -m tools.lab.replay COMMAND` in a checkout"
+)
 
 
 @dataclass(frozen=True)
@@ -176,28 +182,6 @@ def _run(
             finished = event
     assert finished is not None
     return finished
-
-
-def measure_ceiling(
-    engine: Engine, prompt: str, max_tokens: int, sizes: Sequence[int] = CEILING_SIZES
-) -> tuple[float | None, dict[int, float]]:
-    """max over k of (k+1)·t(1)/t(k+1): the decode speedup if every drafted token were accepted,
-    and the verify batch costs t(n) (seconds) it comes from.
-
-    Timed where the reply's steps run: after the prompt and half the reply. A verify batch's
-    attention grows with the text before it (AVX2, Gemma 3 270M: 64 rows cost 283 ms after 64
-    tokens, 305 after 256, 332 after 512, while one row stays at 21 ms), so a ceiling timed
-    after the prompt alone is one no reply of max_tokens could reach."""
-    engine.reset_cache()
-    tokens = engine.tokenize(prompt)
-    at = min(len(tokens) + max_tokens // 2, engine.n_ctx - max(sizes) - 2)
-    context = (tokens * (1 + at // max(len(tokens), 1)))[: max(at, 1)]
-    costs = engine.target.time_batches(sizes, context, repeats=3)
-    engine.reset_cache()
-    t1 = costs.get(1)
-    if not t1:
-        return None, costs
-    return max(n * t1 / t for n, t in costs.items()), costs
 
 
 @dataclass(frozen=True)
@@ -373,6 +357,11 @@ def to_markdown(report: dict[str, object]) -> str:
 
 
 def lab_flag_message(flag: str) -> str:
+    if flag in REPLAY_FLAGS:
+        return (
+            f"`tandem bench {flag}` is the lab's, for maintainers: `python -m tools.lab.replay "
+            f"{REPLAY_FLAGS[flag]}` in a checkout"
+        )
     return (
         f"`tandem bench {flag}` is the lab bench's, for maintainers: `python -m tools.lab.bench "
         f"{flag}` in a checkout (`make bench-lab`)"
@@ -409,8 +398,8 @@ def add_bench_parser(sub: argparse._SubParsersAction[Parser]) -> argparse.Argume
     add_bench_args(b, "draft GGUF path or `ngram`")
     b.add_argument("--json", action="store_true", help="print the report as one JSON object")
     b.add_argument("--out", default=None, help="also write the report as Markdown here")
-    for flag, nargs in LAB_FLAGS.items():
-        b.add_argument(flag, action=moved_flag(lab_flag_message), nargs=nargs, help=argparse.SUPPRESS)
+    for flag in (*LAB_FLAGS, *REPLAY_FLAGS):
+        b.add_argument(flag, action=moved_flag(lab_flag_message), nargs="?", help=argparse.SUPPRESS)
     return b
 
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli.bench import add_bench_parser
-from app.cli.bench_dev import add_bench_dev_parser
-from app.cli.cli_base import EXIT_BAD_INPUT, Parser, at_the_edge
+from app.cli.bench import REPLAY_MOVED, add_bench_parser
+from app.cli.cli_base import EXIT_BAD_INPUT, Parser, at_the_edge, fail
 from app.cli.options import add_draft_arg, add_engine_args
 
 
@@ -65,8 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--api-key-file", default=None, metavar="PATH", help="read the server's API key from this file"
     )
 
-    b = add_bench_parser(sub)  # the user's question (app/cli/bench.py)
-    add_bench_dev_parser(b)  # `tandem bench dev ...`: for developers (app/cli/bench_dev.py)
+    add_bench_parser(sub)  # the user's question (app/cli/bench.py)
 
     try:
         from app.cli.cli_models import add_models_parser
@@ -98,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     from app.cli.unknown import say_unknown, unknown_option
 
+    if (sys.argv[1:] if argv is None else argv)[:2] == ["bench", "dev"]:  # the replay's, now the lab's
+        return fail(REPLAY_MOVED)
     if (unknown := unknown_option(parser, sys.argv[1:] if argv is None else argv)) is not None:
         return say_unknown(*unknown, prefix="error:")
     args = parser.parse_args(argv)
@@ -116,10 +116,6 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from app.cli.serve import cmd_serve
 
         return cmd_serve(args)
-    if args.command == "bench" and args.bench_group is not None:
-        from app.cli.replay_bench import cmd_bench_dev
-
-        return cmd_bench_dev(args)
     if args.command == "bench":
         from app.cli.bench import cmd_bench
 

@@ -319,17 +319,17 @@ def test_check_a_catalog_pair_by_its_known_shapes(capsys: pytest.CaptureFixture[
 def test_a_cost_curve_of_a_known_shape_for_the_replay(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from app.cli.cli import main
+    from tools.lab.replay import main  # the lab's (a curve file for the replay)
 
     monkeypatch.setitem(standin.KNOWN_SHAPES, "tiny-qwen2", TINY_QWEN2)
     out = tmp_path / "curve.json"
-    assert main(["bench", "dev", "cost-curve", "--standin", "tiny-qwen2:Q4_0", "--out", str(out)]) == 0
+    assert main(["cost-curve", "--standin", "tiny-qwen2:Q4_0", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
     assert sorted(int(n) for n in data["t_ms"]) == list(range(1, 65))  # every batch size 1-64
     assert "--standin tiny-qwen2:Q4_0" in data["source"] and data["row_ms"] >= 0
     assert not files_under(standin.standins_dir())
     capsys.readouterr()
-    assert main(["bench", "dev", "cost-curve", "--standin", "qwen9-1b"]) == 2
+    assert main(["cost-curve", "--standin", "qwen9-1b"]) == 2
     assert capsys.readouterr().err.splitlines()[-1].startswith("error: no known shape 'qwen9-1b'; known: ")
 
 

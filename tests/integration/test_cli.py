@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import DraftChoice
 from tests.cli_process import last_error_line, tandem
 from tests.tiny import write_tiny_model
 
@@ -174,59 +173,11 @@ def test_a_lab_flag_of_the_bench_names_the_lab_bench(tiny_target: Path, flag: tu
     assert f"`tandem bench {flag[0]}` is the lab bench's" in line and "python -m tools.lab.bench" in line
 
 
-def test_a_cost_curve_times_every_batch_size_a_draft_can_take(tiny_target: Path, tmp_path: Path) -> None:
-    # Sampled at tiles only (1, 2, 3, 4, 6, 8, 12, ... 64) and read linearly between them, a curve
-    # priced every size like a tile, where sizes between tiles cost more (AVX-512, this EPYC:
-    # 15 rows 85 ms, 16 rows 73): the replay's hindsight-best could not use the difference.
-    prompts = tmp_path / "p.jsonl"
-    prompts.write_text(json.dumps({"name": "loop", "set": "copy", "prompt": "abc abc abc abc abc"}) + "\n")
-    out = tmp_path / "curve.json"
-    r = tandem("bench", "dev", "cost-curve", "--model", str(tiny_target), "--prompts", str(prompts),
-               "--max-tokens", "32", "--curve-name", "tiny", "--out", str(out))  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    curve = json.loads(out.read_text())
-    assert curve["name"] == "tiny" and sorted(int(n) for n in curve["t_ms"]) == list(range(1, 65))
-    assert all(ms > 0 for ms in curve["t_ms"].values()) and "every batch size 1-64" in curve["source"]
-
-
 def test_bench_bad_prompt_file(tiny_target: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json\n")
     line = last_error_line(tandem("bench", "--model", str(tiny_target), "--prompts", str(bad)))
     assert "line 1: not a JSON object" in line
-
-
-def test_the_ceiling_is_timed_where_the_reply_runs(tiny_target: Path, tmp_path: Path) -> None:
-    # A verify batch costs more after more text (its attention): timed after the prompt alone,
-    # the ceiling would be one that no reply of that length could reach. Timed after half of it.
-    from app.cli.bench import measure_ceiling
-    from engine.config import EngineConfig
-    from engine.session import Engine
-
-    config = EngineConfig(
-        str(tiny_target),
-        draft=DraftChoice.parse("ngram"),
-        n_ctx=512,
-        n_threads=1,
-        cost_cache_dir=str(tmp_path),
-    )
-    engine = Engine(config)
-    timed_after = []
-    time_batches = engine.target.time_batches
-
-    def timed(sizes: tuple[int, ...], context: list[int], repeats: int = 3) -> dict[int, float]:
-        timed_after.append(len(context))
-        return time_batches(sizes, context, repeats)
-
-    engine.target.time_batches = timed  # type: ignore[method-assign]
-    try:
-        prompt = "one two three four five six seven eight"
-        n_prompt = len(engine.tokenize(prompt))
-        ceiling, costs = measure_ceiling(engine, prompt, max_tokens=64)
-    finally:
-        engine.close()
-    assert timed_after == [n_prompt + 32]
-    assert ceiling is not None and ceiling > 1.0 and 64 in costs
 
 
 def test_the_bench_says_when_a_different_text_is_expected() -> None:

@@ -140,3 +140,36 @@ def test_the_lab_takes_its_model_names_and_the_product_does_not(
     assert models.lab_model(str(tiny_target)) == str(tiny_target)  # a path as it is
     assert models.lab_draft(DraftChoice.parse("default-costly")) == DraftChoice.of_model(str(tiny_draft))
     assert models.lab_draft(DraftChoice.parse("ngram")) == DraftChoice.parse("ngram")
+
+
+def test_the_ceiling_is_timed_where_the_reply_runs(tiny_target: Path, tmp_path: Path) -> None:
+    # A verify batch costs more after more text (its attention): timed after the prompt alone,
+    # the ceiling would be one that no reply of that length could reach. Timed after half of it.
+    from engine.config import EngineConfig
+    from engine.session import Engine
+    from tools.lab.bench import measure_ceiling
+
+    config = EngineConfig(
+        str(tiny_target),
+        draft=DraftChoice.parse("ngram"),
+        n_ctx=512,
+        n_threads=1,
+        cost_cache_dir=str(tmp_path),
+    )
+    engine = Engine(config)
+    timed_after = []
+    time_batches = engine.target.time_batches
+
+    def timed(sizes: tuple[int, ...], context: list[int], repeats: int = 3) -> dict[int, float]:
+        timed_after.append(len(context))
+        return time_batches(sizes, context, repeats)
+
+    engine.target.time_batches = timed  # type: ignore[method-assign]
+    try:
+        prompt = "one two three four five six seven eight"
+        n_prompt = len(engine.tokenize(prompt))
+        ceiling, costs = measure_ceiling(engine, prompt, max_tokens=64)
+    finally:
+        engine.close()
+    assert timed_after == [n_prompt + 32]
+    assert ceiling is not None and ceiling > 1.0 and 64 in costs

@@ -6,6 +6,10 @@ The comparison (`make bench-lab`):
   llama.cpp's llama-lookup and llama-server's n-gram kinds, whole processes (a first use and
   warmed), a request asked again, the ceiling; the user's own question is `tandem bench`.
 - models: the lab's models made from the embedded one, by name (`default-f16`, `default-costly`).
+- replay: the draft policy on kept replies (resources/replay) against any machine's cost curve,
+  the hindsight-best beside it; measures a curve here (`cost-curve`, `--standin` for a real
+  size) and records replies (`record-traces`). The simulation itself is engine/replay.py (the pair
+  doctor's copy-work figure runs it).
 
 The experiments each answered one question once; kept to re-run. What each answered:
 

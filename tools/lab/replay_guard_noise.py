@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.cli.replay_bench import replay_sets
-from engine.replay import calibrated, load_curves, load_traces, replay
+from engine.replay import calibrated, load_traces, replay
+from tools.lab.replay import load_curves, replay_sets
 
 NOISE = 0.08
 SEEDS = 5

@@ -1,5 +1,5 @@
 """The best any policy bound by the per-reply risk limit could do on a kept trace and cost curve,
-knowing what each offer will have accepted: how much of the gap to the hindsight-best (engine.replay)
+knowing what each offer will have accepted: how much of the gap to the hindsight-best (tools/lab/replay.py)
 the limit itself takes, whatever the controller does within it.
 
 The risk limit (engine.reply_budget.ReplyBudget.risk_limit) lets a step draft k tokens only
@@ -24,16 +24,16 @@ import argparse
 import math
 import statistics
 
-from app.cli.replay_bench import PYTHON_SCALES, replay_dir
 from engine.copies import RISK_DOUBT, RISK_PRIOR, RISK_PRIOR_EXPOSURE, Departures
 from engine.drafters import NgramDrafter
 from engine.kinds import COPY_KINDS
-from engine.replay import K_MAX, CostCurve, Trace, _matched, hindsight_best, load_curves, load_traces
+from engine.replay import K_MAX, CostCurve, Trace, _matched, load_traces
 from engine.reply_budget import RAMP_FIRST as FIRST_DRAFT  # a reply's allowance before it saves anything
+from tools.lab.replay import PYTHON_SCALES, hindsight_best, load_curves, replay_dir
 
 
 def copy_offers(trace: Trace, k_max: int = K_MAX) -> list[tuple[int, int, int]]:
-    """engine.replay.offers with each offer's match length where it is a copy (0 otherwise)."""
+    """tools.lab.replay.offers with each offer's match length where it is a copy (0 otherwise)."""
     drafter = NgramDrafter()
     ctx = list(trace.prompt)
     drafter.begin(ctx, (), False)
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     folder = replay_dir() / args.set if args.set else replay_dir()
     curves = [c for c in load_curves(folder / "curves") if not args.curves or c.name in args.curves]
-    # A set of curves alone (standins) is replayed on the copy traces, as `tandem bench dev replay` does.
+    # A set of curves alone (standins) is replayed on the copy traces, as `python -m tools.lab.replay replay` does.
     traces_dir = folder / "traces" if (folder / "traces").is_dir() else replay_dir() / "traces"
     traces = [t for t in load_traces(traces_dir) if t.name != "warm-up"]
     print("| curve | Python x | risk-limited best of the hindsight-best, per prompt | median |")

@@ -21,9 +21,9 @@ import json
 import re
 import statistics
 
-from app.cli.replay_bench import replay_dir
 from app.paths import resources_dir
-from engine.replay import CostCurve, Trace, calibrated, load_curves, load_traces, replay
+from engine.replay import CostCurve, Trace, calibrated, load_traces, replay
+from tools.lab.replay import load_curves, replay_dir
 
 _PIECE = re.compile(r" ?[A-Za-z_]+| ?\d|\n| +|[^\sA-Za-z_\d]")  # words with their space, digits one by one
 

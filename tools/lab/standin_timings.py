@@ -1,7 +1,8 @@
 """Issue 39's timings on this machine, in one run: a 7B pair measured on stand-ins the quick way
 (the pair doctor's `--measure`: its wall time, the disk it held, what it says), then each
-Qwen2.5 shape's full curve (every batch size 1-64, `tandem bench dev cost-curve --standin`) kept in
-resources/replay/standins/curves, and the quick figures against the 7B's full curve.
+Qwen2.5 shape's full curve (every batch size 1-64, `python -m tools.lab.replay cost-curve
+--standin`) kept in resources/replay/standins/curves, and the quick figures against the 7B's full
+curve.
 
     nice -n -15 .venv/bin/python -m tools.lab.standin_timings [--shapes qwen2.5-7b,qwen2.5-0.5b,...]
         [--build avx512] [--skip-quick] [--out /tmp/standin-timings.json]
@@ -113,18 +114,18 @@ def cancel_trial(shape: str, quant: str, after_s: float = 2.0) -> dict[str, obje
 
 
 def full_curve(shape: str, quant: str, name: str) -> dict[str, object]:
-    from app.cli.cli import main
+    from tools.lab.replay import main
 
     t0 = time.perf_counter()
-    code = main(["bench", "dev", "cost-curve", "--standin", f"{shape}:{quant}", "--curve-name", name])
+    code = main(["cost-curve", "--standin", f"{shape}:{quant}", "--curve-name", name])
     return {"shape": shape, "exit": code, "wall_s": round(time.perf_counter() - t0, 1)}
 
 
 def compare(quick: dict[str, object], curve_path: Path) -> dict[str, object]:
     from app.library import measure
-    from engine.replay import CostCurve
+    from tools.lab.replay import load_curve
 
-    curve = CostCurve.load(curve_path)
+    curve = load_curve(curve_path)
     full = measure.MeasuredCosts("full", curve.t_ms, 0, "", "", 0)
     draft = measure.MeasuredCosts("draft", {1: float(quick["draft_t1_ms"])}, 0, "", "", 0)  # type: ignore[arg-type]
     v = measure.draft_verdict(full, draft)
@@ -177,7 +178,7 @@ def main() -> int:
             save()
             print(json.dumps(curves[-1]), flush=True)
             if shape == "qwen2.5-7b" and "quick" in out:
-                from app.cli.replay_bench import STANDIN_SET, replay_dir
+                from tools.lab.replay import STANDIN_SET, replay_dir
 
                 path = replay_dir() / STANDIN_SET / "curves" / f"{name}.json"
                 out["quick_vs_full_7b"] = compare(out["quick"], path)  # type: ignore[arg-type]

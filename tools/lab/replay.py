@@ -1,13 +1,24 @@
-"""`tandem bench dev replay`, `cost-curve`, `record-traces` (for developers; their parsers are in
-app/cli/bench_dev.py): the draft policy against any machine.
+"""The replay's lab: the draft policy against any machine, without that machine (engine/replay.py
+is the simulation; the pair doctor's copy-work figure runs it in the product).
+
+    python -m tools.lab.replay replay           # every kept trace against every kept cost curve
+    python -m tools.lab.replay cost-curve --model default
+    python -m tools.lab.replay cost-curve --standin qwen2.5-7b:Q4_K_M
+    python -m tools.lab.replay record-traces --model default
 
 - `record-traces`: plain greedy replies to the copy prompts (and the bench's warm-up prompt),
   saved as token ids (engine.replay.Trace): what drafting sees, the same on every CPU.
-- `cost-curve`: this machine's verify costs t(n) (timed as the bench's ceiling is, after the
-  prompt and half the reply) and its work outside llama.cpp a step, as a curve file.
+- `cost-curve`: this machine's verify costs t(n) (timed as the lab bench's ceiling is, after the
+  prompt and half the reply) and its work outside llama.cpp a step, as a curve file; or, with
+  `--standin`, a real-size model's, from a stand-in of a known shape (random weights).
 - `replay`: every kept trace against every kept curve: the decode time the real policy reaches
   (engine.policy, driven with a simulated clock), and the best any choice of draft lengths could
-  reach knowing what is accepted. No model and no llama.cpp needed.
+  reach knowing what is accepted (`hindsight_best`). No model and no llama.cpp needed.
+
+What they write lands in resources/replay (curves/, traces/, and a folder a set for other models).
+They were `tandem bench dev ...` (before that `tandem bench --replay`, `--cost-curve`,
+`--record-traces`); those now end with one line naming this command. A curve is measured on the
+machine it describes, so run it from a checkout there.
 """
 
 from __future__ import annotations
@@ -17,27 +28,95 @@ import dataclasses
 import json
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
+from app.cli.cli_base import Parser
 from app.paths import resources_dir
 from engine.config import NGRAM_LOOKUP, PLAIN_DECODING, DraftChoice
-from engine.replay import (
-    K_MAX,
-    CostCurve,
-    Trace,
-    calibrated,
-    hindsight_best,
-    load_curves,
-    load_traces,
-    replay,
-)
+from engine.drafters import NgramDrafter
+from engine.replay import K_MAX, CostCurve, Trace, _matched, calibrated, load_traces, replay
 from engine.session import Engine
+from tools.lab.bench import measure_ceiling
 
-PYTHON_SCALES = (1.0, 3.5)
-CURVE_SIZES = tuple(
-    range(1, K_MAX + 2)
-)  # verify batches of 1..64 rows: drafts of 0..63  # the curve's own cores, and cores 3.5x slower at Python (issue 27)
+# --- curve and trace files; the hindsight-best ------------------------------------------------------
+
+
+def trace_to_json(trace: Trace) -> dict[str, object]:
+    return {
+        "name": trace.name,
+        "model": trace.model,
+        "prompt": list(trace.prompt),
+        "reply": list(trace.reply),
+    }
+
+
+def load_curve(path: Path) -> CostCurve:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return CostCurve(
+        str(data["name"]),
+        {int(n): float(ms) for n, ms in data["t_ms"].items()},
+        float(data.get("fixed_ms", 0.3)),
+        float(data.get("row_ms", 0.05)),
+        str(data.get("source", "")),
+    )
+
+
+def curve_to_json(curve: CostCurve) -> dict[str, object]:
+    return {
+        "name": curve.name,
+        "source": curve.source,
+        "t_ms": {str(n): round(ms, 2) for n, ms in sorted(curve.t_ms.items())},
+        "fixed_ms": round(curve.fixed_ms, 3),
+        "row_ms": round(curve.row_ms, 4),
+    }
+
+
+def load_curves(directory: Path) -> list[CostCurve]:
+    return [load_curve(p) for p in sorted(directory.glob("*.json"))]
+
+
+def ceiling(curve: CostCurve) -> float:
+    """The lab bench's ceiling: max over the measured sizes of n·t(1)/t(n)."""
+    return max(n * curve.t_ms[1] / t for n, t in curve.t_ms.items())
+
+
+def offers(trace: Trace, k_max: int = K_MAX) -> list[tuple[int, int]]:
+    """At each position of the reply, what an n-gram offer there holds: how many tokens, and how
+    many of them the target would accept (their match with what the reply goes on to say)."""
+    drafter = NgramDrafter()
+    ctx = list(trace.prompt)
+    drafter.begin(ctx)
+    reply = trace.reply
+    out = []
+    for pos in range(len(reply)):
+        candidates, _ = drafter.offer(ctx, min(k_max, len(reply) - pos), use_memory=False)
+        out.append((len(candidates), _matched(candidates, reply, pos)))
+        ctx.append(reply[pos])
+    return out
+
+
+def hindsight_best(trace: Trace, curve: CostCurve, python_scale: float = 1.0, k_max: int = K_MAX) -> float:
+    """The least decode time any choice of draft lengths could reach on this reply, knowing what
+    each offer will have accepted: dynamic programming over positions. A draft longer than what
+    will be accepted only adds rows, though a batch of more rows may cost less (CPU kernels
+    work in tiles), so every length the offer holds is tried."""
+    held = offers(trace, k_max)
+    n = len(trace.reply)
+    step = [curve.step_s(rows, python_scale) for rows in range(k_max + 2)]
+    best = [0.0] * (n + 1)
+    for pos in range(n - 1, -1, -1):
+        available, m = held[pos]
+        best[pos] = min(step[k + 1] + best[min(n, pos + min(k, m) + 1)] for k in range(available + 1))
+    return best[0]
+
+
+# --- the three commands ----------------------------------------------------------------------------
+
+
+PYTHON_SCALES = (1.0, 3.5)  # the curve's own cores, and cores 3.5x slower at Python (issue 27)
+CURVE_SIZES = tuple(range(1, K_MAX + 2))  # verify batches of 1..64 rows: drafts of 0..63
 
 
 def replay_dir() -> Path:
@@ -73,7 +152,7 @@ def record_traces(args: argparse.Namespace) -> str:
             finished = _run(engine, prompt, args.max_tokens, SamplingParams(), speculate=False)
             trace = Trace(name, tuple(engine.tokenize(prompt)), finished.token_ids, model)
             path = out / f"{name}.json"
-            path.write_text(json.dumps(trace.to_json()) + "\n", encoding="utf-8")
+            path.write_text(json.dumps(trace_to_json(trace)) + "\n", encoding="utf-8")
             lines.append(f"{path}: {len(trace.prompt)} prompt tokens, {len(trace.reply)} reply tokens")
     finally:
         engine.close()
@@ -83,7 +162,7 @@ def record_traces(args: argparse.Namespace) -> str:
 def measure_cost_curve(args: argparse.Namespace) -> CostCurve:
     """This machine's curve: verify batches timed as the bench's ceiling is, and the work outside
     llama.cpp a step (reading each verified row; the rest, a fixed part, from a real copy reply)."""
-    from app.cli.bench import _run, load_prompts, measure_ceiling
+    from app.cli.bench import _run, load_prompts
     from engine.config import SamplingParams
     from engine.speculative import greedy_choices
 
@@ -127,7 +206,7 @@ def measure_cost_curve(args: argparse.Namespace) -> CostCurve:
     flags = [f for f in ("AVX512", "AVX2") if f"{f} = 1" in build_identity()]
     name = args.curve_name or f"{platform.node()}-{(flags or ['build'])[0].lower()}"
     source = (
-        f"tandem bench dev cost-curve (every batch size 1-{max(CURVE_SIZES)}), "
+        f"python -m tools.lab.replay cost-curve (every batch size 1-{max(CURVE_SIZES)}), "
         f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, "
         f"CPU {cpu_identity()}, build {'/'.join(flags) or 'other'}, threads {args.threads or 'all'}; "
         f"reading rows: 8 rows {read_ms[8]:.2f} ms, 63 rows {read_ms[63]:.2f} ms; a copy reply's median "
@@ -182,7 +261,7 @@ def standin_cost_curve(args: argparse.Namespace) -> CostCurve:
     fixed_ms = own.fixed_ms if own is not None else CostCurve("", {1: 1.0}).fixed_ms
     name = args.curve_name or f"{platform.node()}-{build}-{shape_name}-{quant.lower()}"
     source = (
-        f"tandem bench dev cost-curve --standin {shape_name}:{quant} (a stand-in: the shape of "
+        f"python -m tools.lab.replay cost-curve --standin {shape_name}:{quant} (a stand-in: the shape of "
         f"{shape_name}, {plan.size_bytes / 2**30:.2f} GiB, random weights; every batch size 1-64 after "
         f"{CONTEXT_TOKENS} tokens, fastest of 3 up to 16 rows and of 2 above; {took_s:.0f} s in all), "
         f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, CPU {cpu_identity()}, build "
@@ -202,8 +281,8 @@ def cost_curve(args: argparse.Namespace) -> str:
         folder = replay_dir() / "curves"
     out = Path(args.out) if args.out else folder / f"{curve.name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(curve.to_json(), indent=1) + "\n", encoding="utf-8")
-    return f"{out}: ceiling {curve.ceiling():.2f}x; {curve.source}"
+    out.write_text(json.dumps(curve_to_json(curve), indent=1) + "\n", encoding="utf-8")
+    return f"{out}: ceiling {ceiling(curve):.2f}x; {curve.source}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,7 +339,7 @@ def run_replay(
                         result.plain_s,
                         result.decode_s,
                         best,
-                        curve.ceiling(),
+                        ceiling(curve),
                         first.decode_s,
                     )
                 )
@@ -336,13 +415,65 @@ def replay_report(args: argparse.Namespace) -> str:
     return text
 
 
-def cmd_bench_dev(args: argparse.Namespace) -> int:
-    """`tandem bench dev replay|cost-curve|record-traces`."""
+def run(args: argparse.Namespace) -> int:
+    """`python -m tools.lab.replay replay|cost-curve|record-traces`."""
     from app.cli.options import validate_engine_args
 
-    if args.dev_command == "replay":
+    if args.command == "replay":
         print(replay_report(args))
         return 0
     validate_engine_args(args)
-    print(cost_curve(args) if args.dev_command == "cost-curve" else record_traces(args))
+    print(cost_curve(args) if args.command == "cost-curve" else record_traces(args))
     return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="python -m tools.lab.replay", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
+
+    r = commands.add_parser(
+        "replay",
+        help="the draft policy on the kept traces against every kept cost curve (no model needed)",
+    )
+    r.add_argument("--curves", default=None, help="folder of cost curves (default: every kept set)")
+    r.add_argument("--traces", default=None, help="folder of traces (default: every kept set)")
+    r.add_argument("--python-scale", default=None, help="comma-separated slow-core factors (default 1,3.5)")
+    r.add_argument("--out", default=None, help="also write the report as Markdown here")
+
+    c = commands.add_parser("cost-curve", help="measure this machine's verify costs t(n) as a curve file")
+    _add_model_args(c)
+    c.add_argument("--curve-name", default=None, help="the curve's name (default: host and build)")
+    c.add_argument(
+        "--standin",
+        default=None,
+        metavar="SHAPE[:QUANT]",
+        help="time a stand-in of a known shape (random weights, e.g. qwen2.5-7b:Q4_K_M) "
+        "at every batch size 1-64 instead of --model; deleted after",
+    )
+    c.add_argument("--out", default=None, help="the curve file (default: resources/replay/.../curves)")
+
+    t = commands.add_parser("record-traces", help="record greedy replies to the copy prompts as traces")
+    _add_model_args(t)
+    t.add_argument("--out", default=None, help="folder for the traces (default: resources/replay/traces)")
+    return parser
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    from app.cli.options import add_engine_args
+
+    add_engine_args(p, model_default="default")
+    p.set_defaults(draft=PLAIN_DECODING)  # each command picks its own
+    p.add_argument("--prompts", default=None, help='JSONL file of {"name", "set", "prompt"} lines')
+    p.add_argument("--sets", default=None, help="comma-separated built-in sets (default: copy)")
+    p.add_argument("--max-tokens", type=int, default=256)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from app.cli.cli_base import at_the_edge
+
+    args = build_parser().parse_args(argv)
+    return at_the_edge(lambda: run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
