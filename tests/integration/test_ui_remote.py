@@ -14,6 +14,7 @@ from app.host.remote_worker import NO_DRAFT_MARKS
 from app.settings import load_settings
 from app.store import Store
 from tests.integration.test_remote import llama_server  # noqa: F401 (a fixture)
+from tests.looping_server import looping_server as serve_loop
 from tests.serve_process import ServeProcess, free_port
 from tests.ui.test_ui_speculation import _tinted_text
 from ui.settings.remote_engine import LOCAL_ONLY_TIP
@@ -506,55 +507,10 @@ def test_local_only_fields_are_greyed_out_while_a_server_is_chosen(qtbot) -> Non
 def looping_server() -> Iterator[tuple[str, dict[str, int]]]:
     """A server on 127.0.0.1 whose reply is one sentence again and again (a small model asked to
     edit a note), up to 2,000 times unless the client leaves; its words cut across chunks."""
-    import json
-    import threading
-    import time
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    seen = {"sent": 0, "left": 0}
     sentence = 'I\'ve added a comma after "morning" in the note. '
     pieces = [sentence[i : i + 5] for i in range(0, len(sentence), 5)]  # "I've ", "added", " a co"…
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            body = json.dumps({"object": "list", "data": [{"id": "looper", "object": "model"}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_POST(self) -> None:  # noqa: N802
-            self.rfile.read(int(self.headers["Content-Length"]))
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.end_headers()
-            try:
-                for _ in range(2000):
-                    for piece in pieces:
-                        chunk = {
-                            "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]
-                        }
-                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                        self.wfile.flush()
-                        seen["sent"] += 1
-                        time.sleep(0.001)
-                end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
-                self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
-            except (BrokenPipeError, ConnectionResetError):
-                seen["left"] += 1
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve_loop(pieces * 2000, pause_s=0.001) as served:
+        yield served
 
 
 def test_a_servers_reply_that_loops_is_stopped_as_a_local_one(

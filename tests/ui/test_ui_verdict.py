@@ -5,17 +5,14 @@ it streams), See it with a sped-up run that drafted nothing, and every reply say
 
 from __future__ import annotations
 
-import json
-import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from app.store import MessageStatus, Store
 from engine.events import Finished, Speculation, Stats, StatsRecord
+from tests.looping_server import looping_server
 from ui.presenters import verdict, words
 from ui.presenters.verdict import Verdict
 
@@ -173,50 +170,9 @@ STUDY_APP = "Use a study app: it helps you keep track of your progress and your 
 def numbered_looper() -> Iterator[tuple[str, dict[str, int]]]:
     """A server whose reply is a numbered list stuck on one item ("10. Use a study app: ...",
     "11. Use a study app: ...") up to item 2,000 unless the client leaves."""
-    seen = {"sent": 0, "left": 0}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            body = json.dumps({"object": "list", "data": [{"id": "looper", "object": "model"}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_POST(self) -> None:  # noqa: N802
-            self.rfile.read(int(self.headers["Content-Length"]))
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.end_headers()
-            text = "Here are some tips:\n\n" + "".join(f"{i}. {STUDY_APP}\n" for i in range(1, 2000))
-            try:
-                for at in range(0, len(text), 6):
-                    chunk = {
-                        "choices": [
-                            {"index": 0, "delta": {"content": text[at : at + 6]}, "finish_reason": None}
-                        ]
-                    }
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                    self.wfile.flush()
-                    seen["sent"] += 1
-                    time.sleep(0.0005)
-                end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
-                self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
-            except (BrokenPipeError, ConnectionResetError):
-                seen["left"] += 1
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    text = "Here are some tips:\n\n" + "".join(f"{i}. {STUDY_APP}\n" for i in range(1, 2000))
+    with looping_server((text[at : at + 6] for at in range(0, len(text), 6)), pause_s=0.0005) as served:
+        yield served
 
 
 def test_a_looping_numbered_list_is_stopped_with_its_note(
