@@ -14,7 +14,6 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,28 +63,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         _unknown.append(args.link)  # not ours: one of Qt's option values
         args.link = None
     return args
-
-
-def wait_until(
-    condition: Callable[[], bool], what: str, *, timeout_s: float, prog: str, poll_ms: int = 20
-) -> None:
-    """Run the Qt event loop until condition() holds; past timeout_s, end the program with a line
-    naming `what`. A blocking event loop polled by a timer, for the window's tools (screenshots,
-    bench_gui): a processEvents() spin would take a core from llama.cpp, whose threads then wait
-    on each other (1 tok/s instead of 60 here)."""
-    from PySide6.QtCore import QEventLoop, QTimer
-
-    deadline = time.monotonic() + timeout_s
-    loop = QEventLoop()
-    poll = QTimer()
-    poll.setInterval(poll_ms)
-    poll.timeout.connect(lambda: loop.quit() if condition() or time.monotonic() > deadline else None)
-    poll.start()
-    if not condition():
-        loop.exec()
-    poll.stop()
-    if not condition():
-        raise SystemExit(f"{prog}: timed out waiting for {what}")
 
 
 def freeze_startup_objects() -> None:

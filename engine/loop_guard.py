@@ -103,14 +103,12 @@ class LoopGuard:
         self._run = np.zeros(self.max_period, dtype=np.int64)
         self.period = 0  # the repeated stretch's length in tokens, once a loop is found
         self.lines = LineRepeats()
-        self.is_near_repeat = False  # the loop found was lines told again with new numbers
 
     def add(self, token: int, text: bytes = b"") -> bool:
         """The next emitted token (and its text, for near-repeats); True where the reply has become
         a loop. (Called for every token a step emits, 64 at a time on a copy: in place, a few
         numpy operations.)"""
         if text and self.lines.add(text):
-            self.is_near_repeat = True
             return True
         ring, j = self._ring, self._n % len(self._ring)
         # The token p before this one, per p: the ring's slots before j, then those after it, both

@@ -53,12 +53,3 @@ def check_pair(target: GGUFInfo, draft: GGUFInfo) -> None:
     for i in range(VOCAB_CHECK_START_TOKEN_ID, min(target.n_vocab, draft.n_vocab)):
         if target.tokens[i] != draft.tokens[i]:
             raise IncompatiblePairError(f"text of token {i}", target.tokens[i], draft.tokens[i])
-
-
-def pair_problem(target: GGUFInfo, draft: GGUFInfo) -> str | None:
-    """The rule a pair breaks, as a sentence, or None when the draft can draft for the target."""
-    try:
-        check_pair(target, draft)
-    except IncompatiblePairError as e:
-        return str(e)
-    return None

@@ -195,9 +195,9 @@ def measure(n_tokens: int, n_chars: int, tokens_per_s: float) -> dict[str, float
     from PySide6.QtCore import QTimer
 
     from app.gui import freeze_startup_objects
-    from app.gui import wait_until as wait_for
     from app.host.controller import EngineController
     from app.settings import Settings, load_settings, save_settings
+    from tools.qt_wait import wait_until as wait_for
     from ui.main_window import MainWindow
 
     text = real_text(n_chars)

@@ -60,7 +60,7 @@ def _shoot(out: Path, model: Path) -> int:
     immortalize_singletons()
     from PySide6.QtWidgets import QApplication
 
-    from app.gui import wait_until as wait_for
+    from tools.qt_wait import wait_until as wait_for
     from ui.main_window import MainWindow
     from ui.qt.gc_on_gui_thread import GuiThreadCollector
 

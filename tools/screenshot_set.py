@@ -68,8 +68,8 @@ def _scene(out_dir: Path, model: str) -> int:
     from PySide6.QtGui import QImage, QPainter
     from PySide6.QtWidgets import QApplication, QWidget
 
-    from app.gui import wait_until as wait_for
     from app.settings import load_settings, save_settings
+    from tools.qt_wait import wait_until as wait_for
     from ui.main_window import MainWindow
     from ui.presenters.words import DEMO_TASKS, built_in_presets, compare_seconds
     from ui.qt.gc_on_gui_thread import GuiThreadCollector

@@ -52,7 +52,6 @@ CODE_LANGUAGES = {
     ".r": "r", ".m": "matlab", ".scala": "scala", ".pl": "perl", ".hs": "haskell", ".el": "elisp",
     ".mk": "make", ".cmake": "cmake", ".dockerfile": "dockerfile", ".tex": "latex", ".csv": "csv",
 }  # fmt: skip
-MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown", ".rst", ".txt", ".text", ".org", ".adoc"}
 
 
 class DocumentProblem(StrEnum):

@@ -153,10 +153,6 @@ class DownloadControl:
         return self._cancel.is_set()
 
     @property
-    def is_pause_requested(self) -> bool:
-        return self._pause.is_set()
-
-    @property
     def is_stop_requested(self) -> bool:
         return self._cancel.is_set() or self._pause.is_set()
 

@@ -747,7 +747,6 @@ class DraftCandidate:
     fit: Fit | None = None
     estimate: SpeedEstimate | None = None
     problem: str = ""  # why its header could not be read
-    why_offered: str = ""  # "ships beside the target", "same family from OWNER"
     measured: PairMeasurement | None = None  # what replies with it measured here
 
     @property
@@ -793,11 +792,11 @@ def find_drafts(
     name = target.repo_id or str(target_facts.info.metadata.get("general.basename") or target_facts.info.name)
     family = family_of(name)
     target_b = params_in_name(target.repo_id or name) or target_facts.n_params / 1e9
-    offered: dict[tuple[str, str], tuple[HubGGUF, str]] = {}
+    offered: dict[tuple[str, str], HubGGUF] = {}
     if target.repo_id:
         for f in list_files(target.repo_id, target.revision, timeout_s=timeout_s, cancel=cancel):
             if f.filename != target.filename and "draft" in f.filename.lower():
-                offered[(f.repo_id, f.filename)] = (f, "ships beside the target")
+                offered[(f.repo_id, f.filename)] = f
     owner = target.repo_id.split("/")[0] if target.repo_id else None
     repos = (
         search(family, author=owner, limit=20, with_files=False, timeout_s=timeout_s, cancel=cancel)
@@ -811,19 +810,15 @@ def find_drafts(
     for repo in smaller[:max_checks]:
         picked = _pick_draft_file(list_files(repo.repo_id, timeout_s=timeout_s, cancel=cancel))
         if picked is not None:
-            offered.setdefault(
-                (picked.repo_id, picked.filename),
-                (picked, f"a smaller {family} from {repo.repo_id.split('/')[0]}"),
-            )
+            offered.setdefault((picked.repo_id, picked.filename), picked)
 
-    def judge(item: tuple[HubGGUF, str]) -> DraftCandidate:
-        f, why = item
+    def judge(f: HubGGUF) -> DraftCandidate:
         try:
             facts = read_facts(ModelRef(f.repo_id, f.filename), timeout_s=timeout_s, cancel=cancel)
         except CheckCancelled:
             raise
         except TandemError as e:
-            return DraftCandidate(f, problem=str(e), why_offered=why)
+            return DraftCandidate(f, problem=str(e))
         verdict = pair_verdict(target_facts, facts)
         need = memory_need(target_facts, facts, n_ctx)
         estimate = (
@@ -833,7 +828,7 @@ def find_drafts(
         )
         measured = measured_pair(target_facts, facts) if verdict.is_compatible else None
         fit = fit_of(need.total_bytes, machine)
-        return DraftCandidate(f, facts, verdict, fit, estimate, why_offered=why, measured=measured)
+        return DraftCandidate(f, facts, verdict, fit, estimate, measured=measured)
 
     with ThreadPoolExecutor(4) as pool:
         judged = list(pool.map(judge, list(offered.values())[:max_checks]))

@@ -56,8 +56,6 @@ BLOCKS: dict[int, tuple[int, int]] = {
     22: (256, 82), 23: (256, 136), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8),  # IQ2_S, IQ4_XS, I8..F64
     29: (256, 56), 34: (256, 54), 35: (256, 66), 39: (32, 17),  # IQ1_M, TQ1_0, TQ2_0, MXFP4
 }  # fmt: skip
-TYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 10: "Q2_K",
-              11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 30: "BF16"}  # fmt: skip
 # Where each known quantised block keeps its fp16 scales (byte offset -> value). Weights come out
 # within a few hundredths of zero, as in a trained model, and centred: where a type adds a
 # minimum (Q4_1, Q5_1, the K-quants' dmin), it is set to cancel the mean of d * scale * q, so

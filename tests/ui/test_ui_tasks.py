@@ -60,8 +60,10 @@ def test_any_other_model_is_offered_every_task(qtbot, open_window, tiny_target) 
     window = open_window(tiny_target)
     assert all(b.isEnabled() for b in window.chat.suggestion_buttons)
     assert window.chat.larger_row.isHidden()
-    assert words.model_does(str(tiny_target), "Fix spelling and grammar")
-    assert not words.model_does("smollm2", "Fix spelling and grammar")  # it looped on a note
+    from ui.presenters.task_ability import model_ability, task_refusal
+
+    assert not task_refusal(model_ability(str(tiny_target)), "Fix spelling and grammar")
+    assert task_refusal(model_ability("smollm2"), "Fix spelling and grammar")  # it looped on a note
 
 
 def test_the_welcome_offers_a_small_instruct_model_beside_the_pair(qtbot) -> None:

@@ -187,7 +187,6 @@ class DiffDialog(QDialog):
         buttons.addStretch(1)
         buttons.addWidget(close)
         layout.addLayout(buttons)
-        self.saved_to: Path | None = None
 
     def copy(self) -> None:
         QGuiApplication.clipboard().setText(self.edited)
@@ -199,4 +198,3 @@ class DiffDialog(QDialog):
             Path(path).write_text(
                 self.edited if self.edited.endswith("\n") else self.edited + "\n", encoding="utf-8"
             )
-            self.saved_to = Path(path)

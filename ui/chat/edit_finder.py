@@ -53,12 +53,6 @@ def _words(text: str) -> list[str]:
     return _WORDS.findall(text.lower())
 
 
-def likeness(part: str, original: str) -> float:
-    """How alike two texts are, 0-1: difflib's ratio over their lower-cased words and marks."""
-    a, b = _words(part), _words(original)
-    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() if a and b else 0.0
-
-
 def edited_copy(reply: str, original: str) -> str | None:
     """The part of the reply most like the original (fences taken off), None where no part is
     close enough to be an edited copy of it. The original is indexed once; a part whose upper

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QPainter, QPainterPath, QPaintEvent, QPen
+from PySide6.QtGui import QPainter, QPainterPath, QPaintEvent, QPen
 from PySide6.QtWidgets import (
     QComboBox,
     QGridLayout,
@@ -28,15 +28,12 @@ from PySide6.QtWidgets import (
 
 from app.host.reply import Reply, ReplyProgress
 from app.settings import Preset, SpeedUp
-from engine.events import Stats
+from engine.events import ReplyText, Stats
 from ui.chat.markdown_view import MessageBody
 from ui.presenters import verdict, words
 from ui.presenters.stats_format import DASH
 from ui.qt import theme
 from ui.qt.page_scroll import scrolling_content
-
-PLAIN_COLOR = QColor(120, 120, 120)  # the light theme's (ui.qt.theme.colors() has the current ones)
-SPECULATIVE_COLOR = QColor(40, 160, 90)
 
 
 class TokensChart(QWidget):
@@ -138,20 +135,18 @@ class _RunPane(QGroupBox):
 
     def reset(self) -> None:
         self.reply = None
-        self.body.set_content("", (), True)
+        self.body.set_content(ReplyText(""), True)
         self.stats.setText(DASH)
 
     def stream(self, reply: Reply, tint: bool) -> None:
         """Show the reply so far, exactly as generated; only its new text is laid out."""
         self.reply = reply
-        shown = reply.raw()
-        self.body.stream(shown.text, shown.spans, tint)
+        self.body.stream(reply.raw(), tint)
 
     def finish(self, reply: Reply, tint: bool) -> None:
         """The final text (stop strings trimmed), rendered once."""
         self.reply = reply
-        shown = reply.raw()
-        self.body.finish(shown.text, shown.spans, tint)
+        self.body.finish(reply.raw(), tint)
 
     def show_stats(self, stats: Stats) -> None:
         """How long this run took, in words (the figures are the summary's details)."""

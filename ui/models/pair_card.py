@@ -138,7 +138,6 @@ class PairCard(QFrame):
         self.is_recommended = False
         self.is_in_use = False
         self.is_fitting = True
-        self._fit_text = ""
         self._restyling = False
 
         layout = QVBoxLayout(self)
@@ -301,7 +300,6 @@ class PairCard(QFrame):
 
     def set_fit(self, is_fitting: bool, text: str) -> None:
         self.is_fitting = is_fitting
-        self._fit_text = text
         self.fit_label.setText(("✓ " if is_fitting else "✗ ") + text)
         self._restyle()
         self._describe()

@@ -48,9 +48,6 @@ class ComparePresenter(QObject):
         controller.reply_finished.connect(self.on_controller_reply_finished)
         controller.reply_failed.connect(self.on_controller_reply_failed)
 
-    def owns(self, request_id: int) -> bool:
-        return request_id in self.runs
-
     def run(self, prompt: str) -> None:
         """Run the prompt twice, plain then with the speed-up, with the same sampling."""
         if self.controller.is_busy:

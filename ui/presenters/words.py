@@ -634,14 +634,6 @@ def _sampling(p: Preset) -> tuple[float, float, float]:
 SMALL_INSTRUCT_PAIR = "qwen2.5-1.5b-ngram"  # the catalog's smallest instruct model that does them
 
 
-def model_does(model_key: str | None, task: str) -> bool:
-    """Whether the model in use (a path, or a built-in model's name) is offered this suggested
-    task or quick action (its title)."""
-    from ui.presenters.task_ability import model_ability, task_refusal
-
-    return not task_refusal(model_ability(model_key), task)
-
-
 # An empty conversation's line, above the demo tasks offered as suggestions (ui.chat.chat_view).
 EMPTY_CHAT = (
     "Ask anything. Tandem is fastest when the reply reuses text: attach a document (or paste it) "
