@@ -436,9 +436,7 @@ class Engine:
             use_memory=use_memory,
             document_spans=document_spans,
         )
-        if use_memory:
-            events = self._remembering(tokens, events)
-        return self._saving_costs_after(events)
+        return self._ending_with(events, tokens if use_memory else None)
 
     @functools.cached_property
     def penalty_exempt_tokens(self) -> frozenset[int]:
@@ -454,17 +452,16 @@ class Engine:
             ids.update(self.tokenize(text, add_special=False))
         return frozenset(ids)
 
-    def _remembering(self, prompt: list[int], events: Iterator[Event]) -> Iterator[Event]:
-        """Pass the events on; keep the finished reply for drafting later ones (engine.text_index:
-        a reply drafted from the index is there already, one decoded plainly is added)."""
-        for event in events:
-            if isinstance(event, Finished):
-                self.memory.add(prompt, event.token_ids)
-            yield event
-
-    def _saving_costs_after(self, events: Iterator[Event]) -> Iterator[Event]:
+    def _ending_with(self, events: Iterator[Event], prompt: list[int] | None) -> Iterator[Event]:
+        """Pass the events on; the reply's end is the engine's: the finished reply is kept for
+        drafting later ones (prompt None: not kept; engine.text_index: a reply drafted from the
+        index is there already, one decoded plainly is added), and the measured step costs are
+        written however the reply ends (finished, cancelled, failed or dropped)."""
         try:
-            yield from events
+            for event in events:
+                if prompt is not None and isinstance(event, Finished):
+                    self.memory.add(prompt, event.token_ids)
+                yield event
         finally:
             self._save_costs()
 

@@ -4,10 +4,10 @@ The window builds and wires widgets. What it shows and decides lives in its pres
 (ui/presenters/presenter.py, ChatPresenter: no widgets): the settings, the store (conversations on disk),
 the reply being generated and its saving, the stats records and speed baseline, Compare routing
 and the one speculation state. The window forwards user actions to the presenter and follows
-its signals: replies arrive as coalesced ReplyProgress updates of one reply buffer
-(app.host.reply) and are shown (only the new text is laid out); the presenter writes them to the
-store at most every SAVE_INTERVAL_S and at their end, so a crash of anything loses at most that
-much of a reply.
+its signals; the chat follows the reply being generated itself (ChatView.on_replies_reply_progressed:
+the reply presenter's coalesced updates of one reply buffer, app.host.reply, of which only the new
+text is laid out). The presenter writes a reply to the store at most every SAVE_INTERVAL_S and at
+its end, so a crash of anything loses at most that much of it.
 """
 
 from __future__ import annotations
@@ -204,6 +204,7 @@ class MainWindow(QMainWindow):
         splitter = QSplitter()
         self.conversations = ConversationList()
         self.chat = ChatView()
+        self.chat.set_tint(self.settings.show_draft_tint)
         splitter.addWidget(self.conversations)
         splitter.addWidget(self.chat)
         splitter.setStretchFactor(1, 1)
@@ -398,7 +399,8 @@ class MainWindow(QMainWindow):
         r.messages_removed.connect(self.chat.remove_messages)
         r.notice_changed.connect(self.chat.set_notice)
         r.speed_line_changed.connect(self.stats_label.setText)
-        r.reply_progressed.connect(self.on_presenter_reply_progressed)
+        r.reply_progressed.connect(self.chat.on_replies_reply_progressed)  # the token path's last hops
+        r.reply_progressed.connect(self.header.on_replies_reply_progressed)
         r.reading_shown.connect(self.on_presenter_reading_shown)
         r.reply_ended.connect(self.on_presenter_reply_ended)
         r.reply_ended.connect(self.task_switch.on_reply_ended)
@@ -442,9 +444,6 @@ class MainWindow(QMainWindow):
         self.load_label.setText(stage or "")
         self.load_label.setVisible(stage is not None)
         self.load_progress.setVisible(stage is not None)
-
-    def _plain_tokens_per_s(self) -> float | None:
-        return self.presenter.speed.plain_tokens_per_s()
 
     def on_presenter_pair_changed(self, pair: PairView) -> None:
         self.header.set_state(pair.text, pair.restates)
@@ -512,7 +511,6 @@ class MainWindow(QMainWindow):
             row.spans,
             row.status,
             row.stats,
-            self.settings.show_draft_tint,
             attachments=[f"{d.name} ({format_size(d.n_bytes)})" for d in row.attachments],
             position=position,
             version=row.version,
@@ -564,23 +562,6 @@ class MainWindow(QMainWindow):
         widget = self._live_widget()
         if widget is not None:
             widget.show_reading(line)
-
-    def on_presenter_reply_progressed(self, progress: ReplyProgress) -> None:
-        live, widget = self.presenter.live, self._live_widget()
-        if live is None or widget is None:
-            return
-        if len(live.reply) != progress.start:
-            shown = live.reply.shown()
-            widget.stream(shown, self.settings.show_draft_tint)
-            # The legend names a new source as soon as its tint shows, wherever in the batch its
-            # stretch is (a reply holds a few hundred stretches at most: a set's worth of work).
-            self.header.add_sources({s.source for s in shown.spans})
-        if progress.stats:
-            widget.add_stats(
-                progress.stats,
-                self._plain_tokens_per_s(),
-                self.presenter.speed.steps_tokens_per_s(progress.stats[-1]),
-            )
 
     def on_presenter_reply_ended(self, ended: ReplyEnded) -> None:
         if ended.conversation_id != self.presenter.conversation_id:

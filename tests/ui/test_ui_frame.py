@@ -9,7 +9,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 
 from app.store import MessageStatus, Store
-from engine.events import DraftSpan
+from engine.events import DraftSpan, ReplyText
 from ui.chat.markdown_view import MessageBody, tint_ranges, whole_words
 
 
@@ -84,7 +84,7 @@ def test_the_highlight_covers_whole_words(qtbot) -> None:
     assert [text[s.start : s.end] for s in snapped] == ["committee will", " meet"]
     body = MessageBody()
     qtbot.addWidget(body)
-    body.set_content(text, [DraftSpan(a, b) for a, b in spans], True)
+    body.set_content(ReplyText(text, tuple(DraftSpan(a, b) for a, b in spans)), True)
     tinted = [body.document().toPlainText()[a:b] for a, b in tint_ranges(body.document(), text, spans)]
     assert tinted == ["committee will meet"]
 

@@ -6,7 +6,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette, QTextDocument, QTextFormat
 from PySide6.QtWidgets import QApplication
 
-from engine.events import DraftSpan
+from engine.events import DraftSpan, ReplyText
 from ui.chat.markdown_view import MessageBody, draft_tint, render
 from ui.qt import theme
 
@@ -37,7 +37,7 @@ def test_code_blocks_are_highlighted_and_a_copy_button_copies_each(qtbot) -> Non
     qtbot.addWidget(body)
     body.resize(500, 100)
     body.show()
-    body.set_content(CODE_REPLY, [], tint=True)
+    body.set_content(ReplyText(CODE_REPLY), tint=True)
     qtbot.waitUntil(lambda: body.highlighter.pending == 0, timeout=5000)
     lines = _code_line_formats(body)
     assert set(lines) == {"def add(a, b):", "    return a + b  # sum"}
@@ -64,13 +64,13 @@ def test_the_open_block_is_coloured_once_closed(qtbot) -> None:
     body = MessageBody()
     qtbot.addWidget(body)
     body.show()
-    body.stream("Intro.\n\n```python\nx = 1\n", [], tint=True)
+    body.stream(ReplyText("Intro.\n\n```python\nx = 1\n"), tint=True)
     qtbot.waitUntil(lambda: body.highlighter.pending == 0, timeout=5000)  # nothing left to colour...
     assert not any(_code_line_formats(body).values())  # ... and the open block was not coloured
     assert not [b for b in body._copy_buttons if b.isVisible()]  # no buttons mid-stream
-    body.stream("Intro.\n\n```python\nx = 1\nimport os\n```\n\nAfter.", [], tint=True)
+    body.stream(ReplyText("Intro.\n\n```python\nx = 1\nimport os\n```\n\nAfter."), tint=True)
     qtbot.waitUntil(lambda: all(_code_line_formats(body).values()), timeout=5000)
-    body.finish("Intro.\n\n```python\nx = 1\nimport os\n```\n\nAfter.", [], tint=True)
+    body.finish(ReplyText("Intro.\n\n```python\nx = 1\nimport os\n```\n\nAfter."), tint=True)
     qtbot.waitUntil(lambda: not body.is_settling and body.highlighter.pending == 0, timeout=5000)
     assert all(_code_line_formats(body).values())
     assert len([b for b in body._copy_buttons if b.isVisible()]) == 1

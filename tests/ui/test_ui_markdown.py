@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QColor, QTextDocument, QTextFormat
 
-from engine.events import DraftSpan
+from engine.events import DraftSpan, ReplyText
 from ui.chat.markdown_view import (
     DRAFT_TINT,
     MAX_OPEN_BLOCK,
@@ -94,8 +94,8 @@ def _reference_tint(doc: QTextDocument, source: str, spans: list[tuple[int, int]
     return runs
 
 
-def _drafted(pairs: list[tuple[int, int]]) -> list[DraftSpan]:
-    return [DraftSpan(a, b) for a, b in pairs]
+def _drafted(pairs: list[tuple[int, int]]) -> tuple[DraftSpan, ...]:
+    return tuple(DraftSpan(a, b) for a, b in pairs)
 
 
 def _whole(source: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -236,7 +236,7 @@ def _stream_in_pieces(body: MessageBody, source: str, spans: list[tuple[int, int
     while end < len(source):
         end = min(len(source), end + rng.randint(1, 60))
         shown = [(a, min(b, end)) for a, b in spans if a < end]
-        body.stream(source[:end], _drafted(shown), tint=True)
+        body.stream(ReplyText(source[:end], _drafted(shown)), tint=True)
         updates += 1
     return updates
 
@@ -258,7 +258,7 @@ def test_streamed_reply_ends_exactly_as_a_full_render(qtbot, source_name: str) -
     # (Tables and block quotes may differ by an empty block or a margin until the end.)
     # The end: one full render (in two turns of the event loop), identical to rendering the
     # reply from scratch.
-    body.finish(source, _drafted(spans), tint=True)
+    body.finish(ReplyText(source, _drafted(spans)), tint=True)
     assert body.is_settling and body.source_text() == source
     qtbot.waitUntil(lambda: not body.is_settling, timeout=5000)
     assert streamed.toPlainText() == full.toPlainText()
@@ -292,11 +292,11 @@ def test_streaming_lays_out_only_the_open_block(qtbot) -> None:
     layouts) survive every later update."""
     body = MessageBody()
     qtbot.addWidget(body)
-    body.stream("First paragraph.\n\nSecond", [], tint=True)
+    body.stream(ReplyText("First paragraph.\n\nSecond"), tint=True)
     first = body.document().firstBlock()
     layout = first.layout()
-    body.stream("First paragraph.\n\nSecond paragraph grows", [], tint=True)
-    body.stream("First paragraph.\n\nSecond paragraph grows and grows.\n\nThird", [], tint=True)
+    body.stream(ReplyText("First paragraph.\n\nSecond paragraph grows"), tint=True)
+    body.stream(ReplyText("First paragraph.\n\nSecond paragraph grows and grows.\n\nThird"), tint=True)
     assert body.document().firstBlock() == first and first.layout() is layout
     assert body.document().toPlainText() == "First paragraph.\nSecond paragraph grows and grows.\nThird"
 
@@ -320,14 +320,16 @@ def test_tint_toggle_and_restarts_while_streaming(qtbot) -> None:
     qtbot.addWidget(body)
     spans = _random_spans(REPLY, 9)
     half = len(REPLY) // 2
-    body.stream(REPLY[:half], _drafted([(a, min(b, half)) for a, b in spans if a < half]), tint=True)
+    body.stream(
+        ReplyText(REPLY[:half], _drafted([(a, min(b, half)) for a, b in spans if a < half])), tint=True
+    )
     assert _tinted(body.document())
     body.set_tint(False)
     assert _tinted(body.document()) == []
     body.set_tint(True)
     assert _tinted(body.document())
     # Text that does not extend what was shown (a stop string cut it): start over.
-    body.stream("Something else entirely.", [DraftSpan(0, 9)], tint=True)
+    body.stream(ReplyText("Something else entirely.", (DraftSpan(0, 9),)), tint=True)
     assert body.document().toPlainText() == "Something else entirely."
     assert _tinted(body.document()) == [(0, 9)]
 
@@ -335,9 +337,9 @@ def test_tint_toggle_and_restarts_while_streaming(qtbot) -> None:
 def test_a_finish_under_way_gives_way_to_newer_content(qtbot) -> None:
     body = MessageBody()
     qtbot.addWidget(body)
-    body.stream("Some *streamed* text", [], tint=True)
-    body.finish("Some *streamed* text", [DraftSpan(0, 4)], tint=True)
-    body.set_content("A stored message", [], tint=True)  # e.g. the tint was switched meanwhile
+    body.stream(ReplyText("Some *streamed* text"), tint=True)
+    body.finish(ReplyText("Some *streamed* text", (DraftSpan(0, 4),)), tint=True)
+    body.set_content(ReplyText("A stored message"), tint=True)  # e.g. the tint was switched meanwhile
     assert not body.is_settling
     # Two turns of the event loop later the finish's steps have run (and must have done nothing).
     turns: list[int] = []
@@ -350,8 +352,8 @@ def test_a_burst_is_laid_out_over_several_turns(qtbot) -> None:
     source = _long_reply(4 * MAX_STREAM_STEP)
     body = MessageBody()
     qtbot.addWidget(body)
-    body.stream(source[:100], [], tint=True)
-    body.stream(source, [], tint=True)  # far more than one turn's share at once
+    body.stream(ReplyText(source[:100]), tint=True)
+    body.stream(ReplyText(source), tint=True)  # far more than one turn's share at once
     assert len(body.document().toPlainText()) < MAX_STREAM_STEP + 100
     assert body.source_text() == source  # what it will show
     full = QTextDocument()

@@ -31,6 +31,7 @@ from app.store import MessageStatus
 from engine.events import DraftSpan, StatsRecord
 from ui.chat.attachments import LONG_PASTE_CHARS, AttachmentTray, pick_files
 from ui.chat.message_widget import MessageWidget
+from ui.presenters.reply_presenter import LiveProgress
 from ui.presenters.task_ability import ModelAbility
 from ui.presenters.words import (
     DEMO_TASKS,
@@ -102,6 +103,7 @@ class ChatView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._widgets: dict[int, MessageWidget] = {}
+        self._tint = True  # the drafted stretches tinted (View ▸ Highlight): set_tint
         self._is_busy = False
         self._should_follow = True  # keep the newest text in view unless the user scrolled up
 
@@ -415,16 +417,16 @@ class ChatView(QWidget):
         spans: Sequence[DraftSpan] = (),
         status: MessageStatus = MessageStatus.COMPLETE,
         stats: StatsRecord | None = None,
-        tint: bool = True,
+        tint: bool | None = None,
         attachments: Sequence[str] = (),
         position: int | None = None,
         version: tuple[int, int] = (1, 1),
     ) -> MessageWidget:
         """spans: the drafted stretches, each tinted by its source; attachments: what a user
         message carried, as its chips said it (name, size); position: where among the messages
-        shown (0: first, above the others), None: last."""
+        shown (0: first, above the others), None: last; tint: None, the chat's (set_tint)."""
         widget = MessageWidget(message_id, role)
-        widget.set_content(text, spans, tint)
+        widget.set_content(text, spans, self._tint if tint is None else tint)
         widget.set_status(
             status,
             stats,
@@ -473,7 +475,19 @@ class ChatView(QWidget):
     def message_widgets(self) -> list[MessageWidget]:
         return list(self._widgets.values())
 
+    def on_replies_reply_progressed(self, progress: LiveProgress) -> None:
+        """The reply being generated (ui/presenters/reply_presenter.py) grew, or its numbers came:
+        its message shows the new text (only that is laid out) and its live speed panel."""
+        widget = self._widgets.get(progress.message_id)
+        if widget is None:
+            return
+        if progress.text is not None:
+            widget.stream(progress.text, self._tint)
+        if progress.stats:
+            widget.add_stats(progress.stats, progress.plain_tokens_per_s, progress.usual_steps_tokens_per_s)
+
     def set_tint(self, tint: bool) -> None:
+        self._tint = tint
         for widget in self._widgets.values():
             widget.set_tint(tint)
 

@@ -44,7 +44,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QApplication, QFrame, QSizePolicy, QTextBrowser, QToolButton, QToolTip, QWidget
 
-from engine.events import DraftSource, DraftSpan
+from engine.events import DraftSource, DraftSpan, ReplyText
 from ui.chat.code_highlight import CodeHighlighter
 from ui.presenters import words
 from ui.qt import theme
@@ -342,8 +342,7 @@ class MessageBody(QTextBrowser):
         self.document().documentLayout().documentSizeChanged.connect(self.on_layout_size_changed)
         mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self.document().setDefaultStyleSheet(f"code, pre {{ font-family: '{mono.family()}'; }}")
-        self._source = ""
-        self._spans: tuple[DraftSpan, ...] = ()
+        self._reply = ReplyText("")  # the text shown (Markdown) and its drafted stretches
         self._tint = True
         self._stream: _Stream | None = None  # set while a reply streams into this body
         self._settle_id = 0  # which finish() may still reach the window
@@ -354,20 +353,20 @@ class MessageBody(QTextBrowser):
         self._copy_buttons: list[QToolButton] = []
         self.setAccessibleName("Message text")
 
-    def set_content(self, source: str, spans: Sequence[DraftSpan], tint: bool) -> None:
+    def set_content(self, reply: ReplyText, tint: bool) -> None:
         """Render the whole text now (a stored message, a change of tint)."""
-        self._source, self._spans, self._tint = source, tuple(spans), tint
+        self._reply, self._tint = reply, tint
         self._stream = None
         self._settle_id += 1  # a finish() still under way is dropped
         self._is_settling = False
-        self._show_rendered(self._rendered(source, self._spans))
+        self._show_rendered(self._rendered(reply.text, reply.spans))
         self._place_copy_buttons()
 
-    def finish(self, source: str, spans: Sequence[DraftSpan], tint: bool) -> None:
+    def finish(self, reply: ReplyText, tint: bool) -> None:
         """The reply has ended: render its whole text once. The render and the swap into the
         window (with the layout of the whole text) run in two turns of the event loop, so the
         window never stalls for both at once (about 10 ms each at 30,000 characters)."""
-        self._source, self._spans, self._tint = source, tuple(spans), tint
+        self._reply, self._tint = reply, tint
         self._stream = None
         self._settle_id += 1
         self._is_settling = True
@@ -375,7 +374,7 @@ class MessageBody(QTextBrowser):
 
         def render_step() -> None:
             if settle_id == self._settle_id:
-                rendered = self._rendered(self._source, self._spans)
+                rendered = self._rendered(self._reply.text, self._reply.spans)
                 QTimer.singleShot(YIELD_MS, self, lambda: show_step(rendered))
 
         def show_step(rendered: QTextDocument) -> None:
@@ -400,31 +399,32 @@ class MessageBody(QTextBrowser):
             self._is_rendering = False
         self._fit_height()
 
-    def stream(self, source: str, spans: Sequence[DraftSpan], tint: bool) -> None:
-        """Show a streaming reply's text so far: `source` extends what was shown before, and only
-        the new text is laid out. `spans` are sorted and disjoint (app.host.reply.Reply's).
+    def stream(self, reply: ReplyText, tint: bool) -> None:
+        """Show a streaming reply's text so far: `reply.text` extends what was shown before, and
+        only the new text is laid out (its spans: app.host.reply.Reply.shown()'s).
 
         At most MAX_STREAM_STEP new characters are laid out per turn of the event loop; a burst
         bigger than that (an engine far faster than the window) is shown over the next turns."""
         if self._is_settling:
             self._settle_id += 1
             self._is_settling = False
-        if self._stream is None or tint != self._tint or not source.startswith(self._source):
+        if self._stream is None or tint != self._tint or not reply.text.startswith(self._reply.text):
             # A body that shows text already (a reply shown again, the tint switched) shows all
             # it has at once, as set_content would; a new reply starts from nothing.
-            self._stream = _Stream(shown=0 if self._stream is None and not self._source else -1)
+            self._stream = _Stream(shown=0 if self._stream is None and not self._reply.text else -1)
             self._tint = tint
             self._place_copy_buttons()  # none while streaming
-        self._source, self._spans = source, tuple(spans)
+        self._reply = reply
         self._advance()
 
     def _advance(self) -> None:
         """Lay out the next part of the streamed text (see stream)."""
         state = self._stream
-        if state is None or state.shown == len(self._source):
+        source = self._reply.text
+        if state is None or state.shown == len(source):
             return
-        end = len(self._source) if state.shown < 0 else min(len(self._source), state.shown + MAX_STREAM_STEP)
-        state.scan(self._source[:end])
+        end = len(source) if state.shown < 0 else min(len(source), state.shown + MAX_STREAM_STEP)
+        state.scan(source[:end])
         doc = self.document()
         self._is_rendering = True
         try:
@@ -449,7 +449,7 @@ class MessageBody(QTextBrowser):
             self._is_rendering = False
             self.highlighter.skip_from = None
         self._fit_height()
-        if end < len(self._source) and not self._is_catching_up:
+        if end < len(source) and not self._is_catching_up:
             self._is_catching_up = True
             QTimer.singleShot(YIELD_MS, self, self._catch_up)
 
@@ -471,8 +471,8 @@ class MessageBody(QTextBrowser):
         rendered after a paragraph of its own (_LEAD), as it follows a blank line in the reply
         (Qt's importer treats a document's first block differently)."""
         lead = prefix if self._stream is None or self._stream.tail == 0 else _LEAD + prefix
-        spans = _spans_within(self._spans, start, end, len(lead) - start) if self._tint else []
-        return self._rendered(lead + self._source[start:end], spans)
+        spans = _spans_within(self._reply.spans, start, end, len(lead) - start) if self._tint else []
+        return self._rendered(lead + self._reply.text[start:end], spans)
 
     def _show(self, rendered: QTextDocument) -> None:
         """Make the shown document a copy of `rendered`: its text removed, its one block left
@@ -510,11 +510,11 @@ class MessageBody(QTextBrowser):
         """Render again in the theme's colours (the tint and code background are in the document)."""
         if self._stream is not None:
             self._stream = None
-            self.stream(self._source, self._spans, self._tint)
+            self.stream(self._reply, self._tint)
         elif self._is_settling:
-            self.finish(self._source, self._spans, self._tint)
+            self.finish(self._reply, self._tint)
         else:
-            self.set_content(self._source, self._spans, self._tint)
+            self.set_content(self._reply, self._tint)
         self.highlighter.restyle()
 
     # ---- code blocks: a Copy button on each (once the text is final) and "Copy code" in the menu
@@ -587,12 +587,12 @@ class MessageBody(QTextBrowser):
         if tint == self._tint:
             return
         if self._stream is not None:
-            self.stream(self._source, self._spans, tint)
+            self.stream(self._reply, tint)
         else:
-            self.set_content(self._source, self._spans, tint)
+            self.set_content(self._reply, tint)
 
     def source_text(self) -> str:
-        return self._source
+        return self._reply.text
 
     def draft_source_at(self, point: QPoint) -> DraftSource | None:
         """The source of the tinted character under a viewport point (DraftSource.NONE where it

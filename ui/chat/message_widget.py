@@ -227,9 +227,10 @@ class MessageWidget(QFrame):
     def set_content(self, text: str, spans: Sequence[DraftSpan], tint: bool) -> None:
         """Render the whole text (a stored message, or a reply that has just ended); each drafted
         span tinted by its source."""
-        self.body.set_content(text, spans, tint)
+        reply = ReplyText(text, tuple(spans))
+        self.body.set_content(reply, tint)
         self._describe_draft(text, spans)
-        self.describe_sources(ReplyText(text, tuple(spans)))
+        self.describe_sources(reply)
 
     def show_reading(self, line: str) -> None:
         """How far the reply's prompt is read ("Reading 3,200 tokens – 40%, …"), until its text."""
@@ -239,11 +240,11 @@ class MessageWidget(QFrame):
     def stream(self, reply: ReplyText, tint: bool) -> None:
         """Show a streaming reply so far; only its new text is laid out."""
         self.reading.setVisible(False)
-        self.body.stream(reply.text, reply.spans, tint)
+        self.body.stream(reply, tint)
 
     def finish(self, reply: ReplyText, tint: bool) -> None:
         """The reply has ended: its final text, rendered once (text() has it at once)."""
-        self.body.finish(reply.text, reply.spans, tint)
+        self.body.finish(reply, tint)
         self._describe_draft(reply.text, reply.spans)
         self.describe_sources(reply)
 

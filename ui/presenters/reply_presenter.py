@@ -73,6 +73,19 @@ class MessageRow:
 
 
 @dataclass(frozen=True)
+class LiveProgress:
+    """One update of the chat's live reply, in the conversation shown, as its message shows it
+    (ui/chat/chat_view.py follows these): the text as shown, when it grew, and the numbers that
+    came with the speed panel's two baselines."""
+
+    message_id: int
+    text: ReplyText | None  # Reply.shown(): the model's leading whitespace cut; None: no new text
+    stats: tuple[Stats, ...] = ()  # this update's snapshots, oldest first
+    plain_tokens_per_s: float | None = None  # the target's plain speed here, if measured
+    usual_steps_tokens_per_s: float | None = None  # its quietest one-token steps here, if kept
+
+
+@dataclass(frozen=True)
 class ReplyEnded:
     """A chat reply that ended: where it is, what it says, how it ended (as stored)."""
 
@@ -113,7 +126,7 @@ class ReplyPresenter(QObject):
     messages_removed = Signal(list)  # message ids: an empty reply that failed
     notice_changed = Signal(str, bool)  # text, is a warning
     speed_line_changed = Signal(str)  # the status bar's state line
-    reply_progressed = Signal(object)  # ReplyProgress of the live reply
+    reply_progressed = Signal(object)  # LiveProgress of the live reply, in the conversation shown
     reading_shown = Signal(str)  # how far the live reply's prompt is read, in words
     reply_ended = Signal(object)  # ReplyEnded
     reply_finished = Signal()  # a reply ended as generated (the conversation list changed)
@@ -258,9 +271,20 @@ class ReplyPresenter(QObject):
         live = self.live
         if live is None or progress.request_id != live.request_id:
             return
-        if progress.stats:
-            self._show_live_stats(progress.stats[-1])
-        self.reply_progressed.emit(progress)
+        stats = progress.stats
+        if stats:
+            self._show_live_stats(stats[-1])
+        if live.conversation_id == self._shown_conversation():
+            grew = len(live.reply) != progress.start
+            self.reply_progressed.emit(
+                LiveProgress(
+                    live.message_id,
+                    live.reply.shown() if grew else None,
+                    stats,
+                    self.speed.plain_tokens_per_s() if stats else None,
+                    self.speed.steps_tokens_per_s(stats[-1]) if stats else None,
+                )
+            )
         if time.monotonic() - live.last_saved_s >= SAVE_INTERVAL_S:
             self._save_live(MessageStatus.STREAMING)
 
