@@ -13,8 +13,8 @@ app.library.remote_gguf, or from local files) and the hub's JSON API (huggingfac
 
 No Qt: the CLI calls this directly, the window from a thread. Nothing here downloads weights.
 
-Why this file is long: search, check and the report share the header reading and the verdicts; the
-report, written again as rich text in ui/models/pair_doctor_panel.py, is the part to share next.
+Why this file is long: search, check and the report share the header reading and the verdicts (the
+report's parts are walked once, report_parts, for the terminal's words here and the window's).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from app.library.catalog import (
@@ -689,12 +689,43 @@ def describe_params(n_params: int) -> str:
     return f"{n_params / 1e3:.0f} k"
 
 
-def report_lines(report: CheckReport) -> list[str]:
-    """The check as plain lines, for the terminal."""
-    lines: list[str] = []
-    for role, facts in (("target", report.target), ("draft", report.draft)):
-        if facts is None:
-            continue
+class ReportWords(Protocol):
+    """What the reader of a check is told of each part, in its own words and markup: the terminal's
+    lines (TerminalWords) or the window's rich text (ui/models/pair_doctor_panel.py); "" says nothing."""
+
+    def model(self, role: str, facts: ModelFacts) -> str: ...
+    def verdict(self, verdict: PairVerdict) -> str: ...
+    def memory(self, need: MemoryNeed, with_draft: bool) -> str: ...
+    def fit(self, fit: Fit) -> str: ...
+    def measured(self, measured: PairMeasurement, with_draft: bool) -> str: ...
+    def estimate(self, estimate: SpeedEstimate) -> str: ...
+    def here(self, figures: PairFigures) -> str: ...
+
+
+def report_parts(report: CheckReport, words: ReportWords) -> list[str]:
+    """The check's report, written once for every reader: each model's facts, the verdict, memory
+    and fit, then what replies with the pair measured here (or, where stand-ins measured nothing,
+    the estimate; with the target alone, what n-gram lookup measured), then what stand-ins did."""
+    roles = (("target", report.target), ("draft", report.draft))
+    parts = [words.model(role, facts) for role, facts in roles if facts is not None]
+    if report.verdict is not None:
+        parts.append(words.verdict(report.verdict))
+    parts += [words.memory(report.memory, report.draft is not None), words.fit(report.fit)]
+    if report.draft is not None and report.measured is not None:
+        parts.append(words.measured(report.measured, with_draft=True))
+    elif report.estimate is not None and report.here is None:  # measured on stand-ins: no guess
+        parts.append(words.estimate(report.estimate))
+    elif report.draft is None and report.measured is not None:
+        parts.append(words.measured(report.measured, with_draft=False))
+    if report.here is not None:
+        parts.append(words.here(report.here))
+    return [part for part in parts if part]
+
+
+class TerminalWords:
+    """The check as plain lines, for the terminal (`tandem models check`)."""
+
+    def model(self, role: str, facts: ModelFacts) -> str:
         ctx = f"{facts.context_length:,}" if facts.context_length else "unknown"
         known = "" if facts.is_architecture_known else " (not known to this build of llama.cpp)"
         read = (
@@ -702,37 +733,50 @@ def report_lines(report: CheckReport) -> list[str]:
             if facts.fetched_bytes
             else f"local, {format_bytes(facts.size_bytes)}"
         )
-        lines += [
-            f"{role}: {facts.ref.label}",
+        return (
+            f"{role}: {facts.ref.label}\n"
             f"  architecture {facts.architecture}{known}, {describe_params(facts.n_params)} parameters, "
-            f"{facts.quantization}, context {ctx}, chat template {'yes' if facts.has_chat_template else 'no'}",
-            f"  vocabulary {facts.info.vocab_type or '?'}, {facts.info.n_vocab:,} tokens ({read})",
+            f"{facts.quantization}, context {ctx}, chat template {'yes' if facts.has_chat_template else 'no'}\n"
+            f"  vocabulary {facts.info.vocab_type or '?'}, {facts.info.n_vocab:,} tokens ({read})"
+        )
+
+    def verdict(self, verdict: PairVerdict) -> str:
+        return "pairing: " + describe_verdict(verdict)
+
+    def memory(self, need: MemoryNeed, with_draft: bool) -> str:
+        parts = [
+            f"target weights {format_bytes(need.weights_target_bytes)}",
+            f"target KV {format_bytes(need.kv_target_bytes)}",
         ]
-    if report.verdict is not None:
-        lines.append("pairing: " + describe_verdict(report.verdict))
-    m = report.memory
-    parts = [
-        f"target weights {format_bytes(m.weights_target_bytes)}",
-        f"target KV {format_bytes(m.kv_target_bytes)}",
-    ]
-    if report.draft is not None:
-        parts += [
-            f"draft weights {format_bytes(m.weights_draft_bytes)}",
-            f"draft KV {format_bytes(m.kv_draft_bytes)}",
-        ]
-    parts.append(f"buffers {format_bytes(m.overhead_bytes)}")
-    lines.append(f"memory at {m.n_ctx:,} tokens of context: " + ", ".join(parts))
-    lines.append("fit: " + describe_fit(report.fit))
-    if report.draft is not None and report.measured is not None:
-        lines.append(_sentence(describe_measured(report.measured)) + ".")
-    elif report.estimate is not None and report.here is None:  # measured on stand-ins: no guess
-        lines.append(report.estimate.describe())
-    if report.here is not None:
-        lines += describe_lines(report.here)
-    return lines
+        if with_draft:
+            parts += [
+                f"draft weights {format_bytes(need.weights_draft_bytes)}",
+                f"draft KV {format_bytes(need.kv_draft_bytes)}",
+            ]
+        parts.append(f"buffers {format_bytes(need.overhead_bytes)}")
+        return f"memory at {need.n_ctx:,} tokens of context: " + ", ".join(parts)
+
+    def fit(self, fit: Fit) -> str:
+        return "fit: " + describe_fit(fit)
+
+    def measured(self, measured: PairMeasurement, with_draft: bool) -> str:
+        # n-gram lookup's measured figure stands in the drafts list (app/cli/cli_doctor.py)
+        return sentence(describe_measured(measured)) + "." if with_draft else ""
+
+    def estimate(self, estimate: SpeedEstimate) -> str:
+        return estimate.describe()
+
+    def here(self, figures: PairFigures) -> str:
+        return "\n".join(describe_lines(figures))
 
 
-def _sentence(text: str) -> str:
+def report_lines(report: CheckReport) -> list[str]:
+    """The check as plain lines, for the terminal."""
+    return [line for part in report_parts(report, TerminalWords()) for line in part.splitlines()]
+
+
+def sentence(text: str) -> str:
+    """The text with its first letter upper-cased (a sentence of the report)."""
     return text[:1].upper() + text[1:]
 
 

@@ -5,8 +5,8 @@ Every hub call runs on a thread (app.library.pair_doctor knows no Qt) and report
 queued signal carrying a ticket; a newer request or Cancel makes older tickets stale, so a late
 answer from a slow hub is dropped, and the window never waits on the network.
 
-Why this file is long: the panel's three steps (search, check, download) share their tickets; its
-rich-text report repeats app.library.pair_doctor's and is the part to share.
+Why this file is long: the panel's three steps (search, check, download) share their tickets; the
+report's words (WindowWords) fill the parts app.library.pair_doctor.report_parts walks.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from app.library.catalog import NGRAM, format_bytes
 from app.library.downloads import DownloadProgress, FileRequest, local_path_for
 from app.library.measure import ACCEPTANCE_SOURCE_WORDS, MeasureProgress, PairFigures
 from app.settings import SpeedUp
-from app.store import MIN_PAIR_REPLIES
+from app.store import MIN_PAIR_REPLIES, PairMeasurement
 from engine.errors import TandemError
 from ui.models.download_jobs import DownloadEnd, DownloadJobs
 from ui.models.pair_card import app_palette, bad_colour, good_colour
@@ -631,10 +631,6 @@ class PairDoctorPanel(QGroupBox):
         self.pair_chosen.emit(str(paths[0]), str(paths[1]) if len(paths) > 1 else NGRAM)
 
 
-def _sentence(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
 def _brush(colour: str) -> QBrush:
     return QBrush(QColor(colour))
 
@@ -668,15 +664,18 @@ def ngram_words(report: doctor.CheckReport) -> str:
     return text
 
 
-def report_html(report: doctor.CheckReport, why_open: bool = False) -> str:
-    """The check as the window shows it: facts per model, the verdict, memory, fit, estimate, and
-    what was measured here (its figures shown where `why_open`)."""
-    palette = app_palette()
-    good, bad = good_colour(palette), bad_colour(palette)
-    rows = []
-    for role, f in (("Target", report.target), ("Draft", report.draft)):
-        if f is None:
-            continue
+class WindowWords:
+    """The check as the window shows it (app.library.pair_doctor.report_parts: the parts, in order),
+    rich text: the verdict and the fit coloured, what was measured here in one line with its
+    figures behind "why" (shown where `why_open`)."""
+
+    def __init__(self, why_open: bool = False) -> None:
+        palette = app_palette()
+        self.good, self.bad = good_colour(palette), bad_colour(palette)
+        self.why_open = why_open
+
+    def model(self, role: str, facts: doctor.ModelFacts) -> str:
+        f = facts
         ctx = f"{f.context_length:,} tokens" if f.context_length else "unknown"
         known = "" if f.is_architecture_known else " (this version of Tandem cannot run it)"
         read = (
@@ -684,56 +683,64 @@ def report_html(report: doctor.CheckReport, why_open: bool = False) -> str:
             if f.fetched_bytes
             else format_bytes(f.size_bytes)
         )
-        rows.append(
-            f"<p><b>{role}: {html.escape(f.ref.label)}</b><br>"
+        return (
+            f"<p><b>{role.capitalize()}: {html.escape(f.ref.label)}</b><br>"
             f"{html.escape(f.architecture)}{known}, {_params(f.n_params)} parameters, "
             f"{html.escape(f.quantization)}, context {ctx}, "
             f"{'has a chat template' if f.has_chat_template else 'no chat template (a base model)'}"
             f" · {read}</p>"
         )
-    v = report.verdict
-    if v is not None:
+
+    def verdict(self, verdict: doctor.PairVerdict) -> str:
+        v = verdict
         if v.is_compatible:
-            rows.append(
-                f"<p style='color:{good}'><b>They pair:</b> the draft passes every vocabulary rule.</p>"
+            return (
+                f"<p style='color:{self.good}'><b>They pair:</b> the draft passes every vocabulary rule.</p>"
             )
-        else:
-            rows.append(
-                f"<p style='color:{bad}'><b>They do not pair:</b> the {html.escape(v.rule)} differs "
-                f"(target: {html.escape(repr(v.target_value))}, draft: {html.escape(repr(v.draft_value))}).</p>"
-            )
-    m = report.memory
-    parts = [f"target {format_bytes(m.weights_target_bytes)} + KV cache {format_bytes(m.kv_target_bytes)}"]
-    if report.draft is not None:
-        parts.append(
-            f"draft {format_bytes(m.weights_draft_bytes)} + KV cache {format_bytes(m.kv_draft_bytes)}"
+        return (
+            f"<p style='color:{self.bad}'><b>They do not pair:</b> the {html.escape(v.rule)} differs "
+            f"(target: {html.escape(repr(v.target_value))}, draft: {html.escape(repr(v.draft_value))}).</p>"
         )
-    parts.append(f"buffers {format_bytes(m.overhead_bytes)}")
-    colour = good if report.fit.is_fitting else bad
-    rows.append(
-        f"<p>Memory at {m.n_ctx:,} tokens of context: {', '.join(parts)}.<br>"
-        f"<span style='color:{colour}'>{html.escape(_sentence(doctor.describe_fit(report.fit)))}.</span></p>"
-    )
-    if report.draft is not None and report.measured is not None:
-        rows.append(f"<p><b>{html.escape(_sentence(pair_measured_words(report.measured)))}.</b></p>")
-    elif report.estimate is not None and report.here is None:  # measured on stand-ins: no guess
-        words = pair_estimate_words(report.estimate, MIN_PAIR_REPLIES)
-        rows.append(f"<p><i>{html.escape(words)}</i></p>")
-    elif report.draft is None and report.measured is not None:
-        ngram = f"With “{choice_name(SpeedUp.NGRAM)}”: {pair_measured_words(report.measured)}"
-        rows.append(f"<p><b>{html.escape(ngram)}.</b></p>")
-    if report.here is not None:  # the answer in one line; the figures behind "why"
-        first = f"<b>{html.escape(here_first_line(report.here))}.</b>"
-        if not why_open:
-            rows.append(f"<p>{first} <a href='why'>why</a></p>")
-        else:
-            lines = here_words(report.here, ACCEPTANCE_SOURCE_WORDS)
-            rows.append(
-                f"<p>{first} <a href='why'>hide why</a><br>"
-                + "<br>".join(html.escape(line) for line in lines)
-                + "</p>"
+
+    def memory(self, need: doctor.MemoryNeed, with_draft: bool) -> str:
+        m = need
+        parts = [
+            f"target {format_bytes(m.weights_target_bytes)} + KV cache {format_bytes(m.kv_target_bytes)}"
+        ]
+        if with_draft:
+            parts.append(
+                f"draft {format_bytes(m.weights_draft_bytes)} + KV cache {format_bytes(m.kv_draft_bytes)}"
             )
-    return "".join(rows)
+        parts.append(f"buffers {format_bytes(m.overhead_bytes)}")
+        return f"<p>Memory at {m.n_ctx:,} tokens of context: {', '.join(parts)}.</p>"
+
+    def fit(self, fit: doctor.Fit) -> str:
+        colour = self.good if fit.is_fitting else self.bad
+        return f"<p style='color:{colour}'>{html.escape(doctor.sentence(doctor.describe_fit(fit)))}.</p>"
+
+    def measured(self, measured: PairMeasurement, with_draft: bool) -> str:
+        if with_draft:
+            return f"<p><b>{html.escape(doctor.sentence(pair_measured_words(measured)))}.</b></p>"
+        ngram = f"With “{choice_name(SpeedUp.NGRAM)}”: {pair_measured_words(measured)}"
+        return f"<p><b>{html.escape(ngram)}.</b></p>"
+
+    def estimate(self, estimate: doctor.SpeedEstimate) -> str:
+        return f"<p><i>{html.escape(pair_estimate_words(estimate, MIN_PAIR_REPLIES))}</i></p>"
+
+    def here(self, figures: PairFigures) -> str:
+        first = f"<b>{html.escape(here_first_line(figures))}.</b>"  # the answer; the figures behind "why"
+        if not self.why_open:
+            return f"<p>{first} <a href='why'>why</a></p>"
+        lines = here_words(figures, ACCEPTANCE_SOURCE_WORDS)
+        return (
+            f"<p>{first} <a href='why'>hide why</a><br>" + "<br>".join(html.escape(x) for x in lines) + "</p>"
+        )
+
+
+def report_html(report: doctor.CheckReport, why_open: bool = False) -> str:
+    """The check as the window shows it: facts per model, the verdict, memory, fit, estimate, and
+    what was measured here (its figures shown where `why_open`)."""
+    return "".join(doctor.report_parts(report, WindowWords(why_open)))
 
 
 MEASURE_STAGES = {"write": "writing", "load": "loading", "time": "timing"}
