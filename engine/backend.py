@@ -48,7 +48,7 @@ def _set_log_callback() -> None:
 # Measured (Intel Xeon, 2 cores, AVX-512 build, tools/lab/read_chunks.py),
 # tokens/s reading against 512-row chunks: Gemma 3 270M Q4_K_M 128 rows 541 / 554, 32 rows 402;
 # Qwen2.5 1.5B stand-in 128 rows 94.5 / 98.1, 32 rows 81.8; Qwen2.5 7B stand-in 128 rows 20.7 /
-# 20.8, 32 rows 18.9. So a large model's chunk is seconds long on a CPU (its Stop waits for it).
+# 20.8, 32 rows 18.9. So a large model's chunk is seconds long on a CPU (a Stop ends it inside: decode).
 READ_CHUNK_WORK = 7e10
 READ_CHUNK_MIN = 128
 READ_CHUNK_MAX = 256
@@ -303,9 +303,11 @@ class LlamaRunner:
         The returned array is a view into llama.cpp's buffer: valid until this runner's next
         decode. Batches are split in n_batch rows (a prompt's reading, without logits, in
         read_chunk rows); logits come from the final chunk only, so n_logits must not exceed
-        n_batch. `cancel` is asked before each chunk after the first: when it says so,
-        DecodeCancelled is raised, and the cache (and `tokens`) keep the chunks decoded so far (a
-        long prompt's prefill stops within one chunk of a Stop).
+        n_batch. `cancel` is asked before each chunk after the first and, in a prompt's reading
+        (n_logits 0), by llama.cpp inside the chunk in flight (its abort callback): when it says
+        so, DecodeCancelled is raised, and the cache (and `tokens`) keep the chunks decoded whole
+        so far, nothing of the one stopped (a long prompt's prefill stops within one graph node of
+        a Stop: milliseconds, where a chunk of a 7B model takes seconds on a CPU).
         """
         if not tokens:
             return np.empty((0, self.n_vocab), dtype=np.float32)
@@ -315,18 +317,41 @@ class LlamaRunner:
         out = None
         watch = None if n_logits else self.on_read
         step = self.read_chunk if not n_logits else self.n_batch
-        while start < len(tokens):
-            if start and cancel is not None and cancel():
-                raise DecodeCancelled
-            chunk = tokens[start : start + step]
-            is_last = start + len(chunk) == len(tokens)
-            n_out = min(n_logits, len(chunk)) if is_last else 0
-            out = self._decode_chunk(chunk, n_out)
-            start += len(chunk)
-            if watch is not None:
-                watch(start, len(tokens))
+        # llama.cpp's CPU backend asks the abort callback before each node of a graph (a few
+        # hundred a chunk; ~4 us each through ctypes with the worker's flag, 2 ms of a 1.5B model's
+        # 1.4 s chunk), so it is set only while a prompt is read with a `cancel`: a step's verify
+        # batch is a fraction of a second, never cut, and pays nothing. Held in this frame while
+        # llama.cpp holds a pointer to it.
+        stop_inside = None
+        if cancel is not None and not n_logits:
+            stop_inside = self._llama.ggml_abort_callback(lambda data: cancel())
+            self._llama.llama_set_abort_callback(self.ctx, stop_inside, None)
+        try:
+            while start < len(tokens):
+                if start and cancel is not None and cancel():
+                    raise DecodeCancelled
+                chunk = tokens[start : start + step]
+                is_last = start + len(chunk) == len(tokens)
+                n_out = min(n_logits, len(chunk)) if is_last else 0
+                out = self._decode_chunk(chunk, n_out)
+                start += len(chunk)
+                if watch is not None:
+                    watch(start, len(tokens))
+        finally:
+            if stop_inside is not None:  # none (a NULL pointer)
+                self._llama.llama_set_abort_callback(self.ctx, self._llama.ggml_abort_callback(), None)
         assert out is not None
         return out
+
+    def _forget_aborted(self, n_keep: int) -> None:
+        """After a chunk stopped midway: the cache holds what it held before it. llama.cpp's decode
+        already removed the stopped ubatch's positions (llama_context::decode, "removing memory
+        module entries"); removed again here so `tokens` is what the cache holds whatever the
+        version. A recurrent or hybrid model's state may be half-written: it starts over."""
+        if not self.can_roll_back or not self._llama.llama_memory_seq_rm(self.memory, 0, n_keep, -1):
+            self.clear()
+            return
+        del self.tokens[n_keep:]
 
     def _decode_chunk(self, chunk: Sequence[int], n_logits: int) -> np.ndarray:
         batch = self._batch
@@ -366,6 +391,9 @@ class LlamaRunner:
             self.slowest_call_s = dt
         if rc == 1:
             raise ContextFullError
+        if rc == 2:  # stopped by the abort callback (decode's `cancel`)
+            self._forget_aborted(pos0)
+            raise DecodeCancelled
         if rc != 0:
             raise DecodeError(f"llama.cpp failed to decode a batch (code {rc})")
         self.tokens.extend(chunk)

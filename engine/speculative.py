@@ -248,8 +248,9 @@ class SpeculativeDecoder:
     def _prefill(self, r: _Reply, cancel: threading.Event | None) -> bool:
         """Read the prompt but its last token (it goes into the first verify batch), reusing what
         the cache holds; a draft model reads it too where it pays. False: cancelled meanwhile
-        (a Stop is seen between n_batch chunks; what was read stays cached, and the reply ends
-        "cancelled" before its first token, even if the flag is cleared meanwhile)."""
+        (a Stop is seen within the chunk in flight, LlamaRunner.decode; the chunks read whole stay
+        cached, and the reply ends "cancelled" before its first token, even if the flag is cleared
+        meanwhile)."""
         target, c, prompt = self.target, r.counters, r.ctx
         t0 = time.perf_counter()
         n_keep = target.common_prefix(prompt[:-1])
@@ -264,7 +265,8 @@ class SpeculativeDecoder:
         if complete and not (cancel is not None and cancel.is_set()):
             n_read = len(prompt) - 1 - n_keep
             c.draft_catch_up_s += self.policy.read_prompt(prompt[:-1], r.max_tokens, target_read_s, n_read)
-        c.n_prefilled = (len(prompt) if complete else len(target.tokens)) - n_keep
+        # (A recurrent model stopped mid-chunk starts over: nothing of it is cached.)
+        c.n_prefilled = max((len(prompt) if complete else len(target.tokens)) - n_keep, 0)
         c.prefill_s = time.perf_counter() - t0
         return complete
 
