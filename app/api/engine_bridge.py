@@ -88,6 +88,8 @@ class ApiEngine:
         """config: the engine to load and reload (`tandem serve`); want_engine instead: the owner
         loads it (the window)."""
         self.supervisor = supervisor
+        if want_engine is None:  # its own engine: it listens once loaded, the buffer grown
+            supervisor.grow_outputs_at_load = True
         self.config = config
         self.max_queue = max_queue
         self.owns_engine = want_engine is None

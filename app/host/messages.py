@@ -39,6 +39,10 @@ class LoadRequest:
     # Earlier answers, (user message, reply), oldest first: drafted from where a reply says one
     # again (engine.text_index), also across restarts of the app or of a crashed engine.
     earlier: tuple[tuple[str, str], ...] = ()
+    # Grow llama.cpp's logits buffer to a reply's longest verify batch before saying loaded
+    # (`tandem serve`: its first reply must not pay the growth, +30-90 ms with a 262k
+    # vocabulary; the window grows it while idle instead).
+    grow_outputs: bool = False
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,9 @@ class EngineSupervisor:
         self._next_request_id = 1
         # Earlier answers handed to every engine this starts, for drafting (LoadRequest.earlier).
         self.earlier_exchanges: Callable[[], tuple[tuple[str, str], ...]] = tuple
+        # Every engine this starts grows llama.cpp's logits buffer before it is loaded
+        # (LoadRequest.grow_outputs): set by `tandem serve`, which listens once loaded.
+        self.grow_outputs_at_load = False
 
     # ---- state
 
@@ -160,7 +163,7 @@ class EngineSupervisor:
             died = self._settle_dead_worker()
             self._ensure_worker(send_load=False)
             assert self._worker is not None
-            self._worker.send(LoadRequest(config, earlier=self.earlier_exchanges()))
+            self._worker.send(self._load_request(config))
         self._announce(died)
 
     def set_draft(self, draft: DraftChoice) -> None:
@@ -293,9 +296,12 @@ class EngineSupervisor:
         if send_load and self._config is not None:
             self._info = None
             self._is_loading = True
-            self._worker.send(LoadRequest(self._config, earlier=self.earlier_exchanges()))
+            self._worker.send(self._load_request(self._config))
             return generation
         return None
+
+    def _load_request(self, config: EngineConfig) -> LoadRequest:
+        return LoadRequest(config, self.earlier_exchanges(), grow_outputs=self.grow_outputs_at_load)
 
     def _settle_dead_worker(self) -> tuple[int, WorkerDied, dict[int, ReplyListener]] | None:
         """(lock held) A worker found dead whose death its reader has not reported yet: settle it

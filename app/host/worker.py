@@ -350,8 +350,8 @@ class _Child:
         match request:
             case ShutdownRequest():
                 return False
-            case LoadRequest(config=config, earlier=earlier):
-                self.load(config)
+            case LoadRequest(config=config, earlier=earlier, grow_outputs=grow):
+                self.load(config, grow)
                 self.remember(earlier)
             case SetDraftRequest(draft=draft):
                 self.set_draft(draft)
@@ -419,7 +419,8 @@ class _Child:
                     message = TokenCountFailed(request.request_id, _unexpected(e))
         self.outbox.send_aside(message)
 
-    def load(self, config: EngineConfig) -> None:
+    def load(self, config: EngineConfig, grow_outputs: bool = False) -> None:
+        """grow_outputs: llama.cpp's logits buffer grown before EngineLoaded (LoadRequest's)."""
         from engine.errors import TandemError
         from engine.session import Engine
 
@@ -461,6 +462,8 @@ class _Child:
                 config = replace(config, draft=PLAIN_DECODING)
                 refusal = Failure.of(self.engine.draft_refused)
             self.config = config
+            if grow_outputs and self.engine.outputs_due:
+                self._grow_outputs()
             self.send(EngineLoaded(_engine_info(self.engine, config, refusal)))
         except TandemError as e:
             self.load_error = str(e)
@@ -468,6 +471,15 @@ class _Child:
         except Exception as e:
             self.load_error = _unexpected(e)
             self.send(EngineFailed(self.load_error))
+
+    def _grow_outputs(self) -> None:
+        """One throw-away batch of a reply's longest verify (engine.session's grow_outputs) before
+        the engine is reported loaded; a failure costs only the growth (a reply pays it), logged."""
+        assert self.engine is not None
+        try:
+            self.engine.grow_outputs()
+        except Exception:
+            log.exception("growing the logits buffer failed; the first long reply grows it")
 
     def remember(self, earlier: tuple[tuple[str, str], ...]) -> None:
         """Seed the engine's reply memory with earlier answers (after the load is reported: the
