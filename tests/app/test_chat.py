@@ -1,5 +1,5 @@
-"""Chat on a base model (engine/chat.py): the transcript, the speaker-line stop rule (whole text
-and streamed), and replies of the real embedded Gemma 3 270M that end by themselves."""
+"""Chat on a base model: the transcript (engine/chat.py), the speaker-line stop rule
+(engine/speaker_stop.py: whole text and streamed), and replies of the real embedded Gemma 3 270M that end by themselves."""
 
 from __future__ import annotations
 
@@ -11,20 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.chat import (
-    CHAT_SAMPLING,
-    DEFAULT_PREAMBLE,
-    EXAMPLE_EXCHANGE,
-    SpeakerStop,
-    cut_reply,
-    find_speaker_line,
-    generate_reply,
-    is_speaker_line,
-    transcript,
-    transcript_marker,
-)
+from engine.chat import CHAT_SAMPLING, DEFAULT_PREAMBLE, EXAMPLE_EXCHANGE, generate_reply, transcript
 from engine.config import DraftChoice, EngineConfig, SamplingParams
 from engine.events import Finished, Stats, TextPiece
+from engine.speaker_stop import SpeakerStop, cut_reply, find_speaker_line, is_speaker_line, transcript_marker
 
 # ---------------------------------------------------------------------------------------------
 # The transcript

@@ -15,10 +15,11 @@ import pytest
 
 from app.library import default_model
 from app.library.documents import document_from_text, with_documents
-from engine.chat import SpeakerStop, build_chat_prompt, document_token_spans, generate_reply
+from engine.chat import build_chat_prompt, document_token_spans, generate_reply
 from engine.config import NGRAM_LOOKUP, EngineConfig, SamplingParams
 from engine.drafters import NgramDrafter
 from engine.events import DraftSource, Finished, TextPiece
+from engine.speaker_stop import SpeakerStop
 from engine.text_index import TextIndex
 
 ROOT = Path(__file__).resolve().parents[2]

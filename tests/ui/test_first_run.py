@@ -10,7 +10,7 @@ import pytest
 from test_chat import repeated_phrase
 
 from app.store import Store
-from engine.chat import find_speaker_line
+from engine.speaker_stop import find_speaker_line
 
 pytestmark = pytest.mark.gemma
 
