@@ -434,7 +434,9 @@ def test_a_long_module_says_why_at_its_top() -> None:
         for p in sources(folder)
         if rel(p) not in long and LONG_REASON in _docstring(p)
     )
-    assert not unearned, f"{MAX_LINES} lines of code or fewer: take the {LONG_REASON!r} paragraph off: {unearned}"
+    assert not unearned, (
+        f"{MAX_LINES} lines of code or fewer: take the {LONG_REASON!r} paragraph off: {unearned}"
+    )
 
 
 def relay_signals(path: Path) -> list[tuple[int, str]]:
