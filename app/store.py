@@ -228,6 +228,7 @@ def fts_query(search: str) -> str:
 
 
 MAX_SEARCH = 1000  # characters of a search that count (more finds nothing more)
+EARLIER_VERSION = "earlier version: "  # a search's snippet from a version not shown (search_snippets)
 
 NGRAM_DRAFTER = "ngram"  # the drafter key of n-gram lookup (a draft model's is its model_key)
 MIN_PAIR_REPLIES = 3  # fewer measured replies than this: the pair doctor keeps its estimate
@@ -785,9 +786,10 @@ class Store:
 
     def conversations(self, search: str = "") -> list[Conversation]:
         """Newest first. `search`: conversations whose title contains it (case-insensitively), or
-        whose title or visible messages hold every word of it (full-text, words by their start:
-        "recyc" finds "recycling"). Only its first MAX_SEARCH characters count (SQLite refuses a
-        LIKE pattern over 50,000 bytes)."""
+        whose title or a message holds every word of it (full-text, words by their start: "recyc"
+        finds "recycling"); an earlier version of a turn counts (Regenerate and Edit keep them:
+        what a person read there is theirs to find again; search_snippets says where). Only its
+        first MAX_SEARCH characters count (SQLite refuses a LIKE pattern over 50,000 bytes)."""
         search = search[:MAX_SEARCH].encode("utf-8", "replace").decode("utf-8")  # no lone surrogates
         pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         query = fts_query(search)
@@ -798,8 +800,7 @@ class Store:
             where = (
                 "title LIKE ? ESCAPE '\\' OR id IN (SELECT rowid FROM conversations_fts "
                 "WHERE conversations_fts MATCH ?) OR id IN (SELECT m.conversation_id FROM messages_fts "
-                "JOIN messages m ON m.id = messages_fts.rowid WHERE messages_fts MATCH ? "
-                "AND m.status != 'superseded')"
+                "JOIN messages m ON m.id = messages_fts.rowid WHERE messages_fts MATCH ?)"
             )
             values = (pattern, query, query)
         if not search:  # every one, whatever its title holds (a BLOB is not LIKE '%%')
@@ -814,31 +815,35 @@ class Store:
     def search_snippets(
         self, search: str, conversation_ids: Iterable[int], width: int = 70
     ) -> dict[int, str]:
-        """Where each conversation's visible messages hold the search (the whole of it, else its
-        first word): about `width` characters around the first match, on one line."""
+        """Where each conversation's messages hold the search (the whole of it, else its first
+        word): about `width` characters around the first match, on one line. The messages shown
+        first; else an earlier version of a turn (one not shown, kept by Regenerate or Edit), its
+        snippet starting EARLIER_VERSION."""
         words = search.split()
         if not words:
             return {}
         out: dict[int, str] = {}
         for conversation_id in conversation_ids:
             rows = self._db.execute(
-                "SELECT content FROM messages WHERE conversation_id = ? AND status != 'superseded' ORDER BY id",
+                "SELECT content, status = 'superseded' AS earlier FROM messages WHERE conversation_id = ? "
+                "ORDER BY earlier, id",
                 (conversation_id,),
             ).fetchall()
             for term in dict.fromkeys([search.strip(), words[0]]):
                 hit = next(
                     (
-                        (text, i)
+                        (text, i, bool(r["earlier"]))
                         for r in rows
                         if (i := (text := _field_text(r["content"])).casefold().find(term.casefold())) >= 0
                     ),
                     None,
                 )
                 if hit is not None:
-                    text, at = hit
+                    text, at, earlier = hit
                     start, end = _whole_words(text, max(0, at - width // 3), at + len(term), width)
                     piece = " ".join(text[start:end].split())
-                    out[conversation_id] = ("…" if start else "") + piece + ("…" if end < len(text) else "")
+                    snippet = ("…" if start else "") + piece + ("…" if end < len(text) else "")
+                    out[conversation_id] = (EARLIER_VERSION if earlier else "") + snippet
                     break
         return out
 

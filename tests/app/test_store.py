@@ -8,7 +8,7 @@ from pathlib import Path
 
 from app import paths
 from app.settings import Settings, load_settings, save_settings
-from app.store import MessageStatus, Store
+from app.store import EARLIER_VERSION, MessageStatus, Store
 from engine.config import PLAIN_DECODING
 from engine.events import DraftSource, DraftSpan
 
@@ -191,9 +191,17 @@ def test_search_finds_words_in_titles_and_in_what_was_written() -> None:
     # Text people type is never FTS syntax: quotes, operators and stars are just characters.
     for typed in ('"', "NOT", "soup*", "a OR b", "(x", "col:val", "-"):
         store.conversations(typed)
-    # A superseded message (regenerated, edited) is not found; a deleted conversation neither.
+    # A superseded message (an earlier version: regenerated, edited) is found, and its snippet
+    # says so: it was read once, and Regenerate and Edit keep it to be chosen again (issue 51).
+    # A deleted conversation is not.
     store.set_status([reply.id], MessageStatus.SUPERSEDED)
-    assert store.conversations("potato") == []
+    assert [c.title for c in store.conversations("potato")] == ["Leftovers"]
+    assert store.search_snippets("potato", [soup.id]) == {
+        soup.id: EARLIER_VERSION + "A leek and potato soup, then crème brûlée."
+    }
+    # Where the version shown holds it too, its snippet is from there.
+    store.add_message(soup.id, "assistant", "Potato gratin.")
+    assert store.search_snippets("potato", [soup.id]) == {soup.id: "Potato gratin."}
     store.delete_conversation(recycling.id)
     assert store.conversations("recycling") == []
 
