@@ -35,6 +35,7 @@ from app.library.catalog import (
     available_ram_bytes,
     detect_gpu,
     format_bytes,
+    format_params,
     gpu_memory_bytes,
     total_ram_bytes,
 )
@@ -681,14 +682,6 @@ def describe_verdict(verdict: PairVerdict) -> str:
     )
 
 
-def describe_params(n_params: int) -> str:
-    if n_params >= 1e9:
-        return f"{n_params / 1e9:.1f} B"
-    if n_params >= 1e6:
-        return f"{n_params / 1e6:.0f} M"
-    return f"{n_params / 1e3:.0f} k"
-
-
 class ReportWords(Protocol):
     """What the reader of a check is told of each part, in its own words and markup: the terminal's
     lines (TerminalWords) or the window's rich text (ui/models/pair_doctor_panel.py); "" says nothing."""
@@ -735,7 +728,7 @@ class TerminalWords:
         )
         return (
             f"{role}: {facts.ref.label}\n"
-            f"  architecture {facts.architecture}{known}, {describe_params(facts.n_params)} parameters, "
+            f"  architecture {facts.architecture}{known}, {format_params(facts.n_params)} parameters, "
             f"{facts.quantization}, context {ctx}, chat template {'yes' if facts.has_chat_template else 'no'}\n"
             f"  vocabulary {facts.info.vocab_type or '?'}, {facts.info.n_vocab:,} tokens ({read})"
         )

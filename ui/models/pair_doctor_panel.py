@@ -41,7 +41,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.library import pair_doctor as doctor
-from app.library.catalog import NGRAM, format_bytes
+from app.library.catalog import NGRAM, format_bytes, format_params
 from app.library.downloads import DownloadProgress, FileRequest, local_path_for
 from app.library.measure import ACCEPTANCE_SOURCE_WORDS, MeasureProgress, PairFigures
 from app.settings import SpeedUp
@@ -72,10 +72,6 @@ class _TaskSignals(QObject):
     done = Signal(int, object)  # ticket, result
     failed = Signal(int, str)  # ticket, one sentence
     progressed = Signal(int, str)  # ticket, what is happening now
-
-
-def _params(n_params: int) -> str:
-    return doctor.describe_params(n_params).replace(" ", "\u202f")
 
 
 class PairDoctorPanel(QGroupBox):
@@ -653,7 +649,7 @@ def describe_candidate(c: doctor.DraftCandidate) -> str:
         pays = f", {pair_measured_words(c.measured)}"
     else:
         pays = f", estimate {c.estimate.low:.1f}–{c.estimate.high:.1f}×" if c.estimate else ""
-    return f"{name}: pairs, {_params(c.facts.n_params)} parameters, {fit}{pays}"
+    return f"{name}: pairs, {format_params(c.facts.n_params)} parameters, {fit}{pays}"
 
 
 def ngram_words(report: doctor.CheckReport) -> str:
@@ -685,7 +681,7 @@ class WindowWords:
         )
         return (
             f"<p><b>{role.capitalize()}: {html.escape(f.ref.label)}</b><br>"
-            f"{html.escape(f.architecture)}{known}, {_params(f.n_params)} parameters, "
+            f"{html.escape(f.architecture)}{known}, {format_params(f.n_params)} parameters, "
             f"{html.escape(f.quantization)}, context {ctx}, "
             f"{'has a chat template' if f.has_chat_template else 'no chat template (a base model)'}"
             f" · {read}</p>"
