@@ -95,9 +95,17 @@ def test_an_unwritable_cache_is_no_error(tiny_target: Path, tmp_path: Path) -> N
     blocker.write_text("a file where the cache folder should be")
     engine = Engine(config(tiny_target, blocker / "costs"))
     try:
-        assert generate(engine).stats.n_generated > 0
+        unwritable = generate(engine)
     finally:
         engine.close()
+    working = Engine(config(tiny_target, tmp_path / "costs"))
+    try:
+        usual = generate(working)
+    finally:
+        working.close()
+    # The same reply as with a cache that works (nothing failed half-way), and the file left as it was.
+    assert unwritable.stats.n_generated > 0 and unwritable.token_ids == usual.token_ids
+    assert blocker.read_text() == "a file where the cache folder should be"
 
 
 def test_a_draft_model_known_not_to_pay_is_never_loaded(
