@@ -39,12 +39,31 @@ def with_recent_model(recent: list[str], path: str) -> list[str]:
     return [path, *(p for p in recent if p != path)][:RECENT_MODELS]
 
 
+class SpeedUp(StrEnum):
+    """The speed-up as the window offers it (the header's choice, a preset's): Automatic, or one
+    kind of Speculation. One value from the combo box to the engine's DraftChoice."""
+
+    AUTO = "auto"  # the draft model chosen last where there is one (beside the text), else the text
+    NONE = str(Speculation.NONE)
+    NGRAM = str(Speculation.NGRAM)
+    DRAFT = str(Speculation.DRAFT)
+
+    @classmethod
+    def of(cls, value: object) -> SpeedUp:
+        """A saved choice read back; one this build does not know reads as the text (n-gram)."""
+        return cls(value) if isinstance(value, str) and value in tuple(cls) else cls.NGRAM
+
+
 @dataclass(frozen=True)
 class Settings:
     model_path: str | None = None  # None: the embedded default model
-    draft: DraftChoice = NGRAM_LOOKUP  # in the file as its text: "ngram", "none", or a draft model
+    # What the engine drafts with, in the file as its text: "ngram", "none", or a draft model.
+    draft: DraftChoice = NGRAM_LOOKUP
     draft_model_path: str | None = None  # the last draft model chosen, offered by the toggle
-    speed_up_auto: bool = False  # the speed-up was chosen as "Automatic" (ui/presenters/words.py)
+    # The speed-up chosen (the header's, ui/presenters/words.py): Automatic, or the kind of `draft`
+    # (Automatic: `draft` is what it chose). Changed with `draft`, by with_draft. Files before it
+    # said Automatic as "speed_up_auto": true (read back as AUTO, _coerce).
+    speed_up: SpeedUp = SpeedUp.NGRAM
     preset_name: str = ""  # the preset chosen last (its settings may have changed since)
     n_threads: int | None = None  # None: the machine's cores
     n_ctx: int = 4096
@@ -127,8 +146,18 @@ class Settings:
     def is_remote(self) -> bool:
         return self.engine == "remote" and bool(self.remote_url.strip())
 
-    def replace(self, **changes: Any) -> Settings:
-        return dataclasses.replace(self, **changes)
+    def with_draft(self, draft: DraftChoice, speed_up: SpeedUp | None = None) -> Settings:
+        """The engine's draft changed, and the speed-up choice with it: `speed_up` is the choice
+        that made it (None: Automatic stays where it was chosen, any other choice is the draft's
+        kind); a draft model is kept as the last one chosen."""
+        if speed_up is None:
+            speed_up = self.speed_up if self.speed_up is SpeedUp.AUTO else SpeedUp(draft.kind)
+        return dataclasses.replace(
+            self,
+            draft=draft,
+            speed_up=speed_up,
+            draft_model_path=draft.model or self.draft_model_path,
+        )
 
 
 def _rpc_servers(text: str) -> tuple[str, ...]:
@@ -187,10 +216,16 @@ def _coerce(raw: dict[str, Any]) -> Settings:
         elif f.name == "draft":
             if isinstance(value, str):
                 kept[f.name] = DraftChoice.parse(value)
+        elif f.name == "speed_up":
+            if isinstance(value, str) and value in tuple(SpeedUp):
+                kept[f.name] = SpeedUp(value)
         elif f.name == "serve_port" and _accepts("int", value) and not 1 <= value <= 65535:
             continue  # hand-edited out of range: the default
         elif _accepts(str(f.type), value):
             kept[f.name] = float(value) if str(f.type) == "float" else value
+    if "speed_up" not in kept:  # written before the choice was one value: Automatic was a flag
+        draft = kept.get("draft", NGRAM_LOOKUP)
+        kept["speed_up"] = SpeedUp.AUTO if raw.get("speed_up_auto") is True else SpeedUp(draft.kind)
     return Settings(**kept)
 
 
@@ -286,21 +321,6 @@ def api_key_warnings(flag: str | None, key_file: str | None) -> list[str]:
 
 
 # ---- presets: a system prompt, sampling and the speed-up, named, for one model or for any
-
-
-class SpeedUp(StrEnum):
-    """The speed-up as the window offers it (the header's choice, a preset's): Automatic, or one
-    kind of Speculation. One value from the combo box to the engine's DraftChoice."""
-
-    AUTO = "auto"  # the draft model chosen last where there is one (beside the text), else the text
-    NONE = str(Speculation.NONE)
-    NGRAM = str(Speculation.NGRAM)
-    DRAFT = str(Speculation.DRAFT)
-
-    @classmethod
-    def of(cls, value: object) -> SpeedUp:
-        """A saved choice read back; one this build does not know reads as the text (n-gram)."""
-        return cls(value) if isinstance(value, str) and value in tuple(cls) else cls.NGRAM
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import gc
 import inspect
@@ -163,7 +164,7 @@ def open_window(qtbot):  # type: ignore[no-untyped-def]
             # Greedy unless a test asks otherwise: the window's own default samples (temperature
             # 0.7), and most window tests check text that must come out the same every run.
             changes.setdefault("temperature", 0.0)
-            save_settings(load_settings().replace(n_threads=1, **changes))
+            save_settings(dataclasses.replace(load_settings(), n_threads=1, **changes))
         window = MainWindow(model=str(model), draft=draft)
         qtbot.addWidget(window)
         window.show()

@@ -18,6 +18,7 @@ Target: at most 50 ms. The figure depends on the machine and on what else runs o
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import os
@@ -196,7 +197,7 @@ def measure(n_tokens: int, n_chars: int, tokens_per_s: float) -> dict[str, float
 
     from app.gui import freeze_startup_objects
     from app.host.controller import EngineController
-    from app.settings import Settings, load_settings, save_settings
+    from app.settings import load_settings, save_settings
     from tools.qt_wait import wait_until as wait_for
     from ui.main_window import MainWindow
 
@@ -208,10 +209,8 @@ def measure(n_tokens: int, n_chars: int, tokens_per_s: float) -> dict[str, float
         engines.append(ScriptedEngine(on_message, pieces, tokens_per_s))
         return engines[-1]
 
-    changes: dict[str, object] = {"max_tokens": n_tokens}
-    if "has_seen_welcome" in Settings.__dataclass_fields__:
-        changes["has_seen_welcome"] = True  # no first-start panel
-    save_settings(load_settings().replace(**changes))
+    # no first-start panel
+    save_settings(dataclasses.replace(load_settings(), max_tokens=n_tokens, has_seen_welcome=True))
     controller = EngineController(worker_factory=make_engine)
     window = MainWindow(model=str(ROOT / "bench.gguf"), draft="ngram", controller=controller)
     window.resize(1180, 780)

@@ -24,6 +24,7 @@ touched.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import os
 import shutil
@@ -77,7 +78,7 @@ def _scene(out_dir: Path, model: str) -> int:
     app = QApplication.instance() or QApplication(["tandem"])
     app.setApplicationName("Tandem")
     GuiThreadCollector(app)  # as the window's app: no worker thread frees a Qt object
-    save_settings(load_settings().replace(theme="light", has_seen_welcome=True, max_tokens=400))
+    save_settings(dataclasses.replace(load_settings(), theme="light", has_seen_welcome=True, max_tokens=400))
     window = MainWindow(model=model, draft="ngram")
     window.resize(*SIZE)
     window.show()

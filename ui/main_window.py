@@ -40,6 +40,7 @@ from app.host.reply import Reply, ReplyProgress
 from app.library.catalog import CatalogPair
 from app.settings import Settings, SpeedUp, load_settings
 from app.store import Store
+from engine.config import DraftChoice
 from ui.about import AboutDialog, app_icon
 from ui.chat.chat_view import ChatView
 from ui.chat.conversation_list import ConversationList
@@ -111,7 +112,9 @@ class MainWindow(QMainWindow):
 
         # View ▸ Theme (Settings ▸ Chat has it too)
         install_theme_menu(
-            self.menuBar(), self.theme, lambda choice: self.presenter.update_settings(theme=choice)
+            self.menuBar(),
+            self.theme,
+            lambda choice: self.presenter.update_settings(dataclasses.replace(self.settings, theme=choice)),
         )
         self._build_file_actions()
         self._connect_controller()
@@ -286,7 +289,7 @@ class MainWindow(QMainWindow):
         if self.settings.has_seen_welcome:
             panel.hide()
         else:
-            self.presenter.update_settings(has_seen_welcome=True)  # first start only
+            self.presenter.update_settings(dataclasses.replace(self.settings, has_seen_welcome=True))  # once
         return panel
 
     def _build_menu(self) -> None:
@@ -357,7 +360,7 @@ class MainWindow(QMainWindow):
         self.compare.show_demo()
 
     def on_welcome_dismissed(self) -> None:
-        self.presenter.update_settings(has_seen_welcome=True)
+        self.presenter.update_settings(dataclasses.replace(self.settings, has_seen_welcome=True))
 
     def _build_status_bar(self) -> None:
         status = self.statusBar()
@@ -462,13 +465,6 @@ class MainWindow(QMainWindow):
         self.choose_draft_action.setEnabled(local)
         self.choose_draft_action.setToolTip(self._draft_tip if local else LOCAL_ONLY_TIP)
         self.compare.set_speculation(speculation.in_effect)
-
-    def set_speculation(self, draft: str) -> None:
-        """Switch to "none", "ngram" or a draft GGUF path (as typed: a file dialog's path);
-        applies from the next reply."""
-        from engine.config import DraftChoice
-
-        self.presenter.engine.set_speculation(DraftChoice.parse(draft))
 
     # ---- conversations
 
@@ -706,12 +702,12 @@ class MainWindow(QMainWindow):
             self, "Choose a draft model", str(Path.home()), "GGUF models (*.gguf)"
         )
         if path:
-            self.set_speculation(path)
+            self.presenter.engine.set_speculation(DraftChoice.of_model(path))  # from the next reply
         else:
             self.presenter.engine.reshow_speculation()
 
     def on_tint_check_toggled(self, is_checked: bool) -> None:
-        self.presenter.update_settings(show_draft_tint=is_checked)
+        self.presenter.update_settings(dataclasses.replace(self.settings, show_draft_tint=is_checked))
         self.chat.set_tint(is_checked)
 
     def on_settings_action_triggered(self) -> None:
@@ -723,14 +719,14 @@ class MainWindow(QMainWindow):
     def apply_settings(self, after: Settings) -> None:
         """Save new settings; reload the engine if an engine setting changed (sampling applies next reply)."""
         before = self.settings
-        self.presenter.update_settings(**{k: getattr(after, k) for k in after.__dataclass_fields__})
+        self.presenter.update_settings(after)
         if after.theme != self.theme.choice:
             self.theme.set_choice(after.theme)
         if needs_reload(before, after):
             self.start_engine()
         self.serve_toggle.apply_settings(self.settings)  # its port, key, who may connect
 
-    def on_models_page_pair_chosen(self, target_path: str, draft: str) -> None:
+    def on_models_page_pair_chosen(self, target_path: str, draft: DraftChoice) -> None:
         self.presenter.engine.choose_pair(target_path, draft)
         self.tabs.setCurrentIndex(0)
 
@@ -824,7 +820,9 @@ class MainWindow(QMainWindow):
         self._is_closed = True
         self.presenter.stop_live()
         size = self.normalGeometry().size() if self.isMaximized() else self.size()
-        self.presenter.update_settings(window_width=size.width(), window_height=size.height())
+        self.presenter.update_settings(
+            dataclasses.replace(self.settings, window_width=size.width(), window_height=size.height())
+        )
         self.serve_toggle.stop()
         self.controller.shutdown()
         # Downloads pause; their .part files stay and resume next time.

@@ -7,6 +7,7 @@ has registered an RPC server it stays registered for the process, and a lost ser
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import itertools
 import json
@@ -485,7 +486,7 @@ def _next_message_is_answered(window, wait_reply):  # type: ignore[no-untyped-de
     """A short next message is answered (a fresh engine); the conversation's messages, returned."""
     from app.store import Store
 
-    window.settings = window.settings.replace(max_tokens=16)
+    window.settings = dataclasses.replace(window.settings, max_tokens=16)
     window.send("Shorter please")
     wait_reply(window, timeout_ms=120_000)
     store = Store()

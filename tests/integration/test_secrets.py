@@ -4,6 +4,7 @@ warning where a key would cross the network unencrypted. Real processes and real
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 import subprocess
@@ -26,7 +27,7 @@ def test_settings_are_written_readable_by_their_owner_only() -> None:
     save_settings(Settings(serve_api_key="k", remote_api_key="k2"))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert load_settings().remote_api_key == "k2"
-    save_settings(load_settings().replace(serve_port=8123))
+    save_settings(dataclasses.replace(load_settings(), serve_port=8123))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 

@@ -4,6 +4,7 @@ the server's acceptance, and a server that vanishes mid-reply."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,8 +106,12 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     window = open_window(tiny_target, max_tokens=200, repeat_penalty=1.0)
     assert window.controller.worker_pid is not None
     window.apply_settings(
-        window.settings.replace(
-            engine="remote", remote_url=server.url, remote_api_key="k1", remote_model="target"
+        dataclasses.replace(
+            window.settings,
+            engine="remote",
+            remote_url=server.url,
+            remote_api_key="k1",
+            remote_model="target",
         )
     )
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
@@ -173,7 +178,7 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     window.tabs.setCurrentIndex(0)
 
     # Back to this computer: a local engine process again, the speculation switch back on.
-    window.apply_settings(window.settings.replace(engine="local"))
+    window.apply_settings(dataclasses.replace(window.settings, engine="local"))
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=60_000)
     assert window.controller.info.target_path == str(tiny_target) and window.controller.worker_pid
     assert window.header.speed_combo.isEnabled() and window.choose_draft_action.isEnabled()
@@ -253,8 +258,12 @@ def test_on_a_server_a_chip_keeps_its_estimate(qtbot, open_window, tiny_target, 
     qtbot.waitUntil(lambda: chip.n_tokens is not None, timeout=30_000)
     assert " about " not in chip.label.text()
     window.apply_settings(
-        window.settings.replace(
-            engine="remote", remote_url=server.url, remote_api_key="k1", remote_model="target"
+        dataclasses.replace(
+            window.settings,
+            engine="remote",
+            remote_url=server.url,
+            remote_api_key="k1",
+            remote_model="target",
         )
     )
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
@@ -452,12 +461,12 @@ def test_a_servers_fields_reload_the_engine_only_when_a_server_is_used() -> None
     from ui.settings.settings_dialog import needs_reload
 
     local = Settings()
-    assert not needs_reload(local, local.replace(remote_url="10.0.0.2:8080", remote_model="m"))
-    remote = local.replace(engine="remote", remote_url="10.0.0.2:8080")
+    assert not needs_reload(local, dataclasses.replace(local, remote_url="10.0.0.2:8080", remote_model="m"))
+    remote = dataclasses.replace(local, engine="remote", remote_url="10.0.0.2:8080")
     assert needs_reload(local, remote) and needs_reload(remote, local)
-    assert needs_reload(remote, remote.replace(remote_model="m"))
-    assert needs_reload(remote, remote.replace(remote_api_key="k"))
-    assert needs_reload(local, local.replace(n_ctx=1024))
+    assert needs_reload(remote, dataclasses.replace(remote, remote_model="m"))
+    assert needs_reload(remote, dataclasses.replace(remote, remote_api_key="k"))
+    assert needs_reload(local, dataclasses.replace(local, n_ctx=1024))
 
 
 def test_local_only_fields_are_greyed_out_while_a_server_is_chosen(qtbot) -> None:

@@ -5,6 +5,7 @@ The Qt application exists for signals only: no QWidget is made."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,7 @@ def make(qtbot, tmp_path: Path):  # type: ignore[no-untyped-def]
 
     def make_(model: Path, draft: str | None = "ngram", **changes: Any) -> ChatPresenter:
         changes.setdefault("temperature", 0.0)
-        settings = load_settings().replace(n_threads=1, **changes)
+        settings = dataclasses.replace(load_settings(), n_threads=1, **changes)
         store = Store(tmp_path / f"tandem-{len(made)}.db")
         presenter = ChatPresenter(EngineController(), store, settings, model=str(model), draft=draft)
         made.append((presenter, store))
@@ -208,7 +209,7 @@ def test_a_failed_load_arrives_as_its_kind_and_is_worded_by_the_window(qtbot, tm
     store = Store(tmp_path / "t.db")
     missing = tmp_path / "missing.gguf"
     presenter = ChatPresenter(
-        EngineController(), store, load_settings().replace(n_threads=1), model=str(missing)
+        EngineController(), store, dataclasses.replace(load_settings(), n_threads=1), model=str(missing)
     )
     seen = Seen(presenter)
     failures: list[Failure] = []

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (  # noqa: E402
 
 from app import paths  # noqa: E402
 from app.library.catalog import MachineInfo, format_bytes, load_catalog, parse_catalog  # noqa: E402
+from engine.config import NGRAM_LOOKUP, DraftChoice
 from ui.models.model_downloads import CUSTOM_KEY  # noqa: E402
 from ui.models.models_page import ModelsPage  # noqa: E402
 
@@ -110,7 +111,7 @@ def test_page_downloads_a_pair_with_live_progress_on_its_card_and_lists_the_file
     folder = paths.models_dir()
     assert chosen.args == [
         str(folder / "tandem-test--tiny-target-GGUF" / "tiny-target.gguf"),
-        str(folder / "tandem-test--tiny-draft-GGUF" / "tiny-draft.gguf"),
+        DraftChoice.of_model(str(folder / "tandem-test--tiny-draft-GGUF" / "tiny-draft.gguf")),
     ]
     files = {page.local_table.item(r, 0).text() for r in range(page.local_table.rowCount())}
     assert files == {
@@ -219,7 +220,7 @@ def test_pair_picker_offers_only_compatible_drafts_and_explains_the_others(
     combo.setCurrentIndex(draft_i)
     with qtbot.waitSignal(page.pair_chosen) as chosen:
         qtbot.mouseClick(page.use_pair_button, Qt.MouseButton.LeftButton)
-    assert chosen.args == [str(folder / "target.gguf"), str(folder / "draft.gguf")]
+    assert chosen.args == [str(folder / "target.gguf"), DraftChoice.of_model(str(folder / "draft.gguf"))]
 
     combo.setCurrentIndex(other_i)  # programmatically; a user cannot pick a disabled entry
     with qtbot.assertNotEmitted(page.pair_chosen):
@@ -228,7 +229,7 @@ def test_pair_picker_offers_only_compatible_drafts_and_explains_the_others(
     combo.setCurrentIndex(entries["ngram"])
     with qtbot.waitSignal(page.pair_chosen) as chosen:
         qtbot.mouseClick(page.use_pair_button, Qt.MouseButton.LeftButton)
-    assert chosen.args == [str(folder / "target.gguf"), "ngram"]
+    assert chosen.args == [str(folder / "target.gguf"), NGRAM_LOOKUP]
 
 
 def test_import_by_drop_and_refusal_of_a_bad_file(qtbot, tmp_path: Path, tiny_draft: Path) -> None:
@@ -421,7 +422,7 @@ def test_the_built_in_pair_in_use_says_so_and_offers_to_chat(
     assert card.accessibleDescription().startswith("In use.")
     with qtbot.waitSignal(page.pair_chosen) as chosen:
         qtbot.mouseClick(use, Qt.MouseButton.LeftButton)
-    assert chosen.args == [str(built_in.resolve()), "ngram"]
+    assert chosen.args == [str(built_in.resolve()), NGRAM_LOOKUP]
 
 
 def test_tab_order_follows_the_cards_layout(qtbot, hub: FakeHub) -> None:

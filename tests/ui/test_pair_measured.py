@@ -6,6 +6,7 @@ Real runs on tiny generated models, a real store, the local hub stand-in."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
@@ -114,7 +115,7 @@ def test_replies_with_a_pair_are_kept_and_the_doctor_reads_them_back(
     code, out, _ = run(capsys, "check", str(tiny_target), "--no-drafts")
     assert code == 0 and not any("measured here" in line for line in out)  # before: nothing measured
 
-    settings = load_settings().replace(n_threads=1, temperature=0.0, max_tokens=40)
+    settings = dataclasses.replace(load_settings(), n_threads=1, temperature=0.0, max_tokens=40)
     store = Store(paths.database_path())
     presenter = ChatPresenter(EngineController(), store, settings, model=str(tiny_target), draft="ngram")
     try:

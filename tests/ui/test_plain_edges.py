@@ -11,6 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QKeySequence
 
+from ui.chat.conversation_list import ExportFormat
 from ui.qt import theme
 
 
@@ -66,7 +67,7 @@ def test_an_export_has_the_whole_title_and_a_plain_file_name(
     assert export_title(data) == request
     assert file_stem(export_title(data)) == "Here is a short text Repeat it exactly word for word"
     path = window.conversation_actions.export_conversation(
-        conversation.id, "markdown", str(tmp_path / "c.md")
+        conversation.id, ExportFormat.MARKDOWN, str(tmp_path / "c.md")
     )
     assert Path(path).read_text(encoding="utf-8").splitlines()[0] == f"# {request}"
 

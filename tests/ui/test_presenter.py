@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -26,9 +25,9 @@ class Host:
         self.settings = load_settings()
         self.target: str | None = None
 
-    def update(self, **changes: Any) -> None:
-        self.settings = self.settings.replace(**changes)
-        save_settings(self.settings)
+    def update(self, settings: Settings) -> None:
+        self.settings = settings
+        save_settings(settings)
 
 
 def presenter(host: Host) -> SpeedPresenter:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.chat import CHAT_SAMPLING
+from engine.config import NGRAM_LOOKUP, PLAIN_DECODING
 from engine.events import StatsRecord
 from ui.presenters.stats_format import draft_sources
 
@@ -49,11 +50,11 @@ def test_the_window_shows_an_estimate_then_the_measured_speedup(
     headline = window.chat.message_widgets()[-1].speed.headline()
     assert headline.speedup is not None and headline.is_estimate, headline
 
-    window.set_speculation("none")
+    window.presenter.engine.set_speculation(PLAIN_DECODING)
     qtbot.waitUntil(lambda: window.controller.info.speculation == "none", timeout=30_000)
     window.send("again, plainly")
     wait_reply(window)
-    window.set_speculation("ngram")
+    window.presenter.engine.set_speculation(NGRAM_LOOKUP)
     qtbot.waitUntil(lambda: window.controller.info.speculation == "ngram", timeout=30_000)
     window.send("the cat sat on the mat. the cat sat on the mat. the cat")
     wait_reply(window)

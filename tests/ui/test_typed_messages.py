@@ -34,6 +34,7 @@ from PySide6.QtCore import Qt  # noqa: E402
 
 from app import paths  # noqa: E402
 from app.library.catalog import MachineInfo, draft_choices, parse_catalog, scan_local_models  # noqa: E402
+from engine.config import NGRAM_LOOKUP
 from engine.gguf_info import read_gguf_info  # noqa: E402
 from ui.models.download_jobs import DownloadEnd  # noqa: E402
 from ui.models.download_jobs import DownloadJob as _Job  # noqa: E402
@@ -153,7 +154,7 @@ def test_the_pair_label_is_red_when_the_draft_was_refused_at_load(
     info = window.controller.info
     assert info.draft_refusal is not None and info.draft_refusal.kind is ErrorKind.INCOMPATIBLE_PAIR
     assert window.header.state_label.property("tone") == "error"  # the theme's error colour
-    window.set_speculation("ngram")
+    window.presenter.engine.set_speculation(NGRAM_LOOKUP)
     qtbot.waitUntil(lambda: window.controller.info.speculation == "ngram", timeout=30_000)
     qtbot.waitUntil(lambda: "n-gram" in window.header.state_label.text(), timeout=30_000)
     assert window.controller.info.draft_refusal is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from PySide6.QtCore import Qt
@@ -98,7 +99,7 @@ def test_stop_ends_the_reply_and_keeps_it(qtbot, open_window, wait_reply, slow_t
     assert reply.stats["stop_reason"] == "cancelled" and reply.stats["n_generated"] < 3000
     assert "stopped" in window.chat.widget_for(reply.id).note.text()
     # The next message is answered normally.
-    window.settings = window.settings.replace(max_tokens=16)
+    window.settings = dataclasses.replace(window.settings, max_tokens=16)
     window.send("Shorter please")
     wait_reply(window)
     assert _db_messages(window)[-1].status == "complete"

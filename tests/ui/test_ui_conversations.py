@@ -8,6 +8,8 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 
+from ui.chat.conversation_list import ExportFormat
+
 
 def test_search_export_and_import(qtbot, open_window, wait_reply, tiny_target, tmp_path: Path) -> None:
     window = open_window(tiny_target, draft="ngram", max_tokens=24, temperature=0.0)
@@ -27,8 +29,8 @@ def test_search_export_and_import(qtbot, open_window, wait_reply, tiny_target, t
 
     # Export the first conversation both ways; the JSON says where each stretch came from.
     window.show_conversation(first)
-    md = window.conversation_actions.export_conversation(None, "markdown", str(tmp_path / "c.md"))
-    js = window.conversation_actions.export_conversation(first, "json", str(tmp_path / "c.json"))
+    md = window.conversation_actions.export_conversation(None, ExportFormat.MARKDOWN, str(tmp_path / "c.md"))
+    js = window.conversation_actions.export_conversation(first, ExportFormat.JSON, str(tmp_path / "c.json"))
     assert Path(md).read_text(encoding="utf-8").startswith("# the harbour committee")
     data = json.loads(Path(js).read_text(encoding="utf-8"))
     reply = data["messages"][1]

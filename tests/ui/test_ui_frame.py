@@ -10,6 +10,7 @@ from PySide6.QtCore import Qt
 
 from app.store import MessageStatus, Store
 from engine.events import DraftSpan, ReplyText
+from ui.chat.conversation_list import ExportFormat
 from ui.chat.markdown_view import MessageBody, tint_ranges, whole_words
 
 
@@ -66,7 +67,7 @@ def test_a_markdown_export_says_each_replys_model_date_and_speed(
     window.send("the cat sat on the mat. the cat sat on the mat.")
     wait_reply(window)
     md = Path(
-        window.conversation_actions.export_conversation(None, "markdown", str(tmp_path / "c.md"))
+        window.conversation_actions.export_conversation(None, ExportFormat.MARKDOWN, str(tmp_path / "c.md"))
     ).read_text(encoding="utf-8")
     said = next(line for line in md.splitlines() if "tokens/s" in line)
     stats = window.store.messages(window.conversation_id)[-1].stats

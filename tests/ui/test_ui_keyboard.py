@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QApplication, QLabel
@@ -67,7 +69,7 @@ def test_stop_and_regenerate_keys(qtbot, open_window, wait_reply, slow_target) -
     assert reply.status == "cancelled" and reply.stats["n_generated"] < 3000
 
     # Esc in the message box stops a reply too.
-    window.settings = window.settings.replace(max_tokens=3000)
+    window.settings = dataclasses.replace(window.settings, max_tokens=3000)
     window.regenerate()
     qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 10, timeout=60_000)
     window.chat.input.setFocus()
@@ -76,7 +78,7 @@ def test_stop_and_regenerate_keys(qtbot, open_window, wait_reply, slow_target) -
     assert _messages(window)[-1].status == "cancelled"
 
     # Regenerate (F5 / Ctrl+R): the last reply is written again, the old one kept as superseded.
-    window.settings = window.settings.replace(max_tokens=8)
+    window.settings = dataclasses.replace(window.settings, max_tokens=8)
     before = _messages(window)[-1].id
     _press(qtbot, window, QKeySequence("Ctrl+R"))
     qtbot.waitUntil(lambda: window.live is not None or _messages(window)[-1].id != before, timeout=10_000)

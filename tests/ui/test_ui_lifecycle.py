@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
@@ -11,6 +12,7 @@ from PySide6.QtCore import QTimer
 from app import paths
 from app.settings import Settings
 from app.store import Store
+from engine.config import PLAIN_DECODING
 
 
 def _messages(conversation_id: int, include_superseded: bool = False):  # type: ignore[no-untyped-def]
@@ -104,7 +106,7 @@ def test_engine_death_keeps_the_window_and_the_partial_reply(
     assert window.chat.send_button.isEnabled()
 
     # The next message starts a fresh engine by itself.
-    window.settings = window.settings.replace(max_tokens=16)
+    window.settings = dataclasses.replace(window.settings, max_tokens=16)
     window.send("are you back?")
     wait_reply(window)
     assert window.controller.worker_pid not in (None, pid)
@@ -161,7 +163,7 @@ def test_models_page_choice_reloads_the_engine(
     window = open_window(tiny_target)
     if not hasattr(window.models_page, "pair_chosen"):
         return  # the models page is not part of this build
-    window.models_page.pair_chosen.emit(str(tiny_draft), "none")
+    window.models_page.pair_chosen.emit(str(tiny_draft), PLAIN_DECODING)
     qtbot.waitUntil(
         lambda: window.controller.info is not None and window.controller.info.target_path == str(tiny_draft),
         timeout=30_000,

@@ -93,7 +93,7 @@ def test_picking_a_file_checks_it_and_offers_drafts_then_download_and_chat(
     assert target_path.read_bytes() == file_of(hub, TARGET).data
     with qtbot.waitSignal(page.pair_chosen, timeout=TIMEOUT_MS) as chosen:
         panel.chat_button.click()
-    assert chosen.args[0] == str(target_path) and chosen.args[1].endswith("tinyfam-0.1B-Q8_0.gguf")
+    assert chosen.args[0] == str(target_path) and chosen.args[1].model.endswith("tinyfam-0.1B-Q8_0.gguf")
     assert any(m.path == target_path for m in page.local_models)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 
 from app import paths
+from engine.config import NGRAM_LOOKUP
 from ui.chat.model_picker import OPEN_FILE_ITEM
 
 
@@ -226,7 +227,7 @@ def test_the_header_says_each_thing_once(qtbot, open_window, tiny_target) -> Non
     assert _says_a_picker_again(header) == []
     # Back to the text alone: the line has nothing more to say again, and a screen reader hears it
     # on the speed-up picker.
-    window.set_speculation("ngram")
+    window.presenter.engine.set_speculation(NGRAM_LOOKUP)
     qtbot.waitUntil(lambda: not header.state_label.isVisibleTo(header), timeout=30_000)
     assert header.speed_combo.accessibleDescription() == "Guessing from the text (n-gram)"
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-from app.settings import Preset, load_presets, load_settings, presets_path, save_presets
+from app.settings import Preset, SpeedUp, load_presets, load_settings, presets_path, save_presets
 
 
 def test_a_preset_applies_and_the_current_settings_save_as_one(qtbot, open_window, tiny_target) -> None:
@@ -21,10 +22,10 @@ def test_a_preset_applies_and_the_current_settings_save_as_one(qtbot, open_windo
     assert settings.temperature == 0.0 and settings.preset_name == "Edit or copy text"
     # A copy repeats the document: a repetition penalty would lower exactly its tokens.
     assert settings.repeat_penalty == 1.0
-    assert settings.speed_up_auto and window.header.speed_combo.currentData() == "auto"
+    assert settings.speed_up is SpeedUp.AUTO and window.header.speed_combo.currentData() == "auto"
     assert window.chat.system_prompt.text() == ""  # exact and sped up; the request says what to do
 
-    window.apply_settings(window.settings.replace(temperature=0.3))
+    window.apply_settings(dataclasses.replace(window.settings, temperature=0.3))
     window.chat.system_prompt.setText("Answer in French.")
     window.preset_choices.save("French")
     (saved,) = load_presets()

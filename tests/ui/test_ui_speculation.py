@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QScrollArea
 
 from app.settings import load_settings
 from app.store import Store
+from engine.config import DraftChoice
 from engine.events import DraftSpan
 from ui.chat.markdown_view import render
 from ui.qt import theme
@@ -73,7 +74,7 @@ def test_speculation_toggle_takes_effect_from_the_next_reply(
     assert baseline == pytest.approx(reply.stats["decode_tokens_per_s"], abs=0.01)
 
     # A draft model: the pair and its compatibility are shown.
-    window.set_speculation(str(tiny_draft))
+    window.presenter.engine.set_speculation(DraftChoice.of_model(str(tiny_draft)))
     qtbot.waitUntil(lambda: window.controller.info.speculation == "draft", timeout=30_000)
     assert (
         "compatible" in window.header.state_label.text()
@@ -88,7 +89,7 @@ def test_speculation_toggle_takes_effect_from_the_next_reply(
     assert headline.text and headline.speedup is not None and not headline.is_estimate
 
     # An incompatible draft is refused with the rule that failed; the working pair stays.
-    window.set_speculation(str(tiny_incompatible))
+    window.presenter.engine.set_speculation(DraftChoice.of_model(str(tiny_incompatible)))
     qtbot.waitUntil(lambda: "token 40" in window.header.state_label.text(), timeout=30_000)
     assert window.controller.info.speculation == "draft"
     assert load_settings().draft.text == str(tiny_draft)

@@ -4,6 +4,8 @@ allow; the raw figures and how the reply ended are always in its Details."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from engine.events import Stats, StatsRecord
 from ui.presenters import verdict, words
 from ui.presenters.verdict import Verdict
@@ -158,9 +160,9 @@ def test_the_usual_steps_are_kept_per_model_and_setup_and_follow_a_lasting_chang
 
     held = {"settings": Settings()}
 
-    def update(**changes: object) -> None:
-        held["settings"] = held["settings"].replace(**changes)
-        save_settings(held["settings"])
+    def update(settings: Settings) -> None:
+        held["settings"] = settings
+        save_settings(settings)
 
     speed = SpeedPresenter(lambda: held["settings"], update, lambda: "/m/a.gguf")
 
@@ -174,9 +176,9 @@ def test_the_usual_steps_are_kept_per_model_and_setup_and_follow_a_lasting_chang
     assert load_settings().quiet_steps_tokens_per_s == {
         "/m/a.gguf|threads=all|gpu=0|prompt<=512": 120.0
     }  # kept
-    held["settings"] = held["settings"].replace(n_threads=2)
+    held["settings"] = dataclasses.replace(held["settings"], n_threads=2)
     assert speed.steps_tokens_per_s(_stats()) is None  # another setup: its own usual speed
-    held["settings"] = held["settings"].replace(n_threads=None)
+    held["settings"] = dataclasses.replace(held["settings"], n_threads=None)
     assert speed.steps_tokens_per_s(_stats(n_prompt_tokens=3000)) is None  # a long chat: slower steps
     for _ in range(QUIET_REPLACED - 1):
         speed.note_steps(reply(50.0))

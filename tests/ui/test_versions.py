@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 
 from app.store import MIGRATIONS, MessageStatus, Store, conversation_markdown, read_conversation_file
+from ui.chat.conversation_list import ExportFormat
 
 
 def _texts(store: Store, conversation_id: int) -> list[str]:
@@ -243,10 +244,10 @@ def test_versions_go_out_and_come_back_through_the_windows_export_and_import(
     window.show_conversation(c.id)
     assert _shown(window) == [("user", "a soup?", ""), ("assistant", "tomato", "2/2")]
     md = Path(
-        window.conversation_actions.export_conversation(c.id, "markdown", str(tmp_path / "c.md"))
+        window.conversation_actions.export_conversation(c.id, ExportFormat.MARKDOWN, str(tmp_path / "c.md"))
     ).read_text(encoding="utf-8")
     assert "tomato" in md and "leek" not in md and "1 other version of this reply is kept" in md
-    js = window.conversation_actions.export_conversation(c.id, "json", str(tmp_path / "c.json"))
+    js = window.conversation_actions.export_conversation(c.id, ExportFormat.JSON, str(tmp_path / "c.json"))
     new_id = window.conversation_actions.import_conversation(js)
     assert new_id is not None and window.conversation_id == new_id
     assert _shown(window) == [("user", "a soup?", ""), ("assistant", "tomato", "2/2")]

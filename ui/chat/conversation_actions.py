@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QWidget
 from app.paths import write_private_text
 from app.store import Store
 from ui.chat.chat_view import ChatView
+from ui.chat.conversation_list import ExportFormat
 from ui.presenters.presenter import ChatPresenter
 
 if TYPE_CHECKING:
@@ -36,9 +37,11 @@ class ConversationActions(QObject):
         self.import_action.setToolTip("Open a conversation exported as JSON, as a new conversation")
         self.import_action.triggered.connect(self.on_import_action_triggered)
         self.export_markdown_action = QAction("Export as &Markdown…", parent)
-        self.export_markdown_action.triggered.connect(lambda: self.export_conversation(None, "markdown"))
+        self.export_markdown_action.triggered.connect(
+            lambda: self.export_conversation(None, ExportFormat.MARKDOWN)
+        )
         self.export_json_action = QAction("Export as &JSON…", parent)
-        self.export_json_action.triggered.connect(lambda: self.export_conversation(None, "json"))
+        self.export_json_action.triggered.connect(lambda: self.export_conversation(None, ExportFormat.JSON))
         self.diff_action = QAction("Compare the reply with its &document…", parent)
         self.diff_action.setToolTip("The last reply against the document it was asked to change")
         self.diff_action.triggered.connect(self.show_reply_diff)
@@ -83,7 +86,9 @@ class ConversationActions(QObject):
         dialog.show()
         return dialog
 
-    def export_conversation(self, conversation_id: int | None, how: str, path: str | None = None) -> str:
+    def export_conversation(
+        self, conversation_id: int | None, how: ExportFormat, path: str | None = None
+    ) -> str:
         """Write a conversation (the one shown by default) as Markdown or JSON; returns the path
         written ("" when cancelled or there is none). A failure is said in the notice line."""
         import json
@@ -95,23 +100,24 @@ class ConversationActions(QObject):
         if conversation is None:
             self.chat.set_notice("There is no conversation to export yet.", True)
             return ""
-        suffix = ".md" if how == "markdown" else ".json"
         data = self.store.export(conversation.id)
         title = export_title(data)
         if path is None:
             path, _ = QFileDialog.getSaveFileName(
                 self.parent_widget,
                 "Export the conversation",
-                str(Path.home() / (file_stem(title) + suffix)),
-                "Markdown (*.md)" if how == "markdown" else "JSON (*.json)",
+                str(Path.home() / (file_stem(title) + how.suffix)),
+                how.file_filter,
             )
             if not path:
                 return ""
-        text = (
-            conversation_markdown({**data, "title": title})
-            if how == "markdown"
-            else json.dumps(data, ensure_ascii=False, indent=1)
-        )
+        match how:
+            case ExportFormat.MARKDOWN:
+                text = conversation_markdown({**data, "title": title})
+            case ExportFormat.JSON:
+                text = json.dumps(data, ensure_ascii=False, indent=1)
+            case unreachable:
+                assert_never(unreachable)
         try:
             write_private_text(Path(path), text)  # 0600: a conversation is the user's alone
         except OSError as e:

@@ -8,6 +8,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, QPersistentModelIndex, QPoint, QRectF, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QPainter, QTextDocument
@@ -75,13 +76,28 @@ class SnippetDelegate(QStyledItemDelegate):
         painter.restore()
 
 
+class ExportFormat(StrEnum):
+    """How a conversation is exported: Markdown to read, JSON to import again."""
+
+    MARKDOWN = "markdown"
+    JSON = "json"
+
+    @property
+    def suffix(self) -> str:
+        return ".md" if self is ExportFormat.MARKDOWN else ".json"
+
+    @property
+    def file_filter(self) -> str:
+        return "Markdown (*.md)" if self is ExportFormat.MARKDOWN else "JSON (*.json)"
+
+
 class ConversationList(QWidget):
     conversation_selected = Signal(int)
     new_requested = Signal()
     rename_requested = Signal(int, str)
     delete_requested = Signal(int)
     search_changed = Signal(str)
-    export_requested = Signal(int, str)  # conversation id, "markdown" | "json"
+    export_requested = Signal(int, object)  # conversation id, ExportFormat
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -191,8 +207,12 @@ class ConversationList(QWidget):
         conversation_id = self._id(item)
         menu = QMenu(self)
         menu.addAction("Rename…", lambda: self.ask_rename(conversation_id))
-        menu.addAction("Export as Markdown…", lambda: self.export_requested.emit(conversation_id, "markdown"))
-        menu.addAction("Export as JSON…", lambda: self.export_requested.emit(conversation_id, "json"))
+        menu.addAction(
+            "Export as Markdown…", lambda: self.export_requested.emit(conversation_id, ExportFormat.MARKDOWN)
+        )
+        menu.addAction(
+            "Export as JSON…", lambda: self.export_requested.emit(conversation_id, ExportFormat.JSON)
+        )
         menu.addSeparator()
         menu.addAction("Delete…", lambda: self.ask_delete(conversation_id))
         menu.exec(self.list.mapToGlobal(point))

@@ -16,6 +16,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QMenu, QWidget
 
 from app.library.catalog import format_bytes
+from engine.config import DraftChoice
 from ui.presenters.words import model_name
 
 if TYPE_CHECKING:
@@ -95,9 +96,9 @@ def no_draft_reason(target_name: str) -> str:
 
 
 class DraftMenu(QMenu):
-    """The drafts for the model in use; emits draft_chosen(path) or other_file_requested()."""
+    """The drafts for the model in use; emits draft_chosen(DraftChoice) or other_file_requested()."""
 
-    draft_chosen = Signal(str)
+    draft_chosen = Signal(object)  # DraftChoice: the draft model chosen
     other_file_requested = Signal()
 
     def __init__(self, options: list[DraftOption], parent: QWidget | None = None) -> None:
@@ -111,7 +112,8 @@ class DraftMenu(QMenu):
         for option in pairing:
             action = self.addAction(f"{option.name} · {format_bytes(option.size_bytes)}")
             action.setToolTip("Pairs with the model in use: every vocabulary rule holds")
-            action.triggered.connect(lambda _=False, p=str(option.path): self.draft_chosen.emit(p))
+            choice = DraftChoice.of_model(str(option.path))
+            action.triggered.connect(lambda _=False, c=choice: self.draft_chosen.emit(c))
         others = [o for o in options if not o.pairs]
         if others:
             self.addSection("Do not pair with the model in use")

@@ -5,6 +5,7 @@ suggested tasks it does (the others greyed, with the download of a model that do
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,14 +53,14 @@ class ModelChoices(QObject):
             draft_options(info.target_path, opened) if info is not None else [], self.parent_widget
         )
         menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        chosen: list[str] = []
+        chosen: list[DraftChoice | None] = []
 
-        def on_draft_chosen(path: str) -> None:
-            chosen.append(path)
-            self.presenter.engine.set_speculation(DraftChoice.of_model(path))  # from the next reply
+        def on_draft_chosen(choice: DraftChoice) -> None:
+            chosen.append(choice)
+            self.presenter.engine.set_speculation(choice)  # from the next reply
 
         def on_other_file_requested() -> None:
-            chosen.append("")
+            chosen.append(None)
             self.other_draft_requested.emit()
 
         def on_menu_hidden() -> None:  # closed without a choice: the speed-up in use, shown again
@@ -142,7 +143,8 @@ class ModelChoices(QObject):
         from app.settings import with_recent_model
 
         if path:
+            settings = self.presenter.settings
             self.presenter.update_settings(
-                recent_models=with_recent_model(self.presenter.settings.recent_models, path)
+                replace(settings, recent_models=with_recent_model(settings.recent_models, path))
             )
             self.model_opened.emit(path)

@@ -4,6 +4,8 @@ settings now can be saved as one, under a name."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QInputDialog, QWidget
 
@@ -62,5 +64,5 @@ class PresetChoices(QObject):
         except OSError as e:
             self.chat.set_notice(f"The preset could not be saved: {e.strerror or e}.", True)
             return
-        self.presenter.update_settings(preset_name=name)
+        self.presenter.update_settings(replace(self.presenter.settings, preset_name=name))
         self.refresh()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 from PySide6.QtCore import QObject, SignalInstance
 
 from app.library.catalog import CatalogPair
-from engine.events import Speculation
+from engine.config import NGRAM_LOOKUP, DraftChoice
 from ui.presenters.failures import STRICT_ENV
 
 if TYPE_CHECKING:
@@ -58,7 +58,10 @@ class WelcomeDownloads(QObject):
     once its files are in."""
 
     def __init__(
-        self, welcome: WelcomePanel, models_page: DownloadsPage | None, switch: Callable[[str, str], None]
+        self,
+        welcome: WelcomePanel,
+        models_page: DownloadsPage | None,
+        switch: Callable[[str, DraftChoice], None],
     ) -> None:
         """welcome: the WelcomePanel; models_page: the Models page (None where it could not be
         built: downloads are then said to need it)."""
@@ -98,7 +101,7 @@ class WelcomeDownloads(QObject):
         self.downloading = None
         self.welcome.set_downloading(False)
         self.welcome.set_status("Downloaded; switching to the new pair…")
-        self.switch(done[0], done[1] if len(done) > 1 else Speculation.NGRAM)
+        self.switch(done[0], DraftChoice.of_model(done[1]) if len(done) > 1 else NGRAM_LOOKUP)
 
     def on_models_page_download_failed(self, key: str, message: str, is_paused: bool) -> None:
         if key == self.downloading:

@@ -14,18 +14,19 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QToolButton, QVBoxLayout, QWidget
 
-from app.library.catalog import NGRAM, Catalog, CatalogPair, MachineInfo, format_bytes, gpu_memory_bytes
+from app.library.catalog import Catalog, CatalogPair, MachineInfo, format_bytes, gpu_memory_bytes
 from app.library.downloads import local_path_for, pair_requests
+from engine.config import NGRAM_LOOKUP, DraftChoice
 from ui.chat.welcome import Recommendation, recommend_pair
 from ui.models.pair_card import CardGrid, PairCard, describe_fit, machine_note
 from ui.presenters.words import card_here_words
 
 
 class CatalogSection(QWidget):
-    """The catalog's pairs as cards. Emits pair_chosen(target_path, draft) from a downloaded
-    card's "Chat with this pair", with draft a path or "ngram"."""
+    """The catalog's pairs as cards. Emits pair_chosen(target_path, DraftChoice) from a downloaded
+    card's "Chat with this pair": its draft model, or the text where it has none."""
 
-    pair_chosen = Signal(str, str)
+    pair_chosen = Signal(str, object)  # target path, DraftChoice
 
     def __init__(
         self,
@@ -146,7 +147,7 @@ class CatalogSection(QWidget):
         if not all(f.is_file() for f in files):
             self.show_card_states(self.model_in_use)
             return
-        draft = str(files[1]) if len(files) > 1 else NGRAM
+        draft = DraftChoice.of_model(str(files[1])) if len(files) > 1 else NGRAM_LOOKUP
         self.pair_chosen.emit(str(files[0]), draft)
 
     def restyle(self) -> None:

@@ -18,15 +18,15 @@ from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QPushBu
 
 from app.library.catalog import NGRAM, LocalModel, draft_choices, local_model
 from app.settings import SpeedUp
-from engine.config import PLAIN_DECODING
+from engine.config import PLAIN_DECODING, DraftChoice
 from ui.chat.model_picker import ModelPicker, built_in_file, chat_models
 from ui.presenters.words import BUILT_IN_MODELS, choice_name, model_name
 
 
 class PairPicker(QGroupBox):
-    """Emits pair_chosen(target_path, draft) with draft "ngram", "none" or a path."""
+    """Emits pair_chosen(target_path, DraftChoice): from the text, off, or a draft model."""
 
-    pair_chosen = Signal(str, str)
+    pair_chosen = Signal(str, object)  # target path, DraftChoice
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Chat with", parent)
@@ -191,4 +191,4 @@ class PairPicker(QGroupBox):
         draft = self.draft_combo.currentData()
         if target is None or draft is None or not self.is_draft_enabled(self.draft_combo.currentIndex()):
             return
-        self.pair_chosen.emit(str(target), str(draft))
+        self.pair_chosen.emit(str(target), DraftChoice.parse(str(draft)))

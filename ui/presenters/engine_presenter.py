@@ -8,10 +8,11 @@ replies are ui/presenters/presenter.py's, Compare's ui/presenters/compare_presen
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, assert_never
+from typing import assert_never
 
 from PySide6.QtCore import QObject, Signal
 
@@ -110,13 +111,13 @@ class EnginePresenter(QObject):
         self,
         controller: EngineController,
         settings: Callable[[], Settings],
-        update_settings: Callable[..., None],
+        update_settings: Callable[[Settings], None],
         model: str | None = None,
         draft: str | None = None,
         parent: QObject | None = None,
     ) -> None:
-        """settings: the current settings; update_settings(**changes) saves changes; model/draft
-        override the saved choice for this session (the command line's --model/--draft)."""
+        """settings: the current settings; update_settings(changed) keeps and saves them;
+        model/draft override the saved choice for this session (the command line's --model/--draft)."""
         super().__init__(parent)
         self.controller = controller
         self._settings = settings
@@ -147,7 +148,7 @@ class EnginePresenter(QObject):
         target = self._model_override or s.model_path or first_chat_model()
         config = s.engine_config(target)
         if self._draft_override is not None:
-            config = s.replace(draft=self._draft_override).engine_config(target)
+            config = dataclasses.replace(s, draft=self._draft_override).engine_config(target)
         self.controller.load(config)
 
     def _show_speculation(
@@ -159,7 +160,7 @@ class EnginePresenter(QObject):
         """Change the one speculation state (what is not given stays) and announce it."""
         now = self.speculation
         choice = now.choice if draft is None else _kind(draft)
-        if draft is not None and choice is not SpeedUp.NONE and self._settings().speed_up_auto:
+        if draft is not None and choice is not SpeedUp.NONE and self._settings().speed_up is SpeedUp.AUTO:
             choice = SpeedUp.AUTO
         shown = SpeedUp(in_effect) if in_effect is not None else now.in_effect if draft is None else choice
         self.speculation = SpeculationView(
@@ -167,14 +168,12 @@ class EnginePresenter(QObject):
         )
         self.speculation_changed.emit(self.speculation)
 
-    def set_speculation(self, choice: DraftChoice, is_auto: bool = False) -> None:
+    def set_speculation(self, choice: DraftChoice, chosen: SpeedUp | None = None) -> None:
         """Switch to plain decoding, n-gram lookup or a draft model; applies from the next reply.
-        is_auto: chosen as "Automatic" (the header shows that choice)."""
-        changes: dict[str, Any] = {"draft": choice, "speed_up_auto": is_auto}
-        if choice.model:
-            changes["draft_model_path"] = choice.model
+        chosen: the header's choice that made it (AUTO: "Automatic", which the header then
+        shows); None: the draft's kind."""
         self._draft_override = None
-        self._update(**changes)
+        self._update(self._settings().with_draft(choice, chosen if chosen is not None else _kind(choice)))
         self._show_speculation(choice)
         self.pair_changed.emit(PairView("Switching the speed-up… (applies from the next reply)"))
         self.controller.set_draft(choice)
@@ -202,7 +201,7 @@ class EnginePresenter(QObject):
                     verdict = draft_pays_here(self.model_key(), model.model)
                     if verdict is not None and not verdict.pays:
                         model = None
-                self.set_speculation(model or NGRAM_LOOKUP, is_auto=True)
+                self.set_speculation(model or NGRAM_LOOKUP, SpeedUp.AUTO)
                 if verdict is not None:
                     self.pair_changed.emit(PairView(auto_measured_words(verdict)))
             case SpeedUp.NONE:
@@ -239,17 +238,14 @@ class EnginePresenter(QObject):
         draft = self._settings().draft
         if draft.model:
             draft = NGRAM_LOOKUP  # a draft model belongs to the target it was chosen for
-        self.choose_pair(model, draft.text)
+        self.choose_pair(model, draft)
 
-    def choose_pair(self, target_path: str, draft: str) -> None:
-        """A pair from the Models page (or the welcome panel's download): saved, then loaded."""
-        choice = DraftChoice.parse(draft)
-        changes: dict[str, Any] = {"model_path": target_path, "draft": choice}
-        if choice.model:
-            changes["draft_model_path"] = choice.model
+    def choose_pair(self, target_path: str, draft: DraftChoice) -> None:
+        """A pair from the Models page (or the welcome panel's download): saved, then loaded
+        (Automatic stays chosen where it was)."""
         self._model_override = self._draft_override = None
-        self._update(**changes)
-        self._show_speculation(choice)
+        self._update(dataclasses.replace(self._settings().with_draft(draft), model_path=target_path))
+        self._show_speculation(draft)
         self.start_engine()
 
     def _show_pair(self, info: EngineInfo | None, problem: str = "") -> None:
@@ -301,7 +297,8 @@ class EnginePresenter(QObject):
     def on_controller_draft_failed(self, failure: Failure) -> None:
         info = self.controller.info
         self._show_pair(info, f"Speed-up unchanged: {failure_words(failure)}")
-        if info is not None:
-            self._update(draft=info.draft)
+        if info is not None:  # back to the draft in use (the one that failed stays the last chosen)
+            s = self._settings()
+            self._update(dataclasses.replace(s.with_draft(info.draft), draft_model_path=s.draft_model_path))
             self._show_speculation(info.draft)
         raise_if_unexpected(failure)

@@ -20,8 +20,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QObject, Signal
 
@@ -135,9 +134,9 @@ class ChatPresenter(QObject):
 
     # ---- settings
 
-    def update_settings(self, **changes: Any) -> None:
-        """Change settings and save them (a failed save is logged: the session goes on)."""
-        self.settings = self.settings.replace(**changes)
+    def update_settings(self, settings: Settings) -> None:
+        """Keep these settings and save them (a failed save is logged: the session goes on)."""
+        self.settings = settings
         try:
             save_settings(self.settings)
         except OSError as e:
@@ -195,7 +194,7 @@ class ChatPresenter(QObject):
             )
         self.conversations_changed.emit()
         if self.settings.last_conversation_id != conversation_id:
-            self.settings = self.settings.replace(last_conversation_id=conversation_id)
+            self.settings = replace(self.settings, last_conversation_id=conversation_id)
 
     def show_earlier(self) -> None:
         """The page of messages before those shown (earlier_shown), where there is one."""
@@ -279,10 +278,13 @@ class ChatPresenter(QObject):
         """A preset's sampling and speed-up (saved; from the next reply) and its instructions (the
         conversation shown, or the next new one)."""
         self.update_settings(
-            temperature=preset.temperature,
-            top_p=preset.top_p,
-            repeat_penalty=preset.repeat_penalty,
-            preset_name=preset.name,
+            replace(
+                self.settings,
+                temperature=preset.temperature,
+                top_p=preset.top_p,
+                repeat_penalty=preset.repeat_penalty,
+                preset_name=preset.name,
+            )
         )
         self.engine.choose_speculation(preset.speed_up)
         self.set_system_prompt(preset.system_prompt)
@@ -313,7 +315,7 @@ class ChatPresenter(QObject):
             )
             self._pending_system_prompt = ""
             self.conversation_id = conversation.id
-            self.settings = self.settings.replace(last_conversation_id=conversation.id)
+            self.settings = replace(self.settings, last_conversation_id=conversation.id)
         else:
             conversation_ = self.store.conversation(self.conversation_id)
             if (
@@ -419,5 +421,5 @@ class ChatPresenter(QObject):
 
     def close(self) -> None:
         """Save the settings and close the database (after stop_live and the engine's shutdown)."""
-        self.update_settings()
+        self.update_settings(self.settings)
         self.store.close()

@@ -28,11 +28,11 @@ class SpeedPresenter(QObject):
     def __init__(
         self,
         settings: Callable[[], Settings],
-        update_settings: Callable[..., None],
+        update_settings: Callable[[Settings], None],
         target_path: Callable[[], str | None],
         parent: QObject | None = None,
     ) -> None:
-        """settings: the current settings; update_settings(**changes) saves changes;
+        """settings: the current settings; update_settings(changed) keeps and saves them;
         target_path: the loaded target model's path (None while none is loaded)."""
         super().__init__(parent)
         self._settings = settings
@@ -83,7 +83,9 @@ class SpeedPresenter(QObject):
         self._slower_in_a_row = self._slower_in_a_row + 1 if est < BUSY_SHARE * usual else 0
         if est > usual or self._slower_in_a_row >= QUIET_REPLACED:
             self._slower_in_a_row = 0
-            self._update_settings(quiet_steps_tokens_per_s={**kept, key: round(est, 2)})
+            self._update_settings(
+                replace(self._settings(), quiet_steps_tokens_per_s={**kept, key: round(est, 2)})
+            )
 
     def record_plain_speed(self, finished: Finished) -> bool:
         """Keep a plain reply's decode speed as the baseline; True when it was kept.
@@ -101,7 +103,7 @@ class SpeedPresenter(QObject):
         speed = round(stats.decode_tokens_per_s, 3)
         speeds = dict(self._settings().plain_tokens_per_s)
         speeds[path] = speed
-        self._update_settings(plain_tokens_per_s=speeds)
+        self._update_settings(replace(self._settings(), plain_tokens_per_s=speeds))
         self.baseline_changed.emit(path, speed)
         return True
 

@@ -6,6 +6,8 @@ in brackets, so people who know it can find it and people who do not can read th
 
 from __future__ import annotations
 
+import dataclasses
+
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -27,10 +29,6 @@ from app.settings import Settings
 from engine.chat import CHAT_SAMPLING
 from engine.config import default_threads
 from ui.qt import theme
-
-# Changing one of these needs the engine reloaded; sampling settings apply from the next reply.
-ENGINE_FIELDS = ("n_threads", "n_ctx", "n_gpu_layers", "rpc_servers", "draft_max", "adaptive",
-                 "engine", "remote_url", "remote_api_key", "remote_model")  # fmt: skip
 
 ENGINE_TAB = 2  # Chat, Speed-up, Engine, Serve API
 
@@ -256,7 +254,8 @@ class SettingsDialog(QDialog):
         return form
 
     def result_settings(self) -> Settings:
-        return self._settings.replace(
+        return dataclasses.replace(
+            self._settings,
             n_threads=self.threads.value() or None,
             n_ctx=self.context.value(),
             n_gpu_layers=self.gpu_layers.value(),
@@ -334,8 +333,16 @@ class SettingsDialog(QDialog):
 
 
 def needs_reload(before: Settings, after: Settings) -> bool:
-    if before.is_remote == after.is_remote and not after.is_remote:  # a server's fields edited, not used
-        return any(
-            getattr(before, f) != getattr(after, f) for f in ENGINE_FIELDS if not f.startswith("remote_")
-        )
-    return any(getattr(before, f) != getattr(after, f) for f in ENGINE_FIELDS)
+    """Whether the engine loads again: what it is configured with changed (Settings.engine_config),
+    or the server used (one used or left, its address, key or model; a server's fields edited while
+    none is used change nothing). Sampling applies from the next reply."""
+    if before.engine_config("") != after.engine_config(""):
+        return True
+    if not (before.is_remote or after.is_remote):
+        return False
+    return (before.is_remote, before.remote_url, before.remote_api_key, before.remote_model) != (
+        after.is_remote,
+        after.remote_url,
+        after.remote_api_key,
+        after.remote_model,
+    )
