@@ -149,23 +149,29 @@ class CostCache:
     def _span_path(self, identity: str) -> Path:
         return self.directory / f"vocab-{hashlib.sha256(identity.encode()).hexdigest()[:24]}.span"
 
-    def vocabulary_span(self, identity: str) -> tuple[int, int, int] | None:
-        """Where a model file's vocabulary texts lie (engine.gguf_info.GGUFInfo.vocabulary_span), by
-        its file_identity; None where not kept or not readable."""
+    def string_spans(self, identity: str) -> tuple[tuple[int, int, int], ...]:
+        """Where a model file's arrays of strings lie (engine.gguf_info.GGUFInfo.string_spans: the
+        vocabulary's texts, a BPE model's merges), by its file_identity; () where not kept or not
+        readable. (A span file of an earlier release holds the vocabulary's span alone.)"""
         try:
-            span = json.loads(self._span_path(identity).read_text(encoding="utf-8"))
+            spans = json.loads(self._span_path(identity).read_text(encoding="utf-8"))
         except (OSError, ValueError, UnicodeDecodeError):
-            return None
-        ok = isinstance(span, list) and len(span) == 3 and all(type(x) is int and x >= 0 for x in span)
-        return (span[0], span[1], span[2]) if ok else None
+            return ()
+        if isinstance(spans, list) and len(spans) == 3 and all(type(x) is int for x in spans):
+            spans = [spans]
+        ok = isinstance(spans, list) and all(
+            isinstance(span, list) and len(span) == 3 and all(type(x) is int and x >= 0 for x in span)
+            for span in spans
+        )
+        return tuple((span[0], span[1], span[2]) for span in spans) if ok else ()
 
-    def remember_vocabulary_span(self, identity: str, span: tuple[int, int, int]) -> None:
+    def remember_string_spans(self, identity: str, spans: tuple[tuple[int, int, int], ...]) -> None:
         with contextlib.suppress(OSError):
             self.directory.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".vocab-", suffix=".tmp")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump(list(span), f)
+                    json.dump([list(span) for span in spans], f)
                 os.replace(tmp, self._span_path(identity))
             except OSError:
                 with contextlib.suppress(OSError):

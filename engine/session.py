@@ -36,17 +36,18 @@ _FILLER = "The quick brown fox jumps over the lazy dog while the band plays on. 
 
 
 def read_model_info(path: str, with_tokens: bool, cost_cache_dir: str | None) -> GGUFInfo:
-    """A model file's header. Without its vocabulary's texts, it jumps over them where this very
-    file was read before (the cost cache keeps where they lie, by file identity)."""
+    """A model file's header. Without its vocabulary's texts, it jumps over them (and a BPE
+    model's merges) where this very file was read before (the cost cache keeps where they lie, by
+    file identity)."""
     cache = CostCache(cost_cache_dir) if cost_cache_dir else None
     identity = None
     if cache is not None and not with_tokens:
         with contextlib.suppress(OSError):
             identity = file_identity(str(user_path(path)))
-    span = cache.vocabulary_span(identity) if cache is not None and identity else None
-    info = read_gguf_info(path, with_tokens=with_tokens, vocabulary_span=span)
-    if cache is not None and identity and info.vocabulary_span not in (None, span):
-        cache.remember_vocabulary_span(identity, info.vocabulary_span)
+    spans = cache.string_spans(identity) if cache is not None and identity else ()
+    info = read_gguf_info(path, with_tokens=with_tokens, string_spans=spans)
+    if cache is not None and identity and info.string_spans and info.string_spans != spans:
+        cache.remember_string_spans(identity, info.string_spans)
     return info
 
 

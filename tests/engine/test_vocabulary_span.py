@@ -1,9 +1,11 @@
-"""A model file's vocabulary jumped over, not walked, where that very file was read before (issue 48,
-Why 5: every start walked 262k string lengths in Python for the target and again for the draft).
-Real GGUF files (tests/tiny.py), the real cost cache, the real Engine."""
+"""A model file's vocabulary (and a BPE model's merges) jumped over, not walked, where that very file
+was read before (issue 48, Why 5: every start walked 262k string lengths in Python for the target and
+again for the draft; SmolLM2's 48,900 merges were still walked). Real GGUF files (tests/tiny.py, a
+byte-level BPE vocabulary with merges), the real cost cache, the real Engine."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -16,39 +18,53 @@ from engine.gguf_info import read_gguf_info
 from engine.session import Engine
 
 
-def test_a_header_read_again_jumps_over_the_vocabulary_and_reads_alike(
-    tiny_target: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    first = read_gguf_info(tiny_target, with_tokens=False)
-    span = first.vocabulary_span
-    assert span is not None and span[1] == first.n_vocab > 0 and span[0] < span[2]
-
+def _walked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What arrays of strings reads walk from now on (without keeping their texts)."""
+    walked: list[str] = []
     real = gguf_info._Reader.strings
 
     def strings(self: gguf_info._Reader, count: int, what: str, keep: bool) -> object:
-        assert what != "vocabulary", "the vocabulary was walked again"
-        return real(self, count, what, keep)  # (other arrays of strings: a BPE model's merges)
+        if not keep:
+            walked.append(what)
+        return real(self, count, what, keep)
 
-    with monkeypatch.context() as m:
-        m.setattr(gguf_info._Reader, "strings", strings)
-        again = read_gguf_info(tiny_target, with_tokens=False, vocabulary_span=span)
+    monkeypatch.setattr(gguf_info._Reader, "strings", strings)
+    return walked
+
+
+def test_a_header_read_again_jumps_over_the_vocabulary_and_the_merges_and_reads_alike(
+    tiny_target: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = read_gguf_info(tiny_target, with_tokens=False)
+    spans = first.string_spans
+    vocabulary, merges = spans  # the tokens' texts, then tokenizer.ggml.merges
+    assert vocabulary[1] == first.n_vocab > 0 and vocabulary[0] < vocabulary[2] <= merges[0]
+    assert merges[1] == len(first.metadata["tokenizer.ggml.merges"]) > 0 and merges[0] < merges[2]
+    walked = _walked(monkeypatch)
+    again = read_gguf_info(tiny_target, with_tokens=False, string_spans=spans)
+    assert walked == []  # neither walked again (before: the merges were, at every start)
     assert again == first and again.n_vocab == first.n_vocab and again.header_end == first.header_end
-    assert again.vocabulary_span == span
-    # With the texts asked for, they are read whatever the span says.
-    assert len(read_gguf_info(tiny_target, vocabulary_span=span).tokens) == first.n_vocab
+    assert again.string_spans == spans
+    assert len(again.metadata["tokenizer.ggml.merges"]) == merges[1]
+    # With the texts asked for, they are read whatever the spans say.
+    assert len(read_gguf_info(tiny_target, string_spans=spans).tokens) == first.n_vocab
 
 
 @pytest.mark.parametrize("wrong", ["start", "count", "past the end"])
-def test_a_span_that_does_not_fit_the_file_is_not_used(tiny_target: Path, wrong: str) -> None:
+def test_a_span_that_does_not_fit_the_file_is_not_used(
+    tiny_target: Path, wrong: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first = read_gguf_info(tiny_target, with_tokens=False)
-    assert first.vocabulary_span is not None
-    start, count, end = first.vocabulary_span
+    (start, count, end), merges = first.string_spans
     bad = {
         "start": (start + 1, count, end),
         "count": (start, count + 1, end),
         "past the end": (start, count, os.path.getsize(tiny_target) + 1),
     }[wrong]
-    assert read_gguf_info(tiny_target, with_tokens=False, vocabulary_span=bad) == first
+    walked = _walked(monkeypatch)
+    again = read_gguf_info(tiny_target, with_tokens=False, string_spans=(bad, merges))
+    assert again == first and again.string_spans == first.string_spans
+    assert walked == ["vocabulary"]  # walked, as before any span was kept
 
 
 def test_an_engine_keeps_where_its_models_vocabulary_lies_and_the_next_one_jumps_over_it(
@@ -57,20 +73,20 @@ def test_an_engine_keeps_where_its_models_vocabulary_lies_and_the_next_one_jumps
     cache_dir = tmp_path / "costs"
     config = EngineConfig(str(tiny_target), n_ctx=256, cost_cache_dir=str(cache_dir))
     Engine(config).close()
-    span = CostCache(cache_dir).vocabulary_span(file_identity(str(tiny_target)))
-    assert span is not None and span == read_gguf_info(tiny_target, with_tokens=False).vocabulary_span
-    real = gguf_info._Reader.strings
-
-    def strings(self: gguf_info._Reader, count: int, what: str, keep: bool) -> object:
-        assert keep or what != "vocabulary", "a start walked the vocabulary it had read before"
-        return real(self, count, what, keep)
-
-    monkeypatch.setattr(gguf_info._Reader, "strings", strings)
+    identity = file_identity(str(tiny_target))
+    spans = CostCache(cache_dir).string_spans(identity)
+    assert len(spans) == 2 and spans == read_gguf_info(tiny_target, with_tokens=False).string_spans
+    walked = _walked(monkeypatch)
     engine = Engine(config)
     try:
-        assert engine.info_target.n_vocab == span[1]
+        assert engine.info_target.n_vocab == spans[0][1]
     finally:
         engine.close()
+    assert walked == []  # a start walked neither the vocabulary nor the merges it had read before
+    # A span file of the release before holds the vocabulary's span alone: still a jump for it.
+    span_file = next(cache_dir.glob("vocab-*.span"))
+    span_file.write_text(json.dumps(list(spans[0])), encoding="utf-8")
+    assert CostCache(cache_dir).string_spans(identity) == spans[:1]
     # A kept span that no longer reads as one is a miss, never an error.
-    (next(cache_dir.glob("vocab-*.span"))).write_text("[1, 2", encoding="utf-8")
-    assert CostCache(cache_dir).vocabulary_span(file_identity(str(tiny_target))) is None
+    span_file.write_text("[1, 2", encoding="utf-8")
+    assert CostCache(cache_dir).string_spans(identity) == ()
