@@ -50,9 +50,6 @@ def add_engine_args(p: argparse.ArgumentParser, model_default: str | None) -> No
     p.add_argument(
         "--fixed-draft", action="store_true", help="always draft --draft-max tokens (no adaptation)"
     )
-    # With a draft model: no n-gram drafts from the text beside it. The lab bench's comparison
-    # (tools/lab/bench.py), hidden from a user's help.
-    p.add_argument("--model-drafts-only", action="store_true", help=argparse.SUPPRESS)
 
 
 def validate_engine_args(args: argparse.Namespace) -> None:
@@ -91,7 +88,6 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
         rpc_servers=_rpc_servers(args),
         draft_max=args.draft_max,
         adaptive=not args.fixed_draft,
-        draft_lookup=not args.model_drafts_only,
         cost_cache_dir=str(cost_cache_dir()),
     )
 

@@ -29,6 +29,8 @@ Speed claims live here, as ratios measured side by side, never in unit tests.
 a first answer, not timed (another seed when sampling), is what Tandem's reply memory drafts from
 (engine.text_index) and what llama-lookup's dynamic n-gram cache (-lcd) holds. The plain run
 neither drafts from it nor adds to it. In-process only: earlier answers live in a process.
+--model-drafts-only measures a draft model alone (EngineConfig.draft_lookup off: no n-gram drafts
+from the text beside it), in this process only: `tandem generate` has no such option.
 
 The lab's models (tools/lab/models.py) are taken by name here: `default-f16`, `default-costly`.
 """
@@ -144,8 +146,6 @@ def run_process(
         cmd += ["--repeat-penalty", str(args.repeat_penalty)]
     if args.fixed_draft:
         cmd.append("--fixed-draft")
-    if args.model_drafts_only:
-        cmd.append("--model-drafts-only")
     if getattr(args, "gpu_layers", 0):
         cmd += ["--gpu-layers", str(args.gpu_layers)]
     if getattr(args, "rpc", None):
@@ -212,7 +212,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
     # every run to what the warm-up left, so each starts as a user's second process would.
     home = workdir / "home"
     costs, snapshot = home / "costs", workdir / "costs-after-warm-up"
-    config = dataclasses.replace(engine_config(args), cost_cache_dir=str(costs))
+    config = dataclasses.replace(
+        engine_config(args), cost_cache_dir=str(costs), draft_lookup=not args.model_drafts_only
+    )
     env = {**os.environ, "TANDEM_HOME": str(home)}
 
     def restore_costs() -> None:
@@ -337,7 +339,8 @@ def run_bench(args: argparse.Namespace) -> dict[str, object]:
                         )  # fmt: skip
                         server_rates[kind].append(served.tokens_per_s)
                         server_runs[kind] = served
-                if not args.no_process and not args.again:  # earlier replies live in a process
+                # Earlier replies live in a process; `tandem generate` drafts from the text too.
+                if not args.no_process and not args.again and not args.model_drafts_only:
                     for draft, runs in ((PLAIN_DECODING, proc_plain), (config.draft, proc_spec)):
                         restore_costs()
                         runs.append(
@@ -471,6 +474,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument(
         "--no-process", action="store_true", help="skip the whole-process runs (`tandem generate`, timed)"
+    )
+    b.add_argument(
+        "--model-drafts-only",
+        action="store_true",
+        help="with a draft model: no n-gram drafts from the text beside it (in this process only)",
     )
     b.add_argument("--turns", type=int, default=10, help="turns in the follow-up latency test (0: skip)")
     b.add_argument(
