@@ -54,6 +54,27 @@ class SpeedUp(StrEnum):
         return cls(value) if isinstance(value, str) and value in tuple(cls) else cls.NGRAM
 
 
+class Theme(StrEnum):
+    """The window's colours: the desktop's light or dark scheme (SYSTEM), or one of them
+    (ui/qt/theme.py applies it)."""
+
+    SYSTEM = "system"
+    LIGHT = "light"
+    DARK = "dark"
+
+    @classmethod
+    def of(cls, value: object) -> Theme:
+        """A choice read back; one this build does not know follows the system."""
+        return cls(value) if isinstance(value, str) and value in tuple(cls) else cls.SYSTEM
+
+
+class EngineKind(StrEnum):
+    """Where the model runs: this computer, or a server (OpenAI-compatible: app/host/remote_worker.py)."""
+
+    LOCAL = "local"
+    REMOTE = "remote"
+
+
 @dataclass(frozen=True)
 class Settings:
     model_path: str | None = None  # None: the embedded default model
@@ -94,10 +115,10 @@ class Settings:
     window_width: int = 0
     window_height: int = 0
     has_seen_welcome: bool = False  # the welcome panel opens by itself on the first start only
-    theme: str = "system"  # "system" (follow the desktop's light/dark scheme), "light" or "dark"
-    # The engine: "local" (this computer) or "remote" (an OpenAI-compatible server, app/host/remote_worker.py).
-    # The API key is kept in this file as the other settings are (plain JSON, the user's own directory).
-    engine: str = "local"
+    theme: Theme = Theme.SYSTEM
+    # Where the model runs; a server's API key is kept in this file as the other settings are
+    # (plain JSON, the user's own directory).
+    engine: EngineKind = EngineKind.LOCAL
     remote_url: str = ""
     remote_api_key: str = ""
     remote_model: str = ""  # empty: the first model the server lists
@@ -144,7 +165,7 @@ class Settings:
 
     @property
     def is_remote(self) -> bool:
-        return self.engine == "remote" and bool(self.remote_url.strip())
+        return self.engine is EngineKind.REMOTE and bool(self.remote_url.strip())
 
     def with_draft(self, draft: DraftChoice, speed_up: SpeedUp | None = None) -> Settings:
         """The engine's draft changed, and the speed-up choice with it: `speed_up` is the choice
@@ -216,9 +237,10 @@ def _coerce(raw: dict[str, Any]) -> Settings:
         elif f.name == "draft":
             if isinstance(value, str):
                 kept[f.name] = DraftChoice.parse(value)
-        elif f.name == "speed_up":
-            if isinstance(value, str) and value in tuple(SpeedUp):
-                kept[f.name] = SpeedUp(value)
+        elif isinstance(f.default, StrEnum):  # speed_up, theme, engine: a value this build knows
+            kind = type(f.default)
+            if isinstance(value, str) and value in tuple(kind):
+                kept[f.name] = kind(value)
         elif f.name == "serve_port" and _accepts("int", value) and not 1 <= value <= 65535:
             continue  # hand-edited out of range: the default
         elif _accepts(str(f.type), value):

@@ -49,11 +49,11 @@ def main(argv: list[str]) -> int:
 
 
 def _shoot(out: Path, model: Path) -> int:
-    from app.settings import Settings, save_settings
+    from app.settings import Settings, Theme, save_settings
     from engine.config import NGRAM_LOOKUP
 
     # A first start (the welcome panel shows), greedy, n-gram lookup.
-    save_settings(Settings(temperature=0.0, draft=NGRAM_LOOKUP, theme="light"))
+    save_settings(Settings(temperature=0.0, draft=NGRAM_LOOKUP, theme=Theme.LIGHT))
 
     from ui.qt.pyside_refcount_fix import immortalize_singletons
 

@@ -69,7 +69,7 @@ def _scene(out_dir: Path, model: str) -> int:
     from PySide6.QtGui import QImage, QPainter
     from PySide6.QtWidgets import QApplication, QWidget
 
-    from app.settings import load_settings, save_settings
+    from app.settings import Theme, load_settings, save_settings
     from tools.qt_wait import wait_until as wait_for
     from ui.main_window import MainWindow
     from ui.presenters.words import DEMO_TASKS, built_in_presets, compare_seconds
@@ -78,7 +78,9 @@ def _scene(out_dir: Path, model: str) -> int:
     app = QApplication.instance() or QApplication(["tandem"])
     app.setApplicationName("Tandem")
     GuiThreadCollector(app)  # as the window's app: no worker thread frees a Qt object
-    save_settings(dataclasses.replace(load_settings(), theme="light", has_seen_welcome=True, max_tokens=400))
+    save_settings(
+        dataclasses.replace(load_settings(), theme=Theme.LIGHT, has_seen_welcome=True, max_tokens=400)
+    )
     window = MainWindow(model=model, draft="ngram")
     window.resize(*SIZE)
     window.show()
@@ -160,7 +162,7 @@ def _scene(out_dir: Path, model: str) -> int:
         return image
 
     written: list[Path] = []
-    for theme in ("light", "dark"):
+    for theme in (Theme.LIGHT, Theme.DARK):
         window.theme.set_choice(theme)
         for page in PAGES:
             window.tabs.setCurrentIndex(

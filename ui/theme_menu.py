@@ -8,13 +8,14 @@ from collections.abc import Callable
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QMenu, QMenuBar
 
+from app.settings import Theme
 from ui.qt.theme import ThemeManager
 
-THEME_CHOICES = (("system", "Follow the &system"), ("light", "&Light"), ("dark", "&Dark"))
+THEME_CHOICES = ((Theme.SYSTEM, "Follow the &system"), (Theme.LIGHT, "&Light"), (Theme.DARK, "&Dark"))
 
 
 def install_theme_menu(
-    menu_bar: QMenuBar, theme: ThemeManager, save_choice: Callable[[str], None]
+    menu_bar: QMenuBar, theme: ThemeManager, save_choice: Callable[[Theme], None]
 ) -> QMenu | None:
     """Add Theme to the menu bar's View menu (None where it has none); a choice is saved
     (`save_choice`) and applied (`theme`)."""
@@ -46,6 +47,6 @@ def install_theme_menu(
     return menu
 
 
-def _choose(theme: ThemeManager, save_choice: Callable[[str], None], choice: str) -> None:
+def _choose(theme: ThemeManager, save_choice: Callable[[Theme], None], choice: Theme) -> None:
     save_choice(choice)
     theme.set_choice(choice)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from app import paths
-from app.settings import Settings, SpeedUp, load_settings, save_settings
+from app.settings import EngineKind, Settings, SpeedUp, Theme, load_settings, save_settings
 from engine.config import NGRAM_LOOKUP, PLAIN_DECODING, DraftChoice
 
 
@@ -51,3 +51,13 @@ def test_a_draft_changes_with_the_choice_that_made_it() -> None:
     off = paired.with_draft(PLAIN_DECODING, SpeedUp.NONE)
     assert off.speed_up is SpeedUp.NONE and off.draft_model_path == "/m/d.gguf"
     assert Settings().with_draft(DraftChoice.of_model("/m/e.gguf")).speed_up is SpeedUp.DRAFT
+
+
+def test_the_theme_and_the_engine_are_read_back_as_their_kinds() -> None:
+    settings = _load({"theme": "dark", "engine": "remote", "remote_url": "10.0.0.2:8080"})
+    assert settings.theme is Theme.DARK and settings.engine is EngineKind.REMOTE and settings.is_remote
+    # Hand-edited to values this build does not know: the defaults.
+    settings = _load({"theme": "neon", "engine": 3})
+    assert settings.theme is Theme.SYSTEM and settings.engine is EngineKind.LOCAL
+    save_settings(Settings(theme=Theme.LIGHT))
+    assert json.loads(paths.settings_path().read_text(encoding="utf-8"))["theme"] == "light"

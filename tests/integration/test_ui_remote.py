@@ -12,7 +12,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.host.remote_worker import NO_DRAFT_MARKS
-from app.settings import load_settings
+from app.settings import EngineKind, load_settings
 from app.store import Store
 from tests.integration.test_remote import llama_server  # noqa: F401 (a fixture)
 from tests.looping_server import looping_server as serve_loop
@@ -108,7 +108,7 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     window.apply_settings(
         dataclasses.replace(
             window.settings,
-            engine="remote",
+            engine=EngineKind.REMOTE,
             remote_url=server.url,
             remote_api_key="k1",
             remote_model="target",
@@ -178,7 +178,7 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     window.tabs.setCurrentIndex(0)
 
     # Back to this computer: a local engine process again, the speculation switch back on.
-    window.apply_settings(dataclasses.replace(window.settings, engine="local"))
+    window.apply_settings(dataclasses.replace(window.settings, engine=EngineKind.LOCAL))
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=60_000)
     assert window.controller.info.target_path == str(tiny_target) and window.controller.worker_pid
     assert window.header.speed_combo.isEnabled() and window.choose_draft_action.isEnabled()
@@ -260,7 +260,7 @@ def test_on_a_server_a_chip_keeps_its_estimate(qtbot, open_window, tiny_target, 
     window.apply_settings(
         dataclasses.replace(
             window.settings,
-            engine="remote",
+            engine=EngineKind.REMOTE,
             remote_url=server.url,
             remote_api_key="k1",
             remote_model="target",
@@ -462,7 +462,7 @@ def test_a_servers_fields_reload_the_engine_only_when_a_server_is_used() -> None
 
     local = Settings()
     assert not needs_reload(local, dataclasses.replace(local, remote_url="10.0.0.2:8080", remote_model="m"))
-    remote = dataclasses.replace(local, engine="remote", remote_url="10.0.0.2:8080")
+    remote = dataclasses.replace(local, engine=EngineKind.REMOTE, remote_url="10.0.0.2:8080")
     assert needs_reload(local, remote) and needs_reload(remote, local)
     assert needs_reload(remote, dataclasses.replace(remote, remote_model="m"))
     assert needs_reload(remote, dataclasses.replace(remote, remote_api_key="k"))
@@ -476,7 +476,7 @@ def test_local_only_fields_are_greyed_out_while_a_server_is_chosen(qtbot) -> Non
 
     # A build without GPU offload: GPU layers is disabled for its own reason, and stays so.
     dialog = SettingsDialog(
-        Settings(engine="remote", remote_url="10.0.0.2:8080"), gpu_offload_supported=False
+        Settings(engine=EngineKind.REMOTE, remote_url="10.0.0.2:8080"), gpu_offload_supported=False
     )
     qtbot.addWidget(dialog)
     local_only = [dialog.threads, dialog.context, dialog.gpu_layers, dialog.rpc_servers,

@@ -8,6 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette, QTextDocument, QTextFormat
 from PySide6.QtWidgets import QApplication
 
+from app.settings import Theme
 from engine.events import DraftSpan, ReplyText
 from ui.chat.markdown_view import MessageBody, draft_tint, render
 from ui.qt import theme
@@ -101,7 +102,7 @@ def test_theme_choice_and_system_scheme(qtbot, open_window, tiny_target) -> None
         assert dark_code != light_code
 
         # Back to System: the desktop's scheme (light here) ...
-        window.apply_settings(dataclasses.replace(window.settings, theme="system"))
+        window.apply_settings(dataclasses.replace(window.settings, theme=Theme.SYSTEM))
         assert not _window_is_dark() and _tint_in(widget.body) == theme.LIGHT.draft_tint
         # ... and a desktop that turns dark is followed while the choice is System.
         QApplication.styleHints().colorSchemeChanged.emit(Qt.ColorScheme.Dark)

@@ -30,9 +30,10 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette, QTextCharFormat
 from PySide6.QtWidgets import QApplication, QWidget
 
+from app.settings import Theme
 from engine.events import DraftSource
 
-THEME_CHOICES = (("System", "system"), ("Light", "light"), ("Dark", "dark"))
+THEME_CHOICES = (("System", Theme.SYSTEM), ("Light", Theme.LIGHT), ("Dark", Theme.DARK))
 AA = 4.5  # WCAG AA: the least contrast for body text
 MARK_CONTRAST = 3.0  # WCAG 1.4.11: the least contrast of a non-text cue (the underline) on its tint
 
@@ -368,35 +369,34 @@ class ThemeManager(QObject):
 
     changed = Signal(bool)  # is_dark
 
-    def __init__(self, choice: str = "system", parent: QObject | None = None) -> None:
+    def __init__(self, choice: Theme = Theme.SYSTEM, parent: QObject | None = None) -> None:
         super().__init__(parent)
         app = QGuiApplication.instance()
         assert isinstance(app, QGuiApplication)
         self._app = app
         self._system_palette = QPalette(app.palette())
         self._has_own_palette = False
-        self._choice = ""
+        self._choice = Theme.SYSTEM
         app.styleHints().colorSchemeChanged.connect(self.on_color_scheme_changed)
         self.set_choice(choice)
 
     @property
-    def choice(self) -> str:
+    def choice(self) -> Theme:
         return self._choice
 
     @property
     def is_dark(self) -> bool:
         return colors().is_dark
 
-    def set_choice(self, choice: str) -> None:
-        if choice not in ("system", "light", "dark"):
-            choice = "system"
+    def set_choice(self, choice: Theme) -> None:
+        choice = Theme.of(choice)  # (a hand-edited settings file's unknown theme: the system's)
         self._choice = choice
         hints = self._app.styleHints()
-        if choice == "system":
+        if choice is Theme.SYSTEM:
             hints.unsetColorScheme()
             self._follow_system(hints.colorScheme())
             return
-        want_dark = choice == "dark"
+        want_dark = choice is Theme.DARK
         if not self._has_own_palette:
             self._system_palette = QPalette(self._app.palette())
         hints.setColorScheme(Qt.ColorScheme.Dark if want_dark else Qt.ColorScheme.Light)
@@ -435,5 +435,5 @@ class ThemeManager(QObject):
         self._settle(is_dark)
 
     def on_color_scheme_changed(self, scheme: Qt.ColorScheme) -> None:
-        if self._choice == "system":
+        if self._choice is Theme.SYSTEM:
             self._follow_system(scheme)

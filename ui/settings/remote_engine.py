@@ -14,10 +14,10 @@ from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QWidget
 
 from app.host.remote_client import RemoteClient, RemoteError, api_base
-from app.settings import Settings
+from app.settings import EngineKind, Settings
 from ui.qt import theme
 
-ENGINE_CHOICES = (("This computer", "local"), ("A server", "remote"))
+ENGINE_CHOICES = (("This computer", EngineKind.LOCAL), ("A server", EngineKind.REMOTE))
 # How this dialog names the inputs a RemoteError asks to change (app.host.remote_client.RemoteFix).
 WINDOW_NAMES = ("the server address", "fill in the API key")
 LOCAL_ONLY_TIP = 'Applies to "This computer" only: the server runs the model with its own settings'
@@ -38,7 +38,7 @@ def _label_for(field: QWidget) -> QWidget | None:
 class RemoteValues(TypedDict):
     """The settings these fields set (app.settings.Settings' names)."""
 
-    engine: str
+    engine: EngineKind
     remote_url: str
     remote_api_key: str
     remote_model: str
@@ -108,11 +108,11 @@ class RemoteEngineFields(QObject):
 
     @property
     def is_remote(self) -> bool:
-        return bool(self.engine.currentData() == "remote")
+        return bool(self.engine.currentData() == EngineKind.REMOTE)
 
     def values(self) -> RemoteValues:
         return {
-            "engine": str(self.engine.currentData()),
+            "engine": EngineKind.REMOTE if self.is_remote else EngineKind.LOCAL,
             "remote_url": self.url.text().strip(),
             "remote_api_key": self.api_key.text().strip(),
             "remote_model": self.model.currentText().strip(),

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.settings import Settings
+from app.settings import Settings, Theme
 from engine.chat import CHAT_SAMPLING
 from engine.config import default_threads
 from ui.qt import theme
@@ -269,7 +269,7 @@ class SettingsDialog(QDialog):
             max_tokens=self.max_tokens.value(),
             adaptive=self.adaptive.isChecked(),
             draft_max=self.draft_max.value(),
-            theme=str(self.theme.currentData()),
+            theme=Theme.of(self.theme.currentData()),
             **self.remote.values(),
             **self.serve.values(),
         )
