@@ -56,6 +56,9 @@ class Reading:
     elapsed_s: float
     seconds_left: float | None = None  # at the speed of the latest chunks; None before one
     reread: Reread = Reread.NONE
+    # Where the chunk being read now ends: the most the next report can say (0: not known, as
+    # from a server). A display that moves the count on between reports stops short of it.
+    n_next: int = 0
 
     @property
     def n_to_read(self) -> int:

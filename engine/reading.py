@@ -3,8 +3,9 @@
 `watch_reading` wraps a reply's events (Engine.generate's). When the reply starts, it sees what
 the model's cache holds against the new prompt (what will be reused, and why more is read again
 than what is new: engine.events.Reread), reports a first Reading at once, then one after each
-chunk the runner decodes of the prompt (LlamaRunner.on_read: those chunks last about
-READ_CHUNK_S each), and writes the reuse and the time to the first text into every Stats the
+chunk the runner decodes of the prompt (LlamaRunner.on_read: a fraction of a second for a small
+model on a CPU, seconds for a 7B one; each report says where the chunk in flight ends, n_next,
+and the time left from the chunks so far, or at once from the model's last reading), and writes the reuse and the time to the first text into every Stats the
 reply yields. Nothing here slows a reply that nobody watches: the hook is set only while the
 prompt is read, and only when a caller asks for progress.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
@@ -22,6 +24,7 @@ from engine.events import Event, Finished, Reading, Reread, Stats, TextPiece
 class _Runner(Protocol):
     tokens: list[int]
     can_roll_back: bool
+    read_chunk: int
     on_read: Callable[[int, int], None] | None
 
     def common_prefix(self, tokens: Sequence[int]) -> int: ...
@@ -50,10 +53,19 @@ def cache_use(runner: _Runner, prompt: Sequence[int], on_change: Reread = Reread
     return CacheUse(n_common, on_change)
 
 
+# Each runner's seconds a token (a, b of _line) at its last reading of at least one whole chunk:
+# the time left said at once, before this reading's first chunk is timed (a 7B model's takes
+# seconds on a CPU). Weak: a runner closed and dropped takes its entry with it.
+_last_costs: weakref.WeakKeyDictionary[_Runner, tuple[float, float]] = weakref.WeakKeyDictionary()
+
+
 class _Watch:
     """The progress of one prompt's reading, reported through `report`."""
 
-    def __init__(self, prompt_len: int, use: CacheUse, report: Callable[[Reading], None]) -> None:
+    def __init__(
+        self, runner: _Runner, prompt_len: int, use: CacheUse, report: Callable[[Reading], None]
+    ) -> None:
+        self.runner = runner
         self.n_prompt = prompt_len
         self.use = use
         self.report = report
@@ -65,10 +77,11 @@ class _Watch:
         self.chunks: list[tuple[float, float, int]] = []
 
     def seconds_left(self, n_processed: int) -> float | None:
-        if not self.chunks:
+        costs = _line(self.chunks) if self.chunks else _last_costs.get(self.runner)
+        if costs is None:
             return None
         n_left = max(0, self.end - n_processed)
-        a, b = _line(self.chunks)
+        a, b = costs
         return n_left * max(a + b * (n_processed + self.end) / 2, 0.0)
 
     def reading(self, n_processed: int) -> Reading:
@@ -80,6 +93,7 @@ class _Watch:
             time.perf_counter() - self.started,
             left,
             self.use.reread,
+            min(n_processed + self.runner.read_chunk, self.end),
         )
 
     def on_chunk(self, n_processed: int) -> None:
@@ -88,6 +102,8 @@ class _Watch:
         if n_processed > n0 and now > t0:
             n = n_processed - n0
             self.chunks.append(((n0 + n_processed) / 2, (now - t0) / n, n))
+            if n >= self.runner.read_chunk:  # a whole chunk: what this model reads at, for next time
+                _last_costs[self.runner] = _line(self.chunks)
         self.last = (n_processed, now)
         self.report(self.reading(n_processed))
 
@@ -116,7 +132,7 @@ def watch_reading(
     to the first text in every Stats, and the reading reported to `report` as it goes."""
     started = time.perf_counter()
     use = cache_use(runner, prompt, on_change)
-    watch = _Watch(len(prompt), use, report) if report is not None else None
+    watch = _Watch(runner, len(prompt), use, report) if report is not None else None
     if watch is not None:
         watch.report(watch.reading(use.n_kept))
 

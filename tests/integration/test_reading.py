@@ -280,3 +280,39 @@ def test_a_window_on_a_server_shows_the_servers_reading(
         assert int(lines[0].split()[1].replace(",", "")) > 2000
     finally:
         s.stop()
+
+
+@pytest.fixture(scope="module")
+def wide_target(models_dir: Path) -> Path:
+    """Wider than long_target: a 256-row chunk takes a good part of a second on one core, as a 7B
+    model's 128 rows take seconds on two (between two reports the window has time to tick)."""
+    return write_tiny_model(
+        models_dir / "wide-reading-target.gguf", seed=1, n_layers=8, n_embd=512, n_head=8, n_ff=2048,
+        n_ctx=8192,
+    )  # fmt: skip
+
+
+def test_the_window_moves_the_reading_on_between_the_engines_reports(
+    qtbot, open_window, wait_reply, wide_target
+) -> None:  # type: ignore[no-untyped-def]
+    """Progress shown at once and said again every READING_TICK_MS (ui.presenters.reply_presenter):
+    between two chunk reports the line moves on at the measured speed (reading_words.reading_after)."""
+    import time
+
+    from ui.presenters.reading_words import reading_line
+
+    window = open_window(wide_target, max_tokens=4)
+    reports: list[Reading] = []
+    window.controller.reply_reading.connect(lambda message: reports.append(message.reading))
+    lines: list[tuple[float, str]] = []
+    window.presenter.replies.reading_shown.connect(lambda line: lines.append((time.monotonic(), line)))
+    sent = time.monotonic()
+    window.send(LONG)
+    wait_reply(window)
+    assert lines and lines[0][0] - sent < 0.5, f"first line after {lines[0][0] - sent:.2f} s"
+    said = {reading_line(r) for r in reports}
+    between = [line for _, line in lines if line not in said]
+    assert between, f"only the engine's {len(reports)} reports were shown"
+    times = [t for t, _ in lines]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert max(gaps) < 1.0, f"a gap of {max(gaps):.2f} s between two lines"

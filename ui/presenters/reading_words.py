@@ -8,6 +8,8 @@ first token, from Stats.first_token_s: each figure once).
 
 from __future__ import annotations
 
+import dataclasses
+
 from engine.events import Reading, Reread, Stats
 from ui.presenters.verdict import seconds
 
@@ -31,11 +33,38 @@ def _reread(value: object) -> Reread:
 
 
 def reading_line(reading: Reading) -> str:
-    """The live line while a prompt is read: "Reading 3,200 tokens – 40%, about 6 s left"."""
+    """The live line while a prompt is read: "Reading 3,200 tokens – 40%, about 6 s left"; before
+    the speed is known (the first chunk of a model's first reading), the time so far once it is
+    a second: "Reading 3,200 tokens – 0%, 2.5 s so far"."""
     line = f"Reading {reading.n_to_read:,} tokens – {reading.fraction:.0%}"
     if reading.seconds_left is not None and reading.fraction < 1:
         line += f", about {seconds(reading.seconds_left)} left"
+    elif reading.seconds_left is None and reading.elapsed_s >= 1:
+        line += f", {seconds(reading.elapsed_s)} so far"
     return line
+
+
+def reading_after(reading: Reading, waited_s: float) -> Reading:
+    """The reading `waited_s` after it was reported, as the display says it until the next report
+    (a 7B model's chunk takes seconds on a CPU): the count moved on at the speed its time left
+    implies, never to the end of the chunk in flight (n_next: only the engine's count, when that
+    chunk is read, gets there), and the time left what that count leaves. Unchanged but the time
+    where there is no speed or no chunk end to stop short of (a server's reports)."""
+    end = reading.n_prompt_tokens - 1  # the prompt's last token is read with the reply's first step
+    n_left = end - reading.n_processed
+    left = reading.seconds_left
+    waited_s = max(waited_s, 0.0)
+    if left is None or left <= 0 or n_left <= 0 or reading.n_next <= reading.n_processed:
+        return dataclasses.replace(reading, elapsed_s=reading.elapsed_s + waited_s)
+    s_per_token = left / n_left
+    n_now = min(reading.n_processed + int(waited_s / s_per_token), reading.n_next - 1)
+    n_now = max(n_now, reading.n_processed)
+    return dataclasses.replace(
+        reading,
+        n_processed=n_now,
+        elapsed_s=reading.elapsed_s + waited_s,
+        seconds_left=(end - n_now) * s_per_token,
+    )
 
 
 def reading_rows(numbers: Stats) -> list[tuple[str, str]]:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.document import Document
 from app.host.controller import EngineController
@@ -25,7 +25,7 @@ from app.library.documents import with_documents
 from app.settings import Settings
 from app.store import Message, MessageStatus, Store, store_error_sentence
 from engine.errors import Failure
-from engine.events import DraftSpan, Stats, StatsRecord
+from engine.events import DraftSpan, Reading, Stats, StatsRecord
 from ui.presenters import reading_words, verdict
 from ui.presenters.failures import failure_words, raise_if_unexpected
 from ui.presenters.speed_presenter import SpeedPresenter, pair_reply
@@ -33,6 +33,9 @@ from ui.presenters.speed_presenter import SpeedPresenter, pair_reply
 log = logging.getLogger(__name__)
 
 SAVE_INTERVAL_S = 0.5  # a streaming reply reaches the database at least this often
+# While a prompt is read, its line is said again this often between the engine's reports (one a
+# chunk: seconds apart for a 7B model on a CPU), moved on by reading_words.reading_after.
+READING_TICK_MS = 250
 
 
 @dataclass
@@ -44,6 +47,7 @@ class LiveReply:
     reply: Reply
     last_saved_s: float = 0.0
     save_failed: bool = False  # a save failed (a full disk): said once while streaming
+    reading: tuple[Reading, float] | None = None  # the engine's last report on its prompt, and when it came
 
     @property
     def request_id(self) -> int:
@@ -152,6 +156,9 @@ class ReplyPresenter(QObject):
         self._shown_conversation = shown_conversation
         self._record_extras = record_extras
         self.live: LiveReply | None = None
+        self._reading_tick = QTimer(self)
+        self._reading_tick.setInterval(READING_TICK_MS)
+        self._reading_tick.timeout.connect(self._on_reading_tick)
         c = controller
         c.reply_started.connect(self.on_controller_reply_started)
         c.reply_reading.connect(self.on_controller_reply_reading)
@@ -263,7 +270,24 @@ class ReplyPresenter(QObject):
     def on_controller_reply_reading(self, message: ReplyReading) -> None:
         if self.live is None or message.request_id != self.live.request_id or self.live.text:
             return
-        line = reading_words.reading_line(message.reading)
+        self.live.reading = (message.reading, time.monotonic())
+        self._show_reading(message.reading)
+        if not self._reading_tick.isActive():
+            self._reading_tick.start()
+
+    def _on_reading_tick(self) -> None:
+        live = self.live
+        if live is None or live.text or live.reading is None:
+            self._reading_tick.stop()  # ended, or writing: the reply says the rest
+            return
+        reading, at = live.reading
+        if reading.n_processed >= reading.n_prompt_tokens - 1:
+            self._reading_tick.stop()  # read: the first text comes next
+            return
+        self._show_reading(reading_words.reading_after(reading, time.monotonic() - at))
+
+    def _show_reading(self, reading: Reading) -> None:
+        line = reading_words.reading_line(reading)
         self.speed_line_changed.emit(line)
         self.reading_shown.emit(line)
 

@@ -1,0 +1,42 @@
+"""The reading line between the engine's reports (issue 51: progress updated at least twice a
+second even where a chunk takes seconds): moved on at the measured speed, never past the chunk in
+flight, the engine's count replacing it at each report (ui/presenters/reading_words.reading_after)."""
+
+from __future__ import annotations
+
+from engine.events import Reading
+from ui.presenters.reading_words import reading_after, reading_line
+
+# 2,001 tokens to read, 128 read, the chunk in flight ends at 256; 10 s left for 1,872 tokens.
+AFTER_ONE_CHUNK = Reading(2001, 0, 128, 1.0, 10.0, n_next=256)
+
+
+def test_between_reports_the_count_moves_on_at_the_measured_speed() -> None:
+    later = reading_after(AFTER_ONE_CHUNK, 0.5)
+    per_token = 10.0 / (2000 - 128)
+    assert later.n_processed == 128 + int(0.5 / per_token)  # 93 more tokens
+    assert later.elapsed_s == 1.5
+    assert later.seconds_left is not None and abs(later.seconds_left - 9.5) < 0.01
+    assert reading_line(later) != reading_line(AFTER_ONE_CHUNK)  # the line the window shows moves
+    assert reading_line(later) == "Reading 2,001 tokens – 11%, about 9.5 s left"
+
+
+def test_the_count_stops_short_of_the_chunk_in_flight_and_the_time_left_with_it() -> None:
+    """A chunk slower than the speed so far: the line waits for the engine's count, it never says
+    more was read than the engine has read or is reading."""
+    stuck = [reading_after(AFTER_ONE_CHUNK, s) for s in (2.0, 5.0, 60.0)]
+    assert {r.n_processed for r in stuck} == {255}
+    assert len({r.seconds_left for r in stuck}) == 1 and stuck[0].seconds_left is not None
+    assert stuck[0].seconds_left > 0
+    assert [r.elapsed_s for r in stuck] == [3.0, 6.0, 61.0]
+
+
+def test_without_a_speed_or_a_chunk_end_only_the_time_so_far_moves() -> None:
+    first = Reading(2001, 0, 0, 0.2)  # at once, before any chunk of a model's first reading
+    assert reading_line(first) == "Reading 2,001 tokens – 0%"
+    later = reading_after(first, 2.3)
+    assert later.n_processed == 0 and later.seconds_left is None
+    assert reading_line(later) == "Reading 2,001 tokens – 0%, 2.5 s so far"
+    server = Reading(2001, 0, 512, 3.0, 8.0)  # a server's report: no chunk end to stop short of
+    assert reading_after(server, 1.0).n_processed == 512
+    assert reading_after(AFTER_ONE_CHUNK, -1.0) == AFTER_ONE_CHUNK  # a clock never runs back
