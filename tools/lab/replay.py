@@ -1,5 +1,7 @@
-"""The replay's lab: the draft policy against any machine, without that machine (engine/replay.py
-is the simulation; the pair doctor's copy-work figure runs it in the product).
+"""The replay's lab: the draft policy against any machine's costs, without that machine.
+
+engine/replay.py is the simulation (the pair doctor's copy-work figure runs it in the product);
+this is what only maintainers run around it.
 
     python -m tools.lab.replay replay           # every kept trace against every kept cost curve
     python -m tools.lab.replay cost-curve --model default
