@@ -36,7 +36,6 @@ from engine.errors import TandemError
 # makes (2-8 rows; 7 and 9 read between their neighbours), and the long n-gram drafts of copy work (16, 32, 64: CPU kernels work in
 # tiles of 8 and 16, so the tile sizes are the cheap ones a copy uses).
 MEASURE_SIZES = (1, 2, 3, 4, 5, 6, 8, 16, 32, 64)
-FULL_SIZES = tuple(range(1, 65))
 # The text before the batches (a reply's steps run after a prompt). Its attention is a small part
 # of a batch of a real-size model (64 rows of a Qwen2.5 7B attending to 512 earlier tokens: about
 # 13 GFLOP against 970 for its weights), and reading it costs a 7B one 64-row batch, about 3.4 s

@@ -227,7 +227,7 @@ def standin_cost_curve(args: argparse.Namespace) -> CostCurve:
     the model's: reading rows is timed here on rows of the stand-in's vocabulary, the fixed part
     taken from this build's own curve where one is kept (else the curve's default)."""
     from app.cli.options import UserError
-    from app.library.measure import CONTEXT_TOKENS, FULL_SIZES
+    from app.library.measure import CONTEXT_TOKENS
     from app.library.measure_run import measure_pair
     from app.library.standin import KNOWN_SHAPES, plan_from_shape
     from engine.costcache import build_identity, cpu_identity
@@ -241,7 +241,7 @@ def standin_cost_curve(args: argparse.Namespace) -> CostCurve:
     plan = plan_from_shape(shape_name, shape, quant)
     t0 = time.perf_counter()
     fig = measure_pair(
-        (f"standin:{shape_name}:{quant}", plan), sizes=FULL_SIZES, n_threads=args.threads, save=False
+        (f"standin:{shape_name}:{quant}", plan), sizes=CURVE_SIZES, n_threads=args.threads, save=False
     )
     took_s = time.perf_counter() - t0
     import numpy as np
