@@ -819,33 +819,26 @@ class Store:
         word): about `width` characters around the first match, on one line. The messages shown
         first; else an earlier version of a turn (one not shown, kept by Regenerate or Edit), its
         snippet starting EARLIER_VERSION."""
-        words = search.split()
-        if not words:
-            return {}
         out: dict[int, str] = {}
         for conversation_id in conversation_ids:
-            rows = self._db.execute(
-                "SELECT content, status = 'superseded' AS earlier FROM messages WHERE conversation_id = ? "
-                "ORDER BY earlier, id",
-                (conversation_id,),
-            ).fetchall()
-            for term in dict.fromkeys([search.strip(), words[0]]):
-                hit = next(
-                    (
-                        (text, i, bool(r["earlier"]))
-                        for r in rows
-                        if (i := (text := _field_text(r["content"])).casefold().find(term.casefold())) >= 0
-                    ),
-                    None,
-                )
-                if hit is not None:
-                    text, at, earlier = hit
-                    start, end = _whole_words(text, max(0, at - width // 3), at + len(term), width)
-                    piece = " ".join(text[start:end].split())
-                    snippet = ("…" if start else "") + piece + ("…" if end < len(text) else "")
-                    out[conversation_id] = (EARLIER_VERSION if earlier else "") + snippet
-                    break
+            found = _found(self._db, conversation_id, search)
+            if found is not None:
+                _, text, at, term = found
+                start, end = _whole_words(text, max(0, at - width // 3), at + len(term), width)
+                piece = " ".join(text[start:end].split())
+                snippet = ("…" if start else "") + piece + ("…" if end < len(text) else "")
+                out[conversation_id] = (EARLIER_VERSION if found[0] is not None else "") + snippet
         return out
+
+    def show_version_found(self, conversation_id: int, search: str) -> bool:
+        """Where only an earlier version of a turn holds `search` (search_snippets' match), show it
+        as choosing it with < > would, turn by turn down to it (kept: a restart shows the same).
+        True where what the conversation shows changed."""
+        found = _found(self._db, conversation_id, search)
+        if found is None or found[0] is None:
+            return False
+        with self._db:
+            return _show_version(self._db, found[0])
 
     def conversation(self, conversation_id: int) -> Conversation | None:
         r = self._db.execute(
@@ -1126,6 +1119,62 @@ def _versions_shown(
         (conversation_id, since_id),
     ).fetchall()
     return {int(r[0]): (int(r[1]), int(r[2])) for r in rows if int(r[2]) > 1}
+
+
+def _found(
+    db: sqlite3.Connection, conversation_id: int, search: str
+) -> tuple[int | None, str, int, str] | None:
+    """The first message holding the search (the whole of it, else its first word, case folded),
+    the messages shown first, then the earlier versions: (the message's id where it is an earlier
+    version, else None; its text; where the term is in it; the term)."""
+    words = search.split()
+    if not words:
+        return None
+    rows = db.execute(
+        "SELECT id, content, status = 'superseded' AS earlier FROM messages WHERE conversation_id = ? "
+        "ORDER BY earlier, id",
+        (conversation_id,),
+    ).fetchall()
+    for term in dict.fromkeys([search.strip(), words[0]]):
+        for r in rows:
+            text = _field_text(r["content"])
+            at = text.casefold().find(term.casefold())
+            if at >= 0:
+                return (int(r["id"]) if r["earlier"] else None), text, at, term
+    return None
+
+
+def _show_version(db: sqlite3.Connection, message_id: int) -> bool:
+    """Show a message not shown: from its first ancestor not shown down to it, each is chosen
+    among its turn's versions in place of the one shown (_choose_version). False where one has no
+    version shown to take the place of (a row another program wrote): nothing more is changed."""
+    path: list[int] = []
+    node: int | None = message_id
+    while node is not None:  # (a good parent's id is below its child's: no cycle)
+        path.append(node)
+        row = db.execute(
+            f"SELECT parent_id FROM messages m WHERE id = ? AND {_GOOD_PARENT}", (node,)
+        ).fetchone()
+        node = int(row[0]) if row is not None and row[0] is not None else None
+    changed = False
+    for wanted in reversed(path):
+        m = db.execute("SELECT * FROM messages WHERE id = ?", (wanted,)).fetchone()
+        if m["status"] != "superseded":
+            continue
+        siblings = db.execute(
+            "SELECT id, status FROM messages WHERE conversation_id = ? AND parent_id IS ? AND role = ? "
+            "AND id > COALESCE(parent_id, 0) ORDER BY id",
+            (m["conversation_id"], m["parent_id"], m["role"]),
+        ).fetchall()
+        ids = [int(r[0]) for r in siblings]
+        shown = next((int(r[0]) for r in siblings if r[1] != "superseded"), None)
+        if shown is None or wanted not in ids:
+            return changed
+        hidden, _ = _choose_version(db, shown, ids.index(wanted) - ids.index(shown))
+        if not hidden:
+            return changed
+        changed = True
+    return changed
 
 
 def _bad_versions(db: sqlite3.Connection, conversation_id: int) -> int:

@@ -206,6 +206,31 @@ def test_search_finds_words_in_titles_and_in_what_was_written() -> None:
     assert store.conversations("recycling") == []
 
 
+def test_a_search_found_in_an_earlier_version_shows_that_version() -> None:
+    """Opening a conversation found by a search (the window's list) shows the match: where only an
+    earlier version of a turn holds it, that version is chosen as its < > would, turn by turn."""
+    store = Store()
+    c = store.create_conversation("Soup")
+    question = store.add_message(c.id, "user", "What soup?")
+    leek = store.add_message(c.id, "assistant", "Leek and potato.")
+    store.set_status([leek.id], MessageStatus.SUPERSEDED)  # Regenerate
+    tomato = store.add_message(c.id, "assistant", "Tomato.")
+    store.set_status([question.id, tomato.id], MessageStatus.SUPERSEDED)  # Edit the question
+    edited = store.add_message(c.id, "user", "What bread?")
+    store.add_message(c.id, "assistant", "Rye.")
+    shown = lambda: [m.content for m in store.messages(c.id)]  # noqa: E731
+    assert shown() == ["What bread?", "Rye."]
+
+    assert not store.show_version_found(c.id, "rye")  # shown already: nothing changes
+    assert store.show_version_found(c.id, "leek")  # two turns down: the question, then the reply
+    assert shown() == ["What soup?", "Leek and potato."]
+    assert store.versions_shown(c.id) == {question.id: (1, 2), leek.id: (1, 2)}
+    assert store.search_snippets("leek", [c.id]) == {c.id: "Leek and potato."}
+    assert store.show_version_found(c.id, "bread") and shown() == ["What bread?", "Rye."]
+    assert edited.id in [m.id for m in store.messages(c.id)]
+    assert not store.show_version_found(c.id, "nowhere") and not store.show_version_found(c.id, " ")
+
+
 def test_search_index_is_built_for_a_store_written_before_it(tmp_path: Path) -> None:
     import sqlite3
 
