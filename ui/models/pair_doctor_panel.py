@@ -78,7 +78,6 @@ class PairDoctorPanel(QGroupBox):
     """Search box, results, a target and a draft to check, the report, drafts, download, chat."""
 
     pair_chosen = Signal(str, str)  # target path, draft path or "ngram"
-    models_downloaded = Signal()
     measured_here = Signal()  # stand-ins were timed: the catalog's cards may know more now
 
     def __init__(
@@ -607,7 +606,6 @@ class PairDoctorPanel(QGroupBox):
         self.download_cancel_button.setEnabled(False)
         self.set_status("Downloaded and verified. Chat with this pair when you are ready.")
         self._offer_download()
-        self.models_downloaded.emit()
 
     def on_downloads_failed(self, key: str, message: str, end: DownloadEnd) -> None:
         if key != DOWNLOAD_KEY:
