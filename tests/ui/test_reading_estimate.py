@@ -23,12 +23,21 @@ def test_between_reports_the_count_moves_on_at_the_measured_speed() -> None:
 
 def test_the_count_stops_short_of_the_chunk_in_flight_and_the_time_left_with_it() -> None:
     """A chunk slower than the speed so far: the line waits for the engine's count, it never says
-    more was read than the engine has read or is reading."""
+    more was read than the engine has read or is reading; the time left is what comes after the
+    chunk, at the slower speed the chunk shows (it took at least this long)."""
     stuck = [reading_after(AFTER_ONE_CHUNK, s) for s in (2.0, 5.0, 60.0)]
     assert {r.n_processed for r in stuck} == {255}
-    assert len({r.seconds_left for r in stuck}) == 1 and stuck[0].seconds_left is not None
-    assert stuck[0].seconds_left > 0
     assert [r.elapsed_s for r in stuck] == [3.0, 6.0, 61.0]
+    per_token = 10.0 / (2000 - 128)
+    after = 2000 - 256
+    assert stuck[0].seconds_left == after * max(per_token, 2.0 / 128)
+    assert stuck[2].seconds_left == after * 60.0 / 128  # late: slower than measured, said so
+    # In the last chunk nothing comes after it: no time left is said, the time so far is.
+    last = Reading(2001, 0, 1900, 9.0, 1.0, n_next=2000)
+    assert reading_after(last, 0.5).n_processed == 1900 + int(0.5 / (1.0 / 100))
+    late = reading_after(last, 3.0)
+    assert late.n_processed == 1999 and late.seconds_left is None
+    assert reading_line(late) == "Reading 2,001 tokens – 100%, 12 s so far"
 
 
 def test_without_a_speed_or_a_chunk_end_only_the_time_so_far_moves() -> None:

@@ -48,22 +48,31 @@ def reading_after(reading: Reading, waited_s: float) -> Reading:
     """The reading `waited_s` after it was reported, as the display says it until the next report
     (a 7B model's chunk takes seconds on a CPU): the count moved on at the speed its time left
     implies, never to the end of the chunk in flight (n_next: only the engine's count, when that
-    chunk is read, gets there), and the time left what that count leaves. Unchanged but the time
-    where there is no speed or no chunk end to stop short of (a server's reports)."""
+    chunk is read, gets there), and the time left what that count leaves. A chunk later than that
+    speed says: the count waits short of its end, and the time left is what comes after it at
+    the speed the chunk shows at least (none said in the last chunk: nothing is known of it but
+    that it is late). Unchanged but the time where there is no speed or no chunk end to stop
+    short of (a server's reports)."""
     end = reading.n_prompt_tokens - 1  # the prompt's last token is read with the reply's first step
     n_left = end - reading.n_processed
+    n_chunk = reading.n_next - reading.n_processed
     left = reading.seconds_left
     waited_s = max(waited_s, 0.0)
-    if left is None or left <= 0 or n_left <= 0 or reading.n_next <= reading.n_processed:
-        return dataclasses.replace(reading, elapsed_s=reading.elapsed_s + waited_s)
+    elapsed_s = reading.elapsed_s + waited_s
+    if left is None or left <= 0 or n_left <= 0 or n_chunk <= 0:
+        return dataclasses.replace(reading, elapsed_s=elapsed_s)
     s_per_token = left / n_left
-    n_now = min(reading.n_processed + int(waited_s / s_per_token), reading.n_next - 1)
-    n_now = max(n_now, reading.n_processed)
+    n_now = reading.n_processed + int(waited_s / s_per_token)
+    if n_now < reading.n_next:
+        return dataclasses.replace(
+            reading, n_processed=n_now, elapsed_s=elapsed_s, seconds_left=(end - n_now) * s_per_token
+        )
+    n_after = end - reading.n_next
     return dataclasses.replace(
         reading,
-        n_processed=n_now,
-        elapsed_s=reading.elapsed_s + waited_s,
-        seconds_left=(end - n_now) * s_per_token,
+        n_processed=reading.n_next - 1,
+        elapsed_s=elapsed_s,
+        seconds_left=n_after * max(s_per_token, waited_s / n_chunk) if n_after > 0 else None,
     )
 
 
