@@ -316,3 +316,29 @@ def test_the_window_moves_the_reading_on_between_the_engines_reports(
     times = [t for t, _ in lines]
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert max(gaps) < 1.0, f"a gap of {max(gaps):.2f} s between two lines"
+
+
+def test_stop_in_the_window_ends_a_chunk_being_read_at_once(
+    qtbot, open_window, wait_reply, wide_target
+) -> None:  # type: ignore[no-untyped-def]
+    """Stop clicked while the worker reads a chunk (one that takes a good part of a second here,
+    seconds for a 7B model): the reply ends within 0.5 s (issue 51), through the worker's cancel
+    board and llama.cpp's abort callback, not at the chunk's end."""
+    import time
+
+    window = open_window(wide_target, max_tokens=4)
+    reports: list[Reading] = []
+    window.controller.reply_reading.connect(lambda message: reports.append(message.reading))
+    window.send(LONG)
+    # The first chunk's report: the second chunk is being read.
+    qtbot.waitUntil(lambda: any(r.n_processed > 0 for r in reports), timeout=60_000)
+    chunk_s = next(r for r in reports if r.n_processed > 0).elapsed_s
+    clicked = time.monotonic()
+    qtbot.mouseClick(window.chat.stop_button, Qt.MouseButton.LeftButton)
+    wait_reply(window, timeout_ms=30_000)
+    took = time.monotonic() - clicked
+    user, reply = _rows(window)
+    assert reply.status == "cancelled" and reply.content == "" and reply.stats["n_generated"] == 0
+    n_chunk = next(r for r in reports if r.n_processed > 0).n_processed
+    assert reply.stats["n_prefilled"] == n_chunk  # the chunk stopped left nothing in the cache
+    assert took < 0.5, f"the reply ended {took:.2f} s after Stop (a chunk: {chunk_s:.2f} s)"
