@@ -269,6 +269,8 @@ class DraftLengthController:
         probes = self.probes
         if probes.counts_plain() and (probe := model or (None if probes.observes else offers[0])):
             return self._probe(probe)
+        if (retime := self._retime_copy(offers)) is not None:
+            return retime
         if not probes.observes or model is not None or probes.plain_steps < COST_PROBE_STEPS:
             return PLAIN
         offer = max(offers, key=lambda o: self.acceptance(o.kind))
@@ -281,6 +283,20 @@ class DraftLengthController:
             return PLAIN
         self.probing = True
         return Choice(k, offer.kind)
+
+    def _retime_copy(self, offers: list[Offer]) -> Choice | None:
+        """A copy right at RAMP_FIRST plain steps in a row: its first draft's batch timed again where
+        under TRUSTED_SAMPLES timings price it (one slow step held copies back: design-engine.md)."""
+        copy = next((o for o in offers if o.kind in COPY_KINDS), None)
+        if copy is None or self.copies.stuck < RAMP_FIRST:
+            return None
+        k = min(
+            copy.available, self.costs.explore_limit(), RAMP_FIRST, self._risk_limit(copy.kind, probe=True)
+        )
+        if self.costs.usual(k + 1) is not None:
+            return None
+        self.copies.stuck, self.probing = 0, True
+        return Choice(k, copy.kind)
 
     def _probe(self, offer: Offer) -> Choice:
         """A short draft from an offer not chosen lately, to measure it again: one token of a free

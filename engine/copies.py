@@ -84,6 +84,7 @@ class CopySurvival:
     broke: bool = False  # a draft of this reply was rejected (a copy here departs from its source)
     forgiven: float = 0.0  # this reply's copy breaks its copies have since agreed past (see `observe`)
     _agreeing: int = 0  # undrafted copy offers right at their first token in a row since a break
+    stuck: int = 0  # undrafted copy offers right at their first token in a row (a copy held back)
 
     def begin_reply(self) -> None:
         self.departures = self.departures.carried()
@@ -91,6 +92,7 @@ class CopySurvival:
         self.broke = False
         self.forgiven = 0.0
         self._agreeing = 0
+        self.stuck = 0
 
     @property
     def reply_breaks(self) -> float:
@@ -108,6 +110,8 @@ class CopySurvival:
         it goes on: one of those breaks no longer halves what a draft may risk. Else a reply in
         the red after one early break (a chat reply that echoes the prompt's last line, then
         copies on) may draft a token at most, which a CPU's second row never repays, to its end."""
+        if self.copying(kind):
+            self.stuck = self.stuck + 1 if accepted else 0
         if not self.copying(kind) or self.reply_breaks <= self.forgiven:
             return
         self._agreeing = self._agreeing + 1 if accepted else 0
@@ -120,7 +124,7 @@ class CopySurvival:
     def learn(self, kind: int, n_drafted: int, n_accepted: int) -> None:
         if n_accepted < n_drafted:
             self.broke = True
-        self._agreeing = 0
+        self._agreeing = self.stuck = 0
         if self.copying(kind):
             self.departures.learn(self.match_len, n_drafted, n_accepted)
             self.reply.learn(self.match_len, n_drafted, n_accepted)

@@ -991,3 +991,28 @@ def test_a_cost_probe_times_a_size_once_a_process() -> None:
             c.record(3, 0, 0, EPYC[1])
             c.observe(3, accepted=bool(rng.random() < 0.6))
     assert len(probes) == 1 and probes[0][1] == 1, probes
+
+
+def test_a_copy_held_back_by_prices_from_a_busy_moment_times_its_first_draft_again() -> None:
+    # Issue 48, Why 2: every batch priced once in a busy moment, each dearer than the plain steps its
+    # draft could save (an idle calibration while another program ran; a reply's one slowed step
+    # prices its size alike). A copy right at every step was never drafted: nothing re-timed a size
+    # timed before. After RAMP_FIRST right plain steps its first draft's batch is timed again...
+    c = DraftLengthController(k_max=63)
+    c.seed({"step_s": {"1": 0.02, **{str(n): (n + 1) * 0.02 for n in range(2, 65)}}})
+    c.begin_reply()
+    for _ in range(4):
+        assert c.choose(30, DrafterKind.COPY, match_len=16) == 0
+        c.observe(DrafterKind.COPY, True)
+    assert c.choose(30, DrafterKind.COPY, match_len=20) == 4 and c.probing
+    c.record(DrafterKind.COPY, 4, 4, 0.045)  # ...and found as cheap as it is when quiet
+    assert c.choose(30, DrafterKind.COPY, match_len=25) >= 4 and not c.probing
+    # A size timed often enough is priced as it is: no more probes of it, however long it stays out.
+    c = DraftLengthController(k_max=63)
+    c.seed({"step_s": {"1": 0.02, **{str(n): (n + 1) * 0.02 for n in range(2, 65)}}})
+    for _ in range(2):
+        c.record(DrafterKind.COPY, 4, 4, 0.1)
+    c.begin_reply()
+    for _ in range(12):
+        assert c.choose(30, DrafterKind.COPY, match_len=16) == 0
+        c.observe(DrafterKind.COPY, True)
