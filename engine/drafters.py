@@ -26,7 +26,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from engine.backend import ContextFullError, LlamaRunner
+from engine.backend import ContextFullError, DecodeCancelled, LlamaRunner
 from engine.config import SamplingParams
 from engine.errors import TandemError
 from engine.events import DraftSource, Speculation
@@ -322,9 +322,10 @@ class ModelDrafter:
             return len(ctx)
         return len(ctx) - self._runner.common_prefix(ctx)
 
-    def prefill(self, tokens: list[int]) -> float:
+    def prefill(self, tokens: list[int], cancel: Callable[[], bool] | None = None) -> float:
         """Read a prompt ahead of drafting (loading the model on first use); seconds spent.
-        What the read alone took is kept in last_read: (tokens read, seconds)."""
+        What the read alone took is kept in last_read: (tokens read, seconds; none where `cancel`
+        stopped it, LlamaRunner.decode: what was read whole stays cached)."""
         t0 = time.perf_counter()
         self.last_read = (0, 0.0)
         if not self._ensure_loaded():
@@ -334,9 +335,11 @@ class ModelDrafter:
         n_keep = runner.common_prefix(tokens)
         runner.truncate(n_keep)
         try:
-            runner.decode(tokens[n_keep:], n_logits=0)
+            runner.decode(tokens[n_keep:], n_logits=0, cancel=cancel)
         except ContextFullError:
             runner.clear()
+        except DecodeCancelled:
+            pass
         else:
             self.last_read = (len(tokens) - n_keep, time.perf_counter() - t_read)
         return time.perf_counter() - t0

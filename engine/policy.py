@@ -10,6 +10,7 @@ clock, so what it reports is what this code decides.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,10 +98,16 @@ class DraftPolicy:
             self.controller.begin_reply()
 
     def read_prompt(
-        self, prompt: list[int], max_tokens: int, target_read_s: float, n_target_read: int
+        self,
+        prompt: list[int],
+        max_tokens: int,
+        target_read_s: float,
+        n_target_read: int,
+        cancel: Callable[[], bool] | None = None,
     ) -> float:
         """After the target's prefill: let a draft model read the prompt too where this reply can
-        repay it (else this reply does without the model). Seconds spent."""
+        repay it (else this reply does without the model). Seconds spent. `cancel`: a Stop, seen
+        inside the draft's reading as inside the target's (LlamaRunner.decode)."""
         drafter, controller = self.model, self.controller
         if drafter is None or not self._speculating or controller is None or not controller.will_draft:
             return 0.0
@@ -114,7 +121,7 @@ class DraftPolicy:
             return 0.0
         # Done here, the draft's reading is part of the prefill the user waits for anyway, and
         # the first drafting step starts on time.
-        spent_s = drafter.prefill(prompt)
+        spent_s = drafter.prefill(prompt, cancel)
         if (load_s := drafter.take_load_s()) is not None:
             controller.draft.note_load(load_s)
         n_read, read_s = drafter.last_read

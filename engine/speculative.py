@@ -264,7 +264,9 @@ class SpeculativeDecoder:
         target_read_s = time.perf_counter() - t0
         if complete and not (cancel is not None and cancel.is_set()):
             n_read = len(prompt) - 1 - n_keep
-            c.draft_catch_up_s += self.policy.read_prompt(prompt[:-1], r.max_tokens, target_read_s, n_read)
+            c.draft_catch_up_s += self.policy.read_prompt(
+                prompt[:-1], r.max_tokens, target_read_s, n_read, cancel.is_set if cancel else None
+            )
         # (A recurrent model stopped mid-chunk starts over: nothing of it is cached.)
         c.n_prefilled = max((len(prompt) if complete else len(target.tokens)) - n_keep, 0)
         c.prefill_s = time.perf_counter() - t0

@@ -111,3 +111,47 @@ def test_a_steps_batch_is_never_stopped_midway(wide_target: Path) -> None:
         assert looks_in_a_step and not any(looks_in_a_step)
     finally:
         engine.close()
+
+
+class _StopInTheDraftsReading(threading.Event):
+    """Set from its second look once the target has read the prompt: the first is the prefill's,
+    before the draft model reads it; the second is llama.cpp's, inside the draft's first chunk."""
+
+    def __init__(self, target, n_read: int) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        self.target, self.n_read, self.looks = target, n_read, 0
+
+    def is_set(self) -> bool:
+        if len(self.target.tokens) < self.n_read:
+            return False
+        self.looks += 1
+        return self.looks >= 2
+
+
+def test_stop_while_the_draft_model_reads_the_prompt_is_seen_inside_its_reading(
+    models_dir: Path, wide_target: Path
+) -> None:
+    """A draft model reads the prompt after the target (engine.policy.read_prompt): a Stop then
+    is seen inside the draft's reading as inside the target's, not after all of it (a 0.5B draft
+    of a 7B target reads a long prompt for seconds on a CPU)."""
+    from engine.config import DraftChoice
+    from engine.session import Engine
+
+    small = write_tiny_model(
+        models_dir / "small-target.gguf", seed=1, n_layers=2, n_embd=128, n_ff=256, n_ctx=8192
+    )
+    config = EngineConfig(
+        str(small), draft=DraftChoice.parse(str(wide_target)), n_threads=1, n_ctx=4096, draft_lookup=False
+    )
+    engine = Engine(config)
+    try:
+        prompt = engine.tokenize(LONG)
+        stop = _StopInTheDraftsReading(engine.target, len(prompt) - 1)
+        finished = list(engine.generate(prompt, GREEDY, max_tokens=400, cancel=stop))[-1]
+        assert isinstance(finished, Finished) and finished.stop_reason == "cancelled"
+        assert finished.stats.n_generated == 0 and stop.looks >= 2
+        # The draft's whole reading of this prompt takes seconds here (wide_target's chunks):
+        # stopped inside its first chunk, the reply spent a small part of it.
+        assert finished.stats.draft_catch_up_s < 0.5, finished.stats.draft_catch_up_s
+    finally:
+        engine.close()
