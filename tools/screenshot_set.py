@@ -110,7 +110,7 @@ def _scene(out_dir: Path, model: str) -> int:
     _, task = DEMO_TASKS[index - 1]
 
     def compare_once() -> float:
-        window.on_compare_compare_requested(window.compare.prompt.toPlainText())
+        window.presenter.comparison.run(window.compare.prompt.toPlainText())
         wait_until(lambda: len(window.compare.final_stats) == 2, "Compare")
         wait_until(lambda: not window.controller.is_busy, "Compare to end")
         plain, sped = window.compare.final_stats["plain"], window.compare.final_stats["speculative"]

@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QLabel,
     QMainWindow,
-    QProgressBar,
     QSplitter,
     QTabWidget,
     QToolBar,
@@ -36,7 +35,6 @@ from PySide6.QtWidgets import (
 
 from app.host.controller import EngineController
 from app.host.messages import EngineInfo
-from app.host.reply import Reply, ReplyProgress
 from app.library.catalog import CatalogPair
 from app.settings import Settings, SpeedUp, load_settings
 from app.store import Store
@@ -45,10 +43,11 @@ from ui.about import AboutDialog, app_icon
 from ui.chat.chat_view import ChatView
 from ui.chat.conversation_list import ConversationList
 from ui.compare.compare_view import CompareView
+from ui.load_line import LoadLine
 from ui.presenters.engine_presenter import PairView, SpeculationView
 from ui.presenters.failures import STRICT_ENV
-from ui.presenters.presenter import ChatPresenter, ConversationShown, EarlierShown
-from ui.presenters.reply_presenter import LiveReply, MessageRow, ReplyEnded
+from ui.presenters.presenter import ChatPresenter
+from ui.presenters.reply_presenter import LiveReply
 from ui.qt import theme
 from ui.settings.settings_dialog import SettingsDialog, needs_reload
 
@@ -91,7 +90,6 @@ class MainWindow(QMainWindow):
         self.controller = controller or EngineController(self)
         # What the window shows and decides (ui/presenters/presenter.py: no widgets, tested alone).
         self.presenter = ChatPresenter(self.controller, store, load_settings(), model, draft, self)
-        self.presenter.record_extras = self._record_extras
         self._is_closed = False
         self._has_shown = False
         self._answer_when_loaded = False  # a larger context chosen for a message that did not fit
@@ -102,6 +100,7 @@ class MainWindow(QMainWindow):
         self.theme.changed.connect(self.on_theme_changed)
 
         self._build_tabs()
+        self.presenter.view_extras = self.chat.kept_extras  # a finished reply's sparkline, kept
         self._build_toolbar()
         self._build_status_bar()
         self._build_menu()
@@ -167,6 +166,7 @@ class MainWindow(QMainWindow):
         self.addToolBar(bar)
         self.header = ChatHeader(self.settings.show_draft_tint)
         bar.addWidget(self.header)
+        self.chat.sources_shown.connect(self.header.set_sources)  # the legend names what the chat tints
         self.header.model_chosen.connect(self.on_header_model_chosen)
         from ui.chat.model_choices import ModelChoices
 
@@ -222,7 +222,8 @@ class MainWindow(QMainWindow):
             chat_layout.addWidget(self.welcome)
         chat_layout.addWidget(splitter, 1)
         self.tabs.addTab(chat_tab, "Chat")
-        self.compare = CompareView()
+        self.compare = CompareView(self.presenter.comparison)
+        self.compare.set_tint(self.settings.show_draft_tint)
         self.tabs.addTab(self.compare, "Compare")
         self.models_page = self._make_models_page()
         self.tabs.addTab(self.models_page, "Models")
@@ -235,23 +236,23 @@ class MainWindow(QMainWindow):
 
         self.conversations.conversation_selected.connect(self.on_conversations_conversation_selected)
         self.conversations.new_requested.connect(self.on_conversations_new_requested)
-        self.conversations.rename_requested.connect(self.on_conversations_rename_requested)
-        self.conversations.delete_requested.connect(self.on_conversations_delete_requested)
+        self.conversations.rename_requested.connect(self.presenter.rename_conversation)
+        self.conversations.delete_requested.connect(self.presenter.delete_conversation)
         self.conversations.search_changed.connect(self.on_conversations_search_changed)
         self.chat.send_requested.connect(self.on_chat_send_requested)
         self.chat.stop_requested.connect(self.controller.stop)
-        self.chat.regenerate_requested.connect(self.on_chat_regenerate_requested)
+        self.chat.regenerate_requested.connect(self.presenter.regenerate)
         self.chat.continue_requested.connect(self.on_chat_continue_requested)
         self.chat.edit_requested.connect(self.on_chat_edit_requested)
         self.chat.version_requested.connect(self.presenter.choose_version)
-        self.chat.edit_cancelled.connect(self.on_chat_edit_cancelled)
-        self.chat.system_prompt_changed.connect(self.on_chat_system_prompt_changed)
+        self.chat.edit_cancelled.connect(self.presenter.cancel_edit)
+        self.chat.system_prompt_changed.connect(self.presenter.set_system_prompt)
         from ui.chat.task_switch import TaskSwitch
 
         # A suggested task's preset and speed-up: said, with Undo; the user's back after its reply.
         self.task_switch = TaskSwitch(self.presenter, self.chat, lambda p: self.preset_choices.apply(p), self)
         self.chat.task_suggested.connect(self.task_switch.on_task_suggested)
-        self.compare.compare_requested.connect(self.on_compare_compare_requested)
+        self.compare.compare_requested.connect(self.presenter.comparison.run)
         self.compare.stop_requested.connect(self.controller.stop)
         self.tabs.currentChanged.connect(self.on_tabs_current_changed)
 
@@ -364,22 +365,15 @@ class MainWindow(QMainWindow):
 
     def _build_status_bar(self) -> None:
         status = self.statusBar()
-        self.load_label = QLabel()
-        self.load_progress = QProgressBar()
-        self.load_progress.setRange(0, 0)  # busy until llama.cpp reports a fraction
-        self.load_progress.setMaximumWidth(160)
-        self.load_progress.setMaximumHeight(14)
-        status.addWidget(self.load_label)
-        status.addWidget(self.load_progress)
+        self.loading = LoadLine(status)
         self.stats_label = QLabel("")
         self.stats_label.setObjectName("statsIndicator")
         self.stats_label.setAccessibleName("State")
         status.addPermanentWidget(self.stats_label)
-        self._set_loading(None)
 
     def _connect_controller(self) -> None:
         c = self.controller
-        c.load_progressed.connect(self.on_controller_load_progressed)
+        c.load_progressed.connect(self.loading.on_controller_load_progressed)
         c.engine_loaded.connect(self.on_controller_engine_loaded)
         c.engine_failed.connect(self.on_controller_engine_failed)
         c.busy_changed.connect(self.on_controller_busy_changed)
@@ -389,35 +383,34 @@ class MainWindow(QMainWindow):
 
     def _connect_presenter(self) -> None:
         p = self.presenter
-        p.conversation_shown.connect(self.on_presenter_conversation_shown)
-        p.earlier_shown.connect(self.on_presenter_earlier_shown)
+        p.conversation_shown.connect(self.chat.on_presenter_conversation_shown)  # the chat shows its rows
+        p.earlier_shown.connect(self.chat.on_presenter_earlier_shown)
         self.chat.earlier_requested.connect(p.show_earlier)
         p.conversations_changed.connect(self._refresh_conversations)
-        p.message_added.connect(self.on_presenter_message_added)
+        p.message_added.connect(self.chat.add_row)
         p.messages_removed.connect(self.chat.remove_messages)
         p.editing_changed.connect(self.chat.set_editing)
         p.notice_changed.connect(self.chat.set_notice)
         r = p.replies  # the reply being generated: its signals come straight to the window
-        r.message_added.connect(self.on_presenter_message_added)
+        r.message_added.connect(self.chat.add_row)
         r.messages_removed.connect(self.chat.remove_messages)
         r.notice_changed.connect(self.chat.set_notice)
         r.speed_line_changed.connect(self.stats_label.setText)
         r.reply_progressed.connect(self.chat.on_replies_reply_progressed)  # the token path's last hops
-        r.reply_progressed.connect(self.header.on_replies_reply_progressed)
         r.reading_shown.connect(self.on_presenter_reading_shown)
-        r.reply_ended.connect(self.on_presenter_reply_ended)
+        r.reply_ended.connect(self.chat.on_replies_reply_ended)
         r.reply_ended.connect(self.task_switch.on_reply_ended)
         r.reply_ended.connect(self.shrink_welcome)
         r.context_offered.connect(self.on_presenter_context_offered)
         e = p.engine
         e.speculation_changed.connect(self.on_presenter_speculation_changed)
         e.pair_changed.connect(self.on_presenter_pair_changed)
-        e.loading_finished.connect(lambda: self._set_loading(None))
+        e.loading_finished.connect(lambda: self.loading.set_stage(None))
         e.notice_changed.connect(self.chat.set_notice)
         c = p.comparison
-        c.started.connect(self.on_presenter_compare_started)
-        c.progressed.connect(self.on_presenter_compare_progressed)
-        c.finished.connect(self.on_presenter_compare_finished)
+        c.started.connect(self.compare.start)  # Compare follows its runs itself
+        c.progressed.connect(self.compare.on_progress)
+        c.finished.connect(self.compare.on_finished)
         c.failed.connect(self.compare.on_failed)
         c.state_changed.connect(self.stats_label.setText)
         self.on_presenter_speculation_changed(e.speculation)
@@ -442,11 +435,6 @@ class MainWindow(QMainWindow):
     def start_engine(self) -> None:
         # Settings → Engine: a server (app/host/remote_worker.py) or this computer.
         self.presenter.engine.start_engine()
-
-    def _set_loading(self, stage: str | None) -> None:
-        self.load_label.setText(stage or "")
-        self.load_label.setVisible(stage is not None)
-        self.load_progress.setVisible(stage is not None)
 
     def on_presenter_pair_changed(self, pair: PairView) -> None:
         self.header.set_state(pair.text, pair.restates)
@@ -477,42 +465,6 @@ class MainWindow(QMainWindow):
     def show_conversation(self, conversation_id: int | None) -> None:
         self.presenter.show_conversation(conversation_id)
 
-    def on_presenter_conversation_shown(self, shown: ConversationShown) -> None:
-        self.chat.clear()
-        self.chat.set_notice("")
-        self.chat.set_system_prompt(shown.system_prompt)
-        self.header.set_sources(())  # the rows name theirs as they are added
-        for row in shown.messages:
-            self.on_presenter_message_added(row)
-        self.chat.set_has_earlier(shown.has_earlier)
-        if shown.id is not None:
-            self.chat.scroll_to_end()
-
-    def on_presenter_earlier_shown(self, earlier: EarlierShown) -> None:
-        """A page of earlier messages, above those shown; the view stays where it was."""
-        if earlier.id != self.presenter.conversation_id:
-            return
-        self.chat.keep_place()
-        for i, row in enumerate(earlier.messages):
-            self.on_presenter_message_added(row, position=i)
-        self.chat.set_has_earlier(earlier.has_earlier)
-
-    def on_presenter_message_added(self, row: MessageRow, position: int | None = None) -> None:
-        from app.library.documents import format_size
-
-        self.chat.add_message(
-            row.id,
-            row.role,
-            row.text,
-            row.spans,
-            row.status,
-            row.stats,
-            attachments=[f"{d.name} ({format_size(d.n_bytes)})" for d in row.attachments],
-            position=position,
-            version=row.version,
-        )
-        self.header.add_sources({s.source for s in row.spans})
-
     # ---- replies
 
     def send(self, text: str) -> None:
@@ -528,66 +480,12 @@ class MainWindow(QMainWindow):
             return None
         return self.chat.widget_for(live.message_id)
 
-    def _record_extras(self, live: LiveReply) -> dict[str, object]:
-        """What a finished reply keeps besides its numbers: the model that wrote it (by its name),
-        when it ended (exports say both), and its small sparkline, when shown."""
-        import time
-
-        from app.host.messages import SpeculationOff
-        from ui.presenters.off_words import OFF_KEY
-        from ui.presenters.words import model_name
-
-        extras: dict[str, object] = {"finished_at": round(time.time(), 1)}
-        info = self.controller.info
-        if info is not None:
-            extras["model"] = model_name(Path(info.target_path), info.target_name)
-            if info.speculation_off is not SpeculationOff.NONE:  # Details say why
-                extras[OFF_KEY] = str(info.speculation_off)
-        widget = self._live_widget()
-        if widget is not None and widget.speed.points:
-            from ui.chat.speed_panel import POINTS_KEY
-
-            extras[POINTS_KEY] = widget.speed.kept_points()
-        if widget is not None and widget.speed.busy_seen:
-            from ui.presenters.verdict import BUSY_KEY
-
-            extras[BUSY_KEY] = True  # seen busy while it streamed: said so when shown again
-        return extras
-
     def on_presenter_reading_shown(self, line: str) -> None:
         widget = self._live_widget()
         if widget is not None:
             widget.show_reading(line)
 
-    def on_presenter_reply_ended(self, ended: ReplyEnded) -> None:
-        if ended.conversation_id != self.presenter.conversation_id:
-            return
-        widget = self.chat.widget_for(ended.message_id)
-        if widget is not None:
-            widget.finish(ended.text, self.settings.show_draft_tint)
-            self.header.add_sources({s.source for s in ended.text.spans})
-            widget.set_status(ended.status, ended.stats, ended.note)
-
-    def on_presenter_compare_started(self, plain_id: int, speculative_id: int) -> None:
-        self.compare.is_greedy = self.presenter.comparison.is_greedy
-        self.compare.task_preset = self.presenter.comparison.task_preset
-        self.compare.start(plain_id, speculative_id)
-
-    def on_presenter_compare_progressed(self, progress: ReplyProgress) -> None:
-        self.compare.on_progress(progress, self.settings.show_draft_tint)
-
-    def on_presenter_compare_finished(self, reply: Reply) -> None:
-        self.compare.on_finished(reply, self.settings.show_draft_tint)
-
     # ---- controller signals
-
-    def on_controller_load_progressed(self, stage: str, fraction: float) -> None:
-        self._set_loading(stage)
-        if fraction < 0:
-            self.load_progress.setRange(0, 0)
-        else:
-            self.load_progress.setRange(0, 100)
-            self.load_progress.setValue(round(fraction * 100))
 
     def on_controller_engine_failed(self, _failure: object) -> None:
         self._answer_when_loaded = False  # the load's notice says why; nothing is sent
@@ -619,9 +517,6 @@ class MainWindow(QMainWindow):
         elif not self.chat.input.toPlainText():  # not saved (a full disk): nothing typed is lost
             self.chat.input.setPlainText(text)
 
-    def on_chat_regenerate_requested(self) -> None:
-        self.regenerate()
-
     def on_chat_continue_requested(self) -> None:
         """A reply stopped at the reply-length cap: ask the model to write on."""
         from ui.presenters.verdict import CONTINUE_REQUEST
@@ -640,12 +535,6 @@ class MainWindow(QMainWindow):
         users = [w for w in self.chat.message_widgets() if w.role == "user"]
         if users:
             self.on_chat_edit_requested(users[-1].message_id)
-
-    def on_chat_edit_cancelled(self) -> None:
-        self.presenter.cancel_edit()
-
-    def on_chat_system_prompt_changed(self, text: str) -> None:
-        self.presenter.set_system_prompt(text)
 
     def on_conversations_conversation_selected(self, conversation_id: int) -> None:
         self.presenter.select_conversation(conversation_id)
@@ -669,17 +558,8 @@ class MainWindow(QMainWindow):
         self.presenter.new_conversation()
         self.chat.input.setFocus()
 
-    def on_conversations_rename_requested(self, conversation_id: int, title: str) -> None:
-        self.presenter.rename_conversation(conversation_id, title)
-
-    def on_conversations_delete_requested(self, conversation_id: int) -> None:
-        self.presenter.delete_conversation(conversation_id)
-
     def on_conversations_search_changed(self, _text: str) -> None:
         self._refresh_conversations()
-
-    def on_compare_compare_requested(self, prompt: str) -> None:
-        self.presenter.comparison.run(prompt)
 
     def on_tabs_current_changed(self, index: int) -> None:
         self.header.set_legend_shown(index == 0)  # the chat's highlight legend, with the chat only
@@ -709,6 +589,7 @@ class MainWindow(QMainWindow):
     def on_tint_check_toggled(self, is_checked: bool) -> None:
         self.presenter.update_settings(dataclasses.replace(self.settings, show_draft_tint=is_checked))
         self.chat.set_tint(is_checked)
+        self.compare.set_tint(is_checked)
 
     def on_settings_action_triggered(self) -> None:
         info = self.controller.info

@@ -87,14 +87,20 @@ STORE_DEBT: dict[str, str] = {}
 MAX_CLASS_LINES, MAX_METHODS, MAX_FIELDS = 400, 40, 30
 CLASS_WAIVERS = {
     # module:Class: why it may be larger (being split on another branch, or one job by nature)
-    "ui/main_window.py:MainWindow": "the frame and its wiring; its helpers take what they use and "
-    "talk back by signals (issue 49), the conversation and reply handlers are still its own",
-    "ui/chat/chat_view.py:ChatView": "the chat page and its live reply; following the reply presenter "
-    "itself is the window work of issue 49 (another branch)",
+    "ui/main_window.py:MainWindow": "the frame and its wiring: the pages follow their presenters and "
+    "the helpers take what they use (issue 49); its menus, toolbar, welcome and keys are still its own",
+    "ui/chat/chat_view.py:ChatView": "the chat page: its messages and their pages, the live reply, the "
+    "message box and its attachments, the empty chat's suggestions (a class of their own, next)",
     "ui/models/pair_doctor_panel.py:PairDoctorPanel": "writes the pair report a second time beside "
     "app/library/pair_doctor.py; written once, it shrinks",
     "ui/models/models_page.py:ModelsPage": "one field per widget it lays out and keeps up to date",
     "app/settings.py:Settings": "one field per setting a user can change: the settings file, flat on purpose",
+}
+# A waived class may not grow back: at most these (lines of code, methods, fields), lowered as it
+# shrinks (MainWindow was 747 lines and 82 methods before issue 49 moved the pages' jobs out).
+CLASS_CEILINGS = {
+    "ui/main_window.py:MainWindow": (612, 63, 28),
+    "ui/chat/chat_view.py:ChatView": (659, 51, 39),
 }
 SIZE_DEBT = {
     # module: why it is long without saying so at its top (being changed on another branch)
@@ -596,6 +602,15 @@ def test_no_class_is_too_big_to_hold_in_mind_but_those_with_a_reason() -> None:
     )
     stale = sorted(k for k in CLASS_WAIVERS if k not in over)
     assert not stale, f"within the bounds now (or gone), take them off CLASS_WAIVERS: {stale}"
+    grown = [
+        f"{k}: {sizes[k]} (lines, methods, fields), at most {ceiling}"
+        for k, ceiling in sorted(CLASS_CEILINGS.items())
+        if any(n > most for n, most in zip(sizes[k], ceiling, strict=True))
+    ]
+    assert not grown, "a waived class grew past its ceiling (CLASS_CEILINGS): split it instead\n" + "\n".join(
+        grown
+    )
+    assert set(CLASS_CEILINGS) <= set(CLASS_WAIVERS), "a ceiling is for a waived class"
 
 
 def test_the_store_imports_no_room_above_it_but_its_listed_debt() -> None:

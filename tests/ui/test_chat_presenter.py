@@ -140,7 +140,7 @@ def test_switching_speculation_keeps_one_state(
 def test_a_reply_is_saved_as_it_streams_and_recorded_when_it_ends(qtbot, make, tiny_target: Path) -> None:
     presenter = make(tiny_target, draft="none", max_tokens=24)
     seen = Seen(presenter)
-    presenter.record_extras = lambda live: {"kept_by_the_window": live.message_id}
+    presenter.view_extras = lambda message_id: {"kept_by_the_window": message_id}
     presenter.send("Say something")
     assert presenter.live is not None and presenter.conversation_id is not None
     rows = seen.of("message_added")

@@ -26,7 +26,7 @@ def test_window_opens_with_title_focus_and_pair(qtbot, open_window, tiny_target)
     qtbot.waitUntil(lambda: window.chat.input.hasFocus(), timeout=5000)
     assert "n-gram" in window.header.state_label.text()
     assert window.header.speed_combo.currentData() == "ngram"
-    assert not window.load_progress.isVisible()
+    assert not window.loading.progress.isVisible()
 
 
 def test_model_load_shows_llama_cpp_progress(qtbot, open_window, tiny_target) -> None:
@@ -35,8 +35,8 @@ def test_model_load_shows_llama_cpp_progress(qtbot, open_window, tiny_target) ->
     window.controller.load_progressed.connect(lambda stage, fraction: seen.append(fraction))
     window.start_engine()  # load again: llama.cpp reports how far it got
     qtbot.waitUntil(lambda: 1.0 in seen, timeout=30000)
-    window.on_controller_load_progressed("Loading…", 0.5)
-    assert (window.load_progress.maximum(), window.load_progress.value()) == (100, 50)
+    window.loading.on_controller_load_progressed("Loading…", 0.5)
+    assert (window.loading.progress.maximum(), window.loading.progress.value()) == (100, 50)
 
 
 def test_send_streams_the_reply_and_stores_it_as_it_goes(qtbot, open_window, wait_reply, slow_target) -> None:

@@ -19,7 +19,6 @@ from app.settings import Preset, SpeedUp
 from engine.events import DraftSource
 from ui.chat.markdown_view import tint_format
 from ui.chat.model_picker import OPEN_FILE_KEY, ModelPicker, chat_models
-from ui.presenters.reply_presenter import LiveProgress
 from ui.presenters.words import (
     LEGEND,
     LEGEND_ORDER,
@@ -184,17 +183,6 @@ class ChatHeader(QWidget):
         if known != self._sources:
             self._sources = known
             self.restyle()
-
-    def on_replies_reply_progressed(self, progress: LiveProgress) -> None:
-        """The legend names a new source as soon as its tint shows, wherever in the update its
-        stretch is (a reply holds a few hundred stretches at most: a set's worth of work)."""
-        if progress.text is not None:
-            self.add_sources({s.source for s in progress.text.spans})
-
-    def add_sources(self, sources: Iterable[DraftSource]) -> None:
-        """Name these sources too (a reply that streams in drafted from one not named yet)."""
-        if not self._sources.issuperset(sources):
-            self.set_sources(self._sources.union(sources))
 
     @property
     def sources(self) -> frozenset[DraftSource]:

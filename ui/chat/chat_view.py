@@ -9,7 +9,7 @@ with the view it belongs to.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from PySide6.QtCore import QMimeData, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeyEvent, QTextCursor
@@ -28,10 +28,11 @@ from PySide6.QtWidgets import (
 )
 
 from app.store import MessageStatus
-from engine.events import DraftSpan, StatsRecord
+from engine.events import DraftSource, DraftSpan, StatsRecord
 from ui.chat.attachments import LONG_PASTE_CHARS, AttachmentTray, pick_files
 from ui.chat.message_widget import MessageWidget
-from ui.presenters.reply_presenter import LiveProgress
+from ui.presenters.presenter import ConversationShown, EarlierShown
+from ui.presenters.reply_presenter import LiveProgress, MessageRow, ReplyEnded
 from ui.presenters.task_ability import ModelAbility
 from ui.presenters.words import (
     DEMO_TASKS,
@@ -99,10 +100,13 @@ class ChatView(QWidget):
     task_suggested = Signal(str)  # a suggestion's request, put in the message box
     small_model_requested = Signal()  # the download of a model that does the tasks shown greyed
     earlier_requested = Signal()  # the messages before those shown (scrolled to the top, or the button)
+    sources_shown = Signal(object)  # frozenset[DraftSource]: where what the chat tints came from (the legend)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._widgets: dict[int, MessageWidget] = {}
+        self._paged_id: int | None = None  # the conversation whose pages are shown (earlier ones join it)
+        self._sources: set[DraftSource] = set()  # of the tinted stretches shown (sources_shown)
         self._tint = True  # the drafted stretches tinted (View ▸ Highlight): set_tint
         self._is_busy = False
         self._should_follow = True  # keep the newest text in view unless the user scrolled up
@@ -386,6 +390,79 @@ class ChatView(QWidget):
 
     # ---- messages
 
+    def on_presenter_conversation_shown(self, shown: ConversationShown) -> None:
+        """A conversation's last page of messages, its instructions, and whether earlier ones exist."""
+        self.clear()
+        self.set_notice("")
+        self.set_system_prompt(shown.system_prompt)
+        self._paged_id = shown.id
+        self._sources = set()
+        self.sources_shown.emit(frozenset())  # the rows name theirs as they are added
+        for row in shown.messages:
+            self.add_row(row)
+        self.set_has_earlier(shown.has_earlier)
+        if shown.id is not None:
+            self.scroll_to_end()
+
+    def on_presenter_earlier_shown(self, earlier: EarlierShown) -> None:
+        """A page of earlier messages, above those shown; the view stays where it was."""
+        if earlier.id != self._paged_id:
+            return
+        self.keep_place()
+        for i, row in enumerate(earlier.messages):
+            self.add_row(row, position=i)
+        self.set_has_earlier(earlier.has_earlier)
+
+    def add_row(self, row: MessageRow, position: int | None = None) -> None:
+        """A message as the presenter has it (its documents named by their chips' words)."""
+        from app.library.documents import format_size
+
+        self.add_message(
+            row.id,
+            row.role,
+            row.text,
+            row.spans,
+            row.status,
+            row.stats,
+            attachments=[f"{d.name} ({format_size(d.n_bytes)})" for d in row.attachments],
+            position=position,
+            version=row.version,
+        )
+        self._show_sources(row.spans)
+
+    def on_replies_reply_ended(self, ended: ReplyEnded) -> None:
+        """The reply being generated ended: its final text, rendered once, and how it ended (where
+        it is shown: a message's widget is there only while its conversation is)."""
+        widget = self._widgets.get(ended.message_id)
+        if widget is not None:
+            widget.finish(ended.text, self._tint)
+            self._show_sources(ended.text.spans)
+            widget.set_status(ended.status, ended.stats, ended.note)
+
+    def kept_extras(self, message_id: int) -> dict[str, object]:
+        """What a finished reply keeps of its message as shown besides its numbers: its small
+        sparkline's points, and whether the computer was seen busy while it streamed (said so
+        when it is shown again); nothing where it is not shown."""
+        widget = self._widgets.get(message_id)
+        extras: dict[str, object] = {}
+        if widget is not None and widget.speed.points:
+            from ui.chat.speed_panel import POINTS_KEY
+
+            extras[POINTS_KEY] = widget.speed.kept_points()
+        if widget is not None and widget.speed.busy_seen:
+            from ui.presenters.verdict import BUSY_KEY
+
+            extras[BUSY_KEY] = True
+        return extras
+
+    def _show_sources(self, spans: Iterable[DraftSpan]) -> None:
+        """The legend names a new source as soon as its tint shows (a reply holds a few hundred
+        stretches at most: a set's worth of work)."""
+        sources = {s.source for s in spans}
+        if not sources <= self._sources:
+            self._sources |= sources
+            self.sources_shown.emit(frozenset(self._sources))
+
     def clear(self) -> None:
         for widget in self._widgets.values():
             self.messages_layout.removeWidget(widget)
@@ -483,6 +560,7 @@ class ChatView(QWidget):
             return
         if progress.text is not None:
             widget.stream(progress.text, self._tint)
+            self._show_sources(progress.text.spans)
         if progress.stats:
             widget.add_stats(progress.stats, progress.plain_tokens_per_s, progress.usual_steps_tokens_per_s)
 

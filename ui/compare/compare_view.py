@@ -27,10 +27,11 @@ from PySide6.QtWidgets import (
 )
 
 from app.host.reply import Reply, ReplyProgress
-from app.settings import Preset, SpeedUp
+from app.settings import SpeedUp
 from engine.events import ReplyText, Stats
 from ui.chat.markdown_view import MessageBody
 from ui.presenters import verdict, words
+from ui.presenters.compare_presenter import ComparePresenter
 from ui.presenters.stats_format import DASH
 from ui.qt import theme
 from ui.qt.page_scroll import scrolling_content
@@ -157,8 +158,11 @@ class CompareView(QWidget):
     compare_requested = Signal(str)
     stop_requested = Signal()
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, comparison: ComparePresenter, parent: QWidget | None = None) -> None:
+        """comparison: the runs' presenter (the window connects its signals to start, on_progress,
+        on_finished and on_failed); whether they sample and the task's preset are read from it."""
         super().__init__(parent)
+        self.comparison = comparison
         # In a scroll area: the page needs about 590 px, and as the window's own minimum it made
         # the window 722 px tall at least, taller than a laptop's 768-px screen leaves room for.
         _, content = scrolling_content(self, "compareScroll")
@@ -251,8 +255,7 @@ class CompareView(QWidget):
         self.final_stats: dict[str, Stats] = {}
         self._is_busy = False
         self._can_speculate = True
-        self.is_greedy = True  # of the runs shown (set by the window as they start)
-        self.task_preset: Preset | None = None  # ...and the preset their task ran with (None: the chat's)
+        self._tint = True  # the drafted stretches tinted (View ▸ Highlight): set_tint
 
     def restyle(self) -> None:
         """The theme changed: both replies and the chart in its colours."""
@@ -270,6 +273,10 @@ class CompareView(QWidget):
             else "The speed-up is off: choose one in the chat's header to compare it with the usual way."
         )
         self._update_buttons()
+
+    def set_tint(self, tint: bool) -> None:
+        """The tint of the runs' drafted stretches from their next update."""
+        self._tint = tint
 
     def set_busy(self, is_busy: bool) -> None:
         self._is_busy = is_busy
@@ -296,22 +303,22 @@ class CompareView(QWidget):
         name = self.request_ids.get(request_id)
         return None if name is None else self.plain if name == "plain" else self.speculative
 
-    def on_progress(self, progress: ReplyProgress, tint: bool) -> None:
+    def on_progress(self, progress: ReplyProgress) -> None:
         pane, name = self.pane(progress.request_id), self.request_ids.get(progress.request_id)
         if pane is None or name is None:
             return
         if len(progress.reply) != progress.start:
-            pane.stream(progress.reply, tint)
+            pane.stream(progress.reply, self._tint)
         if progress.stats:
             pane.show_stats(progress.stats[-1])
             self.chart.add_stats(name, progress.stats)
 
-    def on_finished(self, reply: Reply, tint: bool) -> None:
+    def on_finished(self, reply: Reply) -> None:
         pane, name = self.pane(reply.request_id), self.request_ids.get(reply.request_id)
         if pane is None or name is None or reply.finished is None:
             return
         stats = reply.finished.stats
-        pane.finish(reply, tint)
+        pane.finish(reply, self._tint)
         pane.show_stats(stats)
         self.chart.add_stats(name, [stats])
         self.final_stats[name] = stats
@@ -351,9 +358,10 @@ class CompareView(QWidget):
         # The two times are the headline's ("0.5 s instead of 0.7 s"): each pane keeps its count.
         self.plain.stats.setText(f"{plain.n_generated} tokens")
         self.speculative.stats.setText(f"{spec.n_generated} tokens")
-        is_same, said = words.same_text_words(self.plain.text, self.speculative.text, self.is_greedy)
-        if self.task_preset is not None:
-            said += " " + words.task_preset_words(self.task_preset)
+        runs = self.comparison
+        is_same, said = words.same_text_words(self.plain.text, self.speculative.text, runs.is_greedy)
+        if runs.task_preset is not None:
+            said += " " + words.task_preset_words(runs.task_preset)
         self.check.setText(said)
         parts = [
             f"usual way {plain.decode_tokens_per_s:.1f} tokens/s",

@@ -32,7 +32,7 @@ from engine.events import StatsRecord
 from ui.presenters.compare_presenter import ComparePresenter
 from ui.presenters.engine_presenter import EnginePresenter
 from ui.presenters.reply_presenter import LiveReply, MessageRow, ReplyPresenter
-from ui.presenters.speed_presenter import SpeedPresenter
+from ui.presenters.speed_presenter import SpeedPresenter, engine_extras
 
 log = logging.getLogger(__name__)
 
@@ -114,15 +114,16 @@ class ChatPresenter(QObject):
         self.editing_message_id: int | None = None
         self._first_shown_id: int | None = None  # the earliest message the chat shows (None: all)
         self._pending_system_prompt = ""
-        # What a finished reply keeps besides its numbers (the window adds its sparkline's points).
-        self.record_extras: Callable[[LiveReply], dict[str, object]] = lambda _live: {}
+        # What a finished reply keeps besides its numbers and the engine's extras (engine_extras):
+        # the chat view's, by the reply's message id (its sparkline's points, a busy computer seen).
+        self.view_extras: Callable[[int], dict[str, object]] = lambda _message_id: {}
         self.replies = ReplyPresenter(
             controller,
             store,
             lambda: self.settings,
             self.speed,
             lambda: self.conversation_id,
-            lambda live: self.record_extras(live),
+            lambda live: {**engine_extras(controller.info), **self.view_extras(live.message_id)},
             self,
         )
         self.replies.reply_finished.connect(self.conversations_changed.emit)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
@@ -18,6 +19,23 @@ from ui.presenters.verdict import BUSY_SHARE, FAILURE_KEY, STEPS_KEY, headline
 MIN_TOKENS_FOR_BASELINE = 8  # a plain reply shorter than this is too noisy to be the speed baseline
 QUIET_REPLACED = 5  # replies in a row whose steps ran well below the quiet ones: the new usual
 PROMPT_BUCKET = 512  # quiet steps are kept for prompts up to 512 tokens, 1024, 2048, ...
+
+
+def engine_extras(info: EngineInfo | None) -> dict[str, object]:
+    """What a finished reply keeps of the engine that wrote it besides its numbers: when it ended
+    and the model by its name (exports say both), and why the speed-up was off (Details say it)."""
+    import time
+
+    from app.host.messages import SpeculationOff
+    from ui.presenters.off_words import OFF_KEY
+    from ui.presenters.words import model_name
+
+    extras: dict[str, object] = {"finished_at": round(time.time(), 1)}
+    if info is not None:
+        extras["model"] = model_name(Path(info.target_path), info.target_name)
+        if info.speculation_off is not SpeculationOff.NONE:
+            extras[OFF_KEY] = str(info.speculation_off)
+    return extras
 
 
 class SpeedPresenter(QObject):
