@@ -108,14 +108,23 @@ class _Watch:
         self.report(self.reading(n_processed))
 
 
+# Chunks timed before the time left leans on a slope (a token costing more the more the cache
+# holds): from two or three, a busy machine's noise made one that said 226 s left where 60 s were
+# (a 1.5B stand-in whose second chunk took 4.8 s against the first's 3.2 s: tools/lab/reading_progress.py).
+SLOPE_MIN_CHUNKS = 4
+
+
 def _line(points: list[tuple[float, float, int]]) -> tuple[float, float]:
     """Seconds a token as a + b * position, least squares weighted by each chunk's tokens, b at
-    least 0; the first chunk (a short probe, costlier a token) left out once there are others."""
+    least 0 (0 before SLOPE_MIN_CHUNKS chunks: their mean); the first chunk (costlier a token:
+    its decode's first use of buffers) left out once there are others."""
     if len(points) > 2:
         points = points[1:]
     w = sum(n for _, _, n in points)
     mx = sum(x * n for x, _, n in points) / w
     my = sum(y * n for _, y, n in points) / w
+    if len(points) < SLOPE_MIN_CHUNKS:
+        return my, 0.0
     sxx = sum(n * (x - mx) ** 2 for x, _, n in points)
     b = max(0.0, sum(n * (x - mx) * (y - my) for x, y, n in points) / sxx) if sxx > 0 else 0.0
     return my - b * mx, b
