@@ -286,7 +286,7 @@ class MainWindow(QMainWindow):
         panel.dismissed.connect(self.on_welcome_dismissed)
         panel.demo_requested.connect(self.run_demo)
         panel.demo_requested.connect(self.shrink_welcome)
-        panel.small_offer_shown.connect(self.chat.set_download_offered_above)
+        panel.small_offer_shown.connect(self.chat.empty_state.set_download_offered_above)
         if self.settings.has_seen_welcome:
             panel.hide()
         else:
@@ -537,8 +537,8 @@ class MainWindow(QMainWindow):
             self.on_chat_edit_requested(users[-1].message_id)
 
     def on_conversations_conversation_selected(self, conversation_id: int) -> None:
-        self.presenter.select_conversation(conversation_id)
         search = self.conversations.search.text().strip()
+        self.presenter.select_conversation(conversation_id, found=search)
         if search:  # found by a search: its match shown, once the messages are laid out
             QTimer.singleShot(0, lambda: self._show_match(search))
 

@@ -242,8 +242,19 @@ class ChatPresenter(QObject):
                 )
         return rows
 
-    def select_conversation(self, conversation_id: int) -> None:
-        if conversation_id != self.conversation_id:
+    def select_conversation(self, conversation_id: int, found: str = "") -> None:
+        """found: the search it was found by; where only an earlier version of a turn holds it,
+        that version is chosen (Store.show_version_found), so the match is there to see. Not
+        while a reply is written."""
+        chosen = False
+        if found and not self.controller.is_busy:
+            try:
+                chosen = self.store.show_version_found(conversation_id, found)
+            except sqlite3.Error as e:
+                self.notice_changed.emit(
+                    f"That version could not be shown ({store_error_sentence(e)}).", True
+                )
+        if chosen or conversation_id != self.conversation_id:
             self.show_conversation(conversation_id)
 
     def new_conversation(self) -> None:
