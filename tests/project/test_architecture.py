@@ -90,7 +90,7 @@ CLASS_WAIVERS = {
     "ui/main_window.py:MainWindow": "the frame and its wiring: the pages follow their presenters and "
     "the helpers take what they use (issue 49); its menus, toolbar, welcome and keys are still its own",
     "ui/chat/chat_view.py:ChatView": "the chat page: its messages and their pages, the live reply, the "
-    "message box and its attachments, the empty chat's suggestions (a class of their own, next)",
+    "message box and its attachments (the empty chat's suggestions are ui/chat/empty_chat.py's)",
     "ui/models/pair_doctor_panel.py:PairDoctorPanel": "writes the pair report a second time beside "
     "app/library/pair_doctor.py; written once, it shrinks",
     "ui/models/models_page.py:ModelsPage": "one field per widget it lays out and keeps up to date",
@@ -100,7 +100,7 @@ CLASS_WAIVERS = {
 # shrinks (MainWindow was 747 lines and 82 methods before issue 49 moved the pages' jobs out).
 CLASS_CEILINGS = {
     "ui/main_window.py:MainWindow": (612, 63, 28),
-    "ui/chat/chat_view.py:ChatView": (659, 51, 39),
+    "ui/chat/chat_view.py:ChatView": (546, 46, 25),
 }
 SIZE_DEBT = {
     # module: why it is long without saying so at its top (being changed on another branch)

@@ -404,24 +404,24 @@ def test_an_empty_chat_with_a_document_suggests_what_to_ask_of_it(
     code.write_text(FIB)
     window = open_window(tiny_target, temperature=0.7)
     chat = window.chat
-    assert chat.demo_row.isVisibleTo(chat) and not chat.document_row.isVisibleTo(chat)
+    assert chat.empty_state.demo_row.isVisibleTo(chat) and not chat.empty_state.document_row.isVisibleTo(chat)
     chat.attachments.add_paths([code])
     # The document's own quick actions, named in full, in place of the demo tasks.
-    assert chat.document_row.isVisibleTo(chat) and not chat.demo_row.isVisibleTo(chat)
-    assert chat.empty_hint.text().startswith("Ask something about fib.py")
-    assert [b.text() for b in chat.document_buttons] == [
+    assert chat.empty_state.document_row.isVisibleTo(chat) and not chat.empty_state.demo_row.isVisibleTo(chat)
+    assert chat.empty_state.empty_hint.text().startswith("Ask something about fib.py")
+    assert [b.text() for b in chat.empty_state.document_buttons] == [
         "Rewrite",
         "Fix spelling and grammar",
         "Translate",
         "Refactor code",
     ]
-    qtbot.mouseClick(chat.document_buttons[3], Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(chat.empty_state.document_buttons[3], Qt.MouseButton.LeftButton)
     assert chat.input.toPlainText().startswith("Refactor the code in fib.py")
     assert window.header.preset_combo.currentText() == "Edit or copy text"  # edit work, as the chip's
     # Removed, the demo tasks come back.
     chat.attachments.chips()[0].remove_button.click()
-    assert chat.demo_row.isVisibleTo(chat) and not chat.document_row.isVisibleTo(chat)
-    assert chat.document_buttons == []
+    assert chat.empty_state.demo_row.isVisibleTo(chat) and not chat.empty_state.document_row.isVisibleTo(chat)
+    assert chat.empty_state.document_buttons == []
 
 
 NOTE = (

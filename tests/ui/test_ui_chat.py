@@ -215,9 +215,9 @@ def test_an_empty_conversation_suggests_work_where_the_speed_up_shows(
     window = open_window(tiny_target, max_tokens=8, temperature=0.7)  # the chat's default
     chat = window.chat
     assert chat.empty_state.isVisible()
-    assert [b.text() for b in chat.suggestion_buttons] == [name for name, _ in DEMO_TASKS]
+    assert [b.text() for b in chat.empty_state.suggestion_buttons] == [name for name, _ in DEMO_TASKS]
     # A suggestion puts its request in the message box, and sends nothing.
-    qtbot.mouseClick(chat.suggestion_buttons[1], Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(chat.empty_state.suggestion_buttons[1], Qt.MouseButton.LeftButton)
     assert chat.input.toPlainText() == DEMO_TASKS[1][1]
     assert window.conversation_id is None
     # It is edit work: the preset for it is chosen, in the header (exact, no repetition penalty).
@@ -230,7 +230,7 @@ def test_an_empty_conversation_suggests_work_where_the_speed_up_shows(
     assert window.header.preset_combo.currentText() == "Edit or copy text"
     # What the user typed is never replaced by one.
     chat.input.setPlainText("my own words")
-    qtbot.mouseClick(chat.suggestion_buttons[0], Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(chat.empty_state.suggestion_buttons[0], Qt.MouseButton.LeftButton)
     assert chat.input.toPlainText() == "my own words"
     window.send("hello")
     wait_reply(window)

@@ -149,7 +149,7 @@ def test_a_suggested_task_says_what_it_changed_offers_undo_and_puts_it_back(
     window.on_header_speed_up_chosen("none")  # the user's choice: Speed-up off
     qtbot.waitUntil(lambda: window.header.speed_combo.currentData() == "none", timeout=30_000)
     chat = window.chat
-    qtbot.mouseClick(chat.suggestion_buttons[1], Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(chat.empty_state.suggestion_buttons[1], Qt.MouseButton.LeftButton)
     # Said, not silent: what changed, and Undo.
     assert chat.notice.isVisibleTo(window)
     said = chat.notice.text()
@@ -163,7 +163,7 @@ def test_a_suggested_task_says_what_it_changed_offers_undo_and_puts_it_back(
     # Again, and this time the task is sent: after its reply the user's choices come back,
     # with Keep to keep the task's.
     chat.input.clear()
-    qtbot.mouseClick(chat.suggestion_buttons[1], Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(chat.empty_state.suggestion_buttons[1], Qt.MouseButton.LeftButton)
     assert load_settings().temperature == 0.0
     window.send(chat.input.toPlainText())
     wait_reply(window)

@@ -16,29 +16,32 @@ from ui.presenters import words
 def test_the_built_in_model_is_offered_only_what_it_does_and_a_larger_one_beside(qtbot, open_window) -> None:
     window = open_window(Path("smollm2"))
     chat = window.chat
-    qtbot.waitUntil(lambda: chat.larger_row.isVisibleTo(window), timeout=10_000)
-    enabled = {b.text(): b.isEnabled() for b in chat.suggestion_buttons}
+    qtbot.waitUntil(lambda: chat.empty_state.larger_row.isVisibleTo(window), timeout=10_000)
+    enabled = {b.text(): b.isEnabled() for b in chat.empty_state.suggestion_buttons}
     assert enabled == {
         "Repeat a paragraph exactly": True,
         "Fix the spelling in a note": False,  # every mistake kept (docs/first-chat-model.md)
         "Rename a function in code": False,  # nothing renamed
     }
     # The greyed buttons name the tasks; the line below them says why once.
-    assert chat.larger_label.text() == "The greyed tasks need a larger model than SmolLM2 135M Instruct."
-    assert chat.larger_download.text() == "Download Qwen2.5 1.5B Instruct (1.1 GB)"
+    assert (
+        chat.empty_state.larger_label.text()
+        == "The greyed tasks need a larger model than SmolLM2 135M Instruct."
+    )
+    assert chat.empty_state.larger_download.text() == "Download Qwen2.5 1.5B Instruct (1.1 GB)"
     # A first start: the welcome above offers the same 1.1 GB download; it is on screen once.
     welcome = window.welcome
     assert welcome.isVisible() and welcome.small_download_button.isVisibleTo(window)
-    assert chat.larger_download.isHidden()
+    assert chat.empty_state.larger_download.isHidden()
     welcome.set_compact(True)  # after a first reply: the welcome keeps one line, without it
-    assert chat.larger_download.isVisibleTo(window)
+    assert chat.empty_state.larger_download.isVisibleTo(window)
     window.show_welcome()  # Help ▸ Welcome: whole again
-    assert welcome.small_download_button.isVisibleTo(window) and chat.larger_download.isHidden()
+    assert welcome.small_download_button.isVisibleTo(window) and chat.empty_state.larger_download.isHidden()
     welcome.close_button.click()
-    assert welcome.isHidden() and chat.larger_download.isVisibleTo(window)
-    chat.small_model_requested.disconnect()  # no hub here: the signal is what the window follows
-    with qtbot.waitSignal(chat.small_model_requested, timeout=5_000):
-        chat.larger_download.click()
+    assert welcome.isHidden() and chat.empty_state.larger_download.isVisibleTo(window)
+    chat.empty_state.small_model_requested.disconnect()  # no hub here: the signal is what the window follows
+    with qtbot.waitSignal(chat.empty_state.small_model_requested, timeout=5_000):
+        chat.empty_state.larger_download.click()
 
 
 def test_the_chats_download_of_a_larger_model_goes_through_the_welcome(
@@ -50,7 +53,7 @@ def test_the_chats_download_of_a_larger_model_goes_through_the_welcome(
     asked: list[object] = []  # no hub here: the Models page's download is what the welcome asks for
     monkeypatch.setattr(window.models_page, "on_download_clicked", asked.append)
     window.welcome.close_button.click()
-    window.chat.small_model_requested.emit()
+    window.chat.empty_state.small_model_requested.emit()
     assert [getattr(p, "name", None) for p in asked] == [words.SMALL_INSTRUCT_PAIR]
     assert window.welcome.isVisible()
     assert window.welcome_downloads.downloading == words.SMALL_INSTRUCT_PAIR
@@ -58,8 +61,8 @@ def test_the_chats_download_of_a_larger_model_goes_through_the_welcome(
 
 def test_any_other_model_is_offered_every_task(qtbot, open_window, tiny_target) -> None:
     window = open_window(tiny_target)
-    assert all(b.isEnabled() for b in window.chat.suggestion_buttons)
-    assert window.chat.larger_row.isHidden()
+    assert all(b.isEnabled() for b in window.chat.empty_state.suggestion_buttons)
+    assert window.chat.empty_state.larger_row.isHidden()
     from ui.presenters.task_ability import model_ability, task_refusal
 
     assert not task_refusal(model_ability(str(tiny_target)), "Fix spelling and grammar")
@@ -89,7 +92,7 @@ def test_a_base_model_opened_from_a_file_is_offered_no_task_and_each_greyed_one_
     # file was offered (and failed) every task. Now from what the file says: no chat template.
     window = open_window(tiny_target)
     chat = window.chat
-    assert all(b.isEnabled() for b in chat.suggestion_buttons)  # an instruct model: every task
+    assert all(b.isEnabled() for b in chat.empty_state.suggestion_buttons)  # an instruct model: every task
     window.header.on_model_combo_activated(window.header.model_combo.findData("open-file"))
     dialog = window.model_choices.open_model_dialog
     dialog.fileSelected.emit(str(tiny_base))  # Model ▸ Open a GGUF file…, the file chosen
@@ -97,11 +100,13 @@ def test_a_base_model_opened_from_a_file_is_offered_no_task_and_each_greyed_one_
     qtbot.waitUntil(
         lambda: getattr(window.controller.info, "target_path", None) == str(tiny_base), timeout=60_000
     )
-    qtbot.waitUntil(lambda: not any(b.isEnabled() for b in chat.suggestion_buttons), timeout=10_000)
+    qtbot.waitUntil(
+        lambda: not any(b.isEnabled() for b in chat.empty_state.suggestion_buttons), timeout=10_000
+    )
     why = "tiny-1-4L is a base model (its file has no chat template)"
-    assert all(b.toolTip().startswith(why) for b in chat.suggestion_buttons)
-    assert chat.larger_label.text() == f"The greyed tasks need an instruct model: {why}."
-    assert chat.larger_row.isVisibleTo(window)
+    assert all(b.toolTip().startswith(why) for b in chat.empty_state.suggestion_buttons)
+    assert chat.empty_state.larger_label.text() == f"The greyed tasks need an instruct model: {why}."
+    assert chat.empty_state.larger_row.isVisibleTo(window)
     # The attached note's Ask… menu follows the same rule, the reason on each greyed action.
     note = tmp_path / "note.txt"
     note.write_text("The comittee will meet on tusday.\n", encoding="utf-8")
@@ -109,11 +114,11 @@ def test_a_base_model_opened_from_a_file_is_offered_no_task_and_each_greyed_one_
     actions = chat.attachments.chips()[0].actions_button.menu().actions()
     assert actions and not any(a.isEnabled() for a in actions)
     assert all(a.toolTip().startswith(why) for a in actions)
-    assert not any(b.isEnabled() for b in chat.document_buttons)
+    assert not any(b.isEnabled() for b in chat.empty_state.document_buttons)
     # Back to the instruct model: offered again, with what each does on hover.
     window.on_header_model_chosen(str(tiny_target))
     qtbot.waitUntil(lambda: all(a.isEnabled() for a in actions), timeout=60_000)
-    assert all(b.toolTip().startswith("Puts") for b in chat.document_buttons)
+    assert all(b.toolTip().startswith("Puts") for b in chat.empty_state.document_buttons)
 
 
 def test_the_measured_model_is_known_by_its_file_not_its_name(tmp_path) -> None:

@@ -1,7 +1,9 @@
 """The chat: system prompt, messages, a notice line, the input and its buttons.
 
-The view keeps no conversation state of its own beyond its widgets; the main window tells it
-what to show and listens to its ..._requested signals.
+The view keeps no conversation state of its own beyond its widgets: it follows the presenters'
+signals the main window connects (the conversation's rows and earlier pages, the live reply and
+its end) and says what the user asks by its ..._requested signals. An empty conversation's
+suggestions are ui/chat/empty_chat.py's.
 
 Why this file is long: the message box (MessageInput: its keys, pastes and long-paste chips) lives
 with the view it belongs to.
@@ -30,15 +32,12 @@ from PySide6.QtWidgets import (
 from app.store import MessageStatus
 from engine.events import DraftSource, DraftSpan, StatsRecord
 from ui.chat.attachments import LONG_PASTE_CHARS, AttachmentTray, pick_files
+from ui.chat.empty_chat import EmptyChat
 from ui.chat.message_widget import MessageWidget
 from ui.presenters.presenter import ConversationShown, EarlierShown
 from ui.presenters.reply_presenter import LiveProgress, MessageRow, ReplyEnded
-from ui.presenters.task_ability import ModelAbility
 from ui.presenters.words import (
-    DEMO_TASKS,
-    EMPTY_CHAT,
     quick_action_of,
-    quick_actions_for,
 )
 
 READABLE_WIDTH_EM = 110  # average characters: about 90 of text a line after margins
@@ -98,7 +97,6 @@ class ChatView(QWidget):
     edit_cancelled = Signal()
     system_prompt_changed = Signal(str)
     task_suggested = Signal(str)  # a suggestion's request, put in the message box
-    small_model_requested = Signal()  # the download of a model that does the tasks shown greyed
     earlier_requested = Signal()  # the messages before those shown (scrolled to the top, or the button)
     sources_shown = Signal(object)  # frozenset[DraftSource]: where what the chat tints came from (the legend)
 
@@ -191,7 +189,10 @@ class ChatView(QWidget):
         self.earlier_button.clicked.connect(self.on_earlier_button_clicked)
         self.messages_layout.addWidget(self.earlier_button, 0, Qt.AlignmentFlag.AlignHCenter)
         self._from_bottom: int | None = None  # where the view stays while earlier messages come in
-        self.messages_layout.addWidget(self._empty_state())
+        self.empty_state = EmptyChat()
+        self.empty_state.task_chosen.connect(self._suggest)
+        self.empty_state.action_chosen.connect(self.on_attachments_action_requested)
+        self.messages_layout.addWidget(self.empty_state)
         self.messages_layout.addStretch(1)
         self.scroll_area.setWidget(container)
         bar = self.scroll_area.verticalScrollBar()
@@ -244,142 +245,19 @@ class ChatView(QWidget):
         layout.addLayout(input_row)
         self._is_editing = False
 
-    # ---- an empty conversation: what to ask, and where the speed-up shows
-
-    def _empty_state(self) -> QWidget:
-        """Shown while the conversation has no message: a line on what Tandem is good at, and
-        the demo tasks as suggestions that put their request in the message box (not sent)."""
-        self.empty_state = QWidget()
-        self.empty_state.setObjectName("emptyChat")
-        box = QVBoxLayout(self.empty_state)
-        box.setContentsMargins(0, 24, 0, 0)
-        hint = QLabel(EMPTY_CHAT)
-        hint.setWordWrap(True)
-        hint.setAlignment(Qt.AlignmentFlag.AlignHCenter)
-        self.empty_hint = hint
-        box.addWidget(hint)
-        # With a document attached, its quick actions in place of the demo tasks (_offer_document).
-        self.document_row = QWidget()
-        self.document_row.setVisible(False)
-        self._document_layout = QHBoxLayout(self.document_row)
-        self._document_layout.setContentsMargins(0, 0, 0, 0)
-        self.document_buttons: list[QPushButton] = []
-        box.addWidget(self.document_row)
-        self.demo_row = QWidget()
-        row = QHBoxLayout(self.demo_row)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addStretch(1)
-        self.suggestion_buttons: list[QPushButton] = []
-        for name, task in DEMO_TASKS:
-            button = QPushButton(name)
-            button.setToolTip(
-                "Puts this request in the message box and chooses the “Edit or copy text” preset; "
-                "Enter sends it"
-            )
-            button.clicked.connect(lambda _=False, t=task: self._suggest(t))
-            row.addWidget(button)
-            self.suggestion_buttons.append(button)
-        row.addStretch(1)
-        box.addWidget(self.demo_row)
-        # Tasks the model in use does not do: said, with the one-click download of one that does.
-        self.larger_row = QWidget()
-        self.larger_row.setObjectName("needsLargerModel")
-        larger = QHBoxLayout(self.larger_row)
-        larger.setContentsMargins(0, 0, 0, 0)
-        larger.addStretch(1)
-        self.larger_label = QLabel()
-        self.larger_label.setWordWrap(True)
-        larger.addWidget(self.larger_label)
-        self.larger_download = QPushButton()
-        self.larger_download.setObjectName("downloadSmallInstruct")
-        self.larger_download.clicked.connect(self.small_model_requested)
-        larger.addWidget(self.larger_download)
-        larger.addStretch(1)
-        self.larger_row.setVisible(False)
-        box.addWidget(self.larger_row)
-        self._model_key: str | None = None
-        self._ability: ModelAbility | None = None  # what the model's file says (set_model_tasks)
-        self._model_name = ""
-        self._download_text = ""
-        self._download_offered_above = False  # the welcome panel offers the same download
-        return self.empty_state
+    # ---- an empty conversation: what to ask, and where the speed-up shows (ui/chat/empty_chat.py)
 
     def set_model_tasks(self, model_key: str | None, model_name: str, download_text: str = "") -> None:
         """The suggested tasks (and a document's quick actions) the model in use does are offered;
         the others are greyed and said to need a larger model, with `download_text` on the button
         that downloads one ("" where there is nothing to offer)."""
-        from ui.presenters.task_ability import model_ability
-
-        self._model_key, self._model_name, self._download_text = model_key, model_name, download_text
-        self._ability = model_ability(model_key)  # what its file says (ui/presenters/task_ability.py)
-        self.attachments.set_task_refusal(self._refusal)
+        self.empty_state.set_model(model_key, model_name, download_text)
+        self.attachments.set_task_refusal(self.empty_state.refusal)
         self._offer_document()
 
-    def _refusal(self, task: str) -> str:
-        """Why the model in use is not offered this task ("" where it is)."""
-        from ui.presenters.task_ability import task_refusal
-
-        return task_refusal(self._ability, task)
-
-    def _offer_tasks(self, buttons: Sequence[QPushButton]) -> None:
-        """Grey the tasks the model is not offered, the reason as their tooltip; say it once below."""
-        from ui.presenters.task_ability import refusals_line
-
-        undone = []
-        for button in buttons:
-            why = self._refusal(button.text())
-            if button.property("offerTip") is None:  # what it does, shown again once offered
-                button.setProperty("offerTip", button.toolTip())
-            button.setEnabled(not why)
-            button.setToolTip(why or button.property("offerTip"))
-            if why:
-                undone.append(button.text())
-        self.larger_label.setText(refusals_line(self._ability, self._model_name, undone) if undone else "")
-        self.larger_download.setText(self._download_text)
-        self._show_download()
-        self.larger_row.setVisible(bool(undone))
-
-    def set_download_offered_above(self, offered: bool) -> None:
-        """The welcome panel shows the same download as the greyed tasks' button (one offer on
-        screen, one size said once): the line says why, the button is left to the welcome."""
-        self._download_offered_above = offered
-        self._show_download()
-
-    def _show_download(self) -> None:
-        self.larger_download.setVisible(bool(self._download_text) and not self._download_offered_above)
-
     def _offer_document(self) -> None:
-        """An empty chat with a document attached suggests what to ask of it (its chip's quick
-        actions, named in full), not the demo tasks; without one, the demo tasks again."""
         documents = self.attachments.documents()
-        document = documents[0] if documents else None
-        self.demo_row.setVisible(document is None)
-        self.document_row.setVisible(document is not None)
-        if document is None:
-            self._offer_tasks(self.suggestion_buttons)
-        self.empty_hint.setText(
-            EMPTY_CHAT
-            if document is None
-            else f"Ask something about {document.name}, or start from one of these:"
-        )
-        row = self._document_layout
-        for button in self.document_buttons:
-            button.deleteLater()
-        self.document_buttons = []
-        while row.count():  # the last document's buttons and stretches
-            row.takeAt(0)
-        if document is None:
-            return
-        row.addStretch(1)
-        for quick in quick_actions_for(document):
-            request = quick.prompt.format(name=document.name)
-            button = QPushButton(quick.title)
-            button.setToolTip(f"Puts “{request}” in the message box; Enter sends it")
-            button.clicked.connect(lambda _=False, r=request: self.on_attachments_action_requested(r))
-            row.addWidget(button)
-            self.document_buttons.append(button)
-        row.addStretch(1)
-        self._offer_tasks(self.document_buttons)
+        self.empty_state.offer_document(documents[0] if documents else None)
 
     def _suggest(self, task: str) -> None:
         if self.input.toPlainText().strip():

@@ -35,7 +35,7 @@ class ModelChoices(QObject):
         self.presenter, self.header, self.chat, self.parent_widget = presenter, header, chat, parent
         self.draft_menu: DraftMenu | None = None  # the last draft menu shown
         self.open_model_dialog: QFileDialog | None = None  # the last "Open a GGUF file…" dialog
-        chat.small_model_requested.connect(self.on_chat_small_model_requested)
+        chat.empty_state.small_model_requested.connect(self.on_chat_small_model_requested)
 
     def offer(self, info: EngineInfo | None) -> None:
         """A model has loaded: its drafts and its tasks."""

@@ -1,0 +1,152 @@
+"""An empty conversation: what to ask, and where the speed-up shows.
+
+Shown while the conversation has no message (ui/chat/chat_view.py holds it above the messages):
+a line on what Tandem is good at and the demo tasks as suggestions; with a document attached, its
+quick actions in their place; the tasks the model in use does not do greyed, said once, with the
+one-click download of a model that does them. A suggestion's request goes to the message box
+(ChatView), never sent by itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from app.document import Document
+from ui.presenters.task_ability import ModelAbility
+from ui.presenters.words import DEMO_TASKS, EMPTY_CHAT, quick_actions_for
+
+
+class EmptyChat(QWidget):
+    task_chosen = Signal(str)  # a demo task's request, for the message box
+    action_chosen = Signal(str)  # a document's quick action's request, for the message box
+    small_model_requested = Signal()  # the download of a model that does the tasks shown greyed
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("emptyChat")
+        box = QVBoxLayout(self)
+        box.setContentsMargins(0, 24, 0, 0)
+        hint = QLabel(EMPTY_CHAT)
+        hint.setWordWrap(True)
+        hint.setAlignment(Qt.AlignmentFlag.AlignHCenter)
+        self.empty_hint = hint
+        box.addWidget(hint)
+        # With a document attached, its quick actions in place of the demo tasks (offer_document).
+        self.document_row = QWidget()
+        self.document_row.setVisible(False)
+        self._document_layout = QHBoxLayout(self.document_row)
+        self._document_layout.setContentsMargins(0, 0, 0, 0)
+        self.document_buttons: list[QPushButton] = []
+        box.addWidget(self.document_row)
+        self.demo_row = QWidget()
+        row = QHBoxLayout(self.demo_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addStretch(1)
+        self.suggestion_buttons: list[QPushButton] = []
+        for name, task in DEMO_TASKS:
+            button = QPushButton(name)
+            button.setToolTip(
+                "Puts this request in the message box and chooses the “Edit or copy text” preset; "
+                "Enter sends it"
+            )
+            button.clicked.connect(lambda _=False, t=task: self.task_chosen.emit(t))
+            row.addWidget(button)
+            self.suggestion_buttons.append(button)
+        row.addStretch(1)
+        box.addWidget(self.demo_row)
+        # Tasks the model in use does not do: said, with the one-click download of one that does.
+        self.larger_row = QWidget()
+        self.larger_row.setObjectName("needsLargerModel")
+        larger = QHBoxLayout(self.larger_row)
+        larger.setContentsMargins(0, 0, 0, 0)
+        larger.addStretch(1)
+        self.larger_label = QLabel()
+        self.larger_label.setWordWrap(True)
+        larger.addWidget(self.larger_label)
+        self.larger_download = QPushButton()
+        self.larger_download.setObjectName("downloadSmallInstruct")
+        self.larger_download.clicked.connect(self.small_model_requested)
+        larger.addWidget(self.larger_download)
+        larger.addStretch(1)
+        self.larger_row.setVisible(False)
+        box.addWidget(self.larger_row)
+        self._ability: ModelAbility | None = None  # what the model's file says (set_model)
+        self._model_name = ""
+        self._download_text = ""
+        self._download_offered_above = False  # the welcome panel offers the same download
+
+    def set_model(self, model_key: str | None, model_name: str, download_text: str = "") -> None:
+        """The model in use (offered again: offer_document): the tasks it does are offered, the
+        others greyed and said to need a larger model, with `download_text` on the button that
+        downloads one ("" where there is nothing to offer)."""
+        from ui.presenters.task_ability import model_ability
+
+        self._model_name, self._download_text = model_name, download_text
+        self._ability = model_ability(model_key)  # what its file says (ui/presenters/task_ability.py)
+
+    def refusal(self, task: str) -> str:
+        """Why the model in use is not offered this task ("" where it is)."""
+        from ui.presenters.task_ability import task_refusal
+
+        return task_refusal(self._ability, task)
+
+    def _offer_tasks(self, buttons: Sequence[QPushButton]) -> None:
+        """Grey the tasks the model is not offered, the reason as their tooltip; say it once below."""
+        from ui.presenters.task_ability import refusals_line
+
+        undone = []
+        for button in buttons:
+            why = self.refusal(button.text())
+            if button.property("offerTip") is None:  # what it does, shown again once offered
+                button.setProperty("offerTip", button.toolTip())
+            button.setEnabled(not why)
+            button.setToolTip(why or button.property("offerTip"))
+            if why:
+                undone.append(button.text())
+        self.larger_label.setText(refusals_line(self._ability, self._model_name, undone) if undone else "")
+        self.larger_download.setText(self._download_text)
+        self._show_download()
+        self.larger_row.setVisible(bool(undone))
+
+    def set_download_offered_above(self, offered: bool) -> None:
+        """The welcome panel shows the same download as the greyed tasks' button (one offer on
+        screen, one size said once): the line says why, the button is left to the welcome."""
+        self._download_offered_above = offered
+        self._show_download()
+
+    def _show_download(self) -> None:
+        self.larger_download.setVisible(bool(self._download_text) and not self._download_offered_above)
+
+    def offer_document(self, document: Document | None) -> None:
+        """An empty chat with a document attached suggests what to ask of it (its chip's quick
+        actions, named in full), not the demo tasks; without one, the demo tasks again."""
+        self.demo_row.setVisible(document is None)
+        self.document_row.setVisible(document is not None)
+        if document is None:
+            self._offer_tasks(self.suggestion_buttons)
+        self.empty_hint.setText(
+            EMPTY_CHAT
+            if document is None
+            else f"Ask something about {document.name}, or start from one of these:"
+        )
+        row = self._document_layout
+        for button in self.document_buttons:
+            button.deleteLater()
+        self.document_buttons = []
+        while row.count():  # the last document's buttons and stretches
+            row.takeAt(0)
+        if document is None:
+            return
+        row.addStretch(1)
+        for quick in quick_actions_for(document):
+            request = quick.prompt.format(name=document.name)
+            button = QPushButton(quick.title)
+            button.setToolTip(f"Puts “{request}” in the message box; Enter sends it")
+            button.clicked.connect(lambda _=False, r=request: self.action_chosen.emit(r))
+            row.addWidget(button)
+            self.document_buttons.append(button)
+        row.addStretch(1)
+        self._offer_tasks(self.document_buttons)
