@@ -52,7 +52,6 @@ from ui.qt import theme
 from ui.settings.settings_dialog import SettingsDialog, needs_reload
 
 if TYPE_CHECKING:
-    from ui.chat.message_widget import MessageWidget
     from ui.chat.welcome import WelcomePanel
     from ui.chat.welcome_downloads import WelcomeDownloads
     from ui.models.models_page import ModelsPage
@@ -397,7 +396,7 @@ class MainWindow(QMainWindow):
         r.notice_changed.connect(self.chat.set_notice)
         r.speed_line_changed.connect(self.stats_label.setText)
         r.reply_progressed.connect(self.chat.on_replies_reply_progressed)  # the token path's last hops
-        r.reading_shown.connect(self.on_presenter_reading_shown)
+        r.reading_shown.connect(self.chat.on_replies_reading_shown)
         r.reply_ended.connect(self.chat.on_replies_reply_ended)
         r.reply_ended.connect(self.task_switch.on_reply_ended)
         r.reply_ended.connect(self.shrink_welcome)
@@ -473,17 +472,6 @@ class MainWindow(QMainWindow):
 
     def regenerate(self) -> None:
         self.presenter.regenerate()
-
-    def _live_widget(self) -> MessageWidget | None:
-        live = self.presenter.live
-        if live is None or not self.presenter.is_live_shown():
-            return None
-        return self.chat.widget_for(live.message_id)
-
-    def on_presenter_reading_shown(self, line: str) -> None:
-        widget = self._live_widget()
-        if widget is not None:
-            widget.show_reading(line)
 
     # ---- controller signals
 

@@ -104,6 +104,7 @@ class ChatView(QWidget):
         super().__init__(parent)
         self._widgets: dict[int, MessageWidget] = {}
         self._paged_id: int | None = None  # the conversation whose pages are shown (earlier ones join it)
+        self._streaming_id: int | None = None  # the last row shown streaming: the reply being generated
         self._sources: set[DraftSource] = set()  # of the tinted stretches shown (sources_shown)
         self._tint = True  # the drafted stretches tinted (View ▸ Highlight): set_tint
         self._is_busy = False
@@ -306,7 +307,16 @@ class ChatView(QWidget):
             position=position,
             version=row.version,
         )
+        if row.status == MessageStatus.STREAMING:
+            self._streaming_id = row.id
         self._show_sources(row.spans)
+
+    def on_replies_reading_shown(self, line: str) -> None:
+        """How far the reply being generated has read its prompt, on its message until its text
+        (where it is shown)."""
+        widget = self._widgets.get(self._streaming_id) if self._streaming_id is not None else None
+        if widget is not None:
+            widget.show_reading(line)
 
     def on_replies_reply_ended(self, ended: ReplyEnded) -> None:
         """The reply being generated ended: its final text, rendered once, and how it ended (where

@@ -423,10 +423,6 @@ class ChatPresenter(QObject):
             self.message_added.emit(row)
         self.conversations_changed.emit()
 
-    def is_live_shown(self) -> bool:
-        """Whether the reply being generated belongs to the conversation shown."""
-        return self.live is not None and self.live.conversation_id == self.conversation_id
-
     def stop_live(self) -> None:
         """Closing: stop the reply being generated and keep it, cut short, as interrupted."""
         self.replies.stop()
