@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 from app.host.controller import EngineController
 from app.host.messages import EngineInfo
 from app.library.catalog import CatalogPair
+from app.library.model_spec import ModelSpec
 from app.settings import Settings, SpeedUp, load_settings
 from app.store import Store
 from engine.config import DraftChoice
@@ -561,7 +562,7 @@ class MainWindow(QMainWindow):
         if not self.presenter.engine.choose_speculation(key):
             self.model_choices.show_draft_menu()
 
-    def on_header_model_chosen(self, model: str) -> None:
+    def on_header_model_chosen(self, model: ModelSpec) -> None:
         self.presenter.engine.choose_model(model)
         self.preset_choices.refresh()
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 
 from app import paths
+from app.library.model_spec import ModelSpec
 from engine.config import NGRAM_LOOKUP
 from ui.chat.model_picker import OPEN_FILE_ITEM
 
@@ -118,7 +119,7 @@ def test_the_model_picker_finds_a_model_as_you_type_with_its_size_and_fit(
     popup.setCurrentIndex(popup.model().index(1, 0))
     with qtbot.waitSignal(header.model_chosen, timeout=5_000) as chosen:
         qtbot.keyClick(popup, Qt.Key.Key_Return)
-    assert chosen.args == [str(picked)]
+    assert chosen.args == [ModelSpec(path=str(picked))]
     qtbot.waitUntil(
         lambda: window.controller.info is not None and window.controller.info.target_path == str(picked),
         timeout=60_000,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.library.catalog import MachineInfo, load_catalog
+from app.library.model_spec import ModelSpec
 from ui.chat.welcome import WelcomePanel
 from ui.presenters import words
 
@@ -116,7 +117,7 @@ def test_a_base_model_opened_from_a_file_is_offered_no_task_and_each_greyed_one_
     assert all(a.toolTip().startswith(why) for a in actions)
     assert not any(b.isEnabled() for b in chat.empty_state.document_buttons)
     # Back to the instruct model: offered again, with what each does on hover.
-    window.on_header_model_chosen(str(tiny_target))
+    window.on_header_model_chosen(ModelSpec(path=str(tiny_target)))
     qtbot.waitUntil(lambda: all(a.isEnabled() for a in actions), timeout=60_000)
     assert all(b.toolTip().startswith("Puts") for b in chat.empty_state.document_buttons)
 

@@ -15,6 +15,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QPainter, QPaintEvent, QStandardItemModel, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from app.library.model_spec import parse_model
 from app.settings import Preset, SpeedUp
 from engine.events import DraftSource
 from ui.chat.markdown_view import tint_format
@@ -71,7 +72,7 @@ class LegendSwatch(QWidget):
 
 
 class ChatHeader(QWidget):
-    model_chosen = Signal(str)  # "default" (a built-in model's name) or a GGUF path
+    model_chosen = Signal(object)  # ModelSpec: a built-in model (its name) or a GGUF file
     open_file_requested = Signal()  # "Open a GGUF file…": the window asks for one
     speed_up_chosen = Signal(object)  # app.settings.SpeedUp
     tint_toggled = Signal(bool)
@@ -247,7 +248,7 @@ class ChatHeader(QWidget):
             self._select_in_use()  # until a file is chosen
             self.open_file_requested.emit()
         elif key and key != self._in_use:
-            self.model_chosen.emit(str(key))
+            self.model_chosen.emit(parse_model(str(key)))
 
     # ---- presets
 

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 
 from app.host.messages import EngineInfo
 from app.library.catalog import CatalogPair, format_bytes
+from app.library.model_spec import ModelSpec
 from engine.config import DraftChoice
 from ui.chat.chat_header import ChatHeader
 from ui.chat.chat_view import ChatView
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 class ModelChoices(QObject):
     other_draft_requested = Signal()  # the draft menu's "another file…": the file dialog
-    model_opened = Signal(str)  # a model file opened (kept among the recent ones): load it
+    model_opened = Signal(object)  # ModelSpec: a model file opened (kept among the recent ones): load it
     small_pair_requested = Signal(object)  # CatalogPair: the chat's download of a model that does its tasks
 
     def __init__(self, presenter: ChatPresenter, header: ChatHeader, chat: ChatView, parent: QWidget) -> None:
@@ -147,4 +148,4 @@ class ModelChoices(QObject):
             self.presenter.update_settings(
                 replace(settings, recent_models=with_recent_model(settings.recent_models, path))
             )
-            self.model_opened.emit(path)
+            self.model_opened.emit(ModelSpec(path=path))

@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.host.controller import EngineController
 from app.host.messages import EngineInfo, SpeculationOff
+from app.library.model_spec import ModelSpec
 from app.settings import Settings, SpeedUp
 from engine.config import NGRAM_LOOKUP, PLAIN_DECODING, DraftChoice
 from engine.errors import Failure
@@ -232,13 +233,13 @@ class EnginePresenter(QObject):
         """The model in use as the model picker names it: a path, or a built-in model's name."""
         return self._model_override or self._settings().model_path or first_chat_model()
 
-    def choose_model(self, model: str) -> None:
+    def choose_model(self, model: ModelSpec) -> None:
         """The header's model picker: this model, with the speed-up chosen now (a draft model
         gives way to the text: it was chosen for the model before)."""
         draft = self._settings().draft
         if draft.model:
             draft = NGRAM_LOOKUP  # a draft model belongs to the target it was chosen for
-        self.choose_pair(model, draft)
+        self.choose_pair(model.text, draft)
 
     def choose_pair(self, target_path: str, draft: DraftChoice) -> None:
         """A pair from the Models page (or the welcome panel's download): saved, then loaded
