@@ -432,8 +432,9 @@ def format_params(n_params: int | None) -> str:
 
 
 @dataclass(frozen=True)
-class DraftCandidate:
-    """A local model considered as a draft for a target; problem is the broken rule, or None."""
+class LocalDraft:
+    """A model on this computer considered as a draft for a target (the pair doctor's hub files are
+    pair_doctor.DraftCandidate); problem is the broken rule, or None."""
 
     path: Path
     name: str
@@ -445,24 +446,24 @@ class DraftCandidate:
         return self.problem is None
 
 
-def draft_choices(target: GGUFInfo, candidates: Iterable[LocalModel]) -> list[DraftCandidate]:
+def draft_choices(target: GGUFInfo, candidates: Iterable[LocalModel]) -> list[LocalDraft]:
     """Every other local model, each file once (a copy of the target is the target), compatible
     ones first, each with the rule it breaks if any."""
-    choices: list[DraftCandidate] = []
+    choices: list[LocalDraft] = []
     seen = {file_identity(target.path) or target.path.resolve()}
     for model in candidates:
         if (identity := file_identity(model.path) or model.path.resolve()) in seen:
             continue
         seen.add(identity)
         if model.info is None:
-            choices.append(DraftCandidate(model.path, model.name, model.problem or "unreadable file"))
+            choices.append(LocalDraft(model.path, model.name, model.problem or "unreadable file"))
             continue
         try:
             check_pair(target, model.info)
         except IncompatiblePairError as e:
-            choices.append(DraftCandidate(model.path, model.name, str(e), e.refusal))
+            choices.append(LocalDraft(model.path, model.name, str(e), e.refusal))
             continue
-        choices.append(DraftCandidate(model.path, model.name, None))
+        choices.append(LocalDraft(model.path, model.name, None))
     choices.sort(key=lambda c: (not c.is_compatible, c.name.lower()))
     return choices
 
