@@ -13,7 +13,7 @@ import dataclasses
 import functools
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 from engine.adaptive import CALIBRATION_SIZES, DraftLengthController
@@ -457,13 +457,16 @@ class Engine:
         """Pass the events on; the reply's end is the engine's: the finished reply is kept for
         drafting later ones (prompt None: not kept; engine.text_index: a reply drafted from the
         index is there already, one decoded plainly is added), and the measured step costs are
-        written however the reply ends (finished, cancelled, failed or dropped)."""
+        written however the reply ends (finished, cancelled, failed or dropped: a reply dropped
+        early closes the step's generator first, as `yield from` would)."""
         try:
             for event in events:
                 if prompt is not None and isinstance(event, Finished):
                     self.memory.add(prompt, event.token_ids)
                 yield event
         finally:
+            if isinstance(events, Generator):
+                events.close()
             self._save_costs()
 
     def reset_cache(self, keep_memory: bool = False) -> None:
