@@ -28,9 +28,9 @@ The experiments each answered one question once; kept to re-run. What each answe
 - http_bench: what the HTTP path costs against the same work in process: 1.03-1.04x plain,
   0.91-1.01x with n-gram speculation (docs/lab-notebook.md).
 - reading_progress: how honest a long prompt's progress is (issue 51): the engine's time left past
-  20% of a 1.5B stand-in's 2,047-token reading, median -1% (worst -13%) at a steady load, -21%
+  20% of a 1.5B stand-in's 2,047-token reading, median -5% (worst -14%) at a steady load, -21%
   (worst +36%) while others' tests changed the speed 3x; the window's line every 250 ms never
-  said more read than the engine's next count.
+  said more read than the engine's next count (docs/findings.md).
 - replay_risk_bound: how much of the gap to the hindsight-best the per-reply risk limit itself
   takes: a policy within it reaches 96-98% on every kept curve, 92.7% on the slow AVX2 EPYC's
   (docs/history/2026-12-05-night-timing-batches-while-idle.md; tests/integration/test_replay.py).
@@ -46,8 +46,8 @@ The experiments each answered one question once; kept to re-run. What each answe
   stand-ins (0.5B 17.6 ms a token to 7B 126.9 ms), the 7B pair measured in 52.6 s, Cancel in
   0.76 s (docs/benchmarks/2026-12-06-standins.md).
 - stop_reading: how long a Stop takes while a prompt is read (issue 51): a Qwen2.5 1.5B stand-in's
-  128-row chunk ran to its end (median 2,276 ms, worst 3,540 ms) before llama.cpp's abort
-  callback, 16 ms after; a 7B one 6 ms (worst 38 ms) with chunks of 14-22 s, on the busy
+  128-row chunk ran to its end (median 1,297-2,276 ms, worst 3,540 ms) before llama.cpp's abort
+  callback, 5-16 ms after; a 7B one 5.9-10.7 s before, 6 ms (worst 38 ms) after, on the busy
   2-core machine (docs/findings.md; tests/engine/test_stop_reading.py).
 - trace_reply: why a warmed `tandem generate` copied slower than a first use (issue 35): one
   reply's steps in either state; a batch that grew llama.cpp's logits buffer priced its size
