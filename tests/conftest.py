@@ -132,6 +132,14 @@ def slow_target(models_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def big_draft(models_dir: Path) -> Path:
+    """A "draft" far larger than tiny_target (its vocabulary, 75 MB of F32 weights: each token
+    reads them all, tens of plain steps of the target): drafting with it can never pay, by a
+    margin no busy machine's timing noise closes (slow_target as the draft was within 2-3x)."""
+    return write_tiny_model(models_dir / "big-draft.gguf", seed=1, n_layers=8, n_embd=384, n_ff=1536)
+
+
+@pytest.fixture(scope="session")
 def tiny_base(models_dir: Path) -> Path:
     """tiny_target without a chat template: a base model, prompted as a plain-text transcript."""
     import tests.tiny

@@ -4,6 +4,7 @@ and a corrupt, stale or foreign cache is ignored and rewritten, never an error."
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -109,14 +110,14 @@ def test_an_unwritable_cache_is_no_error(tiny_target: Path, tmp_path: Path) -> N
 
 
 def test_a_draft_model_known_not_to_pay_is_never_loaded(
-    tiny_target: Path, slow_target: Path, tmp_path: Path
+    tiny_target: Path, big_draft: Path, tmp_path: Path
 ) -> None:
     # A "draft" far larger than its target (same vocabulary): drafting can never beat plain
     # decoding. The first engine finds that out by measuring (one bounded probe, in a reply long
     # enough that a first use tries the pair); the second knows it from the cache and never even
     # loads it.
     cache = tmp_path / "costs"
-    first = Engine(config(tiny_target, cache, draft=str(slow_target), draft_lookup=False))
+    first = Engine(config(tiny_target, cache, draft=str(big_draft), draft_lookup=False))
     try:
         result = generate(first, max_tokens=FIRST_REPLY_MIN_TOKENS)
     finally:
@@ -131,7 +132,7 @@ def test_a_draft_model_known_not_to_pay_is_never_loaded(
     assert data is not None and data["draft_ratio"] is not None
     data["draft_ratio"] = max(data["draft_ratio"], 10.0)
     CostCache(cache).save(key, data)
-    second = Engine(config(tiny_target, cache, draft=str(slow_target), draft_lookup=False))
+    second = Engine(config(tiny_target, cache, draft=str(big_draft), draft_lookup=False))
     try:
         again = generate(second, max_tokens=FIRST_REPLY_MIN_TOKENS)
         assert second._model is not None and not second._model.loaded
@@ -149,7 +150,7 @@ def test_a_draft_model_known_not_to_pay_is_never_loaded(
     one = float(data["step_s"]["1"])
     data["step_s"] = {str(n): one * (1 + 0.05 * (n - 1)) for n in (1, 2, 3, 5, 9)}
     CostCache(cache).save(key, data)
-    third = Engine(config(tiny_target, cache, draft=str(slow_target)))
+    third = Engine(config(tiny_target, cache, draft=str(big_draft)))
     try:
         hybrid = generate(third, max_tokens=FIRST_REPLY_MIN_TOKENS)
         assert third._model is not None and not third._model.loaded
@@ -164,7 +165,7 @@ def test_a_draft_model_known_not_to_pay_is_never_loaded(
 
 
 def test_a_short_reply_does_not_wait_for_a_draft_model_it_cannot_repay(
-    slow_target: Path, tiny_draft: Path, tmp_path: Path
+    slow_target: Path, tiny_draft: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The first engine measures a pair whose draft is far cheaper than its target, including how
     # long the draft model takes to load.
@@ -192,10 +193,23 @@ def test_a_short_reply_does_not_wait_for_a_draft_model_it_cannot_repay(
     t1 = data["step_s"]["1"]
     data["step_s"] = {"1": t1, "2": 1.1 * t1, "4": 1.3 * t1}
     CostCache(cache).save(key, data)
+    # The load takes as long as the reply here: begun beside the target, it ends only after the
+    # reply (the tiny draft would otherwise load in milliseconds, sometimes before the reply reads
+    # its prompt, and a model loaded costs no wait: then drafting is right, and this test is moot).
+    replied = threading.Event()
+    real_loader = Engine._draft_loader
+
+    def slow_loader(self: Engine, info: object, n_ctx: int) -> object:
+        load = real_loader(self, info, n_ctx)
+        return lambda cancel: (replied.wait(30), load(cancel))[1]
+
+    monkeypatch.setattr(Engine, "_draft_loader", slow_loader)
     second = Engine(config(slow_target, cache, draft=str(tiny_draft), draft_lookup=False))
     try:
         short = generate(second, max_tokens=4)
+        replied.set()
     finally:
+        replied.set()
         second.close()
     assert short.stats.n_drafted == 0 and short.stats.draft_catch_up_s == 0.0
     assert "cannot repay starting the draft model" in short.stats.note

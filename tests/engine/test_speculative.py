@@ -418,11 +418,11 @@ def test_chat_template_from_metadata(tiny_target: Path) -> None:
     assert prompt == "<|system|>be brief\n<|user|>hi\n<|assistant|>"
 
 
-def test_a_draft_model_that_cannot_pay_says_so(tiny_target: Path, slow_target: Path) -> None:
+def test_a_draft_model_that_cannot_pay_says_so(tiny_target: Path, big_draft: Path) -> None:
     # A "draft" far larger than its target (same vocabulary): drafting can never beat plain
     # decoding. Nothing is cached here, so the engine learns it from one bounded probe, in a
     # reply long enough for a first use to try the draft model (FIRST_REPLY_MIN_TOKENS).
-    engine = Engine(EngineConfig(str(tiny_target), draft=DraftChoice.parse(str(slow_target)), n_ctx=512))
+    engine = Engine(EngineConfig(str(tiny_target), draft=DraftChoice.parse(str(big_draft)), n_ctx=512))
     try:
         result = run(engine, PROMPTS[0], max_tokens=FIRST_REPLY_MIN_TOKENS)
     finally:
