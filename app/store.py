@@ -230,7 +230,6 @@ def fts_query(search: str) -> str:
 MAX_SEARCH = 1000  # characters of a search that count (more finds nothing more)
 EARLIER_VERSION = "earlier version: "  # a search's snippet from a version not shown (search_snippets)
 
-NGRAM_DRAFTER = "ngram"  # the drafter key of n-gram lookup (a draft model's is its model_key)
 MIN_PAIR_REPLIES = 3  # fewer measured replies than this: the pair doctor keeps its estimate
 PAIR_REPLIES_KEPT = 50  # the latest replies of a pair that its measured figure is made of
 
@@ -1042,8 +1041,8 @@ class Store:
         n_generated: int,
         message_id: int | None = None,
     ) -> None:
-        """Keep one reply's whole-request speedup for a (target, drafter) pair (model_key,
-        NGRAM_DRAFTER)."""
+        """Keep one reply's whole-request speedup for a (target, drafter) pair: model_keys, the
+        drafter's Speculation.NGRAM for n-gram lookup (kept as its text, "ngram")."""
         with self._db:
             self._db.execute(
                 "INSERT INTO pair_replies (target, drafter, speedup, is_plain_estimate, n_generated, "

@@ -13,7 +13,7 @@ from typing import Any
 
 from app.api.requests import GenerationRequest
 from app.host.messages import EngineInfo
-from engine.events import Finished, Reading, Stats
+from engine.events import Finished, Reading, Speculation, Stats
 
 
 def say(line: str) -> None:
@@ -56,7 +56,7 @@ def _lmstudio_stats(stats: Stats | None, info: EngineInfo) -> dict[str, Any]:
         "time_to_first_token": round(stats.prefill_s, 4),
         "generation_time": round(stats.decode_s, 4),
         "stop_reason": None,
-        "draft_model": info.draft_name if stats.speculation != "none" else None,
+        "draft_model": info.draft_name if stats.speculation != Speculation.NONE else None,
         "total_draft_tokens_count": stats.n_drafted,
         "accepted_draft_tokens_count": stats.n_accepted,
         "rejected_draft_tokens_count": stats.n_drafted - stats.n_accepted,
@@ -124,7 +124,7 @@ class Reply:
         return {
             "timings": timings(stats),
             "stats": lm,
-            "speculation": stats.speculation if stats else "none",
+            "speculation": stats.speculation if stats else Speculation.NONE,
         }
 
     def whole(self, finished: Finished) -> dict[str, Any]:

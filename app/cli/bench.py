@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from app.cli.cli_base import Parser, moved_flag
 from app.cli.options import add_draft_arg, add_engine_args
 from app.paths import resources_dir
-from engine.config import DraftChoice, SamplingParams
+from engine.config import NGRAM_LOOKUP, DraftChoice, SamplingParams
 from engine.errors import TandemError
 from engine.events import Finished, Speculation, Stats
 
@@ -372,7 +372,7 @@ def add_bench_args(b: argparse.ArgumentParser, draft_help: str) -> None:
     """The options this bench and the lab bench share: the engine, the draft, the prompts and how
     each reply is sampled."""
     add_engine_args(b, model_default="default")
-    add_draft_arg(b, "ngram", draft_help)
+    add_draft_arg(b, NGRAM_LOOKUP, draft_help)
     b.add_argument("--prompts", default=None, help='JSONL file of {"name", "set", "prompt"} lines')
     b.add_argument(
         "--sets", default=None, help="comma-separated built-in sets (copy,code,qa,writing,documents)"

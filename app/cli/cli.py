@@ -14,6 +14,7 @@ import sys
 from app.cli.bench import REPLAY_MOVED, add_bench_parser
 from app.cli.cli_base import EXIT_BAD_INPUT, Parser, at_the_edge, fail
 from app.cli.options import add_draft_arg, add_engine_args
+from engine.config import PLAIN_DECODING
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("generate", help="generate text from a prompt")
     add_engine_args(g, model_default="")  # required unless --remote (checked in cmd_generate)
-    add_draft_arg(g, "none", "draft GGUF path, `ngram`, or `none` (default)")
+    add_draft_arg(g, PLAIN_DECODING, "draft GGUF path, `ngram`, or `none` (default)")
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="the prompt text")
     src.add_argument("--prompt-file", help="read the prompt from this file")

@@ -24,8 +24,9 @@ def resolve_model(spec: str) -> str:
     return parse_model(spec).resolve()
 
 
-def add_draft_arg(p: argparse.ArgumentParser, default: str, help: str) -> None:
-    """--draft, read once here into the typed choice every subcommand then passes on."""
+def add_draft_arg(p: argparse.ArgumentParser, default: DraftChoice, help: str) -> None:
+    """--draft, read once here into the typed choice every subcommand then passes on (`default`
+    as is: argparse reads only a text default with `type`)."""
     p.add_argument("--draft", type=DraftChoice.parse, default=default, help=help)
 
 

@@ -32,7 +32,7 @@ def _report(
     tps = (n_generated - 1) / decode_s if n_generated > 1 and decode_s > 0 else 0.0
     speculation = result.speculation
     if speculation is None and drafted is not None:
-        speculation = "draft" if drafted > 0 else "none"
+        speculation = Speculation.DRAFT if drafted > 0 else Speculation.NONE
     stop_reason = (
         result.stats.get("stop_reason") if isinstance(result.stats.get("stop_reason"), str) else None
     )

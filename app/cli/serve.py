@@ -18,13 +18,14 @@ from app.api.responses import model_id, say
 from app.api.serve import DEFAULT_HOST, DEFAULT_PORT, ApiServer, listen, uvicorn_config
 from app.cli.options import add_draft_arg, add_engine_args
 from app.host.messages import EngineInfo
+from engine.config import NGRAM_LOOKUP
 from engine.rpc import is_loopback
 
 
 def add_serve_parser(sub: Any) -> None:
     s = sub.add_parser("serve", help="serve the model on an OpenAI-compatible HTTP API")
     add_engine_args(s, model_default="default")
-    add_draft_arg(s, "ngram", "draft GGUF path, `ngram` (default), or `none`")
+    add_draft_arg(s, NGRAM_LOOKUP, "draft GGUF path, `ngram` (default), or `none`")
     s.add_argument(
         "--host",
         default=DEFAULT_HOST,

@@ -26,9 +26,6 @@ from engine.events import Speculation
 from engine.gguf_info import GGUFInfo, read_gguf_info
 from engine.pairing import check_pair
 
-# How the catalog file, the pair picker and pair_chosen spell n-gram lookup (the draft that needs no model).
-NGRAM = str(Speculation.NGRAM)
-
 
 class CatalogError(TandemError):
     """resources/catalog.json is missing or malformed (a packaging bug, not a user mistake)."""
@@ -184,7 +181,7 @@ def parse_catalog(data: dict[str, Any]) -> Catalog:
         draft_key = _require(entry, "draft", str, where)
         if target_key not in models:
             raise CatalogError(f"the catalog is malformed: {where} names unknown target '{target_key}'")
-        if draft_key != NGRAM and draft_key not in models:
+        if draft_key != Speculation.NGRAM and draft_key not in models:
             raise CatalogError(f"the catalog is malformed: {where} names unknown draft '{draft_key}'")
         speedup_entry = entry.get("reported_speedup")
         speedup = None
@@ -200,7 +197,7 @@ def parse_catalog(data: dict[str, Any]) -> Catalog:
                 name=name,
                 title=_require(entry, "title", str, where),
                 target=models[target_key],
-                draft=None if draft_key == NGRAM else models[draft_key],
+                draft=None if draft_key == Speculation.NGRAM else models[draft_key],
                 min_ram_bytes=_require(entry, "min_ram_bytes", int, where),
                 is_gpu_recommended=bool(entry.get("is_gpu_recommended", False)),
                 hardware=str(entry.get("hardware", "")),

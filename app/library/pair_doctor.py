@@ -70,13 +70,13 @@ from app.library.standin import StandinError, StandinPlan, plan_from_header
 from app.paths import user_path
 from app.store import (
     MIN_PAIR_REPLIES,
-    NGRAM_DRAFTER,
     PairMeasurement,
     model_key,
     model_key_of_file,
     read_pair_measurement,
 )
 from engine.errors import IncompatiblePairError, TandemError
+from engine.events import Speculation
 from engine.gguf_info import GGUFInfo, known_architectures
 from engine.pairing import check_pair
 
@@ -568,7 +568,7 @@ def measured_pair(
     """What replies with this pair measured on this machine (the chat keeps each reply's
     speedup per pair in its store), or None before enough replies. draft None: n-gram lookup."""
     target_key = facts_key(target)
-    drafter_key = facts_key(draft) if draft is not None else NGRAM_DRAFTER
+    drafter_key = facts_key(draft) if draft is not None else Speculation.NGRAM
     if target_key is None or drafter_key is None:
         return None
     return read_pair_measurement(target_key, drafter_key, store_path)

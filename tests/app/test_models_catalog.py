@@ -10,7 +10,6 @@ import pytest
 
 from app import paths
 from app.library.catalog import (
-    NGRAM,
     CatalogError,
     MachineInfo,
     UnknownPairError,
@@ -22,6 +21,7 @@ from app.library.catalog import (
     scan_local_models,
     total_ram_bytes,
 )
+from engine.events import Speculation
 from engine.gguf_info import read_gguf_info
 
 GiB = 1024**3
@@ -136,7 +136,7 @@ def test_draft_choices_put_compatible_drafts_first_and_explain_the_others(
 def test_ngram_constant_matches_the_settings_value() -> None:
     from app.settings import Settings
 
-    assert Settings().draft.text == NGRAM
+    assert Settings().draft.text == Speculation.NGRAM
 
 
 def test_catalog_corrections_checked_against_the_hub() -> None:

@@ -18,7 +18,6 @@ from app import paths
 from app.library import pair_doctor as doctor
 from app.store import (
     MIN_PAIR_REPLIES,
-    NGRAM_DRAFTER,
     SCHEMA_V1,
     SCHEMA_V2_SEARCH,
     SCHEMA_V3_ATTACHMENTS,
@@ -29,6 +28,7 @@ from app.store import (
     read_pair_measurement,
     schema_version,
 )
+from engine.events import Speculation
 from tests.app.test_pair_doctor import (  # noqa: F401 - fixtures
     DRAFT,
     TARGET,
@@ -62,12 +62,12 @@ def test_a_store_of_version_4_gains_the_pair_table_and_keeps_its_rows(tmp_path: 
     db.execute("INSERT INTO conversations (title, created_at, updated_at) VALUES ('kept', 0, 0)")
     db.commit()
     db.close()
-    assert read_pair_measurement("t.gguf:1", NGRAM_DRAFTER, path) is None  # no table yet: nothing
+    assert read_pair_measurement("t.gguf:1", Speculation.NGRAM, path) is None  # no table yet: nothing
     store = Store(path)
     assert store.version == schema_version() > 4
     assert [c.title for c in store.conversations()] == ["kept"]
-    keep(store, "t.gguf:1", NGRAM_DRAFTER, 2.0, 1.0, 3.0)
-    measured = store.pair_measurement("t.gguf:1", NGRAM_DRAFTER)
+    keep(store, "t.gguf:1", Speculation.NGRAM, 2.0, 1.0, 3.0)
+    measured = store.pair_measurement("t.gguf:1", Speculation.NGRAM)
     assert measured is not None and measured.n_replies == 3 and measured.speedup == 2.0
     store.close()
 
@@ -79,10 +79,10 @@ def test_a_pair_is_measured_from_three_replies_by_their_median(tmp_path: Path) -
     assert store.pair_measurement("t.gguf:10", "d.gguf:5") is None  # two replies: too few
     assert read_pair_measurement("t.gguf:10", "d.gguf:5", path) is None
     keep(store, "t.gguf:10", "d.gguf:5", 9.0)
-    keep(store, "t.gguf:10", NGRAM_DRAFTER, 1.2, 1.2, 1.2, is_plain_estimate=True)
+    keep(store, "t.gguf:10", Speculation.NGRAM, 1.2, 1.2, 1.2, is_plain_estimate=True)
     m = read_pair_measurement("t.gguf:10", "d.gguf:5", path)  # read-only, beside the open store
     assert m is not None and (m.speedup, m.n_replies, m.is_plain_estimate) == (2.4, 3, False)
-    ngram = read_pair_measurement("t.gguf:10", NGRAM_DRAFTER, path)
+    ngram = read_pair_measurement("t.gguf:10", Speculation.NGRAM, path)
     assert ngram is not None and ngram.is_plain_estimate
     assert read_pair_measurement("t.gguf:11", "d.gguf:5", path) is None  # another file size: another model
     assert read_pair_measurement("t.gguf:10", "d.gguf:5", tmp_path / "none.db") is None
@@ -130,7 +130,7 @@ def test_replies_with_a_pair_are_kept_and_the_doctor_reads_them_back(
         assert all(f is not None for f in figures), [e.stats for e in ended]
         key = model_key_of_file(tiny_target)
         assert key is not None
-        measured = store.pair_measurement(key, NGRAM_DRAFTER)
+        measured = store.pair_measurement(key, Speculation.NGRAM)
         assert measured is not None and measured.n_replies == MIN_PAIR_REPLIES
         assert measured.speedup == pytest.approx(sorted(f for f in figures if f is not None)[1])
     finally:
@@ -149,7 +149,7 @@ def test_replies_with_a_pair_are_kept_and_the_doctor_reads_them_back(
 def test_a_reply_cut_short_or_with_the_speed_up_off_is_not_kept() -> None:
     from app.host.messages import EngineInfo
     from engine.config import DraftChoice
-    from engine.events import Speculation, StatsRecord
+    from engine.events import StatsRecord
     from ui.presenters.speed_presenter import pair_reply
 
     info = EngineInfo(
@@ -166,7 +166,7 @@ def test_a_reply_cut_short_or_with_the_speed_up_off_is_not_kept() -> None:
         stop_reason="length",
     )
     kept = pair_reply(long, info)
-    assert kept is not None and kept.drafter == NGRAM_DRAFTER and not kept.is_plain_estimate
+    assert kept is not None and kept.drafter == Speculation.NGRAM and not kept.is_plain_estimate
     assert kept.speedup == pytest.approx((0.1 + 64 / 32) / 1.1)
     assert pair_reply(StatsRecord(**{**_fields(long), "stop_reason": "cancelled"}), info) is None
     assert pair_reply(StatsRecord(**{**_fields(long), "n_generated": 8}), info) is None  # too short
@@ -196,7 +196,7 @@ def test_check_says_the_estimate_then_what_was_measured_here(
 
     store = Store(paths.database_path())
     keep(store, hub_key(hub, TARGET), hub_key(hub, DRAFT), 1.8, 2.1, 2.3)
-    keep(store, hub_key(hub, TARGET), NGRAM_DRAFTER, 1.3, 1.4, 1.4, 1.6)
+    keep(store, hub_key(hub, TARGET), Speculation.NGRAM, 1.3, 1.4, 1.4, 1.6)
     store.close()
 
     code, out, _ = run(capsys, "check", TARGET, "--draft", DRAFT)

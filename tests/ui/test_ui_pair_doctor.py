@@ -13,7 +13,8 @@ from PySide6.QtCore import QTimer
 
 from app import paths
 from app.library.catalog import MachineInfo, parse_catalog
-from app.store import NGRAM_DRAFTER, Store
+from app.store import Store
+from engine.events import Speculation
 from tests.app.test_pair_doctor import (  # noqa: F401 - fixtures
     BAD_DRAFT,
     DRAFT,
@@ -117,7 +118,7 @@ def test_the_estimate_until_replies_measured_the_pair_then_the_measured_figure(
         )
     for speedup in (1.2, 1.3, 1.3, 1.5):
         store.add_pair_reply(
-            hub_key(hub, TARGET), NGRAM_DRAFTER, speedup, is_plain_estimate=False, n_generated=80
+            hub_key(hub, TARGET), Speculation.NGRAM, speedup, is_plain_estimate=False, n_generated=80
         )
     store.close()
     panel.check_button.click()

@@ -28,7 +28,6 @@ from app.library.catalog import (
     local_model,
     scan_local_models,
 )
-from engine.config import DraftChoice
 from ui.chat.welcome import Recommendation
 from ui.models.catalog_section import CatalogSection, IncompatiblePairs
 from ui.models.download_jobs import DownloadJobs, DownloadOptions
@@ -89,7 +88,7 @@ class ModelsPage(QWidget):
         self.download_view.finished.connect(self.download_finished)
         self.download_view.failed.connect(self.download_failed)
         self.doctor = PairDoctorPanel(self.downloads, self.models_dir)
-        self.doctor.pair_chosen.connect(self.on_doctor_pair_chosen)
+        self.doctor.pair_chosen.connect(self.pair_chosen)
         self.doctor.measured_here.connect(self.catalog_section.show_measured_here)
         self.local_box = LocalModelsBox(self.models_dir)
         self.imports = ModelImports(self.models_dir, self)
@@ -145,10 +144,6 @@ class ModelsPage(QWidget):
         self.catalog_section.show_fit_and_recommendation()
 
     # --- the models here ---------------------------------------------------------------------------
-
-    def on_doctor_pair_chosen(self, target_path: str, draft: str) -> None:
-        """The pair doctor's "Chat with this pair" (its signal carries the draft's text)."""
-        self.pair_chosen.emit(target_path, DraftChoice.parse(draft))
 
     def set_model_in_use(self, path: str | None) -> None:
         """The engine's target (the built-in model, or one opened with --model): listed among the

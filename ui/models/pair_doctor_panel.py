@@ -41,11 +41,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.library import pair_doctor as doctor
-from app.library.catalog import NGRAM, format_bytes, format_params
+from app.library.catalog import format_bytes, format_params
 from app.library.downloads import DownloadProgress, FileRequest, local_path_for
 from app.library.measure import ACCEPTANCE_SOURCE_WORDS, MeasureProgress, PairFigures
 from app.settings import SpeedUp
 from app.store import MIN_PAIR_REPLIES, PairMeasurement
+from engine.config import NGRAM_LOOKUP, DraftChoice
 from engine.errors import TandemError
 from ui.models.download_jobs import DownloadEnd, DownloadJobs
 from ui.models.pair_card import app_palette, bad_colour, good_colour
@@ -77,7 +78,7 @@ class _TaskSignals(QObject):
 class PairDoctorPanel(QGroupBox):
     """Search box, results, a target and a draft to check, the report, drafts, download, chat."""
 
-    pair_chosen = Signal(str, str)  # target path, draft path or "ngram"
+    pair_chosen = Signal(str, object)  # target path, DraftChoice (the draft file, or n-gram lookup)
     measured_here = Signal()  # stand-ins were timed: the catalog's cards may know more now
 
     def __init__(
@@ -480,7 +481,7 @@ class PairDoctorPanel(QGroupBox):
         self._drafts_for = target.label
         self.drafts_list.clear()
         ngram = QListWidgetItem(ngram_words(report))
-        ngram.setData(Qt.ItemDataRole.UserRole, NGRAM)
+        ngram.setData(Qt.ItemDataRole.UserRole, NGRAM_LOOKUP)  # the others: a hub file's ref
         self.drafts_list.addItem(ngram)
         self.drafts_list.setVisible(True)
         self.set_status("Looking for drafts on the hub…")
@@ -511,7 +512,7 @@ class PairDoctorPanel(QGroupBox):
         ref = item.data(Qt.ItemDataRole.UserRole)
         if not ref or not item.flags() & Qt.ItemFlag.ItemIsEnabled:
             return
-        if ref == NGRAM:
+        if ref == NGRAM_LOOKUP:
             self.draft_edit.clear()
             self.check()  # the target alone: n-gram lookup needs no second model
             return
@@ -622,7 +623,8 @@ class PairDoctorPanel(QGroupBox):
         if not paths or not all(p.is_file() for p in paths):
             self._offer_download()
             return
-        self.pair_chosen.emit(str(paths[0]), str(paths[1]) if len(paths) > 1 else NGRAM)
+        draft = DraftChoice.of_model(str(paths[1])) if len(paths) > 1 else NGRAM_LOOKUP
+        self.pair_chosen.emit(str(paths[0]), draft)
 
 
 def _brush(colour: str) -> QBrush:

@@ -16,9 +16,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QPushButton, QWidget
 
-from app.library.catalog import NGRAM, LocalModel, draft_choices, local_model
+from app.library.catalog import LocalModel, draft_choices, local_model
 from app.settings import SpeedUp
-from engine.config import PLAIN_DECODING, DraftChoice
+from engine.config import NGRAM_LOOKUP, PLAIN_DECODING, DraftChoice
 from ui.chat.model_picker import ModelPicker, built_in_file, chat_models
 from ui.presenters.words import BUILT_IN_MODELS, choice_name, model_name
 
@@ -132,7 +132,7 @@ class PairPicker(QGroupBox):
             self.pair_explanation.setText("No local model yet: download a pair or import a GGUF file.")
             return
         # The speed-up's names as the header says them (ui.presenters.words), not the engine's.
-        self.draft_combo.addItem(choice_name(SpeedUp.NGRAM), NGRAM)
+        self.draft_combo.addItem(choice_name(SpeedUp.NGRAM), NGRAM_LOOKUP.text)
         self.draft_combo.addItem(f"{choice_name(SpeedUp.NONE)} (the usual speed)", PLAIN_DECODING.text)
         target = self._target(str(target_path))
         if target is None or target.info is None:  # a built-in model made on first use

@@ -12,7 +12,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.host.messages import EngineInfo
 from app.settings import Settings
-from app.store import NGRAM_DRAFTER, model_key_of_file
+from app.store import model_key_of_file
 from engine.events import Finished, Speculation, Stats, StatsRecord
 from ui.presenters.verdict import BUSY_SHARE, FAILURE_KEY, STEPS_KEY, headline
 
@@ -157,7 +157,7 @@ class PairReply:
     """What one reply measured for its pair on this machine (kept for the pair doctor)."""
 
     target: str  # app.store.model_key
-    drafter: str  # a draft model's model_key, or NGRAM_DRAFTER
+    drafter: str  # a draft model's model_key, or Speculation.NGRAM (n-gram lookup)
     speedup: float  # the whole request against plain decoding here, as the reply's headline says
     is_plain_estimate: bool
     n_generated: int
@@ -181,7 +181,7 @@ def pair_reply(record: StatsRecord, info: EngineInfo | None) -> PairReply | None
             return None
         drafter = model_key_of_file(info.draft.model)
     else:
-        drafter = NGRAM_DRAFTER
+        drafter = Speculation.NGRAM
     target = model_key_of_file(info.target_path)
     if target is None or drafter is None:
         return None
