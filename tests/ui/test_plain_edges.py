@@ -11,6 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QKeySequence
 
+from engine.events import DraftSource
 from ui.chat.conversation_list import ExportFormat
 from ui.qt import theme
 
@@ -142,11 +143,11 @@ def test_the_highlight_legend_shows_with_the_chat_only(qtbot, open_window, tiny_
     # Review ux-3 #12: the header legend showed the last conversation's sources over Compare and Models.
     window = open_window(tiny_target, wait_loaded=False)
     header = window.header
-    header.set_sources(["document", "text"])
+    header.set_sources([DraftSource.DOCUMENT, DraftSource.TEXT])
     assert header.legend.isVisibleTo(window) and all(s.isVisibleTo(window) for s in header.swatches)
     window.tabs.setCurrentWidget(window.models_page)
     assert not header.legend.isVisibleTo(window) and not any(s.isVisibleTo(window) for s in header.swatches)
-    header.set_sources(["memory"])  # a source named while the chat is away stays hidden with it
+    header.set_sources([DraftSource.MEMORY])  # a source named while the chat is away stays hidden with it
     assert not any(s.isVisibleTo(window) for s in header.swatches)
     window.tabs.setCurrentIndex(0)
     assert header.legend.isVisibleTo(window) and all(s.isVisibleTo(window) for s in header.swatches)

@@ -180,7 +180,7 @@ class ChatHeader(QWidget):
 
     def set_sources(self, sources: Iterable[DraftSource]) -> None:
         """Name these sources in the legend (those of the conversation shown), each with its swatch."""
-        known = frozenset(DraftSource(s) if s in SOURCE_NAMES else DraftSource.NONE for s in sources)
+        known = frozenset(sources)
         if known != self._sources:
             self._sources = known
             self.restyle()

@@ -2,20 +2,20 @@
 stretch in the look of where its guess came from (ui.qt.theme.DraftLook: an attached document, the
 conversation, an earlier reply, the draft model).
 
-Qt's Markdown importer rewrites the source (markup removed, whitespace folded), so a character
-range of the source is not a range of the document. After rendering, each document character
-is matched to the next equal source character within a short window (markup is skipped over,
-a folded line break matches any whitespace); the draft's spans of the source then map onto the
+Qt's Markdown importer rewrites the Markdown text (markup removed, whitespace folded), so a character
+range of the text is not a range of the document. After rendering, each document character
+is matched to the next equal text character within a short window (markup is skipped over,
+a folded line break matches any whitespace); the draft's spans of the text then map onto the
 document. A character that cannot be matched is simply left untinted. Long stretches where the
-document and the source agree are matched a slice at a time, not a character at a time.
+document and the text agree are matched a slice at a time, not a character at a time.
 
-While a reply streams, `MessageBody.stream` lays out only what is new: the source is cut at
+While a reply streams, `MessageBody.stream` lays out only what is new: the text is cut at
 block boundaries (a blank line outside a code fence, the end of a closing fence); the blocks
 before the last cut are rendered once and stay, and only the open block after it is rendered
 again and replaces the previous open block at the end of the document. When the reply ends,
 `set_content` renders the whole text once: the final document is exactly `render`'s.
 
-Why this file is long: the mapping of source to document, the streamed render (cut points, open
+Why this file is long: the mapping of text to document, the streamed render (cut points, open
 code fences) and the settled render are one renderer, tested together against a full render
 (tests/ui/test_ui_markdown.py).
 """
@@ -110,41 +110,43 @@ def _is_word_char(ch: str) -> bool:
     return ch.isalnum() or ch in "_'’"
 
 
-def whole_words(source: str, spans: Sequence[DraftSpan]) -> list[DraftSpan]:
+def whole_words(markdown: str, spans: Sequence[DraftSpan]) -> list[DraftSpan]:
     """Spans with each edge that falls inside a word moved to the nearer end of that word: a
     draft's tokens end mid-word ("com|ittee"), and half a word tinted reads as a glitch. A word
     is tinted whole or not at all; the spans stay one per span (one may become empty)."""
 
     def snap(i: int) -> int:
-        if not 0 < i < len(source) or not (_is_word_char(source[i - 1]) and _is_word_char(source[i])):
+        if not 0 < i < len(markdown) or not (_is_word_char(markdown[i - 1]) and _is_word_char(markdown[i])):
             return i
         start, end = i, i
-        while start > 0 and _is_word_char(source[start - 1]):
+        while start > 0 and _is_word_char(markdown[start - 1]):
             start -= 1
-        while end < len(source) and _is_word_char(source[end]):
+        while end < len(markdown) and _is_word_char(markdown[end]):
             end += 1
         return start if i - start <= end - i else end
 
     return [replace(s, start=snap(s.start), end=max(snap(s.start), snap(s.end))) for s in spans]
 
 
-def tint_ranges(doc: QTextDocument, source: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The [start, end) document positions whose characters came from drafted source characters."""
-    return [(start, end) for start, end, _ in source_ranges(doc, source, [DraftSpan(a, b) for a, b in spans])]
+def tint_ranges(doc: QTextDocument, markdown: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The [start, end) document positions whose characters came from drafted markdown characters."""
+    return [
+        (start, end) for start, end, _ in draft_ranges(doc, markdown, [DraftSpan(a, b) for a, b in spans])
+    ]
 
 
-def source_ranges(
-    doc: QTextDocument, source: str, spans: Sequence[DraftSpan]
+def draft_ranges(
+    doc: QTextDocument, markdown: str, spans: Sequence[DraftSpan]
 ) -> list[tuple[int, int, DraftSource]]:
-    """The [start, end) document positions whose characters came from drafted source characters,
+    """The [start, end) document positions whose characters came from drafted markdown characters,
     each with the source of its draft ("" where unknown).
 
-    Each block's text and its separator are matched, in document order, to the source: a
-    document character takes the next equal source character within LOOKAHEAD (whitespace
-    only the next source character, if that is whitespace). Block separators are never tinted.
+    Each block's text and its separator are matched, in document order, to the markdown: a
+    document character takes the next equal markdown character within LOOKAHEAD (whitespace
+    only the next markdown character, if that is whitespace). Block separators are never tinted.
     """
-    n = len(source)
-    drafted = _tagged(whole_words(source, spans), n)
+    n = len(markdown)
+    drafted = _tagged(whole_words(markdown, spans), n)
     if not drafted:
         return []
     texts: list[str] = []
@@ -162,22 +164,22 @@ def source_ranges(
         block = block.next()
     joined = "".join(texts)
 
-    # Matched stretches (index in joined, index in source, length), source indices increasing.
+    # Matched stretches (index in joined, index in markdown, length), markdown indices increasing.
     matches: list[tuple[int, int, int]] = []
     i = j = 0
     while i < length and j < n:
-        same = _common_prefix_length(joined, i, source, j)
+        same = _common_prefix_length(joined, i, markdown, j)
         if same:
             matches.append((i, j, same))
             i, j = i + same, j + same
             continue
         ch = joined[i]
         if ch.isspace():
-            if source[j].isspace():
+            if markdown[j].isspace():
                 matches.append((i, j, 1))
                 j += 1
         else:
-            k = source.find(ch, j, j + LOOKAHEAD)
+            k = markdown.find(ch, j, j + LOOKAHEAD)
             if k >= 0:
                 matches.append((i, k, 1))
                 j = k + 1
@@ -233,10 +235,10 @@ def tint_format(source: DraftSource = DraftSource.NONE) -> QTextCharFormat:
     return fmt
 
 
-def render(doc: QTextDocument, source: str, spans: Sequence[DraftSpan], tint: bool) -> None:
-    """Render Markdown `source` into `doc`, its drafted `spans` tinted (when `tint`) by their
+def render(doc: QTextDocument, markdown: str, spans: Sequence[DraftSpan], tint: bool) -> None:
+    """Render `markdown` into `doc`, its drafted `spans` tinted (when `tint`) by their
     sources (DraftSource.NONE: the tint of text saved without its source)."""
-    doc.setMarkdown(source, MARKDOWN)
+    doc.setMarkdown(markdown, MARKDOWN)
     cursor = QTextCursor(doc)
     # One edit block: the layout is redone once at its end instead of after every change (a
     # merge outside a block cost 0.7 ms each, 170 ms for a 1,500-token reply with 200 draft runs).
@@ -259,7 +261,7 @@ def render(doc: QTextDocument, source: str, spans: Sequence[DraftSpan], tint: bo
         block = nxt
     if tint and spans:
         marks: dict[DraftSource, QTextCharFormat] = {}
-        for start, end, tag in source_ranges(doc, source, spans):
+        for start, end, tag in draft_ranges(doc, markdown, spans):
             marked = marks.get(tag)
             if marked is None:
                 marked = marks[tag] = tint_format(tag)
@@ -285,25 +287,25 @@ def _spans_within(spans: Sequence[DraftSpan], start: int, end: int, shift: int) 
 
 @dataclass
 class _Stream:
-    """Where a streaming body stands: source[:committed] is rendered and stays in the document."""
+    """Where a streaming body stands: markdown[:committed] is rendered and stays in the document."""
 
-    shown: int = -1  # source[:shown] is in the document (-1: none of it yet: show it all at once)
+    shown: int = -1  # markdown[:shown] is in the document (-1: none of it yet: show it all at once)
     committed: int = 0
-    prefix: str = ""  # rendered before source[committed:] (a code fence's opening line, re-opened)
+    prefix: str = ""  # rendered before markdown[committed:] (a code fence's opening line, re-opened)
     tail: int = 0  # document position where the open block's blocks begin
-    scanned: int = 0  # source[:scanned] was read for cut points (complete lines only)
+    scanned: int = 0  # markdown[:scanned] was read for cut points (complete lines only)
     fence: str = ""  # the open code fence's marker, "" outside a fence
     fence_line: str = ""  # ... and its opening line
     cut: int = 0  # the newest cut point found
     cut_prefix: str = ""  # what the text after `cut` needs in front of it to render alone
 
-    def scan(self, source: str) -> None:
+    def scan(self, markdown: str) -> None:
         """Find cut points in the complete lines added since the last scan."""
         while True:
-            newline = source.find("\n", self.scanned)
+            newline = markdown.find("\n", self.scanned)
             if newline < 0:
                 break
-            line, end = source[self.scanned : newline], newline + 1
+            line, end = markdown[self.scanned : newline], newline + 1
             self.scanned = end
             if self.fence:
                 stripped = line.strip()
@@ -420,11 +422,11 @@ class MessageBody(QTextBrowser):
     def _advance(self) -> None:
         """Lay out the next part of the streamed text (see stream)."""
         state = self._stream
-        source = self._reply.text
-        if state is None or state.shown == len(source):
+        markdown = self._reply.text
+        if state is None or state.shown == len(markdown):
             return
-        end = len(source) if state.shown < 0 else min(len(source), state.shown + MAX_STREAM_STEP)
-        state.scan(source[:end])
+        end = len(markdown) if state.shown < 0 else min(len(markdown), state.shown + MAX_STREAM_STEP)
+        state.scan(markdown[:end])
         doc = self.document()
         self._is_rendering = True
         try:
@@ -449,7 +451,7 @@ class MessageBody(QTextBrowser):
             self._is_rendering = False
             self.highlighter.skip_from = None
         self._fit_height()
-        if end < len(source) and not self._is_catching_up:
+        if end < len(markdown) and not self._is_catching_up:
             self._is_catching_up = True
             QTimer.singleShot(YIELD_MS, self, self._catch_up)
 
@@ -467,7 +469,7 @@ class MessageBody(QTextBrowser):
         return doc
 
     def _part(self, prefix: str, start: int, end: int) -> QTextDocument:
-        """prefix + source[start:end] rendered alone; when the document already holds blocks,
+        """prefix + markdown[start:end] rendered alone; when the document already holds blocks,
         rendered after a paragraph of its own (_LEAD), as it follows a blank line in the reply
         (Qt's importer treats a document's first block differently)."""
         lead = prefix if self._stream is None or self._stream.tail == 0 else _LEAD + prefix
