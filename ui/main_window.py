@@ -35,7 +35,6 @@ from PySide6.QtWidgets import (
 
 from app.host.controller import EngineController
 from app.host.messages import EngineInfo
-from app.library.catalog import CatalogPair
 from app.library.model_spec import ModelSpec
 from app.settings import Settings, SpeedUp, load_settings
 from app.store import Store
@@ -174,7 +173,9 @@ class MainWindow(QMainWindow):
         self.model_choices = choices = ModelChoices(self.presenter, self.header, self.chat, self)
         choices.other_draft_requested.connect(self.on_choose_draft_action_triggered)
         choices.model_opened.connect(self.on_header_model_chosen)
-        choices.small_pair_requested.connect(self.download_small_pair)
+        if self.welcome_downloads is not None:  # the chat's download: the welcome's, shown for its progress
+            choices.small_pair_requested.connect(self.show_welcome)
+            choices.small_pair_requested.connect(self.welcome_downloads.request)
         self.header.open_file_requested.connect(self.model_choices.open_file)
         self.header.speed_up_chosen.connect(self.on_header_speed_up_chosen)
         self.header.tint_toggled.connect(self.on_tint_check_toggled)
@@ -233,6 +234,10 @@ class MainWindow(QMainWindow):
             # "Download and switch": through the Models page, then the pair (ui/chat/welcome_downloads.py).
             page = None if isinstance(self.models_page, QLabel) else self.models_page
             self.welcome_downloads = WelcomeDownloads(self.welcome, page, self.on_models_page_pair_chosen)
+            # The welcome's demo: Compare, on a paragraph to repeat, the usual way and then sped up.
+            self.welcome.demo_requested.connect(lambda: self.tabs.setCurrentWidget(self.compare))
+            self.welcome.demo_requested.connect(self.compare.show_demo)
+            self.welcome.demo_requested.connect(self.welcome.shrink)
 
         self.conversations.conversation_selected.connect(self.on_conversations_conversation_selected)
         self.conversations.new_requested.connect(self.on_conversations_new_requested)
@@ -283,14 +288,16 @@ class MainWindow(QMainWindow):
         panel = make_welcome()
         if panel is None:
             return None
-        panel.dismissed.connect(self.on_welcome_dismissed)
-        panel.demo_requested.connect(self.run_demo)
-        panel.demo_requested.connect(self.shrink_welcome)
+
+        def seen() -> None:
+            self.presenter.update_settings(dataclasses.replace(self.settings, has_seen_welcome=True))
+
+        panel.dismissed.connect(seen)
         panel.small_offer_shown.connect(self.chat.empty_state.set_download_offered_above)
         if self.settings.has_seen_welcome:
             panel.hide()
         else:
-            self.presenter.update_settings(dataclasses.replace(self.settings, has_seen_welcome=True))  # once
+            seen()  # shown by itself once
         return panel
 
     def _build_menu(self) -> None:
@@ -338,30 +345,10 @@ class MainWindow(QMainWindow):
         dialog.open()
 
     def show_welcome(self) -> None:
+        """Help ▸ Welcome: over the chat, whole (the panel is its own: ui/chat/welcome.py)."""
         if self.welcome is not None:
             self.tabs.setCurrentIndex(0)
-            self.welcome.set_compact(False)
-            self.welcome.show()
-
-    def download_small_pair(self, pair: CatalogPair) -> None:
-        """The chat's "Download Qwen2.5 1.5B Instruct": through the welcome's download (it switches
-        to the model when done), the welcome shown for its progress."""
-        if self.welcome_downloads is not None:
-            self.show_welcome()
-            self.welcome_downloads.request(pair)
-
-    def shrink_welcome(self, *_args: object) -> None:
-        """After first use (a reply, or the demo) the welcome keeps one line: room for the chat."""
-        if self.welcome is not None and self.welcome.isVisible():
-            self.welcome.set_compact(True)
-
-    def run_demo(self) -> None:
-        """The welcome's demo: Compare, on a paragraph to repeat, the usual way and then sped up."""
-        self.tabs.setCurrentWidget(self.compare)
-        self.compare.show_demo()
-
-    def on_welcome_dismissed(self) -> None:
-        self.presenter.update_settings(dataclasses.replace(self.settings, has_seen_welcome=True))
+            self.welcome.show_whole()
 
     def _build_status_bar(self) -> None:
         status = self.statusBar()
@@ -400,7 +387,8 @@ class MainWindow(QMainWindow):
         r.reading_shown.connect(self.chat.on_replies_reading_shown)
         r.reply_ended.connect(self.chat.on_replies_reply_ended)
         r.reply_ended.connect(self.task_switch.on_reply_ended)
-        r.reply_ended.connect(self.shrink_welcome)
+        if self.welcome is not None:
+            r.reply_ended.connect(self.welcome.shrink)
         r.context_offered.connect(self.on_presenter_context_offered)
         e = p.engine
         e.speculation_changed.connect(self.on_presenter_speculation_changed)

@@ -88,7 +88,7 @@ MAX_CLASS_LINES, MAX_METHODS, MAX_FIELDS = 400, 40, 30
 CLASS_WAIVERS = {
     # module:Class: why it may be larger (being split on another branch, or one job by nature)
     "ui/main_window.py:MainWindow": "the frame and its wiring: the pages follow their presenters and "
-    "the helpers take what they use (issue 49); its menus, toolbar, welcome and keys are still its own",
+    "the helpers take what they use (issue 49); its menus, toolbar, keys and the welcome's wiring are still its own",
     "ui/chat/chat_view.py:ChatView": "the chat page: its messages and their pages, the live reply, the "
     "message box and its attachments (the empty chat's suggestions are ui/chat/empty_chat.py's)",
     "ui/models/pair_doctor_panel.py:PairDoctorPanel": "writes the pair report a second time beside "
@@ -97,9 +97,10 @@ CLASS_WAIVERS = {
     "app/settings.py:Settings": "one field per setting a user can change: the settings file, flat on purpose",
 }
 # A waived class may not grow back: at most these (lines of code, methods, fields), lowered as it
-# shrinks (MainWindow was 747 lines and 82 methods before issue 49 moved the pages' jobs out).
+# shrinks (MainWindow was 747 lines and 82 methods before issue 49 moved the pages' jobs out, 601
+# and 61 before the welcome panel showed and shrank itself).
 CLASS_CEILINGS = {
-    "ui/main_window.py:MainWindow": (601, 61, 28),
+    "ui/main_window.py:MainWindow": (593, 57, 28),
     "ui/chat/chat_view.py:ChatView": (554, 47, 26),
 }
 SIZE_DEBT = {

@@ -122,7 +122,7 @@ def test_see_it_with_a_sped_up_run_that_drafted_nothing_says_so_and_offers_run_a
     # confirmed", no note. The tiny model's reply to the demo drafts nothing (greedy: the same
     # every run), as SmolLM2's did while the computer was busy.
     window = open_window(tiny_target, max_tokens=12)
-    window.run_demo()  # what the welcome's See it button does
+    window.welcome.demo_button.click()  # the welcome's See it button
     qtbot.waitUntil(lambda: len(window.compare.final_stats) == 2, timeout=120_000)
     qtbot.waitUntil(lambda: not window.controller.is_busy, timeout=60_000)
     compare = window.compare

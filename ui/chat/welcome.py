@@ -294,6 +294,16 @@ class WelcomePanel(QFrame):
             self._show_small_instruct()
         self.small_offer_shown.emit(self.offers_small)
 
+    def show_whole(self) -> None:
+        """Help ▸ Welcome (and the chat's download, for its progress): shown, whole again."""
+        self.set_compact(False)
+        self.show()
+
+    def shrink(self, *_args: object) -> None:
+        """After first use (a reply, or the demo) the welcome keeps one line: room for the chat."""
+        if self.isVisible():
+            self.set_compact(True)
+
     @property
     def offers_small(self) -> bool:
         """The smaller instruct model's "Download and switch" is on screen."""
