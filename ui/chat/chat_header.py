@@ -304,12 +304,12 @@ class ChatHeader(QWidget):
 
     def set_draft_available(self, is_available: bool, why_not: str = "") -> None:
         """ "Draft model" greyed, with why, where no local model pairs with the one in use."""
-        index = self.speed_combo.findData("draft")
+        index = self.speed_combo.findData(str(SpeedUp.DRAFT))
         model = self.speed_combo.model()
         if index < 0 or not isinstance(model, QStandardItemModel):
             return
         model.item(index).setEnabled(is_available)
-        why = next(c.why for c in SPEED_UP_CHOICES if c.key == "draft")
+        why = next(c.why for c in SPEED_UP_CHOICES if c.key is SpeedUp.DRAFT)
         self.speed_combo.setItemData(index, why if is_available else why_not, Qt.ItemDataRole.ToolTipRole)
 
     def _show_why(self, _index: int = 0, why_not: str = "") -> None:

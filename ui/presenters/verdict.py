@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from engine.events import DraftingState, Stats
+from engine.events import DraftingState, Speculation, Stats
 
 FASTER_AT = 1.1  # below this a reply is "about as fast as usual": the gain is within noise
 MIN_TOKENS = 16  # shorter replies: too few steps to compare fairly (their first step weighs too much)
@@ -179,7 +179,7 @@ def headline(
 ) -> Headline:
     """The one line a reply gets: how much sooner the whole request ended than plain decoding
     here, within what its own numbers allow (the module's docstring has the rule)."""
-    if numbers.speculation == "none":
+    if numbers.speculation == Speculation.NONE:
         return Headline(Verdict.OFF, "Speed-up off")
     if numbers.n_generated <= 0 or numbers.decode_s <= 0:
         return Headline(Verdict.PENDING, "")
@@ -286,12 +286,12 @@ def details(
         rows.append(
             ("Usual speed", f"{plain:.1f} tokens/s ({usual_how(numbers, measured_plain, usual_steps)})")
         )
-    if numbers.speculation != "none":
+    if numbers.speculation != Speculation.NONE:
         drafted, accepted = numbers.n_drafted, numbers.n_accepted
         rows.append(
             ("Accepted drafts", f"{accepted} of {drafted} drafted tokens" if drafted else "none drafted")
         )
-    if numbers.speculation != "none" and numbers.n_drafted:
+    if numbers.speculation != Speculation.NONE and numbers.n_drafted:
         share = numbers.n_accepted / n if n else 0.0
         rows.append(("Reused and confirmed", f"{share:.0%} of the reply"))
         rows.append(("Guesses confirmed", f"{numbers.acceptance_rate:.0%}"))
