@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_speculative import assert_same_or_near_tie
 
 from engine.config import DraftChoice, EngineConfig
 from engine.events import Finished
 from engine.session import Engine
+from tests.engine.test_speculative import assert_same_or_near_tie
 
 pytestmark = pytest.mark.gemma
 

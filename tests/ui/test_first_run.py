@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_chat import repeated_phrase
 
 from app.store import Store
 from engine.speaker_stop import find_speaker_line
+from tests.app.test_chat import repeated_phrase
 
 pytestmark = pytest.mark.gemma
 
