@@ -362,10 +362,12 @@ class ReplyPresenter(QObject):
                 log.error("an empty reply could not be hidden: %s", e)
             self.messages_removed.emit([live.message_id])
             self.live = None
+        # However it failed, the state line leaves "Writing…" / "Reading the conversation…" (an
+        # engine that died mid-reply left it there for good; the next message starts a fresh one).
+        self.speed_line_changed.emit("Ready")
         if not has_engine_died:
             # A reply cut short (a server lost mid-reply) is kept: the sentence says what happened.
             self.notice_changed.emit(sentence if live.text else f"No reply: {sentence}", True)
-            self.speed_line_changed.emit("Ready")  # (it said "Reading the conversation…" on)
             if failure.context is not None and failure.context.n_ctx_offer:
                 self.context_offered.emit(failure.context.n_ctx_offer)
         raise_if_unexpected(failure)
