@@ -142,6 +142,44 @@ def test_a_reason_that_does_not_fit_beside_the_headline_goes_under_it_whole(qtbo
     panel.resize(560, panel.height())
     assert panel.reason_shown() == (reason, True)  # whole, on a line of its own
     panel.resize(300, panel.height())
+    two, below = panel.reason_shown()
+    assert below and "\n" in two and two.replace("\n", " ") == reason  # whole, on two lines
+    panel.resize(200, panel.height())
     shown, below = panel.reason_shown()
+    shown = shown.replace("\n", " ")  # wrapped to two lines, then cut
     assert below and shown.endswith("…") and reason.startswith(shown[:-1])  # cut only where it must be
     assert panel.toolTip() == reason  # and whole on hover
+
+
+def test_a_reason_too_long_for_its_line_wraps_under_the_headline_in_the_window(
+    qtbot, open_window, wait_reply, tiny_target
+) -> None:
+    # Found walking the real window: under nearly every plain reply, at the window's first size,
+    # the reason read "Nothing in the conversation to reuse: the speed-up helps most when …".
+    window = open_window(tiny_target, max_tokens=24, window_width=1280, window_height=860)
+    window.send("hello")
+    wait_reply(window)
+    widget = next(w for w in reversed(window.chat.message_widgets()) if w.role == "assistant")
+    panel = widget.speed
+    panel.busy_seen, panel.usual_steps, panel.plain_tokens_per_s = False, None, None  # the walk's numbers
+    none_drafted = _stats(1.0, 60, prefill_s=0.2)  # as the walk's first reply: nothing drafted
+    panel.set_final(StatsRecord.from_dict(none_drafted.as_dict() | {"plain_tokens_per_s_est": 46.7}))
+    qtbot.wait(100)  # laid out at the reply's width
+    reason = panel.headline().reason
+    assert reason.startswith("Nothing in the conversation to reuse") and panel.width() < 700
+    shown, below = panel.reason_shown()
+    assert below and shown.replace("\n", " ") == reason and "\n" in shown  # whole, on two lines
+    assert panel.height() >= 3 * panel.fontMetrics().height()  # the panel grew to hold them
+    image = panel.grab().toImage()  # and both are drawn: grey text low in the panel
+    muted = QColor(theme.colors().muted_text)
+    low = range(panel.height() - panel.fontMetrics().height() - 2, panel.height())
+    assert any(
+        _close(image.pixelColor(x, y), muted) for y in low for x in range(130, min(panel.width(), 400))
+    )
+
+
+def _close(c: QColor, colour: QColor, tolerance: int = 60) -> bool:
+    return (
+        abs(c.red() - colour.red()) + abs(c.green() - colour.green()) + abs(c.blue() - colour.blue())
+        < tolerance
+    )

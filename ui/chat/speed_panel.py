@@ -16,7 +16,16 @@ import math
 from collections.abc import Sequence
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath, QPaintEvent, QPen
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetrics,
+    QPainter,
+    QPainterPath,
+    QPaintEvent,
+    QPen,
+    QResizeEvent,
+)
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from engine.events import Stats, StatsRecord
@@ -28,6 +37,23 @@ RATE_WINDOW_S = 0.5  # the sparkline's rate: tokens over the last this many seco
 MAX_POINTS = 600  # more snapshots are thinned (every other one dropped)
 KEPT_POINTS = 48  # a finished reply's sparkline, stored with its stats
 POINTS_KEY = "speed_points"  # ... under this key: [[decode_s, n_generated], ...]
+REASON_LINES = 2  # a reason too long for one line under the headline wraps to this many (then elided)
+
+
+def wrapped(text: str, metrics: QFontMetrics, width: int, max_lines: int) -> list[str]:
+    """`text` in lines of at most `width` pixels, broken between words, at most `max_lines` of
+    them: the last elided where the rest does not fit it."""
+    lines: list[str] = []
+    rest = text.split()
+    while rest and len(lines) < max_lines - 1:
+        n = 1
+        while n < len(rest) and metrics.horizontalAdvance(" ".join(rest[: n + 1])) <= width:
+            n += 1
+        lines.append(" ".join(rest[:n]))
+        rest = rest[n:]
+    if rest:
+        lines.append(metrics.elidedText(" ".join(rest), Qt.TextElideMode.ElideRight, max(0, width)))
+    return lines
 
 
 def windowed_rates(
@@ -65,8 +91,16 @@ class SpeedPanel(QWidget):
         self.setFixedHeight(self._height())
 
     def _height(self) -> int:
+        """Room for the headline and a line of reason, and a line more where the reason wraps."""
         line = self.fontMetrics().height()
-        return int(line * (2.0 if self.is_compact else 2.8)) + 6
+        lines, below = self._reason_lines()
+        extra = line * (len(lines) - 1) if below else 0
+        return int(line * (2.0 if self.is_compact else 2.8)) + 6 + extra
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        if self.height() != self._height():  # the reason wraps, or no longer needs to, at this width
+            self.setFixedHeight(self._height())
 
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt's name)
         return QSize(420, self._height())
@@ -88,6 +122,8 @@ class SpeedPanel(QWidget):
         self.usual_steps = usual_steps
         if not self.busy_seen:  # once busy, said so to the end: the reason does not flip
             self.busy_seen = self.headline().is_busy
+        if self.height() != self._height():  # a reason that wraps came, or went
+            self.setFixedHeight(self._height())
         self.update()
 
     def set_final(self, stats: StatsRecord, compact: bool = True) -> None:
@@ -191,18 +227,25 @@ class SpeedPanel(QWidget):
         return 2.0 + ((110.0 if self.is_compact else 180.0) + 12 if windowed_rates(self.points) else 0.0)
 
     def reason_shown(self) -> tuple[str, bool]:
-        """The reason as drawn (elided only where even a line of its own is too narrow), and
-        whether it is on a line of its own under the headline: beside it where it fits. Cut to
-        fit beside it, it read "The guesses cost about as much time as they…" under such replies."""
+        """The reason as drawn, its lines joined by a newline, and whether it is under the headline:
+        beside it where it fits, else under it, wrapped to a second line (the panel grows) and
+        elided only where even two lines are too narrow. Cut to fit beside it, it read "The
+        guesses cost about as much time as they…"; cut to one line under it, the usual reply at
+        the window's first size read "Nothing in the conversation to reuse: the speed-up helps
+        most when …"."""
+        lines, below = self._reason_lines()
+        return "\n".join(lines), below
+
+    def _reason_lines(self) -> tuple[list[str], bool]:
         headline = self.headline()
         if not headline.reason:
-            return "", False
+            return [], False
         x = self._text_left()
         beside = x + QFontMetrics(self._headline_font(headline)).horizontalAdvance(headline.text) + 10
         metrics = QFontMetrics(self.font())
-        below = metrics.horizontalAdvance(headline.reason) > self.width() - beside - 4
-        room = self.width() - (x if below else beside) - 4
-        return metrics.elidedText(headline.reason, Qt.TextElideMode.ElideRight, max(0, int(room))), below
+        if metrics.horizontalAdvance(headline.reason) <= self.width() - beside - 4:
+            return [headline.reason], False
+        return wrapped(headline.reason, metrics, int(self.width() - x - 4), REASON_LINES), True
 
     def _draw_headline(
         self, painter: QPainter, x: float, colors: theme.ThemeColors, text: QColor, muted: QColor
@@ -214,24 +257,26 @@ class SpeedPanel(QWidget):
             return
         painter.setFont(self._headline_font(headline))
         metrics = painter.fontMetrics()
-        reason, below = self.reason_shown()
+        lines, below = self._reason_lines()
         reason_metrics = QFontMetrics(self.font())
         y = (self.height() + metrics.ascent() - metrics.descent()) / 2
         if below:
-            y = max(0.0, (self.height() - metrics.height() - reason_metrics.height()) / 2) + metrics.ascent()
+            under = reason_metrics.height() * len(lines)
+            y = max(0.0, (self.height() - metrics.height() - under) / 2) + metrics.ascent()
         is_faster = headline.verdict is verdict.Verdict.FASTER
         painter.setPen(
             colors.speedup_text if is_faster else (muted if headline.verdict is verdict.Verdict.OFF else text)
         )
         painter.drawText(QPointF(x, y), headline.text)
-        if reason:
+        if lines:
             painter.setFont(self.font())
             painter.setPen(muted)
             if below:
-                at = QPointF(x, y + metrics.descent() + reason_metrics.ascent() + 1)
+                top = y + metrics.descent() + reason_metrics.ascent() + 1
+                for i, line in enumerate(lines):
+                    painter.drawText(QPointF(x, top + i * reason_metrics.height()), line)
             else:
-                at = QPointF(x + metrics.horizontalAdvance(headline.text) + 10, y)
-            painter.drawText(at, reason)
+                painter.drawText(QPointF(x + metrics.horizontalAdvance(headline.text) + 10, y), lines[0])
 
     def _draw_sparkline(
         self,
