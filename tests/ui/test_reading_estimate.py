@@ -49,3 +49,12 @@ def test_without_a_speed_or_a_chunk_end_only_the_time_so_far_moves() -> None:
     server = Reading(2001, 0, 512, 3.0, 8.0)  # a server's report: no chunk end to stop short of
     assert reading_after(server, 1.0).n_processed == 512
     assert reading_after(AFTER_ONE_CHUNK, -1.0) == AFTER_ONE_CHUNK  # a clock never runs back
+
+
+def test_the_end_of_a_reading_says_no_time_left_of_nothing() -> None:
+    # Found walking the real window: the last line before a reply's first words, the prompt read
+    # but for its last token (read with the first step), said "Reading 3,763 tokens – 100%, about
+    # 0.0 s left" until the text came.
+    read = Reading(3859, 96, 3858, 37.0, 0.01, n_next=3858)
+    assert reading_line(read) == "Reading 3,763 tokens – 100%"
+    assert reading_line(Reading(3859, 96, 3800, 36.0, 0.2)) == "Reading 3,763 tokens – 98%, about 0.2 s left"

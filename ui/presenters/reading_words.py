@@ -38,7 +38,8 @@ def reading_line(reading: Reading) -> str:
     a second: "Reading 3,200 tokens – 0%, 2.5 s so far"."""
     line = f"Reading {reading.n_to_read:,} tokens – {reading.fraction:.0%}"
     if reading.seconds_left is not None and reading.fraction < 1:
-        line += f", about {seconds(reading.seconds_left)} left"
+        if reading.seconds_left >= 0.05:  # read but for the last token: not "about 0.0 s left"
+            line += f", about {seconds(reading.seconds_left)} left"
     elif reading.seconds_left is None and reading.elapsed_s >= 1:
         line += f", {seconds(reading.elapsed_s)} so far"
     return line
