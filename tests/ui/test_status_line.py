@@ -1,10 +1,14 @@
-"""The status bar's state line after a reply ends however it ends (found walking the real window:
-an engine that died mid-reply left "Writing…" or "Reading the conversation…" there for good)."""
+"""What a reply leaves behind when it ends early, found walking the real window: an engine that died
+mid-reply left "Writing…" or "Reading the conversation…" in the status bar for good; a reply stopped
+while its prompt was read kept an empty speed panel (a bare baseline, no headline) beside Details."""
 
 from __future__ import annotations
 
 import os
 import signal
+
+from app.store import MessageStatus
+from engine.events import Stats, StatsRecord
 
 
 def test_an_engine_dying_mid_reply_leaves_no_writing_line(qtbot, open_window, slow_target) -> None:
@@ -18,3 +22,27 @@ def test_an_engine_dying_mid_reply_leaves_no_writing_line(qtbot, open_window, sl
 
     assert "killed" in window.chat.notice.text()
     assert window.stats_label.text() == "Ready", window.stats_label.text()
+
+
+def test_a_reply_stopped_while_its_prompt_was_read_shows_no_empty_speed_panel(
+    qtbot, open_window, wait_reply, tiny_target
+) -> None:
+    window = open_window(tiny_target, max_tokens=8)
+    window.send("hello")
+    wait_reply(window)
+    widget = next(w for w in reversed(window.chat.message_widgets()) if w.role == "assistant")
+    assert widget.speed.isVisible()  # a reply that wrote something: its speed
+    # What a Stop during the reading leaves: nothing written, 250 of 3,781 tokens read.
+    stopped = Stats(
+        speculation="ngram",
+        n_prompt_tokens=3781,
+        n_prefilled=250,
+        n_generated=0,
+        prefill_s=1.6,
+        decode_s=0.0,
+    )
+    widget.set_status(MessageStatus.CANCELLED, StatsRecord.of(stopped, stop_reason="cancelled"))
+    qtbot.wait(50)
+    assert not widget.speed.isVisible() and widget.speed.headline().text == ""
+    assert widget.details_button.isVisible() and widget.detail_rows  # how far the reading went
+    assert "stopped by you" in widget.note.text()

@@ -277,7 +277,9 @@ class MessageWidget(QFrame):
             self.reading.setVisible(False)
         if stats and self.role == "assistant":
             self.speed.set_final(stats)
-            self.speed.setVisible(True)
+            # Nothing written (stopped while the prompt was read): no speed to draw, an empty
+            # panel beside Details; the Details say how far the reading went.
+            self.speed.setVisible(stats.n_generated > 0)
             rows = verdict.details(stats, self.speed.plain_tokens_per_s) + reading_rows(stats)
             if not stats.is_speculative and off_words(stats.extras.get(OFF_KEY)):
                 rows.append(("Speed-up off because", off_words(stats.extras.get(OFF_KEY))))
