@@ -96,7 +96,10 @@ def test_speculation_toggle_takes_effect_from_the_next_reply(
 
 
 def test_draft_tint_shows_accepted_tokens_and_toggles(qtbot, open_window, wait_reply, tiny_target) -> None:
-    window = open_window(tiny_target, max_tokens=200)
+    # Drafting always (adaptive off): whether drafting pays is the controller's call, and on a busy
+    # machine it rightly drafts next to nothing on this tiny model (CI: 2 drafted in a 200-token
+    # reply); this test is about how accepted drafts are shown, not about that call.
+    window = open_window(tiny_target, max_tokens=200, adaptive=False)
     # The tiny model writes random bytes: a character whose bytes span a token the target wrote
     # is the target's, so a reply may have drafted tokens yet no text that is wholly drafted.
     # Three repetitive messages give it enough chances.
@@ -106,7 +109,7 @@ def test_draft_tint_shows_accepted_tokens_and_toggles(qtbot, open_window, wait_r
         reply = _last_reply(window)
         if reply.draft_spans:
             break
-    assert reply.draft_spans, "n-gram lookup accepted nothing on three repetitive replies"
+    assert reply.draft_spans, f"n-gram lookup accepted nothing on three repetitive replies: {reply.stats}"
     widget = window.chat.widget_for(reply.id)
     assert _tinted_text(widget.body.document())
     # Streamed a piece at a time, the reply ends exactly as a full render of what was stored.
