@@ -45,4 +45,6 @@ def test_a_reply_stopped_while_its_prompt_was_read_shows_no_empty_speed_panel(
     qtbot.wait(50)
     assert not widget.speed.isVisible() and widget.speed.headline().text == ""
     assert widget.details_button.isVisible() and widget.detail_rows  # how far the reading went
+    button = widget.details_button.geometry()
+    assert button.right() > widget.width() * 0.8, (button, widget.width())  # where it always is
     assert "stopped by you" in widget.note.text()

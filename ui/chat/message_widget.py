@@ -125,7 +125,8 @@ class MessageWidget(QFrame):
         self.details_button.setAccessibleName("Speed details")
         self.details_button.setVisible(False)
         self.details_button.toggled.connect(self.on_details_button_toggled)
-        speed_row.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
+        # At the row's end, with the panel or without it (a reply that wrote nothing has none)
+        speed_row.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignRight)
         layout.addLayout(speed_row)
 
         self.details = QLabel()  # on demand: the figures behind the headline, each once
