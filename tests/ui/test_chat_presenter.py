@@ -222,7 +222,7 @@ def test_a_failed_load_arrives_as_its_kind_and_is_worded_by_the_window(qtbot, tm
         text, is_warning = seen.of("notice_changed")[-1]
         assert is_warning and text == f"The model could not be loaded: {failure.sentence}"
         assert seen.of("pair_changed")[-1] == PairView(
-            f"Model not loaded: {failure.sentence}", is_problem=True
+            "Model not loaded", is_problem=True, tooltip=failure.sentence
         )
         # A reply asked of no engine fails as NO_ENGINE, kept out of the chat, said in the notice.
         presenter.send("hello?")

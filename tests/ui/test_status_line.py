@@ -1,12 +1,14 @@
 """What a reply leaves behind when it ends early, found walking the real window: an engine that died
 mid-reply left "Writing…" or "Reading the conversation…" in the status bar for good; a reply stopped
-while its prompt was read kept an empty speed panel (a bare baseline, no headline) beside Details."""
+while its prompt was read kept an empty speed panel (a bare baseline, no headline) beside Details;
+a server that could not be reached was said in the header cut mid-word ("Model not loaded: N")."""
 
 from __future__ import annotations
 
 import os
 import signal
 
+from app.settings import EngineKind
 from app.store import MessageStatus
 from engine.events import Stats, StatsRecord
 
@@ -48,3 +50,18 @@ def test_a_reply_stopped_while_its_prompt_was_read_shows_no_empty_speed_panel(
     button = widget.details_button.geometry()
     assert button.right() > widget.width() * 0.8, (button, widget.width())  # where it always is
     assert "stopped by you" in widget.note.text()
+
+
+def test_a_model_that_did_not_load_is_said_whole_in_the_header(qtbot, open_window, tiny_target) -> None:
+    window = open_window(
+        tiny_target, wait_loaded=False, engine=EngineKind.REMOTE, remote_url="http://127.0.0.1:9"
+    )
+    window.resize(1000, 800)
+    qtbot.waitUntil(lambda: window.chat.notice.isVisible(), timeout=30_000)
+    qtbot.wait(100)
+    label = window.header.state_label
+    assert label.isVisible() and label.text() == "Model not loaded"
+    assert label.fontMetrics().horizontalAdvance(label.text()) <= label.width()  # not cut
+    why = window.chat.notice.text()
+    assert why.startswith("The model could not be loaded: Nothing is listening at http://127.0.0.1:9")
+    assert why.removeprefix("The model could not be loaded: ") in label.toolTip()  # why, on hover

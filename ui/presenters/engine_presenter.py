@@ -282,7 +282,9 @@ class EnginePresenter(QObject):
     def on_controller_engine_failed(self, failure: Failure) -> None:
         words = failure_words(failure)
         self.loading_finished.emit()
-        self._show_pair(None, f"Model not loaded: {words}")
+        # The header says it in three words (its row has room for little more: a server's error
+        # was cut mid-word, "Model not loaded: N"); why is the notice's, whole, and the tooltip's.
+        self.pair_changed.emit(PairView("Model not loaded", is_problem=True, tooltip=words))
         self.notice_changed.emit(f"The model could not be loaded: {words}", True)
         raise_if_unexpected(failure)
 
