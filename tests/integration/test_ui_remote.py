@@ -32,8 +32,20 @@ def _rows(window, include_superseded: bool = False):  # type: ignore[no-untyped-
 @pytest.fixture(scope="module")
 def server(tiny_target: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     home = tmp_path_factory.mktemp("serve-home")
+    # Drafting always (--fixed-draft): whether drafting pays on this tiny model is the controller's
+    # call, and on a busy machine it rightly drafts next to nothing; these tests are about how the
+    # server's drafted text travels and is shown.
     s = ServeProcess(
-        home, "--model", str(tiny_target), "--draft", "ngram", "--threads", "1", "--api-key", "k1"
+        home,
+        "--model",
+        str(tiny_target),
+        "--draft",
+        "ngram",
+        "--fixed-draft",
+        "--threads",
+        "1",
+        "--api-key",
+        "k1",
     )
     try:
         yield s.started()
