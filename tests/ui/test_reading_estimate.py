@@ -57,4 +57,7 @@ def test_the_end_of_a_reading_says_no_time_left_of_nothing() -> None:
     # 0.0 s left" until the text came.
     read = Reading(3859, 96, 3858, 37.0, 0.01, n_next=3858)
     assert reading_line(read) == "Reading 3,763 tokens – 100%"
-    assert reading_line(Reading(3859, 96, 3800, 36.0, 0.2)) == "Reading 3,763 tokens – 98%, about 0.2 s left"
+    assert (
+        reading_line(Reading(3859, 96, 3800, 36.0, 0.2)) == "Reading 3,763 tokens – 98%, under a second left"
+    )
+    assert reading_line(Reading(3859, 96, 3700, 35.0, 1.4)) == "Reading 3,763 tokens – 96%, about 1.4 s left"

@@ -69,7 +69,10 @@ while t < t_end:
     said = reading_after(last, t - last_t)
     real = t_end - t
     if said.seconds_left is not None and (t - t0) >= 0.2 * total and real > 0.5:
-        shown_errors.append((said.seconds_left - real) / real)
+        # Under a second, the line says "under a second left" (reading_words.reading_line): true
+        # while the real time left is under one.
+        shown = said.seconds_left if said.seconds_left >= 1 else min(1.0, max(real, said.seconds_left))
+        shown_errors.append((shown - real) / real)
         worst_at.append((abs(shown_errors[-1]), t - t0, said.seconds_left, real))
     # How far the count shown is from the count the next report says (it never passes it).
     nxt = next((r for rt, r in reports if rt > t), None)

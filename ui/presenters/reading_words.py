@@ -35,11 +35,15 @@ def _reread(value: object) -> Reread:
 def reading_line(reading: Reading) -> str:
     """The live line while a prompt is read: "Reading 3,200 tokens – 40%, about 6 s left"; before
     the speed is known (the first chunk of a model's first reading), the time so far once it is
-    a second: "Reading 3,200 tokens – 0%, 2.5 s so far"."""
+    a second: "Reading 3,200 tokens – 0%, 2.5 s so far"; in its last second "under a second left"."""
     line = f"Reading {reading.n_to_read:,} tokens – {reading.fraction:.0%}"
     if reading.seconds_left is not None and reading.fraction < 1:
-        if reading.seconds_left >= 0.05:  # read but for the last token: not "about 0.0 s left"
+        if reading.seconds_left >= 1:
             line += f", about {seconds(reading.seconds_left)} left"
+        elif reading.seconds_left >= 0.05:  # read but for the last token: not "about 0.0 s left"
+            # A tenth of a second is below what a speed measured chunk by chunk can promise (the
+            # last chunk, reading the longest cache, runs slowest): 0.3 s said, 0.6 s real.
+            line += ", under a second left"
     elif reading.seconds_left is None and reading.elapsed_s >= 1:
         line += f", {seconds(reading.elapsed_s)} so far"
     return line
