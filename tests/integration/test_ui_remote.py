@@ -16,6 +16,7 @@ from app.settings import EngineKind, load_settings
 from app.store import Store
 from tests.integration.test_remote import llama_server  # noqa: F401 (a fixture)
 from tests.looping_server import looping_server as serve_loop
+from tests.looping_server import silent_server as hung_server
 from tests.serve_process import ServeProcess, free_port
 from tests.ui.test_ui_speculation import _tinted_text
 from ui.settings.remote_engine import LOCAL_ONLY_TIP
@@ -422,38 +423,9 @@ def test_window_says_when_nothing_listens_and_uses_the_server_once_it_does(
 
 @pytest.fixture
 def silent_server() -> Iterator[str]:
-    """A server on 127.0.0.1 that lists a model and then never answers a completion (a big
-    prompt being read on a slow machine, or a hung server)."""
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    release = threading.Event()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            body = json.dumps({"object": "list", "data": [{"id": "slow", "object": "model"}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_POST(self) -> None:  # noqa: N802
-            release.wait(60)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        release.set()
-        httpd.shutdown()
-        httpd.server_close()
+    """A server that lists a model and then never answers a completion."""
+    with hung_server() as url:
+        yield url
 
 
 def test_stop_answers_while_the_server_is_silent(qtbot, open_window, wait_reply, silent_server: str) -> None:
