@@ -262,7 +262,10 @@ def _standins_left() -> list[Path]:
     from app.library.standin import standins_dir
 
     folder = standins_dir()
-    return [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
+    try:
+        return [p for p in folder.rglob("*") if p.is_file()]
+    except FileNotFoundError:  # not there, or removed while listed (the measure's cleanup runs meanwhile)
+        return []
 
 
 def test_measure_on_this_computer_times_stand_ins_before_any_download(
