@@ -89,9 +89,11 @@ class LlamaRunner:
         on_progress: Callable[[float], None] | None = None,
         rpc_servers: Sequence[str] = (),
         cancel: threading.Event | None = None,
+        stays_here: bool = False,
     ) -> None:
         """rpc_servers: `HOST:PORT` endpoints of `ggml-rpc-server`s that take this model's
         offloaded layers (engine.rpc); n_gpu_layers says how many layers leave this machine.
+        stays_here: offloaded layers go to this machine's GPUs only, never a server's.
         cancel: once set, the load stops at llama.cpp's next progress report (every tensor) or
         before the context is made, and raises LoadCancelled (a load on another thread)."""
         import llama_cpp
@@ -104,7 +106,7 @@ class LlamaRunner:
         from engine import rpc
 
         # Kept on self: llama.cpp reads the array while the model loads. None: its own choice.
-        self._devices = rpc.device_list(rpc_servers)
+        self._devices = rpc.device_list(rpc_servers, stays_here)
         # For the watchdog of a server gone silent (engine.rpc.Watchdog): when the llama call in
         # progress began (0.0: none) and the longest one so far. Loading counts as one call.
         self.call_started = time.perf_counter()

@@ -374,12 +374,16 @@ def wait_for(devices: Sequence[int]) -> None:
         g.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
 
 
-def device_list(rpc_servers: Sequence[str]) -> Any:
+def device_list(rpc_servers: Sequence[str], stays_here: bool = False) -> Any:
     """What `llama_model_params.devices` should be for a model: None (llama.cpp's own choice) while
-    no RPC server is registered in this process; otherwise a NULL-terminated array: the servers'
-    devices first (as llama.cpp orders them, to keep network transfers down), then the local ones.
-    Keep the array alive until the model is loaded."""
-    if not rpc_servers and not _registered:
+    no RPC server is registered in this process and the model need not stay here; otherwise a
+    NULL-terminated array: the servers' devices first (as llama.cpp orders them, to keep network
+    transfers down), then the local ones. Keep the array alive until the model is loaded.
+
+    stays_here: a model loaded beside one that uses servers (a draft beside its target, on another
+    thread): llama.cpp's own choice would be every device registered when its load begins, a
+    server among them if the target registered it first, a race."""
+    if not rpc_servers and not _registered and not stays_here:
         return None
     devices = server_devices(rpc_servers) + local_devices()
     return (ctypes.c_void_p * (len(devices) + 1))(*devices, None)

@@ -209,6 +209,8 @@ class Engine:
                 n_gpu_layers=self.config.n_gpu_layers,
                 n_batch=self.config.n_batch,
                 cancel=cancel,
+                # The draft stays on this machine, however its load and the target's interleave.
+                stays_here=bool(self.config.rpc_servers),
             )
 
         return load

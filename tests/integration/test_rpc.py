@@ -172,6 +172,15 @@ def test_generate_on_rpc_server_equals_local_and_the_server_holds_the_layers(
     assert peak - rss1 < 1.5 * model_kb, (peak - rss1, model_kb)
 
 
+def test_a_model_that_stays_here_names_its_devices_before_any_server_is_registered() -> None:
+    # A draft loads on its own thread beside a target that registers its servers: left to
+    # llama.cpp's choice (None), it would take every device registered when its load begins.
+    devices = rpc.device_list((), stays_here=True)
+    assert devices is not None
+    assert rpc.device_names(devices) == rpc.local_device_names()
+    assert rpc.device_list(()) is None or rpc._registered  # no server in play: llama.cpp's choice
+
+
 def test_handshake_with_the_real_server_reports_this_builds_protocol(rpc_server: Server) -> None:
     assert rpc.check_server(rpc_server.endpoint)[0] == rpc.PROTOCOL[0]
 
