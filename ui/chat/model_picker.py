@@ -119,7 +119,7 @@ def chat_models(
     except Exception:  # an unreadable folder: the built-in models are still offered
         pass
     for path in _recent_files():  # opened with "Open a GGUF file…" (settings), while they are there
-        keys.append((str(path), model_name(path, _header_name(path))))
+        keys.append((str(path), model_name(path, _header(path)[0])))
         sizes[str(path)] = _file_size(path)
         files[str(path)] = path
     in_use = (built_in_key(in_use) or in_use) if in_use else in_use
@@ -176,9 +176,15 @@ def _copy_of_default(paths: list[Path]) -> Path | None:
     """A file that is the built-in Gemma's own (its size, then its checksum), where the built-in
     one is not made yet: listed once, as the built-in model (review ux-3: "Gemma 3 270m" and
     "Gemma 3 270M (base)" were the same file)."""
+    from app.library.default_model import DEFAULT_MODEL_SHA256
+
     size = _default_size()
     for path in paths:
-        if size and _file_size(path) == size and _sha256(str(path), size, _mtime(path)) == _default_sha256():
+        if (
+            size
+            and _file_size(path) == size
+            and _sha256(str(path), size, _mtime(path)) == DEFAULT_MODEL_SHA256
+        ):
             return path
     return None
 
@@ -193,12 +199,6 @@ def _default_size() -> int:
         return sum(Path(chunk).stat().st_size for chunk in package.chunk_paths())
     except OSError:
         return 0
-
-
-def _default_sha256() -> str:
-    from app.library.default_model import DEFAULT_MODEL_SHA256
-
-    return DEFAULT_MODEL_SHA256
 
 
 def _mtime(path: Path) -> int:
@@ -225,15 +225,6 @@ def _recent_files() -> list[Path]:
         return [p for p in map(Path, load_settings().recent_models) if p.is_file()]
     except OSError:
         return []
-
-
-def _header_name(path: Path) -> str:
-    name, _quant = _header(path)
-    return name
-
-
-def _quantization(file: Path | None) -> str:
-    return _header(file)[1] if file is not None else ""
 
 
 def _header(path: Path) -> tuple[str, str]:
@@ -273,7 +264,7 @@ def _told_apart(entries: list[tuple[str, str]], files: dict[str, Path]) -> list[
     built_in = dict(BUILT_IN_MODELS)
     names = told_apart(
         [n if k not in built_in else f"{n}\0built-in" for k, n in entries],
-        [_quantization(files.get(k)) if k not in built_in else "" for k, _ in entries],
+        [_header(files[k])[1] if k in files and k not in built_in else "" for k, _ in entries],
     )
     return [
         (key, name if key not in built_in else old) for (key, old), name in zip(entries, names, strict=True)

@@ -219,67 +219,48 @@ def readable(color: QColor, backgrounds: Sequence[QColor], is_dark: bool, minimu
     return QColor(toward, toward, toward)
 
 
-def dark_palette() -> QPalette:
+R = QPalette.ColorRole
+# Each role's colour in our own palettes: (light, dark), for where the platform cannot switch.
+PALETTE = {
+    R.Window: (QColor(239, 239, 239), QColor(45, 45, 48)),
+    R.WindowText: (QColor(20, 20, 20), QColor(230, 230, 230)),
+    R.Base: (QColor(255, 255, 255), QColor(30, 30, 32)),
+    R.AlternateBase: (QColor(247, 247, 247), QColor(38, 38, 41)),
+    R.ToolTipBase: (QColor(255, 255, 220), QColor(55, 55, 58)),
+    R.ToolTipText: (QColor(20, 20, 20), QColor(230, 230, 230)),
+    R.PlaceholderText: (QColor(120, 120, 120), QColor(150, 150, 150)),
+    R.Text: (QColor(20, 20, 20), QColor(230, 230, 230)),
+    R.Button: (QColor(239, 239, 239), QColor(45, 45, 48)),
+    R.ButtonText: (QColor(20, 20, 20), QColor(230, 230, 230)),
+    R.BrightText: (QColor(255, 255, 255), QColor(255, 90, 90)),
+    R.Light: (QColor(255, 255, 255), QColor(70, 70, 74)),
+    R.Midlight: (QColor(202, 202, 202), QColor(60, 60, 64)),
+    R.Mid: (QColor(184, 184, 184), QColor(90, 90, 95)),
+    R.Dark: (QColor(159, 159, 159), QColor(20, 20, 22)),
+    R.Shadow: (QColor(118, 118, 118), QColor(0, 0, 0)),
+    R.Highlight: (QColor(48, 140, 198), QColor(60, 120, 215)),
+    R.HighlightedText: (QColor(255, 255, 255), QColor(255, 255, 255)),
+    R.Link: (QColor(0, 90, 200), QColor(110, 170, 255)),
+    R.LinkVisited: (QColor(110, 40, 180), QColor(180, 140, 255)),
+}
+DISABLED_TEXT = (QColor(150, 150, 150), QColor(130, 130, 130))
+
+
+def own_palette(is_dark: bool) -> QPalette:
     p = QPalette()
-    base, window, text = QColor(30, 30, 32), QColor(45, 45, 48), QColor(230, 230, 230)
-    disabled = QColor(130, 130, 130)
-    for role, color in (
-        (QPalette.ColorRole.Window, window),
-        (QPalette.ColorRole.WindowText, text),
-        (QPalette.ColorRole.Base, base),
-        (QPalette.ColorRole.AlternateBase, QColor(38, 38, 41)),
-        (QPalette.ColorRole.ToolTipBase, QColor(55, 55, 58)),
-        (QPalette.ColorRole.ToolTipText, text),
-        (QPalette.ColorRole.PlaceholderText, QColor(150, 150, 150)),
-        (QPalette.ColorRole.Text, text),
-        (QPalette.ColorRole.Button, window),
-        (QPalette.ColorRole.ButtonText, text),
-        (QPalette.ColorRole.BrightText, QColor(255, 90, 90)),
-        (QPalette.ColorRole.Light, QColor(70, 70, 74)),
-        (QPalette.ColorRole.Midlight, QColor(60, 60, 64)),
-        (QPalette.ColorRole.Mid, QColor(90, 90, 95)),
-        (QPalette.ColorRole.Dark, QColor(20, 20, 22)),
-        (QPalette.ColorRole.Shadow, QColor(0, 0, 0)),
-        (QPalette.ColorRole.Highlight, QColor(60, 120, 215)),
-        (QPalette.ColorRole.HighlightedText, QColor(255, 255, 255)),
-        (QPalette.ColorRole.Link, QColor(110, 170, 255)),
-        (QPalette.ColorRole.LinkVisited, QColor(180, 140, 255)),
-    ):
-        p.setColor(role, color)
-    for role in (QPalette.ColorRole.WindowText, QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText):
-        p.setColor(QPalette.ColorGroup.Disabled, role, disabled)
+    for role, colours in PALETTE.items():
+        p.setColor(role, colours[is_dark])
+    for role in (R.WindowText, R.Text, R.ButtonText):
+        p.setColor(QPalette.ColorGroup.Disabled, role, DISABLED_TEXT[is_dark])
     return p
+
+
+def dark_palette() -> QPalette:
+    return own_palette(True)
 
 
 def light_palette() -> QPalette:
-    p = QPalette()
-    base, window, text = QColor(255, 255, 255), QColor(239, 239, 239), QColor(20, 20, 20)
-    for role, color in (
-        (QPalette.ColorRole.Window, window),
-        (QPalette.ColorRole.WindowText, text),
-        (QPalette.ColorRole.Base, base),
-        (QPalette.ColorRole.AlternateBase, QColor(247, 247, 247)),
-        (QPalette.ColorRole.ToolTipBase, QColor(255, 255, 220)),
-        (QPalette.ColorRole.ToolTipText, text),
-        (QPalette.ColorRole.PlaceholderText, QColor(120, 120, 120)),
-        (QPalette.ColorRole.Text, text),
-        (QPalette.ColorRole.Button, window),
-        (QPalette.ColorRole.ButtonText, text),
-        (QPalette.ColorRole.BrightText, QColor(255, 255, 255)),
-        (QPalette.ColorRole.Light, QColor(255, 255, 255)),
-        (QPalette.ColorRole.Midlight, QColor(202, 202, 202)),
-        (QPalette.ColorRole.Mid, QColor(184, 184, 184)),
-        (QPalette.ColorRole.Dark, QColor(159, 159, 159)),
-        (QPalette.ColorRole.Shadow, QColor(118, 118, 118)),
-        (QPalette.ColorRole.Highlight, QColor(48, 140, 198)),
-        (QPalette.ColorRole.HighlightedText, QColor(255, 255, 255)),
-        (QPalette.ColorRole.Link, QColor(0, 90, 200)),
-        (QPalette.ColorRole.LinkVisited, QColor(110, 40, 180)),
-    ):
-        p.setColor(role, color)
-    for role in (QPalette.ColorRole.WindowText, QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText):
-        p.setColor(QPalette.ColorGroup.Disabled, role, QColor(150, 150, 150))
-    return p
+    return own_palette(False)
 
 
 def style_sheet(theme: ThemeColors) -> str:
@@ -402,7 +383,7 @@ class ThemeManager(QObject):
         hints.setColorScheme(Qt.ColorScheme.Dark if want_dark else Qt.ColorScheme.Light)
         if _is_dark(self._app.palette()) != want_dark or self._has_own_palette:
             # The platform did not switch (or an own palette is already in place): set ours.
-            self._app.setPalette(dark_palette() if want_dark else light_palette())
+            self._app.setPalette(own_palette(want_dark))
             self._has_own_palette = True
         self._settle(want_dark)
 
@@ -430,7 +411,7 @@ class ThemeManager(QObject):
         if _is_dark(self._app.palette()) != is_dark:
             # The platform reports a scheme its palette does not follow (no platform theme).
             self._system_palette = QPalette(self._app.palette())
-            self._app.setPalette(dark_palette() if is_dark else light_palette())
+            self._app.setPalette(own_palette(is_dark))
             self._has_own_palette = True
         self._settle(is_dark)
 

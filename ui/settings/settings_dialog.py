@@ -58,13 +58,13 @@ class SettingsDialog(QDialog):
         self.theme.setToolTip("System follows the desktop's light or dark scheme")
         chat.addRow("Theme:", self.theme)
 
-        self.max_tokens = QSpinBox()
-        self.max_tokens.setAccessibleName("Longest reply")
-        self.max_tokens.setRange(16, 32768)
-        self.max_tokens.setSuffix(" tokens")
-        self.max_tokens.setValue(settings.max_tokens)
-        self.max_tokens.setToolTip("A token is a word or part of one; a reply stops here at the latest")
-        chat.addRow("Longest reply:", self.max_tokens)
+        self.max_tokens = QSpinBox(minimum=16, maximum=32768, suffix=" tokens", value=settings.max_tokens)
+        _row(
+            chat,
+            "Longest reply",
+            self.max_tokens,
+            "A token is a word or part of one; a reply stops here at the latest",
+        )
 
         sampling_row = QHBoxLayout()
         self.greedy = QCheckBox("Exact: always the likeliest word")
@@ -88,58 +88,31 @@ class SettingsDialog(QDialog):
         sampling_row.addStretch(1)
         chat.addRow("Replies:", sampling_row)
 
-        self.temperature = QDoubleSpinBox()
-        self.temperature.setAccessibleName("Variety (temperature)")
-        self.temperature.setRange(0.0, 2.0)
-        self.temperature.setSingleStep(0.1)
-        self.temperature.setValue(settings.temperature)
-        self.temperature.setToolTip("0 is exact: the same message gives the same reply; higher varies more")
+        self.temperature = QDoubleSpinBox(maximum=2.0, singleStep=0.1, value=settings.temperature)
         self.temperature.valueChanged.connect(self.on_temperature_value_changed)
-        chat.addRow("Variety (temperature):", self.temperature)
+        tip = "0 is exact: the same message gives the same reply; higher varies more"
+        _row(chat, "Variety (temperature)", self.temperature, tip)
         self._last_temperature = (
             settings.temperature if settings.temperature > 0 else CHAT_SAMPLING.temperature
         )
 
-        self.top_k = QSpinBox()
-        self.top_k.setAccessibleName("Choose among the likeliest (top-k)")
-        self.top_k.setRange(0, 1000)
+        self.top_k = QSpinBox(maximum=1000, suffix=" tokens", value=settings.top_k)
         self.top_k.setSpecialValueText("no limit")
-        self.top_k.setSuffix(" tokens")
-        self.top_k.setValue(settings.top_k)
-        self.top_k.setToolTip("Each next word is chosen among this many of the likeliest; 0: no limit")
-        chat.addRow("Choose among the likeliest (top-k):", self.top_k)
-
-        self.top_p = QDoubleSpinBox()
-        self.top_p.setAccessibleName("Share of the likelihood kept (top-p)")
-        self.top_p.setRange(0.0, 1.0)
-        self.top_p.setSingleStep(0.05)
-        self.top_p.setValue(settings.top_p)
-        self.top_p.setToolTip("Only the likeliest words that together make up this share are kept; 1: all")
-        chat.addRow("Share of the likelihood kept (top-p):", self.top_p)
-
-        self.min_p = QDoubleSpinBox()
-        self.min_p.setAccessibleName("Leave out unlikely words (min-p)")
-        self.min_p.setRange(0.0, 1.0)
-        self.min_p.setSingleStep(0.01)
-        self.min_p.setValue(settings.min_p)
-        self.min_p.setToolTip(
-            "Words less likely than this share of the likeliest word's chance are left out; 0: none"
+        tip = "Each next word is chosen among this many of the likeliest; 0: no limit"
+        _row(chat, "Choose among the likeliest (top-k)", self.top_k, tip)
+        self.top_p = QDoubleSpinBox(maximum=1.0, singleStep=0.05, value=settings.top_p)
+        tip = "Only the likeliest words that together make up this share are kept; 1: all"
+        _row(chat, "Share of the likelihood kept (top-p)", self.top_p, tip)
+        self.min_p = QDoubleSpinBox(maximum=1.0, singleStep=0.01, value=settings.min_p)
+        tip = "Words less likely than this share of the likeliest word's chance are left out; 0: none"
+        _row(chat, "Leave out unlikely words (min-p)", self.min_p, tip)
+        self.repeat_penalty = QDoubleSpinBox(
+            minimum=1.0, maximum=2.0, singleStep=0.05, value=settings.repeat_penalty
         )
-        chat.addRow("Leave out unlikely words (min-p):", self.min_p)
-
-        self.repeat_penalty = QDoubleSpinBox()
-        self.repeat_penalty.setAccessibleName("Discourage repeats (repetition penalty)")
-        self.repeat_penalty.setRange(1.0, 2.0)
-        self.repeat_penalty.setSingleStep(0.05)
-        self.repeat_penalty.setValue(settings.repeat_penalty)
-        self.repeat_penalty.setToolTip("1.0 is off; above 1 makes words used recently less likely")
-        chat.addRow("Discourage repeats (repetition penalty):", self.repeat_penalty)
-
-        self.repeat_last_n = QSpinBox()
+        tip = "1.0 is off; above 1 makes words used recently less likely"
+        _row(chat, "Discourage repeats (repetition penalty)", self.repeat_penalty, tip)
+        self.repeat_last_n = QSpinBox(maximum=4096, suffix=" tokens", value=settings.repeat_last_n)
         self.repeat_last_n.setAccessibleName("Repeats counted within the last")
-        self.repeat_last_n.setRange(0, 4096)
-        self.repeat_last_n.setSuffix(" tokens")
-        self.repeat_last_n.setValue(settings.repeat_last_n)
         chat.addRow("…counted within the last:", self.repeat_last_n)
 
         speed = self._tab("Speed-up")
@@ -158,49 +131,31 @@ class SettingsDialog(QDialog):
         )
         speed.addRow("", self.adaptive)
 
-        self.draft_max = QSpinBox()
-        self.draft_max.setAccessibleName("Guess at most (draft length)")
-        self.draft_max.setRange(1, 64)
-        self.draft_max.setSuffix(" tokens")
-        self.draft_max.setValue(settings.draft_max)
-        self.draft_max.setToolTip(
-            "The longest guess checked in one step (when chosen step by step, the most)"
-        )
-        speed.addRow("Guess at most (draft length):", self.draft_max)
+        self.draft_max = QSpinBox(minimum=1, maximum=64, suffix=" tokens", value=settings.draft_max)
+        tip = "The longest guess checked in one step (when chosen step by step, the most)"
+        _row(speed, "Guess at most (draft length)", self.draft_max, tip)
 
         form = self._tab("Engine")
         from ui.settings.remote_engine import RemoteEngineFields
 
         self.remote = RemoteEngineFields(settings, form, self)  # Engine: this computer or a server
 
-        self.threads = QSpinBox()
-        self.threads.setAccessibleName("Processor threads")
-        self.threads.setRange(0, 256)
+        self.threads = QSpinBox(maximum=256, value=settings.n_threads or 0)
         self.threads.setSpecialValueText(f"automatic ({default_threads()})")
-        self.threads.setValue(settings.n_threads or 0)
-        form.addRow("Processor threads:", self.threads)
-
-        self.context = QSpinBox()
-        self.context.setAccessibleName("Conversation memory (context)")
-        self.context.setRange(512, 262144)
-        self.context.setSingleStep(512)
-        self.context.setSuffix(" tokens")
-        self.context.setValue(settings.n_ctx)
-        self.context.setToolTip(
-            "How much of the conversation and its documents the model reads at once; more takes more memory"
+        _row(form, "Processor threads", self.threads)
+        self.context = QSpinBox(
+            minimum=512, maximum=262144, singleStep=512, suffix=" tokens", value=settings.n_ctx
         )
-        form.addRow("Conversation memory (context):", self.context)
-
-        self.gpu_layers = QSpinBox()
-        self.gpu_layers.setAccessibleName("Layers on the GPU")
-        self.gpu_layers.setRange(0, 999)
-        self.gpu_layers.setValue(settings.n_gpu_layers)
+        tip = "How much of the conversation and its documents the model reads at once; more takes more memory"
+        _row(form, "Conversation memory (context)", self.context, tip)
+        self.gpu_layers = QSpinBox(maximum=999, value=settings.n_gpu_layers)
         self.gpu_layers.setEnabled(gpu_offload_supported)
-        if not gpu_offload_supported:
-            self.gpu_layers.setToolTip("This copy of Tandem runs models on the processor only (no GPU).")
-        form.addRow("Layers on the GPU:", self.gpu_layers)
-        if not gpu_offload_supported:
-            note = QLabel("This copy of Tandem runs models on the processor only (no GPU).")
+        cpu_only = (
+            "" if gpu_offload_supported else "This copy of Tandem runs models on the processor only (no GPU)."
+        )
+        _row(form, "Layers on the GPU", self.gpu_layers, cpu_only)
+        if cpu_only:
+            note = QLabel(cpu_only)
             note.setWordWrap(True)
             form.addRow("", note)
 
@@ -330,6 +285,13 @@ class SettingsDialog(QDialog):
         self.min_p.setValue(CHAT_SAMPLING.min_p)
         self.repeat_penalty.setValue(CHAT_SAMPLING.repeat_penalty)
         self.repeat_last_n.setValue(CHAT_SAMPLING.repeat_last_n)
+
+
+def _row(form: QFormLayout, label: str, box: QWidget, tip: str = "") -> None:
+    """A labelled row of the form; the label is the field's accessible name too."""
+    box.setAccessibleName(label)
+    box.setToolTip(tip)
+    form.addRow(label + ":", box)
 
 
 def needs_reload(before: Settings, after: Settings) -> bool:
