@@ -230,66 +230,13 @@ class WorkerDied:
 
 
 WorkerRequest = LoadRequest | SetDraftRequest | ReplyRequest | TokenCountRequest | ShutdownRequest
-WorkerMessage = (
-    LoadProgressed
-    | EngineLoaded
-    | EngineFailed
-    | DraftChanged
-    | DraftFailed
-    | ReplyStarted
-    | ReplyReading
-    | ReplyEvents
-    | ReplyFailed
-    | TokensCounted
-    | TokenCountFailed
-    | LastWords
-)
-# What a listener of the worker's handle receives: the child's messages (LastWords excepted: the
-# handle folds it into the WorkerDied that follows) and the death the parent saw.
-HostMessage = (
-    LoadProgressed
-    | EngineLoaded
-    | EngineFailed
-    | DraftChanged
-    | DraftFailed
-    | ReplyStarted
-    | ReplyReading
-    | ReplyEvents
-    | ReplyFailed
-    | TokensCounted
-    | TokenCountFailed
-    | WorkerDied
-)
+# The news of the engine itself (loads, drafts), for every listener.
+EngineNews = LoadProgressed | EngineLoaded | EngineFailed | DraftChanged | DraftFailed
 # The messages that belong to one reply (routed by request_id).
 ReplyMessage = ReplyStarted | ReplyReading | ReplyEvents | ReplyFailed
 # The answers to a TokenCountRequest (routed by request_id too).
 CountMessage = TokensCounted | TokenCountFailed
-
-__all__ = [
-    "ChatTurn",
-    "CountMessage",
-    "DraftChanged",
-    "DraftFailed",
-    "EngineFailed",
-    "EngineInfo",
-    "EngineLoaded",
-    "HostMessage",
-    "LastWords",
-    "LoadProgressed",
-    "LoadRequest",
-    "ReplyEvents",
-    "ReplyFailed",
-    "ReplyMessage",
-    "ReplyReading",
-    "ReplyRequest",
-    "ReplyStarted",
-    "SetDraftRequest",
-    "ShutdownRequest",
-    "SpeculationOff",
-    "TokenCountFailed",
-    "TokenCountRequest",
-    "TokensCounted",
-    "WorkerDied",
-    "WorkerMessage",
-    "WorkerRequest",
-]
+WorkerMessage = EngineNews | ReplyMessage | CountMessage | LastWords
+# What a listener of the worker's handle receives: the child's messages (LastWords excepted: the
+# handle folds it into the WorkerDied that follows) and the death the parent saw.
+HostMessage = EngineNews | ReplyMessage | CountMessage | WorkerDied

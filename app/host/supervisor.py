@@ -29,6 +29,7 @@ from app.host.messages import (
     EngineFailed,
     EngineInfo,
     EngineLoaded,
+    EngineNews,
     HostMessage,
     LoadProgressed,
     LoadRequest,
@@ -51,7 +52,7 @@ from engine.errors import TandemError
 
 log = logging.getLogger(__name__)
 
-EngineMessage = LoadProgressed | EngineLoaded | EngineFailed | DraftChanged | DraftFailed | WorkerDied
+EngineMessage = EngineNews | WorkerDied
 
 
 class EngineProcess(Protocol):
@@ -88,13 +89,13 @@ class EngineSupervisor:
         self._factory = worker_factory
         self._lock = threading.RLock()
         self._worker: EngineProcess | None = None
-        self._generation = 0  # which worker's messages count; bumped whenever one is replaced or dies
-        self._config: EngineConfig | None = None
-        self._info: EngineInfo | None = None
+        self.generation = 0  # which worker's messages count; bumped whenever one is replaced or dies
+        self.config: EngineConfig | None = None
+        self.info: EngineInfo | None = None  # the loaded engine (None: loading, failed, died, replaced)
         self.load_error = "no model is loaded"
         self._changed = threading.Condition(self._lock)  # notified whenever a load ends
-        self._is_loading = False  # a load was asked for and has not ended (loaded, failed, died)
-        self._n_loads_ended = 0
+        self.is_loading = False  # a load was asked for and has not ended (loaded, failed, died)
+        self.n_loads_ended = 0  # wait_loaded(after=...) waits for the next one
         self._routes: dict[int, ReplyListener] = {}
         self._count_routes: dict[int, CountListener] = {}
         self._dead: list[EngineProcess] = []  # found dead, not reaped yet
@@ -109,19 +110,6 @@ class EngineSupervisor:
     # ---- state
 
     @property
-    def config(self) -> EngineConfig | None:
-        return self._config
-
-    @property
-    def info(self) -> EngineInfo | None:
-        """The loaded engine, or None (not loaded yet, failed, died, replaced)."""
-        return self._info
-
-    @property
-    def generation(self) -> int:
-        return self._generation
-
-    @property
     def pid(self) -> int | None:
         worker = self._worker
         return worker.pid if worker else None
@@ -129,11 +117,6 @@ class EngineSupervisor:
     def is_running(self) -> bool:
         worker = self._worker
         return worker is not None and worker.is_alive()
-
-    @property
-    def is_loading(self) -> bool:
-        """A load was asked for and has not ended yet."""
-        return self._is_loading
 
     def n_pending(self) -> int:
         """Replies asked for and not ended, of every user."""
@@ -157,9 +140,9 @@ class EngineSupervisor:
         """Load a configuration (an empty target_path: the embedded default model), in the running
         engine or a fresh one."""
         with self._lock:
-            self._config = config
-            self._info = None
-            self._is_loading = True
+            self.config = config
+            self.info = None
+            self.is_loading = True
             died = self._settle_dead_worker()
             self._ensure_worker(send_load=False)
             assert self._worker is not None
@@ -169,9 +152,9 @@ class EngineSupervisor:
     def set_draft(self, draft: DraftChoice) -> None:
         """Switch speculation; applies from the next reply."""
         with self._lock:
-            if self._config is None:
+            if self.config is None:
                 return
-            self._config = replace(self._config, draft=draft)
+            self.config = replace(self.config, draft=draft)
             if self._worker is not None and self._worker.is_alive():
                 self._worker.send(SetDraftRequest(draft))
 
@@ -200,7 +183,7 @@ class EngineSupervisor:
         after it; an engine that dies first never answers."""
         with self._lock:
             worker = self._worker
-            if worker is None or self._info is None or not worker.is_alive():
+            if worker is None or self.info is None or not worker.is_alive():
                 return None
             request_id = self._next_request_id
             self._next_request_id += 1
@@ -219,67 +202,43 @@ class EngineSupervisor:
         with self._lock:
             self._routes.pop(request_id, None)
 
-    def replace_engine(self, sentence: str, factory: WorkerFactory | None = None) -> None:
+    def replace_engine(
+        self, sentence: str, factory: WorkerFactory | None = None, timeout_s: float = 1.0
+    ) -> None:
         """End the engine now (a cancelled reply that never stopped, an engine on a server chosen
-        instead): every reply it owed fails with the sentence, and the next request or load starts
-        a fresh one (made by `factory` from now on, if given). Engine listeners are not told: the
-        caller decided it."""
+        instead, the app closing): every reply it owed fails with the sentence, and the next
+        request or load starts a fresh one (made by `factory` from now on, if given). Engine
+        listeners are not told: the caller decided it."""
         with self._lock:
-            worker, self._worker = self._worker, None
+            worker = self._worker
             if factory is not None:
                 self._factory = factory
-            self._generation += 1
-            self._info = None
-            self.load_error = sentence
-            self._load_ended()
-            routes, self._routes = self._routes, {}
-            self._count_routes.clear()
-            generation = self._generation
+            generation, died, routes = self._died(WorkerDied(None, sentence))
         if worker is not None:
-            worker.shutdown(timeout_s=1.0)
-        died = WorkerDied(None, sentence)
+            worker.shutdown(timeout_s=timeout_s)
         for listener in routes.values():
             listener(generation, died)
 
     def shutdown(self, sentence: str = "the app is closing") -> None:
-        with self._lock:
-            worker, self._worker = self._worker, None
-            self._generation += 1
-            self._info = None
-            self._load_ended()
-            routes, self._routes = self._routes, {}
-            self._count_routes.clear()
-            generation = self._generation
-        if worker is not None:
-            worker.shutdown()
-        died = WorkerDied(None, sentence)
-        for listener in routes.values():
-            listener(generation, died)
-
-    @property
-    def n_loads_ended(self) -> int:
-        """How many loads have ended so far: wait_loaded(after=...) waits for the next one."""
-        return self._n_loads_ended
+        self.replace_engine(sentence, timeout_s=3.0)
 
     def wait_loaded(self, timeout_s: float | None = None, after: int | None = None) -> EngineInfo:
         """Block until the load asked for ends (after=n: until a load ends after the n-th, or an
         engine is loaded); TandemError with the engine's sentence if it failed or timed out."""
         with self._changed:
             if after is None:
-                self._changed.wait_for(lambda: not self._is_loading, timeout_s)
+                self._changed.wait_for(lambda: not self.is_loading, timeout_s)
             else:
-                self._changed.wait_for(
-                    lambda: self._info is not None or self._n_loads_ended > after, timeout_s
-                )
-            info = self._info
+                self._changed.wait_for(lambda: self.info is not None or self.n_loads_ended > after, timeout_s)
+            info = self.info
         if info is None:
             raise TandemError(self.load_error or "the engine did not load in time")
         return info
 
     def _load_ended(self) -> None:
         """(lock held)"""
-        self._is_loading = False
-        self._n_loads_ended += 1
+        self.is_loading = False
+        self.n_loads_ended += 1
         self._changed.notify_all()
 
     # ---- the worker
@@ -289,14 +248,14 @@ class EngineSupervisor:
         Returns the fresh one's generation where it was sent a load (its listeners are told)."""
         if self._worker is not None:
             return None
-        self._generation += 1
-        generation = self._generation
+        self.generation += 1
+        generation = self.generation
         self._worker = self._factory(lambda message: self._on_message(generation, message))
         self._worker.start()
-        if send_load and self._config is not None:
-            self._info = None
-            self._is_loading = True
-            self._worker.send(self._load_request(self._config))
+        if send_load and self.config is not None:
+            self.info = None
+            self.is_loading = True
+            self._worker.send(self._load_request(self.config))
             return generation
         return None
 
@@ -316,13 +275,13 @@ class EngineSupervisor:
     def _died(self, message: WorkerDied) -> tuple[int, WorkerDied, dict[int, ReplyListener]]:
         """(lock held) The engine is gone: what it owed, to be told outside the lock (_announce)."""
         self._worker = None
-        self._info = None
-        self._generation += 1
+        self.info = None
+        self.generation += 1
         self.load_error = message.sentence
         self._load_ended()
         routes, self._routes = self._routes, {}
         self._count_routes.clear()
-        return self._generation, message, routes
+        return self.generation, message, routes
 
     def _announce(self, died: tuple[int, WorkerDied, dict[int, ReplyListener]] | None) -> None:
         with self._lock:
@@ -345,7 +304,7 @@ class EngineSupervisor:
         count_route: CountListener | None = None
         died = None
         with self._lock:
-            if generation != self._generation:
+            if generation != self.generation:
                 return  # from a worker that was replaced
             match message:
                 case ReplyStarted(request_id=request_id) | ReplyReading(request_id=request_id):
@@ -359,16 +318,16 @@ class EngineSupervisor:
                 case TokensCounted(request_id=request_id) | TokenCountFailed(request_id=request_id):
                     count_route = self._count_routes.pop(request_id, None)
                 case EngineLoaded(info=info) | DraftChanged(info=info):
-                    self._info = info
-                    if self._config is not None:
-                        self._config = replace(self._config, target_path=info.target_path, draft=info.draft)
+                    self.info = info
+                    if self.config is not None:
+                        self.config = replace(self.config, target_path=info.target_path, draft=info.draft)
                     self._load_ended()
                 case EngineFailed(sentence=sentence):
                     self.load_error = sentence
                     self._load_ended()
                 case DraftFailed():
-                    if self._config is not None and self._info is not None:
-                        self._config = replace(self._config, draft=self._info.draft)
+                    if self.config is not None and self.info is not None:
+                        self.config = replace(self.config, draft=self.info.draft)
                 case LoadProgressed():
                     pass
                 case WorkerDied():
@@ -379,12 +338,12 @@ class EngineSupervisor:
         if died is not None:
             self._announce(died)
             return
-        if isinstance(message, TokensCounted | TokenCountFailed):
+        if isinstance(message, CountMessage):
             if count_route is not None:
                 count_route(generation, message)
         elif route is not None:
-            assert isinstance(message, ReplyStarted | ReplyReading | ReplyEvents | ReplyFailed)
+            assert isinstance(message, ReplyMessage)
             route(generation, message)
-        elif not isinstance(message, ReplyStarted | ReplyReading | ReplyEvents | ReplyFailed):
+        elif not isinstance(message, ReplyMessage):
             for listener in listeners:
                 listener(generation, message)

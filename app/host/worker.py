@@ -29,7 +29,7 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, assert_never
@@ -67,7 +67,7 @@ from engine.chat import (
     generate_reply,
     remember_exchanges,
 )
-from engine.config import PLAIN_DECODING, DraftChoice, EngineConfig, SamplingParams
+from engine.config import PLAIN_DECODING, DraftChoice, EngineConfig
 from engine.errors import ErrorKind, Failure, PairRefusal
 from engine.events import Event, Finished, Reading, Speculation, Stats, TextPiece
 from engine.reading import watch_reading
@@ -101,49 +101,28 @@ class CancelBoard:
     _CURSOR, _ALL, _FIRST = 0, 1, 2
 
     def __init__(self, shared: Any) -> None:
-        self._ids = shared  # multiprocessing Array('q', _FIRST + SLOTS), made by create()
+        # multiprocessing Array('q', _FIRST + SLOTS), made by create(): a spawned child is given it.
+        self.shared = shared
 
     @classmethod
     def create(cls, ctx: Any) -> CancelBoard:
         return cls(ctx.Array("q", cls._FIRST + cls.SLOTS))
 
-    @property
-    def shared(self) -> Any:
-        """What the child is given (a multiprocessing Array travels to a spawned child as an argument)."""
-        return self._ids
-
     def cancel(self, request_id: int) -> None:
-        with self._ids.get_lock():
-            cursor = self._ids[self._CURSOR]
-            self._ids[self._FIRST + cursor % self.SLOTS] = request_id
-            self._ids[self._CURSOR] = cursor + 1
+        with self.shared.get_lock():
+            cursor = self.shared[self._CURSOR]
+            self.shared[self._FIRST + cursor % self.SLOTS] = request_id
+            self.shared[self._CURSOR] = cursor + 1
 
     def cancel_all(self) -> None:
-        self._ids[self._ALL] = 1
+        self.shared[self._ALL] = 1
 
     def is_cancelled(self, request_id: int) -> bool:
-        ids = self._ids.get_obj()  # a plain read: each slot is written whole
+        ids = self.shared.get_obj()  # a plain read: each slot is written whole
         return bool(ids[self._ALL]) or request_id in ids[self._FIRST :]
 
     def flag(self, request_id: int) -> _RequestFlag:
         return _RequestFlag(self, request_id)
-
-
-def _generate_raw(
-    engine: Engine,
-    prompt: str | list[int] | ChatPrompt,
-    params: SamplingParams | None = None,
-    max_tokens: int = 512,
-    stop: Sequence[str] = (),
-    cancel: threading.Event | None = None,
-    speculate: bool | None = None,
-    use_memory: bool = True,
-) -> Iterator[Event]:
-    """A raw text completion: the engine's generation as it is (the tokens of a text prompt)."""
-    tokens = list(prompt.tokens) if isinstance(prompt, ChatPrompt) else prompt
-    return engine.generate(
-        tokens, params, max_tokens, stop, cancel=cancel, speculate=speculate, use_memory=use_memory
-    )
 
 
 class _RequestFlag(threading.Event):
@@ -199,8 +178,7 @@ def _engine_info(engine: Engine, config: EngineConfig, refusal: Failure | None =
     )
 
 
-def _no_stats(speculation: Speculation) -> Stats:
-    """The numbers of a reply stopped before it read its prompt: none."""
+def _no_stats(speculation: Speculation) -> Stats:  # a reply stopped before it read its prompt
     return Stats(speculation, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0)
 
 
@@ -247,7 +225,7 @@ class _Outbox:
         self._events: list[Event] = []
         self._has_text = False  # the current reply's first text has gone
         self._last_sent_s = 0.0
-        self._flusher: threading.Thread | None = None
+        threading.Thread(target=self._flush_when_due, name="tandem-outbox", daemon=True).start()
 
     def send(self, message: WorkerMessage) -> None:
         with self._cond:
@@ -281,11 +259,6 @@ class _Outbox:
             ):
                 self._flush()
             elif opens_batch:  # the flusher sends it when due (woken once a batch, not per event)
-                if self._flusher is None:
-                    self._flusher = threading.Thread(
-                        target=self._flush_when_due, name="tandem-outbox", daemon=True
-                    )
-                    self._flusher.start()
                 self._cond.notify()
 
     def flush(self) -> None:
@@ -365,15 +338,12 @@ class _Child:
 
     @property
     def idle_work_due(self) -> bool:
-        """Has the loaded engine something to do while no request waits (engine.session's
-        calibrate: verify batches this machine has not timed yet; grow_outputs: llama.cpp's
-        logits buffer not yet as large as a reply's longest verify batch)?"""
+        """Verify batches to time (engine.session's calibrate) or a logits buffer to grow?"""
         return self.engine is not None and (self.engine.calibration_due or self.engine.outputs_due)
 
     def idle_work(self, request_waiting: Callable[[], bool]) -> None:
-        """Time this machine's verify batches until a request arrives (one batch at most: a
-        64-row batch, 0.2-1.4 s on 2 CPU cores). Once per machine, build and model: the cost
-        cache keeps the timings. A failure only costs the calibration, logged, not the engine."""
+        """Time this machine's verify batches until a request arrives (the cost cache keeps them);
+        a failure costs only the calibration, logged."""
         if self.engine is None:
             return
         try:
@@ -398,12 +368,9 @@ class _Child:
     def count_tokens(self, request: TokenCountRequest) -> None:
         """The texts' token counts by the loaded target's tokenizer, as parts of a prompt (no BOS).
 
-        Runs on the request reader's thread, beside a reply the main thread may be generating:
-        llama.cpp's tokenizer only reads the vocabulary, which nothing changes after the load
-        (llama-server tokenizes on its HTTP threads while its main loop decodes the same way),
-        and ctypes lets go of the GIL for both. The engine lock keeps the model from being closed
-        under it; a count asked while a load runs finds no engine and says so (the window asks
-        again once the load is reported)."""
+        Runs on the request reader's thread, beside a reply: llama.cpp's tokenizer only reads the
+        vocabulary, which nothing changes after the load (llama-server does the same), and the
+        engine lock keeps the model from being closed under it."""
         message: WorkerMessage
         with self.engine_lock:
             engine = self.engine
@@ -463,7 +430,10 @@ class _Child:
                 refusal = Failure.of(self.engine.draft_refused)
             self.config = config
             if grow_outputs and self.engine.outputs_due:
-                self._grow_outputs()
+                try:  # a failure costs only the growth (a reply pays it)
+                    self.engine.grow_outputs()
+                except Exception:
+                    log.exception("growing the logits buffer failed; the first long reply grows it")
             self.send(EngineLoaded(_engine_info(self.engine, config, refusal)))
         except TandemError as e:
             self.load_error = str(e)
@@ -472,18 +442,9 @@ class _Child:
             self.load_error = _unexpected(e)
             self.send(EngineFailed(self.load_error))
 
-    def _grow_outputs(self) -> None:
-        """One throw-away batch of a reply's longest verify (engine.session's grow_outputs) before
-        the engine is reported loaded; a failure costs only the growth (a reply pays it), logged."""
-        assert self.engine is not None
-        try:
-            self.engine.grow_outputs()
-        except Exception:
-            log.exception("growing the logits buffer failed; the first long reply grows it")
-
     def remember(self, earlier: tuple[tuple[str, str], ...]) -> None:
-        """Seed the engine's reply memory with earlier answers (after the load is reported: the
-        window does not wait for it). Never fails a load: a memory is only ever a speed-up."""
+        """Seed the engine's reply memory with earlier answers, after the load is reported; never
+        fails a load (a memory is only a speed-up)."""
         if self.engine is None or not earlier:
             return
         try:
@@ -541,19 +502,18 @@ class _Child:
             if request.history_key:
                 self.n_dropped[request.history_key] = n_dropped
             self.send(ReplyStarted(request.request_id, n_prompt, n_dropped, self.engine.speculation))
-            # A chat reply ends at a base model's new speaker line (generate_reply); a raw text
-            # completion is the engine's own.
-            generate = generate_reply if isinstance(prompt, ChatPrompt) else _generate_raw
-            events = generate(
-                self.engine,
-                prompt,
-                params=request.params,
-                max_tokens=request.max_tokens,
-                stop=request.stop,
-                cancel=cancel,
-                speculate=request.speculate,
-                use_memory=request.remember,
+            args = (
+                request.params,
+                request.max_tokens,
+                request.stop,
+                cancel,
+                request.speculate,
+                request.remember,
             )
+            if isinstance(prompt, ChatPrompt):  # a chat reply ends at a base model's new speaker line
+                events = generate_reply(self.engine, prompt, *args)
+            else:  # a raw text completion: the engine's own
+                events = self.engine.generate(prompt, *args)
             for event in self._watched(request, prompt, n_dropped, events):
                 self.outbox.send_event(request.request_id, event)
         except PromptCancelled:  # stopped while a long conversation was fitted to the context
