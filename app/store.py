@@ -26,6 +26,7 @@ import math
 import os
 import re
 import sqlite3
+import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
@@ -50,19 +51,9 @@ class MessageStatus(StrEnum):
     SUPERSEDED = "superseded"  # replaced by regenerate/edit
 
 
-def _kind(text: str) -> DocumentKind:
-    try:
-        return DocumentKind(text)
-    except ValueError:
-        return DocumentKind.TEXT
-
-
 def _status(text: str) -> MessageStatus:
     """A stored status; one this build does not know (a hand-edited row) reads as complete."""
-    try:
-        return MessageStatus(text)
-    except ValueError:
-        return MessageStatus.COMPLETE
+    return MessageStatus(text) if text in list(MessageStatus) else MessageStatus.COMPLETE
 
 
 # Version 1: the schema of every store written before versions existed (user_version 0), hence
@@ -278,10 +269,8 @@ def _pair_measurement(db: sqlite3.Connection, target: str, drafter: str) -> Pair
     ).fetchall()
     if len(rows) < MIN_PAIR_REPLIES:
         return None
-    speedups = sorted(float(r[0]) for r in rows)
-    n, mid = len(speedups), len(speedups) // 2
-    median = speedups[mid] if n % 2 else (speedups[mid - 1] + speedups[mid]) / 2
-    return PairMeasurement(median, n, any(bool(r[1]) for r in rows))
+    median = statistics.median(float(r[0]) for r in rows)
+    return PairMeasurement(median, len(rows), any(bool(r[1]) for r in rows))
 
 
 def read_pair_measurement(target: str, drafter: str, path: Path | None = None) -> PairMeasurement | None:
@@ -308,20 +297,23 @@ def read_pair_measurement(target: str, drafter: str, path: Path | None = None) -
 _SQLITE_BUSY, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN = 5, 8, 10, 13, 14
 
 
+# (result code, words of SQLite's message, what it means for a sentence), in the order asked.
+_ERROR_WORDS = (
+    (_SQLITE_FULL, "disk is full", "the disk is full"),
+    (_SQLITE_READONLY, "readonly", "the file is read-only"),
+    (_SQLITE_BUSY, "locked", "another program has it locked"),
+    (_SQLITE_CANTOPEN, "unable to open", "it cannot be opened (check the folder's permissions)"),
+    (_SQLITE_IOERR, None, "the disk could not be read or written"),
+)
+
+
 def store_error_sentence(error: sqlite3.Error) -> str:
     """Why the store could not be read or written, as words for a sentence ("the disk is full")."""
     code = (getattr(error, "sqlite_errorcode", None) or 0) & 0xFF
     text = str(error).lower()
-    if code == _SQLITE_FULL or "disk is full" in text:
-        return "the disk is full"
-    if code == _SQLITE_READONLY or "readonly" in text:
-        return "the file is read-only"
-    if code == _SQLITE_BUSY or "locked" in text:
-        return "another program has it locked"
-    if code == _SQLITE_CANTOPEN or "unable to open" in text:
-        return "it cannot be opened (check the folder's permissions)"
-    if code == _SQLITE_IOERR:
-        return "the disk could not be read or written"
+    for error_code, words, said in _ERROR_WORDS:
+        if code == error_code or (words is not None and words in text):
+            return said
     return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
@@ -520,7 +512,7 @@ def _attachment(row: sqlite3.Row) -> Document:
     return Document(
         _field_text(row["name"]) or "document",
         _field_text(row["text"]),
-        _kind(_field_text(row["kind"])),
+        DocumentKind(kind) if (kind := _field_text(row["kind"])) in list(DocumentKind) else DocumentKind.TEXT,
         n_bytes if type(n_bytes) is int and n_bytes >= 0 else 0,
         _field_text(row["encoding"]),
         _field_text(row["language"]),
@@ -549,10 +541,14 @@ def _make_private(path: Path) -> None:
         log.warning("cannot make %s private: %s", path, e)
 
 
-def _text(value: bytes) -> str:
-    """A TEXT value as read back: bytes that are not UTF-8 (written by another program) read as
-    U+FFFD instead of failing the whole row."""
-    return value.decode("utf-8", "replace")
+def _open(target: Path | str) -> sqlite3.Connection:
+    """A connection with foreign keys on, whose rows read by column name, and whose TEXT bytes
+    that are not UTF-8 (written by another program) read as U+FFFD instead of failing the row."""
+    db = sqlite3.connect(target)
+    db.row_factory = sqlite3.Row
+    db.text_factory = lambda value: value.decode("utf-8", "replace")
+    db.execute("PRAGMA foreign_keys=ON")
+    return db
 
 
 # What quick_check says of a row that breaks a CHECK or NOT NULL rule (written with the checks off,
@@ -574,14 +570,11 @@ def _connect(path: Path, rule_breaks: list[str] | None = None) -> sqlite3.Connec
     only break a CHECK or NOT NULL rule are not damage: quick_check's lines on them go to
     `rule_breaks` (the rows are skipped or cleaned as they are read)."""
     _make_private(path)
-    db = sqlite3.connect(path)
+    db = _open(path)
     try:
-        db.row_factory = sqlite3.Row
-        db.text_factory = _text
         try:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA foreign_keys=ON")
             db.execute("PRAGMA secure_delete=ON")  # deleted words are zeroed on disk, not left in free pages
             # quick_check reads every page once (milliseconds for a chat history): a damaged page
             # is found now, while it can be set aside, not in the middle of a reply.
@@ -628,9 +621,7 @@ def _check_writable(db: sqlite3.Connection) -> None:
 def _memory_store(path: Path) -> sqlite3.Connection:
     """A store in memory for a session whose file cannot be written: a copy of the file where it
     can be read (read-only), else empty; brought up to this build's schema."""
-    db = sqlite3.connect(":memory:")
-    db.row_factory = sqlite3.Row
-    db.text_factory = _text
+    db = _open(":memory:")
     # Read-only first; on a read-only disk SQLite cannot make the -shm a WAL store needs, so then
     # as an immutable file (what the last checkpoint wrote; a -wal left by a crash is not read).
     for query in ("mode=ro", "mode=ro&immutable=1"):
@@ -645,7 +636,6 @@ def _memory_store(path: Path) -> sqlite3.Connection:
             break
         except sqlite3.Error as e:
             log.warning("the store %s cannot be read (%s, %s)", path, query, e)
-    db.execute("PRAGMA foreign_keys=ON")
     try:
         # An immutable read of a file another program is writing may be torn: checked first.
         problems = [str(row[0]) for row in db.execute("PRAGMA quick_check(3)")]
@@ -654,10 +644,7 @@ def _memory_store(path: Path) -> sqlite3.Connection:
         migrate(db)
     except (sqlite3.Error, StoreDamaged):  # a copy this build cannot read: start empty
         db.close()
-        db = sqlite3.connect(":memory:")
-        db.row_factory = sqlite3.Row
-        db.text_factory = _text
-        db.execute("PRAGMA foreign_keys=ON")
+        db = _open(":memory:")
         migrate(db)
     return db
 
@@ -721,30 +708,30 @@ class Store:
             _check_writable(self._db)
             if rule_breaks:
                 self.notice = RULE_BREAK_NOTICE
-        except sqlite3.OperationalError as e:
-            # Locked by another program, read-only, a folder that cannot be written: not damage. The
-            # file stays as it is; this session works on a copy in memory, and the notice says so.
-            log.error("the conversation store %s cannot be written (%s); working in memory", self.path, e)
+        except (sqlite3.OperationalError, StoreFromNewerVersion) as e:
+            # Locked by another program, read-only, a folder that cannot be written: not damage.
+            # Nor is a store a newer Tandem wrote: setting it aside would empty that Tandem's history
+            # when the user goes back to it. The file stays as it is; this session works on a copy in
+            # memory, and the notice says so.
+            log.error("the conversation store %s cannot be used here (%s); working in memory", self.path, e)
             self._db = _memory_store(self.path)
             self.is_in_memory = True
-            why = "the file or its disk is read-only" if _is_read_only(self.path) else store_error_sentence(e)
-            self.notice = (
-                f"Your conversation history in {self.path.parent} cannot be saved to now ({why}). It is "
-                "left untouched; what you write in this session is kept only until Tandem closes."
-            )
-        except StoreFromNewerVersion as e:
-            # Setting it aside would empty the history of the newer Tandem when the user goes back
-            # to it (a downgrade, then an upgrade): the file stays where it is, untouched.
-            log.error(
-                "the conversation store %s is not this build's to read (%s); working in memory", self.path, e
-            )
-            self._db = _memory_store(self.path)
-            self.is_in_memory = True
-            self.notice = (
-                "Your conversation history was saved by a newer version of Tandem, which this one "
-                "cannot read. It is left untouched for that version; what you write in this session "
-                "is kept only until Tandem closes."
-            )
+            if isinstance(e, StoreFromNewerVersion):
+                self.notice = (
+                    "Your conversation history was saved by a newer version of Tandem, which this one "
+                    "cannot read. It is left untouched for that version; what you write in this session "
+                    "is kept only until Tandem closes."
+                )
+            else:
+                why = (
+                    "the file or its disk is read-only"
+                    if _is_read_only(self.path)
+                    else store_error_sentence(e)
+                )
+                self.notice = (
+                    f"Your conversation history in {self.path.parent} cannot be saved to now ({why}). "
+                    "It is left untouched; what you write in this session is kept only until Tandem closes."
+                )
         except StoreDamaged as e:
             self.set_aside = set_aside_file(self.path)
             log.error(
@@ -876,8 +863,15 @@ class Store:
     # messages
 
     def add_message(
-        self, conversation_id: int, role: str, content: str, status: MessageStatus = MessageStatus.COMPLETE
+        self,
+        conversation_id: int,
+        role: str,
+        content: str,
+        status: MessageStatus = MessageStatus.COMPLETE,
+        documents: Sequence[Document] = (),
     ) -> Message:
+        """A message and the documents sent with it (their text as read: it stands if the file
+        changes), in one transaction: both kept, or neither."""
         status = MessageStatus(status)
         now = time.time()
         with self._db:
@@ -885,21 +879,6 @@ class Store:
                 "INSERT INTO messages (conversation_id, role, content, status, created_at, updated_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (conversation_id, role, content, status, now, now),
-            )
-            self._touch(conversation_id, now)
-        assert cur.lastrowid is not None
-        return Message(cur.lastrowid, conversation_id, role, content, status, None, ())
-
-    def add_message_with_attachments(
-        self, conversation_id: int, role: str, content: str, documents: Sequence[Document] = ()
-    ) -> Message:
-        """A message and the documents sent with it, in one transaction (both kept, or neither)."""
-        now = time.time()
-        with self._db:
-            cur = self._db.execute(
-                "INSERT INTO messages (conversation_id, role, content, status, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (conversation_id, role, content, MessageStatus.COMPLETE, now, now),
             )
             assert cur.lastrowid is not None
             self._db.executemany(
@@ -911,20 +890,12 @@ class Store:
                 ],
             )
             self._touch(conversation_id, now)
-        return Message(cur.lastrowid, conversation_id, role, content, MessageStatus.COMPLETE, None, ())
+        return Message(cur.lastrowid, conversation_id, role, content, status, None, ())
 
-    def add_attachments(self, message_id: int, documents: Iterable[Document]) -> None:
-        """Keep the documents sent with a message (their text as read: it stands if the file changes)."""
-        rows = [
-            (message_id, i, d.name, str(d.kind), d.n_bytes, d.encoding, d.language, d.text)
-            for i, d in enumerate(documents)
-        ]
-        with self._db:
-            self._db.executemany(
-                "INSERT INTO attachments (message_id, position, name, kind, n_bytes, encoding, language, text) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+    def add_message_with_attachments(
+        self, conversation_id: int, role: str, content: str, documents: Sequence[Document] = ()
+    ) -> Message:
+        return self.add_message(conversation_id, role, content, documents=documents)
 
     def attachments(self, conversation_id: int, since_id: int = 0) -> dict[int, tuple[Document, ...]]:
         """The documents of a conversation's messages, by message id, in the order they were
@@ -1065,18 +1036,32 @@ class Store:
         r = self._db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
         return _message(r) if r else None
 
-    # versions of a turn (schema v6: _versions_shown, _choose_version)
+    # versions of a turn (schema v6)
 
     def versions_shown(self, conversation_id: int, since_id: int = 0) -> dict[int, tuple[int, int]]:
         """For each message shown (from since_id on: a page) that has other versions: (which one
         it is, counting from 1, of how many). A message whose stored parent is not an earlier
         message of its conversation (a row another program wrote) counts as one alone."""
-        return _versions_shown(self._db, conversation_id, since_id)
+        siblings = (
+            "FROM messages s WHERE s.conversation_id = m.conversation_id AND s.parent_id IS m.parent_id "
+            "AND s.role = m.role AND s.id > COALESCE(s.parent_id, 0)"
+        )
+        rows = self._db.execute(
+            f"SELECT m.id, (SELECT COUNT(*) {siblings} AND s.id <= m.id), (SELECT COUNT(*) {siblings}) "
+            f"FROM messages m WHERE m.conversation_id = ? AND m.id >= ? AND m.status != 'superseded' "
+            f"AND {_GOOD_PARENT}",
+            (conversation_id, since_id),
+        ).fetchall()
+        return {int(r[0]): (int(r[1]), int(r[2])) for r in rows if int(r[2]) > 1}
 
     def bad_versions(self, conversation_id: int) -> int:
         """Messages whose stored parent is missing, later than them, or of another conversation:
         they are left out of the versions (never of the conversation)."""
-        return _bad_versions(self._db, conversation_id)
+        row = self._db.execute(
+            f"SELECT COUNT(*) FROM messages m WHERE m.conversation_id = ? AND NOT {_GOOD_PARENT}",
+            (conversation_id,),
+        ).fetchone()
+        return int(row[0])
 
     def choose_version(self, message_id: int, step: int) -> tuple[list[int], list[Message]]:
         """Show the version `step` away from a shown message (-1: the one before): the message and
@@ -1090,11 +1075,35 @@ class Store:
     def export(self, conversation_id: int) -> dict[str, Any]:
         """The conversation as shown (superseded messages left out), each message with where
         each stretch came from: the JSON a file holds (conversation_markdown reads it too)."""
-        return _export(self, conversation_id)
+        conversation = self.conversation(conversation_id)
+        if conversation is None:
+            raise ConversationFileError(f"Conversation {conversation_id} does not exist.")
+        shown, others = _export_versions(self, conversation_id)
+        return {
+            "format": CONVERSATION_FORMAT,
+            "version": CONVERSATION_FORMAT_VERSION,
+            "title": conversation.title,
+            "system_prompt": conversation.system_prompt,
+            "stretch_sources": STRETCH_SOURCES,
+            "messages": shown,
+            **({"other_versions": others} if others else {}),
+        }
 
     def import_conversation(self, data: dict[str, Any]) -> Conversation:
-        """A conversation from an exported file (checked by read_conversation_file), as a new one."""
-        return _import(self, data)
+        """A conversation from an exported file (checked by read_conversation_file), as a new one.
+        All or nothing: the conversation and its messages in one transaction (a failure half-way
+        leaves no half conversation behind). Stats are kept as clean_stats makes them."""
+        db, now = self._db, time.time()
+        title, system_prompt = str(data["title"]), str(data.get("system_prompt") or "")
+        with db:
+            cur = db.execute(
+                "INSERT INTO conversations (title, system_prompt, created_at, updated_at) VALUES (?, ?, ?, ?)",
+                (title, system_prompt, now, now),
+            )
+            assert cur.lastrowid is not None
+            conversation_id = cur.lastrowid
+            self.last_import_skipped = _import_messages(db, conversation_id, data, now)
+        return self.conversation(conversation_id) or Conversation(conversation_id, title, system_prompt, now)
 
 
 # ---- versions of a turn (schema v6)
@@ -1102,22 +1111,6 @@ class Store:
 # A message's parent as versions trust it: none, or an earlier message of the same conversation.
 _GOOD_PARENT = """(m.parent_id IS NULL OR EXISTS (SELECT 1 FROM messages p WHERE p.id = m.parent_id
     AND p.conversation_id = m.conversation_id AND p.id < m.id))"""
-
-
-def _versions_shown(
-    db: sqlite3.Connection, conversation_id: int, since_id: int
-) -> dict[int, tuple[int, int]]:
-    siblings = (
-        "FROM messages s WHERE s.conversation_id = m.conversation_id AND s.parent_id IS m.parent_id "
-        "AND s.role = m.role AND s.id > COALESCE(s.parent_id, 0)"
-    )
-    rows = db.execute(
-        f"SELECT m.id, (SELECT COUNT(*) {siblings} AND s.id <= m.id), (SELECT COUNT(*) {siblings}) "
-        f"FROM messages m WHERE m.conversation_id = ? AND m.id >= ? AND m.status != 'superseded' "
-        f"AND {_GOOD_PARENT}",
-        (conversation_id, since_id),
-    ).fetchall()
-    return {int(r[0]): (int(r[1]), int(r[2])) for r in rows if int(r[2]) > 1}
 
 
 def _found(
@@ -1143,6 +1136,15 @@ def _found(
     return None
 
 
+def _versions_of(db: sqlite3.Connection, m: sqlite3.Row) -> list[sqlite3.Row]:
+    """The versions of a message's turn (itself among them), oldest first: (id, status) rows."""
+    return db.execute(
+        "SELECT id, status FROM messages WHERE conversation_id = ? AND parent_id IS ? AND role = ? "
+        "AND id > COALESCE(parent_id, 0) ORDER BY id",
+        (m["conversation_id"], m["parent_id"], m["role"]),
+    ).fetchall()
+
+
 def _show_version(db: sqlite3.Connection, message_id: int) -> bool:
     """Show a message not shown: from its first ancestor not shown down to it, each is chosen
     among its turn's versions in place of the one shown (_choose_version). False where one has no
@@ -1160,11 +1162,7 @@ def _show_version(db: sqlite3.Connection, message_id: int) -> bool:
         m = db.execute("SELECT * FROM messages WHERE id = ?", (wanted,)).fetchone()
         if m["status"] != "superseded":
             continue
-        siblings = db.execute(
-            "SELECT id, status FROM messages WHERE conversation_id = ? AND parent_id IS ? AND role = ? "
-            "AND id > COALESCE(parent_id, 0) ORDER BY id",
-            (m["conversation_id"], m["parent_id"], m["role"]),
-        ).fetchall()
+        siblings = _versions_of(db, m)
         ids = [int(r[0]) for r in siblings]
         shown = next((int(r[0]) for r in siblings if r[1] != "superseded"), None)
         if shown is None or wanted not in ids:
@@ -1176,14 +1174,6 @@ def _show_version(db: sqlite3.Connection, message_id: int) -> bool:
     return changed
 
 
-def _bad_versions(db: sqlite3.Connection, conversation_id: int) -> int:
-    row = db.execute(
-        f"SELECT COUNT(*) FROM messages m WHERE m.conversation_id = ? AND NOT {_GOOD_PARENT}",
-        (conversation_id,),
-    ).fetchone()
-    return int(row[0])
-
-
 def _choose_version(db: sqlite3.Connection, message_id: int, step: int) -> tuple[list[int], list[Message]]:
     shown = db.execute(
         f"SELECT * FROM messages m WHERE id = ? AND status != 'superseded' AND {_GOOD_PARENT}", (message_id,)
@@ -1191,14 +1181,7 @@ def _choose_version(db: sqlite3.Connection, message_id: int, step: int) -> tuple
     if shown is None:
         return [], []
     conversation_id = int(shown["conversation_id"])
-    siblings = [
-        int(r[0])
-        for r in db.execute(
-            "SELECT id FROM messages WHERE conversation_id = ? AND parent_id IS ? AND role = ? "
-            "AND id > COALESCE(parent_id, 0) ORDER BY id",
-            (conversation_id, shown["parent_id"], shown["role"]),
-        )
-    ]
+    siblings = [int(r[0]) for r in _versions_of(db, shown)]
     at = siblings.index(message_id) + step
     if not 0 <= at < len(siblings) or step == 0:
         return [], []
@@ -1459,22 +1442,6 @@ def _export_message(m: Message) -> dict[str, Any]:
     return out
 
 
-def _export(store: Store, conversation_id: int) -> dict[str, Any]:
-    conversation = store.conversation(conversation_id)
-    if conversation is None:
-        raise ConversationFileError(f"Conversation {conversation_id} does not exist.")
-    shown, others = _export_versions(store, conversation_id)
-    return {
-        "format": CONVERSATION_FORMAT,
-        "version": CONVERSATION_FORMAT_VERSION,
-        "title": conversation.title,
-        "system_prompt": conversation.system_prompt,
-        "stretch_sources": STRETCH_SOURCES,
-        "messages": shown,
-        **({"other_versions": others} if others else {}),
-    }
-
-
 def _export_versions(store: Store, conversation_id: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The messages shown, then the other versions of their turns and what followed those (in the
     order written: a parent before its children), each with its id and its parent's: a reader
@@ -1499,22 +1466,6 @@ def _export_versions(store: Store, conversation_id: int) -> tuple[list[dict[str,
             out["status"] = _status(str(kept_status or MessageStatus.COMPLETE))
             others.append(out)
     return shown, others
-
-
-def _import(store: Store, data: dict[str, Any]) -> Conversation:
-    """All or nothing: the conversation and its messages in one transaction (a failure half-way
-    leaves no half conversation behind). Stats are kept as clean_stats makes them."""
-    db, now = store._db, time.time()
-    title, system_prompt = str(data["title"]), str(data.get("system_prompt") or "")
-    with db:
-        cur = db.execute(
-            "INSERT INTO conversations (title, system_prompt, created_at, updated_at) VALUES (?, ?, ?, ?)",
-            (title, system_prompt, now, now),
-        )
-        assert cur.lastrowid is not None
-        conversation_id = cur.lastrowid
-        store.last_import_skipped = _import_messages(db, conversation_id, data, now)
-    return store.conversation(conversation_id) or Conversation(conversation_id, title, system_prompt, now)
 
 
 def _import_messages(db: sqlite3.Connection, conversation_id: int, data: dict[str, Any], now: float) -> int:
