@@ -110,7 +110,7 @@ def test_replies_with_a_pair_are_kept_and_the_doctor_reads_them_back(
     from app.host.controller import EngineController
     from app.settings import load_settings
     from ui.presenters.presenter import ChatPresenter
-    from ui.presenters.words import headline
+    from ui.presenters.verdict import headline
 
     code, out, _ = run(capsys, "check", str(tiny_target), "--no-drafts")
     assert code == 0 and not any("measured here" in line for line in out)  # before: nothing measured

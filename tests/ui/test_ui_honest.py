@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QLabel
 from app.settings import load_settings
 from app.store import MessageStatus, Store
 from engine.events import DraftSource, DraftSpan, Stats, StatsRecord
-from ui.presenters import words
+from ui.presenters import verdict
 from ui.qt import theme
 
 
@@ -73,9 +73,9 @@ def test_a_slower_reply_says_slower_and_why(qtbot, open_window, tiny_target) -> 
     window.show_conversation(busy)
     widget = _reply_widget(window)
     headline = widget.speed.headline()
-    assert headline.verdict is words.Verdict.SLOWER
+    assert headline.verdict is verdict.Verdict.SLOWER
     assert headline.text == "7.4× slower"
-    assert headline.reason == words.BUSY_REASON
+    assert headline.reason == verdict.BUSY_REASON
     assert "busy" in widget.speed.accessibleDescription()
     # Its highlight was guessed ahead and confirmed; it did not arrive sooner.
     assert "guessed ahead" in widget.body.toolTip() and "sooner" not in widget.body.toolTip()
@@ -94,7 +94,7 @@ def test_a_faster_reply_still_says_its_words_came_sooner(qtbot, open_window, tin
     window = open_window(tiny_target)
     window.show_conversation(fast)
     widget = _reply_widget(window)
-    assert widget.speed.headline().verdict is words.Verdict.FASTER
+    assert widget.speed.headline().verdict is verdict.Verdict.FASTER
     assert "arrived sooner" in widget.body.toolTip()
 
 

@@ -85,7 +85,7 @@ def test_a_reply_while_the_computer_was_busy_says_so_and_saves_nothing(
     window.show_conversation(_stored(record))
     widget = _reply_widget(window)
     headline = widget.speed.headline()
-    assert headline.verdict is Verdict.SLOWER and headline.reason == words.BUSY_REASON
+    assert headline.verdict is Verdict.SLOWER and headline.reason == verdict.BUSY_REASON
     said = widget.speed.accessibleDescription()
     assert "busy" in said and "saved" not in said and "faster" not in said
     assert dict(widget.detail_rows)["Usual speed"].startswith("122.7 tokens/s")
@@ -107,8 +107,8 @@ def test_the_live_reason_does_not_flip_and_the_end_agrees(qtbot, open_window, ti
                           decode_s=n / 40.0, plain_tokens_per_s_est=est)  # fmt: skip
         panel.add_stats([snapshot], None, window.presenter.speed.steps_tokens_per_s(snapshot))
         reasons.append(panel.headline().reason)
-    first_busy = reasons.index(words.BUSY_REASON)
-    assert set(reasons[first_busy:]) == {words.BUSY_REASON}, reasons
+    first_busy = reasons.index(verdict.BUSY_REASON)
+    assert set(reasons[first_busy:]) == {verdict.BUSY_REASON}, reasons
     live = panel.headline()
     record = StatsRecord.of(snapshot, "eos", **{verdict.BUSY_KEY: True, verdict.STEPS_KEY: 100.0})
     panel.set_final(record)
@@ -245,7 +245,7 @@ def test_a_live_reply_on_a_busy_computer_says_busy_while_it_streams_and_at_its_e
     wait_reply(window)
     final = widget.speed.headline()
     for said in (live[-1], final):
-        assert said.reason == words.BUSY_REASON and said.is_busy, said
+        assert said.reason == verdict.BUSY_REASON and said.is_busy, said
         assert "saved" not in said.text and "faster" not in said.text
     # Shown again from the store: the same words.
     conversation = window.conversation_id

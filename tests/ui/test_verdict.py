@@ -33,25 +33,25 @@ def _stats(**changes: object) -> Stats:
 
 def test_a_reply_with_no_accepted_draft_is_never_faster() -> None:
     # The review's first reply: "About 2.2× faster, 13 s saved" with 0% of guesses confirmed.
-    first = words.headline(_stats(), None)
+    first = verdict.headline(_stats(), None)
     assert first.verdict is Verdict.NEUTRAL and first.text == "About as fast as usual"
     assert first.reason.startswith("Nothing in the conversation to reuse") and first.saved_s == 0.0
     # Guessed, none right: the same, with its own reason.
-    wrong = words.headline(_stats(n_drafted=40, n_steps_with_draft=20), 3.0)
+    wrong = verdict.headline(_stats(n_drafted=40, n_steps_with_draft=20), 3.0)
     assert wrong.verdict is Verdict.NEUTRAL and "faster" not in wrong.text
     assert wrong.reason.startswith("None of its guesses was right")
     # "1.2× faster, 0.8 s saved" with no guesses, against a measured speed: as fast as usual.
-    colours = words.headline(_stats(n_generated=40, n_steps=40, decode_s=3.3, prefill_s=0.2), 10.0)
+    colours = verdict.headline(_stats(n_generated=40, n_steps=40, decode_s=3.3, prefill_s=0.2), 10.0)
     assert colours.verdict is Verdict.NEUTRAL and "saved" not in colours.text
 
 
 def test_never_more_times_faster_than_the_tokens_it_wrote_a_step() -> None:
     # "About 1.1× faster, 1.8 s saved" at 1.0 tokens a step: each step costs at least a plain one.
     one_a_step = _stats(n_drafted=4, n_accepted=1, n_steps_with_draft=4, n_steps=85, decode_s=11.0)
-    assert words.headline(one_a_step, 5.0).verdict is not Verdict.FASTER
+    assert verdict.headline(one_a_step, 5.0).verdict is not Verdict.FASTER
     # 2 tokens a step against a (stale) usual speed 4× slower: at most 2× faster.
     two_a_step = _stats(n_drafted=50, n_accepted=43, n_steps_with_draft=40, n_steps=43, prefill_s=0.0)
-    h = words.headline(two_a_step, 2.0)
+    h = verdict.headline(two_a_step, 2.0)
     assert h.verdict is Verdict.FASTER and h.speedup is not None and h.speedup <= 86 / 43
     assert h.text == "2.0× faster, 11 s saved"
 
@@ -59,12 +59,12 @@ def test_never_more_times_faster_than_the_tokens_it_wrote_a_step() -> None:
 def test_the_guesses_are_never_blamed_for_more_than_they_could_cost() -> None:
     # "About 2.3× slower: the guesses cost more than they saved" on a quiet CPU with 1 token
     # accepted of 5 drafted: checking 5 more tokens cannot make 80 tokens 2.3× slower.
-    h = words.headline(
+    h = verdict.headline(
         _stats(n_generated=80, n_drafted=5, n_accepted=1, n_steps=79, n_steps_with_draft=5, decode_s=16.0,
                plain_tokens_per_s_est=12.0),
         12.0,
     )  # fmt: skip
-    assert h.verdict is Verdict.SLOWER and h.reason == words.UNEXPLAINED_REASON
+    assert h.verdict is Verdict.SLOWER and h.reason == verdict.UNEXPLAINED_REASON
     assert "guesses cost" not in h.reason and h.is_busy
 
 
@@ -73,42 +73,42 @@ def test_a_busy_computer_is_said_and_never_saved() -> None:
     # same model's one-token steps ran at 122.7 on a quiet moment before.
     busy = _stats(n_generated=80, n_drafted=70, n_accepted=60, n_steps=20, n_steps_with_draft=20,
                   prefill_s=2.0, decode_s=160.0, plain_tokens_per_s_est=0.2)  # fmt: skip
-    assert words.headline(busy, None).text.endswith("saved")  # its own steps as the yardstick: a "win"
-    h = words.headline(busy, None, usual_steps=122.7)
-    assert h.verdict is Verdict.SLOWER and h.reason == words.BUSY_REASON and h.is_busy
+    assert verdict.headline(busy, None).text.endswith("saved")  # its own steps as the yardstick: a "win"
+    h = verdict.headline(busy, None, usual_steps=122.7)
+    assert h.verdict is Verdict.SLOWER and h.reason == verdict.BUSY_REASON and h.is_busy
     assert "saved" not in h.text and "faster" not in h.text
     # The same from its stored record, which keeps the usual speed it was compared with.
     record = StatsRecord.of(busy, "eos", **{verdict.STEPS_KEY: 122.7})
-    assert words.headline(record, None) == h
-    rows = dict(words.details(record, None))
+    assert verdict.headline(record, None) == h
+    rows = dict(verdict.details(record, None))
     assert (
         rows["Usual speed"]
         == "122.7 tokens/s (from the model's own steps on this computer, at a quiet moment)"
     )
     # Busy, yet as fast as usual (the guesses made up for it): no ratio, no "saved".
-    quick = words.headline(_stats(**{**busy.__dict__, "decode_s": 0.7}), None, usual_steps=122.7)
-    assert quick.verdict is Verdict.NEUTRAL and quick.reason == words.BUSY_REASON
+    quick = verdict.headline(_stats(**{**busy.__dict__, "decode_s": 0.7}), None, usual_steps=122.7)
+    assert quick.verdict is Verdict.NEUTRAL and quick.reason == verdict.BUSY_REASON
     # Once seen busy (while it streamed), said so to the end.
     calm = _stats(n_generated=80, n_drafted=70, n_accepted=60, n_steps=20, n_steps_with_draft=20,
                   decode_s=0.2, plain_tokens_per_s_est=100.0)  # fmt: skip
-    assert words.headline(calm, 100.0).verdict is Verdict.FASTER
-    assert words.headline(calm, 100.0, busy_seen=True).reason == words.BUSY_REASON
+    assert verdict.headline(calm, 100.0).verdict is Verdict.FASTER
+    assert verdict.headline(calm, 100.0, busy_seen=True).reason == verdict.BUSY_REASON
 
 
 def test_the_details_list_the_raw_figures_and_how_it_ended() -> None:
     record = StatsRecord.of(_stats(n_drafted=40, n_accepted=30, n_steps=60, n_steps_with_draft=20), "length")
-    rows = dict(words.details(record, 8.0))
+    rows = dict(verdict.details(record, 8.0))
     assert rows["Reply"] == "86 tokens in 12 s"
     assert rows["Time to first token"] == "1.2 s"  # the prompt's reading and a step
     assert rows["Writing speed"] == "7.8 tokens/s"
     assert rows["Accepted drafts"] == "30 of 40 drafted tokens" and rows["Guesses confirmed"] == "75%"
     assert rows["Ended"] == "stopped at the reply-length cap"
-    plain = dict(words.details(StatsRecord.of(_stats(), "eos"), None))
+    plain = dict(verdict.details(StatsRecord.of(_stats(), "eos"), None))
     assert plain["Accepted drafts"] == "none drafted" and plain["Ended"] == "finished"
     for reason, said in (("repetition", "repeating itself"), ("cancelled", "stopped by you")):
-        assert said in dict(words.details(StatsRecord.of(_stats(), reason), None))["Ended"]
-    assert words.end_note("length", 512) == "stopped at the reply-length cap (512 tokens)"
-    assert words.end_note("eos", 86) == ""
+        assert said in dict(verdict.details(StatsRecord.of(_stats(), reason), None))["Ended"]
+    assert verdict.end_note("length", 512) == "stopped at the reply-length cap (512 tokens)"
+    assert verdict.end_note("eos", 86) == ""
 
 
 def test_compare_never_shows_a_bare_ratio_for_a_run_that_does_not_measure_the_speed_up() -> None:
@@ -195,10 +195,10 @@ def test_an_estimate_counts_the_work_around_each_step() -> None:
     plain_steps = _stats(
         decode_s=86 * 0.060, prefill_s=0.5, plain_tokens_per_s_est=20.0, step_overhead_ms_median=10.0
     )
-    h = words.headline(plain_steps, None)
+    h = verdict.headline(plain_steps, None)
     assert h.verdict is Verdict.NEUTRAL and not h.is_busy
     assert h.reason.startswith("Nothing in the conversation to reuse")
-    assert dict(words.details(plain_steps, None))["Usual speed"].startswith("16.7 tokens/s")
+    assert dict(verdict.details(plain_steps, None))["Usual speed"].startswith("16.7 tokens/s")
 
 
 def test_a_damaged_record_gets_no_verdict_rather_than_an_error() -> None:
@@ -208,10 +208,10 @@ def test_a_damaged_record_gets_no_verdict_rather_than_an_error() -> None:
         {"step_overhead_ms_median": -1.0},
     ):
         record = StatsRecord.from_dict({**_stats(n_accepted=5, n_drafted=9).as_dict(), **changes})
-        words.headline(record, None)
-        words.details(record, 10.0)
+        verdict.headline(record, None)
+        verdict.details(record, 10.0)
     odd = StatsRecord.from_dict({**_stats().as_dict(), verdict.STEPS_KEY: "fast", verdict.BUSY_KEY: "yes"})
-    assert words.headline(odd, None).verdict is Verdict.NEUTRAL
+    assert verdict.headline(odd, None).verdict is Verdict.NEUTRAL
 
 
 def test_compare_says_why_a_sped_up_run_guessed_nothing_where_the_engine_says() -> None:

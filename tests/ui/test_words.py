@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from engine.events import DraftingState, Stats
-from ui.presenters import words
-from ui.presenters.words import Verdict
+from ui.presenters import verdict, words
+from ui.presenters.verdict import Verdict
 
 
 def _stats(**changes: object) -> Stats:
@@ -29,51 +29,51 @@ def _stats(**changes: object) -> Stats:
 
 def test_a_reply_that_paid_reads_as_one_headline_over_the_whole_request() -> None:
     # Plain here: 2 s of prompt + 300 tokens at 30 tok/s = 12 s; it took 5 s.
-    h = words.headline(_stats(), measured_plain=30.0)
+    h = verdict.headline(_stats(), measured_plain=30.0)
     assert h.verdict is Verdict.FASTER
     assert h.text == "2.4× faster, 7.0 s saved"
     assert not h.is_estimate and h.reason == ""
 
 
 def test_without_a_measured_plain_speed_the_engine_estimate_is_said_to_be_one() -> None:
-    h = words.headline(_stats(), measured_plain=None)  # 2 + 300/40 = 9.5 s against 5 s
+    h = verdict.headline(_stats(), measured_plain=None)  # 2 + 300/40 = 9.5 s against 5 s
     assert h.text == "About 1.9× faster, 4.5 s saved" and h.is_estimate
 
 
 def test_a_reply_that_did_not_pay_is_neutral_with_a_plain_reason() -> None:
     slow = _stats(decode_s=9.0, n_accepted=40, n_steps=280)  # 11 s against 12 s plain
-    h = words.headline(slow, measured_plain=30.0)
+    h = verdict.headline(slow, measured_plain=30.0)
     assert h.verdict is Verdict.NEUTRAL and h.text == "About as fast as usual"
     assert h.reason.startswith("Most guesses were wrong")
-    paused = words.headline(slow, 30.0, note_kind=DraftingState.SUSPENDED)
+    paused = verdict.headline(slow, 30.0, note_kind=DraftingState.SUSPENDED)
     assert paused.reason == "Speed-up paused: its guesses were not paying off on this text."
-    nothing = words.headline(_stats(decode_s=10.0, n_drafted=0, n_accepted=0), 30.0)
+    nothing = verdict.headline(_stats(decode_s=10.0, n_drafted=0, n_accepted=0), 30.0)
     assert nothing.reason.startswith("Nothing in the conversation to reuse")
 
 
 def test_no_engine_sentence_reaches_the_words() -> None:
     engine_note = "drafts stopped paying: decoding plainly for now, trying again soon"
     slow = _stats(decode_s=9.0, note=engine_note, note_kind=DraftingState.SUSPENDED)
-    h = words.headline(slow, 30.0, note_kind=slow.note_kind)
+    h = verdict.headline(slow, 30.0, note_kind=slow.note_kind)
     assert engine_note not in h.text + h.reason
     assert "paying" in h.reason and "draft" not in h.reason.lower()
-    every = " ".join([*words.STATE_REASONS.values(), *(c.why for c in words.SPEED_UP_CHOICES)])
+    every = " ".join([*verdict.STATE_REASONS.values(), *(c.why for c in words.SPEED_UP_CHOICES)])
     for jargon in ("per draft", "mean accepted", "vs plain", "FINDINGS", "shared/", "tok/s"):
         assert jargon not in every
 
 
 def test_speed_up_off_and_pending() -> None:
-    assert words.headline(_stats(speculation="none"), 30.0).verdict is Verdict.OFF
-    assert words.headline(_stats(n_generated=0, decode_s=0.0), 30.0).verdict is Verdict.PENDING
+    assert verdict.headline(_stats(speculation="none"), 30.0).verdict is Verdict.OFF
+    assert verdict.headline(_stats(n_generated=0, decode_s=0.0), 30.0).verdict is Verdict.PENDING
 
 
 def test_the_details_hold_each_figure_once() -> None:
-    rows = words.details(_stats(), 30.0)
+    rows = verdict.details(_stats(), 30.0)
     labels = [label for label, _ in rows]
     assert len(labels) == len(set(labels))
     assert dict(rows)["Usual speed"] == "30.0 tokens/s (measured on this computer)"
     assert dict(rows)["Reused and confirmed"] == "80% of the reply"
-    assert words.seconds(725) == "12 min 5 s" and words.seconds(0.42) == "0.4 s"
+    assert verdict.seconds(725) == "12 min 5 s" and verdict.seconds(0.42) == "0.4 s"
 
 
 def test_compare_counts_both_runs_on_one_clock() -> None:

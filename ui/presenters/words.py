@@ -1,17 +1,7 @@
-"""What the window says, in plain words, from the typed values the engine hands over.
-
-The engine's side says *what happened* as data (a Stats snapshot or its stored record, a
-DraftingState); this module is where the window turns that into sentences people read: one
-headline a reply ("2.4× faster, 12 s saved"), a neutral state with one plain reason where the
-speed-up did not pay, the figures behind it on demand, and the names of the speed-up choices.
-No engine sentence (Stats.note) and no file path is ever shown from here.
-
-The headline compares the whole request (reading the prompt and writing the reply) with what
-this machine's plain decoding would have taken for the same reply: the prompt costs the same
-either way, so a short reply to a long prompt gains less than its decoding speed alone says.
-The plain speed is the one measured here (a reply with the speed-up off, or Compare's plain
-run); until one exists, the engine's own timing of its plain steps stands in, and the headline
-says "about".
+"""What the window says, in plain words, from the typed values the engine hands over: the
+speed-up's choices, the pair doctor's figures, the highlight's sources, Compare, the built-in
+models and the tasks Tandem suggests. The verdict under a reply is ui/presenters/verdict.py's. No
+engine sentence (Stats.note) and no file path is ever shown from here.
 
 Why this file is long: every sentence the window says about speed is here on purpose, so the
 wording is read and reviewed in one place; the demo texts at its end are data.
@@ -21,37 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.settings import Preset, SpeedUp
 from engine.events import DraftSource, DraftSpan
-
-# The verdict under a reply is ui/presenters/verdict.py (one rule, live and at the end); its names
-# are said here too, where the rest of the window's words are.
-from ui.presenters.verdict import (  # noqa: F401 (said here too)
-    BUSY_REASON,
-    BUSY_SHARE,
-    COSTLY_REASON,
-    END_NOTES,
-    ENDED,
-    FASTER_AT,
-    LOW_ACCEPTANCE,
-    MIN_TOKENS,
-    STATE_REASONS,
-    UNEXPLAINED_REASON,
-    Headline,
-    ReplyNumbers,
-    Verdict,
-    details,
-    end_note,
-    headline,
-    neutral_reason,
-    plain_speed,
-    seconds,
-    slower_reason,
-    was_busy,
-)
+from ui.presenters.verdict import FASTER_AT, STATE_REASONS, ReplyNumbers, seconds
 
 if TYPE_CHECKING:
     from app.library.measure import DraftVerdict, PairFigures
@@ -119,14 +85,17 @@ def choice_name(key: SpeedUp) -> str:
 
 def pair_measured_words(m: PairMeasurement) -> str:
     """ "measured here: 2.1× faster over 5 replies" (each reply's headline figure, the median)."""
-    about = "about " if m.is_plain_estimate else ""
-    if m.speedup >= FASTER_AT:
-        how = f"{about}{m.speedup:.1f}× faster"
-    elif m.speedup > 1 / FASTER_AT:
-        how = "about as fast as usual"
-    else:
-        how = f"{about}{1 / m.speedup:.1f}× slower"
-    return f"measured here: {how} over {m.n_replies} replies"
+    return f"measured here: {ratio_words(m.speedup, m.is_plain_estimate)} over {m.n_replies} replies"
+
+
+def ratio_words(ratio: float, is_about: bool = False) -> str:
+    """ "2.4× faster", "about as fast as usual", "about 3.1× slower" (FASTER_AT either way)."""
+    about = "about " if is_about else ""
+    if ratio >= FASTER_AT:
+        return f"{about}{ratio:.1f}× faster"
+    if ratio > 1 / FASTER_AT:
+        return "about as fast as usual"
+    return f"{about}{1 / ratio:.1f}× slower"
 
 
 def pair_estimate_words(e: SpeedEstimate, n_replies_to_measure: int) -> str:
@@ -254,13 +223,7 @@ SOURCE_LOOKS: dict[DraftSource, str] = {
     DraftSource.MODEL: "violet, wavy underline",
     DraftSource.NONE: "grey, dotted underline",
 }
-LEGEND_ORDER = (
-    DraftSource.DOCUMENT,
-    DraftSource.TEXT,
-    DraftSource.MEMORY,
-    DraftSource.MODEL,
-    DraftSource.NONE,
-)
+LEGEND_ORDER = tuple(SOURCE_NAMES)
 LEGEND_SHORT = "= the model's own words, confirmed; not a change"
 LEGEND = (
     "Highlighted text is the model's own: it was guessed ahead and the model confirmed every word "
@@ -322,11 +285,9 @@ def sources_said(text: str, spans: Sequence[DraftSpan]) -> str:
 
 
 def compare_seconds(plain: ReplyNumbers, sped_up: ReplyNumbers) -> tuple[float, float]:
-    """(the usual way's whole request, the sped-up one's), in seconds, on one clock.
-
-    The second run finds the prompt already read (the engine keeps it), so both are counted with
-    the first run's reading of the prompt: the same work, read once from scratch. The headline and
-    both panes say these two figures, so no figure on the Compare page contradicts another."""
+    """(the usual way's whole request, the sped-up one's), in seconds, both counted with the first
+    run's reading of the prompt (the second finds it read already): the headline and both panes
+    say these two figures, so no figure on the Compare page contradicts another."""
     reading_s = max(plain.prefill_s, sped_up.prefill_s)
     return reading_s + plain.decode_s, reading_s + sped_up.decode_s
 
@@ -339,23 +300,16 @@ def compare_headline(plain: ReplyNumbers, sped_up: ReplyNumbers, is_measure: boo
     if plain_s <= 0 or sped_s <= 0:
         return ""
     ratio = plain_s / sped_s
+    how = ratio_words(ratio)
     if not is_measure and not 1 / FASTER_AT < ratio < FASTER_AT:
         how = "not a measure of the speed-up"
-    elif ratio >= FASTER_AT:
-        how = f"{ratio:.1f}× faster"
-    elif ratio > 1 / FASTER_AT:
-        how = "about as fast as usual"
-    else:
-        how = f"{1 / ratio:.1f}× slower"
     return f"{seconds(sped_s)} instead of {seconds(plain_s)}: {how}"
 
 
 def compare_was_fair(plain: ReplyNumbers, sped_up: ReplyNumbers) -> bool:
-    """Whether the computer ran at one speed through both runs: the sped-up run's own plain steps
-    (the engine times them) against the plain run's (the same measure: the engine's one-token
-    steps, without the work around them, which on a small model is most of a token's time), else
-    its speed. Where another program took the cores during one run and not the other, the ratio
-    measures that program, not the speed-up."""
+    """Whether the computer ran at one speed through both runs: the sped-up run's own one-token
+    steps against the plain run's (the same measure), else its speed. Where another program took
+    the cores during one run only, the ratio measures that program, not the speed-up."""
     during = sped_up.plain_tokens_per_s_est
     plain_rate = plain.plain_tokens_per_s_est or (
         plain.n_generated / plain.decode_s if plain.decode_s > 0 else 0.0
@@ -369,9 +323,6 @@ UNFAIR_COMPARE = (
     "The computer was too busy for a fair run: its own speed changed between the two runs "
     "(something else was using it), so this ratio does not measure the speed-up."
 )
-
-
-# ---- Compare (and the welcome's See it, which runs it): whether its two runs measure the speed-up
 
 STALL_MIN_S = 1.0  # a pause in a run's writing this long...
 STALL_FACTOR = 10.0  # ...and this many times its usual pause between snapshots: it stalled
@@ -399,8 +350,7 @@ NOTHING_DRAFTED_SO = (
 
 def compare_problem(sped_up: ReplyNumbers, is_fair: bool, stalls: Mapping[str, float] | None = None) -> str:
     """Why a Compare does not measure the speed-up ("" where it does): the sped-up run drafted
-    nothing, a run stalled, or the computer's own speed changed between the runs (is_fair False:
-    words.compare_was_fair)."""
+    nothing, a run stalled, or the computer's speed changed between the runs (is_fair False)."""
     if sped_up.n_drafted == 0:
         why = STATE_REASONS.get(sped_up.note_kind)  # a paused speed-up, a draft model too slow here
         return f"{why} {NOTHING_DRAFTED_SO}" if why else NOTHING_DRAFTED
@@ -443,9 +393,8 @@ BUILT_IN_MODELS = (
 
 
 def model_name(path: Path, header_name: str) -> str:
-    """A local model's name as people call it: a built-in model's (SmolLM2's file header says
-    "Smollm2 135M 8k Lc100K Mix1 Ep2"), a catalog model's by its file ("Qwen2.5 1.5B Instruct"),
-    any other's from its header (else its file's name)."""
+    """A local model's name as people call it: a built-in model's, a catalog model's by its file
+    ("Qwen2.5 1.5B Instruct"), any other's from its header (else its file's name)."""
     from app.library.default_model import DEFAULT_MODEL_NAME, SMOLLM2_FILE
 
     key = {SMOLLM2_FILE: "smollm2", DEFAULT_MODEL_NAME: "default"}.get(path.name)
@@ -454,20 +403,15 @@ def model_name(path: Path, header_name: str) -> str:
     return _catalog_names().get(path.name.lower()) or header_name or path.stem
 
 
+@cache
 def _catalog_names() -> dict[str, str]:
     """Catalog models by file name (lower case): their names."""
-    global _CATALOG_NAMES
-    if _CATALOG_NAMES is None:
-        try:
-            from app.library.catalog import load_catalog
+    try:
+        from app.library.catalog import load_catalog
 
-            _CATALOG_NAMES = {m.filename.lower(): m.name for m in load_catalog().models}
-        except Exception:  # an unreadable catalog: header names then
-            _CATALOG_NAMES = {}
-    return _CATALOG_NAMES
-
-
-_CATALOG_NAMES: dict[str, str] | None = None
+        return {m.filename.lower(): m.name for m in load_catalog().models}
+    except Exception:  # an unreadable catalog: header names then
+        return {}
 
 
 def built_in_key(model: str) -> str | None:
@@ -476,19 +420,10 @@ def built_in_key(model: str) -> str | None:
     folder holds the built-in Gemma's file: the header lists each model once, by its name."""
     if model in dict(BUILT_IN_MODELS):
         return model
-    from app.library.default_model import DEFAULT_MODEL_NAME, smollm2_model
-    from app.paths import models_dir
-    from engine.errors import TandemError
+    from ui.presenters.task_ability import model_file
 
-    try:
-        path = Path(model).resolve()
-        if path == (models_dir() / DEFAULT_MODEL_NAME).resolve():
-            return "default"
-        if path == smollm2_model().resolve():
-            return "smollm2"
-    except (OSError, TandemError):  # no such folder, or SmolLM2 is not installed
-        pass
-    return None
+    files = {key: model_file(key) for key, _ in BUILT_IN_MODELS}
+    return next((k for k, f in files.items() if f is not None and f.resolve() == Path(model).resolve()), None)
 
 
 # ---- presets Tandem offers (the user's own are app.settings.load_presets)
@@ -496,12 +431,9 @@ def built_in_key(model: str) -> str | None:
 
 def built_in_presets() -> list[Preset]:
     return [
-        # No instructions: asked to "only change what is asked", the tiny built-in model rewrote
-        # the note instead; the request itself says what to do. Exact, and the speed-up on. No
-        # repetition penalty: a copy repeats the document, and the penalty lowers exactly its
-        # tokens. SmolLM2-135M on the demo tasks with the chat's 1.1: the paragraph came back
-        # garbled in 51 tokens ("halftime costs two days' worth of lifeboats"), the function was
-        # not renamed but made up anew; without it, both came back (80 and 74 tokens).
+        # No instructions (asked to "only change what is asked", the tiny built-in model rewrote
+        # the note); exact; no repetition penalty: a copy repeats the document, and the penalty
+        # lowers exactly its tokens (with 1.1 SmolLM2-135M garbled the paragraph).
         Preset(EDIT_PRESET, temperature=0.0, repeat_penalty=1.0, speed_up=SpeedUp.AUTO),
         Preset("Everyday chat", speed_up=SpeedUp.AUTO),
         Preset("Creative writing", temperature=1.0, top_p=0.95, speed_up=SpeedUp.NGRAM),
@@ -529,9 +461,8 @@ EDIT_PRESET = "Edit or copy text"
 
 @dataclass(frozen=True)
 class QuickAction:
-    """An attachment's quick action: a request for the message box, {name} the document's name.
-    keeps_text: the reply gives the document back with small changes (edit work: it runs as the
-    "Edit or copy text" preset runs it, see task_preset); a rewrite or a translation does not."""
+    """An attachment's quick action: a request for the message box, {name} the document's name;
+    keeps_text: the reply gives the document back with small changes (edit work: task_preset)."""
 
     title: str
     prompt: str
@@ -576,11 +507,8 @@ def quick_action_of(request: str) -> QuickAction | None:
 
 def task_preset(prompt: str) -> Preset | None:
     """The preset a task of Tandem's own runs with: the demo tasks and the quick actions that keep
-    a document's text (QuickAction.keeps_text) are edit work, run as the "Edit or copy text"
-    preset runs it (exact, no repetition penalty) whatever the chat's own sampling; any other
-    prompt runs with the chat's (None). With the chat's defaults (temperature 0.7, penalty 1.1)
-    SmolLM2-135M rewrote the note instead of correcting it, and there was nothing to draft: the
-    demo showed the speed-up losing."""
+    a document's text are edit work, run as the "Edit or copy text" preset runs it whatever the
+    chat's own sampling (with the chat's, the demo showed the speed-up losing); else None."""
     quick = quick_action_of(prompt)
     if prompt.strip() in {task.strip() for _, task in DEMO_TASKS} or (quick is not None and quick.keeps_text):
         return next(p for p in built_in_presets() if p.name == EDIT_PRESET)
@@ -599,9 +527,8 @@ def task_preset_words(preset: Preset) -> str:
 
 def task_switch_words(before: Preset, after: Preset) -> str:
     """What a suggested task changed in the header, said (never silently): "For this task: the
-    preset “Edit or copy text” (exact, with no repetition penalty) instead of “None”, and
-    Speed-up “Automatic” instead of “Off”. Both go back after the reply." ("" where nothing
-    changed)."""
+    preset “Edit or copy text” (exact, ...) instead of “None”, and Speed-up “Automatic” instead
+    of “Off”. Both go back after the reply." ("" where nothing changed)."""
     changes = []
     if _sampling(before) != _sampling(after) or before.name != after.name:
         how = task_preset_words(after).removeprefix(f"Run as the “{after.name}” preset runs it: ").rstrip(".")
@@ -628,22 +555,16 @@ def _sampling(p: Preset) -> tuple[float, float, float]:
     return (p.temperature, p.top_p, p.repeat_penalty)
 
 
-# ---- what the model in use can do of the tasks Tandem suggests: ui/presenters/task_ability.py
-# (from what its file says and the tasks measured on it, not from its name)
-
 SMALL_INSTRUCT_PAIR = "qwen2.5-1.5b-ngram"  # the catalog's smallest instruct model that does them
 
 
-# An empty conversation's line, above the demo tasks offered as suggestions (ui.chat.chat_view).
 EMPTY_CHAT = (
     "Ask anything. Tandem is fastest when the reply reuses text: attach a document (or paste it) "
     "and ask for an edit, or start from one of these:"
 )
 
 # The first is the welcome's demo and the README's pictures: the one the offline SmolLM2-135M does
-# right (greedy, this EPYC: the paragraph back, one word dropped; decode 1.3-1.5x plain). It copies the
-# note back without fixing its spelling and renames the function in the wrong places: those two
-# show what a larger model does.
+# right; the other two show what a larger model does.
 DEMO_TASKS = (
     (
         "Repeat a paragraph exactly",
