@@ -15,14 +15,15 @@ suspends a drafter whose steps lose more than a budget against plain steps measu
 The controller is composed of its jobs, each a module: what a verify batch costs
 (engine.costs), acceptance per kind (engine.acceptance), what a draft model costs
 (engine.draft_costs), E(k) / T(k) (engine.pricing), how far a copy runs (engine.copies), what a
-reply may risk (engine.reply_budget) and the throughput guard (engine.guard). What is left is the
-choosing: per offer a limit, its rates, the best; probes and exploring after. The reasons behind
-each rule and constant: docs/design-engine.md.
+reply may risk (engine.reply_budget), probing and exploring (engine.probes) and the throughput
+guard (engine.guard). What is left is the choosing: per offer a limit, its rates, the best; then a
+probe or a longer draft where one is due. The reasons behind each rule and constant:
+docs/design-engine.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,6 +35,7 @@ from engine.costs import CALIBRATION_SIZES, FIRST_REPLY_MIN_TOKENS, FIRST_REPLY_
 from engine.draft_costs import DraftModelCosts
 from engine.guard import LOSS_BUDGET_TOKENS, RESUME_BUDGET_TOKENS, ThroughputGuard
 from engine.kinds import COPY_KINDS, PLAIN, PRIOR_ACCEPT, Choice, DrafterKind, Offer
+from engine.probes import COST_PROBE_ACCEPTANCE, PROBE_FIRST, Priced, Probes
 from engine.reply_budget import RAMP_FIRST, ReplyBudget
 
 __all__ = [
@@ -45,56 +47,6 @@ __all__ = [
     "DraftLengthController",
     "Offer",
 ]
-
-EXPLORE_EVERY = 8  # speculative steps between tries of a longer draft than the best known...
-EXPLORE_LOSS = 0.1  # ...which may be priced this much below the best (what a try may cost a step)
-PROBE_FIRST = 8  # plain steps (chosen by the model) before a short probe...
-PROBE_MAX = 64  # ...doubling while probes keep failing
-COST_PROBE_STEPS = 32  # an observed free offer usually right yet not drafted this long gets a probe...
-COST_PROBE_ACCEPTANCE = 0.5  # ...where it is observed right at least this often
-
-
-@dataclass(frozen=True)
-class _Priced:
-    """An offer's best length within its limit: its rate, and what exploring may reach."""
-
-    rate: float
-    k: int
-    kind: DrafterKind
-    limit: int  # the least of available, explore, ramp, risk and (short matches) timed sizes
-    reach: int  # ...without the timed sizes
-    rates: np.ndarray
-
-
-@dataclass
-class _Probes:
-    """Probing and exploring: estimates must be able to recover from a bad patch."""
-
-    observes: bool = False  # free offers not drafted are checked against the emitted token
-    plain_steps: int = 0  # plain steps since a draft (of the draft model, where there is one)
-    interval: int = PROBE_FIRST  # plain steps before a probe (doubling while probes fail)
-    spec_steps: int = 0
-
-    def counts_plain(self) -> bool:
-        """A plain step (or the text's draft beside a draft model): is a probe due?"""
-        self.plain_steps += 1
-        return self.plain_steps >= self.interval
-
-    def explores(self, best: _Priced) -> bool:
-        """A drafting step: is it the one in EXPLORE_EVERY that drafts longer than the best?"""
-        self.spec_steps += 1
-        return best.k < best.reach and self.spec_steps % EXPLORE_EVERY == 0
-
-    @staticmethod
-    def longer(best: _Priced) -> int:
-        """A longer draft than the best known: twice the best, or the longest priced within
-        EXPLORE_LOSS of the best where that is longer (doubling stops short of a CPU's tiles)."""
-        near = np.flatnonzero(best.rates[best.k : best.limit + 1] >= (1 - EXPLORE_LOSS) * best.rates[best.k])
-        return max(min(best.limit, 2 * best.k), best.k + int(near[-1]) if near.size else 0)
-
-    def probed(self) -> None:
-        self.plain_steps = 0
-        self.interval = min(self.interval * 2, PROBE_MAX)
 
 
 @dataclass
@@ -108,24 +60,21 @@ class DraftLengthController:
     copies: CopySurvival = field(default_factory=CopySurvival)  # how far copies run
     budget: ReplyBudget = field(default_factory=ReplyBudget)  # what this reply may risk
     guard: ThroughputGuard = field(default_factory=ThroughputGuard)
-    probes: _Probes = field(default_factory=_Probes)
-    probing: bool = False  # the last choice was a probe
+    probes: Probes = field(default_factory=Probes)  # probing and exploring
 
     def __post_init__(self) -> None:
         self.draft.enabled = self.draft_costs_time
 
     @property
-    def suspended(self) -> bool:
-        return self.guard.suspended
+    def probing(self) -> bool:
+        """The last choice was a probe."""
+        return self.probes.probing
 
     def acceptance(self, kind: int = 0) -> float:
         return self.accept.rate(kind)
 
     def verify_cost(self, n_rows: int) -> float:
         return self.costs.cost(n_rows)
-
-    def verify_costs(self, n_max: int) -> np.ndarray:
-        return self.costs.costs(n_max)
 
     def expected_rates(
         self, k_max: int, kind: int = 0, acceptance: float | None = None, survival: np.ndarray | None = None
@@ -161,7 +110,7 @@ class DraftLengthController:
     def will_draft(self) -> bool:
         """Is drafting possible soon (not known useless, not suspended)? Then a draft model
         should be loaded and have read the prompt."""
-        return not self.adaptive or not (self.never_pays or self.suspended)
+        return not self.adaptive or not (self.never_pays or self.guard.suspended)
 
     def pays_back(self, n_tokens: int, one_off_s: float) -> bool:
         """Would drafting over a reply of at most n_tokens repay a one-off (a draft model's load
@@ -193,7 +142,7 @@ class DraftLengthController:
         ramp, risk and (short matches) timed sizes; then its rates up to it; then the best rate
         that beats a plain step wins (n-gram offers are free beside a draft model); probes and
         exploring after. match_len: how much context this step's text offer matched."""
-        self.probing = False
+        self.probes.probing = False
         self.copies.match_len = match_len
         offers = [Offer(o.kind, min(o.available, self.k_max)) for o in offers if o.available > 0]
         if offers and not self.adaptive:
@@ -203,7 +152,7 @@ class DraftLengthController:
             return PLAIN
         timed = self.k_max if self.budget.repeating else max(self.costs.low, default=1) - 1
         explore = self.costs.explore_limit()  # (the same for every offer)
-        best: _Priced | None = None
+        best: Priced | None = None
         for offer in offers:
             priced = self._price(offer, explore, timed)
             if priced is not None and (best is None or priced.rate > best.rate):
@@ -220,7 +169,7 @@ class DraftLengthController:
             offers = [o for o in offers if self._decodes(o.kind) is None]
         return [] if not offers or self.guard.reference_stale(self.costs) else offers
 
-    def _price(self, offer: Offer, explore: int, timed: int) -> _Priced | None:
+    def _price(self, offer: Offer, explore: int, timed: int) -> Priced | None:
         """An offer's best length within its limit, where it beats a plain step."""
         kind = offer.kind
         rates = None
@@ -245,22 +194,17 @@ class DraftLengthController:
                 prior = self.draft.priced_rate(self.accept[DrafterKind.MODEL])
             rates = self.expected_rates(limit, kind, prior, survival)
         k = 1 + int(np.argmax(rates[1:]))
-        return _Priced(float(rates[k]), k, kind, limit, reach, rates) if rates[k] > rates[0] else None
+        return Priced(float(rates[k]), k, kind, limit, reach, rates) if rates[k] > rates[0] else None
 
-    def _drafting(self, best: _Priced, model: Offer | None) -> Choice:
-        if model is None or self._decodes(best.kind) is not None:
+    def _drafting(self, best: Priced, model: Offer | None) -> Choice:
+        costly = self._decodes(best.kind) is not None  # a draft model's tokens cost decodes
+        if model is None or costly:
             self.probes.plain_steps = 0
         elif self.probes.counts_plain():
             # The text's drafts win: like a plain step this counts toward the draft model's next
             # probe (else its priors would never be measured while the text repeats itself).
             return self._probe(model)
-        if self.probes.explores(best):
-            # Now and then a longer draft, to time its batch; a draft model's tokens cost decodes,
-            # and a short match's batches past those timed are guesses: those double.
-            if self._decodes(best.kind) is not None or best.reach > best.limit:
-                return Choice(min(best.reach, 2 * best.k), best.kind)
-            return Choice(self.probes.longer(best), best.kind)
-        return Choice(best.k, best.kind)
+        return self.probes.explore(best, costly)
 
     def _plain_or_probe(self, offers: list[Offer], model: Offer | None) -> Choice:
         """A plain step, or a probe: of the draft model, or of an offer not observed, every so
@@ -271,7 +215,7 @@ class DraftLengthController:
             return self._probe(probe)
         if (retime := self._retime_copy(offers)) is not None:
             return retime
-        if not probes.observes or model is not None or probes.plain_steps < COST_PROBE_STEPS:
+        if not probes.cost_probe_due(model is not None):
             return PLAIN
         offer = max(offers, key=lambda o: self.acceptance(o.kind))
         if self.acceptance(offer.kind) < COST_PROBE_ACCEPTANCE:
@@ -281,7 +225,7 @@ class DraftLengthController:
         k = min(k, self._risk_limit(offer.kind, probe=True))
         if k + 1 in self.costs.live:  # a size this process has timed is priced as it is now
             return PLAIN
-        self.probing = True
+        probes.probing = True
         return Choice(k, offer.kind)
 
     def _retime_copy(self, offers: list[Offer]) -> Choice | None:
@@ -295,18 +239,16 @@ class DraftLengthController:
         )
         if self.costs.usual(k + 1) is not None:
             return None
-        self.copies.stuck, self.probing = 0, True
+        self.copies.stuck, self.probes.probing = 0, True
         return Choice(k, copy.kind)
 
     def _probe(self, offer: Offer) -> Choice:
         """A short draft from an offer not chosen lately, to measure it again: one token of a free
         offer (the least rows), a reply's first draft length of a draft model."""
         self.probes.probed()
-        self.probing = True
         if self._decodes(offer.kind) is None:
             return Choice(1, offer.kind)
-        k = min(offer.available, self.costs.explore_limit(), self._ramp_limit(offer.kind), RAMP_FIRST)
-        return Choice(k, offer.kind)
+        return Choice(min(offer.available, self.costs.explore_limit(), RAMP_FIRST), offer.kind)
 
     def _ramp_limit(self, kind: int) -> int:
         floor = max(self.copies.first_draft(kind, self.k_max), self.copies.sure_run(kind, self.k_max))
@@ -384,9 +326,6 @@ class DraftLengthController:
         """What a first reply on a machine never timed times first (engine.costs)."""
         return self.costs.first_reply_sizes(min(self.k_max + 1, n_batch), max_tokens) if self.adaptive else []
 
-    def untimed(self, sizes: Iterable[int]) -> list[int]:
-        return self.costs.untimed(sizes)
-
     def note_timing(self, n_rows: int, seconds: float) -> None:
         """A batch timed outside a reply (Engine.calibrate): priced as a step of that size is, not
         the guard's plain reference."""
@@ -406,9 +345,3 @@ class DraftLengthController:
         self.copies.seed(data.get("departures"))
         if isinstance(acceptance, dict):
             self.accept.seed(acceptance, self.draft_costs_time)
-
-    def fresh(self) -> DraftLengthController:
-        """A controller with this one's measured costs and nothing else (fresh benchmark runs)."""
-        new = DraftLengthController(self.k_max, self.adaptive, self.draft_costs_time)
-        new.seed({key: value for key, value in self.export().items() if key != "acceptance"})
-        return new

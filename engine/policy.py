@@ -263,7 +263,7 @@ class DraftPolicy:
             return DraftingState.DRAFTING
         if model is not None and controller.never_pays:
             return DraftingState.DRAFT_TOO_SLOW
-        if controller.suspended:
+        if controller.guard.suspended:
             return DraftingState.SUSPENDED
         return DraftingState.DRAFTING
 

@@ -53,7 +53,7 @@ def test_every_size_is_timed_once_and_the_cost_cache_keeps_them(tiny_target: Pat
         assert engine.calibrate()
         assert not engine.calibration_due
         assert engine._controller is not None
-        costs = engine._controller.verify_costs(64)
+        costs = engine._controller.costs.costs(64)
         assert all(costs[n] > 0 for n in CALIBRATION_SIZES)
     finally:
         engine.close()
@@ -76,7 +76,7 @@ def test_a_request_stops_it_between_batches_and_what_was_timed_is_kept(tiny_targ
 
         assert not engine.calibrate(request_waiting)
         assert engine._controller is not None
-        left = engine._controller.untimed(CALIBRATION_SIZES)
+        left = engine._controller.costs.untimed(CALIBRATION_SIZES)
         assert 0 < len(left) < len(CALIBRATION_SIZES)
         assert engine.calibration_due
         assert engine.calibrate()

@@ -33,6 +33,13 @@ def seeded(**kw: object) -> DraftLengthController:
     return c
 
 
+def fresh(c: DraftLengthController) -> DraftLengthController:
+    """A controller with c's measured costs and nothing else (a new process seeded without acceptance)."""
+    new = DraftLengthController(c.k_max, c.adaptive, c.draft_costs_time)
+    new.seed({key: value for key, value in c.export().items() if key != "acceptance"})
+    return new
+
+
 def pick(c: DraftLengthController, *offers: tuple[int, int]) -> tuple[int, int]:
     """choose_among over (tokens available, kind) offers: (k, kind)."""
     choice = c.choose_among([Offer(DrafterKind(kind), n) for n, kind in offers])
@@ -59,11 +66,11 @@ def test_a_cached_plain_step_is_timed_afresh_before_the_guard_suspends() -> None
             break
         c.record(5, k, 0, cpu_verify(k + 1), learn=False)  # drafts that lose
     assert choices[0] > 0 and choices[-1] == 0 and len(choices) > 3
-    assert not c.suspended  # a plain step first, timed now...
+    assert not c.guard.suspended  # a plain step first, timed now...
     c.record(5, 0, 0, CPU_VERIFY[1])
     k = c.choose(available=32, kind=5)
     c.record(5, k, 0, cpu_verify(k + 1), learn=False)
-    assert c.suspended  # ...then the loss, judged against it, suspends the drafter
+    assert c.guard.suspended  # ...then the loss, judged against it, suspends the drafter
 
 
 def test_long_drafts_when_everything_is_accepted() -> None:
@@ -278,7 +285,7 @@ def test_after_a_suspension_a_failing_probe_costs_a_few_tokens_not_a_whole_budge
         return n
 
     assert steps_to_suspension() >= 32
-    while c.suspended:
+    while c.guard.suspended:
         assert c.choose(available=16, kind=5) == 0
     assert steps_to_suspension() <= 5
 
@@ -400,12 +407,12 @@ def test_a_one_off_cost_is_paid_only_where_the_reply_can_repay_it() -> None:
     c.draft.note_prefill(0.050, 100, 0.1, 100)  # a read on a busy moment: the lowest ratio stays
     assert c.one_off_draft_s(prompt_s=1.0) == pytest.approx(0.5 + 0.1)
     assert c.export()["draft_prefill_ratio"] == pytest.approx(0.1)
-    assert c.fresh().one_off_draft_s(prompt_s=1.0) == pytest.approx(0.6)
+    assert fresh(c).one_off_draft_s(prompt_s=1.0) == pytest.approx(0.6)
     # A loaded draft catching up mid-reply pays only the reading, at the target's measured
     # prefill cost per token (a millisecond here), never the load again.
     assert c.target_read_s(300) == pytest.approx(0.3)
     assert c.one_off_draft_s(c.target_read_s(300), loaded=True) == pytest.approx(0.03)
-    assert c.fresh().target_read_s(300) == pytest.approx(0.3)
+    assert fresh(c).target_read_s(300) == pytest.approx(0.3)
     assert not c.pays_back(8, c.one_off_draft_s(c.target_read_s(3000), loaded=True))
     # A draft that cannot beat plain decoding at any length never repays anything.
     slow = DraftLengthController(k_max=16, draft_costs_time=True)
@@ -440,7 +447,7 @@ def test_a_draft_model_not_yet_judged_is_tried_where_a_long_reply_can_repay_it()
     c.record(0, 0, 0, EPYC_COSTLY[1])
     k, kind = pick(c, (32, 0))
     assert kind == 0 and k == 4  # the ramp's first draft
-    useless = c.fresh()
+    useless = fresh(c)
     for _ in range(6):  # accepted whole: long drafts, and the hope becomes the measure
         k, _ = pick(c, (32, 0))
         c.record(0, k, k, epyc_costly(k + 1) + 0.3 * 0.039 * k, draft_s=0.3 * 0.039 * k)
