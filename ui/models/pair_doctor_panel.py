@@ -11,6 +11,7 @@ report's words (WindowWords) fill the parts app.library.pair_doctor.report_parts
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 import threading
@@ -69,6 +70,33 @@ FIT_WORDS = {
 }
 
 
+def _button(text: str, slot: Callable[[], object], *, enabled: bool = True, name: str = "") -> QPushButton:
+    button = QPushButton(text)
+    button.setObjectName(name)
+    button.setEnabled(enabled)
+    button.clicked.connect(slot)
+    return button
+
+
+def _line_edit(name: str, accessible_name: str, placeholder: str) -> QLineEdit:
+    edit = QLineEdit()
+    edit.setObjectName(name)
+    edit.setAccessibleName(accessible_name)
+    edit.setPlaceholderText(placeholder)
+    return edit
+
+
+def _row(*widgets: QWidget | None) -> QHBoxLayout:
+    """A row of widgets, a line edit or a bar taking the room left; None: a stretch."""
+    row = QHBoxLayout()
+    for w in widgets:
+        if w is None:
+            row.addStretch(1)
+        else:
+            row.addWidget(w, 1 if isinstance(w, (QLineEdit, QProgressBar)) else 0)
+    return row
+
+
 class _TaskSignals(QObject):
     done = Signal(int, object)  # ticket, result
     failed = Signal(int, str)  # ticket, one sentence
@@ -106,24 +134,15 @@ class PairDoctorPanel(QGroupBox):
         self._handlers: dict[int, Callable[[object], None]] = {}  # ticket: what takes its result
         self.report: doctor.CheckReport | None = None
         self._drafts_for = ""  # the target whose drafts the list shows
-        self.downloaded: list[str] = []
 
         v = QVBoxLayout(self)
-        row = QHBoxLayout()
-        self.search_edit = QLineEdit()
-        self.search_edit.setObjectName("hubSearch")
-        self.search_edit.setPlaceholderText("Search GGUF models, e.g. qwen2.5 7b instruct")
-        self.search_edit.setAccessibleName("Search the hub")
+        self.search_edit = _line_edit(
+            "hubSearch", "Search the hub", "Search GGUF models, e.g. qwen2.5 7b instruct"
+        )
         self.search_edit.returnPressed.connect(self.on_search_button_clicked)
-        self.search_button = QPushButton("Search")
-        self.search_button.clicked.connect(self.on_search_button_clicked)
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setEnabled(False)
-        self.cancel_button.clicked.connect(self.cancel)
-        row.addWidget(self.search_edit, 1)
-        row.addWidget(self.search_button)
-        row.addWidget(self.cancel_button)
-        v.addLayout(row)
+        self.search_button = _button("Search", self.on_search_button_clicked)
+        self.cancel_button = _button("Cancel", self.cancel, enabled=False)
+        v.addLayout(_row(self.search_edit, self.search_button, self.cancel_button))
         self.busy_bar = QProgressBar()
         self.busy_bar.setRange(0, 0)
         self.busy_bar.setMaximumHeight(6)
@@ -133,14 +152,11 @@ class PairDoctorPanel(QGroupBox):
         self.status_label = QLabel()
         self.status_label.setObjectName("doctorStatus")
         self.status_label.setWordWrap(True)
-        self.status_label.setTextFormat(
-            Qt.TextFormat.PlainText
-        )  # sentences from GGUF headers: text, never markup
+        self.status_label.setTextFormat(Qt.TextFormat.PlainText)  # from GGUF headers: never markup
         v.addWidget(self.status_label)
 
         self.results = QTreeWidget()
         self.results.setObjectName("hubResults")
-        self.results.setColumnCount(3)
         self.results.setHeaderLabels(["Repository and file", "Size", "On this machine"])
         self.results.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.results.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -152,33 +168,29 @@ class PairDoctorPanel(QGroupBox):
         v.addWidget(self.results)
 
         grid = QGridLayout()
-        self.target_edit = QLineEdit()
-        self.target_edit.setObjectName("doctorTarget")
-        self.target_edit.setPlaceholderText("owner/repo/file.gguf, or pick a file above")
-        self.target_edit.setAccessibleName("Target to check")
-        self.draft_edit = QLineEdit()
-        self.draft_edit.setObjectName("doctorDraft")
-        self.draft_edit.setPlaceholderText("optional: owner/repo/file.gguf (empty: look for drafts)")
-        self.draft_edit.setAccessibleName("Draft to check")
+        self.target_edit = _line_edit(
+            "doctorTarget", "Target to check", "owner/repo/file.gguf, or pick a file above"
+        )
+        self.draft_edit = _line_edit(
+            "doctorDraft", "Draft to check", "optional: owner/repo/file.gguf (empty: look for drafts)"
+        )
         self.ctx_spin = QSpinBox()
         self.ctx_spin.setRange(256, 1_048_576)
         self.ctx_spin.setSingleStep(1024)
         self.ctx_spin.setValue(doctor.DEFAULT_CTX)
         self.ctx_spin.setSuffix(" tokens")
         self.ctx_spin.setAccessibleName("Context for the memory estimate")
-        self.check_button = QPushButton("Check")
+        self.check_button = _button("Check", self.check)
         self.check_button.setToolTip("Reads only the files' headers: nothing is downloaded")
-        self.check_button.clicked.connect(self.on_check_button_clicked)
-        target_label, draft_label, ctx_label = QLabel("Target"), QLabel("Draft"), QLabel("Context")
-        target_label.setBuddy(self.target_edit)
-        draft_label.setBuddy(self.draft_edit)
-        ctx_label.setBuddy(self.ctx_spin)
-        grid.addWidget(target_label, 0, 0)
-        grid.addWidget(self.target_edit, 0, 1)
-        grid.addWidget(ctx_label, 0, 2)
-        grid.addWidget(self.ctx_spin, 0, 3)
-        grid.addWidget(draft_label, 1, 0)
-        grid.addWidget(self.draft_edit, 1, 1)
+        for (row, column), text, buddy in (
+            ((0, 0), "Target", self.target_edit),
+            ((0, 2), "Context", self.ctx_spin),
+            ((1, 0), "Draft", self.draft_edit),
+        ):
+            label = QLabel(text)
+            label.setBuddy(buddy)
+            grid.addWidget(label, row, column)
+            grid.addWidget(buddy, row, column + 1)
         grid.addWidget(self.check_button, 1, 2, 1, 2)
         grid.setColumnStretch(1, 1)
         v.addLayout(grid)
@@ -196,31 +208,22 @@ class PairDoctorPanel(QGroupBox):
         self.report_label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         v.addWidget(self.report_label)
 
-        row = QHBoxLayout()
-        self.measure_button = QPushButton("Measure on this computer")
-        self.measure_button.setObjectName("doctorMeasure")
+        self.measure_button = _button(
+            "Measure on this computer", self.on_measure_button_clicked, enabled=False, name="doctorMeasure"
+        )
         self.measure_button.setToolTip(
             "Times models of the same shape with random weights here: plain speed, copy work, "
             "whether the draft pays. Nothing is downloaded; they are deleted after."
         )
-        self.measure_button.setEnabled(False)
-        self.measure_button.clicked.connect(self.on_measure_button_clicked)
-        row.addWidget(self.measure_button)
         # The measurement's own progress and Cancel, beside it (not the hub search's).
         self.measure_bar = QProgressBar()
         self.measure_bar.setObjectName("measureProgress")
-        self.measure_bar.setRange(0, 100)
         self.measure_bar.setAccessibleName("Measuring on this computer")
         self.measure_bar.setVisible(False)
-        self.measure_cancel_button = QPushButton("Cancel")
-        self.measure_cancel_button.setObjectName("measureCancel")
+        self.measure_cancel_button = _button("Cancel", self.cancel, name="measureCancel")
         self.measure_cancel_button.setAccessibleName("Cancel the measurement")
         self.measure_cancel_button.setVisible(False)
-        self.measure_cancel_button.clicked.connect(self.cancel)
-        row.addWidget(self.measure_bar, 1)
-        row.addWidget(self.measure_cancel_button)
-        row.addStretch(1)
-        v.addLayout(row)
+        v.addLayout(_row(self.measure_button, self.measure_bar, self.measure_cancel_button, None))
 
         self.drafts_list = QListWidget()
         self.drafts_list.setObjectName("doctorDrafts")
@@ -232,25 +235,17 @@ class PairDoctorPanel(QGroupBox):
         self.drafts_list.itemDoubleClicked.connect(self.on_drafts_list_item_activated)
         v.addWidget(self.drafts_list)
 
-        row = QHBoxLayout()
-        self.download_button = QPushButton("Download this pair")
-        self.download_button.setEnabled(False)
-        self.download_button.clicked.connect(self.on_download_button_clicked)
-        self.download_cancel_button = QPushButton("Stop")
-        self.download_cancel_button.setEnabled(False)
-        self.download_cancel_button.clicked.connect(lambda: self.downloads.pause(DOWNLOAD_KEY))
-        self.chat_button = QPushButton("Chat with this pair")
-        self.chat_button.setEnabled(False)
-        self.chat_button.clicked.connect(self.on_chat_button_clicked)
+        self.download_button = _button("Download this pair", self.on_download_button_clicked, enabled=False)
+        self.download_cancel_button = _button(
+            "Stop", lambda: self.downloads.pause(DOWNLOAD_KEY), enabled=False
+        )
+        self.chat_button = _button("Chat with this pair", self.on_chat_button_clicked, enabled=False)
         self.progress_bar = QProgressBar()
         self.progress_bar.setRange(0, PROGRESS_STEPS)
         self.progress_bar.setVisible(False)  # until something downloads
-        row.addWidget(self.download_button)
-        row.addWidget(self.download_cancel_button)
-        row.addWidget(self.progress_bar, 1)
-        row.addStretch(1)
-        row.addWidget(self.chat_button)
-        v.addLayout(row)
+        v.addLayout(
+            _row(self.download_button, self.download_cancel_button, self.progress_bar, None, self.chat_button)
+        )
 
         downloads.progressed.connect(self.on_downloads_progressed)
         downloads.finished.connect(self.on_downloads_finished)
@@ -263,7 +258,7 @@ class PairDoctorPanel(QGroupBox):
         what: str,
         work: Callable[[threading.Event, Callable[[str], None]], T],
         then: Callable[[T], None],
-    ) -> int:
+    ) -> None:
         """Start work(cancel, report) on a thread; report(text) shows progress, then(result) runs on
         the GUI thread, unless a newer task or Cancel came first. Only one task is current:
         starting one makes the last one stale."""
@@ -290,7 +285,6 @@ class PairDoctorPanel(QGroupBox):
         threading.Thread(target=main, name=f"doctor-{what}", daemon=True).start()
         self._measuring = what == "measure"
         self._set_busy(True)
-        return ticket
 
     def _set_busy(self, is_busy: bool) -> None:
         """The hub's bar and Cancel for a search, a check or a drafts search; the measurement's
@@ -328,14 +322,14 @@ class PairDoctorPanel(QGroupBox):
         """ "why" / "hide why": the measured figures behind the one-line answer."""
         if link == "why" and self.report is not None:
             self.why_open = not self.why_open
-            self.report_label.setText(report_html(self.report, self.why_open))
+            self.restyle()
 
     def on_task_failed(self, ticket: int, message: str) -> None:
         if self._handlers.pop(ticket, None) is None:
             return
         self._set_busy(False)
         self.measure_button.setEnabled(self.report is not None)
-        self.set_status(message[:1].upper() + message[1:], is_error=True)
+        self.set_status(doctor.sentence(message), is_error=True)
 
     def set_status(self, text: str, is_error: bool = False) -> None:
         self.status_label.setText(text)
@@ -394,14 +388,14 @@ class PairDoctorPanel(QGroupBox):
                     item.setData(0, Qt.ItemDataRole.UserRole, f"{f.repo_id}/{f.filename}")
                     item.setToolTip(2, doctor.describe_fit(fit))
                     colour = good_colour(palette) if fit.is_fitting else bad_colour(palette)
-                    item.setForeground(2, _brush(colour))
+                    item.setForeground(2, QBrush(QColor(colour)))
                     top.addChild(item)
             top.setExpanded(len(repos) <= 3)
         n_files = sum(len(r.files) for r in repos)
         self.set_status(f"{len(repos)} repositories, {n_files} GGUF files. Pick a file to check it.")
 
     def restyle(self) -> None:
-        """The theme changed: the verdict and the fit drawn again in its colours."""
+        """The report drawn again: the theme changed (the verdict's and the fit's colours), or "why"."""
         if self.report is not None:
             self.report_label.setText(report_html(self.report, self.why_open))
 
@@ -415,20 +409,15 @@ class PairDoctorPanel(QGroupBox):
 
     # --- check ------------------------------------------------------------------------------------------
 
-    def on_check_button_clicked(self) -> None:
-        self.check()
-
     def open_check(self, text: str) -> None:
         """Check a file named by a link (tandem://open_from_hf?model=…&file=…) or a reference."""
         try:
             ref = doctor.parse_model_ref(text)
         except TandemError as e:
-            self.set_status(str(e)[:1].upper() + str(e)[1:], is_error=True)
+            self.set_status(doctor.sentence(str(e)), is_error=True)
             return
         if not ref.filename and not ref.is_local:
-            # The hub's link names a repository: list its files to pick one.
-            self.search_edit.setText(ref.repo_id)
-            self.search(ref.repo_id)
+            self.search(ref.repo_id)  # the hub's link names a repository: list its files to pick one
             return
         self.target_edit.setText(ref.label)
         self.draft_edit.clear()
@@ -440,7 +429,7 @@ class PairDoctorPanel(QGroupBox):
             draft_text = self.draft_edit.text().strip()
             draft = doctor.parse_model_ref(draft_text) if draft_text else None
         except TandemError as e:
-            self.set_status(str(e)[:1].upper() + str(e)[1:], is_error=True)
+            self.set_status(doctor.sentence(str(e)), is_error=True)
             return
         n_ctx, timeout_s, machine = self.ctx_spin.value(), self.timeout_s, self._machine()
         self.report = None
@@ -464,7 +453,7 @@ class PairDoctorPanel(QGroupBox):
 
     def _show_report(self, report: doctor.CheckReport, look_for_drafts: bool) -> None:
         self.report = report
-        self.report_label.setText(report_html(report, self.why_open))
+        self.restyle()
         self.measure_button.setEnabled(True)
         self.set_status("Checked from the headers only.")
         self._offer_download()
@@ -472,12 +461,8 @@ class PairDoctorPanel(QGroupBox):
             self._find_drafts(report)
 
     def _find_drafts(self, report: doctor.CheckReport) -> None:
-        target, n_ctx, timeout_s, machine = (
-            report.target.ref,
-            report.memory.n_ctx,
-            self.timeout_s,
-            self._machine(),
-        )
+        target, n_ctx = report.target.ref, report.memory.n_ctx
+        timeout_s, machine = self.timeout_s, self._machine()
         self._drafts_for = target.label
         self.drafts_list.clear()
         ngram = QListWidgetItem(ngram_words(report))
@@ -512,11 +497,8 @@ class PairDoctorPanel(QGroupBox):
         ref = item.data(Qt.ItemDataRole.UserRole)
         if not ref or not item.flags() & Qt.ItemFlag.ItemIsEnabled:
             return
-        if ref == NGRAM_LOOKUP:
-            self.draft_edit.clear()
-            self.check()  # the target alone: n-gram lookup needs no second model
-            return
-        self.draft_edit.setText(str(ref))
+        # n-gram lookup: the target alone (it needs no second model)
+        self.draft_edit.setText("" if ref == NGRAM_LOOKUP else str(ref))
         self.check()
 
     # --- measure on this computer ------------------------------------------------------------------------
@@ -536,10 +518,8 @@ class PairDoctorPanel(QGroupBox):
         self._run("measure", work, lambda here: self._show_here(report, here))
 
     def _show_here(self, report: doctor.CheckReport, here: PairFigures) -> None:
-        import dataclasses
-
         self.report = dataclasses.replace(report, here=here)
-        self.report_label.setText(report_html(self.report, self.why_open))
+        self.restyle()
         self.measure_button.setEnabled(True)
         self.measured_here.emit()
         self.set_status(
@@ -560,15 +540,19 @@ class PairDoctorPanel(QGroupBox):
             for r in self._refs()
         ]
 
-    def _offer_download(self) -> None:
-        report = self.report
-        pairs = report is not None and (report.verdict is None or report.verdict.is_compatible)
-        parts = [
-            local_path_for(r.repo_id, name, self.models_dir)
+    def _requests(self) -> list[FileRequest]:
+        """The hub files of the pair: every part of a split model."""
+        return [
+            FileRequest(r.repo_id, name, r.revision)
             for r in self._refs()
             if not r.is_local
             for name in doctor.shard_names(r.filename)
         ]
+
+    def _offer_download(self) -> None:
+        report = self.report
+        pairs = report is not None and (report.verdict is None or report.verdict.is_compatible)
+        parts = [local_path_for(f.repo_id, f.filename, self.models_dir) for f in self._requests()]
         is_ready = pairs and all(p.is_file() for p in [*self._paths(), *parts])
         self.download_button.setEnabled(
             pairs and not is_ready and not self.downloads.is_running(DOWNLOAD_KEY)
@@ -578,12 +562,7 @@ class PairDoctorPanel(QGroupBox):
             self.progress_bar.setVisible(False)
 
     def on_download_button_clicked(self) -> None:
-        requests = [
-            FileRequest(r.repo_id, name, r.revision)
-            for r in self._refs()
-            if not r.is_local
-            for name in doctor.shard_names(r.filename)  # a split model: every part
-        ]
+        requests = self._requests()
         if not requests or not self.downloads.start(DOWNLOAD_KEY, requests):
             return
         self.download_button.setEnabled(False)
@@ -603,7 +582,6 @@ class PairDoctorPanel(QGroupBox):
     def on_downloads_finished(self, key: str, done: list[str]) -> None:
         if key != DOWNLOAD_KEY:
             return
-        self.downloaded = list(done)
         self.download_cancel_button.setEnabled(False)
         self.set_status("Downloaded and verified. Chat with this pair when you are ready.")
         self._offer_download()
@@ -616,7 +594,7 @@ class PairDoctorPanel(QGroupBox):
         if end is DownloadEnd.PAUSED:
             self.set_status("Stopped; the part already downloaded is kept and Download resumes it.")
         else:
-            self.set_status(message[:1].upper() + message[1:], is_error=end is DownloadEnd.FAILED)
+            self.set_status(doctor.sentence(message), is_error=end is DownloadEnd.FAILED)
 
     def on_chat_button_clicked(self) -> None:
         paths = self._paths()
@@ -625,10 +603,6 @@ class PairDoctorPanel(QGroupBox):
             return
         draft = DraftChoice.of_model(str(paths[1])) if len(paths) > 1 else NGRAM_LOOKUP
         self.pair_chosen.emit(str(paths[0]), draft)
-
-
-def _brush(colour: str) -> QBrush:
-    return QBrush(QColor(colour))
 
 
 def describe_candidate(c: doctor.DraftCandidate) -> str:
