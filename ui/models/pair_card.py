@@ -1,13 +1,8 @@
-"""One catalog pair as a card on the Models page: what it is good for, its facts as chips
-(download size, memory, quantisation, licence), whether it fits this machine and why, the
-speedup reported (by whom), and its download. What holds for the whole machine (no GPU: draft
-models gain little) is said once, above the cards (`machine_note`), not on every card; pairs
-that are not for chat (code completion) are kept off the chat app's list (CardGrid).
-
-The card owns its widgets and their look; the Models page's catalog (ui/models/catalog_section.py) and
-downloads (ui/models/model_downloads.py) tell it what to show (set_fit, set_status, set_running...).
-Colours come from the palette (Window, Base, Mid, Highlight...) and are worked out again when the
-palette changes (the page calls restyle()), so a card follows the theme.
+"""One catalog pair as a card on the Models page: what it is good for, its facts as chips, whether
+it fits this machine and why, the speedup reported (by whom), and its download; what holds for
+the whole machine is said once, above the cards (`machine_note`). The catalog section and the
+downloads (ui/models/catalog_section.py, model_downloads.py) tell a card what to show; its colours
+are worked out again from the palette when the theme changes (restyle()).
 """
 
 from __future__ import annotations
@@ -45,12 +40,8 @@ def app_palette() -> QPalette:
     return QGuiApplication.palette()
 
 
-def _is_dark(palette: QPalette) -> bool:
-    return palette.color(QPalette.ColorRole.Window).lightness() < 128
-
-
 def good_colour(palette: QPalette) -> str:
-    """Green that reads on the palette's window colour (light or dark)."""
+    """Green that reads on the theme's window colour (light or dark)."""
     return theme.colors().ok_text
 
 
@@ -62,11 +53,6 @@ def _rgba(color: QColor, alpha: int) -> str:
     return f"rgba({color.red()}, {color.green()}, {color.blue()}, {alpha})"
 
 
-def pair_model_bytes(pair: CatalogPair) -> int:
-    """The pair's weights on disk (the built-in target included, which needs no download)."""
-    return sum(m.size_bytes for m in pair.models)
-
-
 def describe_fit(
     pair: CatalogPair, machine: MachineInfo, gpu_backend: bool = False, vram_bytes: int = 0
 ) -> tuple[bool, str]:
@@ -74,10 +60,8 @@ def describe_fit(
     fit = fit_for(pair, machine)
     if not fit.is_fitting:
         return False, f"Does not fit: {fit.reason}."
-    # What the pair needs is its chip, and the machine's memory is said once above the cards: the
-    # line says only whether, and where, it fits.
-    if gpu_backend and vram_bytes:
-        need = int(pair_model_bytes(pair) * VRAM_HEADROOM)
+    if gpu_backend and vram_bytes:  # the weights on disk (the built-in target's too) and room
+        need = int(sum(m.size_bytes for m in pair.models) * VRAM_HEADROOM)
         gpu = machine.gpu_label or "the GPU"
         if need <= vram_bytes:
             return True, f"Fits in memory and in {gpu}'s {format_bytes(vram_bytes)}."
@@ -138,7 +122,6 @@ class PairCard(QFrame):
         self.is_recommended = False
         self.is_in_use = False
         self.is_fitting = True
-        self._restyling = False
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(14, 12, 14, 12)
@@ -224,38 +207,33 @@ class PairCard(QFrame):
 
         buttons = QHBoxLayout()
         buttons.setSpacing(6)
-        if pair.is_embedded:
-            self.download_button = QPushButton("Set up")
-            self.download_button.setAccessibleName(f"Set up {pair.title}")
-            self.download_button.setToolTip("Unpacks the built-in model into the models folder (no download)")
-        else:
-            self.download_button = QPushButton("Download")
-            self.download_button.setAccessibleName(f"Download {pair.title}")
-            self.download_button.setToolTip(
-                f"Downloads {format_bytes(pair.download_bytes)} from the Hugging Face hub; "
-                "pause keeps what came, Download again resumes"
-            )
-        self.download_button.setObjectName("pairDownload")
-        self.use_button = QPushButton("Chat with this pair")
-        self.use_button.setObjectName("pairUse")
-        self.use_button.setAccessibleName(f"Chat with {pair.title}")
-        self.use_button.setVisible(False)
-        self.pause_button = QPushButton("Pause")
-        self.pause_button.setObjectName("pairPause")
-        self.pause_button.setAccessibleName(f"Pause the download of {pair.title}")
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setObjectName("pairCancel")
-        self.cancel_button.setAccessibleName(f"Cancel the download of {pair.title}")
-        for b in (self.pause_button, self.cancel_button):
-            b.setEnabled(False)
-            b.setVisible(False)
         buttons.addStretch(1)
+        self.pause_button = self._button("Pause", "pairPause", f"Pause the download of {pair.title}")
+        self.cancel_button = self._button("Cancel", "pairCancel", f"Cancel the download of {pair.title}")
+        self.use_button = self._button("Chat with this pair", "pairUse", f"Chat with {pair.title}")
+        setup = "Set up" if pair.is_embedded else "Download"
+        self.download_button = self._button(setup, "pairDownload", f"{setup} {pair.title}")
+        self.download_button.setToolTip(
+            "Unpacks the built-in model into the models folder (no download)"
+            if pair.is_embedded
+            else f"Downloads {format_bytes(pair.download_bytes)} from the Hugging Face hub; "
+            "pause keeps what came, Download again resumes"
+        )
+        for b in (self.pause_button, self.cancel_button, self.use_button):
+            b.setEnabled(b is self.use_button)
+            b.setVisible(False)
         for b in (self.pause_button, self.cancel_button, self.use_button, self.download_button):
             buttons.addWidget(b)
         layout.addLayout(buttons)
         self._restyle()
 
     # --- pieces ----------------------------------------------------------------------------------
+
+    def _button(self, text: str, name: str, accessible_name: str) -> QPushButton:
+        button = QPushButton(text)
+        button.setObjectName(name)
+        button.setAccessibleName(accessible_name)
+        return button
 
     def _badge(self, text: str, name: str) -> QLabel:
         badge = QLabel(text)
@@ -357,44 +335,35 @@ class PairCard(QFrame):
 
     def _restyle(self) -> None:
         """Stylesheet colours from the palette now in force (called again when it changes)."""
-        if self._restyling:
-            return
-        self._restyling = True
-        try:
-            p = app_palette()
-            base = p.color(QPalette.ColorRole.Base)
-            mid = p.color(QPalette.ColorRole.Mid)
-            accent = p.color(QPalette.ColorRole.Highlight)
-            accent_text = p.color(QPalette.ColorRole.HighlightedText)
-            text = p.color(QPalette.ColorRole.Text)
-            self.speedup_label.setText(
-                describe_speedup(self.pair, p.color(QPalette.ColorRole.Link).name())[0]
+        p = app_palette()
+        base = p.color(QPalette.ColorRole.Base)
+        mid = p.color(QPalette.ColorRole.Mid)
+        accent = p.color(QPalette.ColorRole.Highlight)
+        accent_text = p.color(QPalette.ColorRole.HighlightedText)
+        text = p.color(QPalette.ColorRole.Text)
+        self.speedup_label.setText(describe_speedup(self.pair, p.color(QPalette.ColorRole.Link).name())[0])
+        border = accent.name() if self.is_recommended else _rgba(mid, 200)
+        width = 2 if self.is_recommended else 1
+        self.setStyleSheet(
+            f"QFrame#pairCard {{ background: {base.name()}; border: {width}px solid {border}; "
+            "border-radius: 8px; }"
+        )
+        pill = "border-radius: 9px; padding: 2px 8px; font-weight: bold;"
+        self.recommended_badge.setStyleSheet(
+            f"background: {accent.name()}; color: {accent_text.name()}; {pill}"
+        )
+        good = good_colour(p)
+        self.in_use_badge.setStyleSheet(
+            f"background: {_rgba(QColor(good), 50)}; color: {text.name()}; border: 1px solid {good}; {pill}"
+        )
+        self.builtin_badge.setStyleSheet(f"background: {_rgba(mid, 70)}; color: {text.name()}; {pill}")
+        for chip in self.chips:
+            chip.setStyleSheet(
+                f"background: {_rgba(mid, 45)}; color: {text.name()}; border-radius: 9px; padding: 2px 8px;"
             )
-            border = accent.name() if self.is_recommended else _rgba(mid, 200)
-            width = 2 if self.is_recommended else 1
-            self.setStyleSheet(
-                f"QFrame#pairCard {{ background: {base.name()}; border: {width}px solid {border}; "
-                "border-radius: 8px; }"
-            )
-            pill = "border-radius: 9px; padding: 2px 8px; font-weight: bold;"
-            self.recommended_badge.setStyleSheet(
-                f"background: {accent.name()}; color: {accent_text.name()}; {pill}"
-            )
-            good = good_colour(p)
-            self.in_use_badge.setStyleSheet(
-                f"background: {_rgba(QColor(good), 50)}; color: {text.name()}; border: 1px solid {good}; {pill}"
-            )
-            self.builtin_badge.setStyleSheet(f"background: {_rgba(mid, 70)}; color: {text.name()}; {pill}")
-            for chip in self.chips:
-                chip.setStyleSheet(
-                    f"background: {_rgba(mid, 45)}; color: {text.name()}; border-radius: 9px; padding: 2px 8px;"
-                )
-            fit = good if self.is_fitting else bad_colour(p)
-            self.fit_label.setStyleSheet(f"color: {fit};")
-            muted = "#a8a8a8" if _is_dark(p) else "#5c5c5c"
-            self.recommendation_label.setStyleSheet(f"color: {muted};")
-        finally:
-            self._restyling = False
+        self.fit_label.setStyleSheet(f"color: {good if self.is_fitting else bad_colour(p)};")
+        is_dark = p.color(QPalette.ColorRole.Window).lightness() < 128
+        self.recommendation_label.setStyleSheet(f"color: {'#a8a8a8' if is_dark else '#5c5c5c'};")
 
     def restyle(self) -> None:
         """The palette changed (a theme switch): the page calls this, because a widget with a

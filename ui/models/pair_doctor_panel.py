@@ -50,7 +50,6 @@ from app.store import MIN_PAIR_REPLIES, PairMeasurement
 from engine.config import NGRAM_LOOKUP, DraftChoice
 from engine.errors import TandemError
 from ui.models.download_jobs import DownloadEnd, DownloadJobs
-from ui.models.pair_card import app_palette, bad_colour, good_colour
 from ui.presenters.words import (
     choice_name,
     here_first_line,
@@ -372,8 +371,7 @@ class PairDoctorPanel(QGroupBox):
         if not repos:
             self.set_status(f"No GGUF models on the hub match “{query}”.")
             return
-        machine = self._machine()
-        palette = app_palette()
+        machine, colours = self._machine(), theme.colors()
         for repo in repos:
             top = QTreeWidgetItem([f"{repo.repo_id} · {repo.downloads:,} downloads", "", ""])
             top.setFlags(top.flags() & ~Qt.ItemFlag.ItemIsSelectable)
@@ -387,7 +385,7 @@ class PairDoctorPanel(QGroupBox):
                     )
                     item.setData(0, Qt.ItemDataRole.UserRole, f"{f.repo_id}/{f.filename}")
                     item.setToolTip(2, doctor.describe_fit(fit))
-                    colour = good_colour(palette) if fit.is_fitting else bad_colour(palette)
+                    colour = colours.ok_text if fit.is_fitting else colours.error_text
                     item.setForeground(2, QBrush(QColor(colour)))
                     top.addChild(item)
             top.setExpanded(len(repos) <= 3)
@@ -640,8 +638,8 @@ class WindowWords:
     figures behind "why" (shown where `why_open`)."""
 
     def __init__(self, why_open: bool = False) -> None:
-        palette = app_palette()
-        self.good, self.bad = good_colour(palette), bad_colour(palette)
+        colours = theme.colors()
+        self.good, self.bad = colours.ok_text, colours.error_text
         self.why_open = why_open
 
     def model(self, role: str, facts: doctor.ModelFacts) -> str:
