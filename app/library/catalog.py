@@ -384,23 +384,10 @@ class LocalModel:
         return self.info.name if self.info else self.path.name
 
 
-def iter_gguf_files(folder: Path) -> Iterable[Path]:
-    # Partial downloads end in .part and never match; hidden files are editors' or the OS's.
-    for path in sorted(folder.rglob("*.gguf")):
-        if path.is_file() and not path.name.startswith("."):
-            yield path
-
-
 def scan_local_models(folder: Path | None = None) -> list[LocalModel]:
-    folder = folder or paths.models_dir()
-    found: list[LocalModel] = []
-    for path in iter_gguf_files(folder):
-        size = path.stat().st_size
-        try:
-            found.append(LocalModel(path, size, read_gguf_info(path)))
-        except ModelFileError as e:
-            found.append(LocalModel(path, size, None, str(e)))
-    return found
+    # Partial downloads end in .part and never match; hidden files are editors' or the OS's.
+    found = sorted((folder or paths.models_dir()).rglob("*.gguf"))
+    return [local_model(path) for path in found if path.is_file() and not path.name.startswith(".")]
 
 
 def check_model_file(path: Path) -> None:

@@ -391,9 +391,10 @@ CTX_STEP = 1024  # a context offered is rounded up to this
 KV_MEMORY_SHARE = 0.5  # of the memory free now, what a larger context's cache may take
 
 
-def kv_bytes_per_token(metadata: dict[str, object], architecture: str) -> int:
+def kv_bytes_per_token(metadata: dict[str, Any], architecture: str) -> int:
     """What one token of context costs in llama.cpp's KV cache (F16 keys and values, every layer),
-    from a GGUF header; 0 where the header does not say."""
+    from a GGUF header, a head of embedding / heads where it does not say (as llama.cpp reads
+    it); 0 where it has no attention heads (Mamba, RWKV keep a small fixed state instead)."""
 
     def number(key: str) -> int:
         value = metadata.get(f"{architecture}.{key}")
@@ -401,12 +402,13 @@ def kv_bytes_per_token(metadata: dict[str, object], architecture: str) -> int:
             value = max(value) if value else 0
         return int(value) if isinstance(value, int | float) else 0
 
-    n_layers = number("block_count")
-    n_head = number("attention.head_count")
+    n_layers, n_head = number("block_count"), number("attention.head_count")
+    if not n_layers or not n_head:
+        return 0
     n_head_kv = number("attention.head_count_kv") or n_head
-    n_embd = number("embedding_length")
-    key = number("attention.key_length") or (n_embd // n_head if n_head else 0)
-    value = number("attention.value_length") or key
+    head = number("embedding_length") // n_head
+    key = number("attention.key_length") or head
+    value = number("attention.value_length") or head
     return 2 * n_layers * n_head_kv * (key + value)
 
 

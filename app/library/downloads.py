@@ -108,6 +108,10 @@ class RemoteFile:
             return self.etag
         return None
 
+    @property
+    def expected_digest(self) -> str | None:
+        return self.expected_sha256 or self.expected_git_sha1
+
 
 @dataclass(frozen=True)
 class DownloadProgress:
@@ -481,10 +485,6 @@ def verified_path_for(final: Path) -> Path:
     return final.with_name(final.name + VERIFIED_SUFFIX)
 
 
-def _expected_digest(remote: RemoteFile) -> str | None:
-    return remote.expected_sha256 or remote.expected_git_sha1
-
-
 def _remember_verified(final: Path, digest: str) -> None:
     st = final.stat()
     data = {"size_bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "digest": digest}
@@ -495,7 +495,7 @@ def _remember_verified(final: Path, digest: str) -> None:
 def _is_verified(final: Path, remote: RemoteFile) -> bool:
     """Does the file at final hold what the hub's checksum says (True where the hub gives none:
     its size is all there is to go by)? Remembered after the first hash of a file."""
-    expected = _expected_digest(remote)
+    expected = remote.expected_digest
     if expected is None:
         return True
     st = final.stat()
@@ -587,8 +587,7 @@ def _download_one(
     from huggingface_hub.errors import HfHubHTTPError
     from huggingface_hub.utils import hf_raise_for_status
 
-    remote = plan.remote
-    final = plan.final_path
+    remote, final, have, size = plan.remote, plan.final_path, plan.have_bytes, plan.remote.size_bytes
     part, sidecar = part_path_for(final), sidecar_path_for(final)
     final.parent.mkdir(parents=True, exist_ok=True)
 
@@ -611,18 +610,12 @@ def _download_one(
         have = fresh.have_bytes
         if have == 0:
             _discard(part)
-        try:
-            _write_sidecar(sidecar, remote)
-        except OSError as e:
-            if e.errno == errno.ENOSPC:  # not even room for the few bytes saying what the part is
-                raise _disk_full_error(final, have, remote.size_bytes) from e
-            raise
+        _write_sidecar(sidecar, remote)
         hasher = _new_hasher(remote)
         if have:
             _hash_existing(part, have, hasher)
             with open(part, "r+b") as f:  # drop anything past the expected size
                 f.truncate(have)
-        size = remote.size_bytes
         tracker.report(remote, file_index, have, "downloading")
 
         session = get_session()
@@ -709,17 +702,8 @@ def _download_one(
                     )
                     out.flush()
                     control.sleep(wait_s)
-                except OSError as e:
-                    if e.errno == errno.ENOSPC:
-                        raise _disk_full_error(final, have, size) from e
-                    raise
-            try:
-                out.flush()
-                os.fsync(out.fileno())
-            except OSError as e:
-                if e.errno == errno.ENOSPC:
-                    raise _disk_full_error(final, have, size) from e
-                raise
+            out.flush()
+            os.fsync(out.fileno())
 
         if control.is_stop_requested:
             return _stop(control, remote, file_index, tracker, final, have)
@@ -733,7 +717,7 @@ def _download_one(
                 f"{size:,}); it was deleted, download it again"
             )
         digest = hasher.hexdigest()
-        expected = remote.expected_sha256 or remote.expected_git_sha1
+        expected = remote.expected_digest
         if expected is not None and digest != expected:
             _discard(part, sidecar)
             kind = "sha256" if remote.expected_sha256 else "git sha1"
@@ -747,6 +731,10 @@ def _download_one(
             _remember_verified(final, expected)
         tracker.report(remote, file_index, size, "done")
         return final
+    except OSError as e:
+        if e.errno == errno.ENOSPC:  # a sentence, with what was kept (even the sidecar may not fit)
+            raise _disk_full_error(final, have, size) from e
+        raise
     finally:
         lock.release()
         # Safe to remove now that nobody appends to this file; a racing process would simply

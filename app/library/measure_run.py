@@ -106,17 +106,11 @@ def measure_pair(
         done = 0.0
         for (role, (model, plan), job_sizes), (w_write, w_load, w_time) in zip(jobs, weights, strict=True):
             path = run_dir / f"{role}{SUFFIX}"
-
             report = functools.partial(_report, on_progress, total, role, plan.label)
             report("write", 0.0, w_write, done)
-            start = done
             try:
-                write_standin(
-                    plan,
-                    path,
-                    cancel=cancel,
-                    on_progress=functools.partial(_report_part, report, "write", w_write, start),
-                )
+                on_write = functools.partial(report, "write", share=w_write, start=done)
+                write_standin(plan, path, cancel=cancel, on_progress=on_write)
             except StandinCancelled:
                 raise MeasureCancelled("the measurement was cancelled; nothing is left on disk") from None
             done += w_write
@@ -177,10 +171,6 @@ def _report(
         on_progress(
             MeasureProgress(round(min(1.0, (start + share * part) / total), 4), stage, role, label, batch)
         )
-
-
-def _report_part(report: Callable[..., None], stage: str, share: float, start: float, part: float) -> None:
-    report(stage, part, share, start)
 
 
 def _time_in_worker(
@@ -315,6 +305,3 @@ def _worker(job: dict[str, Any], send: Any) -> None:
         send.send({"error": str(e)})
     finally:
         send.close()
-
-
-# --- in words (the terminal; the window words it in ui/presenters/words.py) -------------------------------------

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from app.library.catalog import (
@@ -39,19 +39,15 @@ from app.library.catalog import (
     gpu_memory_bytes,
     total_ram_bytes,
 )
+from app.library.documents import kv_bytes_per_token
 from app.library.downloads import DEFAULT_TIMEOUT_S
-from app.library.hub_search import (
-    HubGGUF,
-    HubRepo,
-    HubSearchError,
-    list_files,
-    search,
-)
-from app.library.hub_search import (
-    shard_names as shard_names,  # also the command line's and the window's
-)
+
+# Names "as" themselves: also the command line's and the window's.
+from app.library.hub_search import HubGGUF, list_files
+from app.library.hub_search import HubRepo as HubRepo
+from app.library.hub_search import search as search
+from app.library.hub_search import shard_names as shard_names
 from app.library.measure import (
-    MeasureCancelled,
     MeasureProgress,
     PairFigures,
     describe_lines,
@@ -59,14 +55,9 @@ from app.library.measure import (
     model_id,
 )
 from app.library.measure_run import measure_pair
-from app.library.remote_gguf import (
-    CheckCancelled,
-    HeaderReadError,
-    RemoteHeader,
-    read_local_header,
-    read_remote_header,
-)
-from app.library.standin import StandinError, StandinPlan, plan_from_header
+from app.library.remote_gguf import CheckCancelled as CheckCancelled
+from app.library.remote_gguf import RemoteHeader, read_local_header, read_remote_header
+from app.library.standin import StandinPlan, plan_from_header
 from app.paths import user_path
 from app.store import (
     MIN_PAIR_REPLIES,
@@ -81,7 +72,6 @@ from engine.gguf_info import GGUFInfo, known_architectures
 from engine.pairing import check_pair
 
 DEFAULT_CTX = 4096
-KV_BYTES_PER_VALUE = 2  # llama.cpp's default KV cache type is F16
 MAX_DRAFT_CHECKS = 6
 # Acceptance rates assumed for a same-family draft (per drafted token): the estimate is a range.
 ACCEPTANCE_LOW, ACCEPTANCE_HIGH = 0.6, 0.8
@@ -303,32 +293,9 @@ class ModelFacts:
     def has_chat_template(self) -> bool:
         return self.info.chat_template is not None
 
-    def kv_bytes_per_token(self) -> int:
-        """K and V for one token over every layer, at llama.cpp's default F16 cache type."""
-        arch, md = self.info.architecture, self.info.metadata
-        n_layers = _as_int(md.get(f"{arch}.block_count")) or 0
-        n_embd = _as_int(md.get(f"{arch}.embedding_length")) or 0
-        n_head = _as_int(md.get(f"{arch}.attention.head_count"))
-        if not n_layers or not n_embd or not n_head:
-            return 0  # recurrent models (Mamba, RWKV) keep a small fixed state instead
-        n_head_kv = _as_int(md.get(f"{arch}.attention.head_count_kv")) or n_head
-        head_k = _as_int(md.get(f"{arch}.attention.key_length")) or n_embd // n_head
-        head_v = _as_int(md.get(f"{arch}.attention.value_length")) or n_embd // n_head
-        return n_layers * n_head_kv * (head_k + head_v) * KV_BYTES_PER_VALUE
-
     def kv_bytes(self, n_ctx: int) -> int:
-        return self.kv_bytes_per_token() * n_ctx
-
-
-def _as_int(value: Any) -> int | None:
-    """A metadata number; per-layer arrays (kept only as a count here) give their largest known value."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, list) and value and all(isinstance(v, int) for v in value):
-        return int(max(value))
-    return None
+        """K and V for n_ctx tokens over every layer, at llama.cpp's default F16 cache type."""
+        return kv_bytes_per_token(self.info.metadata, self.info.architecture) * n_ctx
 
 
 def _facts(ref: ModelRef, header: RemoteHeader) -> ModelFacts:
@@ -418,7 +385,8 @@ def _overhead(facts: ModelFacts) -> int:
     # llama.cpp's compute and output buffers: a few tens of MB for small models, more with a large
     # vocabulary (the output row) and a wide model. A rough allowance, labelled as an estimate.
     n_vocab = facts.info.n_vocab
-    n_embd = _as_int(facts.info.metadata.get(f"{facts.architecture}.embedding_length")) or 0
+    n_embd = facts.info.metadata.get(f"{facts.architecture}.embedding_length")
+    n_embd = n_embd if isinstance(n_embd, int) and not isinstance(n_embd, bool) else 0
     return 32 * 2**20 + 512 * (n_vocab + 16 * n_embd) * 4 // 8
 
 
@@ -894,22 +862,3 @@ def describe_candidate(c: DraftCandidate) -> str:
     else:
         est = f"; estimate {c.estimate.low:.1f}-{c.estimate.high:.1f}x" if c.estimate else ""
     return f"{label}: pairs; {fit}{est}"
-
-
-__all__ = [
-    "MeasureCancelled",
-    "StandinError",
-    "CheckCancelled",
-    "CheckReport",
-    "DraftCandidate",
-    "HeaderReadError",
-    "HubGGUF",
-    "HubRepo",
-    "HubSearchError",
-    "ModelRef",
-    "check",
-    "find_drafts",
-    "parse_model_ref",
-    "parse_open_url",
-    "search",
-]

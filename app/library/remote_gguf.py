@@ -13,12 +13,11 @@ refuses impossible lengths and counts before reading them).
 
 from __future__ import annotations
 
-import io
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO, cast
+from typing import BinaryIO, cast
 
 from app.library.downloads import (
     DEFAULT_TIMEOUT_S,
@@ -54,8 +53,9 @@ class CheckCancelled(TandemError):
     """The user cancelled a check; nothing to report."""
 
 
-class RangeFile(io.RawIOBase):
-    """A remote file as a read-only, seekable file object: reads become HTTP Range requests.
+class RangeFile:
+    """A remote file as what the GGUF reader asks of a file (seek and read): reads become HTTP
+    Range requests.
 
     Blocks of `block_bytes` are fetched once and kept; a read that needs several missing blocks
     asks for them in one request. `fetched_bytes` counts what came over the network, and a read
@@ -74,7 +74,6 @@ class RangeFile(io.RawIOBase):
         cancel: threading.Event | None = None,
         deadline_s: float = HEADER_DEADLINE_S,
     ) -> None:
-        super().__init__()
         self._deadline = time.monotonic() + deadline_s
         self._deadline_s = deadline_s
         self.remote = remote
@@ -92,36 +91,14 @@ class RangeFile(io.RawIOBase):
         self._pos = 0
         self._readahead_blocks = 1
 
-    # --- io.RawIOBase -------------------------------------------------------------------------
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
+    def seek(self, offset: int) -> int:
+        self._pos = max(0, offset)
         return self._pos
 
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self.read_at(self._pos, len(view))
-        view[: len(data)] = data
-        self._pos += len(data)
-        return len(data)
-
-    def read(self, size: int | None = -1) -> bytes:
-        n = self.size - self._pos if size is None or size < 0 else size
-        data = self.read_at(self._pos, n)
+    def read(self, size: int) -> bytes:
+        data = self.read_at(self._pos, size)
         self._pos += len(data)
         return data
-
-    # --- ranged reads ---------------------------------------------------------------------------
 
     def read_at(self, offset: int, n: int) -> bytes:
         """Up to n bytes from offset (fewer at the end of the file)."""
@@ -231,7 +208,7 @@ def parse_header(f: RangeFile, check_architecture: bool = True) -> GGUFInfo:
     """Parse the header through engine.gguf_info's reader, the one local files go through. It asks
     for small windows; the RangeFile reads ahead, more each time, so a 64 kB header costs one
     request and a 10 MB vocabulary about eight."""
-    source = cast(BinaryIO, f)  # a RawIOBase with seek() and read(): what the reader uses
+    source = cast(BinaryIO, f)  # seek() and read(): what the reader uses
     return read_gguf_header(
         source, f.size, PurePosixPath(f.name), check_architecture, True, PARSER_WINDOW_BYTES
     )

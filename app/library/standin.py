@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from app.library.documents import kv_bytes_per_token
 from engine.errors import TandemError
 
 ALIGNMENT = 32
@@ -137,12 +138,6 @@ def plan_from_header(label: str, header: bytes, info: Any) -> StandinPlan:
         raise StandinError(f"{label} is split in parts; a stand-in is made from a model in one file")
     tensors = tuple(TensorSlot(t.name, tuple(t.shape), t.type_id, t.offset, t.n_bytes) for t in info.tensors)
     _check_shape(label, arch, md, tensors, info.n_vocab, info.data_offset)
-    n_layers = _int(md, f"{arch}.block_count") or 0
-    n_embd = _int(md, f"{arch}.embedding_length") or 0
-    n_head = _int(md, f"{arch}.attention.head_count") or 1
-    n_head_kv = _int(md, f"{arch}.attention.head_count_kv") or n_head
-    head_k = _int(md, f"{arch}.attention.key_length") or n_embd // n_head
-    head_v = _int(md, f"{arch}.attention.value_length") or n_embd // n_head
     return StandinPlan(
         label=label,
         header=bytes(header[: info.header_end]),
@@ -150,7 +145,7 @@ def plan_from_header(label: str, header: bytes, info: Any) -> StandinPlan:
         tensors=tensors,
         architecture=arch,
         n_vocab=info.n_vocab,
-        kv_bytes_per_token=n_layers * n_head_kv * (head_k + head_v) * 2,
+        kv_bytes_per_token=kv_bytes_per_token(md, arch),
         quantization=info.quantization,
     )
 
