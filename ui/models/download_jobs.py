@@ -1,4 +1,5 @@
-"""Downloads and imports on plain Python threads, reported to the GUI thread by Qt signals.
+"""Downloads (and imports: a copy is a job too) on plain Python threads, reported to the GUI thread
+by Qt signals.
 
 app.library.downloads knows no Qt; each job reports through a small QObject whose signals are
 emitted from the job's thread and delivered queued on the GUI thread, so no widget is touched off
@@ -17,7 +18,6 @@ from typing import TypedDict
 
 from PySide6.QtCore import QObject, Signal
 
-from app.library.catalog import import_model
 from app.library.downloads import DownloadControl, DownloadProgress, DownloadStopped, FileRequest, FreeBytesFn
 from engine.errors import TandemError
 
@@ -154,39 +154,3 @@ class DownloadJobs(QObject):
             job.control.pause()
         for job in list(self.jobs.values()):
             job.thread.join(timeout=timeout_s)
-
-
-class _ImportSignals(QObject):
-    finished = Signal(str)  # the imported path
-    failed = Signal(str)
-
-
-class ImportJobs(QObject):
-    """Copies of checked GGUF files into the models folder, each on a thread."""
-
-    finished = Signal(str)  # the imported path
-    failed = Signal(str)  # one sentence (relays each copy's, made on its own thread's signals object)
-
-    def __init__(self, models_dir: Path) -> None:
-        super().__init__()
-        self.models_dir = models_dir
-        self._running: list[tuple[threading.Thread, _ImportSignals]] = []
-
-    def start(self, source: Path) -> None:
-        signals = _ImportSignals()
-        signals.finished.connect(self.on_copy_finished)
-        signals.failed.connect(self.failed)
-
-        def copy(s: _ImportSignals = signals, models_dir: Path = self.models_dir) -> None:
-            try:
-                s.finished.emit(str(import_model(source, models_dir)))
-            except TandemError as e:
-                s.failed.emit(str(e))
-
-        thread = threading.Thread(target=copy, name="import-model", daemon=True)
-        self._running.append((thread, signals))
-        thread.start()
-
-    def on_copy_finished(self, path: str) -> None:
-        self._running = [(t, s) for t, s in self._running if t.is_alive()]
-        self.finished.emit(path)

@@ -2,13 +2,15 @@
 into the models folder (by the button or by a drop on the page).
 
 A file is checked at once (a bad one is refused with the reason before anything is copied); the
-copy runs on a thread of ui/models/download_jobs.py's ImportJobs, which reports back on the GUI thread.
+copy runs as a job of ui/models/download_jobs.py, which reports back on the GUI thread.
 """
 
 from __future__ import annotations
 
 import html
+import itertools
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QMimeData, QObject, Qt, QUrl, Signal
@@ -26,10 +28,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.library.catalog import LocalModel, check_model_file, format_bytes, format_params
+from app.library.catalog import LocalModel, check_model_file, format_bytes, format_params, import_model
+from app.library.downloads import DownloadControl
 from app.library.file_identity import same_file
 from engine.errors import TandemError
-from ui.models.download_jobs import ImportJobs
+from ui.models.download_jobs import DownloadEnd, DownloadJobs
 from ui.presenters.words import BUILT_IN_MODELS, built_in_key
 
 
@@ -110,9 +113,11 @@ class ModelImports(QObject):
 
     def __init__(self, models_dir: Path, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.jobs = ImportJobs(models_dir)
+        self.models_dir = models_dir
+        self.jobs = DownloadJobs(models_dir)  # a copy is a job: one thread each
         self.jobs.finished.connect(self.on_jobs_finished)
         self.jobs.failed.connect(self.on_jobs_failed)
+        self._keys = itertools.count()
 
     def ask_and_import(self, parent: QWidget) -> None:
         path, _ = QFileDialog.getOpenFileName(
@@ -130,11 +135,15 @@ class ModelImports(QObject):
                 self.message.emit(str(e), True)
                 continue
             self.message.emit(f"importing {f.name}…", False)
-            self.jobs.start(f)
+            self.jobs.start_run(f"import-{next(self._keys)}", partial(_import, f, self.models_dir))
 
-    def on_jobs_finished(self, path: str) -> None:
-        self.message.emit(f"imported {Path(path).name}", False)
-        self.imported.emit(path)
+    def on_jobs_finished(self, _key: str, done: list[str]) -> None:
+        self.message.emit(f"imported {Path(done[0]).name}", False)
+        self.imported.emit(done[0])
 
-    def on_jobs_failed(self, message: str) -> None:
+    def on_jobs_failed(self, _key: str, message: str, _end: DownloadEnd) -> None:
         self.message.emit(message, True)
+
+
+def _import(source: Path, models_dir: Path, _control: DownloadControl, _progress: object) -> list[Path]:
+    return [import_model(source, models_dir)]
