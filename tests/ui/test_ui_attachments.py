@@ -21,15 +21,9 @@ from app.settings import load_settings
 from app.store import Store
 from engine.config import EngineConfig
 from engine.session import Engine
-from ui.chat.attachments import (
-    LONG_PASTE_CHARS,
-    DiffDialog,
-    about_tokens,
-    diff_html,
-    diff_summary,
-    reply_body,
-    word_diff,
-)
+from ui.chat.attachments import LONG_PASTE_CHARS, about_tokens
+from ui.chat.changes import DiffDialog, diff_html, diff_summary, word_diff
+from ui.chat.edit_finder import reply_body
 from ui.qt import theme
 
 FIB = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"

@@ -23,7 +23,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMenu,
-    QPushButton,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -38,10 +37,9 @@ from app.library.documents import (
     format_size,
     read_document,
 )
-from ui.chat.changes import DiffDialog, diff_html, diff_summary, word_diff  # noqa: F401 (Changes, here before)
-from ui.chat.edit_finder import reply_body  # noqa: F401 (here before)
 from ui.presenters.words import quick_actions_for
 from ui.qt import theme
+from ui.qt.widgets import button, label, tool_button
 
 # A paste this long is offered as an attachment (it can still stay in the message).
 LONG_PASTE_CHARS = 2000
@@ -104,16 +102,12 @@ class AttachmentChip(QFrame):
         self.label.setAccessibleName(f"Attachment {attachment.name}")
         self._show_tokens()
         layout.addWidget(self.label)
-        self.error = QLabel(PROBLEM_WORDS.get(attachment.problem, "") if attachment.problem else "")
-        self.error.setObjectName("attachmentError")
+        problem = PROBLEM_WORDS.get(attachment.problem, "") if attachment.problem else ""
+        self.error = label(problem, "attachmentError", hidden=attachment.problem is None)
         theme.set_tone(self.error, "error")
-        self.error.setWordWrap(True)
-        self.error.setVisible(attachment.problem is not None)
         layout.addWidget(self.error, 1)
         if document is not None:
-            self.actions_button = QToolButton()
-            self.actions_button.setText("Ask…")
-            self.actions_button.setAccessibleName(f"Quick actions on {attachment.name}")
+            self.actions_button = tool_button("Ask…", accessible=f"Quick actions on {attachment.name}")
             self.actions_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
             menu = QMenu(self.actions_button)
             menu.setToolTipsVisible(True)  # a greyed action says why (set_task_refusal)
@@ -124,12 +118,11 @@ class AttachmentChip(QFrame):
                 )
             self.actions_button.setMenu(menu)
             layout.addWidget(self.actions_button)
-        self.remove_button = QToolButton()
-        self.remove_button.setText("✕")
-        self.remove_button.setToolTip(f"Remove {attachment.name}")
-        self.remove_button.setAccessibleName(f"Remove {attachment.name}")
+        remove = f"Remove {attachment.name}"
+        self.remove_button = tool_button(
+            "✕", "", lambda: self.remove_requested.emit(self), remove, accessible=remove
+        )
         self.remove_button.setAutoRaise(True)
-        self.remove_button.clicked.connect(lambda: self.remove_requested.emit(self))
         layout.addWidget(self.remove_button)
 
     def set_task_refusal(self, refusal: Callable[[str], str]) -> None:
@@ -190,11 +183,9 @@ class AttachmentTray(QWidget):
         offer.setContentsMargins(0, 0, 0, 0)
         self.paste_label = QLabel()
         offer.addWidget(self.paste_label, 1)
-        self.paste_attach_button = QPushButton("Attach it as a document")
-        self.paste_attach_button.clicked.connect(self.paste_attach_requested)
+        self.paste_attach_button = button("Attach it as a document", clicked=self.paste_attach_requested)
         offer.addWidget(self.paste_attach_button)
-        self.paste_keep_button = QPushButton("Keep it in the message")
-        self.paste_keep_button.clicked.connect(self.hide_paste_offer)
+        self.paste_keep_button = button("Keep it in the message", clicked=self.hide_paste_offer)
         offer.addWidget(self.paste_keep_button)
         self.paste_offer.setVisible(False)
         outer.addWidget(self.paste_offer)

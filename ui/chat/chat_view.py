@@ -12,6 +12,7 @@ with the view it belongs to.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 
 from PySide6.QtCore import QMimeData, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeyEvent, QTextCursor
@@ -21,7 +22,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPlainTextEdit,
-    QPushButton,
     QScrollArea,
     QSizePolicy,
     QToolButton,
@@ -36,9 +36,8 @@ from ui.chat.empty_chat import EmptyChat
 from ui.chat.message_widget import MessageWidget
 from ui.presenters.presenter import ConversationShown, EarlierShown
 from ui.presenters.reply_presenter import LiveProgress, MessageRow, ReplyEnded
-from ui.presenters.words import (
-    quick_action_of,
-)
+from ui.presenters.words import quick_action_of
+from ui.qt.widgets import button, label, tool_button
 
 READABLE_WIDTH_EM = 110  # average characters: about 90 of text a line after margins
 
@@ -115,17 +114,14 @@ class ChatView(QWidget):
 
         # The system prompt: folded away behind one button (it is set once, not every message).
         system_row = QHBoxLayout()
-        self.system_toggle = QToolButton()
-        self.system_toggle.setObjectName("systemPromptToggle")
-        self.system_toggle.setText("Instructions")
+        tip = "The system prompt: instructions the model follows in this conversation"
+        self.system_toggle = tool_button(
+            "Instructions", "systemPromptToggle", tip=tip, accessible="Show the system prompt"
+        )
         self.system_toggle.setCheckable(True)
         self.system_toggle.setAutoRaise(True)
         self.system_toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.system_toggle.setArrowType(Qt.ArrowType.RightArrow)
-        self.system_toggle.setToolTip(
-            "The system prompt: instructions the model follows in this conversation"
-        )
-        self.system_toggle.setAccessibleName("Show the system prompt")
         self.system_toggle.toggled.connect(self.on_system_toggle_toggled)
         system_row.addWidget(self.system_toggle)
         self.system_prompt = QLineEdit()
@@ -138,30 +134,19 @@ class ChatView(QWidget):
         layout.addLayout(system_row)
 
         notice_row = QHBoxLayout()
-        self.notice = QLabel()
-        self.notice.setObjectName("notice")
-        self.notice.setWordWrap(True)
-        self.notice.setTextFormat(
-            Qt.TextFormat.PlainText
-        )  # titles and sentences from files: text, never markup
+        self.notice = label("", "notice", hidden=True)
+        # Titles and sentences from files: text, never markup.
+        self.notice.setTextFormat(Qt.TextFormat.PlainText)
         self.notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.notice.setVisible(False)
         notice_row.addWidget(self.notice, 1)
         # What the notice offers to do about it, where there is something (set_notice_action).
-        self.notice_action = QPushButton()
-        self.notice_action.setObjectName("noticeAction")
+        self.notice_action = button("", "noticeAction", self.on_notice_action_clicked, hidden=True)
         self.notice_action.setAccessibleName("Do what the notice offers")  # its offer, once it has one
-        self.notice_action.setVisible(False)
-        self.notice_action.clicked.connect(self.on_notice_action_clicked)
         self._notice_do: Callable[[], None] | None = None
         notice_row.addWidget(self.notice_action, 0, Qt.AlignmentFlag.AlignVCenter)
-        self.notice_close = QToolButton()  # every notice can be closed
-        self.notice_close.setObjectName("noticeClose")
-        self.notice_close.setText("✕")
-        self.notice_close.setToolTip("Close this notice")
+        close = partial(self.set_notice, "")  # every notice can be closed
+        self.notice_close = tool_button("✕", "noticeClose", close, "Close this notice", hidden=True)
         self.notice_close.setAccessibleName("Close the notice")
-        self.notice_close.setVisible(False)
-        self.notice_close.clicked.connect(lambda: self.set_notice(""))
         notice_row.addWidget(self.notice_close, 0, Qt.AlignmentFlag.AlignVCenter)
         layout.addLayout(notice_row)
 
@@ -183,11 +168,10 @@ class ChatView(QWidget):
         self.messages_layout.setContentsMargins(4, 4, 4, 4)
         self.messages_layout.setSpacing(14)
         # A long conversation shows its latest messages; earlier ones come on request.
-        self.earlier_button = QPushButton("Show earlier messages")
-        self.earlier_button.setObjectName("showEarlier")
-        self.earlier_button.setToolTip("Shows the messages before these (scrolling to the top does too)")
-        self.earlier_button.setVisible(False)
-        self.earlier_button.clicked.connect(self.on_earlier_button_clicked)
+        tip = "Shows the messages before these (scrolling to the top does too)"
+        self.earlier_button = button(
+            "Show earlier messages", "showEarlier", self.on_earlier_button_clicked, tip, hidden=True
+        )
         self.messages_layout.addWidget(self.earlier_button, 0, Qt.AlignmentFlag.AlignHCenter)
         self._from_bottom: int | None = None  # where the view stays while earlier messages come in
         self.empty_state = EmptyChat()
@@ -215,13 +199,10 @@ class ChatView(QWidget):
         self.setAcceptDrops(True)
 
         input_row = QHBoxLayout()
-        self.attach_button = QToolButton()
-        self.attach_button.setText("Attach…")
-        self.attach_button.setToolTip(
-            "Attach documents: text, Markdown, code, PDF or Word (or drop them here)"
+        tip = "Attach documents: text, Markdown, code, PDF or Word (or drop them here)"
+        self.attach_button = tool_button(
+            "Attach…", "", self.on_attach_button_clicked, tip, accessible="Attach documents"
         )
-        self.attach_button.setAccessibleName("Attach documents")
-        self.attach_button.clicked.connect(self.on_attach_button_clicked)
         input_row.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignBottom)
         self.input = PromptEdit()
         self.input.long_pasted.connect(self.on_input_long_pasted)
@@ -231,16 +212,11 @@ class ChatView(QWidget):
         self.input.escaped.connect(self.on_input_escaped)
         input_row.addWidget(self.input, 1)
         # Send becomes Stop while a reply runs: one place, one button at a time.
-        self.send_button = QPushButton("Send")
-        self.send_button.setObjectName("sendButton")
+        self.send_button = button("Send", "sendButton", self.on_input_submitted)
         self.send_button.setDefault(True)
-        self.send_button.clicked.connect(self.on_input_submitted)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setObjectName("stopButton")
-        self.stop_button.setToolTip("Stop the reply (Esc); what it wrote is kept")
+        tip = "Stop the reply (Esc); what it wrote is kept"
+        self.stop_button = button("Stop", "stopButton", self.stop_requested, tip, hidden=True)
         self.stop_button.setEnabled(False)
-        self.stop_button.setVisible(False)
-        self.stop_button.clicked.connect(self.stop_requested)
         input_row.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
         input_row.addWidget(self.stop_button, 0, Qt.AlignmentFlag.AlignBottom)
         layout.addLayout(input_row)
@@ -467,16 +443,16 @@ class ChatView(QWidget):
         Changes on each reply to a message that carried documents (not while it is written)."""
         users = [w for w in self._widgets.values() if w.role == "user"]
         for w in users:
-            w.set_editable(w is users[-1] and not self._is_busy)
+            w.edit_button.setVisible(w is users[-1] and not self._is_busy)
         replies = [w for w in self._widgets.values() if w.role == "assistant"]
         for w in replies:
-            w.set_regenerable(w is replies[-1] and not self._is_busy)
+            w.regenerate_button.setVisible(w is replies[-1] and not self._is_busy)
         asked_with_documents = False
         for w in self._widgets.values():  # in the conversation's order
             if w.role == "user":
                 asked_with_documents = w.attachments_label is not None
             else:
-                w.set_changes_shown(asked_with_documents and not (self._is_busy and w is replies[-1]))
+                w.changes_button.setVisible(asked_with_documents and not (self._is_busy and w is replies[-1]))
 
     @property
     def regenerate_button(self) -> QToolButton | None:
@@ -498,10 +474,9 @@ class ChatView(QWidget):
         self._update_edit_buttons()
 
     def set_notice(self, text: str, is_warning: bool = False) -> None:
+        background = "rgba(230, 160, 40, 60)" if is_warning else "rgba(90, 140, 230, 40)"
         self.notice.setStyleSheet(
-            "QLabel#notice { background: rgba(230, 160, 40, 60); padding: 4px; border-radius: 4px; }"
-            if is_warning
-            else "QLabel#notice { background: rgba(90, 140, 230, 40); padding: 4px; border-radius: 4px; }"
+            f"QLabel#notice {{ background: {background}; padding: 4px; border-radius: 4px; }}"
         )
         self.notice.setText(text)
         self.notice.setVisible(bool(text))
@@ -539,10 +514,6 @@ class ChatView(QWidget):
             self.input.setPlainText(text)
             self.input.setFocus()
             self.input.moveCursor(self.input.textCursor().MoveOperation.End)
-
-    @property
-    def is_editing(self) -> bool:
-        return self._is_editing
 
     def show_match(self, term: str) -> MessageWidget | None:
         """A search's match in the transcript: the first message holding `term` (any case),

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from html import escape
 
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal, SignalInstance
 from PySide6.QtGui import QEnterEvent, QGuiApplication, QPalette
 from PySide6.QtWidgets import (
     QApplication,
@@ -29,6 +29,7 @@ from ui.presenters.reading_words import reading_rows
 from ui.presenters.stats_format import draft_sources
 from ui.presenters.verdict import FAILURE_KEY
 from ui.qt import theme
+from ui.qt.widgets import label, tool_button
 
 STATUS_NOTES = {
     MessageStatus.CANCELLED: "stopped by you",
@@ -69,21 +70,20 @@ class MessageWidget(QFrame):
         actions = QHBoxLayout(self.action_bar)
         actions.setContentsMargins(0, 0, 0, 0)
         actions.setSpacing(2)
-        self.regenerate_button = self._action("Regenerate", "Write this reply again", "Regenerate reply")
-        self.regenerate_button.clicked.connect(self.regenerate_requested)
-        self.regenerate_button.setVisible(False)
-        self.edit_button = self._action("Edit", "Edit this message and send it again", "Edit message")
-        self.edit_button.setVisible(False)
-        self.edit_button.clicked.connect(lambda: self.edit_requested.emit(self.message_id))
-        self.copy_button = self._action("Copy", "Copy this message's text", "Copy message")
-        self.copy_button.clicked.connect(self.on_copy_button_clicked)
-        self.changes_button = self._action(
-            "Changes",
-            "What this reply changed in the document it was asked about",
-            "Show the changes to the document",
+        self.regenerate_button = self._action(
+            "Regenerate", "Write this reply again", "Regenerate reply", self.regenerate_requested, hidden=True
         )
-        self.changes_button.setVisible(False)
-        self.changes_button.clicked.connect(lambda: self.changes_requested.emit(self.message_id))
+        tip = "Edit this message and send it again"
+        self.edit_button = self._action(
+            "Edit", tip, "Edit message", self._emit(self.edit_requested), hidden=True
+        )
+        copy = self.on_copy_button_clicked
+        self.copy_button = self._action("Copy", "Copy this message's text", "Copy message", copy)
+        tip = "What this reply changed in the document it was asked about"
+        changes = self._emit(self.changes_requested)
+        self.changes_button = self._action(
+            "Changes", tip, "Show the changes to the document", changes, hidden=True
+        )
         for button in (self.changes_button, self.regenerate_button, self.edit_button, self.copy_button):
             actions.addWidget(button)
         self._actions_shown = QGraphicsOpacityEffect(self.action_bar)
@@ -91,12 +91,12 @@ class MessageWidget(QFrame):
         self._show_actions(False)
         header.addWidget(self.action_bar)
         # "‹ 2/3 ›": the versions of this turn (Regenerate, Edit keep the earlier ones).
-        self.version_prev = self._action("‹", "The version before this one", "Earlier version")
-        self.version_prev.clicked.connect(lambda: self.version_requested.emit(self.message_id, -1))
+        earlier = self._emit(self.version_requested, -1)
+        self.version_prev = self._action("‹", "The version before this one", "Earlier version", earlier)
         self.version_label = QLabel()
         self.version_label.setObjectName("versionLabel")
-        self.version_next = self._action("›", "The version after this one", "Later version")
-        self.version_next.clicked.connect(lambda: self.version_requested.emit(self.message_id, 1))
+        later = self._emit(self.version_requested, 1)
+        self.version_next = self._action("›", "The version after this one", "Later version", later)
         for part in (self.version_prev, self.version_label, self.version_next):
             part.setVisible(False)
             header.addWidget(part)
@@ -116,15 +116,12 @@ class MessageWidget(QFrame):
         self.speed = SpeedPanel(self)
         self.speed.setVisible(False)
         speed_row.addWidget(self.speed, 1)
-        self.details_button = QToolButton()
-        self.details_button.setObjectName("detailsButton")
-        self.details_button.setText("Details")
+        tip = "The figures behind this reply's speed"
+        self.details_button = tool_button(
+            "Details", "detailsButton", None, tip, accessible="Speed details", hidden=True
+        )
         self.details_button.setCheckable(True)
         self.details_button.setAutoRaise(True)
-        self.details_button.setToolTip("The figures behind this reply's speed")
-        self.details_button.setAccessibleName("Speed details")
-        self.details_button.setVisible(False)
-        self.details_button.toggled.connect(self.on_details_button_toggled)
         # At the row's end, with the panel or without it (a reply that wrote nothing has none)
         speed_row.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignRight)
         layout.addLayout(speed_row)
@@ -134,13 +131,10 @@ class MessageWidget(QFrame):
         self.details.setTextFormat(Qt.TextFormat.RichText)
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.details.setVisible(False)
+        self.details_button.toggled.connect(self.details.setVisible)
         layout.addWidget(self.details)
-        self.note = QLabel()  # how the reply ended, where that is worth saying
-        self.note.setObjectName("note")
-        self.note.setWordWrap(True)
-        self.note.setTextFormat(Qt.TextFormat.RichText)
+        self.note = label("", "note", rich=True, hidden=True)  # how the reply ended, where worth saying
         self.note.linkActivated.connect(self.on_note_link_activated)
-        self.note.setVisible(False)
         layout.addWidget(self.note)
         self._spans: tuple[DraftSpan, ...] = ()
         self._notes: list[str] = []  # how the reply ended, where worth a line
@@ -152,14 +146,22 @@ class MessageWidget(QFrame):
             child.installEventFilter(self)
         self.restyle(render=False)
 
-    def _action(self, text: str, tip: str, name: str) -> QToolButton:
-        button = QToolButton()
-        button.setText(text)
-        button.setToolTip(tip)
-        button.setAccessibleName(name)
+    def _action(
+        self,
+        text: str,
+        tip: str,
+        name: str,
+        clicked: Callable[[], object] | SignalInstance,
+        hidden: bool = False,
+    ) -> QToolButton:
+        button = tool_button(text, "", clicked, tip, accessible=name, hidden=hidden)
         button.setAutoRaise(True)
         button.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         return button
+
+    def _emit(self, signal: SignalInstance, *args: int) -> Callable[[], None]:
+        """What an action of this message does: `signal` with the message's id (and `args`)."""
+        return lambda: signal.emit(self.message_id, *args)
 
     # ---- actions on hover or focus
 
@@ -321,6 +323,9 @@ class MessageWidget(QFrame):
         self.note.setText(" · ".join(notes))
         self.note.setVisible(bool(notes))
 
+    def on_copy_button_clicked(self) -> None:
+        QApplication.clipboard().setText(self.text())
+
     def on_note_link_activated(self, link: str) -> None:
         """The end note's way on: Continue a reply cut at the length cap, else Regenerate."""
         if link == "continue":
@@ -336,18 +341,3 @@ class MessageWidget(QFrame):
         self.version_label.setAccessibleName(f"Version {index} of {count}")
         self.version_prev.setEnabled(index > 1)
         self.version_next.setEnabled(index < count)
-
-    def set_editable(self, is_editable: bool) -> None:
-        self.edit_button.setVisible(is_editable)
-
-    def set_regenerable(self, is_regenerable: bool) -> None:
-        self.regenerate_button.setVisible(is_regenerable)
-
-    def set_changes_shown(self, is_shown: bool) -> None:
-        self.changes_button.setVisible(is_shown)
-
-    def on_details_button_toggled(self, is_checked: bool) -> None:
-        self.details.setVisible(is_checked)
-
-    def on_copy_button_clicked(self) -> None:
-        QApplication.clipboard().setText(self.text())

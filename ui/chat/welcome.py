@@ -13,12 +13,13 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QHideEvent, QShowEvent
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from app.library.catalog import Catalog, CatalogPair, MachineInfo, format_bytes
 from app.library.measure import DraftVerdict
 from engine.events import DraftSource
 from ui.qt import theme
+from ui.qt.widgets import button, label
 
 # Chat pairs from the catalog, most capable first. The Coder pair is left out: its base models
 # complete code rather than chat.
@@ -145,60 +146,39 @@ class WelcomePanel(QFrame):
         layout = QVBoxLayout(self)
         self.title_label = QLabel("<b>Welcome to Tandem</b>")
         layout.addWidget(self.title_label)
-        self.close_button = QPushButton("Close")
-        self.close_button.setObjectName("welcomeClose")
-        self.close_button.setToolTip("Open it again from Help ▸ Welcome")
-        self.close_button.clicked.connect(self.on_close_button_clicked)
-
-        self.about_label = QLabel(self._about_text())
-        self.about_label.setObjectName("welcomeAbout")
-        self.about_label.setWordWrap(True)
-        self.about_label.setTextFormat(Qt.TextFormat.RichText)
+        self.close_button = button(
+            "Close", "welcomeClose", self.on_close_button_clicked, "Open it again from Help ▸ Welcome"
+        )
+        self.about_label = label(self._about_text(), "welcomeAbout", rich=True)
         layout.addWidget(self.about_label)
 
         row = QHBoxLayout()
-        self.demo_button = QPushButton("See it: a paragraph repeated, side by side")
-        self.demo_button.setObjectName("welcomeDemo")
-        self.demo_button.setToolTip(
-            "Opens Compare with a paragraph to repeat word for word and runs it the usual way, then "
-            "with the speed-up"
+        tip = "Opens Compare with a paragraph to repeat word for word and runs it the usual way, then with the speed-up"
+        self.demo_button = button(
+            "See it: a paragraph repeated, side by side", "welcomeDemo", self.demo_requested, tip
         )
-        self.demo_button.clicked.connect(self.demo_requested)
         row.addWidget(self.demo_button, 0, Qt.AlignmentFlag.AlignTop)
-        self.recommendation_label = QLabel()
-        self.recommendation_label.setObjectName("welcomeRecommendation")
-        self.recommendation_label.setWordWrap(True)
-        self.recommendation_label.setTextFormat(Qt.TextFormat.RichText)
+        self.recommendation_label = label("", "welcomeRecommendation", rich=True)
         row.addWidget(self.recommendation_label, 1)
-        self.download_button = QPushButton()
-        self.download_button.setObjectName("welcomeDownload")
-        self.download_button.clicked.connect(self.on_download_button_clicked)
+        self.download_button = button("", "welcomeDownload", lambda: self._download(self.recommendation.pair))
         row.addWidget(self.download_button, 0, Qt.AlignmentFlag.AlignTop)
         row.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignTop)
         layout.addLayout(row)
         # Beside the pair: the smallest instruct model that does edit work, about 1 GB.
         small_row = QHBoxLayout()
-        self.small_label = QLabel()
-        self.small_label.setObjectName("welcomeSmallInstruct")
-        self.small_label.setWordWrap(True)
-        self.small_label.setTextFormat(Qt.TextFormat.RichText)
+        self.small_label = label("", "welcomeSmallInstruct", rich=True)
         small_row.addWidget(self.small_label, 1)
-        self.small_download_button = QPushButton()
-        self.small_download_button.setObjectName("welcomeDownloadSmall")
-        self.small_download_button.clicked.connect(self.on_small_download_button_clicked)
+        self.small_download_button = button(
+            "", "welcomeDownloadSmall", lambda: self._download(self.small_instruct)
+        )
         small_row.addWidget(self.small_download_button, 0, Qt.AlignmentFlag.AlignTop)
         layout.addLayout(small_row)
         self._show_small_instruct()
-        self.status_label = QLabel()
-        self.status_label.setObjectName("welcomeStatus")
-        self.status_label.setWordWrap(True)
-        self.status_label.setVisible(False)
+        self.status_label = label("", "welcomeStatus", hidden=True)
         layout.addWidget(self.status_label)
         self._show_recommendation()
 
     def _about_text(self) -> str:
-        from ui.qt import theme
-
         colors = theme.colors()
         look = colors.draft_look(DraftSource.TEXT)
         mark = (
@@ -273,8 +253,7 @@ class WelcomePanel(QFrame):
         self.small_download_button.setText(f"Download and switch ({format_bytes(pair.download_bytes)})")
         self.small_download_button.setToolTip(pair.good_for)
 
-    def on_small_download_button_clicked(self) -> None:
-        pair = self.small_instruct
+    def _download(self, pair: CatalogPair | None) -> None:
         if pair is not None and not self.is_downloading:
             self.download_requested.emit(pair)
 
@@ -326,11 +305,6 @@ class WelcomePanel(QFrame):
         self.is_downloading = is_downloading
         self.download_button.setEnabled(not is_downloading)
         self.small_download_button.setEnabled(not is_downloading)
-
-    def on_download_button_clicked(self) -> None:
-        pair = self.recommendation.pair
-        if pair is not None and not self.is_downloading:
-            self.download_requested.emit(pair)
 
     def on_close_button_clicked(self) -> None:
         self.hide()
