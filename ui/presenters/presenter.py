@@ -1,18 +1,7 @@
-"""The chat's presenter: the window's conversation and replies, without widgets (tested without any).
-
-The window's state and decisions are split by job, each a QObject with its own signals:
-- `ChatPresenter` (here): the settings (saved on change), the conversation being shown and its
-  saving (app/store.py), what the user sends, edits and regenerates;
-- `ReplyPresenter` (ui/presenters/reply_presenter.py, as `ChatPresenter.replies`): the reply being
-  generated, saved as it streams, and its end;
-- `EnginePresenter` (ui/presenters/engine_presenter.py, as `ChatPresenter.engine`): the loaded pair, the
-  one copy of the speed-up state and the pair's state in words;
-- `ComparePresenter` (ui/presenters/compare_presenter.py, as `ChatPresenter.comparison`): Compare's two
-  runs and their routing;
-- `SpeedPresenter` (ui/presenters/speed_presenter.py, as `ChatPresenter.speed`): the plain-speed baseline
-  and the stats record each reply keeps.
-The window builds widgets, forwards user actions to them and follows their signals: each
-presenter's own, connected directly (no presenter re-emits another's signal).
+"""The chat's presenter, without widgets: the settings (saved on change), the conversation shown
+and its saving, what the user sends, edits and regenerates. It owns the other presenters (its
+`replies`, `engine`, `comparison`, `speed`: docs/architecture.md); the window follows each one's
+own signals (no presenter re-emits another's).
 """
 
 from __future__ import annotations
@@ -36,18 +25,13 @@ from ui.presenters.speed_presenter import SpeedPresenter, engine_extras
 
 log = logging.getLogger(__name__)
 
-# ---------------------------------------------------------------------------------------------
-# The chat presenter: everything MainWindow decides, without a widget
-
-
 TITLE_LENGTH = 48
 # Earlier answers handed to the engine for drafting when it starts (a regenerate, or the same
 # question asked again, drafts from them); about the reply memory's size at 500 tokens each.
 EARLIER_EXCHANGES = 64
 # Messages the chat shows of a conversation when it opens, and adds each time earlier ones are
-# asked for (scrolled to the top, or "Show earlier messages"): a row costs milliseconds and about a
-# third of a megabyte to build (review 5: 1,000 rows 7.7 s, 451 MB), so 50 open in well under a
-# second and a 20,000-message conversation opens as fast as a short one. The store keeps them all.
+# asked for: a row costs milliseconds and about a third of a megabyte to build, so 50 open in well
+# under a second however long the conversation.
 PAGE_MESSAGES = 50
 
 
@@ -76,10 +60,7 @@ def _title_from(text: str) -> str:
 
 
 class ChatPresenter(QObject):
-    """The conversation being shown and its saving, the reply being generated (its `replies`),
-    the stats records and speed baseline (its `speed`), Compare routing, and the one copy of the
-    speculation state. It drives the engine controller and listens to it; the window forwards
-    user actions here and follows the signals."""
+    """The conversation being shown and its saving; the window forwards user actions here."""
 
     conversation_shown = Signal(object)  # ConversationShown
     earlier_shown = Signal(object)  # EarlierShown
@@ -213,33 +194,17 @@ class ChatPresenter(QObject):
         versions = self.store.versions_shown(conversation_id, messages[0].id if messages else 0)
         rows = []
         for m in messages:
+            stats = StatsRecord.from_dict(m.stats) if m.stats is not None else None
+            version = versions.get(m.id, (1, 1))
+            row = MessageRow(
+                m.id, m.role, m.content, m.spans, m.status, stats, attachments.get(m.id, ()), version
+            )
             if self.live is not None and self.live.message_id == m.id:
                 shown = self.live.reply.shown()
-                rows.append(
-                    MessageRow(
-                        m.id,
-                        m.role,
-                        shown.text,
-                        shown.spans,
-                        MessageStatus.STREAMING,
-                        None,
-                        version=versions.get(m.id, (1, 1)),
-                    )
+                row = replace(
+                    row, text=shown.text, spans=shown.spans, status=MessageStatus.STREAMING, stats=None
                 )
-            else:
-                stats = StatsRecord.from_dict(m.stats) if m.stats is not None else None
-                rows.append(
-                    MessageRow(
-                        m.id,
-                        m.role,
-                        m.content,
-                        m.spans,
-                        m.status,
-                        stats,
-                        attachments.get(m.id, ()),
-                        versions.get(m.id, (1, 1)),
-                    )
-                )
+            rows.append(row)
         return rows
 
     def select_conversation(self, conversation_id: int, found: str = "") -> None:
@@ -328,13 +293,9 @@ class ChatPresenter(QObject):
             self._pending_system_prompt = ""
             self.conversation_id = conversation.id
             self.settings = replace(self.settings, last_conversation_id=conversation.id)
-        else:
-            conversation_ = self.store.conversation(self.conversation_id)
-            if (
-                conversation_ is not None
-                and conversation_.title == "New conversation"
-                and not self.store.has_messages(self.conversation_id)
-            ):
+        elif not self.store.has_messages(self.conversation_id):
+            shown = self.store.conversation(self.conversation_id)
+            if shown is not None and shown.title == "New conversation":
                 self.store.rename_conversation(self.conversation_id, _title_from(first_text))
         return self.conversation_id
 

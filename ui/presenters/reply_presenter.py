@@ -1,14 +1,12 @@
-"""The chat's reply being generated, without widgets: started from a conversation in the store,
-saved as it streams, ended as complete, cancelled or interrupted with its stats record, and what
-it measured for its pair kept for the pair doctor.
-
-`ChatPresenter` (ui/presenters/presenter.py) owns one, as `ChatPresenter.replies`, and forwards its signals
-as its own: the window follows the chat presenter only. Compare's replies are not these (they
-are ui/presenters/compare_presenter.py's).
+"""The chat's reply being generated, without widgets (`ChatPresenter.replies`): started from a
+conversation in the store, saved as it streams, ended as complete, cancelled or interrupted with
+its stats record, and what it measured for its pair kept for the pair doctor. Compare's replies
+are ui/presenters/compare_presenter.py's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sqlite3
 import time
@@ -104,12 +102,9 @@ class ReplyEnded:
 def _turns(
     messages: list[Message], attachments: dict[int, tuple[Document, ...]] | None = None
 ) -> tuple[ChatTurn, ...]:
-    """The conversation as the model sees it: user/assistant turns, neighbours of one role merged,
-    a user message's documents before its text (app.library.documents.with_documents).
-
-    Merging matters after a failed reply (two user messages in a row): many chat templates
-    refuse roles that do not alternate.
-    """
+    """The conversation as the model sees it: user/assistant turns, a user message's documents
+    before its text, neighbours of one role merged (after a failed reply, two user messages in a
+    row: many chat templates refuse roles that do not alternate)."""
     turns: list[ChatTurn] = []
     for m in messages:
         documents = (attachments or {}).get(m.id, ())
@@ -146,8 +141,6 @@ class ReplyPresenter(QObject):
         record_extras: Callable[[LiveReply], dict[str, object]],
         parent: QObject | None = None,
     ) -> None:
-        """settings: the settings now; shown_conversation: the id of the conversation the chat
-        shows; record_extras: what a finished reply keeps besides its numbers."""
         super().__init__(parent)
         self.controller = controller
         self.store = store
@@ -246,13 +239,6 @@ class ReplyPresenter(QObject):
         )
         self.live = None
 
-    def _show_live_stats(self, stats: Stats, prefix: str = "Writing") -> None:
-        """The status bar says what is happening; the numbers are the reply's own (its headline)."""
-        if prefix == "Writing":
-            self.speed_line_changed.emit("Writing…" if stats.n_generated else "Reading the conversation…")
-        else:
-            self.speed_line_changed.emit(prefix)
-
     # ---- the controller's replies (the chat's own; Compare's are its presenter's)
 
     def on_controller_reply_started(self, started: ReplyStarted) -> None:
@@ -296,8 +282,8 @@ class ReplyPresenter(QObject):
         if live is None or progress.request_id != live.request_id:
             return
         stats = progress.stats
-        if stats:
-            self._show_live_stats(stats[-1])
+        if stats:  # the status bar says what is happening; the numbers are the reply's own
+            self.speed_line_changed.emit("Writing…" if stats[-1].n_generated else "Reading the conversation…")
         if live.conversation_id == self._shown_conversation():
             grew = len(live.reply) != progress.start
             self.reply_progressed.emit(
@@ -325,7 +311,7 @@ class ReplyPresenter(QObject):
         status = MessageStatus.CANCELLED if finished.stop_reason == "cancelled" else MessageStatus.COMPLETE
         note = verdict.end_note(finished.stop_reason, finished.stats.n_generated)
         self._end_live(status, record, note)
-        self._show_live_stats(finished.stats, prefix="Ready")
+        self.speed_line_changed.emit("Ready")
         self.reply_finished.emit()
 
     def _keep_pair_reply(self, record: StatsRecord, message_id: int) -> None:
@@ -334,14 +320,7 @@ class ReplyPresenter(QObject):
         if measured is None:
             return
         try:
-            self.store.add_pair_reply(
-                measured.target,
-                measured.drafter,
-                measured.speedup,
-                is_plain_estimate=measured.is_plain_estimate,
-                n_generated=measured.n_generated,
-                message_id=message_id,
-            )
+            self.store.add_pair_reply(**dataclasses.asdict(measured), message_id=message_id)
         except sqlite3.Error as e:  # a measurement, not the user's words: logged
             log.warning("a pair measurement could not be saved: %s", e)
 
