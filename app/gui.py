@@ -112,8 +112,7 @@ def ask_running_window(home: Path, link: str | None) -> bool:
 
     try:
         with Client(instance_address(home)) as conn:
-            uid = peer_uid(conn)
-            if uid is not None and hasattr(os, "getuid") and uid != os.getuid():
+            if (uid := other_user(conn)) is not None:
                 log.warning("the window's address is held by user id %d's process: nothing sent", uid)
                 return False
             conn.send_bytes((f"open {link}" if link else "raise").encode())
@@ -122,13 +121,13 @@ def ask_running_window(home: Path, link: str | None) -> bool:
     return True
 
 
-def peer_uid(conn: Any) -> int | None:
-    """The user id of the process at the other end of a local socket (Linux: SO_PEERCRED), or None
-    where the OS does not say."""
+def other_user(conn: Any) -> int | None:
+    """The user id of the process at the other end of a local socket where it is not this user
+    (Linux: SO_PEERCRED); None where it is this user, or where the OS does not say."""
     import socket
     import struct
 
-    if not hasattr(socket, "SO_PEERCRED"):
+    if not hasattr(socket, "SO_PEERCRED") or not hasattr(os, "getuid"):
         return None
     sock = socket.socket(fileno=os.dup(conn.fileno()))
     try:
@@ -138,7 +137,7 @@ def peer_uid(conn: Any) -> int | None:
     finally:
         sock.close()
     _pid, uid, _gid = struct.unpack("3i", raw)
-    return int(uid)
+    return None if uid == os.getuid() else int(uid)
 
 
 MAX_SECOND_START_BYTES = 4096
@@ -148,8 +147,7 @@ def read_second_start(conn: Any) -> str | None:
     """What a second start asks ("raise", or "open tandem://..."), or None where it is refused: a
     process of another user (the abstract socket has no file permissions: the peer's user id is
     checked), nothing sent within 2 s, or anything else."""
-    uid = peer_uid(conn)
-    if uid is not None and hasattr(os, "getuid") and uid != os.getuid():
+    if (uid := other_user(conn)) is not None:
         log.warning("refused a second start from user id %d (this window is user id %d's)", uid, os.getuid())
         return None
     if not conn.poll(2.0):
@@ -177,9 +175,7 @@ def listen_for_second_starts(
 
     def on_asked(line: str) -> None:
         log.info("a second start asked: %s", line)
-        window.showNormal()
-        window.raise_()
-        window.activateWindow()
+        bring_to_front(window)
         if line.startswith("open "):
             open_link(line.removeprefix("open "))
 
@@ -208,6 +204,12 @@ def listen_for_second_starts(
 
     threading.Thread(target=serve, name="tandem-second-starts", daemon=True).start()
     return listener.close
+
+
+def bring_to_front(window: QWidget) -> None:
+    window.showNormal()
+    window.raise_()
+    window.activateWindow()
 
 
 def desktop_link(event: Any) -> str | None:
@@ -245,18 +247,6 @@ def make_application(argv: list[str]) -> Any:
             return True
 
     return TandemApplication(argv)
-
-
-def register_links_at_start(home: Path) -> None:
-    """Windows, in a bundle: make this tandem.exe open tandem:// links for this user where no
-    working registration exists (app/library/links.py). A failure is logged: the window opens anyway."""
-    from app.library.links import register_at_start
-
-    try:
-        if register_at_start(home):
-            log.info("registered tandem:// links for this user: %s", sys.executable)
-    except Exception as e:  # the registry refused: links will not open Tandem, nothing else changes
-        log.warning("cannot register tandem:// links: %s", e)
 
 
 def run_gui(argv: list[str]) -> int:
@@ -298,16 +288,20 @@ def run_gui(argv: list[str]) -> int:
     if hasattr(app, "pending_links"):  # links the desktop sent as open events (macOS)
 
         def open_sent_link(link: str) -> None:
-            window.showNormal()
-            window.raise_()
-            window.activateWindow()
+            bring_to_front(window)
             window.open_link(link)
 
         setattr(app, "open_link", open_sent_link)  # noqa: B010 (TandemApplication's, made in make_application)
         for link in app.pending_links:
             open_sent_link(link)
         app.pending_links.clear()
-    register_links_at_start(home)
+    from app.library.links import register_at_start
+
+    try:  # Windows, in a bundle: this tandem.exe opens tandem:// links where none does
+        if register_at_start(home):
+            log.info("registered tandem:// links for this user: %s", sys.executable)
+    except Exception as e:  # the registry refused: links will not open Tandem, nothing else changes
+        log.warning("cannot register tandem:// links: %s", e)
     freeze_startup_objects()
     from ui.qt.gc_on_gui_thread import GuiThreadCollector
 

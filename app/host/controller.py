@@ -1,18 +1,14 @@
 """The Qt side of the engine: drives the worker process and turns its messages into signals.
 
-The GUI thread never waits on the engine. A reader thread (in WorkerProcess) receives every
-message and appends it to a queue; the first message into an empty queue wakes the GUI thread
-once, and a single-shot timer then drains the whole queue at most every FLUSH_INTERVAL_MS (the
-worker already sends a reply's events in batches: app.host.messages.ReplyEvents). The text pieces of one drain are appended to their reply's one buffer (app.host.reply.Reply) and announced
-by one ReplyProgress, so a model producing thousands of tokens a second costs the window about
-40 repaints a second, and an idle engine costs nothing.
+The GUI thread never waits on the engine. The worker's reader thread appends every message to a
+queue; the first into an empty queue wakes the GUI thread once, and a single-shot timer drains the
+whole queue at most every FLUSH_INTERVAL_MS. The text pieces of one drain are appended to their
+reply's one buffer (app.host.reply.Reply) and announced by one ReplyProgress: a model producing
+thousands of tokens a second costs the window about 40 repaints a second, an idle engine nothing.
 
-The worker's lifecycle is the supervisor's (app.host.supervisor.EngineSupervisor, shared with the
-window's API server): it starts and restarts the engine, routes each reply's messages here by
-request id, and fails the replies a dead engine owed (kind ENGINE_STOPPED); the next request starts
-a fresh engine with the last configuration by itself. Stop stops the window's own reply, never an
-API client's. Failures reach the window as data: an engine.errors.Failure (kind, sentence, and for
-a refused pair the rule and both values), never a bare sentence.
+The worker's lifecycle is the supervisor's (app.host.supervisor, shared with the window's API
+server). Stop stops the window's own reply, never an API client's. Failures reach the window as
+data (an engine.errors.Failure), never a bare sentence.
 """
 
 from __future__ import annotations
@@ -44,7 +40,7 @@ from app.host.messages import (
     WorkerDied,
 )
 from app.host.reply import Reply, ReplyProgress
-from app.host.supervisor import EngineProcess, EngineSupervisor, WorkerFactory
+from app.host.supervisor import EngineSupervisor, WorkerFactory
 from app.host.worker import WorkerProcess
 from engine.config import DraftChoice, EngineConfig, SamplingParams
 from engine.errors import ErrorKind, Failure
@@ -52,8 +48,6 @@ from engine.events import Finished, Stats
 
 if TYPE_CHECKING:
     from app.host.remote_worker import RemoteTarget
-
-__all__ = ["FLUSH_INTERVAL_MS", "EngineController", "EngineProcess", "Reply", "ReplyProgress"]
 
 FLUSH_INTERVAL_MS = 25  # at most 40 display updates a second, at least 30 while text arrives
 DRAIN_BUDGET_S = 0.005  # one drain handles messages for about this long, then yields the loop
@@ -83,7 +77,7 @@ class EngineController(QObject):
         """worker_factory(on_message) makes the engine's process (tools.bench_gui passes a stand-in)."""
         super().__init__(parent)
         self._local_factory = worker_factory
-        self._remote: RemoteTarget | None = None  # the server used instead of this computer's engine
+        self.remote: RemoteTarget | None = None  # the server used instead of this computer's engine
         self.supervisor = EngineSupervisor(worker_factory)
         # The engine as the window has been told of it (set as its signals go out, on this thread;
         # the supervisor's own `info` runs ahead of them, on the reader thread).
@@ -140,21 +134,17 @@ class EngineController(QObject):
     def use_remote(self, target: RemoteTarget | None) -> None:
         """Use a server (app.host.remote_worker.RemoteTarget) as the engine, or None: this computer's.
         Applies from the next load; a change ends the current engine and what it owed."""
-        if target == self._remote:
+        if target == self.remote:
             return
         from functools import partial
 
         from app.host.remote_worker import RemoteWorker
 
-        self._remote = target
+        self.remote = target
         factory = self._local_factory if target is None else partial(RemoteWorker, target=target)
         self.supervisor.replace_engine("the engine was changed", factory)
         self._info = None
         self._fail_pending("the engine was changed", engine_died=True)
-
-    @property
-    def remote(self) -> RemoteTarget | None:
-        return self._remote
 
     @Slot(object)
     def set_draft(self, draft: DraftChoice) -> None:
@@ -315,12 +305,9 @@ class EngineController(QObject):
                 self.draft_changed.emit(info)
             case DraftFailed(sentence=sentence, kind=kind, pair=pair):
                 self.draft_failed.emit(Failure(kind, sentence, pair))
-            case ReplyStarted():
-                if message.request_id in self._replies:
-                    self.reply_started.emit(message)
-            case ReplyReading():
-                if message.request_id in self._replies:
-                    self.reply_reading.emit(message)
+            case ReplyStarted() | ReplyReading() if message.request_id in self._replies:
+                signal = self.reply_started if isinstance(message, ReplyStarted) else self.reply_reading
+                signal.emit(message)
             case ReplyFailed(request_id=request_id):
                 if self._replies.pop(request_id, None) is not None:
                     self._finish(request_id)
@@ -334,10 +321,8 @@ class EngineController(QObject):
                 self.engine_died.emit(Failure(ErrorKind.ENGINE_STOPPED, sentence))
             case TokensCounted(request_id=request_id, counts=counts):
                 self.tokens_counted.emit(request_id, counts)
-            case TokenCountFailed():
-                pass  # the asker keeps its estimate
-            case ReplyEvents():
-                pass  # handled in _flush
+            case TokenCountFailed() | ReplyStarted() | ReplyReading() | ReplyEvents():
+                pass  # a failed count: the asker keeps its estimate; a reply's events: in _flush
             case _:
                 assert_never(message)
 

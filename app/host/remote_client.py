@@ -177,6 +177,7 @@ class RemoteClient:
             timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
             follow_redirects=True,
         )
+        self.entries: dict[str, dict[str, Any]] = {}  # the /models entries last listed, by id
 
     def close(self) -> None:
         self._http.close()
@@ -230,9 +231,10 @@ class RemoteClient:
             raise self._status_error(response, "GET /models")
         try:
             data = response.json().get("data", [])
-            return [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
+            self.entries = {str(m["id"]): m for m in data if isinstance(m, dict) and "id" in m}
         except Exception:
             return None
+        return list(self.entries)
 
     def pick_model(self, wanted: str | None) -> str | None:
         models = self.list_models()

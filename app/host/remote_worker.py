@@ -1,10 +1,8 @@
 """The window's engine on another computer: an OpenAI-compatible server in place of the worker.
 
-RemoteWorker has WorkerProcess's interface (start/send/cancel/shutdown/is_alive, pid/exitcode)
-and delivers the same messages (app.host.worker: EngineLoaded, ReplyStarted, ReplyEvents with
-TextPiece/Stats/Finished, ReplyFailed, ...), so the controller, the chat, Stop, Regenerate, Edit
-and the store work as with a local engine. Requests are served one at a time by a thread that
-streams through app.host.remote_client.RemoteClient.
+RemoteWorker has WorkerProcess's interface and delivers the same messages, so the window works
+as with a local engine. Requests are served one at a time by a thread that streams through
+app.host.remote_client.RemoteClient.
 
 What the server says is shown as it says it: tokens the draft wrote are tinted where the server
 marks them (`tandem serve` adds `"tandem": {"drafted", "n_tokens"}` to each chunk); acceptance
@@ -44,7 +42,6 @@ from app.host.messages import (
     WorkerRequest,
 )
 from app.host.remote_client import (
-    LIST_TIMEOUT_S,
     RemoteClient,
     RemoteError,
     RemoteResult,
@@ -103,8 +100,7 @@ def _speculation(value: object) -> Speculation | None:
 class _ReplyState:
     """One streamed reply: its text, what the server told of its drafts, the stats built from that."""
 
-    def __init__(self, request: ReplyRequest, speculation: Speculation) -> None:
-        self.request = request
+    def __init__(self, speculation: Speculation) -> None:
         self.speculation = speculation
         self.text = ""
         self.n_tokens = 0
@@ -114,12 +110,8 @@ class _ReplyState:
         self.t0 = time.perf_counter()
         self.t_first: float | None = None
 
-    @property
-    def usage(self) -> dict[str, Any]:
-        return self.seen.usage
-
     def stats(self) -> Stats:
-        t = self.seen.timings
+        t, usage = self.seen.timings, self.seen.usage
         now = time.perf_counter()
         drafted, accepted, _source = self.seen.drafts()
         drafted, accepted = drafted or 0, accepted or 0
@@ -127,11 +119,11 @@ class _ReplyState:
         if drafted and speculation is Speculation.NONE:
             speculation = Speculation.DRAFT
         n_generated = t.get("predicted_n") if isinstance(t.get("predicted_n"), int) else None
-        if n_generated is None and isinstance(self.usage.get("completion_tokens"), int):
-            n_generated = self.usage["completion_tokens"]
+        if n_generated is None and isinstance(usage.get("completion_tokens"), int):
+            n_generated = usage["completion_tokens"]
         if n_generated is None:
             n_generated = self.n_tokens
-        n_prompt = self.usage.get("prompt_tokens")
+        n_prompt = usage.get("prompt_tokens")
         n_prefilled = int(t["prompt_n"]) if isinstance(t.get("prompt_n"), int) else 0
         if not isinstance(n_prompt, int):
             n_prompt = n_prefilled + int(t.get("cache_n") or 0)
@@ -164,6 +156,9 @@ class _ReplyState:
 class RemoteWorker:
     """Parent-side handle of a remote engine, shaped as app.host.worker.WorkerProcess."""
 
+    pid: int | None = None  # no process here
+    exitcode: int | None = None
+
     def __init__(self, on_message: Callable[[HostMessage], None], target: RemoteTarget) -> None:
         self._on_message = on_message
         self.target = target
@@ -178,14 +173,6 @@ class RemoteWorker:
         self.base = ""
 
     # ---- WorkerProcess's interface
-
-    @property
-    def pid(self) -> int | None:
-        return None
-
-    @property
-    def exitcode(self) -> int | None:
-        return None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="tandem-remote-engine", daemon=True)
@@ -273,7 +260,8 @@ class RemoteWorker:
             return
         self._load_error = ""
         self._model = model
-        entry = self._model_entry(model)
+        # tandem serve's entry adds speculation, draft_model and n_ctx.
+        entry = self._client.entries.get(model, {}) if model else {}
         self._speculation = _speculation(entry.get("speculation")) or Speculation.NONE
         n_ctx = int(entry["n_ctx"]) if isinstance(entry.get("n_ctx"), int) else 0
         name = model or "the server's model"
@@ -296,18 +284,6 @@ class RemoteWorker:
             server=self.base,
         )
         self._on_message(EngineLoaded(info))
-
-    def _model_entry(self, model: str | None) -> dict[str, Any]:
-        """The server's /models entry of the model (tandem serve adds speculation, draft_model, n_ctx)."""
-        assert self._client is not None
-        try:
-            response = self._client._http.get(f"{self.base}/models", timeout=LIST_TIMEOUT_S)
-            for entry in response.json().get("data", []):
-                if isinstance(entry, dict) and entry.get("id") == model:
-                    return entry
-        except Exception:
-            pass
-        return {}
 
     def _body(self, request: ReplyRequest) -> tuple[str, dict[str, Any]]:
         p = request.params
@@ -346,7 +322,7 @@ class RemoteWorker:
             if self._load_error:
                 self._on_message(ReplyFailed(rid, self._load_error, ErrorKind.NO_ENGINE))
                 return
-        state = _ReplyState(request, self._speculation)
+        state = _ReplyState(self._speculation)
         self._on_message(ReplyStarted(rid, 0, 0, self._speculation))
         if self._is_cancelled(rid):  # stopped while it waited its turn: never sent
             self._on_message(ReplyEvents(rid, (Finished("cancelled", "", (), state.stats()),)))
@@ -366,48 +342,46 @@ class RemoteWorker:
 
         def on_chunk(chunk: dict[str, Any], text: str) -> None:
             with lock:
-                if not closed[0]:
-                    deliver(chunk, text)
-
-        def deliver(chunk: dict[str, Any], text: str) -> None:
-            reading = _reading(chunk.get("prompt_progress"))
-            if reading is not None and state.t_first is None:
-                self._on_message(ReplyReading(rid, reading))
-            events: list[Event] = []  # one chunk's text and numbers: one message
-            state.seen.absorb(chunk)
-            said = _speculation(chunk.get("speculation"))
-            if said is not None:
-                state.speculation = said
-            if text:
-                mark = chunk.get("tandem")
-                drafted, n_tokens = False, 1
-                if isinstance(mark, dict):
-                    state.has_draft_marks = True
-                    drafted = bool(mark.get("drafted"))
-                    if isinstance(mark.get("n_tokens"), int) and mark["n_tokens"] > 0:
-                        n_tokens = mark["n_tokens"]
-                if state.t_first is None:
-                    state.t_first = time.perf_counter()
-                state.text += text
-                state.n_tokens += n_tokens
-                events.append(TextPiece(text, n_tokens, drafted))
-                if loop_guard.add(text):  # nothing after this piece is shown; the stream closes
-                    looped.set()
-                    closed[0] = True
-                    stop_stream.set()
-            # The numbers whenever the server's change, and at least every STATS_INTERVAL_S while
-            # text comes (a server that reports none: the speed measured here).
-            numbers = (state.seen.drafts(), state.seen.timings.get("predicted_n"))
-            now = time.perf_counter()
-            if (
-                (state.seen.timings or state.seen.stats or state.seen.metrics)
-                and numbers != last["numbers"]
-                or (text and now - last["at"] >= STATS_INTERVAL_S)
-            ):
-                last["numbers"], last["at"] = numbers, now
-                events.append(state.stats())
-            if events:
-                self._on_message(ReplyEvents(rid, tuple(events)))
+                if closed[0]:
+                    return
+                reading = _reading(chunk.get("prompt_progress"))
+                if reading is not None and state.t_first is None:
+                    self._on_message(ReplyReading(rid, reading))
+                events: list[Event] = []  # one chunk's text and numbers: one message
+                state.seen.absorb(chunk)
+                said = _speculation(chunk.get("speculation"))
+                if said is not None:
+                    state.speculation = said
+                if text:
+                    mark = chunk.get("tandem")
+                    drafted, n_tokens = False, 1
+                    if isinstance(mark, dict):
+                        state.has_draft_marks = True
+                        drafted = bool(mark.get("drafted"))
+                        if isinstance(mark.get("n_tokens"), int) and mark["n_tokens"] > 0:
+                            n_tokens = mark["n_tokens"]
+                    if state.t_first is None:
+                        state.t_first = time.perf_counter()
+                    state.text += text
+                    state.n_tokens += n_tokens
+                    events.append(TextPiece(text, n_tokens, drafted))
+                    if loop_guard.add(text):  # nothing after this piece is shown; the stream closes
+                        looped.set()
+                        closed[0] = True
+                        stop_stream.set()
+                # The numbers whenever the server's change, and at least every STATS_INTERVAL_S while
+                # text comes (a server that reports none: the speed measured here).
+                numbers = (state.seen.drafts(), state.seen.timings.get("predicted_n"))
+                now = time.perf_counter()
+                if (
+                    (state.seen.timings or state.seen.stats or state.seen.metrics)
+                    and numbers != last["numbers"]
+                    or (text and now - last["at"] >= STATS_INTERVAL_S)
+                ):
+                    last["numbers"], last["at"] = numbers, now
+                    events.append(state.stats())
+                if events:
+                    self._on_message(ReplyEvents(rid, tuple(events)))
 
         client = self._client
         assert client is not None
