@@ -16,6 +16,7 @@ from PySide6.QtGui import QIcon, QShowEvent
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from app import paths
+from ui.qt.widgets import label
 
 ABOUT_ICON_SIZE = 96  # logical pixels
 
@@ -55,17 +56,17 @@ class AboutDialog(QDialog):
         self.icon_label.setAccessibleName("Tandem's icon")
         self.icon_label.setFixedSize(ABOUT_ICON_SIZE, ABOUT_ICON_SIZE)
         row.addWidget(self.icon_label, 0, Qt.AlignmentFlag.AlignTop)
-        text = QLabel(
+        text = label(
             f"<h2>Tandem {_version('tandem')}</h2>"
             "<p>Chat with local language models, sped up by speculative decoding: a cheap drafter "
             "guesses ahead and the model checks its guesses in one pass, so the text is the "
             "model's own, only sooner.</p>"
             f"<p>Built on llama.cpp (llama-cpp-python {_version('llama_cpp_python')}) and "
-            f"Qt (PySide6 {PySide6.__version__}).</p>" + (f"<p>{html.escape(runs_on)}</p>" if runs_on else "")
+            f"Qt (PySide6 {PySide6.__version__}).</p>"
+            + (f"<p>{html.escape(runs_on)}</p>" if runs_on else ""),
+            "aboutText",
+            rich=True,
         )
-        text.setObjectName("aboutText")
-        text.setWordWrap(True)
-        text.setTextFormat(Qt.TextFormat.RichText)
         text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         text.setMinimumWidth(360)
         row.addWidget(text, 1)

@@ -10,13 +10,15 @@ one-click download of a model that does them. A suggestion's request goes to the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QPushButton, QVBoxLayout, QWidget
 
 from app.document import Document
 from ui.presenters.task_ability import ModelAbility
 from ui.presenters.words import DEMO_TASKS, EMPTY_CHAT, quick_actions_for
+from ui.qt.widgets import button, label
 
 
 class EmptyChat(QWidget):
@@ -29,11 +31,9 @@ class EmptyChat(QWidget):
         self.setObjectName("emptyChat")
         box = QVBoxLayout(self)
         box.setContentsMargins(0, 24, 0, 0)
-        hint = QLabel(EMPTY_CHAT)
-        hint.setWordWrap(True)
-        hint.setAlignment(Qt.AlignmentFlag.AlignHCenter)
-        self.empty_hint = hint
-        box.addWidget(hint)
+        self.empty_hint = label(EMPTY_CHAT)
+        self.empty_hint.setAlignment(Qt.AlignmentFlag.AlignHCenter)
+        box.addWidget(self.empty_hint)
         # With a document attached, its quick actions in place of the demo tasks (offer_document).
         self.document_row = QWidget()
         self.document_row.setVisible(False)
@@ -46,15 +46,12 @@ class EmptyChat(QWidget):
         row.setContentsMargins(0, 0, 0, 0)
         row.addStretch(1)
         self.suggestion_buttons: list[QPushButton] = []
+        tip = (
+            "Puts this request in the message box and chooses the “Edit or copy text” preset; Enter sends it"
+        )
         for name, task in DEMO_TASKS:
-            button = QPushButton(name)
-            button.setToolTip(
-                "Puts this request in the message box and chooses the “Edit or copy text” preset; "
-                "Enter sends it"
-            )
-            button.clicked.connect(lambda _=False, t=task: self.task_chosen.emit(t))
-            row.addWidget(button)
-            self.suggestion_buttons.append(button)
+            self.suggestion_buttons.append(button(name, "", partial(self.task_chosen.emit, task), tip))
+            row.addWidget(self.suggestion_buttons[-1])
         row.addStretch(1)
         box.addWidget(self.demo_row)
         # Tasks the model in use does not do: said, with the one-click download of one that does.
@@ -63,12 +60,9 @@ class EmptyChat(QWidget):
         larger = QHBoxLayout(self.larger_row)
         larger.setContentsMargins(0, 0, 0, 0)
         larger.addStretch(1)
-        self.larger_label = QLabel()
-        self.larger_label.setWordWrap(True)
+        self.larger_label = label()
         larger.addWidget(self.larger_label)
-        self.larger_download = QPushButton()
-        self.larger_download.setObjectName("downloadSmallInstruct")
-        self.larger_download.clicked.connect(self.small_model_requested)
+        self.larger_download = button("", "downloadSmallInstruct", self.small_model_requested)
         larger.addWidget(self.larger_download)
         larger.addStretch(1)
         self.larger_row.setVisible(False)
@@ -98,14 +92,14 @@ class EmptyChat(QWidget):
         from ui.presenters.task_ability import refusals_line
 
         undone = []
-        for button in buttons:
-            why = self.refusal(button.text())
-            if button.property("offerTip") is None:  # what it does, shown again once offered
-                button.setProperty("offerTip", button.toolTip())
-            button.setEnabled(not why)
-            button.setToolTip(why or button.property("offerTip"))
+        for task in buttons:
+            why = self.refusal(task.text())
+            if task.property("offerTip") is None:  # what it does, shown again once offered
+                task.setProperty("offerTip", task.toolTip())
+            task.setEnabled(not why)
+            task.setToolTip(why or task.property("offerTip"))
             if why:
-                undone.append(button.text())
+                undone.append(task.text())
         self.larger_label.setText(refusals_line(self._ability, self._model_name, undone) if undone else "")
         self.larger_download.setText(self._download_text)
         self._show_download()
@@ -133,8 +127,8 @@ class EmptyChat(QWidget):
             else f"Ask something about {document.name}, or start from one of these:"
         )
         row = self._document_layout
-        for button in self.document_buttons:
-            button.deleteLater()
+        for old in self.document_buttons:
+            old.deleteLater()
         self.document_buttons = []
         while row.count():  # the last document's buttons and stretches
             row.takeAt(0)
@@ -143,10 +137,10 @@ class EmptyChat(QWidget):
         row.addStretch(1)
         for quick in quick_actions_for(document):
             request = quick.prompt.format(name=document.name)
-            button = QPushButton(quick.title)
-            button.setToolTip(f"Puts “{request}” in the message box; Enter sends it")
-            button.clicked.connect(lambda _=False, r=request: self.action_chosen.emit(r))
-            row.addWidget(button)
-            self.document_buttons.append(button)
+            tip = f"Puts “{request}” in the message box; Enter sends it"
+            self.document_buttons.append(
+                button(quick.title, "", partial(self.action_chosen.emit, request), tip)
+            )
+            row.addWidget(self.document_buttons[-1])
         row.addStretch(1)
         self._offer_tasks(self.document_buttons)

@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
-    QPushButton,
     QSizePolicy,
     QVBoxLayout,
     QWidget,
@@ -35,6 +34,7 @@ from ui.presenters.compare_presenter import ComparePresenter
 from ui.presenters.stats_format import DASH
 from ui.qt import theme
 from ui.qt.page_scroll import scrolling_content
+from ui.qt.widgets import button, label
 
 
 class TokensChart(QWidget):
@@ -167,11 +167,10 @@ class CompareView(QWidget):
         # the window 722 px tall at least, taller than a laptop's 768-px screen leaves room for.
         _, content = scrolling_content(self, "compareScroll")
         layout = QVBoxLayout(content)
-        intro = QLabel(
+        intro = label(
             "Runs your request twice, the usual way and then with the speed-up, one after the other "
             "(so they do not share the computer), and shows both replies and the time each took."
         )
-        intro.setWordWrap(True)
         layout.addWidget(intro)
         tasks = QHBoxLayout()
         tasks_label = QLabel("Try a task where it pays:")
@@ -195,18 +194,15 @@ class CompareView(QWidget):
         self.prompt.setMaximumHeight(self.fontMetrics().lineSpacing() * 5 + 12)
         row.addWidget(self.prompt, 1)
         buttons = QVBoxLayout()
-        self.run_button = QPushButton("Compare")
-        self.run_button.clicked.connect(self.on_run_button_clicked)
-        self.stop_button = QPushButton("Stop")
+        self.run_button = button("Compare", clicked=self.on_run_button_clicked)
+        self.stop_button = button("Stop", clicked=self.stop_requested)
         self.stop_button.setEnabled(False)
-        self.stop_button.clicked.connect(self.stop_requested)
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.stop_button)
         buttons.addStretch(1)
         row.addLayout(buttons)
         layout.addLayout(row)
-        self.availability = QLabel()
-        self.availability.setWordWrap(True)
+        self.availability = label()
         layout.addWidget(self.availability)
         panes = QGridLayout()
         self.plain = _RunPane("The usual way")
@@ -227,28 +223,18 @@ class CompareView(QWidget):
         self.unfair.setObjectName("compareUnfair")
         unfair = QHBoxLayout(self.unfair)
         unfair.setContentsMargins(0, 0, 0, 0)
-        self.unfair_label = QLabel(words.UNFAIR_COMPARE)
-        self.unfair_label.setObjectName("unfairNote")
-        self.unfair_label.setWordWrap(True)
+        self.unfair_label = label(words.UNFAIR_COMPARE, "unfairNote")
         unfair.addWidget(self.unfair_label, 1)
-        self.again_button = QPushButton("Run again")
-        self.again_button.setAccessibleName("Run the comparison again")
-        self.again_button.clicked.connect(self.on_run_button_clicked)
+        again = "Run the comparison again"
+        self.again_button = button("Run again", "", self.on_run_button_clicked, accessible=again)
         unfair.addWidget(self.again_button, 0, Qt.AlignmentFlag.AlignTop)
         self.unfair.setVisible(False)
         layout.addWidget(self.unfair)
-        self.check = QLabel()  # the same text, or why not
-        self.check.setObjectName("sameText")
-        self.check.setWordWrap(True)
-        layout.addWidget(self.check)
-        self.details = QLabel()  # the figures behind the headline, once
-        self.details.setObjectName("compareDetails")
-        self.details.setWordWrap(True)
-        layout.addWidget(self.details)
-        self.legend = QLabel(words.LEGEND)
-        self.legend.setObjectName("compareLegend")
-        self.legend.setWordWrap(True)
-        layout.addWidget(self.legend)
+        self.check = label("", "sameText")  # the same text, or why not
+        self.details = label("", "compareDetails")  # the figures behind the headline, once
+        self.legend = label(words.LEGEND, "compareLegend")
+        for line in (self.check, self.details, self.legend):
+            layout.addWidget(line)
         self.chart = TokensChart()
         layout.addWidget(self.chart)
         self.request_ids: dict[int, str] = {}  # request id -> "plain" | "speculative"
