@@ -4,6 +4,7 @@ SpeculationOff): the header says it beside the model, a reply's Details keep it.
 from __future__ import annotations
 
 from app.host.messages import SpeculationOff
+from ui.presenters.verdict import member
 
 OFF_REASONS = {
     SpeculationOff.CHOSEN: "the model writes every word itself",
@@ -18,13 +19,6 @@ OFF_REASONS = {
 OFF_KEY = "speculation_off"
 
 
-def off_reason(value: object) -> SpeculationOff:
-    try:
-        return SpeculationOff(str(value) if value is not None else "")
-    except ValueError:
-        return SpeculationOff.NONE
-
-
 def off_words(value: object) -> str:
     """Why the speed-up is off ("" where it is not, or the reason is not known)."""
-    return OFF_REASONS.get(off_reason(value), "")
+    return OFF_REASONS.get(member(SpeculationOff, value), "")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from engine.events import Reading, Reread, Stats
-from ui.presenters.verdict import seconds
+from ui.presenters.verdict import member, seconds
 
 # Why a reply read again part of the conversation the model had read before.
 REREAD_REASONS = {
@@ -23,13 +23,6 @@ REREAD_REASONS = {
     Reread.OLDEST_LEFT_OUT: "the oldest messages were left out to fit the context",
     Reread.CANNOT_TRIM: "this kind of model (recurrent or hybrid) cannot keep part of what it read",
 }
-
-
-def _reread(value: object) -> Reread:
-    try:
-        return Reread(str(value) if value is not None else "")
-    except ValueError:
-        return Reread.NONE
 
 
 def reading_line(reading: Reading) -> str:
@@ -96,7 +89,7 @@ def reading_rows(numbers: Stats) -> list[tuple[str, str]]:
     if numbers.prefill_s > 0:
         read += f" in {seconds(numbers.prefill_s)}"
     rows.append(("Prompt", read))
-    reason = REREAD_REASONS.get(_reread(numbers.reread))
+    reason = REREAD_REASONS.get(member(Reread, numbers.reread))
     if reason:
         rows.append(("Read again because", reason))
     return rows

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeVar
 
 from engine.events import DraftingState, Speculation, Stats
 
 FASTER_AT = 1.1  # below this a reply is "about as fast as usual": the gain is within noise
+AS_USUAL = "About as fast as usual"
 MIN_TOKENS = 16  # shorter replies: too few steps to compare fairly (their first step weighs too much)
 LOW_ACCEPTANCE = 0.4  # below this share of guesses confirmed, the guesses are the reason
 # The plain speed this reply's own plain steps ran at, against the usual one: below this share of
@@ -45,6 +47,7 @@ FAILURE_KEY = "failure"  # why a reply failed, in the window's words (shown agai
 # What the words read of a reply's numbers: a snapshot (engine.events.Stats) or its stored record
 # (engine.events.StatsRecord, a Stats with its rates kept).
 ReplyNumbers = Stats
+E = TypeVar("E", bound=StrEnum)
 
 
 class Verdict(StrEnum):
@@ -76,11 +79,13 @@ def seconds(s: float) -> str:
     return f"{minutes} min {rest} s" if rest else f"{minutes} min"
 
 
-def _state(note_kind: object) -> DraftingState:
+def member(kind: type[E], value: object) -> E:
+    """kind's member whose value is str(value) (a record keeps a StrEnum's value); its empty one
+    ("": nothing to say) for None or a value this version does not know."""
     try:
-        return DraftingState(str(note_kind) if note_kind is not None else "")
+        return kind(str(value))
     except ValueError:
-        return DraftingState.DRAFTING
+        return kind("")
 
 
 # Why the speed-up did not pay, from the engine's state: what a person can understand and act on.
@@ -99,7 +104,7 @@ COSTLY_REASON = "The guesses cost more than they saved."
 
 def neutral_reason(numbers: ReplyNumbers, note_kind: object = "") -> str:
     """One plain line: why the speed-up did not make this reply faster."""
-    state = _state(note_kind)
+    state = member(DraftingState, note_kind)
     if state in STATE_REASONS:
         return STATE_REASONS[state]
     if numbers.n_drafted == 0:
@@ -122,7 +127,7 @@ def slower_reason(numbers: ReplyNumbers, measured_plain: float | None, note_kind
     """One plain line: why this reply was slower than plain decoding here."""
     if was_busy(numbers, measured_plain):
         return BUSY_REASON
-    state = _state(note_kind)
+    state = member(DraftingState, note_kind)
     if state in (DraftingState.DRAFT_TOO_SLOW, DraftingState.DRAFT_LOAD_FAILED):
         return STATE_REASONS[state]
     return COSTLY_REASON
@@ -191,9 +196,9 @@ def headline(
     nothing_accepted = numbers.n_accepted <= 0
     if plain is None or numbers.n_generated < MIN_TOKENS:
         if busy:
-            return Headline(Verdict.NEUTRAL, "About as fast as usual", BUSY_REASON, is_busy=True)
-        if _state(note_kind) in STATE_REASONS or nothing_accepted:
-            return Headline(Verdict.NEUTRAL, "About as fast as usual", neutral_reason(numbers, note_kind))
+            return Headline(Verdict.NEUTRAL, AS_USUAL, BUSY_REASON, is_busy=True)
+        if member(DraftingState, note_kind) in STATE_REASONS or nothing_accepted:
+            return Headline(Verdict.NEUTRAL, AS_USUAL, neutral_reason(numbers, note_kind))
         return Headline(Verdict.PENDING, "")
     written, taken = numbers.n_generated, numbers.prefill_s + numbers.decode_s
     plain_decode_s = written / plain
@@ -211,30 +216,23 @@ def headline(
         # plain, and they ran below the usual speed.
         reason = BUSY_REASON if busy or unexplained else neutral_reason(numbers, note_kind)
         return Headline(
-            Verdict.NEUTRAL,
-            "About as fast as usual",
-            reason,
-            min(speedup, 1.0),
-            0.0,
-            is_estimate,
-            busy or unexplained,
+            Verdict.NEUTRAL, AS_USUAL, reason, min(speedup, 1.0), 0.0, is_estimate, busy or unexplained
         )
     about = "about " if is_estimate else ""
+    slower = _headline(f"{about}{1 / speedup:.1f}× slower")
+    figures = (speedup, saved, is_estimate)
     if busy or unexplained:
         reason = BUSY_REASON if busy else UNEXPLAINED_REASON
         if speedup <= 1 / FASTER_AT:
-            text = _headline(f"{about}{1 / speedup:.1f}× slower")
-            return Headline(Verdict.SLOWER, text, reason, speedup, saved, is_estimate, True)
-        return Headline(Verdict.NEUTRAL, "About as fast as usual", reason, speedup, saved, is_estimate, True)
+            return Headline(Verdict.SLOWER, slower, reason, *figures, True)
+        return Headline(Verdict.NEUTRAL, AS_USUAL, reason, *figures, True)
     if speedup >= FASTER_AT:
-        text = _headline(f"{about}{speedup:.1f}× faster, {seconds(saved)} saved")
-        return Headline(Verdict.FASTER, text, "", speedup, saved, is_estimate)
+        return Headline(
+            Verdict.FASTER, _headline(f"{about}{speedup:.1f}× faster, {seconds(saved)} saved"), "", *figures
+        )
     if speedup <= 1 / FASTER_AT:
-        text = _headline(f"{about}{1 / speedup:.1f}× slower")
-        reason = slower_reason(numbers, None, note_kind)
-        return Headline(Verdict.SLOWER, text, reason, speedup, saved, is_estimate)
-    reason = neutral_reason(numbers, note_kind)
-    return Headline(Verdict.NEUTRAL, "About as fast as usual", reason, speedup, saved, is_estimate)
+        return Headline(Verdict.SLOWER, slower, slower_reason(numbers, None, note_kind), *figures)
+    return Headline(Verdict.NEUTRAL, AS_USUAL, neutral_reason(numbers, note_kind), *figures)
 
 
 # How a reply ended (engine.events.StopReason values, and the store's "interrupted"): the
