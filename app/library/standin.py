@@ -25,6 +25,7 @@ shape checks; the measuring that uses it is in app/library/measure.py and measur
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import struct
@@ -179,10 +180,7 @@ def _check_shape(
         per_block, block_bytes = BLOCKS[t.type_id]
         if t.shape[0] % per_block:
             raise refuse(f"tensor {t.name}'s rows of {t.shape[0]} do not fill blocks of {per_block}")
-        n = 1
-        for d in t.shape:
-            n *= d
-        if n // per_block * block_bytes != t.n_bytes:
+        if math.prod(t.shape) // per_block * block_bytes != t.n_bytes:
             raise refuse(f"tensor {t.name}'s size does not match its shape")
         if t.offset % ALIGNMENT or data_offset + t.offset < end:
             raise refuse(f"tensor {t.name} overlaps another")
@@ -320,10 +318,7 @@ def plan_from_shape(label: str, shape: KnownShape, quantization: str = "Q4_K_M")
     offset = 0
     for name, dims, type_id in mats:
         per_block, block_bytes = BLOCKS[type_id]
-        n = 1
-        for x in dims:
-            n *= x
-        n_bytes = n // per_block * block_bytes
+        n_bytes = math.prod(dims) // per_block * block_bytes
         tensors.append(TensorSlot(name, dims, type_id, offset, n_bytes))
         offset += (n_bytes + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
