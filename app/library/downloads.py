@@ -30,7 +30,7 @@ import shutil
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -340,8 +340,15 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port
 
 
-def _request_headers(remote: RemoteFile, token: str | bool | None) -> dict[str, str]:
-    from huggingface_hub.utils import build_hf_headers
+@contextlib.contextmanager
+def stream_bytes(
+    remote: RemoteFile, token: str | bool | None, first: int, last: int | None, timeout_s: float
+) -> Iterator[Any]:
+    """GET the file's bytes from `first` to `last` (None: to the end); an HTTP error is raised as
+    huggingface_hub raises it (its subclass says which)."""
+    import httpx2
+    from huggingface_hub import get_session
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
 
     headers = dict(build_hf_headers(token=token))
     # Identity encoding: byte ranges and sizes must refer to the file itself.
@@ -350,7 +357,16 @@ def _request_headers(remote: RemoteFile, token: str | bool | None) -> dict[str, 
     if _origin(remote.download_url) != _origin(remote.resolve_url):
         headers.pop("authorization", None)
         headers.pop("Authorization", None)
-    return headers
+    if first or last is not None:
+        headers["Range"] = f"bytes={first}-{'' if last is None else last}"
+    timeout = httpx2.Timeout(timeout_s)
+    with get_session().stream(
+        "GET", remote.download_url, headers=headers, follow_redirects=True, timeout=timeout
+    ) as response:
+        if response.status_code >= 400:
+            response.read()
+            hf_raise_for_status(response)
+        yield response
 
 
 # --- progress -----------------------------------------------------------------------------------
@@ -583,9 +599,7 @@ def _download_one(
 ) -> Path:
     import httpx2
     from filelock import FileLock, Timeout
-    from huggingface_hub import get_session
     from huggingface_hub.errors import HfHubHTTPError
-    from huggingface_hub.utils import hf_raise_for_status
 
     remote, final, have, size = plan.remote, plan.final_path, plan.have_bytes, plan.remote.size_bytes
     part, sidecar = part_path_for(final), sidecar_path_for(final)
@@ -618,7 +632,6 @@ def _download_one(
                 f.truncate(have)
         tracker.report(remote, file_index, have, "downloading")
 
-        session = get_session()
         n_failures = 0
         # Unbuffered: a full disk fails the write that hit it, and nothing is left in a buffer to
         # fail again when the file closes (which would hide the sentence behind a bare OSError).
@@ -640,21 +653,7 @@ def _download_one(
                                 "start the download again"
                             )
                         remote = again
-                    headers = _request_headers(remote, token)
-                    if have:
-                        headers["Range"] = f"bytes={have}-"
-                    with session.stream(
-                        "GET",
-                        remote.download_url,
-                        headers=headers,
-                        follow_redirects=True,
-                        timeout=httpx2.Timeout(timeout_s),
-                    ) as response:
-                        if response.status_code == 416 and have == size:
-                            break
-                        if response.status_code >= 400:
-                            response.read()
-                            hf_raise_for_status(response)
+                    with stream_bytes(remote, token, have, None, timeout_s) as response:
                         if response.status_code == 206:
                             _check_content_range(response, have, size, remote.request.filename)
                         if have and response.status_code == 200:

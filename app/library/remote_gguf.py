@@ -24,10 +24,10 @@ from app.library.downloads import (
     FileRequest,
     RemoteFile,
     _hub_error,
-    _request_headers,
     _token_sent,
     hub_endpoint,
     resolve_remote,
+    stream_bytes,
 )
 from engine.errors import DownloadError, ModelFileError, TandemError
 from engine.gguf_info import GGUFInfo, read_gguf_header, read_gguf_info
@@ -137,28 +137,15 @@ class RangeFile:
 
     def _get_range(self, start: int, end: int) -> bytes:
         import httpx2
-        from huggingface_hub import get_session
         from huggingface_hub.errors import HfHubHTTPError
-        from huggingface_hub.utils import hf_raise_for_status
 
         remote = self.remote
-        headers = _request_headers(remote, self._token)
-        headers["Range"] = f"bytes={start}-{end}"
         n_wanted = end - start + 1
         chunks: list[bytes] = []
         n_got = 0
         self.n_requests += 1
         try:
-            with get_session().stream(
-                "GET",
-                remote.download_url,
-                headers=headers,
-                follow_redirects=True,
-                timeout=httpx2.Timeout(self._timeout_s),
-            ) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    hf_raise_for_status(response)
+            with stream_bytes(remote, self._token, start, end, self._timeout_s) as response:
                 if response.status_code != 206:
                     # The whole file is on its way: close at once rather than download it.
                     raise HeaderReadError(
