@@ -15,7 +15,6 @@ from PySide6.QtWidgets import (
     QDialog,
     QFileDialog,
     QHBoxLayout,
-    QPushButton,
     QTextBrowser,
     QVBoxLayout,
     QWidget,
@@ -24,6 +23,7 @@ from PySide6.QtWidgets import (
 from app.document import Document, DocumentKind
 from ui.chat.edit_finder import reply_body
 from ui.qt import theme
+from ui.qt.widgets import button
 
 # Words, runs of white space, and single marks: what the diff compares (a changed word shows as
 # that word, not as its whole line; a paragraph is often one line).
@@ -174,18 +174,13 @@ class DiffDialog(QDialog):
             self.view.setHtml(diff_html(document.text, self.edited, document.kind is DocumentKind.CODE))
         layout.addWidget(self.view, 1)
         buttons = QHBoxLayout()
-        self.copy_button = QPushButton("Copy the new text")
-        self.copy_button.clicked.connect(self.copy)
-        self.save_button = QPushButton("Save as…")
-        self.save_button.clicked.connect(self.save_as)
-        close = QPushButton("Close")
-        close.clicked.connect(self.accept)
-        buttons.addWidget(self.copy_button)
-        buttons.addWidget(self.save_button)
-        for button in (self.copy_button, self.save_button):
-            button.setEnabled(found is not None)
+        self.copy_button = button("Copy the new text", clicked=self.copy)
+        self.save_button = button("Save as…", clicked=self.save_as)
+        for action in (self.copy_button, self.save_button):
+            action.setEnabled(found is not None)
+            buttons.addWidget(action)
         buttons.addStretch(1)
-        buttons.addWidget(close)
+        buttons.addWidget(button("Close", clicked=self.accept))
         layout.addLayout(buttons)
 
     def copy(self) -> None:

@@ -9,6 +9,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
+from functools import partial
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, QPersistentModelIndex, QPoint, QRectF, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QPainter, QTextDocument
@@ -20,7 +21,6 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QMenu,
     QMessageBox,
-    QPushButton,
     QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.store import Conversation
+from ui.qt.widgets import button
 
 TITLE_ROLE = Qt.ItemDataRole.UserRole + 1  # an item's title (its text may carry a search's snippet below)
 SNIPPET_ROLE = Qt.ItemDataRole.UserRole + 2  # (its line, the snippet, the search) where a search found it
@@ -103,10 +104,8 @@ class ConversationList(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 0, 6)
-        self.new_button = QPushButton("New chat")
-        self.new_button.setObjectName("newChatButton")
-        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
-        self.new_button.clicked.connect(self.new_requested)
+        tip = "Start a new conversation (Ctrl+N)"
+        self.new_button = button("New chat", "newChatButton", self.new_requested, tip)
         layout.addWidget(self.new_button)
         self.search = QLineEdit()
         self.search.setPlaceholderText("Search conversations")
@@ -207,12 +206,8 @@ class ConversationList(QWidget):
         conversation_id = self._id(item)
         menu = QMenu(self)
         menu.addAction("Rename…", lambda: self.ask_rename(conversation_id))
-        menu.addAction(
-            "Export as Markdown…", lambda: self.export_requested.emit(conversation_id, ExportFormat.MARKDOWN)
-        )
-        menu.addAction(
-            "Export as JSON…", lambda: self.export_requested.emit(conversation_id, ExportFormat.JSON)
-        )
+        for how, name in ((ExportFormat.MARKDOWN, "Markdown"), (ExportFormat.JSON, "JSON")):
+            menu.addAction(f"Export as {name}…", partial(self.export_requested.emit, conversation_id, how))
         menu.addSeparator()
         menu.addAction("Delete…", lambda: self.ask_delete(conversation_id))
         menu.exec(self.list.mapToGlobal(point))

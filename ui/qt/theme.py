@@ -370,7 +370,7 @@ class ThemeManager(QObject):
         return colors().is_dark
 
     def set_choice(self, choice: Theme) -> None:
-        choice = Theme.of(choice)  # (a hand-edited settings file's unknown theme: the system's)
+        choice = Theme(choice)  # (a test or a tool may pass its string)
         self._choice = choice
         hints = self._app.styleHints()
         if choice is Theme.SYSTEM:

@@ -11,11 +11,12 @@ import threading
 from typing import TypedDict
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
-from PySide6.QtWidgets import QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QWidget
+from PySide6.QtWidgets import QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QWidget
 
 from app.host.remote_client import RemoteClient, RemoteError, api_base
 from app.settings import EngineKind, Settings
 from ui.qt import theme
+from ui.qt.widgets import button
 
 ENGINE_CHOICES = (("This computer", EngineKind.LOCAL), ("A server", EngineKind.REMOTE))
 # How this dialog names the inputs a RemoteError asks to change (app.host.remote_client.RemoteFix).
@@ -85,10 +86,8 @@ class RemoteEngineFields(QObject):
             self.model.addItem(settings.remote_model)
         self.model.setCurrentText(settings.remote_model)
         row.addWidget(self.model, 1)
-        self.fetch_button = QPushButton("Fetch models")
-        self.fetch_button.setObjectName("fetchModelsButton")
-        self.fetch_button.setToolTip("Ask the server for the models it serves (GET /v1/models)")
-        self.fetch_button.clicked.connect(self.on_fetch_button_clicked)
+        tip = "Ask the server for the models it serves (GET /v1/models)"
+        self.fetch_button = button("Fetch models", "fetchModelsButton", self.on_fetch_button_clicked, tip)
         row.addWidget(self.fetch_button)
         form.addRow("Model:", row)
 

@@ -9,15 +9,14 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QFormLayout,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
-    QPushButton,
     QSpinBox,
     QWidget,
 )
 
 from app.settings import Settings
 from ui.qt import theme
+from ui.qt.widgets import button, label
 
 OPEN_WARNING = "Without an API key, anyone who can reach this computer on the network can use the model."
 
@@ -54,10 +53,8 @@ class ServeFields(QObject):
             "Programs must send 'Authorization: Bearer KEY'; others get 401. Kept in Tandem's settings file."
         )
         row.addWidget(self.api_key, 1)
-        self.show_key = QPushButton("Show")
-        self.show_key.setObjectName("serveKeyShowButton")
+        self.show_key = button("Show", "serveKeyShowButton", tip="Show or hide the key")
         self.show_key.setCheckable(True)
-        self.show_key.setToolTip("Show or hide the key")
         self.show_key.toggled.connect(self.on_show_key_toggled)
         row.addWidget(self.show_key)
         form.addRow("API key:", row)
@@ -69,9 +66,7 @@ class ServeFields(QObject):
             "Listen on every network interface (0.0.0.0) instead of this computer only (127.0.0.1)"
         )
         form.addRow("", self.public)
-        self.warning = QLabel(OPEN_WARNING)
-        self.warning.setObjectName("serveOpenWarning")
-        self.warning.setWordWrap(True)
+        self.warning = label(OPEN_WARNING, "serveOpenWarning")
         theme.set_tone(self.warning, "error")
         form.addRow("", self.warning)
 

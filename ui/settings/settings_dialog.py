@@ -16,9 +16,7 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFormLayout,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
-    QPushButton,
     QSpinBox,
     QTabWidget,
     QVBoxLayout,
@@ -29,6 +27,7 @@ from app.settings import Settings, Theme
 from engine.chat import CHAT_SAMPLING
 from engine.config import default_threads
 from ui.qt import theme
+from ui.qt.widgets import button, label
 
 ENGINE_TAB = 2  # Chat, Speed-up, Engine, Serve API
 
@@ -52,8 +51,8 @@ class SettingsDialog(QDialog):
         self.theme = QComboBox()
         self.theme.setObjectName("themeCombo")
         self.theme.setAccessibleName("Theme")
-        for label, value in THEME_CHOICES:
-            self.theme.addItem(label, value)
+        for name, value in THEME_CHOICES:
+            self.theme.addItem(name, value)
         self.theme.setCurrentIndex(max(0, self.theme.findData(settings.theme)))
         self.theme.setToolTip("System follows the desktop's light or dark scheme")
         chat.addRow("Theme:", self.theme)
@@ -76,14 +75,13 @@ class SettingsDialog(QDialog):
         self.greedy.setChecked(settings.temperature <= 0.0)
         self.greedy.toggled.connect(self.on_greedy_toggled)
         sampling_row.addWidget(self.greedy)
-        self.chat_defaults_button = QPushButton("Chat defaults")
+        self.chat_defaults_button = button("Chat defaults", clicked=self.on_chat_defaults_button_clicked)
         self.chat_defaults_button.setToolTip(
             f"Variety {CHAT_SAMPLING.temperature}, the likeliest {CHAT_SAMPLING.top_k}, "
             f"{CHAT_SAMPLING.top_p:.0%} of the likelihood, at least {CHAT_SAMPLING.min_p:.0%} as likely, "
             f"repeats discouraged {CHAT_SAMPLING.repeat_penalty} over the last "
             f"{CHAT_SAMPLING.repeat_last_n} tokens"
         )
-        self.chat_defaults_button.clicked.connect(self.on_chat_defaults_button_clicked)
         sampling_row.addWidget(self.chat_defaults_button)
         sampling_row.addStretch(1)
         chat.addRow("Replies:", sampling_row)
@@ -116,12 +114,11 @@ class SettingsDialog(QDialog):
         chat.addRow("…counted within the last:", self.repeat_last_n)
 
         speed = self._tab("Speed-up")
-        about = QLabel(
+        about = label(
             "While the model writes, Tandem guesses the next words (from the text so far, or with a "
             "small draft model) and the model checks the guesses all at once. The reply is the same "
             "as without the speed-up, only sooner. Which guesser runs is chosen in the chat's header."
         )
-        about.setWordWrap(True)
         speed.addRow(about)
         self.adaptive = QCheckBox("Choose how far to guess, step by step")
         self.adaptive.setChecked(settings.adaptive)
@@ -155,9 +152,7 @@ class SettingsDialog(QDialog):
         )
         _row(form, "Layers on the GPU", self.gpu_layers, cpu_only)
         if cpu_only:
-            note = QLabel(cpu_only)
-            note.setWordWrap(True)
-            form.addRow("", note)
+            form.addRow("", label(cpu_only))
 
         self.rpc_servers = QLineEdit(settings.rpc_servers)
         self.rpc_servers.setObjectName("rpcServersEdit")
@@ -169,11 +164,8 @@ class SettingsDialog(QDialog):
         )
         self.rpc_servers.textChanged.connect(self.on_rpc_servers_text_changed)
         form.addRow("Other computers' GPUs (RPC):", self.rpc_servers)
-        self.rpc_error = QLabel()
-        self.rpc_error.setObjectName("rpcServersError")
-        self.rpc_error.setWordWrap(True)
+        self.rpc_error = label("", "rpcServersError", hidden=True)
         theme.set_tone(self.rpc_error, "error")
-        self.rpc_error.setVisible(False)
         form.addRow("", self.rpc_error)
         self._gpu_offload_supported = gpu_offload_supported
         self.on_rpc_servers_text_changed(self.rpc_servers.text())
@@ -187,11 +179,10 @@ class SettingsDialog(QDialog):
         from ui.settings.serve_settings import ServeFields
 
         serve = self._tab("Serve API")
-        serve_about = QLabel(
+        serve_about = label(
             "Other programs on this computer can use the chat's model through an OpenAI-compatible "
             "API while Serve API is on (the toolbar's switch)."
         )
-        serve_about.setWordWrap(True)
         serve.addRow(serve_about)
         self.serve = ServeFields(settings, serve, self)  # Serve API: port, key, other computers
         buttons = QDialogButtonBox(
@@ -224,7 +215,7 @@ class SettingsDialog(QDialog):
             max_tokens=self.max_tokens.value(),
             adaptive=self.adaptive.isChecked(),
             draft_max=self.draft_max.value(),
-            theme=Theme.of(self.theme.currentData()),
+            theme=Theme(self.theme.currentData()),
             **self.remote.values(),
             **self.serve.values(),
         )
@@ -287,11 +278,11 @@ class SettingsDialog(QDialog):
         self.repeat_last_n.setValue(CHAT_SAMPLING.repeat_last_n)
 
 
-def _row(form: QFormLayout, label: str, box: QWidget, tip: str = "") -> None:
-    """A labelled row of the form; the label is the field's accessible name too."""
-    box.setAccessibleName(label)
+def _row(form: QFormLayout, name: str, box: QWidget, tip: str = "") -> None:
+    """A labelled row of the form; its label is the field's accessible name too."""
+    box.setAccessibleName(name)
     box.setToolTip(tip)
-    form.addRow(label + ":", box)
+    form.addRow(name + ":", box)
 
 
 def needs_reload(before: Settings, after: Settings) -> bool:
