@@ -72,7 +72,7 @@ def test_page_downloads_a_pair_with_live_progress_on_its_card_and_lists_the_file
     qtbot, hub: FakeHub
 ) -> None:
     page = make_page(qtbot, hub)
-    assert page.local_table.rowCount() == 0
+    assert page.local_box.table.rowCount() == 0
     card = card_named(page, "Tiny target + tiny draft")
     assert text_of(card, "pairFit").startswith("✓ Fits")
     download = button_named(card, "Download Tiny target + tiny draft")
@@ -113,48 +113,50 @@ def test_page_downloads_a_pair_with_live_progress_on_its_card_and_lists_the_file
         str(folder / "tandem-test--tiny-target-GGUF" / "tiny-target.gguf"),
         DraftChoice.of_model(str(folder / "tandem-test--tiny-draft-GGUF" / "tiny-draft.gguf")),
     ]
-    files = {page.local_table.item(r, 0).text() for r in range(page.local_table.rowCount())}
+    files = {page.local_box.table.item(r, 0).text() for r in range(page.local_box.table.rowCount())}
     assert files == {
         "tandem-test--tiny-target-GGUF/tiny-target.gguf",
         "tandem-test--tiny-draft-GGUF/tiny-draft.gguf",
     }
-    assert page.local_table.item(0, 2).text() == "llama"
+    assert page.local_box.table.item(0, 2).text() == "llama"
     # Both files among the targets, beside the built-in models (the header's list: one source).
     assert len(target_files(page)) == 2
 
 
 def target_files(page: ModelsPage) -> list[str]:
     """The targets that are files (the built-in models are listed by their names)."""
-    keys = [page.target_combo.itemData(i) for i in range(page.target_combo.count())]
+    keys = [page.picker.target_combo.itemData(i) for i in range(page.picker.target_combo.count())]
     return [k for k in keys if "/" in k or "\\" in k]
 
 
 def test_pause_keeps_the_part_and_download_resumes_it(qtbot, hub: FakeHub) -> None:
     page = make_page(qtbot, hub)
     hub.throttle_s = 0.02
-    qtbot.mouseClick(page.download_buttons["tiny-pair"], Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: page.progress_bars["tiny-pair"].value() > 100, timeout=30_000)
-    qtbot.mouseClick(page.pause_buttons["tiny-pair"], Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: page.download_buttons["tiny-pair"].isEnabled(), timeout=30_000)
-    assert "paused" in page.status_labels["tiny-pair"].text()
+    qtbot.mouseClick(page.download_view.download_buttons["tiny-pair"], Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: page.download_view.progress_bars["tiny-pair"].value() > 100, timeout=30_000)
+    qtbot.mouseClick(page.download_view.pause_buttons["tiny-pair"], Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: page.download_view.download_buttons["tiny-pair"].isEnabled(), timeout=30_000)
+    assert "paused" in page.download_view.status_labels["tiny-pair"].text()
     part = paths.models_dir() / "tandem-test--tiny-target-GGUF" / "tiny-target.gguf.part"
     kept = part.stat().st_size
     assert kept > 0
 
     hub.throttle_s = 0.0
     with qtbot.waitSignal(page.models_changed, timeout=60_000):
-        qtbot.mouseClick(page.download_buttons["tiny-pair"], Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.download_view.download_buttons["tiny-pair"], Qt.MouseButton.LeftButton)
     assert hub.range_headers(hub.repos[REPO].files["tiny-target.gguf"])[-1] == f"bytes={kept}-"
-    assert page.local_table.rowCount() == 2
+    assert page.local_box.table.rowCount() == 2
 
 
 def test_a_failed_download_shows_its_sentence(qtbot, hub: FakeHub) -> None:
     page = make_page(qtbot, hub)
-    page.repo_edit.setText(REPO)
-    page.file_edit.setText("missing.gguf")
-    qtbot.mouseClick(page.download_buttons[CUSTOM_KEY], Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: page.download_buttons[CUSTOM_KEY].isEnabled(), timeout=30_000)
-    assert "missing.gguf was not found in the repository" in page.status_labels[CUSTOM_KEY].text()
+    page.download_view.repo_edit.setText(REPO)
+    page.download_view.file_edit.setText("missing.gguf")
+    qtbot.mouseClick(page.download_view.download_buttons[CUSTOM_KEY], Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: page.download_view.download_buttons[CUSTOM_KEY].isEnabled(), timeout=30_000)
+    assert (
+        "missing.gguf was not found in the repository" in page.download_view.status_labels[CUSTOM_KEY].text()
+    )
 
 
 def test_the_hub_file_row_shows_no_empty_progress_bar_until_a_download(qtbot, hub: FakeHub) -> None:
@@ -163,11 +165,11 @@ def test_the_hub_file_row_shows_no_empty_progress_bar_until_a_download(qtbot, hu
     page = make_page(qtbot, hub)
     bar = page.download_view.progress_bars[CUSTOM_KEY]
     assert not bar.isVisibleTo(page)
-    page.repo_edit.setText(REPO)
-    page.file_edit.setText("tiny-target.gguf")
-    qtbot.mouseClick(page.download_buttons[CUSTOM_KEY], Qt.MouseButton.LeftButton)
+    page.download_view.repo_edit.setText(REPO)
+    page.download_view.file_edit.setText("tiny-target.gguf")
+    qtbot.mouseClick(page.download_view.download_buttons[CUSTOM_KEY], Qt.MouseButton.LeftButton)
     assert bar.isVisibleTo(page)
-    qtbot.waitUntil(lambda: page.download_buttons[CUSTOM_KEY].isEnabled(), timeout=30_000)
+    qtbot.waitUntil(lambda: page.download_view.download_buttons[CUSTOM_KEY].isEnabled(), timeout=30_000)
     assert bar.isVisibleTo(page) and bar.value() == bar.maximum()  # what it did, kept in view
 
 
@@ -185,7 +187,7 @@ def test_the_pair_picker_names_a_built_in_model_as_people_call_it(qtbot, tiny_ta
         f.write(bytes([last[0] ^ 1]))
     shutil.copy(tiny_target, folder / tiny_target.name)
     page = make_page(qtbot)
-    combo = page.target_combo
+    combo = page.picker.target_combo
     names = {combo.itemData(i): combo.itemText(i) for i in range(combo.count())}
     header_name = next(m.name for m in page.local_models if m.path.name == tiny_target.name)
     size = format_bytes(tiny_target.stat().st_size)  # names and sizes, as the header's picker says them
@@ -200,35 +202,35 @@ def test_pair_picker_offers_only_compatible_drafts_and_explains_the_others(
     for f in (tiny_target, tiny_draft, tiny_incompatible):
         shutil.copy(f, folder / f.name)
     page = make_page(qtbot)
-    target_index = page.target_combo.findData(str(folder / "target.gguf"))
-    page.target_combo.setCurrentIndex(target_index)
+    target_index = page.picker.target_combo.findData(str(folder / "target.gguf"))
+    page.picker.target_combo.setCurrentIndex(target_index)
 
-    combo = page.draft_combo
+    combo = page.picker.draft_combo
     entries = {combo.itemData(i): i for i in range(combo.count())}
     assert list(entries)[:2] == ["ngram", "none"]
     # Named as the header names the speed-up, not in the engine's words.
     assert [combo.itemText(i) for i in range(2)] == ["From the text (n-gram)", "Off (the usual speed)"]
     draft_i, other_i = entries[str(folder / "draft.gguf")], entries[str(folder / "other-vocab.gguf")]
-    assert page.is_draft_enabled(draft_i) and not page.is_draft_enabled(other_i)
+    assert page.picker.is_draft_enabled(draft_i) and not page.picker.is_draft_enabled(other_i)
     assert "text of token 40" in combo.itemData(other_i, Qt.ItemDataRole.ToolTipRole)
     # The rule behind a "why" (the line's tooltip), not in the page's text.
-    assert page.pair_explanation.text().startswith("1 of the models here cannot draft")
-    assert "text of token 40" not in page.pair_explanation.text()
-    assert "other-vocab.gguf" in page.pair_explanation.toolTip()
-    assert "text of token 40" in page.pair_explanation.toolTip()
+    assert page.picker.pair_explanation.text().startswith("1 of the models here cannot draft")
+    assert "text of token 40" not in page.picker.pair_explanation.text()
+    assert "other-vocab.gguf" in page.picker.pair_explanation.toolTip()
+    assert "text of token 40" in page.picker.pair_explanation.toolTip()
 
     combo.setCurrentIndex(draft_i)
     with qtbot.waitSignal(page.pair_chosen) as chosen:
-        qtbot.mouseClick(page.use_pair_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.picker.use_pair_button, Qt.MouseButton.LeftButton)
     assert chosen.args == [str(folder / "target.gguf"), DraftChoice.of_model(str(folder / "draft.gguf"))]
 
     combo.setCurrentIndex(other_i)  # programmatically; a user cannot pick a disabled entry
     with qtbot.assertNotEmitted(page.pair_chosen):
-        qtbot.mouseClick(page.use_pair_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.picker.use_pair_button, Qt.MouseButton.LeftButton)
 
     combo.setCurrentIndex(entries["ngram"])
     with qtbot.waitSignal(page.pair_chosen) as chosen:
-        qtbot.mouseClick(page.use_pair_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.picker.use_pair_button, Qt.MouseButton.LeftButton)
     assert chosen.args == [str(folder / "target.gguf"), NGRAM_LOOKUP]
 
 
@@ -236,7 +238,7 @@ def test_import_by_drop_and_refusal_of_a_bad_file(qtbot, tmp_path: Path, tiny_dr
     page = make_page(qtbot)
     bad = tmp_path / "notes.gguf"
     bad.write_text("just text\n")
-    page.import_files([bad])
+    page.imports.import_files([bad])
     assert "is not a GGUF model file" in page.message_label.text()
 
     mime = QMimeData()
@@ -250,8 +252,8 @@ def test_import_by_drop_and_refusal_of_a_bad_file(qtbot, tmp_path: Path, tiny_dr
     )
     with qtbot.waitSignal(page.models_changed, timeout=30_000):
         page.dropEvent(event)
-    assert page.local_table.rowCount() == 1
-    assert page.local_table.item(0, 0).text() == "imported/draft.gguf"
+    assert page.local_box.table.rowCount() == 1
+    assert page.local_box.table.item(0, 0).text() == "imported/draft.gguf"
     assert page.message_label.text() == "imported draft.gguf"
 
 
@@ -275,13 +277,13 @@ def test_the_shipped_catalog_as_cards_with_what_a_choice_needs(qtbot) -> None:
     page = shipped_page(qtbot)
     catalog = load_catalog()
     # Pairs for chat only in the chat app's list (the code-completion pair stays in the catalog).
-    cards = page.card_grid.cards
+    cards = page.catalog_section.card_grid.cards
     assert sorted(c.accessibleName() for c in cards) == sorted(
         p.title for p in catalog.pairs if p.is_for_chat
     )
     assert [p.name for p in catalog.pairs if not p.is_for_chat] == ["qwen2.5-coder-7b-0.5b"]
     # What holds for the whole machine is said once, above the cards, neutrally.
-    assert "a draft model gains little on this computer" in page.machine_label.text()
+    assert "a draft model gains little on this computer" in page.catalog_section.machine_label.text()
     assert target_files(page) == []  # no file yet: the built-in models only, as the header lists
 
     builtin = card_named(page, "Gemma 3 270M with n-gram drafting (built in)")
@@ -317,7 +319,7 @@ def test_the_shipped_catalog_as_cards_with_what_a_choice_needs(qtbot) -> None:
     assert "smallest chat pair" in text_of(qwen, "pairRecommendation")
     assert "Recommended for this machine" in qwen.accessibleDescription()
     # Cards lay out in columns, not a table.
-    assert page.card_grid.columns == 3
+    assert page.catalog_section.card_grid.columns == 3
 
 
 def test_fit_and_recommendation_follow_memory_and_the_gpu(qtbot) -> None:
@@ -336,7 +338,7 @@ def test_fit_and_recommendation_follow_memory_and_the_gpu(qtbot) -> None:
     page = shipped_page(qtbot, gpu, vram_bytes=7 * GiB)
     # Before the engine says llama.cpp has a GPU backend, the GPU is not counted on.
     assert "runs on the CPU only" in text_of(card_named(page, "Qwen3 8B + Qwen3 0.6B"), "pairFit")
-    assert "runs on the CPU" in page.machine_label.text()
+    assert "runs on the CPU" in page.catalog_section.machine_label.text()
     page.set_gpu_backend(True)
     assert recommended(page) == ["Qwen3 8B + Qwen3 0.6B"]  # the most capable pair in 7 GiB of VRAM
     assert text_of(card_named(page, "Qwen3 8B + Qwen3 0.6B"), "pairFit") == (
@@ -345,7 +347,7 @@ def test_fit_and_recommendation_follow_memory_and_the_gpu(qtbot) -> None:
     assert text_of(card_named(page, "Gemma 3 12B IT + Gemma 3 1B IT"), "pairFit") == (
         "✓ Fits in memory, but not in NVIDIA GPU's 7.5 GB (needs ≈ 9.7 GB): part of it runs on the CPU."
     )
-    assert "NVIDIA GPU with 7.5 GB, used by llama.cpp" in page.machine_label.text()
+    assert "NVIDIA GPU with 7.5 GB, used by llama.cpp" in page.catalog_section.machine_label.text()
 
 
 def test_pairs_that_do_not_work_are_folded_away_until_asked_for(qtbot) -> None:
@@ -376,8 +378,8 @@ def test_the_new_controls_have_accessible_names(qtbot) -> None:
         )
         assert card.findChild(QLabel, "pairSpeedup").accessibleName().startswith(("Reported", "No published"))
     assert page.findChild(QToolButton, "incompatibleToggle").accessibleName()
-    assert page.target_combo.accessibleName() == "Target model"
-    assert page.local_table.accessibleName() == "Models on this computer"
+    assert page.picker.target_combo.accessibleName() == "Target model"
+    assert page.local_box.table.accessibleName() == "Models on this computer"
 
 
 def test_cards_follow_the_theme(qtbot) -> None:
@@ -427,15 +429,15 @@ def test_the_built_in_pair_in_use_says_so_and_offers_to_chat(
 
 def test_tab_order_follows_the_cards_layout(qtbot, hub: FakeHub) -> None:
     page = make_page(qtbot, hub)
-    page.cards["tiny-pair"].set_running(True)  # Pause and Cancel shown, left of Download
-    chain, widget = [], page.target_combo
+    page.catalog_section.cards["tiny-pair"].set_running(True)  # Pause and Cancel shown, left of Download
+    chain, widget = [], page.picker.target_combo
     for _ in range(500):
         if widget.isVisible() and widget.isEnabled() and widget.focusPolicy() & Qt.FocusPolicy.TabFocus:
             chain.append(widget)
         widget = widget.nextInFocusChain()
-        if widget is page.target_combo:
+        if widget is page.picker.target_combo:
             break
-    card = page.cards["tiny-pair"]
+    card = page.catalog_section.cards["tiny-pair"]
     in_card = [w for w in chain if card.isAncestorOf(w)]
     positions = [w.mapTo(card, w.rect().topLeft()) for w in in_card]
     assert [(p.y(), p.x()) for p in positions] == sorted((p.y(), p.x()) for p in positions)
@@ -446,7 +448,12 @@ def test_tab_order_follows_the_cards_layout(qtbot, hub: FakeHub) -> None:
         "Cancel the download of Tiny target + tiny draft",
     ]  # (Download is disabled while it runs)
     # The page reads top to bottom: Chat with, the card, the folded pairs, local models, any file.
-    order = [page.target_combo, card.cancel_button, page.import_button, page.repo_edit]
+    order = [
+        page.picker.target_combo,
+        card.cancel_button,
+        page.local_box.import_button,
+        page.download_view.repo_edit,
+    ]
     assert [chain.index(w) for w in order] == sorted(chain.index(w) for w in order)
 
 
@@ -454,7 +461,7 @@ def cards_cut_off(page: ModelsPage) -> list[str]:
     """The cards not wholly inside the scroll area's viewport, left to right."""
     viewport = page.findChild(QScrollArea, "modelsScroll").viewport()
     cut = []
-    for card in page.card_grid.cards:
+    for card in page.catalog_section.card_grid.cards:
         left = card.mapTo(viewport, QPoint(0, 0)).x()
         if left < 0 or left + card.width() > viewport.width():
             cut.append(f"{card.accessibleName()}: x {left} to {left + card.width()} of {viewport.width()}")
@@ -476,7 +483,7 @@ def test_the_cards_reflow_to_the_width_and_none_is_cut_off(qtbot, width: int, n_
     page = shipped_page(qtbot)
     page.resize(width, 800)
     qtbot.waitUntil(lambda: assert_within_its_width(page), timeout=5_000)  # once laid out
-    assert page.card_grid.columns == n_columns
+    assert page.catalog_section.card_grid.columns == n_columns
 
 
 def test_a_long_models_folder_path_does_not_widen_the_page(qtbot, tmp_path: Path) -> None:

@@ -148,12 +148,12 @@ def test_the_model_in_use_is_listed_and_chosen_on_the_models_page(qtbot, open_wi
     window = open_window(tiny_target)
     page = window.models_page
     assert tiny_target.parent != page.models_dir
-    qtbot.waitUntil(lambda: page.target_combo.count() > 0, timeout=10_000)
-    assert page.target_combo.currentData() == str(tiny_target)
-    assert "in use" in page.target_combo.currentText()
-    files = [page.local_table.item(r, 0).text() for r in range(page.local_table.rowCount())]
+    qtbot.waitUntil(lambda: page.picker.target_combo.count() > 0, timeout=10_000)
+    assert page.picker.target_combo.currentData() == str(tiny_target)
+    assert "in use" in page.picker.target_combo.currentText()
+    files = [page.local_box.table.item(r, 0).text() for r in range(page.local_box.table.rowCount())]
     assert any(f.endswith("(in use)") and tiny_target.name in f for f in files)
-    assert page.use_pair_button.isEnabled()
+    assert page.picker.use_pair_button.isEnabled()
     # The refresh button keeps it (and a second refresh does not list it twice).
     page.refresh_local_models()
     assert [m.path for m in page.local_models].count(tiny_target) == 1

@@ -147,15 +147,15 @@ def test_the_models_page_chats_with_the_same_picker_and_the_same_list(
     header, page = window.header, window.models_page
     header.refresh_models()
     page.refresh_local_models()
-    assert type(page.target_combo) is type(header.model_combo)
+    assert type(page.picker.target_combo) is type(header.model_combo)
     in_header = [header.model_combo.itemData(i) for i in range(header.model_combo.count())]
-    on_page = [page.target_combo.itemData(i) for i in range(page.target_combo.count())]
+    on_page = [page.picker.target_combo.itemData(i) for i in range(page.picker.target_combo.count())]
     assert "default" in on_page and str(tiny_target) in on_page
     assert on_page == [k for k in in_header if k and k != "open-file"]
     # Named and sized alike (the page marks the one in use).
     for i, key in enumerate(on_page):
         text = header.model_combo.itemText(header.model_combo.findData(key))
-        assert page.target_combo.itemText(i) in (text, f"{text} (in use)")
+        assert page.picker.target_combo.itemText(i) in (text, f"{text} (in use)")
 
 
 def test_each_model_file_is_listed_once_however_it_came(qtbot, open_window, tiny_target) -> None:
@@ -185,11 +185,11 @@ def test_each_model_file_is_listed_once_however_it_came(qtbot, open_window, tiny
     # The Models page's Target is the same list: each file once, the one in use marked once.
     page = window.models_page
     page.refresh_local_models()
-    targets = _items(page.target_combo)
+    targets = _items(page.picker.target_combo)
     assert len(targets) == len(set(targets)) == 3, targets
     assert sum(t.endswith("(in use)") for t in targets) == 1
     # A copy of the target is not a draft for it (it would guess every token, and cost as much).
-    drafts = [page.draft_combo.itemData(i) for i in range(page.draft_combo.count())]
+    drafts = [page.picker.draft_combo.itemData(i) for i in range(page.picker.draft_combo.count())]
     assert copy not in drafts and str(folder / "link.gguf") not in drafts
 
 
@@ -236,11 +236,11 @@ def test_the_header_says_each_thing_once(qtbot, open_window, tiny_target) -> Non
 def _draft_list(page) -> tuple[list[str], list[str]]:  # type: ignore[no-untyped-def]
     """The Models page's Draft list past "From the text" and "Off": the models that can be chosen
     and those greyed."""
-    combo = page.draft_combo
+    combo = page.picker.draft_combo
     rows = range(2, combo.count())
     return (
-        [combo.itemText(i) for i in rows if page.is_draft_enabled(i)],
-        [combo.itemText(i) for i in rows if not page.is_draft_enabled(i)],
+        [combo.itemText(i) for i in rows if page.picker.is_draft_enabled(i)],
+        [combo.itemText(i) for i in rows if not page.picker.is_draft_enabled(i)],
     )
 
 
@@ -254,7 +254,7 @@ def test_the_line_under_the_pair_says_what_the_draft_list_holds(
     window = open_window(tiny_target)
     page = window.models_page
     page.refresh_local_models()
-    line = page.pair_explanation
+    line = page.picker.pair_explanation
     assert _draft_list(page) == ([], [])
     assert line.text() == "No other model here to draft with: drafting from the text works with any model."
     # One that does not pair: greyed, counted, its rule on hover.
@@ -287,7 +287,7 @@ def test_models_on_this_computer_lists_the_built_in_model_by_name_and_a_copy_onc
     smollm2 = smollm2_model()
     window = open_window(Path("smollm2"))
     page = window.models_page
-    table = page.local_table
+    table = page.local_box.table
 
     def files() -> list[str]:
         return [table.item(r, 0).text() for r in range(table.rowCount())]
@@ -343,7 +343,7 @@ def test_the_draft_list_offers_the_opened_files_that_pair(
     page = window.models_page
     page.refresh_local_models(select=target)
     pairing, _greyed = _draft_list(page)
-    assert pairing == ["tiny-1-4L"] and "can draft for this target" in page.pair_explanation.text()
+    assert pairing == ["tiny-1-4L"] and "can draft for this target" in page.picker.pair_explanation.text()
 
 
 def test_two_quantisations_of_one_model_are_told_apart_by_their_tensors(tmp_path, monkeypatch) -> None:

@@ -10,7 +10,6 @@ on threads owned by ui/models/download_jobs.py, shared with the pair doctor.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, Signal
@@ -33,7 +32,6 @@ from ui.models.catalog_section import CatalogSection, IncompatiblePairs
 from ui.models.download_jobs import DownloadJobs, DownloadOptions
 from ui.models.local_models import LocalModelsBox, ModelImports, dropped_files
 from ui.models.model_downloads import ModelDownloads
-from ui.models.pair_card import PROGRESS_STEPS
 from ui.models.pair_doctor_panel import PairDoctorPanel
 from ui.models.pair_picker import PairPicker
 from ui.qt import theme
@@ -50,8 +48,6 @@ class ModelsPage(QWidget):
     download_progressed = Signal(str, str)  # relays the downloads list's: the page's parts stay its own
     download_finished = Signal(str, list)  # relays the downloads list's (as above)
     download_failed = Signal(str, str, bool)  # relays the downloads list's (as above)
-
-    PROGRESS_STEPS = PROGRESS_STEPS
 
     def __init__(
         self,
@@ -100,24 +96,6 @@ class ModelsPage(QWidget):
         self.message_label = QLabel()
         self.message_label.setObjectName("modelsMessage")
         self.message_label.setWordWrap(True)
-
-        # The parts' widgets, by the names the window's tests and the welcome panel use.
-        self.target_combo = self.picker.target_combo
-        self.draft_combo = self.picker.draft_combo
-        self.use_pair_button = self.picker.use_pair_button
-        self.pair_explanation = self.picker.pair_explanation
-        self.machine_label = self.catalog_section.machine_label
-        self.card_grid = self.catalog_section.card_grid
-        self.cards = self.catalog_section.cards
-        self.download_buttons = self.download_view.download_buttons
-        self.pause_buttons = self.download_view.pause_buttons
-        self.cancel_buttons = self.download_view.cancel_buttons
-        self.progress_bars = self.download_view.progress_bars
-        self.status_labels = self.download_view.status_labels
-        self.repo_edit = self.download_view.repo_edit
-        self.file_edit = self.download_view.file_edit
-        self.local_table = self.local_box.table
-        self.import_button = self.local_box.import_button
 
         # One scrolling column: what you chat with now, the pairs to choose from, the pairs that
         # do not work (folded), your own files, and any file from the hub.
@@ -169,12 +147,6 @@ class ModelsPage(QWidget):
         self.catalog_section.show_card_states(in_use)
         self.models_changed.emit()
 
-    def is_draft_enabled(self, index: int) -> bool:
-        return self.picker.is_draft_enabled(index)
-
-    def import_files(self, files: Sequence[Path]) -> None:
-        self.imports.import_files(files)
-
     # --- the catalog and its downloads -------------------------------------------------------------
 
     def set_gpu_backend(self, supported: bool) -> None:
@@ -221,4 +193,4 @@ class ModelsPage(QWidget):
         files = dropped_files(event.mimeData())
         if files:
             event.acceptProposedAction()
-            self.import_files(files)
+            self.imports.import_files(files)
