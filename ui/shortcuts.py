@@ -10,7 +10,6 @@ for Regenerate).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from html import escape
 
 from PySide6.QtGui import QAction, QKeySequence
@@ -19,75 +18,54 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QMainWindow, QM
 StandardKey = QKeySequence.StandardKey
 
 
-def _keys(standard: StandardKey | None, *extra: str) -> list[QKeySequence]:
-    """The platform's keys for a standard action, then `extra` ones not already among them."""
+def _keys(standard: StandardKey | None, extra: str) -> list[QKeySequence]:
+    """The platform's keys for a standard action, then `extra` where not already among them."""
     keys = list(QKeySequence.keyBindings(standard)) if standard is not None else []
-    for text in extra:
-        sequence = QKeySequence(text)
-        if sequence not in keys:
-            keys.append(sequence)
+    if extra and QKeySequence(extra) not in keys:
+        keys.append(QKeySequence(extra))
     return keys
 
 
-@dataclass(frozen=True)
-class Shortcut:
-    name: str  # object name of its QAction
-    text: str
-    keys: list[QKeySequence]
-    description: str
-
-
-def _shortcuts() -> list[Shortcut]:
-    return [
-        Shortcut(
-            "newConversationAction", "&New conversation", _keys(StandardKey.New), "Start a new conversation"
-        ),
-        Shortcut(
-            "searchConversationsAction",
-            "&Search conversations",
-            _keys(StandardKey.Find),
-            "Search the conversations: titles and what was written",
-        ),
-        Shortcut(
-            "focusInputAction", "&Message box", _keys(None, "Ctrl+L"), "Put the cursor in the message box"
-        ),
-        Shortcut(
-            "stopAction",
-            "S&top",
-            _keys(None, "Ctrl+."),
-            "Stop the reply being written (Esc in the message box does it too)",
-        ),
-        Shortcut(
-            "regenerateAction",
-            "&Regenerate",
-            _keys(StandardKey.Refresh, "Ctrl+R"),
-            "Write the last reply again",
-        ),
-        Shortcut(
-            "switchSpeculationAction",
-            "Switch the s&peed-up",
-            _keys(None, "Ctrl+D"),
-            "Next speed-up: off, from the text, the draft model (if one was chosen)",
-        ),
-        Shortcut("showChatAction", "C&hat", _keys(None, "Ctrl+1"), "Show the chat"),
-        Shortcut(
-            "showCompareAction",
-            "&Compare",
-            _keys(None, "Ctrl+2"),
-            "Open Compare: the usual way against the speed-up",
-        ),
-        Shortcut("showModelsAction", "&Models", _keys(None, "Ctrl+3"), "Show the models page"),
-        Shortcut(
-            "settingsAction", "Se&ttings…", _keys(StandardKey.Preferences, "Ctrl+,"), "Open the settings"
-        ),
-        Shortcut(
-            "shortcutsAction",
-            "&Keyboard shortcuts",
-            _keys(StandardKey.HelpContents, "Ctrl+/"),
-            "List the keyboard shortcuts",
-        ),
-        Shortcut("quitAction", "&Quit", _keys(StandardKey.Quit, "Ctrl+Q"), "Close Tandem"),
-    ]
+# Each action: its object name, its text, the platform's standard key (or None), a key added to
+# it ("" none), and what it does.
+SHORTCUTS = (
+    ("newConversationAction", "&New conversation", StandardKey.New, "", "Start a new conversation"),
+    (
+        "searchConversationsAction",
+        "&Search conversations",
+        StandardKey.Find,
+        "",
+        "Search the conversations: titles and what was written",
+    ),
+    ("focusInputAction", "&Message box", None, "Ctrl+L", "Put the cursor in the message box"),
+    (
+        "stopAction",
+        "S&top",
+        None,
+        "Ctrl+.",
+        "Stop the reply being written (Esc in the message box does it too)",
+    ),
+    ("regenerateAction", "&Regenerate", StandardKey.Refresh, "Ctrl+R", "Write the last reply again"),
+    (
+        "switchSpeculationAction",
+        "Switch the s&peed-up",
+        None,
+        "Ctrl+D",
+        "Next speed-up: off, from the text, the draft model (if one was chosen)",
+    ),
+    ("showChatAction", "C&hat", None, "Ctrl+1", "Show the chat"),
+    ("showCompareAction", "&Compare", None, "Ctrl+2", "Open Compare: the usual way against the speed-up"),
+    ("showModelsAction", "&Models", None, "Ctrl+3", "Show the models page"),
+    ("settingsAction", "Se&ttings…", StandardKey.Preferences, "Ctrl+,", "Open the settings"),
+    (
+        "shortcutsAction",
+        "&Keyboard shortcuts",
+        StandardKey.HelpContents,
+        "Ctrl+/",
+        "List the keyboard shortcuts",
+    ),
+    ("quitAction", "&Quit", StandardKey.Quit, "Ctrl+Q", "Close Tandem"),
+)
 
 
 # Qt's special keyboard keys (Key_Back = 0x01000061 on: New, Refresh, Help, Exit...) are bound
@@ -133,16 +111,16 @@ def install(
 ) -> dict[str, QAction]:
     """Create the window's shortcut actions, a Conversation and a View menu with them, and
     Help > Keyboard shortcuts. `handlers`: what each action does, by its object name (every
-    name _shortcuts() lists). Returns the actions by object name."""
+    name SHORTCUTS lists). Returns the actions by object name."""
     actions: dict[str, QAction] = {}
-    for shortcut in _shortcuts():
-        action = QAction(shortcut.text, window)
-        action.setObjectName(shortcut.name)
-        action.setShortcuts(shortcut.keys)
-        action.setToolTip(shortcut.description)
-        action.triggered.connect(handlers[shortcut.name])
+    for name, text, standard, extra, description in SHORTCUTS:
+        action = QAction(text, window)
+        action.setObjectName(name)
+        action.setShortcuts(_keys(standard, extra))
+        action.setToolTip(description)
+        action.triggered.connect(handlers[name])
         window.addAction(action)  # active wherever the focus is in the window
-        actions[shortcut.name] = action
+        actions[name] = action
     bar = window.menuBar()
     help_menu = next(
         (menu for a in bar.actions() if a.text() == help_menu_title and isinstance(menu := a.menu(), QMenu)),
