@@ -1,10 +1,6 @@
 """The engine and its speed-up, without widgets: which pair is loaded (or loading, or failed),
-the one copy of the speed-up state (`SpeculationView`: the kind chosen, the kind in effect,
-whether it can be switched), and the pair's state in words for the header.
-
-It drives the engine controller's loading and listens to its engine signals; the chat's
-replies are ui/presenters/presenter.py's, Compare's ui/presenters/compare_presenter.py's.
-"""
+the one copy of the speed-up state (`SpeculationView`), and the pair's state in words for the
+header. It drives the engine controller's loading and follows its engine signals."""
 
 from __future__ import annotations
 
@@ -46,9 +42,8 @@ class PairView:
     is_problem: bool = False
     tooltip: str | None = None
     title: str | None = None
-    # The speed-up choice the text only says again ("Guessing from the text (n-gram)" under the
-    # choice "From the text (n-gram)"): the header shows the line only beside another choice
-    # (Automatic, which it then explains). None: the text says more than any choice.
+    # The speed-up choice the text only says again: the header shows the line only beside another
+    # choice (Automatic, which it then explains). None: the text says more than any choice.
     restates: SpeedUp | None = None
 
 
@@ -91,8 +86,7 @@ def _draft_said(info: EngineInfo) -> str:
 
 def first_chat_model() -> str:
     """The model a first chat starts on: the offline instruct model SmolLM2 where it is installed
-    (it answers questions; the built-in Gemma is a base model that continues text), else Gemma.
-    The comparison behind the choice: docs/first-chat-model.md."""
+    (the built-in Gemma is a base model that continues text), else Gemma (docs/first-chat-model.md)."""
     import importlib.util
 
     from app.library.default_model import SMOLLM2_PACKAGE
@@ -117,8 +111,7 @@ class EnginePresenter(QObject):
         draft: str | None = None,
         parent: QObject | None = None,
     ) -> None:
-        """settings: the current settings; update_settings(changed) keeps and saves them;
-        model/draft override the saved choice for this session (the command line's --model/--draft)."""
+        """model/draft override the saved choice for this session (the command line's --model/--draft)."""
         super().__init__(parent)
         self.controller = controller
         self._settings = settings
@@ -146,11 +139,9 @@ class EnginePresenter(QObject):
         remote = RemoteTarget(s.remote_url, s.remote_api_key, s.remote_model) if s.is_remote else None
         self.controller.use_remote(remote)
         self._show_speculation(can_switch=remote is None)
-        target = self._model_override or s.model_path or first_chat_model()
-        config = s.engine_config(target)
         if self._draft_override is not None:
-            config = dataclasses.replace(s, draft=self._draft_override).engine_config(target)
-        self.controller.load(config)
+            s = dataclasses.replace(s, draft=self._draft_override)
+        self.controller.load(s.engine_config(self.model_key()))
 
     def _show_speculation(
         self,
@@ -185,10 +176,9 @@ class EnginePresenter(QObject):
         return bool(path) and Path(str(path)).exists()
 
     def choose_speculation(self, kind: SpeedUp) -> bool:
-        """The header's choice (DRAFT: the draft model chosen last). Automatic is the draft model
-        chosen last where there is one (it also drafts from the text, and leaves the draft model
-        aside where it does not pay), else the text alone. False when there is no draft model to
-        switch to: the window asks for a file."""
+        """The header's choice (DRAFT: the draft model chosen last; Automatic: that draft model and
+        the text, or the text alone where there is none or it was measured not to pay here). False
+        when there is no draft model to switch to: the window asks for a file."""
         model = (
             DraftChoice.of_model(str(self._settings().draft_model_path)) if self.has_draft_model() else None
         )

@@ -50,8 +50,7 @@ class SpeedPresenter(QObject):
         target_path: Callable[[], str | None],
         parent: QObject | None = None,
     ) -> None:
-        """settings: the current settings; update_settings(changed) keeps and saves them;
-        target_path: the loaded target model's path (None while none is loaded)."""
+        """target_path: the loaded target model's path (None while none is loaded)."""
         super().__init__(parent)
         self._settings = settings
         self._update_settings = update_settings
@@ -83,11 +82,9 @@ class SpeedPresenter(QObject):
         return self._settings().quiet_steps_tokens_per_s.get(key) if key else None
 
     def note_steps(self, finished: Finished) -> None:
-        """Keep a finished reply's one-token steps (the engine's median of its last ones) where
-        they were the quickest yet: a busy computer only slows them, so the quickest is the
-        nearest to a quiet moment. Where QUIET_REPLACED replies in a row ran below BUSY_SHARE of
-        it, the computer is slower now (another setup, power saving): theirs is the usual then.
-        (Called after the reply's record, which is compared with what was known before it.)"""
+        """Keep a finished reply's one-token steps where they were the quickest yet (a busy
+        computer only slows them); where QUIET_REPLACED replies in a row ran below BUSY_SHARE of
+        it, the computer is slower now (another setup, power saving): theirs is the usual then."""
         key, est = self._steps_key(finished.stats), finished.stats.plain_tokens_per_s_est
         if (
             key is None
@@ -106,9 +103,8 @@ class SpeedPresenter(QObject):
             )
 
     def record_plain_speed(self, finished: Finished) -> bool:
-        """Keep a plain reply's decode speed as the baseline; True when it was kept.
-
-        Only a plain reply (speculation off) that ended by itself and was long enough counts."""
+        """Keep a plain reply's decode speed as the baseline (one that ended by itself, long enough);
+        True when it was kept."""
         stats = finished.stats
         path = self._target_path()
         if (
@@ -119,37 +115,30 @@ class SpeedPresenter(QObject):
         ):
             return False
         speed = round(stats.decode_tokens_per_s, 3)
-        speeds = dict(self._settings().plain_tokens_per_s)
-        speeds[path] = speed
+        speeds = {**self._settings().plain_tokens_per_s, path: speed}
         self._update_settings(replace(self._settings(), plain_tokens_per_s=speeds))
         self.baseline_changed.emit(path, speed)
         return True
 
     def record(self, finished: Finished, **extras: object) -> StatsRecord:
         """What a finished reply keeps: the engine's numbers, how it ended, the baseline."""
-        record = StatsRecord.of(
-            finished.stats, finished.stop_reason, **self._steps_extra(finished.stats), **extras
-        )
-        return replace(record, plain_tokens_per_s=self._plain())
+        return self._record(finished.stats, finished.stop_reason, **extras)
 
     def partial_record(self, stats: Stats | None, failure: str = "") -> StatsRecord | None:
         """What an interrupted reply keeps (its last numbers, and why it failed where it did), or
         None when it had none."""
         if stats is None:
             return None
-        why = {FAILURE_KEY: failure} if failure else {}
-        record = StatsRecord.of(stats, "interrupted", **self._steps_extra(stats), **why)
-        return replace(record, plain_tokens_per_s=self._plain())
+        return self._record(stats, "interrupted", **({FAILURE_KEY: failure} if failure else {}))
 
-    def _plain(self) -> float | None:
-        return self.plain_tokens_per_s() or None
-
-    def _steps_extra(self, stats: Stats) -> dict[str, float]:
-        """The quiet one-token-step speed a reply is compared with (its busy test; its usual speed
-        where no plain speed was measured): kept in its record, so the stored reply says what it
-        said at its end."""
+    def _record(self, stats: Stats, stop_reason: str, **extras: object) -> StatsRecord:
+        # The quiet one-token-step speed the reply is compared with is kept in its record, so the
+        # stored reply says what it said at its end.
         steps = self.steps_tokens_per_s(stats)
-        return {STEPS_KEY: round(steps, 2)} if steps else {}
+        record = StatsRecord.of(
+            stats, stop_reason, **({STEPS_KEY: round(steps, 2)} if steps else {}), **extras
+        )
+        return replace(record, plain_tokens_per_s=self.plain_tokens_per_s() or None)
 
 
 @dataclass(frozen=True)

@@ -4,18 +4,15 @@ compare, and where a reply's accepted drafts came from (ui/presenters/words.py s
 from __future__ import annotations
 
 from engine.events import DraftSource, Speculation, StatsRecord
+from ui.presenters.verdict import MIN_TOKENS
 
 DASH = "—"
 
 
-# The estimate compares a reply's speed with steady plain steps; a reply's first step (the end of
-# the prompt goes in with it) weighs too much in a short reply for that to be fair.
-MIN_TOKENS_FOR_ESTIMATE = 16
-
-
 def plain_estimate(stats: StatsRecord) -> float | None:
-    """The engine's own estimate of plain tokens/s, where a reply is long enough to compare."""
-    if stats.n_generated < MIN_TOKENS_FOR_ESTIMATE:
+    """The engine's own estimate of plain tokens/s, where a reply is long enough to compare (its
+    first step weighs too much in a short one)."""
+    if stats.n_generated < MIN_TOKENS:
         return None
     estimate = stats.plain_tokens_per_s_est
     return estimate if estimate is not None and estimate > 0 else None

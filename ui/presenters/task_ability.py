@@ -56,20 +56,15 @@ SAME_SIZE = 0.02  # parameter counts within 2% of each other: the same model (em
 
 
 def measured(ability: ModelAbility) -> MeasuredModel | None:
-    for m in MEASURED:
-        if (
-            m.architecture == ability.architecture
-            and abs(ability.n_params - m.n_params) <= SAME_SIZE * m.n_params
-        ):
-            return m
-    return None
+    same = (m for m in MEASURED if m.architecture == ability.architecture)
+    return next((m for m in same if abs(ability.n_params - m.n_params) <= SAME_SIZE * m.n_params), None)
 
 
 _BASE = re.compile(r"\bbase\b", re.IGNORECASE)
 
 
 @lru_cache(maxsize=16)
-def _read(path: str, mtime_ns: int, size: int) -> ModelAbility | None:
+def _read(path: str, mtime_ns: int, size: int) -> ModelAbility | None:  # read again once changed
     from app.library.catalog import local_model
     from engine.errors import TandemError
 
@@ -119,9 +114,7 @@ def model_ability(model: str | None) -> ModelAbility | None:
         stat = path.stat() if path is not None else None
     except OSError:
         return None
-    if path is None or stat is None:
-        return None
-    return _read(str(path), stat.st_mtime_ns, stat.st_size)
+    return _read(str(path), stat.st_mtime_ns, stat.st_size) if stat is not None else None
 
 
 def task_refusal(ability: ModelAbility | None, task: str) -> str:
