@@ -28,7 +28,3 @@ class Document:
     n_bytes: int  # the file's size when read
     encoding: str = ""  # of a text file: utf-8, utf-16, cp1252 or latin-1
     language: str = ""  # of source code: the fence's language
-
-    @property
-    def n_chars(self) -> int:
-        return len(self.text)

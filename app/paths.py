@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -25,11 +26,19 @@ def private_dir(path: Path) -> Path:
 
 
 def write_private_text(path: Path, text: str) -> None:
-    """Write a file only the user can read (0600): an exported conversation holds what was said."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """Write a file only its owner can read (0600: settings hold API keys, an exported conversation
+    what was said), whole or not at all (a temporary file, then an atomic rename)."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # A .tmp left by an older version may have had wider permissions. (Windows has no POSIX
+    # modes; the user's profile folder is private already.)
+    with contextlib.suppress(AttributeError, OSError):
+        os.fchmod(fd, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        os.fchmod(fd, 0o600)  # a file that was already there keeps its mode otherwise
         f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def home() -> Path:

@@ -62,11 +62,6 @@ class Theme(StrEnum):
     LIGHT = "light"
     DARK = "dark"
 
-    @classmethod
-    def of(cls, value: object) -> Theme:
-        """A choice read back; one this build does not know follows the system."""
-        return cls(value) if isinstance(value, str) and value in tuple(cls) else cls.SYSTEM
-
 
 class EngineKind(StrEnum):
     """Where the model runs: this computer, or a server (OpenAI-compatible: app/host/remote_worker.py)."""
@@ -268,25 +263,10 @@ def load_settings(path: Path | None = None) -> Settings:
         return Settings()
 
 
-def write_private(path: Path, text: str) -> None:
-    """Write a file only its owner can read (0600: settings hold API keys), whole or not at all."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    # A .tmp left by an older version may have had wider permissions. (Windows has no POSIX
-    # modes; the user's profile folder is private already.)
-    with contextlib.suppress(AttributeError, OSError):
-        os.fchmod(fd, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def save_settings(settings: Settings, path: Path | None = None) -> None:
     path = path or paths.settings_path()
     data = {**dataclasses.asdict(settings), "draft": settings.draft.text, "format": SETTINGS_FORMAT}
-    write_private(path, json.dumps(data, indent=2, sort_keys=True))
+    paths.write_private_text(path, json.dumps(data, indent=2, sort_keys=True))
 
 
 # ---- API keys from the command line, a file or the environment
@@ -390,7 +370,5 @@ def load_presets(path: Path | None = None) -> list[Preset]:
 
 def save_presets(presets: list[Preset], path: Path | None = None) -> None:
     path = path or presets_path()
-    tmp = path.with_name(path.name + ".tmp")
     data = {"format": 1, "presets": [dataclasses.asdict(p) for p in presets]}
-    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    os.replace(tmp, path)
+    paths.write_private_text(path, json.dumps(data, indent=2))

@@ -15,26 +15,20 @@ from app.api.engine_bridge import RETRY_AFTER_S
 from app.api.requests import ApiError
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
-# What one client, or all together, can hold (docs/trust.md "What a client can hold"): a
-# connection that has not sent a whole request's headers within HEADER_TIMEOUT_S (a fresh one,
-# or one kept alive after a reply) is closed; a body must arrive within BODY_TIMEOUT_S; at most
-# MAX_CONNECTIONS are open (fewer where the open-file limit is low: half of it), half of them
-# from one address (over either, the oldest idle one is closed to make room, else the new one
-# is answered 503); bodies being read hold at most MAX_BODY_BYTES_READING between them. A place
-# in the queue is taken only once the body is read, so slow uploads never hold one. The caps are
-# large enough that 1,000 idle sockets are simply held until their timeout, beside the clients.
+# A connection that has not sent a whole request's headers within HEADER_TIMEOUT_S (a fresh one,
+# or one kept alive after a reply) is closed; at most MAX_CONNECTIONS are open (fewer where the
+# open-file limit is low), half of them from one address (over either, the oldest idle one is
+# closed to make room, else the new one is answered 503). A place in the queue is taken only once
+# the body is read, so slow uploads never hold one.
 HEADER_TIMEOUT_S = 10.0
 EVICT_GRACE_S = 1.0  # a connection this young is never closed to make room (its request may be unread)
 BODY_TIMEOUT_S = 30.0
 MAX_CONNECTIONS = 2048
 MAX_BODY_BYTES_READING = 128 * 1024 * 1024
-# Bodies one address may have half-read at once. A request inside its body cannot be evicted like
-# an idle connection, so 1,024 slow uploads from 127.0.0.1 (where every local client comes from)
-# filled the address's half of the connections and every local client got 503 (review 5, F4).
-# Past this, a new request's body closes the address's oldest one still arriving (408): slow
-# uploads hold at most this many connections, and a plain request, whose body comes with its
-# headers, is always read. 64: far more uploads than one client runs at once (the queue holds 8),
-# few enough that at 34 new uploads a second a plain request has about 2 s to send its body.
+# Bodies one address may have half-read at once (a request inside its body cannot be evicted like
+# an idle connection): past this, a new request's body closes the address's oldest one still
+# arriving (408), so slow uploads from 127.0.0.1 cannot fill the address's connections. 64: far
+# more uploads than one client runs at once, few enough that a plain request is always read.
 MAX_READING_PER_CLIENT = 64
 # A streamed reply whose client takes nothing for this long is cancelled and its turn freed
 # (llama-server's --timeout covers writes too); --timeout shortens it.
@@ -207,8 +201,7 @@ def bounded_protocol(
             self._admitted = True
             self._arm()
 
-        def is_idle(self) -> bool:
-            """Not inside a request: no whole request's headers yet, or its reply is sent."""
+        def is_idle(self) -> bool:  # not inside a request: no whole headers yet, or its reply sent
             return self.cycle is None or bool(self.cycle.response_complete)
 
         def has_replied(self) -> bool:

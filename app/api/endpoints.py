@@ -10,7 +10,7 @@ import json
 import time
 from typing import Any, Protocol, assert_never
 
-from app.api.connections import BODY_TIMEOUT_S, MAX_BODY_BYTES, WRITE_TIMEOUT_S, Connections
+from app.api.connections import MAX_BODY_BYTES, Connections
 from app.api.engine_bridge import ApiEngine, Job
 from app.api.requests import (
     ApiError,
@@ -65,7 +65,6 @@ class Endpoint:
         from starlette.datastructures import Headers
 
         host = self.server.host
-        reserved = False
         try:
             headers = Headers(scope=scope)
             self.server.check_auth(headers)
@@ -91,17 +90,10 @@ class Endpoint:
             request = parse_request(body, self.chat, n_ctx)
             if info is not None:
                 self.server.check_model(request.model, info)
-            host.reserve()
-            reserved = True
+            host.reserve()  # the last step: nothing after it may fail before the try below
         except ApiError as e:
-            if reserved:
-                host.unreserve()
             await e.send(send)
             return
-        except BaseException:
-            if reserved:
-                host.unreserve()
-            raise
         try:
             await self._serve(request, receive, send)
         finally:
@@ -143,8 +135,8 @@ class Endpoint:
                 if gone.is_set():
                     host.cancel(job)
                 t0 = time.monotonic()
-                # Hold the response until the first token (or the failure): a prompt too long or
-                # a crash during the prefill still gets its own status code.
+                # Hold the response until the first token (or the failure; not streamed: the end):
+                # a prompt too long or a crash during the prefill still gets its own status code.
                 head: list[ReplyMessage | WorkerDied] = []
                 finished: Finished | None = None
                 while True:
@@ -166,23 +158,13 @@ class Endpoint:
                             raise self._failure(message, head, info)
                         case _:
                             assert_never(message)
-                    break
+                    if request.stream or finished is not None:
+                        break
+                started = True
                 if request.stream:
-                    started = True
                     await self._stream(reply, job, head, send, gone)
                 else:
-                    while finished is None:
-                        message = await job.get()
-                        match message:
-                            case ReplyFailed() | WorkerDied():
-                                raise self._failure(message, [*head, message], info)
-                            case ReplyEvents():
-                                finished = message.finished
-                            case ReplyStarted() | ReplyReading():
-                                pass
-                            case _:
-                                assert_never(message)
-                    started = True
+                    assert finished is not None
                     if not gone.is_set():
                         await send_json(send, 200, reply.whole(finished))
                     self._log(request, finished, gone.is_set(), time.monotonic() - t0)
@@ -220,8 +202,7 @@ class Endpoint:
         self, reply: Reply, job: Job, head: list[ReplyMessage | WorkerDied], send: Send, gone: asyncio.Event
     ) -> None:
         t0 = time.monotonic()
-
-        write_timeout_s = getattr(self.server, "write_timeout_s", WRITE_TIMEOUT_S)
+        write_timeout_s = self.server.write_timeout_s
 
         async def emit(data: bytes, more: bool = True) -> None:
             if gone.is_set():
@@ -231,13 +212,11 @@ class Endpoint:
                 # longer than the write deadline: uvicorn's send waits for the buffers to drain.
                 async with asyncio.timeout(write_timeout_s):
                     await send({"type": "http.response.body", "body": data, "more_body": more})
-            except TimeoutError:
-                say(
-                    f"tandem serve: a streaming client took nothing for {write_timeout_s:g} s; reply cancelled"
-                )
-                gone.set()
-                self.server.host.cancel(job)
-            except Exception:  # the connection is gone (uvicorn raises OSError subclasses)
+            except Exception as e:  # the client took nothing, or the connection is gone (OSError)
+                if isinstance(e, TimeoutError):
+                    say(
+                        f"tandem serve: a streaming client took nothing for {write_timeout_s:g} s; reply cancelled"
+                    )
                 gone.set()
                 self.server.host.cancel(job)
 
@@ -326,12 +305,7 @@ class Endpoint:
         )
 
 
-async def _read_body(
-    receive: Receive,
-    connections: Connections | None = None,
-    timeout_s: float = BODY_TIMEOUT_S,
-    client: str = "?",
-) -> bytes:
+async def _read_body(receive: Receive, connections: Connections, timeout_s: float, client: str) -> bytes:
     """The whole body, within timeout_s and MAX_BODY_BYTES (408, 413), its bytes counted in
     `connections` while it is read (503 when all bodies being read would pass their bound), and
     the body itself counted against its client's bodies arriving (the oldest of which a newer
@@ -346,8 +320,7 @@ async def _read_body(
         if task is not None:
             task.cancel()
 
-    if connections is not None:
-        connections.start_reading(client, token, stop)
+    connections.start_reading(client, token, stop)
     try:
         async with asyncio.timeout(timeout_s):
             while True:
@@ -361,8 +334,7 @@ async def _read_body(
                         f"the request body is larger than {MAX_BODY_BYTES // (1024 * 1024)} MB",
                         headers={"Connection": "close"},
                     )
-                if connections is not None:
-                    connections.take_body_bytes(len(chunk))
+                connections.take_body_bytes(len(chunk))
                 size += len(chunk)
                 chunks.append(chunk)
                 if not message.get("more_body", False):
@@ -383,6 +355,5 @@ async def _read_body(
             headers={"Connection": "close"},
         ) from None
     finally:
-        if connections is not None:
-            connections.done_reading(client, token)
-            connections.give_body_bytes(size)
+        connections.done_reading(client, token)
+        connections.give_body_bytes(size)

@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from typing import assert_never
 
 from app.api.requests import ApiError, GenerationRequest
 from app.api.responses import say
@@ -17,9 +16,7 @@ from app.host.messages import (
     ReplyEvents,
     ReplyFailed,
     ReplyMessage,
-    ReplyReading,
     ReplyRequest,
-    ReplyStarted,
     WorkerDied,
 )
 from app.host.supervisor import EngineSupervisor
@@ -54,15 +51,10 @@ class Job:
         return out
 
     def _seen(self, message: ReplyMessage | WorkerDied) -> ReplyMessage | WorkerDied:
-        match message:
-            case ReplyFailed() | WorkerDied():
-                self.done = True
-            case ReplyEvents() if message.finished is not None:
-                self.done = True
-            case ReplyEvents() | ReplyStarted() | ReplyReading():
-                pass
-            case _:
-                assert_never(message)
+        if isinstance(message, ReplyFailed | WorkerDied) or (
+            isinstance(message, ReplyEvents) and message.finished is not None
+        ):
+            self.done = True  # the reply's end
         return message
 
 
@@ -76,8 +68,6 @@ class ApiEngine:
     it: a missing engine is asked of the window (`want_engine`, on its own thread) and waited for.
     """
 
-    LOAD_TIMEOUT_S: float | None = None  # a big model may take long; a failure ends the wait anyway
-
     def __init__(
         self,
         supervisor: EngineSupervisor,
@@ -88,18 +78,18 @@ class ApiEngine:
         """config: the engine to load and reload (`tandem serve`); want_engine instead: the owner
         loads it (the window)."""
         self.supervisor = supervisor
-        if want_engine is None:  # its own engine: it listens once loaded, the buffer grown
+        self.owns_engine = want_engine is None
+        if self.owns_engine:  # its own engine: it listens once loaded, the buffer grown
             supervisor.grow_outputs_at_load = True
+        # A big model may take long to load (a failure ends the wait anyway); the window's: 5 min.
+        self.load_timeout_s = None if self.owns_engine else 300.0
         self.config = config
         self.max_queue = max_queue
-        self.owns_engine = want_engine is None
         self._want_engine = want_engine
         self.created = int(time.time())
         self._job: Job | None = None
         self._occupied = 0  # the running request and those waiting (event loop only)
         self._turn: asyncio.Lock | None = None
-        if not self.owns_engine:
-            self.LOAD_TIMEOUT_S = 300.0
 
     @property
     def info(self) -> EngineInfo | None:
@@ -140,7 +130,7 @@ class ApiEngine:
             assert self._want_engine is not None
             self._want_engine()
         with contextlib.suppress(TandemError):
-            await asyncio.to_thread(self.supervisor.wait_loaded, self.LOAD_TIMEOUT_S, n_ended)
+            await asyncio.to_thread(self.supervisor.wait_loaded, self.load_timeout_s, n_ended)
         info = self.supervisor.info
         if info is None:
             raise ApiError(500, f"the engine could not start: {self.load_error}", kind="server_error")

@@ -47,7 +47,7 @@ def timings(stats: Stats | None) -> dict[str, Any]:
     }
 
 
-def _lmstudio_stats(stats: Stats | None, info: EngineInfo) -> dict[str, Any]:
+def _lmstudio_stats(stats: Stats | None, info: EngineInfo, stop_reason: str) -> dict[str, Any]:
     """LM Studio's `stats` object (its speculative-decoding counters)."""
     if stats is None:
         return {}
@@ -55,7 +55,7 @@ def _lmstudio_stats(stats: Stats | None, info: EngineInfo) -> dict[str, Any]:
         "tokens_per_second": round(stats.decode_tokens_per_s, 3),
         "time_to_first_token": round(stats.prefill_s, 4),
         "generation_time": round(stats.decode_s, 4),
-        "stop_reason": None,
+        "stop_reason": stop_reason,
         "draft_model": info.draft_name if stats.speculation != Speculation.NONE else None,
         "total_draft_tokens_count": stats.n_drafted,
         "accepted_draft_tokens_count": stats.n_accepted,
@@ -118,12 +118,9 @@ class Reply:
         }
 
     def extras(self, stats: Stats | None, stop_reason: str) -> dict[str, Any]:
-        lm = _lmstudio_stats(stats, self.info)
-        if lm:
-            lm["stop_reason"] = stop_reason
         return {
             "timings": timings(stats),
-            "stats": lm,
+            "stats": _lmstudio_stats(stats, self.info, stop_reason),
             "speculation": stats.speculation if stats else Speculation.NONE,
         }
 

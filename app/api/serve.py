@@ -1,34 +1,22 @@
 """The engine on an OpenAI-compatible HTTP API: the server of `tandem serve` (app/cli/serve.py)
 and of the window's serve toggle (ui/settings/serve_toggle.py).
 
-Built on Starlette (routing, requests, JSON responses) served by uvicorn: both are small, widely
-used and maintained, and together they are the ASGI stack most Python model servers stand on,
-so the HTTP parsing, keep-alive and shutdown are theirs, not ours. The two generation endpoints
-are plain ASGI apps under Starlette's router: a generation needs the request's receive channel
-for its whole life, to notice a client that leaves and cancel its reply within one step.
+Built on Starlette served by uvicorn, the ASGI stack most Python model servers stand on: the HTTP
+parsing, keep-alive and shutdown are theirs. The two generation endpoints are plain ASGI apps
+under Starlette's router: a generation needs the request's receive channel for its whole life, to
+notice a client that leaves and cancel its reply within one step. The engine runs in the worker
+process the window uses, under the same supervisor (app/host): a native crash kills only that
+child, the request it served gets a 500, and the next request starts a fresh engine.
 
-The engine runs in the same worker process the window uses (app/host/worker.py), under the same
-supervisor (app/host/supervisor.py): a native crash in llama.cpp kills only that child, the
-request it was serving gets a 500, and the next request starts a fresh engine. One generation runs at a time; up to `--queue` more wait their turn, and
-beyond that a request gets 503 with Retry-After. The engine keeps its KV cache between requests,
-so a request that shares a prefix with the one before (a chat's next turn) prefills only what
-is new.
+Speculation is reported the way existing clients read it: llama-server's `timings` and LM
+Studio's `stats`, on every response and on the last streamed chunk; `"speculation": "off"` in a
+request decodes it plainly, and the response's `speculation` says what ran. Each streamed text
+chunk also says which of its tokens the draft wrote (`"tandem": {"drafted", "n_tokens"}`, an
+extension other clients ignore; the window on a server tints from it).
 
-Speculation is reported the way existing clients read it: llama-server's `timings` object and
-LM Studio's `stats`, on every response and on the last streamed chunk. A request may set
-`"speculation": "off"` to be decoded plainly (to compare); the response's `speculation` says
-what ran: "ngram", "draft" or "none". Each streamed text chunk also says which of its tokens the
-draft wrote (`"tandem": {"drafted": bool, "n_tokens": int}`, an extension other clients ignore;
-the window on a server tints from it), and `"timings_per_token": true` (llama-server's option)
-adds `timings` to the text chunks as the engine reports them. A text chunk holds what the
-worker sent in one message (app.host.messages.ReplyEvents: at most every 30 ms, the first text at
-once), drafted and undrafted text in chunks of their own.
-
-This file is the server: ApiServer (its checks and routes), the boundary with web pages, how
-uvicorn runs it (uvicorn_config, BackgroundServer) and the socket (listen). Beside it:
-requests.py (a request checked, the errors), responses.py (the JSON sent back), endpoints.py
-(the two generation endpoints), engine_bridge.py (the engine seen from the event loop) and
-connections.py (what a client can hold open).
+Beside this file: requests.py (a request checked, the errors), responses.py (the JSON sent back),
+endpoints.py (the two generation endpoints), engine_bridge.py (the engine seen from the event
+loop) and connections.py (what a client can hold open).
 """
 
 from __future__ import annotations
@@ -102,11 +90,9 @@ class ApiServer:
                 "it by another name); use its address, or allow the name with --allow-host"
             )
         origin = headers.get("origin")
-        if origin is None:
+        if origin is None or self.origin_allowed(origin):
             return None
         origin = origin.rstrip("/").lower()
-        if origin in self.allowed_origins or "*" in self.allowed_origins:
-            return None
         if host_header is not None and origin in (
             f"http://{host_header.lower()}",
             f"https://{host_header.lower()}",
@@ -116,6 +102,9 @@ class ApiServer:
             f"requests from web pages are refused: the page at {origin} may not use this API "
             "(allow it with --allow-origin, or in the window's settings)"
         )
+
+    def origin_allowed(self, origin: str) -> bool:  # by --allow-origin
+        return "*" in self.allowed_origins or origin.rstrip("/").lower() in self.allowed_origins
 
     def _is_served_host(self, host_header: str) -> bool:
         if "*" in self.allowed_hosts:
@@ -271,8 +260,7 @@ class _Boundary:
             await ApiError(403, refusal, kind="invalid_request_error", code="forbidden_origin").send(send)
             return
         origin = headers.get("origin")
-        allowed = self.server.allowed_origins
-        if origin is None or not ("*" in allowed or origin.rstrip("/").lower() in allowed):
+        if origin is None or not self.server.origin_allowed(origin):
             await self.app(scope, receive, send)
             return
         cors = [

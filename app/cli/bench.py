@@ -1,20 +1,14 @@
 """`tandem bench`: how much faster is it here, on my model and my prompts?
 
-Plain decoding against sped-up decoding (`--draft ngram` or a draft model) on the same prompts,
-in one process, the two runs of each prompt side by side so machine noise hits them alike. One
-table, two views of the same reply, both read from its `Stats`:
-- **decode**: tokens per second once the prompt is in (what the window's speed shows);
-- **whole request**: seconds from asking to the last token (reading the prompt and the reply).
+Plain decoding against sped-up decoding (`--draft ngram` or a draft model) on the same prompts, in
+one process, the two runs of each prompt side by side so machine noise hits them alike. One
+table, two views of each reply's `Stats`: decode (tokens per second once the prompt is in) and
+the whole request (seconds from asking to the last token). Every run starts from a fresh KV cache
+and the same temporary cost cache, warmed first by one reply and by timing this machine's verify
+batches, so each run starts as a user's second would; the user's own cost cache is never touched.
 
-Every run starts from a fresh KV cache and the same cost cache: a temporary one, warmed first by
-one reply on another prompt and by timing this machine's verify batches (what the window does the
-first time it is idle, Engine.calibrate), so each run starts as a user's second would and the
-user's own cost cache is never touched. Speed claims live here, as ratios measured side by side,
-never in unit tests.
-
-The maintainers' comparison (other programs' speculative decoding, whole processes, a first use,
-a request asked again, the ceiling) is the lab bench: `python -m tools.lab.bench` in a checkout
-(`make bench-lab`). Its prompts, their file format and the warm-up are these.
+The maintainers' comparison (other programs, whole processes, the ceiling) is the lab bench:
+`python -m tools.lab.bench` in a checkout (`make bench-lab`), with these prompts and warm-up.
 """
 
 from __future__ import annotations
@@ -185,9 +179,7 @@ def _run(
 
 
 @dataclass(frozen=True)
-class Timed:
-    """One reply: its numbers (Stats), its tokens and the whole request's seconds."""
-
+class Timed:  # one reply: its numbers, its tokens and the whole request's seconds
     stats: Stats
     token_ids: tuple[int, ...]
     request_s: float
@@ -208,9 +200,7 @@ def timed_reply(
 
 
 @dataclass(frozen=True)
-class Row:
-    """A prompt's medians over its repeats, plain and sped up."""
-
+class Row:  # a prompt's medians over its repeats, plain and sped up
     name: str
     set: str
     plain_tokens_per_s: float

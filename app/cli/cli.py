@@ -97,9 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     from app.cli.unknown import say_unknown, unknown_option
 
-    if (sys.argv[1:] if argv is None else argv)[:2] == ["bench", "dev"]:  # the replay's, now the lab's
+    given = sys.argv[1:] if argv is None else argv
+    if given[:2] == ["bench", "dev"]:  # the replay's, now the lab's
         return fail(REPLAY_MOVED)
-    if (unknown := unknown_option(parser, sys.argv[1:] if argv is None else argv)) is not None:
+    if (unknown := unknown_option(parser, given)) is not None:
         return say_unknown(*unknown, prefix="error:")
     args = parser.parse_args(argv)
     if args.command is None:

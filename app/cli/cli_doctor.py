@@ -1,9 +1,5 @@
 """`tandem models search` and `tandem models check`: the hub and the pair doctor on the command line.
 
-    tandem models search QUERY [--limit N] [--json]
-    tandem models check TARGET [DRAFT | --draft DRAFT] [--ctx N] [--measure] [--json]
-    tandem models check --pair NAME [--measure]
-
 Both read the hub's JSON API and GGUF headers only (HTTP Range requests): they never download a
 model (docs/user/pair-doctor.md). `--measure` times stand-ins of the pair's shape here
 (app/library/measure.py). The parser and the other `models` commands are in app/cli/cli_models.py.
@@ -12,31 +8,21 @@ model (docs/user/pair-doctor.md). `--measure` times stand-ins of the pair's shap
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from app.cli.cli_base import (
-    EXIT_BAD_INPUT,
-    EXIT_OK,
-    print_table,
-    terminal_field,
-)
-from app.library.catalog import (
-    format_bytes,
-    load_catalog,
-)
+from app.cli.cli_base import EXIT_OK, print_table, terminal_field
+from app.library.catalog import format_bytes, load_catalog
 from engine.errors import TandemError
 
 if TYPE_CHECKING:
     from app.library import pair_doctor as doctor
     from app.library.measure import MeasureProgress, PairFigures
     from app.store import PairMeasurement
-
-EXIT_ERROR = EXIT_BAD_INPUT
-
 
 # --- search / check (the pair doctor) -------------------------------------------------------------
 
@@ -174,8 +160,6 @@ def _measure_progress() -> Callable[[MeasureProgress], None]:
 def _measure(report: doctor.CheckReport) -> doctor.CheckReport:
     """Time stand-ins of the checked models here, with progress on stderr; the report then carries
     the figures (and they are kept for the catalog's cards)."""
-    import dataclasses
-
     from app.library import pair_doctor as doctor
 
     here = doctor.measure_here(report, on_progress=_measure_progress())
@@ -246,12 +230,7 @@ def _report_json(report: doctor.CheckReport, candidates: list[doctor.DraftCandid
         "target_value": None if v is None else v.target_value,
         "draft_value": None if v is None else v.draft_value,
         "memory": {
-            "n_ctx": m.n_ctx,
-            "weights_target_bytes": m.weights_target_bytes,
-            "kv_target_bytes": m.kv_target_bytes,
-            "weights_draft_bytes": m.weights_draft_bytes,
-            "kv_draft_bytes": m.kv_draft_bytes,
-            "overhead_bytes": m.overhead_bytes,
+            **dataclasses.asdict(m),
             "total_bytes": m.total_bytes,
             "free_bytes": report.fit.free_bytes,
             "fit": report.fit.kind,

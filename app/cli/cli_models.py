@@ -1,16 +1,5 @@
-"""`tandem models ...`: the model library on the command line.
-
-    tandem models download REPO_ID FILENAME [--revision REV]
-    tandem models download --pair NAME
-    tandem models list
-    tandem models pairs TARGET
-    tandem models import PATH
-    tandem models catalog
-    tandem models search QUERY [--limit N] [--json]
-    tandem models check TARGET [DRAFT | --draft DRAFT] [--ctx N] [--measure] [--json]
-
-`search` and `check` read the hub's JSON API and GGUF headers only (HTTP Range requests): they
-never download a model (docs/user/pair-doctor.md); they are in app/cli/cli_doctor.py.
+"""`tandem models download|list|pairs|import|catalog|search|check`: the model library on the
+command line (`search` and `check`, which never download a model, are in app/cli/cli_doctor.py).
 
 Progress goes to stderr, results to stdout (`download` and `import` print the local path as
 their last stdout line, so scripts can take it with `tail -1`). Every failure is one line on
@@ -25,7 +14,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from app import paths
 from app.cli.cli_base import (
@@ -56,16 +45,10 @@ from app.library.model_spec import parse_model
 from app.paths import user_path
 from engine.errors import TandemError
 
-if TYPE_CHECKING:
-    pass
-
-EXIT_ERROR = EXIT_BAD_INPUT
-
 
 def add_models_parser(
     subparsers: argparse._SubParsersAction[Parser],
 ) -> argparse.ArgumentParser:
-    """Register `models` and its sub-commands; the handler is set as `handler=run_models`."""
     models = subparsers.add_parser(
         "models",
         help="download, list, import and pair GGUF models",
@@ -161,7 +144,7 @@ def main_models(argv: list[str]) -> int:
     try:
         args = parser.parse_args(["models", *argv])
     except SystemExit as e:
-        return int(e.code) if isinstance(e.code, int) else EXIT_ERROR
+        return int(e.code) if isinstance(e.code, int) else EXIT_BAD_INPUT
     return run_models(args)
 
 

@@ -62,10 +62,15 @@ def check_prompt_fits(engine: Engine, n_prompt: int, n_reply: int) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    from engine.chat import ChatPrompt, document_token_spans, generate_reply, tokenize_chat
     from engine.events import Event, Finished, TextPiece
     from engine.reading import watch_reading
     from engine.session import Engine
 
+    if args.temperature < 0:
+        raise UserError(f"--temperature must be 0 or more (got {args.temperature})")
+    if not 0.0 < args.top_p <= 1.0:
+        raise UserError(f"--top-p must be in (0, 1] (got {args.top_p})")
     if args.remote:
         from app.cli.remote import cmd_generate_remote
 
@@ -73,10 +78,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if not args.model:
         raise UserError("the following arguments are required: --model (or --remote URL)")
     validate_engine_args(args)
-    if args.temperature < 0:
-        raise UserError(f"--temperature must be 0 or more (got {args.temperature})")
-    if not 0.0 < args.top_p <= 1.0:
-        raise UserError(f"--top-p must be in (0, 1] (got {args.top_p})")
     if not 0.0 <= args.min_p <= 1.0:
         raise UserError(f"--min-p must be in [0, 1] (got {args.min_p})")
     prompt = read_prompt(args)
@@ -105,43 +106,29 @@ def cmd_generate(args: argparse.Namespace) -> int:
             prompt = with_documents(prompt, documents)
         if args.chat:
             # The model's chat template, or for a base model the window's transcript, whose reply
-            # ends at the next speaker line (engine.chat).
-            # What the user and the documents wrote is tokenized as text (engine.chat.tokenize_chat).
-            from engine.chat import ChatPrompt, generate_reply, tokenize_chat
-
+            # ends at the next speaker line; what the user and the documents wrote is tokenized as
+            # text (engine.chat.tokenize_chat).
             prompt, chat_tokens = tokenize_chat(
                 engine, [{"role": "user", "content": prompt}], args.system or ""
             )
-        events: Iterator[Event]
+            tokens = tuple(chat_tokens)
+        else:
+            tokens = tuple(engine.tokenize(prompt))
+        spans: tuple[tuple[int, int], ...] = ()
         if documents:
-            from engine.chat import ChatPrompt, document_token_spans
-
-            tokens = tuple(chat_tokens) if args.chat else tuple(engine.tokenize(prompt))
             check_prompt_fits(engine, len(tokens), args.max_tokens)  # before anything is sent
             spans = document_token_spans(engine, prompt, [d.text for d in documents])
+        events: Iterator[Event]
+        if args.chat:
             chat = ChatPrompt(prompt, tokens, 0, spans)
-            if args.chat:
-                events = generate_reply(engine, chat, params, max_tokens=args.max_tokens, stop=args.stop)
-            else:
-                events = engine.generate(
-                    list(tokens), params, max_tokens=args.max_tokens, stop=args.stop, document_spans=spans
-                )
-        elif args.chat:
-            events = generate_reply(
-                engine,
-                ChatPrompt(prompt, tuple(chat_tokens)),
-                params,
-                max_tokens=args.max_tokens,
-                stop=args.stop,
-            )
+            events = generate_reply(engine, chat, params, max_tokens=args.max_tokens, stop=args.stop)
         else:
-            events = engine.generate(prompt, params, max_tokens=args.max_tokens, stop=args.stop)
+            events = engine.generate(
+                list(tokens), params, max_tokens=args.max_tokens, stop=args.stop, document_spans=spans
+            )
         # The reply's time to first token and what it read new (Stats' first_token_s, reread),
         # as the window's and the server's replies carry them.
-        read_tokens = (
-            list(tokens) if documents else (list(chat_tokens) if args.chat else engine.tokenize(prompt))
-        )
-        events = watch_reading(engine.target, read_tokens, events)
+        events = watch_reading(engine.target, list(tokens), events)
         finished: Finished | None = None
         drafted: list[list[object]] = []  # [start, end, source] of the text drafted
         n_chars = 0

@@ -73,20 +73,16 @@ def validate_engine_args(args: argparse.Namespace) -> None:
             )
 
 
-def _rpc_servers(args: argparse.Namespace) -> tuple[str, ...]:
+def engine_config(args: argparse.Namespace) -> EngineConfig:
     from engine.rpc import parse_servers
 
-    return parse_servers(getattr(args, "rpc", None))
-
-
-def engine_config(args: argparse.Namespace) -> EngineConfig:
     return EngineConfig(
         target_path=resolve_model(args.model),
         draft=resolve_draft(args.draft),
         n_ctx=args.ctx,
         n_threads=args.threads or default_threads(),
         n_gpu_layers=args.gpu_layers,
-        rpc_servers=_rpc_servers(args),
+        rpc_servers=parse_servers(getattr(args, "rpc", None)),
         draft_max=args.draft_max,
         adaptive=not args.fixed_draft,
         cost_cache_dir=str(cost_cache_dir()),

@@ -85,10 +85,6 @@ def cmd_generate_remote(args: argparse.Namespace) -> int:
 
     if args.max_tokens < 1:
         raise UserError(f"--max-tokens must be at least 1 (got {args.max_tokens})")
-    if args.temperature < 0:
-        raise UserError(f"--temperature must be 0 or more (got {args.temperature})")
-    if not 0.0 < args.top_p <= 1.0:
-        raise UserError(f"--top-p must be in (0, 1] (got {args.top_p})")
     if args.draft.kind is not Speculation.NONE:
         raise UserError("--draft is for a local model: with --remote the server decides its own speculation")
     from app.host.remote_client import cleartext_warning

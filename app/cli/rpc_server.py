@@ -19,10 +19,6 @@ from engine.errors import TandemError
 from engine.rpc import DEFAULT_PORT, PROTOCOL, find_server_binary, is_loopback
 
 
-class RpcServerError(TandemError):
-    pass
-
-
 def add_rpc_server_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser(
         "rpc-server",
@@ -61,44 +57,37 @@ def notice(host: str, port: int) -> list[str]:
     return lines
 
 
-def build_command(binary: str, args: argparse.Namespace) -> list[str]:
-    cmd = [binary, "--host", args.host, "--port", str(args.port)]
-    if args.threads is not None:
-        cmd += ["--threads", str(args.threads)]
-    if args.cache:
-        cmd.append("--cache")
-    return cmd
-
-
 def validate(args: argparse.Namespace) -> None:
     try:
         ipaddress.IPv4Address(args.host)
     except ValueError as e:
         # ggml-rpc-server binds with inet_addr(): an IPv4 address, not a name.
-        raise RpcServerError(
+        raise TandemError(
             f"--host must be an IPv4 address such as 127.0.0.1 or 192.168.1.20 (got {args.host!r})"
         ) from e
     if not 0 < args.port < 65536:
-        raise RpcServerError(f"--port must be from 1 to 65535 (got {args.port})")
+        raise TandemError(f"--port must be from 1 to 65535 (got {args.port})")
     if args.threads is not None and args.threads < 1:
-        raise RpcServerError(f"--threads must be at least 1 (got {args.threads})")
+        raise TandemError(f"--threads must be at least 1 (got {args.threads})")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((args.host, args.port))
         except OSError as e:
-            raise RpcServerError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from e
+            raise TandemError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from e
 
 
 def run_rpc_server(args: argparse.Namespace) -> int:
     validate(args)
     binary = find_server_binary()
     if binary is None:
-        raise RpcServerError("ggml-rpc-server is not installed; `make setup` builds it into .venv/bin")
+        raise TandemError("ggml-rpc-server is not installed; `make setup` builds it into .venv/bin")
     for line in notice(args.host, args.port):
         print(line, file=sys.stderr)
     sys.stderr.flush()
-    cmd = build_command(binary, args)
+    cmd = [binary, "--host", args.host, "--port", str(args.port)]
+    cmd += ["--threads", str(args.threads)] if args.threads is not None else []
+    cmd += ["--cache"] if args.cache else []
     if os.name == "posix":
         os.execv(binary, cmd)  # the server replaces this process: signals and exit code are its own
     try:  # pragma: no cover - Windows
