@@ -32,8 +32,7 @@ class RateLimit:
     """How many lines of each kind may pass now: `allow(kind)` is False past BURST in a window;
     `left_out()` says, once per kind and window, how many were held back."""
 
-    def __init__(self, burst: int = BURST, window_s: float = WINDOW_S) -> None:
-        self.burst, self.window_s = burst, window_s
+    def __init__(self) -> None:
         self._kinds: OrderedDict[str, list[float]] = OrderedDict()  # kind -> [window start, n, n left out]
         self._lock = threading.Lock()
 
@@ -43,7 +42,7 @@ class RateLimit:
         with self._lock:
             entry = self._kinds.get(kind)
             dropped = 0
-            if entry is None or now - entry[0] >= self.window_s:
+            if entry is None or now - entry[0] >= WINDOW_S:
                 dropped = int(entry[2]) if entry is not None else 0
                 entry = [now, 0.0, 0.0]
                 self._kinds[kind] = entry
@@ -51,7 +50,7 @@ class RateLimit:
                     self._kinds.popitem(last=False)
             self._kinds.move_to_end(kind)
             entry[1] += 1
-            if entry[1] > self.burst:
+            if entry[1] > BURST:
                 entry[2] += 1
                 return False, dropped
             return True, dropped

@@ -155,20 +155,17 @@ def speculative_speedup(a: float, k: int, draft_cost: float, verify: Callable[[i
     return tokens / (k * draft_cost + verify(k + 1))
 
 
-def draft_verdict(
-    target: MeasuredCosts, draft: MeasuredCosts, acceptance: float = ACCEPTANCE
-) -> DraftVerdict:
-    """What the draft pays with this target (single-token draft steps), at the best draft length."""
+def draft_verdict(target: MeasuredCosts, draft: MeasuredCosts) -> DraftVerdict:
+    """What the draft pays with this target (single-token draft steps) at ACCEPTANCE, at the best
+    draft length."""
     t1 = target.t_ms[1]
     c = draft.t_ms[1] / t1
 
     def verify(n: int) -> float:
         return target.verify_ms(n) / t1
 
-    best = max(range(1, MAX_DRAFT_LEN + 1), key=lambda k: speculative_speedup(acceptance, k, c, verify))
-    return DraftVerdict(
-        speculative_speedup(acceptance, best, c, verify), best, c, verify(best + 1), acceptance
-    )
+    best = max(range(1, MAX_DRAFT_LEN + 1), key=lambda k: speculative_speedup(ACCEPTANCE, k, c, verify))
+    return DraftVerdict(speculative_speedup(ACCEPTANCE, best, c, verify), best, c, verify(best + 1))
 
 
 def copy_speedup(target: MeasuredCosts) -> float | None:

@@ -525,16 +525,14 @@ def facts_key(facts: ModelFacts) -> str | None:
     return model_key(facts.ref.filename, facts.size_bytes)
 
 
-def measured_pair(
-    target: ModelFacts, draft: ModelFacts | None, store_path: Path | None = None
-) -> PairMeasurement | None:
+def measured_pair(target: ModelFacts, draft: ModelFacts | None) -> PairMeasurement | None:
     """What replies with this pair measured on this machine (the chat keeps each reply's
     speedup per pair in its store), or None before enough replies. draft None: n-gram lookup."""
     target_key = facts_key(target)
     drafter_key = facts_key(draft) if draft is not None else Speculation.NGRAM
     if target_key is None or drafter_key is None:
         return None
-    return read_pair_measurement(target_key, drafter_key, store_path)
+    return read_pair_measurement(target_key, drafter_key)
 
 
 def describe_measured(m: PairMeasurement) -> str:
@@ -774,7 +772,6 @@ def find_drafts(
     *,
     n_ctx: int = DEFAULT_CTX,
     machine: MachineMemory | None = None,
-    max_checks: int = MAX_DRAFT_CHECKS,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     cancel: threading.Event | None = None,
 ) -> list[DraftCandidate]:
@@ -804,7 +801,7 @@ def find_drafts(
         r for r in repos if r.repo_id != target.repo_id and (params_in_name(r.repo_id) or 1e9) < target_b
     ]
     smaller.sort(key=lambda r: params_in_name(r.repo_id) or 0)
-    for repo in smaller[:max_checks]:
+    for repo in smaller[:MAX_DRAFT_CHECKS]:
         picked = _pick_draft_file(list_files(repo.repo_id, timeout_s=timeout_s, cancel=cancel))
         if picked is not None:
             offered.setdefault((picked.repo_id, picked.filename), picked)
@@ -828,7 +825,7 @@ def find_drafts(
         return DraftCandidate(f, facts, verdict, fit, estimate, measured=measured)
 
     with ThreadPoolExecutor(4) as pool:
-        judged = list(pool.map(judge, list(offered.values())[:max_checks]))
+        judged = list(pool.map(judge, list(offered.values())[:MAX_DRAFT_CHECKS]))
 
     def rank(c: DraftCandidate) -> tuple[int, float]:
         if c.is_usable:

@@ -57,7 +57,7 @@ class RangeFile:
     """A remote file as what the GGUF reader asks of a file (seek and read): reads become HTTP
     Range requests.
 
-    Blocks of `block_bytes` are fetched once and kept; a read that needs several missing blocks
+    Blocks of BLOCK_BYTES are fetched once and kept; a read that needs several missing blocks
     asks for them in one request. `fetched_bytes` counts what came over the network, and a read
     that would take it past `max_bytes` raises HeaderTooLargeError instead.
     """
@@ -67,9 +67,7 @@ class RangeFile:
         remote: RemoteFile,
         *,
         token: str | bool | None = None,
-        endpoint: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
-        block_bytes: int = BLOCK_BYTES,
         max_bytes: int = MAX_HEADER_BYTES,
         cancel: threading.Event | None = None,
         deadline_s: float = HEADER_DEADLINE_S,
@@ -82,9 +80,8 @@ class RangeFile:
         self.fetched_bytes = 0
         self.n_requests = 0
         self._token = token
-        self._endpoint = endpoint or hub_endpoint()
+        self._endpoint = hub_endpoint()
         self._timeout_s = timeout_s
-        self._block_bytes = block_bytes
         self._max_bytes = max_bytes
         self._cancel = cancel
         self._blocks: dict[int, bytes] = {}
@@ -105,25 +102,25 @@ class RangeFile:
         end = min(self.size, offset + max(0, n))
         if end <= offset:
             return b""
-        first, last = offset // self._block_bytes, (end - 1) // self._block_bytes
+        first, last = offset // BLOCK_BYTES, (end - 1) // BLOCK_BYTES
         missing = [i for i in range(first, last + 1) if i not in self._blocks]
         if missing:
             # A header is read front to back: read ahead, twice as far each time, within the budget.
-            n_blocks = (self.size + self._block_bytes - 1) // self._block_bytes
-            budget_blocks = (self._max_bytes - self.fetched_bytes) // self._block_bytes
+            n_blocks = (self.size + BLOCK_BYTES - 1) // BLOCK_BYTES
+            budget_blocks = (self._max_bytes - self.fetched_bytes) // BLOCK_BYTES
             ahead = min(self._readahead_blocks, max(1, budget_blocks - (missing[-1] - missing[0] + 1)))
             upto = missing[-1]
             while upto + 1 < n_blocks and upto + 1 not in self._blocks and upto - missing[0] + 1 < ahead:
                 upto += 1
             self._fetch_blocks(missing[0], upto)
-            self._readahead_blocks = min(self._readahead_blocks * 2, MAX_READAHEAD_BYTES // self._block_bytes)
+            self._readahead_blocks = min(self._readahead_blocks * 2, MAX_READAHEAD_BYTES // BLOCK_BYTES)
         data = b"".join(self._blocks[i] for i in range(first, last + 1))
-        start = offset - first * self._block_bytes
+        start = offset - first * BLOCK_BYTES
         return data[start : start + (end - offset)]
 
     def _fetch_blocks(self, first: int, last: int) -> None:
-        start = first * self._block_bytes
-        end = min(self.size, (last + 1) * self._block_bytes) - 1
+        start = first * BLOCK_BYTES
+        end = min(self.size, (last + 1) * BLOCK_BYTES) - 1
         n_wanted = end - start + 1
         if self.fetched_bytes + n_wanted > self._max_bytes:
             raise HeaderTooLargeError(
@@ -132,8 +129,8 @@ class RangeFile:
             )
         data = self._get_range(start, end)
         for i in range(first, last + 1):
-            lo = (i - first) * self._block_bytes
-            self._blocks[i] = data[lo : lo + self._block_bytes]
+            lo = (i - first) * BLOCK_BYTES
+            self._blocks[i] = data[lo : lo + BLOCK_BYTES]
 
     def _get_range(self, start: int, end: int) -> bytes:
         import httpx2
