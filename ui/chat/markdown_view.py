@@ -26,6 +26,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from PySide6.QtCore import QEvent, QPoint, QSize, Qt, QTimer
 from PySide6.QtGui import (
@@ -48,6 +49,7 @@ from engine.events import DraftSource, DraftSpan, ReplyText
 from ui.chat.code_highlight import CodeHighlighter
 from ui.presenters import words
 from ui.qt import theme
+from ui.qt.widgets import tool_button
 
 DRAFT_TINT = theme.LIGHT.draft_tint  # the light theme's tint of text saved without its source
 # The char format property that holds tinted text's source (an engine.events.DraftSource value,
@@ -235,6 +237,22 @@ def tint_format(source: DraftSource = DraftSource.NONE) -> QTextCharFormat:
     return fmt
 
 
+def code_runs(doc: QTextDocument) -> list[tuple[QTextBlock, QTextBlock, list[str]]]:
+    """Each code block: its first and last lines (blocks of the document) and their texts."""
+    runs: list[tuple[QTextBlock, QTextBlock, list[str]]] = []
+    is_open = False
+    block = doc.firstBlock()
+    while block.isValid():
+        is_code = block.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence)
+        if is_code and is_open:
+            runs[-1] = (runs[-1][0], block, runs[-1][2] + [block.text()])
+        elif is_code:
+            runs.append((block, block, [block.text()]))
+        is_open = is_code
+        block = block.next()
+    return runs
+
+
 def render(doc: QTextDocument, markdown: str, spans: Sequence[DraftSpan], tint: bool) -> None:
     """Render `markdown` into `doc`, its drafted `spans` tinted (when `tint`) by their
     sources (DraftSource.NONE: the tint of text saved without its source)."""
@@ -246,19 +264,10 @@ def render(doc: QTextDocument, markdown: str, spans: Sequence[DraftSpan], tint: 
     # Code blocks get a shaded background so they read as blocks while the reply streams.
     code_format = QTextBlockFormat()
     code_format.setBackground(theme.colors().code_background)
-    block, first_code = doc.firstBlock(), None
-    while block.isValid():
-        is_code = block.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence)
-        if is_code and first_code is None:
-            first_code = block
-        nxt = block.next()
-        if first_code is not None and (not is_code or not nxt.isValid()):
-            last = block if is_code else block.previous()
-            cursor.setPosition(first_code.position())
-            cursor.setPosition(last.position(), QTextCursor.MoveMode.KeepAnchor)
-            cursor.mergeBlockFormat(code_format)
-            first_code = None
-        block = nxt
+    for first, last, _ in code_runs(doc):
+        cursor.setPosition(first.position())
+        cursor.setPosition(last.position(), QTextCursor.MoveMode.KeepAnchor)
+        cursor.mergeBlockFormat(code_format)
     if tint and spans:
         marks: dict[DraftSource, QTextCharFormat] = {}
         for start, end, tag in draft_ranges(doc, markdown, spans):
@@ -523,22 +532,7 @@ class MessageBody(QTextBrowser):
 
     def code_blocks(self) -> list[tuple[QTextBlock, str]]:
         """Each code block's first line and its whole text."""
-        out: list[tuple[QTextBlock, str]] = []
-        lines: list[str] = []
-        first: QTextBlock | None = None
-        block = self.document().firstBlock()
-        while block.isValid():
-            if block.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence):
-                if first is None:
-                    first, lines = block, []
-                lines.append(block.text())
-            elif first is not None:
-                out.append((first, "\n".join(lines)))
-                first = None
-            block = block.next()
-        if first is not None:
-            out.append((first, "\n".join(lines)))
-        return out
+        return [(first, "\n".join(lines)) for first, _, lines in code_runs(self.document())]
 
     def code_at(self, position: int) -> str | None:
         """The text of the code block holding a document position, if any."""
@@ -550,12 +544,11 @@ class MessageBody(QTextBrowser):
     def _place_copy_buttons(self) -> None:
         blocks = self.code_blocks() if self._grows and self._stream is None and not self._is_settling else []
         while len(self._copy_buttons) < len(blocks):
-            button = QToolButton(self.viewport())
-            button.setText("Copy")
-            button.setToolTip("Copy this code block")
+            button = tool_button("Copy", tip="Copy this code block")
+            button.setParent(self.viewport())
             button.setAutoRaise(True)
             button.setCursor(Qt.CursorShape.PointingHandCursor)
-            button.clicked.connect(lambda _=False, b=button: self._on_copy_code(b))
+            button.clicked.connect(partial(self._on_copy_code, button))
             self._copy_buttons.append(button)
         layout = self.document().documentLayout()
         for i, button in enumerate(self._copy_buttons):

@@ -102,25 +102,21 @@ def chat_models(
 
     keys = [(k, n) for k, n in BUILT_IN_MODELS if k != "smollm2" or first_chat_model() == "smollm2"]
     n_built_in = len(keys)
-    sizes: dict[str, int] = {}
-    files: dict[str, Path] = {}
+    files: dict[str, Path] = {}  # each entry's file, where it is there
     for key, _ in keys:
         file = built_in_file(key)
-        sizes[key] = _file_size(file) if file is not None else 0
-        if file is not None and sizes[key]:
+        if file is not None and _file_size(file):
             files[key] = file
     try:
         from app.library.catalog import scan_local_models
 
         for m in scan_local_models(models_dir) if models_dir is not None else scan_local_models():
             keys.append((str(m.path), model_name(m.path, m.info.name if m.info else "")))
-            sizes[str(m.path)] = m.size_bytes
             files[str(m.path)] = m.path
     except Exception:  # an unreadable folder: the built-in models are still offered
         pass
     for path in _recent_files():  # opened with "Open a GGUF file…" (settings), while they are there
         keys.append((str(path), model_name(path, _header(path)[0])))
-        sizes[str(path)] = _file_size(path)
         files[str(path)] = path
     in_use = (built_in_key(in_use) or in_use) if in_use else in_use
     added = ""  # the one in use, where it is in no list
@@ -136,13 +132,11 @@ def chat_models(
                 pass
         # Before the folder's files (a copy of it there is the same entry: the file loaded keeps it).
         keys.insert(n_built_in, (in_use, model_name(Path(in_use), in_use_name or Path(in_use).stem)))
-        sizes[in_use] = _file_size(Path(in_use))
         files[in_use] = Path(in_use)
     if any(k == "default" for k, _ in keys) and "default" not in files:  # not made yet
         copy = _copy_of_default([p for k, p in files.items() if k != "smollm2"])
         if copy is not None:  # an opened or downloaded copy of it: one entry, the built-in one
             files["default"] = copy
-            sizes["default"] = _file_size(copy)
     # One entry per file: the first road to it keeps the entry (a built-in model's name first,
     # then the file loaded, then the models folder's); the one in use is listed second.
     kept: dict[object, str] = {}
@@ -164,7 +158,7 @@ def chat_models(
     machine = machine_memory()
     entries = []
     for key, name in unique:
-        size = sizes.get(key, 0)
+        size = _file_size(files[key]) if key in files else 0
         where = "built into Tandem, offline" if key in dict(BUILT_IN_MODELS) else key
         fit = file_fit(size, machine) if size else None
         tip = f"{where}\n{describe_fit(fit)} (an estimate from its size)" if fit else where
