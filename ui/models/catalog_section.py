@@ -1,9 +1,6 @@
-"""The Models page's catalog: "Pairs to download" as cards (what this machine can run, which pair
-is recommended for it, which pairs are here already or in use), and the pairs that do not work,
-folded away behind a disclosure.
-
-The cards are ui/models/pair_card.py's; their downloads are ui/models/model_downloads.py's (the page hands it
-each card). This section decides what the cards say about this machine and the files here.
+"""The Models page's catalog: "Pairs to download" as cards (ui/models/pair_card.py), what they say
+about this machine (fit, the pair recommended) and the files here (downloaded, in use), and the
+pairs that do not work, folded away behind a disclosure.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The Models page's downloads as the page shows them: which widgets follow each job (a catalog
 pair's card, or the row for any file from the hub), start, pause and cancel, progress, and how a
-job ended (downloaded, paused, cancelled, failed) in words.
-
-The threads are ui/models/download_jobs.py's (shared with the pair doctor, whose jobs this view leaves
-alone); the cards are ui/models/pair_card.py's. The page composes this view and forwards its signals.
+job ended in words. The threads are ui/models/download_jobs.py's (shared with the pair doctor).
 """
 
 from __future__ import annotations

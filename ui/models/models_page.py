@@ -1,12 +1,6 @@
-"""The models page: one scrolling column that composes what you chat with now (ui/models/pair_picker.py),
-the catalog pairs to download (ui/models/catalog_section.py) and their downloads
-(ui/models/model_downloads.py), the pair doctor (search the hub, check a pair before downloading it:
-ui/models/pair_doctor_panel.py), the models on this computer and their import (ui/models/local_models.py), and
-any file from the hub.
-
-The page scans the models folder and hands what it found to each part; downloads and imports run
-on threads owned by ui/models/download_jobs.py, shared with the pair doctor.
-"""
+"""The models page: one scrolling column of its parts (the pair picker, the catalog and its
+downloads, the pair doctor, the models on this computer and their import), each a module of
+ui/models/; the page scans the models folder and hands what it found to each part."""
 
 from __future__ import annotations
 

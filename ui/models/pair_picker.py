@@ -1,16 +1,14 @@
-"""The Models page's "Chat with" box: a target, in the one model picker the chat's header has
-(ui/chat/model_picker.py: the same list from the same source, searchable, with size and fit),
-and a draft for it.
-
-It offers only the drafts llama.cpp's vocabulary rules accept for the chosen target, plus n-gram
-drafting and none; the others stay in the list, disabled, with the broken rule as their tooltip,
-because "why can't I pick this one?" is the question users ask most.
+"""The Models page's "Chat with" box: a target, in the chat header's model picker
+(ui/chat/model_picker.py), and a draft for it: those llama.cpp's vocabulary rules accept, n-gram
+drafting and none; the others stay in the list, disabled, with the broken rule as their tooltip
+("why can't I pick this one?" is the question users ask most).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItemModel
@@ -19,8 +17,9 @@ from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QPushBu
 from app.library.catalog import LocalModel, draft_choices, local_model
 from app.settings import SpeedUp
 from engine.config import NGRAM_LOOKUP, PLAIN_DECODING, DraftChoice
-from ui.chat.model_picker import ModelPicker, built_in_file, chat_models
-from ui.presenters.words import BUILT_IN_MODELS, choice_name, model_name
+from ui.chat.model_picker import ModelPicker, chat_models
+from ui.presenters.task_ability import model_file
+from ui.presenters.words import choice_name, model_name
 
 
 class PairPicker(QGroupBox):
@@ -99,7 +98,7 @@ class PairPicker(QGroupBox):
     @staticmethod
     def _path_of(key: str) -> Path | None:
         """A target's file (a built-in model's may not be there yet)."""
-        path = built_in_file(key) if key in dict(BUILT_IN_MODELS) else Path(key)
+        path = model_file(key)
         return path.resolve() if path is not None else None
 
     def _opened_models(self) -> list[LocalModel]:
@@ -141,16 +140,13 @@ class PairPicker(QGroupBox):
             self.draft_combo.setCurrentIndex(0)
             return
         choices = draft_choices(target.info, [*self.local_models, *self._opened_models()])
-        model = self.draft_combo.model()
+        model = cast(QStandardItemModel, self.draft_combo.model())
         refused: list[str] = []
         for choice in choices:
             self.draft_combo.addItem(model_name(choice.path, choice.name), str(choice.path))
             index = self.draft_combo.count() - 1
             if choice.problem is not None:
-                # Disabled but visible, with the rule it breaks: the user sees why.
-                if isinstance(model, QStandardItemModel):
-                    item = model.item(index)
-                    item.setEnabled(False)
+                model.item(index).setEnabled(False)  # disabled but visible, with the rule it breaks
                 self.draft_combo.setItemData(index, choice.problem, Qt.ItemDataRole.ToolTipRole)
                 why = choice.refusal.describe() if choice.refusal is not None else choice.problem
                 refused.append(f"{model_name(choice.path, choice.name)} ({choice.path.name}): {why}")
@@ -181,10 +177,7 @@ class PairPicker(QGroupBox):
         self.pair_explanation.setToolTip("Why:\n" + "\n".join(refused) if refused else "")
 
     def is_draft_enabled(self, index: int) -> bool:
-        model = self.draft_combo.model()
-        if isinstance(model, QStandardItemModel):
-            return bool(model.item(index).isEnabled())
-        return True
+        return cast(QStandardItemModel, self.draft_combo.model()).item(index).isEnabled()
 
     def on_use_pair_button_clicked(self) -> None:
         target = self.target_combo.currentData()
