@@ -38,6 +38,7 @@ from app.cli.cli_base import Parser
 from app.paths import resources_dir
 from engine.config import NGRAM_LOOKUP, PLAIN_DECODING, DraftChoice
 from engine.drafters import NgramDrafter
+from engine.kinds import COPY_KINDS
 from engine.replay import K_MAX, CostCurve, Trace, _matched, calibrated, load_traces, replay
 from engine.session import Engine
 from tools.lab.bench import measure_ceiling
@@ -84,17 +85,19 @@ def ceiling(curve: CostCurve) -> float:
     return max(n * curve.t_ms[1] / t for n, t in curve.t_ms.items())
 
 
-def offers(trace: Trace, k_max: int = K_MAX) -> list[tuple[int, int]]:
-    """At each position of the reply, what an n-gram offer there holds: how many tokens, and how
-    many of them the target would accept (their match with what the reply goes on to say)."""
+def offers(trace: Trace, k_max: int = K_MAX) -> list[tuple[int, int, int]]:
+    """At each position of the reply, what an n-gram offer there holds: how many tokens, how many
+    of them the target would accept (their match with what the reply goes on to say), and its
+    match length where it is a copy (0 otherwise)."""
     drafter = NgramDrafter()
     ctx = list(trace.prompt)
     drafter.begin(ctx)
     reply = trace.reply
     out = []
     for pos in range(len(reply)):
-        candidates, _ = drafter.offer(ctx, min(k_max, len(reply) - pos), use_memory=False)
-        out.append((len(candidates), _matched(candidates, reply, pos)))
+        candidates, kind = drafter.offer(ctx, min(k_max, len(reply) - pos), use_memory=False)
+        age = drafter.match_len if kind in COPY_KINDS else 0
+        out.append((len(candidates), _matched(candidates, reply, pos), age))
         ctx.append(reply[pos])
     return out
 
@@ -109,7 +112,7 @@ def hindsight_best(trace: Trace, curve: CostCurve, python_scale: float = 1.0, k_
     step = [curve.step_s(rows, python_scale) for rows in range(k_max + 2)]
     best = [0.0] * (n + 1)
     for pos in range(n - 1, -1, -1):
-        available, m = held[pos]
+        available, m, _ = held[pos]
         best[pos] = min(step[k + 1] + best[min(n, pos + min(k, m) + 1)] for k in range(available + 1))
     return best[0]
 

@@ -25,25 +25,9 @@ import math
 import statistics
 
 from engine.copies import RISK_DOUBT, RISK_PRIOR, RISK_PRIOR_EXPOSURE, Departures
-from engine.drafters import NgramDrafter
-from engine.kinds import COPY_KINDS
-from engine.replay import K_MAX, CostCurve, Trace, _matched, load_traces
+from engine.replay import K_MAX, CostCurve, Trace, load_traces
 from engine.reply_budget import RAMP_FIRST as FIRST_DRAFT  # a reply's allowance before it saves anything
-from tools.lab.replay import PYTHON_SCALES, hindsight_best, load_curves, replay_dir
-
-
-def copy_offers(trace: Trace, k_max: int = K_MAX) -> list[tuple[int, int, int]]:
-    """tools.lab.replay.offers with each offer's match length where it is a copy (0 otherwise)."""
-    drafter = NgramDrafter()
-    ctx = list(trace.prompt)
-    drafter.begin(ctx, (), False)
-    out = []
-    for pos in range(len(trace.reply)):
-        candidates, kind = drafter.offer(ctx, min(k_max, len(trace.reply) - pos), use_memory=False)
-        age = drafter.match_len if kind in COPY_KINDS else 0
-        out.append((len(candidates), _matched(candidates, trace.reply, pos), age))
-        ctx.append(trace.reply[pos])
-    return out
+from tools.lab.replay import PYTHON_SCALES, hindsight_best, load_curves, offers, replay_dir
 
 
 def _pareto(states: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -59,7 +43,7 @@ def _pareto(states: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 def risk_limited_best(trace: Trace, curve: CostCurve, python_scale: float = 1.0) -> float:
     """The least decode time of any choice of draft lengths that obeys the risk limit."""
-    held = copy_offers(trace, K_MAX)
+    held = offers(trace, K_MAX)
     n = len(trace.reply)
     step = [curve.step_s(rows, python_scale) for rows in range(K_MAX + 2)]
     t1 = step[1]
