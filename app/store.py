@@ -365,19 +365,6 @@ class Message:
         return self.reply_text.draft_sources
 
 
-def _spans(ranges: tuple[tuple[int, int], ...], sources: tuple[str, ...]) -> tuple[DraftSpan, ...]:
-    """The drafted stretches as the two columns keep them (ranges, and their sources where every
-    one is known: rows from before sources were kept have none), one DraftSpan each; the ranges
-    already checked by clean_spans."""
-    if len(sources) != len(ranges):
-        sources = ("",) * len(ranges)
-    known = set(DraftSource)
-    return tuple(
-        DraftSpan(a, b, DraftSource(s) if s in known else DraftSource.NONE)
-        for (a, b), s in zip(ranges, sources)
-    )
-
-
 def _stored_json(text: str | None) -> object:
     """A JSON column as read back; None where it is missing or not JSON (a hand-edited row)."""
     if not text:
@@ -432,37 +419,30 @@ def clean_stats(record: object) -> dict[str, Any] | None:
     return out
 
 
-def clean_spans(
-    content: str, spans: object, sources: object = None
-) -> tuple[tuple[tuple[int, int], ...], tuple[str, ...]]:
-    """Drafted ranges as read from outside: [start, end) pairs of integers inside the content,
-    sorted and disjoint (others dropped), with their sources where one known source is given per
-    range (an unknown source reads as unknown: "")."""
+def _spans(content: str, spans: object, sources: object) -> tuple[DraftSpan, ...]:
+    """The drafted stretches as the two columns keep them, read as an edge: [start, end) pairs of
+    integers inside the content, sorted and disjoint (others dropped), with their sources where
+    a known one is kept for every range (rows from before sources were kept have none)."""
     raw = spans if isinstance(spans, list) else []
-    tags = sources if isinstance(sources, list) and len(sources) == len(raw) else None
-    kept: list[tuple[int, int]] = []
-    kept_tags: list[str] = []
+    tags = sources if isinstance(sources, list) and len(sources) == len(raw) else [""] * len(raw)
+    kept: list[tuple[int, int, str]] = []
     at = 0
-    for i, span in enumerate(raw):
+    for span, tag in zip(raw, tags):
         if not (isinstance(span, list | tuple) and len(span) == 2 and all(type(v) is int for v in span)):
             continue
         a, b = span
         if not at <= a < b <= len(content):
             continue
-        kept.append((a, b))
-        tag = tags[i] if tags is not None else ""
-        kept_tags.append(tag if tag in DRAFT_STRETCH_SOURCES else "")
+        kept.append((a, b, tag if tag in DRAFT_STRETCH_SOURCES else ""))
         at = b
-    return tuple(kept), tuple(kept_tags) if tags is not None and all(kept_tags) else ()
+    every = all(tag for _, _, tag in kept)
+    return tuple(DraftSpan(a, b, DraftSource(tag) if every else DraftSource.NONE) for a, b, tag in kept)
 
 
 def _message(row: sqlite3.Row) -> Message:
     """A stored row as a Message; whatever a hand-edited or older row holds, a Message the window
     can show (the store is read as an edge: its JSON columns are checked like an imported file)."""
     content = row["content"] if isinstance(row["content"], str) else ""
-    spans, sources = clean_spans(
-        content, _stored_json(row["draft_spans_json"]), _stored_json(row["draft_sources_json"])
-    )
     role = row["role"] if row["role"] in ("user", "assistant", "system") else "user"
     return Message(
         id=row["id"],
@@ -471,7 +451,7 @@ def _message(row: sqlite3.Row) -> Message:
         content=content,
         status=_status(row["status"]),
         stats=clean_stats(_stored_json(row["stats_json"])),
-        spans=_spans(spans, sources),
+        spans=_spans(content, _stored_json(row["draft_spans_json"]), _stored_json(row["draft_sources_json"])),
     )
 
 
