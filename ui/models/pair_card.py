@@ -148,15 +148,14 @@ class PairCard(QFrame):
         self.title_label.setFont(font)
         layout.addWidget(self.title_label)
 
-        self.good_for_label = self._text_label("pairGoodFor", pair.good_for)
-        self.good_for_label.setVisible(bool(pair.good_for))
-        layout.addWidget(self.good_for_label)
+        self.good_for_label = self._text_label(layout, "pairGoodFor", pair.good_for, bool(pair.good_for))
 
         # The chips wrap onto more lines where the card is narrow: a row of them (a gated pair has
         # five) would set the card's least width, and the grid's, past a 1280-pixel window.
         chips = FlowLayout(spacing=6)
-        self.chips = [self._chip(text, name) for name, text in self._chip_texts()]
+        self.chips = [self._badge(text, name) for name, text in self._chip_texts()]
         for chip in self.chips:
+            chip.setProperty("chip", True)
             chips.addWidget(chip)
         layout.addLayout(chips)
         self.size_label = self.chips[0]
@@ -169,41 +168,29 @@ class PairCard(QFrame):
             )
         )
 
-        self.fit_label = self._text_label("pairFit", "")
+        self.fit_label = self._text_label(layout, "pairFit", "")
         self.fit_label.setToolTip(f"What it needs: {pair.hardware}" if pair.hardware else "")
-        layout.addWidget(self.fit_label)
-
         rich, plain = describe_speedup(pair)
-        self.speedup_label = self._text_label("pairSpeedup", rich)
+        self.speedup_label = self._text_label(layout, "pairSpeedup", rich)
         self.speedup_label.setTextFormat(Qt.TextFormat.RichText)
         self.speedup_label.setOpenExternalLinks(True)
         self.speedup_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
         self.speedup_label.setToolTip(plain)
         self.speedup_label.setAccessibleName(plain)
-        layout.addWidget(self.speedup_label)
-
         # What this computer will do, once stand-ins were timed here (beside the reported figure).
-        self.here_label = self._text_label("pairHere", "")
-        self.here_label.setVisible(False)
-        layout.addWidget(self.here_label)
-
-        self.recommendation_label = self._text_label("pairRecommendation", "")
-        self.recommendation_label.setVisible(False)
-        layout.addWidget(self.recommendation_label)
+        self.here_label = self._text_label(layout, "pairHere", "", False)
+        self.recommendation_label = self._text_label(layout, "pairRecommendation", "", False)
 
         layout.addStretch(1)
         self.progress_bar = QProgressBar()
         self.progress_bar.setObjectName("pairProgress")
         self.progress_bar.setAccessibleName(f"Download progress of {pair.title}")
         self.progress_bar.setRange(0, PROGRESS_STEPS)
-        self.progress_bar.setValue(0)
         self.progress_bar.setTextVisible(False)
         self.progress_bar.setMaximumHeight(8)
         self.progress_bar.setVisible(False)
         layout.addWidget(self.progress_bar)
-        self.status_label = self._text_label("pairStatus", "")
-        self.status_label.setVisible(False)
-        layout.addWidget(self.status_label)
+        self.status_label = self._text_label(layout, "pairStatus", "", False)
 
         buttons = QHBoxLayout()
         buttons.setSpacing(6)
@@ -241,19 +228,14 @@ class PairCard(QFrame):
         badge.setAccessibleName(text)
         return badge
 
-    def _text_label(self, name: str, text: str) -> QLabel:
+    def _text_label(self, layout: QVBoxLayout, name: str, text: str, is_shown: bool = True) -> QLabel:
         label = QLabel(text)
         label.setObjectName(name)
         label.setWordWrap(True)
         label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        layout.addWidget(label)
+        label.setVisible(is_shown)
         return label
-
-    def _chip(self, text: str, name: str) -> QLabel:
-        chip = QLabel(text)
-        chip.setObjectName(name)
-        chip.setProperty("chip", True)
-        chip.setAccessibleName(text)
-        return chip
 
     def _chip_texts(self) -> list[tuple[str, str]]:
         """(object name, text) of the pair's facts, shortest words first."""
