@@ -127,14 +127,10 @@ class Reply:
     def whole(self, finished: Finished) -> dict[str, Any]:
         reason = FINISH_REASONS.get(finished.stop_reason, "stop")
         if self.request.chat:
-            choice: dict[str, Any] = {
-                "index": 0,
-                "message": {"role": "assistant", "content": finished.text},
-                "logprobs": None,
-                "finish_reason": reason,
-            }
+            content: dict[str, Any] = {"message": {"role": "assistant", "content": finished.text}}
         else:
-            choice = {"index": 0, "text": finished.text, "logprobs": None, "finish_reason": reason}
+            content = {"text": finished.text}
+        choice = {"index": 0, **content, "logprobs": None, "finish_reason": reason}
         return {
             **self._head(chunk=False),
             "choices": [choice],
@@ -146,19 +142,13 @@ class Reply:
         self, text: str | None, finish_reason: str | None = None, first: bool = False
     ) -> dict[str, Any]:
         if self.request.chat:
-            delta: dict[str, Any] = {}
-            if first:
-                delta["role"] = "assistant"
+            delta: dict[str, Any] = {"role": "assistant"} if first else {}
             if text is not None:
                 delta["content"] = text
-            choice: dict[str, Any] = {
-                "index": 0,
-                "delta": delta,
-                "logprobs": None,
-                "finish_reason": finish_reason,
-            }
+            content: dict[str, Any] = {"delta": delta}
         else:
-            choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
+            content = {"text": text or ""}
+        choice = {"index": 0, **content, "logprobs": None, "finish_reason": finish_reason}
         out = {**self._head(chunk=True), "choices": [choice]}
         if self.request.include_usage:
             out["usage"] = None

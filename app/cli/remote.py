@@ -131,12 +131,12 @@ def cmd_generate_remote(args: argparse.Namespace) -> int:
             body["prompt"] = prompt
             path = "/completions"
 
-        def on_text(text: str) -> None:
-            if not args.json:
+        def on_chunk(_chunk: dict[str, Any], text: str) -> None:
+            if text and not args.json:
                 sys.stdout.write(text)
                 sys.stdout.flush()
 
-        result = client.stream(path, body, on_text)
+        result = client.stream(path, body, on_chunk)
     finally:
         client.close()
     report = _report(result, args, base, model, load_s)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -146,8 +147,6 @@ def cleartext_warning(base: str, api_key: str | None) -> str | None:
     computer (on this computer, 127.0.0.1 or localhost, it never leaves it). None otherwise."""
     if not api_key:
         return None
-    from urllib.parse import urlsplit
-
     parts = urlsplit(base)
     host = (parts.hostname or "").lower()
     if parts.scheme != "http" or host == "localhost":
@@ -251,16 +250,13 @@ class RemoteClient:
         self,
         path: str,
         body: dict[str, Any],
-        on_text: Any,
-        on_chunk: Any = None,
+        on_chunk: Callable[[dict[str, Any], str], None],
         cancel: Any = None,
     ) -> RemoteResult:
-        """POST with stream=true; on_text(text) for each piece as it arrives.
-
-        on_chunk(chunk, text) sees every parsed chunk (the window reads its numbers and extension
-        fields); cancel (a threading.Event) set ends the stream at the next line: the connection
-        is closed, which a server takes as the client leaving, and finish_reason is "cancelled".
-        """
+        """POST with stream=true; on_chunk(chunk, its text) for every parsed chunk as it arrives (the
+        window reads its numbers and extension fields too). cancel (a threading.Event) set ends the
+        stream at the next line: the connection is closed, which a server takes as the client
+        leaving, and finish_reason is "cancelled"."""
         import httpx
 
         result = RemoteResult()
@@ -313,11 +309,9 @@ class RemoteClient:
                             result.text += text
                             result.n_chunks += 1
                             chunk_text += text
-                            on_text(text)
                         if choice.get("finish_reason"):
                             result.finish_reason = choice["finish_reason"]
-                    if on_chunk is not None:
-                        on_chunk(chunk, chunk_text)
+                    on_chunk(chunk, chunk_text)
         except httpx.HTTPError as e:
             raise self._transport_error(e, len(result.text)) from None
         result.t_end = time.perf_counter()

@@ -390,9 +390,7 @@ class RemoteWorker:
 
         def run() -> None:
             try:
-                outcome["result"] = client.stream(
-                    path, body, lambda _text: None, on_chunk=on_chunk, cancel=stop_stream
-                )
+                outcome["result"] = client.stream(path, body, on_chunk, cancel=stop_stream)
             except Exception as e:  # RemoteError, or a bug: said below either way
                 outcome["error"] = e
             finally:
