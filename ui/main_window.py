@@ -1,13 +1,7 @@
-"""Tandem's main window: conversations, the chat, Compare, models; the speculation toolbar.
+"""Tandem's main window: conversations, the chat, Compare, models; the chat's header.
 
-The window builds and wires widgets. What it shows and decides lives in its presenter
-(ui/presenters/presenter.py, ChatPresenter: no widgets): the settings, the store (conversations on disk),
-the reply being generated and its saving, the stats records and speed baseline, Compare routing
-and the one speculation state. The window forwards user actions to the presenter and follows
-its signals; the chat follows the reply being generated itself (ChatView.on_replies_reply_progressed:
-the reply presenter's coalesced updates of one reply buffer, app.host.reply, of which only the new
-text is laid out). The presenter writes a reply to the store at most every SAVE_INTERVAL_S and at
-its end, so a crash of anything loses at most that much of it.
+The window builds and wires widgets; what it shows and decides lives in its presenter
+(ui/presenters/presenter.py, ChatPresenter: no widgets), whose signals the pages follow.
 """
 
 from __future__ import annotations
@@ -189,11 +183,10 @@ class MainWindow(QMainWindow):
         self.header.save_preset_requested.connect(presets.ask_and_save)
         presets.refresh()
         self.header.refresh_models()
-        self.choose_draft_action = QAction("Choose a draft model…", self)
         self._draft_tip = (
             "Pick a small GGUF model with the same vocabulary as the model, to guess ahead for it"
         )
-        self.choose_draft_action.setToolTip(self._draft_tip)
+        self.choose_draft_action = QAction("Choose a draft model…", self, toolTip=self._draft_tip)
         self.choose_draft_action.triggered.connect(self.on_choose_draft_action_triggered)
         self.settings_action = QAction("Settings…", self)
         self.settings_action.triggered.connect(self.on_settings_action_triggered)  # the Model menu's
@@ -305,15 +298,11 @@ class MainWindow(QMainWindow):
         model_menu.addAction(self.choose_draft_action)
         model_menu.addAction(self.settings_action)
         help_menu = self.menuBar().addMenu("&Help")
-        self.welcome_action = QAction("Welcome", self)
-        self.welcome_action.setToolTip(
-            "What Tandem does, a demo where the speed shows, and a model for this machine"
-        )
+        tip = "What Tandem does, a demo where the speed shows, and a model for this machine"
+        self.welcome_action = QAction("Welcome", self, toolTip=tip, enabled=self.welcome is not None)
         self.welcome_action.triggered.connect(self.show_welcome)
-        self.welcome_action.setEnabled(self.welcome is not None)
         help_menu.addAction(self.welcome_action)
-        self.about_action = QAction("About Tandem", self)
-        self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
+        self.about_action = QAction("About Tandem", self, menuRole=QAction.MenuRole.AboutRole)
         self.about_action.triggered.connect(self.show_about)
         help_menu.addAction(self.about_action)
 

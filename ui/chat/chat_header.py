@@ -1,10 +1,7 @@
-"""The chat's header: which model writes, how it is sped up, and what the highlight means.
-
-Where people look for it (LM Studio, Jan, GPT4All and ChatGPT put the model at the top of the
-chat): the one model picker (ui/chat/model_picker.py: the built-in models and the GGUF files in
-the models folder, searchable, each with its size and fit; the Models page's "Chat with" is the
-same control on the same list, and keeps the library and the downloads), the speed-up picker with plain names and a one-line
-why for each, the state of the loaded pair in words, and the highlight's legend with its switch.
+"""The chat's header, where people look for it (LM Studio, Jan and ChatGPT put the model at the top
+of the chat): the model picker (ui/chat/model_picker.py), the speed-up picker with plain names and
+a one-line why for each, the presets, the loaded pair's state in words, and the highlight's legend
+with its switch.
 """
 
 from __future__ import annotations
@@ -140,7 +137,7 @@ class ChatHeader(QWidget):
         self.state_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.state_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         # No least width: it takes the row's room left (its whole text is its tooltip), and the
-        # window's least width stays the pickers' (a narrow screen: issue 37's 1366x768 frame).
+        # window's least width stays the pickers' (a 1366x768 screen).
         self.state_label.setMinimumWidth(0)
         row.addWidget(self.state_label, 1)
         row.addStretch(0)  # the row's end while the state line is hidden (it says the choice again)

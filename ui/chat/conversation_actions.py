@@ -33,8 +33,8 @@ class ConversationActions(QObject):
         super().__init__(parent)
         self.presenter, self.chat, self.parent_widget = presenter, chat, parent
         menu = next(w for w in settings_action.associatedObjects() if isinstance(w, QMenu))
-        self.import_action = QAction("&Import a conversation…", parent)
-        self.import_action.setToolTip("Open a conversation exported as JSON, as a new conversation")
+        tip = "Open a conversation exported as JSON, as a new conversation"
+        self.import_action = QAction("&Import a conversation…", parent, toolTip=tip)
         self.import_action.triggered.connect(self.on_import_action_triggered)
         self.export_markdown_action = QAction("Export as &Markdown…", parent)
         self.export_markdown_action.triggered.connect(
@@ -42,15 +42,11 @@ class ConversationActions(QObject):
         )
         self.export_json_action = QAction("Export as &JSON…", parent)
         self.export_json_action.triggered.connect(lambda: self.export_conversation(None, ExportFormat.JSON))
-        self.diff_action = QAction("Compare the reply with its &document…", parent)
-        self.diff_action.setToolTip("The last reply against the document it was asked to change")
+        tip = "The last reply against the document it was asked to change"
+        self.diff_action = QAction("Compare the reply with its &document…", parent, toolTip=tip)
         self.diff_action.triggered.connect(self.show_reply_diff)
-        for action in (
-            self.export_markdown_action,
-            self.export_json_action,
-            self.import_action,
-            self.diff_action,
-        ):
+        actions = (self.export_markdown_action, self.export_json_action, self.import_action, self.diff_action)
+        for action in actions:
             menu.insertAction(settings_action, action)
         menu.insertSeparator(settings_action)
 

@@ -3,9 +3,8 @@ alignment (difflib's ratio over the words), among its fenced blocks, its runs of
 the whole reply; none where no part is close (a translation, a remark, an answer about it).
 
 A reply to "Fix the spelling in note.txt" often wraps the text: a line before it ("Here is the
-corrected note:"), a remark after it, sometimes in a fence of its own. Taking "the one fenced
-block" took a one-line remark for the edit and showed the whole note struck out (review ux-3).
-No Qt here.
+corrected note:"), a remark after it, sometimes in a fence of its own (taking "the one fenced
+block" would take a one-line remark for the edit). No Qt here.
 """
 
 from __future__ import annotations

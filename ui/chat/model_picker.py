@@ -1,5 +1,5 @@
-"""The one model picker (issue 37): the models Tandem can chat with, from one source, shown by
-one control wherever a model is picked (the chat's header and the Models page's "Chat with").
+"""The one model picker: the models Tandem can chat with, from one source, shown by one control
+wherever a model is picked (the chat's header and the Models page's "Chat with").
 
 chat_models() is the list: the built-in models, then the GGUF files in the models folder, each
 by the name people call it, with its size and its fit on this computer (the pair doctor's
@@ -168,8 +168,7 @@ def chat_models(
 
 def _copy_of_default(paths: list[Path]) -> Path | None:
     """A file that is the built-in Gemma's own (its size, then its checksum), where the built-in
-    one is not made yet: listed once, as the built-in model (review ux-3: "Gemma 3 270m" and
-    "Gemma 3 270M (base)" were the same file)."""
+    one is not made yet: listed once, as the built-in model."""
     from app.library.default_model import DEFAULT_MODEL_SHA256
 
     size = _default_size()

@@ -229,10 +229,7 @@ class SpeedPanel(QWidget):
     def reason_shown(self) -> tuple[str, bool]:
         """The reason as drawn, its lines joined by a newline, and whether it is under the headline:
         beside it where it fits, else under it, wrapped to a second line (the panel grows) and
-        elided only where even two lines are too narrow. Cut to fit beside it, it read "The
-        guesses cost about as much time as they…"; cut to one line under it, the usual reply at
-        the window's first size read "Nothing in the conversation to reuse: the speed-up helps
-        most when …"."""
+        elided only where even two lines are too narrow."""
         lines, below = self._reason_lines()
         return "\n".join(lines), below
 

@@ -67,8 +67,7 @@ class ServeToggle(QObject):
         super().__init__(parent)
         self.controller = controller
         self._settings = settings
-        self.action = QAction("API: off", parent)  # a switch that says its state
-        self.action.setCheckable(True)
+        self.action = QAction("API: off", parent, checkable=True)  # a switch that says its state
         self.action.toggled.connect(lambda on: self.action.setText("API: on" if on else "API: off"))
         self.action.toggled.connect(self.on_action_toggled)
         toolbar.addAction(self.action)
