@@ -95,13 +95,13 @@ def commands_said() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    from app.cli.unknown import say_unknown, unknown_option
+    from app.cli.unknown import unknown_option
 
     given = sys.argv[1:] if argv is None else argv
     if given[:2] == ["bench", "dev"]:  # the replay's, now the lab's
         return fail(REPLAY_MOVED)
     if (unknown := unknown_option(parser, given)) is not None:
-        return say_unknown(*unknown, prefix="error:")
+        return fail(unknown)  # as a command's other usage mistakes are said
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

@@ -27,11 +27,10 @@ _QT_FLAGS = frozenset(
 _WINDOW_OPTIONS = ("--model", "--draft")  # the window's options that take a value (app/gui.py make_parser)
 
 
-def say_unknown(what: str, hint: str = "tandem help", prefix: str = "tandem:") -> int:
-    """Print the one line and return the exit code (2). A command's own options are named as its
-    other usage mistakes are (`error: ...`, as argparse and the CLI's edge say them)."""
+def say_unknown(what: str) -> int:
+    """Print the one line and return the exit code (2)."""
     sys.stdout.flush()
-    sys.stderr.write(f"{prefix} {what} (see {hint})\n")
+    sys.stderr.write(f"tandem: {what} (see tandem help)\n")
     sys.stderr.flush()
     return EXIT_BAD_INPUT
 
@@ -75,9 +74,9 @@ def _options_of(parser: argparse.ArgumentParser) -> set[str]:
     return names
 
 
-def unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[str, str] | None:
+def unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
     """The first `--option` in `tandem COMMAND ...` that COMMAND (and its subcommands) does not know,
-    as ("unknown option '--promt' for generate", "tandem help generate"); None when all are known.
+    as "unknown option '--promt' for generate (see tandem help generate)"; None when all are known.
     argparse alone would first complain about a missing required option and never name the typo."""
     if not argv:
         return None
@@ -94,5 +93,5 @@ def unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[st
         name = arg.split("=", 1)[0]
         if name in known or sum(k.startswith(name) for k in known if k.startswith("--")) == 1:
             continue
-        return f"unknown option '{name}' for {argv[0]}", f"tandem help {argv[0]}"
+        return f"unknown option '{name}' for {argv[0]} (see tandem help {argv[0]})"
     return None
