@@ -85,7 +85,7 @@ class Endpoint:
             except (ValueError, UnicodeDecodeError) as e:
                 raise bad_request(f"the request body is not valid JSON ({e})") from None
             del raw
-            info = host.info
+            info = host.supervisor.info
             n_ctx = info.n_ctx if info is not None else 1 << 30
             request = parse_request(body, self.chat, n_ctx)
             if info is not None:

@@ -91,18 +91,6 @@ class ApiEngine:
         self._occupied = 0  # the running request and those waiting (event loop only)
         self._turn: asyncio.Lock | None = None
 
-    @property
-    def info(self) -> EngineInfo | None:
-        return self.supervisor.info
-
-    @property
-    def load_error(self) -> str:
-        return self.supervisor.load_error
-
-    @property
-    def alive(self) -> bool:
-        return self.supervisor.info is not None
-
     # -- the engine (owned)
 
     def start(self) -> None:
@@ -133,7 +121,9 @@ class ApiEngine:
             await asyncio.to_thread(self.supervisor.wait_loaded, self.load_timeout_s, n_ended)
         info = self.supervisor.info
         if info is None:
-            raise ApiError(500, f"the engine could not start: {self.load_error}", kind="server_error")
+            raise ApiError(
+                500, f"the engine could not start: {self.supervisor.load_error}", kind="server_error"
+            )
         return info
 
     # -- one reply at a time

@@ -172,10 +172,8 @@ def parse_request(body: object, chat: bool, n_ctx: int) -> GenerationRequest:
             '\'response_format\' must be {"type": "text"}: structured output is not supported',
             "response_format",
         )
-    for key in ("frequency_penalty", "presence_penalty"):
-        _number(
-            body, key, -2.0, 2.0
-        )  # accepted for compatibility; llama.cpp's repeat_penalty is used instead
+    for key in ("frequency_penalty", "presence_penalty"):  # checked, unused: repeat_penalty is used
+        _number(body, key, -2.0, 2.0)
 
     temperature = _number(body, "temperature", 0.0, 5.0)
     top_p = _number(body, "top_p", 0.0, 1.0)

@@ -173,7 +173,7 @@ class ApiServer:
                 self.check_auth(request.headers)
             except ApiError as e:
                 return JSONResponse(e.body(), e.status, headers=e.headers)
-            info = self.host.info
+            info = self.host.supervisor.info
             data = []
             if info is not None:
                 data.append(
@@ -190,12 +190,12 @@ class ApiServer:
             return JSONResponse({"object": "list", "data": data})
 
         async def health(request: Request) -> JSONResponse:
-            if self.host.alive:
+            if self.host.supervisor.info is not None:
                 return JSONResponse({"status": "ok", **self.host.load()})
             if self.host.supervisor.is_loading or self.host.supervisor.n_loads_ended == 0:
                 return JSONResponse({"status": "loading"}, 503)
             # The last load failed (a broken or missing model): not "loading" for ever.
-            return JSONResponse({"status": "error", "reason": self.host.load_error}, 503)
+            return JSONResponse({"status": "error", "reason": self.host.supervisor.load_error}, 503)
 
         async def http_error(request: Request, exc: Exception) -> JSONResponse:
             assert isinstance(exc, HTTPException)
