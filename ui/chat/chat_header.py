@@ -29,6 +29,7 @@ from ui.presenters.words import (
     source_tip,
 )
 from ui.qt import theme
+from ui.qt.widgets import named
 
 
 def _preset_tip(preset: Preset) -> str:
@@ -89,10 +90,8 @@ class ChatHeader(QWidget):
         row.setSpacing(8)
 
         model_label = QLabel("Model")
-        self.model_combo = ModelPicker()  # searchable, with each model's size and fit
-        self.model_combo.setObjectName("modelPicker")
-        self.model_combo.setAccessibleName("Model")
-        self.model_combo.setToolTip("The model that writes the replies (more on the Models page)")
+        tip = "The model that writes the replies (more on the Models page)"
+        self.model_combo = named(ModelPicker(), "modelPicker", "Model", tip)  # searchable, with size and fit
         self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.model_combo.setMinimumContentsLength(20)
         self.model_combo.activated.connect(self.on_model_combo_activated)
@@ -102,9 +101,7 @@ class ChatHeader(QWidget):
         row.addWidget(self.model_combo)
 
         speed_label = QLabel("Speed-up")
-        self.speed_combo = QComboBox()
-        self.speed_combo.setObjectName("speedUpPicker")
-        self.speed_combo.setAccessibleName("Speed-up")
+        self.speed_combo = named(QComboBox(), "speedUpPicker", "Speed-up")
         for choice in SPEED_UP_CHOICES:
             self.speed_combo.addItem(choice.name, str(choice.key))
             self.speed_combo.setItemData(
@@ -118,10 +115,8 @@ class ChatHeader(QWidget):
         row.addWidget(self.speed_combo)
 
         preset_label = QLabel("Preset")
-        self.preset_combo = QComboBox()
-        self.preset_combo.setObjectName("presetPicker")
-        self.preset_combo.setAccessibleName("Preset")
-        self.preset_combo.setToolTip("Instructions, sampling and speed-up, saved under a name")
+        tip = "Instructions, sampling and speed-up, saved under a name"
+        self.preset_combo = named(QComboBox(), "presetPicker", "Preset", tip)
         self.preset_combo.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
@@ -143,16 +138,10 @@ class ChatHeader(QWidget):
         row.addStretch(0)  # the row's end while the state line is hidden (it says the choice again)
         self._restates: SpeedUp | None = None  # the choice the state line says again, if any
 
-        self.tint_check = QCheckBox()
-        self.tint_check.setObjectName("tintCheck")
-        self.tint_check.setAccessibleName("Highlight the model's confirmed text")
-        self.tint_check.setToolTip(LEGEND)
+        self.tint_check = named(QCheckBox(), "tintCheck", "Highlight the model's confirmed text", LEGEND)
         self.tint_check.setChecked(show_tint)
         self.tint_check.toggled.connect(self.tint_toggled)
-        self.legend = QLabel(LEGEND_SHORT)
-        self.legend.setObjectName("tintLegend")
-        self.legend.setToolTip(LEGEND)
-        self.legend.setAccessibleName("Highlight legend")
+        self.legend = named(QLabel(LEGEND_SHORT), "tintLegend", "Highlight legend", LEGEND)
         self.legend.setAccessibleDescription(LEGEND)
         self.legend.setBuddy(self.tint_check)
         self._sources: frozenset[DraftSource] = frozenset()  # the sources the legend names
@@ -167,7 +156,6 @@ class ChatHeader(QWidget):
         self.legend_row.addWidget(self.legend)
         self.legend_row.addStretch(1)
         rows.addLayout(self.legend_row)
-        self._models: list[tuple[str, str]] = []
         self._in_use: str | None = None
         self._in_use_name = ""  # its header's name
         self.restyle()
@@ -218,7 +206,6 @@ class ChatHeader(QWidget):
         """The models to chat with (ui/chat/model_picker.py's chat_models: the Models page lists
         the same), each by its name with its size and fit, then "Open a GGUF file…"."""
         self.model_combo.set_entries(chat_models(self._in_use, self._in_use_name))
-        self._models = [(e.key, e.name) for e in self.model_combo.entries]
         self._select_in_use()
 
     def set_model_in_use(self, key: str | None, name: str = "") -> None:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from PySide6.QtCore import Qt, SignalInstance
-from PySide6.QtWidgets import QAbstractButton, QLabel, QPushButton, QToolButton
+from PySide6.QtWidgets import QAbstractButton, QLabel, QPushButton, QToolButton, QWidget
 
 B = TypeVar("B", bound=QAbstractButton)
 
@@ -68,3 +68,16 @@ def tool_button(
 ) -> QToolButton:
     """A tool button (a flat action beside text) that calls `clicked`."""
     return _button(QToolButton(), text, name, clicked, tip, accessible, hidden)
+
+
+W = TypeVar("W", bound=QWidget)
+
+
+def named(widget: W, name: str, accessible: str = "", tip: str = "") -> W:
+    """`widget` with its object name, accessible name and tooltip (each where given)."""
+    widget.setObjectName(name)
+    if accessible:
+        widget.setAccessibleName(accessible)
+    if tip:
+        widget.setToolTip(tip)
+    return widget

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QComboBox, QFormLayout, QHBoxLayout, QLabel, QLine
 from app.host.remote_client import RemoteClient, RemoteError, api_base
 from app.settings import EngineKind, Settings
 from ui.qt import theme
-from ui.qt.widgets import button
+from ui.qt.widgets import button, named
 
 ENGINE_CHOICES = (("This computer", EngineKind.LOCAL), ("A server", EngineKind.REMOTE))
 # How this dialog names the inputs a RemoteError asks to change (app.host.remote_client.RemoteFix).
@@ -50,35 +50,28 @@ class RemoteEngineFields(QObject):
 
     def __init__(self, settings: Settings, form: QFormLayout, parent: QWidget) -> None:
         super().__init__(parent)
-        self.engine = QComboBox()
-        self.engine.setObjectName("engineCombo")
-        self.engine.setAccessibleName("Engine")
+        tip = "Run models here, or chat with a model on an OpenAI-compatible server"
+        self.engine = named(QComboBox(), "engineCombo", "Engine", tip)
         for label, value in ENGINE_CHOICES:
             self.engine.addItem(label, value)
         self.engine.setCurrentIndex(max(0, self.engine.findData(settings.engine)))
-        self.engine.setToolTip("Run models here, or chat with a model on an OpenAI-compatible server")
         form.addRow("Engine:", self.engine)
 
-        self.url = QLineEdit(settings.remote_url)
-        self.url.setObjectName("remoteUrlEdit")
-        self.url.setAccessibleName("Server address")
-        self.url.setPlaceholderText("http://HOST:PORT (tandem serve, llama-server, LM Studio, vLLM…)")
+        where = "http://HOST:PORT (tandem serve, llama-server, LM Studio, vLLM…)"
+        self.url = named(
+            QLineEdit(settings.remote_url, placeholderText=where), "remoteUrlEdit", "Server address"
+        )
         form.addRow("Server:", self.url)
 
-        self.api_key = QLineEdit(settings.remote_api_key)
-        self.api_key.setObjectName("remoteKeyEdit")
-        self.api_key.setAccessibleName("API key")
-        self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
-        self.api_key.setPlaceholderText("none")
-        self.api_key.setToolTip("Sent as 'Authorization: Bearer KEY'; kept in Tandem's settings file")
+        key = QLineEdit(settings.remote_api_key, echoMode=QLineEdit.EchoMode.Password, placeholderText="none")
+        tip = "Sent as 'Authorization: Bearer KEY'; kept in Tandem's settings file"
+        self.api_key = named(key, "remoteKeyEdit", "API key", tip)
         form.addRow("API key:", self.api_key)
 
         row = QHBoxLayout()
-        self.model = QComboBox()
-        self.model.setObjectName("remoteModelCombo")
-        self.model.setAccessibleName("Server model")
-        self.model.setEditable(True)
-        self.model.setMinimumContentsLength(24)
+        self.model = named(
+            QComboBox(editable=True, minimumContentsLength=24), "remoteModelCombo", "Server model"
+        )
         edit = self.model.lineEdit()
         if edit is not None:
             edit.setPlaceholderText("the first one it serves")

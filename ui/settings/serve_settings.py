@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
 
 from app.settings import Settings
 from ui.qt import theme
-from ui.qt.widgets import button, label
+from ui.qt.widgets import button, label, named
 
 OPEN_WARNING = "Without an API key, anyone who can reach this computer on the network can use the model."
 
@@ -32,26 +32,22 @@ class ServeValues(TypedDict):
 class ServeFields(QObject):
     def __init__(self, settings: Settings, form: QFormLayout, parent: QWidget) -> None:
         super().__init__(parent)
-        self.port = QSpinBox()
-        self.port.setObjectName("servePortSpin")
-        self.port.setAccessibleName("API port")
-        self.port.setRange(1, 65535)
-        self.port.setValue(settings.serve_port)
-        self.port.setToolTip(
+        tip = (
             "Where Serve API listens (8080 by default). A port another program uses is refused "
             "when serving starts, with the reason in the status bar."
         )
+        port = QSpinBox(minimum=1, maximum=65535, value=settings.serve_port)
+        self.port = named(port, "servePortSpin", "API port", tip)
         form.addRow("API port:", self.port)
 
         row = QHBoxLayout()
-        self.api_key = QLineEdit(settings.serve_api_key)
-        self.api_key.setObjectName("serveKeyEdit")
-        self.api_key.setAccessibleName("API key for Serve API")
-        self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
-        self.api_key.setPlaceholderText("none (optional)")
-        self.api_key.setToolTip(
+        tip = (
             "Programs must send 'Authorization: Bearer KEY'; others get 401. Kept in Tandem's settings file."
         )
+        key = QLineEdit(
+            settings.serve_api_key, echoMode=QLineEdit.EchoMode.Password, placeholderText="none (optional)"
+        )
+        self.api_key = named(key, "serveKeyEdit", "API key for Serve API", tip)
         row.addWidget(self.api_key, 1)
         self.show_key = button("Show", "serveKeyShowButton", tip="Show or hide the key")
         self.show_key.setCheckable(True)
@@ -59,12 +55,9 @@ class ServeFields(QObject):
         row.addWidget(self.show_key)
         form.addRow("API key:", row)
 
-        self.public = QCheckBox("Allow other computers to connect")
-        self.public.setObjectName("servePublicCheck")
+        tip = "Listen on every network interface (0.0.0.0) instead of this computer only (127.0.0.1)"
+        self.public = named(QCheckBox("Allow other computers to connect"), "servePublicCheck", tip=tip)
         self.public.setChecked(settings.serve_public)
-        self.public.setToolTip(
-            "Listen on every network interface (0.0.0.0) instead of this computer only (127.0.0.1)"
-        )
         form.addRow("", self.public)
         self.warning = label(OPEN_WARNING, "serveOpenWarning")
         theme.set_tone(self.warning, "error")

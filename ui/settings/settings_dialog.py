@@ -27,7 +27,7 @@ from app.settings import Settings, Theme
 from engine.chat import CHAT_SAMPLING
 from engine.config import default_threads
 from ui.qt import theme
-from ui.qt.widgets import button, label
+from ui.qt.widgets import button, label, named
 
 ENGINE_TAB = 2  # Chat, Speed-up, Engine, Serve API
 
@@ -48,14 +48,11 @@ class SettingsDialog(QDialog):
         chat = self._tab("Chat")
         from ui.qt.theme import THEME_CHOICES
 
-        self.theme = QComboBox()
-        self.theme.setObjectName("themeCombo")
-        self.theme.setAccessibleName("Theme")
+        self.theme = named(QComboBox(), "themeCombo")
         for name, value in THEME_CHOICES:
             self.theme.addItem(name, value)
         self.theme.setCurrentIndex(max(0, self.theme.findData(settings.theme)))
-        self.theme.setToolTip("System follows the desktop's light or dark scheme")
-        chat.addRow("Theme:", self.theme)
+        _row(chat, "Theme", self.theme, "System follows the desktop's light or dark scheme")
 
         self.max_tokens = QSpinBox(minimum=16, maximum=32768, suffix=" tokens", value=settings.max_tokens)
         _row(
@@ -154,14 +151,12 @@ class SettingsDialog(QDialog):
         if cpu_only:
             form.addRow("", label(cpu_only))
 
-        self.rpc_servers = QLineEdit(settings.rpc_servers)
-        self.rpc_servers.setObjectName("rpcServersEdit")
-        self.rpc_servers.setAccessibleName("Other computers' GPUs (RPC servers)")
-        self.rpc_servers.setPlaceholderText("none (HOST:PORT, HOST:PORT…)")
-        self.rpc_servers.setToolTip(
+        tip = (
             "Machines running `tandem rpc-server`: the model's GPU layers go there, the draft "
             "model stays here. The protocol has no password: use a trusted network only."
         )
+        rpc = QLineEdit(settings.rpc_servers, placeholderText="none (HOST:PORT, HOST:PORT…)")
+        self.rpc_servers = named(rpc, "rpcServersEdit", "Other computers' GPUs (RPC servers)", tip)
         self.rpc_servers.textChanged.connect(self.on_rpc_servers_text_changed)
         form.addRow("Other computers' GPUs (RPC):", self.rpc_servers)
         self.rpc_error = label("", "rpcServersError", hidden=True)
