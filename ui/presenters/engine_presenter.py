@@ -266,8 +266,7 @@ class EnginePresenter(QObject):
 
     def on_controller_engine_loaded(self, info: EngineInfo) -> None:
         self.loading_finished.emit()
-        self._show_pair(info)
-        self._show_speculation(info.draft, in_effect=info.speculation)
+        self.on_controller_draft_changed(info)
 
     def on_controller_engine_failed(self, failure: Failure) -> None:
         words = failure_words(failure)

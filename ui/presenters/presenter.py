@@ -160,12 +160,9 @@ class ChatPresenter(QObject):
             self.conversations_changed.emit()
             return
         conversation = self.store.conversation(conversation_id)
-        messages, has_earlier = self.store.recent_messages(conversation_id, PAGE_MESSAGES)
-        self._first_shown_id = messages[0].id if has_earlier and messages else None
-        rows = self._rows(conversation_id, messages)
         system_prompt = conversation.system_prompt if conversation else ""
         self.conversation_shown.emit(
-            ConversationShown(conversation_id, system_prompt, tuple(rows), has_earlier)
+            ConversationShown(conversation_id, system_prompt, *self._page(conversation_id))
         )
         n_bad = self.store.bad_versions(conversation_id)
         if n_bad:  # rows another program wrote: shown as they stand, left out of the versions
@@ -181,12 +178,14 @@ class ChatPresenter(QObject):
     def show_earlier(self) -> None:
         """The page of messages before those shown (earlier_shown), where there is one."""
         conversation_id, before = self.conversation_id, self._first_shown_id
-        if conversation_id is None or before is None:
-            return
+        if conversation_id is not None and before is not None:
+            self.earlier_shown.emit(EarlierShown(conversation_id, *self._page(conversation_id, before)))
+
+    def _page(self, conversation_id: int, before: int | None = None) -> tuple[tuple[MessageRow, ...], bool]:
+        """The rows of the messages before `before` (None: the newest), and whether more are before."""
         messages, has_earlier = self.store.recent_messages(conversation_id, PAGE_MESSAGES, before)
         self._first_shown_id = messages[0].id if has_earlier and messages else None
-        rows = self._rows(conversation_id, messages)
-        self.earlier_shown.emit(EarlierShown(conversation_id, tuple(rows), has_earlier))
+        return tuple(self._rows(conversation_id, messages)), has_earlier
 
     def _rows(self, conversation_id: int, messages: list[Message]) -> list[MessageRow]:
         """Stored messages as the chat's rows (the reply being written as it stands now)."""
@@ -268,15 +267,9 @@ class ChatPresenter(QObject):
 
     def current_preset(self, name: str, system_prompt: str) -> Preset:
         """The settings now as a preset for the model in use."""
-        s = self.settings
+        s, choice = self.settings, self.engine.speculation.choice
         return Preset(
-            name,
-            self.engine.model_key(),
-            system_prompt,
-            s.temperature,
-            s.top_p,
-            s.repeat_penalty,
-            self.engine.speculation.choice,
+            name, self.engine.model_key(), system_prompt, s.temperature, s.top_p, s.repeat_penalty, choice
         )
 
     def set_system_prompt(self, text: str) -> None:

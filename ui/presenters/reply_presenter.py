@@ -48,10 +48,6 @@ class LiveReply:
     reading: tuple[Reading, float] | None = None  # the engine's last report on its prompt, and when it came
 
     @property
-    def request_id(self) -> int:
-        return self.reply.request_id
-
-    @property
     def text(self) -> str:
         return self.reply.text
 
@@ -242,7 +238,7 @@ class ReplyPresenter(QObject):
     # ---- the controller's replies (the chat's own; Compare's are its presenter's)
 
     def on_controller_reply_started(self, started: ReplyStarted) -> None:
-        if self.live is None or started.request_id != self.live.request_id:
+        if self.live is None or started.request_id != self.live.reply.request_id:
             return
         if started.n_dropped_turns and self.live.conversation_id == self._shown_conversation():
             info = self.controller.info
@@ -254,7 +250,7 @@ class ReplyPresenter(QObject):
             )
 
     def on_controller_reply_reading(self, message: ReplyReading) -> None:
-        if self.live is None or message.request_id != self.live.request_id or self.live.text:
+        if self.live is None or message.request_id != self.live.reply.request_id or self.live.text:
             return
         self.live.reading = (message.reading, time.monotonic())
         self._show_reading(message.reading)
@@ -279,7 +275,7 @@ class ReplyPresenter(QObject):
 
     def on_controller_reply_progressed(self, progress: ReplyProgress) -> None:
         live = self.live
-        if live is None or progress.request_id != live.request_id:
+        if live is None or progress.request_id != live.reply.request_id:
             return
         stats = progress.stats
         if stats:  # the status bar says what is happening; the numbers are the reply's own
@@ -302,7 +298,7 @@ class ReplyPresenter(QObject):
         finished = reply.finished
         assert finished is not None
         live = self.live
-        if live is None or reply.request_id != live.request_id:
+        if live is None or reply.request_id != live.reply.request_id:
             return
         self.speed.record_plain_speed(finished)
         record = self.speed.record(finished, **self._record_extras(live))
@@ -326,7 +322,7 @@ class ReplyPresenter(QObject):
 
     def on_controller_reply_failed(self, request_id: int, failure: Failure, has_engine_died: bool) -> None:
         live = self.live
-        if live is None or request_id != live.request_id:
+        if live is None or request_id != live.reply.request_id:
             return
         sentence = failure_words(failure)
         if has_engine_died or live.text:
