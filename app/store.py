@@ -348,10 +348,6 @@ class Message:
     spans: tuple[DraftSpan, ...] = ()  # the drafted stretches of content
 
     @property
-    def is_interrupted(self) -> bool:
-        return self.status == MessageStatus.INTERRUPTED
-
-    @property
     def reply_text(self) -> ReplyText:
         """The content with its drafted stretches, as app.host.reply.Reply.shown() gave them."""
         return ReplyText(self.content, self.spans)
@@ -837,9 +833,6 @@ class Store:
         except sqlite3.Error as e:  # a reader holds the -wal: the next checkpoint clears it
             log.info("checkpoint after a deletion postponed: %s", e)
 
-    def _touch(self, conversation_id: int, now: float) -> None:
-        self._db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
-
     # messages
 
     def add_message(
@@ -869,7 +862,7 @@ class Store:
                     for i, d in enumerate(documents)
                 ],
             )
-            self._touch(conversation_id, now)
+            self._db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
         return Message(cur.lastrowid, conversation_id, role, content, status, None, ())
 
     def add_message_with_attachments(

@@ -56,10 +56,6 @@ class CatalogModel:
     sha256: str | None = None
     source: str | None = None
 
-    @property
-    def is_downloadable(self) -> bool:
-        return self.repo_id is not None
-
 
 @dataclass(frozen=True)
 class ReportedSpeedup:
@@ -95,7 +91,7 @@ class CatalogPair:
     @property
     def download_bytes(self) -> int:
         """Bytes to fetch from the hub; 0 for the embedded pair."""
-        return sum(m.size_bytes for m in self.models if m.is_downloadable)
+        return sum(m.size_bytes for m in self.models if m.repo_id is not None)
 
 
 @dataclass(frozen=True)

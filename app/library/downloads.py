@@ -392,10 +392,6 @@ class _ProgressTracker:
         while len(self._samples) > 2 and now - self._samples[0][0] > SPEED_WINDOW_S:
             self._samples.popleft()
 
-    def rewind(self, n_bytes: int) -> None:
-        """Bytes that were counted but thrown away (the server ignored the Range header)."""
-        self.done_bytes -= n_bytes
-
     def bytes_per_s(self) -> float:
         if len(self._samples) < 2:
             return 0.0
@@ -660,7 +656,7 @@ def _download_one(
                             # The server ignored the Range header: it is sending the whole file.
                             out.seek(0)
                             out.truncate()
-                            tracker.rewind(have)
+                            tracker.done_bytes -= have  # counted, and thrown away
                             have = 0
                             hasher = _new_hasher(remote)
                         for chunk in response.iter_bytes():

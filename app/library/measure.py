@@ -81,11 +81,6 @@ class MeasuredCosts:
     def ceiling(self) -> float:
         return max(n * self.t_ms[1] / t for n, t in self.t_ms.items())
 
-    def verify_ms(self, n: int) -> float:
-        from engine.replay import CostCurve
-
-        return CostCurve(self.model, self.t_ms).verify_s(n) * 1000
-
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
@@ -158,11 +153,13 @@ def speculative_speedup(a: float, k: int, draft_cost: float, verify: Callable[[i
 def draft_verdict(target: MeasuredCosts, draft: MeasuredCosts) -> DraftVerdict:
     """What the draft pays with this target (single-token draft steps) at ACCEPTANCE, at the best
     draft length."""
-    t1 = target.t_ms[1]
+    from engine.replay import CostCurve
+
+    t1, curve = target.t_ms[1], CostCurve(target.model, target.t_ms)
     c = draft.t_ms[1] / t1
 
     def verify(n: int) -> float:
-        return target.verify_ms(n) / t1
+        return curve.verify_s(n) * 1000 / t1
 
     best = max(range(1, MAX_DRAFT_LEN + 1), key=lambda k: speculative_speedup(ACCEPTANCE, k, c, verify))
     return DraftVerdict(speculative_speedup(ACCEPTANCE, best, c, verify), best, c, verify(best + 1))

@@ -208,10 +208,6 @@ class KnownShape:
     context_length: int = 32768
     rope_theta: float = 1e6
 
-    @property
-    def n_head_dim(self) -> int:
-        return self.head_dim or self.n_embd // self.n_head
-
 
 # From each model's config.json on the hub (hidden_size, num_hidden_layers, num_attention_heads,
 # num_key_value_heads, intermediate_size, vocab_size, head_dim, tie_word_embeddings).
@@ -282,7 +278,7 @@ def plan_from_shape(label: str, shape: KnownShape, quantization: str = "Q4_K_M")
     if min(s.n_embd, s.n_layers, s.n_head, s.n_head_kv, s.n_ff, s.n_vocab) <= 0 or s.n_head % s.n_head_kv:
         raise StandinError(f"{label} has an impossible shape; no stand-in was written")
     pick = _tensor_types(shape, quantization)
-    d = s.n_head_dim
+    d = s.head_dim or s.n_embd // s.n_head
     mats: list[tuple[str, tuple[int, ...], int]] = []
 
     def mat(name: str, full: str, rows: int, cols: int, layer: int = -1) -> None:
