@@ -212,12 +212,6 @@ def schema_version() -> int:
     return len(MIGRATIONS)
 
 
-def fts_query(search: str) -> str:
-    """A search as an FTS5 query: each word, quoted (no FTS syntax reaches SQLite from what a
-    person types), as a prefix; all must match. "" where it has no words."""
-    return " ".join('"' + word.replace('"', '""') + '"*' for word in re.findall(r"[^\W_]+", search))
-
-
 MAX_SEARCH = 1000  # characters of a search that count (more finds nothing more)
 EARLIER_VERSION = "earlier version: "  # a search's snippet from a version not shown (search_snippets)
 
@@ -754,7 +748,9 @@ class Store:
         first MAX_SEARCH characters count (SQLite refuses a LIKE pattern over 50,000 bytes)."""
         search = search[:MAX_SEARCH].encode("utf-8", "replace").decode("utf-8")  # no lone surrogates
         pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        query = fts_query(search)
+        # As an FTS5 query: each word, quoted (no FTS syntax reaches SQLite from what a person
+        # types), as a prefix; all must match.
+        query = " ".join('"' + word.replace('"', '""') + '"*' for word in re.findall(r"[^\W_]+", search))
         values: tuple[str, ...]
         if not query:
             where, values = "title LIKE ? ESCAPE '\\'", (pattern,)

@@ -170,13 +170,9 @@ class DownloadControl:
 # --- where files go ---------------------------------------------------------------------------
 
 
-def repo_folder_name(repo_id: str) -> str:
-    return repo_id.replace("/", "--")
-
-
 def local_path_for(repo_id: str, filename: str, models_dir: Path | None = None) -> Path:
     """The final path of a hub file: <models>/<owner>--<name>/<filename>."""
-    folder_name = repo_folder_name(repo_id)
+    folder_name = repo_id.replace("/", "--")
     if folder_name in ("", ".", "..") or "\\" in folder_name or ".." in repo_id.split("/"):
         raise DownloadError(f"'{repo_id}' is not a repository Tandem can store")
     folder = (models_dir or paths.models_dir()) / folder_name
@@ -574,13 +570,6 @@ def _discard(*files: Path) -> None:
             f.unlink()
 
 
-def _disk_full_error(final: Path, have: int, size: int) -> DownloadError:
-    return DownloadError(
-        f"the disk is full: {final.name} stopped at {format_bytes(have)} of {format_bytes(size)}; "
-        f"free some space in {final.parent} and download again to resume"
-    )
-
-
 def _download_one(
     plan: _Plan,
     models_dir: Path,
@@ -728,7 +717,10 @@ def _download_one(
         return final
     except OSError as e:
         if e.errno == errno.ENOSPC:  # a sentence, with what was kept (even the sidecar may not fit)
-            raise _disk_full_error(final, have, size) from e
+            raise DownloadError(
+                f"the disk is full: {final.name} stopped at {format_bytes(have)} of {format_bytes(size)}; "
+                f"free some space in {final.parent} and download again to resume"
+            ) from e
         raise
     finally:
         lock.release()
@@ -763,15 +755,6 @@ def _stop(
 # --- public entry points ------------------------------------------------------------------------
 
 
-def check_disk_space(folder: Path, needed_bytes: int, free_bytes: FreeBytesFn = default_free_bytes) -> None:
-    free = free_bytes(folder)
-    if needed_bytes > free:
-        raise DownloadError(
-            f"not enough free disk space in {folder}: the download needs {format_bytes(needed_bytes)} "
-            f"more but only {format_bytes(free)} is free; free some space or set TANDEM_HOME to another disk"
-        )
-
-
 def download_files(
     requests: Sequence[FileRequest],
     *,
@@ -797,7 +780,11 @@ def download_files(
     remotes = [resolve_remote(r, token=token, endpoint=endpoint, timeout_s=timeout_s) for r in requests]
     plans = [_plan(remote, models_dir) for remote in remotes]
     remaining = sum(p.remote.size_bytes - p.have_bytes for p in plans if not p.is_complete)
-    check_disk_space(models_dir, remaining, free_bytes)
+    if remaining > (free := free_bytes(models_dir)):
+        raise DownloadError(
+            f"not enough free disk space in {models_dir}: the download needs {format_bytes(remaining)} "
+            f"more but only {format_bytes(free)} is free; free some space or set TANDEM_HOME to another disk"
+        )
 
     total = sum(p.remote.size_bytes for p in plans)
     tracker = _ProgressTracker(total, sum(p.have_bytes for p in plans), len(plans), on_progress)

@@ -48,11 +48,6 @@ class RegistryValue:
     data: str
 
 
-def windows_command(exe: str) -> str:
-    """What Windows runs for a link: the program, then the link as one argument."""
-    return f'"{exe}" "%1"'
-
-
 def windows_entries(exe: str) -> list[RegistryValue]:
     """The values that make `exe` the handler of tandem:// for this user (Microsoft's
     "Registering an Application to a URI Scheme": a "URL Protocol" value marks the key)."""
@@ -60,7 +55,7 @@ def windows_entries(exe: str) -> list[RegistryValue]:
         RegistryValue(WINDOWS_KEY, "", "URL:Tandem link"),
         RegistryValue(WINDOWS_KEY, "URL Protocol", ""),
         RegistryValue(WINDOWS_KEY + r"\DefaultIcon", "", f'"{exe}",0'),
-        RegistryValue(WINDOWS_KEY + r"\shell\open\command", "", windows_command(exe)),
+        RegistryValue(WINDOWS_KEY + r"\shell\open\command", "", f'"{exe}" "%1"'),  # the link: one argument
     ]
 
 

@@ -98,12 +98,6 @@ class _PrivateRotatingHandler(logging.handlers.RotatingFileHandler):
         return super()._open()
 
 
-def quiet_libraries() -> None:
-    """HTTP libraries log each request's URL at INFO, credentials in it included: warnings only."""
-    for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
 def limit_logger(name: str) -> None:
     """Rate-limit what one logger writes (asyncio's accept errors, uvicorn's protocol errors)."""
     logger = logging.getLogger(name)
@@ -120,4 +114,5 @@ def setup_file_logging(path: Path, fmt: str, level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.setLevel(level)
     root.addHandler(handler)
-    quiet_libraries()
+    for name in QUIET_LOGGERS:  # their request lines at INFO: warnings only
+        logging.getLogger(name).setLevel(logging.WARNING)

@@ -188,16 +188,6 @@ class RemoteHeader:
     header_bytes: bytes = field(default=b"", repr=False)
 
 
-def parse_header(f: RangeFile, check_architecture: bool = True) -> GGUFInfo:
-    """Parse the header through engine.gguf_info's reader, the one local files go through. It asks
-    for small windows; the RangeFile reads ahead, more each time, so a 64 kB header costs one
-    request and a 10 MB vocabulary about eight."""
-    source = cast(BinaryIO, f)  # seek() and read(): what the reader uses
-    return read_gguf_header(
-        source, f.size, PurePosixPath(f.name), check_architecture, True, PARSER_WINDOW_BYTES
-    )
-
-
 def read_remote_header(
     repo_id: str,
     filename: str,
@@ -210,7 +200,10 @@ def read_remote_header(
     check_architecture: bool = True,
     deadline_s: float = HEADER_DEADLINE_S,
 ) -> RemoteHeader:
-    """Ask the hub where the file is (HEAD), then read its header with Range requests."""
+    """Ask the hub where the file is (HEAD), then read its header with Range requests, through
+    engine.gguf_info's reader, the one local files go through. It asks for small windows; the
+    RangeFile reads ahead, more each time, so a 64 kB header costs one request and a 10 MB
+    vocabulary about eight."""
     import httpx2
 
     request = FileRequest(repo_id, filename, revision)
@@ -229,7 +222,10 @@ def read_remote_header(
     f = RangeFile(
         remote, token=token, timeout_s=timeout_s, max_bytes=max_bytes, cancel=cancel, deadline_s=deadline_s
     )
-    info = parse_header(f, check_architecture=check_architecture)
+    source = cast(BinaryIO, f)  # seek() and read(): what the reader uses
+    info = read_gguf_header(
+        source, f.size, PurePosixPath(f.name), check_architecture, True, PARSER_WINDOW_BYTES
+    )
     header = f.read_at(0, info.header_end)
     return RemoteHeader(info, remote.size_bytes, f.fetched_bytes, f.n_requests, remote.commit, header)
 
