@@ -236,7 +236,7 @@ class MainWindow(QMainWindow):
         self.conversations.new_requested.connect(self.on_conversations_new_requested)
         self.conversations.rename_requested.connect(self.presenter.rename_conversation)
         self.conversations.delete_requested.connect(self.presenter.delete_conversation)
-        self.conversations.search_changed.connect(self.on_conversations_search_changed)
+        self.conversations.search_changed.connect(self._refresh_conversations)
         self.chat.send_requested.connect(self.on_chat_send_requested)
         self.chat.stop_requested.connect(self.controller.stop)
         self.chat.regenerate_requested.connect(self.presenter.regenerate)
@@ -523,9 +523,6 @@ class MainWindow(QMainWindow):
         self.conversations.search.clear()  # a search left on would hide the new conversation
         self.presenter.new_conversation()
         self.chat.input.setFocus()
-
-    def on_conversations_search_changed(self, _text: str) -> None:
-        self._refresh_conversations()
 
     def on_tabs_current_changed(self, index: int) -> None:
         self.header.set_legend_shown(index == 0)  # the chat's highlight legend, with the chat only

@@ -17,12 +17,10 @@ from functools import partial
 from PySide6.QtCore import QMimeData, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeyEvent, QTextCursor
 from PySide6.QtWidgets import (
-    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
-    QScrollArea,
     QSizePolicy,
     QToolButton,
     QVBoxLayout,
@@ -37,6 +35,7 @@ from ui.chat.message_widget import MessageWidget
 from ui.presenters.presenter import ConversationShown, EarlierShown
 from ui.presenters.reply_presenter import LiveProgress, MessageRow, ReplyEnded
 from ui.presenters.words import quick_action_of
+from ui.qt.page_scroll import vertical_scroll
 from ui.qt.widgets import button, label, tool_button
 
 READABLE_WIDTH_EM = 110  # average characters: about 90 of text a line after margins
@@ -150,11 +149,8 @@ class ChatView(QWidget):
         notice_row.addWidget(self.notice_close, 0, Qt.AlignmentFlag.AlignVCenter)
         layout.addLayout(notice_row)
 
-        self.scroll_area = QScrollArea()
+        self.scroll_area = vertical_scroll()
         self.scroll_area.setAccessibleName("Messages")
-        self.scroll_area.setWidgetResizable(True)
-        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         # Replies keep a readable line length: a centred column at most READABLE_WIDTH_EM wide.
         container = QWidget()
         centre = QHBoxLayout(container)
@@ -255,7 +251,7 @@ class ChatView(QWidget):
         self.sources_shown.emit(frozenset())  # the rows name theirs as they are added
         for row in shown.messages:
             self.add_row(row)
-        self.set_has_earlier(shown.has_earlier)
+        self.earlier_button.setVisible(shown.has_earlier)  # the conversation has messages before these
         if shown.id is not None:
             self.scroll_to_end()
 
@@ -266,7 +262,7 @@ class ChatView(QWidget):
         self.keep_place()
         for i, row in enumerate(earlier.messages):
             self.add_row(row, position=i)
-        self.set_has_earlier(earlier.has_earlier)
+        self.earlier_button.setVisible(earlier.has_earlier)
 
     def add_row(self, row: MessageRow, position: int | None = None) -> None:
         """A message as the presenter has it (its documents named by their chips' words)."""
@@ -334,11 +330,7 @@ class ChatView(QWidget):
         self._widgets.clear()
         self._should_follow = True
         self.empty_state.setVisible(True)
-        self.set_has_earlier(False)
-
-    def set_has_earlier(self, has_earlier: bool) -> None:
-        """Whether the conversation has messages before those shown (the button offers them)."""
-        self.earlier_button.setVisible(has_earlier)
+        self.earlier_button.setVisible(False)
 
     def keep_place(self) -> None:
         """Earlier messages are about to be added above: the view stays on what it shows."""
