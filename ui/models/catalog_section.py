@@ -9,7 +9,7 @@ import html
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QLabel, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from app.library.catalog import Catalog, CatalogPair, MachineInfo, format_bytes, gpu_memory_bytes
 from app.library.downloads import local_path_for, pair_requests
@@ -17,6 +17,7 @@ from engine.config import NGRAM_LOOKUP, DraftChoice
 from ui.chat.welcome import Recommendation, recommend_pair
 from ui.models.pair_card import CardGrid, PairCard, describe_fit, machine_note
 from ui.presenters.words import card_here_words
+from ui.qt.widgets import label, tool_button
 
 
 class CatalogSection(QWidget):
@@ -52,9 +53,7 @@ class CatalogSection(QWidget):
         font.setBold(True)
         heading.setFont(font)
         v.addWidget(heading)
-        self.machine_label = QLabel()
-        self.machine_label.setObjectName("machineLabel")
-        self.machine_label.setWordWrap(True)
+        self.machine_label = label(name="machineLabel")
         v.addWidget(self.machine_label)
         self.card_grid = CardGrid()
         self.card_grid.setObjectName("catalogCards")
@@ -162,11 +161,9 @@ class IncompatiblePairs(QWidget):
         v = QVBoxLayout(self)
         v.setContentsMargins(0, 0, 0, 0)
         bad = catalog.incompatible
-        toggle = QToolButton()
-        toggle.setObjectName("incompatibleToggle")
-        toggle.setText(f"Pairs that do not work ({len(bad)})")
-        toggle.setAccessibleName(f"Pairs that do not work ({len(bad)})")
-        toggle.setToolTip("Pairs people try that llama.cpp's vocabulary rules refuse, and why")
+        title = f"Pairs that do not work ({len(bad)})"
+        tip = "Pairs people try that llama.cpp's vocabulary rules refuse, and why"
+        toggle = tool_button(title, "incompatibleToggle", tip=tip, accessible=title)
         toggle.setCheckable(True)
         toggle.setChecked(False)
         toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
@@ -178,19 +175,18 @@ class IncompatiblePairs(QWidget):
             f"differs; {html.escape(b.reason)}.</li>"
             for b in bad
         )
-        label = QLabel(
+        refused = label(
             "<p>A draft model must share its target's vocabulary: llama.cpp refuses these pairs.</p>"
-            f"<ul>{lines}</ul>"
+            f"<ul>{lines}</ul>",
+            "incompatibleLabel",
+            rich=True,
+            hidden=True,
         )
-        label.setObjectName("incompatibleLabel")
-        label.setTextFormat(Qt.TextFormat.RichText)
-        label.setWordWrap(True)
-        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        label.setVisible(False)
-        v.addWidget(label)
+        refused.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        v.addWidget(refused)
         toggle.toggled.connect(self.on_toggle_toggled)
         self.toggle = toggle
-        self.label = label
+        self.label = refused
         self.setVisible(bool(bad))
 
     def on_toggle_toggled(self, is_open: bool) -> None:

@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
     QHeaderView,
-    QLabel,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -34,6 +33,7 @@ from app.library.file_identity import same_file
 from engine.errors import TandemError
 from ui.models.download_jobs import DownloadEnd, DownloadJobs
 from ui.presenters.words import BUILT_IN_MODELS, built_in_key
+from ui.qt.widgets import label, named
 
 
 class LocalModelsBox(QGroupBox):
@@ -62,13 +62,10 @@ class LocalModelsBox(QGroupBox):
         # The folder is a link, its path a tooltip: a long path written out made the page wider
         # than its window (a card cut off, a horizontal scroll bar).
         folder_url = html.escape(QUrl.fromLocalFile(str(models_dir)).toString())
-        hint = QLabel(f'or drop .gguf files here. <a href="{folder_url}">Open the models folder</a>')
-        hint.setObjectName("modelsFolderHint")
-        hint.setWordWrap(True)
-        hint.setToolTip(str(models_dir))
+        hint = label(f'or drop .gguf files here. <a href="{folder_url}">Open the models folder</a>')
+        named(hint, "modelsFolderHint", f"Open the models folder, {models_dir}", str(models_dir))
         hint.setOpenExternalLinks(True)
         hint.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
-        hint.setAccessibleName(f"Open the models folder, {models_dir}")
         self.folder_hint = hint
         row.addWidget(self.import_button)
         row.addWidget(self.refresh_button)

@@ -22,6 +22,7 @@ from app.library.downloads import (
 from ui.models.download_jobs import DownloadEnd, DownloadJobs
 from ui.models.pair_card import PROGRESS_STEPS, PairCard
 from ui.qt import theme
+from ui.qt.widgets import button, label
 
 CUSTOM_KEY = "custom"  # the job key of the "any hub file" row
 
@@ -88,19 +89,15 @@ class ModelDownloads(QObject):
         self.file_edit.setPlaceholderText("file, e.g. Qwen3-0.6B-Q8_0.gguf")
         self.revision_edit = QLineEdit()
         self.revision_edit.setPlaceholderText("main")
-        download = QPushButton("Download")
-        pause = QPushButton("Pause")
-        cancel = QPushButton("Cancel")
+        download = button("Download", clicked=self.on_custom_download_clicked)
+        pause = button("Pause", clicked=lambda: self.pause(CUSTOM_KEY))
+        cancel = button("Cancel", clicked=lambda: self.cancel(CUSTOM_KEY))
         for b in (pause, cancel):
             b.setEnabled(False)
-        download.clicked.connect(self.on_custom_download_clicked)
-        pause.clicked.connect(lambda: self.pause(CUSTOM_KEY))
-        cancel.clicked.connect(lambda: self.cancel(CUSTOM_KEY))
         bar = QProgressBar()
         bar.setRange(0, PROGRESS_STEPS)
         bar.setVisible(False)  # until a download starts (before, an empty box under the fields)
-        status = QLabel()
-        status.setWordWrap(True)
+        status = label()
         grid.addWidget(self.repo_edit, 0, 0)
         grid.addWidget(self.file_edit, 0, 1)
         grid.addWidget(self.revision_edit, 0, 2)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QEvent, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app import paths
 from app.library.catalog import (
@@ -30,6 +30,7 @@ from ui.models.pair_doctor_panel import PairDoctorPanel
 from ui.models.pair_picker import PairPicker
 from ui.qt import theme
 from ui.qt.page_scroll import scrolling_content
+from ui.qt.widgets import label
 
 
 class ModelsPage(QWidget):
@@ -87,9 +88,7 @@ class ModelsPage(QWidget):
         self.local_box.import_button.clicked.connect(lambda: self.imports.ask_and_import(self))
         self.local_box.refresh_button.clicked.connect(lambda: self.refresh_local_models())
         self.incompatible = IncompatiblePairs(self.catalog)
-        self.message_label = QLabel()
-        self.message_label.setObjectName("modelsMessage")
-        self.message_label.setWordWrap(True)
+        self.message_label = label(name="modelsMessage")
 
         # One scrolling column: what you chat with now, the pairs to choose from, the pairs that
         # do not work (folded), your own files, and any file from the hub.

@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QProgressBar,
-    QPushButton,
     QSizePolicy,
     QVBoxLayout,
     QWidget,
@@ -27,6 +26,7 @@ from PySide6.QtWidgets import (
 from app.library.catalog import CatalogPair, MachineInfo, fit_for, format_bytes
 from ui.qt import theme
 from ui.qt.flow_layout import FlowLayout
+from ui.qt.widgets import button, label, named
 
 # Room for the KV cache and compute buffers on top of the weights, on a GPU (as ui/chat/welcome.py).
 VRAM_HEADROOM = 1.2
@@ -47,6 +47,10 @@ def good_colour(palette: QPalette) -> str:
 
 def bad_colour(palette: QPalette) -> str:
     return theme.colors().error_text
+
+
+def _badge(text: str, name: str) -> QLabel:
+    return named(QLabel(text), name, text)
 
 
 def _rgba(color: QColor, alpha: int) -> str:
@@ -129,9 +133,9 @@ class PairCard(QFrame):
 
         badges = QHBoxLayout()
         badges.setSpacing(6)
-        self.recommended_badge = self._badge("Recommended for this machine", "recommendedBadge")
-        self.in_use_badge = self._badge("In use", "inUseBadge")
-        self.builtin_badge = self._badge("Built in", "builtinBadge")
+        self.recommended_badge = _badge("Recommended for this machine", "recommendedBadge")
+        self.in_use_badge = _badge("In use", "inUseBadge")
+        self.builtin_badge = _badge("Built in", "builtinBadge")
         for badge in (self.recommended_badge, self.in_use_badge, self.builtin_badge):
             badges.addWidget(badge)
             badge.setVisible(False)
@@ -139,9 +143,7 @@ class PairCard(QFrame):
         badges.addStretch(1)
         layout.addLayout(badges)
 
-        self.title_label = QLabel(pair.title)
-        self.title_label.setObjectName("pairTitle")
-        self.title_label.setWordWrap(True)
+        self.title_label = label(pair.title, "pairTitle")
         font = self.title_label.font()
         font.setPointSizeF(font.pointSizeF() * 1.15)
         font.setBold(True)
@@ -153,7 +155,7 @@ class PairCard(QFrame):
         # The chips wrap onto more lines where the card is narrow: a row of them (a gated pair has
         # five) would set the card's least width, and the grid's, past a 1280-pixel window.
         chips = FlowLayout(spacing=6)
-        self.chips = [self._badge(text, name) for name, text in self._chip_texts()]
+        self.chips = [_badge(text, name) for name, text in self._chip_texts()]
         for chip in self.chips:
             chip.setProperty("chip", True)
             chips.addWidget(chip)
@@ -195,17 +197,17 @@ class PairCard(QFrame):
         buttons = QHBoxLayout()
         buttons.setSpacing(6)
         buttons.addStretch(1)
-        self.pause_button = self._button("Pause", "pairPause", f"Pause the download of {pair.title}")
-        self.cancel_button = self._button("Cancel", "pairCancel", f"Cancel the download of {pair.title}")
-        self.use_button = self._button("Chat with this pair", "pairUse", f"Chat with {pair.title}")
+        self.pause_button = button("Pause", "pairPause", accessible=f"Pause the download of {pair.title}")
+        self.cancel_button = button("Cancel", "pairCancel", accessible=f"Cancel the download of {pair.title}")
+        self.use_button = button("Chat with this pair", "pairUse", accessible=f"Chat with {pair.title}")
         setup = "Set up" if pair.is_embedded else "Download"
-        self.download_button = self._button(setup, "pairDownload", f"{setup} {pair.title}")
-        self.download_button.setToolTip(
+        tip = (
             "Unpacks the built-in model into the models folder (no download)"
             if pair.is_embedded
             else f"Downloads {format_bytes(pair.download_bytes)} from the Hugging Face hub; "
             "pause keeps what came, Download again resumes"
         )
+        self.download_button = button(setup, "pairDownload", tip=tip, accessible=f"{setup} {pair.title}")
         for b in (self.pause_button, self.cancel_button, self.use_button):
             b.setEnabled(b is self.use_button)
             b.setVisible(False)
@@ -216,26 +218,11 @@ class PairCard(QFrame):
 
     # --- pieces ----------------------------------------------------------------------------------
 
-    def _button(self, text: str, name: str, accessible_name: str) -> QPushButton:
-        button = QPushButton(text)
-        button.setObjectName(name)
-        button.setAccessibleName(accessible_name)
-        return button
-
-    def _badge(self, text: str, name: str) -> QLabel:
-        badge = QLabel(text)
-        badge.setObjectName(name)
-        badge.setAccessibleName(text)
-        return badge
-
     def _text_label(self, layout: QVBoxLayout, name: str, text: str, is_shown: bool = True) -> QLabel:
-        label = QLabel(text)
-        label.setObjectName(name)
-        label.setWordWrap(True)
-        label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
-        layout.addWidget(label)
-        label.setVisible(is_shown)
-        return label
+        made = label(text, name, hidden=not is_shown)
+        made.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        layout.addWidget(made)
+        return made
 
     def _chip_texts(self) -> list[tuple[str, str]]:
         """(object name, text) of the pair's facts, shortest words first."""

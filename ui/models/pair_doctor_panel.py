@@ -32,7 +32,6 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QProgressBar,
-    QPushButton,
     QSizePolicy,
     QSpinBox,
     QTreeWidget,
@@ -58,6 +57,7 @@ from ui.presenters.words import (
     pair_measured_words,
 )
 from ui.qt import theme
+from ui.qt.widgets import button, label, named
 
 T = TypeVar("T")  # what a task off the GUI thread returns
 DOWNLOAD_KEY = "doctor"
@@ -67,22 +67,6 @@ FIT_WORDS = {
     doctor.FitKind.TIGHT: "tight: close other programs",
     doctor.FitKind.TOO_LARGE: "too large for this machine",
 }
-
-
-def _button(text: str, slot: Callable[[], object], *, enabled: bool = True, name: str = "") -> QPushButton:
-    button = QPushButton(text)
-    button.setObjectName(name)
-    button.setEnabled(enabled)
-    button.clicked.connect(slot)
-    return button
-
-
-def _line_edit(name: str, accessible_name: str, placeholder: str) -> QLineEdit:
-    edit = QLineEdit()
-    edit.setObjectName(name)
-    edit.setAccessibleName(accessible_name)
-    edit.setPlaceholderText(placeholder)
-    return edit
 
 
 def _row(*widgets: QWidget | None) -> QHBoxLayout:
@@ -135,12 +119,12 @@ class PairDoctorPanel(QGroupBox):
         self._drafts_for = ""  # the target whose drafts the list shows
 
         v = QVBoxLayout(self)
-        self.search_edit = _line_edit(
-            "hubSearch", "Search the hub", "Search GGUF models, e.g. qwen2.5 7b instruct"
-        )
+        where = "Search GGUF models, e.g. qwen2.5 7b instruct"
+        self.search_edit = named(QLineEdit(placeholderText=where), "hubSearch", "Search the hub")
         self.search_edit.returnPressed.connect(self.on_search_button_clicked)
-        self.search_button = _button("Search", self.on_search_button_clicked)
-        self.cancel_button = _button("Cancel", self.cancel, enabled=False)
+        self.search_button = button("Search", clicked=self.on_search_button_clicked)
+        self.cancel_button = button("Cancel", clicked=self.cancel)
+        self.cancel_button.setEnabled(False)
         v.addLayout(_row(self.search_edit, self.search_button, self.cancel_button))
         self.busy_bar = QProgressBar()
         self.busy_bar.setRange(0, 0)
@@ -148,9 +132,7 @@ class PairDoctorPanel(QGroupBox):
         self.busy_bar.setTextVisible(False)
         self.busy_bar.setVisible(False)
         v.addWidget(self.busy_bar)
-        self.status_label = QLabel()
-        self.status_label.setObjectName("doctorStatus")
-        self.status_label.setWordWrap(True)
+        self.status_label = label(name="doctorStatus")
         self.status_label.setTextFormat(Qt.TextFormat.PlainText)  # from GGUF headers: never markup
         v.addWidget(self.status_label)
 
@@ -167,37 +149,33 @@ class PairDoctorPanel(QGroupBox):
         v.addWidget(self.results)
 
         grid = QGridLayout()
-        self.target_edit = _line_edit(
-            "doctorTarget", "Target to check", "owner/repo/file.gguf, or pick a file above"
-        )
-        self.draft_edit = _line_edit(
-            "doctorDraft", "Draft to check", "optional: owner/repo/file.gguf (empty: look for drafts)"
-        )
+        where = "owner/repo/file.gguf, or pick a file above"
+        self.target_edit = named(QLineEdit(placeholderText=where), "doctorTarget", "Target to check")
+        where = "optional: owner/repo/file.gguf (empty: look for drafts)"
+        self.draft_edit = named(QLineEdit(placeholderText=where), "doctorDraft", "Draft to check")
         self.ctx_spin = QSpinBox()
         self.ctx_spin.setRange(256, 1_048_576)
         self.ctx_spin.setSingleStep(1024)
         self.ctx_spin.setValue(doctor.DEFAULT_CTX)
         self.ctx_spin.setSuffix(" tokens")
         self.ctx_spin.setAccessibleName("Context for the memory estimate")
-        self.check_button = _button("Check", self.check)
-        self.check_button.setToolTip("Reads only the files' headers: nothing is downloaded")
+        self.check_button = button(
+            "Check", "", self.check, "Reads only the files' headers: nothing is downloaded"
+        )
         for (row, column), text, buddy in (
             ((0, 0), "Target", self.target_edit),
             ((0, 2), "Context", self.ctx_spin),
             ((1, 0), "Draft", self.draft_edit),
         ):
-            label = QLabel(text)
-            label.setBuddy(buddy)
-            grid.addWidget(label, row, column)
+            caption = QLabel(text)
+            caption.setBuddy(buddy)
+            grid.addWidget(caption, row, column)
             grid.addWidget(buddy, row, column + 1)
         grid.addWidget(self.check_button, 1, 2, 1, 2)
         grid.setColumnStretch(1, 1)
         v.addLayout(grid)
 
-        self.report_label = QLabel()
-        self.report_label.setObjectName("doctorReport")
-        self.report_label.setTextFormat(Qt.TextFormat.RichText)
-        self.report_label.setWordWrap(True)
+        self.report_label = label(name="doctorReport", rich=True)
         self.report_label.setTextInteractionFlags(
             Qt.TextInteractionFlag.TextSelectableByMouse | Qt.TextInteractionFlag.LinksAccessibleByMouse
         )
@@ -207,21 +185,21 @@ class PairDoctorPanel(QGroupBox):
         self.report_label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         v.addWidget(self.report_label)
 
-        self.measure_button = _button(
-            "Measure on this computer", self.on_measure_button_clicked, enabled=False, name="doctorMeasure"
-        )
-        self.measure_button.setToolTip(
+        tip = (
             "Times models of the same shape with random weights here: plain speed, copy work, "
             "whether the draft pays. Nothing is downloaded; they are deleted after."
+        )
+        self.measure_button = button(
+            "Measure on this computer", "doctorMeasure", self.on_measure_button_clicked, tip
         )
         # The measurement's own progress and Cancel, beside it (not the hub search's).
         self.measure_bar = QProgressBar()
         self.measure_bar.setObjectName("measureProgress")
         self.measure_bar.setAccessibleName("Measuring on this computer")
         self.measure_bar.setVisible(False)
-        self.measure_cancel_button = _button("Cancel", self.cancel, name="measureCancel")
-        self.measure_cancel_button.setAccessibleName("Cancel the measurement")
-        self.measure_cancel_button.setVisible(False)
+        self.measure_cancel_button = button(
+            "Cancel", "measureCancel", self.cancel, accessible="Cancel the measurement", hidden=True
+        )
         v.addLayout(_row(self.measure_button, self.measure_bar, self.measure_cancel_button, None))
 
         self.drafts_list = QListWidget()
@@ -234,11 +212,11 @@ class PairDoctorPanel(QGroupBox):
         self.drafts_list.itemDoubleClicked.connect(self.on_drafts_list_item_activated)
         v.addWidget(self.drafts_list)
 
-        self.download_button = _button("Download this pair", self.on_download_button_clicked, enabled=False)
-        self.download_cancel_button = _button(
-            "Stop", lambda: self.downloads.pause(DOWNLOAD_KEY), enabled=False
-        )
-        self.chat_button = _button("Chat with this pair", self.on_chat_button_clicked, enabled=False)
+        self.download_button = button("Download this pair", clicked=self.on_download_button_clicked)
+        self.download_cancel_button = button("Stop", clicked=lambda: self.downloads.pause(DOWNLOAD_KEY))
+        self.chat_button = button("Chat with this pair", clicked=self.on_chat_button_clicked)
+        for b in (self.measure_button, self.download_button, self.download_cancel_button, self.chat_button):
+            b.setEnabled(False)
         self.progress_bar = QProgressBar()
         self.progress_bar.setRange(0, PROGRESS_STEPS)
         self.progress_bar.setVisible(False)  # until something downloads

@@ -12,7 +12,7 @@ from typing import cast
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItemModel
-from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QPushButton, QWidget
+from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QWidget
 
 from app.library.catalog import LocalModel, draft_choices, local_model
 from app.settings import SpeedUp
@@ -20,6 +20,7 @@ from engine.config import NGRAM_LOOKUP, PLAIN_DECODING, DraftChoice
 from ui.chat.model_picker import ModelPicker, chat_models
 from ui.presenters.task_ability import model_file
 from ui.presenters.words import choice_name, model_name
+from ui.qt.widgets import button, label
 
 
 class PairPicker(QGroupBox):
@@ -38,14 +39,12 @@ class PairPicker(QGroupBox):
         self.target_combo.setObjectName("targetCombo")
         self.draft_combo = QComboBox()
         self.draft_combo.setObjectName("draftCombo")
-        self.use_pair_button = QPushButton("Use this pair")
-        self.use_pair_button.clicked.connect(self.on_use_pair_button_clicked)
-        self.pair_explanation = QLabel()
-        self.pair_explanation.setObjectName("pairExplanation")
-        self.pair_explanation.setWordWrap(True)
+        self.use_pair_button = button(
+            "Use this pair", clicked=self.on_use_pair_button_clicked, accessible="Use this pair"
+        )
+        self.pair_explanation = label(name="pairExplanation")
         self.target_combo.setAccessibleName("Target model")
         self.draft_combo.setAccessibleName("Draft")
-        self.use_pair_button.setAccessibleName("Use this pair")
         target_label, draft_label = QLabel("&Target"), QLabel("&Draft")
         target_label.setBuddy(self.target_combo)
         draft_label.setBuddy(self.draft_combo)
