@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TypeVar
 
 from PySide6.QtCore import Qt, SignalInstance
 from PySide6.QtWidgets import QAbstractButton, QLabel, QPushButton, QToolButton, QWidget
 
 B = TypeVar("B", bound=QAbstractButton)
+W = TypeVar("W", bound=QWidget)
 
 
 def label(text: str = "", name: str = "", *, rich: bool = False, hidden: bool = False) -> QLabel:
@@ -23,20 +25,20 @@ def label(text: str = "", name: str = "", *, rich: bool = False, hidden: bool = 
     return made
 
 
-def _button(
-    made: B,
-    text: str,
-    name: str,
-    clicked: Callable[[], object] | SignalInstance | None,
-    tip: str,
-    accessible: str,
-    hidden: bool,
+def made_button(
+    kind: type[B],
+    text: str = "",
+    name: str = "",
+    clicked: Callable[[], object] | SignalInstance | None = None,
+    tip: str = "",
+    *,
+    accessible: str = "",
+    hidden: bool = False,
 ) -> B:
+    """A button of `kind` that calls `clicked` (`accessible`: its accessible name, where its text
+    does not say it)."""
+    made = named(kind(), name, accessible, tip)
     made.setText(text)
-    made.setObjectName(name)
-    made.setToolTip(tip)
-    if accessible:
-        made.setAccessibleName(accessible)
     if clicked is not None:
         made.clicked.connect(clicked)
     if hidden:
@@ -44,33 +46,8 @@ def _button(
     return made
 
 
-def button(
-    text: str = "",
-    name: str = "",
-    clicked: Callable[[], object] | SignalInstance | None = None,
-    tip: str = "",
-    *,
-    accessible: str = "",
-    hidden: bool = False,
-) -> QPushButton:
-    """A push button that calls `clicked`."""
-    return _button(QPushButton(), text, name, clicked, tip, accessible, hidden)
-
-
-def tool_button(
-    text: str = "",
-    name: str = "",
-    clicked: Callable[[], object] | SignalInstance | None = None,
-    tip: str = "",
-    *,
-    accessible: str = "",
-    hidden: bool = False,
-) -> QToolButton:
-    """A tool button (a flat action beside text) that calls `clicked`."""
-    return _button(QToolButton(), text, name, clicked, tip, accessible, hidden)
-
-
-W = TypeVar("W", bound=QWidget)
+button = partial(made_button, QPushButton)
+tool_button = partial(made_button, QToolButton)  # a flat action beside text
 
 
 def named(widget: W, name: str, accessible: str = "", tip: str = "") -> W:
