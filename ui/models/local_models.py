@@ -45,14 +45,12 @@ class LocalModelsBox(QGroupBox):
         super().__init__("Models on this computer", parent)
         self.models_dir = models_dir
         v = QVBoxLayout(self)
-        table = QTableWidget(0, len(self.COLUMNS))
-        table.setObjectName("localTable")
+        table = named(QTableWidget(0, len(self.COLUMNS)), "localTable", "Models on this computer")
         table.setHorizontalHeaderLabels(list(self.COLUMNS))
         table.verticalHeader().setVisible(False)
         table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        table.setAccessibleName("Models on this computer")
         table.setMinimumHeight(150)
         self.table = table
         v.addWidget(table)

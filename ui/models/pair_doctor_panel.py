@@ -124,26 +124,19 @@ class PairDoctorPanel(QGroupBox):
         self.search_edit.returnPressed.connect(self.on_search_button_clicked)
         self.search_button = button("Search", clicked=self.on_search_button_clicked)
         self.cancel_button = button("Cancel", clicked=self.cancel)
-        self.cancel_button.setEnabled(False)
         v.addLayout(_row(self.search_edit, self.search_button, self.cancel_button))
-        self.busy_bar = QProgressBar()
-        self.busy_bar.setRange(0, 0)
+        self.busy_bar = QProgressBar(minimum=0, maximum=0, textVisible=False)
         self.busy_bar.setMaximumHeight(6)
-        self.busy_bar.setTextVisible(False)
-        self.busy_bar.setVisible(False)
         v.addWidget(self.busy_bar)
         self.status_label = label(name="doctorStatus")
         self.status_label.setTextFormat(Qt.TextFormat.PlainText)  # from GGUF headers: never markup
         v.addWidget(self.status_label)
 
-        self.results = QTreeWidget()
-        self.results.setObjectName("hubResults")
+        self.results = named(QTreeWidget(), "hubResults", "Search results")
+        self.results.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.results.setMinimumHeight(140)
         self.results.setHeaderLabels(["Repository and file", "Size", "On this machine"])
         self.results.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        self.results.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.results.setAccessibleName("Search results")
-        self.results.setMinimumHeight(140)
-        self.results.setVisible(False)
         self.results.itemActivated.connect(self.on_results_item_activated)
         self.results.itemClicked.connect(self.on_results_item_activated)
         v.addWidget(self.results)
@@ -153,11 +146,8 @@ class PairDoctorPanel(QGroupBox):
         self.target_edit = named(QLineEdit(placeholderText=where), "doctorTarget", "Target to check")
         where = "optional: owner/repo/file.gguf (empty: look for drafts)"
         self.draft_edit = named(QLineEdit(placeholderText=where), "doctorDraft", "Draft to check")
-        self.ctx_spin = QSpinBox()
-        self.ctx_spin.setRange(256, 1_048_576)
-        self.ctx_spin.setSingleStep(1024)
+        self.ctx_spin = QSpinBox(minimum=256, maximum=1_048_576, singleStep=1024, suffix=" tokens")
         self.ctx_spin.setValue(doctor.DEFAULT_CTX)
-        self.ctx_spin.setSuffix(" tokens")
         self.ctx_spin.setAccessibleName("Context for the memory estimate")
         self.check_button = button(
             "Check", "", self.check, "Reads only the files' headers: nothing is downloaded"
@@ -193,19 +183,13 @@ class PairDoctorPanel(QGroupBox):
             "Measure on this computer", "doctorMeasure", self.on_measure_button_clicked, tip
         )
         # The measurement's own progress and Cancel, beside it (not the hub search's).
-        self.measure_bar = QProgressBar()
-        self.measure_bar.setObjectName("measureProgress")
-        self.measure_bar.setAccessibleName("Measuring on this computer")
-        self.measure_bar.setVisible(False)
+        self.measure_bar = named(QProgressBar(), "measureProgress", "Measuring on this computer")
         self.measure_cancel_button = button(
             "Cancel", "measureCancel", self.cancel, accessible="Cancel the measurement", hidden=True
         )
         v.addLayout(_row(self.measure_button, self.measure_bar, self.measure_cancel_button, None))
 
-        self.drafts_list = QListWidget()
-        self.drafts_list.setObjectName("doctorDrafts")
-        self.drafts_list.setAccessibleName("Drafts for this target")
-        self.drafts_list.setVisible(False)
+        self.drafts_list = named(QListWidget(), "doctorDrafts", "Drafts for this target")
         self.drafts_list.setMaximumHeight(160)
         self.drafts_list.setWordWrap(True)
         self.drafts_list.itemActivated.connect(self.on_drafts_list_item_activated)
@@ -215,11 +199,12 @@ class PairDoctorPanel(QGroupBox):
         self.download_button = button("Download this pair", clicked=self.on_download_button_clicked)
         self.download_cancel_button = button("Stop", clicked=lambda: self.downloads.pause(DOWNLOAD_KEY))
         self.chat_button = button("Chat with this pair", clicked=self.on_chat_button_clicked)
-        for b in (self.measure_button, self.download_button, self.download_cancel_button, self.chat_button):
+        for b in (self.cancel_button, self.measure_button, self.download_button, self.download_cancel_button):
             b.setEnabled(False)
-        self.progress_bar = QProgressBar()
-        self.progress_bar.setRange(0, PROGRESS_STEPS)
-        self.progress_bar.setVisible(False)  # until something downloads
+        self.chat_button.setEnabled(False)
+        self.progress_bar = QProgressBar(maximum=PROGRESS_STEPS)  # shown while something downloads
+        for hidden in (self.busy_bar, self.results, self.measure_bar, self.drafts_list, self.progress_bar):
+            hidden.setVisible(False)
         v.addLayout(
             _row(self.download_button, self.download_cancel_button, self.progress_bar, None, self.chat_button)
         )

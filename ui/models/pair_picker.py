@@ -20,7 +20,7 @@ from engine.config import NGRAM_LOOKUP, PLAIN_DECODING, DraftChoice
 from ui.chat.model_picker import ModelPicker, chat_models
 from ui.presenters.task_ability import model_file
 from ui.presenters.words import choice_name, model_name
-from ui.qt.widgets import button, label
+from ui.qt.widgets import button, label, named
 
 
 class PairPicker(QGroupBox):
@@ -32,19 +32,16 @@ class PairPicker(QGroupBox):
         super().__init__("Chat with", parent)
         self.local_models: list[LocalModel] = []
         grid = QGridLayout(self)
-        self.target_combo = ModelPicker(with_open_file=False)  # the header's picker, the same list
+        # The header's picker, the same list.
+        self.target_combo = named(ModelPicker(with_open_file=False), "targetCombo", "Target model")
         self.target_combo.about_to_open.connect(self._relist)
         self.models_dir: Path | None = None
         self.in_use: Path | None = None
-        self.target_combo.setObjectName("targetCombo")
-        self.draft_combo = QComboBox()
-        self.draft_combo.setObjectName("draftCombo")
+        self.draft_combo = named(QComboBox(), "draftCombo", "Draft")
         self.use_pair_button = button(
             "Use this pair", clicked=self.on_use_pair_button_clicked, accessible="Use this pair"
         )
         self.pair_explanation = label(name="pairExplanation")
-        self.target_combo.setAccessibleName("Target model")
-        self.draft_combo.setAccessibleName("Draft")
         target_label, draft_label = QLabel("&Target"), QLabel("&Draft")
         target_label.setBuddy(self.target_combo)
         draft_label.setBuddy(self.draft_combo)
