@@ -202,27 +202,20 @@ def card_here_words(fig: PairFigures, has_draft_model: bool) -> str:
 # Each source (engine.events.DraftSource): its name in the legend, where it says "from …", and
 # how it looks (ui.qt.theme.LIGHT and DARK draw these hues and underlines, in both themes).
 # DraftSource.NONE: a reply saved before sources were kept.
-SOURCE_NAMES: dict[DraftSource, str] = {
-    DraftSource.DOCUMENT: "Document",
-    DraftSource.TEXT: "This chat",
-    DraftSource.MEMORY: "Earlier reply",
-    DraftSource.MODEL: "Draft model",
-    DraftSource.NONE: "Older reply",
+_SOURCES = {
+    DraftSource.DOCUMENT: ("Document", "an attached document", "amber, solid underline"),
+    DraftSource.TEXT: ("This chat", "this conversation", "green, dotted underline"),
+    DraftSource.MEMORY: ("Earlier reply", "an earlier reply", "teal, dashed underline"),
+    DraftSource.MODEL: ("Draft model", "the draft model", "violet, wavy underline"),
+    DraftSource.NONE: (
+        "Older reply",
+        "a reply saved before Tandem kept where guesses came from",
+        "grey, dotted underline",
+    ),
 }
-SOURCE_WHERE: dict[DraftSource, str] = {
-    DraftSource.DOCUMENT: "an attached document",
-    DraftSource.TEXT: "this conversation",
-    DraftSource.MEMORY: "an earlier reply",
-    DraftSource.MODEL: "the draft model",
-    DraftSource.NONE: "a reply saved before Tandem kept where guesses came from",
-}
-SOURCE_LOOKS: dict[DraftSource, str] = {
-    DraftSource.DOCUMENT: "amber, solid underline",
-    DraftSource.TEXT: "green, dotted underline",
-    DraftSource.MEMORY: "teal, dashed underline",
-    DraftSource.MODEL: "violet, wavy underline",
-    DraftSource.NONE: "grey, dotted underline",
-}
+SOURCE_NAMES = {source: said[0] for source, said in _SOURCES.items()}
+SOURCE_WHERE = {source: said[1] for source, said in _SOURCES.items()}
+SOURCE_LOOKS = {source: said[2] for source, said in _SOURCES.items()}
 LEGEND_ORDER = tuple(SOURCE_NAMES)
 LEGEND_SHORT = "= the model's own words, confirmed; not a change"
 LEGEND = (
