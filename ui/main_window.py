@@ -43,6 +43,7 @@ from ui.presenters.failures import STRICT_ENV
 from ui.presenters.presenter import ChatPresenter
 from ui.presenters.reply_presenter import LiveReply
 from ui.qt import theme
+from ui.qt.widgets import named
 from ui.settings.settings_dialog import SettingsDialog, needs_reload
 
 if TYPE_CHECKING:
@@ -342,9 +343,7 @@ class MainWindow(QMainWindow):
     def _build_status_bar(self) -> None:
         status = self.statusBar()
         self.loading = LoadLine(status)
-        self.stats_label = QLabel("")
-        self.stats_label.setObjectName("statsIndicator")
-        self.stats_label.setAccessibleName("State")
+        self.stats_label = named(QLabel(""), "statsIndicator", "State")
         status.addPermanentWidget(self.stats_label)
 
     def _connect_controller(self) -> None:

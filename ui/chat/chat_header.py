@@ -127,9 +127,8 @@ class ChatHeader(QWidget):
         row.addWidget(self.preset_combo)
         self._presets: list[Preset] = []
 
-        self.state_label = QLabel("Loading…")
-        self.state_label.setObjectName("pairLabel")
-        self.state_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        selectable = Qt.TextInteractionFlag.TextSelectableByMouse
+        self.state_label = named(QLabel("Loading…", textInteractionFlags=selectable), "pairLabel")
         self.state_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         # No least width: it takes the row's room left (its whole text is its tooltip), and the
         # window's least width stays the pickers' (a 1366x768 screen).

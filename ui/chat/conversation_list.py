@@ -107,9 +107,7 @@ class ConversationList(QWidget):
         tip = "Start a new conversation (Ctrl+N)"
         self.new_button = button("New chat", "newChatButton", self.new_requested, tip)
         layout.addWidget(self.new_button)
-        self.search = QLineEdit()
-        self.search.setPlaceholderText("Search conversations")
-        self.search.setClearButtonEnabled(True)
+        self.search = QLineEdit(placeholderText="Search conversations", clearButtonEnabled=True)
         self.search.setAccessibleName("Search conversations")
         self.search.textChanged.connect(self.search_changed)
         layout.addWidget(self.search)

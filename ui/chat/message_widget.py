@@ -29,7 +29,7 @@ from ui.presenters.reading_words import reading_rows
 from ui.presenters.stats_format import draft_sources
 from ui.presenters.verdict import FAILURE_KEY
 from ui.qt import theme
-from ui.qt.widgets import label, tool_button
+from ui.qt.widgets import label, named, tool_button
 
 STATUS_NOTES = {
     MessageStatus.CANCELLED: "stopped by you",
@@ -93,8 +93,7 @@ class MessageWidget(QFrame):
         # "‹ 2/3 ›": the versions of this turn (Regenerate, Edit keep the earlier ones).
         earlier = self._emit(self.version_requested, -1)
         self.version_prev = self._action("‹", "The version before this one", "Earlier version", earlier)
-        self.version_label = QLabel()
-        self.version_label.setObjectName("versionLabel")
+        self.version_label = named(QLabel(), "versionLabel")
         later = self._emit(self.version_requested, 1)
         self.version_next = self._action("›", "The version after this one", "Later version", later)
         for part in (self.version_prev, self.version_label, self.version_next):
@@ -102,9 +101,8 @@ class MessageWidget(QFrame):
             header.addWidget(part)
         layout.addLayout(header)
 
-        self.reading = QLabel()  # a reply's prompt being read, until its first text
-        self.reading.setObjectName("reading")
-        self.reading.setAccessibleName("Reading the prompt")
+        # A reply's prompt being read, until its first text.
+        self.reading = named(QLabel(), "reading", "Reading the prompt")
         self.reading.setVisible(False)
         layout.addWidget(self.reading)
         self.body = MessageBody(self)
@@ -126,10 +124,11 @@ class MessageWidget(QFrame):
         speed_row.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignRight)
         layout.addLayout(speed_row)
 
-        self.details = QLabel()  # on demand: the figures behind the headline, each once
-        self.details.setObjectName("details")
-        self.details.setTextFormat(Qt.TextFormat.RichText)
-        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # On demand: the figures behind the headline, each once.
+        selectable = Qt.TextInteractionFlag.TextSelectableByMouse
+        self.details = named(
+            QLabel(textFormat=Qt.TextFormat.RichText, textInteractionFlags=selectable), "details"
+        )
         self.details.setVisible(False)
         self.details_button.toggled.connect(self.details.setVisible)
         layout.addWidget(self.details)

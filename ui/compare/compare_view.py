@@ -34,7 +34,7 @@ from ui.presenters.compare_presenter import ComparePresenter
 from ui.presenters.stats_format import DASH
 from ui.qt import theme
 from ui.qt.page_scroll import scrolling_content
-from ui.qt.widgets import button, label
+from ui.qt.widgets import button, label, named
 
 
 class TokensChart(QWidget):
@@ -175,9 +175,7 @@ class CompareView(QWidget):
         tasks = QHBoxLayout()
         tasks_label = QLabel("Try a task where it pays:")
         tasks.addWidget(tasks_label)
-        self.task_combo = QComboBox()
-        self.task_combo.setObjectName("compareTasks")
-        self.task_combo.setAccessibleName("A task to compare")
+        self.task_combo = named(QComboBox(), "compareTasks", "A task to compare")
         self.task_combo.addItem("Choose…", "")
         for name, prompt in words.DEMO_TASKS:
             self.task_combo.addItem(name, prompt)
@@ -210,9 +208,7 @@ class CompareView(QWidget):
         panes.addWidget(self.plain, 0, 0)
         panes.addWidget(self.speculative, 0, 1)
         layout.addLayout(panes, 1)
-        self.summary = QLabel(DASH)
-        self.summary.setObjectName("summary")
-        self.summary.setAccessibleName("Compare result")
+        self.summary = named(QLabel(DASH), "summary", "Compare result")
         font = self.summary.font()
         font.setBold(True)
         font.setPointSizeF(font.pointSizeF() * 1.5)
