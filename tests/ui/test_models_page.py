@@ -132,30 +132,31 @@ def target_files(page: ModelsPage) -> list[str]:
 def test_pause_keeps_the_part_and_download_resumes_it(qtbot, hub: FakeHub) -> None:
     page = make_page(qtbot, hub)
     hub.throttle_s = 0.02
-    qtbot.mouseClick(page.download_view.download_buttons["tiny-pair"], Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: page.download_view.progress_bars["tiny-pair"].value() > 100, timeout=30_000)
-    qtbot.mouseClick(page.download_view.pause_buttons["tiny-pair"], Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: page.download_view.download_buttons["tiny-pair"].isEnabled(), timeout=30_000)
-    assert "paused" in page.download_view.status_labels["tiny-pair"].text()
+    qtbot.mouseClick(page.download_view.rows["tiny-pair"].download_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: page.download_view.rows["tiny-pair"].progress_bar.value() > 100, timeout=30_000)
+    qtbot.mouseClick(page.download_view.rows["tiny-pair"].pause_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: page.download_view.rows["tiny-pair"].download_button.isEnabled(), timeout=30_000)
+    assert "paused" in page.download_view.rows["tiny-pair"].status_label.text()
     part = paths.models_dir() / "tandem-test--tiny-target-GGUF" / "tiny-target.gguf.part"
     kept = part.stat().st_size
     assert kept > 0
 
     hub.throttle_s = 0.0
     with qtbot.waitSignal(page.models_changed, timeout=60_000):
-        qtbot.mouseClick(page.download_view.download_buttons["tiny-pair"], Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.download_view.rows["tiny-pair"].download_button, Qt.MouseButton.LeftButton)
     assert hub.range_headers(hub.repos[REPO].files["tiny-target.gguf"])[-1] == f"bytes={kept}-"
     assert page.local_box.table.rowCount() == 2
 
 
 def test_a_failed_download_shows_its_sentence(qtbot, hub: FakeHub) -> None:
     page = make_page(qtbot, hub)
-    page.download_view.repo_edit.setText(REPO)
-    page.download_view.file_edit.setText("missing.gguf")
-    qtbot.mouseClick(page.download_view.download_buttons[CUSTOM_KEY], Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: page.download_view.download_buttons[CUSTOM_KEY].isEnabled(), timeout=30_000)
+    page.download_view.custom_box.repo_edit.setText(REPO)
+    page.download_view.custom_box.file_edit.setText("missing.gguf")
+    qtbot.mouseClick(page.download_view.rows[CUSTOM_KEY].download_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: page.download_view.rows[CUSTOM_KEY].download_button.isEnabled(), timeout=30_000)
     assert (
-        "missing.gguf was not found in the repository" in page.download_view.status_labels[CUSTOM_KEY].text()
+        "missing.gguf was not found in the repository"
+        in page.download_view.rows[CUSTOM_KEY].status_label.text()
     )
 
 
@@ -163,13 +164,13 @@ def test_the_hub_file_row_shows_no_empty_progress_bar_until_a_download(qtbot, hu
     # The review (and the pictures) saw an empty white box under the repository's fields: the
     # progress bar of a download that never started.
     page = make_page(qtbot, hub)
-    bar = page.download_view.progress_bars[CUSTOM_KEY]
+    bar = page.download_view.rows[CUSTOM_KEY].progress_bar
     assert not bar.isVisibleTo(page)
-    page.download_view.repo_edit.setText(REPO)
-    page.download_view.file_edit.setText("tiny-target.gguf")
-    qtbot.mouseClick(page.download_view.download_buttons[CUSTOM_KEY], Qt.MouseButton.LeftButton)
+    page.download_view.custom_box.repo_edit.setText(REPO)
+    page.download_view.custom_box.file_edit.setText("tiny-target.gguf")
+    qtbot.mouseClick(page.download_view.rows[CUSTOM_KEY].download_button, Qt.MouseButton.LeftButton)
     assert bar.isVisibleTo(page)
-    qtbot.waitUntil(lambda: page.download_view.download_buttons[CUSTOM_KEY].isEnabled(), timeout=30_000)
+    qtbot.waitUntil(lambda: page.download_view.rows[CUSTOM_KEY].download_button.isEnabled(), timeout=30_000)
     assert bar.isVisibleTo(page) and bar.value() == bar.maximum()  # what it did, kept in view
 
 
@@ -452,7 +453,7 @@ def test_tab_order_follows_the_cards_layout(qtbot, hub: FakeHub) -> None:
         page.picker.target_combo,
         card.cancel_button,
         page.local_box.import_button,
-        page.download_view.repo_edit,
+        page.download_view.custom_box.repo_edit,
     ]
     assert [chain.index(w) for w in order] == sorted(chain.index(w) for w in order)
 

@@ -198,14 +198,14 @@ def test_a_download_job_reports_how_it_ended_as_data(qtbot, stop: Exception, end
 def test_a_cancelled_download_is_not_shown_as_an_error(qtbot, hub: FakeHub) -> None:
     page = _page(qtbot, hub)
     hub.throttle_s = 0.02
-    qtbot.mouseClick(page.download_view.download_buttons["tiny-pair"], Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: page.download_view.progress_bars["tiny-pair"].value() > 100, timeout=30_000)
+    qtbot.mouseClick(page.download_view.rows["tiny-pair"].download_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: page.download_view.rows["tiny-pair"].progress_bar.value() > 100, timeout=30_000)
     with qtbot.waitSignal(page.download_failed, timeout=30_000) as failed:
-        qtbot.mouseClick(page.download_view.cancel_buttons["tiny-pair"], Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.download_view.rows["tiny-pair"].cancel_button, Qt.MouseButton.LeftButton)
     assert failed.args[2] is False  # not paused
-    label = page.download_view.status_labels["tiny-pair"]
+    label = page.download_view.rows["tiny-pair"].status_label
     assert "cancelled" in label.text()
-    assert page.download_view.progress_bars["tiny-pair"].value() == 0
+    assert page.download_view.rows["tiny-pair"].progress_bar.value() == 0
     assert label.styleSheet() == ""
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QLineEdit, QProgressBar, QPushButton
+from PySide6.QtWidgets import QGridLayout, QGroupBox, QLineEdit, QProgressBar
 
 from app.library.catalog import CatalogPair, format_bytes, format_eta
 from app.library.downloads import (
@@ -39,6 +39,42 @@ def describe_progress(p: DownloadProgress) -> str:
     return text
 
 
+class HubFileRow(QGroupBox):
+    """Any GGUF file from the hub, by its repository and name: the fields, and its download shown
+    as a card shows one (download_button, pause_button, cancel_button, progress_bar, status_label,
+    set_status, set_running)."""
+
+    def __init__(self) -> None:
+        super().__init__("Any GGUF file from the Hugging Face hub")
+        grid = QGridLayout(self)
+        self.repo_edit = QLineEdit(placeholderText="repository, e.g. Qwen/Qwen3-0.6B-GGUF")
+        self.file_edit = QLineEdit(placeholderText="file, e.g. Qwen3-0.6B-Q8_0.gguf")
+        self.revision_edit = QLineEdit(placeholderText="main")
+        self.download_button, self.pause_button, self.cancel_button = map(
+            button, ("Download", "Pause", "Cancel")
+        )
+        self.progress_bar = QProgressBar(maximum=PROGRESS_STEPS)
+        self.status_label = label()
+        row = (self.repo_edit, self.file_edit, self.revision_edit)
+        for column, widget in enumerate((*row, self.download_button, self.pause_button, self.cancel_button)):
+            grid.addWidget(widget, 0, column)
+        grid.addWidget(self.progress_bar, 1, 0, 1, 2)
+        grid.addWidget(self.status_label, 1, 2, 1, 4)
+        self.progress_bar.setVisible(False)  # until a download starts (before, an empty box under the fields)
+        self.set_running(False)
+
+    def set_status(self, text: str, is_error: bool = False) -> None:
+        self.status_label.setText(text)
+        theme.set_tone(self.status_label, "error" if is_error else "")
+
+    def set_running(self, is_running: bool) -> None:
+        self.download_button.setEnabled(not is_running)
+        self.pause_button.setEnabled(is_running)
+        self.cancel_button.setEnabled(is_running)
+        if is_running:  # shown from the first download on (an idle bar was an empty box)
+            self.progress_bar.show()
+
+
 class ModelDownloads(QObject):
     """The page's download jobs, each shown on its card or on the hub-file row (custom_box)."""
 
@@ -53,18 +89,14 @@ class ModelDownloads(QObject):
         super().__init__(parent)
         self.jobs = jobs
         self.models_dir = models_dir
-        self.cards: dict[str, PairCard] = {}
-        self.download_buttons: dict[str, QPushButton] = {}
-        self.pause_buttons: dict[str, QPushButton] = {}
-        self.cancel_buttons: dict[str, QPushButton] = {}
-        self.progress_bars: dict[str, QProgressBar] = {}
-        self.status_labels: dict[str, QLabel] = {}
+        self.custom_box = HubFileRow()
+        self.custom_box.download_button.clicked.connect(self.on_custom_download_clicked)
+        self.custom_box.pause_button.clicked.connect(lambda: self.pause(CUSTOM_KEY))
+        self.custom_box.cancel_button.clicked.connect(lambda: self.cancel(CUSTOM_KEY))
+        self.rows: dict[str, PairCard | HubFileRow] = {CUSTOM_KEY: self.custom_box}  # what shows each job
         jobs.progressed.connect(self.on_jobs_progressed)
         jobs.finished.connect(self.on_jobs_finished)
         jobs.failed.connect(self.on_jobs_failed)
-        self.custom_box = self._build_custom_box()
-
-    # --- the widgets that show a job -------------------------------------------------------------
 
     def add_card(self, card: PairCard) -> None:
         """A catalog pair's card: its Download, Pause and Cancel, and the part a pause kept."""
@@ -72,75 +104,13 @@ class ModelDownloads(QObject):
         card.download_button.clicked.connect(lambda _=False, p=pair: self.download_pair(p))
         card.pause_button.clicked.connect(lambda _=False, k=pair.name: self.pause(k))
         card.cancel_button.clicked.connect(lambda _=False, k=pair.name: self.cancel(k))
-        self.cards[pair.name] = card
-        self.download_buttons[pair.name] = card.download_button
-        self.pause_buttons[pair.name] = card.pause_button
-        self.cancel_buttons[pair.name] = card.cancel_button
-        self.progress_bars[pair.name] = card.progress_bar
-        self.status_labels[pair.name] = card.status_label
-        self._show_kept_part(pair)
-
-    def _build_custom_box(self) -> QGroupBox:
-        box = QGroupBox("Any GGUF file from the Hugging Face hub")
-        grid = QGridLayout(box)
-        self.repo_edit = QLineEdit()
-        self.repo_edit.setPlaceholderText("repository, e.g. Qwen/Qwen3-0.6B-GGUF")
-        self.file_edit = QLineEdit()
-        self.file_edit.setPlaceholderText("file, e.g. Qwen3-0.6B-Q8_0.gguf")
-        self.revision_edit = QLineEdit()
-        self.revision_edit.setPlaceholderText("main")
-        download = button("Download", clicked=self.on_custom_download_clicked)
-        pause = button("Pause", clicked=lambda: self.pause(CUSTOM_KEY))
-        cancel = button("Cancel", clicked=lambda: self.cancel(CUSTOM_KEY))
-        for b in (pause, cancel):
-            b.setEnabled(False)
-        bar = QProgressBar()
-        bar.setRange(0, PROGRESS_STEPS)
-        bar.setVisible(False)  # until a download starts (before, an empty box under the fields)
-        status = label()
-        grid.addWidget(self.repo_edit, 0, 0)
-        grid.addWidget(self.file_edit, 0, 1)
-        grid.addWidget(self.revision_edit, 0, 2)
-        grid.addWidget(download, 0, 3)
-        grid.addWidget(pause, 0, 4)
-        grid.addWidget(cancel, 0, 5)
-        grid.addWidget(bar, 1, 0, 1, 2)
-        grid.addWidget(status, 1, 2, 1, 4)
-        self.download_buttons[CUSTOM_KEY] = download
-        self.pause_buttons[CUSTOM_KEY] = pause
-        self.cancel_buttons[CUSTOM_KEY] = cancel
-        self.progress_bars[CUSTOM_KEY] = bar
-        self.status_labels[CUSTOM_KEY] = status
-        return box
-
-    def _show_kept_part(self, pair: CatalogPair) -> None:
+        self.rows[pair.name] = card
         kept = sum(partial_download(r.repo_id, r.filename, self.models_dir) for r in pair_requests(pair))
         if kept and pair.download_bytes:
-            card = self.cards[pair.name]
             card.set_fraction(kept / pair.download_bytes)
             card.set_status(
                 f"{format_bytes(kept)} of {format_bytes(pair.download_bytes)} kept; Download resumes"
             )
-
-    def _set_status(self, key: str, text: str, is_error: bool = False) -> None:
-        card = self.cards.get(key)
-        if card is not None:
-            card.set_status(text, is_error)
-            return
-        label = self.status_labels[key]
-        label.setText(text)
-        theme.set_tone(label, "error" if is_error else "")
-
-    def _set_running(self, key: str, is_running: bool) -> None:
-        card = self.cards.get(key)
-        if card is not None:
-            card.set_running(is_running)
-            return
-        self.download_buttons[key].setEnabled(not is_running)
-        self.pause_buttons[key].setEnabled(is_running)
-        self.cancel_buttons[key].setEnabled(is_running)
-        if is_running:  # shown from the first download on (an idle bar was an empty box)
-            self.progress_bars[key].show()
 
     # --- what the user asks ------------------------------------------------------------------------
 
@@ -152,25 +122,26 @@ class ModelDownloads(QObject):
         self.start(pair.name, pair_requests(pair))
 
     def on_custom_download_clicked(self) -> None:
-        repo, name = self.repo_edit.text().strip(), self.file_edit.text().strip()
+        box = self.custom_box
+        repo, name = box.repo_edit.text().strip(), box.file_edit.text().strip()
         if not repo or not name:
-            self._set_status(CUSTOM_KEY, "Give a repository and a file name.")
+            box.set_status("Give a repository and a file name.")
             return
-        revision = self.revision_edit.text().strip() or "main"
+        revision = box.revision_edit.text().strip() or "main"
         self.start(CUSTOM_KEY, [FileRequest(repo, name, revision)])
 
     def start(self, key: str, requests: Sequence[FileRequest]) -> None:
         if self.jobs.start(key, requests):
-            self._set_running(key, True)
-            self._set_status(key, "asking the hub…")
+            self.rows[key].set_running(True)
+            self.rows[key].set_status("asking the hub…")
 
     def pause(self, key: str) -> None:
         if self.jobs.pause(key):
-            self._set_status(key, "pausing…")
+            self.rows[key].set_status("pausing…")
 
     def cancel(self, key: str) -> None:
         if self.jobs.cancel(key):
-            self._set_status(key, "cancelling…")
+            self.rows[key].set_status("cancelling…")
 
     def _set_up_embedded(self, pair: CatalogPair) -> None:
         """The built-in model ships in Tandem's packages: join its chunks once, then offer it."""
@@ -181,43 +152,45 @@ class ModelDownloads(QObject):
 
             return [ensure_default_model(models_dir)]
 
-        if not self.jobs.start_run(pair.name, run):
-            return
-        self._set_running(pair.name, True)
-        self.progress_bars[pair.name].setRange(0, 0)  # busy: joining the chunks has no progress
-        self._set_status(pair.name, "setting up the built-in model…")
+        card = self.rows[pair.name]
+        if self.jobs.start_run(pair.name, run):
+            card.set_running(True)
+            card.progress_bar.setRange(0, 0)  # busy: joining the chunks has no progress
+            card.set_status("setting up the built-in model…")
 
     # --- what the jobs report ----------------------------------------------------------------------
 
     def on_jobs_progressed(self, key: str, p: DownloadProgress) -> None:
-        if key not in self.progress_bars:
+        row = self.rows.get(key)
+        if row is None:
             return  # another view's download (the pair doctor's)
         text = describe_progress(p)
-        self.progress_bars[key].setValue(int(PROGRESS_STEPS * p.total_fraction))
-        self._set_status(key, text)
-        self.status_labels[key].setToolTip(f"{p.filename}: {p.state}")
+        row.progress_bar.setValue(int(PROGRESS_STEPS * p.total_fraction))
+        row.set_status(text)
+        row.status_label.setToolTip(f"{p.filename}: {p.state}")
         self.progressed.emit(key, text)
 
     def on_jobs_finished(self, key: str, done: list[str]) -> None:
-        if key not in self.progress_bars:
-            self.files_arrived.emit()
-            return
-        self._end_job(key)
-        self.progress_bars[key].setValue(PROGRESS_STEPS)
-        self._set_status(key, "downloaded: " + ", ".join(Path(d).name for d in done))
+        row = self.rows.get(key)
+        if row is not None:
+            self._end_job(row)
+            row.progress_bar.setValue(PROGRESS_STEPS)
+            row.set_status("downloaded: " + ", ".join(Path(d).name for d in done))
         self.files_arrived.emit()
-        self.finished.emit(key, [str(d) for d in done])
+        if row is not None:
+            self.finished.emit(key, [str(d) for d in done])
 
     def on_jobs_failed(self, key: str, message: str, end: DownloadEnd) -> None:
-        if key not in self.progress_bars:
+        row = self.rows.get(key)
+        if row is None:
             return
-        self._end_job(key)
+        self._end_job(row)
         if end is DownloadEnd.CANCELLED:
-            self.progress_bars[key].setValue(0)
-        self._set_status(key, message, is_error=end is DownloadEnd.FAILED)
-        self.status_labels[key].setToolTip(message)
+            row.progress_bar.setValue(0)
+        row.set_status(message, is_error=end is DownloadEnd.FAILED)
+        row.status_label.setToolTip(message)
         self.failed.emit(key, message, end is DownloadEnd.PAUSED)
 
-    def _end_job(self, key: str) -> None:
-        self.progress_bars[key].setRange(0, PROGRESS_STEPS)
-        self._set_running(key, False)
+    def _end_job(self, row: PairCard | HubFileRow) -> None:
+        row.progress_bar.setRange(0, PROGRESS_STEPS)
+        row.set_running(False)
