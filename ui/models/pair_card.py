@@ -124,7 +124,6 @@ class PairCard(QFrame):
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)  # a row: one height
         self.is_recommended = False
-        self.is_in_use = False
         self.is_fitting = True
 
         layout = QVBoxLayout(self)
@@ -262,7 +261,6 @@ class PairCard(QFrame):
         self._describe()
 
     def set_in_use(self, is_in_use: bool) -> None:
-        self.is_in_use = is_in_use
         self.in_use_badge.setVisible(is_in_use)
         self.in_use_badge.setToolTip("The model in use now is this pair's target" if is_in_use else "")
         self._describe()
@@ -352,7 +350,7 @@ class CardGrid(QWidget):
         self._grid = QGridLayout(self)
         self._grid.setContentsMargins(0, 0, 0, 0)
         self._grid.setSpacing(12)
-        self._columns = 0
+        self.columns = 0
         self._relayout(2)
 
     def add_card(self, card: PairCard) -> None:
@@ -363,19 +361,11 @@ class CardGrid(QWidget):
             card.hide()
             return
         self.cards.append(card)
-        self._relayout(self._columns, force=True)
-
-    @property
-    def columns(self) -> int:
-        return self._columns
+        self._relayout(self.columns, force=True)
 
     def _card_width(self) -> int:
         """The least width a column needs: MIN_CARD_WIDTH, or the widest card's least width."""
         return max([self.MIN_CARD_WIDTH, *(c.minimumSizeHint().width() for c in self.cards)])
-
-    def _columns_for(self, width: int) -> int:
-        spacing = self._grid.spacing()
-        return max(1, min(self.MAX_COLUMNS, (width + spacing) // (self._card_width() + spacing)))
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
         # One column's width: the grid's own layout would ask for the columns it has now, and
@@ -383,9 +373,9 @@ class CardGrid(QWidget):
         return QSize(self._card_width(), super().minimumSizeHint().height())
 
     def _relayout(self, columns: int, force: bool = False) -> None:
-        if columns == self._columns and not force:
+        if columns == self.columns and not force:
             return
-        self._columns = columns
+        self.columns = columns
         for card in self.cards:
             self._grid.removeWidget(card)
         for i, card in enumerate(self.cards):
@@ -395,4 +385,6 @@ class CardGrid(QWidget):
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
         super().resizeEvent(event)
-        self._relayout(self._columns_for(event.size().width()))
+        spacing = self._grid.spacing()
+        fit = (event.size().width() + spacing) // (self._card_width() + spacing)
+        self._relayout(max(1, min(self.MAX_COLUMNS, fit)))
