@@ -56,12 +56,7 @@ class FlowLayout(QLayout):
         return size + QSize(m.left() + m.right(), m.top() + m.bottom())
 
     def _visible(self) -> list[QLayoutItem]:
-        visible = []
-        for item in self._items:
-            widget = item.widget()
-            if widget is None or not widget.isHidden():
-                visible.append(item)
-        return visible
+        return [item for item in self._items if (widget := item.widget()) is None or not widget.isHidden()]
 
     def _place(self, rect: QRect, move: bool) -> int:
         """Lay the items out in rect (or only measure): the height the rows take."""
