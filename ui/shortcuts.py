@@ -106,9 +106,7 @@ class ShortcutsDialog(QDialog):
         layout.addWidget(buttons)
 
 
-def install(
-    window: QMainWindow, handlers: Mapping[str, Callable[[], None]], help_menu_title: str = "&Help"
-) -> dict[str, QAction]:
+def install(window: QMainWindow, handlers: Mapping[str, Callable[[], None]]) -> dict[str, QAction]:
     """Create the window's shortcut actions, a Conversation and a View menu with them, and
     Help > Keyboard shortcuts. `handlers`: what each action does, by its object name (every
     name SHORTCUTS lists). Returns the actions by object name."""
@@ -123,7 +121,7 @@ def install(
         actions[name] = action
     bar = window.menuBar()
     help_menu = next(
-        (menu for a in bar.actions() if a.text() == help_menu_title and isinstance(menu := a.menu(), QMenu)),
+        (menu for a in bar.actions() if a.text() == "&Help" and isinstance(menu := a.menu(), QMenu)),
         None,
     )
     before = help_menu.menuAction() if help_menu is not None else None

@@ -126,8 +126,8 @@ class SpeedPanel(QWidget):
             self.setFixedHeight(self._height())
         self.update()
 
-    def set_final(self, stats: StatsRecord, compact: bool = True) -> None:
-        """The reply's final numbers (a finished reply, or one loaded from the store)."""
+    def set_final(self, stats: StatsRecord) -> None:
+        """The reply's final numbers (a finished reply, or one loaded from the store): drawn small."""
         self.stats = stats
         plain = stats.plain_tokens_per_s
         if plain is not None and plain > 0:
@@ -144,7 +144,7 @@ class SpeedPanel(QWidget):
             ]
         if self.points and decode_s > self.points[-1][0]:
             self.points.append((decode_s, n))
-        self.is_compact = compact
+        self.is_compact = True
         self.setFixedHeight(self._height())
         headline = self.headline()
         rows = verdict.details(stats, self.plain_tokens_per_s, self.usual_steps)
@@ -153,9 +153,9 @@ class SpeedPanel(QWidget):
         self.setToolTip(headline.reason)  # whole, where the panel is too narrow for it
         self.update()
 
-    def kept_points(self, n: int = KEPT_POINTS) -> list[list[float]]:
-        """The sparkline's points thinned to about n, to be stored with the reply's stats."""
-        step = max(1, len(self.points) // n)
+    def kept_points(self) -> list[list[float]]:
+        """The sparkline's points thinned to about KEPT_POINTS, to be stored with the reply's stats."""
+        step = max(1, len(self.points) // KEPT_POINTS)
         kept = self.points[::step]
         if self.points and kept[-1] != self.points[-1]:
             kept.append(self.points[-1])

@@ -206,15 +206,15 @@ def text_backgrounds(theme: ThemeColors) -> tuple[QColor, ...]:
     )
 
 
-def readable(color: QColor, backgrounds: Sequence[QColor], is_dark: bool, minimum: float = AA) -> QColor:
-    """`color` where it reaches `minimum` on every background; else mixed towards white (dark
+def readable(color: QColor, backgrounds: Sequence[QColor], is_dark: bool) -> QColor:
+    """`color` where it reaches AA on every background; else mixed towards white (dark
     theme) or black (light) in small steps until it does: the hue stays, the contrast is met."""
     toward = 255 if is_dark else 0
     r, g, b = color.red(), color.green(), color.blue()
     for step in range(21):
         k = step / 20
         mixed = QColor(round(r + (toward - r) * k), round(g + (toward - g) * k), round(b + (toward - b) * k))
-        if all(contrast(mixed, bg) >= minimum for bg in backgrounds):
+        if all(contrast(mixed, bg) >= AA for bg in backgrounds):
             return mixed
     return QColor(toward, toward, toward)
 
