@@ -4,17 +4,20 @@ engine's numbers, how it ended, and the baseline it is compared with)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from app.host.messages import EngineInfo
+from app.host.messages import EngineInfo, SpeculationOff
 from app.settings import Settings
 from app.store import model_key_of_file
 from engine.events import Finished, Speculation, Stats, StatsRecord
+from ui.presenters.off_words import OFF_KEY
 from ui.presenters.verdict import BUSY_SHARE, FAILURE_KEY, STEPS_KEY, headline
+from ui.presenters.words import model_name
 
 MIN_TOKENS_FOR_BASELINE = 8  # a plain reply shorter than this is too noisy to be the speed baseline
 QUIET_REPLACED = 5  # replies in a row whose steps ran well below the quiet ones: the new usual
@@ -24,12 +27,6 @@ PROMPT_BUCKET = 512  # quiet steps are kept for prompts up to 512 tokens, 1024, 
 def engine_extras(info: EngineInfo | None) -> dict[str, object]:
     """What a finished reply keeps of the engine that wrote it besides its numbers: when it ended
     and the model by its name (exports say both), and why the speed-up was off (Details say it)."""
-    import time
-
-    from app.host.messages import SpeculationOff
-    from ui.presenters.off_words import OFF_KEY
-    from ui.presenters.words import model_name
-
     extras: dict[str, object] = {"finished_at": round(time.time(), 1)}
     if info is not None:
         extras["model"] = model_name(Path(info.target_path), info.target_name)
