@@ -239,9 +239,8 @@ class WelcomePanel(QFrame):
 
     def _show_small_instruct(self) -> None:
         pair = self.small_instruct
-        fits = pair is not None and (
-            not self.machine.total_ram_bytes or self.machine.total_ram_bytes >= pair.min_ram_bytes
-        )
+        ram = self.machine.total_ram_bytes
+        fits = pair is not None and not self.is_compact and (not ram or ram >= pair.min_ram_bytes)
         self.small_label.setVisible(fits)
         self.small_download_button.setVisible(fits)
         if pair is None or not fits:
@@ -266,11 +265,7 @@ class WelcomePanel(QFrame):
         Close, the explanation and the smaller model left out (Help ▸ Welcome shows it whole)."""
         self.title_label.setVisible(not is_compact)
         self.about_label.setVisible(not is_compact)
-        if is_compact:
-            self.small_label.setVisible(False)
-            self.small_download_button.setVisible(False)
-        else:
-            self._show_small_instruct()
+        self._show_small_instruct()  # left out while compact
         self.small_offer_shown.emit(self.offers_small)
 
     def show_whole(self) -> None:
