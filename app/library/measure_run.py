@@ -17,7 +17,6 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +47,6 @@ from app.library.standin import (
     write_standin,
 )
 from engine.errors import TandemError
-
-
-@dataclass
-class _Run:
-    folder: Path
-    cancel: threading.Event
-    on_progress: Callable[[MeasureProgress], None] | None
-    process: Any = None  # the measuring process (multiprocessing, spawned)
-    spans: list[tuple[float, float]] = field(default_factory=list)
 
 
 def measure_pair(
@@ -99,7 +89,6 @@ def measure_pair(
         gb = plan.size_bytes / 1e9
         weights.append((2.5 * gb + 0.05, 1.5 * gb + 0.5, (6.5 if role == "target" else 0.5) * gb + 0.2))
     total = sum(sum(w) for w in weights)
-    run = _Run(run_dir, cancel, on_progress)
     machine = machine_identity(n_threads)
     results: list[MeasuredCosts] = []
     try:
@@ -116,7 +105,7 @@ def measure_pair(
             done += w_write
             repeats = DRAFT_REPEATS if role == "draft" else REPEATS_SMALL
             t_ms = _time_in_worker(
-                run,
+                cancel,
                 f"{plan.label} ({plan.architecture})",
                 path,
                 job_sizes,
@@ -130,19 +119,9 @@ def measure_pair(
             )
             remove_standin(path)
             done += w_load + w_time
-            costs = MeasuredCosts(
-                model,
-                t_ms,
-                plan.size_bytes,
-                machine,
-                time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                n_threads,
-            )
-            results.append(costs)
+            measured_at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+            results.append(MeasuredCosts(model, t_ms, plan.size_bytes, machine, measured_at, n_threads))
     finally:
-        if run.process is not None and run.process.is_alive():
-            run.process.kill()
-            run.process.join()
         shutil.rmtree(run_dir, ignore_errors=True)
         with contextlib.suppress(OSError):
             base.rmdir()  # where no other run is under way
@@ -174,7 +153,7 @@ def _report(
 
 
 def _time_in_worker(
-    run: _Run,
+    cancel: threading.Event,
     label: str,
     path: Path,
     sizes: tuple[int, ...],
@@ -201,18 +180,17 @@ def _time_in_worker(
     ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
     process = ctx.Process(target=_worker, args=(job, send), name="tandem-measure", daemon=True)
-    process.start()
-    run.process = process
-    send.close()
     costs: dict[int, float] = {}
     weights = {n: max(n, 4) for n in sizes}  # a batch's time grows with its rows
     total_w = sum(weights.values())
     done_w = 0.0
     error = ""
-    try:
+    process.start()
+    try:  # from here on, whatever happens, the process does not outlive this call
+        send.close()
         is_open = True
         while is_open:
-            if run.cancel.is_set():
+            if cancel.is_set():
                 process.kill()
                 break
             ready = multiprocessing.connection.wait([receive, process.sentinel], timeout=0.05)
@@ -241,8 +219,7 @@ def _time_in_worker(
         if process.is_alive():
             process.kill()
             process.join()
-        run.process = None
-    if run.cancel.is_set():
+    if cancel.is_set():
         raise MeasureCancelled("the measurement was cancelled; nothing is left on disk")
     if error or 1 not in costs:
         why = (
