@@ -274,29 +274,20 @@ def _hub_error(exc: BaseException, request: FileRequest, endpoint: str, has_toke
     return DownloadError(f"the download of {name} from {repo} failed: {type(exc).__name__}: {exc}")
 
 
-def _token_sent(token: str | bool | None) -> bool:
-    if isinstance(token, str):
-        return bool(token)
-    if token is False:
-        return False
+def _has_token() -> bool:
+    """Whether huggingface_hub sends a token (HF_TOKEN, or one saved by `hf auth login`)."""
     from huggingface_hub import get_token
 
     return get_token() is not None
 
 
-def resolve_remote(
-    request: FileRequest,
-    *,
-    token: str | bool | None = None,
-    endpoint: str | None = None,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-) -> RemoteFile:
+def resolve_remote(request: FileRequest, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> RemoteFile:
     """Ask the hub (HEAD on /resolve/) for the file's size, checksum, commit and download address."""
     import httpx2
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
-    endpoint = (endpoint or hub_endpoint()).rstrip("/")
+    endpoint = hub_endpoint()
     if _is_offline():
         raise _offline_error()
     url = hf_hub_url(request.repo_id, request.filename, revision=request.revision, endpoint=endpoint)
@@ -304,9 +295,9 @@ def resolve_remote(
         # huggingface_hub only swaps in the endpoint it was imported with; never ask another host.
         raise DownloadError(f"cannot build a download address on {endpoint}; check HF_ENDPOINT")
     try:
-        meta = get_hf_file_metadata(url, token=token, timeout=timeout_s, endpoint=endpoint)
+        meta = get_hf_file_metadata(url, timeout=timeout_s, endpoint=endpoint)
     except (HfHubHTTPError, OfflineModeIsEnabled, httpx2.TransportError) as e:
-        raise _hub_error(e, request, endpoint, _token_sent(token)) from e
+        raise _hub_error(e, request, endpoint, _has_token()) from e
     if meta.commit_hash is None:
         raise DownloadError(
             f"{endpoint} did not answer like the Hugging Face hub (no X-Repo-Commit header); check HF_ENDPOINT"
@@ -337,16 +328,14 @@ def _origin(url: str) -> tuple[str, str, int | None]:
 
 
 @contextlib.contextmanager
-def stream_bytes(
-    remote: RemoteFile, token: str | bool | None, first: int, last: int | None, timeout_s: float
-) -> Iterator[Any]:
+def stream_bytes(remote: RemoteFile, first: int, last: int | None, timeout_s: float) -> Iterator[Any]:
     """GET the file's bytes from `first` to `last` (None: to the end); an HTTP error is raised as
     huggingface_hub raises it (its subclass says which)."""
     import httpx2
     from huggingface_hub import get_session
     from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
 
-    headers = dict(build_hf_headers(token=token))
+    headers = dict(build_hf_headers())
     # Identity encoding: byte ranges and sizes must refer to the file itself.
     headers["Accept-Encoding"] = "identity"
     # As huggingface_hub does: the token stays on the hub, never goes to a CDN's signed URL.
@@ -576,8 +565,6 @@ def _download_one(
     file_index: int,
     tracker: _ProgressTracker,
     control: DownloadControl,
-    token: str | bool | None,
-    endpoint: str,
     n_retries: int,
     backoff_s: float,
     timeout_s: float,
@@ -629,16 +616,14 @@ def _download_one(
                     if n_failures:
                         # A signed CDN address may have expired: ask the hub again, and start over
                         # if the file itself changed in the meantime.
-                        again = resolve_remote(
-                            remote.request, token=token, endpoint=endpoint, timeout_s=timeout_s
-                        )
+                        again = resolve_remote(remote.request, timeout_s=timeout_s)
                         if again.etag != remote.etag or again.size_bytes != size:
                             raise DownloadError(
                                 f"{remote.request.filename} changed on the hub during the download; "
                                 "start the download again"
                             )
                         remote = again
-                    with stream_bytes(remote, token, have, None, timeout_s) as response:
+                    with stream_bytes(remote, have, None, timeout_s) as response:
                         if response.status_code == 206:
                             _check_content_range(response, have, size, remote.request.filename)
                         if have and response.status_code == 200:
@@ -665,7 +650,7 @@ def _download_one(
                         raise httpx2.RemoteProtocolError("the server closed the connection early")
                 except (httpx2.TransportError, HfHubHTTPError, HubUnreachableError) as e:
                     if isinstance(e, HfHubHTTPError) and not _is_retryable_status(e, remote):
-                        raise _hub_error(e, remote.request, endpoint, _token_sent(token)) from e
+                        raise _hub_error(e, remote.request, hub_endpoint(), _has_token()) from e
                     if have > have_at_attempt:
                         n_failures = 0  # progress was made: the connection is flaky, not dead
                     n_failures += 1
@@ -759,8 +744,6 @@ def download_files(
     requests: Sequence[FileRequest],
     *,
     models_dir: Path | None = None,
-    token: str | bool | None = None,
-    endpoint: str | None = None,
     on_progress: ProgressCallback | None = None,
     control: DownloadControl | None = None,
     free_bytes: FreeBytesFn = default_free_bytes,
@@ -775,9 +758,8 @@ def download_files(
     """
     models_dir = models_dir or paths.models_dir()
     models_dir.mkdir(parents=True, exist_ok=True)
-    endpoint = (endpoint or hub_endpoint()).rstrip("/")
     control = control or DownloadControl()
-    remotes = [resolve_remote(r, token=token, endpoint=endpoint, timeout_s=timeout_s) for r in requests]
+    remotes = [resolve_remote(r, timeout_s=timeout_s) for r in requests]
     plans = [_plan(remote, models_dir) for remote in remotes]
     remaining = sum(p.remote.size_bytes - p.have_bytes for p in plans if not p.is_complete)
     if remaining > (free := free_bytes(models_dir)):
@@ -794,11 +776,7 @@ def download_files(
             tracker.report(plan.remote, i, plan.remote.size_bytes, "done", message="already downloaded")
             done.append(plan.final_path)
             continue
-        done.append(
-            _download_one(
-                plan, models_dir, i, tracker, control, token, endpoint, n_retries, backoff_s, timeout_s
-            )
-        )
+        done.append(_download_one(plan, models_dir, i, tracker, control, n_retries, backoff_s, timeout_s))
     return done
 
 

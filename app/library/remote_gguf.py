@@ -23,8 +23,8 @@ from app.library.downloads import (
     DEFAULT_TIMEOUT_S,
     FileRequest,
     RemoteFile,
+    _has_token,
     _hub_error,
-    _token_sent,
     hub_endpoint,
     resolve_remote,
     stream_bytes,
@@ -66,7 +66,6 @@ class RangeFile:
         self,
         remote: RemoteFile,
         *,
-        token: str | bool | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_bytes: int = MAX_HEADER_BYTES,
         cancel: threading.Event | None = None,
@@ -79,7 +78,6 @@ class RangeFile:
         self.name = f"{remote.request.repo_id}/{remote.request.filename}"
         self.fetched_bytes = 0
         self.n_requests = 0
-        self._token = token
         self._endpoint = hub_endpoint()
         self._timeout_s = timeout_s
         self._max_bytes = max_bytes
@@ -142,7 +140,7 @@ class RangeFile:
         n_got = 0
         self.n_requests += 1
         try:
-            with stream_bytes(remote, self._token, start, end, self._timeout_s) as response:
+            with stream_bytes(remote, start, end, self._timeout_s) as response:
                 if response.status_code != 206:
                     # The whole file is on its way: close at once rather than download it.
                     raise HeaderReadError(
@@ -167,7 +165,7 @@ class RangeFile:
                     f"the hub took more than {self._timeout_s:g} s to send the header of {self.name}; "
                     "try again later"
                 ) from e
-            raise _hub_error(e, remote.request, self._endpoint, _token_sent(self._token)) from e
+            raise _hub_error(e, remote.request, self._endpoint, _has_token()) from e
         self.fetched_bytes += n_got
         if n_got < n_wanted:
             raise HeaderReadError(f"the connection closed while reading the header of {self.name}; try again")
@@ -193,7 +191,6 @@ def read_remote_header(
     filename: str,
     revision: str = "main",
     *,
-    token: str | bool | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_bytes: int = MAX_HEADER_BYTES,
     cancel: threading.Event | None = None,
@@ -208,7 +205,7 @@ def read_remote_header(
 
     request = FileRequest(repo_id, filename, revision)
     try:
-        remote = resolve_remote(request, token=token, timeout_s=timeout_s)
+        remote = resolve_remote(request, timeout_s=timeout_s)
     except DownloadError as e:
         if isinstance(e.__cause__, httpx2.TimeoutException):
             raise HeaderReadError(
@@ -219,9 +216,7 @@ def read_remote_header(
         from engine.errors import EmptyModelError
 
         raise EmptyModelError(f"{repo_id}/{filename} is empty (0 bytes)")
-    f = RangeFile(
-        remote, token=token, timeout_s=timeout_s, max_bytes=max_bytes, cancel=cancel, deadline_s=deadline_s
-    )
+    f = RangeFile(remote, timeout_s=timeout_s, max_bytes=max_bytes, cancel=cancel, deadline_s=deadline_s)
     source = cast(BinaryIO, f)  # seek() and read(): what the reader uses
     info = read_gguf_header(
         source, f.size, PurePosixPath(f.name), check_architecture, True, PARSER_WINDOW_BYTES
