@@ -43,21 +43,17 @@ def _set_log_callback() -> None:
 # A prompt is read (a decode without logits) in chunks of at most this many parameter-rows of
 # compute, so that its progress is reported, and a Stop seen, between chunks (engine.reading):
 # 256 rows of a 270M model, ~0.5 s on two cores. Fixed per model, never timed: where a prompt's
-# batches split changes its logits a little (a tiny model's, by 1e-2), and a seeded reply must not
-# depend on how busy the machine was. Never under READ_CHUNK_MIN rows: smaller chunks read slower.
-# Measured (Intel Xeon, 2 cores, AVX-512 build, tools/lab/read_chunks.py),
-# tokens/s reading against 512-row chunks: Gemma 3 270M Q4_K_M 128 rows 541 / 554, 32 rows 402;
-# Qwen2.5 1.5B stand-in 128 rows 94.5 / 98.1, 32 rows 81.8; Qwen2.5 7B stand-in 128 rows 20.7 /
-# 20.8, 32 rows 18.9. So a large model's chunk is seconds long on a CPU (a Stop ends it inside: decode).
+# batches split changes its logits a little, and a seeded reply must not depend on how busy the
+# machine was. Never under READ_CHUNK_MIN rows: 32-row chunks read 10-25% slower than 128-row ones
+# (tools/lab/read_chunks.py), which read within 4% of 512-row ones.
 READ_CHUNK_WORK = 7e10
 READ_CHUNK_MIN = 128
 READ_CHUNK_MAX = 256
 
 
 def read_chunk_size(n_params: int, n_batch: int, is_offloaded: bool) -> int:
-    """The rows of one chunk of a prompt's reading: READ_CHUNK_WORK's worth of this model on a CPU
-    (a power of two, READ_CHUNK_MIN to READ_CHUNK_MAX); n_batch where a GPU or an RPC server does
-    the work."""
+    """READ_CHUNK_WORK's worth of rows of this model on a CPU (a power of two, READ_CHUNK_MIN to
+    READ_CHUNK_MAX); n_batch where a GPU or an RPC server does the work."""
     if is_offloaded:
         return n_batch
     rows = READ_CHUNK_MAX
@@ -91,11 +87,9 @@ class LlamaRunner:
         cancel: threading.Event | None = None,
         stays_here: bool = False,
     ) -> None:
-        """rpc_servers: `HOST:PORT` endpoints of `ggml-rpc-server`s that take this model's
-        offloaded layers (engine.rpc); n_gpu_layers says how many layers leave this machine.
-        stays_here: offloaded layers go to this machine's GPUs only, never a server's.
-        cancel: once set, the load stops at llama.cpp's next progress report (every tensor) or
-        before the context is made, and raises LoadCancelled (a load on another thread)."""
+        """rpc_servers: `HOST:PORT` of `ggml-rpc-server`s that take the n_gpu_layers offloaded
+        (engine.rpc); stays_here: those go to this machine's GPUs only. cancel: once set, the load
+        stops at llama.cpp's next progress report or before the context is made (LoadCancelled)."""
         import llama_cpp
         from llama_cpp._internals import LlamaContext, LlamaModel
 
@@ -166,9 +160,8 @@ class LlamaRunner:
         )
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
-        # The batch's arrays as numpy views, filled in a few vectorised writes per decode (a
-        # Python loop over ctypes fields cost ~30 us for a 64-row verify). Every row belongs to
-        # sequence 0, set once: llama.cpp only reads the batch.
+        # The batch's arrays as numpy views, filled in a few vectorised writes per decode (a Python
+        # loop cost ~30 us for a 64-row verify). Every row is sequence 0's, set once.
         batch = self._batch
         self._batch_token = np.ctypeslib.as_array(batch.token, shape=(n_batch,))
         self._batch_pos = np.ctypeslib.as_array(batch.pos, shape=(n_batch,))
@@ -187,12 +180,10 @@ class LlamaRunner:
         # Set while a prompt's reading is shown (engine.reading): called after each chunk of a
         # decode without logits (read_chunk rows) with (tokens of it decoded, its tokens).
         self.on_read: Callable[[int, int], None] | None = None
-        # llama.cpp grows its logits buffer to the most rows a decode has asked for (1 MB a row
-        # with a 262k vocabulary), fresh memory faulted in as it is written: the first decode of
-        # more rows than any before it in this context costs more than the next of its size
-        # (docs/findings.md). `outputs_grew`: the last decode was such a one.
+        # llama.cpp grows its logits buffer to the most rows a decode has asked for (1 MB a row with
+        # 262k tokens): such a decode costs more than the next of its size (docs/findings.md).
         self._most_outputs = 0
-        self.outputs_grew = False
+        self.outputs_grew = False  # the last decode was such a one
         # A numpy view of llama.cpp's logits buffer, kept while the buffer stays where it is.
         self._rows = np.empty((0, self.n_vocab), dtype=np.float32)
         self._rows_address: int | None = None
@@ -205,9 +196,8 @@ class LlamaRunner:
             self._watchdog.arm()  # the model's connections exist now
 
     def _warm_up(self) -> None:
-        """One throw-away decode, as llama.cpp's own tools do: the first decode of a context
-        allocates its buffers and is several times slower than the next, and the draft-length
-        controller must not take that for the cost of a plain step."""
+        """One throw-away decode, as llama.cpp's tools do: a context's first decode allocates its
+        buffers, and the controller must not take that for the cost of a plain step."""
         bos = self._llama.llama_vocab_bos(self.vocab)
         self.decode([bos if bos >= 0 else 0], n_logits=1)
         self.clear()
@@ -262,10 +252,9 @@ class LlamaRunner:
         return self._most_outputs >= min(n_rows, self.n_batch)
 
     def reserve_outputs(self, n_rows: int) -> bool:
-        """Grow llama.cpp's logits buffer to n_rows now, off a reply's path (the window's idle
-        time): one throw-away decode of n_rows logit rows after the cached text, rolled back, so
-        the first reply that verifies that many does not pay the growth (+30-45 ms at 26-64 rows
-        with a 262k vocabulary: docs/findings.md). False where the context has no room (later)."""
+        """Grow llama.cpp's logits buffer to n_rows now, off a reply's path (idle time): a decode of
+        n_rows logit rows after the cached text, rolled back, so no reply pays the growth (+30-45
+        ms at 26-64 rows with 262k tokens). False where the context has no room (later)."""
         n_rows = min(n_rows, self.n_batch)
         if self.outputs_reserved(n_rows):
             return True
@@ -300,17 +289,12 @@ class LlamaRunner:
     def decode(
         self, tokens: Sequence[int], n_logits: int, cancel: Callable[[], bool] | None = None
     ) -> np.ndarray:
-        """Append tokens to the cache; return logits of the last n_logits of them, (n, n_vocab).
-
-        The returned array is a view into llama.cpp's buffer: valid until this runner's next
-        decode. Batches are split in n_batch rows (a prompt's reading, without logits, in
-        read_chunk rows); logits come from the final chunk only, so n_logits must not exceed
-        n_batch. `cancel` is asked before each chunk after the first and, in a prompt's reading
-        (n_logits 0), by llama.cpp inside the chunk in flight (its abort callback): when it says
-        so, DecodeCancelled is raised, and the cache (and `tokens`) keep the chunks decoded whole
-        so far, nothing of the one stopped (a long prompt's prefill stops within one graph node of
-        a Stop: milliseconds, where a chunk of a 7B model takes seconds on a CPU).
-        """
+        """Append tokens to the cache; return logits of the last n_logits of them, (n, n_vocab): a
+        view into llama.cpp's buffer, valid until the next decode. Batches are split in n_batch
+        rows (a prompt's reading, without logits, in read_chunk rows); logits come from the final
+        chunk only (n_logits <= n_batch). `cancel` is asked before each chunk after the first and,
+        reading a prompt, by llama.cpp inside the chunk (its abort callback, milliseconds from a
+        Stop): DecodeCancelled, the cache keeping the chunks decoded whole so far."""
         if not tokens:
             return np.empty((0, self.n_vocab), dtype=np.float32)
         if len(self.tokens) + len(tokens) > self.n_ctx:
@@ -319,11 +303,9 @@ class LlamaRunner:
         out = None
         watch = None if n_logits else self.on_read
         step = self.read_chunk if not n_logits else self.n_batch
-        # llama.cpp's CPU backend asks the abort callback before each node of a graph (a few
-        # hundred a chunk; ~4 us each through ctypes with the worker's flag, 2 ms of a 1.5B model's
-        # 1.4 s chunk), so it is set only while a prompt is read with a `cancel`: a step's verify
-        # batch is a fraction of a second, never cut, and pays nothing. Held in this frame while
-        # llama.cpp holds a pointer to it.
+        # The abort callback is asked before each node of a graph (~4 us each through ctypes), so
+        # it is set only while a prompt is read with a `cancel`: a verify batch pays nothing. Held
+        # in this frame while llama.cpp holds a pointer to it.
         stop_inside = None
         if cancel is not None and not n_logits:
             stop_inside = self._llama.ggml_abort_callback(lambda data: cancel())
@@ -346,10 +328,9 @@ class LlamaRunner:
         return out
 
     def _forget_aborted(self, n_keep: int) -> None:
-        """After a chunk stopped midway: the cache holds what it held before it. llama.cpp's decode
-        already removed the stopped ubatch's positions (llama_context::decode, "removing memory
-        module entries"); removed again here so `tokens` is what the cache holds whatever the
-        version. A recurrent or hybrid model's state may be half-written: it starts over."""
+        """After a chunk stopped midway, the cache holds what it held before it (llama.cpp removed
+        the stopped ubatch's positions; removed again whatever the version). A recurrent or hybrid
+        model's state may be half-written: it starts over."""
         if not self.can_roll_back or not self._llama.llama_memory_seq_rm(self.memory, 0, n_keep, -1):
             self.clear()
             return
@@ -377,10 +358,8 @@ class LlamaRunner:
         if rc == 0 and n_logits:
             ptr = self._llama.llama_get_logits_ith(self.ctx, first_logit)  # waits for the result
         elif rc == 0:
-            # A batch without outputs (a prompt's prefill) may still be computing when
-            # llama_decode returns (a GPU, an RPC server): wait, so that its time is counted
-            # here, where it was spent, and not in the next step's (the controller prices the
-            # prompt's reading, and the draft model's, from it).
+            # A batch without outputs (a prefill) may still be computing on a GPU or RPC server:
+            # wait, so its time is counted here and not in the next step's.
             self._llama.llama_synchronize(self.ctx)
             if self._server_devices:
                 from engine import rpc
@@ -407,8 +386,7 @@ class LlamaRunner:
             raise DecodeError("llama.cpp returned no logits for a decoded batch")
         view = self._rows
         if address != self._rows_address or len(view) < n_logits:
-            # A new view only where llama.cpp moved its buffer or more rows are wanted than
-            # before (making one cost ~25 us, each drafted token).
+            # A new view only where the buffer moved or grew (making one costs ~25 us).
             size = n_logits * self.n_vocab
             view = np.frombuffer((ctypes.c_float * size).from_address(address), dtype=np.float32)
             self._rows = view = view.reshape(n_logits, self.n_vocab)
@@ -424,14 +402,10 @@ class LlamaRunner:
         read_rows: bool = False,
         on_timed: Callable[[int, float], None] | None = None,
     ) -> dict[int, float]:
-        """Seconds for one decode of each batch size, every row with logits (a verify batch).
-
-        Measured after `context_tokens`, appended to whatever the cache holds; the cache is
-        rolled back to what it held before. `stop` is asked before each decode: when it says so,
-        the sizes timed so far are returned. read_rows: each timing includes reading every row's
-        logits once, as a speculative step reads a draft accepted whole. on_timed(n, seconds) is
-        called as each size is timed (a measurement's progress).
-        """
+        """Seconds for one decode of each batch size, every row with logits (a verify batch),
+        after `context_tokens` appended to the cache (rolled back after). `stop` is asked before
+        each decode (the sizes timed so far are returned). read_rows: each timing includes reading
+        every row once, as a step reads a draft accepted whole. on_timed(n, seconds): progress."""
         n0 = len(self.tokens)
         room = self.n_ctx - n0 - len(context_tokens) - 1
         sizes = [n for n in sizes if n <= min(self.n_batch, room)]
@@ -444,8 +418,7 @@ class LlamaRunner:
             n1 = len(self.tokens)
             self.decode(filler[:1], n_logits=1)  # warm-up: first decodes allocate buffers
             self.truncate(n1)
-            # Largest first: the first decode of more logit rows than any before grows llama.cpp's
-            # logits buffer (outputs_grew), so only the largest size's first timing includes that.
+            # Largest first: only its first timing includes the logits buffer's growth.
             for n in sorted(sizes, reverse=True):
                 best = float("inf")
                 for _ in range(repeats):  # the fastest: a busy machine only ever slows one down

@@ -59,10 +59,8 @@ class ChatEngine(Protocol):
     ) -> Iterator[Event]: ...
 
 
-# Sampling for chat in the window, in the ranges llama.cpp's defaults and the chat apps use: a
-# little randomness, the unlikely tail cut off (top-p, min-p), and a mild repetition penalty over
-# the last 64 tokens. Speculation stays exact under it (engine/sampling.py applies the same filters
-# and penalty to every drafted position). The CLI keeps temperature 0 (greedy) as its default.
+# Sampling for chat in the window, as llama.cpp's defaults and chat apps do (the CLI keeps greedy):
+# speculation stays exact under it (the same filters and penalty at every drafted position).
 CHAT_SAMPLING = SamplingParams(
     temperature=0.7, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.1, repeat_last_n=64
 )
@@ -123,10 +121,8 @@ class ChatPrompt:
 def document_token_spans(
     engine: ChatEngine, text: str, documents: Sequence[str]
 ) -> tuple[tuple[int, int], ...]:
-    """Where each document's text lies in a prompt, as [start, end) token positions: the tokens of
-    the text before it and up to its end (a token straddling an edge may count to either side:
-    this only says where drafts came from). A document not found in the prompt (its turn was left
-    out) has no span."""
+    """Where each document's text found in a prompt lies, as [start, end) token positions (a token
+    straddling an edge may count to either side: this only says where drafts came from)."""
     spans: list[tuple[int, int]] = []
     for document in documents:
         at = text.rfind(document) if document else -1
@@ -186,19 +182,12 @@ def build_chat_prompt(
     """The prompt for the next reply to `turns` (oldest first, ending with the user's message).
 
     When the conversation outgrows the context the oldest turns are left out, whole user/assistant
-    pairs at a time and never the system prompt or the new message. Once turns must go, enough
-    go to free a quarter of the context, and the count is remembered per conversation (the caller
-    passes last time's as n_dropped_before): the following turns then share the same prompt
-    prefix, so the engine's KV cache still covers it instead of re-reading the whole conversation
-    on every turn. A base model's reply ends at its next speaker line (generate_reply).
-    documents: the texts of documents attached in the conversation (found in the prompt for
-    document_spans: drafts copied from them say so).
-
-    Linear in the conversation: each message's tokens are counted once (token_counts keeps them
-    between replies), where to cut is found from those counts, and only what is kept is rendered
-    and tokenized, a few times at most (the template's own tokens are measured by the first
-    render, and the cut moves on if they were more than estimated). `cancel` (an Event's is_set)
-    is asked between steps: PromptCancelled when it is set.
+    pairs at a time, never the system prompt or the new message; enough go to free a quarter of the
+    context, and the caller passes the count back as n_dropped_before, so the following turns share
+    the prompt's prefix and the KV cache still covers it. documents: texts attached in the
+    conversation (their document_spans mark drafts copied from them). Linear in the conversation:
+    each message is counted once (token_counts keeps them between replies), and only what is kept
+    is rendered and tokenized, a few times at most. `cancel` (is_set) raises PromptCancelled.
     """
     n_ctx = int(engine.n_ctx)
     reserve = min(max_tokens, n_ctx // 2)  # room kept for the reply
@@ -239,14 +228,13 @@ def build_chat_prompt(
     goal = n_ctx - reserve - n_ctx // 4
     cuts = [i for i in range(n_dropped + 1, len(turns)) if is_cut(i)]
     at = 0  # the first cut whose estimate fits the goal (the counts fall as the cut moves on)
-    while at < len(cuts) and estimate(cuts[at]) > goal:
-        at += 1
     while True:
-        if at >= len(
-            cuts
-        ):  # only the newest turn is left to keep: it is sent whole (the engine says if too long)
-            if prompt is None or prompt.n_dropped != (cuts[-1] if cuts else n_dropped):
-                prompt = render(cuts[-1] if cuts else n_dropped)
+        while at < len(cuts) and estimate(cuts[at]) > goal:
+            at += 1
+        if at >= len(cuts):  # only the newest turn is left: sent whole (the engine says if too long)
+            last = cuts[-1] if cuts else n_dropped
+            if prompt is None or prompt.n_dropped != last:
+                prompt = render(last)
             break
         prompt = render(cuts[at])
         if prompt.n_tokens <= goal:
@@ -254,8 +242,6 @@ def build_chat_prompt(
         # More template tokens than estimated: measure them, and move on to where that fits.
         per_turn = _measured_overhead(prompt, base, kept[cuts[at]], len(turns) - cuts[at], per_turn)
         at += 1
-        while at < len(cuts) and estimate(cuts[at]) > goal:
-            at += 1
     return _with_documents(engine, prompt, documents)
 
 
@@ -314,13 +300,10 @@ _PLACE = re.compile("\ue000(\\d+)\ue001")
 def tokenize_chat(
     engine: ChatEngine, messages: Sequence[Any], system_prompt: str = ""
 ) -> tuple[str, list[int]]:
-    """The prompt for the next assistant turn and its tokens, in which only the chat template's
-    own markers are control tokens: what a person or a document wrote is tokenized as text, so a
-    document holding "<|im_end|>" or "<end_of_turn>" cannot end the user's turn and speak as the
-    assistant. The template is rendered around placeholders to find its own text; where it changes
-    a message's text in a way the placeholders cannot follow (more than trimming it), the whole
-    prompt is tokenized as the template wrote it, as before (logged). A transcript (a base model)
-    has no markers: all of it is text."""
+    """The prompt for the next assistant turn and its tokens, in which only the chat template's own
+    markers are control tokens: a document holding "<|im_end|>" cannot end the user's turn. The
+    template is rendered around placeholders to find its own text; where it changes a message's
+    text more than trimming it, the whole prompt is tokenized as written (logged)."""
     if not engine.has_chat_template:
         text = transcript(system_prompt, messages)
         return text, list(engine.tokenize(text, parse_special=False))
@@ -346,10 +329,8 @@ def tokenize_chat(
 
 
 def remember_exchanges(engine: ChatEngine, exchanges: Sequence[tuple[str, str]]) -> int:
-    """Give the engine's reply memory (engine.text_index) earlier answers: (user message,
-    reply) pairs, oldest first, as this model would have seen and written them. Each reply is
-    kept with the end of its prompt, so the same question asked again drafts from its first
-    token. Returns how many were kept; a pair that cannot be read is skipped."""
+    """Give the engine's reply memory earlier (user message, reply) pairs, oldest first, each with
+    its prompt's end, so the same question asked again drafts from its first token. How many."""
     kept = 0
     for question, answer in exchanges:
         if not answer.strip():
@@ -364,11 +345,8 @@ def remember_exchanges(engine: ChatEngine, exchanges: Sequence[tuple[str, str]])
     return kept
 
 
-# A repetition penalty lowers exactly the tokens a copy of a document needs. With SPARE_DOCUMENTS,
-# where a reply's prompt holds attached documents the penalty spares every token that occurs in
-# them. Off: measured on SmolLM2-135M (docs/user/documents.md), sparing them did not make the chat's
-# sampled replies copy more and made them repeat themselves more (18% of 6-grams against 1%).
-# Either way the sampler is applied exactly to every drafted position: the text is the target's.
+# With SPARE_DOCUMENTS the repetition penalty spares every token of a prompt's documents (which a
+# copy needs). Off: it made sampled replies repeat more, not copy more (docs/user/documents.md).
 SPARE_DOCUMENTS = False
 
 
@@ -405,29 +383,18 @@ def generate_reply(
         ):
             params = dataclasses.replace(params, penalty_exempt=document_penalty_exempt(engine, prompt))
         prompt = list(prompt.tokens)
-    if engine.has_chat_template:
-        return iter(
-            engine.generate(
-                prompt,
-                params,
-                max_tokens=max_tokens,
-                stop=stop,
-                cancel=cancel,
-                speculate=speculate,
-                use_memory=use_memory,
-                document_spans=document_spans,
-            )
-        )
-    flag = StopEvent(cancel)
+    flag = None if engine.has_chat_template else StopEvent(cancel)
     events = engine.generate(
         prompt,
         params,
         max_tokens=max_tokens,
         stop=stop,
-        cancel=flag,
+        cancel=cancel if flag is None else flag,
         speculate=speculate,
         use_memory=use_memory,
         document_spans=document_spans,
     )
+    if flag is None:
+        return iter(events)
     marker = transcript_marker(text) if isinstance(text, str) else ""
     return stop_at_speaker_lines(iter(events), flag, marker)

@@ -82,25 +82,25 @@ def pair_key(target_path: str, draft_path: str) -> str:
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:24]
 
 
+def _between(value: Any, low: float, high: float) -> bool:
+    return isinstance(value, int | float) and low < value < high
+
+
+# The optional numbers DraftLengthController.export writes, and the bounds of a sane one.
+_BOUNDS = {"draft_ratio": 100, "draft_first_ratio": 100, "draft_prefill_ratio": 100,
+           "target_prefill_token_s": 60, "draft_load_s": 600}  # fmt: skip
+
+
 def _valid(data: Any) -> bool:
     """The shape DraftLengthController.export writes, with sane numbers."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         return False
     step_s = data.get("step_s")
     if not isinstance(step_s, dict) or not all(
-        str(n).isdigit() and 0 < int(n) <= 4096 and isinstance(s, int | float) and 0 < s < 60
-        for n, s in step_s.items()
+        str(n).isdigit() and 0 < int(n) <= 4096 and _between(s, 0, 60) for n, s in step_s.items()
     ):
         return False
-    for name in ("draft_ratio", "draft_first_ratio", "draft_prefill_ratio"):
-        ratio = data.get(name)
-        if ratio is not None and not (isinstance(ratio, int | float) and 0 < ratio < 100):
-            return False
-    token_s = data.get("target_prefill_token_s")
-    if token_s is not None and not (isinstance(token_s, int | float) and 0 < token_s < 60):
-        return False
-    load_s = data.get("draft_load_s")
-    if load_s is not None and not (isinstance(load_s, int | float) and 0 < load_s < 600):
+    if any(data.get(k) is not None and not _between(data[k], 0, high) for k, high in _BOUNDS.items()):
         return False
     acceptance = data.get("acceptance", {})
     return isinstance(acceptance, dict) and all(
@@ -133,15 +133,18 @@ class CostCache:
         """Write atomically; a cache that cannot be written is no reason to fail a reply. What
         `load` returned saves back as it is (its format field is this one's)."""
         payload = {**data, "format": FORMAT}
-        if not _valid(payload):
-            return
+        if _valid(payload):
+            self._write(self._path(key), payload)
+
+    def _write(self, path: Path, data: Any) -> None:
+        """`data` as JSON at `path`, atomically; nothing where it cannot be written."""
         with contextlib.suppress(OSError):
             self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".costs-", suffix=".tmp")
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump(payload, f)
-                os.replace(tmp, self._path(key))
+                    json.dump(data, f)
+                os.replace(tmp, path)
             except OSError:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
@@ -166,16 +169,7 @@ class CostCache:
         return tuple((span[0], span[1], span[2]) for span in spans) if ok else ()
 
     def remember_string_spans(self, identity: str, spans: tuple[tuple[int, int, int], ...]) -> None:
-        with contextlib.suppress(OSError):
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".vocab-", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump([list(span) for span in spans], f)
-                os.replace(tmp, self._span_path(identity))
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+        self._write(self._span_path(identity), [list(span) for span in spans])
 
     def _pair_path(self, pair: str) -> Path:
         return self.directory / f"pair-{pair}.ok"

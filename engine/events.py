@@ -144,6 +144,12 @@ _SOURCE_KEYS = ("n_drafted_text", "n_accepted_text", "n_drafted_memory", "n_acce
                 "n_drafted_document", "n_accepted_document")  # fmt: skip
 
 
+def _source_count(source: DraftSource | None, name: str) -> Any:
+    """A property of Stats: one source's n_drafted or n_accepted (None: every draft beside a draft
+    model that the model did not write)."""
+    return property(lambda s: getattr(s._beside_model if source is None else s.from_source(source), name))
+
+
 @dataclass(frozen=True)
 class Stats:
     """A snapshot of one reply's numbers so far: the one list of a reply's numbers. The stored
@@ -207,36 +213,19 @@ class Stats:
     def from_source(self, source: DraftSource) -> SourceCount:
         return self.by_source.get(source, SourceCount())
 
-    # The per-source counts under the record's names (_SOURCE_KEYS).
     @property
     def _beside_model(self) -> SourceCount:
         if self.speculation is not Speculation.DRAFT:
             return SourceCount()
         return sum((c for s, c in self.by_source.items() if s is not DraftSource.MODEL), SourceCount())
 
-    @property
-    def n_drafted_text(self) -> int:
-        return self._beside_model.n_drafted
-
-    @property
-    def n_accepted_text(self) -> int:
-        return self._beside_model.n_accepted
-
-    @property
-    def n_drafted_memory(self) -> int:
-        return self.from_source(DraftSource.MEMORY).n_drafted
-
-    @property
-    def n_accepted_memory(self) -> int:
-        return self.from_source(DraftSource.MEMORY).n_accepted
-
-    @property
-    def n_drafted_document(self) -> int:
-        return self.from_source(DraftSource.DOCUMENT).n_drafted
-
-    @property
-    def n_accepted_document(self) -> int:
-        return self.from_source(DraftSource.DOCUMENT).n_accepted
+    # The per-source counts under the record's names (_SOURCE_KEYS).
+    n_drafted_text = _source_count(None, "n_drafted")
+    n_accepted_text = _source_count(None, "n_accepted")
+    n_drafted_memory = _source_count(DraftSource.MEMORY, "n_drafted")
+    n_accepted_memory = _source_count(DraftSource.MEMORY, "n_accepted")
+    n_drafted_document = _source_count(DraftSource.DOCUMENT, "n_drafted")
+    n_accepted_document = _source_count(DraftSource.DOCUMENT, "n_accepted")
 
     def as_dict(self) -> dict[str, Any]:
         """The numbers as stored and sent: every field (times rounded to 0.1 ms, speeds to 0.01
@@ -279,6 +268,9 @@ def _number(value: object, default: float) -> float:
 def _count(value: object) -> int:
     number = _finite(value)
     return int(number) if number is not None else 0
+
+
+_ENUMS: dict[str, type[StrEnum]] = {"speculation": Speculation, "reread": Reread, "note_kind": DraftingState}
 
 
 def _by_source(speculation: Speculation, counts: Mapping[str, int]) -> dict[DraftSource, SourceCount]:
@@ -341,16 +333,10 @@ class StatsRecord(Stats):
                 counts[key] = _count(value)
             elif f is None:
                 extras[key] = value
-            elif key == "speculation":
-                values[key] = Speculation(value) if value in tuple(Speculation) else Speculation.NONE
+            elif key in _ENUMS:
+                values[key] = _ENUMS[key](value) if value in tuple(_ENUMS[key]) else f.default
             elif key == "note":
                 values[key] = str(value) if value is not None else f.default
-            elif key == "reread":
-                values[key] = Reread(value) if value in tuple(Reread) else Reread.NONE
-            elif key == "note_kind":
-                values[key] = (
-                    DraftingState(value) if value in tuple(DraftingState) else DraftingState.DRAFTING
-                )
             elif key == "stop_reason":
                 values[key] = value if isinstance(value, str) else None
             elif key in ("plain_tokens_per_s_est", "plain_tokens_per_s"):

@@ -8,6 +8,7 @@ checked against the end of every tensor, before a single weight is loaded.
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 import struct
@@ -80,13 +81,10 @@ class GGUFInfo:
     tensors: tuple[TensorInfo, ...] = field(repr=False)
     tokens: tuple[str, ...] = field(repr=False, default=())  # empty when read without them
     vocab_size: int = 0
-    # Where the tensor table ends and (aligned) where the weights begin: the header is the file's
-    # bytes before header_end (app.library.standin copies it to write a stand-in of the same shape).
-    header_end: int = 0
-    data_offset: int = 0
-    # Every array of strings the read walked (the vocabulary's texts, a BPE model's merges), as
-    # (where it starts, how many, where it ends) in the file: a header read again without the
-    # texts jumps over them (read_gguf_info's string_spans).
+    header_end: int = 0  # where the tensor table ends (app.library.standin copies the header)
+    data_offset: int = 0  # where the weights begin (aligned)
+    # (start, count, end) in the file of every array of strings the read walked (the vocabulary's
+    # texts, a BPE model's merges): a read without the texts jumps over them (read_gguf_info).
     string_spans: tuple[tuple[int, int, int], ...] = field(default=(), repr=False, compare=False)
 
     @property
@@ -95,13 +93,7 @@ class GGUFInfo:
 
     @property
     def n_params(self) -> int:
-        total = 0
-        for t in self.tensors:
-            n = 1
-            for d in t.shape:
-                n *= d
-            total += n
-        return total
+        return sum(math.prod(t.shape) for t in self.tensors)
 
     @property
     def context_length(self) -> int | None:
@@ -116,8 +108,8 @@ class GGUFInfo:
     @property
     def quantization(self) -> str:
         """The file type llama.cpp's quantizer wrote (Q4_K_M, F16...), or the dominant tensor type
-        where there is none or where either says float weights and they disagree (a header
-        copied from a Q4_K_M file onto F16 weights said "Q4_K_M": review ux-3)."""
+        where there is none or where either says float weights and they disagree (a header copied
+        from a Q4_K_M file onto F16 weights says "Q4_K_M")."""
         by_bytes: dict[int, int] = {}
         for t in self.tensors:
             by_bytes[t.type_id] = by_bytes.get(t.type_id, 0) + t.n_bytes
@@ -153,9 +145,8 @@ class GGUFInfo:
 
 
 def with_vocabulary(info: GGUFInfo) -> GGUFInfo:
-    """`info` with its vocabulary's texts: read again where it was read without them (a pair's
-    check compares them; a process that loads one model reads its header without them, 0.1-0.2 s
-    less of every start with a 262k vocabulary)."""
+    """`info` with its vocabulary's texts (a pair's check compares them): read again where it was
+    read without them (as a process that loads one model reads it: 0.1-0.2 s less with 262k)."""
     return info if info.tokens or not info.vocab_size else read_gguf_info(info.path)
 
 
@@ -201,13 +192,11 @@ _EXPECTED_SUFFIXES = {
 
 
 class _Reader:
-    """Bounds-checked little-endian reads from a GGUF file, every length checked against the size
-    first (an overrun is a truncation) and every count against the bytes left (an impossible count
-    is a bad file) before anything is allocated.
-
-    The bytes come from a buffer holding the whole file (a memory map) or from any binary
-    file-like object with seek() and read() (a file, or a download read over HTTP Range), read in
-    windows of WINDOW_BYTES: only the header is read, never the weights."""
+    """Bounds-checked little-endian reads from a GGUF file: every length checked against the size
+    (an overrun is a truncation) and every count against the bytes left (an impossible count is a
+    bad file) before anything is allocated. The bytes come from a buffer holding the whole file (a
+    memory map) or from a binary file-like object (a download read over HTTP Range), read in
+    windows of WINDOW_BYTES."""
 
     def __init__(
         self,
@@ -224,14 +213,13 @@ class _Reader:
         # Arrays of strings an earlier read of this very file walked: start -> (count, end).
         self.jumps = {start: (count, end) for start, count, end in spans}
         self.spans: list[tuple[int, int, int]] = []  # those this read passed, in file order
+        self.base = 0  # the file offset of buf[0]
+        self.buf: Any = b""
+        self._file: BinaryIO | None = None
         if isinstance(source, mmap.mmap | bytes | bytearray | memoryview):
-            self._file: BinaryIO | None = None
-            self.buf: Any = source
-            self.base = 0  # the file offset of buf[0]
+            self.buf = source
         else:
             self._file = source
-            self.buf = b""
-            self.base = 0
 
     def bad(self, reason: str) -> NotGGUFError:
         return NotGGUFError(f"{self.name} is not a valid GGUF file: {reason}")
@@ -296,8 +284,7 @@ class _Reader:
         return text
 
     def strings(self, count: int, what: str, keep: bool) -> list[str] | _SkippedArray:
-        """An array of strings (a vocabulary: 262,144 of them in Gemma 3), in one tight loop:
-        every process that opens a model reads its header, so this is paid on each start."""
+        """An array of strings (Gemma 3's vocabulary: 262,144), in one tight loop: paid on each start."""
         unpack = _U64.unpack_from
         out: list[str] = []
         append = out.append
@@ -327,8 +314,7 @@ class _Reader:
 
     def skip_strings(self, count: int, what: str) -> None:
         """Pass an array of `count` strings whose texts are not kept: a jump where an earlier read
-        of this file found where it ends (the same start and count, an end within the file), else
-        a walk over every length (0.02-0.07 s of Python for 50k-262k strings)."""
+        of this file found where it ends, else a walk over every length (0.02-0.07 s of Python)."""
         start = self.pos
         count_end = self.jumps.get(start)
         if count_end is not None and count_end[0] == count and start < count_end[1] <= self.size:
@@ -384,16 +370,11 @@ def read_gguf_info(
     with_tokens: bool = True,
     string_spans: Iterable[tuple[int, int, int]] = (),
 ) -> GGUFInfo:
-    """Read a GGUF file's header, metadata and tensor table, and check the file is whole.
+    """Read a GGUF file's header, metadata and tensor table, and check the file is whole; raises a
+    ModelFileError subclass with a sentence a user can act on, for any file whatever.
     with_tokens=False skips decoding the vocabulary's texts (a third of the time with 262k of
-    them; n_vocab is still known): for a draft model whose pairing is already known good.
-    string_spans: where an earlier read of this very file (its GGUFInfo.string_spans, kept by
-    file identity: engine.costcache) found its arrays of strings; a read without the texts jumps
-    over them rather than walking their lengths in Python (Gemma's 262k texts: 0.07 s a file on
-    an Intel Xeon; SmolLM2's 49k texts and 49k merges: 0.02 s).
-
-    Raises a ModelFileError subclass with a sentence a user can act on, for any file whatever.
-    """
+    them; n_vocab is still known). string_spans: an earlier read's GGUFInfo.string_spans of this
+    very file (engine.costcache keeps them), jumped over without the texts."""
     p = user_path(path)
     if not p.exists():
         raise ModelNotFoundError(f"model file not found: {p}")
@@ -419,13 +400,9 @@ def read_gguf_header(
     window_bytes: int | None = None,
     spans: Iterable[tuple[int, int, int]] = (),
 ) -> GGUFInfo:
-    """Read a GGUF header from a buffer holding the whole file or from any binary file-like
-    object with seek() and read() whose total size is known (a file on another machine read over
-    HTTP Range: only the header's bytes are asked for). `path` names the file in every sentence.
-    window_bytes: the least a file-like source is asked for at once (a remote reader that reads
-    ahead on its own asks for less, so a small file is not read whole).
-
-    Raises a ModelFileError subclass with a sentence, whatever the bytes are."""
+    """read_gguf_info's reading, from a buffer holding the whole file or a binary file-like object
+    of known size (a file on another machine read over HTTP Range); `path` names it in sentences.
+    window_bytes: the least a file-like source is asked for at once (WINDOW_BYTES by default)."""
     p = Path(path)
     if size == 0:
         raise EmptyModelError(f"{p} is empty (0 bytes); download it again")
@@ -467,11 +444,10 @@ def _parse(r: _Reader, p: Path, check_architecture: bool, with_tokens: bool) -> 
     version = r.scalar("<I", "header")
     if version not in (2, 3):
         raise NotGGUFError(f"{p} is GGUF version {version}; Tandem reads versions 2 and 3")
-    # A count larger than the file can hold means garbage after a valid magic.
     n_tensors = r.scalar("<Q", "header")
     n_kv = r.scalar("<Q", "header")
-    # (Not checked against what is left: a truncated file must read as truncated. Each entry read
-    # is bounds-checked, so a big count allocates only as far as the file goes.)
+    # Counts beyond the file's size are garbage after a valid magic. (Not checked against what is
+    # left: a truncated file must read as truncated; each entry read is bounds-checked.)
     if n_tensors > r.size or n_kv > r.size:
         raise r.bad("its header counts are impossible")
     metadata: dict[str, Any] = {}
@@ -504,10 +480,7 @@ def _parse(r: _Reader, p: Path, check_architecture: bool, with_tokens: bool) -> 
         if type_id not in sizes:
             raise r.bad(f"tensor {name} has unknown type {type_id}")
         block, type_size = sizes[type_id]
-        n_elements = 1
-        for d in shape:
-            n_elements *= d
-        tensors.append(TensorInfo(name, shape, type_id, offset, n_elements // block * type_size))
+        tensors.append(TensorInfo(name, shape, type_id, offset, math.prod(shape) // block * type_size))
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
     if (
         isinstance(alignment, bool)

@@ -1,27 +1,16 @@
 """Stopping a reply that repeats itself: the same stretch of tokens, again and again.
 
-A small model asked to edit a note can fall into a loop ("I've added a comma after "morning"…"
-thirty times until the token cap): nothing new is written and the user waits for the cap. The
-generation loop hands each emitted token to a LoopGuard; it says when the reply's tail is one
-stretch repeated `min_repeats` times in a row, covering at least `min_span` tokens (so a short
-motif, "- - - -" or "0, 0, 0,", has to run long before it counts, and a sentence is stopped at
-its fourth telling). The reply then ends with the stop reason "repetition" (engine.events).
+A small model asked to edit a note can fall into a loop (the same sentence thirty times until the
+token cap). LoopGuard, fed each emitted token, says when the tail is one stretch repeated
+`min_repeats` times in a row over at least `min_span` tokens (a short motif, "- - - -", must run
+long), and the reply ends with the stop reason "repetition". For each period p up to
+`max_period`, run[p] counts the tokens in a row equal to the one p before them: the tail is a
+loop when run[p] + p >= max(min_repeats * p, min_span), one numpy comparison a token.
 
-How: for each period p up to `max_period`, run[p] counts how many tokens in a row equal the
-token p before them. The last run[p] + p tokens are one stretch of p tokens repeated, so the
-tail is a loop when run[p] + p >= max(min_repeats * p, min_span). One comparison per period a
-token, done as one numpy comparison over a ring of recent tokens.
-
-Near-repeats: a small model asked for a list can loop on one item with a new number each time
-("10. Use a study app: ...", "11. Use a study app: ...", to the token cap): no stretch of tokens
-repeats exactly, the numbers differ. LineRepeats (fed each token's text) compares whole lines
-instead, with their numbering, bullets and spacing taken off: a line of at least
-`MIN_LINE_TOKENS` tokens told `LINE_TELLINGS` times in a row (blank lines between them allowed)
-is a loop. Per token it only appends the text; a line is compared once, at its newline.
-
-A server's reply (app/host/remote_worker.py) comes as text, its token ids unknown: TextLoopGuard
-hands the same guard each word and each punctuation mark as a token (a word is a token or two,
-so a loop is stopped about when the local engine would stop it).
+LineRepeats catches near-repeats ("10. Use a study app: ...", "11. Use a study app: ..."): whole
+lines compared with their numbering, bullets and spacing taken off, a line of at least
+MIN_LINE_TOKENS tokens told LINE_TELLINGS times in a row is a loop. TextLoopGuard runs the same
+guard over a server's streamed text (app/host/remote_worker.py), each word or mark a token.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """A prompt's reading, watched: its progress as it goes, and what the reply reused of the cache.
 
-`watch_reading` wraps a reply's events (Engine.generate's). When the reply starts, it sees what
-the model's cache holds against the new prompt (what will be reused, and why more is read again
-than what is new: engine.events.Reread), reports a first Reading at once, then one after each
-chunk the runner decodes of the prompt (LlamaRunner.on_read: a fraction of a second for a small
-model on a CPU, seconds for a 7B one; each report says where the chunk in flight ends, n_next,
-and the time left from the chunks so far, or at once from the model's last reading), and writes the reuse and the time to the first text into every Stats the
-reply yields. Nothing here slows a reply that nobody watches: the hook is set only while the
-prompt is read, and only when a caller asks for progress.
+`watch_reading` wraps a reply's events (Engine.generate's): it sees what the model's cache holds
+against the new prompt (what is reused, and why more than the new part is read again:
+engine.events.Reread), reports a Reading at once and after each chunk the runner decodes
+(LlamaRunner.on_read; with the time left from the chunks so far, or from the model's last
+reading), and writes the reuse and the time to the first text into every Stats. The hook is set
+only while the prompt is read, and only when a caller asks for progress.
 """
 
 from __future__ import annotations

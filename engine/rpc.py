@@ -1,24 +1,18 @@
 """llama.cpp's RPC backend: a target model's layers on other machines running `ggml-rpc-server`.
 
-llama-cpp-python 0.3.36 has no `rpc_servers` any more, so this does what llama.cpp's own `--rpc`
-does (`add_rpc_devices` in the vendored common/arg.cpp): find the "RPC" backend registry, get its
-`ggml_backend_rpc_add_server` through `ggml_backend_reg_get_proc_address`, add each endpoint and
-register the registry it returns. The target model then gets those devices explicitly through
-`llama_model_params.devices` (a NULL-terminated array), and `n_gpu_layers` decides how many of its
-layers leave this machine. Every other model (the draft) gets the local devices only: once an RPC
-server is registered, llama.cpp's default device choice would include it.
+llama-cpp-python 0.3.36 has no `rpc_servers`, so this does what llama.cpp's `--rpc` does
+(`add_rpc_devices` in common/arg.cpp): add each endpoint through the "RPC" backend registry's
+`ggml_backend_rpc_add_server` and register what it returns. The target then gets those devices
+through `llama_model_params.devices`, and `n_gpu_layers` decides how many layers leave this
+machine; every other model gets the local devices only.
 
-ggml aborts the whole process on any RPC failure (a refused connection, a failed handshake, a
-server that dies mid-reply). So before ggml sees an endpoint, Tandem connects to it itself and
-does the protocol's HELLO handshake, which turns a dead address or a version mismatch into a
-sentence; and it installs ggml's abort callback, which names the address that stopped answering
-before the process ends (the app's engine runs in a worker process, so that ends only the worker).
-
-The protocol has no authentication: an RPC server runs whatever graph a client sends it.
+ggml aborts the process on any RPC failure, so Tandem first connects and does the protocol's HELLO
+handshake itself (a dead address or a version mismatch becomes a sentence), and installs ggml's
+abort callback, which names the server that stopped answering before the process ends. The
+protocol has no authentication: a server runs whatever graph a client sends it.
 
 Why this file is long: ctypes declarations of llama.cpp's RPC backend and the endpoint checks:
-bindings that must match one llama.cpp version, kept in one place.
-"""
+bindings that must match one llama.cpp version, kept in one place."""
 
 from __future__ import annotations
 
@@ -313,7 +307,8 @@ def _is_rpc_device(g: _Ggml, dev: int) -> bool:
 
 
 def local_devices() -> list[int]:
-    """This machine's offload devices as llama.cpp would choose them: GPUs, else integrated GPUs."""
+    """This machine's offload devices as llama.cpp would choose them: GPUs, else integrated GPUs
+    (empty in a CPU build, where llama_supports_gpu_offload() is true all the same with RPC)."""
     g = _ggml()
     gpus, igpus = [], []
     for i in range(g.ggml_backend_dev_count()):
@@ -324,12 +319,6 @@ def local_devices() -> list[int]:
         elif kind == _DEV_IGPU:
             igpus.append(dev)
     return gpus or igpus
-
-
-def local_device_names() -> list[str]:
-    """The GPUs llama.cpp can offload to on this machine (empty in a CPU build). Not
-    llama_supports_gpu_offload(): that is true in every build with the RPC backend."""
-    return device_names(local_devices())
 
 
 def server_devices(endpoints: Sequence[str]) -> list[int]:
@@ -362,12 +351,9 @@ def first_devices(endpoints: Sequence[str]) -> list[int]:
 
 
 def wait_for(devices: Sequence[int]) -> None:
-    """Return once each server has done everything sent to it so far.
-
-    ggml's RPC client sends a graph to compute and does not wait for it (the command has no
-    reply); only a command with a reply, on the same connection, comes back after it. Asking a
-    device for its memory is such a command: one round trip. llama_synchronize does not wait
-    for an RPC server: it only flushes the client's queue of commands."""
+    """Return once each server has done everything sent to it so far: asking a device for its
+    memory is a command with a reply, on the same connection as the graph sent without one
+    (llama_synchronize only flushes the client's queue: it does not wait for a server)."""
     g = _ggml()
     free, total = ctypes.c_size_t(), ctypes.c_size_t()
     for dev in devices:
@@ -375,14 +361,11 @@ def wait_for(devices: Sequence[int]) -> None:
 
 
 def device_list(rpc_servers: Sequence[str], stays_here: bool = False) -> Any:
-    """What `llama_model_params.devices` should be for a model: None (llama.cpp's own choice) while
-    no RPC server is registered in this process and the model need not stay here; otherwise a
-    NULL-terminated array: the servers' devices first (as llama.cpp orders them, to keep network
-    transfers down), then the local ones. Keep the array alive until the model is loaded.
-
-    stays_here: a model loaded beside one that uses servers (a draft beside its target, on another
-    thread): llama.cpp's own choice would be every device registered when its load begins, a
-    server among them if the target registered it first, a race."""
+    """`llama_model_params.devices` for a model (keep it alive until the model is loaded): None,
+    llama.cpp's own choice, while no RPC server is registered and the model need not stay here;
+    else a NULL-terminated array, the servers' devices first (as llama.cpp orders them), then the
+    local ones. stays_here: a draft loading beside a target that uses servers (llama.cpp's own
+    choice would take a server the target registered first: a race)."""
     if not rpc_servers and not _registered and not stays_here:
         return None
     devices = server_devices(rpc_servers) + local_devices()
@@ -476,17 +459,13 @@ def install_abort_handler() -> None:
 # -- a server that goes silent --------------------------------------------------------------------
 #
 # ggml's RPC client blocks in send/recv with no timeout: when a server's machine loses power or the
-# network goes away without a reset, llama_decode never returns. The llama.cpp RPC server serves one
-# client at a time, so a second connection cannot tell a busy server from a dead one (it is neither
-# accepted nor answered while this process holds the first; a few such probes even fill its listen
-# backlog). What can tell them apart is TCP itself, on the engine's own connection: a live machine's
-# kernel acknowledges every segment and keepalive probe however busy the server process is. So
-# each connection gets keepalive probes (sent only while it is idle), and while a llama call runs
-# far longer than it should, a watchdog thread reads from the kernel (TCP_INFO) when the server
-# last answered anything; silence past SILENCE_S ends the process as ggml's abort does, naming
-# the address. A slow call on a live link is never ended: the peer's answers decide, not the clock.
-# The kernel's own limit (TCP_USER_TIMEOUT, keepalive count) at twice that is the backstop where
-# no call is watched; ggml then aborts on the broken connection and _on_abort names the server.
+# network goes away without a reset, llama_decode never returns. A second connection cannot tell a
+# busy server from a dead one (a server serves one client at a time), but TCP can, on the engine's
+# own connection: a live machine's kernel acknowledges every segment and keepalive probe however
+# busy the server is. So each connection gets keepalive probes, and while a llama call runs far
+# longer than it should, a watchdog reads from the kernel (TCP_INFO) when the server last answered;
+# silence past SILENCE_S ends the process as ggml's abort does, naming the address (the peer's
+# answers decide, never the clock). The kernel's own limit at twice that is the backstop.
 
 SILENCE_S = 20.0  # no answer at all (data, ACK, keepalive reply) for this long: the server is gone
 STALL_FLOOR_S = 10.0  # a llama call is watched once it has run this long ...
@@ -496,8 +475,7 @@ STALL_ENV = "TANDEM_RPC_STALL_S"
 
 
 def watchdog_settings() -> tuple[float, float]:
-    """(silence_s, stall_floor_s): the defaults, or what TANDEM_RPC_SILENCE_S / TANDEM_RPC_STALL_S say
-    (tests use a few seconds). A value that is not a positive number is ignored."""
+    """(silence_s, stall_floor_s): the defaults, or the environment's positive numbers (tests)."""
 
     def env(name: str, default: float, least: float) -> float:
         try:
@@ -537,9 +515,8 @@ def _tcp_socket(fd: int) -> socket.socket | None:
 
 
 def engine_connections(peers: dict[str, tuple[str, int]]) -> dict[str, list[int]]:
-    """The file descriptors of this process's TCP connections to each endpoint (ggml's own: it
-    keeps one per server for as long as the model is loaded). Empty on Windows (sockets are no
-    file descriptors there)."""
+    """The file descriptors of this process's TCP connections to each endpoint (ggml's own, one
+    per server while the model is loaded). Empty on Windows (sockets are no file descriptors)."""
     import stat
 
     found: dict[str, list[int]] = {}
@@ -567,9 +544,8 @@ def engine_connections(peers: dict[str, tuple[str, int]]) -> dict[str, list[int]
 
 
 def arm_keepalive(fd: int, silence_s: float) -> bool:
-    """Keepalive probes on an idle connection (first after silence_s/4, then every silence_s/10),
-    and the kernel's own limit at 2 x silence_s (unanswered probes, unacknowledged data). The
-    probes are TCP's, invisible to the RPC protocol; a live machine answers them at once."""
+    """TCP keepalive probes on an idle connection (first after silence_s/4, then every
+    silence_s/10), and the kernel's own limit at 2 x silence_s (invisible to the RPC protocol)."""
     idle = max(1, int(silence_s / 4))
     interval = max(1, int(silence_s / 10))
     count = max(1, int((2 * silence_s - idle) / interval))
@@ -619,13 +595,9 @@ def heard_ago(fd: int) -> float | None:
 
 
 class Watchdog:
-    """Watches one model's llama calls for a server gone silent (see the section's comment).
-
-    `runner` (engine.backend.LlamaRunner, held weakly: the thread ends with it) says in
-    `call_started` when the llama call in progress began (time.perf_counter(); 0.0: none) and in
-    `slowest_call_s` the longest so far. Runs only where RPC servers are used: a daemon thread
-    that wakes every second or so and reads those two numbers unless a call has stalled.
-    """
+    """Watches one model's llama calls for a server gone silent (see the section's comment): a
+    daemon thread reading `runner.call_started` (perf_counter; 0.0: none) and `slowest_call_s`
+    every second or so. The runner (engine.backend.LlamaRunner) is held weakly."""
 
     def __init__(self, endpoints: Sequence[str], runner: Any) -> None:
         import logging
@@ -659,8 +631,8 @@ class Watchdog:
         self._stop.set()
 
     def silent_for(self, endpoint: str) -> float | None:
-        """How long the server has said nothing on the engine's connection; None if unknown. A
-        connection armed only just now counts from then: before, nothing asked it to answer."""
+        """How long the server has said nothing on the engine's connection (at most since it was
+        armed: before, nothing asked it to answer); None if unknown."""
         heard: list[float] = []
         now = self._time.monotonic()
         for fd in self._connections.get(endpoint, []):

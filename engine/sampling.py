@@ -31,20 +31,13 @@ class Dist:
         return int(self.ids[_choose(self.probs, rng)])
 
     def sample_keyed(self, seed: int, position: int) -> int:
-        """Sample with the Gumbel-max trick, noise keyed by (seed, position, token id).
-
-        The token drawn at a position depends only on this distribution and the key, not on
-        how many random numbers were used before. So with a deterministic draft (n-gram or a
-        greedy draft model) "keep the draft while it equals the target's sample" emits exactly
-        the text plain decoding emits with the same seed, whatever the draft lengths were.
-        """
+        """Sample with the Gumbel-max trick, noise keyed by (seed, position, token id): the token
+        depends only on this distribution and the key, so "keep a deterministic draft while it
+        equals the target's sample" emits exactly plain decoding's text with the same seed."""
         u = keyed_uniform(seed, position, self.ids)
         gumbel = -np.log(-np.log(u))
         with np.errstate(divide="ignore"):
             return int(self.ids[np.argmax(np.log(self.probs) + gumbel)])
-
-
-_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 def keyed_uniform(seed: int, position: int, ids: np.ndarray) -> np.ndarray:
@@ -82,13 +75,9 @@ def greedy(logits: np.ndarray, history: Sequence[int], params: SamplingParams) -
 
 
 def top_k_ids(logits: np.ndarray, k: int) -> np.ndarray:
-    """The ids of the k largest logits (in no order), as np.argpartition finds them.
-
-    A full argpartition of a 262k-entry row costs ~3 ms, and sampling with a draft model needs
-    two per drafted token (the draft's distribution and the target's). When at least k logits
-    lie within a margin of the maximum, the k largest are among them, and only those are
-    partitioned (Gemma 3: a few hundred to ~2,000 within 10 of the maximum; 0.3 ms in all).
-    Otherwise, the whole row."""
+    """The ids of the k largest logits (in no order), as np.argpartition finds them. A 262k-entry
+    row's argpartition costs ~3 ms, so where at least k logits lie within a margin of the maximum
+    only those are partitioned (Gemma 3: a few hundred to ~2,000; 0.3 ms in all)."""
     m = logits.max()
     for margin in (6.0, 12.0):
         near = np.flatnonzero(logits > m - margin)
@@ -126,19 +115,11 @@ def top_probability(logits: np.ndarray, top: int) -> float:
 
 
 def draft_is_sure(logits: np.ndarray, top: int, p_min: float) -> bool:
-    """Whether the softmax probability of `top` (the row's argmax) is at least p_min: the
-    decision the whole softmax gives, at a fraction of its cost (a draft model asks it of every
-    token it drafts).
-
-    The probability is 1 / S, S the sum of exp(l - l_top) over the row. Logits within 16 of the
-    top are summed exactly; each other weighs less than e^-16, so S lies in [near, near +
-    n_rest * e^-16] (an interval under 0.03 wide with a 262k vocabulary), and only where
-    1 / p_min falls inside it is the whole row summed. Where more than 4,096 logits lie that
-    near (Gemma 3 270M, unsure: tens of thousands), gathering them costs more than
-    exponentiating the row, and the row is summed at once. Gemma 3 270M's own rows, 2 Xeon
-    cores, with the argmax the drafter takes anyway: 0.14-0.17 ms a row, against 0.21-0.36 ms
-    for a max, then the near logits within 20 (or the whole row) summed.
-    """
+    """Whether the softmax probability of `top` (the row's argmax) is at least p_min, at a
+    fraction of the whole softmax's cost (asked of every drafted token). The probability is 1 / S,
+    S the sum of exp(l - l_top): logits within 16 of the top are summed exactly, each other weighs
+    less than e^-16, and only where 1 / p_min falls in the interval that leaves is the whole row
+    summed (at once where more than _GATHER_MAX logits lie that near: gathering costs more)."""
     m = logits[top]
     limit = 1.0 / p_min
     near = logits > m - _NEAR

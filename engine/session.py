@@ -14,6 +14,7 @@ import functools
 import os
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from engine.adaptive import CALIBRATION_SIZES, DraftLengthController
@@ -36,9 +37,8 @@ _FILLER = "The quick brown fox jumps over the lazy dog while the band plays on. 
 
 
 def read_model_info(path: str, with_tokens: bool, cost_cache_dir: str | None) -> GGUFInfo:
-    """A model file's header. Without its vocabulary's texts, it jumps over them (and a BPE
-    model's merges) where this very file was read before (the cost cache keeps where they lie, by
-    file identity)."""
+    """A model file's header; without the vocabulary's texts, jumping over its arrays of strings
+    where the cost cache knows where they lie in this very file."""
     cache = CostCache(cost_cache_dir) if cost_cache_dir else None
     identity = None
     if cache is not None and not with_tokens:
@@ -59,12 +59,9 @@ class Engine:
         first_reply_tokens: int | None = None,
         keep_target_if_draft_refused: bool = False,
     ) -> None:
-        """Check and load the target (and draft); on_progress gets the target's load fraction.
-        A draft model is checked, and loaded, on threads of their own beside the target's load
-        (engine.loading): on 2 cores both are then mostly hidden behind the target's.
-        first_reply_tokens: how long the first reply may run, where known (`tandem generate`):
-        a draft model that reply could not repay even loaded (`pays_back`: a first use tries a
-        pair only on a long reply) is not loaded beside the target, to take no CPU from it.
+        """Check and load the target; on_progress gets its load fraction. A draft model is checked
+        and loaded on threads of their own beside it (engine.loading), unless first_reply_tokens
+        (`tandem generate`) says the first reply could not repay it (`pays_back`).
         keep_target_if_draft_refused: a draft that cannot be used (a refused pair, a target that
         cannot roll back) leaves the loaded target plain, the reason in `draft_refused`."""
         self.config = config
@@ -83,17 +80,18 @@ class Engine:
         self._chat_formatter: Any = None  # llama_cpp's Jinja2ChatFormatter, made on first use
         self._calibration_off = False  # this process cannot time batches (its context, or it failed)
         self._draft_file = ""  # the draft model's file, as the cost cache knows it
-        check = None
+        check: Future[GGUFInfo] | None = None
         if config.draft.kind is Speculation.DRAFT:
             # Its header is read and checked beside the target's load too (0.1-0.2 s of Python
             # with a 262k vocabulary), and waited for once the target is in.
-            check = _DraftCheck(self, config.draft.model)
+            check = Future()
             try:
                 self._use_draft_model(config.draft.model, check, first_reply_tokens)
             finally:
                 # (Begun once this thread's own Python is done, llama_cpp's import among it: the
                 # two would take turns at the GIL, the check then on the critical path.)
-                check.start()
+                run = functools.partial(_settle, check, self._read_draft_info, config.draft.model)
+                threading.Thread(target=run, name="tandem-draft-check").start()
         try:
             self.target = LlamaRunner(
                 str(self.info_target.path),
@@ -107,7 +105,7 @@ class Engine:
         except BaseException:
             self._close_draft()
             if check is not None:
-                check.wait()
+                check.exception()  # waited for, its error (if any) not raised here
             raise
         self.n_ctx = self.target.n_ctx
         try:
@@ -137,12 +135,8 @@ class Engine:
         return DraftPolicy(self._controller, self._text, self._model)
 
     def set_draft(self, draft: DraftChoice) -> None:
-        """Switch speculation: none, n-gram lookup, or a draft model (its GGUF file).
-
-        Nothing is timed here: the controller starts from what the cost cache remembers for this
-        pair on this machine and build (engine.costcache), or from priors, and measures online
-        from the first reply on. A draft model begins loading at once, on a thread of its own.
-        """
+        """Switch speculation: none, n-gram lookup, or a draft model (loading at once, on a thread
+        of its own). Nothing is timed here: the controller starts from the cost cache or priors."""
         if draft.kind is Speculation.NONE:
             self._save_costs()
             self._close_draft()
@@ -170,12 +164,10 @@ class Engine:
             )
 
     def _use_draft_model(
-        self, draft: str, info: GGUFInfo | _DraftCheck, first_reply_tokens: int | None = None
+        self, draft: str, info: GGUFInfo | Future[GGUFInfo], first_reply_tokens: int | None = None
     ) -> None:
         """Draft with this model (its header checked, or being checked), its load begun at once
-        on a thread of its own unless the cost cache already knows it cannot pay here (the
-        throughput guard's verdict) or the first reply could not repay it (Engine's
-        first_reply_tokens)."""
+        unless the cost cache knows it cannot pay here or the first reply could not repay it."""
         self._save_costs()
         self._close_draft()
         config = self.config
@@ -196,7 +188,7 @@ class Engine:
             self._model.load_in_background()
 
     def _draft_loader(
-        self, info: GGUFInfo | _DraftCheck, n_ctx: int
+        self, info: GGUFInfo | Future[GGUFInfo], n_ctx: int
     ) -> Callable[[threading.Event], LlamaRunner]:
         """The draft model's load (ModelDrafter's), after its header's check."""
 
@@ -216,9 +208,8 @@ class Engine:
         return load
 
     def _read_draft_info(self, draft: str) -> GGUFInfo:
-        """The draft model's header, checked against the target's pairing rules. A pair found
-        compatible before (both files unchanged since) is not checked again, and the draft's
-        vocabulary texts are not read (0.1 s of every start with a 262k vocabulary)."""
+        """The draft model's header, checked against the target's pairing rules (a pair found
+        compatible before, both files unchanged, is not: its vocabulary's texts are not read)."""
         cache = CostCache(self.config.cost_cache_dir) if self.config.cost_cache_dir else None
         pair = None
         if cache is not None:
@@ -298,11 +289,9 @@ class Engine:
 
     def calibrate(self, stop: Callable[[], bool] = lambda: False) -> bool:
         """Time the verify batches of CALIBRATION_SIZES not yet timed on this machine, build and
-        model (the cost cache keeps them), as a step reads them: the batch decoded with a logit
-        row each, every row read. `stop` is asked between batches (the app's worker calibrates
-        while idle and stops for a request); what was timed is kept either way. Timed after the
-        cached text, filled up to _CALIBRATION_CONTEXT tokens, and the cache is rolled back to
-        what it held. True once every size is timed."""
+        model, as a step reads them, after the cached text filled up to _CALIBRATION_CONTEXT
+        tokens (rolled back after). `stop` is asked between batches (the worker calibrates while
+        idle); what was timed is kept either way. True once every size is timed."""
         sizes = self._untimed_sizes()
         controller = self._controller
         if not sizes or controller is None:
@@ -456,11 +445,9 @@ class Engine:
         return frozenset(ids)
 
     def _ending_with(self, events: Iterator[Event], prompt: list[int] | None) -> Iterator[Event]:
-        """Pass the events on; the reply's end is the engine's: the finished reply is kept for
-        drafting later ones (prompt None: not kept; engine.text_index: a reply drafted from the
-        index is there already, one decoded plainly is added), and the measured step costs are
-        written however the reply ends (finished, cancelled, failed or dropped: a reply dropped
-        early closes the step's generator first, as `yield from` would)."""
+        """Pass the events on; at the reply's end, keep it for drafting later ones (prompt None:
+        not kept) and write the measured step costs however it ends (a reply dropped early closes
+        the step's generator first, as `yield from` would)."""
         try:
             for event in events:
                 if prompt is not None and isinstance(event, Finished):
@@ -472,9 +459,8 @@ class Engine:
             self._save_costs()
 
     def reset_cache(self, keep_memory: bool = False) -> None:
-        """Start over as a new process would: no cached tokens, nothing learned in this process,
-        the controller seeded from the cost cache as it is now (benchmarks start each run so).
-        keep_memory: keep the earlier replies (a regenerate benchmark's first reply)."""
+        """Start over as a new process would (benchmarks start each run so), the controller seeded
+        from the cost cache as it is now. keep_memory: keep the earlier replies."""
         self.target.clear()
         if not keep_memory:
             self.memory.clear()
@@ -502,35 +488,9 @@ class Engine:
             closing.join()
 
 
-class _DraftCheck:
-    """A draft model's header, read and checked against the target's on a thread of its own
-    (Engine.__init__: beside the target's load)."""
-
-    def __init__(self, engine: Engine, draft: str) -> None:
-        self._info: GGUFInfo | None = None
-        self._error: BaseException | None = None
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(engine, draft), name="tandem-draft-check")
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self, engine: Engine, draft: str) -> None:
-        try:
-            self._info = engine._read_draft_info(draft)
-        except BaseException as e:  # raised by result(), on the thread that asks
-            self._error = e
-        finally:
-            self._done.set()
-
-    def wait(self) -> None:
-        """Wait for the check (started: Engine.__init__ starts it before anything can fail)."""
-        self._done.wait()
-
-    def result(self) -> GGUFInfo:
-        """The checked header, waiting for it; the check's error (a refused pair) raised here."""
-        self._done.wait()
-        if self._error is not None:
-            raise self._error
-        assert self._info is not None
-        return self._info
+def _settle(future: Future[GGUFInfo], work: Callable[[str], GGUFInfo], draft: str) -> None:
+    """The draft's header check, on a thread of its own: its error is raised by future.result()."""
+    try:
+        future.set_result(work(draft))
+    except BaseException as e:
+        future.set_exception(e)

@@ -1,13 +1,8 @@
 """A base model's reply ends at its first new speaker line (engine/chat.py writes the transcript
-it continues).
-
-Given a one-line preamble and one example exchange, a base model answers and then starts a new
-speaker line by itself. So its reply ends at the first line that starts with any name followed by
-a colon (`Student:`, `User:`, `Q:`), or with the transcript's own first words (it starts over),
-except inside a fenced code block, with trailing whitespace trimmed. `cut_reply` says it of a whole
-text; `SpeakerStop` while the reply streams, holding back what could still turn into such a line,
-so the speaker line never reaches the user; `stop_at_speaker_lines` applies it to an engine's
-events and ends the generation there.
+it continues): the first line that starts with a name and a colon (`Student:`, `Q:`), or with the
+transcript's own first words (it starts over), outside fenced code blocks, whitespace trimmed.
+`cut_reply` says it of a whole text; `SpeakerStop` while the reply streams, holding back what
+could still become such a line; `stop_at_speaker_lines` applies it to an engine's events.
 """
 
 from __future__ import annotations

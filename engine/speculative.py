@@ -1,17 +1,13 @@
 """The speculative decoding loop: draft, verify in one batch, accept a prefix, roll back the rest.
 
-Invariant: `target.tokens` is exactly the target's KV cache, and `pending` (the last token of
-`ctx`) is the one token emitted but not yet decoded. Each step decodes [pending] + draft in a
-single target batch with logits for every row: row i is the target's distribution for the
-position right after draft[i-1]. Drafts are kept while the target agrees (greedy: the same
-argmax; sampled drafts: the min(1, p/q) rule in engine/sampling.accept_draft; deterministic
-drafts at temperature > 0: the same keyed sample, Dist.sample_keyed), then the target adds one
-token of its own: the correction at the first rejection, or a bonus token after a fully
-accepted draft. Rejected positions are removed from the target's cache; the draft model's cache
-is trimmed lazily on its next proposal (ModelDrafter.propose). Plain decoding is the same step
-with an empty draft, so turning speculation off changes nothing else.
-
-Legend: p = target distribution, q = draft distribution, k = drafted tokens this step.
+Invariant: `target.tokens` is exactly the target's KV cache, and the pending token (ctx[-1]) is
+the one emitted but not yet decoded. Each step decodes [pending] + draft in one target batch with
+logits for every row (row i: the target's distribution after draft[:i]). Drafts are kept while the
+target agrees (greedy: the same argmax; sampled drafts: the min(1, p/q) rule, accept_draft;
+deterministic drafts at temperature > 0: the same keyed sample, Dist.sample_keyed), then the
+target adds one token of its own (the correction, or a bonus token after a draft accepted whole).
+Rejected positions leave the target's cache; the draft model's is trimmed on its next proposal.
+Plain decoding is the same step with an empty draft. p: target distribution, q: the draft's.
 """
 
 from __future__ import annotations
@@ -36,7 +32,6 @@ from engine.events import (
     Event,
     Finished,
     SourceCount,
-    Speculation,
     Stats,
     StopReason,
     TextPiece,
@@ -50,8 +45,7 @@ STATS_INTERVAL_S = 0.1
 
 @dataclass
 class _Counters:
-    """A reply's numbers as they are counted: the counts and times named as Stats names them
-    (`stats` copies every field of Stats this has), and what the step needs to work the rest out."""
+    """A reply's numbers as they are counted, named as Stats names them (`stats` copies them)."""
 
     n_prompt_tokens: int = 0
     n_prefilled: int = 0
@@ -106,9 +100,8 @@ class _TextAssembler:
         self.held_drafted = self.held_drafted and drafted
 
     def take(self, final: bool) -> TextPiece | None:
-        """The next piece with the tokens it holds: text is marked drafted only when every one of
-        its tokens was (a character whose bytes span a token the target wrote is the target's,
-        so drafted marks never exceed the accepted count)."""
+        """The next piece with the tokens it holds, marked drafted only when every one of them was
+        (so drafted marks never exceed the accepted count)."""
         text = self.ready(final)
         if not text:
             return None
@@ -163,10 +156,6 @@ class SpeculativeDecoder:
         self.target = target
         self.policy = policy
 
-    @property
-    def speculation(self) -> Speculation:
-        return self.policy.speculation
-
     def run(
         self,
         prompt: list[int],
@@ -178,8 +167,6 @@ class SpeculativeDecoder:
         use_memory: bool = True,
         document_spans: tuple[tuple[int, int], ...] = (),
     ) -> Iterator[Event]:
-        """document_spans: [start, end) token ranges of the prompt holding attached documents
-        (drafts matched there are DraftSource.DOCUMENT)."""
         self.policy.begin_reply(speculate, use_memory)
         seed = params.seed if params.seed is not None else int(np.random.default_rng().integers(1 << 62))
         r = _Reply(
@@ -247,10 +234,8 @@ class SpeculativeDecoder:
 
     def _prefill(self, r: _Reply, cancel: threading.Event | None) -> bool:
         """Read the prompt but its last token (it goes into the first verify batch), reusing what
-        the cache holds; a draft model reads it too where it pays. False: cancelled meanwhile
-        (a Stop is seen within the chunk in flight, LlamaRunner.decode; the chunks read whole stay
-        cached, and the reply ends "cancelled" before its first token, even if the flag is cleared
-        meanwhile)."""
+        the cache holds; a draft model reads it too where it pays. False: cancelled meanwhile (the
+        chunks read whole stay cached; the reply ends "cancelled" even if the flag is cleared)."""
         target, c, prompt = self.target, r.counters, r.ctx
         t0 = time.perf_counter()
         n_keep = target.common_prefix(prompt[:-1])
@@ -275,11 +260,9 @@ class SpeculativeDecoder:
     def _time_first_batches(
         self, prompt: list[int], max_tokens: int, cancel: threading.Event | None
     ) -> float:
-        """On a machine whose verify batches were never timed, where the reply starts by copying
-        (its text's end continues an earlier stretch: a reply of fresh text would gain nothing
-        from it), time a few sizes once after the prompt (engine.adaptive.FIRST_REPLY_SIZES), so
-        the first reply prices its drafts from this machine's costs rather than guesses.
-        Seconds spent."""
+        """Seconds spent timing a few verify batch sizes once after the prompt, on a machine that
+        never timed them, where the reply starts by copying (engine.adaptive.FIRST_REPLY_SIZES):
+        the first reply then prices its drafts from this machine's costs rather than guesses."""
         controller, target = self.policy.controller, self.target
         if controller is None or self.policy.model is not None:
             return 0.0
@@ -408,10 +391,9 @@ def _target_choice(row: np.ndarray, history: list[int], params: SamplingParams, 
     return distribution(row, history, params).sample_keyed(seed, len(history))
 
 
-# Verify batches of this many drafted rows or more are read on two threads (below: handing half
-# to another thread costs more than it saves). Reading what llama.cpp just wrote, 2 Xeon cores,
-# AVX2 build, Gemma 3 270M (1 MB a row): a row max ~0.085 ms; 22 rows 1.84 -> 1.57 ms, 63 rows
-# 5.1 -> 2.9 ms, 8 rows 0.79 -> 1.15 ms. llama.cpp's threads are idle meanwhile.
+# Verify batches of this many drafted rows or more are read on two threads (below, handing half
+# to another costs more than it saves). Gemma 3 270M (1 MB a row), 2 Xeon cores: 63 rows 5.1 ->
+# 2.9 ms, 22 rows 1.84 -> 1.57 ms, 8 rows 0.79 -> 1.15 ms.
 _PARALLEL_ROWS = 24
 _ROW_READER: ThreadPoolExecutor | None = None
 _ROW_READER_LOCK = threading.Lock()
@@ -429,14 +411,11 @@ def _row_reader() -> ThreadPoolExecutor | None:
 
 def greedy_choices(rows: np.ndarray, drafted: Sequence[int]) -> list[int]:
     """The drafted tokens the target agrees with (rows[i] judges drafted[i]: kept while it is the
-    row's first maximal index, as plain decoding's argmax takes it), then the target's own token
-    (the argmax of the next row).
-
-    Rows are 1 MB each with a 262k vocabulary, read at ~0.085 ms for a max (numpy's argmax is
-    slower: ~0.11 ms), so a short draft is judged row by row and not read past its first
-    rejection; a long one (copying, mostly accepted whole) is read in two halves at once,
-    numpy releasing the GIL while it reduces. A drafted token at the maximum is checked for an
-    exact tie below it (`_first_max`): the row's prefix up to its id, short for common tokens."""
+    row's first maximal index, as plain decoding's argmax takes it), then the target's own token.
+    A row's max (~0.085 ms a 1 MB row) is cheaper than its argmax, so a short draft is judged row
+    by row, never past its first rejection; a long one (a copy, mostly accepted whole) is read in
+    two halves at once (numpy releases the GIL). A token at the maximum is checked for an exact
+    tie below it (`_first_max`)."""
     k = len(drafted)
     if k >= _PARALLEL_ROWS and (reader := _row_reader()) is not None:
         half = k // 2

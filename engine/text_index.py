@@ -1,25 +1,16 @@
 """One index over every text Tandem drafts from: the longest earlier context that ends like the
 text so far, and what followed it, in time independent of the text's length.
 
-The conversation, its attached documents and the engine's earlier replies are one stream of
-token ids, cut into segments (a prompt and its reply; an earlier exchange remembered at load).
-A suffix automaton over the stream (SuffixDecoding, Oliaro et al., 2024, indexes earlier
-replies with suffix trees; SAM decoding, Hu et al., 2024, uses an automaton as here) is
-extended by one state or two per token. After each token the automaton knows the longest
-suffix of the stream that occurred before (its `last` state's suffix link: no search), and
-each state keeps where its string last ended, so the continuation offered is the one that
-followed the longest agreement, and of several such the most recent. Where the text so far
-repeats a stretch seen earlier, the match length is the whole stretch, however far back it
-began: the index is not limited to the last k tokens as n-gram keys are.
+The conversation, its documents and the engine's earlier replies are one stream of token ids, cut
+into segments joined by separators of their own (negative ids), so no match crosses from one
+into the next. A suffix automaton over the stream (SAM decoding, Hu et al., 2024) is extended by
+one state or two per token; after each token its `last` state's suffix link is the longest suffix
+that occurred before, and each state keeps where its strings last ended, so the continuation
+offered followed the longest agreement, and of several the most recent, however far back it began.
 
-Segments are joined by a separator token of their own (no token id is negative), so no match
-and no continuation crosses from one into the next.
-
-Bounded: the automaton covers the last WINDOW to 2 x WINDOW tokens. A second automaton starts
-when the first holds WINDOW tokens, is fed every token from then on, and replaces the first when
-that one reaches 2 x WINDOW (SAM states cannot be removed from the front): each token costs two
-amortised O(1) extensions, memory stays within about 3 x WINDOW tokens' states, and tokens
-older than the window are dropped. Figures: docs/design-engine.md ("One index").
+Bounded: SAM states cannot be removed from the front, so a second automaton starts when the first
+holds WINDOW tokens and replaces it at 2 x WINDOW: two amortised O(1) extensions a token, about
+3 x WINDOW tokens' states. docs/design-engine.md ("one index over every source").
 """
 
 from __future__ import annotations
@@ -35,12 +26,10 @@ WINDOW = 1 << 18  # 262,144 tokens: the automaton covers the last 256-512 Ki tok
 
 
 class SuffixAutomaton:
-    """A suffix automaton over a stream of token ids, extended one token at a time.
-
-    Per state: the length of its longest string, its suffix link, and the stream position
-    just past the latest end of its strings seen so far (where what followed them begins).
-    Transitions: most states have one (a text's states mostly continue a single way), so a
-    state's first transition lives in two flat arrays and only branching states get a dict."""
+    """A suffix automaton over a stream of token ids, extended one token at a time. Per state: its
+    longest string's length, its suffix link, and the stream position just past its strings'
+    latest end. A state's first transition lives in two flat arrays (most states have one); only
+    branching states get a dict."""
 
     def __init__(self, start: int) -> None:
         self.start = start  # the stream position of this automaton's first token
