@@ -88,10 +88,10 @@ def format_size(n_bytes: int) -> str:
     return f"{n_bytes} bytes"  # pragma: no cover
 
 
-def read_document(path: str | os.PathLike[str], name: str | None = None) -> Document:
+def read_document(path: str | os.PathLike[str]) -> Document:
     """Read a file to attach; DocumentError (one sentence) for anything that is not a document."""
     path = user_path(path)
-    name = name or path.name
+    name = path.name
     try:
         st = os.stat(path)
     except FileNotFoundError as e:

@@ -105,14 +105,14 @@ def limit_logger(name: str) -> None:
         logger.addFilter(RateLimitFilter())
 
 
-def setup_file_logging(path: Path, fmt: str, level: int = logging.INFO) -> None:
+def setup_file_logging(path: Path, fmt: str) -> None:
     """The process's log: `path`, 0600, rotated at MAX_LOG_BYTES, every line rate-limited by kind,
     HTTP libraries' request lines left out."""
     handler = _PrivateRotatingHandler(path, maxBytes=MAX_LOG_BYTES, backupCount=BACKUPS, encoding="utf-8")
     handler.setFormatter(logging.Formatter(fmt))
     handler.addFilter(RateLimitFilter())
     root = logging.getLogger()
-    root.setLevel(level)
+    root.setLevel(logging.INFO)
     root.addHandler(handler)
     for name in QUIET_LOGGERS:  # their request lines at INFO: warnings only
         logging.getLogger(name).setLevel(logging.WARNING)

@@ -266,14 +266,13 @@ def save_costs(costs: MeasuredCosts) -> None:
                 os.unlink(tmp)
 
 
-def load_costs(model: str, machine: str | None = None) -> MeasuredCosts | None:
+def load_costs(model: str) -> MeasuredCosts | None:
     """A model's costs measured on this machine (the current build and thread count), if any.
     A file name finds the same file measured from the hub (owner/repo/FILE.gguf): downloaded, it
     is known by its name."""
     from engine.config import default_threads
 
-    machine = machine or machine_identity(default_threads())
-    entry = _read_all()["machines"].get(machine, {})
+    entry = _read_all()["machines"].get(machine_identity(default_threads()), {})
     if not isinstance(entry, dict):
         return None
     record = entry.get(model)

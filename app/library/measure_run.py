@@ -57,7 +57,6 @@ def measure_pair(
     n_threads: int | None = None,
     cancel: threading.Event | None = None,
     on_progress: Callable[[MeasureProgress], None] | None = None,
-    folder: Path | None = None,
     save: bool = True,
 ) -> PairFigures:
     """Time a target's stand-in (and a draft's) here; (model_id, plan) for each. Every room check
@@ -68,7 +67,7 @@ def measure_pair(
     n_threads = n_threads or default_threads()
     cancel = cancel or threading.Event()
     n_ctx = CONTEXT_TOKENS + max(sizes) + 16
-    base = folder or standins_dir()
+    base = standins_dir()
     clean_leftovers(base)
     jobs = [("target", target, sizes)] + ([("draft", draft, (1, 2))] if draft is not None else [])
     try:

@@ -28,8 +28,6 @@ class DownloadOptions(TypedDict, total=False):
     """How downloads are made, where not as app.library.downloads.download_files does by default
     (the tests: a quick retry)."""
 
-    token: str | bool | None
-    endpoint: str | None
     free_bytes: FreeBytesFn
     n_retries: int
     backoff_s: float
