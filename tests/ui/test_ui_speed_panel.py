@@ -155,7 +155,7 @@ def test_a_reason_too_long_for_its_line_wraps_under_the_headline_in_the_window(
     qtbot, open_window, wait_reply, tiny_target
 ) -> None:
     # Found walking the real window: under nearly every plain reply, at the window's first size,
-    # the reason read "Nothing in the conversation to reuse: the speed-up helps most when …".
+    # the reason read "Nothing to reuse: this reply did not repeat text from the conversation or …".
     window = open_window(tiny_target, max_tokens=24, window_width=1280, window_height=860)
     window.send("hello")
     wait_reply(window)
@@ -166,7 +166,7 @@ def test_a_reason_too_long_for_its_line_wraps_under_the_headline_in_the_window(
     panel.set_final(StatsRecord.from_dict(none_drafted.as_dict() | {"plain_tokens_per_s_est": 46.7}))
     qtbot.wait(100)  # laid out at the reply's width
     reason = panel.headline().reason
-    assert reason.startswith("Nothing in the conversation to reuse") and panel.width() < 700
+    assert reason.startswith("Nothing to reuse") and panel.width() < 700
     shown, below = panel.reason_shown()
     assert below and shown.replace("\n", " ") == reason and "\n" in shown  # whole, on two lines
     assert panel.height() >= 3 * panel.fontMetrics().height()  # the panel grew to hold them

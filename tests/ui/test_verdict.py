@@ -35,7 +35,9 @@ def test_a_reply_with_no_accepted_draft_is_never_faster() -> None:
     # The review's first reply: "About 2.2× faster, 13 s saved" with 0% of guesses confirmed.
     first = verdict.headline(_stats(), None)
     assert first.verdict is Verdict.NEUTRAL and first.text == "About as fast as usual"
-    assert first.reason.startswith("Nothing in the conversation to reuse") and first.saved_s == 0.0
+    assert first.reason.startswith("Nothing to reuse") and first.saved_s == 0.0
+    # True with a document attached too (it read "Nothing in the conversation to reuse" there).
+    assert "conversation or a document" in first.reason
     # Guessed, none right: the same, with its own reason.
     wrong = verdict.headline(_stats(n_drafted=40, n_steps_with_draft=20), 3.0)
     assert wrong.verdict is Verdict.NEUTRAL and "faster" not in wrong.text
@@ -197,7 +199,7 @@ def test_an_estimate_counts_the_work_around_each_step() -> None:
     )
     h = verdict.headline(plain_steps, None)
     assert h.verdict is Verdict.NEUTRAL and not h.is_busy
-    assert h.reason.startswith("Nothing in the conversation to reuse")
+    assert h.reason.startswith("Nothing to reuse")
     assert dict(verdict.details(plain_steps, None))["Usual speed"].startswith("16.7 tokens/s")
 
 

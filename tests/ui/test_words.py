@@ -48,7 +48,7 @@ def test_a_reply_that_did_not_pay_is_neutral_with_a_plain_reason() -> None:
     paused = verdict.headline(slow, 30.0, note_kind=DraftingState.SUSPENDED)
     assert paused.reason == "Speed-up paused: its guesses were not paying off on this text."
     nothing = verdict.headline(_stats(decode_s=10.0, n_drafted=0, n_accepted=0), 30.0)
-    assert nothing.reason.startswith("Nothing in the conversation to reuse")
+    assert nothing.reason.startswith("Nothing to reuse")
 
 
 def test_no_engine_sentence_reaches_the_words() -> None:

@@ -108,7 +108,8 @@ def neutral_reason(numbers: ReplyNumbers, note_kind: object = "") -> str:
     if state in STATE_REASONS:
         return STATE_REASONS[state]
     if numbers.n_drafted == 0:
-        return "Nothing in the conversation to reuse: the speed-up helps most when the reply repeats text."
+        # (True with a document attached too: the reply repeated none of it.)
+        return "Nothing to reuse: this reply did not repeat text from the conversation or a document."
     if numbers.n_accepted == 0:
         return "None of its guesses was right: this reply says new things rather than reusing text."
     if numbers.acceptance_rate < LOW_ACCEPTANCE:
