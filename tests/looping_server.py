@@ -1,6 +1,6 @@
 """OpenAI-compatible servers on 127.0.0.1 for the window's and the remote engine's tests: one
-that streams a reply's pieces slowly until the client leaves (a model stuck in a loop), and one
-that lists a model and never answers a completion (a hung server)."""
+that streams a reply's pieces slowly until the client leaves (a model stuck in a loop), one
+that lists a model and never answers a completion (a hung server), and one that refuses all."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 @contextmanager
 def openai_server(model: str, answer: Callable[[BaseHTTPRequestHandler], None]) -> Iterator[str]:
-    """Serve /v1/models (one model) and answer every POST with `answer(handler)`; yields the
-    base URL."""
+    """Serve /v1/models (one model) and answer every POST with `answer(handler)` (with no model,
+    every GET too); yields the base URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802
+            if not model:
+                return answer(self)
             body = json.dumps({"object": "list", "data": [{"id": model, "object": "model"}]}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -81,3 +83,10 @@ def silent_server() -> Iterator[str]:
             yield url
     finally:
         release.set()
+
+
+@contextmanager
+def refusing_server() -> Iterator[str]:
+    """Refuses every request (HTTP 401: an API key it does not take)."""
+    with openai_server("", lambda handler: handler.send_error(401, "Invalid API key")) as url:
+        yield url

@@ -401,6 +401,7 @@ def test_window_says_when_nothing_listens_and_uses_the_server_once_it_does(
     expected = f"Nothing is listening at {url} (connection refused)."
     qtbot.waitUntil(lambda: expected in window.chat.notice.text(), timeout=30_000)
     assert window.controller.info is None
+    assert window.header.model_combo.line.text() == f"Server unavailable: 127.0.0.1:{port}"
 
     window.send("are you there?")
     wait_reply(window)
@@ -417,6 +418,9 @@ def test_window_says_when_nothing_listens_and_uses_the_server_once_it_does(
         ]
         assert window.controller.info is not None and window.controller.info.target_path == url
         assert window.header.state_label.text().startswith(f"target on {url}")
+        # The picker and the suggested tasks no longer say the server is unavailable.
+        assert not window.header.model_combo.line.text().startswith("Server unavailable")
+        assert window.chat.empty_state.refusal("Repeat a paragraph exactly") == ""
     finally:
         s.stop()
 

@@ -1,16 +1,22 @@
 """What a reply leaves behind when it ends early, found walking the real window: an engine that died
 mid-reply left "Writing…" or "Reading the conversation…" in the status bar for good; a reply stopped
 while its prompt was read kept an empty speed panel (a bare baseline, no headline) beside Details;
-a server that could not be reached was said in the header cut mid-word ("Model not loaded: N")."""
+a server that could not be reached was said in the header cut mid-word ("Model not loaded: N");
+a server that failed left the model picker naming a local model and the empty chat offering tasks."""
 
 from __future__ import annotations
 
 import os
 import signal
+from contextlib import nullcontext
+
+import pytest
 
 from app.settings import EngineKind
 from app.store import MessageStatus
 from engine.events import Stats, StatsRecord
+from tests.looping_server import refusing_server
+from tests.serve_process import free_port
 
 
 def test_an_engine_dying_mid_reply_leaves_no_writing_line(qtbot, open_window, slow_target) -> None:
@@ -65,3 +71,37 @@ def test_a_model_that_did_not_load_is_said_whole_in_the_header(qtbot, open_windo
     why = window.chat.notice.text()
     assert why.startswith("The model could not be loaded: Nothing is listening at http://127.0.0.1:9")
     assert why.removeprefix("The model could not be loaded: ") in label.toolTip()  # why, on hover
+
+
+@pytest.mark.parametrize("server", ["nothing listening", "refusing"])
+def test_a_server_that_failed_is_named_in_the_picker_and_no_task_is_offered(
+    qtbot, open_window, tiny_target, server: str
+) -> None:  # type: ignore[no-untyped-def]
+    """Found walking the real window: the picker named the local model (not in use) and the
+    empty chat offered every task as if a model were ready."""
+    with refusing_server() if server == "refusing" else nullcontext(f"http://127.0.0.1:{free_port()}") as url:
+        window = open_window(tiny_target, wait_loaded=False, engine=EngineKind.REMOTE, remote_url=url)
+        window.resize(1000, 800)
+        qtbot.waitUntil(lambda: window.chat.notice.isVisible(), timeout=30_000)
+    qtbot.wait(100)
+    picker = window.header.model_combo
+    assert picker.line.text() == f"Server unavailable: {url.removeprefix('http://')}"
+    assert picker.fontMetrics().horizontalAdvance(picker.line.text()) <= picker.line.width()  # not cut
+    assert not any(e.name in picker.line.text() for e in picker.entries)
+    tasks = window.chat.empty_state
+    waits = "No model can answer yet: the server is unavailable (Settings → Engine)."
+    assert tasks.larger_label.text() == waits and tasks.larger_label.isVisible()
+    assert not any(b.isEnabled() for b in tasks.suggestion_buttons)
+    assert {b.toolTip() for b in tasks.suggestion_buttons} == {waits}
+    window.header.refresh_models()  # the list opened again: still the server, no local model
+    assert picker.line.text() == f"Server unavailable: {url.removeprefix('http://')}"
+
+
+def test_a_local_model_that_did_not_load_offers_no_task(qtbot, open_window, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a model" * 100)
+    window = open_window(broken, wait_loaded=False)
+    qtbot.waitUntil(lambda: window.chat.notice.isVisible(), timeout=30_000)
+    tasks = window.chat.empty_state
+    assert tasks.larger_label.text() == "No model can answer yet: the model did not load."
+    assert not any(b.isEnabled() for b in tasks.suggestion_buttons)

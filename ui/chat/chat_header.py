@@ -157,6 +157,7 @@ class ChatHeader(QWidget):
         rows.addLayout(self.legend_row)
         self._in_use: str | None = None
         self._in_use_name = ""  # its header's name
+        self._unavailable = ""  # a server used as the engine that failed: said in the picker
         self.restyle()
         self._show_why()
 
@@ -213,13 +214,23 @@ class ChatHeader(QWidget):
         key = (built_in_key(key) or key) if key else key
         self._in_use = key
         self._in_use_name = name
+        self._unavailable = ""
         if key and self.model_combo.index_of(key) < 0:
             self.refresh_models()  # a model opened from elsewhere: listed
+        self._select_in_use()
+
+    def set_server_unavailable(self, address: str) -> None:
+        """The server used as the engine failed: the picker says so, naming no local model (none
+        is in use), until a model loads (set_model_in_use)."""
+        self._unavailable = f"Server unavailable: {address}"
         self._select_in_use()
 
     def _select_in_use(self) -> None:
         """The model in use chosen in the picker; known by its entry's key from here on (a copy
         of a listed file, opened by another path, is that entry: chosen again, not reloaded)."""
+        self.model_combo.show_stand_in(self._unavailable)
+        if self._unavailable:
+            return
         index = self.model_combo.index_of(self._in_use)
         if index >= 0:
             self.model_combo.setCurrentIndex(index)

@@ -219,11 +219,14 @@ class ChatView(QWidget):
 
     # ---- an empty conversation: what to ask, and where the speed-up shows (ui/chat/empty_chat.py)
 
-    def set_model_tasks(self, model_key: str | None, model_name: str, download_text: str = "") -> None:
+    def set_model_tasks(
+        self, model_key: str | None, model_name: str, download_text: str = "", unavailable: str = ""
+    ) -> None:
         """The suggested tasks (and a document's quick actions) the model in use does are offered;
         the others are greyed and said to need a larger model, with `download_text` on the button
-        that downloads one ("" where there is nothing to offer)."""
-        self.empty_state.set_model(model_key, model_name, download_text)
+        that downloads one ("" where there is nothing to offer); all greyed, `unavailable` saying
+        why, where no model can answer."""
+        self.empty_state.set_model(model_key, model_name, download_text, unavailable)
         self.attachments.set_task_refusal(self.empty_state.refusal)
         self._offer_document()
 

@@ -70,22 +70,26 @@ class EmptyChat(QWidget):
         self._ability: ModelAbility | None = None  # what the model's file says (set_model)
         self._model_name = ""
         self._download_text = ""
+        self._unavailable = ""  # why no model can answer (set_model)
         self._download_offered_above = False  # the welcome panel offers the same download
 
-    def set_model(self, model_key: str | None, model_name: str, download_text: str = "") -> None:
+    def set_model(
+        self, model_key: str | None, model_name: str, download_text: str = "", unavailable: str = ""
+    ) -> None:
         """The model in use (offered again: offer_document): the tasks it does are offered, the
         others greyed and said to need a larger model, with `download_text` on the button that
-        downloads one ("" where there is nothing to offer)."""
+        downloads one ("" where there is nothing to offer). `unavailable`: why no model can
+        answer (none loaded): every task greyed, that said below them."""
         from ui.presenters.task_ability import model_ability
 
-        self._model_name, self._download_text = model_name, download_text
+        self._model_name, self._download_text, self._unavailable = model_name, download_text, unavailable
         self._ability = model_ability(model_key)  # what its file says (ui/presenters/task_ability.py)
 
     def refusal(self, task: str) -> str:
         """Why the model in use is not offered this task ("" where it is)."""
         from ui.presenters.task_ability import task_refusal
 
-        return task_refusal(self._ability, task)
+        return self._unavailable or task_refusal(self._ability, task)
 
     def _offer_tasks(self, buttons: Sequence[QPushButton]) -> None:
         """Grey the tasks the model is not offered, the reason as their tooltip; say it once below."""
@@ -100,7 +104,8 @@ class EmptyChat(QWidget):
             task.setToolTip(why or task.property("offerTip"))
             if why:
                 undone.append(task.text())
-        self.larger_label.setText(refusals_line(self._ability, self._model_name, undone) if undone else "")
+        line = refusals_line(self._ability, self._model_name, undone) if undone else ""
+        self.larger_label.setText(self._unavailable or line)
         self.larger_download.setText(self._download_text)
         self._show_download()
         self.larger_row.setVisible(bool(undone))

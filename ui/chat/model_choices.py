@@ -37,11 +37,30 @@ class ModelChoices(QObject):
         self.draft_menu: DraftMenu | None = None  # the last draft menu shown
         self.open_model_dialog: QFileDialog | None = None  # the last "Open a GGUF file…" dialog
         chat.empty_state.small_model_requested.connect(self.on_chat_small_model_requested)
+        presenter.controller.engine_failed.connect(self.on_controller_engine_failed)
 
     def offer(self, info: EngineInfo | None) -> None:
         """A model has loaded: its drafts and its tasks."""
         self._offer_drafts(info)
         self._offer_tasks(info)
+
+    def on_controller_engine_failed(self, _failure: object) -> None:
+        """No model can answer (the notice says why): the suggested tasks greyed until one loads
+        (offer), and where a server is the engine, the picker names it, not a local model."""
+        from urllib.parse import urlsplit
+
+        from app.host.remote_client import RemoteError, api_base
+
+        settings = self.presenter.settings
+        why = "the model did not load"
+        if settings.is_remote:
+            try:  # host and port: the header's row has little room (the notice says the whole address)
+                address = urlsplit(api_base(settings.remote_url)).netloc
+            except RemoteError:
+                address = settings.remote_url
+            self.header.set_server_unavailable(address)
+            why = "the server is unavailable (Settings → Engine)"
+        self.chat.set_model_tasks(None, "", unavailable=f"No model can answer yet: {why}.")
 
     def show_draft_menu(self) -> DraftMenu:
         """ "Draft model" with none chosen yet: the local drafts that pair with the model in use

@@ -303,6 +303,7 @@ class ModelPicker(QComboBox):
         super().__init__(parent)
         self.with_open_file = with_open_file
         self.entries: list[ModelEntry] = []
+        self.stand_in = ""  # said in the box while no model of the list is in use (show_stand_in)
         self.setEditable(True)
         self.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
         self.setItemDelegate(FitDelegate(self))
@@ -349,12 +350,22 @@ class ModelPicker(QComboBox):
 
     def _show_current(self) -> None:
         try:
-            shown = self.itemText(self.currentIndex())  # (an editable combo's currentText is what is typed)
+            index = self.currentIndex()  # (an editable combo's currentText is what is typed)
+            shown = self.itemText(index) if index >= 0 else self.stand_in
             if self.line.text() != shown:
                 self.line.setText(shown)
             self.line.setCursorPosition(0)  # its name from its start (a scrolled box cut the "S")
         except RuntimeError:  # the window is going: its focus left the box as it was deleted
             return
+
+    def show_stand_in(self, words: str) -> None:
+        """No model of the list in use (a server that failed): `words` in the box, whole
+        (the box is as wide as its list); "": the box as before."""
+        self.stand_in = words
+        self.setMinimumWidth(self.fontMetrics().horizontalAdvance(words) + 40 if words else 0)
+        if words:
+            self.setCurrentIndex(-1)
+            self._show_current()
 
     def set_entries(self, entries: Sequence[ModelEntry]) -> None:
         """The list (signals held), then "Open a GGUF file…" where this picker offers it."""
