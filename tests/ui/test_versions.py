@@ -294,3 +294,38 @@ def test_a_hand_made_file_keeps_its_order_whatever_its_ids(tmp_path: Path) -> No
     imported = store.import_conversation(read_conversation_file(path))
     assert _texts(store, imported.id) == ["first", "second"]
     store.close()
+
+
+def test_a_regenerated_reply_the_same_as_the_one_it_replaces_says_so_and_why(
+    qtbot, open_window, wait_reply, tiny_target
+) -> None:  # type: ignore[no-untyped-def]
+    """Found walking the real window: greedy, Regenerate wrote the same text again, a control that
+    looked like it did nothing."""
+    import dataclasses
+
+    window = open_window(tiny_target, max_tokens=12)  # temperature 0
+    window.send("Hello")
+    wait_reply(window)
+    first = window.chat.message_widgets()[-1]
+    assert "Same as" not in first.note.text()
+    window.regenerate()
+    wait_reply(window)
+    second = window.chat.message_widgets()[-1]
+    assert second.text() == first.text() and second.version_label.text() == "2/2"
+    said = (
+        "Same as version 1: at temperature 0 the model writes the same reply each time; "
+        "raise Variety (temperature) in Settings for a different one."
+    )
+    assert second.note.isVisible() and second.note.text().startswith(said)
+    # Sampled but with one word to choose from: the same again, and no claim about temperature 0.
+    window.apply_settings(dataclasses.replace(window.settings, temperature=0.8, top_k=1))
+    window.regenerate()
+    wait_reply(window)
+    third = window.chat.message_widgets()[-1]
+    assert third.text() == first.text()
+    assert third.note.text().startswith("Same as version 2.") and "temperature 0" not in third.note.text()
+    # A different reply (shorter) says nothing of the kind.
+    window.apply_settings(dataclasses.replace(window.settings, max_tokens=4))
+    window.regenerate()
+    wait_reply(window)
+    assert "Same as" not in window.chat.message_widgets()[-1].note.text()

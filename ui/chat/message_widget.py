@@ -313,7 +313,7 @@ class MessageWidget(QFrame):
     def _render_note(self) -> None:
         """How the reply ended, in one line; a loop's way out (Regenerate) in the same line, as a
         link in the theme's link colour (a label keeps the colour it was laid out with)."""
-        notes = [escape(n) for n in self._notes]
+        notes = [escape(n).replace("\n", "<br>") for n in self._notes]  # (a line of its own: "\n")
         link = QGuiApplication.palette().color(QPalette.ColorRole.Link).name()
         if self._offers_regenerate:
             notes.append(f'<a href="regenerate" style="color: {link}">Regenerate</a>')

@@ -355,9 +355,12 @@ class ChatPresenter(QObject):
         if last_user is None:
             return
         later = [m for m in messages if m.id > last_user.id]
+        replaced = None  # the version the new one takes the place of: its number, its text
         if later:
+            versions = self.store.versions_shown(self.conversation_id, later[0].id)
+            replaced = (versions.get(later[0].id, (1, 1))[0], later[0].content)
             self._supersede_from(later[0].id)
-        self.replies.start(self.conversation_id)
+        self.replies.start(self.conversation_id, replaced)
 
     def choose_version(self, message_id: int, step: int) -> None:
         """Show another version of a message's turn (step -1: the one before, +1: after): the

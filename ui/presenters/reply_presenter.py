@@ -46,6 +46,7 @@ class LiveReply:
     last_saved_s: float = 0.0
     save_failed: bool = False  # a save failed (a full disk): said once while streaming
     reading: tuple[Reading, float] | None = None  # the engine's last report on its prompt, and when it came
+    same_note: tuple[str, str] = ("", "")  # Regenerate: the text replaced, what to say if it comes again
 
     @property
     def text(self) -> str:
@@ -93,6 +94,17 @@ class ReplyEnded:
     status: MessageStatus  # COMPLETE, CANCELLED or INTERRUPTED
     stats: StatsRecord | None
     note: str = ""
+
+
+def same_version_note(version: int, is_greedy: bool) -> str:
+    """Under a regenerated reply that came out as the version it replaced (a control that seemed
+    to do nothing): so, and why where sampling was greedy."""
+    if not is_greedy:
+        return f"Same as version {version}."
+    return (
+        f"Same as version {version}: at temperature 0 the model writes the same reply each time; "
+        "raise Variety (temperature) in Settings for a different one."
+    )
 
 
 def _turns(
@@ -155,8 +167,9 @@ class ReplyPresenter(QObject):
         c.reply_finished.connect(self.on_controller_reply_finished)
         c.reply_failed.connect(self.on_controller_reply_failed)
 
-    def start(self, conversation_id: int) -> None:
-        """Reply to the conversation's last user message (nothing when the last turn is not one)."""
+    def start(self, conversation_id: int, replaced: tuple[int, str] | None = None) -> None:
+        """Reply to the conversation's last user message (nothing when the last turn is not one);
+        replaced: Regenerate's version this one takes the place of (its number, its text)."""
         messages = self.store.messages(conversation_id)
         attachments = self.store.attachments(conversation_id)
         turns = _turns(messages, attachments)
@@ -189,6 +202,8 @@ class ReplyPresenter(QObject):
         buffer = self.controller.reply(request_id)
         assert buffer is not None
         self.live = LiveReply(conversation_id, reply.id, buffer, last_saved_s=time.monotonic())
+        if replaced is not None and replaced[1]:
+            self.live.same_note = (replaced[1], same_version_note(replaced[0], settings.is_greedy))
         self.speed_line_changed.emit("Reading the conversation…")
 
     def abandon(self, conversation_id: int) -> None:
@@ -306,6 +321,9 @@ class ReplyPresenter(QObject):
         self._keep_pair_reply(record, live.message_id)
         status = MessageStatus.CANCELLED if finished.stop_reason == "cancelled" else MessageStatus.COMPLETE
         note = verdict.end_note(finished.stop_reason, finished.stats.n_generated)
+        replaced, same = live.same_note
+        if same and replaced == live.reply.shown(is_final=True).text:
+            note = f"{same}\n{note}" if note else same
         self._end_live(status, record, note)
         self.speed_line_changed.emit("Ready")
         self.reply_finished.emit()
