@@ -83,8 +83,10 @@ def _message_of(response: Any) -> str:
     try:
         body = response.json()
     except Exception:
-        text = response.text.strip()
-        return text[:200] if text else str(response.reason_phrase)
+        text = " ".join(response.text.split())  # one line
+        if not text or text.startswith("<"):  # an HTML error page: its status line says it
+            return str(response.reason_phrase)
+        return text[:200]
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict):

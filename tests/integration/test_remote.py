@@ -14,7 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.host.remote_client import api_base
 from tests.integration.test_cli import JSON_KEYS
+from tests.looping_server import refusing_server
 from tests.serve_process import ROOT, ServeProcess, free_port, tandem_env
 from tests.waiting import wait_until
 
@@ -87,6 +89,15 @@ def test_refused_or_missing_key(server: ServeProcess, tmp_path: Path) -> None:
     assert line.startswith(f"error: {server.url} needs an API key (HTTP 401") and line.endswith(
         "pass --api-key"
     )
+
+
+def test_an_html_error_page_is_told_in_one_line(tmp_path: Path) -> None:
+    # A server (or a proxy before it) that answers with an HTML page: the window's notice quoted
+    # the whole page. Its status line says it.
+    with refusing_server() as url:
+        line = error_line(tandem(tmp_path, "generate", "--remote", url, "--prompt", "hi"))
+    assert line.startswith(f"error: {api_base(url)} needs an API key (HTTP 401: Invalid API key)"), line
+    assert "<" not in line
 
 
 def test_unknown_model(server: ServeProcess, tmp_path: Path) -> None:
