@@ -1388,15 +1388,12 @@ def read_conversation_file(path: Path) -> dict[str, Any]:
     return data
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")  # the code points UTF-8 cannot encode
+
+
 def _is_text(value: object) -> bool:
     """A str that can be stored: valid Unicode (JSON's "\\ud800", a lone surrogate, is not)."""
-    if not isinstance(value, str):
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return isinstance(value, str) and _SURROGATE.search(value) is None
 
 
 def _export_message(m: Message) -> dict[str, Any]:
