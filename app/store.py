@@ -861,11 +861,6 @@ class Store:
             self._db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
         return Message(cur.lastrowid, conversation_id, role, content, status, None, ())
 
-    def add_message_with_attachments(
-        self, conversation_id: int, role: str, content: str, documents: Sequence[Document] = ()
-    ) -> Message:
-        return self.add_message(conversation_id, role, content, documents=documents)
-
     def attachments(self, conversation_id: int, since_id: int = 0) -> dict[int, tuple[Document, ...]]:
         """The documents of a conversation's messages, by message id, in the order they were
         attached; since_id: only those of messages from that id on (a page of the conversation)."""

@@ -100,8 +100,8 @@ def write_edge_rows(path: Path, mutation: str) -> tuple[int, int]:
     newer = store.create_conversation("with a document")
     store.add_message(newer.id, "user", "before")
     store.add_message(newer.id, "assistant", "an answer")
-    store.add_message_with_attachments(
-        newer.id, "user", "read this", (Document("notes.txt", "some notes", DocumentKind.TEXT, 10),)
+    store.add_message(
+        newer.id, "user", "read this", documents=(Document("notes.txt", "some notes", DocumentKind.TEXT, 10),)
     )
     store.close()
     db = sqlite3.connect(path)

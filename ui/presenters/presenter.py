@@ -331,7 +331,7 @@ class ChatPresenter(QObject):
                 self.editing_message_id = None
                 self.editing_changed.emit(None)
             conversation_id = self._ensure_conversation(text or documents[0].name)
-            message = self.store.add_message_with_attachments(conversation_id, "user", text, documents)
+            message = self.store.add_message(conversation_id, "user", text, documents=documents)
         except sqlite3.Error as e:
             log.error("a message could not be saved: %s", e)
             self.notice_changed.emit(
