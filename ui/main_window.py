@@ -462,7 +462,7 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(0, self.regenerate)
         self.chat.attachments.recount()  # this model's count of the chips in the tray
         page = self.models_page
-        self.header.set_model_in_use(self.presenter.engine.model_key(), info.target_name)
+        self.header.set_model_in_use(self.presenter.engine.model_key(), info.target_name, info.server)
         if not isinstance(page, QLabel):  # (a QLabel where the page is unavailable)
             page.set_model_in_use(info.target_path)
             page.set_gpu_backend(info.gpu_offload_supported)

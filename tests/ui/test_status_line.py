@@ -2,7 +2,8 @@
 mid-reply left "Writing…" or "Reading the conversation…" in the status bar for good; a reply stopped
 while its prompt was read kept an empty speed panel (a bare baseline, no headline) beside Details;
 a server that could not be reached was said in the header cut mid-word ("Model not loaded: N");
-a server that failed left the model picker naming a local model and the empty chat offering tasks."""
+a server that failed left the model picker naming a local model and the empty chat offering tasks;
+the picker named a local model while a server's answered, and another than a file that failed."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from app.settings import EngineKind
 from app.store import MessageStatus
 from engine.events import Stats, StatsRecord
-from tests.looping_server import refusing_server
+from tests.looping_server import looping_server, refusing_server
 from tests.serve_process import free_port
 
 
@@ -105,3 +106,22 @@ def test_a_local_model_that_did_not_load_offers_no_task(qtbot, open_window, tmp_
     tasks = window.chat.empty_state
     assert tasks.larger_label.text() == "No model can answer yet: the model did not load."
     assert not any(b.isEnabled() for b in tasks.suggestion_buttons)
+    picker = window.header.model_combo  # the file that failed, not another model
+    assert picker.line.text() == "Did not load: broken.gguf" and picker.line.toolTip() == str(broken)
+
+
+def test_the_picker_names_the_servers_model_in_use(qtbot, open_window, tiny_target) -> None:  # type: ignore[no-untyped-def]
+    with looping_server(["hi"], 0.0) as (url, _seen):
+        window = open_window(tiny_target, engine=EngineKind.REMOTE, remote_url=url)
+        window.resize(1000, 800)
+        picker = window.header.model_combo
+        said = f"looper · on {url.removeprefix('http://')}"  # the model the server lists
+        assert picker.line.text() == said and f"{url}/v1" in picker.line.toolTip()
+        assert picker.fontMetrics().horizontalAdvance(said) <= picker.line.width()  # not cut
+        window.header.refresh_models()  # the list opened: the local models still there to choose
+        local = picker.index_of(str(tiny_target))
+        assert local >= 0 and picker.line.text() == said
+        assert not picker.itemText(local).startswith("looper")  # named by its own file
+        picker.setCurrentIndex(local)  # the local model in use chosen: nothing to load, the server said
+        picker.activated.emit(local)
+        assert picker.line.text() == said

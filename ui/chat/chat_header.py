@@ -157,7 +157,7 @@ class ChatHeader(QWidget):
         rows.addLayout(self.legend_row)
         self._in_use: str | None = None
         self._in_use_name = ""  # its header's name
-        self._unavailable = ""  # a server used as the engine that failed: said in the picker
+        self._stand_in = ("", "")  # words and tip said in the picker for a model of no entry (set_stand_in)
         self.restyle()
         self._show_why()
 
@@ -208,28 +208,33 @@ class ChatHeader(QWidget):
         self.model_combo.set_entries(chat_models(self._in_use, self._in_use_name))
         self._select_in_use()
 
-    def set_model_in_use(self, key: str | None, name: str = "") -> None:
+    def set_model_in_use(self, key: str | None, name: str = "", server: str = "") -> None:
         """The loaded model (a path, or a built-in model's name). A built-in model's own file is
-        that model's entry (chosen again, it is not loaded again)."""
+        that model's entry (chosen again, it is not loaded again). `server`: the API root of a
+        server whose model `name` answers: the picker names it and its host, not the local model."""
+        from urllib.parse import urlsplit
+
         key = (built_in_key(key) or key) if key else key
         self._in_use = key
-        self._in_use_name = name
-        self._unavailable = ""
+        self._in_use_name = "" if server else name  # (the server's model is not the local file)
         if key and self.model_combo.index_of(key) < 0:
             self.refresh_models()  # a model opened from elsewhere: listed
-        self._select_in_use()
+        if server:
+            self.set_stand_in(f"{name} · on {urlsplit(server).netloc}", f"{name} on the server at {server}")
+        else:
+            self.set_stand_in("")
 
-    def set_server_unavailable(self, address: str) -> None:
-        """The server used as the engine failed: the picker says so, naming no local model (none
-        is in use), until a model loads (set_model_in_use)."""
-        self._unavailable = f"Server unavailable: {address}"
+    def set_stand_in(self, words: str, tip: str = "") -> None:
+        """No local model in use (a server's, or none: a server or a file that failed): `words`
+        in the picker, `tip` on hover, until a model loads (set_model_in_use)."""
+        self._stand_in = (words, tip)
         self._select_in_use()
 
     def _select_in_use(self) -> None:
         """The model in use chosen in the picker; known by its entry's key from here on (a copy
         of a listed file, opened by another path, is that entry: chosen again, not reloaded)."""
-        self.model_combo.show_stand_in(self._unavailable)
-        if self._unavailable:
+        self.model_combo.show_stand_in(*self._stand_in)
+        if self._stand_in[0]:
             return
         index = self.model_combo.index_of(self._in_use)
         if index >= 0:
@@ -243,6 +248,8 @@ class ChatHeader(QWidget):
             self.open_file_requested.emit()
         elif key and key != self._in_use:
             self.model_chosen.emit(parse_model(str(key)))
+        else:
+            self._select_in_use()  # the model in use (a server's, said as before)
 
     # ---- presets
 

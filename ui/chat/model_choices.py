@@ -46,7 +46,7 @@ class ModelChoices(QObject):
 
     def on_controller_engine_failed(self, _failure: object) -> None:
         """No model can answer (the notice says why): the suggested tasks greyed until one loads
-        (offer), and where a server is the engine, the picker names it, not a local model."""
+        (offer); the picker names the server or the file that failed, not another model."""
         from urllib.parse import urlsplit
 
         from app.host.remote_client import RemoteError, api_base
@@ -58,8 +58,11 @@ class ModelChoices(QObject):
                 address = urlsplit(api_base(settings.remote_url)).netloc
             except RemoteError:
                 address = settings.remote_url
-            self.header.set_server_unavailable(address)
+            self.header.set_stand_in(f"Server unavailable: {address}")
             why = "the server is unavailable (Settings → Engine)"
+        else:  # the file that did not load
+            key = self.presenter.engine.model_key()
+            self.header.set_stand_in(f"Did not load: {Path(key).name}", key)
         self.chat.set_model_tasks(None, "", unavailable=f"No model can answer yet: {why}.")
 
     def show_draft_menu(self) -> DraftMenu:

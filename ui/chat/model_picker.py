@@ -358,10 +358,11 @@ class ModelPicker(QComboBox):
         except RuntimeError:  # the window is going: its focus left the box as it was deleted
             return
 
-    def show_stand_in(self, words: str) -> None:
-        """No model of the list in use (a server that failed): `words` in the box, whole
-        (the box is as wide as its list); "": the box as before."""
+    def show_stand_in(self, words: str, tip: str = "") -> None:
+        """No model of the list in use (a server's, or one that failed): `words` in the box, whole
+        (the box is as wide as its list), `tip` on hover; "": the box as before."""
         self.stand_in = words
+        self.line.setToolTip(tip)  # (none: the box's own)
         self.setMinimumWidth(self.fontMetrics().horizontalAdvance(words) + 40 if words else 0)
         if words:
             self.setCurrentIndex(-1)
