@@ -130,7 +130,8 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
     info = window.controller.info
     assert info.target_path == server.url and info.speculation == "ngram"
-    assert window.header.state_label.text().startswith(f"target on {server.url}")
+    assert server.url in window.header.model_combo.line.toolTip()  # the picker names the server
+    assert window.header.state_label.text().startswith("The server decides its speed-up")
     assert window.controller.worker_pid is None  # no engine process here
     assert not window.header.speed_combo.isEnabled() and not window.choose_draft_action.isEnabled()
     assert window.header.speed_combo.toolTip() == window.choose_draft_action.toolTip() == LOCAL_ONLY_TIP
@@ -417,7 +418,8 @@ def test_window_says_when_nothing_listens_and_uses_the_server_once_it_does(
             ("assistant", "complete"),
         ]
         assert window.controller.info is not None and window.controller.info.target_path == url
-        assert window.header.state_label.text().startswith(f"target on {url}")
+        assert url in window.header.model_combo.line.toolTip()  # the picker names the server
+        assert window.header.state_label.text().startswith("The server decides its speed-up")
         # The picker and the suggested tasks no longer say the server is unavailable.
         assert not window.header.model_combo.line.text().startswith("Server unavailable")
         assert window.chat.empty_state.refusal("Repeat a paragraph exactly") == ""

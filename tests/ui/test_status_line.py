@@ -118,6 +118,9 @@ def test_the_picker_names_the_servers_model_in_use(qtbot, open_window, tiny_targ
         said = f"looper · on {url.removeprefix('http://')}"  # the model the server lists
         assert picker.line.text() == said and f"{url}/v1" in picker.line.toolTip()
         assert picker.fontMetrics().horizontalAdvance(said) <= picker.line.width()  # not cut
+        # Said once: the line beside the pickers does not name the server's model again.
+        qtbot.waitUntil(lambda: "decides its speed-up" in window.header.state_label.text())
+        assert "looper" not in window.header.state_label.text()
         window.header.refresh_models()  # the list opened: the local models still there to choose
         local = picker.index_of(str(tiny_target))
         assert local >= 0 and picker.line.text() == said

@@ -54,9 +54,9 @@ def _kind(draft: DraftChoice) -> SpeedUp:
 def pair_words(info: EngineInfo) -> str:
     """The loaded pair's state as the header says it, from the engine's values (the model's
     name is the model picker's)."""
-    if info.server:
-        how = f", drafting with {info.draft_name}" if info.draft_name else ""
-        return f"{info.target_name} on {info.server}{how} (the server decides its speed-up)"
+    if info.server:  # (the picker names its model and host)
+        how = f"; it drafts with {info.draft_name}" if info.draft_name else ""
+        return f"The server decides its speed-up{how}"
     if info.speculation is Speculation.DRAFT and info.draft.model:
         pair = f"{_draft_said(info)} guesses ahead (same vocabulary: compatible)"
     elif info.speculation is Speculation.NGRAM:
