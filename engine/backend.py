@@ -23,21 +23,14 @@ _log_lock = threading.Lock()  # two models may load at once (a draft model besid
 
 def _quiet_llama_logs() -> None:
     """Drop llama.cpp's log lines: the CLI's stderr carries Tandem's own messages only."""
-    with _log_lock:
-        if _log_callback is None:
-            _set_log_callback()
-
-
-def _set_log_callback() -> None:
     global _log_callback
     import llama_cpp
 
-    def _drop(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
-        return None
-
-    as_callback: Any = llama_cpp.llama_log_callback  # a ctypes CFUNCTYPE, unannotated
-    _log_callback = as_callback(_drop)
-    llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
+    with _log_lock:
+        if _log_callback is None:
+            as_callback: Any = llama_cpp.llama_log_callback  # a ctypes CFUNCTYPE, unannotated
+            _log_callback = as_callback(lambda level, text, user_data: None)
+            llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
 
 
 # A prompt is read (a decode without logits) in chunks of at most this many parameter-rows of
@@ -119,10 +112,8 @@ class LlamaRunner:
             self._progress_callback = llama_cpp.llama_progress_callback(report)
             model_params.progress_callback = self._progress_callback
         try:
-            # verbose=True: llama.cpp's log already goes nowhere (_quiet_llama_logs), and the
-            # wrapper's quiet mode points the process's stdout and stderr at /dev/null during the
-            # load, which two loads at once (a draft model beside its target) restore wrongly:
-            # the process's output then stays lost.
+            # verbose=True: the log goes nowhere already, and the wrapper's quiet mode redirects the
+            # process's stdout and stderr, which two loads at once restore wrongly.
             self.model = LlamaModel(path_model=path, params=model_params, verbose=True)
         except ValueError as e:
             if cancel is not None and cancel.is_set():

@@ -36,12 +36,11 @@ class ChatEngine(Protocol):
     """What chat needs of an engine (engine.session.Engine has it): its tokenizer, its chat
     template, its context, its reply memory, and generation."""
 
-    @property
-    def n_ctx(self) -> int: ...
+    n_ctx: int
+    memory: TextIndex
+
     @property
     def has_chat_template(self) -> bool: ...
-    @property
-    def memory(self) -> TextIndex: ...
     @property
     def penalty_exempt_tokens(self) -> frozenset[int]: ...
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]: ...
@@ -148,18 +147,17 @@ PROMPT_OVERHEAD_TOKENS = 16
 class TokenCounts:
     """Token counts of message texts, kept between replies (one engine's tokenizer): a long
     conversation's old messages are counted once, not again at every turn. Bounded: the least
-    recently used go first."""
+    recently used of 4,096 go first."""
 
-    def __init__(self, max_entries: int = 4096) -> None:
+    def __init__(self) -> None:
         self._counts: OrderedDict[str, int] = OrderedDict()
-        self._max = max_entries
 
     def count(self, engine: ChatEngine, text: str) -> int:
         n = self._counts.get(text)
         if n is None:
             n = len(engine.tokenize(text, add_special=False, parse_special=False))
             self._counts[text] = n
-            if len(self._counts) > self._max:
+            if len(self._counts) > 4096:
                 self._counts.popitem(last=False)
         else:
             self._counts.move_to_end(text)
@@ -304,11 +302,10 @@ def tokenize_chat(
     markers are control tokens: a document holding "<|im_end|>" cannot end the user's turn. The
     template is rendered around placeholders to find its own text; where it changes a message's
     text more than trimming it, the whole prompt is tokenized as written (logged)."""
+    text = chat_prompt(engine, messages, system_prompt)
     if not engine.has_chat_template:
-        text = transcript(system_prompt, messages)
         return text, list(engine.tokenize(text, parse_special=False))
     chat = _chat(messages, system_prompt)
-    text = str(engine.format_chat(chat))
     skeleton = str(
         engine.format_chat([{"role": m["role"], "content": f"\ue000{i}\ue001"} for i, m in enumerate(chat)])
     )

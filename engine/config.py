@@ -38,12 +38,9 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class DraftChoice:
-    """The draft choice: plain decoding, n-gram lookup, or a draft model.
-
-    Read once from what a user typed (`DraftChoice.parse`: the command line, the settings file, the
-    window's choices) and handed on as this value down to the engine. A draft model's `model`
-    is its GGUF file, or the name of a model the app makes on first use (`default`...:
-    app.library.model_spec.resolve_draft turns it into a file before the engine loads it)."""
+    """The draft choice: plain decoding, n-gram lookup, or a draft model, read once from what a
+    user typed (`parse`) and handed down as this value. A draft model's `model` is its GGUF file,
+    or the name of one the app makes on first use (app.library.model_spec.resolve_draft)."""
 
     kind: Speculation = Speculation.NONE
     model: str = ""  # with kind DRAFT only
@@ -87,9 +84,8 @@ class EngineConfig:
     # the draft model stays on this machine.
     rpc_servers: tuple[str, ...] = ()
     n_batch: int = 512
-    # The longest draft the adaptive controller may choose. 63 drafts and the pending token make
-    # a 64-row verify batch: llama.cpp's CPU kernels work in tiles, and one row more costs more
-    # than it gives (AVX2, Gemma 3 270M: 65 rows 403-442 ms, 64 rows 365-379, 66 rows 379-408).
+    # The longest draft the adaptive controller may choose: with the pending token, a 64-row verify
+    # batch (llama.cpp's CPU kernels work in tiles: 65 rows cost 10% more than 64).
     draft_max: int = DRAFT_MAX
     adaptive: bool = True  # False: always draft draft_max tokens
     # A draft model stops drafting where its top token is less likely than this (0: where its

@@ -1,7 +1,5 @@
-"""Errors a user can act on.
-
-Every error carries one sentence written for the person at the keyboard. Only the edges
-(the CLI, the app's worker) turn them into text; inside the engine they stay typed.
+"""Errors a user can act on: each carries one sentence written for the person at the keyboard.
+Only the edges (the CLI, the app's worker) turn them into text; inside the engine they stay typed.
 """
 
 from __future__ import annotations
@@ -135,14 +133,9 @@ class IncompatiblePairError(TandemError):
     kind = ErrorKind.INCOMPATIBLE_PAIR
 
     def __init__(self, rule: str, target_value: object, draft_value: object) -> None:
-        self.rule = rule
-        self.target_value = target_value
-        self.draft_value = draft_value
+        self.rule, self.target_value, self.draft_value = rule, target_value, draft_value
+        self.refusal = PairRefusal(rule, target_value, draft_value)
         super().__init__(f"the draft model cannot draft for this target: {self.refusal.describe()}")
-
-    @property
-    def refusal(self) -> PairRefusal:
-        return PairRefusal(self.rule, self.target_value, self.draft_value)
 
 
 class PromptTooLongError(TandemError):

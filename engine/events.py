@@ -296,13 +296,10 @@ def _by_source(speculation: Speculation, counts: Mapping[str, int]) -> dict[Draf
 
 @dataclass(frozen=True)
 class StatsRecord(Stats):
-    """One reply's numbers as they are kept and shown: a Stats snapshot (its fields) with its
-    rates kept as numbers, how the reply ended and the plain speed it is compared with.
-
-    It is what the conversation store holds as JSON (`as_dict`), read back by `from_dict`, which
-    takes any record older code wrote (a missing number reads as 0, a missing rate as unknown)
-    and keeps the keys it does not know (e.g. the window's sparkline) in `extras`. The rates are
-    fields here (Stats works them out): a server gives its rates, not always the times behind them."""
+    """One reply's numbers as kept and shown: a Stats snapshot with its rates as fields (a server
+    gives its rates, not always the times behind them), how the reply ended and the plain speed it
+    is compared with. The store keeps it as JSON (`as_dict`); `from_dict` reads any record older
+    code wrote (a missing number reads as 0) and keeps keys it does not know in `extras`."""
 
     acceptance_rate: float = 0.0
     mean_accepted_length: float = 0.0

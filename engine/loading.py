@@ -1,15 +1,10 @@
 """A model loading on a thread of its own, beside other work.
 
-A draft model is loaded this way while its target loads (engine.session): a load is mostly
-one core's work (reading the file, repacking weights, making the context) and the target's load
-and its header's reading leave the other core idle, so on 2 cores the draft's load is hidden
-behind the target's rather than paid inside the first reply (docs/design-engine.md, "Measured").
-llama.cpp calls release the GIL, so the thread runs beside Python work too.
-
-The thread never outlives its owner's close: `cancel` stops the load at llama.cpp's next
-progress report (engine.backend.LoadCancelled) and waits for the thread, and a model it loaded
-all the same is freed. A native crash in the load takes the process down as a crash in the
-main thread would: the app loads models in its worker process (app.host.worker) for that.
+A draft model loads this way while its target loads (engine.session): a load is mostly one core's
+work, so on 2 cores it is hidden behind the target's rather than paid inside the first reply
+(llama.cpp calls release the GIL). The thread never outlives its owner's close: `cancel` stops the
+load at llama.cpp's next progress report and waits for it, and a model loaded all the same is
+freed. (A native crash takes the process down: the app loads models in its worker process.)
 """
 
 from __future__ import annotations

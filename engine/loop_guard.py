@@ -37,9 +37,7 @@ def line_key(line: str) -> str:
 class LineRepeats:
     """Lines told again and again apart from their numbering (module docstring)."""
 
-    def __init__(self, min_tokens: int = MIN_LINE_TOKENS, tellings: int = LINE_TELLINGS) -> None:
-        self.min_tokens = min_tokens
-        self.tellings = tellings
+    def __init__(self) -> None:
         self._line = bytearray()  # the line being written
         self._n_tokens = 0  # ...its tokens so far
         self._last = ""  # the last line long enough to count, as compared
@@ -47,7 +45,7 @@ class LineRepeats:
 
     def add(self, text: bytes, n_tokens: int = 1) -> bool:
         """The next token's text (n_tokens: tokens it stands for); True where the reply's last
-        lines are one line told `tellings` times."""
+        lines are one line told LINE_TELLINGS times."""
         self._line += text
         self._n_tokens += n_tokens
         if b"\n" not in text:
@@ -65,11 +63,11 @@ class LineRepeats:
         key = line_key(line)
         if not key:
             return False  # a blank line (or a bare number) between items does not break a run
-        if n_tokens >= self.min_tokens and key == self._last:
+        if n_tokens >= MIN_LINE_TOKENS and key == self._last:
             self._told += 1
         else:
-            self._last, self._told = (key, 1) if n_tokens >= self.min_tokens else ("", 0)
-        return self._told >= self.tellings
+            self._last, self._told = (key, 1) if n_tokens >= MIN_LINE_TOKENS else ("", 0)
+        return self._told >= LINE_TELLINGS
 
 
 class LoopGuard:

@@ -1,8 +1,5 @@
-"""Can this draft model draft for this target? Decided from GGUF metadata, before loading.
-
-The rules are llama.cpp's own (common/speculative.cpp, common_speculative_are_compatible):
-same vocabulary type; the same add-BOS flag, and the same BOS id where BOS is added; the same
-for EOS; vocabulary sizes within 128; identical token text from id 5 on. The error names the rule that failed, with both values.
+"""Can this draft model draft for this target? Decided from GGUF metadata, before loading, by
+llama.cpp's own rules (common_speculative_are_compatible in common/speculative.cpp).
 """
 
 from __future__ import annotations
@@ -12,11 +9,6 @@ from engine.gguf_info import GGUFInfo
 
 VOCAB_MAX_SIZE_DIFFERENCE = 128
 VOCAB_CHECK_START_TOKEN_ID = 5
-
-
-def _add_bos_default(info: GGUFInfo) -> bool:
-    # llama.cpp adds BOS by default for SentencePiece vocabularies ("llama") only.
-    return info.vocab_type == "llama"
 
 
 def _flag(info: GGUFInfo, key: str, default: bool) -> bool:
@@ -34,11 +26,13 @@ def check_pair(target: GGUFInfo, draft: GGUFInfo) -> None:
         raise IncompatiblePairError(
             "vocabulary type (tokenizer.ggml.model)", target.vocab_type, draft.vocab_type
         )
+    # llama.cpp adds BOS by default for SentencePiece vocabularies ("llama", the draft's too) only.
+    sentencepiece = target.vocab_type == "llama"
     for name, flag_key, id_key, default in (
-        ("BOS", "tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id", _add_bos_default),
-        ("EOS", "tokenizer.ggml.add_eos_token", "tokenizer.ggml.eos_token_id", lambda _: False),
+        ("BOS", "tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id", sentencepiece),
+        ("EOS", "tokenizer.ggml.add_eos_token", "tokenizer.ggml.eos_token_id", False),
     ):
-        add_t, add_d = _flag(target, flag_key, default(target)), _flag(draft, flag_key, default(draft))
+        add_t, add_d = _flag(target, flag_key, default), _flag(draft, flag_key, default)
         if add_t != add_d:
             raise IncompatiblePairError(f"add-{name} flag ({flag_key})", add_t, add_d)
         id_t, id_d = target.metadata.get(id_key), draft.metadata.get(id_key)

@@ -38,10 +38,8 @@ class CacheUse:
 
 
 def cache_use(runner: _Runner, prompt: Sequence[int], on_change: Reread = Reread.CHANGED) -> CacheUse:
-    """The reuse the engine's prefill will make (engine.speculative reads prompt[:-1] after the
-    common prefix; a model that cannot drop a tail starts over instead). on_change: the reason
-    to give where the cache held text the prompt does not continue (the caller knows what the
-    conversation changed; engine.events.Reread.NONE where that is expected)."""
+    """The reuse the engine's prefill will make (engine.speculative). on_change: the reason to give
+    where the cache held text the prompt does not continue (the caller knows what changed)."""
     n_cached = len(runner.tokens)
     n_common = runner.common_prefix(prompt[:-1])
     if n_common >= n_cached:  # the cache is a prefix of the prompt: only what is new is read
@@ -106,9 +104,8 @@ class _Watch:
         self.report(self.reading(n_processed))
 
 
-# Chunks timed before the time left leans on a slope (a token costing more the more the cache
-# holds): from two or three, a busy machine's noise made one that said 226 s left where 60 s were
-# (a 1.5B stand-in whose second chunk took 4.8 s against the first's 3.2 s: tools/lab/reading_progress.py).
+# Chunks timed before the time left leans on a slope: from two or three, a busy machine's noise
+# said 226 s left where 60 s were (tools/lab/reading_progress.py).
 SLOPE_MIN_CHUNKS = 4
 
 
@@ -139,8 +136,8 @@ def watch_reading(
     to the first text in every Stats, and the reading reported to `report` as it goes."""
     started = time.perf_counter()
     use = cache_use(runner, prompt, on_change)
-    watch = _Watch(runner, len(prompt), use, report) if report is not None else None
-    if watch is not None:
+    if report is not None:
+        watch = _Watch(runner, len(prompt), use, report)
         watch.report(watch.reading(use.n_kept))
 
         def on_read(n_done: int, n_total: int) -> None:
@@ -163,8 +160,7 @@ def watch_reading(
             elif isinstance(event, Finished):
                 stats = dataclasses.replace(event.stats, reread=use.reread, first_token_s=first_token_s)
                 event = dataclasses.replace(event, stats=stats)
-            if runner.on_read is not None:
-                runner.on_read = None
+            runner.on_read = None
             yield event
     finally:
         runner.on_read = None

@@ -118,26 +118,20 @@ def _connect(endpoint: str, timeout_s: float) -> socket.socket:
         raise RpcError(
             f"cannot find the RPC server {endpoint}: the host name {host!r} does not resolve"
         ) from e
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.settimeout(timeout_s)
     try:
-        sock.connect((address, port))
+        return socket.create_connection((address, port), timeout_s)
     except ConnectionRefusedError as e:
-        sock.close()
         raise RpcError(
             f"nothing is listening at {endpoint} (connection refused): start `tandem rpc-server "
             f"--host {host} --port {port}` on that machine, or check the address"
         ) from e
     except TimeoutError as e:
-        sock.close()
         raise RpcError(
             f"the RPC server {endpoint} did not accept a connection within {timeout_s:.0f} s "
             "(unreachable, or a firewall drops it)"
         ) from e
     except OSError as e:
-        sock.close()
         raise RpcError(f"cannot reach the RPC server {endpoint}: {e.strerror or e}") from e
-    return sock
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -153,10 +147,8 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 def check_server(
     endpoint: str, connect_timeout_s: float = CONNECT_TIMEOUT_S, answer_timeout_s: float = ANSWER_TIMEOUT_S
 ) -> tuple[int, int, int]:
-    """Connect and do the RPC HELLO handshake as ggml would; the server's protocol version.
-
-    Raises RpcError with a sentence naming the address for everything ggml would abort on.
-    """
+    """Connect and do the RPC HELLO handshake as ggml would; the server's protocol version. Raises
+    RpcError with a sentence naming the address for everything ggml would abort on."""
     want = ".".join(map(str, PROTOCOL))
     sock = _connect(endpoint, connect_timeout_s)
     try:
@@ -393,11 +385,8 @@ _stderr_fd: int | None = None
 
 
 def set_abort_reporter(reporter: Callable[[str], None] | None) -> None:
-    """Who hears the sentence when ggml aborts the process (default: `error: ...` on stderr).
-
-    It runs on whatever thread ggml aborted on (often its RPC dispatcher thread), just before the
-    process exits with ABORT_EXIT_CODE.
-    """
+    """Who hears the sentence when ggml aborts the process (default: `error: ...` on stderr), on
+    whatever thread ggml aborted on, just before the process exits with ABORT_EXIT_CODE."""
     global _reporter
     _reporter = reporter
 

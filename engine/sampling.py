@@ -139,13 +139,9 @@ _GATHER_MAX = 4096
 
 
 def accept_draft(p: Dist, token: int, q: Dist, rng: np.random.Generator) -> tuple[bool, int | None]:
-    """The speculative sampling rule for one token sampled from the draft's distribution.
-
-    p: target distribution at this position, q: the draft's. Accept with probability
-    min(1, p/q); on rejection return a token from the normalised residual max(0, p - q).
-    Either way the emitted token is distributed exactly as p (Leviathan et al. 2023, Chen
-    et al. 2023). Deterministic drafts don't come here: see Dist.sample_keyed.
-    """
+    """The speculative sampling rule for one token sampled from the draft's distribution q: accept
+    with probability min(1, p/q), else return a token from the normalised residual max(0, p - q),
+    so the emitted token is distributed exactly as p (Leviathan et al. 2023, Chen et al. 2023)."""
     p_tok = p.prob(token)
     q_tok = q.prob(token)
     if q_tok > 0.0 and rng.random() < min(1.0, p_tok / q_tok):

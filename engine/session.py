@@ -340,9 +340,6 @@ class Engine:
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
         return self.target.tokenize(text, add_special, parse_special)
 
-    def count_tokens(self, text: str) -> int:
-        return len(self.tokenize(text))
-
     @property
     def has_chat_template(self) -> bool:
         return self.info_target.chat_template is not None
@@ -400,15 +397,11 @@ class Engine:
         use_memory: bool = True,
         document_spans: tuple[tuple[int, int], ...] = (),
     ) -> Iterator[Event]:
-        """Stream a reply: TextPiece and Stats events, then one Finished.
-
-        Raises PromptTooLongError (before the first event) when the prompt leaves no room.
-        speculate=False forces plain decoding for this call; None uses the current draft.
-        use_memory=False: this reply neither drafts from earlier replies nor is kept for later
-        ones (Compare: the speculative run must not draft from its plain twin's reply).
-        document_spans: token ranges of the prompt that hold attached documents (engine.chat's
-        document_token_spans): drafts matched there say so (TextPiece.source).
-        """
+        """Stream a reply: TextPiece and Stats events, then one Finished; PromptTooLongError before
+        the first event where the prompt leaves no room. speculate=False: plain decoding for this
+        call. use_memory=False: the reply neither drafts from earlier replies nor is kept (Compare's
+        speculative run must not draft from its plain twin's). document_spans: token ranges of the
+        prompt holding attached documents (engine.chat.document_token_spans: TextPiece.source)."""
         tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
         if not tokens:
             raise TandemError("the prompt is empty")

@@ -114,12 +114,9 @@ class _Mark:
 
 
 class SpeakerStop:
-    """Streaming form of cut_reply: feed it text as it comes, show only what it returns.
-
-    Held back until it is safe: leading whitespace (dropped), trailing whitespace, and a line
-    that could still become a speaker line. Pieces keep their draft flag (the window's tint).
-    marker: a line starting with it ends the reply too (see transcript_marker).
-    """
+    """Streaming form of cut_reply: feed it text as it comes, show only what it returns. Held back
+    until safe: leading whitespace (dropped), trailing whitespace, and a line that could still
+    become a speaker line. Pieces keep their draft flag and source (the window's tint)."""
 
     def __init__(self, marker: str = "") -> None:
         self.marker = marker

@@ -351,13 +351,8 @@ def accept(
     rng: np.random.Generator,
     seed: int,
 ) -> tuple[list[int], int]:
-    """Tokens this step emits (accepted drafts, then the target's own) and how many were drafted.
-
-    rows[i] is the target's distribution after draft[:i]. Greedy: drafts are kept while they are
-    the target's argmax (greedy_choices). A sampled draft: the min(1, p/q) rule with the draft's
-    own q (engine.sampling.accept_draft). A deterministic draft at temperature > 0: kept while it
-    equals the target's keyed sample at its position (Dist.sample_keyed), so the text is the one
-    plain decoding samples with the same seed."""
+    """Tokens this step emits (accepted drafts, then the target's own) and how many were drafted,
+    by the rules the module's docstring gives (rows[i]: the target's distribution after draft[:i])."""
     if params.is_greedy and params.repeat_penalty == 1.0:
         choices = greedy_choices(rows, draft.tokens)  # the accepted drafts, then the target's own
         return choices, len(choices) - 1
