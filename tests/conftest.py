@@ -21,6 +21,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # (ui/presenters/presenter.py) instead of becoming a notice: a test meeting one fails.
 os.environ.setdefault("TANDEM_STRICT", "1")
 
+from PySide6.QtCore import QCoreApplication, QEvent  # noqa: E402
+
 from tests.tiny import write_tiny_model  # noqa: E402
 from ui.qt.gc_on_gui_thread import collect_due  # noqa: E402
 from ui.qt.pyside_refcount_fix import immortalize_singletons  # noqa: E402
@@ -90,6 +92,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(autouse=True)
 def collect_on_the_gui_thread() -> Iterator[None]:
     yield
+    # The widgets qtbot closed are deleted now, not whenever an event loop next runs: a window
+    # left alive is restyled with the next test's (its theme sets the application's style sheet).
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
     collect_due(THRESHOLD)
 
 
@@ -196,9 +201,14 @@ def wait_reply(qtbot):  # type: ignore[no-untyped-def]
     return wait
 
 
+# Models the tests assemble from the embedded one, kept between test sessions beside the
+# Makefile's wheel cache: the F16 copy takes ~15 s to make, each session.
+MODEL_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tandem" / "test-models"
+
+
 @pytest.fixture(scope="session")
 def gemma_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The embedded Gemma 3 270M (and its F16 copy) assembled once per test session.
+    """The embedded Gemma 3 270M assembled once per test session.
 
     Reuses an already assembled copy from the user's models folder to save a minute.
     """
@@ -207,9 +217,8 @@ def gemma_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     folder = tmp_path_factory.mktemp("gemma")
     cached = Path(os.path.expanduser("~/.local/share/Tandem/models"))
-    for name in (DEFAULT_MODEL_NAME, "gemma-3-270m-f16.gguf"):
-        if (cached / name).is_file():
-            os.symlink(cached / name, folder / name)
+    if (cached / DEFAULT_MODEL_NAME).is_file():
+        os.symlink(cached / DEFAULT_MODEL_NAME, folder / DEFAULT_MODEL_NAME)
     return folder
 
 
@@ -221,10 +230,22 @@ def gemma_q4(gemma_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def gemma_f16(gemma_dir: Path) -> Path:
-    from tools.lab.models import ensure_default_f16  # a lab model (the product names none)
+def gemma_f16(gemma_dir: Path, gemma_q4: Path) -> Path:
+    """The lab's F16 copy of the embedded model (the product names none), made once into
+    MODEL_CACHE under a name that changes with its source model and the code that makes it."""
+    import hashlib
 
-    return ensure_default_f16(gemma_dir)
+    from app.library.default_model import DEFAULT_MODEL_SHA256
+    from tools.lab.models import write_f16_copy
+
+    maker = hashlib.sha256((DEFAULT_MODEL_SHA256 + inspect.getsource(write_f16_copy)).encode())
+    kept = MODEL_CACHE / f"gemma-3-270m-f16-{maker.hexdigest()[:12]}.gguf"
+    if not kept.is_file():
+        MODEL_CACHE.mkdir(parents=True, exist_ok=True)
+        write_f16_copy(gemma_q4, kept)  # written to a .part file, then renamed into place
+    link = gemma_dir / "gemma-3-270m-f16.gguf"
+    link.symlink_to(kept)
+    return link
 
 
 @pytest.fixture
