@@ -253,21 +253,11 @@ _RATES = (("acceptance_rate", 4), ("mean_accepted_length", 3), ("prefill_tokens_
           ("decode_tokens_per_s", 2), ("llama_fraction", 4))  # fmt: skip
 
 
-def _finite(value: object) -> float | None:
-    """A real, finite number, or None (JSON's NaN and Infinity, read back from a file, are not)."""
+def _number(value: object) -> float:
+    """A real, finite number (an int as it is), else 0 (JSON's NaN and Infinity are not)."""
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return value
-    return None
-
-
-def _number(value: object, default: float) -> float:
-    number = _finite(value)
-    return float(number) if number is not None else default
-
-
-def _count(value: object) -> int:
-    number = _finite(value)
-    return int(number) if number is not None else 0
+    return 0
 
 
 _ENUMS: dict[str, type[StrEnum]] = {"speculation": Speculation, "reread": Reread, "note_kind": DraftingState}
@@ -327,7 +317,7 @@ class StatsRecord(Stats):
         for key, value in record.items():
             f = known.get(key)
             if key in _SOURCE_KEYS:
-                counts[key] = _count(value)
+                counts[key] = int(_number(value))
             elif f is None:
                 extras[key] = value
             elif key in _ENUMS:
@@ -337,11 +327,11 @@ class StatsRecord(Stats):
             elif key == "stop_reason":
                 values[key] = value if isinstance(value, str) else None
             elif key in ("plain_tokens_per_s_est", "plain_tokens_per_s"):
-                values[key] = _number(value, 0.0) or None
+                values[key] = float(_number(value)) or None
             elif isinstance(f.default, int):
-                values[key] = _count(value)
+                values[key] = int(_number(value))
             else:
-                values[key] = _number(value, 0.0)
+                values[key] = float(_number(value))
         counts.update((k, values[k]) for k in ("n_drafted", "n_accepted") if k in values)
         by_source = _by_source(values.get("speculation", Speculation.NONE), counts)
         return cls(**values, by_source=by_source, extras=extras)

@@ -44,9 +44,8 @@ def _ends_reply(line: str, marker: str) -> bool:
 
 
 def find_speaker_line(text: str, marker: str = "") -> int | None:
-    """Where a base model's reply ends: the start of its first speaker line after the first line
-    (the first line continues "Assistant:"), outside fenced code blocks; None if there is none.
-    A line starting with `marker` (see transcript_marker) counts as one."""
+    """Where a base model's reply ends: the start of its first speaker line (or one starting with
+    `marker`) after the first line, which continues "Assistant:", outside fenced code; or None."""
     in_fence = False
     start = text.find("\n") + 1
     if start == 0:

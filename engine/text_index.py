@@ -23,6 +23,7 @@ from collections.abc import Sequence
 # token costs O(1) even in text that repeats one token a thousand times.
 _LATEST_UPDATES = 8
 WINDOW = 1 << 18  # 262,144 tokens: the automaton covers the last 256-512 Ki tokens
+_NO_MORE: dict[int, int] = {}  # (never written)
 
 
 class SuffixAutomaton:
@@ -53,10 +54,7 @@ class SuffixAutomaton:
     def _next(self, state: int, token: int) -> int:
         if self._to[state] >= 0 and self._tok[state] == token:
             return self._to[state]
-        more = self._more.get(state)
-        if more is None:
-            return -1
-        return more.get(token, -1)
+        return self._more.get(state, _NO_MORE).get(token, -1)
 
     def _set(self, state: int, token: int, target: int) -> None:
         if self._to[state] < 0 or self._tok[state] == token:
