@@ -242,7 +242,8 @@ def gemma_f16(gemma_dir: Path, gemma_q4: Path) -> Path:
     kept = MODEL_CACHE / f"gemma-3-270m-f16-{maker.hexdigest()[:12]}.gguf"
     if not kept.is_file():
         MODEL_CACHE.mkdir(parents=True, exist_ok=True)
-        write_f16_copy(gemma_q4, kept)  # written to a .part file, then renamed into place
+        # A name of this session's own, renamed into place: two sessions may make it at once.
+        os.replace(write_f16_copy(gemma_q4, kept.with_name(f"{os.getpid()}-{kept.name}")), kept)
     link = gemma_dir / "gemma-3-270m-f16.gguf"
     link.symlink_to(kept)
     return link
