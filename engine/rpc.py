@@ -20,16 +20,22 @@ import contextlib
 import ctypes
 import functools
 import ipaddress
+import logging
 import os
 import re
 import socket
 import struct
 import sys
+import threading
+import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from engine.errors import ErrorKind, TandemError
+
+log = logging.getLogger(__name__)
 
 # RPC_PROTO_*_VERSION in the vendored ggml/include/ggml-rpc.h (llama-cpp-python 0.3.36). A server
 # answers the HELLO with its own version; the client accepts the same major and a minor <= its own.
@@ -589,13 +595,6 @@ class Watchdog:
     every second or so. The runner (engine.backend.LlamaRunner) is held weakly."""
 
     def __init__(self, endpoints: Sequence[str], runner: Any) -> None:
-        import logging
-        import threading
-        import time
-        import weakref
-
-        self._log = logging.getLogger(__name__)
-        self._time = time
         self.endpoints = tuple(endpoints)
         self.silence_s, self.stall_floor_s = watchdog_settings()
         self._runner = weakref.ref(runner)
@@ -610,7 +609,7 @@ class Watchdog:
     def arm(self) -> None:
         """Find the engine's connections and set keepalive on the ones not yet armed."""
         self._connections = engine_connections(self._peers)
-        now = self._time.monotonic()
+        now = time.monotonic()
         for fds in self._connections.values():
             for fd in fds:
                 if fd not in self._armed and arm_keepalive(fd, self.silence_s):
@@ -623,7 +622,7 @@ class Watchdog:
         """How long the server has said nothing on the engine's connection (at most since it was
         armed: before, nothing asked it to answer); None if unknown."""
         heard: list[float] = []
-        now = self._time.monotonic()
+        now = time.monotonic()
         for fd in self._connections.get(endpoint, []):
             ago = heard_ago(fd)
             if ago is not None:
@@ -642,7 +641,7 @@ class Watchdog:
             if not started:
                 reported_at = 0.0
                 continue
-            running = self._time.perf_counter() - started
+            running = time.perf_counter() - started
             if running < max(self.stall_floor_s, STALL_FACTOR * slowest):
                 continue
             if any(not self._connections.get(e) for e in self._peers):
@@ -659,7 +658,7 @@ class Watchdog:
             if running >= 2 * reported_at:  # logged with back-off: at 1x, 2x, 4x ... the first look
                 reported_at = running
                 heard = ", ".join(f"{e} {s:.1f} s ago" for e, s in silent.items()) or "unknown"
-                self._log.info(
+                log.info(
                     "a llama call has run %.1f s; the RPC servers still answer (last heard: %s)",
                     running,
                     heard,
