@@ -13,7 +13,6 @@ very tokens (a ChatPrompt), not its text again.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 import threading
@@ -342,19 +341,6 @@ def remember_exchanges(engine: ChatEngine, exchanges: Sequence[tuple[str, str]])
     return kept
 
 
-# With SPARE_DOCUMENTS the repetition penalty spares every token of a prompt's documents (which a
-# copy needs). Off: it made sampled replies repeat more, not copy more (docs/user/documents.md).
-SPARE_DOCUMENTS = False
-
-
-def document_penalty_exempt(engine: ChatEngine, prompt: ChatPrompt) -> frozenset[int]:
-    """The repetition penalty's exemptions for a prompt with documents: the engine's own (line
-    breaks, speaker names) and every token of the documents."""
-    tokens = prompt.tokens
-    in_documents = {t for start, end in prompt.document_spans for t in tokens[start:end]}
-    return frozenset(engine.penalty_exempt_tokens) | frozenset(in_documents)
-
-
 def generate_reply(
     engine: ChatEngine,
     prompt: str | list[int] | ChatPrompt,
@@ -371,14 +357,6 @@ def generate_reply(
     document_spans: tuple[tuple[int, int], ...] = ()
     if isinstance(prompt, ChatPrompt):
         document_spans = prompt.document_spans
-        if (
-            SPARE_DOCUMENTS
-            and document_spans
-            and params
-            and params.repeat_penalty != 1.0
-            and not params.penalty_exempt
-        ):
-            params = dataclasses.replace(params, penalty_exempt=document_penalty_exempt(engine, prompt))
         prompt = list(prompt.tokens)
     flag = None if engine.has_chat_template else StopEvent(cancel)
     events = engine.generate(

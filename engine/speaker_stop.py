@@ -1,8 +1,8 @@
 """A base model's reply ends at its first new speaker line (engine/chat.py writes the transcript
 it continues): the first line that starts with a name and a colon (`Student:`, `Q:`), or with the
 transcript's own first words (it starts over), outside fenced code blocks, whitespace trimmed.
-`cut_reply` says it of a whole text; `SpeakerStop` while the reply streams, holding back what
-could still become such a line; `stop_at_speaker_lines` applies it to an engine's events.
+`SpeakerStop` says it while the reply streams, holding back what could still become such a
+line (tests/app/test_chat.py's `cut_reply` says it of a whole text, the rule it is checked against); `stop_at_speaker_lines` applies it to an engine's events.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ _SPEAKER = re.compile(r"\w[\w ]{0,30}:(?=\s|$)")
 _SPEAKER_SO_FAR = re.compile(r"\w[\w ]{0,30}:\s")  # the same on a line still being written
 # What could still grow into one: a partial name, maybe with its colon.
 _SPEAKER_PREFIX = re.compile(r"\w[\w ]{0,30}:?")
-_FENCE = re.compile(r" {0,3}(```|~~~)")
+FENCE = re.compile(r" {0,3}(```|~~~)")
 
 
 def is_speaker_line(line: str) -> bool:
@@ -39,33 +39,8 @@ def transcript_marker(prompt: str) -> str:
     return marker if len(marker) >= MIN_MARKER_CHARS else ""
 
 
-def _ends_reply(line: str, marker: str) -> bool:
+def ends_reply(line: str, marker: str) -> bool:
     return is_speaker_line(line) or bool(marker and line.startswith(marker))
-
-
-def find_speaker_line(text: str, marker: str = "") -> int | None:
-    """Where a base model's reply ends: the start of its first speaker line (or one starting with
-    `marker`) after the first line, which continues "Assistant:", outside fenced code; or None."""
-    in_fence = False
-    start = text.find("\n") + 1
-    if start == 0:
-        return None
-    while True:
-        end = text.find("\n", start)
-        line = text[start:] if end < 0 else text[start:end]
-        if not in_fence and _ends_reply(line, marker):
-            return start
-        if _FENCE.match(line):
-            in_fence = not in_fence
-        if end < 0:
-            return None
-        start = end + 1
-
-
-def cut_reply(text: str, marker: str = "") -> str:
-    """A base model's finished reply: up to its first speaker line, whitespace trimmed."""
-    end = find_speaker_line(text, marker)
-    return (text if end is None else text[:end]).strip()
 
 
 class _Text:
@@ -195,10 +170,10 @@ class SpeakerStop:
                 break
             if self._line_start >= 0:
                 line = raw.get(self._line_start, nl)
-                if not self._in_fence and _ends_reply(line, self.marker):
+                if not self._in_fence and ends_reply(line, self.marker):
                     self._stop_at(self._line_start)
                     return self._trimmed(self._line_start)
-                if _FENCE.match(line):
+                if FENCE.match(line):
                     self._in_fence = not self._in_fence
             self._line_start = nl + 1
         safe = len(raw)

@@ -14,7 +14,34 @@ import pytest
 from engine.chat import CHAT_SAMPLING, DEFAULT_PREAMBLE, EXAMPLE_EXCHANGE, generate_reply, transcript
 from engine.config import DraftChoice, EngineConfig, SamplingParams
 from engine.events import Finished, Stats, TextPiece
-from engine.speaker_stop import SpeakerStop, cut_reply, find_speaker_line, is_speaker_line, transcript_marker
+from engine.speaker_stop import FENCE, SpeakerStop, ends_reply, is_speaker_line, transcript_marker
+
+
+# The rule of a whole text: what SpeakerStop, streaming, must agree with.
+def find_speaker_line(text: str, marker: str = "") -> int | None:
+    """Where a base model's reply ends: the start of its first speaker line (or one starting with
+    `marker`) after the first line, which continues "Assistant:", outside fenced code; or None."""
+    in_fence = False
+    start = text.find("\n") + 1
+    if start == 0:
+        return None
+    while True:
+        end = text.find("\n", start)
+        line = text[start:] if end < 0 else text[start:end]
+        if not in_fence and ends_reply(line, marker):
+            return start
+        if FENCE.match(line):
+            in_fence = not in_fence
+        if end < 0:
+            return None
+        start = end + 1
+
+
+def cut_reply(text: str, marker: str = "") -> str:
+    """A base model's finished reply: up to its first speaker line, whitespace trimmed."""
+    end = find_speaker_line(text, marker)
+    return (text if end is None else text[:end]).strip()
+
 
 # ---------------------------------------------------------------------------------------------
 # The transcript

@@ -343,9 +343,10 @@ def test_the_documents_set_is_real_files_made_into_chat_prompts(tiny_target: Pat
 
 
 def test_the_chat_penalty_spares_the_documents_tokens(tiny_target: Path) -> None:
-    from engine.chat import build_chat_prompt, document_penalty_exempt
+    from engine.chat import build_chat_prompt
     from engine.config import EngineConfig
     from engine.session import Engine
+    from tools.lab.documents_sampling import document_penalty_exempt
 
     engine = Engine(EngineConfig(str(tiny_target), n_ctx=1024, n_threads=1))
     try:

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.store import Store
-from engine.speaker_stop import find_speaker_line
-from tests.app.test_chat import repeated_phrase
+from tests.app.test_chat import find_speaker_line, repeated_phrase
 
 pytestmark = pytest.mark.gemma
 
