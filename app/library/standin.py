@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from gguf.constants import GGML_QUANT_SIZES
 
 from app.library.documents import kv_bytes_per_token
 from engine.errors import TandemError
@@ -49,15 +50,9 @@ RAM_MARGIN_BYTES = 256 * 2**20
 CHUNK_BYTES = 16 * 2**20  # one write
 SUFFIX = ".standin.gguf"
 
-# ggml type id -> (weights per block, bytes per block)
-BLOCKS: dict[int, tuple[int, int]] = {
-    0: (1, 4), 1: (1, 2), 30: (1, 2),  # F32, F16, BF16
-    2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 9: (32, 36),  # Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q8_1
-    10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 15: (256, 292),  # Q2_K..Q8_K
-    16: (256, 66), 17: (256, 74), 18: (256, 98), 19: (256, 50), 20: (32, 18), 21: (256, 110),  # IQ2_XXS..IQ3_S
-    22: (256, 82), 23: (256, 136), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8),  # IQ2_S, IQ4_XS, I8..F64
-    29: (256, 56), 34: (256, 54), 35: (256, 66), 39: (32, 17),  # IQ1_M, TQ1_0, TQ2_0, MXFP4
-}  # fmt: skip
+# ggml type id -> (weights per block, bytes per block): the gguf package's table, the one
+# engine/gguf_info.py checks a header's tensors against.
+BLOCKS: dict[int, tuple[int, int]] = {int(k): v for k, v in GGML_QUANT_SIZES.items()}
 # Where each known quantised block keeps its fp16 scales (byte offset -> value). Weights come out
 # within a few hundredths of zero, as in a trained model, and centred: where a type adds a
 # minimum (Q4_1, Q5_1, the K-quants' dmin), it is set to cancel the mean of d * scale * q, so
