@@ -149,35 +149,6 @@ def same_text_note(report: dict[str, object]) -> str:
     return f"{note} {flips}"
 
 
-def _run(
-    engine: Engine,
-    prompt: str,
-    max_tokens: int,
-    params: SamplingParams,
-    speculate: bool,
-    again: bool = False,
-    document_spans: tuple[tuple[int, int], ...] = (),
-) -> Finished:
-    """One reply, started as a new process would (the caller resets the cost cache). again: the
-    engine keeps the earlier replies it was given (a regenerate); a plain run then neither drafts
-    from them nor is kept, so the speculative run has only the first answer to draft from."""
-    engine.reset_cache(keep_memory=again)
-    finished = None
-    use_memory = speculate or not again
-    for event in engine.generate(
-        prompt,
-        params,
-        max_tokens=max_tokens,
-        speculate=speculate,
-        use_memory=use_memory,
-        document_spans=document_spans,
-    ):
-        if isinstance(event, Finished):
-            finished = event
-    assert finished is not None
-    return finished
-
-
 @dataclass(frozen=True)
 class Timed:  # one reply: its numbers, its tokens and the whole request's seconds
     stats: Stats
@@ -193,9 +164,14 @@ def timed_reply(
     speculate: bool,
     document_spans: tuple[tuple[int, int], ...] = (),
 ) -> Timed:
-    """One reply from a fresh KV cache (`_run`), timed from asking to its last token."""
+    """One reply, started as a new process would (a fresh KV cache, the cost cache as the caller
+    left it), timed from asking to its last token (Finished, the last event)."""
     t0 = time.perf_counter()
-    finished = _run(engine, prompt, max_tokens, params, speculate, document_spans=document_spans)
+    engine.reset_cache()
+    *_, finished = engine.generate(
+        prompt, params, max_tokens=max_tokens, speculate=speculate, document_spans=document_spans
+    )
+    assert isinstance(finished, Finished)
     return Timed(finished.stats, tuple(finished.token_ids), time.perf_counter() - t0)
 
 

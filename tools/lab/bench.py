@@ -53,7 +53,6 @@ from pathlib import Path
 from app.cli.bench import (
     WARM_UP_FRESH_PROMPT,
     WARM_UP_PROMPT,
-    _run,
     document_spans_of,
     load_prompts,
     render_prompt,
@@ -81,6 +80,31 @@ from tools.lab.bench_report import PromptResult, _fmt, summarize, to_markdown
 # n-gram kinds draft little and a drafter that guesses wrong is slower than plain decoding).
 CHECKED_SETS = ("copy", "held-out", "mixed")
 CEILING_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+
+
+def _run(
+    engine: Engine,
+    prompt: str,
+    max_tokens: int,
+    params: SamplingParams,
+    speculate: bool,
+    again: bool = False,
+    document_spans: tuple[tuple[int, int], ...] = (),
+) -> Finished:
+    """One reply, started as a new process would (the caller resets the cost cache). again: the
+    engine keeps the earlier replies it was given (a regenerate); a plain run then neither drafts
+    from them nor is kept, so the speculative run has only the first answer to draft from."""
+    engine.reset_cache(keep_memory=again)
+    *_, finished = engine.generate(
+        prompt,
+        params,
+        max_tokens=max_tokens,
+        speculate=speculate,
+        use_memory=speculate or not again,
+        document_spans=document_spans,
+    )
+    assert isinstance(finished, Finished)
+    return finished
 
 
 def measure_ceiling(
