@@ -41,7 +41,7 @@ from engine.drafters import NgramDrafter
 from engine.kinds import COPY_KINDS
 from engine.replay import K_MAX, CostCurve, Trace, _matched, calibrated, load_traces, replay
 from engine.session import Engine
-from tools.lab.bench import measure_ceiling
+from tools.lab.bench import _run, measure_ceiling
 
 # --- curve and trace files; the hindsight-best ------------------------------------------------------
 
@@ -140,7 +140,7 @@ def _engine(args: argparse.Namespace, draft: DraftChoice = PLAIN_DECODING) -> En
 
 
 def record_traces(args: argparse.Namespace) -> str:
-    from app.cli.bench import WARM_UP_PROMPT, _run, load_prompts, render_prompt
+    from app.cli.bench import WARM_UP_PROMPT, load_prompts, render_prompt
     from engine.config import SamplingParams
 
     out = Path(args.out) if args.out else replay_dir() / "traces"
@@ -167,7 +167,7 @@ def record_traces(args: argparse.Namespace) -> str:
 def measure_cost_curve(args: argparse.Namespace) -> CostCurve:
     """This machine's curve: verify batches timed as the bench's ceiling is, and the work outside
     llama.cpp a step (reading each verified row; the rest, a fixed part, from a real copy reply)."""
-    from app.cli.bench import _run, load_prompts
+    from app.cli.bench import load_prompts
     from engine.config import SamplingParams
     from engine.speculative import greedy_choices
 
