@@ -204,6 +204,13 @@ def hub_endpoint() -> str:
     return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
 
 
+def hub_unreachable(reason: str, endpoint: str | None = None) -> HubUnreachableError:
+    return HubUnreachableError(
+        f"cannot reach the model hub at {endpoint or hub_endpoint()} ({reason}); check the network "
+        "connection, a proxy, or HF_ENDPOINT"
+    )
+
+
 def _is_offline() -> bool:
     from huggingface_hub import constants
 
@@ -267,10 +274,7 @@ def _hub_error(exc: BaseException, request: FileRequest, endpoint: str, has_toke
         return DownloadError(f"the hub answered HTTP {status} for {name} in {repo}; try again later")
     if isinstance(exc, httpx2.TransportError):
         reason = plain_reason(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        return HubUnreachableError(
-            f"cannot reach the model hub at {endpoint} ({reason}); check the network connection, "
-            "a proxy, or HF_ENDPOINT"
-        )
+        return hub_unreachable(reason, endpoint)
     return DownloadError(f"the download of {name} from {repo} failed: {type(exc).__name__}: {exc}")
 
 

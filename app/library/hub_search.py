@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from app.library.downloads import DEFAULT_TIMEOUT_S, HubUnreachableError, hub_endpoint
+from app.library.downloads import DEFAULT_TIMEOUT_S, hub_endpoint, hub_unreachable
 from app.library.remote_gguf import CheckCancelled
 from engine.errors import DownloadError, TandemError
 
 T = TypeVar("T")
 
 SEARCH_LIMIT = 10
+OFFLINE = "the hub is off because HF_HUB_OFFLINE is set; unset it to search"
 
 _QUANT_RE = re.compile(
     r"(?i)(?:^|[-_.])((?:I?Q\d(?:_[A-Z0-9]+)*)|BF16|F16|F32|FP16|FP32|TQ\d_\d|MXFP4(?:_MOE)?)(?=[-_.]|$)"
@@ -85,7 +86,7 @@ def _search_error(exc: BaseException, what: str) -> BaseException:
     if isinstance(exc, TandemError):
         return exc
     if isinstance(exc, OfflineModeIsEnabled):
-        return HubSearchError("the hub is off because HF_HUB_OFFLINE is set; unset it to search")
+        return HubSearchError(OFFLINE)
     if isinstance(exc, RepositoryNotFoundError):
         return HubSearchError(f"{what}: the repository was not found on the hub")
     if isinstance(exc, HfHubHTTPError):
@@ -94,10 +95,7 @@ def _search_error(exc: BaseException, what: str) -> BaseException:
     if isinstance(exc, httpx2.TimeoutException):
         return HubSearchError(f"the hub did not answer {what} in time; try again later")
     if isinstance(exc, httpx2.TransportError):
-        return HubUnreachableError(
-            f"cannot reach the model hub at {hub_endpoint()} (offline?); check the network connection, "
-            "a proxy, or HF_ENDPOINT"
-        )
+        return hub_unreachable("offline?")
     return exc
 
 
@@ -123,7 +121,7 @@ def _check_online(timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
     from app.library.downloads import _is_offline
 
     if _is_offline():
-        raise HubSearchError("the hub is off because HF_HUB_OFFLINE is set; unset it to search")
+        raise HubSearchError(OFFLINE)
     if any(os.environ.get(v) for v in _PROXY_VARS):
         return  # the proxy decides; a direct connection says nothing
     endpoint = hub_endpoint()
@@ -134,10 +132,7 @@ def _check_online(timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
             pass
     except OSError as e:
         reason = "timed out" if isinstance(e, TimeoutError) else (e.strerror or type(e).__name__)
-        raise HubUnreachableError(
-            f"cannot reach the model hub at {endpoint} ({reason}); check the network connection, "
-            "a proxy, or HF_ENDPOINT"
-        ) from e
+        raise hub_unreachable(reason, endpoint) from e
 
 
 @dataclass(frozen=True)
