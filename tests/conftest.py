@@ -196,7 +196,9 @@ def wait_reply(qtbot):  # type: ignore[no-untyped-def]
     """Wait until a window has no reply in flight."""
 
     def wait(window, timeout_ms: int = 60_000) -> None:  # type: ignore[no-untyped-def]
-        qtbot.waitUntil(lambda: not window.controller.is_busy and window.live is None, timeout=timeout_ms)
+        qtbot.waitUntil(
+            lambda: not window.controller.is_busy and window.presenter.live is None, timeout=timeout_ms
+        )
 
     return wait
 

@@ -243,11 +243,11 @@ def measure(n_tokens: int, n_chars: int, tokens_per_s: float) -> dict[str, float
 
     controller.reply_progressed.connect(lambda _p: updates.append(time.perf_counter()))
     started = time.perf_counter()
-    window.send("Explain speculative decoding, with code.")
+    window.presenter.send("Explain speculative decoding, with code.")
     last = time.perf_counter()
 
     def settled() -> bool:
-        if window.live is not None or controller.is_busy:
+        if window.presenter.live is not None or controller.is_busy:
             return False
         widget = window.chat.message_widgets()[-1]
         return not widget.body.is_settling

@@ -81,13 +81,18 @@ def _shoot(out: Path, model: Path) -> int:
             raise SystemExit("screenshot: the welcome panel is not showing on a first start")
 
         for text in REQUESTS:
-            window.send(text)
+            window.presenter.send(text)
             wait_until(
-                lambda: not window.controller.is_busy and window.live is None, f"the reply to {text!r}"
+                lambda: not window.controller.is_busy and window.presenter.live is None,
+                f"the reply to {text!r}",
             )
 
-        assert window.conversation_id is not None
-        replies = [m for m in window.store.messages(window.conversation_id) if m.role == "assistant"]
+        assert window.presenter.conversation_id is not None
+        replies = [
+            m
+            for m in window.presenter.store.messages(window.presenter.conversation_id)
+            if m.role == "assistant"
+        ]
         for text, reply in zip(REQUESTS, replies, strict=True):
             print(f"screenshot: {text!r} -> {reply.content!r} ({reply.status})")
         # Let the window lay out the last reply and the status bar before the grab.

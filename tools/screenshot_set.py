@@ -148,8 +148,8 @@ def _scene(out_dir: Path, model: str) -> int:
     print(f"screenshot_set: median {typical:.2f}x of {len(ratios)} runs; pictured {last:.2f}x")
 
     window.tabs.setCurrentIndex(0)
-    window.send(task)
-    wait_until(lambda: not window.controller.is_busy and window.live is None, "the chat's reply")
+    window.presenter.send(task)
+    wait_until(lambda: not window.controller.is_busy and window.presenter.live is None, "the chat's reply")
     settle()
 
     def render(page: QWidget, scale: int) -> QImage:

@@ -41,7 +41,6 @@ from ui.load_line import LoadLine
 from ui.presenters.engine_presenter import PairView, SpeculationView
 from ui.presenters.failures import STRICT_ENV
 from ui.presenters.presenter import ChatPresenter
-from ui.presenters.reply_presenter import LiveReply
 from ui.qt import theme
 from ui.qt.widgets import named
 from ui.settings.settings_dialog import SettingsDialog, needs_reload
@@ -123,29 +122,12 @@ class MainWindow(QMainWindow):
             )
         elif store.notice:  # locked or read-only: this session's history is kept in memory only
             self.chat.set_notice(store.notice, True)
-        self.start_engine()
-
-    # ---- the presenter's state, as the window's (tools and tests read these)
+        self.presenter.engine.start_engine()  # Settings → Engine: a server or this computer
 
     @property
     def settings(self) -> Settings:
+        """The presenter's (tools and tests read and write the presenter's own)."""
         return self.presenter.settings
-
-    @settings.setter
-    def settings(self, settings: Settings) -> None:
-        self.presenter.settings = settings
-
-    @property
-    def store(self) -> Store:
-        return self.presenter.store
-
-    @property
-    def live(self) -> LiveReply | None:
-        return self.presenter.live
-
-    @property
-    def conversation_id(self) -> int | None:
-        return self.presenter.conversation_id
 
     # ---- building
 
@@ -404,13 +386,9 @@ class MainWindow(QMainWindow):
             self._answer_when_loaded = True
             self.apply_settings(after)
         else:  # that context already (chosen in Settings meanwhile): answer now
-            self.regenerate()
+            self.presenter.regenerate()
 
     # ---- engine
-
-    def start_engine(self) -> None:
-        # Settings → Engine: a server (app/host/remote_worker.py) or this computer.
-        self.presenter.engine.start_engine()
 
     def on_presenter_pair_changed(self, pair: PairView) -> None:
         self.header.set_state(pair.text, pair.restates)
@@ -434,21 +412,10 @@ class MainWindow(QMainWindow):
 
     def _refresh_conversations(self) -> None:
         search = self.conversations.search.text().strip()
-        found = self.store.conversations(search)
-        snippets = self.store.search_snippets(search, [c.id for c in found]) if search else {}
-        self.conversations.set_conversations(found, self.conversation_id, snippets)
-
-    def show_conversation(self, conversation_id: int | None) -> None:
-        self.presenter.show_conversation(conversation_id)
-
-    # ---- replies
-
-    def send(self, text: str) -> None:
-        """Send a user message in the current conversation (a new one if none is open)."""
-        self.presenter.send(text)
-
-    def regenerate(self) -> None:
-        self.presenter.regenerate()
+        store = self.presenter.store
+        found = store.conversations(search)
+        snippets = store.search_snippets(search, [c.id for c in found]) if search else {}
+        self.conversations.set_conversations(found, self.presenter.conversation_id, snippets)
 
     # ---- controller signals
 
@@ -459,7 +426,7 @@ class MainWindow(QMainWindow):
         # The pair, the speculation shown and the loading line follow the presenter.
         if self._answer_when_loaded:  # the message that did not fit, in the larger context
             self._answer_when_loaded = False
-            QTimer.singleShot(0, self.regenerate)
+            QTimer.singleShot(0, self.presenter.regenerate)
         self.chat.attachments.recount()  # this model's count of the chips in the tray
         page = self.models_page
         self.header.set_model_in_use(self.presenter.engine.model_key(), info.target_name, info.server)
@@ -486,7 +453,7 @@ class MainWindow(QMainWindow):
         """A reply stopped at the reply-length cap: ask the model to write on."""
         from ui.presenters.verdict import CONTINUE_REQUEST
 
-        self.send(CONTINUE_REQUEST)
+        self.presenter.send(CONTINUE_REQUEST)
 
     def on_chat_edit_requested(self, message_id: int) -> None:
         widget = self.chat.widget_for(message_id)
@@ -495,11 +462,6 @@ class MainWindow(QMainWindow):
             # The edited message keeps its documents unless their chips are removed.
             self.chat.attachments.clear()
             self.chat.attachments.add_documents(self.presenter.attachments_of(message_id))
-
-    def edit_last_user_message(self) -> None:
-        users = [w for w in self.chat.message_widgets() if w.role == "user"]
-        if users:
-            self.on_chat_edit_requested(users[-1].message_id)
 
     def on_conversations_conversation_selected(self, conversation_id: int) -> None:
         search = self.conversations.search.text().strip()
@@ -566,7 +528,7 @@ class MainWindow(QMainWindow):
         if after.theme != self.theme.choice:
             self.theme.set_choice(after.theme)
         if needs_reload(before, after):
-            self.start_engine()
+            self.presenter.engine.start_engine()
         self.serve_toggle.apply_settings(self.settings)  # its port, key, who may connect
 
     def on_models_page_pair_chosen(self, target_path: str, draft: DraftChoice) -> None:
@@ -589,7 +551,7 @@ class MainWindow(QMainWindow):
             "searchConversationsAction": self.focus_search,
             "focusInputAction": self.focus_input,
             "stopAction": self.controller.stop,
-            "regenerateAction": self.regenerate,
+            "regenerateAction": self.presenter.regenerate,
             "switchSpeculationAction": self.cycle_speculation,
             "showChatAction": lambda: self.tabs.setCurrentIndex(0),
             "showCompareAction": self.open_compare,

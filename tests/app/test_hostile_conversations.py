@@ -145,10 +145,10 @@ def test_window_starts_and_answers_with_hostile_conversation(
 
     write_hostile_rows(paths.database_path())
     window = open_window(tiny_target, draft="ngram", max_tokens=8)  # raised ValueError before
-    assert window.store.conversation(window.conversation_id).title == "hostile rows"
-    window.send("hello there")
+    assert window.presenter.store.conversation(window.presenter.conversation_id).title == "hostile rows"
+    window.presenter.send("hello there")
     wait_reply(window)
-    answer = window.store.messages(window.conversation_id)[-1]
+    answer = window.presenter.store.messages(window.presenter.conversation_id)[-1]
     assert answer.role == "assistant" and answer.content
 
 
@@ -165,11 +165,11 @@ def test_window_imports_nan_file_and_starts_again(
     )
     window = open_window(tiny_target, draft="ngram", max_tokens=8)
     imported = window.conversation_actions.import_conversation(str(path))
-    assert imported is not None and window.conversation_id == imported
+    assert imported is not None and window.presenter.conversation_id == imported
     window.shutdown()
     again = open_window(tiny_target, draft="ngram", max_tokens=8)  # every later start exited 1 before
-    assert again.conversation_id == imported
+    assert again.presenter.conversation_id == imported
     again.presenter.new_conversation()
-    again.send("hello")
+    again.presenter.send("hello")
     wait_reply(again)
-    assert again.store.messages(again.conversation_id)[-1].content
+    assert again.presenter.store.messages(again.presenter.conversation_id)[-1].content

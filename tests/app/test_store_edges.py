@@ -70,10 +70,10 @@ def test_a_read_only_store_opens_in_memory_and_the_window_starts(
         readonly.close()
         # It raised in mark_unfinished_interrupted before:
         window = open_window(tiny_target, draft="ngram", max_tokens=4)
-        assert window.store.is_in_memory
-        window.send("still answered")
+        assert window.presenter.store.is_in_memory
+        window.presenter.send("still answered")
         wait_reply(window)
-        assert window.store.messages(window.conversation_id)[-1].role == "assistant"
+        assert window.presenter.store.messages(window.presenter.conversation_id)[-1].role == "assistant"
     finally:
         _writable_again(path)
 
@@ -138,12 +138,12 @@ def test_the_window_starts_opens_and_answers_after_each_mutation(
 
     older, newer = write_edge_rows(paths.database_path(), mutation)
     window = open_window(tiny_target, draft="ngram", max_tokens=4)
-    assert window.conversation_id == newer  # opened, not replaced by a new one
-    assert {c.id for c in window.store.conversations()} == {older, newer}
+    assert window.presenter.conversation_id == newer  # opened, not replaced by a new one
+    assert {c.id for c in window.presenter.store.conversations()} == {older, newer}
     assert not list(paths.database_path().parent.glob("*.damaged-*"))  # nothing set aside
-    window.send("and now?")  # every send failed with a BLOB system prompt or attachment
+    window.presenter.send("and now?")  # every send failed with a BLOB system prompt or attachment
     wait_reply(window)
-    answer = window.store.messages(newer)[-1]
+    answer = window.presenter.store.messages(newer)[-1]
     assert answer.role == "assistant" and answer.content
 
 
@@ -197,7 +197,7 @@ def test_an_import_on_a_full_disk_says_so_in_one_sentence(
     open_window, tiny_target: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     window = open_window(tiny_target, draft="ngram", wait_loaded=False)
-    db = window.store._db
+    db = window.presenter.store._db
     (pages,) = db.execute("PRAGMA page_count").fetchone()
     db.execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own "database or disk is full"
     path = _file(tmp_path, 200, "x" * 2000)
@@ -206,4 +206,4 @@ def test_an_import_on_a_full_disk_says_so_in_one_sentence(
     notice = window.chat.notice.text()
     assert notice.startswith(f"{path.name} was not imported") and "the disk is full" in notice
     assert "\n" not in notice
-    assert [c.title for c in window.store.conversations()] == []  # nothing of it kept
+    assert [c.title for c in window.presenter.store.conversations()] == []  # nothing of it kept

@@ -147,7 +147,7 @@ def test_why_a_reply_reads_again_comes_from_what_the_conversation_changed() -> N
 def _rows(window):  # type: ignore[no-untyped-def]
     store = Store()
     try:
-        return store.messages(window.conversation_id)
+        return store.messages(window.presenter.conversation_id)
     finally:
         store.close()
 
@@ -167,12 +167,12 @@ def test_the_window_shows_a_long_prompt_being_read_then_a_follow_up_reads_only_w
     shown: list[str] = []
 
     def on_line(line: str) -> None:  # what the reply itself shows, as it is shown
-        widget = window.chat.widget_for(window.live.message_id) if window.live else None
+        widget = window.chat.widget_for(window.presenter.live.message_id) if window.presenter.live else None
         if widget is not None and widget.reading.isVisibleTo(widget):
             shown.append(widget.reading.text())
 
     window.presenter.replies.reading_shown.connect(on_line)
-    window.send(LONG)
+    window.presenter.send(LONG)
     wait_reply(window)
     assert lines and lines[0].startswith("Reading ") and " tokens – 0%" in lines[0]
     assert shown and shown[0] == lines[0]
@@ -188,7 +188,7 @@ def test_the_window_shows_a_long_prompt_being_read_then_a_follow_up_reads_only_w
     assert rows["Read again because"] == "the model had just been loaded, so nothing was read before"
     assert "Time to first token" in rows
 
-    window.send("And the dog?")
+    window.presenter.send("And the dog?")
     wait_reply(window)
     follow = _rows(window)[-1]
     n_new = follow.stats["n_prefilled"]
@@ -203,7 +203,7 @@ def test_the_window_shows_a_long_prompt_being_read_then_a_follow_up_reads_only_w
 
     # A new system prompt: everything after it is read again, and Details say why.
     window.presenter.set_system_prompt("Answer in one word.")
-    window.send("And the cat?")
+    window.presenter.send("And the cat?")
     wait_reply(window)
     again = _rows(window)[-1]
     assert again.stats["n_prefilled"] > n_prompt and again.stats["reread"] == "system_prompt"
@@ -214,7 +214,7 @@ def test_stop_while_the_window_reads_a_long_prompt(qtbot, open_window, wait_repl
     window = open_window(long_target, max_tokens=8)
     readings: list[object] = []
     window.controller.reply_reading.connect(readings.append)
-    window.send(LONG)
+    window.presenter.send(LONG)
     qtbot.waitUntil(lambda: bool(readings), timeout=30_000)
     qtbot.mouseClick(window.chat.stop_button, Qt.MouseButton.LeftButton)
     wait_reply(window, timeout_ms=10_000)
@@ -274,7 +274,7 @@ def test_a_window_on_a_server_shows_the_servers_reading(
         qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
         lines: list[str] = []
         window.presenter.replies.reading_shown.connect(lines.append)
-        window.send(LONG)
+        window.presenter.send(LONG)
         wait_reply(window)
         assert lines and lines[0].startswith("Reading ") and lines[0].split()[1].replace(",", "").isdigit()
         assert int(lines[0].split()[1].replace(",", "")) > 2000
@@ -307,7 +307,7 @@ def test_the_window_moves_the_reading_on_between_the_engines_reports(
     lines: list[tuple[float, str]] = []
     window.presenter.replies.reading_shown.connect(lambda line: lines.append((time.monotonic(), line)))
     sent = time.monotonic()
-    window.send(LONG)
+    window.presenter.send(LONG)
     wait_reply(window)
     assert lines and lines[0][0] - sent < 0.5, f"first line after {lines[0][0] - sent:.2f} s"
     said = {reading_line(r) for r in reports}
@@ -329,7 +329,7 @@ def test_stop_in_the_window_ends_a_chunk_being_read_at_once(
     window = open_window(wide_target, max_tokens=4)
     reports: list[Reading] = []
     window.controller.reply_reading.connect(lambda message: reports.append(message.reading))
-    window.send(LONG)
+    window.presenter.send(LONG)
     # The first chunk's report: the second chunk is being read.
     qtbot.waitUntil(lambda: any(r.n_processed > 0 for r in reports), timeout=60_000)
     chunk_s = next(r for r in reports if r.n_processed > 0).elapsed_s

@@ -476,14 +476,16 @@ def _lose_server_mid_reply(qtbot, window, wait_reply, cut: Callable[[], None], n
     `notice` and keeps the conversation: the question and the interrupted reply (returned)."""
     from app.store import Store
 
-    window.send("Write a very long essay")
-    qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 10, timeout=60_000)
+    window.presenter.send("Write a very long essay")
+    qtbot.waitUntil(
+        lambda: window.presenter.live is not None and len(window.presenter.live.text) > 10, timeout=60_000
+    )
     cut()
     wait_reply(window)
     qtbot.waitUntil(lambda: notice in window.chat.notice.text(), timeout=30_000)
     store = Store()
     try:
-        user, reply = store.messages(window.conversation_id)
+        user, reply = store.messages(window.presenter.conversation_id)
     finally:
         store.close()
     assert user.content == "Write a very long essay"
@@ -495,12 +497,12 @@ def _next_message_is_answered(window, wait_reply):  # type: ignore[no-untyped-de
     """A short next message is answered (a fresh engine); the conversation's messages, returned."""
     from app.store import Store
 
-    window.settings = dataclasses.replace(window.settings, max_tokens=16)
-    window.send("Shorter please")
+    window.presenter.settings = dataclasses.replace(window.settings, max_tokens=16)
+    window.presenter.send("Shorter please")
     wait_reply(window, timeout_ms=120_000)
     store = Store()
     try:
-        messages = store.messages(window.conversation_id)
+        messages = store.messages(window.presenter.conversation_id)
     finally:
         store.close()
     assert messages[-1].status == "complete"

@@ -25,7 +25,7 @@ from ui.settings.remote_engine import LOCAL_ONLY_TIP
 def _rows(window, include_superseded: bool = False):  # type: ignore[no-untyped-def]
     store = Store()
     try:
-        return store.messages(window.conversation_id, include_superseded)
+        return store.messages(window.presenter.conversation_id, include_superseded)
     finally:
         store.close()
 
@@ -138,7 +138,7 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     settings = load_settings()
     assert (settings.engine, settings.remote_url, settings.remote_api_key) == ("remote", server.url, "k1")
 
-    window.send("abc abc abc abc abc abc abc abc abc abc")
+    window.presenter.send("abc abc abc abc abc abc abc abc abc abc")
     wait_reply(window)
     rows = _rows(window)
     assert [(m.role, m.status) for m in rows] == [("user", "complete"), ("assistant", "complete")]
@@ -154,7 +154,7 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     assert ("Guesses confirmed", f"{rate:.0%}") in widget.detail_rows
 
     # Regenerate: the first reply is superseded; greedy, so the same text comes again.
-    window.regenerate()
+    window.presenter.regenerate()
     wait_reply(window)
     rows = _rows(window)
     assert [(m.role, m.status) for m in rows] == [("user", "complete"), ("assistant", "complete")]
@@ -174,7 +174,7 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
 
     # History: the next message goes with the conversation before it (the server's prompt count).
     first = rows[-1].stats
-    window.send("and more")
+    window.presenter.send("and more")
     wait_reply(window)
     rows = _rows(window)
     assert [m.role for m in rows] == ["user", "assistant", "user", "assistant"]
@@ -197,7 +197,7 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     assert window.controller.info.target_path == str(tiny_target) and window.controller.worker_pid
     assert window.header.speed_combo.isEnabled() and window.choose_draft_action.isEnabled()
     assert window.header.speed_combo.toolTip().endswith("Applies from the next reply.")
-    window.send("and here?")
+    window.presenter.send("and here?")
     wait_reply(window)
     assert _rows(window)[-1].status == "complete"
 
@@ -211,8 +211,10 @@ def test_window_stop_and_a_server_killed_mid_reply(
         qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
 
         # Stop: the reply ends where it was, marked stopped.
-        window.send("Tell me a story")
-        qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 5, timeout=30_000)
+        window.presenter.send("Tell me a story")
+        qtbot.waitUntil(
+            lambda: window.presenter.live is not None and len(window.presenter.live.text) > 5, timeout=30_000
+        )
         window.chat.stop_requested.emit()
         wait_reply(window)
         rows = _rows(window)
@@ -222,8 +224,10 @@ def test_window_stop_and_a_server_killed_mid_reply(
         assert "Highlight" not in dict(stopped.detail_rows)  # tandem serve marks its drafts
 
         # The server vanishes mid-reply while the user types the next message.
-        window.send("Another one")
-        qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 5, timeout=30_000)
+        window.presenter.send("Another one")
+        qtbot.waitUntil(
+            lambda: window.presenter.live is not None and len(window.presenter.live.text) > 5, timeout=30_000
+        )
         window.chat.input.setPlainText("my next question, half written")
         s.proc.kill()
         s.proc.wait(10)
@@ -244,7 +248,7 @@ def test_window_shows_llama_servers_acceptance(qtbot, open_window, wait_reply, l
     window = _remote_window(open_window, llama_server, max_tokens=48, repeat_penalty=1.0)
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
     assert window.controller.info.target_path == f"{llama_server}/v1"
-    window.send("the cat sat on the mat")
+    window.presenter.send("the cat sat on the mat")
     wait_reply(window)
     reply = _rows(window)[-1]
     assert reply.status == "complete" and reply.content
@@ -404,14 +408,14 @@ def test_window_says_when_nothing_listens_and_uses_the_server_once_it_does(
     assert window.controller.info is None
     assert window.header.model_combo.line.text() == f"Server unavailable: 127.0.0.1:{port}"
 
-    window.send("are you there?")
+    window.presenter.send("are you there?")
     wait_reply(window)
     assert window.chat.notice.text() == f"No reply: {expected}"
     assert [(m.role, m.content) for m in _rows(window)] == [("user", "are you there?")]  # kept
 
     s = ServeProcess(tmp_path, "--model", str(tiny_target), "--threads", "1", port=port).started()
     try:
-        window.regenerate()  # the next try connects again
+        window.presenter.regenerate()  # the next try connects again
         wait_reply(window)
         assert [(m.role, m.status) for m in _rows(window)] == [
             ("user", "complete"),
@@ -437,8 +441,8 @@ def silent_server() -> Iterator[str]:
 def test_stop_answers_while_the_server_is_silent(qtbot, open_window, wait_reply, silent_server: str) -> None:
     window = _remote_window(open_window, silent_server)
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
-    window.send("a question the server never answers")
-    qtbot.waitUntil(lambda: window.live is not None and window.controller.is_busy, timeout=5_000)
+    window.presenter.send("a question the server never answers")
+    qtbot.waitUntil(lambda: window.presenter.live is not None and window.controller.is_busy, timeout=5_000)
     window.chat.stop_requested.emit()
     wait_reply(window, timeout_ms=10_000)  # not the 600 s read timeout
     rows = _rows(window)
@@ -520,7 +524,7 @@ def test_a_servers_reply_that_loops_is_stopped_as_a_local_one(
     url, seen = looping_server
     window = _remote_window(open_window, url)
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
-    window.send("Add a comma after morning in my note.")
+    window.presenter.send("Add a comma after morning in my note.")
     wait_reply(window, timeout_ms=30_000)
     reply = _rows(window)[-1]
     assert reply.role == "assistant" and reply.stats.get("stop_reason") == "repetition"

@@ -99,7 +99,7 @@ CLASS_WAIVERS = {
 # shrinks (MainWindow was 747 lines and 82 methods before issue 49 moved the pages' jobs out, 601
 # and 61 before the welcome panel showed and shrank itself).
 CLASS_CEILINGS = {
-    "ui/main_window.py:MainWindow": (583, 56, 28),
+    "ui/main_window.py:MainWindow": (546, 47, 28),
     "ui/chat/chat_view.py:ChatView": (521, 45, 26),
 }
 SIZE_DEBT = {

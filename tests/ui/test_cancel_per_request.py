@@ -103,7 +103,7 @@ from app.store import Store  # noqa: E402
 def _reply_rows(window):  # type: ignore[no-untyped-def]
     store = Store()
     try:
-        return [(m.role, m.status, m.content) for m in store.messages(window.conversation_id)]
+        return [(m.role, m.status, m.content) for m in store.messages(window.presenter.conversation_id)]
     finally:
         store.close()
 
@@ -117,7 +117,7 @@ def test_stop_in_the_window_spares_an_api_request_queued_behind_its_reply(
     toggle.action.trigger()
     window.chat.input.setPlainText("Tell me a story")
     qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: window.live is not None and window.controller.is_busy, timeout=30_000)
+    qtbot.waitUntil(lambda: window.presenter.live is not None and window.controller.is_busy, timeout=30_000)
     out: dict[str, httpx.Response] = {}
     body = {"prompt": "the", "max_tokens": 20, "temperature": 0}
     client = threading.Thread(

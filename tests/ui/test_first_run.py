@@ -19,7 +19,7 @@ REQUESTS = ("What is the capital of France?", "Write two sentences about mountai
 def _messages(window):  # type: ignore[no-untyped-def]
     store = Store()
     try:
-        return store.messages(window.conversation_id)
+        return store.messages(window.presenter.conversation_id)
     finally:
         store.close()
 
@@ -30,7 +30,7 @@ def test_first_conversation_on_the_embedded_model(open_window, wait_reply, gemma
     window = open_window(gemma_q4, draft="ngram", temperature=0.0)
     assert window.welcome is not None and window.welcome.isVisible()  # a fresh home: first start
     for request in REQUESTS:
-        window.send(request)
+        window.presenter.send(request)
         wait_reply(window, timeout_ms=120_000)
     messages = _messages(window)
     assert [m.role for m in messages] == ["user", "assistant"] * len(REQUESTS)

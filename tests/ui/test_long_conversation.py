@@ -73,7 +73,7 @@ def test_a_20000_message_conversation_opens_in_a_page_and_answers(
     shown_s = time.monotonic() - started
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\n20,000-message conversation shown in {shown_s:.2f} s, max RSS {rss_mb:.0f} MB (under load)")
-    assert window.conversation_id == conversation_id
+    assert window.presenter.conversation_id == conversation_id
     # Before: a widget row per message (1,000: 7.7 s; 20,000: not open after 300 s).
     assert shown_s < 60, shown_s
     widgets = window.chat.message_widgets()
@@ -96,16 +96,19 @@ def test_a_20000_message_conversation_opens_in_a_page_and_answers(
 
     # A new message in it is answered; the store keeps every message.
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=60_000)
-    window.send("and one more question")
+    window.presenter.send("and one more question")
     wait_reply(window)
-    assert window.store.message(window.chat.message_widgets()[-1].message_id).role == "assistant"
-    assert window.store.messages(conversation_id)[-1].content
-    assert len(window.store.messages(conversation_id)) == N_MESSAGES + 2
+    assert window.presenter.store.message(window.chat.message_widgets()[-1].message_id).role == "assistant"
+    assert window.presenter.store.messages(conversation_id)[-1].content
+    assert len(window.presenter.store.messages(conversation_id)) == N_MESSAGES + 2
     # A search's match further back than the messages shown: earlier pages come until it is shown.
     window._show_match(f"{N_MESSAGES - 6 * PAGE_MESSAGES}:")
     texts = [w.text() for w in window.chat.message_widgets()]
     assert any(t.startswith(f"message number {N_MESSAGES - 6 * PAGE_MESSAGES}:") for t in texts)
     assert len(texts) <= 8 * PAGE_MESSAGES
     # Search still finds the earliest message; the list still holds the other conversation.
-    assert [c.id for c in window.store.conversations("number 0:")] == [conversation_id]
-    assert [c.title for c in window.store.conversations()] == ["a very long one", "an older, short one"]
+    assert [c.id for c in window.presenter.store.conversations("number 0:")] == [conversation_id]
+    assert [c.title for c in window.presenter.store.conversations()] == [
+        "a very long one",
+        "an older, short one",
+    ]

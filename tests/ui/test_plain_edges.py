@@ -44,7 +44,7 @@ def test_a_download_that_cannot_resolve_the_hub_says_so_without_errno() -> None:
 
 def test_new_chat_opens_the_empty_conversation_there_is(qtbot, open_window, tiny_target) -> None:
     window = open_window(tiny_target, wait_loaded=False)
-    presenter, store = window.presenter, window.store
+    presenter, store = window.presenter, window.presenter.store
     presenter.new_conversation()  # an empty "New conversation"
     written = store.create_conversation("Lifeboats")
     store.add_message(written.id, "user", "Where are the lifeboats?")
@@ -61,7 +61,7 @@ def test_an_export_has_the_whole_title_and_a_plain_file_name(
 
     request = "Here is a short text. Repeat it exactly, word for word."
     window = open_window(tiny_target, wait_loaded=False)
-    store = window.store
+    store = window.presenter.store
     conversation = store.create_conversation(request[:47] + "…")  # as the list cuts a title
     store.add_message(conversation.id, "user", request + "\n\nThe new pier opens in May.")
     data = store.export(conversation.id)
@@ -104,7 +104,7 @@ def test_greyed_task_buttons_are_readable() -> None:
 
 def test_conversations_of_one_title_are_told_apart_in_the_list(qtbot, open_window, tiny_target) -> None:
     window = open_window(tiny_target, wait_loaded=False)
-    store = window.store
+    store = window.presenter.store
     for _ in range(2):
         store.add_message(store.create_conversation("Notes").id, "user", "the lifeboat station")
     window.conversations.search.setText("lifeboat")

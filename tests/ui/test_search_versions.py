@@ -10,7 +10,7 @@ def test_the_search_finds_an_earlier_version_and_its_snippet_says_so(qtbot, open
     from ui.chat.conversation_list import SNIPPET_ROLE, snippet_html
 
     window = open_window(tiny_target, wait_loaded=False)
-    store = window.store
+    store = window.presenter.store
     soup = store.create_conversation("Soup")
     store.add_message(soup.id, "user", "What soup?")
     leek = store.add_message(soup.id, "assistant", "A leek and potato soup.")
@@ -33,7 +33,7 @@ def test_opening_a_conversation_found_in_an_earlier_version_shows_that_version(
     from PySide6.QtCore import Qt
 
     window = open_window(tiny_target, wait_loaded=False)
-    store = window.store
+    store = window.presenter.store
     soup = store.create_conversation("Soup")
     store.add_message(soup.id, "user", "What soup?")
     leek = store.add_message(soup.id, "assistant", "A leek and potato soup.")
@@ -48,7 +48,7 @@ def test_opening_a_conversation_found_in_an_earlier_version_shows_that_version(
     assert window.chat.widget_for(tomato.id) is None
     assert [m.content for m in store.messages(soup.id)] == ["What soup?", "A leek and potato soup."]
     # A search the version shown holds changes nothing.
-    window.show_conversation(None)
+    window.presenter.show_conversation(None)
     window.conversations.search.setText("soup")
     qtbot.waitUntil(lambda: window.conversations.list.count() == 1, timeout=5_000)
     window.conversations.list.setCurrentRow(0)

@@ -49,7 +49,7 @@ def test_the_reason_is_typed_and_worded() -> None:
 def _details(qtbot, window) -> dict[str, str]:  # type: ignore[no-untyped-def]
     store = Store()
     try:
-        reply = store.messages(window.conversation_id)[-1]
+        reply = store.messages(window.presenter.conversation_id)[-1]
     finally:
         store.close()
     widget = window.chat.widget_for(reply.id)
@@ -61,7 +61,7 @@ def test_a_reply_written_with_the_speed_up_off_says_why_in_its_details(
     qtbot, open_window, wait_reply, tiny_target, tiny_incompatible
 ) -> None:  # type: ignore[no-untyped-def]
     window = open_window(tiny_target, draft="none", max_tokens=8)
-    window.send("hello")
+    window.presenter.send("hello")
     wait_reply(window)
     assert _details(qtbot, window)["Speed-up off because"] == "the model writes every word itself"
     window.shutdown()
@@ -70,7 +70,7 @@ def test_a_reply_written_with_the_speed_up_off_says_why_in_its_details(
     window = open_window(tiny_target, draft=str(tiny_incompatible), max_tokens=8)
     assert window.controller.info.speculation_off is SpeculationOff.DRAFT_REFUSED
     assert window.header.state_label.text().startswith("Speed-up off. Draft model not used: ")
-    window.send("hello")
+    window.presenter.send("hello")
     wait_reply(window)
     assert _details(qtbot, window)["Speed-up off because"] == "the draft model cannot be used with this model"
 
@@ -150,17 +150,17 @@ def test_a_recurrent_model_loads_plain_and_says_why_and_why_it_reads_again(
     assert window.header.state_label.text() == (
         "Speed-up off: this model (recurrent or hybrid) cannot take back a wrong guess, which the speed-up needs"
     )
-    window.send("hello there")
+    window.presenter.send("hello there")
     wait_reply(window)
     rows = _details(qtbot, window)
     assert rows["Speed-up off because"].startswith("this model (recurrent or hybrid) cannot take back")
     # A follow-up that continues exactly what it read reuses it all, as any model does.
-    window.send("and then?")
+    window.presenter.send("and then?")
     wait_reply(window)
     rows = _details(qtbot, window)
     assert "from the cache" in rows["Prompt"] and "Read again because" not in rows
     # Regenerate: what it read includes the old reply, which such a model cannot cut away.
-    window.regenerate()
+    window.presenter.regenerate()
     wait_reply(window)
     rows = _details(qtbot, window)
     assert (

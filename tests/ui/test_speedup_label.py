@@ -45,18 +45,18 @@ def test_the_window_shows_an_estimate_then_the_measured_speedup(
 ) -> None:
     # The window's chat sampling defaults (the fixture would make it greedy).
     window = open_window(tiny_target, draft=draft, max_tokens=48, temperature=CHAT_SAMPLING.temperature)
-    window.send("the cat sat on the mat. the cat sat on the mat. the cat")
+    window.presenter.send("the cat sat on the mat. the cat sat on the mat. the cat")
     wait_reply(window)
     headline = window.chat.message_widgets()[-1].speed.headline()
     assert headline.speedup is not None and headline.is_estimate, headline
 
     window.presenter.engine.set_speculation(PLAIN_DECODING)
     qtbot.waitUntil(lambda: window.controller.info.speculation == "none", timeout=30_000)
-    window.send("again, plainly")
+    window.presenter.send("again, plainly")
     wait_reply(window)
     window.presenter.engine.set_speculation(NGRAM_LOOKUP)
     qtbot.waitUntil(lambda: window.controller.info.speculation == "ngram", timeout=30_000)
-    window.send("the cat sat on the mat. the cat sat on the mat. the cat")
+    window.presenter.send("the cat sat on the mat. the cat sat on the mat. the cat")
     wait_reply(window)
     headline = window.chat.message_widgets()[-1].speed.headline()
     assert headline.speedup is not None and not headline.is_estimate, headline

@@ -22,11 +22,13 @@ from tests.serve_process import free_port
 
 def test_an_engine_dying_mid_reply_leaves_no_writing_line(qtbot, open_window, slow_target) -> None:
     window = open_window(slow_target, max_tokens=3000)
-    window.send("a long answer please")
-    qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 20, timeout=60_000)
+    window.presenter.send("a long answer please")
+    qtbot.waitUntil(
+        lambda: window.presenter.live is not None and len(window.presenter.live.text) > 20, timeout=60_000
+    )
     qtbot.waitUntil(lambda: window.stats_label.text() == "Writing…", timeout=10_000)
     os.kill(window.controller.worker_pid, signal.SIGKILL)  # what the OOM killer or a native crash does
-    qtbot.waitUntil(lambda: window.live is None, timeout=30_000)
+    qtbot.waitUntil(lambda: window.presenter.live is None, timeout=30_000)
     qtbot.wait(200)  # the controller's last drain
 
     assert "killed" in window.chat.notice.text()
@@ -37,7 +39,7 @@ def test_a_reply_stopped_while_its_prompt_was_read_shows_no_empty_speed_panel(
     qtbot, open_window, wait_reply, tiny_target
 ) -> None:
     window = open_window(tiny_target, max_tokens=8)
-    window.send("hello")
+    window.presenter.send("hello")
     wait_reply(window)
     widget = next(w for w in reversed(window.chat.message_widgets()) if w.role == "assistant")
     assert widget.speed.isVisible()  # a reply that wrote something: its speed

@@ -63,7 +63,7 @@ def _unnamed(root: QWidget) -> list[str]:
 
 def test_every_control_has_an_accessible_name(qtbot, open_window, wait_reply, tiny_target) -> None:
     window = open_window(tiny_target, max_tokens=8)
-    window.send("Hello")  # messages with their Edit/Copy buttons
+    window.presenter.send("Hello")  # messages with their Edit/Copy buttons
     wait_reply(window)
     window.chat.add_message(99, "assistant", "Code:\n\n```python\nprint(1)\n```\n", tint=True)
     assert len(window.chat.message_widgets()) == 3
@@ -134,7 +134,7 @@ def test_tab_order_follows_the_layout(qtbot, open_window, tiny_target) -> None:
 
 def test_drafted_text_is_said_in_words(qtbot, open_window, wait_reply, tiny_target) -> None:
     window = open_window(tiny_target, draft="ngram", max_tokens=64, temperature=0.0)
-    window.send("abcabcabcabcabcabcabcabcabcabcabcabcabcabc")
+    window.presenter.send("abcabcabcabcabcabcabcabcabcabcabcabcabcabc")
     wait_reply(window)
     reply = window.chat.message_widgets()[-1]
     qtbot.waitUntil(lambda: not reply.body.is_settling, timeout=5000)

@@ -80,7 +80,7 @@ def test_dropped_files_become_chips_and_go_with_the_message(
 
     # Saved with its message: the file changes on disk, the saved copy stands.
     notes.write_text("something else entirely\n")
-    conversation_id = window.conversation_id
+    conversation_id = window.presenter.conversation_id
     store = Store()
     try:
         ((message_id, documents),) = store.attachments(conversation_id).items()
@@ -94,7 +94,7 @@ def test_dropped_files_become_chips_and_go_with_the_message(
     window.presenter.show_conversation(conversation_id)
     user = next(w for w in window.chat.message_widgets() if w.role == "user")
     assert user.attachments_label.text() == "Attached: notes.md (40 bytes)"
-    window.regenerate()
+    window.presenter.regenerate()
     wait_reply(window)
     turns, kw = spy[-1]
     assert "The committee met on Tuesday." in turns[-1].content and "something else" not in turns[-1].content
@@ -129,7 +129,7 @@ def test_a_file_that_cannot_be_attached_says_why_and_nothing_is_sent(
     window.chat.input.setPlainText("What do these say?")
     qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
     assert window.chat.input.toPlainText() == "What do these say?"  # nothing typed is lost
-    assert window.conversation_id is None or not Store().messages(window.conversation_id)
+    assert window.presenter.conversation_id is None or not Store().messages(window.presenter.conversation_id)
     assert "cannot be attached" in window.chat.notice.text()
 
 
@@ -324,9 +324,9 @@ def test_documents_that_do_not_fit_are_refused_with_the_numbers(
     assert window.stats_label.text() == "Ready"  # not "Reading the conversation…" on and on
     store = Store()
     try:
-        user, *replies = store.messages(window.conversation_id)
+        user, *replies = store.messages(window.presenter.conversation_id)
         assert user.content == "Copy it." and not any(r.content for r in replies)  # kept; nothing generated
-        assert store.attachments(window.conversation_id)[user.id][0].name == "long.txt"
+        assert store.attachments(window.presenter.conversation_id)[user.id][0].name == "long.txt"
     finally:
         store.close()
     # One click takes the larger context (kept in Settings) and answers the message.
@@ -340,7 +340,9 @@ def test_documents_that_do_not_fit_are_refused_with_the_numbers(
     assert load_settings().n_ctx == 1024 and window.controller.info.n_ctx == 1024
     store = Store()
     try:
-        user, *replies = [m for m in store.messages(window.conversation_id) if m.status != "superseded"]
+        user, *replies = [
+            m for m in store.messages(window.presenter.conversation_id) if m.status != "superseded"
+        ]
         assert user.content == "Copy it." and len(replies) == 1 and replies[0].content
     finally:
         store.close()
@@ -375,7 +377,7 @@ def test_a_reply_to_a_document_offers_its_changes(
     notes = tmp_path / "notes.md"
     notes.write_text("The committee met on Tuesday.\n")
     window = open_window(tiny_target, max_tokens=8)
-    window.send("Hello.")  # a reply to a message without documents: nothing to compare
+    window.presenter.send("Hello.")  # a reply to a message without documents: nothing to compare
     wait_reply(window)
     drop_files(window, [notes])
     window.chat.input.setPlainText("Fix it.")
@@ -444,7 +446,7 @@ def test_changes_finds_the_edited_text_beside_a_fenced_remark(
     qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
     wait_reply(window)
     store = window.conversation_actions.store
-    reply = store.messages(window.conversation_id)[-1]
+    reply = store.messages(window.presenter.conversation_id)[-1]
     store.update_message(reply.id, f"Here is the corrected note:\n\n{FIXED}\n\n{REMARK}")
     dialog = window.conversation_actions.show_reply_diff(reply.id)
     qtbot.addWidget(dialog)

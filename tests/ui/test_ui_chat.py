@@ -15,7 +15,7 @@ from app.store import Store
 def _db_messages(window, include_superseded: bool = False):  # type: ignore[no-untyped-def]
     store = Store()
     try:
-        return store.messages(window.conversation_id, include_superseded=include_superseded)
+        return store.messages(window.presenter.conversation_id, include_superseded=include_superseded)
     finally:
         store.close()
 
@@ -33,7 +33,7 @@ def test_model_load_shows_llama_cpp_progress(qtbot, open_window, tiny_target) ->
     window = open_window(tiny_target)
     seen: list[float] = []
     window.controller.load_progressed.connect(lambda stage, fraction: seen.append(fraction))
-    window.start_engine()  # load again: llama.cpp reports how far it got
+    window.presenter.engine.start_engine()  # load again: llama.cpp reports how far it got
     qtbot.waitUntil(lambda: 1.0 in seen, timeout=30000)
     window.loading.on_controller_load_progressed("Loading…", 0.5)
     assert (window.loading.progress.maximum(), window.loading.progress.value()) == (100, 50)
@@ -60,11 +60,13 @@ def test_send_streams_the_reply_and_stores_it_as_it_goes(qtbot, open_window, wai
 
     # Mid-reply the text is in the window and, within a second or so, in the database.
     started = time.monotonic()
-    qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 40, timeout=60_000)
-    widget = window.chat.widget_for(window.live.message_id)
+    qtbot.waitUntil(
+        lambda: window.presenter.live is not None and len(window.presenter.live.text) > 40, timeout=60_000
+    )
+    widget = window.chat.widget_for(window.presenter.live.message_id)
     assert widget is not None and widget.text()
     qtbot.waitUntil(lambda: time.monotonic() - started > 1.2, timeout=5000)
-    if window.live is not None:  # still streaming: the partial reply must be stored already
+    if window.presenter.live is not None:  # still streaming: the partial reply must be stored already
         reply = _db_messages(window)[-1]
         assert reply.status == "streaming" and reply.content
     wait_reply(window)
@@ -90,8 +92,10 @@ def test_send_streams_the_reply_and_stores_it_as_it_goes(qtbot, open_window, wai
 
 def test_stop_ends_the_reply_and_keeps_it(qtbot, open_window, wait_reply, slow_target) -> None:
     window = open_window(slow_target, max_tokens=3000)
-    window.send("Write a very long essay")
-    qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 10, timeout=60_000)
+    window.presenter.send("Write a very long essay")
+    qtbot.waitUntil(
+        lambda: window.presenter.live is not None and len(window.presenter.live.text) > 10, timeout=60_000
+    )
     qtbot.mouseClick(window.chat.stop_button, Qt.MouseButton.LeftButton)
     wait_reply(window)
     reply = _db_messages(window)[-1]
@@ -99,8 +103,8 @@ def test_stop_ends_the_reply_and_keeps_it(qtbot, open_window, wait_reply, slow_t
     assert reply.stats["stop_reason"] == "cancelled" and reply.stats["n_generated"] < 3000
     assert "stopped" in window.chat.widget_for(reply.id).note.text()
     # The next message is answered normally.
-    window.settings = dataclasses.replace(window.settings, max_tokens=16)
-    window.send("Shorter please")
+    window.presenter.settings = dataclasses.replace(window.settings, max_tokens=16)
+    window.presenter.send("Shorter please")
     wait_reply(window)
     assert _db_messages(window)[-1].status == "complete"
 
@@ -109,7 +113,7 @@ def test_regenerate_replaces_the_last_reply_and_keeps_the_old_one(
     qtbot, open_window, wait_reply, tiny_target
 ) -> None:
     window = open_window(tiny_target, max_tokens=24, temperature=1.0)
-    window.send("Hello")
+    window.presenter.send("Hello")
     wait_reply(window)
     first_reply = _db_messages(window)[-1]
     qtbot.mouseClick(window.chat.regenerate_button, Qt.MouseButton.LeftButton)
@@ -126,7 +130,7 @@ def test_regenerate_replaces_the_last_reply_and_keeps_the_old_one(
 
 def test_edit_last_user_message_and_resend(qtbot, open_window, wait_reply, tiny_target) -> None:
     window = open_window(tiny_target, max_tokens=16)
-    window.send("first version")
+    window.presenter.send("first version")
     wait_reply(window)
     user_widget = next(w for w in window.chat.message_widgets() if w.role == "user")
     assert user_widget.edit_button.isVisible()
@@ -150,7 +154,7 @@ def test_enter_sends_and_shift_enter_adds_a_line(qtbot, open_window, wait_reply,
     qtbot.keyClicks(window.chat.input, "line one")
     qtbot.keyClick(window.chat.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
     qtbot.keyClicks(window.chat.input, "line two")
-    assert window.conversation_id is None  # nothing sent yet
+    assert window.presenter.conversation_id is None  # nothing sent yet
     assert window.chat.input.toPlainText() == "line one\nline two"
     qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
     wait_reply(window)
@@ -160,7 +164,7 @@ def test_enter_sends_and_shift_enter_adds_a_line(qtbot, open_window, wait_reply,
 
 def test_copy_puts_the_message_on_the_clipboard(qtbot, open_window, wait_reply, tiny_target) -> None:
     window = open_window(tiny_target, max_tokens=8)
-    window.send("copy **me**")
+    window.presenter.send("copy **me**")
     wait_reply(window)
     user_widget = next(w for w in window.chat.message_widgets() if w.role == "user")
     qtbot.mouseClick(user_widget.copy_button, Qt.MouseButton.LeftButton)
@@ -169,14 +173,14 @@ def test_copy_puts_the_message_on_the_clipboard(qtbot, open_window, wait_reply, 
 
 def test_system_prompt_is_kept_per_conversation(qtbot, open_window, wait_reply, tiny_target) -> None:
     window = open_window(tiny_target, max_tokens=8)
-    window.send("hi")
+    window.presenter.send("hi")
     wait_reply(window)
-    first = window.conversation_id
+    first = window.presenter.conversation_id
     window.chat.system_prompt.setText("You are terse.")
     window.chat.system_prompt.editingFinished.emit()
     qtbot.mouseClick(window.conversations.new_button, Qt.MouseButton.LeftButton)
     assert window.chat.system_prompt.text() == ""
-    window.show_conversation(first)
+    window.presenter.show_conversation(first)
     assert window.chat.system_prompt.text() == "You are terse."
     store = Store()
     assert store.conversation(first).system_prompt == "You are terse."
@@ -201,7 +205,7 @@ def test_replies_render_markdown_with_code_blocks(qtbot, open_window, tiny_targe
 def test_a_base_model_chats_as_a_plain_transcript(qtbot, open_window, wait_reply, tiny_base) -> None:
     window = open_window(tiny_base, max_tokens=16)
     assert not window.controller.info.has_chat_template
-    window.send("Once upon a time")
+    window.presenter.send("Once upon a time")
     wait_reply(window)
     reply = _db_messages(window)[-1]
     assert reply.status == "complete" and "User:" not in reply.content
@@ -219,7 +223,7 @@ def test_an_empty_conversation_suggests_work_where_the_speed_up_shows(
     # A suggestion puts its request in the message box, and sends nothing.
     qtbot.mouseClick(chat.empty_state.suggestion_buttons[1], Qt.MouseButton.LeftButton)
     assert chat.input.toPlainText() == DEMO_TASKS[1][1]
-    assert window.conversation_id is None
+    assert window.presenter.conversation_id is None
     # It is edit work: the preset for it is chosen, in the header (exact, no repetition penalty).
     settings = load_settings()
     assert (settings.preset_name, settings.temperature, settings.repeat_penalty) == (
@@ -232,7 +236,7 @@ def test_an_empty_conversation_suggests_work_where_the_speed_up_shows(
     chat.input.setPlainText("my own words")
     qtbot.mouseClick(chat.empty_state.suggestion_buttons[0], Qt.MouseButton.LeftButton)
     assert chat.input.toPlainText() == "my own words"
-    window.send("hello")
+    window.presenter.send("hello")
     wait_reply(window)
     assert not chat.empty_state.isVisible()
     qtbot.mouseClick(window.conversations.new_button, Qt.MouseButton.LeftButton)

@@ -13,39 +13,39 @@ from ui.chat.conversation_list import ExportFormat
 
 def test_search_export_and_import(qtbot, open_window, wait_reply, tiny_target, tmp_path: Path) -> None:
     window = open_window(tiny_target, draft="ngram", max_tokens=24, temperature=0.0)
-    window.send("the harbour committee met on tuesday. the harbour committee met on tuesday.")
+    window.presenter.send("the harbour committee met on tuesday. the harbour committee met on tuesday.")
     wait_reply(window)
-    first = window.conversation_id
+    first = window.presenter.conversation_id
     qtbot.mouseClick(window.conversations.new_button, Qt.MouseButton.LeftButton)
-    window.send("Something about soup")
+    window.presenter.send("Something about soup")
     wait_reply(window)
     assert len(window.conversations.titles()) == 2
 
     # Search finds a word from inside what was written, not only from titles.
     qtbot.keyClicks(window.conversations.search, "tuesd")
-    assert window.conversations.titles() == [window.store.conversation(first).title]
+    assert window.conversations.titles() == [window.presenter.store.conversation(first).title]
     window.conversations.search.clear()
     assert len(window.conversations.titles()) == 2
 
     # Export the first conversation both ways; the JSON says where each stretch came from.
-    window.show_conversation(first)
+    window.presenter.show_conversation(first)
     md = window.conversation_actions.export_conversation(None, ExportFormat.MARKDOWN, str(tmp_path / "c.md"))
     js = window.conversation_actions.export_conversation(first, ExportFormat.JSON, str(tmp_path / "c.json"))
     assert Path(md).read_text(encoding="utf-8").startswith("# the harbour committee")
     data = json.loads(Path(js).read_text(encoding="utf-8"))
     reply = data["messages"][1]
     assert reply["role"] == "assistant" and "".join(s["text"] for s in reply["stretches"]) == reply["content"]
-    stored = window.store.messages(first)[1]
+    stored = window.presenter.store.messages(first)[1]
     drafted = "".join(s["text"] for s in reply["stretches"] if s["from"] == "draft")
     assert drafted == "".join(stored.content[a:b] for a, b in stored.draft_spans)
     assert "exported" in window.chat.notice.text().lower()
 
     # Imported back: a new conversation, shown, with the same text and highlight.
     new_id = window.conversation_actions.import_conversation(js)
-    assert new_id is not None and new_id != first and window.conversation_id == new_id
-    again = window.store.messages(new_id)
+    assert new_id is not None and new_id != first and window.presenter.conversation_id == new_id
+    again = window.presenter.store.messages(new_id)
     assert [(m.role, m.content, m.draft_spans) for m in again] == [
-        (m.role, m.content, m.draft_spans) for m in window.store.messages(first)
+        (m.role, m.content, m.draft_spans) for m in window.presenter.store.messages(first)
     ]
     assert len(window.conversations.titles()) == 3
 

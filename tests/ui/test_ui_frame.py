@@ -41,7 +41,7 @@ def test_search_shows_snippets_jumps_to_the_match_and_clears_on_new_chat(
     shown = items.item(0).text()
     assert shown.startswith("Harbour notes\n") and "Tuesday evening" in shown  # the match, in context
     items.setCurrentRow(0)
-    assert window.conversation_id == found
+    assert window.presenter.conversation_id == found
     reply = next(w for w in window.chat.message_widgets() if w.role == "assistant")
     qtbot.waitUntil(lambda: reply.body.textCursor().selectedText() == "Tuesday", timeout=5_000)
     bar = window.chat.scroll_area.verticalScrollBar()
@@ -64,13 +64,13 @@ def test_a_markdown_export_says_each_replys_model_date_and_speed(
     qtbot, open_window, wait_reply, tiny_target, tmp_path: Path
 ) -> None:
     window = open_window(tiny_target, max_tokens=24)
-    window.send("the cat sat on the mat. the cat sat on the mat.")
+    window.presenter.send("the cat sat on the mat. the cat sat on the mat.")
     wait_reply(window)
     md = Path(
         window.conversation_actions.export_conversation(None, ExportFormat.MARKDOWN, str(tmp_path / "c.md"))
     ).read_text(encoding="utf-8")
     said = next(line for line in md.splitlines() if "tokens/s" in line)
-    stats = window.store.messages(window.conversation_id)[-1].stats
+    stats = window.presenter.store.messages(window.presenter.conversation_id)[-1].stats
     assert stats is not None and stats["model"]
     assert said.startswith(f"*{stats['model']} · 20") and " UTC · " in said
     assert f"{stats['n_generated']} tokens at" in said
@@ -95,7 +95,7 @@ def test_the_welcome_keeps_one_line_after_first_use(qtbot, open_window, wait_rep
     welcome = window.welcome
     assert welcome is not None and welcome.isVisible() and not welcome.is_compact
     tall = welcome.sizeHint().height()
-    window.send("hello")
+    window.presenter.send("hello")
     wait_reply(window)
     assert welcome.isVisible() and welcome.is_compact
     assert welcome.sizeHint().height() < tall * 0.6

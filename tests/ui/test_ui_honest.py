@@ -70,7 +70,7 @@ def test_a_slower_reply_says_slower_and_why(qtbot, open_window, tiny_target) -> 
         _stats(plain_tokens_per_s_est=85.0, n_drafted=2000), 87.0, "Once upon a time", [(0, 9)]
     )
     window = open_window(tiny_target)
-    window.show_conversation(busy)
+    window.presenter.show_conversation(busy)
     widget = _reply_widget(window)
     headline = widget.speed.headline()
     assert headline.verdict is verdict.Verdict.SLOWER
@@ -79,7 +79,7 @@ def test_a_slower_reply_says_slower_and_why(qtbot, open_window, tiny_target) -> 
     assert "busy" in widget.speed.accessibleDescription()
     # Its highlight was guessed ahead and confirmed; it did not arrive sooner.
     assert "guessed ahead" in widget.body.toolTip() and "sooner" not in widget.body.toolTip()
-    window.show_conversation(costly)
+    window.presenter.show_conversation(costly)
     widget = _reply_widget(window)
     assert widget.speed.headline().text == "7.4× slower"
     assert widget.speed.headline().reason == "The guesses cost more than they saved."
@@ -92,7 +92,7 @@ def test_a_faster_reply_still_says_its_words_came_sooner(qtbot, open_window, tin
         _stats(decode_s=2.0, plain_tokens_per_s_est=60.0), 60.0, "Once upon a time", [(0, 9)]
     )
     window = open_window(tiny_target)
-    window.show_conversation(fast)
+    window.presenter.show_conversation(fast)
     widget = _reply_widget(window)
     assert widget.speed.headline().verdict is verdict.Verdict.FASTER
     assert "arrived sooner" in widget.body.toolTip()
@@ -109,7 +109,7 @@ def test_a_reply_stopped_in_a_loop_says_so_with_regenerate(qtbot, open_window, t
     finally:
         store.close()
     window = open_window(tiny_target)
-    window.show_conversation(looped)
+    window.presenter.show_conversation(looped)
     widget = _reply_widget(window)
     assert not widget.note.isHidden(), widget.note.text()
     assert widget.note.text().startswith("stopped: the reply was repeating itself")
@@ -126,11 +126,11 @@ def test_a_live_reply_that_loops_is_stopped_and_says_so(qtbot, open_window, wait
 
     looper = write_tiny_model(models_dir / "looper.gguf", seed=0)
     window = open_window(looper, max_tokens=400, repeat_penalty=1.0)
-    window.send("hello")
+    window.presenter.send("hello")
     wait_reply(window)
     store = Store()
     try:
-        record = store.messages(window.conversation_id)[-1].stats
+        record = store.messages(window.presenter.conversation_id)[-1].stats
     finally:
         store.close()
     assert record.get("stop_reason") == "repetition", record
@@ -165,7 +165,7 @@ def test_a_suggested_task_says_what_it_changed_offers_undo_and_puts_it_back(
     chat.input.clear()
     qtbot.mouseClick(chat.empty_state.suggestion_buttons[1], Qt.MouseButton.LeftButton)
     assert load_settings().temperature == 0.0
-    window.send(chat.input.toPlainText())
+    window.presenter.send(chat.input.toPlainText())
     wait_reply(window)
     qtbot.waitUntil(lambda: load_settings().temperature == 0.7, timeout=10_000)
     assert load_settings().preset_name == ""

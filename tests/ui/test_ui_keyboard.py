@@ -29,18 +29,18 @@ def _standard(key: QKeySequence.StandardKey) -> QKeySequence:
 def _messages(window):  # type: ignore[no-untyped-def]
     store = Store()
     try:
-        return store.messages(window.conversation_id, include_superseded=True)
+        return store.messages(window.presenter.conversation_id, include_superseded=True)
     finally:
         store.close()
 
 
 def test_new_search_focus_and_tabs(qtbot, open_window, wait_reply, tiny_target) -> None:
     window = open_window(tiny_target, max_tokens=8)
-    window.send("Hello")
+    window.presenter.send("Hello")
     wait_reply(window)
-    first = window.conversation_id
+    first = window.presenter.conversation_id
     _press(qtbot, window, _standard(QKeySequence.StandardKey.New))  # Ctrl+N (Cmd+N on macOS)
-    assert window.conversation_id != first and window.chat.message_widgets() == []
+    assert window.presenter.conversation_id != first and window.chat.message_widgets() == []
     qtbot.waitUntil(lambda: window.chat.input.hasFocus(), timeout=5000)
 
     _press(qtbot, window, _standard(QKeySequence.StandardKey.Find))  # Ctrl+F: search
@@ -61,27 +61,33 @@ def test_new_search_focus_and_tabs(qtbot, open_window, wait_reply, tiny_target) 
 
 def test_stop_and_regenerate_keys(qtbot, open_window, wait_reply, slow_target) -> None:
     window = open_window(slow_target, max_tokens=3000)
-    window.send("Write a very long essay")
-    qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 10, timeout=60_000)
+    window.presenter.send("Write a very long essay")
+    qtbot.waitUntil(
+        lambda: window.presenter.live is not None and len(window.presenter.live.text) > 10, timeout=60_000
+    )
     _press(qtbot, window, QKeySequence("Ctrl+."))
     wait_reply(window)
     reply = _messages(window)[-1]
     assert reply.status == "cancelled" and reply.stats["n_generated"] < 3000
 
     # Esc in the message box stops a reply too.
-    window.settings = dataclasses.replace(window.settings, max_tokens=3000)
-    window.regenerate()
-    qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 10, timeout=60_000)
+    window.presenter.settings = dataclasses.replace(window.settings, max_tokens=3000)
+    window.presenter.regenerate()
+    qtbot.waitUntil(
+        lambda: window.presenter.live is not None and len(window.presenter.live.text) > 10, timeout=60_000
+    )
     window.chat.input.setFocus()
     qtbot.keyClick(window.chat.input, Qt.Key.Key_Escape)
     wait_reply(window)
     assert _messages(window)[-1].status == "cancelled"
 
     # Regenerate (F5 / Ctrl+R): the last reply is written again, the old one kept as superseded.
-    window.settings = dataclasses.replace(window.settings, max_tokens=8)
+    window.presenter.settings = dataclasses.replace(window.settings, max_tokens=8)
     before = _messages(window)[-1].id
     _press(qtbot, window, QKeySequence("Ctrl+R"))
-    qtbot.waitUntil(lambda: window.live is not None or _messages(window)[-1].id != before, timeout=10_000)
+    qtbot.waitUntil(
+        lambda: window.presenter.live is not None or _messages(window)[-1].id != before, timeout=10_000
+    )
     wait_reply(window)
     everything = _messages(window)
     assert everything[-1].id != before and everything[-1].status == "complete"

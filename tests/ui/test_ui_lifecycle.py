@@ -25,20 +25,20 @@ def _messages(conversation_id: int, include_superseded: bool = False):  # type: 
 
 def test_conversations_switch_rename_search_delete(qtbot, open_window, wait_reply, tiny_target) -> None:
     window = open_window(tiny_target, max_tokens=8)
-    window.send("about apples")
+    window.presenter.send("about apples")
     wait_reply(window)
-    apples = window.conversation_id
+    apples = window.presenter.conversation_id
     window.conversations.new_button.click()
-    assert window.conversation_id != apples and window.chat.message_widgets() == []
-    window.send("about bananas")
+    assert window.presenter.conversation_id != apples and window.chat.message_widgets() == []
+    window.presenter.send("about bananas")
     wait_reply(window)
-    bananas = window.conversation_id
+    bananas = window.presenter.conversation_id
     assert sorted(window.conversations.titles()) == ["about apples", "about bananas"]
 
     # Selecting a conversation in the list shows its messages.
     item = window.conversations._item(apples)
     window.conversations.list.setCurrentItem(item)
-    assert window.conversation_id == apples
+    assert window.presenter.conversation_id == apples
     assert [w.text() for w in window.chat.message_widgets() if w.role == "user"] == ["about apples"]
 
     window.conversations.rename_requested.emit(bananas, "Fruit: bananas")
@@ -48,7 +48,7 @@ def test_conversations_switch_rename_search_delete(qtbot, open_window, wait_repl
 
     window.conversations.delete_requested.emit(apples)
     assert window.conversations.titles() == ["Fruit: bananas"]
-    assert window.conversation_id == bananas
+    assert window.presenter.conversation_id == bananas
     assert _messages(apples) == []
 
 
@@ -56,12 +56,14 @@ def test_switching_away_while_a_reply_streams_keeps_it_going(
     qtbot, open_window, wait_reply, slow_target
 ) -> None:
     window = open_window(slow_target, max_tokens=600)
-    window.send("long one")
-    first = window.conversation_id
-    qtbot.waitUntil(lambda: window.live is not None and bool(window.live.text), timeout=60_000)
+    window.presenter.send("long one")
+    first = window.presenter.conversation_id
+    qtbot.waitUntil(
+        lambda: window.presenter.live is not None and bool(window.presenter.live.text), timeout=60_000
+    )
     window.conversations.new_requested.emit()
-    assert window.conversation_id != first
-    window.show_conversation(first)  # back while it still streams (or just finished)
+    assert window.presenter.conversation_id != first
+    window.presenter.show_conversation(first)  # back while it still streams (or just finished)
     wait_reply(window)
     reply = _messages(first)[-1]
     assert reply.status == "complete"
@@ -73,14 +75,14 @@ def test_conversation_survives_closing_and_reopening_the_window(
     qtbot, open_window, wait_reply, tiny_target
 ) -> None:
     window = open_window(tiny_target, max_tokens=16)
-    window.send("remember this")
+    window.presenter.send("remember this")
     wait_reply(window)
-    conversation_id = window.conversation_id
+    conversation_id = window.presenter.conversation_id
     reply_text = _messages(conversation_id)[-1].content
     window.close()
 
     reopened = open_window(tiny_target, wait_loaded=False)
-    assert reopened.conversation_id == conversation_id
+    assert reopened.presenter.conversation_id == conversation_id
     assert reopened.conversations.titles() == ["remember this"]
     texts = [(w.role, w.text()) for w in reopened.chat.message_widgets()]
     assert texts == [("user", "remember this"), ("assistant", reply_text)]
@@ -90,27 +92,29 @@ def test_engine_death_keeps_the_window_and_the_partial_reply(
     qtbot, open_window, wait_reply, slow_target
 ) -> None:
     window = open_window(slow_target, max_tokens=3000)
-    window.send("a long answer please")
-    qtbot.waitUntil(lambda: window.live is not None and len(window.live.text) > 20, timeout=60_000)
+    window.presenter.send("a long answer please")
+    qtbot.waitUntil(
+        lambda: window.presenter.live is not None and len(window.presenter.live.text) > 20, timeout=60_000
+    )
     pid = window.controller.worker_pid
-    message_id = window.live.message_id
+    message_id = window.presenter.live.message_id
     os.kill(pid, signal.SIGKILL)  # what the OOM killer or a native crash does
-    qtbot.waitUntil(lambda: window.live is None, timeout=30_000)
+    qtbot.waitUntil(lambda: window.presenter.live is None, timeout=30_000)
 
     assert window.isVisible()
     assert "killed" in window.chat.notice.text() and window.chat.notice.isVisible()
-    reply = next(m for m in _messages(window.conversation_id) if m.id == message_id)
+    reply = next(m for m in _messages(window.presenter.conversation_id) if m.id == message_id)
     assert reply.status == "interrupted" and reply.content
     widget = window.chat.widget_for(message_id)
     assert widget.text() == reply.content and "Interrupted" in widget.note.text()
     assert window.chat.send_button.isEnabled()
 
     # The next message starts a fresh engine by itself.
-    window.settings = dataclasses.replace(window.settings, max_tokens=16)
-    window.send("are you back?")
+    window.presenter.settings = dataclasses.replace(window.settings, max_tokens=16)
+    window.presenter.send("are you back?")
     wait_reply(window)
     assert window.controller.worker_pid not in (None, pid)
-    last = _messages(window.conversation_id)[-1]
+    last = _messages(window.presenter.conversation_id)[-1]
     assert last.status == "complete" and last.content
     assert window.controller.info is not None
 
@@ -137,8 +141,8 @@ def test_a_model_that_cannot_load_is_explained(qtbot, open_window, tmp_path) -> 
     window = open_window(broken, wait_loaded=False)
     qtbot.waitUntil(lambda: window.chat.notice.isVisible(), timeout=30_000)
     assert "empty" in window.chat.notice.text()
-    window.send("hello?")
-    qtbot.waitUntil(lambda: window.live is None and not window.controller.is_busy, timeout=30_000)
+    window.presenter.send("hello?")
+    qtbot.waitUntil(lambda: window.presenter.live is None and not window.controller.is_busy, timeout=30_000)
     assert "No reply" in window.chat.notice.text() and "empty" in window.chat.notice.text()
 
 
@@ -149,12 +153,12 @@ def test_long_conversation_leaves_out_the_oldest_turns_and_says_so(
     window.chat.system_prompt.setText("Keep this system prompt.")
     window.chat.system_prompt.editingFinished.emit()
     for i in range(6):
-        window.send(f"message {i}: " + "words " * 40)
+        window.presenter.send(f"message {i}: " + "words " * 40)
         wait_reply(window)
     assert "left out of the prompt" in window.chat.notice.text()
     assert "system prompt is kept" in window.chat.notice.text()
     # Left out of the prompt, never out of the conversation.
-    assert len([m for m in _messages(window.conversation_id) if m.role == "user"]) == 6
+    assert len([m for m in _messages(window.presenter.conversation_id) if m.role == "user"]) == 6
 
 
 def test_models_page_choice_reloads_the_engine(
@@ -191,7 +195,7 @@ def _stream_and_measure(window, wait_reply) -> tuple[float, int, float]:  # type
     timer.setInterval(5)
     timer.timeout.connect(tick)
     window.controller.reply_progressed.connect(lambda _p: updates.append(time.perf_counter()))
-    window.send("stream a long reply " * 5)
+    window.presenter.send("stream a long reply " * 5)
     last = time.perf_counter()
     timer.start()
     wait_reply(window, timeout_ms=120_000)

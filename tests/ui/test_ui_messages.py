@@ -40,7 +40,7 @@ def test_send_becomes_stop_while_a_reply_runs(qtbot, open_window, wait_reply, sl
     window = open_window(slow_target, max_tokens=400)
     chat = window.chat
     assert chat.send_button.isVisible() and not chat.stop_button.isVisible()
-    window.send("Write a long essay")
+    window.presenter.send("Write a long essay")
     qtbot.waitUntil(lambda: chat.stop_button.isVisible(), timeout=30_000)
     assert not chat.send_button.isVisible()  # one place, one button at a time
     qtbot.mouseClick(chat.stop_button, Qt.MouseButton.LeftButton)

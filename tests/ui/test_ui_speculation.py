@@ -21,7 +21,7 @@ DRAFT_TINTS = [theme.LIGHT.draft_tint, *(look.tint for look in theme.LIGHT.draft
 def _last_reply(window):  # type: ignore[no-untyped-def]
     store = Store()
     try:
-        return store.messages(window.conversation_id)[-1]
+        return store.messages(window.presenter.conversation_id)[-1]
     finally:
         store.close()
 
@@ -55,7 +55,7 @@ def test_speculation_toggle_takes_effect_from_the_next_reply(
     qtbot, open_window, wait_reply, tiny_target, tiny_draft, tiny_incompatible
 ) -> None:
     window = open_window(tiny_target, max_tokens=24)
-    window.send("first")
+    window.presenter.send("first")
     wait_reply(window)
     assert _last_reply(window).stats["speculation"] == "ngram"
 
@@ -65,7 +65,7 @@ def test_speculation_toggle_takes_effect_from_the_next_reply(
     window.header.speed_combo.activated.emit(off)
     qtbot.waitUntil(lambda: window.controller.info.speculation == "none", timeout=30_000)
     assert "speed-up off" in window.header.state_label.text().lower()
-    window.send("second")
+    window.presenter.send("second")
     wait_reply(window)
     reply = _last_reply(window)
     assert reply.stats["speculation"] == "none"
@@ -80,7 +80,7 @@ def test_speculation_toggle_takes_effect_from_the_next_reply(
         "compatible" in window.header.state_label.text()
         and window.header.speed_combo.currentData() == "draft"
     )
-    window.send("third")
+    window.presenter.send("third")
     wait_reply(window)
     reply = _last_reply(window)
     assert reply.stats["speculation"] == "draft"
@@ -104,7 +104,7 @@ def test_draft_tint_shows_accepted_tokens_and_toggles(qtbot, open_window, wait_r
     # is the target's, so a reply may have drafted tokens yet no text that is wholly drafted.
     # Three repetitive messages give it enough chances.
     for _ in range(3):
-        window.send("abc abc abc abc abc abc abc abc abc abc")
+        window.presenter.send("abc abc abc abc abc abc abc abc abc abc")
         wait_reply(window)
         reply = _last_reply(window)
         if reply.draft_spans:
@@ -210,7 +210,7 @@ def test_settings_dialog_values_and_engine_reload(qtbot, open_window, wait_reply
         lambda: window.controller.info is not None and window.controller.info.n_ctx == 1024, timeout=30_000
     )
     assert load_settings().temperature == 0.7
-    window.send("hello")
+    window.presenter.send("hello")
     wait_reply(window)
     assert _last_reply(window).status == "complete"
     assert SettingsDialog(window.settings, gpu_offload_supported=True).gpu_layers.isEnabled()

@@ -102,9 +102,9 @@ def test_live_panel_in_the_window_and_kept_with_the_reply(
     qtbot, open_window, wait_reply, slow_target
 ) -> None:
     window = open_window(slow_target, draft="ngram", max_tokens=400, temperature=0.0)
-    window.send("abcabcabcabc abcabcabcabc abcabcabcabc")
-    qtbot.waitUntil(lambda: window.live is not None, timeout=10_000)
-    message_id = window.live.message_id
+    window.presenter.send("abcabcabcabc abcabcabcabc abcabcabcabc")
+    qtbot.waitUntil(lambda: window.presenter.live is not None, timeout=10_000)
+    message_id = window.presenter.live.message_id
     widget = window.chat.widget_for(message_id)
     assert widget is not None
     qtbot.waitUntil(lambda: widget.speed.isVisible() and len(widget.speed.points) >= 3, timeout=60_000)
@@ -113,14 +113,14 @@ def test_live_panel_in_the_window_and_kept_with_the_reply(
     assert widget.speed.is_compact and widget.speed.isVisible()
     store = Store()
     try:
-        reply = store.messages(window.conversation_id)[-1]
+        reply = store.messages(window.presenter.conversation_id)[-1]
     finally:
         store.close()
     assert reply.id == message_id and len(reply.stats[POINTS_KEY]) >= 3
     # Shown again (another conversation, then back): the stored reply keeps its panel.
-    conversation_id = window.conversation_id
-    window.show_conversation(None)
-    window.show_conversation(conversation_id)
+    conversation_id = window.presenter.conversation_id
+    window.presenter.show_conversation(None)
+    window.presenter.show_conversation(conversation_id)
     again = window.chat.widget_for(message_id)
     assert again is not None and again is not widget
     assert not again.speed.isHidden() and again.speed.points and again.speed.is_compact
@@ -157,7 +157,7 @@ def test_a_reason_too_long_for_its_line_wraps_under_the_headline_in_the_window(
     # Found walking the real window: under nearly every plain reply, at the window's first size,
     # the reason read "Nothing to reuse: this reply did not repeat text from the conversation or …".
     window = open_window(tiny_target, max_tokens=24, window_width=1280, window_height=860)
-    window.send("hello")
+    window.presenter.send("hello")
     wait_reply(window)
     widget = next(w for w in reversed(window.chat.message_widgets()) if w.role == "assistant")
     panel = widget.speed

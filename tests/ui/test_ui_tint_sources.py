@@ -217,7 +217,7 @@ def test_a_reopened_conversation_keeps_each_stretchs_tint_and_the_legend_names_t
         [ReplyText(TEXT, DRAFTED), ReplyText("An older reply, highlighted.", (DraftSpan(3, 15),))]
     )
     window = open_window(tiny_target)
-    window.show_conversation(conversation_id)
+    window.presenter.show_conversation(conversation_id)
     sourced, older = window.chat.widget_for(sourced_id), window.chat.widget_for(older_id)
     assert sourced is not None and older is not None
     assert _runs_by_source(sourced.body.document()) == [
@@ -261,7 +261,7 @@ def test_a_reopened_conversation_keeps_each_stretchs_tint_and_the_legend_names_t
         window.theme.set_choice("system")
 
     # A new conversation: the legend says what the tint means, without sources to name.
-    window.show_conversation(None)
+    window.presenter.show_conversation(None)
     assert header.sources == frozenset()
     assert [w.name for w in header.swatches] == ["Highlighted"]
 
@@ -308,7 +308,7 @@ def test_the_legend_names_a_source_as_a_reply_streams_in(qtbot, open_window, wai
     window = open_window(tiny_target, max_tokens=200)
     # Repetitive messages: the n-gram lookup drafts from the conversation (or an earlier reply).
     for _ in range(3):
-        window.send("abc abc abc abc abc abc abc abc abc abc")
+        window.presenter.send("abc abc abc abc abc abc abc abc abc abc")
         wait_reply(window)
         widget = window.chat.message_widgets()[-1]
         qtbot.waitUntil(lambda: not widget.body.is_settling, timeout=5000)  # noqa: B023
@@ -322,7 +322,7 @@ def test_the_legend_names_a_source_as_a_reply_streams_in(qtbot, open_window, wai
 
     store = Store()
     try:
-        saved = store.messages(window.conversation_id)[-1]
+        saved = store.messages(window.presenter.conversation_id)[-1]
     finally:
         store.close()
     assert saved.draft_sources and set(saved.draft_sources) <= {"text", "memory"}

@@ -55,7 +55,7 @@ def test_a_first_reply_with_no_accepted_draft_says_as_fast_as_usual(qtbot, open_
     # confirmed 0%" and "Tokens a step 1.0" in its Details.
     shown = _stored(StatsRecord.of(_stats(n_drafted=20, n_steps_with_draft=10), "eos"))
     window = open_window(tiny_target)
-    window.show_conversation(shown)
+    window.presenter.show_conversation(shown)
     widget = _reply_widget(window)
     headline = widget.speed.headline()
     assert headline.verdict is Verdict.NEUTRAL and headline.text == "About as fast as usual"
@@ -82,7 +82,7 @@ def test_a_reply_while_the_computer_was_busy_says_so_and_saves_nothing(
     busy = _stats(n_generated=80, n_drafted=70, n_accepted=60, n_steps=20, n_steps_with_draft=20,
                   prefill_s=2.0, decode_s=160.0, plain_tokens_per_s_est=0.2)  # fmt: skip
     record = speed.record(Finished("eos", "", (), busy))
-    window.show_conversation(_stored(record))
+    window.presenter.show_conversation(_stored(record))
     widget = _reply_widget(window)
     headline = widget.speed.headline()
     assert headline.verdict is Verdict.SLOWER and headline.reason == verdict.BUSY_REASON
@@ -97,7 +97,7 @@ def test_the_live_reason_does_not_flip_and_the_end_agrees(qtbot, open_window, ti
     window = open_window(tiny_target)
     window.presenter.speed.note_steps(Finished("eos", "", (), _stats(plain_tokens_per_s_est=100.0)))
     shown = _stored(StatsRecord.of(_stats(n_generated=4, decode_s=0.1), "eos"), "Once")
-    window.show_conversation(shown)
+    window.presenter.show_conversation(shown)
     panel = _reply_widget(window).speed
     panel.points.clear()
     reasons = []
@@ -182,11 +182,11 @@ def test_a_looping_numbered_list_is_stopped_with_its_note(
     url, _seen = numbered_looper
     window = open_window(Path("unused.gguf"), wait_loaded=False, engine="remote", remote_url=url)
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
-    window.send("Write a long list of tips for studying for exams")
+    window.presenter.send("Write a long list of tips for studying for exams")
     wait_reply(window, timeout_ms=30_000)
     store = Store()
     try:
-        reply = store.messages(window.conversation_id)[-1]
+        reply = store.messages(window.presenter.conversation_id)[-1]
     finally:
         store.close()
     assert reply.stats.get("stop_reason") == "repetition"
@@ -199,7 +199,7 @@ def test_a_looping_numbered_list_is_stopped_with_its_note(
 
 def test_a_reply_at_the_length_cap_says_so_and_continues(qtbot, open_window, wait_reply, tiny_target) -> None:
     window = open_window(tiny_target, max_tokens=8)
-    window.send("Tell me a long story")
+    window.presenter.send("Tell me a long story")
     wait_reply(window)
     widget = _reply_widget(window)
     assert widget.speed.stats is not None and widget.speed.stats.stop_reason == "length"
@@ -217,7 +217,7 @@ def test_a_reply_at_the_length_cap_says_so_and_continues(qtbot, open_window, wai
     wait_reply(window)
     # A reply that finished says so in its Details, and has no note.
     stored = _stored(StatsRecord.of(_stats(), "eos"))
-    window.show_conversation(stored)
+    window.presenter.show_conversation(stored)
     done = _reply_widget(window)
     assert done.note.isHidden() and dict(done.detail_rows)["Ended"] == "finished"
 
@@ -231,13 +231,13 @@ def test_a_live_reply_on_a_busy_computer_says_busy_while_it_streams_and_at_its_e
     window = open_window(slow_target, max_tokens=120)
     speed = window.presenter.speed
     speed.note_steps(Finished("eos", "", (), _stats(n_generated=80, plain_tokens_per_s_est=1e6)))
-    window.send("abcabcabcabc abcabcabcabc abcabcabcabc")
-    qtbot.waitUntil(lambda: window.live is not None, timeout=10_000)
-    widget = window.chat.widget_for(window.live.message_id)
+    window.presenter.send("abcabcabcabc abcabcabcabc abcabcabcabc")
+    qtbot.waitUntil(lambda: window.presenter.live is not None, timeout=10_000)
+    widget = window.chat.widget_for(window.presenter.live.message_id)
     live = []
 
     def streamed() -> bool:
-        if widget.speed.stats is not None and window.live is not None:
+        if widget.speed.stats is not None and window.presenter.live is not None:
             live.append(widget.speed.headline())
         return bool(live) and live[-1].verdict is not Verdict.PENDING
 
@@ -248,9 +248,9 @@ def test_a_live_reply_on_a_busy_computer_says_busy_while_it_streams_and_at_its_e
         assert said.reason == verdict.BUSY_REASON and said.is_busy, said
         assert "saved" not in said.text and "faster" not in said.text
     # Shown again from the store: the same words.
-    conversation = window.conversation_id
-    window.show_conversation(None)
-    window.show_conversation(conversation)
+    conversation = window.presenter.conversation_id
+    window.presenter.show_conversation(None)
+    window.presenter.show_conversation(conversation)
     assert _reply_widget(window).speed.headline() == final
 
 
@@ -259,19 +259,23 @@ def test_a_failed_reply_says_why_under_it_and_again_when_shown_again(qtbot, open
     import signal
 
     window = open_window(slow_target, max_tokens=3000)
-    window.send("a long answer please")
+    window.presenter.send("a long answer please")
     # (Its numbers too: a reply killed before its first figures keeps none, nor an "Ended" row.)
     qtbot.waitUntil(
-        lambda: window.live is not None and len(window.live.text) > 20 and window.live.stats is not None,
+        lambda: (
+            window.presenter.live is not None
+            and len(window.presenter.live.text) > 20
+            and window.presenter.live.stats is not None
+        ),
         timeout=60_000,
     )
-    message_id = window.live.message_id
+    message_id = window.presenter.live.message_id
     os.kill(window.controller.worker_pid, signal.SIGKILL)  # what the OOM killer or a native crash does
-    qtbot.waitUntil(lambda: window.live is None, timeout=30_000)
+    qtbot.waitUntil(lambda: window.presenter.live is None, timeout=30_000)
     note = window.chat.widget_for(message_id).note.text()
     assert "Interrupted" in note and "killed" in note, note
     assert dict(window.chat.widget_for(message_id).detail_rows)["Ended"] == "interrupted before it finished"
-    conversation = window.conversation_id
-    window.show_conversation(None)
-    window.show_conversation(conversation)
+    conversation = window.presenter.conversation_id
+    window.presenter.show_conversation(None)
+    window.presenter.show_conversation(conversation)
     assert "killed" in window.chat.widget_for(message_id).note.text()

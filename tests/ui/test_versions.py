@@ -187,7 +187,7 @@ def test_the_window_keeps_versions_through_regenerate_and_edit_and_after_a_resta
     from PySide6.QtCore import Qt
 
     window = open_window(tiny_target, max_tokens=12, temperature=1.0)
-    window.send("Hello")
+    window.presenter.send("Hello")
     wait_reply(window)
     first = window.chat.message_widgets()[-1].text()
     qtbot.mouseClick(window.chat.regenerate_button, Qt.MouseButton.LeftButton)
@@ -200,7 +200,7 @@ def test_the_window_keeps_versions_through_regenerate_and_edit_and_after_a_resta
     qtbot.mouseClick(reply.version_prev, Qt.MouseButton.LeftButton)
     assert _shown(window) == [("user", "Hello", ""), ("assistant", first, "1/2")]
     # Continuing from the first version continues its branch.
-    window.send("Go on")
+    window.presenter.send("Go on")
     wait_reply(window)
     assert [(r, v) for r, _, v in _shown(window)] == [
         ("user", ""),
@@ -219,7 +219,7 @@ def test_the_window_keeps_versions_through_regenerate_and_edit_and_after_a_resta
     wait_reply(window)
     shown = _shown(window)
     assert shown[0] == ("user", "Hello again", "2/2") and len(shown) == 2
-    conversation_id = window.conversation_id
+    conversation_id = window.presenter.conversation_id
     window.shutdown()
 
     # After a restart: the same conversation, the same versions, still switchable.
@@ -241,7 +241,7 @@ def test_versions_go_out_and_come_back_through_the_windows_export_and_import(
     _regenerate(store, c.id, first, "tomato")
     store.close()
     window = open_window(tiny_target)
-    window.show_conversation(c.id)
+    window.presenter.show_conversation(c.id)
     assert _shown(window) == [("user", "a soup?", ""), ("assistant", "tomato", "2/2")]
     md = Path(
         window.conversation_actions.export_conversation(c.id, ExportFormat.MARKDOWN, str(tmp_path / "c.md"))
@@ -249,7 +249,7 @@ def test_versions_go_out_and_come_back_through_the_windows_export_and_import(
     assert "tomato" in md and "leek" not in md and "1 other version of this reply is kept" in md
     js = window.conversation_actions.export_conversation(c.id, ExportFormat.JSON, str(tmp_path / "c.json"))
     new_id = window.conversation_actions.import_conversation(js)
-    assert new_id is not None and window.conversation_id == new_id
+    assert new_id is not None and window.presenter.conversation_id == new_id
     assert _shown(window) == [("user", "a soup?", ""), ("assistant", "tomato", "2/2")]
     from PySide6.QtCore import Qt
 
@@ -277,7 +277,7 @@ def test_versions_go_out_and_come_back_through_the_windows_export_and_import(
             (c.id, new_id * 1000),
         )
     store.close()
-    window.show_conversation(c.id)
+    window.presenter.show_conversation(c.id)
     assert window.chat.notice.text().startswith("1 saved version in this conversation point")
     assert _shown(window) == [("user", "a soup?", ""), ("assistant", "tomato", "2/2")]
 
@@ -304,11 +304,11 @@ def test_a_regenerated_reply_the_same_as_the_one_it_replaces_says_so_and_why(
     import dataclasses
 
     window = open_window(tiny_target, max_tokens=12)  # temperature 0
-    window.send("Hello")
+    window.presenter.send("Hello")
     wait_reply(window)
     first = window.chat.message_widgets()[-1]
     assert "Same as" not in first.note.text()
-    window.regenerate()
+    window.presenter.regenerate()
     wait_reply(window)
     second = window.chat.message_widgets()[-1]
     assert second.text() == first.text() and second.version_label.text() == "2/2"
@@ -319,13 +319,13 @@ def test_a_regenerated_reply_the_same_as_the_one_it_replaces_says_so_and_why(
     assert second.note.isVisible() and second.note.text().startswith(said)
     # Sampled but with one word to choose from: the same again, and no claim about temperature 0.
     window.apply_settings(dataclasses.replace(window.settings, temperature=0.8, top_k=1))
-    window.regenerate()
+    window.presenter.regenerate()
     wait_reply(window)
     third = window.chat.message_widgets()[-1]
     assert third.text() == first.text()
     assert third.note.text().startswith("Same as version 2.") and "temperature 0" not in third.note.text()
     # A different reply (shorter) says nothing of the kind.
     window.apply_settings(dataclasses.replace(window.settings, max_tokens=4))
-    window.regenerate()
+    window.presenter.regenerate()
     wait_reply(window)
     assert "Same as" not in window.chat.message_widgets()[-1].note.text()
