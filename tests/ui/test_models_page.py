@@ -384,25 +384,25 @@ def test_the_new_controls_have_accessible_names(qtbot) -> None:
 
 
 def test_cards_follow_the_theme(qtbot) -> None:
-    from ui.qt.theme import ThemeManager, dark_palette, light_palette
+    from ui.qt.theme import ThemeManager, own_palette
 
     page = shipped_page(qtbot)
     card = card_named(page, "Qwen2.5 7B Instruct + Qwen2.5 0.5B Instruct")
     manager = ThemeManager("light")
     try:
-        light_base = light_palette().color(QPalette.ColorRole.Base).name()
-        dark_base = dark_palette().color(QPalette.ColorRole.Base).name()
+        light_base = own_palette(is_dark=False).color(QPalette.ColorRole.Base).name()
+        dark_base = own_palette(is_dark=True).color(QPalette.ColorRole.Base).name()
         assert f"background: {light_base}" in card.styleSheet()
         fit_light = card.findChild(QLabel, "pairFit").styleSheet()
         manager.set_choice("dark")  # the palette change reaches widgets as posted events
         qtbot.waitUntil(lambda: f"background: {dark_base}" in card.styleSheet(), timeout=5000)
         assert card.findChild(QLabel, "pairFit").styleSheet() != fit_light
         badge = card.findChild(QLabel, "recommendedBadge").styleSheet()
-        assert dark_palette().color(QPalette.ColorRole.Highlight).name() in badge
+        assert own_palette(is_dark=True).color(QPalette.ColorRole.Highlight).name() in badge
         # Links too (a dark theme's link colour, not the light one's dark blue on a dark card).
         speedup = card.findChild(QLabel, "pairSpeedup")
         assert "<a href" in speedup.text()
-        link = dark_palette().color(QPalette.ColorRole.Link).name()
+        link = own_palette(is_dark=True).color(QPalette.ColorRole.Link).name()
         assert f'style="color: {link}"' in speedup.text()
     finally:
         manager.set_choice("system")

@@ -445,7 +445,7 @@ def test_changes_finds_the_edited_text_beside_a_fenced_remark(
     window.chat.input.setPlainText("Fix the spelling and grammar in note.txt.")
     qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
     wait_reply(window)
-    store = window.conversation_actions.store
+    store = window.presenter.store
     reply = store.messages(window.presenter.conversation_id)[-1]
     store.update_message(reply.id, f"Here is the corrected note:\n\n{FIXED}\n\n{REMARK}")
     dialog = window.conversation_actions.show_reply_diff(reply.id)

@@ -266,13 +266,13 @@ def test_errors_verdicts_tabs_and_status_take_the_theme_at_aa_after_a_switch(
         window.header.state_label.ensurePolished()
         assert _css(window.header.state_label) == QColor(colors.error_text)
     # The pair doctor's verdict follows a switch too.
-    from ui.models.pair_card import bad_colour, good_colour
+    from ui.models.pair_doctor_panel import WindowWords
 
     window.theme.set_choice("light")
-    assert good_colour(QGuiApplication.palette()) == theme.LIGHT.ok_text
+    assert WindowWords().good == theme.LIGHT.ok_text
     window.theme.set_choice("dark")
-    assert good_colour(QGuiApplication.palette()) == theme.DARK.ok_text
-    assert bad_colour(QGuiApplication.palette()) == theme.DARK.error_text
+    assert WindowWords().good == theme.DARK.ok_text
+    assert WindowWords().bad == theme.DARK.error_text
     window.theme.set_choice("system")  # the theme is the application's: leave it as found
 
 

@@ -14,7 +14,6 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QMenu, QWidget
 
 from app.paths import write_private_text
-from app.store import Store
 from ui.chat.chat_view import ChatView
 from ui.chat.conversation_list import ExportFormat
 from ui.presenters.presenter import ChatPresenter
@@ -50,21 +49,13 @@ class ConversationActions(QObject):
             menu.insertAction(settings_action, action)
         menu.insertSeparator(settings_action)
 
-    @property
-    def store(self) -> Store:
-        return self.presenter.store
-
-    @property
-    def conversation_id(self) -> int | None:
-        return self.presenter.conversation_id
-
     def show_reply_diff(self, reply_id: int | None = None) -> DiffDialog | None:
         """A reply (the last one unless told) against the first document of the message it
         answered (a dialog with copy and save-as); None, and a notice, where there is no such pair."""
         from ui.chat.changes import DiffDialog
 
-        conversation_id = self.conversation_id
-        messages = self.store.messages(conversation_id) if conversation_id is not None else []
+        conversation_id = self.presenter.conversation_id
+        messages = self.presenter.store.messages(conversation_id) if conversation_id is not None else []
         reply = next(
             (
                 m
@@ -91,12 +82,13 @@ class ConversationActions(QObject):
 
         from app.store import conversation_markdown
 
-        conversation_id = conversation_id if conversation_id is not None else self.conversation_id
-        conversation = self.store.conversation(conversation_id) if conversation_id is not None else None
+        store = self.presenter.store
+        conversation_id = conversation_id if conversation_id is not None else self.presenter.conversation_id
+        conversation = store.conversation(conversation_id) if conversation_id is not None else None
         if conversation is None:
             self.chat.set_notice("There is no conversation to export yet.", True)
             return ""
-        data = self.store.export(conversation.id)
+        data = store.export(conversation.id)
         title = export_title(data)
         if path is None:
             path, _ = QFileDialog.getSaveFileName(
@@ -140,7 +132,7 @@ class ConversationActions(QObject):
             self.chat.set_notice(str(e), True)
             return None
         try:
-            conversation = self.store.import_conversation(data)
+            conversation = self.presenter.store.import_conversation(data)
         except sqlite3.Error as e:  # a full disk: nothing was kept (one transaction)
             self.chat.set_notice(
                 f"{Path(path).name} was not imported: the conversation could not be saved "
@@ -149,7 +141,7 @@ class ConversationActions(QObject):
             )
             return None
         self.presenter.show_conversation(conversation.id)
-        n = self.store.last_import_skipped  # versions whose parent the file does not hold
+        n = self.presenter.store.last_import_skipped  # versions whose parent the file does not hold
         left_out = (
             f" {n} version{'s' if n > 1 else ''} of its messages pointed at messages the file does "
             f"not hold and {'were' if n > 1 else 'was'} left out."

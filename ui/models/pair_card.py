@@ -24,29 +24,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.library.catalog import CatalogPair, MachineInfo, fit_for, format_bytes
+from ui.chat.welcome import VRAM_HEADROOM
 from ui.qt import theme
 from ui.qt.flow_layout import FlowLayout
 from ui.qt.widgets import button, label, named
 
-# Room for the KV cache and compute buffers on top of the weights, on a GPU (as ui/chat/welcome.py).
-VRAM_HEADROOM = 1.2
 PROGRESS_STEPS = 1000
 _URL_RE = re.compile(r"https?://[^\s)>\"']+")
-
-
-def app_palette() -> QPalette:
-    """The palette the theme set (ui/qt/theme.py sets the application's): a card's own palette
-    holds the colours its stylesheet set, which would not follow a theme switch."""
-    return QGuiApplication.palette()
-
-
-def good_colour(palette: QPalette) -> str:
-    """Green that reads on the theme's window colour (light or dark)."""
-    return theme.colors().ok_text
-
-
-def bad_colour(palette: QPalette) -> str:
-    return theme.colors().error_text
 
 
 def _badge(text: str, name: str) -> QLabel:
@@ -180,6 +164,7 @@ class PairCard(QFrame):
         # What this computer will do, once stand-ins were timed here (beside the reported figure).
         self.here_label = self._text_label(layout, "pairHere", "", False)
         self.recommendation_label = self._text_label(layout, "pairRecommendation", "", False)
+        theme.set_tone(self.recommendation_label, "muted")
 
         layout.addStretch(1)
         self.progress_bar = QProgressBar(maximum=PROGRESS_STEPS, textVisible=False)
@@ -297,8 +282,9 @@ class PairCard(QFrame):
     # --- look --------------------------------------------------------------------------------------
 
     def _restyle(self) -> None:
-        """Stylesheet colours from the palette now in force (called again when it changes)."""
-        p = app_palette()
+        """Stylesheet colours from the palette now in force (called again when it changes): the
+        application's, which the theme sets (a card's own holds the colours its stylesheet set)."""
+        p = QGuiApplication.palette()
         base = p.color(QPalette.ColorRole.Base)
         mid = p.color(QPalette.ColorRole.Mid)
         accent = p.color(QPalette.ColorRole.Highlight)
@@ -315,7 +301,7 @@ class PairCard(QFrame):
         self.recommended_badge.setStyleSheet(
             f"background: {accent.name()}; color: {accent_text.name()}; {pill}"
         )
-        good = good_colour(p)
+        good = theme.colors().ok_text
         self.in_use_badge.setStyleSheet(
             f"background: {_rgba(QColor(good), 50)}; color: {text.name()}; border: 1px solid {good}; {pill}"
         )
@@ -324,9 +310,7 @@ class PairCard(QFrame):
             chip.setStyleSheet(
                 f"background: {_rgba(mid, 45)}; color: {text.name()}; border-radius: 9px; padding: 2px 8px;"
             )
-        self.fit_label.setStyleSheet(f"color: {good if self.is_fitting else bad_colour(p)};")
-        is_dark = p.color(QPalette.ColorRole.Window).lightness() < 128
-        self.recommendation_label.setStyleSheet(f"color: {'#a8a8a8' if is_dark else '#5c5c5c'};")
+        self.fit_label.setStyleSheet(f"color: {good if self.is_fitting else theme.colors().error_text};")
 
     def restyle(self) -> None:
         """The palette changed (a theme switch): the page calls this, because a widget with a

@@ -255,14 +255,6 @@ def own_palette(is_dark: bool) -> QPalette:
     return p
 
 
-def dark_palette() -> QPalette:
-    return own_palette(True)
-
-
-def light_palette() -> QPalette:
-    return own_palette(False)
-
-
 def style_sheet(theme: ThemeColors) -> str:
     """The application's style sheet over Fusion: room, rounded controls, one accent (the
     palette's Highlight) for the primary action and the current tab. Qt Widgets with a real style
