@@ -11,7 +11,7 @@ end, the doctor's sentence on hover.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -27,7 +27,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.library.catalog import format_bytes
-from app.library.pair_doctor import FitKind, MachineMemory, describe_fit, file_fit
+from app.library.pair_doctor import FitKind, MachineMemory, describe_fit, file_fit, free_ram_bytes
+from app.library.pair_doctor import machine_memory as doctor_machine_memory
 from ui.presenters.words import BUILT_IN_MODELS, built_in_key, model_name
 from ui.qt import theme
 
@@ -55,20 +56,13 @@ class ModelEntry:
 
 
 @lru_cache(maxsize=1)
-def _gpu() -> tuple[str, int]:
-    from app.library.catalog import detect_gpu, gpu_memory_bytes
-
-    label = detect_gpu()  # nvidia-smi once a session, not each time the list opens
-    return label, gpu_memory_bytes(label) if label else 0
+def _machine_once() -> MachineMemory:
+    return doctor_machine_memory()  # the GPU's memory (nvidia-smi) once, not each time the list opens
 
 
 def machine_memory() -> MachineMemory:
-    """This computer's memory now (free RAM is read again each time; the GPU's once)."""
-    from app.library.catalog import total_ram_bytes
-    from app.library.pair_doctor import free_ram_bytes
-
-    label, vram = _gpu()
-    return MachineMemory(free_ram_bytes(), total_ram_bytes(), label, vram)
+    """This computer's memory now (free RAM is read again each time; the rest once)."""
+    return replace(_machine_once(), free_ram_bytes=free_ram_bytes())
 
 
 def _file_size(path: Path) -> int:
