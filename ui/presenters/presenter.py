@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, Signal
 from app.document import Document
 from app.host.controller import EngineController
 from app.settings import Preset, Settings, save_settings
-from app.store import Conversation, Message, MessageStatus, Store, store_error_sentence
+from app.store import Message, MessageStatus, Store, store_error_sentence
 from engine.events import StatsRecord
 from ui.presenters.compare_presenter import ComparePresenter
 from ui.presenters.engine_presenter import EnginePresenter
@@ -129,9 +129,6 @@ class ChatPresenter(QObject):
         return info.target_path if info else None
 
     # ---- conversations
-
-    def conversation_list(self, search: str = "") -> list[Conversation]:
-        return self.store.conversations(search)
 
     def open_last_conversation(self) -> None:
         """At start: the conversation shown last time, else the newest one, else none."""
