@@ -4,10 +4,9 @@ acceptance) prices the next reply's copies; a folder warmed by mixed work should
 few percent of a clean one.
 
 The chain: the kept warm-up trace, then the bench's mixed set (a CSV written as a Markdown table,
-a reading list as HTML: their answers written out here, tokenized by a toy word-and-digit
-tokenizer, since Gemma's own replies to them are not kept), then the kept Python copy; each
-reply's controller export seeds the next, as the cost cache does between processes. Then each
-pure copy (the kept held-out prose and copy-report traces) from the used folder and from the
+a reading list as HTML: Gemma's own greedy replies, kept in resources/replay/mixed), then the kept
+Python copy; each reply's controller export seeds the next, as the cost cache does between
+processes. Then each pure copy (the kept held-out prose and copy-report traces) from the used folder and from the
 warm-up alone, both with the idle calibration (engine.replay.calibrated).
 
     python -m tools.lab.replay_used_folder                  # every kept Gemma and stand-in curve
@@ -17,61 +16,16 @@ warm-up alone, both with the idle calibration (engine.replay.calibrated).
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import statistics
 
-from app.paths import resources_dir
 from engine.replay import CostCurve, Trace, calibrated, load_traces, replay
 from tools.lab.replay import load_curves, replay_dir
 
-_PIECE = re.compile(r" ?[A-Za-z_]+| ?\d|\n| +|[^\sA-Za-z_\d]")  # words with their space, digits one by one
-
-
-class ToyTokenizer:
-    """Ids for word pieces, digits and punctuation, consistent within one trace set: what drafting
-    sees of a text is which stretches recur, not which ids they have."""
-
-    def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
-
-    def __call__(self, text: str) -> tuple[int, ...]:
-        return tuple(self.ids.setdefault(p, 10 + len(self.ids)) for p in _PIECE.findall(text))
-
-
-def _bench_prompt(name: str) -> str:
-    for line in (resources_dir() / "bench_prompts.jsonl").read_text(encoding="utf-8").splitlines():
-        data = json.loads(line)
-        if data["name"] == name:
-            return str(data["prompt"])
-    raise KeyError(name)
-
-
-def _table_answer(prompt: str) -> str:
-    """The rest of the Markdown table the mixed-table prompt starts (its header is in the prompt)."""
-    csv = prompt.split("CSV:\n", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
-    return "".join("| " + " | ".join(row.split(",")) + " |\n" for row in csv) + "\n"
-
-
-def _html_answer(prompt: str) -> str:
-    """The rest of the HTML list the mixed-html prompt starts (its first item is in the prompt)."""
-    items = prompt.split("Reading list:\n", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
-    out = []
-    for item in items:
-        m = re.fullmatch(r"(.*) by (.*) \((\d+)\)", item)
-        assert m is not None, item
-        out.append(f"  <li><cite>{m[1]}</cite>, {m[2]}, {m[3]}</li>\n")
-    return "".join(out) + "</ul>\n"
-
 
 def mixed_traces() -> list[Trace]:
-    """The bench's mixed set with its answers written out (toy tokens)."""
-    tokenize = ToyTokenizer()
-    traces = []
-    for name, answer in (("mixed-table", _table_answer), ("mixed-html", _html_answer)):
-        prompt = _bench_prompt(name)
-        traces.append(Trace(name, tokenize(prompt), tokenize(answer(prompt))))
-    return traces
+    """The bench's mixed set as Gemma 3 270M Q4_K_M answered it (greedy, 256 tokens), recorded by
+    `python -m tools.lab.replay record-traces --sets mixed --out resources/replay/mixed`."""
+    return load_traces(replay_dir() / "mixed")
 
 
 def used_seed(curve: CostCurve, before: list[Trace], warm: Trace) -> dict[str, object]:
