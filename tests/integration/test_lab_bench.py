@@ -13,7 +13,9 @@ import pytest
 from engine.config import DraftChoice
 from tests.cli_process import lab, last_error_line
 
-pytestmark = pytest.mark.slow  # real processes: the peers, `tandem generate`, llama-server
+# Real processes: the peers, `tandem generate`, llama-server. Each bench runs one thread: two
+# spinning llama.cpp threads on two shared cores cost several times one.
+pytestmark = pytest.mark.slow
 
 
 def test_bench_runs_side_by_side(tiny_target: Path, tmp_path: Path) -> None:
@@ -21,7 +23,7 @@ def test_bench_runs_side_by_side(tiny_target: Path, tmp_path: Path) -> None:
     prompts.write_text(json.dumps({"name": "loop", "set": "copy", "prompt": "abc abc abc abc abc"}) + "\n")
     out = tmp_path / "report.md"
     r = lab("bench", "--model", str(tiny_target), "--draft", "ngram", "--prompts", str(prompts),
-            "--max-tokens", "32", "--turns", "3", "--json", "--out", str(out))  # fmt: skip
+            "--max-tokens", "32", "--turns", "3", "--threads", "1", "--json", "--out", str(out))  # fmt: skip
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout.strip().splitlines()[-1])
     (row,) = report["prompts"]
@@ -63,7 +65,7 @@ def test_bench_again_drafts_the_second_answer_from_the_first(tiny_target: Path, 
     prompt = "in the beginning there was the word, and the word was"
     prompts.write_text(json.dumps({"name": "fresh", "set": "qa", "prompt": prompt}) + "\n")
     r = lab("bench", "--model", str(tiny_target), "--draft", "ngram", "--prompts", str(prompts),
-            "--max-tokens", "48", "--turns", "0", "--no-peer", "--again", "--json")  # fmt: skip
+            "--max-tokens", "48", "--turns", "0", "--no-peer", "--again", "--threads", "1", "--json")  # fmt: skip
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout.strip().splitlines()[-1])
     (row,) = report["prompts"]
@@ -111,7 +113,7 @@ def test_the_bench_runs_the_documents_set_and_says_what_the_model_did(
     r = lab(
         "bench", "--model", str(tiny_target), "--draft", "ngram", "--prompts", str(prompts), "--max-tokens", "16",
         "--turns", "0", "--no-peer", "--no-lookup", "--no-process", "--temperature", "0.7", "--repeat-penalty",
-        "1.1", "--json", "--out", str(out),
+        "1.1", "--threads", "1", "--json", "--out", str(out),
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout.strip().splitlines()[-1])
