@@ -234,7 +234,7 @@ class MainWindow(QMainWindow):
         self.task_switch = TaskSwitch(self.presenter, self.chat, lambda p: self.preset_choices.apply(p), self)
         self.chat.task_suggested.connect(self.task_switch.on_task_suggested)
         self.compare.compare_requested.connect(self.presenter.comparison.run)
-        self.compare.stop_requested.connect(self.controller.stop)
+        self.compare.stop_requested.connect(self.presenter.comparison.stop)
         self.tabs.currentChanged.connect(self.on_tabs_current_changed)
 
     def _make_models_page(self) -> ModelsPage | QLabel:
@@ -550,7 +550,7 @@ class MainWindow(QMainWindow):
             "newConversationAction": self.on_conversations_new_requested,
             "searchConversationsAction": self.focus_search,
             "focusInputAction": self.focus_input,
-            "stopAction": self.controller.stop,
+            "stopAction": self.presenter.comparison.stop,
             "regenerateAction": self.presenter.regenerate,
             "switchSpeculationAction": self.cycle_speculation,
             "showChatAction": lambda: self.tabs.setCurrentIndex(0),

@@ -168,6 +168,28 @@ def test_compare_runs_plain_then_speculative_side_by_side(
     assert window.compare.run_button.isEnabled()
 
 
+def test_stop_ends_both_compare_runs_and_then_compares_nothing(
+    qtbot, open_window, wait_reply, slow_target
+) -> None:
+    # Bug: Stop during the usual way's run stopped that run only; the sped-up run then ran in full,
+    # and the headline said "5.0 s instead of 0.2 s: 20.5× slower" beside "the texts part at 37".
+    from ui.presenters.words import COMPARE_STOPPED
+
+    window = open_window(slow_target, max_tokens=1500)
+    compare = window.compare
+    window.tabs.setCurrentWidget(compare)
+    compare.prompt.setPlainText("Tell me a long story about a cat and a dog.")
+    qtbot.mouseClick(compare.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: bool(compare.plain.text), timeout=60_000)
+    qtbot.mouseClick(compare.stop_button, Qt.MouseButton.LeftButton)
+    wait_reply(window)
+    qtbot.waitUntil(lambda: len(compare.final_stats) == 2, timeout=10_000)
+    assert compare.final_stats["speculative"].n_generated == 0  # queued behind: ended as it began
+    assert compare.summary.text() == COMPARE_STOPPED
+    assert compare.check.text() == compare.details.text() == "" and compare.unfair.isHidden()
+    assert compare.run_button.isEnabled() and not compare.stop_button.isEnabled()
+
+
 def test_the_window_fits_a_laptop_screen_on_every_tab(qtbot, open_window, tiny_target) -> None:
     # Bug: Compare's page needed 590 px, and as the window's minimum it made the window 722 px tall
     # at least: taller than a 1366 x 768 laptop leaves room for under its panel and title bar.

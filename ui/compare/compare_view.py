@@ -236,6 +236,7 @@ class CompareView(QWidget):
         self.request_ids: dict[int, str] = {}  # request id -> "plain" | "speculative"
         self.final_stats: dict[str, Stats] = {}
         self._is_busy = False
+        self._was_stopped = False  # a run of this Compare ended cut short: nothing is compared
         self._can_speculate = True
         self._tint = True  # the drafted stretches tinted (View ▸ Highlight): set_tint
 
@@ -272,6 +273,7 @@ class CompareView(QWidget):
     def start(self, plain_request_id: int, speculative_request_id: int) -> None:
         self.request_ids = {plain_request_id: "plain", speculative_request_id: "speculative"}
         self.final_stats = {}
+        self._was_stopped = False
         self.plain.reset()
         self.speculative.reset()
         self.chart.clear()
@@ -304,6 +306,7 @@ class CompareView(QWidget):
         pane.show_stats(stats)
         self.chart.add_stats(name, [stats])
         self.final_stats[name] = stats
+        self._was_stopped |= reply.finished.stop_reason == "cancelled"
         self._show_summary()
         if len(self.final_stats) == 2:
             self.request_ids = {}
@@ -328,6 +331,9 @@ class CompareView(QWidget):
         plain, spec = self.final_stats.get("plain"), self.final_stats.get("speculative")
         if plain is None or spec is None:
             self.summary.setText("Now with the speed-up…")
+            return
+        if self._was_stopped:  # each pane keeps its own run's figures; no ratio, no text check
+            self.summary.setText(words.COMPARE_STOPPED)
             return
         # A run that drafted nothing, stalled, or ran while the computer's speed changed does not
         # measure the speed-up: said so, with Run again, and no "N× slower" (the welcome's See it

@@ -83,6 +83,14 @@ class ComparePresenter(QObject):
         self.started.emit(plain_id, speculative_id)
         self.state_changed.emit("Compare: writing the usual way first…")
 
+    def stop(self) -> None:
+        """Stop the Compare whole when it runs (the run writing and the one queued behind it), else
+        the reply being written: stopping only the first let the second run in full."""
+        if not self.runs:
+            self.controller.stop()
+        for request_id in self.runs:
+            self.controller.supervisor.cancel(request_id)
+
     def on_controller_reply_progressed(self, progress: ReplyProgress) -> None:
         name = self.runs.get(progress.request_id)
         if name is not None:

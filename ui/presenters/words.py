@@ -317,6 +317,8 @@ UNFAIR_COMPARE = (
     "(something else was using it), so this ratio does not measure the speed-up."
 )
 
+COMPARE_STOPPED = "Stopped before both runs ended: nothing to compare"
+
 STALL_MIN_S = 1.0  # a pause in a run's writing this long...
 STALL_FACTOR = 10.0  # ...and this many times its usual pause between snapshots: it stalled
 
