@@ -511,10 +511,11 @@ def _make_private(path: Path) -> None:
         log.warning("cannot make %s private: %s", path, e)
 
 
-def _open(target: Path | str) -> sqlite3.Connection:
+def _open(target: Path | str, busy_timeout_s: float = 5.0) -> sqlite3.Connection:
     """A connection with foreign keys on, whose rows read by column name, and whose TEXT bytes
-    that are not UTF-8 (written by another program) read as U+FFFD instead of failing the row."""
-    db = sqlite3.connect(target)
+    that are not UTF-8 (written by another program) read as U+FFFD instead of failing the row.
+    A lock another program holds is waited on for busy_timeout_s (SQLite's busy timeout)."""
+    db = sqlite3.connect(target, timeout=busy_timeout_s)
     db.row_factory = sqlite3.Row
     db.text_factory = lambda value: value.decode("utf-8", "replace")
     db.execute("PRAGMA foreign_keys=ON")
@@ -535,12 +536,14 @@ def _only_rule_breaks(problems: Sequence[str]) -> bool:
     return bool(problems) and all(_RULE_BREAK.match(p) for p in problems)
 
 
-def _connect(path: Path, rule_breaks: list[str] | None = None) -> sqlite3.Connection:
+def _connect(
+    path: Path, rule_breaks: list[str] | None = None, busy_timeout_s: float = 5.0
+) -> sqlite3.Connection:
     """Open, check and migrate the store at path; StoreDamaged when it cannot be used. Rows that
     only break a CHECK or NOT NULL rule are not damage: quick_check's lines on them go to
     `rule_breaks` (the rows are skipped or cleaned as they are read)."""
     _make_private(path)
-    db = _open(path)
+    db = _open(path, busy_timeout_s)
     try:
         try:
             db.execute("PRAGMA journal_mode=WAL")
@@ -588,7 +591,7 @@ def _check_writable(db: sqlite3.Connection) -> None:
         db.rollback()
 
 
-def _memory_store(path: Path) -> sqlite3.Connection:
+def _memory_store(path: Path, busy_timeout_s: float = 1.0) -> sqlite3.Connection:
     """A store in memory for a session whose file cannot be written: a copy of the file where it
     can be read (read-only), else empty; brought up to this build's schema."""
     db = _open(":memory:")
@@ -596,7 +599,7 @@ def _memory_store(path: Path) -> sqlite3.Connection:
     # as an immutable file (what the last checkpoint wrote; a -wal left by a crash is not read).
     for query in ("mode=ro", "mode=ro&immutable=1"):
         try:
-            source = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=1.0)
+            source = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=busy_timeout_s)
             try:
                 # A read first, which gives up after the timeout: backup() waits on a lock for ever.
                 source.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -664,9 +667,11 @@ def set_aside_file(path: Path) -> Path:
 
 
 class Store:
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, *, busy_timeout_s: float = 5.0) -> None:
         """Open the store (paths.database_path() by default). A file that cannot be used as one
-        is set aside and a fresh store opened: set_aside and notice say so."""
+        is set aside and a fresh store opened: set_aside and notice say so. A file another program
+        has locked is waited on busy_timeout_s, then worked on in memory (its copy read within
+        at most a second)."""
         self.path = path or paths.database_path()
         self.set_aside: Path | None = None  # where an unusable file was moved at this opening
         self.notice = ""  # a sentence for the user about it, or ""
@@ -674,7 +679,7 @@ class Store:
         self.is_in_memory = False  # the file could not be written: this session's store is in memory
         rule_breaks: list[str] = []
         try:
-            self._db = _connect(self.path, rule_breaks)
+            self._db = _connect(self.path, rule_breaks, busy_timeout_s)
             _check_writable(self._db)
             if rule_breaks:
                 self.notice = RULE_BREAK_NOTICE
@@ -684,7 +689,7 @@ class Store:
             # when the user goes back to it. The file stays as it is; this session works on a copy in
             # memory, and the notice says so.
             log.error("the conversation store %s cannot be used here (%s); working in memory", self.path, e)
-            self._db = _memory_store(self.path)
+            self._db = _memory_store(self.path, min(1.0, busy_timeout_s))
             self.is_in_memory = True
             if isinstance(e, StoreFromNewerVersion):
                 self.notice = (
@@ -712,7 +717,7 @@ class Store:
                 "Your conversation history is damaged and could not be read. It is kept, untouched, "
                 f"as {self.set_aside.name} beside a new, empty history in {self.path.parent}."
             )
-            self._db = _connect(self.path)
+            self._db = _connect(self.path, busy_timeout_s=busy_timeout_s)
 
     @property
     def version(self) -> int:

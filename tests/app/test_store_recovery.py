@@ -143,7 +143,7 @@ def test_a_locked_store_is_not_taken_for_a_damaged_one(tandem_home: Path) -> Non
     holder.execute("PRAGMA locking_mode=EXCLUSIVE")
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        locked = Store()
+        locked = Store(busy_timeout_s=0.1)  # the lock is held for sure: no need to wait out 5 s
         assert locked.is_in_memory and locked.set_aside is None
         assert "another program has it locked" in locked.notice
     finally:
