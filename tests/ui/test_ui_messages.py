@@ -6,6 +6,8 @@ from PySide6.QtCore import QEvent, QPointF, Qt
 from PySide6.QtGui import QEnterEvent
 from PySide6.QtWidgets import QApplication
 
+from ui.chat.message_widget import MessageWidget
+
 
 def test_actions_show_on_hover_or_focus_and_stay_in_the_tab_order(qtbot, open_window, tiny_target) -> None:
     window = open_window(tiny_target)
@@ -97,3 +99,22 @@ def test_the_model_picker_lists_the_models_and_switches(qtbot, open_window, tiny
     names = [combo.itemText(i) for i in range(combo.count())]
     assert names == ["Automatic", "From the text (n-gram)", "Draft model", "Off"]
     assert all(combo.itemData(i, Qt.ItemDataRole.ToolTipRole) for i in range(combo.count()))
+
+
+def test_your_message_shows_line_for_line_as_typed(qtbot, open_window, wait_reply, tiny_target) -> None:
+    # Bug: "Dear Ann," Shift+Enter "see you at 5." showed as "Dear Ann, see you at 5.": rendered as
+    # Markdown, which folds a lone line break into a space.
+    window = open_window(tiny_target, max_tokens=16)
+    chat = window.chat
+    chat.input.setFocus()
+    qtbot.keyClicks(chat.input, "Dear Ann,")
+    qtbot.keyClick(chat.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(chat.input, "see you at 5.")
+    qtbot.keyClick(chat.input, Qt.Key.Key_Return)
+    wait_reply(window)
+    mine = [w for w in chat.findChildren(MessageWidget) if w.role == "user"]
+    assert [w.body.document().toPlainText().splitlines() for w in mine] == [["Dear Ann,", "see you at 5."]]
+    # A code block's lines stay as they were (nothing added to them).
+    message = chat.add_message(99, "user", "Run:\n```\nx = 1\ny = 2\n```\nthanks")
+    text = message.body.document().toPlainText()
+    assert text.splitlines()[0] == "Run:" and "x = 1\ny = 2\n" in text and text.rstrip().endswith("thanks")

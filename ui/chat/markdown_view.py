@@ -112,6 +112,21 @@ def _is_word_char(ch: str) -> bool:
     return ch.isalnum() or ch in "_'’"
 
 
+def hard_breaks(markdown: str) -> str:
+    """Each line break outside code fences kept (two trailing spaces): Markdown folds a lone one
+    into a space, and the user's message shows line for line as typed."""
+    lines, fence = markdown.split("\n"), ""
+    for i, line in enumerate(lines[:-1]):
+        opening = _FENCE.match(line)
+        if fence:
+            fence = "" if line.strip().startswith(fence) else fence
+        elif opening:
+            fence = opening.group(1)
+        else:
+            lines[i] = line + "  "
+    return "\n".join(lines)
+
+
 def whole_words(markdown: str, spans: Sequence[DraftSpan]) -> list[DraftSpan]:
     """Spans with each edge that falls inside a word moved to the nearer end of that word: a
     draft's tokens end mid-word ("com|ittee"), and half a word tinted reads as a glitch. A word

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 from app.host.reply import ReplyText
 from app.store import MessageStatus
 from engine.events import DraftSpan, Stats, StatsRecord
-from ui.chat.markdown_view import MessageBody
+from ui.chat.markdown_view import MessageBody, hard_breaks
 from ui.chat.speed_panel import SpeedPanel
 from ui.presenters import verdict, words
 from ui.presenters.off_words import OFF_KEY, off_words
@@ -229,7 +229,8 @@ class MessageWidget(QFrame):
     def set_content(self, text: str, spans: Sequence[DraftSpan], tint: bool) -> None:
         """Render the whole text (a stored message, or a reply that has just ended); each drafted
         span tinted by its source."""
-        reply = ReplyText(text, tuple(spans))
+        # The user's message line for line as typed (a reply is the model's Markdown).
+        reply = ReplyText(hard_breaks(text) if self.role == "user" else text, tuple(spans))
         self.body.set_content(reply, tint)
         self._describe_draft(text, spans)
         self.describe_sources(reply)
