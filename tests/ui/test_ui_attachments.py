@@ -109,6 +109,28 @@ def test_dropped_files_become_chips_and_go_with_the_message(
     assert "Tuesday" in turns[-1].content and turns[-1].content.endswith("Summarise it in one line.")
 
 
+def test_the_same_file_attached_twice_is_one_chip_and_goes_once(
+    qtbot, open_window, wait_reply, tiny_target, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    # Bug: dropping a file, then attaching it again, made two chips, and the model read it twice.
+    notes = tmp_path / "notes.md"
+    notes.write_text("The committee met on Tuesday.\n")
+    binary = tmp_path / "photo.txt"
+    binary.write_bytes(bytes(range(256)) * 4)
+    window = open_window(tiny_target, max_tokens=8)
+    drop_files(window, [notes, notes, binary])
+    window.chat.attachments.add_paths([notes, binary])  # Attach…, the same files again
+    assert [c.attachment.name for c in window.chat.attachments.chips()] == ["notes.md", "photo.txt"]
+    window.chat.attachments.chips()[1].remove_button.click()
+    spy: list = []
+    start_reply = window.controller.start_reply
+    window.controller.start_reply = lambda turns, **kw: spy.append(kw) or start_reply(turns, **kw)
+    window.chat.input.setPlainText("Summarise it.")
+    qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
+    wait_reply(window)
+    assert spy[-1]["documents"] == ("The committee met on Tuesday.\n",)
+
+
 def test_a_file_that_cannot_be_attached_says_why_and_nothing_is_sent(
     qtbot, open_window, tiny_target, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]

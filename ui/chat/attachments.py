@@ -247,6 +247,8 @@ class AttachmentTray(QWidget):
             chip.set_task_refusal(refusal)
 
     def _add(self, attachment: Attachment) -> None:
+        if attachment in (c.attachment for c in self._chips):
+            return  # the same file again (dropped twice, attached again): it goes once
         chip = AttachmentChip(attachment)
         chip.set_task_refusal(self._task_refusal)
         chip.remove_requested.connect(self.remove)
