@@ -317,7 +317,7 @@ def test_a_cost_curve_times_every_batch_size_a_draft_can_take(tiny_target: Path,
     prompts.write_text(json.dumps({"name": "loop", "set": "copy", "prompt": "abc abc abc abc abc"}) + "\n")
     out = tmp_path / "curve.json"
     r = lab("replay", "cost-curve", "--model", str(tiny_target), "--prompts", str(prompts),
-            "--max-tokens", "32", "--curve-name", "tiny", "--out", str(out))  # fmt: skip
+            "--max-tokens", "32", "--curve-name", "tiny", "--threads", "1", "--out", str(out))  # fmt: skip
     assert r.returncode == 0, r.stderr
     curve = json.loads(out.read_text())
     assert curve["name"] == "tiny" and sorted(int(n) for n in curve["t_ms"]) == list(range(1, 65))
