@@ -114,6 +114,7 @@ def test_your_message_shows_line_for_line_as_typed(qtbot, open_window, wait_repl
     wait_reply(window)
     mine = [w for w in chat.findChildren(MessageWidget) if w.role == "user"]
     assert [w.body.document().toPlainText().splitlines() for w in mine] == [["Dear Ann,", "see you at 5."]]
+    assert mine[0].text() == "Dear Ann,\nsee you at 5."  # what Copy and Edit take: as typed
     # A code block's lines stay as they were (nothing added to them).
     message = chat.add_message(99, "user", "Run:\n```\nx = 1\ny = 2\n```\nthanks")
     text = message.body.document().toPlainText()

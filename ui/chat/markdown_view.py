@@ -354,8 +354,11 @@ class _Stream:
 class MessageBody(QTextBrowser):
     """A read-only rendered message that grows to its content's height (no inner scrollbar)."""
 
-    def __init__(self, parent: QWidget | None = None, grows_with_content: bool = True) -> None:
+    def __init__(
+        self, parent: QWidget | None = None, grows_with_content: bool = True, keeps_line_breaks: bool = False
+    ) -> None:
         super().__init__(parent)
+        self._keeps_line_breaks = keeps_line_breaks  # each line break shown (hard_breaks)
         self.setOpenExternalLinks(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self._grows = grows_with_content
@@ -385,7 +388,8 @@ class MessageBody(QTextBrowser):
         self._stream = None
         self._settle_id += 1  # a finish() still under way is dropped
         self._is_settling = False
-        self._show_rendered(self._rendered(reply.text, reply.spans))
+        text = hard_breaks(reply.text) if self._keeps_line_breaks else reply.text
+        self._show_rendered(self._rendered(text, reply.spans))
         self._place_copy_buttons()
 
     def finish(self, reply: ReplyText, tint: bool) -> None:

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 from app.host.reply import ReplyText
 from app.store import MessageStatus
 from engine.events import DraftSpan, Stats, StatsRecord
-from ui.chat.markdown_view import MessageBody, hard_breaks
+from ui.chat.markdown_view import MessageBody
 from ui.chat.speed_panel import SpeedPanel
 from ui.presenters import verdict, words
 from ui.presenters.off_words import OFF_KEY, off_words
@@ -105,7 +105,8 @@ class MessageWidget(QFrame):
         self.reading = named(QLabel(), "reading", "Reading the prompt")
         self.reading.setVisible(False)
         layout.addWidget(self.reading)
-        self.body = MessageBody(self)
+        # The user's message line for line as typed; a reply is the model's Markdown.
+        self.body = MessageBody(self, keeps_line_breaks=role == "user")
         self.body.setAccessibleName("Your message" if role == "user" else "Reply")
         layout.addWidget(self.body)
         # Filled from the reply's stats (live, then kept small); replies only, hidden until then.
@@ -229,8 +230,7 @@ class MessageWidget(QFrame):
     def set_content(self, text: str, spans: Sequence[DraftSpan], tint: bool) -> None:
         """Render the whole text (a stored message, or a reply that has just ended); each drafted
         span tinted by its source."""
-        # The user's message line for line as typed (a reply is the model's Markdown).
-        reply = ReplyText(hard_breaks(text) if self.role == "user" else text, tuple(spans))
+        reply = ReplyText(text, tuple(spans))
         self.body.set_content(reply, tint)
         self._describe_draft(text, spans)
         self.describe_sources(reply)
