@@ -168,6 +168,22 @@ def test_compare_runs_plain_then_speculative_side_by_side(
     assert window.compare.run_button.isEnabled()
 
 
+def test_compare_without_a_request_says_so(qtbot, open_window, wait_reply, tiny_target) -> None:
+    # Bug: Compare with an empty box did nothing at all, and said nothing.
+    from ui.presenters.words import COMPARE_NO_PROMPT
+
+    window = open_window(tiny_target, max_tokens=16)
+    compare = window.compare
+    window.tabs.setCurrentWidget(compare)
+    compare.prompt.setPlainText("  \n ")
+    qtbot.mouseClick(compare.run_button, Qt.MouseButton.LeftButton)
+    assert compare.availability.text() == COMPARE_NO_PROMPT and not compare.request_ids
+    qtbot.keyClicks(compare.prompt, "Repeat: the cat sat.")
+    qtbot.mouseClick(compare.run_button, Qt.MouseButton.LeftButton)
+    assert compare.availability.text() == "" and compare.request_ids
+    wait_reply(window)
+
+
 def test_stop_ends_both_compare_runs_and_then_compares_nothing(
     qtbot, open_window, wait_reply, slow_target
 ) -> None:

@@ -373,5 +373,6 @@ class CompareView(QWidget):
 
     def on_run_button_clicked(self) -> None:
         text = self.prompt.toPlainText().strip()
+        self.availability.setText("" if text else words.COMPARE_NO_PROMPT)
         if text:
             self.compare_requested.emit(text)

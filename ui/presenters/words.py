@@ -318,6 +318,7 @@ UNFAIR_COMPARE = (
 )
 
 COMPARE_STOPPED = "Stopped before both runs ended: nothing to compare"
+COMPARE_NO_PROMPT = "Nothing to compare yet: write a request above, or choose a task."
 
 STALL_MIN_S = 1.0  # a pause in a run's writing this long...
 STALL_FACTOR = 10.0  # ...and this many times its usual pause between snapshots: it stalled
