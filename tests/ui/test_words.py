@@ -33,6 +33,19 @@ def test_a_reply_that_paid_reads_as_one_headline_over_the_whole_request() -> Non
     assert h.verdict is Verdict.FASTER
     assert h.text == "2.4× faster, 7.0 s saved"
     assert not h.is_estimate and h.reason == ""
+    # A short quick reply: what it saved in milliseconds, never "1.2× faster, 0.0 s saved".
+    # Plain: 0.01 s of prompt + 20 tokens at 100 tok/s = 0.21 s; it took 0.17 s.
+    short = _stats(
+        n_generated=20,
+        n_drafted=8,
+        n_accepted=6,
+        n_steps=14,
+        n_steps_with_draft=4,
+        prefill_s=0.01,
+        decode_s=0.16,
+        plain_tokens_per_s_est=100.0,  # its own plain steps ran at the usual speed: not busy
+    )
+    assert verdict.headline(short, measured_plain=100.0).text == "1.2× faster, 40 ms saved"
 
 
 def test_without_a_measured_plain_speed_the_engine_estimate_is_said_to_be_one() -> None:
@@ -74,6 +87,7 @@ def test_the_details_hold_each_figure_once() -> None:
     assert dict(rows)["Usual speed"] == "30.0 tokens/s (measured on this computer)"
     assert dict(rows)["Reused and confirmed"] == "80% of the reply"
     assert verdict.seconds(725) == "12 min 5 s" and verdict.seconds(0.42) == "0.4 s"
+    assert verdict.seconds(0.04) == "40 ms" and verdict.seconds(0.0949) == "95 ms"  # never "0.0 s saved"
 
 
 def test_compare_counts_both_runs_on_one_clock() -> None:

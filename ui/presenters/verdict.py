@@ -70,7 +70,9 @@ class Headline:
 
 
 def seconds(s: float) -> str:
-    """A duration as people say it: "0.4 s", "12 s", "168 s", "12 min 5 s"."""
+    """A duration as people say it: "40 ms", "0.4 s", "12 s", "168 s", "12 min 5 s" (never "0.0 s")."""
+    if s < 0.095:
+        return f"{s * 1000:.0f} ms"
     if s < 10:
         return f"{s:.1f} s"
     if s < 600:
@@ -229,7 +231,12 @@ def headline(
         return Headline(Verdict.NEUTRAL, AS_USUAL, reason, *figures, True)
     if speedup >= FASTER_AT:
         return Headline(
-            Verdict.FASTER, _headline(f"{about}{speedup:.1f}× faster, {seconds(saved)} saved"), "", *figures
+            Verdict.FASTER,
+            _headline(
+                f"{about}{speedup:.1f}× faster" + (f", {seconds(saved)} saved" if saved >= 0.0005 else "")
+            ),
+            "",
+            *figures,
         )
     if speedup <= 1 / FASTER_AT:
         return Headline(Verdict.SLOWER, slower, slower_reason(numbers, None, note_kind), *figures)
