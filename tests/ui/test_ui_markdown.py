@@ -359,3 +359,81 @@ def test_a_burst_is_laid_out_over_several_turns(qtbot) -> None:
     full = QTextDocument()
     render(full, source, [], tint=True)
     qtbot.waitUntil(lambda: body.document().toPlainText() == full.toPlainText(), timeout=5000)
+
+
+POEM = (
+    "Roses are red,\nViolets are blue,\nSugar is sweet,\nAnd so are you.\n\nA **bold** line,\nthen `code`\n"
+)
+
+
+def test_a_reply_shows_its_line_breaks_and_its_tint_stays_on_the_same_characters(qtbot) -> None:
+    # Bug: a reply with lone line breaks (a poem, an address) showed as one run-on paragraph:
+    # Markdown folds a lone line break into a space. Now each shows as a line break, in the
+    # rendering only: the document keeps the plain render's blocks and positions, so the tint too.
+    drafted = [
+        (POEM.index("are blue"), POEM.index("Sugar") + 5),
+        (POEM.index("so are"), POEM.index("so are") + 6),
+    ]
+    plain = QTextDocument()  # how the reply rendered before: Markdown's soft breaks
+    plain.setMarkdown(POEM, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+    before = tint_ranges(plain, POEM, drafted)
+    assert [plain.toPlainText()[a:b] for a, b in before] == ["are blue, Sugar", "so are"]
+    body = MessageBody()
+    qtbot.addWidget(body)
+    body.resize(600, 200)
+    body.show()
+    _stream_in_pieces(body, POEM, drafted, seed=4)
+    streamed = body.document()
+    lines = [
+        "Roses are red,",
+        "Violets are blue,",
+        "Sugar is sweet,",
+        "And so are you.",
+        "A bold line,",
+        "then code",
+    ]
+    assert streamed.toPlainText().splitlines() == lines
+    assert streamed.blockCount() == plain.blockCount() == 2  # the same paragraphs, line for line
+    assert streamed.firstBlock().layout().lineCount() == 4
+    assert _tinted(streamed) == before
+    assert [streamed.toPlainText()[a:b] for a, b in before] == ["are blue,\nSugar", "so are"]
+    # Only the folded spaces changed: every other character where it was.
+    soft, shown = plain.toRawText(), streamed.toRawText()
+    assert len(soft) == len(shown)
+    assert {(a, b) for a, b in zip(soft, shown, strict=True) if a != b} == {(" ", "\u2028")}
+    body.finish(ReplyText(POEM, _drafted(drafted)), tint=True)
+    qtbot.waitUntil(lambda: not body.is_settling, timeout=5000)
+    assert body.source_text() == POEM  # the text (Copy, Edit, the store) as the model wrote it
+    assert streamed.toPlainText().splitlines() == lines and _tinted(streamed) == before
+    full = QTextDocument()
+    render(full, POEM, _drafted(drafted), tint=True)
+    assert _look(streamed) == _look(full)
+
+
+def test_line_breaks_leave_code_lists_tables_and_headings_as_they_were(qapp) -> None:
+    source = (
+        REPLY + "\n- an item\n  and its next line\n- a second item\n\n## A heading\nText\non two lines.\n"
+    )
+    plain = QTextDocument()
+    plain.setMarkdown(source, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+    doc = QTextDocument()
+    render(doc, source, [], tint=False)
+
+    def kinds(d: QTextDocument) -> list[tuple[object, ...]]:
+        """_look without the shading of code (render's), the line breaks read as spaces."""
+        return [
+            (
+                text.replace("\u2028", " "),
+                *rest[:2],
+                *rest[3:7],
+                tuple((f[0].replace("\u2028", " "), *f[1:]) for f in fragments),
+            )
+            for text, *rest, fragments in _look(d)
+        ]
+
+    assert kinds(doc) == kinds(plain)  # the same blocks: code, list items, table cells, headings
+    shown = doc.toPlainText()
+    assert "an item\nand its next line\na second item" in shown  # one item, its line break kept
+    assert "keeps the\nagreed prefix" in shown and "A quoted line\nand its continuation." in shown
+    assert "Text\non two lines." in shown
+    assert "def accept(draft, target):\n    n = 0\n\n    while" in shown  # code as it was

@@ -9,6 +9,10 @@ a folded line break matches any whitespace); the draft's spans of the text then 
 document. A character that cannot be matched is simply left untinted. Long stretches where the
 document and the text agree are matched a slice at a time, not a character at a time.
 
+Every lone line break shows as a line break (as typed, as the model wrote it), though Markdown
+folds it into a space: that space becomes a line separator in place (keep_line_breaks), so the
+document's blocks and positions, and with them the tint, are those of the plain render.
+
 While a reply streams, `MessageBody.stream` lays out only what is new: the text is cut at
 block boundaries (a blank line outside a code fence, the end of a closing fence); the blocks
 before the last cut are rendered once and stay, and only the open block after it is rendered
@@ -68,6 +72,12 @@ MAX_STREAM_STEP = 2500  # new characters laid out per turn of the event loop whi
 YIELD_MS = 1
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _LEAD = "x\n\n"  # a paragraph rendered in front of a streamed block, then left out of the copy
+# md4c's MD_FLAG_HARD_SOFT_BREAKS (Qt passes its Markdown features to md4c as they are): every lone
+# line break parsed as a hard one.
+_ALL_BREAKS_HARD = QTextDocument.MarkdownFeature(MARKDOWN.value | 0x8000)
+_TWO_LINES = re.compile(r"\S[ \t]*\r?\n[ \t]*\S")  # two lines of text in a row: maybe a soft break
+_BLOCK_SEPARATOR = "\u2029"  # between blocks in QTextDocument.toRawText()
+_LINE_SEPARATOR = "\u2028"  # a line break inside a block (toPlainText() reads it as "\n")
 
 
 def _common_prefix_length(a: str, i: int, b: str, j: int) -> int:
@@ -112,19 +122,39 @@ def _is_word_char(ch: str) -> bool:
     return ch.isalnum() or ch in "_'’"
 
 
-def hard_breaks(markdown: str) -> str:
-    """Each line break outside code fences kept (two trailing spaces): Markdown folds a lone one
-    into a space, and the user's message shows line for line as typed."""
-    lines, fence = markdown.split("\n"), ""
-    for i, line in enumerate(lines[:-1]):
-        opening = _FENCE.match(line)
-        if fence:
-            fence = "" if line.strip().startswith(fence) else fence
-        elif opening:
-            fence = opening.group(1)
-        else:
-            lines[i] = line + "  "
-    return "\n".join(lines)
+def _soft_breaks(doc: QTextDocument, markdown: str) -> list[int]:
+    """The positions in `doc` (`markdown` rendered) of the spaces that Qt's importer made of lone
+    line breaks (Markdown's soft breaks), found by parsing `markdown` again with every soft break
+    made hard: each one is then a block separator at the same position, all else alike. None where
+    the two documents differ anywhere else (the rendering then stays as it was)."""
+    if not _TWO_LINES.search(markdown):
+        return []
+    hard = QTextDocument()
+    hard.setMarkdown(markdown, _ALL_BREAKS_HARD)
+    soft_text, hard_text = doc.toRawText(), hard.toRawText()
+    if len(soft_text) != len(hard_text):
+        return []
+    positions: list[int] = []
+    start = 0  # soft_text and hard_text agree before `start`
+    while (k := hard_text.find(_BLOCK_SEPARATOR, start)) >= 0:
+        if soft_text[start:k] != hard_text[start:k] or soft_text[k] not in (" ", _BLOCK_SEPARATOR):
+            return []
+        if soft_text[k] == " ":
+            positions.append(k)
+        start = k + 1
+    return positions if soft_text[start:] == hard_text[start:] else []
+
+
+def keep_line_breaks(doc: QTextDocument, markdown: str, cursor: QTextCursor) -> None:
+    """Show each lone line break of `markdown` as a line break (the model's poem, address or
+    lines without bullets stay line for line), where Markdown would fold it into a space. The space
+    becomes a line separator inside its block, in its own character format: the document keeps its
+    blocks (a list item is not split into two), its length and every position, so the draft's
+    tint maps exactly as before. Only the rendering changes; the text stays as written."""
+    for position in _soft_breaks(doc, markdown):
+        cursor.setPosition(position)
+        cursor.setPosition(position + 1, QTextCursor.MoveMode.KeepAnchor)
+        cursor.insertText(_LINE_SEPARATOR, cursor.charFormat())
 
 
 def whole_words(markdown: str, spans: Sequence[DraftSpan]) -> list[DraftSpan]:
@@ -269,13 +299,14 @@ def code_runs(doc: QTextDocument) -> list[tuple[QTextBlock, QTextBlock, list[str
 
 
 def render(doc: QTextDocument, markdown: str, spans: Sequence[DraftSpan], tint: bool) -> None:
-    """Render `markdown` into `doc`, its drafted `spans` tinted (when `tint`) by their
-    sources (DraftSource.NONE: the tint of text saved without its source)."""
+    """Render `markdown` into `doc`, each lone line break kept, its drafted `spans` tinted (when
+    `tint`) by their sources (DraftSource.NONE: the tint of text saved without its source)."""
     doc.setMarkdown(markdown, MARKDOWN)
     cursor = QTextCursor(doc)
     # One edit block: the layout is redone once at its end instead of after every change (a
     # merge outside a block cost 0.7 ms each, 170 ms for a 1,500-token reply with 200 draft runs).
     cursor.beginEditBlock()
+    keep_line_breaks(doc, markdown, cursor)
     # Code blocks get a shaded background so they read as blocks while the reply streams.
     code_format = QTextBlockFormat()
     code_format.setBackground(theme.colors().code_background)
@@ -354,11 +385,8 @@ class _Stream:
 class MessageBody(QTextBrowser):
     """A read-only rendered message that grows to its content's height (no inner scrollbar)."""
 
-    def __init__(
-        self, parent: QWidget | None = None, grows_with_content: bool = True, keeps_line_breaks: bool = False
-    ) -> None:
+    def __init__(self, parent: QWidget | None = None, grows_with_content: bool = True) -> None:
         super().__init__(parent)
-        self._keeps_line_breaks = keeps_line_breaks  # each line break shown (hard_breaks)
         self.setOpenExternalLinks(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self._grows = grows_with_content
@@ -388,8 +416,7 @@ class MessageBody(QTextBrowser):
         self._stream = None
         self._settle_id += 1  # a finish() still under way is dropped
         self._is_settling = False
-        text = hard_breaks(reply.text) if self._keeps_line_breaks else reply.text
-        self._show_rendered(self._rendered(text, reply.spans))
+        self._show_rendered(self._rendered(reply.text, reply.spans))
         self._place_copy_buttons()
 
     def finish(self, reply: ReplyText, tint: bool) -> None:

@@ -105,8 +105,7 @@ class MessageWidget(QFrame):
         self.reading = named(QLabel(), "reading", "Reading the prompt")
         self.reading.setVisible(False)
         layout.addWidget(self.reading)
-        # The user's message line for line as typed; a reply is the model's Markdown.
-        self.body = MessageBody(self, keeps_line_breaks=role == "user")
+        self.body = MessageBody(self)
         self.body.setAccessibleName("Your message" if role == "user" else "Reply")
         layout.addWidget(self.body)
         # Filled from the reply's stats (live, then kept small); replies only, hidden until then.
