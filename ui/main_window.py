@@ -132,13 +132,11 @@ class MainWindow(QMainWindow):
     # ---- building
 
     def _build_toolbar(self) -> None:
-        """The chat's header (ui/chat/chat_header.py: model, speed-up, state, the highlight's legend),
-        then Settings and the API switch."""
+        """The chat's header (ui/chat/chat_header.py: model, speed-up, state, the highlight's legend,
+        the API switch), then Settings."""
         from ui.chat.chat_header import ChatHeader
 
-        bar = QToolBar("Chat header")
-        bar.setObjectName("speculationToolbar")
-        bar.setMovable(False)
+        bar = named(QToolBar("Chat header", movable=False), "speculationToolbar")
         self.addToolBar(bar)
         self.header = ChatHeader(self.settings.show_draft_tint)
         bar.addWidget(self.header)
@@ -176,7 +174,9 @@ class MainWindow(QMainWindow):
         from ui.settings.serve_toggle import ServeToggle
 
         # The loaded engine on the OpenAI-compatible API.
-        self.serve_toggle = ServeToggle(self.controller, lambda: self.settings, bar, self.statusBar(), self)
+        self.serve_toggle = ServeToggle(
+            self.controller, lambda: self.settings, self.header.add_switch, self.statusBar(), self
+        )
 
     def _build_tabs(self) -> None:
         self.tabs = QTabWidget()

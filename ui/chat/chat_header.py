@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QPainter, QPaintEvent, QStandardItemModel, QTextCursor, QTextDocument
+from PySide6.QtGui import QAction, QPainter, QPaintEvent, QStandardItemModel, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.library.model_spec import parse_model
@@ -29,7 +29,7 @@ from ui.presenters.words import (
     source_tip,
 )
 from ui.qt import theme
-from ui.qt.widgets import named
+from ui.qt.widgets import named, tool_button
 
 
 def _preset_tip(preset: Preset) -> str:
@@ -81,8 +81,11 @@ class ChatHeader(QWidget):
         super().__init__(parent)
         self.setObjectName("chatHeader")
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        rows = QVBoxLayout(self)
-        rows.setContentsMargins(8, 6, 8, 4)
+        self.ends = QHBoxLayout(self)  # the rows, then the switches at the end (add_switch)
+        self.ends.setContentsMargins(8, 6, 0, 4)
+        self.ends.setSpacing(14)
+        rows = QVBoxLayout()
+        self.ends.addLayout(rows, 1)
         rows.setSpacing(4)
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
@@ -93,7 +96,7 @@ class ChatHeader(QWidget):
         tip = "The model that writes the replies (more on the Models page)"
         self.model_combo = named(ModelPicker(), "modelPicker", "Model", tip)  # searchable, with size and fit
         self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.model_combo.setMinimumContentsLength(20)
+        self.model_combo.setMinimumContentsLength(16)
         self.model_combo.activated.connect(self.on_model_combo_activated)
         self.model_combo.about_to_open.connect(self.refresh_models)
         model_label.setBuddy(self.model_combo)
@@ -108,6 +111,7 @@ class ChatHeader(QWidget):
                 self.speed_combo.count() - 1, choice.why, Qt.ItemDataRole.ToolTipRole
             )
         self.speed_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.speed_combo.setMinimumContentsLength(8)  # as narrow as that, eliding, in a narrow window
         self.speed_combo.activated.connect(self.on_speed_combo_activated)
         self.speed_combo.currentIndexChanged.connect(self._show_why)
         speed_label.setBuddy(self.speed_combo)
@@ -160,6 +164,13 @@ class ChatHeader(QWidget):
         self._stand_in = ("", "")  # words and tip said in the picker for a model of no entry (set_stand_in)
         self.restyle()
         self._show_why()
+
+    def add_switch(self, action: QAction) -> None:
+        """A switch at the header's end (the window's API): in the header, not the toolbar, so a
+        narrow window never hides it in the toolbar's overflow (the pickers give way first)."""
+        switch = tool_button()
+        switch.setDefaultAction(action)
+        self.ends.addWidget(switch, 0, Qt.AlignmentFlag.AlignVCenter)
 
     # ---- the highlight's legend
 
@@ -239,6 +250,7 @@ class ChatHeader(QWidget):
         index = self.model_combo.index_of(self._in_use)
         if index >= 0:
             self.model_combo.setCurrentIndex(index)
+            self.model_combo.line.setCursorPosition(0)  # its name from its start in a narrow box
             self._in_use = str(self.model_combo.itemData(index))
 
     def on_model_combo_activated(self, index: int) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QLabel, QStatusBar, QToolBar
+from PySide6.QtWidgets import QLabel, QStatusBar
 
 from app.api.engine_bridge import ApiEngine
 from app.api.serve import ApiServer, BackgroundServer, listen
@@ -58,19 +58,20 @@ class ServeToggle(QObject):
         self,
         controller: EngineController,
         settings: Callable[[], Settings],
-        toolbar: QToolBar,
+        place: Callable[[QAction], object],
         status_bar: QStatusBar,
         parent: QObject,
     ) -> None:
         """controller: the window's engine (its supervisor); settings: the settings now (where it
-        listens, its key); the switch goes on `toolbar`, the address it serves at on `status_bar`."""
+        listens, its key); `place` puts the switch where it stays in sight (the window's header),
+        the address it serves at goes on `status_bar`."""
         super().__init__(parent)
         self.controller = controller
         self._settings = settings
         self.action = QAction("API: off", parent, checkable=True)  # a switch that says its state
         self.action.toggled.connect(lambda on: self.action.setText("API: on" if on else "API: off"))
         self.action.toggled.connect(self.on_action_toggled)
-        toolbar.addAction(self.action)
+        place(self.action)
         self.label = QLabel()
         self.label.setObjectName("serveLabel")
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
