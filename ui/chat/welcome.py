@@ -19,7 +19,8 @@ from app.library.catalog import Catalog, CatalogPair, MachineInfo, format_bytes
 from app.library.measure import DraftVerdict
 from engine.events import DraftSource
 from ui.qt import theme
-from ui.qt.widgets import button, label
+from ui.qt.page_scroll import vertical_scroll
+from ui.qt.widgets import button, label, named
 
 # Chat pairs from the catalog, most capable first. The Coder pair is left out: its base models
 # complete code rather than chat.
@@ -135,7 +136,8 @@ class WelcomePanel(QFrame):
         self.setObjectName("welcomePanel")
         self.setStyleSheet(
             "QFrame#welcomePanel { background: rgba(90, 140, 230, 22); border: 1px solid "
-            "rgba(90, 140, 230, 90); border-radius: 6px; }"
+            "rgba(90, 140, 230, 90); border-radius: 6px; } "
+            "#welcomeScroll, #welcomeContent { background: transparent; }"  # its scroll: the tint under
         )
         self.catalog = catalog
         self.machine = machine
@@ -143,7 +145,13 @@ class WelcomePanel(QFrame):
         self.gpu_backend = gpu_backend
         self.is_downloading = False
 
-        layout = QVBoxLayout(self)
+        # In a short window its text scrolls, never cut mid-line; as tall as its text elsewhere.
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        scroll = vertical_scroll("welcomeScroll", fitting=True)
+        outer.addWidget(scroll)
+        scroll.setWidget(content := named(QWidget(), "welcomeContent"))
+        layout = QVBoxLayout(content)
         self.title_label = QLabel("<b>Welcome to Tandem</b>")
         layout.addWidget(self.title_label)
         self.close_button = button(
