@@ -179,6 +179,8 @@ class DraftLengthController:
             # The ramp and the risk limit only shorten a draft: where no length within the others
             # beats a plain step, none within them does (most steps of open text).
             acc = self.budget.short_match_rate(kind, self.accept[kind])
+            if not pricing.may_beat_plain(self.costs, min(offer.available, explore, timed), acc):
+                return None
             rates = self.expected_rates(min(offer.available, explore, timed), kind, acc)
             if float(rates[1:].max(initial=0.0)) <= rates[0]:
                 return None

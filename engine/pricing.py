@@ -64,6 +64,15 @@ def rate(costs: VerifyCosts, k: int, a: float, draft: DraftModelCosts | None = N
     return tokens / drafted_s
 
 
+def may_beat_plain(costs: VerifyCosts, k_max: int, a: float) -> bool:
+    """Whether a free draft of 1..k_max tokens may beat a plain step: rate() per length, no arrays
+    (most steps of open text say no, and rates()' arrays cost ~0.2 ms a step in a reply, caches cold
+    after each decode). A relative slack of 1e-9 leaves every case scalar rounding could tip to
+    rates(), which decides."""
+    plain = rate(costs, 0, a)
+    return any(rate(costs, k, a) > plain * (1 - 1e-9) for k in range(1, k_max + 1))
+
+
 def never_pays(costs: VerifyCosts, draft: DraftModelCosts, k_max: int) -> bool:
     """A measured draft model too slow for any draft length to beat plain decoding, even with
     every drafted token accepted. Needs a measured draft cost; priors never decide this."""
