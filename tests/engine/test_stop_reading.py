@@ -35,6 +35,7 @@ def _cached_positions(runner) -> int:  # type: ignore[no-untyped-def]
     return int(runner._llama.llama_memory_seq_pos_max(runner.memory, 0)) + 1
 
 
+@pytest.mark.slow  # a wide model's chunks, seconds each
 def test_stop_inside_a_chunk_returns_at_once_and_the_next_answer_is_a_fresh_ones(wide_target: Path) -> None:
     from engine.session import Engine
 

@@ -60,6 +60,7 @@ def test_a_real_server_answers_a_surrogate_with_400(tmp_path: Path, tiny_target:
         server.stop()
 
 
+@pytest.mark.slow  # waits out the server's write deadline (seconds)
 def test_a_stream_whose_client_takes_nothing_loses_its_turn_at_the_write_deadline(
     slow_target: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -318,6 +318,7 @@ def test_disconnect_cancels_and_the_next_request_runs(slow_target: Path, tmp_pat
         s.stop()
 
 
+@pytest.mark.slow  # a long prompt read on a server, seconds
 def test_a_client_leaving_during_the_prefill_stops_it(
     slow_target: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
