@@ -497,6 +497,10 @@ def _is_damage(error: sqlite3.DatabaseError) -> bool:
     return type(error) is sqlite3.DatabaseError
 
 
+BUSY_TIMEOUT_S = 5.0  # a lock another program holds is waited on this long (SQLite's default)...
+COPY_TIMEOUT_S = 1.0  # ...and, the file given up, its copy for a session in memory read within this
+
+
 def _make_private(path: Path) -> None:
     """The store and its -wal and -shm are the user's alone (0600): created so (SQLite gives the
     -wal and -shm the main file's mode), or tightened where an older Tandem left them 0644."""
@@ -511,7 +515,7 @@ def _make_private(path: Path) -> None:
         log.warning("cannot make %s private: %s", path, e)
 
 
-def _open(target: Path | str, busy_timeout_s: float = 5.0) -> sqlite3.Connection:
+def _open(target: Path | str, busy_timeout_s: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
     """A connection with foreign keys on, whose rows read by column name, and whose TEXT bytes
     that are not UTF-8 (written by another program) read as U+FFFD instead of failing the row.
     A lock another program holds is waited on for busy_timeout_s (SQLite's busy timeout)."""
@@ -537,7 +541,7 @@ def _only_rule_breaks(problems: Sequence[str]) -> bool:
 
 
 def _connect(
-    path: Path, rule_breaks: list[str] | None = None, busy_timeout_s: float = 5.0
+    path: Path, rule_breaks: list[str] | None = None, busy_timeout_s: float = BUSY_TIMEOUT_S
 ) -> sqlite3.Connection:
     """Open, check and migrate the store at path; StoreDamaged when it cannot be used. Rows that
     only break a CHECK or NOT NULL rule are not damage: quick_check's lines on them go to
@@ -591,7 +595,7 @@ def _check_writable(db: sqlite3.Connection) -> None:
         db.rollback()
 
 
-def _memory_store(path: Path, busy_timeout_s: float = 1.0) -> sqlite3.Connection:
+def _memory_store(path: Path, busy_timeout_s: float = COPY_TIMEOUT_S) -> sqlite3.Connection:
     """A store in memory for a session whose file cannot be written: a copy of the file where it
     can be read (read-only), else empty; brought up to this build's schema."""
     db = _open(":memory:")
@@ -667,7 +671,7 @@ def set_aside_file(path: Path) -> Path:
 
 
 class Store:
-    def __init__(self, path: Path | None = None, *, busy_timeout_s: float = 5.0) -> None:
+    def __init__(self, path: Path | None = None, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         """Open the store (paths.database_path() by default). A file that cannot be used as one
         is set aside and a fresh store opened: set_aside and notice say so. A file another program
         has locked is waited on busy_timeout_s, then worked on in memory (its copy read within
@@ -689,7 +693,7 @@ class Store:
             # when the user goes back to it. The file stays as it is; this session works on a copy in
             # memory, and the notice says so.
             log.error("the conversation store %s cannot be used here (%s); working in memory", self.path, e)
-            self._db = _memory_store(self.path, min(1.0, busy_timeout_s))
+            self._db = _memory_store(self.path, min(COPY_TIMEOUT_S, busy_timeout_s))
             self.is_in_memory = True
             if isinstance(e, StoreFromNewerVersion):
                 self.notice = (

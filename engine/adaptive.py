@@ -179,9 +179,10 @@ class DraftLengthController:
             # The ramp and the risk limit only shorten a draft: where no length within the others
             # beats a plain step, none within them does (most steps of open text).
             acc = self.budget.short_match_rate(kind, self.accept[kind])
-            if not pricing.may_beat_plain(self.costs, min(offer.available, explore, timed), acc):
+            within = min(offer.available, explore, timed)
+            if not pricing.may_beat_plain(self.costs, within, acc):
                 return None
-            rates = self.expected_rates(min(offer.available, explore, timed), kind, acc)
+            rates = self.expected_rates(within, kind, acc)
             if float(rates[1:].max(initial=0.0)) <= rates[0]:
                 return None
         reach = limit = min(offer.available, explore, self._ramp_limit(kind), self._risk_limit(kind))
