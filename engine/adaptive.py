@@ -263,7 +263,8 @@ class DraftLengthController:
         decodes = None if model is None else (model.draft_first_cost(plain_s), model.draft_cost(plain_s))
         sure, breaks = self.copies.sure_run(kind, self.k_max), self.copies.risk_breaks
         keeps = not probe and kind in COPY_KINDS
-        return self.budget.risk_limit(self.costs, self.k_max, decodes, sure, breaks, keeps)
+        short = self._short_match(kind)
+        return self.budget.risk_limit(self.costs, self.k_max, decodes, sure, breaks, keeps, short)
 
     def observe(self, kind: int, accepted: bool) -> None:
         """A free offer not drafted this step, its first token checked against the emitted one:
@@ -297,6 +298,7 @@ class DraftLengthController:
         learn=False: acceptance not counted (a draft model's where the text was copied). timed=False:
         it grew llama.cpp's buffers, a sample only where no timing of this size or larger prices it."""
         n_rows = n_drafted + 1
+        self.budget.written += n_accepted + 1
         if timed or not any(n >= n_rows for n in self.costs.low):
             self.costs.add(n_rows, step_s - draft_s)
             self.costs.live.add(n_rows)

@@ -3,7 +3,8 @@
 A reply's first drafts are short (RAMP_FIRST tokens) until drafts are accepted whole: acceptance
 carried over from other text may not hold for this one. No draft may risk, were it rejected at its
 first token, more than the reply's drafts have saved so far plus what a first RAMP_FIRST-token
-draft risks, so a reply that drafts cannot end much slower than plain decoding. Short matches (an
+draft risks (a short match past the reply's first tokens, until they have saved time: a 1-token
+draft), so a reply that drafts cannot end much slower than plain decoding. Short matches (an
 n-gram offer but a copy) are priced on this reply's evidence. Runs behind each rule:
 docs/design-engine.md ("A reply's caution").
 """
@@ -31,6 +32,7 @@ class ReplyBudget:
     copy_drafted: bool = False  # this reply has drafted from copied text (see COPY_KINDS)
     short_streak: int = 0  # this reply's short-match offers right at their first token in a row
     drafted_kinds: set[int] = field(default_factory=set)  # the kinds this reply has drafted
+    written: int = 0  # tokens this reply has written so far
 
     def begin_reply(self) -> None:
         self.ramp = RAMP_FIRST
@@ -39,6 +41,7 @@ class ReplyBudget:
         self.drafted_kinds = set()
         self.short_streak = 0
         self.saved_s = 0.0
+        self.written = 0
 
     def note_offer(self, short: bool, accepted: bool) -> None:
         """A short match's first token checked against the emitted one (observed or drafted)."""
@@ -90,11 +93,14 @@ class ReplyBudget:
         sure: int,
         breaks: float,
         keeps: bool,
+        short: bool = False,
     ) -> int:
         """The longest draft whose loss, were it rejected at its first token (a copy's `sure`
         tokens counted as emitted), is within what the reply saved plus a first RAMP_FIRST-token
-        draft's risk (halved per copy break while in the red); `keeps`: a copy's, which keeps
-        that allowance whatever the reply lost. drafting: a draft model's (first, later) decode."""
+        draft's risk (halved per copy break while in the red; `short`: a short match's, a 1-token
+        draft's once the reply has written RAMP_FIRST tokens, until its drafts have saved time);
+        `keeps`: a copy's, which keeps that allowance whatever the reply lost. drafting: a draft
+        model's (first, later) decode."""
         if 1 not in costs.median:
             return k_max
         rows = costs.costs(k_max + 1)
@@ -102,7 +108,12 @@ class ReplyBudget:
         if drafting is not None:
             worst = worst + drafting[0] + np.arange(k_max) * drafting[1]
         loss = worst - np.minimum(np.arange(1, k_max + 1), sure) * rows[1]
-        first = worst[min(RAMP_FIRST, k_max) - 1]
+        # A short match once the reply has gone on in words of its own (a reply that copies shows
+        # it in its first tokens) is a guess at fresh text: until the reply's drafts have saved
+        # time, it risks a 1-token draft's loss (SmolLM2 answering about a document, a 3-token
+        # phrase wrong at its first token 11 tokens in: 0.92x plain over a 19-token answer).
+        guess = short and self.saved_s <= 0 and self.written >= RAMP_FIRST
+        first = worst[min(1 if guess else RAMP_FIRST, k_max) - 1]
         if self.saved_s <= 0:
             first *= 0.5 ** max(0.0, breaks)
         counted = max(self.saved_s, 0.0) if keeps else self.saved_s

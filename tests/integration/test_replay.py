@@ -98,7 +98,7 @@ def test_the_replay_needs_no_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert lab_replay(["replay", "--python-scale", "1"]) == 0
     out = capsys.readouterr().out
     assert "| epyc-slow-avx2 | 1 | copy-report |" in out
-    assert "### smollm2: 18 traces, 3 cost curves" in out  # each kept set against its own curves
+    assert "### smollm2: 22 traces, 4 cost curves" in out  # each kept set against its own curves
     # Real sizes: stand-ins of Qwen2.5 0.5B-14B shapes timed here (AVX-512; 0.5B-7B on AVX2 too),
     # on the copy traces.
     assert "### real sizes (stand-ins) on the copy traces: 7 traces, 10 cost curves" in out
@@ -160,10 +160,13 @@ def test_bench_help_is_the_users_bench_and_the_dev_commands_say_where_they_went(
 
 
 def test_where_a_row_costs_half_a_plain_step_no_reply_ends_much_slower_than_plain() -> None:
-    # SmolLM2-135M: its replies to the demo tasks, documents and edit requests (many copy a
-    # stretch, then depart from it), on its curves of this EPYC. Long copy drafts priced well by
-    # acceptance, rejected after 2-3 tokens, made short replies 0.85x plain before a draft could
-    # risk no more than its reply's drafts had saved.
+    # SmolLM2-135M: its replies to the demo tasks, documents, edit requests (many copy a stretch,
+    # then depart from it) and questions about documents (short answers), on its curves of this
+    # EPYC and the Xeon. Long copy drafts priced well by acceptance, rejected after 2-3 tokens, made
+    # short replies 0.85x plain before a draft could risk no more than its reply's drafts had
+    # saved; a first phrase guessed 11 tokens into a 19-token answer, 0.92x before a short match
+    # past a reply's first tokens risked a 1-token draft until drafts saved time (issue 48: no
+    # reply under 0.95x).
     folder = REPLAY / "smollm2"
     traces = load_traces(folder / "traces")
     warm = next(t for t in traces if t.name == "warm-up")
@@ -172,8 +175,8 @@ def test_where_a_row_costs_half_a_plain_step_no_reply_ends_much_slower_than_plai
         _, seeded = replay(warm, curve)
         for seed in (seeded.export(), calibrated(seeded.export(), curve)):  # and after an idle moment
             speedups += [replay(t, curve, seed)[0].speedup for t in traces if t is not warm]
-    assert len(speedups) == 2 * 3 * 17
-    assert min(speedups) >= 0.93, sorted(speedups)[:5]
+    assert len(speedups) == 2 * 4 * 21
+    assert min(speedups) >= 0.95, sorted(speedups)[:5]
     assert sorted(speedups)[len(speedups) // 2] >= 1.1  # and most still gain
 
 
