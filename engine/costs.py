@@ -10,6 +10,7 @@ controller's constants").
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections import deque
 from collections.abc import Iterable
@@ -37,10 +38,13 @@ class VerifyCosts:
     median: dict[int, float] = field(default_factory=dict)  # rows -> median of samples (the guard)
     low: dict[int, float] = field(default_factory=dict)  # rows -> lowest of samples (prices)
     live: set[int] = field(default_factory=set)  # sizes measured by steps of this process
+    _sizes: list[int] | None = None  # the sizes in `low`, sorted (cache: a new size is rare)
     _arrays: tuple[np.ndarray, np.ndarray] | None = None  # `low` as sorted arrays (cache)
     _curve: np.ndarray | None = field(default=None, compare=False, repr=False)  # costs() while `low` holds
 
     def add(self, n_rows: int, seconds: float) -> None:
+        if n_rows not in self.low:
+            self._sizes = None
         samples = self.samples.setdefault(n_rows, deque(maxlen=COST_SAMPLES))
         samples.append(seconds)
         self.median[n_rows] = statistics.median(samples)
@@ -85,16 +89,17 @@ class VerifyCosts:
             return measured[n_rows]
         if not measured:
             return 1.0 + PRIOR_SLOPE * (n_rows - 1)
-        sizes = sorted(measured)
-        below = [b for b in sizes if b < n_rows]
-        above = [b for b in sizes if b > n_rows]
-        if below and above:
-            lo, hi = below[-1], above[0]
+        sizes = self._sizes
+        if sizes is None:
+            sizes = self._sizes = sorted(measured)
+        i = bisect.bisect_left(sizes, n_rows)  # sizes[i - 1] < n_rows < sizes[i]
+        if 0 < i < len(sizes):
+            lo, hi = sizes[i - 1], sizes[i]
             w = (n_rows - lo) / (hi - lo)
             return measured[lo] * (1 - w) + measured[hi] * w
-        if above:
-            return measured[above[0]] / (1 + PRIOR_SLOPE * (above[0] - n_rows))
-        top = below[-1]
+        if i == 0:
+            return measured[sizes[0]] / (1 + PRIOR_SLOPE * (sizes[0] - n_rows))
+        top = sizes[-1]
         return measured[top] + self.row_cost_beyond() * (n_rows - top)
 
     def row_cost_beyond(self) -> float:

@@ -61,6 +61,8 @@ def test_between_measured_sizes_the_cost_is_linear_and_below_the_smallest_it_is_
     assert c.cost(4) == pytest.approx(0.040)  # halfway
     assert c.cost(3) == pytest.approx(0.030)
     assert c.cost(1) == pytest.approx(0.020 / (1 + PRIOR_SLOPE))  # below the smallest: the prior's shape
+    c.add(4, 0.050)  # a size between them: its neighbours price the sizes around it from now on
+    assert c.cost(3) == pytest.approx(0.035) and c.cost(5) == pytest.approx(0.055)
 
 
 def test_past_the_largest_size_each_row_costs_the_measured_slope_at_least_the_floor() -> None:
