@@ -331,10 +331,10 @@ class DraftLengthController:
         """What a first reply on a machine never timed times first (engine.costs)."""
         return self.costs.first_reply_sizes(min(self.k_max + 1, n_batch), max_tokens) if self.adaptive else []
 
-    def note_timing(self, n_rows: int, seconds: float) -> None:
-        """A batch timed outside a reply (Engine.calibrate): priced as a step of that size is, not
-        the guard's plain reference."""
-        self.costs.add(n_rows, seconds)
+    def note_timings(self, timed: dict[int, float]) -> None:
+        """Batches timed outside a reply (Engine.calibrate, a first reply's timing): priced as a
+        step of that size is (VerifyCosts.add_timed)."""
+        self.costs.add_timed(timed)
 
     def export(self) -> dict[str, object]:
         """What this run measured, to seed the next process on the same machine and pair."""

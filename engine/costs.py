@@ -1,7 +1,7 @@
 """What a verify batch of n rows costs on this machine: the draft-length controller's cost model.
 
 Every step's wall time is a sample of its batch size (rows verified); Engine.calibrate and a
-first reply on a machine never timed add samples of their own (note_timing). A size is priced at
+first reply on a machine never timed add samples of their own (add_timed). A size is priced at
 the lowest of its last few samples (a busy machine only ever slows a step down), the throughput
 guard reads the median (what a step usually costs). Between sizes: linear interpolation; past the
 largest: the measured cost of one more row. Runs behind each choice: docs/design-engine.md ("The
@@ -36,23 +36,78 @@ FIRST_REPLY_MIN_TOKENS = 128  # ...where the reply may run this long (shorter on
 class VerifyCosts:
     samples: dict[int, deque[float]] = field(default_factory=dict)  # rows -> step seconds
     median: dict[int, float] = field(default_factory=dict)  # rows -> median of samples (the guard)
-    low: dict[int, float] = field(default_factory=dict)  # rows -> lowest of samples (prices)
+    low: dict[int, float] = field(default_factory=dict)  # rows -> lowest of samples (as timed)
     live: set[int] = field(default_factory=set)  # sizes measured by steps of this process
+    # Per size but 1, per sample: the plain step's price when it was timed (None: timed before
+    # any step of a reply; the first plain step's is taken, add_timed).
+    _beside: dict[int, deque[float | None]] = field(default_factory=dict)
+    _lowest: dict[int, tuple[float, float | None]] = field(default_factory=dict)  # (low, its plain)
+    _timed_plain: bool = False  # the plain price is a timing outside a reply (a first use's)
+    _prices: dict[int, float] | None = None  # each size's price now (cache)
     _sizes: list[int] | None = None  # the sizes in `low`, sorted (cache: a new size is rare)
-    _arrays: tuple[np.ndarray, np.ndarray] | None = None  # `low` as sorted arrays (cache)
-    _curve: np.ndarray | None = field(default=None, compare=False, repr=False)  # costs() while `low` holds
+    _arrays: tuple[np.ndarray, np.ndarray] | None = None  # the prices as sorted arrays (cache)
+    _curve: np.ndarray | None = field(default=None, compare=False, repr=False)  # costs() while prices hold
 
     def add(self, n_rows: int, seconds: float) -> None:
+        """A step of a reply that verified n_rows (or a price from the cost cache)."""
+        if n_rows == 1 and self._timed_plain:  # a reply's first plain step after a first use's timing
+            self._timed_plain = False
+            self.samples[1].clear()
+            for n, beside in self._beside.items():
+                for i, then in enumerate(beside):
+                    beside[i] = seconds if then is None else then
+                low, then = self._lowest[n]
+                self._lowest[n] = low, seconds if then is None else then
+            self._changed()
+        self._add(n_rows, seconds, None if self._timed_plain else self.low.get(1))
+
+    def add_timed(self, timed: dict[int, float]) -> None:
+        """Batches timed outside a reply (Engine.calibrate, a first reply's timing): priced beside
+        the plain step's price now; on a first use, beside the reply's first plain step (the plain
+        batch timed with them is the plain price until then: timed batches lack a step's own work)."""
+        plain = None if self._timed_plain else self.low.get(1)
+        for n, seconds in sorted(timed.items()):
+            if n != 1:
+                self._add(n, seconds, plain)
+            elif 1 not in self.low:
+                self._add(1, seconds, None)
+                self._timed_plain = True
+
+    def _add(self, n_rows: int, seconds: float, plain_s: float | None) -> None:
         if n_rows not in self.low:
             self._sizes = None
         samples = self.samples.setdefault(n_rows, deque(maxlen=COST_SAMPLES))
         samples.append(seconds)
         self.median[n_rows] = statistics.median(samples)
         low = min(samples)
-        if self.low.get(n_rows) != low:  # prices follow `low` alone (most steps leave it as it was)
-            self.low[n_rows] = low
-            self._arrays = None
-            self._curve = None
+        if n_rows == 1:
+            if self.low.get(1) != low:  # every size's price moves with the plain step's
+                self.low[1] = low
+                self._changed()
+            return
+        beside = self._beside.setdefault(n_rows, deque(maxlen=COST_SAMPLES))
+        beside.append(plain_s)
+        lowest = low, beside[min(range(len(samples)), key=samples.__getitem__)]
+        if self._lowest.get(n_rows) != lowest:  # (most steps leave it as it was)
+            self.low[n_rows], self._lowest[n_rows] = lowest[0], lowest
+            self._changed()
+
+    def _changed(self) -> None:
+        self._prices = self._arrays = self._curve = None
+
+    def prices(self) -> dict[int, float]:
+        """Each measured size's price now: its lowest timing, times the plain step's price now
+        over the plain step's beside it (a step costs more as the text grows)."""
+        if self._prices is not None:
+            return self._prices
+        prices = dict(self.low)
+        plain = self.low.get(1)
+        if plain is not None:
+            for n, (low, then) in self._lowest.items():
+                if then is not None:
+                    prices[n] = low * (plain / then)  # (exactly the timing where then is plain)
+        self._prices = prices
+        return prices
 
     @property
     def plain_s(self) -> float | None:
@@ -84,11 +139,11 @@ class VerifyCosts:
         """Seconds for a step that verifies n_rows. Small batches are far from linear on real
         hardware, so below the largest size measured nothing assumes a shape: linear between
         measured sizes, no cheaper than the smallest known below it."""
-        measured = self.low
+        if not self.low:
+            return 1.0 + PRIOR_SLOPE * (n_rows - 1)
+        measured = self.prices()
         if n_rows in measured:
             return measured[n_rows]
-        if not measured:
-            return 1.0 + PRIOR_SLOPE * (n_rows - 1)
         sizes = self._sizes
         if sizes is None:
             sizes = self._sizes = sorted(measured)
@@ -108,7 +163,7 @@ class VerifyCosts:
         largest size and one at most half as large (SLOPE_MIN_ROWS or more) says it, at least
         SLOPE_FLOOR of a row's mean cost at the largest size (a slope from two noisy timings may
         come out too low); with no such pair, PRIOR_SLOPE of the largest batch a row."""
-        measured = self.low
+        measured = self.prices()
         top = max(measured)
         top_s = measured[top]
         lower = [n for n in measured if SLOPE_MIN_ROWS <= n <= top // 2]
@@ -131,8 +186,9 @@ class VerifyCosts:
             prior: np.ndarray = 1.0 + PRIOR_SLOPE * (ns[: n_max + 1] - 1)
             return prior
         if self._arrays is None:
-            sizes = np.array(sorted(self.low), dtype=np.float64)
-            self._arrays = sizes, np.array([self.low[int(n)] for n in sizes])
+            prices = self.prices()
+            sizes = np.array(sorted(prices), dtype=np.float64)
+            self._arrays = sizes, np.array([prices[int(n)] for n in sizes])
         sizes, costs = self._arrays
         out: np.ndarray = np.interp(ns, sizes, costs)
         lo, hi = sizes[0], sizes[-1]
@@ -154,8 +210,9 @@ class VerifyCosts:
         return (EXPLORE_FACTOR_SLOPE if slope_known else EXPLORE_FACTOR) * top
 
     def export(self) -> dict[str, float]:
-        return {str(n): s for n, s in sorted(self.low.items())}
+        """The prices now (seed() adds the plain step's first: each keeps its ratio to it)."""
+        return {str(n): s for n, s in sorted(self.prices().items())}
 
     def seed(self, step_s: dict[str, float]) -> None:
-        for n, s in step_s.items():
+        for n, s in sorted(step_s.items(), key=lambda item: int(item[0])):
             self.add(int(n), float(s))

@@ -124,8 +124,9 @@ def replay(
     # starts by copying (SpeculativeDecoder._time_first_batches): not part of the decode time.
     sizes = controller.first_reply_sizes(K_MAX + 1, len(trace.reply))
     if sizes and policy.starts_copying(ctx):
-        for n in sizes:
-            controller.note_timing(n, curve.verify_s(n) + python_scale * curve.row_ms * n / 1000)
+        controller.note_timings(
+            {n: curve.verify_s(n) + python_scale * curve.row_ms * n / 1000 for n in sizes}
+        )
     reply, pos, clock = trace.reply, 0, 0.0
     params, rng = SamplingParams(), np.random.default_rng(0)
     jitter = np.random.default_rng(noise_seed)
@@ -158,8 +159,8 @@ def calibrated(
     controller = DraftLengthController(K_MAX)
     if seed is not None:
         controller.seed(seed)
-    for n in controller.costs.untimed(CALIBRATION_SIZES):
-        controller.note_timing(n, curve.verify_s(n) + python_scale * curve.row_ms * n / 1000)
+    untimed = controller.costs.untimed(CALIBRATION_SIZES)
+    controller.note_timings({n: curve.verify_s(n) + python_scale * curve.row_ms * n / 1000 for n in untimed})
     return controller.export()
 
 

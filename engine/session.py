@@ -319,8 +319,7 @@ class Engine:
                     return False
                 target.decode(filler[start : min(start + 64, n_context)], n_logits=0)
             costs = target.time_batches(sizes, filler[:1], _CALIBRATION_REPEATS, stop, read_rows=True)
-            for n, seconds in costs.items():
-                controller.note_timing(n, seconds)
+            controller.note_timings(costs)
             if len(costs) < len(sizes):
                 return False
         except Exception:

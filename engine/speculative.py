@@ -273,8 +273,7 @@ class SpeculativeDecoder:
         costs = target.time_batches(
             sizes, prompt[-1:], repeats=1, stop=cancel.is_set if cancel else None, read_rows=True
         )
-        for n, seconds in costs.items():
-            controller.note_timing(n, seconds)
+        controller.note_timings(costs)
         return time.perf_counter() - t0
 
     def _emit(self, r: _Reply, emitted: list[int], n_accepted: int) -> Iterator[TextPiece]:

@@ -849,8 +849,7 @@ def test_a_first_reply_on_a_machine_never_timed_times_a_few_batches_once() -> No
     assert c.first_reply_sizes(n_batch=512) == list(FIRST_REPLY_SIZES)
     assert c.first_reply_sizes(n_batch=8) == [n for n in FIRST_REPLY_SIZES if n <= 8]
     assert c.first_reply_sizes(n_batch=512, max_tokens=32) == []  # a short reply cannot repay it
-    for n in FIRST_REPLY_SIZES:
-        c.note_timing(n, STEEP.get(n, 0.02))
+    c.note_timings({n: STEEP.get(n, 0.02) for n in FIRST_REPLY_SIZES})
     assert c.first_reply_sizes(n_batch=512) == []
     # A cost cache that knows more than a plain step: nothing is timed before the reply.
     known = seeded(k_max=63)

@@ -106,3 +106,41 @@ def test_the_prices_kept_in_the_cost_cache_seed_the_next_process_alike() -> None
     again = VerifyCosts()
     again.seed(kept)
     assert again.low == c.low and [again.cost(n) for n in range(1, 30)] == [c.cost(n) for n in range(1, 30)]
+
+
+def test_a_size_is_priced_by_its_ratio_to_the_plain_step_timed_beside_it() -> None:
+    # SmolLM2 on this Xeon: 1 row 13.1 ms and 2 rows 17.3 after 256 tokens, 33.4 and 54.9 after
+    # 4,096. Priced as timed, 2 rows after a long document looked cheaper than a plain step.
+    c = VerifyCosts()
+    for _ in range(COST_SAMPLES):
+        c.add(1, 0.0131)
+    c.add_timed({2: 0.0173, 4: 0.0262})  # calibrated while idle, beside the plain step's price then
+    assert c.cost(2) == 0.0173 and c.low[2] == 0.0173
+    for _ in range(COST_SAMPLES):  # the text grows: plain steps cost more, and every size with them
+        c.add(1, 0.0334)
+    assert c.low[2] == 0.0173  # (as timed)
+    assert c.cost(2) == pytest.approx(0.0173 * 0.0334 / 0.0131) and c.cost(2) > c.cost(1)
+    assert c.cost(3) == pytest.approx((0.0173 + 0.0262) / 2 * 0.0334 / 0.0131)  # between sizes alike
+    assert list(c.costs(4)[1:]) == pytest.approx([c.cost(n) for n in range(1, 5)])
+    c.add(2, 0.0549)  # a step of the reply, beside the plain step of its moment: its own price
+    assert c.cost(2) == pytest.approx(0.0173 * 0.0334 / 0.0131)  # (the lowest still prices it)
+    again = VerifyCosts()  # the prices kept seed the next process alike
+    again.seed(c.export())
+    assert [again.cost(n) for n in range(1, 9)] == pytest.approx([c.cost(n) for n in range(1, 9)])
+
+
+def test_a_first_uses_timings_are_priced_beside_the_replys_first_plain_step() -> None:
+    # A first reply times a few sizes and a plain batch before its first step; timed batches lack
+    # a step's own work around them, so the plain batch prices plain steps only until a step is
+    # timed, and the sizes keep their timings beside that first step.
+    c = VerifyCosts()
+    c.add_timed({1: 0.010, 4: 0.025, 16: 0.060})
+    assert c.cost(1) == 0.010 and c.cost(4) == 0.025 and c.plain_s == 0.010
+    c.add(1, 0.0103)  # the reply's first plain step: 0.3 ms of Python around the batch
+    assert c.cost(1) == 0.0103 and c.low[1] == 0.0103 and len(c.samples[1]) == 1
+    assert c.cost(4) == 0.025 and c.cost(16) == 0.060  # priced as timed beside it
+    for _ in range(COST_SAMPLES):
+        c.add(1, 0.0206)
+    assert c.cost(4) == pytest.approx(0.050)
+    c.add_timed({1: 0.005, 8: 0.040})  # calibrated later: beside the plain step's price now
+    assert c.cost(1) == 0.0206 and c.cost(8) == 0.040
