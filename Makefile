@@ -85,13 +85,18 @@ $(STAMP): pyproject.toml Makefile
 run: setup
 	$(VENV)/bin/tandem
 
+# Two pytest-xdist workers, each on its own share of the cores (tests/conftest.py): many tests
+# wait on processes, servers and event loops. --dist loadfile keeps a module's tests, and the
+# fixtures they share (the F16 Gemma's reference replies), on one worker. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
+PYTEST := QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 test: setup
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider
+	$(PYTEST)
 
 # The quick loop (about a minute): no subprocess, worker process, server or real window (tests
 # marked `slow`, pyproject.toml); `make test` runs them all.
 test-fast: setup
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider -m "not slow"
+	$(PYTEST) -m "not slow"
 
 lint: setup
 	$(VENV)/bin/ruff check engine app ui tests tools

@@ -37,6 +37,19 @@ THRESHOLD = gc.get_threshold()
 gc.disable()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (`make test` runs `-n 2`) each worker keeps to its own share of the cores,
+    and so does everything it starts (the affinity is inherited). An engine with no thread count
+    takes one thread per core it may use (engine.config.default_threads): two workers each running
+    two spinning llama.cpp threads on two cores collapsed (the F16 Gemma test 6x slower)."""
+    worker = getattr(config, "workerinput", None)
+    if worker is None or not hasattr(os, "sched_setaffinity"):
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    index, n_workers = int(worker["workerid"].removeprefix("gw")), int(worker["workercount"])
+    os.sched_setaffinity(0, cpus[index::n_workers] or [cpus[index % len(cpus)]])
+
+
 # -- `slow`: what `make test-fast` leaves out ------------------------------------------------------
 # A test is slow when it (or a fixture it uses, or a helper of its module it calls) starts a process
 # (`tandem`, the lab, a worker, a server) or the real window, or reads the real Gemma model. Marked

@@ -286,7 +286,7 @@ def test_the_embedded_model_answers_a_conversation_and_stops(gemma_q4: Path, par
 
     if params.seed is None and not params.is_greedy:
         params = SamplingParams(**{**params.__dict__, "seed": 1})
-    engine = Engine(EngineConfig(str(gemma_q4), draft=DraftChoice.parse("ngram"), n_ctx=2048, n_threads=2))
+    engine = Engine(EngineConfig(str(gemma_q4), draft=DraftChoice.parse("ngram"), n_ctx=2048))
     turns: tuple[ChatTurn, ...] = ()
     try:
         for request in REQUESTS:

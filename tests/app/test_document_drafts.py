@@ -82,7 +82,6 @@ def smollm2_engine():  # type: ignore[no-untyped-def]
         str(default_model.smollm2_model()),
         draft=NGRAM_LOOKUP,
         n_ctx=2048,
-        n_threads=2,
         adaptive=False,
         draft_max=16,
     )
@@ -133,7 +132,7 @@ def test_the_cli_json_says_which_text_came_from_the_document(tmp_path: Path) -> 
     r = subprocess.run(
         [sys.executable, "-m", "app.main", "generate", "--model", "smollm2", "--draft", "ngram", "--chat",
          "--prompt", "Repeat the document above exactly, word for word.", "--attach", str(path),
-         "--max-tokens", "160", "--threads", "2", "--fixed-draft", "--draft-max", "16", "--json"],
+         "--max-tokens", "160", "--fixed-draft", "--draft-max", "16", "--json"],
         capture_output=True, text=True, timeout=300, cwd=ROOT, env=env,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr

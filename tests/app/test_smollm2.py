@@ -68,9 +68,7 @@ def test_its_chat_template_answers_and_stops_at_its_end_token() -> None:
     from engine.events import Finished
     from engine.session import Engine
 
-    engine = Engine(
-        EngineConfig(str(default_model.smollm2_model()), draft=NGRAM_LOOKUP, n_ctx=1024, n_threads=2)
-    )
+    engine = Engine(EngineConfig(str(default_model.smollm2_model()), draft=NGRAM_LOOKUP, n_ctx=1024))
     try:
         assert engine.has_chat_template
         turns = [{"role": "user", "content": "What is the capital of France?"}]

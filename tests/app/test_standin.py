@@ -18,6 +18,7 @@ from app.library.catalog import scan_local_models
 from app.library.remote_gguf import read_local_header
 from app.library.standin import KnownShape, StandinError, plan_from_header, plan_from_shape
 from engine.backend import LlamaRunner
+from engine.config import default_threads
 from engine.gguf_info import read_gguf_info
 
 # Tiny qwen2/llama/qwen3 shapes whose rows fill K-quant blocks (256 weights).
@@ -29,7 +30,7 @@ MEDIUM = KnownShape("qwen2", 1024, 12, 16, 2, 4096, 32000)
 
 
 def logits_of(path: Path, n_rows: int = 8) -> np.ndarray:
-    runner = LlamaRunner(str(path), n_ctx=256, n_threads=2, n_batch=64)
+    runner = LlamaRunner(str(path), n_ctx=256, n_threads=default_threads(), n_batch=64)
     try:
         return runner.decode(list(range(3, 3 + n_rows)), n_logits=n_rows).copy()
     finally:
@@ -300,8 +301,6 @@ def test_check_a_catalog_pair_by_its_known_shapes(capsys: pytest.CaptureFixture[
     code = main_models(["check", "--pair", "qwen2.5-7b-0.5b", "some/repo/file.gguf"])
     assert code == 2 and "not both" in capsys.readouterr().err
     # Kept figures (as --measure keeps them) are shown without measuring.
-    from engine.config import default_threads
-
     machine = measure.machine_identity(default_threads())
     for model, t_ms in (
         (
@@ -380,7 +379,7 @@ def test_stand_ins_of_the_real_built_in_models_keep_their_tokenizer_and_shape(
     plan = plan_from_header(real.name, header.header_bytes, header.info)
     copy = standin.write_standin(plan, tmp_path / f"{which}{standin.SUFFIX}")
     assert copy.stat().st_size == real.stat().st_size
-    runners = [LlamaRunner(str(p), n_ctx=256, n_threads=2, n_batch=64) for p in (real, copy)]
+    runners = [LlamaRunner(str(p), n_ctx=256, n_threads=default_threads(), n_batch=64) for p in (real, copy)]
     try:
         text = "The harbour committee met on Tuesday evening."
         assert runners[1].tokenize(text) == runners[0].tokenize(text)  # the real tokenizer

@@ -36,7 +36,6 @@ def f16_engine(gemma_f16: Path, draft: str) -> Engine:
         n_ctx=1024,
         draft_max=8,
         adaptive=draft == "ngram",
-        n_threads=2,
     )
     return Engine(config)
 
@@ -68,7 +67,7 @@ def test_f16_target_greedy_output_is_identical(
 
 
 def test_q4_target_flips_only_at_near_ties(gemma_q4: Path) -> None:
-    engine = Engine(EngineConfig(str(gemma_q4), draft=DraftChoice.parse("ngram"), n_ctx=1024, n_threads=2))
+    engine = Engine(EngineConfig(str(gemma_q4), draft=DraftChoice.parse("ngram"), n_ctx=1024))
     try:
         for prompt in PROMPTS:
             plain = generate(engine, prompt, speculate=False)

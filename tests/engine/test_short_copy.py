@@ -40,7 +40,7 @@ def reply(engine: Engine, speculate: bool = True) -> Finished:
 def test_a_short_copy_is_drafted_where_a_busy_moment_priced_its_batches(
     gemma_q4: Path, tmp_path: Path
 ) -> None:
-    config = EngineConfig(str(gemma_q4), draft=NGRAM_LOOKUP, n_threads=2, cost_cache_dir=str(tmp_path))
+    config = EngineConfig(str(gemma_q4), draft=NGRAM_LOOKUP, cost_cache_dir=str(tmp_path))
     engine = Engine(config)
     try:
         plain = reply(engine, speculate=False)  # (its steps time a plain step: the cost cache keeps it)

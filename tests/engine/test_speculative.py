@@ -11,7 +11,7 @@ import pytest
 
 from engine.adaptive import FIRST_REPLY_MIN_TOKENS, DraftLengthController
 from engine.backend import LlamaRunner
-from engine.config import NGRAM_LOOKUP, DraftChoice, EngineConfig, SamplingParams
+from engine.config import NGRAM_LOOKUP, DraftChoice, EngineConfig, SamplingParams, default_threads
 from engine.errors import PromptTooLongError
 from engine.events import DraftingState, DraftSource, Finished, Stats, TextPiece
 from engine.session import Engine
@@ -46,8 +46,8 @@ def assert_same_or_near_tie(
     i = next((j for j, (a, b) in enumerate(zip(plain, spec)) if a != b), min(len(plain), len(spec)))
     assert i < len(plain) and i < len(spec), "one output stopped early where the other went on"
     tokens = prompt + list(plain[:i])
-    single_runner = LlamaRunner(str(model), n_ctx=1024, n_threads=2)
-    batch_runner = LlamaRunner(str(model), n_ctx=1024, n_threads=2)
+    single_runner = LlamaRunner(str(model), n_ctx=1024, n_threads=default_threads())
+    batch_runner = LlamaRunner(str(model), n_ctx=1024, n_threads=default_threads())
     try:
         single = single_runner.decode(tokens, n_logits=1)[0].copy()
         n_rows = min(8, len(tokens))
@@ -128,7 +128,7 @@ def test_kv_rollback_after_many_rejections(tiny_target: Path, tiny_draft: Path) 
             draft_p_min=0.0,
         )
     )
-    fresh = LlamaRunner(str(tiny_target), n_ctx=1024, n_threads=2)
+    fresh = LlamaRunner(str(tiny_target), n_ctx=1024, n_threads=default_threads())
     try:
         params = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=7)
         result = run(engine, PROMPTS[1], params=params, max_tokens=200)
