@@ -62,8 +62,7 @@ class VerifyCosts:
             for n, beside in self._beside.items():
                 for i, then in enumerate(beside):
                     beside[i] = seconds if then is None else then
-                low, then = self._lowest[n]
-                self._lowest[n] = low, seconds if then is None else then
+                self._lowest[n] = self._lowest_of(n)
             self._changed()
         self._add(n_rows, seconds, None if self._timed_plain else self.low.get(1))
 
@@ -91,12 +90,17 @@ class VerifyCosts:
                 self.low[1] = low
                 self._changed()
             return
-        beside = self._beside.setdefault(n_rows, deque(maxlen=COST_SAMPLES))
-        beside.append(plain_s)
-        lowest = low, beside[min(range(len(samples)), key=samples.__getitem__)]
+        self._beside.setdefault(n_rows, deque(maxlen=COST_SAMPLES)).append(plain_s)
+        lowest = self._lowest_of(n_rows)
         if self._lowest.get(n_rows) != lowest:  # (most steps leave it as it was)
             self.low[n_rows], self._lowest[n_rows] = lowest[0], lowest
             self._changed()
+
+    def _lowest_of(self, n_rows: int) -> tuple[float, float | None]:
+        """A size's lowest timing and the plain step's price beside it."""
+        samples = self.samples[n_rows]
+        i = min(range(len(samples)), key=samples.__getitem__)
+        return samples[i], self._beside[n_rows][i]
 
     def _changed(self) -> None:
         self._prices = self._arrays = self._curve = None

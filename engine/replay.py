@@ -19,6 +19,7 @@ against the hindsight-best on every kept curve.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,9 +125,7 @@ def replay(
     # starts by copying (SpeculativeDecoder._time_first_batches): not part of the decode time.
     sizes = controller.first_reply_sizes(K_MAX + 1, len(trace.reply))
     if sizes and policy.starts_copying(ctx):
-        controller.note_timings(
-            {n: curve.verify_s(n) + python_scale * curve.row_ms * n / 1000 for n in sizes}
-        )
+        controller.note_timings(_timed(curve, sizes, python_scale))
     reply, pos, clock = trace.reply, 0, 0.0
     params, rng = SamplingParams(), np.random.default_rng(0)
     jitter = np.random.default_rng(noise_seed)
@@ -159,9 +158,14 @@ def calibrated(
     controller = DraftLengthController(K_MAX)
     if seed is not None:
         controller.seed(seed)
-    untimed = controller.costs.untimed(CALIBRATION_SIZES)
-    controller.note_timings({n: curve.verify_s(n) + python_scale * curve.row_ms * n / 1000 for n in untimed})
+    controller.note_timings(_timed(curve, controller.costs.untimed(CALIBRATION_SIZES), python_scale))
     return controller.export()
+
+
+def _timed(curve: CostCurve, sizes: Iterable[int], python_scale: float) -> dict[int, float]:
+    """Batches timed outside a reply on the curve's machine (LlamaRunner.time_batches): the batch
+    and the reading of its rows, without a step's fixed work."""
+    return {n: curve.verify_s(n) + python_scale * curve.row_ms * n / 1000 for n in sizes}
 
 
 def load_traces(directory: Path) -> list[Trace]:
