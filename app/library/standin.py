@@ -17,9 +17,7 @@ then sit within a few hundredths of zero, and llama.cpp computes normally); type
 is not known here are written as zeros, also finite. Data is written from one pattern buffer per
 type, in large chunks: a 7B stand-in is a few seconds of disk writes.
 
-Why this file is long: it is one file format end to end, in three sections (planning from a
-header, planning from a known shape, room and writing) that share the plan's types and the
-shape checks; the measuring that uses it is in app/library/measure.py and measure_run.py.
+The measuring that uses it is in app/library/measure.py and measure_run.py.
 """
 
 from __future__ import annotations
@@ -38,6 +36,7 @@ from typing import Any
 
 import numpy as np
 from gguf.constants import GGML_QUANT_SIZES
+from gguf.vocab import bytes_to_unicode
 
 from app.library.documents import kv_bytes_per_token
 from engine.errors import TandemError
@@ -355,20 +354,8 @@ def plan_from_shape(label: str, shape: KnownShape, quantization: str = "Q4_K_M")
 def _byte_level_vocab(n_vocab: int) -> list[str]:
     """Two specials, GPT-2's 256 byte tokens, then fillers: any text tokenizes, and the output
     row has the real vocabulary's size (what a verify batch pays for)."""
-    bs = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("¡"), ord("¬") + 1))
-        + list(range(ord("®"), ord("ÿ") + 1))
-    )
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    table = dict(zip(bs, cs, strict=True))
-    tokens = ["<|bos|>", "<|eos|>"] + [chr(table[b]) for b in range(256)]
+    byte_tokens = bytes_to_unicode()
+    tokens = ["<|bos|>", "<|eos|>"] + [byte_tokens[b] for b in range(256)]
     tokens += [f"<|filler{i}|>" for i in range(max(0, n_vocab - len(tokens)))]
     return tokens[:n_vocab]
 
@@ -423,10 +410,6 @@ def standins_dir() -> Path:
     return home / "standins"
 
 
-def is_in_memory(folder: Path) -> bool:
-    return folder.resolve().is_relative_to(MEMORY_FOLDER.resolve()) if MEMORY_FOLDER.exists() else False
-
-
 def check_room(plan: StandinPlan, folder: Path, n_ctx: int, *, free_ram: int | None = None) -> None:
     """Refuse, in one sentence and before anything is written, a stand-in that would not fit on
     the disk or in the memory free now."""
@@ -443,7 +426,8 @@ def check_room(plan: StandinPlan, folder: Path, n_ctx: int, *, free_ram: int | N
     ram = free_ram if free_ram is not None else available_ram_bytes() or total_ram_bytes()
     # A file in memory holds its size of it, beside what llama.cpp loads (its own copy of
     # weights it repacks for this CPU).
-    need = plan.memory_bytes(n_ctx) + (size if is_in_memory(folder) else 0)
+    in_memory = MEMORY_FOLDER.exists() and folder.resolve().is_relative_to(MEMORY_FOLDER.resolve())
+    need = plan.memory_bytes(n_ctx) + (size if in_memory else 0)
     if need + RAM_MARGIN_BYTES > ram:
         raise StandinError(
             f"timing a stand-in of {plan.label} needs {format_bytes(need)} of memory and only "
@@ -528,11 +512,6 @@ def write_standin(
     if on_progress is not None:
         on_progress(1.0)
     return path
-
-
-def remove_standin(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.unlink()
 
 
 def clean_leftovers(folder: Path | None = None) -> None:
