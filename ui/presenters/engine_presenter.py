@@ -73,15 +73,10 @@ def pair_words(info: EngineInfo) -> str:
 def _draft_said(info: EngineInfo) -> str:
     """The draft model's name, with its quantisation where the target has the same name (two
     copies of one model: "Gemma 3 270m - Q4_K_M" drafting for "Gemma 3 270m")."""
-    if info.draft_name != info.target_name:
-        return info.draft_name
-    from app.library.catalog import local_model
+    from ui.presenters.task_ability import model_ability
 
-    try:
-        found = local_model(Path(info.draft.model)).info
-    except OSError:
-        return info.draft_name
-    return f"{info.draft_name} - {found.quantization.removeprefix('ALL_')}" if found else info.draft_name
+    found = model_ability(info.draft.model) if info.draft_name == info.target_name else None
+    return f"{info.draft_name} - {found.quantization}" if found else info.draft_name
 
 
 def first_chat_model() -> str:

@@ -30,6 +30,7 @@ class ModelAbility:
     n_params: int
     has_chat_template: bool
     says_base: bool  # its name or fine-tune says "base"
+    quantization: str = ""  # as its tensors say ("Q4_K_M", "F16"): two copies of one model told apart
 
     @property
     def is_base(self) -> bool:
@@ -63,7 +64,7 @@ def measured(ability: ModelAbility) -> MeasuredModel | None:
 _BASE = re.compile(r"\bbase\b", re.IGNORECASE)
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=64)
 def _read(path: str, mtime_ns: int, size: int) -> ModelAbility | None:  # read again once changed
     from app.library.catalog import local_model
     from engine.errors import TandemError
@@ -83,6 +84,7 @@ def _read(path: str, mtime_ns: int, size: int) -> ModelAbility | None:  # read a
         n_params=info.n_params,
         has_chat_template=info.chat_template is not None,
         says_base=bool(_BASE.search(said)),
+        quantization=info.quantization.removeprefix("ALL_"),
     )
 
 
