@@ -42,7 +42,7 @@ from ui.presenters.engine_presenter import PairView, SpeculationView
 from ui.presenters.failures import STRICT_ENV
 from ui.presenters.presenter import ChatPresenter
 from ui.qt import theme
-from ui.qt.widgets import named
+from ui.qt.widgets import flush, named
 from ui.settings.settings_dialog import SettingsDialog, needs_reload
 
 if TYPE_CHECKING:
@@ -190,8 +190,7 @@ class MainWindow(QMainWindow):
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([250, 930])
         chat_tab = QWidget()
-        chat_layout = QVBoxLayout(chat_tab)
-        chat_layout.setContentsMargins(0, 0, 0, 0)
+        chat_layout = flush(QVBoxLayout(chat_tab))
         # The welcome's "Download and switch", once the page is built.
         self.welcome_downloads: WelcomeDownloads | None = None
         self.welcome = self._make_welcome()

@@ -39,7 +39,7 @@ from app.library.documents import (
 )
 from ui.presenters.words import quick_actions_for
 from ui.qt import theme
-from ui.qt.widgets import button, label, tool_button
+from ui.qt.widgets import button, flush, label, tool_button
 
 # A paste this long is offered as an attachment (it can still stay in the message).
 LONG_PASTE_CHARS = 2000
@@ -172,15 +172,13 @@ class AttachmentTray(QWidget):
         self.count_tokens: Callable[[tuple[str, ...]], int | None] | None = None
         self._counting: dict[int, AttachmentChip] = {}  # request id -> the chip it counts
         self._task_refusal: Callable[[str], str] = lambda _title: ""  # set_task_refusal
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
+        outer = flush(QVBoxLayout(self))
         outer.setSpacing(2)
         self.chips_layout = QVBoxLayout()
         self.chips_layout.setSpacing(2)
         outer.addLayout(self.chips_layout)
         self.paste_offer = QFrame()
-        offer = QHBoxLayout(self.paste_offer)
-        offer.setContentsMargins(0, 0, 0, 0)
+        offer = flush(QHBoxLayout(self.paste_offer))
         self.paste_label = QLabel()
         offer.addWidget(self.paste_label, 1)
         self.paste_attach_button = button("Attach it as a document", clicked=self.paste_attach_requested)

@@ -29,7 +29,7 @@ from ui.presenters.words import (
     source_tip,
 )
 from ui.qt import theme
-from ui.qt.widgets import named, tool_button
+from ui.qt.widgets import flush, named, tool_button
 
 
 def _preset_tip(preset: Preset) -> str:
@@ -87,48 +87,36 @@ class ChatHeader(QWidget):
         rows = QVBoxLayout()
         self.ends.addLayout(rows, 1)
         rows.setSpacing(4)
-        row = QHBoxLayout()
-        row.setContentsMargins(0, 0, 0, 0)
+        row = flush(QHBoxLayout())
         rows.addLayout(row)
         row.setSpacing(8)
 
-        model_label = QLabel("Model")
         tip = "The model that writes the replies (more on the Models page)"
         self.model_combo = named(ModelPicker(), "modelPicker", "Model", tip)  # searchable, with size and fit
-        self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.model_combo.setMinimumContentsLength(16)
-        self.model_combo.activated.connect(self.on_model_combo_activated)
         self.model_combo.about_to_open.connect(self.refresh_models)
-        model_label.setBuddy(self.model_combo)
-        row.addWidget(model_label)
-        row.addWidget(self.model_combo)
-
-        speed_label = QLabel("Speed-up")
         self.speed_combo = named(QComboBox(), "speedUpPicker", "Speed-up")
         for choice in SPEED_UP_CHOICES:
             self.speed_combo.addItem(choice.name, str(choice.key))
             self.speed_combo.setItemData(
                 self.speed_combo.count() - 1, choice.why, Qt.ItemDataRole.ToolTipRole
             )
-        self.speed_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.speed_combo.setMinimumContentsLength(8)  # as narrow as that, eliding, in a narrow window
-        self.speed_combo.activated.connect(self.on_speed_combo_activated)
         self.speed_combo.currentIndexChanged.connect(self._show_why)
-        speed_label.setBuddy(self.speed_combo)
-        row.addWidget(speed_label)
-        row.addWidget(self.speed_combo)
-
-        preset_label = QLabel("Preset")
         tip = "Instructions, sampling and speed-up, saved under a name"
         self.preset_combo = named(QComboBox(), "presetPicker", "Preset", tip)
-        self.preset_combo.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-        )
-        self.preset_combo.setMinimumContentsLength(16)
-        self.preset_combo.activated.connect(self.on_preset_combo_activated)
-        preset_label.setBuddy(self.preset_combo)
-        row.addWidget(preset_label)
-        row.addWidget(self.preset_combo)
+        fits = QComboBox.SizeAdjustPolicy
+        # (the speed-up as narrow as 8 characters, eliding, in a narrow window)
+        for caption, combo, fit, least, chosen in (
+            ("Model", self.model_combo, fits.AdjustToContents, 16, self.on_model_combo_activated),
+            ("Speed-up", self.speed_combo, fits.AdjustToContents, 8, self.on_speed_combo_activated),
+            ("Preset", self.preset_combo, fits.AdjustToMinimumContentsLengthWithIcon, 16, self.on_preset_combo_activated),
+        ):  # fmt: skip
+            buddy = QLabel(caption)
+            buddy.setBuddy(combo)
+            combo.setSizeAdjustPolicy(fit)
+            combo.setMinimumContentsLength(least)
+            combo.activated.connect(chosen)
+            row.addWidget(buddy)
+            row.addWidget(combo)
         self._presets: list[Preset] = []
 
         selectable = Qt.TextInteractionFlag.TextSelectableByMouse
@@ -152,8 +140,7 @@ class ChatHeader(QWidget):
         self.swatches: list[LegendSwatch] = []
         # The legend's own line, under the pickers: the switch, a swatch per source shown, and
         # what the tint means.
-        self.legend_row = QHBoxLayout()
-        self.legend_row.setContentsMargins(0, 0, 0, 0)
+        self.legend_row = flush(QHBoxLayout())
         self.legend_row.setSpacing(6)
         self.legend_row.addWidget(self.tint_check)
         self.legend_row.addWidget(self.legend)

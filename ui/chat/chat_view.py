@@ -36,7 +36,7 @@ from ui.presenters.presenter import ConversationShown, EarlierShown
 from ui.presenters.reply_presenter import LiveProgress, MessageRow, ReplyEnded
 from ui.presenters.words import quick_action_of
 from ui.qt.page_scroll import vertical_scroll
-from ui.qt.widgets import button, label, tool_button
+from ui.qt.widgets import button, flush, label, tool_button
 
 READABLE_WIDTH_EM = 110  # average characters: about 90 of text a line after margins
 
@@ -152,8 +152,7 @@ class ChatView(QWidget):
         self.scroll_area.setAccessibleName("Messages")
         # Replies keep a readable line length: a centred column at most READABLE_WIDTH_EM wide.
         container = QWidget()
-        centre = QHBoxLayout(container)
-        centre.setContentsMargins(0, 0, 0, 0)
+        centre = flush(QHBoxLayout(container))
         column = QWidget()
         column.setMaximumWidth(self.fontMetrics().averageCharWidth() * READABLE_WIDTH_EM)
         centre.addStretch(0)

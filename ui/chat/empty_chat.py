@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QHBoxLayout, QPushButton, QVBoxLayout, QWidget
 from app.document import Document
 from ui.presenters.task_ability import ModelAbility
 from ui.presenters.words import DEMO_TASKS, EMPTY_CHAT, quick_actions_for
-from ui.qt.widgets import button, label
+from ui.qt.widgets import button, flush, label
 
 
 class EmptyChat(QWidget):
@@ -37,13 +37,11 @@ class EmptyChat(QWidget):
         # With a document attached, its quick actions in place of the demo tasks (offer_document).
         self.document_row = QWidget()
         self.document_row.setVisible(False)
-        self._document_layout = QHBoxLayout(self.document_row)
-        self._document_layout.setContentsMargins(0, 0, 0, 0)
+        self._document_layout = flush(QHBoxLayout(self.document_row))
         self.document_buttons: list[QPushButton] = []
         box.addWidget(self.document_row)
         self.demo_row = QWidget()
-        row = QHBoxLayout(self.demo_row)
-        row.setContentsMargins(0, 0, 0, 0)
+        row = flush(QHBoxLayout(self.demo_row))
         row.addStretch(1)
         self.suggestion_buttons: list[QPushButton] = []
         tip = (
@@ -57,8 +55,7 @@ class EmptyChat(QWidget):
         # Tasks the model in use does not do: said, with the one-click download of one that does.
         self.larger_row = QWidget()
         self.larger_row.setObjectName("needsLargerModel")
-        larger = QHBoxLayout(self.larger_row)
-        larger.setContentsMargins(0, 0, 0, 0)
+        larger = flush(QHBoxLayout(self.larger_row))
         larger.addStretch(1)
         self.larger_label = label()
         larger.addWidget(self.larger_label)

@@ -29,7 +29,7 @@ from ui.presenters.reading_words import reading_rows
 from ui.presenters.stats_format import draft_sources
 from ui.presenters.verdict import FAILURE_KEY
 from ui.qt import theme
-from ui.qt.widgets import label, named, tool_button
+from ui.qt.widgets import flush, label, named, tool_button
 
 STATUS_NOTES = {
     MessageStatus.CANCELLED: "stopped by you",
@@ -67,8 +67,7 @@ class MessageWidget(QFrame):
         header.addStretch(1)
         self.action_bar = QWidget()
         self.action_bar.setObjectName("messageActions")
-        actions = QHBoxLayout(self.action_bar)
-        actions.setContentsMargins(0, 0, 0, 0)
+        actions = flush(QHBoxLayout(self.action_bar))
         actions.setSpacing(2)
         self.regenerate_button = self._action(
             "Regenerate", "Write this reply again", "Regenerate reply", self.regenerate_requested, hidden=True
@@ -109,8 +108,7 @@ class MessageWidget(QFrame):
         self.body.setAccessibleName("Your message" if role == "user" else "Reply")
         layout.addWidget(self.body)
         # Filled from the reply's stats (live, then kept small); replies only, hidden until then.
-        speed_row = QHBoxLayout()
-        speed_row.setContentsMargins(0, 0, 0, 0)
+        speed_row = flush(QHBoxLayout())
         self.speed = SpeedPanel(self)
         self.speed.setVisible(False)
         speed_row.addWidget(self.speed, 1)

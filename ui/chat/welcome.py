@@ -20,7 +20,7 @@ from app.library.measure import DraftVerdict
 from engine.events import DraftSource
 from ui.qt import theme
 from ui.qt.page_scroll import vertical_scroll
-from ui.qt.widgets import button, label, named
+from ui.qt.widgets import button, flush, label, named
 
 # Chat pairs from the catalog, most capable first. The Coder pair is left out: its base models
 # complete code rather than chat.
@@ -146,8 +146,7 @@ class WelcomePanel(QFrame):
         self.is_downloading = False
 
         # In a short window its text scrolls, never cut mid-line; as tall as its text elsewhere.
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
+        outer = flush(QVBoxLayout(self))
         scroll = vertical_scroll("welcomeScroll", fitting=True)
         outer.addWidget(scroll)
         scroll.setWidget(content := named(QWidget(), "welcomeContent"))

@@ -34,7 +34,7 @@ from ui.presenters.compare_presenter import ComparePresenter
 from ui.presenters.stats_format import DASH
 from ui.qt import theme
 from ui.qt.page_scroll import scrolling_content
-from ui.qt.widgets import button, label, named
+from ui.qt.widgets import button, flush, label, named
 
 
 class TokensChart(QWidget):
@@ -217,8 +217,7 @@ class CompareView(QWidget):
         # Where the computer's own speed changed between the two runs: said, with another try.
         self.unfair = QWidget()
         self.unfair.setObjectName("compareUnfair")
-        unfair = QHBoxLayout(self.unfair)
-        unfair.setContentsMargins(0, 0, 0, 0)
+        unfair = flush(QHBoxLayout(self.unfair))
         self.unfair_label = label(words.UNFAIR_COMPARE, "unfairNote")
         unfair.addWidget(self.unfair_label, 1)
         again = "Run the comparison again"

@@ -17,7 +17,7 @@ from engine.config import NGRAM_LOOKUP, DraftChoice
 from ui.chat.welcome import Recommendation, recommend_pair
 from ui.models.pair_card import CardGrid, PairCard, describe_fit, machine_note
 from ui.presenters.words import card_here_words
-from ui.qt.widgets import label, tool_button
+from ui.qt.widgets import flush, label, tool_button
 
 
 class CatalogSection(QWidget):
@@ -44,8 +44,7 @@ class CatalogSection(QWidget):
         self._vram_bytes = vram_bytes  # None: not asked yet (nvidia-smi takes a moment)
         self.model_in_use: Path | None = None  # the engine's target, wherever it lives
         self.cards: dict[str, PairCard] = {}
-        v = QVBoxLayout(self)
-        v.setContentsMargins(0, 0, 0, 0)
+        v = flush(QVBoxLayout(self))
         heading = QLabel("Pairs to download")
         heading.setObjectName("catalogHeading")
         font = heading.font()
@@ -158,8 +157,7 @@ class IncompatiblePairs(QWidget):
     def __init__(self, catalog: Catalog, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("incompatibleSection")
-        v = QVBoxLayout(self)
-        v.setContentsMargins(0, 0, 0, 0)
+        v = flush(QVBoxLayout(self))
         bad = catalog.incompatible
         title = f"Pairs that do not work ({len(bad)})"
         tip = "Pairs people try that llama.cpp's vocabulary rules refuse, and why"

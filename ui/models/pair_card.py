@@ -27,7 +27,7 @@ from app.library.catalog import CatalogPair, MachineInfo, fit_for, format_bytes
 from ui.chat.welcome import VRAM_HEADROOM
 from ui.qt import theme
 from ui.qt.flow_layout import FlowLayout
-from ui.qt.widgets import button, label, named
+from ui.qt.widgets import button, flush, label, named
 
 PROGRESS_STEPS = 1000
 _URL_RE = re.compile(r"https?://[^\s)>\"']+")
@@ -331,8 +331,7 @@ class CardGrid(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.cards: list[PairCard] = []
-        self._grid = QGridLayout(self)
-        self._grid.setContentsMargins(0, 0, 0, 0)
+        self._grid = flush(QGridLayout(self))
         self._grid.setSpacing(12)
         self.columns = 0
         self._relayout(2)

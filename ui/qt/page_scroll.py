@@ -5,6 +5,8 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, QObject, QSize, Qt
 from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
+from ui.qt.widgets import flush
+
 
 class FittingScroll(QScrollArea):
     """A scroll area as tall as its content at its width where the window has room; squeezed in
@@ -41,8 +43,7 @@ def scrolling_content(page: QWidget, scroll_name: str, content_name: str = "") -
     """Fill `page` with a frameless scroll area that scrolls vertically only (the content follows
     the page's width) and return it with the widget to lay the page's content out in. A page laid
     out directly lends the window its least size: Compare's 590 px made the window 722 px tall."""
-    outer = QVBoxLayout(page)
-    outer.setContentsMargins(0, 0, 0, 0)
+    outer = flush(QVBoxLayout(page))
     scroll = vertical_scroll(scroll_name)
     outer.addWidget(scroll)
     content = QWidget()

@@ -7,10 +7,11 @@ from functools import partial
 from typing import TypeVar
 
 from PySide6.QtCore import Qt, SignalInstance
-from PySide6.QtWidgets import QAbstractButton, QLabel, QPushButton, QToolButton, QWidget
+from PySide6.QtWidgets import QAbstractButton, QLabel, QLayout, QPushButton, QToolButton, QWidget
 
 B = TypeVar("B", bound=QAbstractButton)
 W = TypeVar("W", bound=QWidget)
+L = TypeVar("L", bound=QLayout)
 
 
 def label(text: str = "", name: str = "", *, rich: bool = False, hidden: bool = False) -> QLabel:
@@ -58,3 +59,9 @@ def named(widget: W, name: str, accessible: str = "", tip: str = "") -> W:
     if tip:
         widget.setToolTip(tip)
     return widget
+
+
+def flush(layout: L) -> L:
+    """`layout` without margins of its own (a row or a page laid inside another's margins)."""
+    layout.setContentsMargins(0, 0, 0, 0)
+    return layout
