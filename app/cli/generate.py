@@ -16,27 +16,19 @@ from engine.config import SamplingParams
 
 if TYPE_CHECKING:
     from app.document import Document
-    from engine.errors import ContextFit
     from engine.session import Engine
-
-
-def _fit(engine: Engine, n_prompt: int, n_reply: int) -> ContextFit:
-    from app.library.documents import fit_context, kv_bytes_per_token
-
-    info = engine.info_target
-    return fit_context(
-        n_prompt,
-        n_reply,
-        engine.n_ctx,
-        info.context_length,
-        kv_bytes_per_token(info.metadata, info.architecture),
-    )
 
 
 def check_documents_fit(engine: Engine, documents: list[Document], n_reply: int) -> list[int]:
     """Each document's tokens (as the model reads it: under its name, fenced). A document larger
     than the whole context is refused by name, with the context it needs."""
-    from app.library.documents import DocumentError, DocumentProblem, context_remedy, document_block
+    from app.library.documents import (
+        DocumentError,
+        DocumentProblem,
+        context_remedy,
+        document_block,
+        model_fit,
+    )
 
     counts = []
     for document in documents:
@@ -47,16 +39,16 @@ def check_documents_fit(engine: Engine, documents: list[Document], n_reply: int)
                 DocumentProblem.TOO_MANY_TOKENS,
                 document.name,
                 f"it is {n_tokens:,} tokens, more than the whole context ({engine.n_ctx:,}): "
-                + context_remedy(_fit(engine, n_tokens, n_reply)),
+                + context_remedy(model_fit(engine.info_target, engine.n_ctx, n_tokens, n_reply)),
             )
     return counts
 
 
 def check_prompt_fits(engine: Engine, n_prompt: int, n_reply: int) -> None:
     """Said before anything is sent: the numbers, and a larger context where memory allows."""
-    from app.library.documents import ContextTooSmallError
+    from app.library.documents import ContextTooSmallError, model_fit
 
-    fit = _fit(engine, n_prompt, n_reply)
+    fit = model_fit(engine.info_target, engine.n_ctx, n_prompt, n_reply)
     if not fit.fits:
         raise ContextTooSmallError(fit)
 

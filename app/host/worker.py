@@ -185,17 +185,10 @@ def _no_stats(speculation: Speculation) -> Stats:  # a reply stopped before it r
 def _check_documents_fit(engine: Engine, n_prompt: int, n_dropped: int, max_tokens: int) -> None:
     """A conversation with documents that does not fit even with its older turns left out is
     refused before anything is sent, with the numbers (never a silently cut document)."""
-    from app.library.documents import ContextTooSmallError, fit_context, kv_bytes_per_token
+    from app.library.documents import ContextTooSmallError, model_fit
 
-    info = engine.info_target
     n_reply = min(max_tokens, int(engine.n_ctx) // 2)  # the room build_chat_prompt keeps
-    fit = fit_context(
-        n_prompt,
-        n_reply,
-        int(engine.n_ctx),
-        info.context_length,
-        kv_bytes_per_token(info.metadata, info.architecture),
-    )
+    fit = model_fit(engine.info_target, int(engine.n_ctx), n_prompt, n_reply)
     if not fit.fits:
         raise ContextTooSmallError(fit, in_window=True, n_dropped=n_dropped)
 

@@ -27,12 +27,15 @@ import zipfile
 from collections.abc import Iterable
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.document import Document, DocumentKind
 from app.library.catalog import available_ram_bytes
 from app.paths import user_path
 from engine.errors import ContextFit, ErrorKind, TandemError
+
+if TYPE_CHECKING:
+    from engine.gguf_info import GGUFInfo
 
 # A text file this large is about a million tokens: more than any context Tandem opens.
 MAX_TEXT_BYTES = 4 * 1024 * 1024
@@ -427,6 +430,13 @@ def fit_context(
         wanted = min(wanted, n_ctx_train)
     offer = wanted if n_prompt + n_reply <= wanted <= limit else 0
     return ContextFit(n_prompt, n_reply, n_ctx, offer, offer * kv_per_token, limit, free)
+
+
+def model_fit(info: GGUFInfo, n_ctx: int, n_prompt: int, n_reply: int) -> ContextFit:
+    """fit_context for a model at a context of n_ctx: its trained context and what a token of its
+    cache costs, from its header."""
+    kv_per_token = kv_bytes_per_token(info.metadata, info.architecture)
+    return fit_context(n_prompt, n_reply, n_ctx, info.context_length, kv_per_token)
 
 
 def context_remedy(fit: ContextFit, in_window: bool = False) -> str:
