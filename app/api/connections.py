@@ -80,11 +80,9 @@ class Connections:
         self.by_client: dict[str, dict[Any, None]] = {}
         self.n_refused = 0  # answered 503: full of connections that were all busy
         self.n_evicted = 0  # idle connections closed to make room
-        self.n_timed_out = 0  # idle connections closed after HEADER_TIMEOUT_S
         self.body_bytes_reading = 0  # bytes of bodies being read now (MAX_BODY_BYTES_READING)
         self.max_reading_per_client = MAX_READING_PER_CLIENT
         self.reading: dict[str, dict[object, Callable[[], None]]] = {}  # client -> its bodies being read
-        self.n_reading_stopped = 0  # bodies stopped (408) to make room for a newer one from their client
 
     def fit_to_open_files(self, limit: int) -> None:
         """At most half the process's open files for connections (the rest: SQLite, models, the
@@ -148,7 +146,6 @@ class Connections:
         while len(mine) >= self.max_reading_per_client:
             oldest = next(iter(mine))
             mine.pop(oldest)()
-            self.n_reading_stopped += 1
         mine[token] = stop
 
     def done_reading(self, client: str, token: object) -> None:
@@ -232,7 +229,6 @@ def bounded_protocol(
         def _on_idle_timeout(self) -> None:
             self._idle_timer = None
             if self.is_idle() and not self.transport.is_closing():
-                connections.n_timed_out += 1
                 self.close_idle()
             # Inside a request: the body's deadline (BODY_TIMEOUT_S) and the reply govern it; the
             # timer starts again when the reply is sent.

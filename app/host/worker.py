@@ -68,7 +68,7 @@ from engine.chat import (
     remember_exchanges,
 )
 from engine.config import PLAIN_DECODING, DraftChoice, EngineConfig
-from engine.errors import ErrorKind, Failure, PairRefusal
+from engine.errors import ErrorKind, Failure
 from engine.events import Event, Finished, Reading, Speculation, Stats, TextPiece
 from engine.reading import watch_reading
 
@@ -191,10 +191,6 @@ def _check_documents_fit(engine: Engine, n_prompt: int, n_dropped: int, max_toke
     fit = model_fit(engine.info_target, int(engine.n_ctx), n_prompt, n_reply)
     if not fit.fits:
         raise ContextTooSmallError(fit, in_window=True, n_dropped=n_dropped)
-
-
-def _pair(e: BaseException) -> PairRefusal | None:
-    return Failure.of(e).pair
 
 
 def _unexpected(e: BaseException) -> str:
@@ -430,7 +426,7 @@ class _Child:
             self.send(EngineLoaded(_engine_info(self.engine, config, refusal)))
         except TandemError as e:
             self.load_error = str(e)
-            self.send(EngineFailed(str(e), e.kind, _pair(e)))
+            self.send(EngineFailed(str(e), e.kind, Failure.of(e).pair))
         except Exception as e:
             self.load_error = _unexpected(e)
             self.send(EngineFailed(self.load_error))
@@ -461,7 +457,7 @@ class _Child:
             self.config = replace(self.config, draft=draft)
             self.send(DraftChanged(_engine_info(self.engine, self.config)))
         except TandemError as e:
-            self.send(DraftFailed(str(e), e.kind, _pair(e)))
+            self.send(DraftFailed(str(e), e.kind, Failure.of(e).pair))
         except Exception as e:
             self.send(DraftFailed(_unexpected(e)))
 

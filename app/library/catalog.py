@@ -81,10 +81,6 @@ class CatalogPair:
     is_for_chat: bool = True  # False: models that complete code or text, not chat (kept off the chat's list)
 
     @property
-    def draft_label(self) -> str:
-        return self.draft.name if self.draft else "n-gram (prompt lookup)"
-
-    @property
     def models(self) -> tuple[CatalogModel, ...]:
         return (self.target,) if self.draft is None else (self.target, self.draft)
 
@@ -107,7 +103,6 @@ class Catalog:
     models: tuple[CatalogModel, ...]
     pairs: tuple[CatalogPair, ...]
     incompatible: tuple[IncompatiblePair, ...]
-    about: str = ""
 
     def find_pair(self, name: str) -> CatalogPair:
         wanted = name.strip().lower()
@@ -213,7 +208,7 @@ def parse_catalog(data: dict[str, Any]) -> Catalog:
         )
         for e in data.get("incompatible", [])
     )
-    return Catalog(tuple(models.values()), tuple(pairs), incompatible, str(data.get("about", "")))
+    return Catalog(tuple(models.values()), tuple(pairs), incompatible)
 
 
 def load_catalog(path: Path | None = None) -> Catalog:
