@@ -212,7 +212,8 @@ class DraftLengthController:
     def _plain_or_probe(self, offers: list[Offer], model: Offer | None) -> Choice:
         """A plain step, or a probe: of the draft model, or of an offer not observed, every so
         many plain steps (doubling while they fail); of an observed offer usually right, a cost
-        probe of a size this process has not timed."""
+        probe of a size this process has not timed, or (while the reply is not in the red) of the
+        least rows it has timed too seldom to trust: one slow step must not price a size out for good."""
         probes = self.probes
         if probes.counts_plain() and (probe := model or (None if probes.observes else offers[0])):
             return self._probe(probe)
@@ -226,10 +227,17 @@ class DraftLengthController:
         probes.plain_steps = 0
         k = min(offer.available, self.costs.explore_limit(), RAMP_FIRST)
         k = min(k, self._risk_limit(offer.kind, probe=True))
-        if k + 1 in self.costs.live:  # a size this process has timed is priced as it is now
-            return PLAIN
+        if k + 1 in self.costs.live:
+            k = 0 if self.budget.saved_s < 0 else self._least_untrusted(k)
+            if not k:
+                return PLAIN
         probes.probing = True
         return Choice(k, offer.kind)
+
+    def _least_untrusted(self, k_max: int) -> int:
+        """The shortest draft up to k_max whose batch this process timed under TRUSTED_SAMPLES times (0: none)."""
+        live, usual = self.costs.live, self.costs.usual
+        return next((k for k in range(1, k_max + 1) if k + 1 in live and usual(k + 1) is None), 0)
 
     def _retime_copy(self, offers: list[Offer]) -> Choice | None:
         """A copy right at RAMP_FIRST plain steps in a row: its first draft's batch timed again where
