@@ -97,8 +97,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     draft = doctor.parse_model_ref(draft_text) if draft_text else None
     print("reading the headers (no download)…", file=sys.stderr)
     report = doctor.check(target, draft, n_ctx=args.ctx, timeout_s=args.timeout)
-    if args.measure:
-        report = _measure(report)
+    if args.measure:  # the figures of stand-ins timed here (kept for the catalog's cards too)
+        report = dataclasses.replace(
+            report, here=doctor.measure_here(report, on_progress=_measure_progress())
+        )
     candidates: list[doctor.DraftCandidate] = []
     if draft is None and not args.no_drafts and not args.measure:
         print("looking for drafts on the hub…", file=sys.stderr)
@@ -155,15 +157,6 @@ def _measure_progress() -> Callable[[MeasureProgress], None]:
         file=stream,
     )
     return show
-
-
-def _measure(report: doctor.CheckReport) -> doctor.CheckReport:
-    """Time stand-ins of the checked models here, with progress on stderr; the report then carries
-    the figures (and they are kept for the catalog's cards)."""
-    from app.library import pair_doctor as doctor
-
-    here = doctor.measure_here(report, on_progress=_measure_progress())
-    return dataclasses.replace(report, here=here)
 
 
 def _check_pair(args: argparse.Namespace) -> int:
@@ -274,6 +267,4 @@ def _here_json(fig: PairFigures | None) -> dict[str, Any] | None:
 
 
 def _measured_json(m: PairMeasurement | None) -> dict[str, Any] | None:
-    if m is None:
-        return None
-    return {"speedup": m.speedup, "n_replies": m.n_replies, "is_plain_estimate": m.is_plain_estimate}
+    return None if m is None else dataclasses.asdict(m)
