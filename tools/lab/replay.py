@@ -130,11 +130,14 @@ def replay_dir() -> Path:
 
 def _engine(args: argparse.Namespace, draft: DraftChoice = PLAIN_DECODING) -> Engine:
     """An engine as `tandem bench` makes one, with its own cost cache (the user's is not touched)."""
+    import atexit
+    import shutil
     import tempfile
 
     from app.cli.options import engine_config
 
     costs = tempfile.mkdtemp(prefix="tandem-curve-")
+    atexit.register(shutil.rmtree, costs, True)  # (a test's run in-process left one a run)
     config = dataclasses.replace(engine_config(args), draft=draft, cost_cache_dir=costs)
     return Engine(config)
 
