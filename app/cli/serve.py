@@ -135,14 +135,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sock.close()
 
 
-class _Stopped(Exception):
-    pass
-
-
-def _stop_on_signal(signum: int, frame: object) -> None:
-    raise _Stopped
-
-
 def _run_uvicorn(server: ApiServer, info: EngineInfo, sock: socket.socket) -> int:
     import uvicorn
 
@@ -154,11 +146,12 @@ def _run_uvicorn(server: ApiServer, info: EngineInfo, sock: socket.socket) -> in
     say(f"tandem serve: listening on {url} (OpenAI-compatible; Ctrl+C stops)")
     server.listen_on(sock)
     config = uvicorn_config(server, graceful_shutdown_s=3)
-    stop_handler = signal.signal(signal.SIGTERM, _stop_on_signal)
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again: SIGTERM then
+    # ends here as Ctrl+C does.
+    stop_handler = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again.
         uvicorn.Server(config).run(sockets=[sock])
-    except (KeyboardInterrupt, _Stopped):
+    except KeyboardInterrupt:
         pass
     finally:
         signal.signal(signal.SIGTERM, stop_handler)
