@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -526,7 +527,8 @@ def task_switch_words(before: Preset, after: Preset) -> str:
     preset “Edit or copy text” (exact, ...) instead of “None”, and Speed-up “Automatic” instead
     of “Off”. Both go back after the reply." ("" where nothing changed)."""
     changes = []
-    if _sampling(before) != _sampling(after) or before.name != after.name:
+    sampling = attrgetter("temperature", "top_p", "repeat_penalty")
+    if sampling(before) != sampling(after) or before.name != after.name:
         how = task_preset_words(after).removeprefix(f"Run as the “{after.name}” preset runs it: ").rstrip(".")
         changes.append(f"the preset “{after.name}” ({how}) instead of “{before.name or 'None'}”")
     if before.speed_up != after.speed_up:
@@ -545,10 +547,6 @@ def task_kept_words(before: Preset) -> str:
         f"Back to your preset “{before.name or 'None'}” and Speed-up “{choice_name(before.speed_up)}” "
         "after the suggested task."
     )
-
-
-def _sampling(p: Preset) -> tuple[float, float, float]:
-    return (p.temperature, p.top_p, p.repeat_penalty)
 
 
 SMALL_INSTRUCT_PAIR = "qwen2.5-1.5b-ngram"  # the catalog's smallest instruct model that does them

@@ -262,6 +262,7 @@ def style_sheet(theme: ThemeColors) -> str:
     sheet gives it a calm, consistent look without rewriting it."""
     line = "rgba(127, 127, 127, 90)"
     soft = "rgba(127, 127, 127, 28)" if not theme.is_dark else "rgba(255, 255, 255, 16)"
+    arrow = _resource(f"arrow-down-{'dark' if theme.is_dark else 'light'}.svg")
     return f"""
     QPushButton {{ border: 1px solid {line}; border-radius: 6px; padding: 5px 14px; background: {soft}; }}
     QPushButton:hover {{ border-color: palette(highlight); }}
@@ -274,7 +275,7 @@ def style_sheet(theme: ThemeColors) -> str:
     QComboBox {{ border: 1px solid {line}; border-radius: 6px; padding: 3px 8px; }}
     QComboBox:focus {{ border: 2px solid palette(highlight); }}
     QComboBox::drop-down {{ border: none; width: 18px; }}
-    QComboBox::down-arrow {{ image: url({_arrow_image(theme.is_dark)}); width: 10px; height: 10px; }}
+    QComboBox::down-arrow {{ image: url({arrow}); width: 10px; height: 10px; }}
     QLineEdit, QPlainTextEdit {{ border: 1px solid {line}; border-radius: 8px; padding: 4px 6px; }}
     QLineEdit:focus, QPlainTextEdit:focus {{ border: 2px solid palette(highlight); }}
     QToolButton {{ border: none; border-radius: 5px; padding: 2px 6px; }}
@@ -296,7 +297,7 @@ def style_sheet(theme: ThemeColors) -> str:
         background: palette(base);
     }}
     QCheckBox::indicator:checked {{
-        background: palette(highlight); border-color: palette(highlight); image: url({_check_image()});
+        background: palette(highlight); border-color: palette(highlight); image: url({_resource("check.svg")});
     }}
     QCheckBox::indicator:disabled {{ border-color: palette(mid); }}
     QCheckBox::indicator:focus {{ border: 2px solid palette(highlight); }}
@@ -306,18 +307,12 @@ def style_sheet(theme: ThemeColors) -> str:
     """
 
 
-def _arrow_image(is_dark: bool) -> str:
-    """A combo box's arrow (a sheet that styles the drop-down draws none of its own)."""
+def _resource(name: str) -> str:
+    """A picture the sheet draws where it styles a control that then draws none of its own (a
+    combo box's arrow, a checked box's mark)."""
     from app.paths import resources_dir
 
-    return (resources_dir() / f"arrow-down-{'dark' if is_dark else 'light'}.svg").as_posix()
-
-
-def _check_image() -> str:
-    """The check mark drawn in a checked box (a box drawn by the sheet has none of its own)."""
-    from app.paths import resources_dir
-
-    return (resources_dir() / "check.svg").as_posix()
+    return (resources_dir() / name).as_posix()
 
 
 def set_tone(widget: QWidget, tone: str) -> None:
