@@ -98,7 +98,7 @@ def chat_models(
             files[str(m.path)] = m.path
     except Exception:  # an unreadable folder: the built-in models are still offered
         pass
-    for path in _recent_files():  # opened with "Open a GGUF file…" (settings), while they are there
+    for path in recent_files():  # opened with "Open a GGUF file…" (settings), while they are there
         keys.append((str(path), model_name(path, _header(path)[0])))
         files[str(path)] = path
     in_use = (built_in_key(in_use) or in_use) if in_use else in_use
@@ -185,7 +185,8 @@ def _sha256(path: str, _size: int, _mtime_ns: int) -> str:
         return ""
 
 
-def _recent_files() -> list[Path]:
+def recent_files() -> list[Path]:
+    """The files opened with "Open a GGUF file…" (kept in the settings) that are still there."""
     from app.settings import load_settings
 
     try:

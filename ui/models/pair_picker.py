@@ -6,6 +6,7 @@ drafting and none; the others stay in the list, disabled, with the broken rule a
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
@@ -17,7 +18,7 @@ from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QWidget
 from app.library.catalog import LocalModel, draft_choices, local_model
 from app.settings import SpeedUp
 from engine.config import NGRAM_LOOKUP, PLAIN_DECODING, DraftChoice
-from ui.chat.model_picker import ModelPicker, chat_models
+from ui.chat.model_picker import ModelPicker, chat_models, recent_files
 from ui.presenters.task_ability import model_file
 from ui.presenters.words import choice_name, model_name
 from ui.qt.widgets import button, label, named
@@ -100,16 +101,12 @@ class PairPicker(QGroupBox):
     def _opened_models(self) -> list[LocalModel]:
         """The files opened with "Open a GGUF file…" (settings), as drafts too: the header's draft
         list offers them (ui/chat/draft_menu.py), so the Models page does as well."""
-        from app.settings import load_settings
-
         here = {m.path.resolve() for m in self.local_models}
         opened = []
-        for path in map(Path, load_settings().recent_models):
-            try:
-                if path.is_file() and path.resolve() not in here:
+        for path in recent_files():
+            with contextlib.suppress(OSError):  # gone since
+                if path.resolve() not in here:
                     opened.append(local_model(path))
-            except OSError:  # gone since
-                continue
         return opened
 
     def _target(self, key: str) -> LocalModel | None:
