@@ -225,7 +225,17 @@ def model_key(filename: str, size_bytes: int) -> str:
     return f"{Path(filename).name}:{int(size_bytes)}"
 
 
-_SHARD_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
+# A split model's part: `x-00001-of-00003.gguf` (the hub's listings and a split file on disk).
+SHARD_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
+
+
+def shard_names(filename: str) -> list[str]:
+    """Every part of a split model (`x-00001-of-00003.gguf` -> its three parts), or [filename]."""
+    m = SHARD_RE.search(filename)
+    if m is None:
+        return [filename]
+    n = int(m[2])
+    return [f"{filename[: m.start()]}-{i:05d}-of-{n:05d}.gguf" for i in range(1, n + 1)]
 
 
 def model_key_of_file(path: str | Path) -> str | None:
@@ -233,13 +243,7 @@ def model_key_of_file(path: str | Path) -> str | None:
     `x-00001-of-00003.gguf`) counts all its parts, as the pair doctor counts it on the hub."""
     path = Path(path)
     try:
-        size = path.stat().st_size
-        m = _SHARD_RE.search(path.name)
-        if m is not None:
-            stem, n = path.name[: m.start()], int(m[2])
-            size = sum(
-                path.with_name(f"{stem}-{i:05d}-of-{n:05d}.gguf").stat().st_size for i in range(1, n + 1)
-            )
+        size = sum(path.with_name(part).stat().st_size for part in shard_names(path.name))
     except OSError:
         return None
     return model_key(path.name, size)

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from app.library.downloads import DEFAULT_TIMEOUT_S, hub_endpoint, hub_unreachable
 from app.library.remote_gguf import CheckCancelled
+from app.store import SHARD_RE
 from engine.errors import DownloadError, TandemError
 
 T = TypeVar("T")
@@ -29,7 +30,6 @@ OFFLINE = "the hub is off because HF_HUB_OFFLINE is set; unset it to search"
 _QUANT_RE = re.compile(
     r"(?i)(?:^|[-_.])((?:I?Q\d(?:_[A-Z0-9]+)*)|BF16|F16|F32|FP16|FP32|TQ\d_\d|MXFP4(?:_MOE)?)(?=[-_.]|$)"
 )
-_SHARD_RE = re.compile(r"(?i)-(\d{5})-of-(\d{5})\.gguf$")
 
 
 class HubSearchError(DownloadError):
@@ -38,18 +38,9 @@ class HubSearchError(DownloadError):
 
 def quantization_of(filename: str) -> str:
     """The quantisation a file name announces (Q4_K_M, IQ2_XS, F16...), or "other"."""
-    stem = _SHARD_RE.sub(".gguf", filename).rsplit("/", 1)[-1].removesuffix(".gguf")
+    stem = SHARD_RE.sub(".gguf", filename).rsplit("/", 1)[-1].removesuffix(".gguf")
     found = _QUANT_RE.findall(stem)
     return found[-1].upper() if found else "other"
-
-
-def shard_names(filename: str) -> list[str]:
-    """Every part of a split model (`x-00001-of-00003.gguf` -> its three parts), or [filename]."""
-    m = _SHARD_RE.search(filename)
-    if m is None:
-        return [filename]
-    n = int(m[2])
-    return [f"{filename[: m.start()]}-{i:05d}-of-{n:05d}.gguf" for i in range(1, n + 1)]
 
 
 def _with_deadline(fn: Callable[[], T], timeout_s: float, cancel: threading.Event | None, what: str) -> T:
@@ -169,7 +160,7 @@ def gguf_files(siblings: Iterable[Any], repo_id: str) -> tuple[HubGGUF, ...]:
         if not name.lower().endswith(".gguf"):
             continue
         size = int(s.size or (s.lfs.size if s.lfs else 0) or 0)
-        m = _SHARD_RE.search(name)
+        m = SHARD_RE.search(name)
         if m:
             shards.setdefault(name[: m.start()], []).append((name, size))
         else:

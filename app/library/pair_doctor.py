@@ -46,7 +46,6 @@ from app.library.downloads import DEFAULT_TIMEOUT_S
 from app.library.hub_search import HubGGUF, list_files
 from app.library.hub_search import HubRepo as HubRepo
 from app.library.hub_search import search as search
-from app.library.hub_search import shard_names as shard_names
 from app.library.measure import (
     MeasureProgress,
     PairFigures,
@@ -67,6 +66,7 @@ from app.store import (
     model_key_of_file,
     read_pair_measurement,
 )
+from app.store import shard_names as shard_names
 from engine.errors import IncompatiblePairError, TandemError
 from engine.events import Speculation
 from engine.gguf_info import GGUFInfo, known_architectures
