@@ -5,7 +5,6 @@ speculation reported the way existing clients read it (llama-server's `timings`,
 from __future__ import annotations
 
 import json
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -13,15 +12,8 @@ from typing import Any
 
 from app.api.requests import GenerationRequest
 from app.host.messages import EngineInfo
+from app.library.logs import say as say  # the server's log line: stderr, rate-limited by kind
 from engine.events import Finished, Reading, Speculation, Stats
-
-
-def say(line: str) -> None:
-    """A line of the server's log (stderr), rate-limited by kind: a flood of requests cannot
-    flood the log (app/library/logs.py)."""
-    from app.library.logs import say_limited
-
-    say_limited(line, sys.stderr)
 
 
 def _ms_per_token(seconds: float, n_tokens: int) -> float:

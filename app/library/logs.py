@@ -17,7 +17,6 @@ import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import TextIO
 
 BURST = 20  # lines of one kind per window before the rest are counted, not written
 WINDOW_S = 10.0
@@ -73,14 +72,14 @@ class RateLimitFilter(logging.Filter):
 _SAY_LIMIT = RateLimit()
 
 
-def say_limited(line: str, stream: TextIO | None = None) -> None:
+def say(line: str) -> None:
     """Print a line to stderr (the server's own log), rate-limited by its first three words."""
     allowed, dropped = _SAY_LIMIT.allow(" ".join(line.split()[:3]))
     if not allowed:
         return
     if dropped:
         line = f"{line} ({dropped} more like this were left out)"
-    print(line, file=stream or sys.stderr, flush=True)
+    print(line, file=sys.stderr, flush=True)
 
 
 def private_file(path: Path) -> None:
