@@ -53,16 +53,10 @@ def raise_open_file_limit(wanted: int = OPEN_FILES_WANTED) -> int:
     return int(soft)
 
 
-_BUSY_BODY = json.dumps(
-    {
-        "error": {
-            "message": "the server has too many connections open; retry later",
-            "type": "server_error",
-            "param": None,
-            "code": "too_many_connections",
-        }
-    }
-).encode()
+_BUSY = ApiError(
+    503, "the server has too many connections open; retry later", "server_error", None, "too_many_connections"
+)
+_BUSY_BODY = json.dumps(_BUSY.body()).encode()
 BUSY_RESPONSE = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
     + f"retry-after: {RETRY_AFTER_S}\r\nconnection: close\r\ncontent-length: {len(_BUSY_BODY)}\r\n\r\n".encode()
@@ -183,7 +177,6 @@ def bounded_protocol(
 
     class BoundedProtocol(base):  # type: ignore[misc]
         _idle_timer: asyncio.TimerHandle | None = None
-        _admitted = False
         _has_sent = False
         _opened_at = 0.0
 
@@ -195,7 +188,6 @@ def bounded_protocol(
                 transport.write(BUSY_RESPONSE)
                 transport.close()
                 return
-            self._admitted = True
             self._arm()
 
         def is_idle(self) -> bool:  # not inside a request: no whole headers yet, or its reply sent
