@@ -15,7 +15,6 @@ model, an HTTP error, a stream cut mid-reply.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine.errors import ErrorKind, TandemError
+from engine.rpc import is_loopback
 
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 600.0
@@ -151,13 +151,8 @@ def cleartext_warning(base: str, api_key: str | None) -> str | None:
         return None
     parts = urlsplit(base)
     host = (parts.hostname or "").lower()
-    if parts.scheme != "http" or host == "localhost":
+    if parts.scheme != "http" or is_loopback(host):
         return None
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return None
-    except ValueError:
-        pass
     return (
         f"the API key for {host} is sent unencrypted (plain http://): anyone on the network between "
         "can read it; use https:// where the server offers it"

@@ -68,10 +68,6 @@ def parse_model(text: str | None) -> ModelSpec:
         return ModelSpec(None, name)
 
 
-def resolve_model(text: str | None) -> str:
-    return parse_model(text).resolve()
-
-
 def draft_model(draft: DraftChoice) -> ModelSpec | None:
     """A draft model as typed (an embedded name or a file), None for none and n-gram."""
     return parse_model(draft.model) if draft.model else None
