@@ -622,7 +622,7 @@ def worker_main(
 # The parent's handle
 
 
-_SIGNAL_REASONS = {
+_SIGNAL_REASONS: dict[int, str] = {  # by signal number (a Signals is an int)
     signal.SIGKILL: "was killed (SIGKILL: out of memory, or stopped by another program)",
     signal.SIGSEGV: "crashed inside llama.cpp (SIGSEGV)",
     signal.SIGABRT: "aborted inside llama.cpp (SIGABRT)",
@@ -635,10 +635,7 @@ _SIGNAL_REASONS = {
 
 def death_sentence(exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
-        try:
-            reason = _SIGNAL_REASONS.get(signal.Signals(-exitcode), f"was stopped by signal {-exitcode}")
-        except ValueError:
-            reason = f"was stopped by signal {-exitcode}"
+        reason = _SIGNAL_REASONS.get(-exitcode, f"was stopped by signal {-exitcode}")
     elif exitcode:
         reason = f"exited with code {exitcode}"
     else:

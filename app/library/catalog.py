@@ -15,7 +15,7 @@ import platform
 import shutil
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -177,11 +177,9 @@ def parse_catalog(data: dict[str, Any]) -> Catalog:
         speedup_entry = entry.get("reported_speedup")
         speedup = None
         if speedup_entry is not None:
+            factor = float(_require(speedup_entry, "factor", (int, float), where))
             speedup = ReportedSpeedup(
-                factor=float(_require(speedup_entry, "factor", (int, float), where)),
-                by=_require(speedup_entry, "by", str, where),
-                setup=_require(speedup_entry, "setup", str, where),
-                source=_require(speedup_entry, "source", str, where),
+                factor, *(_require(speedup_entry, k, str, where) for k in ("by", "setup", "source"))
             )
         pairs.append(
             CatalogPair(
@@ -200,12 +198,7 @@ def parse_catalog(data: dict[str, Any]) -> Catalog:
             )
         )
     incompatible = tuple(
-        IncompatiblePair(
-            target=_require(e, "target", str, "incompatible entry"),
-            draft=_require(e, "draft", str, "incompatible entry"),
-            rule=_require(e, "rule", str, "incompatible entry"),
-            reason=_require(e, "reason", str, "incompatible entry"),
-        )
+        IncompatiblePair(*(_require(e, f.name, str, "incompatible entry") for f in fields(IncompatiblePair)))
         for e in data.get("incompatible", [])
     )
     return Catalog(tuple(models.values()), tuple(pairs), incompatible)
