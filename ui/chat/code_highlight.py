@@ -25,6 +25,8 @@ from ui.qt import theme
 
 SLICE_S = 0.004  # lexing and colouring per turn of the event loop
 CACHE_LINES = 20_000
+# Work split over turns of the event loop resumes on a 1 ms timer, not a 0 ms one: Qt runs 0 ms
+# timers before due timers and input, so those would wait for the whole chain (the renderer too).
 YIELD_MS = 1
 WARM_WAIT_MS = 50
 

@@ -50,7 +50,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QApplication, QFrame, QSizePolicy, QTextBrowser, QToolButton, QToolTip, QWidget
 
 from engine.events import DraftSource, DraftSpan, ReplyText
-from ui.chat.code_highlight import CodeHighlighter
+from ui.chat.code_highlight import YIELD_MS, CodeHighlighter
 from ui.presenters import words
 from ui.qt import theme
 from ui.qt.widgets import tool_button
@@ -67,9 +67,6 @@ MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub
 # breaks costs the same per update at its end as at its start.
 MAX_OPEN_BLOCK = 3000
 MAX_STREAM_STEP = 2500  # new characters laid out per turn of the event loop while streaming
-# Work split over turns of the event loop resumes on a 1 ms timer, not a 0 ms one: Qt runs 0 ms
-# timers before due timers and input, so those would wait for the whole chain.
-YIELD_MS = 1
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _LEAD = "x\n\n"  # a paragraph rendered in front of a streamed block, then left out of the copy
 # md4c's MD_FLAG_HARD_SOFT_BREAKS (Qt passes its Markdown features to md4c as they are): every lone
@@ -77,6 +74,9 @@ _LEAD = "x\n\n"  # a paragraph rendered in front of a streamed block, then left 
 _ALL_BREAKS_HARD = QTextDocument.MarkdownFeature(MARKDOWN.value | 0x8000)
 _TWO_LINES = re.compile(r"\S[ \t]*\r?\n[ \t]*\S")  # two lines of text in a row: maybe a soft break
 _BLOCK_SEPARATOR = "\u2029"  # between blocks in QTextDocument.toRawText()
+# A block's end in toRawText(): the separator, or the mark that opens a table cell or closes a frame.
+_BLOCK_ENDS = str.maketrans(dict.fromkeys(_BLOCK_SEPARATOR + "\ufdd0\ufdd1", "\n"))
+_IN_BLOCK = re.compile(r"[^\n]+")
 _LINE_SEPARATOR = "\u2028"  # a line break inside a block (toPlainText() reads it as "\n")
 
 
@@ -196,20 +196,9 @@ def draft_ranges(
     drafted = _tagged(whole_words(markdown, spans), n)
     if not drafted:
         return []
-    texts: list[str] = []
-    block_starts: list[int] = []  # where each block starts in the joined text
-    block_positions: list[int] = []  # ... and in the document
-    length = 0
-    block = doc.firstBlock()
-    while block.isValid():
-        text = block.text()
-        block_starts.append(length)
-        block_positions.append(block.position())
-        texts.append(text)
-        texts.append("\n")
-        length += len(text) + 1
-        block = block.next()
-    joined = "".join(texts)
+    # The document's text, one character a position (toRawText), each block's end a "\n".
+    joined = doc.toRawText().translate(_BLOCK_ENDS) + "\n"
+    length = len(joined)
 
     # Matched stretches (index in joined, index in markdown, length), markdown indices increasing.
     matches: list[tuple[int, int, int]] = []
@@ -249,18 +238,10 @@ def draft_ranges(
                 runs.append((start, end, tag))
             q += 1
 
-    # Split at block separators; joined-text indices -> document positions.
-    out: list[tuple[int, int, DraftSource]] = []
-    for start, end, tag in runs:
-        while start < end:
-            stop = joined.find("\n", start, end)
-            piece_end = end if stop < 0 else stop
-            if piece_end > start:
-                b = bisect_right(block_starts, start) - 1
-                offset = block_positions[b] - block_starts[b]
-                out.append((start + offset, piece_end + offset, tag))
-            start = piece_end + 1 if stop >= 0 else end
-    return out
+    # Split at block ends (an index of the joined text is a document position).
+    return [
+        (m.start(), m.end(), tag) for start, end, tag in runs for m in _IN_BLOCK.finditer(joined, start, end)
+    ]
 
 
 def draft_tint(source: DraftSource = DraftSource.NONE) -> QColor:

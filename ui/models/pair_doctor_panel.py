@@ -49,6 +49,7 @@ from app.store import MIN_PAIR_REPLIES, PairMeasurement
 from engine.config import NGRAM_LOOKUP, DraftChoice
 from engine.errors import TandemError
 from ui.models.download_jobs import DownloadEnd, DownloadJobs
+from ui.models.pair_card import PROGRESS_STEPS
 from ui.presenters.words import (
     choice_name,
     here_first_line,
@@ -61,7 +62,6 @@ from ui.qt.widgets import button, label, named
 
 T = TypeVar("T")  # what a task off the GUI thread returns
 DOWNLOAD_KEY = "doctor"
-PROGRESS_STEPS = 1000
 FIT_WORDS = {
     doctor.FitKind.FITS: "fits",
     doctor.FitKind.TIGHT: "tight: close other programs",
