@@ -67,12 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bench_parser(sub)  # the user's question (app/cli/bench.py)
 
-    try:
-        from app.cli.cli_models import add_models_parser
-    except ImportError:  # the model library is optional for the engine's CLI
-        pass
-    else:
-        add_models_parser(sub)
+    from app.cli.cli_models import add_models_parser
+
+    add_models_parser(sub)
     from app.cli.serve import add_serve_parser
 
     add_serve_parser(sub)

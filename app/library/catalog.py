@@ -269,14 +269,13 @@ def detect_gpu() -> str:
     return ""
 
 
-def gpu_memory_bytes(gpu_label: str | None = None, total_ram: int | None = None) -> int:
-    """The accelerator's own memory, 0 when unknown. NVIDIA: nvidia-smi (2 s at most); AMD: the
-    amdgpu driver's sysfs file; Apple Silicon: the share of unified memory Metal lets one process
-    wire by default (about two thirds)."""
-    label = detect_gpu() if gpu_label is None else gpu_label
-    if label == "Apple Silicon":
-        return int((total_ram if total_ram is not None else total_ram_bytes()) * 2 / 3)
-    if label == "NVIDIA GPU":
+def gpu_memory_bytes(gpu_label: str, total_ram: int) -> int:
+    """The memory of the accelerator detect_gpu() named, 0 when unknown. NVIDIA: nvidia-smi (2 s at
+    most); AMD: the amdgpu driver's sysfs file; Apple Silicon: the share of the unified memory
+    (total_ram) Metal lets one process wire by default (about two thirds)."""
+    if gpu_label == "Apple Silicon":
+        return int(total_ram * 2 / 3)
+    if gpu_label == "NVIDIA GPU":
         import subprocess
 
         try:
@@ -293,7 +292,7 @@ def gpu_memory_bytes(gpu_label: str | None = None, total_ram: int | None = None)
             )
         except (OSError, subprocess.SubprocessError, ValueError):
             return 0
-    if label == "AMD GPU":
+    if gpu_label == "AMD GPU":
         best = 0
         for f in Path("/sys/class/drm").glob("card*/device/mem_info_vram_total"):
             try:

@@ -84,11 +84,9 @@ class DocumentError(TandemError):
 def format_size(n_bytes: int) -> str:
     if n_bytes < 1024:
         return f"{n_bytes} bytes"
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n_bytes >= size:
-            value = n_bytes / size
-            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
-    return f"{n_bytes} bytes"  # pragma: no cover
+    unit, size = next((u, s) for u, s in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)) if n_bytes >= s)
+    value = n_bytes / size
+    return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
 
 
 def read_document(path: str | os.PathLike[str]) -> Document:
