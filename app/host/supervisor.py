@@ -114,10 +114,6 @@ class EngineSupervisor:
         worker = self._worker
         return worker.pid if worker else None
 
-    def is_running(self) -> bool:
-        worker = self._worker
-        return worker is not None and worker.is_alive()
-
     def n_pending(self) -> int:
         """Replies asked for and not ended, of every user."""
         return len(self._routes)
