@@ -463,9 +463,7 @@ def _write_sidecar(path: Path, remote: RemoteFile) -> None:
         "size_bytes": remote.size_bytes,
         "sha256": remote.expected_sha256,
     }
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    paths.write_private_text(path, json.dumps(data, indent=1))
 
 
 def _plan(remote: RemoteFile, models_dir: Path) -> _Plan:
