@@ -10,7 +10,6 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QMenu, QWidget
@@ -18,9 +17,6 @@ from PySide6.QtWidgets import QMenu, QWidget
 from app.library.catalog import format_bytes
 from engine.config import DraftChoice
 from ui.presenters.words import model_name
-
-if TYPE_CHECKING:
-    from app.library.catalog import LocalModel
 
 OTHER_FILE = "Another GGUF file…"
 
@@ -73,19 +69,14 @@ def draft_options(target_path: str, opened: Sequence[str] = ()) -> list[DraftOpt
         for choice in draft_choices(target.info, candidates)
     ]
     # Two of one name (and the target's) told apart by their quantisation.
-    from ui.chat.model_picker import told_apart
+    from ui.chat.model_picker import name_and_quantization, told_apart
 
     names = told_apart(
         [o.name for o in options] + [model_name(target.path, target.name)],
-        [_quantization(by_path.get(o.path.resolve())) for o in options] + [_quantization(target)],
+        [name_and_quantization(path)[1] for path in [*(o.path for o in options), target.path]],
     )
     options = [replace(o, name=name) for o, name in zip(options, names, strict=False)]
     return sorted(options, key=lambda o: (not o.pairs, o.size_bytes))
-
-
-def _quantization(model: LocalModel | None) -> str:
-    info = model.info if model is not None else None
-    return info.quantization.removeprefix("ALL_") if info is not None else ""
 
 
 def no_draft_reason(target_name: str) -> str:

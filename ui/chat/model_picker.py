@@ -99,20 +99,14 @@ def chat_models(
     except Exception:  # an unreadable folder: the built-in models are still offered
         pass
     for path in recent_files():  # opened with "Open a GGUF file…" (settings), while they are there
-        keys.append((str(path), model_name(path, _header(path)[0])))
+        keys.append((str(path), model_name(path, name_and_quantization(path)[0])))
         files[str(path)] = path
     in_use = (built_in_key(in_use) or in_use) if in_use else in_use
     added = ""  # the one in use, where it is in no list
     if in_use and all(key != in_use for key, _ in keys):
         added = in_use
-        if not in_use_name:  # named by its file's header, as the engine names it
-            try:
-                from app.library.catalog import local_model
-
-                info = local_model(Path(in_use)).info
-                in_use_name = info.name if info is not None else ""
-            except Exception:  # unreadable: its file's name
-                pass
+        if not in_use_name:  # named by its file's header, as the engine names it (else its file's)
+            in_use_name = name_and_quantization(Path(in_use))[0]
         # Before the folder's files (a copy of it there is the same entry: the file loaded keeps it).
         keys.insert(n_built_in, (in_use, model_name(Path(in_use), in_use_name or Path(in_use).stem)))
         files[in_use] = Path(in_use)
@@ -195,7 +189,7 @@ def recent_files() -> list[Path]:
         return []
 
 
-def _header(path: Path) -> tuple[str, str]:
+def name_and_quantization(path: Path) -> tuple[str, str]:
     """(name, quantisation) from a file's header (read once per file version: the list is built
     again each time it opens)."""
     from ui.presenters.task_ability import model_ability
@@ -220,7 +214,7 @@ def _told_apart(entries: list[tuple[str, str]], files: dict[str, Path]) -> list[
     built_in = dict(BUILT_IN_MODELS)
     names = told_apart(
         [n if k not in built_in else f"{n}\0built-in" for k, n in entries],
-        [_header(files[k])[1] if k in files and k not in built_in else "" for k, _ in entries],
+        [name_and_quantization(files[k])[1] if k in files and k not in built_in else "" for k, _ in entries],
     )
     return [
         (key, name if key not in built_in else old) for (key, old), name in zip(entries, names, strict=True)
