@@ -164,13 +164,12 @@ class Connections:
         self.body_bytes_reading -= n
 
 
-def bounded_protocol(
-    connections: Connections, header_timeout_s: float = HEADER_TIMEOUT_S
-) -> type[asyncio.Protocol]:
+def bounded_protocol(connections: Connections, header_timeout_s: float) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol with bounds on what a connection holds: admitted by `connections`
     (else answered 503 and closed), closed when it has sent no whole request's headers within
-    HEADER_TIMEOUT_S of opening or of its last reply (uvicorn's own keep-alive timeout starts only
-    after a reply, so a socket that never sends a request, or drips its headers, stayed open)."""
+    header_timeout_s (HEADER_TIMEOUT_S, or --timeout if shorter) of opening or of its last reply
+    (uvicorn's own keep-alive timeout starts only after a reply, so a socket that never sends a
+    request, or drips its headers, stayed open)."""
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
     base: Any = AutoHTTPProtocol
