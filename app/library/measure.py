@@ -14,6 +14,7 @@ so the catalog's cards and the speed-up choice can say what this computer will d
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import statistics
@@ -83,12 +84,8 @@ class MeasuredCosts:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "model": self.model,
+            **dataclasses.asdict(self),  # its fields in order, these two rounded
             "t_ms": {str(n): round(ms, 5) for n, ms in sorted(self.t_ms.items())},
-            "size_bytes": self.size_bytes,
-            "machine": self.machine,
-            "measured_at": self.measured_at,
-            "n_threads": self.n_threads,
             "copy_speedup": None if self.copy_speedup is None else round(self.copy_speedup, 3),
         }
 
