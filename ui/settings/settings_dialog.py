@@ -7,6 +7,7 @@ in brackets, so people who know it can find it and people who do not can read th
 from __future__ import annotations
 
 import dataclasses
+from operator import attrgetter
 
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -288,9 +289,5 @@ def needs_reload(before: Settings, after: Settings) -> bool:
         return True
     if not (before.is_remote or after.is_remote):
         return False
-    return (before.is_remote, before.remote_url, before.remote_api_key, before.remote_model) != (
-        after.is_remote,
-        after.remote_url,
-        after.remote_api_key,
-        after.remote_model,
-    )
+    server = attrgetter("is_remote", "remote_url", "remote_api_key", "remote_model")
+    return bool(server(before) != server(after))
