@@ -1404,18 +1404,6 @@ def _is_text(value: object) -> bool:
     return isinstance(value, str) and _SURROGATE.search(value) is None
 
 
-def _export_message(m: Message) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "role": m.role,
-        "content": m.content,
-        "status": str(m.status),
-        "stretches": stretches(m.content, m.spans),
-    }
-    if m.stats:
-        out["stats"] = m.stats
-    return out
-
-
 def _export_versions(store: Store, conversation_id: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The messages shown, then the other versions of their turns and what followed those (in the
     order written: a parent before its children), each with its id and its parent's: a reader
@@ -1431,7 +1419,15 @@ def _export_versions(store: Store, conversation_id: int) -> tuple[list[dict[str,
     others: list[dict[str, Any]] = []
     for m in store.messages(conversation_id, include_superseded=True):
         parent, kept_status = links.get(m.id, (None, None))
-        out = {**_export_message(m), "id": m.id, "parent": parent}
+        out: dict[str, Any] = {
+            "role": m.role,
+            "content": m.content,
+            "status": str(m.status),
+            "stretches": stretches(m.content, m.spans),
+            **({"stats": m.stats} if m.stats else {}),
+            "id": m.id,
+            "parent": parent,
+        }
         if m.status != MessageStatus.SUPERSEDED:
             if m.id in versions:
                 out["versions"] = versions[m.id][1]
