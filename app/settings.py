@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 # The file's format: 2 since the longest draft's default became DRAFT_MAX (see _coerce).
 SETTINGS_FORMAT = 2
-SERVE_PORT = 8080  # app.api.serve.DEFAULT_PORT, without importing the server here
+SERVE_PORT = 8080  # the API's port: `tandem serve`'s default and the window's Serve API's
 
 
 RECENT_MODELS = 8  # files opened with "Open a GGUF file…" kept in the lists

@@ -46,7 +46,6 @@ from app.api.responses import model_id, say
 from app.host.messages import EngineInfo
 
 DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8080
 
 
 class ApiServer:

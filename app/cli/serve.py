@@ -15,9 +15,10 @@ from typing import Any
 from app.api.connections import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, WRITE_TIMEOUT_S
 from app.api.engine_bridge import DEFAULT_QUEUE, ApiEngine
 from app.api.responses import model_id, say
-from app.api.serve import DEFAULT_HOST, DEFAULT_PORT, ApiServer, listen, uvicorn_config
+from app.api.serve import DEFAULT_HOST, ApiServer, listen, uvicorn_config
 from app.cli.options import add_draft_arg, add_engine_args
 from app.host.messages import EngineInfo
+from app.settings import SERVE_KEY_ENV, SERVE_PORT, ApiKeyError, api_key_from, api_key_warnings
 from engine.config import NGRAM_LOOKUP
 from engine.rpc import is_loopback
 
@@ -31,7 +32,7 @@ def add_serve_parser(sub: Any) -> None:
         default=DEFAULT_HOST,
         help=f"address to listen on (default {DEFAULT_HOST}: this computer only)",
     )
-    s.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    s.add_argument("--port", type=int, default=SERVE_PORT, help=f"port (default {SERVE_PORT})")
     s.add_argument(
         "--api-key",
         default=None,
@@ -85,8 +86,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UserError(f"--port must be between 0 and 65535 (got {args.port})")
     if args.queue < 0:
         raise UserError(f"--queue must be 0 or more (got {args.queue})")
-    from app.settings import SERVE_KEY_ENV, ApiKeyError, api_key_from, api_key_warnings
-
     try:
         api_key = api_key_from(args.api_key, args.api_key_file, SERVE_KEY_ENV)
     except ApiKeyError as e:
