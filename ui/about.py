@@ -16,7 +16,7 @@ from PySide6.QtGui import QIcon, QShowEvent
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from app import paths
-from ui.qt.widgets import label
+from ui.qt.widgets import label, named
 
 ABOUT_ICON_SIZE = 96  # logical pixels
 
@@ -51,9 +51,7 @@ class AboutDialog(QDialog):
         self.icon = icon
         layout = QVBoxLayout(self)
         row = QHBoxLayout()
-        self.icon_label = QLabel()
-        self.icon_label.setObjectName("aboutIcon")
-        self.icon_label.setAccessibleName("Tandem's icon")
+        self.icon_label = named(QLabel(), "aboutIcon", "Tandem's icon")
         self.icon_label.setFixedSize(ABOUT_ICON_SIZE, ABOUT_ICON_SIZE)
         row.addWidget(self.icon_label, 0, Qt.AlignmentFlag.AlignTop)
         text = label(

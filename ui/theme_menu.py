@@ -30,9 +30,8 @@ def install_theme_menu(
     menu.setObjectName("themeMenu")
     group = QActionGroup(menu)
     for choice, text in THEME_CHOICES:
-        action = QAction(text, menu)
+        action = QAction(text, menu, checkable=True)
         action.setObjectName(f"theme-{choice}")
-        action.setCheckable(True)
         action.setData(choice)
         action.triggered.connect(lambda _=False, c=choice: _choose(theme, save_choice, c))
         group.addAction(action)

@@ -39,7 +39,7 @@ from app.library.documents import (
 )
 from ui.presenters.words import quick_actions_for
 from ui.qt import theme
-from ui.qt.widgets import button, flush, label, tool_button
+from ui.qt.widgets import button, flush, label, named, tool_button
 
 # A paste this long is offered as an attachment (it can still stay in the message).
 LONG_PASTE_CHARS = 2000
@@ -98,8 +98,7 @@ class AttachmentChip(QFrame):
         layout.setSpacing(4)
         document = attachment.document
         self.n_tokens: int | None = None  # the model's own count, once the engine has answered
-        self.label = QLabel()
-        self.label.setAccessibleName(f"Attachment {attachment.name}")
+        self.label = named(QLabel(), "", f"Attachment {attachment.name}")
         self._show_tokens()
         layout.addWidget(self.label)
         problem = PROBLEM_WORDS.get(attachment.problem, "") if attachment.problem else ""

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 from app.document import Document, DocumentKind
 from ui.chat.edit_finder import reply_body
 from ui.qt import theme
-from ui.qt.widgets import button
+from ui.qt.widgets import button, named
 
 # Words, runs of white space, and single marks: what the diff compares (a changed word shows as
 # that word, not as its whole line; a paragraph is often one line).
@@ -166,8 +166,7 @@ class DiffDialog(QDialog):
         self.setWindowTitle(f"Changes to {document.name}")
         self.resize(760, 560)
         layout = QVBoxLayout(self)
-        self.view = QTextBrowser()
-        self.view.setAccessibleName(f"Changes the reply made to {document.name}")
+        self.view = named(QTextBrowser(), "", f"Changes the reply made to {document.name}")
         if found is None:
             self.view.setPlainText(f"No edited copy of {document.name} in this reply.")
         else:

@@ -375,9 +375,7 @@ class ChatView(QWidget):
         widget.version_requested.connect(self.version_requested)
         widget.set_version(*version)
         if attachments:
-            carried = QLabel("Attached: " + ", ".join(attachments))
-            carried.setObjectName("messageAttachments")
-            carried.setWordWrap(True)
+            carried = label("Attached: " + ", ".join(attachments), "messageAttachments")
             widget.attachments_label = carried
             layout = widget.layout()
             if layout is not None:

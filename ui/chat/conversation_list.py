@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.store import Conversation
-from ui.qt.widgets import button
+from ui.qt.widgets import button, named
 
 TITLE_ROLE = Qt.ItemDataRole.UserRole + 1  # an item's title (its text may carry a search's snippet below)
 SNIPPET_ROLE = Qt.ItemDataRole.UserRole + 2  # (its line, the snippet, the search) where a search found it
@@ -111,8 +111,7 @@ class ConversationList(QWidget):
         self.search.setAccessibleName("Search conversations")
         self.search.textChanged.connect(self.search_changed)
         layout.addWidget(self.search)
-        self.list = QListWidget()
-        self.list.setAccessibleName("Conversations")
+        self.list = named(QListWidget(), "", "Conversations")
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)

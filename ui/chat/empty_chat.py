@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QHBoxLayout, QPushButton, QVBoxLayout, QWidget
 from app.document import Document
 from ui.presenters.task_ability import ModelAbility
 from ui.presenters.words import DEMO_TASKS, EMPTY_CHAT, quick_actions_for
-from ui.qt.widgets import button, flush, label
+from ui.qt.widgets import button, flush, label, named
 
 
 class EmptyChat(QWidget):
@@ -53,8 +53,7 @@ class EmptyChat(QWidget):
         row.addStretch(1)
         box.addWidget(self.demo_row)
         # Tasks the model in use does not do: said, with the one-click download of one that does.
-        self.larger_row = QWidget()
-        self.larger_row.setObjectName("needsLargerModel")
+        self.larger_row = named(QWidget(), "needsLargerModel")
         larger = flush(QHBoxLayout(self.larger_row))
         larger.addStretch(1)
         self.larger_label = label()

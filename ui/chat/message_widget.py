@@ -65,8 +65,7 @@ class MessageWidget(QFrame):
         self.author = QLabel("<b>You</b>" if role == "user" else "<b>Assistant</b>")
         header.addWidget(self.author)
         header.addStretch(1)
-        self.action_bar = QWidget()
-        self.action_bar.setObjectName("messageActions")
+        self.action_bar = named(QWidget(), "messageActions")
         actions = flush(QHBoxLayout(self.action_bar))
         actions.setSpacing(2)
         self.regenerate_button = self._action(

@@ -215,8 +215,7 @@ class CompareView(QWidget):
         self.summary.setFont(font)
         layout.addWidget(self.summary)
         # Where the computer's own speed changed between the two runs: said, with another try.
-        self.unfair = QWidget()
-        self.unfair.setObjectName("compareUnfair")
+        self.unfair = named(QWidget(), "compareUnfair")
         unfair = flush(QHBoxLayout(self.unfair))
         self.unfair_label = label(words.UNFAIR_COMPARE, "unfairNote")
         unfair.addWidget(self.unfair_label, 1)

@@ -17,7 +17,7 @@ from engine.config import NGRAM_LOOKUP, DraftChoice
 from ui.chat.welcome import Recommendation, recommend_pair
 from ui.models.pair_card import CardGrid, PairCard, describe_fit, machine_note
 from ui.presenters.words import card_here_words
-from ui.qt.widgets import flush, label, tool_button
+from ui.qt.widgets import flush, label, named, tool_button
 
 
 class CatalogSection(QWidget):
@@ -45,8 +45,7 @@ class CatalogSection(QWidget):
         self.model_in_use: Path | None = None  # the engine's target, wherever it lives
         self.cards: dict[str, PairCard] = {}
         v = flush(QVBoxLayout(self))
-        heading = QLabel("Pairs to download")
-        heading.setObjectName("catalogHeading")
+        heading = named(QLabel("Pairs to download"), "catalogHeading")
         font = heading.font()
         font.setPointSizeF(font.pointSizeF() * 1.3)
         font.setBold(True)

@@ -84,9 +84,7 @@ class RemoteEngineFields(QObject):
         row.addWidget(self.fetch_button)
         form.addRow("Model:", row)
 
-        self.error = QLabel()
-        self.error.setObjectName("remoteError")
-        self.error.setWordWrap(False)
+        self.error = named(QLabel(), "remoteError")  # one line: the whole sentence on hover
         self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.error.setVisible(False)
         form.addRow("", self.error)

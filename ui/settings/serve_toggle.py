@@ -26,6 +26,7 @@ from app.host.controller import EngineController
 from app.settings import Settings
 from engine.errors import TandemError
 from ui.qt import theme
+from ui.qt.widgets import named
 
 OPEN_WARNING = "no API key: anyone who can reach this computer on the network can use the model"
 
@@ -72,8 +73,7 @@ class ServeToggle(QObject):
         self.action.toggled.connect(lambda on: self.action.setText("API: on" if on else "API: off"))
         self.action.toggled.connect(self.on_action_toggled)
         place(self.action)
-        self.label = QLabel()
-        self.label.setObjectName("serveLabel")
+        self.label = named(QLabel(), "serveLabel")
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.label.hide()
         status_bar.addPermanentWidget(self.label)

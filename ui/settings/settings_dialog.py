@@ -41,8 +41,7 @@ class SettingsDialog(QDialog):
         self.setWindowTitle("Settings — Tandem")
         self._settings = settings
         layout = QVBoxLayout(self)
-        self.tabs = QTabWidget()
-        self.tabs.setObjectName("settingsTabs")
+        self.tabs = named(QTabWidget(), "settingsTabs")
         self.tabs.tabBar().setAccessibleName("Settings sections")
         layout.addWidget(self.tabs)
 
@@ -64,8 +63,7 @@ class SettingsDialog(QDialog):
         )
 
         sampling_row = QHBoxLayout()
-        self.greedy = QCheckBox("Exact: always the likeliest word")
-        self.greedy.setObjectName("greedyCheck")
+        self.greedy = named(QCheckBox("Exact: always the likeliest word"), "greedyCheck")
         self.greedy.setToolTip(
             "Temperature 0 (greedy): the same message gives the same reply. The speed-up is exact "
             "either way: it never changes what the model would write."
