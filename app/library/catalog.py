@@ -225,8 +225,9 @@ class MachineInfo:
     gpu_label: str  # "NVIDIA GPU", "Apple Silicon", "" when none
 
 
-def meminfo_bytes(field: str) -> int | None:
-    """One line of /proc/meminfo ("MemTotal", "MemAvailable"), in bytes; None off Linux."""
+def _ram_bytes(field: str, pages: str) -> int:
+    """A /proc/meminfo line's bytes on Linux ("MemTotal", "MemAvailable"), elsewhere the pages
+    sysconf counts ("SC_PHYS_PAGES", "SC_AVPHYS_PAGES"); 0 when unknown."""
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             for line in f:
@@ -234,11 +235,6 @@ def meminfo_bytes(field: str) -> int | None:
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return None
-
-
-def _sysconf_bytes(pages: str) -> int:
-    """Pages counted by sysconf ("SC_PHYS_PAGES", "SC_AVPHYS_PAGES"), in bytes; 0 when unknown."""
     try:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf(pages))
     except (AttributeError, ValueError, OSError):
@@ -246,16 +242,14 @@ def _sysconf_bytes(pages: str) -> int:
 
 
 def total_ram_bytes() -> int:
-    """Physical memory: /proc/meminfo on Linux, sysconf elsewhere; 0 when unknown."""
-    total = meminfo_bytes("MemTotal")
-    return total if total is not None else _sysconf_bytes("SC_PHYS_PAGES")
+    """Physical memory; 0 when unknown."""
+    return _ram_bytes("MemTotal", "SC_PHYS_PAGES")
 
 
 def available_ram_bytes() -> int:
     """Memory free for a new allocation now (MemAvailable on Linux: what can be had without
     swapping; free pages elsewhere); 0 when unknown."""
-    available = meminfo_bytes("MemAvailable")
-    return available if available is not None else _sysconf_bytes("SC_AVPHYS_PAGES")
+    return _ram_bytes("MemAvailable", "SC_AVPHYS_PAGES")
 
 
 def detect_gpu() -> str:
