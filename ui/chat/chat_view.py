@@ -5,7 +5,7 @@ signals the main window connects (the conversation's rows and earlier pages, the
 its end) and says what the user asks by its ..._requested signals. An empty conversation's
 suggestions are ui/chat/empty_chat.py's.
 
-Why this file is long: the message box (MessageInput: its keys, pastes and long-paste chips) lives
+Why this file is long: the message box (PromptEdit: its keys, pastes and long-paste chips) lives
 with the view it belongs to.
 """
 

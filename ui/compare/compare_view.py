@@ -124,8 +124,7 @@ class _RunPane(QGroupBox):
         layout = QVBoxLayout(self)
         self.body = MessageBody(grows_with_content=False)
         self.body.setMinimumHeight(120)
-        self.stats = QLabel(DASH)
-        self.stats.setWordWrap(True)
+        self.stats = label(DASH)
         layout.addWidget(self.body, 1)
         layout.addWidget(self.stats)
         self.reply: Reply | None = None  # the controller's buffer of this run's reply
