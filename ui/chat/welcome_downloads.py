@@ -7,9 +7,9 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, SignalInstance
+from PySide6.QtCore import QObject
 
 from app.library.catalog import CatalogPair
 from engine.config import NGRAM_LOOKUP, DraftChoice
@@ -17,23 +17,9 @@ from ui.presenters.failures import STRICT_ENV
 
 if TYPE_CHECKING:
     from ui.chat.welcome import WelcomePanel
+    from ui.models.models_page import ModelsPage
 
 log = logging.getLogger(__name__)
-
-
-class DownloadsPage(Protocol):
-    """What the welcome's download uses of the Models page (ui/models/models_page.py)."""
-
-    @property
-    def download_progressed(self) -> SignalInstance: ...  # (pair key, text)
-
-    @property
-    def download_finished(self) -> SignalInstance: ...  # (pair key, the paths downloaded)
-
-    @property
-    def download_failed(self) -> SignalInstance: ...  # (pair key, message, is paused)
-
-    def on_download_clicked(self, pair: CatalogPair) -> None: ...
 
 
 def make_welcome() -> WelcomePanel | None:
@@ -60,7 +46,7 @@ class WelcomeDownloads(QObject):
     def __init__(
         self,
         welcome: WelcomePanel,
-        models_page: DownloadsPage | None,
+        models_page: ModelsPage | None,
         switch: Callable[[str, DraftChoice], None],
     ) -> None:
         """welcome: the WelcomePanel; models_page: the Models page (None where it could not be
