@@ -84,6 +84,7 @@ class MessageWidget(QFrame):
         )
         for button in (self.changes_button, self.regenerate_button, self.edit_button, self.copy_button):
             actions.addWidget(button)
+            button.installEventFilter(self)  # focus in the actions shows them (eventFilter)
         self._actions_shown = QGraphicsOpacityEffect(self.action_bar)
         self.action_bar.setGraphicsEffect(self._actions_shown)
         self._show_actions(False)
@@ -138,8 +139,6 @@ class MessageWidget(QFrame):
         self._offers_continue = False  # ...or Continue (the reply-length cap)
         self._described: tuple[int, str] = (0, "")  # the text's length, where its guesses came from
         self.detail_rows: list[tuple[str, str]] = []
-        for child in (self.changes_button, self.regenerate_button, self.edit_button, self.copy_button):
-            child.installEventFilter(self)
         self.restyle(render=False)
 
     def _action(
