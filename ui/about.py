@@ -43,9 +43,8 @@ class AboutDialog(QDialog):
     def __init__(self, parent: QWidget | None = None, runs_on: str = "") -> None:
         """runs_on: what the model runs on, in words (ui.presenters.words.runs_on_words)."""
         super().__init__(parent)
-        self.setObjectName("aboutDialog")
+        named(self, "aboutDialog", "About Tandem")
         self.setWindowTitle("About Tandem")
-        self.setAccessibleName("About Tandem")
         icon = app_icon()
         self.setWindowIcon(icon)
         self.icon = icon

@@ -47,10 +47,8 @@ class LegendSwatch(QWidget):
 
     def __init__(self, source: DraftSource, name: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setObjectName("tintSwatch")
         self.source, self.name = source, name
-        self.setAccessibleName(name)
-        self.setToolTip(source_tip(source))
+        named(self, "tintSwatch", name, source_tip(source))
         self._doc = QTextDocument(self)
         self._doc.setDocumentMargin(1)
         self.restyle()

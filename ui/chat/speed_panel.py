@@ -32,6 +32,7 @@ from engine.events import Stats, StatsRecord
 from ui.presenters import verdict
 from ui.presenters.stats_format import plain_estimate
 from ui.qt import theme
+from ui.qt.widgets import named
 
 RATE_WINDOW_S = 0.5  # the sparkline's rate: tokens over the last this many seconds of decoding
 MAX_POINTS = 600  # more snapshots are thinned (every other one dropped)
@@ -85,8 +86,7 @@ class SpeedPanel(QWidget):
         self.usual_steps: float | None = None
         self.busy_seen = False
         self.is_compact = False
-        self.setObjectName("speedPanel")
-        self.setAccessibleName("Speed of this reply")
+        named(self, "speedPanel", "Speed of this reply")
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setFixedHeight(self._height())
 

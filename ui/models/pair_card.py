@@ -102,9 +102,8 @@ class PairCard(QFrame):
     def __init__(self, pair: CatalogPair, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.pair = pair
-        self.setObjectName("pairCard")
+        named(self, "pairCard", pair.title)
         self.setProperty("pairName", pair.name)
-        self.setAccessibleName(pair.title)
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)  # a row: one height
         self.is_recommended = False
