@@ -36,7 +36,7 @@ from ui.presenters.presenter import ConversationShown, EarlierShown
 from ui.presenters.reply_presenter import LiveProgress, MessageRow, ReplyEnded
 from ui.presenters.words import quick_action_of
 from ui.qt.page_scroll import vertical_scroll
-from ui.qt.widgets import button, flush, label, tool_button
+from ui.qt.widgets import button, flush, label, named, tool_button
 
 READABLE_WIDTH_EM = 110  # average characters: about 90 of text a line after margins
 
@@ -148,8 +148,7 @@ class ChatView(QWidget):
         notice_row.addWidget(self.notice_close, 0, Qt.AlignmentFlag.AlignVCenter)
         layout.addLayout(notice_row)
 
-        self.scroll_area = vertical_scroll()
-        self.scroll_area.setAccessibleName("Messages")
+        self.scroll_area = named(vertical_scroll(), "", "Messages")
         # Replies keep a readable line length: a centred column at most READABLE_WIDTH_EM wide.
         container = QWidget()
         centre = flush(QHBoxLayout(container))
@@ -198,9 +197,8 @@ class ChatView(QWidget):
             "Attach…", "", self.on_attach_button_clicked, tip, accessible="Attach documents"
         )
         input_row.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignBottom)
-        self.input = PromptEdit()
+        self.input = named(PromptEdit(), "", "Message")
         self.input.long_pasted.connect(self.on_input_long_pasted)
-        self.input.setAccessibleName("Message")
         self.input.setAccessibleDescription("Enter sends, Shift+Enter adds a line, Esc stops a reply")
         self.input.submitted.connect(self.on_input_submitted)
         self.input.escaped.connect(self.on_input_escaped)
