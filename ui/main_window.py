@@ -581,8 +581,7 @@ class MainWindow(QMainWindow):
     def show_shortcuts(self) -> None:
         from ui.shortcuts import ShortcutsDialog
 
-        dialog = ShortcutsDialog(list(self.shortcut_actions.values()), self)
-        dialog.setObjectName("shortcutsDialog")
+        dialog = named(ShortcutsDialog(list(self.shortcut_actions.values()), self), "shortcutsDialog")
         dialog.open()
 
     def on_theme_changed(self, _is_dark: bool) -> None:

@@ -112,10 +112,9 @@ def install(window: QMainWindow, handlers: Mapping[str, Callable[[], None]]) -> 
     name SHORTCUTS lists). Returns the actions by object name."""
     actions: dict[str, QAction] = {}
     for name, text, standard, extra, description in SHORTCUTS:
-        action = QAction(text, window)
+        action = QAction(text, window, toolTip=description)
         action.setObjectName(name)
         action.setShortcuts(_keys(standard, extra))
-        action.setToolTip(description)
         action.triggered.connect(handlers[name])
         window.addAction(action)  # active wherever the focus is in the window
         actions[name] = action

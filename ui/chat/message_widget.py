@@ -104,8 +104,7 @@ class MessageWidget(QFrame):
         self.reading = named(QLabel(), "reading", "Reading the prompt")
         self.reading.setVisible(False)
         layout.addWidget(self.reading)
-        self.body = MessageBody(self)
-        self.body.setAccessibleName("Your message" if role == "user" else "Reply")
+        self.body = named(MessageBody(self), "", "Your message" if role == "user" else "Reply")
         layout.addWidget(self.body)
         # Filled from the reply's stats (live, then kept small); replies only, hidden until then.
         speed_row = flush(QHBoxLayout())

@@ -53,8 +53,7 @@ class CatalogSection(QWidget):
         v.addWidget(heading)
         self.machine_label = label(name="machineLabel")
         v.addWidget(self.machine_label)
-        self.card_grid = CardGrid()
-        self.card_grid.setObjectName("catalogCards")
+        self.card_grid = named(CardGrid(), "catalogCards")
         for pair in catalog.pairs:
             card = PairCard(pair)
             card.use_button.clicked.connect(lambda _=False, p=pair: self.use_pair(p))
