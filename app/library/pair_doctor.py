@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 from app.library.catalog import (
     available_ram_bytes,
@@ -121,7 +121,7 @@ def parse_model_ref(text: str) -> ModelRef:
     if text.startswith("tandem://"):
         return parse_open_url(text)
     if text.startswith(("http://", "https://")):
-        parts = [unquote(p) for p in urlsplit(text).path.strip("/").split("/")]
+        parts = [unquote(p) for p in _split(text).path.strip("/").split("/")]
         if len(parts) >= 5 and parts[2] in ("blob", "resolve"):
             return ModelRef("/".join(parts[:2]), "/".join(parts[4:]), parts[3])
         raise TandemError(
@@ -159,7 +159,7 @@ def parse_open_url(url: str) -> ModelRef:
         raise TandemError(
             f"that link is {len(url):,} characters long; Tandem opens links of up to {MAX_REF_CHARS:,}"
         )
-    parts = urlsplit(url)
+    parts = _split(url)
     action = (parts.netloc or parts.path.strip("/")).lower()
     if parts.scheme != "tandem" or action != "open_from_hf":
         raise TandemError(
@@ -173,6 +173,14 @@ def parse_open_url(url: str) -> ModelRef:
     if filename and (not _HUB_FILE_RE.fullmatch(filename) or ".." in filename.split("/")):
         raise TandemError(f"the link {url} names no .gguf file in that repository (file=NAME.gguf)")
     return ModelRef(model, filename)
+
+
+def _split(url: str) -> SplitResult:
+    """urlsplit, a malformed address (an unclosed "[" of an IPv6 host: urlsplit raises) said in a sentence."""
+    try:
+        return urlsplit(url)
+    except ValueError:
+        raise TandemError(f"{url} is not an address Tandem can read: its host part is malformed") from None
 
 
 def params_in_name(name: str) -> float | None:

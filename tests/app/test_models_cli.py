@@ -63,6 +63,13 @@ def test_download_errors_are_one_line_and_exit_code_2(
     assert_one_error_line(code, err, "repository nobody/nothing was not found")
 
 
+def test_a_malformed_address_to_check_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # urlsplit raises ValueError on an unclosed IPv6 bracket: a sentence, not a traceback.
+    code, out, err = run(capsys, "check", "http://[")
+    assert_one_error_line(code, err, "http://[ is not an address Tandem can read")
+    assert out == []
+
+
 def test_download_of_a_catalog_pair(
     hub: FakeHub, capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_target: Path, tiny_draft: Path
 ) -> None:
