@@ -21,7 +21,7 @@ from typing import Any
 from app import paths
 from app.paths import user_path
 from engine.chat import CHAT_SAMPLING
-from engine.config import DRAFT_MAX, NGRAM_LOOKUP, DraftChoice, EngineConfig, SamplingParams
+from engine.config import DEFAULT_CTX, DRAFT_MAX, NGRAM_LOOKUP, DraftChoice, EngineConfig, SamplingParams
 from engine.events import Speculation
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ class Settings:
     speed_up: SpeedUp = SpeedUp.NGRAM
     preset_name: str = ""  # the preset chosen last (its settings may have changed since)
     n_threads: int | None = None  # None: the machine's cores
-    n_ctx: int = 4096
+    n_ctx: int = DEFAULT_CTX
     n_gpu_layers: int = 0
     # llama.cpp RPC servers that take the target's GPU layers, "HOST:PORT,HOST:PORT" (engine.rpc).
     rpc_servers: str = ""

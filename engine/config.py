@@ -73,11 +73,14 @@ PLAIN_DECODING = DraftChoice()
 NGRAM_LOOKUP = DraftChoice(Speculation.NGRAM)
 
 
+DEFAULT_CTX = 4096  # context in tokens a model is loaded with unless a setting or --ctx says otherwise
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     target_path: str
     draft: DraftChoice = PLAIN_DECODING
-    n_ctx: int = 4096
+    n_ctx: int = DEFAULT_CTX
     n_threads: int | None = None  # None: the machine's cores
     n_gpu_layers: int = 0
     # `HOST:PORT` of llama.cpp RPC servers (engine.rpc): the target's n_gpu_layers go there;

@@ -43,6 +43,7 @@ from app.library.catalog import (
 from app.library.downloads import DownloadProgress, FileRequest, download_files, pair_requests
 from app.library.model_spec import parse_model
 from app.paths import user_path
+from engine.config import DEFAULT_CTX
 from engine.errors import TandemError
 
 
@@ -108,7 +109,10 @@ def add_models_parser(
         "the n-gram ceiling, whether the draft pays; nothing is downloaded",
     )
     check.add_argument(
-        "--ctx", type=int, default=4096, help="context in tokens for the KV caches (default 4096)"
+        "--ctx",
+        type=int,
+        default=DEFAULT_CTX,
+        help="context in tokens for the KV caches (default %(default)s)",
     )
     check.add_argument("--no-drafts", action="store_true", help="without --draft: do not look for drafts")
     check.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the hub")

@@ -11,7 +11,7 @@ import argparse
 
 from app.library.model_spec import parse_model, resolve_draft
 from app.paths import cost_cache_dir, user_path
-from engine.config import DRAFT_MAX, DraftChoice, EngineConfig, default_threads
+from engine.config import DEFAULT_CTX, DRAFT_MAX, DraftChoice, EngineConfig, default_threads
 from engine.errors import TandemError
 
 
@@ -39,7 +39,7 @@ def add_engine_args(p: argparse.ArgumentParser, model_default: str | None) -> No
         "or `smollm2` (SmolLM2-135M-Instruct, offline)",
     )
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
-    p.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
+    p.add_argument("--ctx", type=int, default=DEFAULT_CTX, help="context size in tokens")
     p.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU")
     p.add_argument(
         "--rpc",

@@ -67,12 +67,12 @@ from app.store import (
     read_pair_measurement,
 )
 from app.store import shard_names as shard_names
+from engine.config import DEFAULT_CTX
 from engine.errors import IncompatiblePairError, TandemError
 from engine.events import Speculation
 from engine.gguf_info import GGUFInfo, known_architectures
 from engine.pairing import check_pair
 
-DEFAULT_CTX = 4096
 MAX_DRAFT_CHECKS = 6
 # Acceptance rates assumed for a same-family draft (per drafted token): the estimate is a range.
 ACCEPTANCE_LOW, ACCEPTANCE_HIGH = 0.6, 0.8

@@ -46,7 +46,7 @@ from app.library.downloads import DownloadProgress, FileRequest, local_path_for
 from app.library.measure import ACCEPTANCE_SOURCE_WORDS, MeasureProgress, PairFigures
 from app.settings import SpeedUp
 from app.store import MIN_PAIR_REPLIES, PairMeasurement
-from engine.config import NGRAM_LOOKUP, DraftChoice
+from engine.config import DEFAULT_CTX, NGRAM_LOOKUP, DraftChoice
 from engine.errors import TandemError
 from ui.models.download_jobs import DownloadEnd, DownloadJobs
 from ui.models.pair_card import PROGRESS_STEPS
@@ -147,7 +147,7 @@ class PairDoctorPanel(QGroupBox):
         where = "optional: owner/repo/file.gguf (empty: look for drafts)"
         self.draft_edit = named(QLineEdit(placeholderText=where), "doctorDraft", "Draft to check")
         self.ctx_spin = QSpinBox(minimum=256, maximum=1_048_576, singleStep=1024, suffix=" tokens")
-        self.ctx_spin.setValue(doctor.DEFAULT_CTX)
+        self.ctx_spin.setValue(DEFAULT_CTX)
         self.ctx_spin.setAccessibleName("Context for the memory estimate")
         self.check_button = button(
             "Check", "", self.check, "Reads only the files' headers: nothing is downloaded"
