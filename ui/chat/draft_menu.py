@@ -14,7 +14,7 @@ from pathlib import Path
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QMenu, QWidget
 
-from app.library.catalog import format_bytes
+from app.library.catalog import LocalModel, format_bytes
 from engine.config import DraftChoice
 from ui.presenters.words import model_name
 
@@ -33,11 +33,14 @@ class DraftOption:
         return not self.why_not
 
 
-def draft_options(target_path: str, opened: Sequence[str] = ()) -> list[DraftOption]:
-    """The local models as drafts for this target: the built-in ones, the models folder's and the
-    files opened with "Open a GGUF file…" (`opened`), each file once; those that pair first,
-    smallest first, then those that do not, each with why not. Two of one name are told apart by
-    their quantisation ("Gemma 3 270M - F16", "Gemma 3 270M - Q4_K_M")."""
+def draft_options(
+    target_path: str, opened: Sequence[str] = (), listed: Sequence[LocalModel] | None = None
+) -> list[DraftOption]:
+    """The local models as drafts for this target: `listed` (the Models page's), else the built-in
+    ones and the models folder's, and the files opened with "Open a GGUF file…" (`opened`), each
+    file once; those that pair first, smallest first, then those that do not, each with why not.
+    Two of one name are told apart by their quantisation ("Gemma 3 270M - F16", "Gemma 3 270M -
+    Q4_K_M"). The header's draft menu and the Models page's Draft list are this one list."""
     from app.library.catalog import draft_choices, local_model, scan_local_models
     from app.library.default_model import DEFAULT_MODEL_NAME, smollm2_model
     from app.paths import models_dir
@@ -46,10 +49,12 @@ def draft_options(target_path: str, opened: Sequence[str] = ()) -> list[DraftOpt
     target = local_model(Path(target_path))
     if target.info is None:
         return []
-    candidates = list(scan_local_models())
-    others: list[Path] = [models_dir() / DEFAULT_MODEL_NAME, *(Path(p) for p in opened)]
-    with contextlib.suppress(OSError, TandemError):
-        others.append(smollm2_model())
+    if listed is None:  # the header's: the built-in models too
+        candidates, others = scan_local_models(), [models_dir() / DEFAULT_MODEL_NAME, *map(Path, opened)]
+        with contextlib.suppress(OSError, TandemError):
+            others.append(smollm2_model())
+    else:
+        candidates, others = list(listed), list(map(Path, opened))
     for path in others:
         try:
             if path.is_file() and all(m.path.resolve() != path.resolve() for m in candidates):

@@ -6,7 +6,6 @@ drafting and none; the others stay in the list, disabled, with the broken rule a
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
@@ -15,12 +14,13 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QWidget
 
-from app.library.catalog import LocalModel, draft_choices, local_model
+from app.library.catalog import LocalModel, local_model
 from app.settings import SpeedUp
 from engine.config import NGRAM_LOOKUP, PLAIN_DECODING, DraftChoice
+from ui.chat.draft_menu import draft_options
 from ui.chat.model_picker import ModelPicker, chat_models, recent_files
 from ui.presenters.task_ability import model_file
-from ui.presenters.words import choice_name, model_name
+from ui.presenters.words import choice_name
 from ui.qt.widgets import button, label, named
 
 
@@ -98,17 +98,6 @@ class PairPicker(QGroupBox):
         path = model_file(key)
         return path.resolve() if path is not None else None
 
-    def _opened_models(self) -> list[LocalModel]:
-        """The files opened with "Open a GGUF file…" (settings), as drafts too: the header's draft
-        list offers them (ui/chat/draft_menu.py), so the Models page does as well."""
-        here = {m.path.resolve() for m in self.local_models}
-        opened = []
-        for path in recent_files():
-            with contextlib.suppress(OSError):  # gone since
-                if path.resolve() not in here:
-                    opened.append(local_model(path))
-        return opened
-
     def _target(self, key: str) -> LocalModel | None:
         path = self._path_of(key)
         if path is None or not path.is_file():
@@ -132,19 +121,22 @@ class PairPicker(QGroupBox):
             self.pair_explanation.setToolTip("")
             self.draft_combo.setCurrentIndex(0)
             return
-        choices = draft_choices(target.info, [*self.local_models, *self._opened_models()])
+        # The header's draft list (ui/chat/draft_menu.py) over this page's models and the opened files.
+        opened = [str(path) for path in recent_files()]
         model = cast(QStandardItemModel, self.draft_combo.model())
         refused: list[str] = []
-        for choice in choices:
-            self.draft_combo.addItem(model_name(choice.path, choice.name), str(choice.path))
+        for option in draft_options(str(target.path), opened, self.local_models):
+            self.draft_combo.addItem(option.name, str(option.path))
             index = self.draft_combo.count() - 1
-            if choice.problem is not None:
+            tip = (
+                f"cannot draft for this target: {option.why_not}"
+                if option.why_not
+                else "can draft for this target"
+            )
+            self.draft_combo.setItemData(index, tip, Qt.ItemDataRole.ToolTipRole)
+            if option.why_not:
                 model.item(index).setEnabled(False)  # disabled but visible, with the rule it breaks
-                self.draft_combo.setItemData(index, choice.problem, Qt.ItemDataRole.ToolTipRole)
-                why = choice.refusal.describe() if choice.refusal is not None else choice.problem
-                refused.append(f"{model_name(choice.path, choice.name)} ({choice.path.name}): {why}")
-            else:
-                self.draft_combo.setItemData(index, "can draft for this target", Qt.ItemDataRole.ToolTipRole)
+                refused.append(f"{option.name} ({option.path.name}): {option.why_not}")
         self._explain(refused)
         self.draft_combo.setCurrentIndex(0)
 
