@@ -259,23 +259,12 @@ class PairMeasurement:
     is_plain_estimate: bool  # some replies were compared with the engine's estimate of plain speed
 
 
-def _pair_measurement(db: sqlite3.Connection, target: str, drafter: str) -> PairMeasurement | None:
-    rows = db.execute(
-        "SELECT speedup, is_plain_estimate FROM pair_replies WHERE target = ? AND drafter = ? "
-        "ORDER BY id DESC LIMIT ?",
-        (target, drafter, PAIR_REPLIES_KEPT),
-    ).fetchall()
-    if len(rows) < MIN_PAIR_REPLIES:
-        return None
-    median = statistics.median(float(r[0]) for r in rows)
-    return PairMeasurement(median, len(rows), any(bool(r[1]) for r in rows))
-
-
 def read_pair_measurement(target: str, drafter: str, path: Path | None = None) -> PairMeasurement | None:
-    """The measurement of a pair in the store at path (paths.database_path() by default), read
-    without opening it as a Store: read-only, nothing migrated or set aside (the window may hold
-    it open; the command line and the doctor's threads only look). None where the store, the
-    table or enough replies are missing, or the file cannot be read."""
+    """The measurement of a pair in the store at path (paths.database_path() by default): the
+    median of its latest PAIR_REPLIES_KEPT replies, read without opening it as a Store: read-only,
+    nothing migrated or set aside (the window may hold it open; the command line and the doctor's
+    threads only look). None where the store, the table or enough replies are missing, or the
+    file cannot be read."""
     path = path or paths.database_path()
     if not path.is_file():
         return None
@@ -284,11 +273,18 @@ def read_pair_measurement(target: str, drafter: str, path: Path | None = None) -
     except sqlite3.Error:
         return None
     try:
-        return _pair_measurement(db, target, drafter)
+        rows = db.execute(
+            "SELECT speedup, is_plain_estimate FROM pair_replies WHERE target = ? AND drafter = ? "
+            "ORDER BY id DESC LIMIT ?",
+            (target, drafter, PAIR_REPLIES_KEPT),
+        ).fetchall()
     except sqlite3.Error:  # an older store (no table yet) or a damaged one: nothing measured
         return None
     finally:
         db.close()
+    if len(rows) < MIN_PAIR_REPLIES:
+        return None
+    return PairMeasurement(statistics.median(float(r[0]) for r in rows), len(rows), any(r[1] for r in rows))
 
 
 # SQLite's primary result codes for a store that works but cannot be written (or opened) now.
@@ -1006,9 +1002,6 @@ class Store:
                 ),
             )
 
-    def pair_measurement(self, target: str, drafter: str) -> PairMeasurement | None:
-        return _pair_measurement(self._db, target, drafter)
-
     def message(self, message_id: int) -> Message | None:
         r = self._db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
         return _message(r) if r else None
@@ -1126,16 +1119,15 @@ def _show_version(db: sqlite3.Connection, message_id: int) -> bool:
     """Show a message not shown: from its first ancestor not shown down to it, each is chosen
     among its turn's versions in place of the one shown (_choose_version). False where one has no
     version shown to take the place of (a row another program wrote): nothing more is changed."""
-    path: list[int] = []
-    node: int | None = message_id
-    while node is not None:  # (a good parent's id is below its child's: no cycle)
-        path.append(node)
-        row = db.execute(
-            f"SELECT parent_id FROM messages m WHERE id = ? AND {_GOOD_PARENT}", (node,)
-        ).fetchone()
-        node = int(row[0]) if row is not None and row[0] is not None else None
+    # It and its ancestors through good parents, the first first (a good parent's id is below its
+    # child's: no cycle).
+    path = db.execute(
+        "WITH RECURSIVE up(id) AS (SELECT ? UNION ALL SELECT m.parent_id FROM messages m JOIN up "
+        f"ON m.id = up.id WHERE m.parent_id IS NOT NULL AND {_GOOD_PARENT}) SELECT id FROM up ORDER BY id",
+        (message_id,),
+    ).fetchall()
     changed = False
-    for wanted in reversed(path):
+    for (wanted,) in path:
         m = db.execute("SELECT * FROM messages WHERE id = ?", (wanted,)).fetchone()
         if m["status"] != "superseded":
             continue
@@ -1171,17 +1163,18 @@ def _choose_version(db: sqlite3.Connection, message_id: int, step: int) -> tuple
         )
     ]
     db.executemany("UPDATE messages SET status = 'superseded' WHERE id = ?", [(i,) for i in hidden])
-    # The chosen version, then at each message the reply (or next question) seen last below it.
-    branch: list[int] = []
-    node: int | None = siblings[at]
-    while node is not None:  # (a child's id is above its parent's: no cycle)
-        branch.append(node)
-        row = db.execute(
-            "SELECT id FROM messages WHERE conversation_id = ? AND parent_id = ? AND id > ? "
-            "ORDER BY chosen_at DESC, id DESC LIMIT 1",
-            (conversation_id, node, node),
-        ).fetchone()
-        node = int(row[0]) if row is not None else None
+    # The chosen version, then at each message the reply (or next question) seen last below it
+    # (a child's id is above its parent's: no cycle).
+    branch = [
+        int(r[0])
+        for r in db.execute(
+            "WITH RECURSIVE down(id) AS (SELECT ? UNION ALL SELECT (SELECT c.id FROM messages c "
+            "WHERE c.conversation_id = ? AND c.parent_id = down.id AND c.id > down.id "
+            "ORDER BY c.chosen_at DESC, c.id DESC LIMIT 1) FROM down WHERE down.id IS NOT NULL) "
+            "SELECT id FROM down WHERE id IS NOT NULL",
+            (siblings[at], conversation_id),
+        )
+    ]
     now = time.time()
     db.executemany(
         "UPDATE messages SET status = COALESCE(kept_status, 'complete'), kept_status = NULL, chosen_at = ? "
@@ -1374,22 +1367,8 @@ def read_conversation_file(path: Path) -> dict[str, Any]:
     if len(messages) > MAX_IMPORT_MESSAGES:
         raise ConversationFileError(_too_many_messages(name))
     for i, m in enumerate(messages, 1):
-        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
-            raise ConversationFileError(f"{name}: message {i} has no role (user, assistant or system).")
-        parts = m.get("stretches")
-        if not isinstance(parts, list) or not all(
-            isinstance(p, dict) and isinstance(p.get("text"), str) and p.get("from") in STRETCH_SOURCES
-            for p in parts
-        ):
-            raise ConversationFileError(
-                f'{name}: message {i} has no "stretches" list of {{"text", "from": "model" | "draft"}}.'
-            )
-        if isinstance(m.get("content"), str) and m["content"] != "".join(p["text"] for p in parts):
-            raise ConversationFileError(f"{name}: message {i}'s content and its stretches differ.")
-        if not all(_is_text(p["text"]) for p in parts):
-            raise ConversationFileError(
-                f"{name}: message {i} holds text that is not valid Unicode (a lone surrogate)."
-            )
+        if (problem := _message_problem(m, is_shown=True)) is not None:
+            raise ConversationFileError(f"{name}: message {i}{problem}.")
     for key in ("title", "system_prompt"):
         if not _is_text(data.get(key) or ""):
             raise ConversationFileError(f"{name}: its {key} is not valid Unicode text (a lone surrogate).")
@@ -1455,7 +1434,10 @@ def _import_messages(db: sqlite3.Connection, conversation_id: int, data: dict[st
     skipped = 0
     for m, is_other in entries:
         parent = _file_id(m.get("parent")) if isinstance(m, dict) else None
-        if is_other and (not _is_message(m) or (m.get("parent") is not None and parent not in ids)):
+        if is_other and (
+            _message_problem(m, is_shown=False) is not None
+            or (m.get("parent") is not None and parent not in ids)
+        ):
             skipped += 1
             continue
         new_id = _import_message(db, conversation_id, m, now, MessageStatus.SUPERSEDED if is_other else None)
@@ -1475,15 +1457,22 @@ def _file_id(value: object) -> int | None:
     return value if type(value) is int else None
 
 
-def _is_message(m: object) -> bool:
-    """A file's message as read_conversation_file checks those shown (a version is skipped, not
-    the file refused, where it is not one)."""
-    if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
-        return False
+def _message_problem(m: object, *, is_shown: bool) -> str | None:
+    """What keeps a file's message out (" has no role ..."), or None: one shown refuses the file,
+    another version is skipped (its content is not checked: the stretches are what is imported)."""
+    if not isinstance(m, dict) or m.get("role") not in ROLES:
+        return " has no role (user, assistant or system)"
     parts = m.get("stretches")
-    return isinstance(parts, list) and all(
-        isinstance(p, dict) and _is_text(p.get("text")) and p.get("from") in STRETCH_SOURCES for p in parts
-    )
+    if not isinstance(parts, list) or not all(
+        isinstance(p, dict) and isinstance(p.get("text"), str) and p.get("from") in STRETCH_SOURCES
+        for p in parts
+    ):
+        return ' has no "stretches" list of {"text", "from": "model" | "draft"}'
+    if is_shown and isinstance(m.get("content"), str) and m["content"] != "".join(p["text"] for p in parts):
+        return "'s content and its stretches differ"
+    if not all(_is_text(p["text"]) for p in parts):
+        return " holds text that is not valid Unicode (a lone surrogate)"
+    return None
 
 
 def _import_message(

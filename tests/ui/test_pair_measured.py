@@ -67,7 +67,7 @@ def test_a_store_of_version_4_gains_the_pair_table_and_keeps_its_rows(tmp_path: 
     assert store.version == schema_version() > 4
     assert [c.title for c in store.conversations()] == ["kept"]
     keep(store, "t.gguf:1", Speculation.NGRAM, 2.0, 1.0, 3.0)
-    measured = store.pair_measurement("t.gguf:1", Speculation.NGRAM)
+    measured = read_pair_measurement("t.gguf:1", Speculation.NGRAM, path)
     assert measured is not None and measured.n_replies == 3 and measured.speedup == 2.0
     store.close()
 
@@ -76,8 +76,7 @@ def test_a_pair_is_measured_from_three_replies_by_their_median(tmp_path: Path) -
     path = tmp_path / "s.db"
     store = Store(path)
     keep(store, "t.gguf:10", "d.gguf:5", 2.0, 2.4)
-    assert store.pair_measurement("t.gguf:10", "d.gguf:5") is None  # two replies: too few
-    assert read_pair_measurement("t.gguf:10", "d.gguf:5", path) is None
+    assert read_pair_measurement("t.gguf:10", "d.gguf:5", path) is None  # two replies: too few
     keep(store, "t.gguf:10", "d.gguf:5", 9.0)
     keep(store, "t.gguf:10", Speculation.NGRAM, 1.2, 1.2, 1.2, is_plain_estimate=True)
     m = read_pair_measurement("t.gguf:10", "d.gguf:5", path)  # read-only, beside the open store
@@ -130,7 +129,7 @@ def test_replies_with_a_pair_are_kept_and_the_doctor_reads_them_back(
         assert all(f is not None for f in figures), [e.stats for e in ended]
         key = model_key_of_file(tiny_target)
         assert key is not None
-        measured = store.pair_measurement(key, Speculation.NGRAM)
+        measured = read_pair_measurement(key, Speculation.NGRAM, store.path)
         assert measured is not None and measured.n_replies == MIN_PAIR_REPLIES
         assert measured.speedup == pytest.approx(sorted(f for f in figures if f is not None)[1])
     finally:
