@@ -32,6 +32,7 @@ from app.host.messages import (
     ReplyStarted,
     WorkerDied,
 )
+from engine.errors import Failure
 from engine.events import Finished, Stats, TextPiece
 
 
@@ -190,7 +191,7 @@ class Endpoint:
                     f"{reason} during this reply; the next request starts a fresh engine",
                     kind="server_error",
                 )
-            case ReplyFailed(sentence=sentence):
+            case ReplyFailed(failure=Failure(sentence=sentence)):
                 started = next((m for m in seen if isinstance(m, ReplyStarted)), None)
                 if started is not None and started.n_prompt_tokens >= info.n_ctx:
                     return ApiError(400, sentence, code="context_length_exceeded")

@@ -298,24 +298,20 @@ class EngineController(QObject):
             case EngineLoaded(info=info):
                 self._info = info
                 self.engine_loaded.emit(info)
-            case EngineFailed(sentence=sentence, kind=kind, pair=pair):
-                self.engine_failed.emit(Failure(kind, sentence, pair))
+            case EngineFailed(failure=failure):
+                self.engine_failed.emit(failure)
             case DraftChanged(info=info):
                 self._info = info
                 self.draft_changed.emit(info)
-            case DraftFailed(sentence=sentence, kind=kind, pair=pair):
-                self.draft_failed.emit(Failure(kind, sentence, pair))
+            case DraftFailed(failure=failure):
+                self.draft_failed.emit(failure)
             case ReplyStarted() | ReplyReading() if message.request_id in self._replies:
                 signal = self.reply_started if isinstance(message, ReplyStarted) else self.reply_reading
                 signal.emit(message)
-            case ReplyFailed(request_id=request_id):
+            case ReplyFailed(request_id=request_id, failure=failure):
                 if self._replies.pop(request_id, None) is not None:
                     self._finish(request_id)
-                    self.reply_failed.emit(
-                        request_id,
-                        Failure(message.kind, message.sentence, message.pair, message.context),
-                        False,
-                    )
+                    self.reply_failed.emit(request_id, failure, False)
             case WorkerDied(sentence=sentence):  # the replies it owed fail through their own routes
                 self._info = None
                 self.engine_died.emit(Failure(ErrorKind.ENGINE_STOPPED, sentence))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from engine.config import DraftChoice, EngineConfig, SamplingParams
-from engine.errors import ContextFit, ErrorKind, Failure, PairRefusal
+from engine.errors import Failure
 from engine.events import Event, Finished, Reading, Speculation
 
 # ---------------------------------------------------------------------------------------------
@@ -139,9 +139,7 @@ class EngineLoaded:
 
 @dataclass(frozen=True)
 class EngineFailed:
-    sentence: str
-    kind: ErrorKind = ErrorKind.UNEXPECTED
-    pair: PairRefusal | None = None  # where kind is INCOMPATIBLE_PAIR: the rule and both values
+    failure: Failure  # (kind INCOMPATIBLE_PAIR: its pair holds the rule and both values)
 
 
 @dataclass(frozen=True)
@@ -151,9 +149,7 @@ class DraftChanged:
 
 @dataclass(frozen=True)
 class DraftFailed:
-    sentence: str
-    kind: ErrorKind = ErrorKind.UNEXPECTED
-    pair: PairRefusal | None = None
+    failure: Failure
 
 
 @dataclass(frozen=True)
@@ -192,10 +188,7 @@ class ReplyEvents:
 @dataclass(frozen=True)
 class ReplyFailed:
     request_id: int
-    sentence: str
-    kind: ErrorKind = ErrorKind.UNEXPECTED
-    pair: PairRefusal | None = None
-    context: ContextFit | None = None  # a prompt too long for the context: the numbers
+    failure: Failure  # (a prompt too long for the context: its context holds the numbers)
 
 
 @dataclass(frozen=True)
@@ -209,8 +202,7 @@ class TokenCountFailed:
     """No count (no engine loaded, or a bug): the asker keeps its estimate."""
 
     request_id: int
-    sentence: str
-    kind: ErrorKind = ErrorKind.UNEXPECTED
+    failure: Failure
 
 
 @dataclass(frozen=True)

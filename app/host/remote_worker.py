@@ -49,7 +49,7 @@ from app.host.remote_client import (
     cleartext_warning,
 )
 from engine.config import PLAIN_DECODING
-from engine.errors import ErrorKind
+from engine.errors import ErrorKind, Failure
 from engine.events import Event, Finished, Reading, Speculation, Stats, TextPiece
 from engine.loop_guard import TextLoopGuard
 
@@ -210,7 +210,8 @@ class RemoteWorker:
                 except Exception as e:  # a bug here must not leave a reply waiting forever
                     log.exception("remote engine")
                     if isinstance(request, ReplyRequest):
-                        self._on_message(ReplyFailed(request.request_id, f"unexpected error: {e}"))
+                        failure = Failure(ErrorKind.UNEXPECTED, f"unexpected error: {e}")
+                        self._on_message(ReplyFailed(request.request_id, failure))
         finally:
             if self._client is not None:
                 self._client.close()
@@ -221,9 +222,8 @@ class RemoteWorker:
                 self._load()
             case SetDraftRequest():
                 where = self.base or self.target.url
-                self._on_message(
-                    DraftFailed(f"the server at {where} decides its own speculation", ErrorKind.OTHER)
-                )
+                sentence = f"the server at {where} decides its own speculation"
+                self._on_message(DraftFailed(Failure(ErrorKind.OTHER, sentence)))
             case ReplyRequest():
                 try:
                     self._reply(request)
@@ -231,9 +231,8 @@ class RemoteWorker:
                     self._cancelled.discard(request.request_id)
             case TokenCountRequest(request_id=request_id):
                 # A server's tokenizer is not asked for counts (the window keeps its estimate).
-                self._on_message(
-                    TokenCountFailed(request_id, "the server's tokens are not counted here", ErrorKind.REMOTE)
-                )
+                sentence = "the server's tokens are not counted here"
+                self._on_message(TokenCountFailed(request_id, Failure(ErrorKind.REMOTE, sentence)))
             case ShutdownRequest():
                 pass
             case unreachable:
@@ -241,7 +240,7 @@ class RemoteWorker:
 
     def _fail_load(self, sentence: str) -> None:
         self._load_error = sentence
-        self._on_message(EngineFailed(sentence, ErrorKind.REMOTE))
+        self._on_message(EngineFailed(Failure(ErrorKind.REMOTE, sentence)))
 
     def _load(self) -> None:
         self._load_error = "not connected yet"
@@ -320,7 +319,7 @@ class RemoteWorker:
         if self._client is None or self._load_error:
             self._load()  # not connected yet, or it failed: try again (the server may be back)
             if self._load_error:
-                self._on_message(ReplyFailed(rid, self._load_error, ErrorKind.NO_ENGINE))
+                self._on_message(ReplyFailed(rid, Failure(ErrorKind.NO_ENGINE, self._load_error)))
                 return
         state = _ReplyState(self._speculation)
         self._on_message(ReplyStarted(rid, 0, 0, self._speculation))
@@ -413,7 +412,7 @@ class RemoteWorker:
                     log.error("remote stream failed", exc_info=error)
                     sentence = f"the reply from {self.base} failed: {type(error).__name__}: {error}"
                     kind = ErrorKind.UNEXPECTED
-                self._on_message(ReplyFailed(rid, sentence, kind))
+                self._on_message(ReplyFailed(rid, Failure(kind, sentence)))
                 return
             if looped.is_set():
                 stop_reason = "repetition"

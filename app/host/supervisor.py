@@ -48,7 +48,7 @@ from app.host.messages import (
 )
 from app.host.worker import WorkerProcess, death_sentence
 from engine.config import DraftChoice, EngineConfig
-from engine.errors import TandemError
+from engine.errors import Failure, TandemError
 
 log = logging.getLogger(__name__)
 
@@ -318,7 +318,7 @@ class EngineSupervisor:
                     if self.config is not None:
                         self.config = replace(self.config, target_path=info.target_path, draft=info.draft)
                     self._load_ended()
-                case EngineFailed(sentence=sentence):
+                case EngineFailed(failure=Failure(sentence=sentence)):
                     self.load_error = sentence
                     self._load_ended()
                 case DraftFailed():

@@ -68,7 +68,7 @@ from engine.chat import (
     remember_exchanges,
 )
 from engine.config import PLAIN_DECODING, DraftChoice, EngineConfig
-from engine.errors import ErrorKind, Failure
+from engine.errors import ErrorKind, Failure, TandemError
 from engine.events import Event, Finished, Reading, Speculation, Stats, TextPiece
 from engine.reading import watch_reading
 
@@ -196,6 +196,11 @@ def _check_documents_fit(engine: Engine, n_prompt: int, n_dropped: int, max_toke
 def _unexpected(e: BaseException) -> str:
     log.error("unexpected error in the engine worker:\n%s", traceback.format_exc())
     return f"the engine hit an unexpected error ({type(e).__name__}: {e}); details are in the worker log"
+
+
+def _failure(e: BaseException) -> Failure:
+    """An error as the parent is told it: a TandemError's own sentence, else a bug's (logged)."""
+    return Failure.of(e) if isinstance(e, TandemError) else Failure.of(e, _unexpected(e))
 
 
 class _Outbox:
@@ -364,20 +369,18 @@ class _Child:
         with self.engine_lock:
             engine = self.engine
             if engine is None:
-                message = TokenCountFailed(
-                    request.request_id, f"not counted: {self.load_error}", ErrorKind.NO_ENGINE
-                )
+                failure = Failure(ErrorKind.NO_ENGINE, f"not counted: {self.load_error}")
+                message = TokenCountFailed(request.request_id, failure)
             else:
                 try:
                     counts = tuple(len(engine.tokenize(text, add_special=False)) for text in request.texts)
                     message = TokensCounted(request.request_id, counts)
                 except Exception as e:
-                    message = TokenCountFailed(request.request_id, _unexpected(e))
+                    message = TokenCountFailed(request.request_id, _failure(e))
         self.outbox.send_aside(message)
 
     def load(self, config: EngineConfig, grow_outputs: bool = False) -> None:
         """grow_outputs: llama.cpp's logits buffer grown before EngineLoaded (LoadRequest's)."""
-        from engine.errors import TandemError
         from engine.session import Engine
 
         self.close_engine()
@@ -424,12 +427,10 @@ class _Child:
                 except Exception:
                     log.exception("growing the logits buffer failed; the first long reply grows it")
             self.send(EngineLoaded(_engine_info(self.engine, config, refusal)))
-        except TandemError as e:
-            self.load_error = str(e)
-            self.send(EngineFailed(str(e), e.kind, Failure.of(e).pair))
         except Exception as e:
-            self.load_error = _unexpected(e)
-            self.send(EngineFailed(self.load_error))
+            failure = _failure(e)
+            self.load_error = failure.sentence
+            self.send(EngineFailed(failure))
 
     def remember(self, earlier: tuple[tuple[str, str], ...]) -> None:
         """Seed the engine's reply memory with earlier answers, after the load is reported; never
@@ -444,10 +445,9 @@ class _Child:
             log.info("%d earlier answers kept for drafting", n)
 
     def set_draft(self, draft: DraftChoice) -> None:
-        from engine.errors import TandemError
-
         if self.engine is None or self.config is None:
-            self.send(DraftFailed(f"speculation cannot change: {self.load_error}", ErrorKind.NO_ENGINE))
+            sentence = f"speculation cannot change: {self.load_error}"
+            self.send(DraftFailed(Failure(ErrorKind.NO_ENGINE, sentence)))
             return
         try:
             from app.library.model_spec import resolve_draft
@@ -456,16 +456,13 @@ class _Child:
             self.engine.set_draft(draft)
             self.config = replace(self.config, draft=draft)
             self.send(DraftChanged(_engine_info(self.engine, self.config)))
-        except TandemError as e:
-            self.send(DraftFailed(str(e), e.kind, Failure.of(e).pair))
         except Exception as e:
-            self.send(DraftFailed(_unexpected(e)))
+            self.send(DraftFailed(_failure(e)))
 
     def reply(self, request: ReplyRequest) -> None:
-        from engine.errors import TandemError
-
         if self.engine is None:
-            self.send(ReplyFailed(request.request_id, f"no reply: {self.load_error}", ErrorKind.NO_ENGINE))
+            failure = Failure(ErrorKind.NO_ENGINE, f"no reply: {self.load_error}")
+            self.send(ReplyFailed(request.request_id, failure))
             return
         cancel = self.cancels.flag(request.request_id)
         try:
@@ -510,15 +507,10 @@ class _Child:
             stopped = Finished("cancelled", "", (), _no_stats(self.engine.speculation))
             self.outbox.send_event(request.request_id, stopped)
             self.outbox.flush()
-        except TandemError as e:
-            failure = Failure.of(e)
-            self.send(
-                ReplyFailed(request.request_id, failure.sentence, e.kind, failure.pair, failure.context)
-            )
         except (BrokenPipeError, EOFError):
             raise
         except Exception as e:
-            self.send(ReplyFailed(request.request_id, _unexpected(e)))
+            self.send(ReplyFailed(request.request_id, _failure(e)))
         else:
             self.outbox.flush()  # nothing of the reply may wait once its events end
 

@@ -31,7 +31,7 @@ from app.host.messages import (
 )
 from app.host.worker import WorkerProcess
 from engine.config import NGRAM_LOOKUP, DraftChoice, EngineConfig, SamplingParams
-from engine.errors import ErrorKind
+from engine.errors import ErrorKind, Failure
 from engine.events import Finished, Stats, TextPiece
 
 TIMEOUT_S = 60
@@ -136,15 +136,15 @@ def test_a_file_that_is_not_a_model_fails_with_a_sentence(worker, tmp_path: Path
     notes = tmp_path / "notes.gguf"
     notes.write_text("shopping list: eggs, milk\n" * 20)
     w.send(LoadRequest(config(str(notes))))
-    failed = inbox.wait_for(EngineFailed)
+    failed = inbox.wait_for(EngineFailed).failure
     assert "not a valid GGUF file" in failed.sentence or "GGUF" in failed.sentence
     assert failed.kind is ErrorKind.NOT_GGUF and failed.pair is None
     w.send(ReplyRequest(1, (ChatTurn("user", "hi"),)))
     reply_failed = inbox.wait_for(ReplyFailed)
-    assert reply_failed.request_id == 1 and "GGUF" in reply_failed.sentence
-    assert reply_failed.kind is ErrorKind.NO_ENGINE
+    assert reply_failed.request_id == 1 and "GGUF" in reply_failed.failure.sentence
+    assert reply_failed.failure.kind is ErrorKind.NO_ENGINE
     w.send(SetDraftRequest(NGRAM_LOOKUP))
-    assert inbox.wait_for(DraftFailed).kind is ErrorKind.NO_ENGINE
+    assert inbox.wait_for(DraftFailed).failure.kind is ErrorKind.NO_ENGINE
 
 
 def test_an_incompatible_draft_leaves_the_target_loaded_and_says_why(
@@ -174,7 +174,7 @@ def test_set_draft_switches_speculation_and_refuses_an_incompatible_pair(
     assert changed.info.speculation == "draft" and "compatible" in changed.info.pair_note
     assert changed.info.draft_refusal is None
     w.send(SetDraftRequest(DraftChoice.of_model(str(tiny_incompatible))))
-    refused = inbox.wait_for(DraftFailed)
+    refused = inbox.wait_for(DraftFailed).failure
     assert "token 40" in refused.sentence
     assert refused.kind is ErrorKind.INCOMPATIBLE_PAIR
     assert refused.pair is not None and refused.pair.rule == "text of token 40"
@@ -249,7 +249,7 @@ def test_a_count_without_an_engine_says_so_and_the_worker_goes_on(worker, tiny_t
     w, inbox = worker
     w.send(TokenCountRequest(1, ("abc",)))
     failed = inbox.wait_for(TokenCountFailed)
-    assert failed.request_id == 1 and failed.kind is ErrorKind.NO_ENGINE
+    assert failed.request_id == 1 and failed.failure.kind is ErrorKind.NO_ENGINE
     w.send(LoadRequest(config(str(tiny_target), n_ctx=512)))
     inbox.wait_for(EngineLoaded)
     w.send(TokenCountRequest(2, ("abc", "abc abc")))
@@ -288,7 +288,7 @@ def test_a_prompt_longer_than_the_context_fails_with_a_sentence(worker, tiny_tar
     w, inbox = worker
     w.send(LoadRequest(config(str(tiny_target), n_ctx=256)))
     w.send(ReplyRequest(1, (ChatTurn("user", "word " * 400),), max_tokens=16))
-    failed = inbox.wait_for(ReplyFailed)
+    failed = inbox.wait_for(ReplyFailed).failure
     assert "context holds only 256" in failed.sentence
     assert failed.kind is ErrorKind.PROMPT_TOO_LONG
 
@@ -381,9 +381,9 @@ def test_the_outbox_batches_text_and_keeps_order_and_the_newest_stats(monkeypatc
     outbox.send(ReplyStarted(2, 4, 0, "none"))
     outbox.send_event(2, a)
     outbox.send_event(2, b)
-    outbox.send(ReplyFailed(2, "no", ErrorKind.DECODE))
+    outbox.send(ReplyFailed(2, Failure(ErrorKind.DECODE, "no")))
     assert received.recv() == ReplyStarted(2, 4, 0, "none")
     assert received.recv() == ReplyEvents(2, (a,))
     assert received.recv() == ReplyEvents(2, (b,))
-    assert received.recv() == ReplyFailed(2, "no", ErrorKind.DECODE)
+    assert received.recv() == ReplyFailed(2, Failure(ErrorKind.DECODE, "no"))
     assert not received.poll(interval * 1.5)  # nothing was left waiting, nothing sent twice

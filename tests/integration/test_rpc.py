@@ -242,7 +242,7 @@ def test_worker_reports_the_lost_server_and_a_fresh_engine_restarts(slow_target:
         worker.send(LoadRequest(config))
         failed = wait_for(EngineFailed)
         assert isinstance(failed, EngineFailed)
-        assert f"nothing is listening at {server.endpoint}" in failed.sentence
+        assert f"nothing is listening at {server.endpoint}" in failed.failure.sentence
         assert worker.is_alive()
         # The server is back (same address): the same engine loads and replies.
         server = Server(server.port)

@@ -223,7 +223,7 @@ def test_a_reply_failing_drops_its_buffer(qtbot, qapp) -> None:
     hosts[0].deliver(
         [
             ReplyEvents(request_id, (TextPiece("partial", 1, False),)),
-            ReplyFailed(request_id, "no", ErrorKind.DECODE),
+            ReplyFailed(request_id, Failure(ErrorKind.DECODE, "no")),
         ]
     )
     qtbot.waitUntil(lambda: bool(failed), timeout=5000)
