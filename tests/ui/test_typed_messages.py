@@ -200,7 +200,7 @@ def test_a_cancelled_download_is_not_shown_as_an_error(qtbot, hub: FakeHub) -> N
     hub.throttle_s = 0.02
     qtbot.mouseClick(page.download_view.rows["tiny-pair"].download_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: page.download_view.rows["tiny-pair"].progress_bar.value() > 100, timeout=30_000)
-    with qtbot.waitSignal(page.download_failed, timeout=30_000) as failed:
+    with qtbot.waitSignal(page.download_view.failed, timeout=30_000) as failed:
         qtbot.mouseClick(page.download_view.rows["tiny-pair"].cancel_button, Qt.MouseButton.LeftButton)
     assert failed.args[2] is False  # not paused
     label = page.download_view.rows["tiny-pair"].status_label

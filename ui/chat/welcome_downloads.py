@@ -67,9 +67,9 @@ class WelcomeDownloads(QObject):
             return
         if not self._is_connected:
             self._is_connected = True
-            page.download_progressed.connect(self.on_models_page_download_progressed)
-            page.download_finished.connect(self.on_models_page_download_finished)
-            page.download_failed.connect(self.on_models_page_download_failed)
+            page.download_view.progressed.connect(self.on_download_view_progressed)
+            page.download_view.finished.connect(self.on_download_view_finished)
+            page.download_view.failed.connect(self.on_download_view_failed)
         self.downloading = pair.name
         self.welcome.set_downloading(True)
         self.welcome.set_status(
@@ -77,11 +77,11 @@ class WelcomeDownloads(QObject):
         )
         page.on_download_clicked(pair)
 
-    def on_models_page_download_progressed(self, key: str, text: str) -> None:
+    def on_download_view_progressed(self, key: str, text: str) -> None:
         if key == self.downloading:
             self.welcome.set_status(f"Downloading: {text}")
 
-    def on_models_page_download_finished(self, key: str, done: list[str]) -> None:
+    def on_download_view_finished(self, key: str, done: list[str]) -> None:
         if key != self.downloading or not done:
             return
         self.downloading = None
@@ -89,7 +89,7 @@ class WelcomeDownloads(QObject):
         self.welcome.set_status("Downloaded; switching to the new pair…")
         self.switch(done[0], DraftChoice.of_model(done[1]) if len(done) > 1 else NGRAM_LOOKUP)
 
-    def on_models_page_download_failed(self, key: str, message: str, is_paused: bool) -> None:
+    def on_download_view_failed(self, key: str, message: str, is_paused: bool) -> None:
         if key == self.downloading:
             self.welcome.set_downloading(False)
             self.welcome.set_status(

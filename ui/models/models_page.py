@@ -38,11 +38,6 @@ class ModelsPage(QWidget):
 
     pair_chosen = Signal(str, object)  # relays the picker's, the catalog's and the doctor's: one for three
     models_changed = Signal()
-    # For others following a download (the welcome panel): key (a pair name), then the text shown,
-    # the final paths in the pair's order (target, draft), or the message and whether it is paused.
-    download_progressed = Signal(str, str)  # relays the downloads list's: the page's parts stay its own
-    download_finished = Signal(str, list)  # relays the downloads list's (as above)
-    download_failed = Signal(str, str, bool)  # relays the downloads list's (as above)
 
     def __init__(
         self,
@@ -75,9 +70,6 @@ class ModelsPage(QWidget):
         for card in self.catalog_section.cards.values():
             self.download_view.add_card(card)
         self.download_view.files_arrived.connect(self.refresh_local_models)
-        self.download_view.progressed.connect(self.download_progressed)
-        self.download_view.finished.connect(self.download_finished)
-        self.download_view.failed.connect(self.download_failed)
         self.doctor = PairDoctorPanel(self.downloads, self.models_dir)
         self.doctor.pair_chosen.connect(self.pair_chosen)
         self.doctor.measured_here.connect(self.catalog_section.show_measured_here)
