@@ -361,6 +361,7 @@ def add_bench_parser(sub: argparse._SubParsersAction[Parser]) -> argparse.Argume
         "bench",
         help="how much faster speculative decoding is here: plain against sped up, your model and prompts",
     )
+    b.set_defaults(run=cmd_bench)
     add_bench_args(b, "draft GGUF path or `ngram`")
     b.add_argument("--json", action="store_true", help="print the report as one JSON object")
     b.add_argument("--out", default=None, help="also write the report as Markdown here")

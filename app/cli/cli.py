@@ -13,6 +13,7 @@ import sys
 
 from app.cli.bench import REPLAY_MOVED, add_bench_parser
 from app.cli.cli_base import EXIT_BAD_INPUT, Parser, at_the_edge, fail
+from app.cli.generate import cmd_generate
 from app.cli.options import add_draft_arg, add_engine_args
 from engine.config import PLAIN_DECODING
 
@@ -22,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=Parser)
 
     g = sub.add_parser("generate", help="generate text from a prompt")
+    g.set_defaults(run=cmd_generate)
     add_engine_args(g, model_default="")  # required unless --remote (checked in cmd_generate)
     add_draft_arg(g, PLAIN_DECODING, "draft GGUF path, `ngram`, or `none` (default)")
     src = g.add_mutually_exclusive_group(required=True)
@@ -103,36 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_BAD_INPUT
-    return at_the_edge(lambda: _run(parser, args))
-
-
-def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    if args.command == "generate":
-        from app.cli.generate import cmd_generate
-
-        return cmd_generate(args)
-    if args.command == "serve":
-        from app.cli.serve import cmd_serve
-
-        return cmd_serve(args)
-    if args.command == "bench":
-        from app.cli.bench import cmd_bench
-
-        return cmd_bench(args)
-    if args.command == "models":
-        from app.cli.cli_models import run_models
-
-        return run_models(args)
-    if args.command == "rpc-server":
-        from app.cli.rpc_server import run_rpc_server
-
-        return run_rpc_server(args)
-    if args.command == "links":
-        from app.cli.links import run_links
-
-        return run_links(args)
-    parser.print_help()
-    return EXIT_BAD_INPUT
+    return at_the_edge(lambda: args.run(args))  # each subcommand's parser sets its `run`
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def add_models_parser(
         help="download, list, import and pair GGUF models",
         description="The model library: catalog pairs, downloads that resume, local files.",
     )
-    models.set_defaults(handler=run_models)
+    models.set_defaults(run=run_models)
     sub = models.add_subparsers(dest="models_command", metavar="COMMAND")
     sub.required = True
 

@@ -23,6 +23,7 @@ def add_links_parser(sub: argparse._SubParsersAction[Parser]) -> None:
             "packaging/linux/install.sh registers it; on macOS Tandem.app declares it."
         ),
     )
+    p.set_defaults(run=run_links)
     what = p.add_subparsers(dest="links_command", parser_class=Parser, required=True)
     what.add_parser("register", help="this tandem.exe opens tandem:// links (this user)")
     what.add_parser("unregister", help="remove the registration; the window will not register again")

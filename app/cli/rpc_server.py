@@ -30,6 +30,7 @@ def add_rpc_server_parser(sub: argparse._SubParsersAction[Parser]) -> None:
             "protocol has no authentication and no encryption: bind to a trusted network only."
         ),
     )
+    p.set_defaults(run=run_rpc_server)
     p.add_argument("--host", default="127.0.0.1", help="IPv4 address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: llama.cpp's choice)")

@@ -25,6 +25,7 @@ from engine.rpc import is_loopback
 
 def add_serve_parser(sub: Any) -> None:
     s = sub.add_parser("serve", help="serve the model on an OpenAI-compatible HTTP API")
+    s.set_defaults(run=cmd_serve)
     add_engine_args(s, model_default="default")
     add_draft_arg(s, NGRAM_LOOKUP, "draft GGUF path, `ngram` (default), or `none`")
     s.add_argument(
