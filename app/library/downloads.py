@@ -782,11 +782,6 @@ def download_files(
     return done
 
 
-def download_file(request: FileRequest, **kwargs: Any) -> Path:
-    """Download one file; see download_files for the keyword arguments."""
-    return download_files([request], **kwargs)[0]
-
-
 def pair_requests(pair: CatalogPair) -> list[FileRequest]:
     """The hub files of a catalog pair (none for the embedded pair)."""
     return [

@@ -16,14 +16,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import statistics
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app import paths
 from engine.errors import TandemError
 
 # Verify batch sizes timed on the target: 1 (a plain step), the small drafts a draft model
@@ -218,8 +217,6 @@ def machine_identity(n_threads: int) -> str:
 
 
 def measured_path() -> Path:
-    from app import paths
-
     return paths.home() / "measured-here.json"
 
 
@@ -251,16 +248,8 @@ def save_costs(costs: MeasuredCosts) -> None:
         if record["copy_speedup"] is None:
             record["copy_speedup"] = old.get("copy_speedup")
     machine[costs.model] = record
-    path = measured_path()
     with contextlib.suppress(OSError):
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".measured-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, indent=1)
-            os.replace(tmp, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        paths.write_private_text(measured_path(), json.dumps(data, indent=1))
 
 
 def load_costs(model: str) -> MeasuredCosts | None:

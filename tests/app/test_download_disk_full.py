@@ -13,7 +13,7 @@ import pytest
 from hub_server import TINY_REPO, FakeHub
 
 from app import paths
-from app.library.downloads import FileRequest, download_file, local_path_for, part_path_for
+from app.library.downloads import FileRequest, download_files, local_path_for, part_path_for
 from engine.errors import DownloadError
 
 
@@ -42,7 +42,7 @@ def test_a_disk_that_fills_mid_download_keeps_the_part_and_the_next_start_resume
     request = FileRequest(TINY_REPO, "tiny-target.gguf")
     # Free space as checked before the first byte: plenty (another program fills the disk after).
     with pytest.raises(DownloadError) as e:
-        download_file(request, free_bytes=lambda folder: 10**12)
+        download_files([request], free_bytes=lambda folder: 10**12)
     message = str(e.value)
     assert message.startswith("the disk is full: tiny-target.gguf stopped at ")
     assert message.endswith(
@@ -55,7 +55,7 @@ def test_a_disk_that_fills_mid_download_keeps_the_part_and_the_next_start_resume
     assert part.read_bytes() == f.data[:kept]  # what was written is right
 
     _grow(small_disk, "8m")  # space freed
-    path = download_file(request)
+    (path,) = download_files([request])
     assert hashlib.sha256(path.read_bytes()).hexdigest() == f.sha256
     ranges = hub.range_headers(f)
     assert ranges[-1] == f"bytes={kept}-", ranges  # resumed, not started over
@@ -68,4 +68,4 @@ def test_a_disk_already_full_is_a_sentence_not_an_os_error(hub: FakeHub, small_d
         while True:
             out.write(b"\0" * 4096)
     with pytest.raises(DownloadError, match=r"^the disk is full: tiny-target.gguf stopped at 0 B"):
-        download_file(FileRequest(TINY_REPO, "tiny-target.gguf"), free_bytes=lambda folder: 10**12)
+        download_files([FileRequest(TINY_REPO, "tiny-target.gguf")], free_bytes=lambda folder: 10**12)

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hub_server import FakeHub, HubFile, closed_port, go_online
@@ -17,7 +18,6 @@ from app.library.downloads import (
     DownloadProgress,
     DownloadStopped,
     FileRequest,
-    download_file,
     download_files,
     local_path_for,
     part_path_for,
@@ -31,6 +31,11 @@ REPO = "tandem-test/tiny-target-GGUF"
 DRAFT_REPO = "tandem-test/tiny-draft-GGUF"
 GATED_REPO = "tandem-test/gated-GGUF"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def download_file(request: FileRequest, **kwargs: Any) -> Path:
+    """One file, through the real entry point."""
+    return download_files([request], **kwargs)[0]
 
 
 @pytest.fixture(scope="module")
