@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.events import DraftSpan
+from ui.presenters.reply_presenter import MessageRow
 
 INTERACTIVE = (
     QAbstractButton,
@@ -65,7 +66,7 @@ def test_every_control_has_an_accessible_name(qtbot, open_window, wait_reply, ti
     window = open_window(tiny_target, max_tokens=8)
     window.presenter.send("Hello")  # messages with their Edit/Copy buttons
     wait_reply(window)
-    window.chat.add_message(99, "assistant", "Code:\n\n```python\nprint(1)\n```\n", tint=True)
+    window.chat.add_row(MessageRow(99, "assistant", "Code:\n\n```python\nprint(1)\n```\n"))
     assert len(window.chat.message_widgets()) == 3
     assert _unnamed(window) == []  # the chat, Compare, the Models page, the toolbar, the menus
 
@@ -148,7 +149,7 @@ def test_drafted_text_is_said_in_words(qtbot, open_window, wait_reply, tiny_targ
         assert description == "Nothing in this reply is highlighted."
     assert description in reply.body.toolTip()  # the tooltip says it too
     # A stored reply with drafted text says so as well.
-    widget = window.chat.add_message(98, "assistant", "Hello there", [DraftSpan(0, 5)], tint=True)
+    widget = window.chat.add_row(MessageRow(98, "assistant", "Hello there", (DraftSpan(0, 5),)))
     assert widget.body.accessibleDescription().startswith("45% of this reply is highlighted")
     user = next(w for w in window.chat.message_widgets() if w.role == "user")
     assert user.body.accessibleDescription() == ""

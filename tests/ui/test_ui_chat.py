@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.settings import load_settings
 from app.store import Store
+from ui.presenters.reply_presenter import MessageRow
 
 
 def _db_messages(window, include_superseded: bool = False):  # type: ignore[no-untyped-def]
@@ -191,7 +192,9 @@ def test_replies_render_markdown_with_code_blocks(qtbot, open_window, tiny_targe
     from PySide6.QtGui import QTextFormat
 
     window = open_window(tiny_target)
-    widget = window.chat.add_message(-1, "assistant", "Some **bold** text\n\n```python\nprint('hi')\n```\n")
+    widget = window.chat.add_row(
+        MessageRow(-1, "assistant", "Some **bold** text\n\n```python\nprint('hi')\n```\n")
+    )
     doc = widget.body.document()
     assert "**" not in doc.toPlainText() and "print('hi')" in doc.toPlainText()
     block, fenced = doc.firstBlock(), []

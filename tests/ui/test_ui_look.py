@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QApplication
 from app.settings import Theme
 from engine.events import DraftSpan, ReplyText
 from ui.chat.markdown_view import MessageBody, draft_tint, render
+from ui.presenters.reply_presenter import MessageRow
 from ui.qt import theme
 
 CODE_REPLY = "Here:\n\n```python\ndef add(a, b):\n    return a + b  # sum\n```\n\nAnd *more* text.\n"
@@ -84,7 +85,7 @@ def test_theme_choice_and_system_scheme(qtbot, open_window, tiny_target) -> None
     try:
         assert window.theme.choice == "system" and not theme.colors().is_dark  # offscreen is light
         assert not _window_is_dark()
-        window.chat.add_message(1, "assistant", CODE_REPLY, [DraftSpan(0, 4)], tint=True)
+        window.chat.add_row(MessageRow(1, "assistant", CODE_REPLY, (DraftSpan(0, 4),)))
         widget = window.chat.widget_for(1)
         assert widget is not None
         light_code = _wait_code_colour(qtbot, widget.body)
@@ -134,7 +135,7 @@ def _wait_code_colour(qtbot, body: MessageBody, not_equal: str | None = None) ->
 def test_reply_column_keeps_a_readable_width(qtbot, open_window, tiny_target) -> None:
     window = open_window(tiny_target)
     window.resize(2000, 900)
-    window.chat.add_message(1, "assistant", "A long line of text. " * 60, [], tint=True)
+    window.chat.add_row(MessageRow(1, "assistant", "A long line of text. " * 60))
     widget = window.chat.widget_for(1)
     assert widget is not None
     qtbot.waitUntil(lambda: widget.body.width() > 400, timeout=5000)

@@ -7,12 +7,13 @@ from PySide6.QtGui import QEnterEvent
 from PySide6.QtWidgets import QApplication
 
 from ui.chat.message_widget import MessageWidget
+from ui.presenters.reply_presenter import MessageRow
 
 
 def test_actions_show_on_hover_or_focus_and_stay_in_the_tab_order(qtbot, open_window, tiny_target) -> None:
     window = open_window(tiny_target)
-    window.chat.add_message(1, "user", "Question")
-    reply = window.chat.add_message(2, "assistant", "Answer")
+    window.chat.add_row(MessageRow(1, "user", "Question"))
+    reply = window.chat.add_row(MessageRow(2, "assistant", "Answer"))
     qtbot.waitUntil(lambda: reply.isVisible(), timeout=5000)
     assert not reply.actions_visible  # not drawn on every message
     assert reply.regenerate_button.isVisibleTo(reply) and reply.copy_button.isVisibleTo(reply)
@@ -116,6 +117,6 @@ def test_your_message_shows_line_for_line_as_typed(qtbot, open_window, wait_repl
     assert [w.body.document().toPlainText().splitlines() for w in mine] == [["Dear Ann,", "see you at 5."]]
     assert mine[0].text() == "Dear Ann,\nsee you at 5."  # what Copy and Edit take: as typed
     # A code block's lines stay as they were (nothing added to them).
-    message = chat.add_message(99, "user", "Run:\n```\nx = 1\ny = 2\n```\nthanks")
+    message = chat.add_row(MessageRow(99, "user", "Run:\n```\nx = 1\ny = 2\n```\nthanks"))
     text = message.body.document().toPlainText()
     assert text.splitlines()[0] == "Run:" and "x = 1\ny = 2\n" in text and text.rstrip().endswith("thanks")

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.store import MessageStatus
-from engine.events import DraftSource, DraftSpan, StatsRecord
+from engine.events import DraftSource, DraftSpan
 from ui.chat.attachments import LONG_PASTE_CHARS, AttachmentTray, pick_files
 from ui.chat.empty_chat import EmptyChat
 from ui.chat.message_widget import MessageWidget
@@ -263,25 +263,6 @@ class ChatView(QWidget):
             self.add_row(row, position=i)
         self.earlier_button.setVisible(earlier.has_earlier)
 
-    def add_row(self, row: MessageRow, position: int | None = None) -> None:
-        """A message as the presenter has it (its documents named by their chips' words)."""
-        from app.library.documents import format_size
-
-        self.add_message(
-            row.id,
-            row.role,
-            row.text,
-            row.spans,
-            row.status,
-            row.stats,
-            attachments=[f"{d.name} ({format_size(d.n_bytes)})" for d in row.attachments],
-            position=position,
-            version=row.version,
-        )
-        if row.status == MessageStatus.STREAMING:
-            self._streaming_id = row.id
-        self._show_sources(row.spans)
-
     def on_replies_reading_shown(self, line: str) -> None:
         """How far the reply being generated has read its prompt, on its message until its text
         (where it is shown)."""
@@ -341,29 +322,19 @@ class ChatView(QWidget):
     def _release_place(self) -> None:
         self._from_bottom = None
 
-    def add_message(
-        self,
-        message_id: int,
-        role: str,
-        text: str,
-        spans: Sequence[DraftSpan] = (),
-        status: MessageStatus = MessageStatus.COMPLETE,
-        stats: StatsRecord | None = None,
-        tint: bool | None = None,
-        attachments: Sequence[str] = (),
-        position: int | None = None,
-        version: tuple[int, int] = (1, 1),
-    ) -> MessageWidget:
-        """spans: the drafted stretches, each tinted by its source; attachments: what a user
-        message carried, as its chips said it (name, size); position: where among the messages
-        shown (0: first, above the others), None: last; tint: None, the chat's (set_tint)."""
-        widget = MessageWidget(message_id, role)
-        widget.set_content(text, spans, self._tint if tint is None else tint)
+    def add_row(self, row: MessageRow, position: int | None = None) -> MessageWidget:
+        """A message as the presenter has it, its drafted stretches tinted by their sources (where
+        the chat tints: set_tint) and its documents named by their chips' words; position: where
+        among the messages shown (0: first, above the others), None: last."""
+        from app.library.documents import format_size
+
+        widget = MessageWidget(row.id, row.role)
+        widget.set_content(row.text, row.spans, self._tint)
         widget.set_status(
-            status,
-            stats,
+            row.status,
+            row.stats,
             note="(no text)"
-            if role == "assistant" and not text and status != MessageStatus.STREAMING
+            if row.role == "assistant" and not row.text and row.status != MessageStatus.STREAMING
             else "",
         )
         widget.edit_requested.connect(self.edit_requested)
@@ -371,23 +342,27 @@ class ChatView(QWidget):
         widget.continue_requested.connect(self.continue_requested)
         widget.changes_requested.connect(self.changes_requested)
         widget.version_requested.connect(self.version_requested)
-        widget.set_version(*version)
-        if attachments:
-            carried = label("Attached: " + ", ".join(attachments), "messageAttachments")
+        widget.set_version(*row.version)
+        if row.attachments:
+            names = ", ".join(f"{d.name} ({format_size(d.n_bytes)})" for d in row.attachments)
+            carried = label("Attached: " + names, "messageAttachments")
             widget.attachments_label = carried
             layout = widget.layout()
             if layout is not None:
                 layout.addWidget(carried)
         if position is None:
             self.messages_layout.insertWidget(self.messages_layout.count() - 1, widget)
-            self._widgets[message_id] = widget
+            self._widgets[row.id] = widget
         else:  # after the button and the empty state
             self.messages_layout.insertWidget(2 + position, widget)
             shown = list(self._widgets.items())
-            shown.insert(position, (message_id, widget))
+            shown.insert(position, (row.id, widget))
             self._widgets = dict(shown)
         self._update_edit_buttons()
         self.empty_state.setVisible(False)
+        if row.status == MessageStatus.STREAMING:
+            self._streaming_id = row.id
+        self._show_sources(row.spans)
         return widget
 
     def remove_messages(self, message_ids: Sequence[int]) -> None:
