@@ -227,8 +227,6 @@ class _Ggml:
         "ggml_backend_dev_get": (ctypes.c_void_p, [ctypes.c_size_t]),
         "ggml_backend_dev_type": (ctypes.c_int, [ctypes.c_void_p]),
         "ggml_backend_dev_backend_reg": (ctypes.c_void_p, [ctypes.c_void_p]),
-        "ggml_backend_dev_name": (ctypes.c_char_p, [ctypes.c_void_p]),
-        "ggml_backend_dev_description": (ctypes.c_char_p, [ctypes.c_void_p]),
         "ggml_set_abort_callback": (ctypes.c_void_p, [ctypes.c_void_p]),
         "ggml_backend_dev_memory": (
             None,
@@ -368,19 +366,6 @@ def device_list(rpc_servers: Sequence[str], stays_here: bool = False) -> Any:
         return None
     devices = server_devices(rpc_servers) + local_devices()
     return (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
-
-
-def device_names(devices: Any) -> list[str]:
-    """`NAME (description)` of each device (an RPC device's description is its server)."""
-    g = _ggml()
-    names = []
-    for dev in devices or ():
-        if not dev:
-            break
-        names.append(
-            f"{g.ggml_backend_dev_name(dev).decode()} ({g.ggml_backend_dev_description(dev).decode()})"
-        )
-    return names
 
 
 # -- when ggml aborts -----------------------------------------------------------------------------

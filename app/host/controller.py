@@ -110,10 +110,6 @@ class EngineController(QObject):
         return bool(self._pending)
 
     @property
-    def worker_pid(self) -> int | None:
-        return self.supervisor.pid
-
-    @property
     def earlier_exchanges(self) -> Callable[[], tuple[tuple[str, str], ...]]:
         """Earlier answers handed to every engine this starts, for drafting (LoadRequest.earlier)."""
         return self.supervisor.earlier_exchanges

@@ -28,7 +28,6 @@ class Reply:
     request_id: int
     spans: list[DraftSpan] = field(default_factory=list)
     n_tokens: int = 0
-    n_draft_tokens: int = 0  # tokens the draft proposed and the target accepted
     stats: Stats | None = None  # the newest snapshot (the final numbers once finished)
     finished: Finished | None = None
     _text: str = field(default="", init=False, repr=False)
@@ -68,7 +67,6 @@ class Reply:
     def add_piece(self, piece: TextPiece) -> None:
         start, end = self._length, self._length + len(piece.text)
         if piece.is_draft:
-            self.n_draft_tokens += piece.n_tokens
             last = self.spans[-1] if self.spans else None
             if piece.text and last is not None and last.end == start and last.source == piece.source:
                 self.spans[-1] = DraftSpan(last.start, end, last.source)
@@ -92,10 +90,6 @@ class Reply:
             stripped = finished.text.lstrip()
             self._cut = n - len(stripped) if stripped else -1
             self._shifted_cut = -1  # spans were cut: shift them all again
-
-    @property
-    def is_finished(self) -> bool:
-        return self.finished is not None
 
     def shown(self, is_final: bool = False) -> ReplyText:
         """The text without the whitespace models put after the prompt (and, once final, at the
@@ -155,7 +149,3 @@ class ReplyProgress:
     @property
     def request_id(self) -> int:
         return self.reply.request_id
-
-    @property
-    def new_text(self) -> str:
-        return self.reply.text[self.start :]

@@ -117,7 +117,7 @@ def test_settings_engine_fetches_models_and_says_what_fails(qtbot, server: Serve
 def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_target, server) -> None:  # type: ignore[no-untyped-def]
     # Start on this computer's engine, then switch in Settings: the local engine ends.
     window = open_window(tiny_target, max_tokens=200, repeat_penalty=1.0)
-    assert window.controller.worker_pid is not None
+    assert window.controller.supervisor.pid is not None
     window.apply_settings(
         dataclasses.replace(
             window.settings,
@@ -132,7 +132,7 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     assert info.target_path == server.url and info.speculation == "ngram"
     assert server.url in window.header.model_combo.line.toolTip()  # the picker names the server
     assert window.header.state_label.text().startswith("The server decides its speed-up")
-    assert window.controller.worker_pid is None  # no engine process here
+    assert window.controller.supervisor.pid is None  # no engine process here
     assert not window.header.speed_combo.isEnabled() and not window.choose_draft_action.isEnabled()
     assert window.header.speed_combo.toolTip() == window.choose_draft_action.toolTip() == LOCAL_ONLY_TIP
     settings = load_settings()
@@ -194,7 +194,7 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     # Back to this computer: a local engine process again, the speculation switch back on.
     window.apply_settings(dataclasses.replace(window.settings, engine=EngineKind.LOCAL))
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=60_000)
-    assert window.controller.info.target_path == str(tiny_target) and window.controller.worker_pid
+    assert window.controller.info.target_path == str(tiny_target) and window.controller.supervisor.pid
     assert window.header.speed_combo.isEnabled() and window.choose_draft_action.isEnabled()
     assert window.header.speed_combo.toolTip().endswith("Applies from the next reply.")
     window.presenter.send("and here?")

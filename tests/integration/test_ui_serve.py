@@ -18,7 +18,7 @@ from tests.serve_process import free_port
 def test_window_serves_its_own_engine(qtbot, open_window, wait_reply, tiny_target) -> None:
     port = free_port()
     window = open_window(tiny_target, serve_port=port)
-    pid = window.controller.worker_pid
+    pid = window.controller.supervisor.pid
     toggle = window.serve_toggle
     toggle.action.trigger()
     url = f"http://127.0.0.1:{port}/v1"
@@ -36,7 +36,7 @@ def test_window_serves_its_own_engine(qtbot, open_window, wait_reply, tiny_targe
     chunks = list(client.completions.create(model="target", prompt="the cat", max_tokens=6, stream=True))
     assert chunks[-1].model_extra["timings"]["predicted_n"] <= 6
     # The window's engine answered: no second engine process, and the window knows nothing of it.
-    assert window.controller.worker_pid == pid and not window.controller.is_busy
+    assert window.controller.supervisor.pid == pid and not window.controller.is_busy
 
     # The window chats as before, on the same engine.
     window.chat.input.setPlainText("and you?")

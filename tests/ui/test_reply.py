@@ -31,10 +31,10 @@ def test_pieces_are_merged_once_into_text_and_drafted_ranges() -> None:
     reply = _reply(("Hel", False), ("lo", True), (" wor", True), ("ld", False), ("", True), ("!", True))
     assert reply.text == "Hello world!" and len(reply) == 12
     assert reply.draft_spans == [(3, 9), (11, 12)]  # touching drafted pieces are one range
-    assert (reply.n_tokens, reply.n_draft_tokens) == (6, 4)
+    assert reply.n_tokens == 6
     reply.add(TextPiece("?", 3, False))
     assert reply.text == "Hello world!?" and reply.n_tokens == 9  # read, appended, read again
-    assert reply.stats is None and not reply.is_finished
+    assert reply.stats is None and reply.finished is None
 
 
 def test_stats_keep_the_newest_snapshot() -> None:
@@ -50,7 +50,7 @@ def test_finished_text_is_authoritative_and_spans_stay_inside_it() -> None:
     reply.add(Finished("stop", "Answer here", (1, 2, 3), final))  # a stop string was cut
     assert reply.text == "Answer here" and len(reply) == 11
     assert reply.draft_spans == [(6, 11)]
-    assert reply.is_finished and reply.stats is final
+    assert reply.finished is not None and reply.stats is final
     same = _reply(("ok", True))
     same.add(Finished("eos", "ok", (1,), final))
     assert same.text == "ok" and same.draft_spans == [(0, 2)]
@@ -69,7 +69,7 @@ def test_progress_names_the_new_text() -> None:
     reply = _reply(("one ", False))
     progress = ReplyProgress(reply, len(reply), (_stats(2),))
     reply.add(TextPiece("two", 1, True))
-    assert progress.request_id == 7 and progress.new_text == "two"
+    assert progress.request_id == 7 and progress.reply.text[progress.start :] == "two"
 
 
 def test_the_store_saves_and_gives_back_a_reply(tandem_home) -> None:  # type: ignore[no-untyped-def]
@@ -136,7 +136,9 @@ def test_controller_builds_one_buffer_and_announces_only_what_is_new(qtbot, qapp
     controller, hosts = _controller(qapp)
     progress: list[tuple[int, str, int]] = []
     finished: list[Reply] = []
-    controller.reply_progressed.connect(lambda p: progress.append((p.start, p.new_text, len(p.stats))))
+    controller.reply_progressed.connect(
+        lambda p: progress.append((p.start, p.reply.text[p.start :], len(p.stats)))
+    )
     controller.reply_finished.connect(finished.append)
 
     request_id = controller.start_reply((ChatTurn("user", "hi"),))
@@ -170,7 +172,7 @@ def test_a_batch_that_ends_the_reply_shows_its_text_then_finishes(qtbot, qapp) -
 
     controller, hosts = _controller(qapp)
     seen: list[object] = []
-    controller.reply_progressed.connect(lambda p: seen.append((p.new_text, len(p.stats))))
+    controller.reply_progressed.connect(lambda p: seen.append((p.reply.text[p.start :], len(p.stats))))
     controller.reply_finished.connect(lambda r: seen.append(("finished", r.text)))
     request_id = controller.start_reply((ChatTurn("user", "hi"),))
     reply = controller.reply(request_id)
@@ -178,7 +180,7 @@ def test_a_batch_that_ends_the_reply_shows_its_text_then_finishes(qtbot, qapp) -
     hosts[0].deliver([ReplyEvents(request_id, (*events, Finished("eos", "Hi you", (), _stats(2))))])
     qtbot.waitUntil(lambda: len(seen) == 2, timeout=5000)
     assert seen == [("Hi you", 1), ("finished", "Hi you")]
-    assert reply is not None and reply.draft_spans == [(2, 6)] and reply.n_draft_tokens == 1
+    assert reply is not None and reply.draft_spans == [(2, 6)]
     assert not controller.is_busy
 
 

@@ -27,7 +27,7 @@ def test_an_engine_dying_mid_reply_leaves_no_writing_line(qtbot, open_window, sl
         lambda: window.presenter.live is not None and len(window.presenter.live.text) > 20, timeout=60_000
     )
     qtbot.waitUntil(lambda: window.stats_label.text() == "Writing…", timeout=10_000)
-    os.kill(window.controller.worker_pid, signal.SIGKILL)  # what the OOM killer or a native crash does
+    os.kill(window.controller.supervisor.pid, signal.SIGKILL)  # what the OOM killer or a native crash does
     qtbot.waitUntil(lambda: window.presenter.live is None, timeout=30_000)
     qtbot.wait(200)  # the controller's last drain
 

@@ -250,7 +250,7 @@ def test_with_its_engine_dead_a_chip_keeps_its_estimate(qtbot, open_window, tiny
     notes = tmp_path / "notes.md"
     notes.write_text("# Harbour\nThe committee met on Tuesday.\n")
     window = open_window(tiny_target)
-    pid = window.controller.worker_pid
+    pid = window.controller.supervisor.pid
     os.kill(pid, signal.SIGKILL)  # what the OOM killer or a native crash does
     qtbot.waitUntil(lambda: window.controller.info is None, timeout=30_000)
     drop_files(window, [notes])
@@ -259,7 +259,7 @@ def test_with_its_engine_dead_a_chip_keeps_its_estimate(qtbot, open_window, tiny
         chip.label.text() == f"notes.md · 40 bytes · about {about_tokens(chip.attachment.document):,} tokens"
     )
     assert window.chat.attachments.n_counts_pending == 0 and chip.n_tokens is None  # nothing will come
-    assert window.controller.worker_pid is None  # and no engine was started for a count
+    assert window.controller.supervisor.pid is None  # and no engine was started for a count
 
 
 def test_the_diff_shows_changes_and_copies_and_saves_the_new_text(qtbot, tmp_path) -> None:  # type: ignore[no-untyped-def]

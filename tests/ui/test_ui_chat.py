@@ -43,7 +43,7 @@ def test_model_load_shows_llama_cpp_progress(qtbot, open_window, tiny_target) ->
 def test_send_streams_the_reply_and_stores_it_as_it_goes(qtbot, open_window, wait_reply, slow_target) -> None:
     window = open_window(slow_target, max_tokens=1000)
     progress_updates: list[int] = []
-    window.controller.reply_progressed.connect(lambda p: progress_updates.append(len(p.new_text)))
+    window.controller.reply_progressed.connect(lambda p: progress_updates.append(len(p.reply) - p.start))
     stored_at_start: list[list[tuple[str, str]]] = []
     window.controller.reply_started.connect(
         lambda _s: stored_at_start.append([(m.role, m.status) for m in _db_messages(window)])

@@ -96,7 +96,7 @@ def test_engine_death_keeps_the_window_and_the_partial_reply(
     qtbot.waitUntil(
         lambda: window.presenter.live is not None and len(window.presenter.live.text) > 20, timeout=60_000
     )
-    pid = window.controller.worker_pid
+    pid = window.controller.supervisor.pid
     message_id = window.presenter.live.message_id
     os.kill(pid, signal.SIGKILL)  # what the OOM killer or a native crash does
     qtbot.waitUntil(lambda: window.presenter.live is None, timeout=30_000)
@@ -113,7 +113,7 @@ def test_engine_death_keeps_the_window_and_the_partial_reply(
     window.presenter.settings = dataclasses.replace(window.settings, max_tokens=16)
     window.presenter.send("are you back?")
     wait_reply(window)
-    assert window.controller.worker_pid not in (None, pid)
+    assert window.controller.supervisor.pid not in (None, pid)
     last = _messages(window.presenter.conversation_id)[-1]
     assert last.status == "complete" and last.content
     assert window.controller.info is not None

@@ -270,7 +270,7 @@ def test_a_failed_reply_says_why_under_it_and_again_when_shown_again(qtbot, open
         timeout=60_000,
     )
     message_id = window.presenter.live.message_id
-    os.kill(window.controller.worker_pid, signal.SIGKILL)  # what the OOM killer or a native crash does
+    os.kill(window.controller.supervisor.pid, signal.SIGKILL)  # what the OOM killer or a native crash does
     qtbot.waitUntil(lambda: window.presenter.live is None, timeout=30_000)
     note = window.chat.widget_for(message_id).note.text()
     assert "Interrupted" in note and "killed" in note, note
