@@ -6,7 +6,6 @@ greyed in the header with the reason."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,7 +15,7 @@ from PySide6.QtWidgets import QMenu, QWidget
 
 from app.library.catalog import LocalModel, format_bytes
 from engine.config import DraftChoice
-from ui.presenters.words import model_name
+from ui.presenters.words import BUILT_IN_MODELS, model_name
 
 OTHER_FILE = "Another GGUF file…"
 
@@ -42,19 +41,15 @@ def draft_options(
     Two of one name are told apart by their quantisation ("Gemma 3 270M - F16", "Gemma 3 270M -
     Q4_K_M"). The header's draft menu and the Models page's Draft list are this one list."""
     from app.library.catalog import draft_choices, local_model, scan_local_models
-    from app.library.default_model import DEFAULT_MODEL_NAME, smollm2_model
-    from app.paths import models_dir
-    from engine.errors import TandemError
+    from ui.presenters.task_ability import model_file
 
     target = local_model(Path(target_path))
     if target.info is None:
         return []
-    if listed is None:  # the header's: the built-in models too
-        candidates, others = scan_local_models(), [models_dir() / DEFAULT_MODEL_NAME, *map(Path, opened)]
-        with contextlib.suppress(OSError, TandemError):
-            others.append(smollm2_model())
-    else:
-        candidates, others = list(listed), list(map(Path, opened))
+    # The header's: the models folder's, and the built-in models' files (where they are there).
+    built_in = [model_file(key) for key, _ in BUILT_IN_MODELS] if listed is None else []
+    candidates = list(scan_local_models() if listed is None else listed)
+    others = [*(path for path in built_in if path is not None), *map(Path, opened)]
     for path in others:
         try:
             if path.is_file() and all(m.path.resolve() != path.resolve() for m in candidates):
