@@ -1387,17 +1387,16 @@ def _export_versions(store: Store, conversation_id: int) -> tuple[list[dict[str,
     """The messages shown, then the other versions of their turns and what followed those (in the
     order written: a parent before its children), each with its id and its parent's: a reader
     that knows only "messages" reads the conversation as shown."""
-    links = {
-        int(r[0]): (r[1], r[2])
-        for r in store._db.execute(
-            "SELECT id, parent_id, kept_status FROM messages WHERE conversation_id = ?", (conversation_id,)
-        )
-    }
     versions = store.versions_shown(conversation_id)
     shown: list[dict[str, Any]] = []
     others: list[dict[str, Any]] = []
-    for m in store.messages(conversation_id, include_superseded=True):
-        parent, kept_status = links.get(m.id, (None, None))
+    rows = store._db.execute(
+        "SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
+    )
+    for row in rows:
+        if row["role"] not in ROLES:  # as _shown leaves it out
+            continue
+        m = _message(row)
         out: dict[str, Any] = {
             "role": m.role,
             "content": m.content,
@@ -1405,14 +1404,14 @@ def _export_versions(store: Store, conversation_id: int) -> tuple[list[dict[str,
             "stretches": stretches(m.content, m.spans),
             **({"stats": m.stats} if m.stats else {}),
             "id": m.id,
-            "parent": parent,
+            "parent": row["parent_id"],
         }
         if m.status != MessageStatus.SUPERSEDED:
             if m.id in versions:
                 out["versions"] = versions[m.id][1]
             shown.append(out)
         else:
-            out["status"] = _status(str(kept_status or MessageStatus.COMPLETE))
+            out["status"] = _status(str(row["kept_status"] or MessageStatus.COMPLETE))
             others.append(out)
     return shown, others
 

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
@@ -70,7 +70,7 @@ from app.store import shard_names as shard_names
 from engine.config import DEFAULT_CTX
 from engine.errors import IncompatiblePairError, TandemError
 from engine.events import Speculation
-from engine.gguf_info import GGUFInfo, known_architectures
+from engine.gguf_info import known_architectures
 from engine.pairing import check_pair
 
 MAX_DRAFT_CHECKS = 6
@@ -269,14 +269,11 @@ def verify_cost_ratios() -> dict[int, float]:
 
 
 @dataclass(frozen=True)
-class ModelFacts:
-    """What the header of one file says, as a person reads it."""
+class ModelFacts(RemoteHeader):
+    """What the header of one file says (as read: fetched_bytes 0 for a local file), as a person
+    reads it, and which file it is."""
 
-    ref: ModelRef
-    info: GGUFInfo = field(repr=False)
-    size_bytes: int
-    fetched_bytes: int  # 0 for a local file
-    header: bytes = field(default=b"", repr=False)  # the file's bytes before its weights
+    ref: ModelRef = ModelRef()
 
     @property
     def architecture(self) -> str:
@@ -307,28 +304,24 @@ class ModelFacts:
         return kv_bytes_per_token(self.info.metadata, self.info.architecture) * n_ctx
 
 
-def _facts(ref: ModelRef, header: RemoteHeader) -> ModelFacts:
-    return ModelFacts(ref, header.info, header.size_bytes, header.fetched_bytes, header.header_bytes)
-
-
 def read_facts(
     ref: ModelRef, *, timeout_s: float = DEFAULT_TIMEOUT_S, cancel: threading.Event | None = None
 ) -> ModelFacts:
     """Read one file's header: from disk, or from the hub without downloading the file."""
     if ref.path is not None:
-        return _facts(ref, read_local_header(ref.path, check_architecture=False))
+        return ModelFacts(**vars(read_local_header(ref.path, check_architecture=False)), ref=ref)
     if not ref.filename:
         raise TandemError(f"give the file too: {ref.repo_id}/FILE.gguf (`tandem models search` lists them)")
     header = read_remote_header(
         ref.repo_id, ref.filename, ref.revision, timeout_s=timeout_s, cancel=cancel, check_architecture=False
     )
-    facts = _facts(ref, header)
+    facts = ModelFacts(**vars(header), ref=ref)
     if len(shard_names(ref.filename)) > 1:
         # A split model: its first part holds the header; the weights are all the parts.
         listing = list_files(ref.repo_id, ref.revision, timeout_s=timeout_s, cancel=cancel)
         whole = next((f for f in listing if f.filename == ref.filename), None)
         if whole is not None and whole.size_bytes > facts.size_bytes:
-            facts = ModelFacts(ref, header.info, whole.size_bytes, header.fetched_bytes, header.header_bytes)
+            facts = replace(facts, size_bytes=whole.size_bytes)
     return facts
 
 
@@ -624,7 +617,7 @@ def facts_model_id(facts: ModelFacts) -> str:
 def standin_plan(facts: ModelFacts) -> StandinPlan:
     """A stand-in of this file: its header (read already, nothing more is fetched) with random weights."""
     label = facts.ref.path.name if facts.ref.path is not None else facts.ref.filename
-    return plan_from_header(label, facts.header, facts.info)
+    return plan_from_header(label, facts.header_bytes, facts.info)
 
 
 def measure_here(

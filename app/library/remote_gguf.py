@@ -176,7 +176,7 @@ class RangeFile:
 class RemoteHeader:
     """A file's header as read over the network, and what that cost."""
 
-    info: GGUFInfo
+    info: GGUFInfo = field(repr=False)
     size_bytes: int
     fetched_bytes: int
     n_requests: int
