@@ -197,11 +197,12 @@ class MessageWidget(QFrame):
             self.body.restyle()
             self._render_note()
 
-    def _describe_draft(self, text: str, spans: Sequence[DraftSpan]) -> None:
-        """Say in words what the highlight shows (screen readers, and the tooltip)."""
-        self._spans = tuple(spans)
-        self._described = (len(text), "")
-        self._say_highlight()
+    def _describe(self, reply: ReplyText) -> None:
+        """Say in words what the highlight shows, and where its guesses came from (screen readers,
+        and the tooltip)."""
+        self._spans = reply.spans
+        self._described = (len(reply.text), words.sources_said(reply.text, reply.spans))
+        self._say_highlight()  # (nothing said of a user's message, or of an empty reply)
 
     def _say_highlight(self) -> None:
         """The hover over the reply: its highlighted share, "sooner" only where the reply was
@@ -226,8 +227,7 @@ class MessageWidget(QFrame):
         span tinted by its source."""
         reply = ReplyText(text, tuple(spans))
         self.body.set_content(reply, tint)
-        self._describe_draft(text, spans)
-        self.describe_sources(reply)
+        self._describe(reply)
 
     def show_reading(self, line: str) -> None:
         """How far the reply's prompt is read ("Reading 3,200 tokens – 40%, …"), until its text."""
@@ -242,17 +242,7 @@ class MessageWidget(QFrame):
     def finish(self, reply: ReplyText, tint: bool) -> None:
         """The reply has ended: its final text, rendered once (text() has it at once)."""
         self.body.finish(reply, tint)
-        self._describe_draft(reply.text, reply.spans)
-        self.describe_sources(reply)
-
-    def describe_sources(self, reply: ReplyText) -> None:
-        """Where the highlighted words were guessed from, in words (what the tints say)."""
-        if self.role != "assistant" or not reply.text:
-            return
-        said = words.sources_said(reply.text, reply.spans)
-        if said:
-            self._described = (self._described[0], said)
-            self._say_highlight()
+        self._describe(reply)
 
     def text(self) -> str:
         return self.body.source_text()
