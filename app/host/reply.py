@@ -48,11 +48,6 @@ class Reply:
             self._parts.clear()
         return self._text
 
-    @property
-    def draft_spans(self) -> list[tuple[int, int]]:
-        """Where the drafted stretches lie, without their sources."""
-        return [(s.start, s.end) for s in self.spans]
-
     def __len__(self) -> int:
         return self._length
 

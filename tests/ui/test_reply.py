@@ -30,7 +30,7 @@ def _reply(*pieces: tuple[str, bool]) -> Reply:
 def test_pieces_are_merged_once_into_text_and_drafted_ranges() -> None:
     reply = _reply(("Hel", False), ("lo", True), (" wor", True), ("ld", False), ("", True), ("!", True))
     assert reply.text == "Hello world!" and len(reply) == 12
-    assert reply.draft_spans == [(3, 9), (11, 12)]  # touching drafted pieces are one range
+    assert reply.raw().draft_spans == ((3, 9), (11, 12))  # touching drafted pieces are one range
     assert reply.n_tokens == 6
     reply.add(TextPiece("?", 3, False))
     assert reply.text == "Hello world!?" and reply.n_tokens == 9  # read, appended, read again
@@ -49,11 +49,11 @@ def test_finished_text_is_authoritative_and_spans_stay_inside_it() -> None:
     final = _stats(3)
     reply.add(Finished("stop", "Answer here", (1, 2, 3), final))  # a stop string was cut
     assert reply.text == "Answer here" and len(reply) == 11
-    assert reply.draft_spans == [(6, 11)]
+    assert reply.raw().draft_spans == ((6, 11),)
     assert reply.finished is not None and reply.stats is final
     same = _reply(("ok", True))
     same.add(Finished("eos", "ok", (1,), final))
-    assert same.text == "ok" and same.draft_spans == [(0, 2)]
+    assert same.text == "ok" and same.raw().draft_spans == ((0, 2),)
 
 
 def test_shown_text_drops_the_leading_whitespace_and_shifts_the_spans() -> None:
@@ -156,7 +156,7 @@ def test_controller_builds_one_buffer_and_announces_only_what_is_new(qtbot, qapp
     host.deliver([ReplyEvents(request_id, (TextPiece(", friend", 2, True),))])
     qtbot.waitUntil(lambda: len(progress) == 2, timeout=5000)
     assert progress[1] == (11, ", friend", 0)
-    assert reply.draft_spans == [(5, 19)]
+    assert reply.raw().draft_spans == ((5, 19),)
 
     host.deliver([ReplyEvents(request_id, (Finished("eos", "Hello there, friend", (1,), _stats(6)),))])
     qtbot.waitUntil(lambda: bool(finished), timeout=5000)
@@ -180,7 +180,7 @@ def test_a_batch_that_ends_the_reply_shows_its_text_then_finishes(qtbot, qapp) -
     hosts[0].deliver([ReplyEvents(request_id, (*events, Finished("eos", "Hi you", (), _stats(2))))])
     qtbot.waitUntil(lambda: len(seen) == 2, timeout=5000)
     assert seen == [("Hi you", 1), ("finished", "Hi you")]
-    assert reply is not None and reply.draft_spans == [(2, 6)]
+    assert reply is not None and reply.raw().draft_spans == ((2, 6),)
     assert not controller.is_busy
 
 
@@ -204,7 +204,7 @@ def test_a_backlog_is_drained_over_several_turns_in_order(qtbot, qapp) -> None:
     reply = finished[0]
     assert reply.text == "".join(words) and reply.n_tokens == len(words)
     assert len(starts) > 1 and starts == sorted(starts)  # several updates, each after the last
-    assert len(reply.draft_spans) == len(range(0, len(words), 3))
+    assert len(reply.spans) == len(range(0, len(words), 3))
 
 
 def test_a_reply_failing_drops_its_buffer(qtbot, qapp) -> None:
