@@ -442,28 +442,26 @@ def _read_sidecar(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _sidecar_matches(data: dict[str, Any] | None, remote: RemoteFile) -> bool:
-    # Same content = same size and same ETag; the commit may move on without the file changing.
-    return (
-        data is not None
-        and data.get("size_bytes") == remote.size_bytes
-        and data.get("etag") == remote.etag
-        and data.get("repo_id") == remote.request.repo_id
-        and data.get("filename") == remote.request.filename
-    )
-
-
-def _write_sidecar(path: Path, remote: RemoteFile) -> None:
-    data = {
-        "repo_id": remote.request.repo_id,
-        "filename": remote.request.filename,
-        "revision": remote.request.revision,
+def _sidecar(remote: RemoteFile) -> dict[str, Any]:
+    """What a .part file belongs to, as its sidecar keeps it."""
+    request = remote.request
+    return {
+        "repo_id": request.repo_id,
+        "filename": request.filename,
+        "revision": request.revision,
         "commit": remote.commit,
         "etag": remote.etag,
         "size_bytes": remote.size_bytes,
         "sha256": remote.expected_sha256,
     }
-    paths.write_private_text(path, json.dumps(data, indent=1))
+
+
+def _sidecar_matches(data: dict[str, Any] | None, remote: RemoteFile) -> bool:
+    # Same content = same size and same ETag; the commit may move on without the file changing.
+    wanted = _sidecar(remote)
+    return data is not None and all(
+        data.get(k) == wanted[k] for k in ("size_bytes", "etag", "repo_id", "filename")
+    )
 
 
 def _plan(remote: RemoteFile, models_dir: Path) -> _Plan:
@@ -484,9 +482,13 @@ def verified_path_for(final: Path) -> Path:
     return final.with_name(final.name + VERIFIED_SUFFIX)
 
 
+def _verified(st: os.stat_result, digest: str) -> dict[str, Any]:
+    """A final file whose checksum matched, as kept beside it: its size and time, and the digest."""
+    return {"size_bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "digest": digest}
+
+
 def _remember_verified(final: Path, digest: str) -> None:
-    st = final.stat()
-    data = {"size_bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "digest": digest}
+    data = _verified(final.stat(), digest)
     with contextlib.suppress(OSError):
         verified_path_for(final).write_text(json.dumps(data), encoding="utf-8")
 
@@ -498,12 +500,7 @@ def _is_verified(final: Path, remote: RemoteFile) -> bool:
     if expected is None:
         return True
     st = final.stat()
-    kept = _read_sidecar(verified_path_for(final))
-    if kept is not None and kept == {
-        "size_bytes": st.st_size,
-        "mtime_ns": st.st_mtime_ns,
-        "digest": expected,
-    }:
+    if _read_sidecar(verified_path_for(final)) == _verified(st, expected):
         return True
     hasher = _new_hasher(remote)
     _hash_existing(final, st.st_size, hasher)
@@ -598,7 +595,7 @@ def _download_one(
         have = fresh.have_bytes
         if have == 0:
             _discard(part)
-        _write_sidecar(sidecar, remote)
+        paths.write_private_text(sidecar, json.dumps(_sidecar(remote), indent=1))
         hasher = _new_hasher(remote)
         if have:
             _hash_existing(part, have, hasher)
