@@ -431,7 +431,7 @@ class MainWindow(QMainWindow):
         self.header.set_model_in_use(self.presenter.engine.model_key(), info.target_name, info.server)
         if not isinstance(page, QLabel):  # (a QLabel where the page is unavailable)
             page.set_model_in_use(info.target_path)
-            page.set_gpu_backend(info.gpu_offload_supported)
+            page.catalog_section.set_gpu_backend(info.gpu_offload_supported)
         if self.welcome is not None:
             self.welcome.set_gpu_backend(info.gpu_offload_supported)
 
@@ -630,5 +630,5 @@ class MainWindow(QMainWindow):
         self.controller.shutdown()
         # Downloads pause; their .part files stay and resume next time.
         if not isinstance(self.models_page, QLabel):
-            self.models_page.shutdown()
+            self.models_page.downloads.shutdown()
         self.presenter.close()

@@ -340,7 +340,7 @@ def test_fit_and_recommendation_follow_memory_and_the_gpu(qtbot) -> None:
     # Before the engine says llama.cpp has a GPU backend, the GPU is not counted on.
     assert "runs on the CPU only" in text_of(card_named(page, "Qwen3 8B + Qwen3 0.6B"), "pairFit")
     assert "runs on the CPU" in page.catalog_section.machine_label.text()
-    page.set_gpu_backend(True)
+    page.catalog_section.set_gpu_backend(True)
     assert recommended(page) == ["Qwen3 8B + Qwen3 0.6B"]  # the most capable pair in 7 GiB of VRAM
     assert text_of(card_named(page, "Qwen3 8B + Qwen3 0.6B"), "pairFit") == (
         "✓ Fits in memory and in NVIDIA GPU's 7.5 GB."

@@ -52,7 +52,7 @@ def test_the_chats_download_of_a_larger_model_goes_through_the_welcome(
     download (it switches when done), the welcome shown again for its progress."""
     window = open_window(Path("smollm2"))
     asked: list[object] = []  # no hub here: the Models page's download is what the welcome asks for
-    monkeypatch.setattr(window.models_page, "on_download_clicked", asked.append)
+    monkeypatch.setattr(window.models_page.download_view, "download_pair", asked.append)
     window.welcome.close_button.click()
     window.chat.empty_state.small_model_requested.emit()
     assert [getattr(p, "name", None) for p in asked] == [words.SMALL_INSTRUCT_PAIR]

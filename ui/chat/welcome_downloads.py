@@ -75,7 +75,7 @@ class WelcomeDownloads(QObject):
         self.welcome.set_status(
             f"Downloading {pair.title}… (progress, pause and cancel also on the Models page)"
         )
-        page.on_download_clicked(pair)
+        page.download_view.download_pair(pair)
 
     def on_download_view_progressed(self, key: str, text: str) -> None:
         if key == self.downloading:

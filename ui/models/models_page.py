@@ -13,7 +13,6 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from app import paths
 from app.library.catalog import (
     Catalog,
-    CatalogPair,
     LocalModel,
     MachineInfo,
     detect_machine,
@@ -21,7 +20,6 @@ from app.library.catalog import (
     local_model,
     scan_local_models,
 )
-from ui.chat.welcome import Recommendation
 from ui.models.catalog_section import CatalogSection, IncompatiblePairs
 from ui.models.download_jobs import DownloadJobs, DownloadOptions
 from ui.models.local_models import LocalModelsBox, ModelImports, dropped_files
@@ -131,23 +129,6 @@ class ModelsPage(QWidget):
         )
         self.catalog_section.show_card_states(in_use)
         self.models_changed.emit()
-
-    # --- the catalog and its downloads -------------------------------------------------------------
-
-    def set_gpu_backend(self, supported: bool) -> None:
-        """Known once the engine has loaded (the worker process owns llama.cpp)."""
-        self.catalog_section.set_gpu_backend(supported)
-
-    def recommendation(self) -> Recommendation:
-        return self.catalog_section.recommendation()
-
-    def on_download_clicked(self, pair: CatalogPair) -> None:
-        """Download a catalog pair (the welcome panel's Download comes here too)."""
-        self.download_view.download_pair(pair)
-
-    def shutdown(self, timeout_s: float = 5.0) -> None:
-        """Pause every download (their .part files stay for next time) and wait for the threads."""
-        self.downloads.shutdown(timeout_s)
 
     # --- the pair doctor ---------------------------------------------------------------------------
 
