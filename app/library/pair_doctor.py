@@ -580,28 +580,34 @@ def check(
             ft = pool.submit(read_facts, target, timeout_s=timeout_s, cancel=cancel)
             fd = pool.submit(read_facts, draft, timeout_s=timeout_s, cancel=cancel)
             facts_t, facts_d = ft.result(), fd.result()
-    machine = machine or machine_memory()
-    need = memory_need(facts_t, facts_d, n_ctx)
-    verdict = pair_verdict(facts_t, facts_d) if facts_d else None
-    estimate = (
-        estimate_speedup(
-            facts_t.size_bytes,
-            facts_d.size_bytes,
-            has_gpu=bool(machine.gpu_label),
-            measured_plain_tokens_per_s=measured_plain_speed(target),
+    report = _judge_pair(facts_t, facts_d, n_ctx, machine or machine_memory(), measured_plain_speed(target))
+    paired = report.draft if report.verdict is not None and report.verdict.is_compatible else None
+    here = figures_here(facts_model_id(facts_t), facts_model_id(paired) if paired is not None else None)
+    return replace(report, here=here)
+
+
+def _judge_pair(
+    target: ModelFacts,
+    draft: ModelFacts | None,
+    n_ctx: int,
+    machine: MachineMemory,
+    plain: float | None = None,
+) -> CheckReport:
+    """Headers read already, judged (a check, or a draft found for it): the verdict, memory and fit,
+    the estimate (plain: the target's speed the chat measured) and what replies measured here."""
+    need = memory_need(target, draft, n_ctx)
+    verdict = pair_verdict(target, draft) if draft else None
+    is_paired = verdict is None or verdict.is_compatible
+    estimate = None
+    if draft is not None and is_paired:
+        has_gpu = bool(machine.gpu_label)
+        estimate = estimate_speedup(
+            target.size_bytes, draft.size_bytes, has_gpu=has_gpu, measured_plain_tokens_per_s=plain
         )
-        if facts_d and verdict and verdict.is_compatible
-        else None
+    measured = measured_pair(target, draft) if is_paired else None
+    return CheckReport(
+        target, draft, verdict, need, machine, fit_of(need.total_bytes, machine), estimate, measured
     )
-    measured = measured_pair(facts_t, facts_d) if verdict is None or verdict.is_compatible else None
-    fit = fit_of(need.total_bytes, machine)
-    here = figures_here(
-        facts_model_id(facts_t),
-        facts_model_id(facts_d)
-        if facts_d is not None and verdict is not None and verdict.is_compatible
-        else None,
-    )
-    return CheckReport(facts_t, facts_d, verdict, need, machine, fit, estimate, measured, here)
 
 
 # --- measuring on stand-ins ---------------------------------------------------------------------
@@ -814,16 +820,8 @@ def find_drafts(
             raise
         except TandemError as e:
             return DraftCandidate(f, problem=str(e))
-        verdict = pair_verdict(target_facts, facts)
-        need = memory_need(target_facts, facts, n_ctx)
-        estimate = (
-            estimate_speedup(target_facts.size_bytes, facts.size_bytes, has_gpu=bool(machine.gpu_label))
-            if verdict.is_compatible
-            else None
-        )
-        measured = measured_pair(target_facts, facts) if verdict.is_compatible else None
-        fit = fit_of(need.total_bytes, machine)
-        return DraftCandidate(f, facts, verdict, fit, estimate, measured=measured)
+        r = _judge_pair(target_facts, facts, n_ctx, machine)
+        return DraftCandidate(f, facts, r.verdict, r.fit, r.estimate, measured=r.measured)
 
     with ThreadPoolExecutor(4) as pool:
         judged = list(pool.map(judge, list(offered.values())[:MAX_DRAFT_CHECKS]))
