@@ -112,11 +112,6 @@ class SpeakerStop:
         end = self._end if self._end is not None else len(self._raw)
         return str(self._raw)[self._start : end].rstrip()
 
-    @property
-    def raw(self) -> str:
-        """Everything received."""
-        return str(self._raw)
-
     def feed(
         self, text: str, is_draft: bool = False, n_tokens: int = 0, source: DraftSource = DraftSource.NONE
     ) -> list[TextPiece]:
