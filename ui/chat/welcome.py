@@ -16,7 +16,7 @@ from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from app.library.catalog import Catalog, CatalogPair, MachineInfo, format_bytes
-from app.library.measure import DraftVerdict
+from app.library.measure import DraftVerdict, PairFigures
 from engine.events import DraftSource
 from ui.qt import theme
 from ui.qt.page_scroll import vertical_scroll
@@ -100,18 +100,19 @@ def recommend_pair(
 
 def _measured_verdicts(pairs: list[CatalogPair]) -> dict[str, DraftVerdict]:
     """Each pair's draft verdict from costs measured on this computer, where both were measured."""
+    figures = {p.name: figures_of(p) for p in pairs if p.draft is not None}
+    return {name: f.verdict for name, f in figures.items() if f is not None and f.verdict is not None}
+
+
+def figures_of(pair: CatalogPair) -> PairFigures | None:
+    """What stand-ins of a catalog pair timed on this computer (the pair doctor's Measure), if anything."""
     from app.library.measure import figures_here, model_id
 
-    verdicts = {}
-    for p in pairs:
-        if p.draft is None:
-            continue
-        fig = figures_here(
-            model_id(p.target.repo_id, p.target.filename), model_id(p.draft.repo_id, p.draft.filename)
-        )
-        if fig is not None and fig.verdict is not None:
-            verdicts[p.name] = fig.verdict
-    return verdicts
+    draft = pair.draft
+    return figures_here(
+        model_id(pair.target.repo_id, pair.target.filename),
+        model_id(draft.repo_id, draft.filename) if draft is not None else None,
+    )
 
 
 class WelcomePanel(QFrame):

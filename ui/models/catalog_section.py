@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from app.library.catalog import Catalog, CatalogPair, MachineInfo, format_bytes, gpu_memory_bytes
 from app.library.downloads import local_path_for, pair_requests
 from engine.config import NGRAM_LOOKUP, DraftChoice
-from ui.chat.welcome import Recommendation, recommend_pair
+from ui.chat.welcome import Recommendation, figures_of, recommend_pair
 from ui.models.pair_card import CardGrid, PairCard, describe_fit, machine_note
 from ui.presenters.words import card_here_words
 from ui.qt.widgets import flush, label, named, tool_button
@@ -104,16 +104,9 @@ class CatalogSection(QWidget):
 
     def show_measured_here(self) -> None:
         """Each card's figures measured on this computer (stand-ins timed by the pair doctor)."""
-        from app.library.measure import figures_here, model_id
-
         for card in self.cards.values():
-            pair = card.pair
-            draft = pair.draft
-            fig = figures_here(
-                model_id(pair.target.repo_id, pair.target.filename),
-                model_id(draft.repo_id, draft.filename) if draft is not None else None,
-            )
-            card.set_here(card_here_words(fig, draft is not None) if fig is not None else None)
+            fig = figures_of(card.pair)
+            card.set_here(card_here_words(fig, card.pair.draft is not None) if fig is not None else None)
 
     # --- the files here ----------------------------------------------------------------------------
 
