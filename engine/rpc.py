@@ -140,16 +140,6 @@ def _connect(endpoint: str, timeout_s: float) -> socket.socket:
         raise RpcError(f"cannot reach the RPC server {endpoint}: {e.strerror or e}") from e
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
 def check_server(
     endpoint: str, connect_timeout_s: float = CONNECT_TIMEOUT_S, answer_timeout_s: float = ANSWER_TIMEOUT_S
 ) -> tuple[int, int, int]:
@@ -157,12 +147,13 @@ def check_server(
     RpcError with a sentence naming the address for everything ggml would abort on."""
     want = ".".join(map(str, PROTOCOL))
     sock = _connect(endpoint, connect_timeout_s)
+    answer = sock.makefile("rb")  # read(n): n bytes, fewer only where the server closed
     try:
         sock.settimeout(answer_timeout_s)
         # | cmd (1 byte) | request size (8 bytes, little-endian) | request: conn_caps (zeros: TCP) |
         sock.sendall(struct.pack("<BQ", _CMD_HELLO, _CONN_CAPS_SIZE) + bytes(_CONN_CAPS_SIZE))
         try:
-            header = _recv_exact(sock, 8)
+            header = answer.read(8)
         except ConnectionError:
             header = b""
         if len(header) < 8:
@@ -177,7 +168,7 @@ def check_server(
                 f"{endpoint} answered the RPC handshake with {size} bytes instead of {_HELLO_RSP_SIZE}: "
                 f"not a llama.cpp RPC server of protocol {want}"
             )
-        body = _recv_exact(sock, size)
+        body = answer.read(size)
         if len(body) < size:
             raise RpcError(f"the RPC server {endpoint} closed the connection during the handshake")
     except TimeoutError as e:
@@ -190,6 +181,7 @@ def check_server(
     except OSError as e:
         raise RpcError(f"the connection to the RPC server {endpoint} broke during the handshake: {e}") from e
     finally:
+        answer.close()
         sock.close()
     major, minor, patch = body[0], body[1], body[2]
     if major != PROTOCOL[0] or minor > PROTOCOL[1]:
