@@ -346,14 +346,6 @@ class Message:
         """The content with its drafted stretches, as app.host.reply.Reply.shown() gave them."""
         return ReplyText(self.content, self.spans)
 
-    @property
-    def draft_spans(self) -> tuple[tuple[int, int], ...]:
-        return self.reply_text.draft_spans
-
-    @property
-    def draft_sources(self) -> tuple[str, ...]:
-        return self.reply_text.draft_sources
-
 
 def _stored_json(text: str | None) -> object:
     """A JSON column as read back; None where it is missing or not JSON (a hand-edited row)."""

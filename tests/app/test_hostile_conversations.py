@@ -130,11 +130,13 @@ def test_hostile_store_rows_read_as_showable_values(tmp_path: Path) -> None:
     store = Store(tmp_path / "t.db")
     messages = store.messages(conversation_id)
     for m in messages:
-        assert all(0 <= a < b <= len(m.content) for a, b in m.draft_spans)
+        assert all(0 <= a < b <= len(m.content) for a, b in m.reply_text.draft_spans)
         if m.stats is not None:
             StatsRecord.from_dict(m.stats)
-    assert messages[2].draft_spans == ((0, 5),)  # past the text, negative, empty, not numbers: dropped
-    assert messages[3].draft_spans == ((0, 5), (6, 11)) and messages[3].draft_sources == ()  # unknown source
+    # Past the text, negative, empty, not numbers: dropped.
+    assert messages[2].reply_text.draft_spans == ((0, 5),)
+    unknown_source = messages[3].reply_text
+    assert unknown_source.draft_spans == ((0, 5), (6, 11)) and unknown_source.draft_sources == ()
     assert messages[6].content.startswith("ok ") and "\ufffd" in messages[6].content  # not UTF-8
 
 

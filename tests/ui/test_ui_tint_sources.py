@@ -328,4 +328,4 @@ def test_the_legend_names_a_source_as_a_reply_streams_in(qtbot, open_window, wai
         saved = store.messages(window.presenter.conversation_id)[-1]
     finally:
         store.close()
-    assert saved.draft_sources and set(saved.draft_sources) <= {"text", "memory"}
+    assert saved.reply_text.draft_sources and set(saved.reply_text.draft_sources) <= {"text", "memory"}
