@@ -875,44 +875,27 @@ class Store:
             found.setdefault(int(r["message_id"]), []).append(_attachment(r))
         return {k: tuple(v) for k, v in found.items()}
 
-    def update_message(
-        self,
-        message_id: int,
-        content: str,
-        status: MessageStatus | None = None,
-        stats: dict[str, Any] | None = None,
-        spans: Sequence[DraftSpan] | None = None,
-    ) -> None:
-        sets, values = ["content = ?", "updated_at = ?"], [content, time.time()]
-        if status is not None:
-            sets.append("status = ?")
-            values.append(status)
-        if stats is not None:
-            sets.append("stats_json = ?")
-            values.append(json.dumps(stats))
-        if spans is not None:
-            # Two columns (ranges; sources where every one is known), as since schema v4: older
-            # builds still read what this one writes.
-            sources = known_sources(spans)
-            sets += ["draft_spans_json = ?", "draft_sources_json = ?"]
-            values += [
-                json.dumps([[s.start, s.end] for s in spans]),
-                json.dumps(sources) if sources else None,
-            ]
-        with self._db:
-            self._db.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", (*values, message_id))
-
     def save_reply(
         self, message_id: int, reply: ReplyText, status: MessageStatus, stats: dict[str, Any] | None = None
     ) -> None:
-        """Write a reply as it stands (app.host.reply.Reply.shown()): its text and drafted ranges."""
-        self.update_message(
-            message_id,
-            reply.text,
-            status=status,
-            stats=stats,
-            spans=reply.spans,
-        )
+        """Write a reply as it stands (app.host.reply.Reply.shown()): its text, its status, its
+        numbers where given, and its drafted ranges in two columns (ranges; sources where every
+        one is known), as since schema v4: older builds still read what this one writes."""
+        sources = known_sources(reply.spans)
+        with self._db:
+            self._db.execute(
+                "UPDATE messages SET content = ?, status = ?, stats_json = COALESCE(?, stats_json), "
+                "draft_spans_json = ?, draft_sources_json = ?, updated_at = ? WHERE id = ?",
+                (
+                    reply.text,
+                    status,
+                    json.dumps(stats) if stats is not None else None,
+                    json.dumps([[s.start, s.end] for s in reply.spans]),
+                    json.dumps(sources) if sources else None,
+                    time.time(),
+                    message_id,
+                ),
+            )
 
     def set_status(self, message_ids: Iterable[int], status: MessageStatus) -> None:
         with self._db:

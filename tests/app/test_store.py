@@ -10,7 +10,7 @@ from app import paths
 from app.settings import Settings, load_settings, save_settings
 from app.store import EARLIER_VERSION, MessageStatus, Store
 from engine.config import PLAIN_DECODING
-from engine.events import DraftSource, DraftSpan
+from engine.events import DraftSource, DraftSpan, ReplyText
 
 
 def test_database_lives_in_tandem_home(tandem_home: Path) -> None:
@@ -27,7 +27,7 @@ def test_messages_table_keeps_role_and_content_in_write_order() -> None:
     store.add_message(c.id, "user", "first")
     reply = store.add_message(c.id, "assistant", "", status="streaming")
     store.add_message(c.id, "user", "second")
-    store.update_message(reply.id, "the reply", status="complete")
+    store.save_reply(reply.id, ReplyText("the reply"), MessageStatus.COMPLETE)
     store.close()
 
     db = sqlite3.connect(paths.database_path())
@@ -99,9 +99,8 @@ def test_stats_and_draft_spans_round_trip() -> None:
     store = Store()
     c = store.create_conversation()
     m = store.add_message(c.id, "assistant", "")
-    store.update_message(
-        m.id, "abcdef", status="complete", stats={"decode_tokens_per_s": 12.5}, spans=[DraftSpan(1, 3)]
-    )
+    reply = ReplyText("abcdef", (DraftSpan(1, 3),))
+    store.save_reply(m.id, reply, MessageStatus.COMPLETE, {"decode_tokens_per_s": 12.5})
     got = store.message(m.id)
     assert got is not None
     assert got.stats == {"decode_tokens_per_s": 12.5}
@@ -180,7 +179,9 @@ def test_search_finds_words_in_titles_and_in_what_was_written() -> None:
     store.add_message(recycling.id, "user", "Summarise the recycling programme for me")
     soup = store.create_conversation("Dinner")
     reply = store.add_message(soup.id, "assistant", "", MessageStatus.STREAMING)
-    store.update_message(reply.id, "A leek and potato soup, then crème brûlée.", MessageStatus.COMPLETE)
+    store.save_reply(
+        reply.id, ReplyText("A leek and potato soup, then crème brûlée."), MessageStatus.COMPLETE
+    )
     assert [c.title for c in store.conversations("recyc")] == ["Council notes"]  # a word's start
     assert [c.title for c in store.conversations("creme brulee")] == ["Dinner"]  # accents folded
     assert [c.title for c in store.conversations("POTATO leek")] == ["Dinner"]  # every word, any order
@@ -260,13 +261,8 @@ def test_export_keeps_where_each_stretch_came_from_and_imports_back(tmp_path: Pa
     c = store.create_conversation("Copy test", "Repeat exactly.")
     store.add_message(c.id, "user", "the cat sat")
     reply = store.add_message(c.id, "assistant", "", MessageStatus.STREAMING)
-    store.update_message(
-        reply.id,
-        "Sure: the cat sat.",
-        MessageStatus.COMPLETE,
-        stats={"n_generated": 6},
-        spans=[DraftSpan(6, 17)],
-    )
+    reply_text = ReplyText("Sure: the cat sat.", (DraftSpan(6, 17),))
+    store.save_reply(reply.id, reply_text, MessageStatus.COMPLETE, {"n_generated": 6})
     old = store.add_message(c.id, "assistant", "replaced")
     store.set_status([old.id], MessageStatus.SUPERSEDED)
     data = store.export(c.id)

@@ -20,6 +20,7 @@ from app.library.documents import document_block, document_from_text, format_siz
 from app.settings import load_settings
 from app.store import Store
 from engine.config import EngineConfig
+from engine.events import ReplyText
 from engine.session import Engine
 from ui.chat.attachments import LONG_PASTE_CHARS, about_tokens
 from ui.chat.changes import DiffDialog, diff_html, diff_summary, word_diff
@@ -469,7 +470,7 @@ def test_changes_finds_the_edited_text_beside_a_fenced_remark(
     wait_reply(window)
     store = window.presenter.store
     reply = store.messages(window.presenter.conversation_id)[-1]
-    store.update_message(reply.id, f"Here is the corrected note:\n\n{FIXED}\n\n{REMARK}")
+    store.save_reply(reply.id, ReplyText(f"Here is the corrected note:\n\n{FIXED}\n\n{REMARK}"), reply.status)
     dialog = window.conversation_actions.show_reply_diff(reply.id)
     qtbot.addWidget(dialog)
     assert dialog.edited == FIXED
@@ -477,7 +478,9 @@ def test_changes_finds_the_edited_text_beside_a_fenced_remark(
     assert shown.startswith("7 changes: 8 words taken out, 7 put in.")  # not "32 words taken out, 0 put in"
     assert "necessary changes" not in shown and dialog.copy_button.isEnabled()
     # A reply with no copy of the note in it says so, rather than striking the whole note out.
-    store.update_message(reply.id, "Voici la note : le comité se réunit mardi.\n\n" + REMARK)
+    store.save_reply(
+        reply.id, ReplyText("Voici la note : le comité se réunit mardi.\n\n" + REMARK), reply.status
+    )
     dialog = window.conversation_actions.show_reply_diff(reply.id)
     qtbot.addWidget(dialog)
     assert dialog.view.toPlainText() == "No edited copy of note.txt in this reply."

@@ -20,7 +20,7 @@ def _conversation(title: str, reply: str) -> int:
         c = store.create_conversation(title)
         store.add_message(c.id, "user", "Tell me about the harbour")
         r = store.add_message(c.id, "assistant", "")
-        store.update_message(r.id, reply, MessageStatus.COMPLETE)
+        store.save_reply(r.id, ReplyText(reply), MessageStatus.COMPLETE)
         return c.id
     finally:
         store.close()

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QLabel
 
 from app.settings import load_settings
 from app.store import MessageStatus, Store
-from engine.events import DraftSource, DraftSpan, Stats, StatsRecord
+from engine.events import DraftSource, DraftSpan, ReplyText, Stats, StatsRecord
 from ui.presenters import verdict
 from ui.qt import theme
 
@@ -49,7 +49,7 @@ def _stored_reply(
         if plain is not None:
             record["plain_tokens_per_s"] = plain
         drafted = [DraftSpan(a, b, DraftSource.TEXT) for a, b in spans]
-        store.update_message(reply.id, text, MessageStatus.COMPLETE, record, drafted)
+        store.save_reply(reply.id, ReplyText(text, tuple(drafted)), MessageStatus.COMPLETE, record)
         return conversation.id
     finally:
         store.close()
@@ -105,7 +105,7 @@ def test_a_reply_stopped_in_a_loop_says_so_with_regenerate(qtbot, open_window, t
         reply = store.messages(looped)[-1]
         record = dict(reply.stats)
         record["stop_reason"] = "repetition"
-        store.update_message(reply.id, reply.content, MessageStatus.COMPLETE, record)
+        store.save_reply(reply.id, reply.reply_text, MessageStatus.COMPLETE, record)
     finally:
         store.close()
     window = open_window(tiny_target)

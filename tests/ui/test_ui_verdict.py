@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.store import MessageStatus, Store
-from engine.events import Finished, Speculation, Stats, StatsRecord
+from engine.events import Finished, ReplyText, Speculation, Stats, StatsRecord
 from tests.looping_server import looping_server
 from ui.presenters import verdict, words
 from ui.presenters.verdict import Verdict
@@ -40,7 +40,7 @@ def _stored(record: StatsRecord, text: str = "The capital of France is Paris.") 
         conversation = store.create_conversation("A reply")
         store.add_message(conversation.id, "user", "What is the capital of France?")
         reply = store.add_message(conversation.id, "assistant", "")
-        store.update_message(reply.id, text, MessageStatus.COMPLETE, record.as_dict())
+        store.save_reply(reply.id, ReplyText(text), MessageStatus.COMPLETE, record.as_dict())
         return conversation.id
     finally:
         store.close()
