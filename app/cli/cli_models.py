@@ -18,7 +18,6 @@ from typing import TextIO
 
 from app import paths
 from app.cli.cli_base import (
-    EXIT_BAD_INPUT,
     EXIT_OK,
     Parser,
     at_the_edge,
@@ -138,18 +137,6 @@ def run_models(args: argparse.Namespace) -> int:
     )
     with safe_output():  # GGUF headers and hub answers are printed: no terminal codes from them
         return at_the_edge(lambda: commands[args.models_command](args), interrupted=interrupted)
-
-
-def main_models(argv: list[str]) -> int:
-    """`tandem models ARGV...` as a function, for tests and `python -m app.cli.cli_models`."""
-    parser = Parser(prog="tandem")
-    subparsers = parser.add_subparsers(dest="command", parser_class=Parser)
-    add_models_parser(subparsers)
-    try:
-        args = parser.parse_args(["models", *argv])
-    except SystemExit as e:
-        return int(e.code) if isinstance(e.code, int) else EXIT_BAD_INPUT
-    return run_models(args)
 
 
 # --- download --------------------------------------------------------------------------------
@@ -342,7 +329,3 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
         print(f"  {bad.target} + {bad.draft}: {bad.rule} differs; {bad.reason}")
     print("\nreported speedups are others' numbers on their hardware; see `--json` for sources")
     return EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(main_models(sys.argv[1:]))

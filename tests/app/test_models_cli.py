@@ -1,4 +1,4 @@
-"""`tandem models ...` through main_models, and once through a real process."""
+"""`tandem models ...` through the command line's main, and once through a real process."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 from hub_server import TINY_DRAFT_REPO, TINY_REPO, FakeHub, tiny_pair_catalog
 
 from app import paths
-from app.cli.cli_models import add_models_parser, main_models
+from app.cli.cli import main as tandem_main
+from app.cli.cli_models import add_models_parser
 from tests.tiny import write_tiny_model
 
 REPO, DRAFT_REPO = TINY_REPO, TINY_DRAFT_REPO  # served by the `hub` fixture (conftest.py)
@@ -21,7 +22,10 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], list[str]]:
-    code = main_models(list(argv))
+    try:
+        code = tandem_main(["models", *argv])
+    except SystemExit as e:  # a usage mistake: argparse's exit, as `tandem` ends with it
+        code = int(str(e.code))
     out, err = capsys.readouterr()
     return code, out.splitlines(), err.splitlines()
 
@@ -149,7 +153,7 @@ def test_pairs_lists_compatible_drafts_and_the_rule_the_others_break(
     assert len(incompatible) == 1
     assert "other-vocab.gguf" in incompatible[0] and "text of token 40" in incompatible[0]
     # A path works as well as a name.
-    assert main_models(["pairs", str(target)]) == 0
+    assert tandem_main(["models", "pairs", str(target)]) == 0
 
 
 def test_pairs_with_an_unknown_target(capsys: pytest.CaptureFixture[str]) -> None:
@@ -204,13 +208,13 @@ def test_parser_plugs_into_another_argparse_tree(capsys: pytest.CaptureFixture[s
     sub = parser.add_subparsers(dest="command")
     add_models_parser(sub)
     args = parser.parse_args(["models", "list"])
-    assert args.handler(args) == 0
+    assert args.run(args) == 0
 
 
 def test_a_real_process_fails_with_exit_code_2_and_no_traceback(hub: FakeHub) -> None:
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
     proc = subprocess.run(
-        [sys.executable, "-m", "app.cli.cli_models", "download", REPO, "missing.gguf"],
+        [sys.executable, "-m", "app.main", "models", "download", REPO, "missing.gguf"],
         cwd=PROJECT_ROOT,
         env=env,
         capture_output=True,

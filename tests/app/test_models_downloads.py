@@ -122,7 +122,7 @@ def test_download_killed_in_another_process_resumes_with_a_range_request(hub: Fa
     hub.throttle_s = 0.05  # 16 kB every 50 ms: about 2.5 s for the whole file
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli.cli_models", "download", REPO, "tiny-target.gguf"],
+        [sys.executable, "-m", "app.main", "models", "download", REPO, "tiny-target.gguf"],
         cwd=PROJECT_ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -17,7 +17,7 @@ import pytest
 from hub_server import FakeHub, HubFile, closed_port, go_online
 
 from app import paths
-from app.cli.cli_models import main_models
+from app.cli.cli import main as tandem_main
 from app.library import hub_search
 from app.library import pair_doctor as doctor
 from app.library.remote_gguf import MAX_HEADER_BYTES, HeaderReadError, HeaderTooLargeError, read_remote_header
@@ -131,7 +131,7 @@ def file_of(hub: FakeHub, ref: str) -> HubFile:
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], list[str]]:
-    code = main_models(list(argv))
+    code = tandem_main(["models", *argv])
     out, err = capsys.readouterr()
     return code, out.splitlines(), err.splitlines()
 

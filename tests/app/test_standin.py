@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from app import paths
-from app.cli.cli_models import main_models
+from app.cli.cli import main as tandem_main
 from app.library import measure, measure_run, standin
 from app.library.catalog import scan_local_models
 from app.library.remote_gguf import read_local_header
@@ -254,7 +254,7 @@ def test_check_measure_on_the_command_line(tmp_path: Path, capsys: pytest.Captur
     draft = standin.write_standin(
         plan_from_shape("d", TINY_QWEN2, "Q8_0"), models / "tiny-draft-Q8_0.gguf", seed=2
     )
-    code = main_models(["check", str(target), str(draft), "--measure"])
+    code = tandem_main(["models", "check", str(target), str(draft), "--measure"])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "measuring on this computer with stand-ins" in err and "timing the stand-in of the target" in err
@@ -264,7 +264,7 @@ def test_check_measure_on_the_command_line(tmp_path: Path, capsys: pytest.Captur
     assert "llama.cpp issue #5877" in out  # where the acceptance comes from
     assert not files_under(standin.standins_dir())
     # A later check shows what was measured, without measuring again.
-    code = main_models(["check", str(target), "--draft", str(draft), "--json"])
+    code = tandem_main(["models", "check", str(target), "--draft", str(draft), "--json"])
     data = json.loads(capsys.readouterr().out)
     assert data["here"]["plain_tokens_per_s"] > 0 and data["here"]["draft"]["speedup"] > 0
 
@@ -281,7 +281,7 @@ def test_check_measure_refuses_an_impossible_header_in_one_line(
     path = standin.write_standin(
         standin.StandinPlan("x", header, plan.data_offset, plan.tensors, "llama", 600), tmp_path / "bad.gguf"
     )
-    code = main_models(["check", str(path), "--measure"])
+    code = tandem_main(["models", "check", str(path), "--measure"])
     _, err = capsys.readouterr()
     lines = err.splitlines()
     assert code == 2 and lines[-1].startswith("error: ") and "impossible shape" in lines[-1]
@@ -291,14 +291,14 @@ def test_check_measure_refuses_an_impossible_header_in_one_line(
 
 
 def test_check_a_catalog_pair_by_its_known_shapes(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main_models(["check", "--pair", "qwen2.5-7b-0.5b"])
+    code = tandem_main(["models", "check", "--pair", "qwen2.5-7b-0.5b"])
     out, _ = capsys.readouterr()
     assert code == 0 and "not measured on this computer yet; add --measure" in out
-    code = main_models(["check", "--pair", "gemma-3-12b-1b", "--measure"])
+    code = tandem_main(["models", "check", "--pair", "gemma-3-12b-1b", "--measure"])
     err = capsys.readouterr().err.splitlines()
     assert code == 2 and err[-1].startswith("error: the shape of Gemma 3 12B IT is not known here")
     assert not files_under(standin.standins_dir())
-    code = main_models(["check", "--pair", "qwen2.5-7b-0.5b", "some/repo/file.gguf"])
+    code = tandem_main(["models", "check", "--pair", "qwen2.5-7b-0.5b", "some/repo/file.gguf"])
     assert code == 2 and "not both" in capsys.readouterr().err
     # Kept figures (as --measure keeps them) are shown without measuring.
     machine = measure.machine_identity(default_threads())
@@ -310,7 +310,7 @@ def test_check_a_catalog_pair_by_its_known_shapes(capsys: pytest.CaptureFixture[
         ("bartowski/Qwen2.5-0.5B-Instruct-GGUF/Qwen2.5-0.5B-Instruct-Q8_0.gguf", {1: 11.7}),
     ):
         measure.save_costs(measure.MeasuredCosts(model, t_ms, 1, machine, "now", default_threads()))
-    code = main_models(["check", "--pair", "qwen2.5-7b-0.5b"])
+    code = tandem_main(["models", "check", "--pair", "qwen2.5-7b-0.5b"])
     out = capsys.readouterr().out
     assert code == 0 and "plain decoding: about 7.8 tokens/s" in out and "it does not pay here" in out
 

@@ -212,14 +212,14 @@ def test_a_file_like_object_shorter_than_its_size_reads_as_truncated(tiny_target
 def test_models_list_names_the_bad_file_and_lists_the_rest(
     capsys: pytest.CaptureFixture[str], tiny_target: Path, tmp_path: Path
 ) -> None:
-    from app.cli.cli_models import main_models
+    from app.cli.cli import main as tandem_main
 
     folder = paths.models_dir()
     shutil.copy(tiny_target, folder / "good.gguf")
     (folder / "bad-align.gguf").write_bytes(gguf(LLAMA, kv_string("general.alignment", "x")))
     (folder / "bad-ctx.gguf").write_bytes(gguf(LLAMA, kv_string("llama.context_length", "x")))
 
-    code = main_models(["list"])
+    code = tandem_main(["models", "list"])
     out, err = capsys.readouterr()
 
     assert code == 0, err

@@ -311,7 +311,7 @@ def test_models_list_prints_no_terminal_codes(tmp_path: Path, capsys: pytest.Cap
     import gguf
 
     from app import paths
-    from app.cli.cli_models import main_models
+    from app.cli.cli import main as tandem_main
 
     path = paths.models_dir() / "evil.gguf"
     w = gguf.GGUFWriter(str(path), "llama")
@@ -321,7 +321,7 @@ def test_models_list_prints_no_terminal_codes(tmp_path: Path, capsys: pytest.Cap
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    assert main_models(["list"]) == 0
+    assert tandem_main(["models", "list"]) == 0
     out = capsys.readouterr()
     text = out.out + out.err
     assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
