@@ -94,12 +94,9 @@ class ApiEngine:
     # -- the engine (owned)
 
     def start(self) -> None:
-        """Load the engine (wait_loaded() waits for it)."""
+        """Load the engine (supervisor.wait_loaded() waits for it)."""
         assert self.config is not None
         self.supervisor.load(self.config)
-
-    def wait_loaded(self, timeout_s: float | None = None) -> EngineInfo:
-        return self.supervisor.wait_loaded(timeout_s)
 
     def shutdown(self) -> None:
         if self.owns_engine:

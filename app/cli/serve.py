@@ -122,7 +122,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         say(f"tandem serve: loading {Path(config.target_path).name}…")
         host.start()
-        info = host.wait_loaded()
+        info = host.supervisor.wait_loaded()
         api = ApiServer(
             host, api_key, allowed_origins=tuple(args.allow_origin), allowed_hosts=tuple(args.allow_host)
         )

@@ -118,17 +118,10 @@ class EngineSupervisor:
         """Replies asked for and not ended, of every user."""
         return len(self._routes)
 
-    def listen(self, listener: EngineListener) -> Callable[[], None]:
-        """Be told of every engine message (loads, drafts, deaths); returns how to stop listening."""
+    def listen(self, listener: EngineListener) -> None:
+        """Be told of every engine message (loads, drafts, deaths), for as long as the supervisor lives."""
         with self._lock:
             self._listeners.append(listener)
-
-        def stop() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return stop
 
     # ---- requests
 

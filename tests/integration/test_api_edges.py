@@ -72,7 +72,7 @@ def test_a_stream_whose_client_takes_nothing_loses_its_turn_at_the_write_deadlin
     config = EngineConfig(str(slow_target), draft=DraftChoice.parse("none"), n_ctx=2048, n_threads=1)
     host = ApiEngine(EngineSupervisor(), config)
     host.start()
-    host.wait_loaded(60)
+    host.supervisor.wait_loaded(60)
     api = ApiServer(host)
     api.write_timeout_s = 1.0  # 30 s in use (--timeout shortens it)
     sock = listen("127.0.0.1", 0)

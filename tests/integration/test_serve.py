@@ -333,7 +333,7 @@ def test_a_client_leaving_during_the_prefill_stops_it(
     )
     host = ApiEngine(EngineSupervisor(), config)
     host.start()
-    host.wait_loaded(60)
+    host.supervisor.wait_loaded(60)
     server = BackgroundServer(ApiServer(host), listen("127.0.0.1", 0))
     server.start()
     try:
