@@ -1,6 +1,6 @@
 """How long switching versions of a 2,000-token reply takes (issue 51, target under 50 ms): the
 store's switch (Store.choose_version), then the chat's widgets as the window makes them on the
-presenter's signals (ChatView.remove_messages, add_message) and one processEvents, ten times.
+presenter's signals (ChatView.remove_messages, add_row) and one processEvents, ten times.
 
     QT_QPA_PLATFORM=offscreen python -m tools.lab.version_switch
 """
@@ -21,6 +21,7 @@ def main() -> None:
     app = QApplication([])
     from app.store import MessageStatus, Store
     from ui.chat.chat_view import ChatView
+    from ui.presenters.reply_presenter import MessageRow
 
     store = Store()
     c = store.create_conversation("Long")
@@ -34,7 +35,7 @@ def main() -> None:
     view.resize(900, 800)
     view.show()
     for m in store.messages(c.id):
-        view.add_message(m.id, m.role, m.content, m.spans, m.status, None)
+        view.add_row(MessageRow(m.id, m.role, m.content, m.spans, m.status))
     app.processEvents()
     times_ms, shown_id = [], second
     for _ in range(10):
@@ -43,8 +44,8 @@ def main() -> None:
         view.remove_messages(hidden)
         versions = store.versions_shown(c.id, shown[0].id)
         for m in shown:
-            view.add_message(
-                m.id, m.role, m.content, m.spans, m.status, None, version=versions.get(m.id, (1, 1))
+            view.add_row(
+                MessageRow(m.id, m.role, m.content, m.spans, m.status, version=versions.get(m.id, (1, 1)))
             )
         app.processEvents()
         times_ms.append((time.perf_counter() - t0) * 1000)
