@@ -8,10 +8,11 @@ largest: the measured cost of one more row. Runs behind each choice: docs/design
 controller's constants").
 
 A step costs more as the text grows (attention reads all of it), and only a plain step is timed
-every few steps: a size is priced at its timing times the plain step's price now over the plain
-step's when it was timed (`prices`). (SmolLM2 on the Xeon: 1 row 13.1 ms and 2 rows 17.3 after 256
-tokens, 33.4 and 54.9 after 4,096; priced as timed, 2 rows after a long document looked cheaper
-than 1.) `low` keeps the timings as they were.
+every few steps: a size is priced from its timing and how much the plain step's price moved since
+(`prices`): in proportion to its cost, or GROWTH_EXPONENT of its rows times the plain step's
+growth, whichever is dearer. (SmolLM2 on the Xeon, 256 to 4,096 tokens: a plain step +22.6 ms,
+2 rows 1.8 times that, 4 rows 2.9, 16 rows 9.1, where the proportion said 1.28, 1.96 and 5.75.)
+`low` keeps the timings as they were.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ TRUSTED_SAMPLES = 3  # a size's median is its usual cost (the guard's cap) once 
 CALIBRATION_SIZES = (*range(1, 9), *range(16, 65, 8))  # verify batches timed while idle (Engine.calibrate)
 FIRST_REPLY_SIZES = (1, 4, 16, 64)  # timed once by a first reply on a machine never timed...
 FIRST_REPLY_MIN_TOKENS = 128  # ...where the reply may run this long (shorter ones cannot repay it)
+GROWTH_EXPONENT = 0.75  # n rows gain n ** this times a plain step's growth with the text (at least)
 
 
 @dataclass
@@ -106,16 +108,17 @@ class VerifyCosts:
         self._prices = self._arrays = self._curve = None
 
     def prices(self) -> dict[int, float]:
-        """Each measured size's price now: its lowest timing, times the plain step's price now
-        over the plain step's beside it (a step costs more as the text grows)."""
+        """Each measured size's price now: its lowest timing, moved as the plain step's price moved
+        since (a step costs more as the text grows): in proportion, or by GROWTH_EXPONENT of its
+        rows, whichever is dearer (as the text shrinks, the smaller of the two shares of the fall)."""
         if self._prices is not None:
             return self._prices
         prices = dict(self.low)
         plain = self.low.get(1)
         if plain is not None:
             for n, (low, then) in self._lowest.items():
-                if then is not None:
-                    prices[n] = low * (plain / then)  # (exactly the timing where then is plain)
+                if then is not None and then != plain:
+                    prices[n] = max(low * (plain / then), low + n**GROWTH_EXPONENT * (plain - then))
         self._prices = prices
         return prices
 

@@ -58,24 +58,35 @@ class Trace:
 class CostCurve:
     """What a step costs on one machine and build: t(n) for a verify batch of n rows (ms, at the
     sizes measured; linear between them), and the work outside llama.cpp a step, fixed_ms +
-    row_ms per verified row as measured on the machine's own cores."""
+    row_ms per verified row as measured on the machine's own cores. Where measured, growth_ms
+    says what a batch of n rows gains per 1,000 tokens of text past at_tokens, the text t_ms was
+    timed after (attention reads all of it; empty: the cost of every text is t_ms's)."""
 
     name: str
     t_ms: dict[int, float]
     fixed_ms: float = 0.3
     row_ms: float = 0.05
     source: str = ""
+    at_tokens: int = 0
+    growth_ms: dict[int, float] = field(default_factory=dict)
 
-    def verify_s(self, n_rows: int) -> float:
+    def verify_s(self, n_rows: int, text: int | None = None) -> float:
+        """One verify batch of n_rows after `text` tokens (None: after at_tokens)."""
         sizes = sorted(self.t_ms)
         if n_rows >= sizes[-1]:
             top, below = sizes[-1], sizes[-2]
             slope = (self.t_ms[top] - self.t_ms[below]) / (top - below)
-            return (self.t_ms[top] + slope * (n_rows - top)) / 1000
-        return float(np.interp(n_rows, sizes, [self.t_ms[n] for n in sizes])) / 1000
+            ms = self.t_ms[top] + slope * (n_rows - top)
+        else:
+            ms = float(np.interp(n_rows, sizes, [self.t_ms[n] for n in sizes]))
+        if self.growth_ms and text is not None:
+            grown = sorted(self.growth_ms)
+            per_k = float(np.interp(n_rows, grown, [self.growth_ms[n] for n in grown]))
+            ms += per_k * (text - self.at_tokens) / 1000
+        return ms / 1000
 
-    def step_s(self, n_rows: int, python_scale: float = 1.0) -> float:
-        return self.verify_s(n_rows) + python_scale * (self.fixed_ms + self.row_ms * n_rows) / 1000
+    def step_s(self, n_rows: int, python_scale: float = 1.0, text: int | None = None) -> float:
+        return self.verify_s(n_rows, text) + python_scale * (self.fixed_ms + self.row_ms * n_rows) / 1000
 
 
 @dataclass
@@ -125,7 +136,7 @@ def replay(
     # starts by copying (SpeculativeDecoder._time_first_batches): not part of the decode time.
     sizes = controller.first_reply_sizes(K_MAX + 1, len(trace.reply))
     if sizes and policy.starts_copying(ctx):
-        controller.note_timings(_timed(curve, sizes, python_scale))
+        controller.note_timings(_timed(curve, sizes, python_scale, len(ctx)))
     reply, pos, clock = trace.reply, 0, 0.0
     params, rng = SamplingParams(), np.random.default_rng(0)
     jitter = np.random.default_rng(noise_seed)
@@ -134,7 +145,7 @@ def replay(
         proposal = policy.propose(ctx, len(reply) - pos, params, rng)
         k = len(proposal.tokens)
         n_accepted = _matched(proposal.tokens, reply, pos)
-        step_s = curve.step_s(k + 1, python_scale)
+        step_s = curve.step_s(k + 1, python_scale, len(ctx))
         if noise > 0:
             step_s *= float(np.exp(jitter.normal(0.0, noise))) * (3.0 if jitter.random() < 0.02 else 1.0)
         emitted = list(reply[pos : pos + n_accepted + 1])
@@ -143,7 +154,10 @@ def replay(
         pos += len(emitted)
         clock += step_s
         steps.append((k, n_accepted))
-    plain_s = len(reply) * curve.step_s(1, python_scale)
+    if curve.growth_ms:
+        plain_s = sum(curve.step_s(1, python_scale, len(trace.prompt) + i) for i in range(len(reply)))
+    else:
+        plain_s = len(reply) * curve.step_s(1, python_scale)
     if noise > 0:  # the same noise's mean cost on plain decoding
         plain_s *= float(np.exp(noise**2 / 2)) * (1 + 2 * 0.02)
     return ReplayResult(clock, plain_s, steps), controller
@@ -162,10 +176,13 @@ def calibrated(
     return controller.export()
 
 
-def _timed(curve: CostCurve, sizes: Iterable[int], python_scale: float) -> dict[int, float]:
-    """Batches timed outside a reply on the curve's machine (LlamaRunner.time_batches): the batch
-    and the reading of its rows, without a step's fixed work."""
-    return {n: curve.verify_s(n) + python_scale * curve.row_ms * n / 1000 for n in sizes}
+def _timed(
+    curve: CostCurve, sizes: Iterable[int], python_scale: float, text: int | None = None
+) -> dict[int, float]:
+    """Batches timed outside a reply on the curve's machine (LlamaRunner.time_batches), after
+    `text` tokens (None: an idle calibration's short text): the batch and the reading of its
+    rows, without a step's fixed work."""
+    return {n: curve.verify_s(n, text) + python_scale * curve.row_ms * n / 1000 for n in sizes}
 
 
 def load_traces(directory: Path) -> list[Trace]:

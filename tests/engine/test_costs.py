@@ -10,6 +10,7 @@ from engine.costs import (
     COST_SAMPLES,
     EXPLORE_FACTOR,
     EXPLORE_FACTOR_SLOPE,
+    GROWTH_EXPONENT,
     PRIOR_SLOPE,
     SLOPE_FLOOR,
     TRUSTED_SAMPLES,
@@ -108,9 +109,15 @@ def test_the_prices_kept_in_the_cost_cache_seed_the_next_process_alike() -> None
     assert again.low == c.low and [again.cost(n) for n in range(1, 30)] == [c.cost(n) for n in range(1, 30)]
 
 
-def test_a_size_is_priced_by_its_ratio_to_the_plain_step_timed_beside_it() -> None:
+def grown(low: float, n: int, then: float, plain: float) -> float:
+    """A size's price after the plain step's moved from `then` to `plain` (engine.costs.prices)."""
+    return max(low * plain / then, low + n**GROWTH_EXPONENT * (plain - then))
+
+
+def test_a_size_grows_with_the_text_by_its_rows_where_that_is_dearer_than_its_ratio() -> None:
     # SmolLM2 on this Xeon: 1 row 13.1 ms and 2 rows 17.3 after 256 tokens, 33.4 and 54.9 after
-    # 4,096. Priced as timed, 2 rows after a long document looked cheaper than a plain step.
+    # 4,096. Priced as timed, 2 rows after a long document looked cheaper than a plain step; priced
+    # in proportion (the ratio to the plain step timed beside it), 44.1 ms.
     c = VerifyCosts()
     for _ in range(COST_SAMPLES):
         c.add(1, 0.0131)
@@ -119,14 +126,39 @@ def test_a_size_is_priced_by_its_ratio_to_the_plain_step_timed_beside_it() -> No
     for _ in range(COST_SAMPLES):  # the text grows: plain steps cost more, and every size with them
         c.add(1, 0.0334)
     assert c.low[2] == 0.0173  # (as timed)
-    assert c.cost(2) == pytest.approx(0.0173 * 0.0334 / 0.0131) and c.cost(2) > c.cost(1)
-    assert c.cost(3) == pytest.approx((0.0173 + 0.0262) / 2 * 0.0334 / 0.0131)  # between sizes alike
+    assert c.cost(2) == pytest.approx(0.0173 + 2**0.75 * (0.0334 - 0.0131))  # 51.4 ms, near the 54.9 it costs
+    assert c.cost(2) > 0.0173 * 0.0334 / 0.0131 and c.cost(2) > c.cost(1)
+    assert c.cost(3) == pytest.approx(
+        (grown(0.0173, 2, 0.0131, 0.0334) + grown(0.0262, 4, 0.0131, 0.0334)) / 2
+    )
     assert list(c.costs(4)[1:]) == pytest.approx([c.cost(n) for n in range(1, 5)])
     c.add(2, 0.0549)  # a step of the reply, beside the plain step of its moment: its own price
-    assert c.cost(2) == pytest.approx(0.0173 * 0.0334 / 0.0131)  # (the lowest still prices it)
+    assert c.cost(2) == pytest.approx(grown(0.0173, 2, 0.0131, 0.0334))  # (the lowest still prices it)
     again = VerifyCosts()  # the prices kept seed the next process alike
     again.seed(c.export())
     assert [again.cost(n) for n in range(1, 9)] == pytest.approx([c.cost(n) for n in range(1, 9)])
+
+
+def test_a_size_dearer_than_its_rows_grows_in_proportion_and_falls_no_faster() -> None:
+    # SmolLM2, 64 rows: 675 ms after 4,096 tokens, 278 after 256 (a plain step 36.5 and 13.9). As
+    # the text shrinks, 64 ** 0.75 plain steps' fall (22.6 times 22.6 ms) would price it at 164 ms;
+    # in proportion, 257. Falling, a size takes the smaller of the two shares of the plain step's
+    # fall (dearer); a size whose ratio exceeds its rows' share grows in proportion too.
+    c = VerifyCosts()
+    for _ in range(COST_SAMPLES):
+        c.add(1, 0.0365)
+    c.add_timed({64: 0.675, 2: 0.0576})
+    for _ in range(COST_SAMPLES):
+        c.add(1, 0.0139)
+    assert c.cost(64) == pytest.approx(0.675 * 0.0139 / 0.0365)  # 257 ms (278 measured)
+    assert c.cost(2) == pytest.approx(0.0576 * 0.0139 / 0.0365)  # 21.9 ms, not 19.6 (17.8 measured)
+    slow = VerifyCosts()  # a second row dearer than 2 ** 0.75 plain steps (Gemma on an EPYC: 2.3x)
+    for _ in range(COST_SAMPLES):
+        slow.add(1, 0.010)
+    slow.add_timed({2: 0.023})
+    for _ in range(COST_SAMPLES):
+        slow.add(1, 0.020)
+    assert slow.cost(2) == pytest.approx(0.046)
 
 
 def test_a_first_uses_timings_are_priced_beside_the_replys_first_plain_step() -> None:
@@ -141,6 +173,6 @@ def test_a_first_uses_timings_are_priced_beside_the_replys_first_plain_step() ->
     assert c.cost(4) == 0.025 and c.cost(16) == 0.060  # priced as timed beside it
     for _ in range(COST_SAMPLES):
         c.add(1, 0.0206)
-    assert c.cost(4) == pytest.approx(0.050)
+    assert c.cost(4) == pytest.approx(grown(0.025, 4, 0.0103, 0.0206))
     c.add_timed({1: 0.005, 8: 0.040})  # calibrated later: beside the plain step's price now
     assert c.cost(1) == 0.0206 and c.cost(8) == 0.040

@@ -63,6 +63,8 @@ def load_curve(path: Path) -> CostCurve:
         float(data.get("fixed_ms", 0.3)),
         float(data.get("row_ms", 0.05)),
         str(data.get("source", "")),
+        int(data.get("at_tokens", 0)),
+        {int(n): float(ms) for n, ms in data.get("growth_ms", {}).items()},
     )
 
 
@@ -73,6 +75,7 @@ def curve_to_json(curve: CostCurve) -> dict[str, object]:
         "t_ms": {str(n): round(ms, 2) for n, ms in sorted(curve.t_ms.items())},
         "fixed_ms": round(curve.fixed_ms, 3),
         "row_ms": round(curve.row_ms, 4),
+        **({"at_tokens": curve.at_tokens, "growth_ms": curve.growth_ms} if curve.growth_ms else {}),
     }
 
 
@@ -113,6 +116,9 @@ def hindsight_best(trace: Trace, curve: CostCurve, python_scale: float = 1.0, k_
     best = [0.0] * (n + 1)
     for pos in range(n - 1, -1, -1):
         available, m, _ = held[pos]
+        if curve.growth_ms:  # (a step's cost grows with the text before it)
+            text = len(trace.prompt) + pos
+            step = [curve.step_s(rows, python_scale, text) for rows in range(available + 2)]
         best[pos] = min(step[k + 1] + best[min(n, pos + min(k, m) + 1)] for k in range(available + 1))
     return best[0]
 
