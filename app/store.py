@@ -287,17 +287,14 @@ def read_pair_measurement(target: str, drafter: str, path: Path | None = None) -
     return PairMeasurement(statistics.median(float(r[0]) for r in rows), len(rows), any(r[1] for r in rows))
 
 
-# SQLite's primary result codes for a store that works but cannot be written (or opened) now.
-_SQLITE_BUSY, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN = 5, 8, 10, 13, 14
-
-
-# (result code, words of SQLite's message, what it means for a sentence), in the order asked.
+# A store that works but cannot be written (or opened) now: (SQLite's primary result code, words of
+# its message, what it means for a sentence), in the order asked.
 _ERROR_WORDS = (
-    (_SQLITE_FULL, "disk is full", "the disk is full"),
-    (_SQLITE_READONLY, "readonly", "the file is read-only"),
-    (_SQLITE_BUSY, "locked", "another program has it locked"),
-    (_SQLITE_CANTOPEN, "unable to open", "it cannot be opened (check the folder's permissions)"),
-    (_SQLITE_IOERR, None, "the disk could not be read or written"),
+    (sqlite3.SQLITE_FULL, "disk is full", "the disk is full"),
+    (sqlite3.SQLITE_READONLY, "readonly", "the file is read-only"),
+    (sqlite3.SQLITE_BUSY, "locked", "another program has it locked"),
+    (sqlite3.SQLITE_CANTOPEN, "unable to open", "it cannot be opened (check the folder's permissions)"),
+    (sqlite3.SQLITE_IOERR, None, "the disk could not be read or written"),
 )
 
 
@@ -317,10 +314,6 @@ class StoreDamaged(Exception):
 
 class StoreFromNewerVersion(StoreDamaged):
     """A later Tandem wrote the store: not damaged, only not this build's to read or change."""
-
-
-# SQLite's result codes for a file that is not (or no longer) a readable database.
-_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 
 
 @dataclass(frozen=True)
@@ -485,7 +478,7 @@ def _is_damage(error: sqlite3.DatabaseError) -> bool:
     """Corruption or not a database at all, as opposed to a lock, a full disk or a permission."""
     code = getattr(error, "sqlite_errorcode", None)
     if code is not None:
-        return code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+        return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
     return type(error) is sqlite3.DatabaseError
 
 
