@@ -297,11 +297,19 @@ def model_id(repo_id: str | None, filename: str) -> str:
 # --- measuring ----------------------------------------------------------------------------------------
 
 
+def times_words(ratio: float) -> str:
+    """A speed ratio as people say it: "about 1.3× faster", "about 3.4× slower" (never "0.29×")."""
+    if ratio >= 1.05:
+        return f"about {ratio:.1f}× faster"
+    if ratio > 0 and 1 / ratio >= 1.05:
+        return f"about {1 / ratio:.1f}× slower"
+    return "about as fast"
+
+
 def verdict_reason(v: DraftVerdict) -> str:
-    """Why a draft model pays here or not, in plain words."""
-    rows = v.draft_len + 1
+    """Why a draft model pays here or not, from the costs that decide it."""
     costs = (
-        f"checking {rows} tokens at once costs {v.verify_ratio:.1f} plain steps on this computer, "
+        f"checking {v.draft_len + 1} tokens at once costs {v.verify_ratio:.1f} single steps here, "
         f"and each drafted token {v.draft_step_ratio:.2f} of one"
     )
     if v.pays:
@@ -309,22 +317,25 @@ def verdict_reason(v: DraftVerdict) -> str:
     return f"it does not pay here: {costs}, so accepted drafts barely repay their checking"
 
 
-def describe_lines(fig: PairFigures) -> list[str]:
+def describe_lines(
+    fig: PairFigures, ngram: str = "n-gram lookup", source: str = ACCEPTANCE_SOURCE
+) -> list[str]:
+    """What stand-ins timed here say, one sentence each: the terminal's lines, the window's "why".
+    ngram: what the reader calls n-gram lookup; source: where the acceptance comes from."""
     t = fig.target
     lines = [
-        f"on this computer (stand-ins of the same shape and quantisation timed here, {t.measured_at}, "
-        f"{t.n_threads} threads; no weights downloaded):",
-        f"  plain decoding: about {fig.plain_tokens_per_s:.1f} tokens/s",
+        f"On this computer (models of the same shape and quantisation timed here, {t.measured_at}, "
+        f"{t.n_threads} threads; nothing downloaded): plain replies at about {fig.plain_tokens_per_s:.1f} tokens/s."
     ]
-    copy = f"about {fig.copy_speedup:.2f}x plain speed, " if fig.copy_speedup else ""
+    copy = f"{times_words(fig.copy_speedup)}, " if fig.copy_speedup else ""
     lines.append(
-        f"  copy work with n-gram lookup: {copy}ceiling {fig.ceiling:.2f}x (every drafted token accepted)"
+        f"Copy and edit work with {ngram}: {copy}at most {fig.ceiling:.1f}× if every guessed word were right."
     )
-    if fig.verdict is not None:
-        v = fig.verdict
+    v = fig.verdict
+    if v is not None:
+        k = f"{v.draft_len} token{'s' if v.draft_len > 1 else ''}"
         lines.append(
-            f"  the draft model: about {v.speedup:.2f}x with drafts of {v.draft_len} at {v.acceptance:.0%} "
-            f"accepted; {verdict_reason(v)}"
+            f"The draft model: {times_words(v.speedup)} with drafts of {k}, at {v.acceptance:.0%} of its "
+            f"guesses accepted ({source}); {verdict_reason(v)}."
         )
-        lines.append(f"  (acceptance: {ACCEPTANCE_SOURCE})")
     return lines

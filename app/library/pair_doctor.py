@@ -443,27 +443,23 @@ class SpeedEstimate:
     is_plain_measured: bool = False  # plain_tokens_per_s measured by the chat (a local target)
 
     def describe(self) -> str:
-        if self.high < 1.05:
-            pays = f"about {self.low:.1f}-{self.high:.1f}x: little or nothing to gain here"
-        else:
-            pays = f"about {self.low:.1f}-{self.high:.1f}x plain decoding"
-        basis = (
-            "this machine's measured verify costs" if self.is_verify_measured else "typical CPU verify costs"
+        """The estimate, labelled so, with what it stands on and what replaces it."""
+        span = f"about {self.low:.1f}–{self.high:.1f}×"
+        pays = (
+            f"little or nothing to gain on this computer ({span})" if self.high < 1.05 else f"{span} faster"
         )
         k = self.draft_len
+        checking = "measured here" if self.is_verify_measured else "typical figures"
         text = (
-            f"Estimate: {pays} (drafts of {k} token{'s' if k > 1 else ''}, "
-            f"{ACCEPTANCE_LOW:.0%}-{ACCEPTANCE_HIGH:.0%} accepted; from the two sizes, "
-            f"this machine's memory bandwidth and {basis})."
+            f"Estimate: {pays} with drafts of {k} token{'s' if k > 1 else ''}, "
+            f"{ACCEPTANCE_LOW:.0%}–{ACCEPTANCE_HIGH:.0%} of them accepted, from the two sizes, this "
+            f"computer's memory speed and what checking several tokens at once costs ({checking})"
         )
         if self.is_plain_measured:
             low, high = self.plain_tokens_per_s * self.low, self.plain_tokens_per_s * self.high
-            text += (
-                f" Plain decoding of this target was measured here at {self.plain_tokens_per_s:.0f} tokens/s: "
-                f"about {low:.0f}-{high:.0f} tokens/s with the draft."
-            )
+            text += f" (about {low:.0f}–{high:.0f} tokens/s instead of the {self.plain_tokens_per_s:.0f} measured here)"
         return text + (
-            f" The measured figure replaces it after {MIN_PAIR_REPLIES} replies with this pair in the chat."
+            f". After {MIN_PAIR_REPLIES} replies with this pair in the chat, the measured figure replaces it."
         )
 
 
@@ -537,9 +533,11 @@ def measured_pair(target: ModelFacts, draft: ModelFacts | None) -> PairMeasureme
 
 
 def describe_measured(m: PairMeasurement) -> str:
-    """ "measured here: 2.1x over 5 replies", the figure that replaces the estimate."""
+    """ "measured here: 2.1× faster over 5 replies" (each reply's headline figure, the median): the
+    figure that replaces the estimate."""
+    how = f"{m.speedup:.1f}× faster" if m.speedup >= 1 else f"{1 / m.speedup:.1f}× slower"
     basis = " (against the engine's estimate of plain speed)" if m.is_plain_estimate else ""
-    return f"measured here: {m.speedup:.1f}x over {m.n_replies} replies{basis}"
+    return f"measured here: {how} over {m.n_replies} replies{basis}"
 
 
 # --- a check --------------------------------------------------------------------------------------

@@ -213,9 +213,9 @@ def test_check_measure_times_stand_ins_of_the_hub_files_before_any_download(
     code, out, err = run(capsys, "check", TARGET, DRAFT, "--measure")
     assert code == 0, err
     text = "\n".join(out)
-    assert "pairing: pairs" in text and "on this computer (stand-ins of the same shape" in text
-    assert "plain decoding: about " in text and "copy work with n-gram lookup: about " in text
-    assert "the draft model: about " in text and "llama.cpp issue #5877" in text
+    assert "pairing: pairs" in text and "On this computer (models of the same shape" in text
+    assert "plain replies at about " in text and "Copy and edit work with n-gram lookup: about " in text
+    assert "The draft model: about " in text and "llama.cpp issue #5877" in text
     assert "Estimate:" not in text  # measured here, on stand-ins: the guess goes
     assert any("timing the stand-in of the draft (tinyfam-0.1B-Q8_0.gguf)" in line for line in err)
     for ref in (TARGET, DRAFT):  # the headers, as for any check: no weights came
@@ -439,7 +439,7 @@ def test_the_estimate_uses_the_plain_speed_measured_here(tiny_target: Path, tiny
     save_settings(Settings(plain_tokens_per_s={str(tiny_target): 40.0}))
     report = doctor.check(doctor.ModelRef(path=tiny_target), doctor.ModelRef(path=tiny_draft))
     assert report.estimate is not None and report.estimate.is_plain_measured
-    assert "measured here at 40 tokens/s" in report.estimate.describe()
+    assert "tokens/s instead of the 40 measured here" in report.estimate.describe()
 
 
 def test_check_through_a_real_process(hub: FakeHub) -> None:

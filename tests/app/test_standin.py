@@ -258,9 +258,9 @@ def test_check_measure_on_the_command_line(tmp_path: Path, capsys: pytest.Captur
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "measuring on this computer with stand-ins" in err and "timing the stand-in of the target" in err
-    assert "plain decoding: about " in out and " tokens/s" in out
-    assert "copy work with n-gram lookup: about " in out and "ceiling " in out
-    assert "the draft model: about " in out and ("it pays here" in out or "it does not pay here" in out)
+    assert "plain replies at about " in out and " tokens/s" in out
+    assert "Copy and edit work with n-gram lookup: about " in out and "at most " in out  # the ceiling
+    assert "The draft model: about " in out and ("it pays here" in out or "it does not pay here" in out)
     assert "llama.cpp issue #5877" in out  # where the acceptance comes from
     assert not files_under(standin.standins_dir())
     # A later check shows what was measured, without measuring again.
@@ -312,7 +312,7 @@ def test_check_a_catalog_pair_by_its_known_shapes(capsys: pytest.CaptureFixture[
         measure.save_costs(measure.MeasuredCosts(model, t_ms, 1, machine, "now", default_threads()))
     code = tandem_main(["models", "check", "--pair", "qwen2.5-7b-0.5b"])
     out = capsys.readouterr().out
-    assert code == 0 and "plain decoding: about 7.8 tokens/s" in out and "it does not pay here" in out
+    assert code == 0 and "plain replies at about 7.8 tokens/s" in out and "it does not pay here" in out
 
 
 def test_a_cost_curve_of_a_known_shape_for_the_replay(

@@ -140,7 +140,9 @@ def test_replies_with_a_pair_are_kept_and_the_doctor_reads_them_back(
     code, out, _ = run(capsys, "check", str(tiny_target), "--no-drafts")
     assert code == 0
     [ngram] = [line for line in out if line.strip().startswith("ngram")]
-    assert f"measured here: {measured.speedup:.1f}x over 3 replies" in ngram
+    s = measured.speedup
+    said = f"{s:.1f}× faster" if s >= 1 else f"{1 / s:.1f}× slower"
+    assert f"measured here: {said} over 3 replies" in ngram
     code, out, _ = run(capsys, "check", str(tiny_target), "--no-drafts", "--json")
     assert json.loads("\n".join(out))["measured"]["n_replies"] == 3
 
@@ -200,7 +202,7 @@ def test_check_says_the_estimate_then_what_was_measured_here(
 
     code, out, _ = run(capsys, "check", TARGET, "--draft", DRAFT)
     assert code == 0
-    assert "Measured here: 2.1x over 3 replies." in out
+    assert "Measured here: 2.1× faster over 3 replies." in out
     assert not any(line.startswith("Estimate:") for line in out)  # replaced
     code, out, _ = run(capsys, "check", TARGET, "--draft", DRAFT, "--json")
     data = json.loads("\n".join(out))
@@ -209,12 +211,15 @@ def test_check_says_the_estimate_then_what_was_measured_here(
     # Without a draft: n-gram lookup's own figure, and the draft found on the hub has its own.
     code, out, _ = run(capsys, "check", TARGET)
     drafts = out[out.index("drafts:") + 1 :]
-    assert drafts[0].strip().startswith("ngram") and "measured here: 1.4x over 4 replies" in drafts[0]
-    assert DRAFT in drafts[1] and "measured here: 2.1x over 3 replies" in drafts[1]
+    assert drafts[0].strip().startswith("ngram") and "measured here: 1.4× faster over 4 replies" in drafts[0]
+    assert DRAFT in drafts[1] and "measured here: 2.1× faster over 3 replies" in drafts[1]
     assert "estimate" not in drafts[1]
 
 
 def test_the_estimate_says_what_replaces_it() -> None:
     e = doctor.estimate_speedup(4 * 10**9, 5 * 10**8, bandwidth_bytes_per_s=20e9)
     assert e.describe().startswith("Estimate:")
-    assert f"replaces it after {MIN_PAIR_REPLIES} replies" in e.describe()
+    assert (
+        f"After {MIN_PAIR_REPLIES} replies with this pair in the chat, the measured figure replaces it"
+        in e.describe()
+    )

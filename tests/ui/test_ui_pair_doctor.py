@@ -335,7 +335,7 @@ def test_measure_cancel_stops_at_once_and_leaves_nothing(qtbot, hub: FakeHub, tm
 
 def test_a_measured_ratio_below_one_is_said_as_slower() -> None:
     # Review ux-3 #8: "about 0.29× at 72% of its guesses accepted" meant about 3.4× slower.
-    from ui.presenters.words import times_words
+    from app.library.measure import times_words
 
     assert times_words(0.29) == "about 3.4× slower"
     assert times_words(1.3) == "about 1.3× faster"

@@ -43,20 +43,14 @@ from PySide6.QtWidgets import (
 from app.library import pair_doctor as doctor
 from app.library.catalog import format_bytes, format_params
 from app.library.downloads import DownloadProgress, FileRequest, local_path_for
-from app.library.measure import ACCEPTANCE_SOURCE_WORDS, MeasureProgress, PairFigures
+from app.library.measure import ACCEPTANCE_SOURCE_WORDS, MeasureProgress, PairFigures, describe_lines
 from app.settings import SpeedUp
-from app.store import MIN_PAIR_REPLIES, PairMeasurement
+from app.store import PairMeasurement
 from engine.config import DEFAULT_CTX, NGRAM_LOOKUP, DraftChoice
 from engine.errors import TandemError
 from ui.models.download_jobs import DownloadEnd, DownloadJobs
 from ui.models.pair_card import PROGRESS_STEPS
-from ui.presenters.words import (
-    choice_name,
-    here_first_line,
-    here_words,
-    pair_estimate_words,
-    pair_measured_words,
-)
+from ui.presenters.words import choice_name, here_first_line
 from ui.qt import theme
 from ui.qt.widgets import button, label, named
 
@@ -581,7 +575,7 @@ def describe_candidate(c: doctor.DraftCandidate) -> str:
         )
     fit = FIT_WORDS[c.fit.kind] if c.fit else ""
     if c.measured is not None:
-        pays = f", {pair_measured_words(c.measured)}"
+        pays = f", {doctor.describe_measured(c.measured)}"
     else:
         pays = f", estimate {c.estimate.low:.1f}–{c.estimate.high:.1f}×" if c.estimate else ""
     return f"{name}: pairs, {format_params(c.facts.n_params)} parameters, {fit}{pays}"
@@ -591,7 +585,7 @@ def ngram_words(report: doctor.CheckReport) -> str:
     """The drafts list's first line: n-gram lookup, always offered, with what it measured here."""
     text = f"{choice_name(SpeedUp.NGRAM)}: no second model, no extra memory (always works)"
     if report.draft is None and report.measured is not None:
-        text += f"; {pair_measured_words(report.measured)}"
+        text += f"; {doctor.describe_measured(report.measured)}"
     return text
 
 
@@ -651,18 +645,18 @@ class WindowWords:
 
     def measured(self, measured: PairMeasurement, with_draft: bool) -> str:
         if with_draft:
-            return f"<p><b>{html.escape(doctor.sentence(pair_measured_words(measured)))}.</b></p>"
-        ngram = f"With “{choice_name(SpeedUp.NGRAM)}”: {pair_measured_words(measured)}"
+            return f"<p><b>{html.escape(doctor.sentence(doctor.describe_measured(measured)))}.</b></p>"
+        ngram = f"With “{choice_name(SpeedUp.NGRAM)}”: {doctor.describe_measured(measured)}"
         return f"<p><b>{html.escape(ngram)}.</b></p>"
 
     def estimate(self, estimate: doctor.SpeedEstimate) -> str:
-        return f"<p><i>{html.escape(pair_estimate_words(estimate, MIN_PAIR_REPLIES))}</i></p>"
+        return f"<p><i>{html.escape(estimate.describe())}</i></p>"
 
     def here(self, figures: PairFigures) -> str:
         first = f"<b>{html.escape(here_first_line(figures))}.</b>"  # the answer; the figures behind "why"
         if not self.why_open:
             return f"<p>{first} <a href='why'>why</a></p>"
-        lines = here_words(figures, ACCEPTANCE_SOURCE_WORDS)
+        lines = describe_lines(figures, f"“{choice_name(SpeedUp.NGRAM)}”", ACCEPTANCE_SOURCE_WORDS)
         return (
             f"<p>{first} <a href='why'>hide why</a><br>" + "<br>".join(html.escape(x) for x in lines) + "</p>"
         )

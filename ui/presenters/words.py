@@ -16,14 +16,13 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.library.measure import times_words
 from app.settings import Preset, SpeedUp
 from engine.events import DraftSource, DraftSpan
 from ui.presenters.verdict import FASTER_AT, STATE_REASONS, ReplyNumbers, seconds
 
 if TYPE_CHECKING:
     from app.library.measure import DraftVerdict, PairFigures
-    from app.library.pair_doctor import SpeedEstimate
-    from app.store import PairMeasurement
 
 # Compare: the sped-up run's own plain steps against the plain run, either way beyond this ratio,
 # and the computer ran at another speed between the two runs: not a fair comparison.
@@ -81,87 +80,12 @@ def choice_name(key: SpeedUp) -> str:
     return next((c.name for c in SPEED_UP_CHOICES if c.key == key), key)
 
 
-# ---- the pair doctor: what a pair will pay here, estimated, then measured by the chat's replies
-
-
-def pair_measured_words(m: PairMeasurement) -> str:
-    """ "measured here: 2.1× faster over 5 replies" (each reply's headline figure, the median)."""
-    return f"measured here: {ratio_words(m.speedup, m.is_plain_estimate)} over {m.n_replies} replies"
-
-
-def ratio_words(ratio: float, is_about: bool = False) -> str:
-    """ "2.4× faster", "about as fast as usual", "about 3.1× slower" (FASTER_AT either way)."""
-    about = "about " if is_about else ""
-    if ratio >= FASTER_AT:
-        return f"{about}{ratio:.1f}× faster"
-    if ratio > 1 / FASTER_AT:
-        return "about as fast as usual"
-    return f"{about}{1 / ratio:.1f}× slower"
-
-
-def pair_estimate_words(e: SpeedEstimate, n_replies_to_measure: int) -> str:
-    """The doctor's estimate, labelled so, with what replaces it."""
-    if e.high < 1.05:
-        pays = "little or nothing to gain on this computer"
-    else:
-        pays = f"about {e.low:.1f}–{e.high:.1f}× faster"
-    text = f"Estimate: {pays}, from the two sizes and this computer's memory speed"
-    if e.is_plain_measured:
-        low, high = e.plain_tokens_per_s * e.low, e.plain_tokens_per_s * e.high
-        text += (
-            f" (about {low:.0f}–{high:.0f} tokens/s instead of the {e.plain_tokens_per_s:.0f} measured here)"
-        )
-    return text + (
-        f". After {n_replies_to_measure} replies with this pair in the chat, the measured figure replaces it."
-    )
-
-
-# ---- what this computer will do, measured on stand-ins before the download
-
-
-def draft_reason_words(v: DraftVerdict) -> str:
-    """Why a draft model pays here or not, from the costs that decide it."""
-    costs = (
-        f"checking {v.draft_len + 1} tokens at once costs {v.verify_ratio:.1f} single steps here, "
-        f"and each drafted token {v.draft_step_ratio:.2f} of one"
-    )
-    if v.pays:
-        return f"it pays here: {costs}, so accepted drafts come cheap"
-    return f"it does not pay here: {costs}, so accepted drafts barely repay their checking"
-
-
-def here_words(fig: PairFigures, acceptance_source: str) -> list[str]:
-    """The doctor's figures from stand-ins timed here, one sentence each."""
-    lines = [
-        f"On this computer (models of the same shape timed here; nothing downloaded): "
-        f"plain replies at about {fig.plain_tokens_per_s:.1f} tokens/s."
-    ]
-    copy = f"{times_words(fig.copy_speedup)}, " if fig.copy_speedup else ""
-    lines.append(
-        f"Copy and edit work with “{choice_name(SpeedUp.NGRAM)}”: {copy}"
-        f"at most {fig.ceiling:.1f}× if every guessed word were right."
-    )
-    v = fig.verdict
-    if v is not None:
-        lines.append(
-            f"The draft model: {times_words(v.speedup)} at {v.acceptance:.0%} of its guesses accepted "
-            f"({acceptance_source}); {draft_reason_words(v)}."
-        )
-    return lines
-
-
-def times_words(ratio: float) -> str:
-    """A speed ratio as people say it: "about 1.3× faster", "about 3.4× slower" (never "0.29×")."""
-    if ratio >= 1.05:
-        return f"about {ratio:.1f}× faster"
-    if ratio > 0 and 1 / ratio >= 1.05:
-        return f"about {1 / ratio:.1f}× slower"
-    return "about as fast"
+# ---- the pair doctor: what a pair will pay here (its sentences are app.library's, the terminal's too)
 
 
 def here_first_line(fig: PairFigures) -> str:
     """The measurement's answer in one line: "On this computer: drafting from the text about 1.3×
-    faster on edits; this draft model about 3.4× slower" (the figures behind it: here_words)."""
+    faster on edits; this draft model about 3.4× slower" (the figures behind it: measure.describe_lines)."""
     parts = []
     if fig.copy_speedup:
         parts.append(f"drafting from the text {times_words(fig.copy_speedup)} on edits")
@@ -276,6 +200,15 @@ def sources_said(text: str, spans: Sequence[DraftSpan]) -> str:
 
 
 # ---- Compare: the same request the usual way, then with the speed-up
+
+
+def ratio_words(ratio: float) -> str:
+    """ "2.4× faster", "about as fast as usual", "3.1× slower" (FASTER_AT either way)."""
+    if ratio >= FASTER_AT:
+        return f"{ratio:.1f}× faster"
+    if ratio > 1 / FASTER_AT:
+        return "about as fast as usual"
+    return f"{1 / ratio:.1f}× slower"
 
 
 def compare_seconds(plain: ReplyNumbers, sped_up: ReplyNumbers) -> tuple[float, float]:
