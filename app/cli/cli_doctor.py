@@ -204,11 +204,11 @@ def _report_json(report: doctor.CheckReport, candidates: list[doctor.DraftCandid
             return None
         return {
             "model": f.ref.label,
-            "architecture": f.architecture,
-            "n_params": f.n_params,
-            "quantization": f.quantization,
-            "context_length": f.context_length,
-            "has_chat_template": f.has_chat_template,
+            "architecture": f.info.architecture,
+            "n_params": f.info.n_params,
+            "quantization": f.info.quantization,
+            "context_length": f.info.context_length,
+            "has_chat_template": f.info.chat_template is not None,
             "size_bytes": f.size_bytes,
             "fetched_bytes": f.fetched_bytes,
         }

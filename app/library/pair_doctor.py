@@ -276,28 +276,8 @@ class ModelFacts(RemoteHeader):
     ref: ModelRef = ModelRef()
 
     @property
-    def architecture(self) -> str:
-        return self.info.architecture
-
-    @property
     def is_architecture_known(self) -> bool:
         return self.info.architecture in known_architectures()
-
-    @property
-    def n_params(self) -> int:
-        return self.info.n_params
-
-    @property
-    def quantization(self) -> str:
-        return self.info.quantization
-
-    @property
-    def context_length(self) -> int | None:
-        return self.info.context_length
-
-    @property
-    def has_chat_template(self) -> bool:
-        return self.info.chat_template is not None
 
     def kv_bytes(self, n_ctx: int) -> int:
         """K and V for n_ctx tokens over every layer, at llama.cpp's default F16 cache type."""
@@ -387,7 +367,7 @@ def _overhead(facts: ModelFacts) -> int:
     # llama.cpp's compute and output buffers: a few tens of MB for small models, more with a large
     # vocabulary (the output row) and a wide model. A rough allowance, labelled as an estimate.
     n_vocab = facts.info.n_vocab
-    n_embd = facts.info.metadata.get(f"{facts.architecture}.embedding_length")
+    n_embd = facts.info.metadata.get(f"{facts.info.architecture}.embedding_length")
     n_embd = n_embd if isinstance(n_embd, int) and not isinstance(n_embd, bool) else 0
     return 32 * 2**20 + 512 * (n_vocab + 16 * n_embd) * 4 // 8
 
@@ -639,6 +619,20 @@ def measure_here(
     return measure_pair(target, draft, cancel=cancel, on_progress=on_progress)
 
 
+def describe_model(facts: ModelFacts) -> str:
+    """What one file's header says, in one line (the terminal's and the window's)."""
+    info, size = facts.info, format_bytes(facts.size_bytes)
+    ctx = f"{info.context_length:,} tokens" if info.context_length else "unknown"
+    known = "" if facts.is_architecture_known else " (this version of Tandem cannot run it)"
+    template = "has a chat template" if info.chat_template is not None else "no chat template (a base model)"
+    read = f"read {format_bytes(facts.fetched_bytes)} of {size}" if facts.fetched_bytes else f"local, {size}"
+    return (
+        f"architecture {info.architecture}{known}, {format_params(info.n_params)} parameters, "
+        f"{info.quantization}, context {ctx}, {template}; vocabulary {info.vocab_type or '?'}, "
+        f"{info.n_vocab:,} tokens ({read})"
+    )
+
+
 def describe_verdict(verdict: PairVerdict) -> str:
     if verdict.is_compatible:
         return "pairs: the draft passes every llama.cpp vocabulary rule"
@@ -685,19 +679,7 @@ class TerminalWords:
     """The check as plain lines, for the terminal (`tandem models check`)."""
 
     def model(self, role: str, facts: ModelFacts) -> str:
-        ctx = f"{facts.context_length:,}" if facts.context_length else "unknown"
-        known = "" if facts.is_architecture_known else " (not known to this build of llama.cpp)"
-        read = (
-            f"read {format_bytes(facts.fetched_bytes)} of {format_bytes(facts.size_bytes)}"
-            if facts.fetched_bytes
-            else f"local, {format_bytes(facts.size_bytes)}"
-        )
-        return (
-            f"{role}: {facts.ref.label}\n"
-            f"  architecture {facts.architecture}{known}, {format_params(facts.n_params)} parameters, "
-            f"{facts.quantization}, context {ctx}, chat template {'yes' if facts.has_chat_template else 'no'}\n"
-            f"  vocabulary {facts.info.vocab_type or '?'}, {facts.info.n_vocab:,} tokens ({read})"
-        )
+        return f"{role}: {facts.ref.label}\n  {describe_model(facts)}"
 
     def verdict(self, verdict: PairVerdict) -> str:
         return "pairing: " + describe_verdict(verdict)
@@ -790,7 +772,7 @@ def find_drafts(
     machine = machine or machine_memory()
     name = target.repo_id or str(target_facts.info.metadata.get("general.basename") or target_facts.info.name)
     family = family_of(name)
-    target_b = params_in_name(target.repo_id or name) or target_facts.n_params / 1e9
+    target_b = params_in_name(target.repo_id or name) or target_facts.info.n_params / 1e9
     offered: dict[tuple[str, str], HubGGUF] = {}
     if target.repo_id:
         for f in list_files(target.repo_id, target.revision, timeout_s=timeout_s, cancel=cancel):

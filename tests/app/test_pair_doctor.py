@@ -195,7 +195,7 @@ def test_check_reads_headers_only_and_judges_the_pair(
     assert code == 0
     text = "\n".join(out)
     assert f"target: {TARGET}" in text and f"draft: {DRAFT}" in text
-    assert "architecture llama" in text and "context 2,048" in text and "chat template yes" in text
+    assert "architecture llama" in text and "context 2,048" in text and "has a chat template" in text
     assert "pairing: pairs" in text
     assert "memory at 2,048 tokens of context" in text and "target KV" in text and "draft KV" in text
     assert "fit: fits" in text
@@ -243,7 +243,7 @@ def test_check_of_a_7b_reads_a_few_kb_and_counts_both_kv_caches(hub: FakeHub) ->
         n_ctx=8192,
         machine=doctor.MachineMemory(free_ram_bytes=8 * 2**30, total_ram_bytes=16 * 2**30),
     )
-    assert report.target.n_params > 6e9 and report.target.quantization == "Q4_K_M"
+    assert report.target.info.n_params > 6e9 and report.target.info.quantization == "Q4_K_M"
     # 32 layers x 8 KV heads x (128 + 128) x 2 bytes x 8192 tokens = 1 GiB per model.
     assert report.memory.kv_target_bytes == report.memory.kv_draft_bytes == 2**30
     assert report.memory.weights_target_bytes == f.size

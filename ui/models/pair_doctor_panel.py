@@ -578,7 +578,7 @@ def describe_candidate(c: doctor.DraftCandidate) -> str:
         pays = f", {doctor.describe_measured(c.measured)}"
     else:
         pays = f", estimate {c.estimate.low:.1f}–{c.estimate.high:.1f}×" if c.estimate else ""
-    return f"{name}: pairs, {format_params(c.facts.n_params)} parameters, {fit}{pays}"
+    return f"{name}: pairs, {format_params(c.facts.info.n_params)} parameters, {fit}{pays}"
 
 
 def ngram_words(report: doctor.CheckReport) -> str:
@@ -600,21 +600,8 @@ class WindowWords:
         self.why_open = why_open
 
     def model(self, role: str, facts: doctor.ModelFacts) -> str:
-        f = facts
-        ctx = f"{f.context_length:,} tokens" if f.context_length else "unknown"
-        known = "" if f.is_architecture_known else " (this version of Tandem cannot run it)"
-        read = (
-            f"read {format_bytes(f.fetched_bytes)} of {format_bytes(f.size_bytes)}"
-            if f.fetched_bytes
-            else format_bytes(f.size_bytes)
-        )
-        return (
-            f"<p><b>{role.capitalize()}: {html.escape(f.ref.label)}</b><br>"
-            f"{html.escape(f.architecture)}{known}, {format_params(f.n_params)} parameters, "
-            f"{html.escape(f.quantization)}, context {ctx}, "
-            f"{'has a chat template' if f.has_chat_template else 'no chat template (a base model)'}"
-            f" · {read}</p>"
-        )
+        label, said = html.escape(facts.ref.label), html.escape(doctor.describe_model(facts))
+        return f"<p><b>{role.capitalize()}: {label}</b><br>{doctor.sentence(said)}.</p>"
 
     def verdict(self, verdict: doctor.PairVerdict) -> str:
         v = verdict
