@@ -174,7 +174,7 @@ class DraftLengthController:
         kind = offer.kind
         rates = None
         if self._short_match(kind):
-            if timed <= 0:
+            if timed <= 0 or self.costs.plain_stale:
                 return None  # (before the limits below: the common case in open text, every step)
             # The ramp and the risk limit only shorten a draft: where no length within the others
             # beats a plain step, none within them does (most steps of open text).
@@ -346,14 +346,19 @@ class DraftLengthController:
 
     def export(self) -> dict[str, object]:
         """What this run measured, to seed the next process on the same machine and pair."""
-        data = {"step_s": self.costs.export(), **self.draft.export()}
+        data = {
+            "step_s": self.costs.export(),
+            "plain_text_tokens": self.costs.plain_text,
+            **self.draft.export(),
+        }
         return {**data, "acceptance": self.accept.export(), "departures": self.copies.export()}
 
     def seed(self, data: dict[str, object]) -> None:
         """Start from a previous run's measurements (already validated by engine.costcache)."""
         step_s, acceptance = data.get("step_s"), data.get("acceptance")
         if isinstance(step_s, dict):
-            self.costs.seed(step_s)
+            text = data.get("plain_text_tokens")
+            self.costs.seed(step_s, text if isinstance(text, int) else None)
         self.draft.seed(data)
         self.copies.seed(data.get("departures"))
         if isinstance(acceptance, dict):

@@ -88,7 +88,7 @@ def _between(value: Any, low: float, high: float) -> bool:
 
 # The optional numbers DraftLengthController.export writes, and the bounds of a sane one.
 _BOUNDS = {"draft_ratio": 100, "draft_first_ratio": 100, "draft_prefill_ratio": 100,
-           "target_prefill_token_s": 60, "draft_load_s": 600}  # fmt: skip
+           "target_prefill_token_s": 60, "draft_load_s": 600, "plain_text_tokens": 1e7}  # fmt: skip
 
 
 def _valid(data: Any) -> bool:

@@ -38,6 +38,7 @@ CALIBRATION_SIZES = (*range(1, 9), *range(16, 65, 8))  # verify batches timed wh
 FIRST_REPLY_SIZES = (1, 4, 16, 64)  # timed once by a first reply on a machine never timed...
 FIRST_REPLY_MIN_TOKENS = 128  # ...where the reply may run this long (shorter ones cannot repay it)
 GROWTH_EXPONENT = 0.75  # n rows gain n ** this times a plain step's growth with the text (at least)
+TEXT_JUMP = 256  # tokens: a plain price timed after a text this much longer or shorter is stale
 
 
 @dataclass
@@ -51,13 +52,25 @@ class VerifyCosts:
     _beside: dict[int, deque[float | None]] = field(default_factory=dict)
     _lowest: dict[int, tuple[float, float | None]] = field(default_factory=dict)  # (low, its plain)
     _timed_plain: bool = False  # the plain price is a timing outside a reply (a first use's)
+    text: int = 0  # tokens of text before this reply (note_text)
+    plain_text: int | None = None  # ...before the reply whose plain steps price a plain step now
+    plain_stale: bool = False  # that text is over TEXT_JUMP tokens away from this reply's
     _prices: dict[int, float] | None = None  # each size's price now (cache)
     _sizes: list[int] | None = None  # the sizes in `low`, sorted (cache: a new size is rare)
     _arrays: tuple[np.ndarray, np.ndarray] | None = None  # the prices as sorted arrays (cache)
     _curve: np.ndarray | None = field(default=None, compare=False, repr=False)  # costs() while prices hold
 
+    def note_text(self, tokens: int) -> None:
+        """A reply begins after `tokens` of text: a plain price timed after a text over TEXT_JUMP
+        tokens longer or shorter is stale until this reply's first plain step replaces it."""
+        self.text = tokens
+        self.plain_stale = self.plain_text is not None and abs(tokens - self.plain_text) > TEXT_JUMP
+
     def add(self, n_rows: int, seconds: float) -> None:
         """A step of a reply that verified n_rows (or a price from the cost cache)."""
+        if n_rows == 1 and self.plain_stale:  # the first plain step of this text prices it alone
+            self.plain_stale = False
+            self.samples[1].clear()
         if n_rows == 1 and self._timed_plain:  # a reply's first plain step after a first use's timing
             self._timed_plain = False
             self.samples[1].clear()
@@ -88,6 +101,7 @@ class VerifyCosts:
         self.median[n_rows] = statistics.median(samples)
         low = min(samples)
         if n_rows == 1:
+            self.plain_text = self.text
             if self.low.get(1) != low:  # every size's price moves with the plain step's
                 self.low[1] = low
                 self._changed()
@@ -226,6 +240,8 @@ class VerifyCosts:
         """The prices now (seed() adds the plain step's first: each keeps its ratio to it)."""
         return {str(n): s for n, s in sorted(self.prices().items())}
 
-    def seed(self, step_s: dict[str, float]) -> None:
+    def seed(self, step_s: dict[str, float], plain_text: int | None = None) -> None:
+        """A cost cache's prices, its plain step's timed after plain_text tokens (None: not known)."""
         for n, s in sorted(step_s.items(), key=lambda item: int(item[0])):
             self.add(int(n), float(s))
+        self.plain_text = plain_text

@@ -132,6 +132,8 @@ class DraftPolicy:
         """The reply's text begins (ctx: the prompt, extended in place as tokens are emitted;
         document_spans: its [start, end) ranges holding attached documents)."""
         self._trail.clear()
+        if self.controller is not None:
+            self.controller.costs.note_text(len(ctx))
         if self._speculating and self.text is not None:
             self.text.begin(ctx, document_spans, self._use_memory)
 

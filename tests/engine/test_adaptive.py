@@ -181,6 +181,26 @@ def test_a_short_match_drafts_only_at_timed_sizes_and_on_this_replys_evidence() 
     assert d.choose(available=8, kind=4) == 0
 
 
+def test_a_short_match_waits_for_a_plain_step_of_a_text_far_from_the_plain_price() -> None:
+    # A question about a long document after a short chat: the plain price is the short text's
+    # until a plain step of this text is timed (engine.costs.TEXT_JUMP); a short match priced on it
+    # waits for that step, a copy does not. The cost cache says after what text it was timed.
+    d = seeded(k_max=32)
+    d.costs.note_text(100)
+    d.record(3, 0, 0, CPU_VERIFY[1])
+    d.seed({"acceptance": {"4": [50.0, 50.0]}})
+    d.record(4, 3, 3, cpu_verify(4))
+    assert d.choose(available=8, kind=4) > 0
+    d.costs.note_text(2100)
+    assert d.choose(available=8, kind=4) == 0 and d.choose(available=32, kind=5) > 0
+    d.record(3, 0, 0, CPU_VERIFY[1])  # (this text's plain step, as dear as before here)
+    assert d.choose(available=8, kind=4) > 0
+    assert d.export()["plain_text_tokens"] == 2100
+    again = fresh(d)
+    again.costs.note_text(100)
+    assert again.costs.plain_stale
+
+
 def test_a_reply_that_repeats_itself_drafts_its_short_matches_on_a_first_use() -> None:
     # Nothing timed but a plain step; the reply's phrase offers are right at their first token
     # step after step (an open reply that loops): they are drafted, explored as a copy's are.

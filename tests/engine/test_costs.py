@@ -13,6 +13,7 @@ from engine.costs import (
     GROWTH_EXPONENT,
     PRIOR_SLOPE,
     SLOPE_FLOOR,
+    TEXT_JUMP,
     TRUSTED_SAMPLES,
     VerifyCosts,
 )
@@ -159,6 +160,36 @@ def test_a_size_dearer_than_its_rows_grows_in_proportion_and_falls_no_faster() -
     for _ in range(COST_SAMPLES):
         slow.add(1, 0.020)
     assert slow.cost(2) == pytest.approx(0.046)
+
+
+def test_a_plain_price_timed_after_a_text_far_shorter_gives_way_to_this_texts_first_plain_step() -> None:
+    # SmolLM2 in one process (`tandem bench`, this Xeon): plain steps of 11.1 ms after a short
+    # prompt, then a question about a 2,273-token license whose plain steps cost 22-25 ms. While the
+    # last five plain steps held the short text's, a 2-row check was priced 16.7 ms (it cost 37.7)
+    # and an 11-row draft 42.9 (135.4), rejected: the 11-token answer ended 0.84x plain.
+    c = VerifyCosts()
+    c.note_text(40)
+    for _ in range(COST_SAMPLES):
+        c.add(1, 0.0111)
+    c.add_timed({2: 0.0167, 11: 0.0429})
+    c.note_text(40 + TEXT_JUMP)  # (within the jump: the price holds)
+    assert not c.plain_stale
+    c.note_text(2273)
+    assert c.plain_stale and c.cost(1) == 0.0111
+    c.add(1, 0.0252)  # this text's first plain step prices plain steps alone
+    assert not c.plain_stale and c.cost(1) == 0.0252 and list(c.samples[1]) == [0.0252]
+    assert c.cost(2) == pytest.approx(grown(0.0167, 2, 0.0111, 0.0252))  # 40.4 ms
+    assert c.cost(11) == pytest.approx(grown(0.0429, 11, 0.0111, 0.0252))  # 128 ms
+    c.note_text(2300)  # the next question on the same license
+    assert not c.plain_stale
+    again = VerifyCosts()  # a new process knows after what text the cache's plain price was timed
+    again.seed(c.export(), c.plain_text)
+    again.note_text(60)
+    assert again.plain_stale
+    unknown = VerifyCosts()  # (a cache that does not say: never stale)
+    unknown.seed(c.export())
+    unknown.note_text(60)
+    assert not unknown.plain_stale
 
 
 def test_a_first_uses_timings_are_priced_beside_the_replys_first_plain_step() -> None:
