@@ -101,7 +101,7 @@ class VerifyCosts:
         self.median[n_rows] = statistics.median(samples)
         low = min(samples)
         if n_rows == 1:
-            self.plain_text = self.text
+            self.plain_text = self.text or None  # (0: no reply yet, a calibration)
             if self.low.get(1) != low:  # every size's price moves with the plain step's
                 self.low[1] = low
                 self._changed()
