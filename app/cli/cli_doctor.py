@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from app.cli.cli_base import EXIT_OK, print_table, terminal_field
-from app.library.catalog import format_bytes, load_catalog
+from app.library.catalog import detect_machine, format_bytes, load_catalog
 from engine.errors import TandemError
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         on_listed=lambda n, total: print(f"listed the files of {n} of {total} repositories", file=sys.stderr),
     )
-    machine = doctor.machine_memory()
+    machine = detect_machine(with_vram=True)
     if args.json:
         out = [
             {

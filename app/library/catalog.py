@@ -220,9 +220,13 @@ def load_catalog(path: Path | None = None) -> Catalog:
 
 @dataclass(frozen=True)
 class MachineInfo:
+    """This computer as a model's fit reads it (the catalog's cards, the pair doctor, the picker)."""
+
     total_ram_bytes: int
-    has_gpu: bool
-    gpu_label: str  # "NVIDIA GPU", "Apple Silicon", "" when none
+    has_gpu: bool = False
+    gpu_label: str = ""  # "NVIDIA GPU", "Apple Silicon", "" when none
+    free_ram_bytes: int = 0  # what a model can have now without swapping
+    vram_bytes: int = 0  # the accelerator's memory, 0 when unknown or not asked
 
 
 def _ram_bytes(field: str, pages: str) -> int:
@@ -297,9 +301,12 @@ def gpu_memory_bytes(gpu_label: str, total_ram: int) -> int:
     return 0
 
 
-def detect_machine() -> MachineInfo:
-    gpu = detect_gpu()
-    return MachineInfo(total_ram_bytes=total_ram_bytes(), has_gpu=bool(gpu), gpu_label=gpu)
+def detect_machine(with_vram: bool = False) -> MachineInfo:
+    """This computer now; with_vram: the accelerator's memory too (nvidia-smi takes a moment). Free
+    memory is available_ram_bytes, as documents read it, else physical memory where that is unknown."""
+    gpu, total = detect_gpu(), total_ram_bytes()
+    vram = gpu_memory_bytes(gpu, total) if gpu and with_vram else 0
+    return MachineInfo(total, bool(gpu), gpu, available_ram_bytes() or total, vram)
 
 
 @dataclass(frozen=True)

@@ -31,14 +31,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
-from app.library.catalog import (
-    available_ram_bytes,
-    detect_gpu,
-    format_bytes,
-    format_params,
-    gpu_memory_bytes,
-    total_ram_bytes,
-)
+from app.library.catalog import MachineInfo, detect_machine, format_bytes, format_params
 from app.library.documents import kv_bytes_per_token
 from app.library.downloads import DEFAULT_TIMEOUT_S
 
@@ -203,26 +196,6 @@ def family_of(name: str) -> str:
 # --- this machine --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class MachineMemory:
-    free_ram_bytes: int
-    total_ram_bytes: int
-    gpu_label: str = ""
-    vram_bytes: int = 0
-
-
-def free_ram_bytes() -> int:
-    """What a model can have without swapping (catalog.available_ram_bytes, as documents and the
-    catalog's fit read it), else physical memory where that is not known."""
-    return available_ram_bytes() or total_ram_bytes()
-
-
-def machine_memory() -> MachineMemory:
-    gpu = detect_gpu()
-    total = total_ram_bytes()
-    return MachineMemory(free_ram_bytes(), total, gpu, gpu_memory_bytes(gpu, total) if gpu else 0)
-
-
 @lru_cache(maxsize=1)
 def memory_bandwidth_bytes_per_s() -> float:
     """This machine's memory bandwidth, measured once: the best of a few 64 MB copies.
@@ -383,7 +356,7 @@ def memory_need(target: ModelFacts, draft: ModelFacts | None, n_ctx: int) -> Mem
     )
 
 
-def fit_of(need_bytes: int, machine: MachineMemory) -> Fit:
+def fit_of(need_bytes: int, machine: MachineInfo) -> Fit:
     if need_bytes <= machine.free_ram_bytes or (machine.vram_bytes and need_bytes <= machine.vram_bytes):
         kind = FitKind.FITS
     elif need_bytes <= machine.total_ram_bytes:
@@ -393,7 +366,7 @@ def fit_of(need_bytes: int, machine: MachineMemory) -> Fit:
     return Fit(kind, need_bytes, machine.free_ram_bytes, machine.total_ram_bytes, machine.vram_bytes)
 
 
-def file_fit(size_bytes: int, machine: MachineMemory) -> Fit:
+def file_fit(size_bytes: int, machine: MachineInfo) -> Fit:
     """A search result's badge, from its size alone (weights, a small KV cache and buffers)."""
     return fit_of(int(size_bytes * 1.1) + 256 * 2**20, machine)
 
@@ -529,7 +502,7 @@ class CheckReport:
     draft: ModelFacts | None
     verdict: PairVerdict | None  # None without a draft
     memory: MemoryNeed
-    machine: MachineMemory
+    machine: MachineInfo
     fit: Fit
     estimate: SpeedEstimate | None  # None without a compatible draft
     # What replies measured here with the pair (with the target alone: with n-gram lookup).
@@ -543,7 +516,7 @@ def check(
     draft: ModelRef | None = None,
     *,
     n_ctx: int = DEFAULT_CTX,
-    machine: MachineMemory | None = None,
+    machine: MachineInfo | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     cancel: threading.Event | None = None,
 ) -> CheckReport:
@@ -558,7 +531,9 @@ def check(
             ft = pool.submit(read_facts, target, timeout_s=timeout_s, cancel=cancel)
             fd = pool.submit(read_facts, draft, timeout_s=timeout_s, cancel=cancel)
             facts_t, facts_d = ft.result(), fd.result()
-    report = _judge_pair(facts_t, facts_d, n_ctx, machine or machine_memory(), measured_plain_speed(target))
+    report = _judge_pair(
+        facts_t, facts_d, n_ctx, machine or detect_machine(with_vram=True), measured_plain_speed(target)
+    )
     paired = report.draft if report.verdict is not None and report.verdict.is_compatible else None
     here = figures_here(facts_model_id(facts_t), facts_model_id(paired) if paired is not None else None)
     return replace(report, here=here)
@@ -568,7 +543,7 @@ def _judge_pair(
     target: ModelFacts,
     draft: ModelFacts | None,
     n_ctx: int,
-    machine: MachineMemory,
+    machine: MachineInfo,
     plain: float | None = None,
 ) -> CheckReport:
     """Headers read already, judged (a check, or a draft found for it): the verdict, memory and fit,
@@ -578,9 +553,8 @@ def _judge_pair(
     is_paired = verdict is None or verdict.is_compatible
     estimate = None
     if draft is not None and is_paired:
-        has_gpu = bool(machine.gpu_label)
         estimate = estimate_speedup(
-            target.size_bytes, draft.size_bytes, has_gpu=has_gpu, measured_plain_tokens_per_s=plain
+            target.size_bytes, draft.size_bytes, has_gpu=machine.has_gpu, measured_plain_tokens_per_s=plain
         )
     measured = measured_pair(target, draft) if is_paired else None
     return CheckReport(
@@ -758,7 +732,7 @@ def find_drafts(
     target_facts: ModelFacts,
     *,
     n_ctx: int = DEFAULT_CTX,
-    machine: MachineMemory | None = None,
+    machine: MachineInfo | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     cancel: threading.Event | None = None,
 ) -> list[DraftCandidate]:
@@ -769,7 +743,7 @@ def find_drafts(
     those that pair and fit first, by estimated speedup; then those that pair but do not fit;
     then those that do not pair, with the rule.
     """
-    machine = machine or machine_memory()
+    machine = machine or detect_machine(with_vram=True)
     name = target.repo_id or str(target_facts.info.metadata.get("general.basename") or target_facts.info.name)
     family = family_of(name)
     target_b = params_in_name(target.repo_id or name) or target_facts.info.n_params / 1e9

@@ -20,6 +20,7 @@ from app import paths
 from app.cli.cli import main as tandem_main
 from app.library import hub_search
 from app.library import pair_doctor as doctor
+from app.library.catalog import MachineInfo
 from app.library.remote_gguf import MAX_HEADER_BYTES, HeaderReadError, HeaderTooLargeError, read_remote_header
 from engine.errors import NotGGUFError
 from tests.tiny import write_tiny_model
@@ -173,7 +174,7 @@ def test_search_lists_repositories_with_files_by_quantisation_sizes_and_fit(
 def test_search_marks_a_model_too_large_for_this_machine(
     hub: FakeHub, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    machine = doctor.MachineMemory(free_ram_bytes=2 * 2**30, total_ram_bytes=3 * 2**30)
+    machine = MachineInfo(free_ram_bytes=2 * 2**30, total_ram_bytes=3 * 2**30)
     [repo] = doctor.search("bigfam")
     [f] = repo.files
     assert f.quantization == "Q4_K_M" and f.size_bytes > 4 * 10**9
@@ -241,7 +242,7 @@ def test_check_of_a_7b_reads_a_few_kb_and_counts_both_kv_caches(hub: FakeHub) ->
         doctor.parse_model_ref(BIG),
         doctor.parse_model_ref(BIG),
         n_ctx=8192,
-        machine=doctor.MachineMemory(free_ram_bytes=8 * 2**30, total_ram_bytes=16 * 2**30),
+        machine=MachineInfo(free_ram_bytes=8 * 2**30, total_ram_bytes=16 * 2**30),
     )
     assert report.target.info.n_params > 6e9 and report.target.info.quantization == "Q4_K_M"
     # 32 layers x 8 KV heads x (128 + 128) x 2 bytes x 8192 tokens = 1 GiB per model.

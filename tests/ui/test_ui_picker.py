@@ -83,7 +83,7 @@ def test_the_model_picker_finds_a_model_as_you_type_with_its_size_and_fit(
 ) -> None:
     # Issue 37: one searchable loader, as LM Studio's, each model with its size and its fit on
     # this computer (the pair doctor's estimate from the file's size).
-    from app.library.pair_doctor import MachineMemory
+    from app.library.catalog import MachineInfo
     from ui.chat import model_picker
     from ui.chat.model_picker import FIT_ROLE
 
@@ -98,12 +98,12 @@ def test_the_model_picker_finds_a_model_as_you_type_with_its_size_and_fit(
     assert "fits: needs about" in combo.itemData(at, Qt.ItemDataRole.ToolTipRole)
 
     gb = 2**30
-    monkeypatch.setattr(model_picker, "machine_memory", lambda: MachineMemory(gb // 8, gb // 4))
+    monkeypatch.setattr(model_picker, "machine_memory", lambda: MachineInfo(gb // 4, free_ram_bytes=gb // 8))
     header.refresh_models()  # (also each time the list opens)
     at = combo.findData(str(picked))
     assert combo.itemData(at, FIT_ROLE) == "too large"
     assert "too large: needs about" in combo.itemData(at, Qt.ItemDataRole.ToolTipRole)
-    monkeypatch.setattr(model_picker, "machine_memory", lambda: MachineMemory(gb // 8, gb))
+    monkeypatch.setattr(model_picker, "machine_memory", lambda: MachineInfo(gb, free_ram_bytes=gb // 8))
     header.refresh_models()
     assert combo.itemData(combo.findData(str(picked)), FIT_ROLE) == "tight"
 

@@ -26,9 +26,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.library.catalog import format_bytes
-from app.library.pair_doctor import FitKind, MachineMemory, describe_fit, file_fit, free_ram_bytes
-from app.library.pair_doctor import machine_memory as doctor_machine_memory
+from app.library.catalog import MachineInfo, detect_machine, format_bytes
+from app.library.pair_doctor import FitKind, describe_fit, file_fit
 from ui.presenters.words import BUILT_IN_MODELS, built_in_key, model_name
 from ui.qt import theme
 
@@ -56,13 +55,13 @@ class ModelEntry:
 
 
 @lru_cache(maxsize=1)
-def _machine_once() -> MachineMemory:
-    return doctor_machine_memory()  # the GPU's memory (nvidia-smi) once, not each time the list opens
+def _machine_once() -> MachineInfo:
+    return detect_machine(with_vram=True)  # the GPU's memory (nvidia-smi) once, not each time the list opens
 
 
-def machine_memory() -> MachineMemory:
+def machine_memory() -> MachineInfo:
     """This computer's memory now (free RAM is read again each time; the rest once)."""
-    return replace(_machine_once(), free_ram_bytes=free_ram_bytes())
+    return replace(_machine_once(), free_ram_bytes=detect_machine().free_ram_bytes)
 
 
 def _file_size(path: Path) -> int:

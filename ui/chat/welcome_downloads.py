@@ -26,12 +26,11 @@ def make_welcome() -> WelcomePanel | None:
     """The first-start welcome panel for this machine; None where it cannot be built (like the
     Models page, optional: the chat opens regardless)."""
     try:
-        from app.library.catalog import detect_machine, gpu_memory_bytes, load_catalog
+        from app.library.catalog import detect_machine, load_catalog
         from ui.chat.welcome import WelcomePanel
 
-        machine = detect_machine()
-        vram = gpu_memory_bytes(machine.gpu_label, machine.total_ram_bytes) if machine.has_gpu else 0
-        return WelcomePanel(load_catalog(), machine, vram)
+        machine = detect_machine(with_vram=True)
+        return WelcomePanel(load_catalog(), machine, machine.vram_bytes)
     except Exception as e:
         if os.environ.get(STRICT_ENV):  # the tests: a panel that fails to build is a bug
             raise

@@ -41,7 +41,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.library import pair_doctor as doctor
-from app.library.catalog import format_bytes, format_params
+from app.library.catalog import MachineInfo, detect_machine, format_bytes, format_params
 from app.library.downloads import DownloadProgress, FileRequest, local_path_for
 from app.library.measure import ACCEPTANCE_SOURCE_WORDS, MeasureProgress, PairFigures, describe_lines
 from app.settings import SpeedUp
@@ -92,7 +92,7 @@ class PairDoctorPanel(QGroupBox):
         models_dir: Path,
         parent: QWidget | None = None,
         *,
-        machine: doctor.MachineMemory | None = None,
+        machine: MachineInfo | None = None,
         timeout_s: float = 30.0,
     ) -> None:
         super().__init__("The Hugging Face hub: find a pair, check it, download it", parent)
@@ -291,9 +291,9 @@ class PairDoctorPanel(QGroupBox):
         self.status_label.setText(text)
         theme.set_tone(self.status_label, "error" if is_error else "")
 
-    def _machine(self) -> doctor.MachineMemory:
+    def _machine(self) -> MachineInfo:
         if self.machine is None:
-            self.machine = doctor.machine_memory()
+            self.machine = detect_machine(with_vram=True)
         return self.machine
 
     # --- search --------------------------------------------------------------------------------------
