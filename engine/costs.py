@@ -9,10 +9,11 @@ controller's constants").
 
 A step costs more as the text grows (attention reads all of it), and only a plain step is timed
 every few steps: a size is priced from its timing and how much the plain step's price moved since
-(`prices`): in proportion to its cost, or GROWTH_EXPONENT of its rows times the plain step's
-growth, whichever is dearer. (SmolLM2 on the Xeon, 256 to 4,096 tokens: a plain step +22.6 ms,
-2 rows 1.8 times that, 4 rows 2.9, 16 rows 9.1, where the proportion said 1.28, 1.96 and 5.75.)
-`low` keeps the timings as they were.
+(`prices`): in proportion to its cost; where the text grew over TEXT_JUMP tokens since and the
+plain step with it (GROWTH_MIN), by GROWTH_EXPONENT of its rows times the plain step's growth if
+that is dearer. (SmolLM2 on the Xeon,
+256 to 4,096 tokens: a plain step +22.6 ms, 2 rows 1.8 times that, 4 rows 2.9, 16 rows 9.1, where
+the proportion said 1.28, 1.96 and 5.75.) `low` keeps the timings as they were.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ FIRST_REPLY_SIZES = (1, 4, 16, 64)  # timed once by a first reply on a machine n
 FIRST_REPLY_MIN_TOKENS = 128  # ...where the reply may run this long (shorter ones cannot repay it)
 GROWTH_EXPONENT = 0.75  # n rows gain n ** this times a plain step's growth with the text (at least)
 TEXT_JUMP = 256  # tokens: a plain price timed after a text this much longer or shorter is stale
+GROWTH_MIN = 0.1  # ...and sizes grow by their rows where the plain step grew at least this much
 
 
 @dataclass
@@ -48,9 +50,11 @@ class VerifyCosts:
     low: dict[int, float] = field(default_factory=dict)  # rows -> lowest of samples (as timed)
     live: set[int] = field(default_factory=set)  # sizes measured by steps of this process
     # Per size but 1, per sample: the plain step's price when it was timed (None: timed before
-    # any step of a reply; the first plain step's is taken, add_timed).
+    # any step of a reply; the first plain step's is taken, add_timed), and the tokens of text
+    # before its reply (None: not known); the lowest sample's three: (low, plain, text).
     _beside: dict[int, deque[float | None]] = field(default_factory=dict)
-    _lowest: dict[int, tuple[float, float | None]] = field(default_factory=dict)  # (low, its plain)
+    _texts: dict[int, deque[int | None]] = field(default_factory=dict)
+    _lowest: dict[int, tuple[float, float | None, int | None]] = field(default_factory=dict)
     _timed_plain: bool = False  # the plain price is a timing outside a reply (a first use's)
     text: int = 0  # tokens of text before this reply (note_text)
     plain_text: int | None = None  # ...before the reply whose plain steps price a plain step now
@@ -63,7 +67,9 @@ class VerifyCosts:
     def note_text(self, tokens: int) -> None:
         """A reply begins after `tokens` of text: a plain price timed after a text over TEXT_JUMP
         tokens longer or shorter is stale until this reply's first plain step replaces it."""
-        self.text = tokens
+        if tokens != self.text:
+            self.text = tokens
+            self._changed()  # (a size grows by its rows only past a jump in the text)
         self.plain_stale = self.plain_text is not None and abs(tokens - self.plain_text) > TEXT_JUMP
 
     def add(self, n_rows: int, seconds: float) -> None:
@@ -107,32 +113,37 @@ class VerifyCosts:
                 self._changed()
             return
         self._beside.setdefault(n_rows, deque(maxlen=COST_SAMPLES)).append(plain_s)
+        self._texts.setdefault(n_rows, deque(maxlen=COST_SAMPLES)).append(self.text or None)
         lowest = self._lowest_of(n_rows)
         if self._lowest.get(n_rows) != lowest:  # (most steps leave it as it was)
             self.low[n_rows], self._lowest[n_rows] = lowest[0], lowest
             self._changed()
 
-    def _lowest_of(self, n_rows: int) -> tuple[float, float | None]:
-        """A size's lowest timing and the plain step's price beside it."""
+    def _lowest_of(self, n_rows: int) -> tuple[float, float | None, int | None]:
+        """A size's lowest timing, the plain step's price beside it and the text it followed."""
         samples = self.samples[n_rows]
         i = min(range(len(samples)), key=samples.__getitem__)
-        return samples[i], self._beside[n_rows][i]
+        return samples[i], self._beside[n_rows][i], self._texts[n_rows][i]
 
     def _changed(self) -> None:
         self._prices = self._arrays = self._curve = None
 
     def prices(self) -> dict[int, float]:
         """Each measured size's price now: its lowest timing, moved as the plain step's price moved
-        since (a step costs more as the text grows): in proportion, or by GROWTH_EXPONENT of its
-        rows, whichever is dearer (as the text shrinks, the smaller of the two shares of the fall)."""
+        since (a step costs more as the text grows): in proportion; where the text has grown over
+        TEXT_JUMP tokens since and the plain step over GROWTH_MIN with it, by GROWTH_EXPONENT of its
+        rows if that is dearer (a plain price moved by anything else, Gemma 3 270M's barely growing
+        with the text, is not multiplied)."""
         if self._prices is not None:
             return self._prices
         prices = dict(self.low)
         plain = self.low.get(1)
         if plain is not None:
-            for n, (low, then) in self._lowest.items():
+            for n, (low, then, text) in self._lowest.items():
                 if then is not None and then != plain:
-                    prices[n] = max(low * (plain / then), low + n**GROWTH_EXPONENT * (plain - then))
+                    prices[n] = low * (plain / then)
+                    if text is not None and self.text - text > TEXT_JUMP and plain > then * (1 + GROWTH_MIN):
+                        prices[n] = max(prices[n], low + n**GROWTH_EXPONENT * (plain - then))
         self._prices = prices
         return prices
 
@@ -242,6 +253,7 @@ class VerifyCosts:
 
     def seed(self, step_s: dict[str, float], plain_text: int | None = None) -> None:
         """A cost cache's prices, its plain step's timed after plain_text tokens (None: not known)."""
+        self.text = plain_text or 0
         for n, s in sorted(step_s.items(), key=lambda item: int(item[0])):
             self.add(int(n), float(s))
         self.plain_text = plain_text
