@@ -20,10 +20,8 @@ def _ms_per_token(seconds: float, n_tokens: int) -> float:
     return round(seconds * 1000 / n_tokens, 3) if n_tokens else 0.0
 
 
-def timings(stats: Stats | None) -> dict[str, Any]:
+def timings(stats: Stats) -> dict[str, Any]:
     """llama-server's `timings` object."""
-    if stats is None:
-        return {}
     return {
         "cache_n": stats.n_prompt_tokens - stats.n_prefilled,
         "prompt_n": stats.n_prefilled,
@@ -39,10 +37,8 @@ def timings(stats: Stats | None) -> dict[str, Any]:
     }
 
 
-def _lmstudio_stats(stats: Stats | None, info: EngineInfo, stop_reason: str) -> dict[str, Any]:
+def _lmstudio_stats(stats: Stats, info: EngineInfo, stop_reason: str) -> dict[str, Any]:
     """LM Studio's `stats` object (its speculative-decoding counters)."""
-    if stats is None:
-        return {}
     return {
         "tokens_per_second": round(stats.decode_tokens_per_s, 3),
         "time_to_first_token": round(stats.prefill_s, 4),
@@ -56,13 +52,11 @@ def _lmstudio_stats(stats: Stats | None, info: EngineInfo, stop_reason: str) -> 
     }
 
 
-def _usage(stats: Stats | None) -> dict[str, int]:
-    n_prompt = stats.n_prompt_tokens if stats else 0
-    n_generated = stats.n_generated if stats else 0
+def _usage(stats: Stats) -> dict[str, int]:
     return {
-        "prompt_tokens": n_prompt,
-        "completion_tokens": n_generated,
-        "total_tokens": n_prompt + n_generated,
+        "prompt_tokens": stats.n_prompt_tokens,
+        "completion_tokens": stats.n_generated,
+        "total_tokens": stats.n_prompt_tokens + stats.n_generated,
     }
 
 
@@ -109,11 +103,11 @@ class Reply:
             "system_fingerprint": "tandem",
         }
 
-    def extras(self, stats: Stats | None, stop_reason: str) -> dict[str, Any]:
+    def extras(self, stats: Stats, stop_reason: str) -> dict[str, Any]:
         return {
             "timings": timings(stats),
             "stats": _lmstudio_stats(stats, self.info, stop_reason),
-            "speculation": stats.speculation if stats else Speculation.NONE,
+            "speculation": stats.speculation,
         }
 
     def whole(self, finished: Finished) -> dict[str, Any]:
