@@ -2,9 +2,6 @@
 speed-up's choices, the pair doctor's figures, the highlight's sources, Compare, the built-in
 models and the tasks Tandem suggests. The verdict under a reply is ui/presenters/verdict.py's. No
 engine sentence (Stats.note) and no file path is ever shown from here.
-
-Why this file is long: every sentence the window says about speed is here on purpose, so the
-wording is read and reviewed in one place; the demo texts at its end are data.
 """
 
 from __future__ import annotations
