@@ -144,11 +144,8 @@ class _ReplyState:
             n_drafted=drafted,
             n_accepted=accepted,
             n_steps=n_generated,
-            n_steps_with_draft=0,
             prefill_s=max(0.0, prefill_s),
             decode_s=max(0.0, decode_s),
-            llama_s=0.0,
-            draft_max=0,
             note="" if self.has_draft_marks else NO_DRAFT_MARKS,
         )
 

@@ -178,10 +178,6 @@ def _engine_info(engine: Engine, config: EngineConfig, refusal: Failure | None =
     )
 
 
-def _no_stats(speculation: Speculation) -> Stats:  # a reply stopped before it read its prompt
-    return Stats(speculation, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0)
-
-
 def _check_documents_fit(engine: Engine, n_prompt: int, n_dropped: int, max_tokens: int) -> None:
     """A conversation with documents that does not fit even with its older turns left out is
     refused before anything is sent, with the numbers (never a silently cut document)."""
@@ -504,7 +500,7 @@ class _Child:
                 self.outbox.send_event(request.request_id, event)
         except PromptCancelled:  # stopped while a long conversation was fitted to the context
             self.send(ReplyStarted(request.request_id, 0, 0, self.engine.speculation))
-            stopped = Finished("cancelled", "", (), _no_stats(self.engine.speculation))
+            stopped = Finished("cancelled", "", (), Stats(self.engine.speculation))  # nothing read
             self.outbox.send_event(request.request_id, stopped)
             self.outbox.flush()
         except (BrokenPipeError, EOFError):

@@ -371,6 +371,18 @@ def file_fit(size_bytes: int, machine: MachineInfo) -> Fit:
     return fit_of(int(size_bytes * 1.1) + 256 * 2**20, machine)
 
 
+def describe_memory(need: MemoryNeed) -> str:
+    """ "memory at 4,096 tokens of context: target 4.4 GB + KV cache 1.1 GB, ..., buffers 0.1 GB"."""
+    m = need
+    parts = [f"target {format_bytes(m.weights_target_bytes)} + KV cache {format_bytes(m.kv_target_bytes)}"]
+    if m.weights_draft_bytes:
+        parts.append(
+            f"draft {format_bytes(m.weights_draft_bytes)} + KV cache {format_bytes(m.kv_draft_bytes)}"
+        )
+    parts.append(f"buffers {format_bytes(m.overhead_bytes)}")
+    return f"memory at {m.n_ctx:,} tokens of context: {', '.join(parts)}"
+
+
 def describe_fit(fit: Fit) -> str:
     need, free = format_bytes(fit.need_bytes), format_bytes(fit.free_bytes)
     gpu = f"; the GPU has {format_bytes(fit.vram_bytes)}" if fit.vram_bytes else ""
@@ -622,7 +634,7 @@ class ReportWords(Protocol):
 
     def model(self, role: str, facts: ModelFacts) -> str: ...
     def verdict(self, verdict: PairVerdict) -> str: ...
-    def memory(self, need: MemoryNeed, with_draft: bool) -> str: ...
+    def memory(self, need: MemoryNeed) -> str: ...
     def fit(self, fit: Fit) -> str: ...
     def measured(self, measured: PairMeasurement, with_draft: bool) -> str: ...
     def estimate(self, estimate: SpeedEstimate) -> str: ...
@@ -637,7 +649,7 @@ def report_parts(report: CheckReport, words: ReportWords) -> list[str]:
     parts = [words.model(role, facts) for role, facts in roles if facts is not None]
     if report.verdict is not None:
         parts.append(words.verdict(report.verdict))
-    parts += [words.memory(report.memory, report.draft is not None), words.fit(report.fit)]
+    parts += [words.memory(report.memory), words.fit(report.fit)]
     if report.draft is not None and report.measured is not None:
         parts.append(words.measured(report.measured, with_draft=True))
     elif report.estimate is not None and report.here is None:  # measured on stand-ins: no guess
@@ -658,18 +670,8 @@ class TerminalWords:
     def verdict(self, verdict: PairVerdict) -> str:
         return "pairing: " + describe_verdict(verdict)
 
-    def memory(self, need: MemoryNeed, with_draft: bool) -> str:
-        parts = [
-            f"target weights {format_bytes(need.weights_target_bytes)}",
-            f"target KV {format_bytes(need.kv_target_bytes)}",
-        ]
-        if with_draft:
-            parts += [
-                f"draft weights {format_bytes(need.weights_draft_bytes)}",
-                f"draft KV {format_bytes(need.kv_draft_bytes)}",
-            ]
-        parts.append(f"buffers {format_bytes(need.overhead_bytes)}")
-        return f"memory at {need.n_ctx:,} tokens of context: " + ", ".join(parts)
+    def memory(self, need: MemoryNeed) -> str:
+        return describe_memory(need)
 
     def fit(self, fit: Fit) -> str:
         return "fit: " + describe_fit(fit)
@@ -792,15 +794,16 @@ def find_drafts(
 
 
 def describe_candidate(c: DraftCandidate) -> str:
+    """A draft found for a target, in one line (the terminal's list and the window's)."""
     label = f"{c.file.repo_id}/{c.file.filename} ({format_bytes(c.file.size_bytes)})"
     if c.problem:
-        return f"{label}: not checked: {c.problem}"
-    assert c.verdict is not None
+        return f"{label}: could not be checked: {c.problem}"
+    assert c.verdict is not None and c.facts is not None
     if not c.verdict.is_compatible:
         return f"{label}: {describe_verdict(c.verdict)}"
-    fit = describe_fit(c.fit) if c.fit else ""
+    fit = f"; {describe_fit(c.fit)}" if c.fit else ""
     if c.measured is not None:
-        est = "; " + describe_measured(c.measured)
-    else:
-        est = f"; estimate {c.estimate.low:.1f}-{c.estimate.high:.1f}x" if c.estimate else ""
-    return f"{label}: pairs; {fit}{est}"
+        fit += f"; {describe_measured(c.measured)}"
+    elif c.estimate is not None:
+        fit += f"; estimate {c.estimate.low:.1f}–{c.estimate.high:.1f}×"
+    return f"{label}: pairs, {format_params(c.facts.info.n_params)} parameters{fit}"

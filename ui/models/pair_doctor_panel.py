@@ -41,7 +41,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.library import pair_doctor as doctor
-from app.library.catalog import MachineInfo, detect_machine, format_bytes, format_params
+from app.library.catalog import MachineInfo, detect_machine, format_bytes
 from app.library.downloads import DownloadProgress, FileRequest, local_path_for
 from app.library.measure import ACCEPTANCE_SOURCE_WORDS, MeasureProgress, PairFigures, describe_lines
 from app.settings import SpeedUp
@@ -435,7 +435,7 @@ class PairDoctorPanel(QGroupBox):
 
     def _show_drafts(self, candidates: list[doctor.DraftCandidate]) -> None:
         for c in candidates:
-            item = QListWidgetItem(describe_candidate(c))
+            item = QListWidgetItem(f"{choice_name(SpeedUp.DRAFT)} {doctor.describe_candidate(c)}")
             item.setData(Qt.ItemDataRole.UserRole, f"{c.file.repo_id}/{c.file.filename}")
             if not c.is_usable:
                 item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEnabled)
@@ -560,27 +560,6 @@ class PairDoctorPanel(QGroupBox):
         self.pair_chosen.emit(str(paths[0]), draft)
 
 
-def describe_candidate(c: doctor.DraftCandidate) -> str:
-    name = (
-        f"{choice_name(SpeedUp.DRAFT)} {c.file.repo_id}/{c.file.filename} ({format_bytes(c.file.size_bytes)})"
-    )
-    if c.problem:
-        return f"{name}: could not be checked: {c.problem}"
-    if c.verdict is None or c.facts is None:
-        return name
-    if not c.verdict.is_compatible:
-        return (
-            f"{name}: does not pair: the {c.verdict.rule} differs "
-            f"(target {c.verdict.target_value!r}, draft {c.verdict.draft_value!r})"
-        )
-    fit = FIT_WORDS[c.fit.kind] if c.fit else ""
-    if c.measured is not None:
-        pays = f", {doctor.describe_measured(c.measured)}"
-    else:
-        pays = f", estimate {c.estimate.low:.1f}–{c.estimate.high:.1f}×" if c.estimate else ""
-    return f"{name}: pairs, {format_params(c.facts.info.n_params)} parameters, {fit}{pays}"
-
-
 def ngram_words(report: doctor.CheckReport) -> str:
     """The drafts list's first line: n-gram lookup, always offered, with what it measured here."""
     text = f"{choice_name(SpeedUp.NGRAM)}: no second model, no extra memory (always works)"
@@ -614,17 +593,8 @@ class WindowWords:
             f"(target: {html.escape(repr(v.target_value))}, draft: {html.escape(repr(v.draft_value))}).</p>"
         )
 
-    def memory(self, need: doctor.MemoryNeed, with_draft: bool) -> str:
-        m = need
-        parts = [
-            f"target {format_bytes(m.weights_target_bytes)} + KV cache {format_bytes(m.kv_target_bytes)}"
-        ]
-        if with_draft:
-            parts.append(
-                f"draft {format_bytes(m.weights_draft_bytes)} + KV cache {format_bytes(m.kv_draft_bytes)}"
-            )
-        parts.append(f"buffers {format_bytes(m.overhead_bytes)}")
-        return f"<p>Memory at {m.n_ctx:,} tokens of context: {', '.join(parts)}.</p>"
+    def memory(self, need: doctor.MemoryNeed) -> str:
+        return f"<p>{html.escape(doctor.sentence(doctor.describe_memory(need)))}.</p>"
 
     def fit(self, fit: doctor.Fit) -> str:
         colour = self.good if fit.is_fitting else self.bad
