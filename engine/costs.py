@@ -11,9 +11,9 @@ A step costs more as the text grows (attention reads all of it), and only a plai
 every few steps: a size is priced from its timing and how much the plain step's price moved since
 (`prices`): in proportion to its cost; where the text grew over TEXT_JUMP tokens since and the
 plain step with it (GROWTH_MIN), by GROWTH_EXPONENT of its rows times the plain step's growth if
-that is dearer. (SmolLM2 on the Xeon,
-256 to 4,096 tokens: a plain step +22.6 ms, 2 rows 1.8 times that, 4 rows 2.9, 16 rows 9.1, where
-the proportion said 1.28, 1.96 and 5.75.) `low` keeps the timings as they were.
+that is dearer. (SmolLM2 on the Xeon, 256 to 4,096 tokens: a plain step +22.6 ms, 2 rows 1.8 times
+that, 4 rows 2.9, 16 rows 9.1, where the proportion said 1.28, 1.96 and 5.75.) `low` keeps the
+timings as they were.
 """
 
 from __future__ import annotations
