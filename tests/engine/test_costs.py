@@ -115,6 +115,22 @@ def grown(low: float, n: int, then: float, plain: float) -> float:
     return max(low * plain / then, low + n**GROWTH_EXPONENT * (plain - then))
 
 
+def priced_after(
+    plain_then: float, timed: dict[int, float], plain_now: float, text_then: int, text_now: int
+) -> VerifyCosts:
+    """Plain steps of plain_then after text_then tokens, batches timed beside them while idle, then
+    a reply after text_now tokens whose plain steps cost plain_now."""
+    c = VerifyCosts()
+    c.note_text(text_then)
+    for _ in range(COST_SAMPLES):
+        c.add(1, plain_then)
+    c.add_timed(timed)
+    c.note_text(text_now)
+    for _ in range(COST_SAMPLES):
+        c.add(1, plain_now)
+    return c
+
+
 def test_a_size_grows_with_the_text_by_its_rows_where_that_is_dearer_than_its_ratio() -> None:
     # SmolLM2 on this Xeon: 1 row 13.1 ms and 2 rows 17.3 after 256 tokens, 33.4 and 54.9 after
     # 4,096. Priced as timed, 2 rows after a long document looked cheaper than a plain step; priced
@@ -142,13 +158,7 @@ def test_a_size_grows_with_the_text_by_its_rows_where_that_is_dearer_than_its_ra
     assert [again.cost(n) for n in range(1, 9)] == pytest.approx([c.cost(n) for n in range(1, 9)])
     # A plain price that moved with no jump in the text (Gemma 3 270M's barely grows with it; a
     # busy moment, a step's own work) moves every size in proportion, not multiplied by its rows.
-    same = VerifyCosts()
-    same.note_text(256)
-    for _ in range(COST_SAMPLES):
-        same.add(1, 0.0131)
-    same.add_timed({2: 0.0173})
-    for _ in range(COST_SAMPLES):
-        same.add(1, 0.0334)
+    same = priced_after(0.0131, {2: 0.0173}, 0.0334, text_then=256, text_now=256)
     assert same.cost(2) == pytest.approx(0.0173 * 0.0334 / 0.0131)
 
 
@@ -157,24 +167,11 @@ def test_a_size_dearer_than_its_rows_grows_in_proportion_and_falls_in_proportion
     # the text shrinks, 64 ** 0.75 plain steps' fall (22.6 times 22.6 ms) would price it at 164 ms;
     # in proportion, 257: falling, every size falls in proportion (the dearer). A size whose ratio
     # exceeds its rows' share grows in proportion too.
-    c = VerifyCosts()
-    c.note_text(4096)
-    for _ in range(COST_SAMPLES):
-        c.add(1, 0.0365)
-    c.add_timed({64: 0.675, 2: 0.0576})
-    c.note_text(256)
-    for _ in range(COST_SAMPLES):
-        c.add(1, 0.0139)
+    c = priced_after(0.0365, {64: 0.675, 2: 0.0576}, 0.0139, text_then=4096, text_now=256)
     assert c.cost(64) == pytest.approx(0.675 * 0.0139 / 0.0365)  # 257 ms (278 measured)
     assert c.cost(2) == pytest.approx(0.0576 * 0.0139 / 0.0365)  # 21.9 ms, not 19.6 (17.8 measured)
-    slow = VerifyCosts()  # a second row dearer than 2 ** 0.75 plain steps (Gemma on an EPYC: 2.3x)
-    slow.note_text(256)
-    for _ in range(COST_SAMPLES):
-        slow.add(1, 0.010)
-    slow.add_timed({2: 0.023})
-    slow.note_text(4096)
-    for _ in range(COST_SAMPLES):
-        slow.add(1, 0.020)
+    # A second row dearer than 2 ** 0.75 plain steps (Gemma on an EPYC: 2.3x).
+    slow = priced_after(0.010, {2: 0.023}, 0.020, text_then=256, text_now=4096)
     assert slow.cost(2) == pytest.approx(0.046)
 
 
