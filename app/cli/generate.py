@@ -44,15 +44,6 @@ def check_documents_fit(engine: Engine, documents: list[Document], n_reply: int)
     return counts
 
 
-def check_prompt_fits(engine: Engine, n_prompt: int, n_reply: int) -> None:
-    """Said before anything is sent: the numbers, and a larger context where memory allows."""
-    from app.library.documents import ContextTooSmallError, model_fit
-
-    fit = model_fit(engine.info_target, engine.n_ctx, n_prompt, n_reply)
-    if not fit.fits:
-        raise ContextTooSmallError(fit)
-
-
 def cmd_generate(args: argparse.Namespace) -> int:
     from engine.chat import ChatPrompt, document_token_spans, generate_reply, tokenize_chat
     from engine.events import Event, Finished, TextPiece
@@ -108,7 +99,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
             tokens = tuple(engine.tokenize(prompt))
         spans: tuple[tuple[int, int], ...] = ()
         if documents:
-            check_prompt_fits(engine, len(tokens), args.max_tokens)  # before anything is sent
+            from app.library.documents import check_fits
+
+            check_fits(engine.info_target, engine.n_ctx, len(tokens), args.max_tokens)
             spans = document_token_spans(engine, prompt, [d.text for d in documents])
         events: Iterator[Event]
         if args.chat:

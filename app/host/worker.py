@@ -178,17 +178,6 @@ def _engine_info(engine: Engine, config: EngineConfig, refusal: Failure | None =
     )
 
 
-def _check_documents_fit(engine: Engine, n_prompt: int, n_dropped: int, max_tokens: int) -> None:
-    """A conversation with documents that does not fit even with its older turns left out is
-    refused before anything is sent, with the numbers (never a silently cut document)."""
-    from app.library.documents import ContextTooSmallError, model_fit
-
-    n_reply = min(max_tokens, int(engine.n_ctx) // 2)  # the room build_chat_prompt keeps
-    fit = model_fit(engine.info_target, int(engine.n_ctx), n_prompt, n_reply)
-    if not fit.fits:
-        raise ContextTooSmallError(fit, in_window=True, n_dropped=n_dropped)
-
-
 def _unexpected(e: BaseException) -> str:
     log.error("unexpected error in the engine worker:\n%s", traceback.format_exc())
     return f"the engine hit an unexpected error ({type(e).__name__}: {e}); details are in the worker log"
@@ -479,8 +468,12 @@ class _Child:
                     documents=request.documents,
                 )
                 n_dropped, n_prompt = prompt.n_dropped, prompt.n_tokens
-                if request.documents:
-                    _check_documents_fit(self.engine, n_prompt, n_dropped, request.max_tokens)
+                if request.documents:  # not fitting even with its older turns left out
+                    from app.library.documents import check_fits
+
+                    n_ctx = int(self.engine.n_ctx)
+                    n_reply = min(request.max_tokens, n_ctx // 2)  # the room build_chat_prompt keeps
+                    check_fits(self.engine.info_target, n_ctx, n_prompt, n_reply, True, n_dropped)
             if request.history_key:
                 self.n_dropped[request.history_key] = n_dropped
             self.send(ReplyStarted(request.request_id, n_prompt, n_dropped, self.engine.speculation))

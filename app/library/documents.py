@@ -437,6 +437,17 @@ def model_fit(info: GGUFInfo, n_ctx: int, n_prompt: int, n_reply: int) -> Contex
     return fit_context(n_prompt, n_reply, n_ctx, info.context_length, kv_per_token)
 
 
+def check_fits(
+    info: GGUFInfo, n_ctx: int, n_prompt: int, n_reply: int, in_window: bool = False, n_dropped: int = 0
+) -> None:
+    """Said before anything is sent (`tandem generate --attach`, a window's message with documents):
+    a prompt and its reply that do not fit the context are refused with the numbers, and a larger
+    context where memory allows (never a silently cut document)."""
+    fit = model_fit(info, n_ctx, n_prompt, n_reply)
+    if not fit.fits:
+        raise ContextTooSmallError(fit, in_window, n_dropped)
+
+
 def context_remedy(fit: ContextFit, in_window: bool = False) -> str:
     """What a person can do where a prompt does not fit: a larger context within memory, or less."""
     if fit.n_ctx_offer:
