@@ -143,28 +143,23 @@ class DownloadControl:
     """Pause and cancel, set from any thread and read by the downloader once per chunk."""
 
     def __init__(self) -> None:
-        self._cancel = threading.Event()
-        self._pause = threading.Event()
+        self._stop = threading.Event()  # paused or cancelled
+        self.is_cancel_requested = False
 
     def cancel(self) -> None:
-        self._cancel.set()
+        self.is_cancel_requested = True
+        self._stop.set()
 
     def pause(self) -> None:
-        self._pause.set()
-
-    @property
-    def is_cancel_requested(self) -> bool:
-        return self._cancel.is_set()
+        self._stop.set()
 
     @property
     def is_stop_requested(self) -> bool:
-        return self._cancel.is_set() or self._pause.is_set()
+        return self._stop.is_set()
 
     def sleep(self, seconds: float) -> None:
         """Wait between retries, waking early when the user stops the download."""
-        deadline = time.monotonic() + seconds
-        while not self.is_stop_requested and time.monotonic() < deadline:
-            self._cancel.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+        self._stop.wait(seconds)
 
 
 # --- where files go ---------------------------------------------------------------------------
@@ -502,9 +497,9 @@ def _is_verified(final: Path, remote: RemoteFile) -> bool:
     st = final.stat()
     if _read_sidecar(verified_path_for(final)) == _verified(st, expected):
         return True
-    hasher = _new_hasher(remote)
-    _hash_existing(final, st.st_size, hasher)
-    if hasher.hexdigest() != expected:
+    with open(final, "rb") as f:
+        digest = hashlib.file_digest(f, lambda: _new_hasher(remote)).hexdigest()
+    if digest != expected:
         log.warning("%s has the right size but not the hub's checksum: downloading it again", final)
         return False
     _remember_verified(final, expected)
@@ -529,17 +524,6 @@ def _new_hasher(remote: RemoteFile) -> Any:
         hasher.update(f"blob {remote.size_bytes}\0".encode())
         return hasher
     return hashlib.sha256()
-
-
-def _hash_existing(path: Path, n_bytes: int, hasher: Any) -> None:
-    with open(path, "rb") as f:
-        left = n_bytes
-        while left > 0:
-            block = f.read(min(1 << 20, left))
-            if not block:
-                break
-            hasher.update(block)
-            left -= len(block)
 
 
 def _write_all(out: Any, data: bytes) -> None:
@@ -598,9 +582,9 @@ def _download_one(
         paths.write_private_text(sidecar, json.dumps(_sidecar(remote), indent=1))
         hasher = _new_hasher(remote)
         if have:
-            _hash_existing(part, have, hasher)
-            with open(part, "r+b") as f:  # drop anything past the expected size
+            with open(part, "r+b") as f:  # drop anything past the expected size, then hash the rest
                 f.truncate(have)
+                hashlib.file_digest(f, lambda: hasher)
         tracker.report(remote, file_index, have, "downloading")
 
         n_failures = 0
