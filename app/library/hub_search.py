@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -141,7 +141,6 @@ class HubGGUF:
 class HubRepo:
     repo_id: str
     downloads: int
-    likes: int
     files: tuple[HubGGUF, ...] = ()
 
     def by_quantization(self) -> list[tuple[str, list[HubGGUF]]]:
@@ -218,7 +217,7 @@ def search(
         cancel,
         f"the search for '{query}'",
     )
-    repos = [HubRepo(m.id, int(m.downloads or 0), int(m.likes or 0)) for m in found]
+    repos = [HubRepo(m.id, int(m.downloads or 0)) for m in found]
     if not with_files or not repos:
         return repos
 
@@ -235,7 +234,7 @@ def search(
             n_listed += 1
             if on_listed is not None:
                 on_listed(n_listed, len(repos))
-        return HubRepo(repo.repo_id, repo.downloads, repo.likes, files)
+        return replace(repo, files=files)
 
     with ThreadPoolExecutor(4) as pool:
         return list(pool.map(with_listing, repos))

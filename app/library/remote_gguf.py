@@ -77,7 +77,6 @@ class RangeFile:
         self.size = remote.size_bytes
         self.name = f"{remote.request.repo_id}/{remote.request.filename}"
         self.fetched_bytes = 0
-        self.n_requests = 0
         self._endpoint = hub_endpoint()
         self._timeout_s = timeout_s
         self._max_bytes = max_bytes
@@ -138,7 +137,6 @@ class RangeFile:
         n_wanted = end - start + 1
         chunks: list[bytes] = []
         n_got = 0
-        self.n_requests += 1
         try:
             with stream_bytes(remote, start, end, self._timeout_s) as response:
                 if response.status_code != 206:
@@ -179,8 +177,6 @@ class RemoteHeader:
     info: GGUFInfo = field(repr=False)
     size_bytes: int
     fetched_bytes: int
-    n_requests: int
-    commit: str | None
     # The file's bytes before its weights (metadata and tensor table), as read: what a stand-in of
     # the same shape copies (app.library.standin). Already fetched: keeping them costs no request.
     header_bytes: bytes = field(default=b"", repr=False)
@@ -222,7 +218,7 @@ def read_remote_header(
         source, f.size, PurePosixPath(f.name), check_architecture, True, PARSER_WINDOW_BYTES
     )
     header = f.read_at(0, info.header_end)
-    return RemoteHeader(info, remote.size_bytes, f.fetched_bytes, f.n_requests, remote.commit, header)
+    return RemoteHeader(info, remote.size_bytes, f.fetched_bytes, header)
 
 
 def read_local_header(path: Path, check_architecture: bool = True) -> RemoteHeader:
@@ -232,4 +228,4 @@ def read_local_header(path: Path, check_architecture: bool = True) -> RemoteHead
             header = f.read(info.header_end)
     except OSError:
         header = b""  # read a moment ago: a file gone since cannot be measured, and says so then
-    return RemoteHeader(info, info.size_bytes, 0, 0, None, header)
+    return RemoteHeader(info, info.size_bytes, 0, header)
