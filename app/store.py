@@ -28,7 +28,7 @@ import re
 import sqlite3
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from pathlib import Path
@@ -115,12 +115,10 @@ INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
 INSERT INTO conversations_fts(conversations_fts) VALUES ('rebuild');
 """
 
-Migration = str | Callable[[sqlite3.Connection], None]
-
 # The schema's history: MIGRATIONS[n] takes a store from version n to n + 1. To change the schema,
-# append one (SQL statements, or a function given the connection for a change that needs Python)
-# and add a test that opens a store of the version before; never edit one that has shipped. Each
-# runs in one transaction with its new version number, so a store is never half migrated.
+# append one (SQL statements) and add a test that opens a store of the version before; never edit
+# one that has shipped. Each runs in one transaction with its new version number, so a store is
+# never half migrated.
 # Version 3: documents attached to a user message, the text as read when it was sent (the copy that
 # stands if the file changes or goes); position keeps their order within the message.
 SCHEMA_V3_ATTACHMENTS = """
@@ -197,7 +195,7 @@ WHEN new.status = 'superseded' AND old.status != 'superseded' BEGIN
 END;
 """
 
-MIGRATIONS: list[Migration] = [
+MIGRATIONS: list[str] = [
     SCHEMA_V1,
     SCHEMA_V2_SEARCH,
     SCHEMA_V3_ATTACHMENTS,
@@ -621,17 +619,10 @@ def migrate(db: sqlite3.Connection) -> int:
             f"{schema_version()})"
         )
     for n in range(version, schema_version()):
-        step = MIGRATIONS[n]
         try:
-            if callable(step):
-                db.execute("BEGIN IMMEDIATE")
-                step(db)
-                db.execute(f"PRAGMA user_version = {n + 1}")
-                db.commit()
-            else:
-                # executescript commits whatever is open first; BEGIN..COMMIT inside makes the
-                # statements and the new version one transaction.
-                db.executescript(f"BEGIN IMMEDIATE;\n{step}\nPRAGMA user_version = {n + 1};\nCOMMIT;")
+            # executescript commits whatever is open first; BEGIN..COMMIT inside makes the
+            # statements and the new version one transaction.
+            db.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[n]}\nPRAGMA user_version = {n + 1};\nCOMMIT;")
         except BaseException:
             if db.in_transaction:
                 db.rollback()
