@@ -27,7 +27,6 @@ from app.cli.cli_base import (
 )
 from app.cli.cli_doctor import cmd_check, cmd_search
 from app.library.catalog import (
-    Catalog,
     LocalModel,
     detect_machine,
     draft_choices,
@@ -66,7 +65,6 @@ def add_models_parser(
     download.add_argument("--revision", default="main", help="branch, tag or commit (default: main)")
     download.add_argument("--pair", metavar="NAME", help="download both files of a catalog pair")
     download.add_argument("--sha256", help="expected sha256 of the file (the hub's own is checked anyway)")
-    download.add_argument("--catalog", type=Path, help=argparse.SUPPRESS)
 
     sub.add_parser("list", help="local models with size, architecture, quantisation, parameters, context")
 
@@ -77,7 +75,6 @@ def add_models_parser(
     imp.add_argument("path", type=Path)
 
     catalog = sub.add_parser("catalog", help="curated pairs, their sizes and whether they fit this machine")
-    catalog.add_argument("--catalog", type=Path, help=argparse.SUPPRESS)
     catalog.add_argument("--json", action="store_true", help="machine-readable output")
 
     search = sub.add_parser("search", help="GGUF repositories on the hub, files by quantisation, sizes, fit")
@@ -187,15 +184,11 @@ class _ProgressPrinter:
             self._line_open = False
 
 
-def _catalog(args: argparse.Namespace) -> Catalog:
-    return load_catalog(getattr(args, "catalog", None))
-
-
 def _cmd_download(args: argparse.Namespace) -> int:
     if args.pair and (args.repo_id or args.filename):
         raise TandemError("give either --pair NAME or REPO_ID FILENAME, not both")
     if args.pair:
-        pair = _catalog(args).find_pair(args.pair)
+        pair = load_catalog().find_pair(args.pair)
         requests = pair_requests(pair)
         if not requests:
             # The embedded pair ships inside Tandem's own packages: assemble it, nothing to fetch.
@@ -297,7 +290,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_catalog(args: argparse.Namespace) -> int:
-    catalog = _catalog(args)
+    catalog = load_catalog()
     machine = detect_machine()
     if args.json:
         out = []

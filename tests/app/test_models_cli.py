@@ -13,8 +13,10 @@ import pytest
 from hub_server import TINY_DRAFT_REPO, TINY_REPO, FakeHub, tiny_pair_catalog
 
 from app import paths
+from app.cli import cli_models
 from app.cli.cli import main as tandem_main
 from app.cli.cli_models import add_models_parser
+from app.library.catalog import load_catalog
 from tests.tiny import write_tiny_model
 
 REPO, DRAFT_REPO = TINY_REPO, TINY_DRAFT_REPO  # served by the `hub` fixture (conftest.py)
@@ -75,7 +77,12 @@ def test_a_malformed_address_to_check_is_one_line(capsys: pytest.CaptureFixture[
 
 
 def test_download_of_a_catalog_pair(
-    hub: FakeHub, capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_target: Path, tiny_draft: Path
+    hub: FakeHub,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    tiny_target: Path,
+    tiny_draft: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     catalog = tmp_path / "catalog.json"
     catalog.write_text(
@@ -85,11 +92,12 @@ def test_download_of_a_catalog_pair(
             )
         )
     )
-    code, out, err = run(capsys, "download", "--pair", "tiny-pair", "--catalog", str(catalog))
+    monkeypatch.setattr(cli_models, "load_catalog", lambda: load_catalog(catalog))
+    code, out, err = run(capsys, "download", "--pair", "tiny-pair")
     assert code == 0, err
     assert [Path(line).name for line in out[-2:]] == ["tiny-target.gguf", "tiny-draft.gguf"]
     assert any("[2/2] tiny-draft.gguf: done" in line for line in err)
-    code, _, err = run(capsys, "download", "--pair", "no-such-pair", "--catalog", str(catalog))
+    code, _, err = run(capsys, "download", "--pair", "no-such-pair")
     assert_one_error_line(code, err, "no pair named 'no-such-pair'", "tiny-pair")
 
 
