@@ -716,14 +716,8 @@ class Store:
     # conversations
 
     def create_conversation(self, title: str = "New conversation", system_prompt: str = "") -> Conversation:
-        now = time.time()
         with self._db:
-            cur = self._db.execute(
-                "INSERT INTO conversations (title, system_prompt, created_at, updated_at) VALUES (?, ?, ?, ?)",
-                (title, system_prompt, now, now),
-            )
-        assert cur.lastrowid is not None
-        return Conversation(cur.lastrowid, title, system_prompt, now)
+            return _new_conversation(self._db, title, system_prompt)
 
     def conversations(self, search: str = "") -> list[Conversation]:
         """Newest first. `search`: conversations whose title contains it (case-insensitively), or
@@ -1022,17 +1016,20 @@ class Store:
         """A conversation from an exported file (checked by read_conversation_file), as a new one.
         All or nothing: the conversation and its messages in one transaction (a failure half-way
         leaves no half conversation behind). Stats are kept as clean_stats makes them."""
-        db, now = self._db, time.time()
-        title, system_prompt = str(data["title"]), str(data.get("system_prompt") or "")
-        with db:
-            cur = db.execute(
-                "INSERT INTO conversations (title, system_prompt, created_at, updated_at) VALUES (?, ?, ?, ?)",
-                (title, system_prompt, now, now),
-            )
-            assert cur.lastrowid is not None
-            conversation_id = cur.lastrowid
-            self.last_import_skipped = _import_messages(db, conversation_id, data, now)
-        return self.conversation(conversation_id) or Conversation(conversation_id, title, system_prompt, now)
+        with self._db:
+            new = _new_conversation(self._db, str(data["title"]), str(data.get("system_prompt") or ""))
+            self.last_import_skipped = _import_messages(self._db, new.id, data, new.updated_at)
+        return self.conversation(new.id) or new
+
+
+def _new_conversation(db: sqlite3.Connection, title: str, system_prompt: str) -> Conversation:
+    now = time.time()
+    cur = db.execute(
+        "INSERT INTO conversations (title, system_prompt, created_at, updated_at) VALUES (?, ?, ?, ?)",
+        (title, system_prompt, now, now),
+    )
+    assert cur.lastrowid is not None
+    return Conversation(cur.lastrowid, title, system_prompt, now)
 
 
 # ---- versions of a turn (schema v6)
