@@ -82,8 +82,7 @@ class EngineController(QObject):
         # The engine as the window has been told of it (set as its signals go out, on this thread;
         # the supervisor's own `info` runs ahead of them, on the reader thread).
         self._info: EngineInfo | None = None
-        self._pending: list[int] = []  # the window's replies not ended, oldest first
-        self._replies: dict[int, Reply] = {}  # the buffers of the pending replies
+        self._replies: dict[int, Reply] = {}  # the window's replies not ended, oldest first: their buffers
         self._lock = threading.Lock()
         # (supervisor generation, message, the window's reply it belongs to: None for engine news)
         self._inbox: deque[tuple[int, HostMessage, Reply | None]] = deque()
@@ -107,7 +106,7 @@ class EngineController(QObject):
 
     @property
     def is_busy(self) -> bool:
-        return bool(self._pending)
+        return bool(self._replies)
 
     @property
     def earlier_exchanges(self) -> Callable[[], tuple[tuple[str, str], ...]]:
@@ -179,7 +178,6 @@ class EngineController(QObject):
             request, lambda generation, m: self._enqueue(generation, m, reply)
         )
         reply.request_id = request_id
-        self._pending.append(request_id)
         self._replies[request_id] = reply
         if not was_busy:
             self.busy_changed.emit(True)
@@ -202,8 +200,8 @@ class EngineController(QObject):
     def stop(self) -> None:
         """Stop the window's reply being generated (one queued behind it only if stopped again);
         never a reply another user of the engine (the API) asked for."""
-        if self._pending:
-            self.supervisor.cancel(self._pending[0])
+        if self._replies:
+            self.supervisor.cancel(next(iter(self._replies)))
 
     @Slot()
     def shutdown(self) -> None:
@@ -267,8 +265,7 @@ class EngineController(QObject):
                     if isinstance(event, Finished):  # always a batch's last
                         announce()
                         reply.finish(event)
-                        del self._replies[message.request_id]
-                        self._finish(message.request_id)
+                        self._settle(message.request_id)
                         self.reply_finished.emit(reply)
                         break
                     reply.add(event)
@@ -283,8 +280,7 @@ class EngineController(QObject):
         announce()
 
     def _fail(self, request_id: int, sentence: str) -> None:
-        if self._replies.pop(request_id, None) is not None:
-            self._finish(request_id)
+        if self._settle(request_id) is not None:
             self.reply_failed.emit(request_id, Failure(ErrorKind.ENGINE_STOPPED, sentence), True)
 
     def _dispatch(self, message: HostMessage) -> None:
@@ -305,8 +301,7 @@ class EngineController(QObject):
                 signal = self.reply_started if isinstance(message, ReplyStarted) else self.reply_reading
                 signal.emit(message)
             case ReplyFailed(request_id=request_id, failure=failure):
-                if self._replies.pop(request_id, None) is not None:
-                    self._finish(request_id)
+                if self._settle(request_id) is not None:
                     self.reply_failed.emit(request_id, failure, False)
             case WorkerDied(sentence=sentence):  # the replies it owed fail through their own routes
                 self._info = None
@@ -318,14 +313,16 @@ class EngineController(QObject):
             case _:
                 assert_never(message)
 
-    def _finish(self, request_id: int) -> None:
-        if request_id in self._pending:
-            self._pending.remove(request_id)
-            if not self._pending:
-                self.busy_changed.emit(False)
+    def _settle(self, request_id: int) -> Reply | None:
+        """A reply ended: its buffer let go (None where it was settled already), the window told
+        once none is pending."""
+        reply = self._replies.pop(request_id, None)
+        if reply is not None and not self._replies:
+            self.busy_changed.emit(False)
+        return reply
 
     def _fail_pending(self, sentence: str, engine_died: bool) -> None:
-        pending, self._pending = self._pending, []
+        pending = list(self._replies)
         self._replies.clear()
         failure = Failure(ErrorKind.ENGINE_STOPPED, sentence)
         for request_id in pending:
