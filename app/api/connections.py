@@ -65,15 +65,12 @@ BUSY_RESPONSE = (
 
 
 class Connections:
-    """The open connections of one server, oldest first, in all and by client address, and what
-    the bounds did (counted for the log and the tests)."""
+    """The open connections of one server, oldest first, in all and by client address."""
 
     def __init__(self, max_total: int = MAX_CONNECTIONS, max_per_client: int = MAX_CONNECTIONS // 2) -> None:
         self.max_total, self.max_per_client = max_total, max_per_client
         self.open: dict[Any, str] = {}  # connection -> client address (dicts keep insertion order)
         self.by_client: dict[str, dict[Any, None]] = {}
-        self.n_refused = 0  # answered 503: full of connections that were all busy
-        self.n_evicted = 0  # idle connections closed to make room
         self.body_bytes_reading = 0  # bytes of bodies being read now (MAX_BODY_BYTES_READING)
         self.max_reading_per_client = MAX_READING_PER_CLIENT
         self.reading: dict[str, dict[object, Callable[[], None]]] = {}  # client -> its bodies being read
@@ -90,10 +87,8 @@ class Connections:
         where every connection under the bound is busy with a request (the new one is refused)."""
         peers = self.by_client.get(client, {})
         if len(peers) >= self.max_per_client and not self._evict(list(peers)):
-            self.n_refused += 1
             return False
         if len(self.open) >= self.max_total and not self._evict(list(self.open)):
-            self.n_refused += 1
             return False
         self.open[conn] = client
         self.by_client.setdefault(client, {})[conn] = None
@@ -118,7 +113,6 @@ class Connections:
         for wanted in (0, 1, 2):
             for conn in oldest_first:
                 if rank(conn) == wanted:
-                    self.n_evicted += 1
                     conn.close_idle()
                     return True
         return False
