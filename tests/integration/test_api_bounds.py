@@ -132,14 +132,7 @@ def test_connections_over_the_cap_evict_idle_ones_and_refuse_busy(tmp_path: Path
     assert not connections.admit(refused, "10.0.0.1")  # b and c are busy: refused
     assert connections.admit(d, "10.0.0.2") and connections.admit(e, "10.0.0.3")
     assert len(connections.open) == 4
-    assert [x.closed for x in (a, b, c, refused, d, e)] == [
-        True,
-        False,
-        False,
-        False,
-        False,
-        False,
-    ]  # one evicted
+    assert [x for x in (a, b, c, refused, d, e) if x.closed] == [a]  # one evicted
     # A client's connection kept alive after a reply goes after an idle socket that never sent one.
     kept, never = Conn(idle=True, replied=True), Conn(idle=True)
     clients = Connections(max_total=10, max_per_client=2)
