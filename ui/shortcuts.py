@@ -120,10 +120,8 @@ def install(window: QMainWindow, handlers: Mapping[str, Callable[[], None]]) -> 
         actions[name] = action
     bar = window.menuBar()
     help_menu = next(
-        (menu for a in bar.actions() if a.text() == "&Help" and isinstance(menu := a.menu(), QMenu)),
-        None,
+        menu for a in bar.actions() if a.text() == "&Help" and isinstance(menu := a.menu(), QMenu)
     )
-    before = help_menu.menuAction() if help_menu is not None else None
     conversation = bar.addMenu("&Conversation")
     for name in ("newConversationAction", "searchConversationsAction", "focusInputAction"):
         conversation.addAction(actions[name])
@@ -136,10 +134,7 @@ def install(window: QMainWindow, handlers: Mapping[str, Callable[[], None]]) -> 
     view = bar.addMenu("&View")
     for name in ("showChatAction", "showCompareAction", "showModelsAction"):
         view.addAction(actions[name])
-    if help_menu is not None and before is not None:
-        bar.insertMenu(before, conversation)
-        bar.insertMenu(before, view)
-        help_menu.addAction(actions["shortcutsAction"])
-    else:
-        bar.addMenu("&Help").addAction(actions["shortcutsAction"])
+    bar.insertMenu(help_menu.menuAction(), conversation)
+    bar.insertMenu(help_menu.menuAction(), view)
+    help_menu.addAction(actions["shortcutsAction"])
     return actions

@@ -16,15 +16,10 @@ THEME_CHOICES = ((Theme.SYSTEM, "Follow the &system"), (Theme.LIGHT, "&Light"), 
 
 def install_theme_menu(
     menu_bar: QMenuBar, theme: ThemeManager, save_choice: Callable[[Theme], None]
-) -> QMenu | None:
-    """Add Theme to the menu bar's View menu (None where it has none); a choice is saved
+) -> QMenu:
+    """Add Theme to the menu bar's View menu (ui/shortcuts.py made it); a choice is saved
     (`save_choice`) and applied (`theme`)."""
-    view = next(
-        (m for a in menu_bar.actions() if a.text() == "&View" and isinstance(m := a.menu(), QMenu)),
-        None,
-    )
-    if view is None:
-        return None
+    view = next(m for a in menu_bar.actions() if a.text() == "&View" and isinstance(m := a.menu(), QMenu))
     view.addSeparator()
     menu = view.addMenu("&Theme")
     menu.setObjectName("themeMenu")
