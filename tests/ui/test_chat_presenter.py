@@ -167,7 +167,7 @@ def test_a_reply_is_saved_as_it_streams_and_recorded_when_it_ends(qtbot, make, t
     assert seen.of("speed_line_changed")[-1] == "Ready"  # the figures are the reply's own
     assert presenter.store.conversation(presenter.conversation_id).title == "Say something"
     # The next engine started (a restart, another model) gets it to draft from when asked again.
-    assert presenter.controller.earlier_exchanges()[-1] == ("Say something", ended.text.text)
+    assert presenter.controller.supervisor.earlier_exchanges()[-1] == ("Say something", ended.text.text)
 
     # Shown again, the conversation comes back from the store as rows.
     presenter.show_conversation(presenter.conversation_id)

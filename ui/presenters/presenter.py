@@ -85,7 +85,7 @@ class ChatPresenter(QObject):
         self.store = store
         self.settings = settings
         # Every engine started gets the latest answers to draft from (engine.text_index).
-        controller.earlier_exchanges = lambda: tuple(self.store.recent_exchanges(EARLIER_EXCHANGES))
+        controller.supervisor.earlier_exchanges = lambda: tuple(self.store.recent_exchanges(EARLIER_EXCHANGES))
         self.speed = SpeedPresenter(lambda: self.settings, self.update_settings, self._target_path, self)
         self.engine = EnginePresenter(
             controller, lambda: self.settings, self.update_settings, model, draft, self
