@@ -609,9 +609,9 @@ def _memory_store(path: Path, busy_timeout_s: float = COPY_TIMEOUT_S) -> sqlite3
     return db
 
 
-def migrate(db: sqlite3.Connection) -> int:
-    """Bring a store up to schema_version(), one migration per transaction; returns the version it
-    was at. A store of a newer version (a later Tandem wrote it) is StoreDamaged: not ours to read."""
+def migrate(db: sqlite3.Connection) -> None:
+    """Bring a store up to schema_version(), one migration per transaction. A store of a newer
+    version (a later Tandem wrote it) is StoreDamaged: not ours to read."""
     (version,) = db.execute("PRAGMA user_version").fetchone()
     if version > schema_version():
         raise StoreFromNewerVersion(
@@ -628,7 +628,6 @@ def migrate(db: sqlite3.Connection) -> int:
                 db.rollback()
             raise
         log.info("store migrated to schema version %d", n + 1)
-    return int(version)
 
 
 def set_aside_file(path: Path) -> Path:

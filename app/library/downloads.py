@@ -185,10 +185,6 @@ def sidecar_path_for(final: Path) -> Path:
     return final.with_name(final.name + SIDECAR_SUFFIX)
 
 
-def default_free_bytes(folder: Path) -> int:
-    return shutil.disk_usage(folder).free
-
-
 # --- talking to the hub -----------------------------------------------------------------------
 
 
@@ -729,7 +725,7 @@ def download_files(
     models_dir: Path | None = None,
     on_progress: ProgressCallback | None = None,
     control: DownloadControl | None = None,
-    free_bytes: FreeBytesFn = default_free_bytes,
+    free_bytes: FreeBytesFn = lambda folder: shutil.disk_usage(folder).free,
     n_retries: int = DEFAULT_N_RETRIES,
     backoff_s: float = DEFAULT_BACKOFF_S,
     timeout_s: float = DEFAULT_TIMEOUT_S,
