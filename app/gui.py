@@ -60,8 +60,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     # Qt's own options (-platform, -style...) pass through to QApplication.
     args, _unknown = parser.parse_known_args(argv)
     if args.link is not None and not args.link.startswith("tandem://"):
-        _unknown.append(args.link)  # not ours: one of Qt's option values
-        args.link = None
+        args.link = None  # not ours: one of Qt's option values
     return args
 
 

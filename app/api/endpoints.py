@@ -228,9 +228,7 @@ class Endpoint:
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         first = True
-        pending: list[ReplyMessage | WorkerDied] = [
-            m for m in head if isinstance(m, ReplyEvents | ReplyReading)
-        ]
+        pending = list(head)  # (what came before the first token: the stream starts with it)
         stats: Stats | None = None
         out: list[bytes] = []  # events for one write: whatever arrived in one turn of the loop
         run: list[TextPiece] = []  # neighbouring pieces of one batch, all drafted or none: one chunk
