@@ -621,7 +621,7 @@ class MainWindow(QMainWindow):
         if self._is_closed:
             return
         self._is_closed = True
-        self.presenter.stop_live()
+        self.presenter.replies.stop()
         size = self.normalGeometry().size() if self.isMaximized() else self.size()
         self.presenter.update_settings(
             dataclasses.replace(self.settings, window_width=size.width(), window_height=size.height())

@@ -87,7 +87,7 @@ def make(qtbot, tmp_path: Path):  # type: ignore[no-untyped-def]
 
     yield make_
     for presenter, _store in made:
-        presenter.stop_live()
+        presenter.replies.stop()
         presenter.controller.shutdown()
         presenter.close()
 

@@ -133,7 +133,7 @@ def test_replies_with_a_pair_are_kept_and_the_doctor_reads_them_back(
         assert measured is not None and measured.n_replies == MIN_PAIR_REPLIES
         assert measured.speedup == pytest.approx(sorted(f for f in figures if f is not None)[1])
     finally:
-        presenter.stop_live()
+        presenter.replies.stop()
         presenter.controller.shutdown()
         presenter.close()
 

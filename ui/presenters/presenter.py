@@ -85,7 +85,7 @@ class ChatPresenter(QObject):
         self.store = store
         self.settings = settings
         # Every engine started gets the latest answers to draft from (engine.text_index).
-        controller.supervisor.earlier_exchanges = lambda: tuple(self.store.recent_exchanges(EARLIER_EXCHANGES))
+        controller.supervisor.earlier_exchanges = lambda: tuple(store.recent_exchanges(EARLIER_EXCHANGES))
         self.speed = SpeedPresenter(lambda: self.settings, self.update_settings, self._target_path, self)
         self.engine = EnginePresenter(
             controller, lambda: self.settings, self.update_settings, model, draft, self
@@ -377,11 +377,7 @@ class ChatPresenter(QObject):
             self.message_added.emit(row)
         self.conversations_changed.emit()
 
-    def stop_live(self) -> None:
-        """Closing: stop the reply being generated and keep it, cut short, as interrupted."""
-        self.replies.stop()
-
     def close(self) -> None:
-        """Save the settings and close the database (after stop_live and the engine's shutdown)."""
+        """Save the settings and close the database (after replies.stop and the engine's shutdown)."""
         self.update_settings(self.settings)
         self.store.close()
