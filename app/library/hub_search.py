@@ -12,7 +12,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -203,7 +203,7 @@ def search(
     on_listed: Callable[[int, int], None] | None = None,
 ) -> list[HubRepo]:
     """GGUF repositories matching query, most downloaded first, each with its files and sizes.
-    on_listed(n_done, n_repos) is called (from a worker thread) as each listing comes in."""
+    on_listed(n_done, n_repos) is called (from the calling thread) as each listing comes in."""
     query = query.strip()
     if not query:
         raise TandemError("give something to search for, e.g. `qwen2.5 7b instruct`")
@@ -221,20 +221,16 @@ def search(
     if not with_files or not repos:
         return repos
 
-    n_listed = 0
-    lock = threading.Lock()
-
     def with_listing(repo: HubRepo) -> HubRepo:
-        nonlocal n_listed
         try:
-            files = list_files(repo.repo_id, timeout_s=timeout_s, cancel=cancel)
+            return replace(repo, files=list_files(repo.repo_id, timeout_s=timeout_s, cancel=cancel))
         except (HubSearchError, DownloadError):
-            files = ()
-        with lock:
-            n_listed += 1
-            if on_listed is not None:
-                on_listed(n_listed, len(repos))
-        return replace(repo, files=files)
+            return repo
 
     with ThreadPoolExecutor(4) as pool:
-        return list(pool.map(with_listing, repos))
+        listed = [pool.submit(with_listing, repo) for repo in repos]
+        for n_done, done in enumerate(as_completed(listed), 1):
+            done.result()  # a cancel ends the search here
+            if on_listed is not None:
+                on_listed(n_done, len(repos))
+        return [f.result() for f in listed]
