@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from app.host.remote_client import api_base
+from tests.cli_process import last_error_line as error_line
 from tests.integration.test_cli import JSON_KEYS
 from tests.looping_server import refusing_server
 from tests.serve_process import ROOT, ServeProcess, free_port, tandem_env
@@ -26,14 +27,6 @@ LLAMA_SERVER = Path(sys.executable).parent / "llama-server"
 def tandem(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "app.main", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env=tandem_env(home))  # fmt: skip
-
-
-def error_line(r: subprocess.CompletedProcess[str]) -> str:
-    assert r.returncode == 2, (r.stdout, r.stderr)
-    assert "Traceback" not in r.stderr
-    line = r.stderr.strip().splitlines()[-1]
-    assert line.startswith("error: ")
-    return line
 
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,7 @@ from app.host.worker import WorkerProcess
 from engine import rpc
 from engine.config import EngineConfig
 from engine.events import Finished
+from tests.cli_process import last_error_line as error_line
 from tests.cli_process import tandem
 from tests.tiny import write_tiny_model
 
@@ -124,14 +125,6 @@ def wide_draft(models_dir: Path) -> Path:
     return write_tiny_model(
         models_dir / "wide-draft.gguf", seed=1, n_layers=8, n_embd=256, n_ff=1024, perturb=0.02
     )
-
-
-def error_line(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 2, (result.returncode, result.stderr)
-    assert "Traceback" not in result.stderr
-    line = result.stderr.strip().splitlines()[-1]
-    assert line.startswith("error: "), result.stderr
-    return line
 
 
 def generate_json(model: Path, *extra: str) -> dict:  # type: ignore[type-arg]
