@@ -206,7 +206,6 @@ def _read_pdf(data: bytes, name: str) -> Document:
         DependencyError,
         FileNotDecryptedError,
         LimitReachedError,
-        PdfReadError,
         PyPdfError,
     )
 
@@ -240,8 +239,7 @@ def _read_pdf(data: bytes, name: str) -> Document:
             DocumentProblem.TOO_LARGE, name, "it unpacks to more data than Tandem reads from a PDF"
         ) from e
     except (
-        PdfReadError,
-        PyPdfError,
+        PyPdfError,  # PdfReadError among them
         RecursionError,
         ValueError,
         KeyError,
