@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 from app.store import MessageStatus, Store
 from engine.events import DraftSpan, ReplyText
 from ui.chat.conversation_list import ExportFormat
-from ui.chat.markdown_view import MessageBody, tint_ranges, whole_words
+from ui.chat.markdown_view import MessageBody, draft_ranges, whole_words
 
 
 def _conversation(title: str, reply: str) -> int:
@@ -86,7 +86,8 @@ def test_the_highlight_covers_whole_words(qtbot) -> None:
     body = MessageBody()
     qtbot.addWidget(body)
     body.set_content(ReplyText(text, tuple(DraftSpan(a, b) for a, b in spans)), True)
-    tinted = [body.document().toPlainText()[a:b] for a, b in tint_ranges(body.document(), text, spans)]
+    drafted = [DraftSpan(a, b) for a, b in spans]
+    tinted = [body.document().toPlainText()[a:b] for a, b, _ in draft_ranges(body.document(), text, drafted)]
     assert tinted == ["committee will meet"]
 
 

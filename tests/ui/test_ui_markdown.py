@@ -19,10 +19,18 @@ from ui.chat.markdown_view import (
     MAX_OPEN_BLOCK,
     MAX_STREAM_STEP,
     MessageBody,
+    draft_ranges,
     render,
-    tint_ranges,
     whole_words,
 )
+
+
+def tint_ranges(doc: QTextDocument, markdown: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The [start, end) document positions whose characters came from drafted markdown characters."""
+    return [
+        (start, end) for start, end, _ in draft_ranges(doc, markdown, [DraftSpan(a, b) for a, b in spans])
+    ]
+
 
 REPLY = """# Speculative decoding
 

@@ -175,13 +175,6 @@ def whole_words(markdown: str, spans: Sequence[DraftSpan]) -> list[DraftSpan]:
     return [replace(s, start=snap(s.start), end=max(snap(s.start), snap(s.end))) for s in spans]
 
 
-def tint_ranges(doc: QTextDocument, markdown: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The [start, end) document positions whose characters came from drafted markdown characters."""
-    return [
-        (start, end) for start, end, _ in draft_ranges(doc, markdown, [DraftSpan(a, b) for a, b in spans])
-    ]
-
-
 def draft_ranges(
     doc: QTextDocument, markdown: str, spans: Sequence[DraftSpan]
 ) -> list[tuple[int, int, DraftSource]]:

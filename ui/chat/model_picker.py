@@ -272,7 +272,6 @@ class ModelPicker(QComboBox):
         self.found_list = found_list
         self.found_list.setItemDelegate(FitDelegate(self.found_list))
         self.setCompleter(completer)
-        self.finder = completer
         line = self.lineEdit()
         assert line is not None  # (editable)
         self.line = line
@@ -356,9 +355,3 @@ class ModelPicker(QComboBox):
         """The line of the model `key` names, by its key or by another path to its file; -1."""
         found = next((i for i, e in enumerate(self.entries) if key and e.is_for(key)), -1)
         return found if found >= 0 or not key else self.findData(key)
-
-    def filtered(self) -> list[str]:
-        """The lines the typed text leaves (the completer's list)."""
-        found = self.finder.completionModel()
-        assert found is not None
-        return [str(found.index(r, 0).data()) for r in range(found.rowCount())]
