@@ -146,7 +146,11 @@ def test_compare_runs_plain_then_speculative_side_by_side(
     assert " instead of " in window.compare.summary.text(), window.compare.summary.text()
     assert window.compare.check.text() == "✓ The same text, word for word."  # the chat's sampling
     assert "tokens/s" in window.compare.details.text() and "tok" not in window.compare.summary.text()
-    assert window.compare.speedup() == speculative.decode_tokens_per_s / plain.decode_tokens_per_s
+    # Both runs' writing speeds, the figures behind the headline.
+    assert f"usual way {plain.decode_tokens_per_s:.1f} tokens/s" in window.compare.details.text()
+    assert (
+        f"with the speed-up {speculative.decode_tokens_per_s:.1f} tokens/s" in window.compare.details.text()
+    )
     assert window.compare.plain.text and window.compare.speculative.text
     assert window.compare.chart.series["plain"] and window.compare.chart.series["speculative"]
     assert window.compare.chart.grab().width() > 0  # the QPainter chart paints

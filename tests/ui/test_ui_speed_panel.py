@@ -68,8 +68,9 @@ def test_panel_numbers_and_drawing(qtbot) -> None:
     panel.add_stats(snapshots[:10], plain_tokens_per_s=60.0)
     panel.add_stats(snapshots[10:], plain_tokens_per_s=60.0)
     assert len(panel.points) == 20
-    assert panel.tokens_per_s() == 120.0
-    assert panel.speedup() == (2.0, False)
+    assert panel.stats is not None and panel.stats.decode_tokens_per_s == 120.0
+    headline = panel.headline()  # the whole request against the measured plain speed
+    assert headline.text.startswith("2.0× faster") and not headline.is_estimate
     image = panel.grab().toImage()
     assert _has_colour(image, theme.colors().speculative_line)  # the sparkline
     assert _has_colour(image, theme.colors().plain_line)  # the plain reference line
@@ -77,10 +78,11 @@ def test_panel_numbers_and_drawing(qtbot) -> None:
     panel.plain_tokens_per_s = None
     assert panel.stats is not None
     panel.stats = replace(panel.stats, plain_tokens_per_s_est=80.0)
-    assert panel.speedup() == (1.5, True)
+    headline = panel.headline()
+    assert headline.text.startswith("About 1.5× faster") and headline.is_estimate
     # ...but not for a reply too short to compare (the details line shows none either).
     panel.stats = replace(panel.stats, n_generated=6)
-    assert panel.speedup() == (None, False)
+    assert panel.headline().speedup is None
     panel.stats = replace(panel.stats, n_generated=240)
     # Finished: the small version, with the numbers said in words.
     height = panel.height()

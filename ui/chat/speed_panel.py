@@ -30,7 +30,6 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from engine.events import Stats, StatsRecord
 from ui.presenters import verdict
-from ui.presenters.stats_format import plain_estimate
 from ui.qt import theme
 from ui.qt.widgets import named
 
@@ -162,23 +161,6 @@ class SpeedPanel(QWidget):
         return [[round(t, 3), k] for t, k in kept]
 
     # ---- numbers
-
-    def tokens_per_s(self) -> float:
-        return self.stats.decode_tokens_per_s if self.stats is not None else 0.0
-
-    def speedup(self) -> tuple[float | None, bool]:
-        """(speed over plain decoding, whether it is an estimate)."""
-        if self.stats is None or not self.stats.is_speculative:
-            return 1.0, False
-        tps = self.tokens_per_s()
-        if tps <= 0:
-            return None, False
-        if self.plain_tokens_per_s:
-            return tps / self.plain_tokens_per_s, False
-        estimate = plain_estimate(self.stats)  # None for replies too short to compare fairly
-        if estimate is not None:
-            return tps / estimate, True
-        return None, False
 
     def reference_rate(self) -> float | None:
         """The usual speed the headline compares with (the dashed line)."""

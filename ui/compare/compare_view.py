@@ -316,12 +316,6 @@ class CompareView(QWidget):
         if not self.request_ids:
             self._update_buttons()
 
-    def speedup(self) -> float | None:
-        plain, spec = self.final_stats.get("plain"), self.final_stats.get("speculative")
-        if plain is None or spec is None or plain.decode_tokens_per_s <= 0:
-            return None
-        return spec.decode_tokens_per_s / plain.decode_tokens_per_s
-
     def _show_summary(self) -> None:
         plain, spec = self.final_stats.get("plain"), self.final_stats.get("speculative")
         if plain is None or spec is None:

@@ -1,21 +1,11 @@
-"""Helpers for the speed figures: the engine's plain-speed estimate where a reply is long enough to
-compare, and where a reply's accepted drafts came from (ui/presenters/words.py says the rest)."""
+"""Helpers for the speed figures: where a reply's accepted drafts came from, and the dash shown
+for a figure not known yet (ui/presenters/words.py says the rest)."""
 
 from __future__ import annotations
 
 from engine.events import DraftSource, Speculation, StatsRecord
-from ui.presenters.verdict import MIN_TOKENS
 
 DASH = "—"
-
-
-def plain_estimate(stats: StatsRecord) -> float | None:
-    """The engine's own estimate of plain tokens/s, where a reply is long enough to compare (its
-    first step weighs too much in a short one)."""
-    if stats.n_generated < MIN_TOKENS:
-        return None
-    estimate = stats.plain_tokens_per_s_est
-    return estimate if estimate is not None and estimate > 0 else None
 
 
 def draft_sources(stats: StatsRecord) -> str:
