@@ -180,17 +180,11 @@ def copy_speedup(target: MeasuredCosts) -> float | None:
     return statistics.median(speedups) if speedups else None
 
 
-def figures(target: MeasuredCosts, draft: MeasuredCosts | None = None, *, replay: bool = True) -> PairFigures:
-    """replay=False: the copy speed-up only where it was kept with the costs (a replay takes a moment)."""
-    copy = target.copy_speedup
-    if copy is None and replay:
-        copy = copy_speedup(target)
-    return PairFigures(
-        target,
-        draft,
-        copy,
-        draft_verdict(target, draft) if draft is not None else None,
-    )
+def figures(target: MeasuredCosts, draft: MeasuredCosts | None = None) -> PairFigures:
+    """The figures of measured costs: the copy speed-up kept with the target's (measure_pair
+    replays it once), the draft's verdict."""
+    verdict = draft_verdict(target, draft) if draft is not None else None
+    return PairFigures(target, draft, target.copy_speedup, verdict)
 
 
 # --- this machine, and where figures are kept ----------------------------------------------------------
@@ -286,7 +280,7 @@ def figures_here(target_model: str, draft_model: str | None = None) -> PairFigur
     if target is None:
         return None
     draft = load_costs(draft_model) if draft_model else None
-    return figures(target, draft, replay=False)
+    return figures(target, draft)
 
 
 def model_id(repo_id: str | None, filename: str) -> str:
