@@ -100,7 +100,7 @@ class ApiEngine:
 
     def shutdown(self) -> None:
         if self.owns_engine:
-            self.supervisor.shutdown("the server is stopping")
+            self.supervisor.replace_engine("the server is stopping", timeout_s=3.0)
 
     async def ensure_engine(self) -> EngineInfo:
         """The loaded engine; a fresh one when the last died (the request waits for the load)."""

@@ -205,7 +205,7 @@ class EngineController(QObject):
 
     @Slot()
     def shutdown(self) -> None:
-        self.supervisor.shutdown("the app is closing")
+        self.supervisor.replace_engine("the app is closing", timeout_s=3.0)
         self._info = None
         self._fail_pending("the app is closing", engine_died=True)
 

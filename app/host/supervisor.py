@@ -208,9 +208,6 @@ class EngineSupervisor:
         for listener in routes.values():
             listener(generation, died)
 
-    def shutdown(self, sentence: str = "the app is closing") -> None:
-        self.replace_engine(sentence, timeout_s=3.0)
-
     def wait_loaded(self, timeout_s: float | None = None, after: int | None = None) -> EngineInfo:
         """Block until the load asked for ends (after=n: until a load ends after the n-th, or an
         engine is loaded); TandemError with the engine's sentence if it failed or timed out."""

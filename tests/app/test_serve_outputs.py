@@ -80,4 +80,4 @@ def test_serve_asks_every_engine_it_starts_to_grow_the_buffer_and_the_window_doe
         loads = [r for r in _Recording.sent if isinstance(r, LoadRequest)]
         assert [r.grow_outputs for r in loads] == [serve]
     finally:
-        supervisor.shutdown("test over")
+        supervisor.replace_engine("test over", timeout_s=3.0)
