@@ -2,10 +2,10 @@
 
 A small model asked to edit a note can fall into a loop (the same sentence thirty times until the
 token cap). LoopGuard, fed each emitted token, says when the tail is one stretch repeated
-`min_repeats` times in a row over at least `min_span` tokens (a short motif, "- - - -", must run
+MIN_REPEATS times in a row over at least MIN_SPAN tokens (a short motif, "- - - -", must run
 long), and the reply ends with the stop reason "repetition". For each period p up to
-`max_period`, run[p] counts the tokens in a row equal to the one p before them: the tail is a
-loop when run[p] + p >= max(min_repeats * p, min_span), one numpy comparison a token.
+MAX_PERIOD, run[p] counts the tokens in a row equal to the one p before them: the tail is a
+loop when run[p] + p >= max(MIN_REPEATS * p, MIN_SPAN), one numpy comparison a token.
 
 LineRepeats catches near-repeats ("10. Use a study app: ...", "11. Use a study app: ..."): whole
 lines compared with their numbering, bullets and spacing taken off, a line of at least
@@ -71,23 +71,18 @@ class LineRepeats:
 
 
 class LoopGuard:
-    def __init__(
-        self, max_period: int = MAX_PERIOD, min_repeats: int = MIN_REPEATS, min_span: int = MIN_SPAN
-    ) -> None:
-        self.max_period = max_period
-        self.min_repeats = min_repeats
-        self.min_span = min_span
-        self._periods = np.arange(1, max_period + 1)
-        # What the tail must reach, per period: max(min_repeats * p, min_span) tokens; as a run
+    def __init__(self) -> None:
+        self._periods = np.arange(1, MAX_PERIOD + 1)
+        # What the tail must reach, per period: max(MIN_REPEATS * p, MIN_SPAN) tokens; as a run
         # (tokens equal to the one p before), that less p.
-        self._run_needed = np.maximum(min_repeats * self._periods, min_span) - self._periods
+        self._run_needed = np.maximum(MIN_REPEATS * self._periods, MIN_SPAN) - self._periods
         self.reset()
 
     def reset(self) -> None:
         """A new reply: nothing seen yet."""
-        self._ring = np.full(self.max_period + 1, -1, dtype=np.int64)  # the last tokens, newest at _n % len
+        self._ring = np.full(MAX_PERIOD + 1, -1, dtype=np.int64)  # the last tokens, newest at _n % len
         self._n = 0
-        self._run = np.zeros(self.max_period, dtype=np.int64)
+        self._run = np.zeros(MAX_PERIOD, dtype=np.int64)
         self.period = 0  # the repeated stretch's length in tokens, once a loop is found
         self.lines = LineRepeats()
 
@@ -141,8 +136,8 @@ class TextLoopGuard:
     """LoopGuard over streamed text: each word and punctuation mark a token (the same word, the
     same id); a word cut at a chunk's end waits for the rest."""
 
-    def __init__(self, guard: LoopGuard | None = None) -> None:
-        self.guard = guard or LoopGuard()
+    def __init__(self) -> None:
+        self.guard = LoopGuard()
         self._ids: dict[str, int] = {}
         self._tail = ""  # a word that the next chunk may continue
 
