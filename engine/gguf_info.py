@@ -46,13 +46,6 @@ def known_architectures() -> frozenset[str]:
     return frozenset(MODEL_ARCH_NAMES.values())
 
 
-@lru_cache(maxsize=1)
-def _quant_sizes() -> dict[int, tuple[int, int]]:
-    from gguf.constants import GGML_QUANT_SIZES
-
-    return {int(k): v for k, v in GGML_QUANT_SIZES.items()}
-
-
 def _type_name(type_id: int) -> str:
     from gguf.constants import GGMLQuantizationType
 
@@ -167,10 +160,6 @@ WINDOW_BYTES = 1 << 20
 # The well-known keys Tandem reads, and the value types each may have: a wrong type is a bad file,
 # named as such, never a ValueError from deep inside.
 _INTEGER_TYPES = frozenset({0, 1, 2, 3, 4, 5, 10, 11})
-_TYPE_NAMES = {
-    0: "uint8", 1: "int8", 2: "uint16", 3: "int16", 4: "uint32", 5: "int32", 6: "float32",
-    7: "bool", 8: "string", 9: "array", 10: "uint64", 11: "int64", 12: "float64",
-}  # fmt: skip
 _EXPECTED: dict[str, tuple[str, frozenset[int]]] = {
     "general.architecture": ("a string", frozenset({_STRING})),
     "general.name": ("a string", frozenset({_STRING})),
@@ -412,8 +401,6 @@ def read_gguf_header(
         if head != GGUF_MAGIC:
             raise NotGGUFError(f"{p} is not a GGUF model file (it starts with {head!r}, not b'GGUF')")
         return _parse(r, p, check_architecture, with_tokens)
-    except ModelFileError:
-        raise
     except (ValueError, TypeError, OverflowError, struct.error, RecursionError, UnicodeError) as e:
         # A check above missed a shape of bad file: still a sentence, never a traceback.
         raise r.bad(f"{type(e).__name__}: {e}") from None
@@ -436,7 +423,9 @@ def _check_type(r: _Reader, key: str, type_id: int, architecture: str | None) ->
             if key.endswith(suffix) and (architecture is None or key == architecture + suffix):
                 expected = wanted
     if expected is not None and type_id not in expected[1]:
-        got = _TYPE_NAMES.get(type_id, f"type {type_id}")
+        from gguf.constants import GGUFValueType
+
+        got = GGUFValueType(type_id).name.lower() if type_id in set(GGUFValueType) else f"type {type_id}"
         raise r.bad(f"its '{key}' should be {expected[0]} but is a {got}")
 
 
@@ -468,7 +457,8 @@ def _parse(r: _Reader, p: Path, check_architecture: bool, with_tokens: bool) -> 
             metadata[key] = r.value(type_id, "metadata")
     arch = str(metadata.get("general.architecture", ""))
     tensors: list[TensorInfo] = []
-    sizes = _quant_sizes()
+    from gguf.constants import GGML_QUANT_SIZES as sizes  # keyed by an IntEnum: a type id finds it
+
     for _ in range(n_tensors):
         name = r.string("tensor table", MAX_KEY_BYTES)
         n_dims = r.scalar("<I", "tensor table")
@@ -481,13 +471,8 @@ def _parse(r: _Reader, p: Path, check_architecture: bool, with_tokens: bool) -> 
             raise r.bad(f"tensor {name} has unknown type {type_id}")
         block, type_size = sizes[type_id]
         tensors.append(TensorInfo(name, shape, type_id, offset, math.prod(shape) // block * type_size))
-    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
-    if (
-        isinstance(alignment, bool)
-        or not isinstance(alignment, int)
-        or alignment <= 0
-        or alignment & (alignment - 1)
-    ):
+    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)  # an integer (_check_type)
+    if alignment <= 0 or alignment & (alignment - 1):
         raise r.bad(f"its 'general.alignment' must be a power of two (got {alignment!r})")
     data_start = (r.pos + alignment - 1) // alignment * alignment
     data_end = max((data_start + t.offset + t.n_bytes for t in tensors), default=data_start)
