@@ -649,13 +649,9 @@ def find_server_binary() -> str | None:
     """llama.cpp's `ggml-rpc-server`: in the bundle, beside the venv's python (`make setup`), on PATH."""
     import shutil
 
-    name = "ggml-rpc-server.exe" if sys.platform == "win32" else "ggml-rpc-server"
-    candidates = []
-    bundle = getattr(sys, "_MEIPASS", None)
-    if bundle:
-        candidates.append(Path(bundle) / name)
-    candidates.append(Path(sys.executable).parent / name)
-    for path in candidates:
-        if path.is_file() and os.access(path, os.X_OK):
-            return str(path)
-    return shutil.which(name)
+    folders = [
+        getattr(sys, "_MEIPASS", ""),
+        str(Path(sys.executable).parent),
+        os.environ.get("PATH", os.defpath),
+    ]
+    return shutil.which("ggml-rpc-server", path=os.pathsep.join(f for f in folders if f))
