@@ -16,7 +16,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from typing import TYPE_CHECKING, assert_never
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
@@ -107,15 +106,6 @@ class EngineController(QObject):
     @property
     def is_busy(self) -> bool:
         return bool(self._replies)
-
-    @property
-    def earlier_exchanges(self) -> Callable[[], tuple[tuple[str, str], ...]]:
-        """Earlier answers handed to every engine this starts, for drafting (LoadRequest.earlier)."""
-        return self.supervisor.earlier_exchanges
-
-    @earlier_exchanges.setter
-    def earlier_exchanges(self, provide: Callable[[], tuple[tuple[str, str], ...]]) -> None:
-        self.supervisor.earlier_exchanges = provide
 
     # ---- requests in
 
