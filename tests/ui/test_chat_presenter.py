@@ -182,12 +182,15 @@ def test_compare_runs_are_routed_to_compare_not_to_the_chat(qtbot, make, tiny_ta
     presenter = make(tiny_target, draft="ngram", max_tokens=24)
     seen = Seen(presenter)
     presenter.comparison.run("Repeat: the cat sat on the mat, the cat sat on the mat.")
-    ((plain_id, speculative_id),) = seen.of("compare_started")
-    assert presenter.comparison.runs == {plain_id: "plain", speculative_id: "speculative"}
+    assert seen.of("compare_started") == [()]
+    (plain_id, plain), (speculative_id, speculative) = presenter.comparison.runs.items()
+    assert (plain, speculative) == ("plain", "speculative")
     qtbot.waitUntil(lambda: len(seen.of("compare_finished")) == 2, timeout=60_000)
-    finished = seen.of("compare_finished")
+    assert [name for name, _ in seen.of("compare_finished")] == ["plain", "speculative"]
+    finished = [reply for _, reply in seen.of("compare_finished")]
     assert [r.request_id for r in finished] == [plain_id, speculative_id]
-    assert {p.request_id for p in seen.of("compare_progressed")} <= {plain_id, speculative_id}
+    progressed = {(name, p.request_id) for name, p in seen.of("compare_progressed")}
+    assert progressed <= {("plain", plain_id), ("speculative", speculative_id)}
     assert finished[0].finished.stats.speculation == "none"
     assert finished[1].finished.stats.speculation == "ngram"
     assert finished[0].text == finished[1].text  # greedy: the same text, only the speed differs
@@ -200,7 +203,7 @@ def test_compare_runs_are_routed_to_compare_not_to_the_chat(qtbot, make, tiny_ta
     # (kept, they would draft it whole: a comparison of the engine's memory, not of speculation).
     presenter.comparison.run("Repeat: the cat sat on the mat, the cat sat on the mat.")
     qtbot.waitUntil(lambda: len(seen.of("compare_finished")) == 4, timeout=60_000)
-    again = seen.of("compare_finished")[3].finished
+    again = seen.of("compare_finished")[3][1].finished
     assert again.stats.speculation == "ngram" and again.text == finished[1].finished.text
     assert again.stats.n_drafted_memory == 0
 
@@ -255,10 +258,10 @@ def test_an_unexpected_failure_raises_once_the_window_has_settled_it(qtbot, tmp_
         presenter.comparison.on_controller_reply_failed(
             7, Failure(ErrorKind.DECODE, "llama_decode returned -1"), False
         )
-        assert seen.of("compare_failed") == [(7, "llama_decode returned -1")]
+        assert seen.of("compare_failed") == [("plain", "llama_decode returned -1")]
         with pytest.raises(UnexpectedFailure, match="a bug"):
             presenter.comparison.on_controller_reply_failed(8, Failure(ErrorKind.UNEXPECTED, "a bug"), False)
-        assert seen.of("compare_failed")[-1] == (8, "a bug") and presenter.comparison.runs == {}
+        assert seen.of("compare_failed")[-1] == ("speculative", "a bug") and presenter.comparison.runs == {}
     finally:
         presenter.controller.shutdown()
         presenter.close()

@@ -183,10 +183,10 @@ def test_compare_without_a_request_says_so(qtbot, open_window, wait_reply, tiny_
     window.tabs.setCurrentWidget(compare)
     compare.prompt.setPlainText("  \n ")
     qtbot.mouseClick(compare.run_button, Qt.MouseButton.LeftButton)
-    assert compare.availability.text() == COMPARE_NO_PROMPT and not compare.request_ids
+    assert compare.availability.text() == COMPARE_NO_PROMPT and not compare.comparison.runs
     qtbot.keyClicks(compare.prompt, "Repeat: the cat sat.")
     qtbot.mouseClick(compare.run_button, Qt.MouseButton.LeftButton)
-    assert compare.availability.text() == "" and compare.request_ids
+    assert compare.availability.text() == "" and compare.comparison.runs
     wait_reply(window)
 
 

@@ -228,7 +228,6 @@ class CompareView(QWidget):
             layout.addWidget(line)
         self.chart = TokensChart()
         layout.addWidget(self.chart)
-        self.request_ids: dict[int, str] = {}  # request id -> "plain" | "speculative"
         self.final_stats: dict[str, Stats] = {}
         self._is_busy = False
         self._was_stopped = False  # a run of this Compare ended cut short: nothing is compared
@@ -263,10 +262,9 @@ class CompareView(QWidget):
     def _update_buttons(self) -> None:
         self.run_button.setEnabled(self._can_speculate and not self._is_busy)
         self.again_button.setEnabled(self.run_button.isEnabled())
-        self.stop_button.setEnabled(self._is_busy and bool(self.request_ids))
+        self.stop_button.setEnabled(self._is_busy and bool(self.comparison.runs))
 
-    def start(self, plain_request_id: int, speculative_request_id: int) -> None:
-        self.request_ids = {plain_request_id: "plain", speculative_request_id: "speculative"}
+    def start(self) -> None:
         self.final_stats = {}
         self._was_stopped = False
         self.plain.reset()
@@ -278,42 +276,34 @@ class CompareView(QWidget):
         self.details.setText("")
         self._update_buttons()
 
-    def pane(self, request_id: int) -> _RunPane | None:
-        name = self.request_ids.get(request_id)
-        return None if name is None else self.plain if name == "plain" else self.speculative
+    def pane(self, name: str) -> _RunPane:
+        """A run's pane, by the run's name ("plain" or "speculative")."""
+        return self.plain if name == "plain" else self.speculative
 
-    def on_progress(self, progress: ReplyProgress) -> None:
-        pane, name = self.pane(progress.request_id), self.request_ids.get(progress.request_id)
-        if pane is None or name is None:
-            return
+    def on_progress(self, name: str, progress: ReplyProgress) -> None:
+        pane = self.pane(name)
         if len(progress.reply) != progress.start:
             pane.stream(progress.reply, self._tint)
         if progress.stats:
             pane.show_stats(progress.stats[-1])
             self.chart.add_stats(name, progress.stats)
 
-    def on_finished(self, reply: Reply) -> None:
-        pane, name = self.pane(reply.request_id), self.request_ids.get(reply.request_id)
-        if pane is None or name is None or reply.finished is None:
+    def on_finished(self, name: str, reply: Reply) -> None:
+        if reply.finished is None:
             return
-        stats = reply.finished.stats
+        pane, stats = self.pane(name), reply.finished.stats
         pane.finish(reply, self._tint)
         pane.show_stats(stats)
         self.chart.add_stats(name, [stats])
         self.final_stats[name] = stats
         self._was_stopped |= reply.finished.stop_reason == "cancelled"
         self._show_summary()
-        if len(self.final_stats) == 2:
-            self.request_ids = {}
+        if not self.comparison.runs:  # both ended
             self._update_buttons()
 
-    def on_failed(self, request_id: int, sentence: str) -> None:
-        pane = self.pane(request_id)
-        if pane is None:
-            return
-        pane.stats.setText(sentence)
-        self.request_ids.pop(request_id, None)
-        if not self.request_ids:
+    def on_failed(self, name: str, sentence: str) -> None:
+        self.pane(name).stats.setText(sentence)
+        if not self.comparison.runs:
             self._update_buttons()
 
     def _show_summary(self) -> None:

@@ -22,10 +22,11 @@ from ui.presenters.words import NOTHING_DRAFTED, compare_problem, compare_was_fa
 
 
 class ComparePresenter(QObject):
-    started = Signal(int, int)  # plain and speculative request ids
-    progressed = Signal(object)  # ReplyProgress of a Compare run
-    finished = Signal(object)  # Reply of a Compare run, its `finished` set
-    failed = Signal(int, str)  # request id, sentence
+    # Each run by its name, "plain" or "speculative" (the requests' ids are `runs`' keys).
+    started = Signal()
+    progressed = Signal(str, object)  # name, ReplyProgress of a Compare run
+    finished = Signal(str, object)  # name, Reply of a Compare run, its `finished` set
+    failed = Signal(str, str)  # name, sentence
     state_changed = Signal(str)  # the status bar's state line
 
     def __init__(
@@ -80,7 +81,7 @@ class ComparePresenter(QObject):
         self.runs = {plain_id: "plain", speculative_id: "speculative"}
         self._plain_run = None
         self._points = {"plain": [], "speculative": []}
-        self.started.emit(plain_id, speculative_id)
+        self.started.emit()
         self.state_changed.emit("Compare: writing the usual way first…")
 
     def stop(self) -> None:
@@ -95,7 +96,7 @@ class ComparePresenter(QObject):
         name = self.runs.get(progress.request_id)
         if name is not None:
             self._points.setdefault(name, []).extend((s.decode_s, s.n_generated) for s in progress.stats)
-            self.progressed.emit(progress)
+            self.progressed.emit(name, progress)
             if name == "speculative":
                 self.state_changed.emit("Compare: now with the speed-up…")
 
@@ -118,11 +119,12 @@ class ComparePresenter(QObject):
             if problem in ("", NOTHING_DRAFTED):
                 self.speed.record_plain_speed(self._plain_run)
             self._plain_run = None
-        self.finished.emit(reply)
+        self.finished.emit(name, reply)
         self.state_changed.emit("Ready" if not self.runs else "Compare: now with the speed-up…")
 
     def on_controller_reply_failed(self, request_id: int, failure: Failure, has_engine_died: bool) -> None:
-        if self.runs.pop(request_id, None) is None:
+        name = self.runs.pop(request_id, None)
+        if name is None:
             return
-        self.failed.emit(request_id, failure_words(failure))
+        self.failed.emit(name, failure_words(failure))
         raise_if_unexpected(failure)
