@@ -179,6 +179,4 @@ class CostCache:
         return self._pair_path(pair).is_file()
 
     def remember_compatible(self, pair: str) -> None:
-        with contextlib.suppress(OSError):
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._pair_path(pair).touch()
+        self._write(self._pair_path(pair), True)
