@@ -28,25 +28,18 @@ class _Runner(Protocol):
     def common_prefix(self, tokens: Sequence[int]) -> int: ...
 
 
-@dataclasses.dataclass(frozen=True)
-class CacheUse:
-    """What a prompt reuses of the cache, seen before it is read: `n_kept` tokens stay (the rest
-    of the prompt is read), `reread` says why more than the new part is read again."""
-
-    n_kept: int
-    reread: Reread
-
-
-def cache_use(runner: _Runner, prompt: Sequence[int], on_change: Reread = Reread.CHANGED) -> CacheUse:
-    """The reuse the engine's prefill will make (engine.speculative). on_change: the reason to give
-    where the cache held text the prompt does not continue (the caller knows what changed)."""
+def cache_use(runner: _Runner, prompt: Sequence[int], on_change: Reread) -> tuple[int, Reread]:
+    """What a prompt reuses of the cache, seen before it is read, as the engine's prefill will
+    (engine.speculative): the tokens that stay (the rest of the prompt is read), and why more than
+    the new part is read again. on_change: the reason to give where the cache held text the prompt
+    does not continue (the caller knows what changed)."""
     n_cached = len(runner.tokens)
     n_common = runner.common_prefix(prompt[:-1])
     if n_common >= n_cached:  # the cache is a prefix of the prompt: only what is new is read
-        return CacheUse(n_common, Reread.FIRST if n_cached == 0 else Reread.NONE)
+        return n_common, Reread.FIRST if n_cached == 0 else Reread.NONE
     if not runner.can_roll_back:
-        return CacheUse(0, Reread.CANNOT_TRIM)
-    return CacheUse(n_common, on_change)
+        return 0, Reread.CANNOT_TRIM
+    return n_common, on_change
 
 
 # Each runner's seconds a token (a, b of _line) at its last reading of at least one whole chunk:
@@ -59,15 +52,15 @@ class _Watch:
     """The progress of one prompt's reading, reported through `report`."""
 
     def __init__(
-        self, runner: _Runner, prompt_len: int, use: CacheUse, report: Callable[[Reading], None]
+        self, runner: _Runner, prompt_len: int, use: tuple[int, Reread], report: Callable[[Reading], None]
     ) -> None:
         self.runner = runner
         self.n_prompt = prompt_len
-        self.use = use
+        self.n_kept, self.reread = use  # (cache_use)
         self.report = report
         self.end = prompt_len - 1  # the last token is read with the reply's first step
         self.started = time.perf_counter()
-        self.last = (use.n_kept, self.started)  # (tokens in the cache, when) at the last chunk
+        self.last = (self.n_kept, self.started)  # (tokens in the cache, when) at the last chunk
         # Each chunk's (middle position, seconds a token, tokens): a token costs more the more the
         # cache holds (attention reads all of it), so the time left is fitted as a + b * position.
         self.chunks: list[tuple[float, float, int]] = []
@@ -84,11 +77,11 @@ class _Watch:
         left = self.seconds_left(n_processed)
         return Reading(
             self.n_prompt,
-            self.use.n_kept,
+            self.n_kept,
             n_processed,
             time.perf_counter() - self.started,
             left,
-            self.use.reread,
+            self.reread,
             min(n_processed + self.runner.read_chunk, self.end),
         )
 
@@ -135,10 +128,10 @@ def watch_reading(
     """`events` (a reply to `prompt` on `runner`, not started yet) with the reuse and the time
     to the first text in every Stats, and the reading reported to `report` as it goes."""
     started = time.perf_counter()
-    use = cache_use(runner, prompt, on_change)
+    n_kept, reread = cache_use(runner, prompt, on_change)
     if report is not None:
-        watch = _Watch(runner, len(prompt), use, report)
-        watch.report(watch.reading(use.n_kept))
+        watch = _Watch(runner, len(prompt), (n_kept, reread), report)
+        watch.report(watch.reading(n_kept))
 
         def on_read(n_done: int, n_total: int) -> None:
             n_processed = len(runner.tokens)
@@ -156,9 +149,9 @@ def watch_reading(
             if first_token_s == 0.0 and isinstance(event, TextPiece):
                 first_token_s = time.perf_counter() - started
             if isinstance(event, Stats):
-                event = dataclasses.replace(event, reread=use.reread, first_token_s=first_token_s)
+                event = dataclasses.replace(event, reread=reread, first_token_s=first_token_s)
             elif isinstance(event, Finished):
-                stats = dataclasses.replace(event.stats, reread=use.reread, first_token_s=first_token_s)
+                stats = dataclasses.replace(event.stats, reread=reread, first_token_s=first_token_s)
                 event = dataclasses.replace(event, stats=stats)
             runner.on_read = None
             yield event
