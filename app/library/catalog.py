@@ -47,14 +47,11 @@ class CatalogModel:
     filename: str
     size_bytes: int
     quantization: str
-    architecture: str
-    n_params_b: float
     context_length: int
     license: str
     is_gated: bool
     revision: str = "main"
     sha256: str | None = None
-    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -144,14 +141,11 @@ def _parse_model(key: str, entry: dict[str, Any]) -> CatalogModel:
         filename=filename,
         size_bytes=_require(entry, "size_bytes", int, where),
         quantization=_require(entry, "quantization", str, where),
-        architecture=_require(entry, "architecture", str, where),
-        n_params_b=float(_require(entry, "n_params_b", (int, float), where)),
         context_length=_require(entry, "context_length", int, where),
         license=_require(entry, "license", str, where),
         is_gated=_require(entry, "is_gated", bool, where),
         revision=str(entry.get("revision", "main")),
         sha256=sha256.lower() if sha256 else None,
-        source=entry.get("source"),
     )
 
 

@@ -100,7 +100,6 @@ class StandinPlan:
     architecture: str
     n_vocab: int
     kv_bytes_per_token: int = 0
-    quantization: str = ""
 
     @property
     def size_bytes(self) -> int:
@@ -141,7 +140,6 @@ def plan_from_header(label: str, header: bytes, info: Any) -> StandinPlan:
         architecture=arch,
         n_vocab=info.n_vocab,
         kv_bytes_per_token=kv_bytes_per_token(md, arch),
-        quantization=info.quantization,
     )
 
 
@@ -347,7 +345,6 @@ def plan_from_shape(label: str, shape: KnownShape, quantization: str = "Q4_K_M")
         architecture=a,
         n_vocab=s.n_vocab,
         kv_bytes_per_token=s.n_layers * s.n_head_kv * 2 * d * 2,
-        quantization=quantization.upper(),
     )
 
 
