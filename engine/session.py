@@ -171,7 +171,7 @@ class Engine:
         self._save_costs()
         self._close_draft()
         config = self.config
-        load = self._draft_loader(info, self.n_ctx)
+        load = functools.partial(self._load_draft, info, self.n_ctx)  # (the context as it is now)
         self._model = ModelDrafter(load, config.draft_p_min, config.draft_sampling)
         self._text = NgramDrafter(self.memory) if config.draft_lookup else None
         self.info_draft = info if isinstance(info, GGUFInfo) else None
@@ -187,25 +187,21 @@ class Engine:
         ):
             self._model.load_in_background()
 
-    def _draft_loader(
-        self, info: GGUFInfo | Future[GGUFInfo], n_ctx: int
-    ) -> Callable[[threading.Event], LlamaRunner]:
-        """The draft model's load (ModelDrafter's), after its header's check."""
-
-        def load(cancel: threading.Event) -> LlamaRunner:
-            checked = info if isinstance(info, GGUFInfo) else info.result()
-            return LlamaRunner(
-                str(checked.path),
-                n_ctx=n_ctx,
-                n_threads=self.n_threads,
-                n_gpu_layers=self.config.n_gpu_layers,
-                n_batch=self.config.n_batch,
-                cancel=cancel,
-                # The draft stays on this machine, however its load and the target's interleave.
-                stays_here=bool(self.config.rpc_servers),
-            )
-
-        return load
+    def _load_draft(
+        self, info: GGUFInfo | Future[GGUFInfo], n_ctx: int, cancel: threading.Event
+    ) -> LlamaRunner:
+        """The draft model's load (ModelDrafter's, on its thread), after its header's check."""
+        checked = info if isinstance(info, GGUFInfo) else info.result()
+        return LlamaRunner(
+            str(checked.path),
+            n_ctx=n_ctx,
+            n_threads=self.n_threads,
+            n_gpu_layers=self.config.n_gpu_layers,
+            n_batch=self.config.n_batch,
+            cancel=cancel,
+            # The draft stays on this machine, however its load and the target's interleave.
+            stays_here=bool(self.config.rpc_servers),
+        )
 
     def _read_draft_info(self, draft: str) -> GGUFInfo:
         """The draft model's header, checked against the target's pairing rules (a pair found

@@ -197,13 +197,13 @@ def test_a_short_reply_does_not_wait_for_a_draft_model_it_cannot_repay(
     # reply (the tiny draft would otherwise load in milliseconds, sometimes before the reply reads
     # its prompt, and a model loaded costs no wait: then drafting is right, and this test is moot).
     replied = threading.Event()
-    real_loader = Engine._draft_loader
+    real_load = Engine._load_draft
 
-    def slow_loader(self: Engine, info: object, n_ctx: int) -> object:
-        load = real_loader(self, info, n_ctx)
-        return lambda cancel: (replied.wait(30), load(cancel))[1]
+    def slow_load(self: Engine, info: object, n_ctx: int, cancel: threading.Event) -> object:
+        replied.wait(30)
+        return real_load(self, info, n_ctx, cancel)
 
-    monkeypatch.setattr(Engine, "_draft_loader", slow_loader)
+    monkeypatch.setattr(Engine, "_load_draft", slow_load)
     second = Engine(config(slow_target, cache, draft=str(tiny_draft), draft_lookup=False))
     try:
         short = generate(second, max_tokens=4)
