@@ -698,11 +698,6 @@ class Store:
             )
             self._db = _connect(self.path, busy_timeout_s=busy_timeout_s)
 
-    @property
-    def version(self) -> int:
-        (version,) = self._db.execute("PRAGMA user_version").fetchone()
-        return int(version)
-
     def mark_unfinished_interrupted(self) -> int:
         """At app start: a reply still "streaming" was cut off by a crash of the whole app."""
         with self._db:

@@ -64,7 +64,7 @@ def test_a_store_of_version_4_gains_the_pair_table_and_keeps_its_rows(tmp_path: 
     db.close()
     assert read_pair_measurement("t.gguf:1", Speculation.NGRAM, path) is None  # no table yet: nothing
     store = Store(path)
-    assert store.version == schema_version() > 4
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == schema_version() > 4
     assert [c.title for c in store.conversations()] == ["kept"]
     keep(store, "t.gguf:1", Speculation.NGRAM, 2.0, 1.0, 3.0)
     measured = read_pair_measurement("t.gguf:1", Speculation.NGRAM, path)
