@@ -90,11 +90,15 @@ class MainWindow(QMainWindow):
 
         self.theme = ThemeManager(self.settings.theme, self)  # before any text is rendered
         self._fit_to_screen()
-        self.theme.changed.connect(self.on_theme_changed)
 
         self._build_tabs()
         self.presenter.view_extras = self.chat.kept_extras  # a finished reply's sparkline, kept
         self._build_toolbar()
+        # A theme switch: each page draws again in its colours.
+        for restyle in (self.header.restyle, self.chat.restyle, self.compare.restyle):
+            self.theme.changed.connect(restyle)
+        if self.welcome is not None:
+            self.theme.changed.connect(self.welcome.restyle)
         self._build_status_bar()
         self._build_menu()
         from ui import shortcuts
@@ -332,7 +336,8 @@ class MainWindow(QMainWindow):
         c.load_progressed.connect(self.loading.on_controller_load_progressed)
         c.engine_loaded.connect(self.on_controller_engine_loaded)
         c.engine_failed.connect(self.on_controller_engine_failed)
-        c.busy_changed.connect(self.on_controller_busy_changed)
+        c.busy_changed.connect(self.chat.set_busy)
+        c.busy_changed.connect(self.compare.set_busy)
         # A chip's tokens: the loaded model's own count, asked for as it is added.
         self.chat.attachments.count_tokens = c.count_tokens
         c.tokens_counted.connect(self.chat.attachments.on_controller_tokens_counted)
@@ -434,10 +439,6 @@ class MainWindow(QMainWindow):
             page.catalog_section.set_gpu_backend(info.gpu_offload_supported)
         if self.welcome is not None:
             self.welcome.set_gpu_backend(info.gpu_offload_supported)
-
-    def on_controller_busy_changed(self, is_busy: bool) -> None:
-        self.chat.set_busy(is_busy)
-        self.compare.set_busy(is_busy)
 
     # ---- view signals
 
@@ -583,13 +584,6 @@ class MainWindow(QMainWindow):
 
         dialog = named(ShortcutsDialog(list(self.shortcut_actions.values()), self), "shortcutsDialog")
         dialog.open()
-
-    def on_theme_changed(self, _is_dark: bool) -> None:
-        self.header.restyle()
-        self.chat.restyle()
-        self.compare.restyle()
-        if self.welcome is not None:
-            self.welcome.restyle()
 
     # ---- window
 
