@@ -9,8 +9,8 @@ from PySide6.QtGui import QPalette, QTextDocument, QTextFormat
 from PySide6.QtWidgets import QApplication
 
 from app.settings import Theme
-from engine.events import DraftSpan, ReplyText
-from ui.chat.markdown_view import MessageBody, draft_tint, render
+from engine.events import DraftSource, DraftSpan, ReplyText
+from ui.chat.markdown_view import MessageBody, render
 from ui.presenters.reply_presenter import MessageRow
 from ui.qt import theme
 
@@ -97,7 +97,11 @@ def test_theme_choice_and_system_scheme(qtbot, open_window, tiny_target) -> None
         dialog.theme.setCurrentIndex(dialog.theme.findData("dark"))
         window.apply_settings(dialog.result_settings())
         assert window.settings.theme == "dark" and window.theme.is_dark and _window_is_dark()
-        assert draft_tint() == theme.DARK.draft_tint != theme.LIGHT.draft_tint
+        assert (
+            theme.colors().draft_look(DraftSource.NONE).tint
+            == theme.DARK.draft_tint
+            != theme.LIGHT.draft_tint
+        )
         assert _tint_in(widget.body) == theme.DARK.draft_tint
         dark_code = _wait_code_colour(qtbot, widget.body, not_equal=light_code)
         assert dark_code != light_code

@@ -15,7 +15,6 @@ from PySide6.QtGui import QColor, QTextDocument, QTextFormat
 
 from engine.events import DraftSpan, ReplyText
 from ui.chat.markdown_view import (
-    DRAFT_TINT,
     MAX_OPEN_BLOCK,
     MAX_STREAM_STEP,
     MessageBody,
@@ -23,6 +22,7 @@ from ui.chat.markdown_view import (
     render,
     whole_words,
 )
+from ui.qt import theme
 
 
 def tint_ranges(doc: QTextDocument, markdown: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -157,7 +157,7 @@ def _tinted(doc: QTextDocument) -> list[tuple[int, int]]:
         it = block.begin()
         while not it.atEnd():
             fragment = it.fragment()
-            if fragment.charFormat().background().color() == DRAFT_TINT:
+            if fragment.charFormat().background().color() == theme.LIGHT.draft_tint:
                 start, end = fragment.position(), fragment.position() + fragment.length()
                 if runs and runs[-1][1] == start:
                     runs[-1] = (runs[-1][0], end)

@@ -34,7 +34,6 @@ from functools import partial
 
 from PySide6.QtCore import QEvent, QPoint, QSize, Qt, QTimer
 from PySide6.QtGui import (
-    QColor,
     QContextMenuEvent,
     QFontDatabase,
     QHelpEvent,
@@ -55,7 +54,6 @@ from ui.presenters import words
 from ui.qt import theme
 from ui.qt.widgets import tool_button
 
-DRAFT_TINT = theme.LIGHT.draft_tint  # the light theme's tint of text saved without its source
 # The char format property that holds tinted text's source (an engine.events.DraftSource value,
 # or UNRECORDED for text saved before sources were kept).
 SOURCE_PROPERTY = QTextFormat.Property.UserProperty + 1
@@ -235,12 +233,6 @@ def draft_ranges(
     return [
         (m.start(), m.end(), tag) for start, end, tag in runs for m in _IN_BLOCK.finditer(joined, start, end)
     ]
-
-
-def draft_tint(source: DraftSource = DraftSource.NONE) -> QColor:
-    """The tint of renders from now on (the theme's in use) of text drafted from `source` (""
-    : text saved without its source)."""
-    return theme.colors().draft_look(source).tint
 
 
 def tint_format(source: DraftSource = DraftSource.NONE) -> QTextCharFormat:
