@@ -181,10 +181,6 @@ class MessageWidget(QFrame):
             self._show_actions(self.underMouse())
         return super().eventFilter(watched, event)
 
-    @property
-    def actions_visible(self) -> bool:
-        return self._actions_shown.opacity() > 0
-
     def restyle(self, render: bool = True) -> None:
         """Colours of the current theme (ui.qt.theme); the text rendered again in them."""
         colors = theme.colors()
