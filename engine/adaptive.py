@@ -65,16 +65,8 @@ class DraftLengthController:
     def __post_init__(self) -> None:
         self.draft.enabled = self.draft_costs_time
 
-    @property
-    def probing(self) -> bool:
-        """The last choice was a probe."""
-        return self.probes.probing
-
     def acceptance(self, kind: int = 0) -> float:
         return self.accept.rate(kind)
-
-    def verify_cost(self, n_rows: int) -> float:
-        return self.costs.cost(n_rows)
 
     def expected_rates(
         self, k_max: int, kind: int = 0, acceptance: float | None = None, survival: np.ndarray | None = None
@@ -124,12 +116,6 @@ class DraftLengthController:
         model = self.accept[DrafterKind.MODEL]
         acc = self.draft.priced_rate(model) if n_tokens >= FIRST_REPLY_MIN_TOKENS else model.cautious_rate()
         return pricing.pays_back(self.costs, self._decodes(0), limit, acc, n_tokens, one_off_s)
-
-    def one_off_draft_s(self, prompt_s: float, loaded: bool = False) -> float:
-        return self.draft.one_off_s(prompt_s, loaded)
-
-    def target_read_s(self, n_tokens: int) -> float:
-        return self.draft.target_read_s(n_tokens, self.verify_cost(1))
 
     # -- the choice ----------------------------------------------------------------------------
 
@@ -266,7 +252,7 @@ class DraftLengthController:
         return self.budget.ramp_limit(self.costs, self.k_max, floor, self._decodes(kind) is None)
 
     def _risk_limit(self, kind: int, probe: bool = False) -> int:
-        plain_s = self.verify_cost(1)
+        plain_s = self.costs.cost(1)
         model = self._decodes(kind)
         decodes = None if model is None else (model.draft_first_cost(plain_s), model.draft_cost(plain_s))
         sure, breaks = self.copies.sure_run(kind, self.k_max), self.copies.risk_breaks
@@ -288,7 +274,7 @@ class DraftLengthController:
         """May this step's probe pay a one-off (a loaded draft model reading what was decoded
         plainly since it last drafted)? Within what a probe may lose after a suspension."""
         plain_s = self.costs.median.get(1)
-        return self.probing and plain_s is not None and one_off_s <= RESUME_BUDGET_TOKENS * plain_s
+        return self.probes.probing and plain_s is not None and one_off_s <= RESUME_BUDGET_TOKENS * plain_s
 
     def record(
         self,
@@ -310,7 +296,7 @@ class DraftLengthController:
         if timed or not any(n >= n_rows for n in self.costs.low):
             self.costs.add(n_rows, step_s - draft_s)
             self.costs.live.add(n_rows)
-        plain_s = self.costs.median.get(1) or self.verify_cost(1)  # as a draft's decodes are timed
+        plain_s = self.costs.median.get(1) or self.costs.cost(1)  # as a draft's decodes are timed
         self.draft.note_step(n_drafted, draft_s, draft_first_s, n_more, plain_s)
         if n_drafted == 0:
             if draft_s > 0:

@@ -44,7 +44,7 @@ def _one_off_s(drafter: ModelDrafter, controller: DraftLengthController, read_s:
     load begun beside the target's is mostly done, engine.loading) and reading text that took
     the target read_s."""
     load_left_s = drafter.load_left_s(controller.draft.load_s or 0.0)
-    return controller.one_off_draft_s(read_s, loaded=True) + load_left_s
+    return controller.draft.one_off_s(read_s, loaded=True) + load_left_s
 
 
 class DraftPolicy:
@@ -205,7 +205,9 @@ class DraftPolicy:
             # repay it.
             unseen = drafter.unseen(ctx)
             if not drafter.loaded or unseen > ModelDrafter.CATCH_UP_TOKENS:
-                one_off = _one_off_s(drafter, controller, controller.target_read_s(unseen))
+                one_off = _one_off_s(
+                    drafter, controller, controller.draft.target_read_s(unseen, controller.costs.cost(1))
+                )
             model_pays = one_off is None or controller.pays_back(room, one_off)
             if model_pays or not offers:
                 offers.insert(0, Offer(DrafterKind.MODEL, min(controller.k_max, room)))

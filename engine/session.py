@@ -172,7 +172,7 @@ class Engine:
         self._close_draft()
         config = self.config
         load = functools.partial(self._load_draft, info, self.n_ctx)  # (the context as it is now)
-        self._model = ModelDrafter(load, config.draft_p_min, config.draft_sampling)
+        self._model = ModelDrafter(load, sampled=config.draft_sampling)
         self._text = NgramDrafter(self.memory) if config.draft_lookup else None
         self.info_draft = info if isinstance(info, GGUFInfo) else None
         self._draft_file = os.path.expanduser(draft)
@@ -181,7 +181,9 @@ class Engine:
         )
         self._seed_costs()
         # (Reading one token is the least a reply's start costs the model, once loaded.)
-        reading_s = controller.one_off_draft_s(controller.target_read_s(1), loaded=True)
+        reading_s = controller.draft.one_off_s(
+            controller.draft.target_read_s(1, controller.costs.cost(1)), loaded=True
+        )
         if controller.will_draft and (
             first_reply_tokens is None or controller.pays_back(first_reply_tokens, reading_s)
         ):

@@ -43,6 +43,12 @@ def fresh(c: DraftLengthController) -> DraftLengthController:
     return new
 
 
+def target_read_s(c: DraftLengthController, n_tokens: int) -> float:
+    """What reading n_tokens costs the target, as the engine prices it (at a plain step's cost
+    until a prefill is timed)."""
+    return c.draft.target_read_s(n_tokens, c.costs.cost(1))
+
+
 def pick(c: DraftLengthController, *offers: tuple[int, int]) -> tuple[int, int]:
     """choose_among over (tokens available, kind) offers: (k, kind)."""
     choice = c.choose_among([Offer(DrafterKind(kind), n) for n, kind in offers])
@@ -105,7 +111,7 @@ def test_a_draft_model_is_judged_on_measurements_not_priors() -> None:
     assert k > 0
     # The probe shows a drafted token costs nearly a whole plain step: no length can pay.
     draft_s = 0.0114 * k
-    c.record(0, k, k, draft_s + c.verify_cost(k + 1), draft_s)
+    c.record(0, k, k, draft_s + c.costs.cost(k + 1), draft_s)
     assert c.never_pays
     assert [c.choose(available=16) for _ in range(200)] == [0] * 200
 
@@ -136,8 +142,8 @@ def test_fixed_length_when_not_adaptive() -> None:
 def test_verify_cost_interpolates_between_measured_sizes() -> None:
     c = DraftLengthController(k_max=32)
     c.seed({"step_s": {"1": 1.0, "5": 3.0}})
-    assert c.verify_cost(3) == 2.0
-    assert c.verify_cost(6) > 3.0  # beyond the largest measured: a mild slope
+    assert c.costs.cost(3) == 2.0
+    assert c.costs.cost(6) > 3.0  # beyond the largest measured: a mild slope
 
 
 def test_unmeasured_lengths_are_explored_step_by_step() -> None:
@@ -278,12 +284,12 @@ def test_one_stalled_step_does_not_suspend_a_drafter_that_pays() -> None:
     c = seeded(k_max=32)
     c.record(5, 0, 0, CPU_VERIFY[1])
     k = c.choose(available=32, kind=5)
-    c.record(5, k, k, c.verify_cost(k + 1))
+    c.record(5, k, k, c.costs.cost(k + 1))
     c.record(5, 1, 1, 1.7)
     for _ in range(20):
         k = c.choose(available=32, kind=5)
         assert k > 0
-        c.record(5, k, k, c.verify_cost(k + 1))
+        c.record(5, k, k, c.costs.cost(k + 1))
     assert c.guard.n_suspensions == 0
     slow = seeded(k_max=32)
     slow.record(5, 0, 0, CPU_VERIFY[1])
@@ -386,7 +392,7 @@ def test_export_and_seed_round_trip() -> None:
     c.record(0, 2, 1, 0.05, 0.02)
     d = DraftLengthController(k_max=16, draft_costs_time=True)
     d.seed(c.export())
-    assert d.verify_cost(3) == c.verify_cost(3)
+    assert d.costs.cost(3) == c.costs.cost(3)
     assert d.draft.draft_ratio == c.draft.draft_ratio
     assert d.acceptance(0) == c.acceptance(0)
 
@@ -396,7 +402,7 @@ def test_vectorised_estimates_match_the_scalar_ones() -> None:
         c = DraftLengthController(k_max=64, draft_costs_time=True)
         c.seed({"step_s": step_s, "draft_ratio": 0.3})
         costs = c.costs.costs(40)
-        assert np.allclose(costs[1:], [c.verify_cost(n) for n in range(1, 41)])
+        assert np.allclose(costs[1:], [c.costs.cost(n) for n in range(1, 41)])
         for kind in (3, 0):
             rates = c.expected_rates(30, kind=kind)
             assert np.allclose(rates, [c.expected_rate(k, kind=kind) for k in range(31)])
@@ -418,25 +424,25 @@ def test_a_one_off_cost_is_paid_only_where_the_reply_can_repay_it() -> None:
     assert not c.pays_back(FIRST_REPLY_MIN_TOKENS - 1, 0.5)
     assert c.pays_back(16, 0.0), "a loaded, caught-up draft model costs nothing to try"
     c.seed({"step_s": {str(n): s for n, s in costly.items()}, "draft_ratio": 0.3, "draft_load_s": 0.5})
-    one_off = c.one_off_draft_s(prompt_s=0.1)
+    one_off = c.draft.one_off_s(prompt_s=0.1)
     assert 0.5 < one_off < 0.6  # the load and the draft's share of reading the prompt
     assert c.pays_back(512, one_off)
     assert not c.pays_back(16, one_off)
     # Once the draft's own prompt read is measured, that ratio stands in for the decode ratio:
     # a prefill-bound draft far cheaper than its decode ratio suggests is loaded sooner.
     c.draft.note_prefill(0.002, 8, 0.1, 100)  # too short to time: ignored
-    assert c.one_off_draft_s(prompt_s=0.1) == one_off
+    assert c.draft.one_off_s(prompt_s=0.1) == one_off
     c.draft.note_prefill(0.010, 100, 0.1, 100)  # a tenth of the target's cost per prompt token
     c.draft.note_prefill(0.050, 100, 0.1, 100)  # a read on a busy moment: the lowest ratio stays
-    assert c.one_off_draft_s(prompt_s=1.0) == pytest.approx(0.5 + 0.1)
+    assert c.draft.one_off_s(prompt_s=1.0) == pytest.approx(0.5 + 0.1)
     assert c.export()["draft_prefill_ratio"] == pytest.approx(0.1)
-    assert fresh(c).one_off_draft_s(prompt_s=1.0) == pytest.approx(0.6)
+    assert fresh(c).draft.one_off_s(prompt_s=1.0) == pytest.approx(0.6)
     # A loaded draft catching up mid-reply pays only the reading, at the target's measured
     # prefill cost per token (a millisecond here), never the load again.
-    assert c.target_read_s(300) == pytest.approx(0.3)
-    assert c.one_off_draft_s(c.target_read_s(300), loaded=True) == pytest.approx(0.03)
-    assert fresh(c).target_read_s(300) == pytest.approx(0.3)
-    assert not c.pays_back(8, c.one_off_draft_s(c.target_read_s(3000), loaded=True))
+    assert target_read_s(c, 300) == pytest.approx(0.3)
+    assert c.draft.one_off_s(target_read_s(c, 300), loaded=True) == pytest.approx(0.03)
+    assert target_read_s(fresh(c), 300) == pytest.approx(0.3)
+    assert not c.pays_back(8, c.draft.one_off_s(target_read_s(c, 3000), loaded=True))
     # A draft that cannot beat plain decoding at any length never repays anything.
     slow = DraftLengthController(k_max=16, draft_costs_time=True)
     slow.seed({"step_s": {str(n): s for n, s in costly.items()}, "draft_ratio": 2.0})
@@ -464,7 +470,7 @@ def test_a_draft_model_not_yet_judged_is_tried_where_a_long_reply_can_repay_it()
     c = DraftLengthController(k_max=32, draft_costs_time=True)
     c.seed({"step_s": {str(n): s for n, s in EPYC_COSTLY.items()}, "draft_ratio": 0.3, "draft_load_s": 0.5})
     assert all(c.expected_rate(k, 0) < c.expected_rate(0, 0) for k in range(1, 17))  # at the prior
-    one_off = c.one_off_draft_s(c.target_read_s(20))
+    one_off = c.draft.one_off_s(target_read_s(c, 20))
     assert c.pays_back(256, one_off)
     assert not c.pays_back(32, one_off)
     c.record(0, 0, 0, EPYC_COSTLY[1])
@@ -599,8 +605,8 @@ def test_a_drafts_first_decode_is_priced_apart_from_the_rest() -> None:
     for _ in range(20):
         c.record(0, 1, 1, 0.100 + 0.030, draft_s=0.030, draft_first_s=0.030, n_more=0)
         c.record(0, 8, 8, 0.200 + 0.030 + 7 * 0.015, draft_s=0.030 + 7 * 0.015, draft_first_s=0.030, n_more=7)
-    assert c.draft.draft_first_cost(c.verify_cost(1)) == pytest.approx(0.030, rel=0.05)
-    assert c.draft.draft_cost(c.verify_cost(1)) == pytest.approx(0.015, rel=0.05)
+    assert c.draft.draft_first_cost(c.costs.cost(1)) == pytest.approx(0.030, rel=0.05)
+    assert c.draft.draft_cost(c.costs.cost(1)) == pytest.approx(0.015, rel=0.05)
 
 
 def test_a_draft_models_acceptance_carries_into_the_next_process() -> None:
@@ -651,7 +657,7 @@ def test_while_the_text_drafts_the_draft_model_is_still_probed_now_and_then() ->
         if k == 0:  # a plain step now and then keeps the guard's reference fresh
             c.record(0, 0, 0, CPU_VERIFY[1])
         elif kind == 0:
-            assert c.probing and k <= 4
+            assert c.probes.probing and k <= 4
             probes.append(step)
             c.record(0, k, 0, 3 * CPU_VERIFY[4], 0.3 * k * CPU_VERIFY[1])  # all rejected
         else:
@@ -694,14 +700,14 @@ def test_longer_drafts_are_priced_from_what_a_row_more_costs() -> None:
     c = DraftLengthController(k_max=63)
     c.seed({"step_s": {"1": 0.024, "5": 0.060, "11": 0.094, "21": 0.150}, "acceptance": {"5": [2.0, 2.0]}})
     c.record(5, 0, 0, 0.024)
-    assert c.verify_cost(41) == pytest.approx(0.150 + 20 * (0.150 - 0.060) / (21 - 5))
+    assert c.costs.cost(41) == pytest.approx(0.150 + 20 * (0.150 - 0.060) / (21 - 5))
     for _ in range(4):
         c.record(5, 20, 20, 0.150)
     assert c.choose(available=63, kind=5) > 21
     # A slope measured lower than a quarter of a row's average cost is taken as that (noise).
     flat = DraftLengthController(k_max=63)
     flat.seed({"step_s": {"1": 0.024, "10": 0.150, "20": 0.150}})
-    assert flat.verify_cost(40) == pytest.approx(0.150 + 20 * 0.25 * 0.150 / 20)
+    assert flat.costs.cost(40) == pytest.approx(0.150 + 20 * 0.25 * 0.150 / 20)
 
 
 def test_a_draft_models_drafts_where_the_text_was_copied_do_not_count_toward_its_acceptance() -> None:
@@ -836,7 +842,7 @@ def test_a_draft_model_is_loaded_for_a_short_reply_only_where_it_surely_repays()
             "acceptance": {"0": [7.1523, 7.1523]},
         }
     )
-    one_off = c.one_off_draft_s(c.target_read_s(20))
+    one_off = c.draft.one_off_s(target_read_s(c, 20))
     assert 0.4 < one_off < 0.5
     assert not c.pays_back(32, one_off)
     assert c.pays_back(512, one_off)
@@ -886,7 +892,7 @@ def test_a_step_that_grew_llamas_buffers_does_not_price_its_size_where_timings_d
     # the next step of its size corrects it (a size is priced at its lowest timing).
     c = seeded(k_max=63)
     c.record(5, 25, 25, 0.3, timed=False)
-    assert 26 not in c.costs.low and c.verify_cost(26) < 0.15
+    assert 26 not in c.costs.low and c.costs.cost(26) < 0.15
     c.record(5, 63, 63, 0.5, timed=False)
     assert c.costs.low[64] == 0.5
     c.record(5, 63, 63, 0.25)
@@ -913,7 +919,7 @@ def test_a_replys_losses_count_against_its_cost_probes() -> None:
     for _ in range(300):
         k = c.choose(available=20, kind=3, match_len=3)
         if k:
-            assert c.probing  # (priced, these short matches never pay on this curve)
+            assert c.probes.probing  # (priced, these short matches never pay on this curve)
             probes.append(k)
             step = steep_verify(k + 1)
             c.record(3, k, 0, step)  # wrong after its first token: one token emitted, as a plain step
@@ -1016,7 +1022,7 @@ def _replies(
             k = c.choose(available=20, kind=3, match_len=3)
             right = bool(rng.random() < 0.6)
             if k:
-                drafts.append((reply, step, k, c.probing))
+                drafts.append((reply, step, k, c.probes.probing))
                 c.record(3, k, int(right and accept), step_s(k + 1))
             else:
                 c.record(3, 0, 0, step_s(1))
@@ -1071,9 +1077,9 @@ def test_a_copy_held_back_by_prices_from_a_busy_moment_times_its_first_draft_aga
     for _ in range(4):
         assert c.choose(30, DrafterKind.COPY, match_len=16) == 0
         c.observe(DrafterKind.COPY, True)
-    assert c.choose(30, DrafterKind.COPY, match_len=20) == 4 and c.probing
+    assert c.choose(30, DrafterKind.COPY, match_len=20) == 4 and c.probes.probing
     c.record(DrafterKind.COPY, 4, 4, 0.045)  # ...and found as cheap as it is when quiet
-    assert c.choose(30, DrafterKind.COPY, match_len=25) >= 4 and not c.probing
+    assert c.choose(30, DrafterKind.COPY, match_len=25) >= 4 and not c.probes.probing
     # A size timed often enough is priced as it is: no more probes of it, however long it stays out.
     c = DraftLengthController(k_max=63)
     c.seed({"step_s": {"1": 0.02, **{str(n): (n + 1) * 0.02 for n in range(2, 65)}}})

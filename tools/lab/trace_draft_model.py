@@ -36,7 +36,7 @@ def main(argv: list[str]) -> None:
             kind=proposal.kind.name, k=len(d.tokens), kept=n_accepted, step=step_s, draft=d.draft_s,
             first=d.first_s, more=d.n_more, catch=d.catch_up_s,
             acc=c.acceptance(0) if c else 0.0, refuse=c.draft.refusal_rate() if c else 0.0,
-            ratio=(c.draft.draft_ratio if c else None) or 0.0, ramp=c.budget.ramp if c else 0, probing=c.probing if c else False,
+            ratio=(c.draft.draft_ratio if c else None) or 0.0, ramp=c.budget.ramp if c else 0, probing=c.probes.probing if c else False,
         )  # fmt: skip
 
     def step(self, r):

@@ -103,7 +103,7 @@ def run(name: str, home: str | None, max_tokens: int = 256) -> None:
             f"{r.counters.n_steps:3d} gen={r.counters.n_generated:3d} L={text.match_len if text else 0:4d} "
             f"offer={last_offer[0]:2d} {last_offer[1]} k={k:2d} kept={kept:2d} {dt * 1000:6.1f}ms (llama {llama * 1000:6.1f}) "
             f"ramp={c.budget.ramp if c else 0:2d} saved={saved_s * 1000:6.1f}ms broke={int(c.copies.broke) if c else 0}"
-            f"{' probe' if c and c.probing else ''}"
+            f"{' probe' if c and c.probes.probing else ''}"
         )
 
     def time_first(self, prompt, max_tokens, cancel):
