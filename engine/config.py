@@ -91,9 +91,6 @@ class EngineConfig:
     # batch (llama.cpp's CPU kernels work in tiles: 65 rows cost 10% more than 64).
     draft_max: int = DRAFT_MAX
     adaptive: bool = True  # False: always draft draft_max tokens
-    # A draft model stops drafting where its top token is less likely than this (0: where its
-    # confidence, as learned per pair, says the draft is unlikely to be accepted whole).
-    draft_p_min: float = 0.0
     draft_sampling: bool = True  # at temperature > 0 a draft model samples (and keeps q)
     # Beside a draft model, also draft from n-gram matches in the text so far (free to draft;
     # each step the controller picks whichever it expects more tokens per second from).

@@ -106,7 +106,6 @@ def test_speculative_generation_matches_plain_distribution(
             n_threads=1,  # two spinning threads on two shared cores: 10-20 ms a step, not 0.4
             draft_max=3,
             adaptive=False,
-            draft_p_min=0.0,
         )
     )
     tokens = engine.tokenize(prompt)
@@ -174,7 +173,6 @@ def test_deterministic_drafts_write_the_plain_text_under_chat_settings(
             n_threads=1,
             draft_max=6,
             adaptive=False,
-            draft_p_min=0.0,
             draft_sampling=False,
         )
     )

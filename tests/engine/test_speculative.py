@@ -76,7 +76,6 @@ def test_greedy_output_equals_plain(tiny_target: Path, tiny_draft: Path, draft: 
             n_ctx=1024,
             draft_max=6,
             adaptive=adaptive,
-            draft_p_min=0.0,
         )
     )
     try:
@@ -103,7 +102,6 @@ def test_fixed_drafts_are_both_accepted_and_rejected(tiny_target: Path, tiny_dra
             n_ctx=1024,
             draft_max=4,
             adaptive=False,
-            draft_p_min=0.0,
         )
     )
     try:
@@ -125,7 +123,6 @@ def test_kv_rollback_after_many_rejections(tiny_target: Path, tiny_draft: Path) 
             n_ctx=1024,
             draft_max=5,
             adaptive=False,
-            draft_p_min=0.0,
         )
     )
     fresh = LlamaRunner(str(tiny_target), n_ctx=1024, n_threads=default_threads())
@@ -170,7 +167,6 @@ def test_text_pieces_add_up_and_show_origin(tiny_target: Path, tiny_draft: Path)
             n_ctx=1024,
             draft_max=4,
             adaptive=False,
-            draft_p_min=0.0,
         )
     )
     try:
@@ -245,7 +241,6 @@ def test_seeded_sampling_with_deterministic_drafts_equals_plain(
             n_ctx=1024,
             draft_max=6,
             adaptive=False,
-            draft_p_min=0.0,
             draft_sampling=False,
         )
     )
@@ -526,7 +521,6 @@ def test_a_draft_model_drafting_beside_a_copy_is_not_credited_with_it(
         n_ctx=1024,
         draft_max=4,
         adaptive=False,
-        draft_p_min=0.0,
     )
     engine = Engine(config)
     try:
