@@ -117,7 +117,8 @@ def test_regenerate_replaces_the_last_reply_and_keeps_the_old_one(
     window.presenter.send("Hello")
     wait_reply(window)
     first_reply = _db_messages(window)[-1]
-    qtbot.mouseClick(window.chat.regenerate_button, Qt.MouseButton.LeftButton)
+    last_reply = window.chat.message_widgets()[-1]
+    qtbot.mouseClick(last_reply.regenerate_button, Qt.MouseButton.LeftButton)
     wait_reply(window)
     visible = _db_messages(window)
     assert [m.role for m in visible] == ["user", "assistant"]

@@ -190,7 +190,8 @@ def test_the_window_keeps_versions_through_regenerate_and_edit_and_after_a_resta
     window.presenter.send("Hello")
     wait_reply(window)
     first = window.chat.message_widgets()[-1].text()
-    qtbot.mouseClick(window.chat.regenerate_button, Qt.MouseButton.LeftButton)
+    last_reply = window.chat.message_widgets()[-1]
+    qtbot.mouseClick(last_reply.regenerate_button, Qt.MouseButton.LeftButton)
     wait_reply(window)
     second = window.chat.message_widgets()[-1].text()
     assert _shown(window) == [("user", "Hello", ""), ("assistant", second, "2/2")]

@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QSizePolicy,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -417,12 +416,6 @@ class ChatView(QWidget):
                 asked_with_documents = w.attachments_label is not None
             else:
                 w.changes_button.setVisible(asked_with_documents and not (self._is_busy and w is replies[-1]))
-
-    @property
-    def regenerate_button(self) -> QToolButton | None:
-        """The last reply's Regenerate action (None before any reply)."""
-        replies = [w for w in self._widgets.values() if w.role == "assistant"]
-        return replies[-1].regenerate_button if replies else None
 
     # ---- state shown
 
