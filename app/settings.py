@@ -22,6 +22,7 @@ from app import paths
 from app.paths import user_path
 from engine.chat import CHAT_SAMPLING
 from engine.config import DEFAULT_CTX, DRAFT_MAX, NGRAM_LOOKUP, DraftChoice, EngineConfig, SamplingParams
+from engine.errors import TandemError
 from engine.events import Speculation
 
 log = logging.getLogger(__name__)
@@ -275,8 +276,9 @@ SERVE_KEY_ENV = "TANDEM_API_KEY"  # the key `tandem serve` requires
 REMOTE_KEY_ENV = "TANDEM_REMOTE_API_KEY"  # the key sent to a server (`generate --remote`)
 
 
-class ApiKeyError(ValueError):
-    """A key that cannot be read (the message is a sentence for the user)."""
+class ApiKeyError(TandemError, ValueError):
+    """A key that cannot be read (the message is a sentence for the user, the command line's error
+    line as it is)."""
 
 
 def api_key_from(flag: str | None, key_file: str | None, env_var: str) -> str | None:

@@ -88,13 +88,10 @@ def cmd_generate_remote(args: argparse.Namespace) -> int:
     if args.draft.kind is not Speculation.NONE:
         raise UserError("--draft is for a local model: with --remote the server decides its own speculation")
     from app.host.remote_client import cleartext_warning
-    from app.settings import REMOTE_KEY_ENV, ApiKeyError, api_key_from, api_key_warnings
+    from app.settings import REMOTE_KEY_ENV, api_key_from, api_key_warnings
 
     key_file = getattr(args, "api_key_file", None)
-    try:
-        api_key = api_key_from(args.api_key, key_file, REMOTE_KEY_ENV)
-    except ApiKeyError as e:
-        raise UserError(str(e)) from None
+    api_key = api_key_from(args.api_key, key_file, REMOTE_KEY_ENV)
     base = api_base(args.remote)
     for warning in [*api_key_warnings(args.api_key, key_file), cleartext_warning(base, api_key)]:
         if warning:

@@ -18,7 +18,7 @@ from app.api.responses import model_id, say
 from app.api.serve import DEFAULT_HOST, ApiServer, listen, uvicorn_config
 from app.cli.options import add_draft_arg, add_engine_args
 from app.host.messages import EngineInfo
-from app.settings import SERVE_KEY_ENV, SERVE_PORT, ApiKeyError, api_key_from, api_key_warnings
+from app.settings import SERVE_KEY_ENV, SERVE_PORT, api_key_from, api_key_warnings
 from engine.config import NGRAM_LOOKUP
 from engine.rpc import is_loopback
 
@@ -87,10 +87,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UserError(f"--port must be between 0 and 65535 (got {args.port})")
     if args.queue < 0:
         raise UserError(f"--queue must be 0 or more (got {args.queue})")
-    try:
-        api_key = api_key_from(args.api_key, args.api_key_file, SERVE_KEY_ENV)
-    except ApiKeyError as e:
-        raise UserError(str(e)) from None
+    api_key = api_key_from(args.api_key, args.api_key_file, SERVE_KEY_ENV)
     for warning in api_key_warnings(args.api_key, args.api_key_file):
         say(f"warning: {warning}")
     if not is_loopback(args.host) and not api_key:
