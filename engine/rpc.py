@@ -31,6 +31,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from engine.errors import ErrorKind, TandemError
@@ -205,57 +206,53 @@ def answers(endpoint: str, timeout_s: float = 2.0) -> bool:
 # -- ggml's backend registry ---------------------------------------------------------------------
 
 
-class _Ggml:
-    """The few ggml functions this needs, resolved in the library llama_cpp itself loaded."""
-
-    _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
-        "ggml_backend_reg_by_name": (ctypes.c_void_p, [ctypes.c_char_p]),
-        "ggml_backend_reg_get_proc_address": (ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p]),
-        "ggml_backend_register": (None, [ctypes.c_void_p]),
-        "ggml_backend_reg_dev_count": (ctypes.c_size_t, [ctypes.c_void_p]),
-        "ggml_backend_reg_dev_get": (ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t]),
-        "ggml_backend_reg_name": (ctypes.c_char_p, [ctypes.c_void_p]),
-        "ggml_backend_dev_count": (ctypes.c_size_t, []),
-        "ggml_backend_dev_get": (ctypes.c_void_p, [ctypes.c_size_t]),
-        "ggml_backend_dev_type": (ctypes.c_int, [ctypes.c_void_p]),
-        "ggml_backend_dev_backend_reg": (ctypes.c_void_p, [ctypes.c_void_p]),
-        "ggml_set_abort_callback": (ctypes.c_void_p, [ctypes.c_void_p]),
-        "ggml_backend_dev_memory": (
-            None,
-            [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)],
-        ),
-    }
-
-    def __init__(self) -> None:
-        import llama_cpp
-        import llama_cpp.llama_cpp as bindings
-
-        # dlsym on libllama's handle searches its dependencies too (Linux, macOS): the very
-        # libggml that llama.cpp uses, never a second copy with a registry of its own.
-        libs: list[Any] = [bindings._lib]
-        lib_dir = Path(llama_cpp.__file__).parent / "lib"
-        for name in ("ggml", "ggml-base"):  # Windows: GetProcAddress does not search dependencies
-            with contextlib.suppress(Exception):
-                from llama_cpp._ctypes_extensions import load_shared_library
-
-                libs.append(load_shared_library(name, lib_dir))
-        for name, (restype, argtypes) in self._SIGNATURES.items():
-            for lib in libs:
-                fn = getattr(lib, name, None)
-                if fn is not None:
-                    fn.restype, fn.argtypes = restype, argtypes
-                    setattr(self, name, fn)
-                    break
-            else:
-                raise RpcError(f"this llama.cpp build lacks {name}; Tandem cannot use RPC servers with it")
-
-    def __getattr__(self, name: str) -> Any:  # for type checkers: the functions set above
-        raise AttributeError(name)
+# The few ggml functions this needs: their result and argument types.
+_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "ggml_backend_reg_by_name": (ctypes.c_void_p, [ctypes.c_char_p]),
+    "ggml_backend_reg_get_proc_address": (ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p]),
+    "ggml_backend_register": (None, [ctypes.c_void_p]),
+    "ggml_backend_reg_dev_count": (ctypes.c_size_t, [ctypes.c_void_p]),
+    "ggml_backend_reg_dev_get": (ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t]),
+    "ggml_backend_reg_name": (ctypes.c_char_p, [ctypes.c_void_p]),
+    "ggml_backend_dev_count": (ctypes.c_size_t, []),
+    "ggml_backend_dev_get": (ctypes.c_void_p, [ctypes.c_size_t]),
+    "ggml_backend_dev_type": (ctypes.c_int, [ctypes.c_void_p]),
+    "ggml_backend_dev_backend_reg": (ctypes.c_void_p, [ctypes.c_void_p]),
+    "ggml_set_abort_callback": (ctypes.c_void_p, [ctypes.c_void_p]),
+    "ggml_backend_dev_memory": (
+        None,
+        [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)],
+    ),
+}
 
 
 @functools.cache
-def _ggml() -> _Ggml:
-    return _Ggml()
+def _ggml() -> SimpleNamespace:
+    """The few ggml functions this needs (_SIGNATURES), resolved in the library llama_cpp itself
+    loaded, as attributes."""
+    import llama_cpp
+    import llama_cpp.llama_cpp as bindings
+
+    # dlsym on libllama's handle searches its dependencies too (Linux, macOS): the very
+    # libggml that llama.cpp uses, never a second copy with a registry of its own.
+    libs: list[Any] = [bindings._lib]
+    lib_dir = Path(llama_cpp.__file__).parent / "lib"
+    for name in ("ggml", "ggml-base"):  # Windows: GetProcAddress does not search dependencies
+        with contextlib.suppress(Exception):
+            from llama_cpp._ctypes_extensions import load_shared_library
+
+            libs.append(load_shared_library(name, lib_dir))
+    functions: dict[str, Any] = {}
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        for lib in libs:
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.restype, fn.argtypes = restype, argtypes
+                functions[name] = fn
+                break
+        else:
+            raise RpcError(f"this llama.cpp build lacks {name}; Tandem cannot use RPC servers with it")
+    return SimpleNamespace(**functions)
 
 
 def supported() -> bool:
@@ -289,7 +286,7 @@ def _register(endpoint: str) -> int:
     return int(reg)
 
 
-def _is_rpc_device(g: _Ggml, dev: int) -> bool:
+def _is_rpc_device(g: SimpleNamespace, dev: int) -> bool:
     name = g.ggml_backend_reg_name(g.ggml_backend_dev_backend_reg(dev)) or b""
     return name == b"RPC" or name.startswith(b"RPC[")
 
