@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import TypedDict
+from dataclasses import replace
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QWidget
@@ -34,15 +34,6 @@ def _label_for(field: QWidget) -> QWidget | None:
     parent = field.parentWidget()
     form = parent.layout() if parent is not None else None
     return form.labelForField(field) if isinstance(form, QFormLayout) else None
-
-
-class RemoteValues(TypedDict):
-    """The settings these fields set (app.settings.Settings' names)."""
-
-    engine: EngineKind
-    remote_url: str
-    remote_api_key: str
-    remote_model: str
 
 
 class RemoteEngineFields(QObject):
@@ -100,13 +91,15 @@ class RemoteEngineFields(QObject):
     def is_remote(self) -> bool:
         return bool(self.engine.currentData() == EngineKind.REMOTE)
 
-    def values(self) -> RemoteValues:
-        return {
-            "engine": EngineKind.REMOTE if self.is_remote else EngineKind.LOCAL,
-            "remote_url": self.url.text().strip(),
-            "remote_api_key": self.api_key.text().strip(),
-            "remote_model": self.model.currentText().strip(),
-        }
+    def applied_to(self, settings: Settings) -> Settings:
+        """`settings` with these fields': the engine, and the server's address, key and model."""
+        return replace(
+            settings,
+            engine=EngineKind.REMOTE if self.is_remote else EngineKind.LOCAL,
+            remote_url=self.url.text().strip(),
+            remote_api_key=self.api_key.text().strip(),
+            remote_model=self.model.currentText().strip(),
+        )
 
     def show_error(self, text: str, is_error: bool = True) -> None:
         self.error.setText(_one_line(text))

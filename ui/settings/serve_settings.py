@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TypedDict
+from dataclasses import replace
 
 from PySide6.QtCore import QObject, Slot
 from PySide6.QtWidgets import (
@@ -19,14 +19,6 @@ from ui.qt import theme
 from ui.qt.widgets import button, label, named
 
 OPEN_WARNING = "Without an API key, anyone who can reach this computer on the network can use the model."
-
-
-class ServeValues(TypedDict):
-    """The settings these fields set (app.settings.Settings' names)."""
-
-    serve_port: int
-    serve_api_key: str
-    serve_public: bool
 
 
 class ServeFields(QObject):
@@ -67,12 +59,14 @@ class ServeFields(QObject):
         self.api_key.textChanged.connect(self.on_changed)
         self.on_changed()
 
-    def values(self) -> ServeValues:
-        return {
-            "serve_port": self.port.value(),
-            "serve_api_key": self.api_key.text().strip(),
-            "serve_public": self.public.isChecked(),
-        }
+    def applied_to(self, settings: Settings) -> Settings:
+        """`settings` with these fields': the port, the API key and who may connect."""
+        return replace(
+            settings,
+            serve_port=self.port.value(),
+            serve_api_key=self.api_key.text().strip(),
+            serve_public=self.public.isChecked(),
+        )
 
     @Slot(bool)
     def on_show_key_toggled(self, shown: bool) -> None:

@@ -194,7 +194,7 @@ class SettingsDialog(QDialog):
         return form
 
     def result_settings(self) -> Settings:
-        return dataclasses.replace(
+        chosen = dataclasses.replace(
             self._settings,
             n_threads=self.threads.value() or None,
             n_ctx=self.context.value(),
@@ -210,9 +210,8 @@ class SettingsDialog(QDialog):
             adaptive=self.adaptive.isChecked(),
             draft_max=self.draft_max.value(),
             theme=Theme(self.theme.currentData()),
-            **self.remote.values(),
-            **self.serve.values(),
         )
+        return self.serve.applied_to(self.remote.applied_to(chosen))  # Engine's server, Serve API
 
     def _parsed_rpc_servers(self) -> tuple[str, ...]:
         from engine.rpc import RpcError, parse_servers
