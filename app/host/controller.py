@@ -41,7 +41,7 @@ from app.host.messages import (
 from app.host.reply import Reply, ReplyProgress
 from app.host.supervisor import EngineSupervisor, WorkerFactory
 from app.host.worker import WorkerProcess
-from engine.config import DraftChoice, EngineConfig, SamplingParams
+from engine.config import EngineConfig, SamplingParams
 from engine.errors import ErrorKind, Failure
 from engine.events import Finished, Stats
 
@@ -100,10 +100,6 @@ class EngineController(QObject):
         return self._info
 
     @property
-    def config(self) -> EngineConfig | None:
-        return self.supervisor.config
-
-    @property
     def is_busy(self) -> bool:
         return bool(self._replies)
 
@@ -130,11 +126,6 @@ class EngineController(QObject):
         self.supervisor.replace_engine("the engine was changed", factory)
         self._info = None
         self._fail_pending("the engine was changed", engine_died=True)
-
-    @Slot(object)
-    def set_draft(self, draft: DraftChoice) -> None:
-        """Switch speculation; applies from the next reply."""
-        self.supervisor.set_draft(draft)
 
     def start_reply(
         self,

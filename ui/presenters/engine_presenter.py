@@ -163,7 +163,7 @@ class EnginePresenter(QObject):
         self._update(self._settings().with_draft(choice, chosen if chosen is not None else _kind(choice)))
         self._show_speculation(choice)
         self.pair_changed.emit(PairView("Switching the speed-up… (applies from the next reply)"))
-        self.controller.set_draft(choice)
+        self.controller.supervisor.set_draft(choice)  # (applies from the next reply)
 
     def has_draft_model(self) -> bool:
         """Whether a draft model was chosen before and is still there."""

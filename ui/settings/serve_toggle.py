@@ -172,8 +172,8 @@ class ServeToggle(QObject):
         if self.host is None:
             return
         supervisor = controller.supervisor
-        if supervisor.info is None and not supervisor.is_loading and controller.config is not None:
-            controller.load(controller.config)  # (a load under way is waited for, not restarted)
+        if supervisor.info is None and not supervisor.is_loading and supervisor.config is not None:
+            controller.load(supervisor.config)  # (a load under way is waited for, not restarted)
 
     def _update_tooltip(self, settings: Settings) -> None:
         who = "other computers on the network" if settings.serve_public else "other programs on this computer"
