@@ -534,8 +534,7 @@ def _write_all(out: Any, data: bytes) -> None:
 
 def _discard(*files: Path) -> None:
     for f in files:
-        with contextlib.suppress(FileNotFoundError):
-            f.unlink()
+        f.unlink(missing_ok=True)
 
 
 def _download_one(
