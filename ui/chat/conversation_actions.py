@@ -32,20 +32,16 @@ class ConversationActions(QObject):
         super().__init__(parent)
         self.presenter, self.chat, self.parent_widget = presenter, chat, parent
         menu = next(w for w in settings_action.associatedObjects() if isinstance(w, QMenu))
-        tip = "Open a conversation exported as JSON, as a new conversation"
-        self.import_action = QAction("&Import a conversation…", parent, toolTip=tip)
-        self.import_action.triggered.connect(self.on_import_action_triggered)
-        self.export_markdown_action = QAction("Export as &Markdown…", parent)
-        self.export_markdown_action.triggered.connect(
-            lambda: self.export_conversation(None, ExportFormat.MARKDOWN)
-        )
-        self.export_json_action = QAction("Export as &JSON…", parent)
-        self.export_json_action.triggered.connect(lambda: self.export_conversation(None, ExportFormat.JSON))
-        tip = "The last reply against the document it was asked to change"
-        self.diff_action = QAction("Compare the reply with its &document…", parent, toolTip=tip)
-        self.diff_action.triggered.connect(self.show_reply_diff)
-        actions = (self.export_markdown_action, self.export_json_action, self.import_action, self.diff_action)
-        for action in actions:
+        importing = "Open a conversation exported as JSON, as a new conversation"
+        diff = "The last reply against the document it was asked to change"
+        for text, do, tip in (
+            ("Export as &Markdown…", lambda: self.export_conversation(None, ExportFormat.MARKDOWN), ""),
+            ("Export as &JSON…", lambda: self.export_conversation(None, ExportFormat.JSON), ""),
+            ("&Import a conversation…", self.on_import_action_triggered, importing),
+            ("Compare the reply with its &document…", self.show_reply_diff, diff),
+        ):
+            action = QAction(text, parent, toolTip=tip)
+            action.triggered.connect(do)
             menu.insertAction(settings_action, action)
         menu.insertSeparator(settings_action)
 
