@@ -335,8 +335,8 @@ def test_fit_and_recommendation_follow_memory_and_the_gpu(qtbot) -> None:
     tiny = shipped_page(qtbot, MachineInfo(total_ram_bytes=4 * GiB, has_gpu=False, gpu_label=""))
     assert recommended(tiny) == []  # nothing real fits: no badge anywhere
 
-    gpu = MachineInfo(total_ram_bytes=64 * GiB, has_gpu=True, gpu_label="NVIDIA GPU")
-    page = shipped_page(qtbot, gpu, vram_bytes=7 * GiB)
+    gpu = MachineInfo(total_ram_bytes=64 * GiB, has_gpu=True, gpu_label="NVIDIA GPU", vram_bytes=7 * GiB)
+    page = shipped_page(qtbot, gpu)
     # Before the engine says llama.cpp has a GPU backend, the GPU is not counted on.
     assert "runs on the CPU only" in text_of(card_named(page, "Qwen3 8B + Qwen3 0.6B"), "pairFit")
     assert "runs on the CPU" in page.catalog_section.machine_label.text()

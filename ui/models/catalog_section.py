@@ -31,8 +31,6 @@ class CatalogSection(QWidget):
         catalog: Catalog,
         machine: MachineInfo,
         models_dir: Path,
-        gpu_backend: bool = False,
-        vram_bytes: int | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -40,8 +38,8 @@ class CatalogSection(QWidget):
         self.catalog = catalog
         self.machine = machine
         self.models_dir = models_dir
-        self.gpu_backend = gpu_backend  # known once the engine has loaded (set_gpu_backend)
-        self._vram_bytes = vram_bytes  # None: not asked yet (nvidia-smi takes a moment)
+        self.gpu_backend = False  # known once the engine has loaded (set_gpu_backend)
+        self._vram_bytes = machine.vram_bytes or None  # None: not asked yet (nvidia-smi takes a moment)
         self.model_in_use: Path | None = None  # the engine's target, wherever it lives
         self.cards: dict[str, PairCard] = {}
         v = flush(QVBoxLayout(self))

@@ -45,8 +45,6 @@ class ModelsPage(QWidget):
         models_dir: Path | None = None,
         machine: MachineInfo | None = None,
         download_options: DownloadOptions | None = None,
-        gpu_backend: bool = False,
-        vram_bytes: int | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("modelsPage")
@@ -59,9 +57,7 @@ class ModelsPage(QWidget):
 
         self.picker = PairPicker()
         self.picker.pair_chosen.connect(self.pair_chosen)
-        self.catalog_section = CatalogSection(
-            self.catalog, self.machine, self.models_dir, gpu_backend, vram_bytes
-        )
+        self.catalog_section = CatalogSection(self.catalog, self.machine, self.models_dir)
         self.catalog_section.pair_chosen.connect(self.pair_chosen)
         self.downloads = DownloadJobs(self.models_dir, download_options)
         self.download_view = ModelDownloads(self.downloads, self.models_dir, self)
