@@ -65,8 +65,8 @@ def test_a_gpu_without_a_gpu_build_is_said_and_the_cpu_choice_made() -> None:
 
 
 def test_panel_updates_its_recommendation_when_the_gpu_backend_is_known(qtbot) -> None:
-    machine = MachineInfo(32 * GiB, has_gpu=True, gpu_label="NVIDIA GPU")
-    panel = WelcomePanel(load_catalog(), machine, vram_bytes=24 * GB)
+    machine = MachineInfo(32 * GiB, has_gpu=True, gpu_label="NVIDIA GPU", vram_bytes=24 * GB)
+    panel = WelcomePanel(load_catalog(), machine)
     qtbot.addWidget(panel)
     assert "Qwen2.5 7B" in panel.recommendation_label.text()
     panel.set_gpu_backend(True)

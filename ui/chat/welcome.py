@@ -125,14 +125,7 @@ class WelcomePanel(QFrame):
     # the chat's greyed-tasks line leaves out its own button for the same download meanwhile.
     small_offer_shown = Signal(bool)
 
-    def __init__(
-        self,
-        catalog: Catalog,
-        machine: MachineInfo,
-        vram_bytes: int = 0,
-        gpu_backend: bool = False,
-        parent: QWidget | None = None,
-    ) -> None:
+    def __init__(self, catalog: Catalog, machine: MachineInfo, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("welcomePanel")
         self.setStyleSheet(
@@ -142,8 +135,7 @@ class WelcomePanel(QFrame):
         )
         self.catalog = catalog
         self.machine = machine
-        self.vram_bytes = vram_bytes
-        self.gpu_backend = gpu_backend
+        self.gpu_backend = False  # known once the engine has loaded (set_gpu_backend)
         self.is_downloading = False
 
         # In a short window its text scrolls, never cut mid-line; as tall as its text elsewhere.
@@ -206,7 +198,7 @@ class WelcomePanel(QFrame):
 
     @property
     def recommendation(self) -> Recommendation:
-        return recommend_pair(self.catalog, self.machine, self.gpu_backend, self.vram_bytes)
+        return recommend_pair(self.catalog, self.machine, self.gpu_backend, self.machine.vram_bytes)
 
     def restyle(self) -> None:
         """The theme changed: the highlight's sample in its colours."""

@@ -30,7 +30,7 @@ def make_welcome() -> WelcomePanel | None:
         from ui.chat.welcome import WelcomePanel
 
         machine = detect_machine(with_vram=True)
-        return WelcomePanel(load_catalog(), machine, machine.vram_bytes)
+        return WelcomePanel(load_catalog(), machine)
     except Exception as e:
         if os.environ.get(STRICT_ENV):  # the tests: a panel that fails to build is a bug
             raise
