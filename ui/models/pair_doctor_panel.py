@@ -86,21 +86,13 @@ class PairDoctorPanel(QGroupBox):
     pair_chosen = Signal(str, object)  # target path, DraftChoice (the draft file, or n-gram lookup)
     measured_here = Signal()  # stand-ins were timed: the catalog's cards may know more now
 
-    def __init__(
-        self,
-        downloads: DownloadJobs,
-        models_dir: Path,
-        parent: QWidget | None = None,
-        *,
-        machine: MachineInfo | None = None,
-        timeout_s: float = 30.0,
-    ) -> None:
+    def __init__(self, downloads: DownloadJobs, models_dir: Path, parent: QWidget | None = None) -> None:
         super().__init__("The Hugging Face hub: find a pair, check it, download it", parent)
         self.setObjectName("pairDoctor")
         self.downloads = downloads
         self.models_dir = models_dir
-        self.machine = machine
-        self.timeout_s = timeout_s
+        self.machine: MachineInfo | None = None  # read on first need (_machine)
+        self.timeout_s = 30.0  # each hub call's
         self._ticket = 0
         self._cancel = threading.Event()
         self._measuring = False  # the task running is the measurement (its own bar and Cancel)
