@@ -58,11 +58,8 @@ TITLE_BAR_PX = 40  # room left for the window manager's title bar and frame
 
 
 def fitted_size(wanted: QSize, available: QSize) -> QSize:
-    """`wanted` within the screen's free area, its frame included."""
-    return QSize(
-        max(400, min(wanted.width(), available.width())),
-        max(300, min(wanted.height(), available.height() - TITLE_BAR_PX)),
-    )
+    """`wanted` within the screen's free area, its frame included (400 x 300 at least)."""
+    return wanted.boundedTo(available - QSize(0, TITLE_BAR_PX)).expandedTo(QSize(400, 300))
 
 
 class MainWindow(QMainWindow):
