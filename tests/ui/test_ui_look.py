@@ -96,7 +96,7 @@ def test_theme_choice_and_system_scheme(qtbot, open_window, tiny_target) -> None
         dialog = SettingsDialog(window.settings, False, window)
         dialog.theme.setCurrentIndex(dialog.theme.findData("dark"))
         window.apply_settings(dialog.result_settings())
-        assert window.settings.theme == "dark" and window.theme.is_dark and _window_is_dark()
+        assert window.settings.theme == "dark" and theme.colors().is_dark and _window_is_dark()
         assert (
             theme.colors().draft_look(DraftSource.NONE).tint
             == theme.DARK.draft_tint
@@ -111,10 +111,10 @@ def test_theme_choice_and_system_scheme(qtbot, open_window, tiny_target) -> None
         assert not _window_is_dark() and _tint_in(widget.body) == theme.LIGHT.draft_tint
         # ... and a desktop that turns dark is followed while the choice is System.
         QApplication.styleHints().colorSchemeChanged.emit(Qt.ColorScheme.Dark)
-        assert window.theme.is_dark and _window_is_dark()
+        assert theme.colors().is_dark and _window_is_dark()
         assert _tint_in(widget.body) == theme.DARK.draft_tint
         QApplication.styleHints().colorSchemeChanged.emit(Qt.ColorScheme.Light)
-        assert not window.theme.is_dark and not _window_is_dark()
+        assert not theme.colors().is_dark and not _window_is_dark()
     finally:
         window.theme.set_choice("system")
 

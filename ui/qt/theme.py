@@ -352,10 +352,6 @@ class ThemeManager(QObject):
     def choice(self) -> Theme:
         return self._choice
 
-    @property
-    def is_dark(self) -> bool:
-        return colors().is_dark
-
     def set_choice(self, choice: Theme) -> None:
         choice = Theme(choice)  # (a test or a tool may pass its string)
         self._choice = choice
