@@ -84,10 +84,6 @@ class ServeToggle(QObject):
         self._update_tooltip(settings())
 
     @property
-    def settings(self) -> Settings:
-        return self._settings()
-
-    @property
     def url(self) -> str | None:
         """Where a program on this computer reaches the API (None when it does not serve)."""
         if self.server is None:
@@ -115,7 +111,7 @@ class ServeToggle(QObject):
     def start(self) -> None:
         if self.server is not None:
             return
-        settings = self.settings
+        settings = self._settings()
         controller = self.controller
         try:
             sock = listen(settings.serve_host, settings.serve_port)
@@ -184,7 +180,7 @@ class ServeToggle(QObject):
         )
 
     def _show_address(self) -> None:
-        settings = self.settings
+        settings = self._settings()
         text = f"API: {self.address}"
         warning = settings.serve_public and not settings.serve_api_key
         relay_refused = self.controller.remote is not None and not settings.serve_api_key
