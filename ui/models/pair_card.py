@@ -193,7 +193,7 @@ class PairCard(QFrame):
         for b in (self.pause_button, self.cancel_button, self.use_button, self.download_button):
             buttons.addWidget(b)
         layout.addLayout(buttons)
-        self._restyle()
+        self.restyle()
 
     # --- pieces ----------------------------------------------------------------------------------
 
@@ -227,7 +227,7 @@ class PairCard(QFrame):
     def set_fit(self, is_fitting: bool, text: str) -> None:
         self.is_fitting = is_fitting
         self.fit_label.setText(("✓ " if is_fitting else "✗ ") + text)
-        self._restyle()
+        self.restyle()
         self._describe()
 
     def set_here(self, text: str | None) -> None:
@@ -241,7 +241,7 @@ class PairCard(QFrame):
         self.recommended_badge.setToolTip(reason or "")
         self.recommendation_label.setText(reason or "")
         self.recommendation_label.setVisible(self.is_recommended)
-        self._restyle()
+        self.restyle()
         self._describe()
 
     def set_in_use(self, is_in_use: bool) -> None:
@@ -280,9 +280,11 @@ class PairCard(QFrame):
 
     # --- look --------------------------------------------------------------------------------------
 
-    def _restyle(self) -> None:
+    def restyle(self) -> None:
         """Stylesheet colours from the palette now in force (called again when it changes): the
-        application's, which the theme sets (a card's own holds the colours its stylesheet set)."""
+        application's, which the theme sets (a card's own holds the colours its stylesheet set).
+        The page calls this on a theme switch, because a widget with a stylesheet of its own is not
+        told when the application's palette changes."""
         p = QGuiApplication.palette()
         base = p.color(QPalette.ColorRole.Base)
         mid = p.color(QPalette.ColorRole.Mid)
@@ -310,13 +312,6 @@ class PairCard(QFrame):
                 f"background: {_rgba(mid, 45)}; color: {text.name()}; border-radius: 9px; padding: 2px 8px;"
             )
         self.fit_label.setStyleSheet(f"color: {good if self.is_fitting else theme.colors().error_text};")
-
-    def restyle(self) -> None:
-        """The palette changed (a theme switch): the page calls this, because a widget with a
-        stylesheet of its own is not told when the application's palette changes."""
-        self._restyle()
-        if self.status_label.styleSheet():
-            theme.set_tone(self.status_label, "error")
 
 
 class CardGrid(QWidget):
