@@ -53,8 +53,11 @@ class WelcomeDownloads(QObject):
         super().__init__(welcome)
         self.welcome, self.page, self.switch = welcome, models_page, switch
         self.downloading: str | None = None  # the pair its button is downloading
-        self._is_connected = False
         welcome.download_requested.connect(self.request)
+        if models_page is not None:  # (its downloads' news of other keys is left alone)
+            models_page.download_view.progressed.connect(self.on_download_view_progressed)
+            models_page.download_view.finished.connect(self.on_download_view_finished)
+            models_page.download_view.failed.connect(self.on_download_view_failed)
 
     def request(self, pair: CatalogPair) -> None:
         """Download the recommended pair through the Models page; switch to it when done."""
@@ -64,11 +67,6 @@ class WelcomeDownloads(QObject):
                 "Downloads need the Models page, which is not available in this build.", True
             )
             return
-        if not self._is_connected:
-            self._is_connected = True
-            page.download_view.progressed.connect(self.on_download_view_progressed)
-            page.download_view.finished.connect(self.on_download_view_finished)
-            page.download_view.failed.connect(self.on_download_view_failed)
         self.downloading = pair.name
         self.welcome.set_downloading(True)
         self.welcome.set_status(
