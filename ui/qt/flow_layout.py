@@ -14,7 +14,7 @@ class FlowLayout(QLayout):
     def __init__(self, parent: QWidget | None = None, spacing: int = 6) -> None:
         super().__init__(parent)
         self._items: list[QLayoutItem] = []
-        self._spacing = spacing
+        self.setSpacing(spacing)
         self.setContentsMargins(QMargins(0, 0, 0, 0))
 
     def addItem(self, item: QLayoutItem) -> None:  # noqa: N802 - Qt's name
@@ -28,9 +28,6 @@ class FlowLayout(QLayout):
 
     def takeAt(self, index: int) -> QLayoutItem | None:  # noqa: N802 - Qt's name
         return self._items.pop(index) if 0 <= index < len(self._items) else None
-
-    def spacing(self) -> int:
-        return self._spacing
 
     def expandingDirections(self) -> Qt.Orientation:  # noqa: N802 - Qt's name
         return Qt.Orientation(0)
@@ -66,9 +63,9 @@ class FlowLayout(QLayout):
         for item in self._visible():
             hint = item.sizeHint()
             if x > area.x() and x + hint.width() > area.right() + 1:
-                x, y, row_height = area.x(), y + row_height + self._spacing, 0
+                x, y, row_height = area.x(), y + row_height + self.spacing(), 0
             if move:
                 item.setGeometry(QRect(QPoint(x, y), hint))
-            x += hint.width() + self._spacing
+            x += hint.width() + self.spacing()
             row_height = max(row_height, hint.height())
         return y + row_height - rect.y() + m.bottom()
