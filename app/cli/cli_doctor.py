@@ -254,8 +254,8 @@ def _here_json(fig: PairFigures | None) -> dict[str, Any] | None:
         return None
     v = fig.verdict
     return {
-        "plain_tokens_per_s": fig.plain_tokens_per_s,
-        "ngram_ceiling": fig.ceiling,
+        "plain_tokens_per_s": fig.target.plain_tokens_per_s,
+        "ngram_ceiling": fig.target.ceiling,
         "copy_speedup": fig.copy_speedup,
         "target_t_ms": fig.target.t_ms,
         "draft_t_ms": fig.draft.t_ms if fig.draft else None,

@@ -129,14 +129,6 @@ class PairFigures:
     copy_speedup: float | None = None  # the controller on the kept copy replies
     verdict: DraftVerdict | None = None
 
-    @property
-    def plain_tokens_per_s(self) -> float:
-        return self.target.plain_tokens_per_s
-
-    @property
-    def ceiling(self) -> float:
-        return self.target.ceiling
-
 
 def speculative_speedup(a: float, k: int, draft_cost: float, verify: Callable[[int], float]) -> float:
     """The speed-up over plain steps of a step that drafts k tokens (each draft_cost of a plain
@@ -319,11 +311,11 @@ def describe_lines(
     t = fig.target
     lines = [
         f"On this computer (models of the same shape and quantisation timed here, {t.measured_at}, "
-        f"{t.n_threads} threads; nothing downloaded): plain replies at about {fig.plain_tokens_per_s:.1f} tokens/s."
+        f"{t.n_threads} threads; nothing downloaded): plain replies at about {t.plain_tokens_per_s:.1f} tokens/s."
     ]
     copy = f"{times_words(fig.copy_speedup)}, " if fig.copy_speedup else ""
     lines.append(
-        f"Copy and edit work with {ngram}: {copy}at most {fig.ceiling:.1f}× if every guessed word were right."
+        f"Copy and edit work with {ngram}: {copy}at most {t.ceiling:.1f}× if every guessed word were right."
     )
     v = fig.verdict
     if v is not None:

@@ -172,7 +172,7 @@ def test_measuring_times_the_sizes_that_matter_keeps_the_figures_and_leaves_noth
     fig = measure_run.measure_pair(target, draft, sizes=(1, 2, 4, 8, 16, 32, 64), on_progress=progress)
     assert set(fig.target.t_ms) == {1, 2, 4, 8, 16, 32, 64}
     assert fig.draft is not None and set(fig.draft.t_ms) == {1, 2}
-    assert fig.plain_tokens_per_s > 0 and fig.ceiling >= 1.0
+    assert fig.target.plain_tokens_per_s > 0 and fig.target.ceiling >= 1.0
     assert fig.copy_speedup is not None and fig.copy_speedup > 0
     assert fig.verdict is not None and 1 <= fig.verdict.draft_len <= measure.MAX_DRAFT_LEN
     fractions = [p.fraction for p in seen]

@@ -89,7 +89,7 @@ def here_first_line(fig: PairFigures) -> str:
     if fig.verdict is not None:
         parts.append(f"this draft model {times_words(fig.verdict.speedup)}")
     if not parts:
-        parts.append(f"plain replies at about {fig.plain_tokens_per_s:.1f} tokens/s")
+        parts.append(f"plain replies at about {fig.target.plain_tokens_per_s:.1f} tokens/s")
     return "On this computer: " + "; ".join(parts)
 
 
@@ -108,7 +108,7 @@ def auto_measured_words(v: DraftVerdict) -> str:
 
 def card_here_words(fig: PairFigures, has_draft_model: bool) -> str:
     """ "On this computer: copy work about 2.3×; a draft model does not pay here"."""
-    parts = [f"plain about {fig.plain_tokens_per_s:.1f} tokens/s"]
+    parts = [f"plain about {fig.target.plain_tokens_per_s:.1f} tokens/s"]
     if fig.copy_speedup:
         parts.append(f"copy work about {fig.copy_speedup:.1f}×")
     if has_draft_model and fig.verdict is not None:
