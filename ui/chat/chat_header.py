@@ -7,6 +7,7 @@ with its switch.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import cast
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QPainter, QPaintEvent, QStandardItemModel, QTextCursor, QTextDocument
@@ -302,11 +303,8 @@ class ChatHeader(QWidget):
 
     def set_draft_available(self, is_available: bool, why_not: str = "") -> None:
         """ "Draft model" greyed, with why, where no local model pairs with the one in use."""
-        index = self.speed_combo.findData(str(SpeedUp.DRAFT))
-        model = self.speed_combo.model()
-        if index < 0 or not isinstance(model, QStandardItemModel):
-            return
-        model.item(index).setEnabled(is_available)
+        index = self.speed_combo.findData(str(SpeedUp.DRAFT))  # (always offered: SPEED_UP_CHOICES)
+        cast(QStandardItemModel, self.speed_combo.model()).item(index).setEnabled(is_available)
         why = next(c.why for c in SPEED_UP_CHOICES if c.key is SpeedUp.DRAFT)
         self.speed_combo.setItemData(index, why if is_available else why_not, Qt.ItemDataRole.ToolTipRole)
 

@@ -34,7 +34,6 @@ from ui.qt.widgets import flush, label, named, tool_button
 STATUS_NOTES = {
     MessageStatus.CANCELLED: "stopped by you",
     MessageStatus.INTERRUPTED: "⚠ Interrupted: Tandem stopped before this reply was finished",
-    MessageStatus.STREAMING: "",
 }
 
 
