@@ -258,13 +258,6 @@ def load_costs(model: str) -> MeasuredCosts | None:
         return None
 
 
-def draft_pays_here(target_path: str, draft_path: str) -> DraftVerdict | None:
-    """Whether a local draft model pays with a local target on this computer, from stand-ins
-    measured before (the files known by name); None where either was not measured here."""
-    fig = figures_here(Path(target_path).name, Path(draft_path).name)
-    return fig.verdict if fig is not None else None
-
-
 def figures_here(target_model: str, draft_model: str | None = None) -> PairFigures | None:
     """What this computer will do with a pair, from costs measured before (None: not measured).
     A draft not measured yet leaves the draft's verdict out."""

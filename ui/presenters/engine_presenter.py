@@ -181,10 +181,12 @@ class EnginePresenter(QObject):
             case SpeedUp.AUTO:
                 verdict = None
                 if model is not None:
-                    from app.library.measure import draft_pays_here
+                    from app.library.measure import figures_here
 
-                    # Measured here before (stand-ins): a draft that does not pay is not even loaded.
-                    verdict = draft_pays_here(self.model_key(), model.model)
+                    # Measured here before (stand-ins, the files known by name): a draft that does
+                    # not pay is not even loaded.
+                    here = figures_here(Path(self.model_key()).name, Path(model.model).name)
+                    verdict = here.verdict if here is not None else None
                     if verdict is not None and not verdict.pays:
                         model = None
                 self.set_speculation(model or NGRAM_LOOKUP, SpeedUp.AUTO)
