@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -65,13 +65,12 @@ class RpcError(TandemError):
 # -- addresses -----------------------------------------------------------------------------------
 
 
-def parse_servers(spec: str | Iterable[str] | None) -> tuple[str, ...]:
-    """`HOST:PORT[,HOST:PORT...]` (or a list of them) as normalised endpoints; RpcError if bad."""
+def parse_servers(spec: str | None) -> tuple[str, ...]:
+    """`HOST:PORT[,HOST:PORT...]` as normalised endpoints; RpcError if bad."""
     if spec is None:
         return ()
-    parts = spec.split(",") if isinstance(spec, str) else [p for s in spec for p in str(s).split(",")]
     endpoints: list[str] = []
-    for raw in parts:
+    for raw in spec.split(","):
         text = raw.strip()
         if not text:
             continue
@@ -79,7 +78,7 @@ def parse_servers(spec: str | Iterable[str] | None) -> tuple[str, ...]:
         if endpoint in endpoints:
             raise RpcError(f"the RPC server {endpoint} is listed twice")
         endpoints.append(endpoint)
-    if isinstance(spec, str) and spec.strip() and not endpoints:
+    if spec.strip() and not endpoints:
         raise RpcError(f"no RPC server in {spec!r}; expected HOST:PORT[,HOST:PORT...]")
     if len(endpoints) > MAX_SERVERS:
         raise RpcError(f"at most {MAX_SERVERS} RPC servers can be used (got {len(endpoints)})")
