@@ -29,11 +29,12 @@ if TYPE_CHECKING:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from app.library import pair_doctor as doctor
+    from app.library.hub_search import search
 
     if args.limit < 1:
         raise TandemError("--limit must be at least 1")
     print(f"searching the hub for '{args.query}'…", file=sys.stderr)
-    repos = doctor.search(
+    repos = search(
         args.query,
         limit=args.limit,
         timeout_s=args.timeout,
@@ -83,6 +84,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from app.library import pair_doctor as doctor
+    from app.store import shard_names
 
     if args.pair:
         if args.target or args.draft or args.draft_file:
@@ -124,9 +126,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(
             "download: "
             + "; ".join(
-                f"tandem models download {r.repo_id} {name}"
-                for r in refs
-                for name in doctor.shard_names(r.filename)
+                f"tandem models download {r.repo_id} {name}" for r in refs for name in shard_names(r.filename)
             )
         )
     return EXIT_OK

@@ -34,11 +34,7 @@ from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 from app.library.catalog import MachineInfo, detect_machine, format_bytes, format_params
 from app.library.documents import kv_bytes_per_token
 from app.library.downloads import DEFAULT_TIMEOUT_S
-
-# Names "as" themselves: also the command line's and the window's.
-from app.library.hub_search import HubGGUF, list_files
-from app.library.hub_search import HubRepo as HubRepo
-from app.library.hub_search import search as search
+from app.library.hub_search import HubGGUF, list_files, search
 from app.library.measure import (
     MeasureProgress,
     PairFigures,
@@ -48,8 +44,7 @@ from app.library.measure import (
     speculative_speedup,
 )
 from app.library.measure_run import measure_pair
-from app.library.remote_gguf import CheckCancelled as CheckCancelled
-from app.library.remote_gguf import RemoteHeader, read_local_header, read_remote_header
+from app.library.remote_gguf import CheckCancelled, RemoteHeader, read_local_header, read_remote_header
 from app.library.standin import StandinPlan, plan_from_header
 from app.paths import user_path
 from app.store import (
@@ -58,8 +53,8 @@ from app.store import (
     model_key,
     model_key_of_file,
     read_pair_measurement,
+    shard_names,
 )
-from app.store import shard_names as shard_names
 from engine.config import DEFAULT_CTX
 from engine.errors import IncompatiblePairError, TandemError
 from engine.events import Speculation

@@ -22,6 +22,7 @@ from app.library import hub_search
 from app.library import pair_doctor as doctor
 from app.library.catalog import MachineInfo
 from app.library.remote_gguf import MAX_HEADER_BYTES, HeaderReadError, HeaderTooLargeError, read_remote_header
+from app.store import shard_names
 from engine.errors import NotGGUFError
 from tests.tiny import write_tiny_model
 
@@ -175,7 +176,7 @@ def test_search_marks_a_model_too_large_for_this_machine(
     hub: FakeHub, capsys: pytest.CaptureFixture[str]
 ) -> None:
     machine = MachineInfo(free_ram_bytes=2 * 2**30, total_ram_bytes=3 * 2**30)
-    [repo] = doctor.search("bigfam")
+    [repo] = hub_search.search("bigfam")
     [f] = repo.files
     assert f.quantization == "Q4_K_M" and f.size_bytes > 4 * 10**9
     assert doctor.file_fit(f.size_bytes, machine).kind == doctor.FitKind.TOO_LARGE
@@ -417,13 +418,13 @@ def test_a_split_model_counts_every_part(hub: FakeHub, hub_files: dict) -> None:
     for i, n in sizes.items():
         data = header if i == 1 else b""
         hub.add_file("tandem-test/split-GGUF", f"split-Q4_K_M-0000{i}-of-00003.gguf", data, padded_size=n)
-    [repo] = doctor.search("split")
+    [repo] = hub_search.search("split")
     [f] = repo.files
     total = sum(sizes.values())
     assert (f.filename, f.n_shards, f.size_bytes) == ("split-Q4_K_M-00001-of-00003.gguf", 3, total)
     report = doctor.check(doctor.ModelRef("tandem-test/split-GGUF", f.filename), n_ctx=512)
     assert report.memory.weights_target_bytes == total
-    assert doctor.shard_names(f.filename)[2] == "split-Q4_K_M-00003-of-00003.gguf"
+    assert shard_names(f.filename)[2] == "split-Q4_K_M-00003-of-00003.gguf"
 
 
 def test_the_estimate_is_an_estimate_and_grows_with_a_smaller_draft() -> None:

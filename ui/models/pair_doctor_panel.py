@@ -40,12 +40,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.library import hub_search, remote_gguf
 from app.library import pair_doctor as doctor
 from app.library.catalog import MachineInfo, detect_machine, format_bytes
 from app.library.downloads import DownloadProgress, FileRequest, local_path_for
 from app.library.measure import ACCEPTANCE_SOURCE_WORDS, MeasureProgress, PairFigures, describe_lines
 from app.settings import SpeedUp
-from app.store import PairMeasurement
+from app.store import PairMeasurement, shard_names
 from engine.config import DEFAULT_CTX, NGRAM_LOOKUP, DraftChoice
 from engine.errors import TandemError
 from ui.models.download_jobs import DownloadEnd, DownloadJobs
@@ -221,7 +222,7 @@ class PairDoctorPanel(QGroupBox):
         def main() -> None:
             try:
                 result = work(cancel, lambda text: signals.progressed.emit(ticket, text))
-            except doctor.CheckCancelled:
+            except remote_gguf.CheckCancelled:
                 return
             except TandemError as e:
                 signals.failed.emit(ticket, str(e))
@@ -303,7 +304,7 @@ class PairDoctorPanel(QGroupBox):
         timeout_s = self.timeout_s
         self._run(
             "search",
-            lambda cancel, report: doctor.search(
+            lambda cancel, report: hub_search.search(
                 query,
                 timeout_s=timeout_s,
                 cancel=cancel,
@@ -314,7 +315,7 @@ class PairDoctorPanel(QGroupBox):
             lambda repos: self._show_results(query, repos),
         )
 
-    def _show_results(self, query: str, repos: list[doctor.HubRepo]) -> None:
+    def _show_results(self, query: str, repos: list[hub_search.HubRepo]) -> None:
         self.results.clear()
         self.results.setVisible(bool(repos))
         if not repos:
@@ -493,7 +494,7 @@ class PairDoctorPanel(QGroupBox):
             FileRequest(r.repo_id, name, r.revision)
             for r in self._refs()
             if not r.is_local
-            for name in doctor.shard_names(r.filename)
+            for name in shard_names(r.filename)
         ]
 
     def _offer_download(self) -> None:
