@@ -47,10 +47,6 @@ class SuffixAutomaton:
         self.match_len = 0
         self.match_end = -1
 
-    def __len__(self) -> int:
-        """States."""
-        return len(self.length)
-
     def _next(self, state: int, token: int) -> int:
         if self._to[state] >= 0 and self._tok[state] == token:
             return self._to[state]
@@ -145,10 +141,6 @@ class TextIndex:
     def n_tokens(self) -> int:
         """Tokens held (the window's worth at most, separators included)."""
         return len(self._tokens)
-
-    @property
-    def n_states(self) -> int:
-        return len(self._sam) + (len(self._young) if self._young is not None else 0)
 
     # -- writing ------------------------------------------------------------------------------
 

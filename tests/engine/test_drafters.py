@@ -193,7 +193,8 @@ def test_a_long_history_is_held_within_the_index_bound() -> None:
     ctx = [int(t) for t in rng.integers(0, 500, 100_000)]
     d = NgramDrafter(memory)
     d.begin(ctx)
-    assert memory.n_tokens <= 2 * 4096 + 1 and memory.n_states <= 2 * 3 * 4096
+    n_states = sum(len(sam.length) for sam in (memory._sam, memory._young) if sam is not None)
+    assert memory.n_tokens <= 2 * 4096 + 1 and n_states <= 2 * 3 * 4096
     p = len(ctx) - 3000
     copied = ctx[p : p + 20]
     ctx += copied  # copying 20 tokens from 3,000 back
