@@ -258,14 +258,10 @@ class _Reader:
             raise self.bad(f"its {what} claims {n:,} items (at most {limit:,} are allowed)")
         return int(n)
 
-    def length(self, what: str, limit: int) -> int:
+    def string(self, what: str, limit: int = MAX_STRING_BYTES) -> str:
         n = self.scalar("<Q", what)
         if n > limit:
             raise self.bad(f"a string in its {what} claims {n:,} bytes (at most {limit:,} are allowed)")
-        return int(n)
-
-    def string(self, what: str, limit: int = MAX_STRING_BYTES) -> str:
-        n = self.length(what, limit)
         self._need(n, what)
         start = self.pos - self.base
         text = bytes(self.buf[start : start + n]).decode("utf-8", errors="replace")
