@@ -138,10 +138,6 @@ class Settings:
             repeat_last_n=self.repeat_last_n,
         )
 
-    @property
-    def is_greedy(self) -> bool:
-        return self.temperature <= 0.0
-
     def engine_config(self, target_path: str) -> EngineConfig:
         return EngineConfig(
             target_path=target_path,

@@ -87,7 +87,7 @@ def test_greedy_is_one_click_and_chat_defaults_another(qtbot) -> None:
     dialog.greedy.click()
     assert dialog.temperature.value() == 0.0 and not dialog.top_p.isEnabled()
     greedy = dialog.result_settings()
-    assert greedy.is_greedy and greedy.sampling().is_greedy
+    assert greedy.sampling().is_greedy
     assert greedy.repeat_penalty == pytest.approx(1.1)  # greedy keeps the loop guard
 
     dialog.greedy.click()  # back: the temperature it had

@@ -203,7 +203,7 @@ class ReplyPresenter(QObject):
         assert buffer is not None
         self.live = LiveReply(conversation_id, reply.id, buffer, last_saved_s=time.monotonic())
         if replaced is not None and replaced[1]:
-            self.live.same_note = (replaced[1], same_version_note(replaced[0], settings.is_greedy))
+            self.live.same_note = (replaced[1], same_version_note(replaced[0], settings.sampling().is_greedy))
         self.speed_line_changed.emit("Reading the conversation…")
 
     def abandon(self, conversation_id: int) -> None:
