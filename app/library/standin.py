@@ -206,9 +206,7 @@ class KnownShape:
 KNOWN_SHAPES: dict[str, KnownShape] = {
     "qwen2.5-0.5b": KnownShape("qwen2", 896, 24, 14, 2, 4864, 151936, tied_embeddings=True),
     "qwen2.5-1.5b": KnownShape("qwen2", 1536, 28, 12, 2, 8960, 151936, tied_embeddings=True),
-    "qwen2.5-3b": KnownShape("qwen2", 2048, 36, 16, 2, 11008, 151936, tied_embeddings=True),
     "qwen2.5-7b": KnownShape("qwen2", 3584, 28, 28, 4, 18944, 152064),
-    "qwen2.5-14b": KnownShape("qwen2", 5120, 48, 40, 8, 13824, 152064),
     "llama-3.2-1b": KnownShape("llama", 2048, 16, 32, 8, 8192, 128256, tied_embeddings=True, rope_theta=5e5),
     "llama-3.1-8b": KnownShape("llama", 4096, 32, 32, 8, 14336, 128256, rope_theta=5e5),
     "qwen3-0.6b": KnownShape("qwen3", 1024, 28, 16, 8, 3072, 151936, head_dim=128, tied_embeddings=True),

@@ -336,9 +336,10 @@ def test_a_pair_too_large_for_this_machine_is_refused_before_anything_is_written
     import shutil
 
     from app.library.catalog import total_ram_bytes
+    from tools.lab.models import known_shapes  # a size no catalog model has
 
     # Qwen2.5 14B at F16: about 30 GB, more than this machine's memory (checked first).
-    plan = plan_from_shape("Qwen2.5 14B", standin.KNOWN_SHAPES["qwen2.5-14b"], "F16")
+    plan = plan_from_shape("Qwen2.5 14B", known_shapes()["qwen2.5-14b"], "F16")
     assert plan.size_bytes > total_ram_bytes(), "this test needs a machine with less than 28 GiB of memory"
     small = ("tiny", plan_from_shape("tiny", TINY_QWEN2, "Q4_0"))
     with pytest.raises(StandinError) as e:

@@ -42,6 +42,7 @@ from engine.kinds import COPY_KINDS
 from engine.replay import K_MAX, CostCurve, Trace, _matched, calibrated, load_traces, replay
 from engine.session import Engine
 from tools.lab.bench import _run, measure_ceiling
+from tools.lab.models import known_shapes
 
 # --- curve and trace files; the hindsight-best ------------------------------------------------------
 
@@ -234,21 +235,22 @@ STANDIN_SET = "standins"  # resources/replay/standins/curves: real-size curves o
 
 def standin_cost_curve(args: argparse.Namespace) -> CostCurve:
     """A real-size model's curve on this machine, before any download: a stand-in of a known
-    shape (app.library.standin.KNOWN_SHAPES, random weights) timed at every batch size 1-64 by
+    shape (tools.lab.models.known_shapes, random weights) timed at every batch size 1-64 by
     the pair doctor's measuring process. The work outside llama.cpp a step is the machine's, not
     the model's: reading rows is timed here on rows of the stand-in's vocabulary, the fixed part
     taken from this build's own curve where one is kept (else the curve's default)."""
     from app.cli.options import UserError
     from app.library.measure import CONTEXT_TOKENS
     from app.library.measure_run import measure_pair
-    from app.library.standin import KNOWN_SHAPES, plan_from_shape
+    from app.library.standin import plan_from_shape
     from engine.costcache import build_identity, cpu_identity
     from engine.speculative import greedy_choices
 
     shape_name, _, quant = str(args.standin).partition(":")
-    shape = KNOWN_SHAPES.get(shape_name.lower())
+    shapes = known_shapes()
+    shape = shapes.get(shape_name.lower())
     if shape is None:
-        raise UserError(f"no known shape '{shape_name}'; known: {', '.join(KNOWN_SHAPES)}")
+        raise UserError(f"no known shape '{shape_name}'; known: {', '.join(shapes)}")
     quant = quant or "Q4_K_M"
     plan = plan_from_shape(shape_name, shape, quant)
     t0 = time.perf_counter()
