@@ -46,15 +46,6 @@ def known_architectures() -> frozenset[str]:
     return frozenset(MODEL_ARCH_NAMES.values())
 
 
-def _type_name(type_id: int) -> str:
-    from gguf.constants import GGMLQuantizationType
-
-    try:
-        return GGMLQuantizationType(type_id).name
-    except ValueError:
-        return f"type {type_id}"
-
-
 @dataclass(frozen=True)
 class TensorInfo:
     name: str
@@ -103,14 +94,17 @@ class GGUFInfo:
         """The file type llama.cpp's quantizer wrote (Q4_K_M, F16...), or the dominant tensor type
         where there is none or where either says float weights and they disagree (a header copied
         from a Q4_K_M file onto F16 weights says "Q4_K_M")."""
+        from gguf.constants import GGMLQuantizationType, LlamaFileType
+
         by_bytes: dict[int, int] = {}
         for t in self.tensors:
             by_bytes[t.type_id] = by_bytes.get(t.type_id, 0) + t.n_bytes
-        dominant = _type_name(max(by_bytes, key=lambda k: by_bytes[k])) if by_bytes else "unknown"
+        # (Every tensor's type is a known one: _parse refuses a file with another.)
+        dominant = (
+            GGMLQuantizationType(max(by_bytes, key=by_bytes.__getitem__)).name if by_bytes else "unknown"
+        )
         file_type = self.metadata.get("general.file_type")
         if file_type is not None:
-            from gguf.constants import LlamaFileType
-
             try:
                 said = LlamaFileType(int(file_type)).name.removeprefix("MOSTLY_")
             except ValueError:
@@ -393,23 +387,17 @@ def read_gguf_header(
         raise EmptyModelError(f"{p} is empty (0 bytes); download it again")
     r = _Reader(source, size, str(p), window_bytes, spans)
     try:
-        head = _magic(r)
+        r._need(min(4, size), "header")
+        head = bytes(r.buf[:4])  # the magic (as much of it as a shorter file holds)
         if head != GGUF_MAGIC:
             raise NotGGUFError(f"{p} is not a GGUF model file (it starts with {head!r}, not b'GGUF')")
+        r.pos = 4
         return _parse(r, p, check_architecture, with_tokens)
     except (ValueError, TypeError, OverflowError, struct.error, RecursionError, UnicodeError) as e:
         # A check above missed a shape of bad file: still a sentence, never a traceback.
         raise r.bad(f"{type(e).__name__}: {e}") from None
     except MemoryError:
         raise r.bad("its header asks for more memory than this computer has") from None
-
-
-def _magic(r: _Reader) -> bytes:
-    n = min(4, r.size)
-    r._need(n, "header")
-    head = bytes(r.buf[r.pos - r.base : r.pos - r.base + n])
-    r.pos += n
-    return head
 
 
 def _check_type(r: _Reader, key: str, type_id: int, architecture: str | None) -> None:
