@@ -65,7 +65,7 @@ def _mb(n_bytes: int) -> str:
 
 
 # A PDF's streams are inflated by pypdf as they are read; it stops at 75 MB a stream by default. Here
-# at MAX_PDF_STREAM_BYTES (pypdf 7's configuration; an older pypdf keeps its own 75 MB). And the
+# at MAX_PDF_STREAM_BYTES (pypdf's configuration, since pypdf 7). And the
 # text of a page is extracted only where its drawing instructions (its content streams and the
 # forms it draws) are within MAX_PDF_PAGE_BYTES: a full page of small text takes 5-50 kB of them,
 # and pypdf's extraction grows faster than the page (a page of 40 MB had not finished in 10
@@ -77,11 +77,8 @@ MAX_PDF_PAGE_BYTES = 2 * 1024 * 1024
 @contextlib.contextmanager
 def pdf_limits() -> Iterator[None]:
     """While in this, pypdf inflates no stream past MAX_PDF_STREAM_BYTES (LimitReachedError)."""
-    try:
-        from pypdf import apply_configuration
-    except ImportError:  # pypdf before 7
-        yield
-        return
+    from pypdf import apply_configuration
+
     n = MAX_PDF_STREAM_BYTES
     with apply_configuration(
         zlib_maximum_output_length=n,
