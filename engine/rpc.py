@@ -285,11 +285,6 @@ def _register(endpoint: str) -> int:
     return int(reg)
 
 
-def _is_rpc_device(g: SimpleNamespace, dev: int) -> bool:
-    name = g.ggml_backend_reg_name(g.ggml_backend_dev_backend_reg(dev)) or b""
-    return name == b"RPC" or name.startswith(b"RPC[")
-
-
 def local_devices() -> list[int]:
     """This machine's offload devices as llama.cpp would choose them: GPUs, else integrated GPUs
     (empty in a CPU build, where llama_supports_gpu_offload() is true all the same with RPC)."""
@@ -298,7 +293,8 @@ def local_devices() -> list[int]:
     for i in range(g.ggml_backend_dev_count()):
         dev = g.ggml_backend_dev_get(i)
         kind = g.ggml_backend_dev_type(dev)
-        if kind == _DEV_GPU and not _is_rpc_device(g, dev):
+        backend = g.ggml_backend_reg_name(g.ggml_backend_dev_backend_reg(dev)) or b""  # RPC: a server's
+        if kind == _DEV_GPU and not (backend == b"RPC" or backend.startswith(b"RPC[")):
             gpus.append(dev)
         elif kind == _DEV_IGPU:
             igpus.append(dev)
