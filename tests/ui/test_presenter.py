@@ -86,14 +86,17 @@ def test_records_keep_the_numbers_how_the_reply_ended_and_the_baseline(runs: dic
     host.target = "/models/a.gguf"
     speed = presenter(host)
     finished = runs["ngram"]
-    record = speed.record(finished).as_dict()
+    record = speed.record(finished.stats, finished.stop_reason).as_dict()
     assert record["stop_reason"] == finished.stop_reason
     assert record["n_generated"] == finished.stats.n_generated
     assert record["n_steps_with_draft"] == finished.stats.n_steps_with_draft
     assert "plain_tokens_per_s" not in record  # no baseline measured yet
 
     speed.record_plain_speed(runs["plain"])
-    assert speed.record(finished).as_dict()["plain_tokens_per_s"] == speed.plain_tokens_per_s()
+    assert (
+        speed.record(finished.stats, finished.stop_reason).as_dict()["plain_tokens_per_s"]
+        == speed.plain_tokens_per_s()
+    )
     partial_record = speed.partial_record(finished.stats)
     assert partial_record is not None
     partial = partial_record.as_dict()

@@ -81,7 +81,7 @@ def test_a_reply_while_the_computer_was_busy_says_so_and_saves_nothing(
     assert speed.steps_tokens_per_s(quiet) == 122.7
     busy = _stats(n_generated=80, n_drafted=70, n_accepted=60, n_steps=20, n_steps_with_draft=20,
                   prefill_s=2.0, decode_s=160.0, plain_tokens_per_s_est=0.2)  # fmt: skip
-    record = speed.record(Finished("eos", "", (), busy))
+    record = speed.record(busy, "eos")
     window.presenter.show_conversation(_stored(record))
     widget = _reply_widget(window)
     headline = widget.speed.headline()

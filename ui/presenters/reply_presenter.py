@@ -316,7 +316,7 @@ class ReplyPresenter(QObject):
         if live is None or reply.request_id != live.reply.request_id:
             return
         self.speed.record_plain_speed(finished)
-        record = self.speed.record(finished, **self._record_extras(live))
+        record = self.speed.record(finished.stats, finished.stop_reason, **self._record_extras(live))
         self.speed.note_steps(finished)  # after its record: a reply is compared with what came before
         self._keep_pair_reply(record, live.message_id)
         status = MessageStatus.CANCELLED if finished.stop_reason == "cancelled" else MessageStatus.COMPLETE

@@ -117,18 +117,15 @@ class SpeedPresenter(QObject):
         self.baseline_changed.emit(path, speed)
         return True
 
-    def record(self, finished: Finished, **extras: object) -> StatsRecord:
-        """What a finished reply keeps: the engine's numbers, how it ended, the baseline."""
-        return self._record(finished.stats, finished.stop_reason, **extras)
-
     def partial_record(self, stats: Stats | None, failure: str = "") -> StatsRecord | None:
         """What an interrupted reply keeps (its last numbers, and why it failed where it did), or
         None when it had none."""
         if stats is None:
             return None
-        return self._record(stats, "interrupted", **({FAILURE_KEY: failure} if failure else {}))
+        return self.record(stats, "interrupted", **({FAILURE_KEY: failure} if failure else {}))
 
-    def _record(self, stats: Stats, stop_reason: str, **extras: object) -> StatsRecord:
+    def record(self, stats: Stats, stop_reason: str, **extras: object) -> StatsRecord:
+        """What a reply keeps: the engine's numbers, how it ended, the baseline."""
         # The quiet one-token-step speed the reply is compared with is kept in its record, so the
         # stored reply says what it said at its end.
         steps = self.steps_tokens_per_s(stats)
