@@ -111,7 +111,7 @@ class DownloadJobs(QObject):
         if key in self.jobs:
             return False
         job = DownloadJob(key, run)
-        job.signals.progressed.connect(self.on_job_progressed)
+        job.signals.progressed.connect(self.progressed)  # (queued: this object is the GUI thread's)
         job.signals.finished.connect(self.on_job_finished)
         job.signals.failed.connect(self.on_job_failed)
         self.jobs[key] = job
@@ -129,9 +129,6 @@ class DownloadJobs(QObject):
         if job:
             job.control.cancel()
         return job is not None
-
-    def on_job_progressed(self, key: str, p: DownloadProgress) -> None:
-        self.progressed.emit(key, p)
 
     def on_job_finished(self, key: str, done: list[str]) -> None:
         self._end(key)
