@@ -13,11 +13,11 @@ very tokens (a ChatPrompt), not its text again.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
-from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     from engine.text_index import TextIndex
 
 
-class ChatEngine(Protocol):
+class ChatEngine(Hashable, Protocol):
     """What chat needs of an engine (engine.session.Engine has it): its tokenizer, its chat
-    template, its context, its reply memory, and generation."""
+    template, its context, its reply memory, and generation; hashable (TokenCounts keys by it)."""
 
     n_ctx: int
     memory: TextIndex
@@ -149,21 +149,14 @@ class TokenCounts:
     recently used of 4,096 go first."""
 
     def __init__(self) -> None:
-        self._counts: OrderedDict[str, int] = OrderedDict()
-
-    def count(self, engine: ChatEngine, text: str) -> int:
-        n = self._counts.get(text)
-        if n is None:
-            n = len(engine.tokenize(text, add_special=False, parse_special=False))
-            self._counts[text] = n
-            if len(self._counts) > 4096:
-                self._counts.popitem(last=False)
-        else:
-            self._counts.move_to_end(text)
-        return n
+        self.count = functools.lru_cache(maxsize=4096)(_count_tokens)
 
     def clear(self) -> None:
-        self._counts.clear()
+        self.count.cache_clear()
+
+
+def _count_tokens(engine: ChatEngine, text: str) -> int:
+    return len(engine.tokenize(text, add_special=False, parse_special=False))
 
 
 def build_chat_prompt(
