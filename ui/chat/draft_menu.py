@@ -96,7 +96,6 @@ class DraftMenu(QMenu):
         super().__init__(parent)
         self.setObjectName("draftMenu")
         self.setToolTipsVisible(True)
-        self.options = options
         pairing = [o for o in options if o.pairs]
         if not pairing:
             self.addAction("No model on this computer pairs with the model in use").setEnabled(False)

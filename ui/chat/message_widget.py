@@ -52,7 +52,6 @@ class MessageWidget(QFrame):
         super().__init__(parent)
         self.message_id = message_id
         self.role = role
-        self.status = MessageStatus.COMPLETE
         self.attachments_label: QLabel | None = None  # a user message's "Attached: …" line
         self.setObjectName("userMessage" if role == "user" else "assistantMessage")
         self.setFrameShape(QFrame.Shape.StyledPanel)
@@ -254,7 +253,6 @@ class MessageWidget(QFrame):
             self.speed.setVisible(True)
 
     def set_status(self, status: MessageStatus, stats: StatsRecord | None = None, note: str = "") -> None:
-        self.status = status
         if status != MessageStatus.STREAMING:
             self.reading.setVisible(False)
         if stats and self.role == "assistant":
