@@ -18,6 +18,7 @@ from app.host.reply import Reply, ReplyText
 from engine.events import DraftSource, DraftSpan, TextPiece
 from ui.chat.markdown_view import SOURCE_PROPERTY, UNRECORDED, render
 from ui.chat.message_widget import MessageWidget
+from ui.presenters.words import LEGEND
 from ui.qt import theme
 
 Underline = QTextCharFormat.UnderlineStyle
@@ -232,7 +233,7 @@ def test_a_reopened_conversation_keeps_each_stretchs_tint_and_the_legend_names_t
 
     # The legend: each source shown, by name, on its swatch; what the tint is, and is not.
     header, legend = window.header, window.header.legend
-    assert header.sources == {"document", "model", ""}
+    assert {w.source for w in header.swatches} == {"document", "model", ""}
     assert [(w.source, w.name) for w in header.swatches] == [
         ("document", "Document"),
         ("model", "Draft model"),
@@ -262,7 +263,7 @@ def test_a_reopened_conversation_keeps_each_stretchs_tint_and_the_legend_names_t
 
     # A new conversation: the legend says what the tint means, without sources to name.
     window.presenter.show_conversation(None)
-    assert header.sources == frozenset()
+    assert header.legend.accessibleDescription() == LEGEND  # no source to name
     assert [w.name for w in header.swatches] == ["Highlighted"]
 
 
@@ -320,7 +321,7 @@ def test_the_legend_names_a_source_as_a_reply_streams_in(qtbot, open_window, wai
     runs = _runs_by_source(widget.body.document())
     assert runs, "n-gram lookup accepted nothing on three repetitive replies"
     assert {source for source, _ in runs} <= {"text", "memory"}
-    assert {source for source, _ in runs} <= window.header.sources
+    assert {source for source, _ in runs} <= {w.source for w in window.header.swatches}
     from app.store import Store
 
     store = Store()

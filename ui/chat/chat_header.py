@@ -167,10 +167,6 @@ class ChatHeader(QWidget):
             self._sources = known
             self.restyle()
 
-    @property
-    def sources(self) -> frozenset[DraftSource]:
-        return self._sources
-
     def set_legend_shown(self, shown: bool) -> None:
         """The legend names the chat's sources: shown with the chat, not over Compare or Models."""
         self._legend_shown = shown
