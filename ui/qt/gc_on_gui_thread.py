@@ -38,11 +38,8 @@ class GuiThreadCollector(QObject):
         self.threshold: tuple[int, int, int] = gc.get_threshold()
         gc.disable()
         self.timer = QTimer(self)
-        self.timer.timeout.connect(self.check)
+        self.timer.timeout.connect(lambda: collect_due(self.threshold))
         self.timer.start(INTERVAL_MS)
-
-    def check(self) -> None:
-        collect_due(self.threshold)
 
     def close(self) -> None:
         """Stop, and leave automatic collection as it was found."""
