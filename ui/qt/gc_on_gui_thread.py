@@ -12,6 +12,7 @@ GarbageCollector does the same). The engine runs in its own process and is not a
 from __future__ import annotations
 
 import gc
+from functools import partial
 
 from PySide6.QtCore import QObject, QTimer
 
@@ -38,7 +39,7 @@ class GuiThreadCollector(QObject):
         self.threshold: tuple[int, int, int] = gc.get_threshold()
         gc.disable()
         self.timer = QTimer(self)
-        self.timer.timeout.connect(lambda: collect_due(self.threshold))
+        self.timer.timeout.connect(partial(collect_due, self.threshold))  # (no cycle through self)
         self.timer.start(INTERVAL_MS)
 
     def close(self) -> None:
