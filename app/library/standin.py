@@ -214,6 +214,7 @@ KNOWN_SHAPES: dict[str, KnownShape] = {
 }
 # The catalog's models (resources/catalog.json keys) whose shape is known here.
 CATALOG_SHAPES = {
+    "qwen2.5-1.5b-instruct-q4_k_m": "qwen2.5-1.5b",
     "qwen2.5-7b-instruct-q4_k_m": "qwen2.5-7b",
     "qwen2.5-0.5b-instruct-q8_0": "qwen2.5-0.5b",
     "qwen2.5-coder-7b-q8_0": "qwen2.5-7b",

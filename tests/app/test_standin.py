@@ -389,3 +389,15 @@ def test_stand_ins_of_the_real_built_in_models_keep_their_tokenizer_and_shape(
     finally:
         for r in runners:
             r.close()
+
+
+def test_every_catalog_model_of_a_known_shape_can_be_measured_by_its_shape() -> None:
+    """`tandem models check --pair P --measure` times a catalog target by its shape: a catalog
+    model whose family and size are a known shape (its key less -instruct/-coder and the
+    quantization) is mapped to it (qwen2.5-1.5b-instruct-q4_k_m was not)."""
+    from app.library.catalog import load_catalog
+
+    for model in load_catalog().models:
+        base = model.key.rsplit("-", 1)[0].replace("-instruct", "").replace("-coder", "")
+        if base in standin.KNOWN_SHAPES:
+            assert standin.CATALOG_SHAPES.get(model.key) == base, model.key
