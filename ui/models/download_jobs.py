@@ -81,7 +81,7 @@ class DownloadJob:
 class DownloadJobs(QObject):
     """The running downloads, by key. Its signals fire on the GUI thread, after the job is gone."""
 
-    progressed = Signal(str, object)  # key, DownloadProgress
+    progressed = Signal(str, object)  # key, DownloadProgress; relays each job's: jobs come and go
     finished = Signal(str, object)  # key, list[str] of final paths
     failed = Signal(str, str, object)  # key, message, DownloadEnd
 
