@@ -32,7 +32,7 @@ from engine.errors import TandemError
 from engine.events import DraftSource, Speculation
 from engine.kinds import DrafterKind
 from engine.loading import BackgroundLoad
-from engine.sampling import Dist, distribution, draft_is_sure, greedy, top_probability
+from engine.sampling import Dist, distribution, greedy, top_probability
 from engine.text_index import TextIndex
 
 
@@ -201,9 +201,7 @@ class ModelDrafter:
     # the first time: a one-off prefill, not the per-token cost of drafting.
     CATCH_UP_TOKENS = 2
 
-    def __init__(
-        self, load: Callable[[threading.Event], LlamaRunner], p_min: float = 0.0, sampled: bool = True
-    ) -> None:
+    def __init__(self, load: Callable[[threading.Event], LlamaRunner], sampled: bool = True) -> None:
         """load(cancel): the model, loaded on a thread of its own (BackgroundLoad's `cancel`)."""
         self._load = load
         self._runner: LlamaRunner | None = None
@@ -211,9 +209,6 @@ class ModelDrafter:
         self.load_error: str | None = None  # why the model could not be loaded (then: no drafts)
         self.load_s: float | None = None  # seconds the load took (on its thread)
         self._load_noted = False  # load_s was handed on (take_load_s)
-        # Greedy drafts stop where the draft is less sure than this whatever its confidence has
-        # been worth (0: only where the learned rates say so, `Confidence`).
-        self.p_min = p_min
         self.sampled = sampled  # at temperature > 0: sample drafts and keep q (else greedy drafts)
         self.last_read: tuple[int, float] = (0, 0.0)  # the last prefill: tokens read, seconds
         self.confidence = Confidence()
@@ -399,8 +394,6 @@ class ModelDrafter:
                 # How sure the draft is, of its own top token (the one drafted, unless a
                 # repetition penalty moved the choice).
                 top = token if params.repeat_penalty == 1.0 else int(np.argmax(logits))
-                if self.p_min > 0 and not draft_is_sure(logits, top, self.p_min):
-                    break
                 b = Confidence.bin(top_probability(logits, top))
                 survival *= self.confidence.rate(b, acceptance or 0.0)
                 if survival < stop_below:

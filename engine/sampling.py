@@ -7,7 +7,6 @@ draft distributions made by this same function, so the filters apply identically
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -114,28 +113,7 @@ def top_probability(logits: np.ndarray, top: int) -> float:
     return 1.0 / float(np.exp(near - m, dtype=np.float32).sum())
 
 
-def draft_is_sure(logits: np.ndarray, top: int, p_min: float) -> bool:
-    """Whether the softmax probability of `top` (the row's argmax) is at least p_min, at a
-    fraction of the whole softmax's cost (asked of every drafted token). The probability is 1 / S,
-    S the sum of exp(l - l_top): logits within 16 of the top are summed exactly, each other weighs
-    less than e^-16, and only where 1 / p_min falls in the interval that leaves is the whole row
-    summed (at once where more than _GATHER_MAX logits lie that near: gathering costs more)."""
-    m = logits[top]
-    limit = 1.0 / p_min
-    near = logits > m - _NEAR
-    n_near = int(np.count_nonzero(near))
-    if n_near <= _GATHER_MAX:
-        total = float(np.exp(logits[near] - m, dtype=np.float32).sum())
-        if total > limit:
-            return False
-        if total + (logits.shape[0] - n_near) * _FAR_WEIGHT <= limit:
-            return True
-    return float(np.exp(logits - m, dtype=np.float32).sum()) <= limit
-
-
 _NEAR = 16.0
-_FAR_WEIGHT = math.exp(-_NEAR)  # the most a logit further below the top adds to S
-_GATHER_MAX = 4096
 
 
 def accept_draft(p: Dist, token: int, q: Dist, rng: np.random.Generator) -> tuple[bool, int | None]:

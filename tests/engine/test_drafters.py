@@ -202,34 +202,6 @@ def test_a_long_history_is_held_within_the_index_bound() -> None:
     assert n >= 20 and tokens == ctx[p + 20 : p + 24]
 
 
-def test_a_draft_model_drafts_while_it_is_sure_and_stops_at_its_first_doubt(tiny_draft: Path) -> None:
-    # Along the draft model's own greedy path, the softmax probability of each top token.
-    runner = LlamaRunner(str(tiny_draft), n_ctx=256, n_threads=1)
-    ctx = runner.tokenize("the quick brown fox", add_special=True)
-    path, sureness = [], []
-    logits = runner.decode(ctx, n_logits=1)[0]
-    for _ in range(12):
-        token = int(np.argmax(logits))
-        shifted = logits.astype(np.float64) - logits[token]
-        sureness.append(float(1.0 / np.exp(shifted).sum()))
-        path.append(token)
-        logits = runner.decode([token], n_logits=1)[0]
-    runner.close()
-    # Every threshold halfway between two of those values: the draft ends at the first below it.
-    order = sorted(sureness)
-    thresholds = [(a + b) / 2 for a, b in zip(order, order[1:]) if b - a > 1e-3]
-    assert len(thresholds) >= 6
-    drafter = ModelDrafter(lambda cancel: LlamaRunner(str(tiny_draft), n_ctx=256, n_threads=1, cancel=cancel))
-    try:
-        for p_min in thresholds:
-            drafter.p_min = p_min
-            cut = next((j for j, s in enumerate(sureness) if s < p_min), len(path))
-            draft = drafter.propose(ctx, 12, SamplingParams(), np.random.default_rng(0))
-            assert draft.tokens == path[:cut], p_min
-    finally:
-        drafter.close()
-
-
 def test_a_draft_model_stops_before_a_confidence_its_target_has_been_seen_to_reject(tiny_draft: Path) -> None:
     # Nothing learned yet: every confidence is priced at the draft's acceptance overall, so the
     # draft runs as far as the controller chose. Once the target has rejected this draft's

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import sys
 import time
 from typing import Any
@@ -56,15 +55,6 @@ def main(argv: list[str]) -> None:
             f"ramp={last['ramp']}{' probe' if last['probing'] else ''}"
         )
 
-    if "TRACE_P_MIN" in os.environ:  # an experiment: another fixed stop threshold
-        from engine.drafters import ModelDrafter
-
-        orig_init = ModelDrafter.__init__
-
-        def init(self, load, p_min=0.6, sampled=True):
-            orig_init(self, load, float(os.environ["TRACE_P_MIN"]), sampled)
-
-        ModelDrafter.__init__ = init  # type: ignore[method-assign]
     policy_mod.DraftPolicy.learn = learn  # type: ignore[method-assign]
     speculative.SpeculativeDecoder._step = step  # type: ignore[method-assign]
     from app.main import main as app_main
