@@ -37,6 +37,10 @@ _SCALAR_FORMATS = {
     6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d",
 }  # fmt: skip
 _STRING, _ARRAY = 8, 9
+# Short integer arrays are kept: a model whose layers differ says so per layer (OpenELM's
+# attention.head_count and head_count_kv, one number a layer), and its KV cache is priced by them.
+_INTEGER_TYPES = frozenset({0, 1, 2, 3, 4, 5, 10, 11})
+MAX_KEPT_INTEGERS = 4096
 
 
 @lru_cache(maxsize=1)
@@ -309,7 +313,7 @@ class _Reader:
 
     def value(self, type_id: int, what: str, depth: int = 0) -> Any:
         """One metadata value. Arrays are skipped over, their counts checked against the bytes
-        left (the one array kept, the vocabulary, is read apart: see _parse)."""
+        left, but short integer arrays (_INTEGER_TYPES) and the vocabulary (read apart: see _parse)."""
         if type_id in _SCALAR_FORMATS:
             return self.scalar(_SCALAR_FORMATS[type_id], what)
         if type_id == _STRING:
@@ -322,6 +326,8 @@ class _Reader:
         if item_type in _SCALAR_FORMATS:
             item_size = struct.calcsize(_SCALAR_FORMATS[item_type])
             count = self.count(what, MAX_ARRAY_COUNT, item_size)
+            if item_type in _INTEGER_TYPES and count <= MAX_KEPT_INTEGERS:
+                return [self.scalar(_SCALAR_FORMATS[item_type], what) for _ in range(count)]
             self.skip(item_size * count, what)
         elif item_type == _STRING:
             count = self.count(what, MAX_ARRAY_COUNT, 8)

@@ -359,3 +359,30 @@ def test_the_chat_penalty_spares_the_documents_tokens(tiny_target: Path) -> None
         assert not set(engine.tokenize("Copy it.", add_special=False)) <= exempt
     finally:
         engine.close()
+
+
+def test_a_model_whose_layers_differ_is_priced_by_its_largest_layer(tmp_path: Path) -> None:
+    """OpenELM writes its head counts one a layer (arrays): read from the real header, the KV
+    cache is priced by the largest layer's heads, not 0 (arrays were skipped: a context that
+    does not fit looked free)."""
+    import gguf
+    import numpy as np
+
+    from engine.gguf_info import read_gguf_info
+
+    path = tmp_path / "openelm.gguf"
+    w = gguf.GGUFWriter(str(path), "openelm")
+    w.add_block_count(3)
+    w.add_embedding_length(256)
+    w.add_array("openelm.attention.head_count", [4, 6, 8])
+    w.add_array("openelm.attention.head_count_kv", [1, 2, 2])
+    w.add_key_length(64)
+    w.add_value_length(64)
+    w.add_tensor("token_embd.weight", np.zeros((4, 256), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    info = read_gguf_info(path, with_tokens=False)
+    assert info.metadata["openelm.attention.head_count_kv"] == [1, 2, 2]
+    assert kv_bytes_per_token(info.metadata, "openelm") == 2 * 3 * 2 * (64 + 64)
