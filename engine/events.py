@@ -121,16 +121,6 @@ class ReplyText:
     text: str
     spans: tuple[DraftSpan, ...] = ()  # sorted and disjoint
 
-    @property
-    def draft_spans(self) -> tuple[tuple[int, int], ...]:
-        """Where the drafted stretches lie, without their sources."""
-        return tuple((s.start, s.end) for s in self.spans)
-
-    @property
-    def draft_sources(self) -> tuple[str, ...]:
-        """Each stretch's source where every one is known; () for text saved before sources were."""
-        return known_sources(self.spans)
-
 
 def known_sources(spans: Sequence[DraftSpan]) -> tuple[str, ...]:
     """The spans' sources, one per span, where all are known (else ())."""

@@ -18,7 +18,7 @@ from app.library.documents import document_from_text, with_documents
 from engine.chat import build_chat_prompt, document_token_spans, generate_reply
 from engine.config import NGRAM_LOOKUP, EngineConfig, SamplingParams
 from engine.drafters import NgramDrafter
-from engine.events import DraftSource, Finished, TextPiece
+from engine.events import DraftSource, Finished, TextPiece, known_sources
 from engine.speaker_stop import SpeakerStop
 from engine.text_index import TextIndex
 
@@ -160,8 +160,8 @@ def test_each_drafted_stretch_keeps_its_source_in_the_saved_history(tmp_path: Pa
     ):
         reply.add_piece(piece)
     shown = reply.shown(is_final=True)
-    assert shown.draft_spans == ((4, 17), (17, 28), (29, 40))
-    assert shown.draft_sources == ("document", "memory", "document")
+    assert [(s.start, s.end) for s in shown.spans] == [(4, 17), (17, 28), (29, 40)]
+    assert known_sources(shown.spans) == ("document", "memory", "document")
     store = Store(tmp_path / "t.db")
     try:
         conversation = store.create_conversation()
@@ -173,6 +173,6 @@ def test_each_drafted_stretch_keeps_its_source_in_the_saved_history(tmp_path: Pa
     try:
         saved = store.message(message.id)
         assert saved is not None and saved.reply_text == shown
-        assert saved.reply_text.draft_sources == ("document", "memory", "document")
+        assert known_sources(saved.spans) == ("document", "memory", "document")
     finally:
         store.close()

@@ -95,7 +95,7 @@ def test_conversation_files_import_or_are_refused(fuzz_dir: Path, data: Any) -> 
         store = Store(Path(folder) / "t.db")
         imported = store.import_conversation(checked)
         for m in store.messages(imported.id):
-            assert all(0 <= a < b <= len(m.content) for a, b in m.reply_text.draft_spans)
+            assert all(0 <= s.start < s.end <= len(m.content) for s in m.spans)
             if m.stats is not None:
                 record = StatsRecord.from_dict(m.stats)
                 assert all(math.isfinite(v) for v in vars(record).values() if isinstance(v, float))
@@ -132,7 +132,7 @@ def test_stored_replies_read_back_showable(fuzz_dir: Path, record: Any, spans: A
             (json.dumps(spans), json.dumps(sources), json.dumps(record)),
         )
         for m in store.messages(conversation.id):
-            assert all(0 <= a < b <= len(m.content) for a, b in m.reply_text.draft_spans)
+            assert all(0 <= s.start < s.end <= len(m.content) for s in m.spans)
             assert m.stats is None or StatsRecord.from_dict(m.stats) is not None
         store.close()
 

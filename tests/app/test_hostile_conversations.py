@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from app.store import ConversationFileError, Store, read_conversation_file
-from engine.events import StatsRecord
+from engine.events import StatsRecord, known_sources
 
 
 def conversation_file(tmp_path: Path, name: str, messages: list[dict[str, Any]], **extra: Any) -> Path:
@@ -130,13 +130,14 @@ def test_hostile_store_rows_read_as_showable_values(tmp_path: Path) -> None:
     store = Store(tmp_path / "t.db")
     messages = store.messages(conversation_id)
     for m in messages:
-        assert all(0 <= a < b <= len(m.content) for a, b in m.reply_text.draft_spans)
+        assert all(0 <= s.start < s.end <= len(m.content) for s in m.spans)
         if m.stats is not None:
             StatsRecord.from_dict(m.stats)
     # Past the text, negative, empty, not numbers: dropped.
-    assert messages[2].reply_text.draft_spans == ((0, 5),)
-    unknown_source = messages[3].reply_text
-    assert unknown_source.draft_spans == ((0, 5), (6, 11)) and unknown_source.draft_sources == ()
+    assert [(s.start, s.end) for s in messages[2].spans] == [(0, 5)]
+    unknown_source = messages[3].spans
+    assert [(s.start, s.end) for s in unknown_source] == [(0, 5), (6, 11)]
+    assert known_sources(unknown_source) == ()
     assert messages[6].content.startswith("ok ") and "\ufffd" in messages[6].content  # not UTF-8
 
 

@@ -10,7 +10,7 @@ from app import paths
 from app.settings import Settings, load_settings, save_settings
 from app.store import EARLIER_VERSION, MessageStatus, Store
 from engine.config import PLAIN_DECODING
-from engine.events import DraftSource, DraftSpan, ReplyText
+from engine.events import DraftSource, DraftSpan, ReplyText, known_sources
 
 
 def test_database_lives_in_tandem_home(tandem_home: Path) -> None:
@@ -104,7 +104,7 @@ def test_stats_and_draft_spans_round_trip() -> None:
     got = store.message(m.id)
     assert got is not None
     assert got.stats == {"decode_tokens_per_s": 12.5}
-    assert got.reply_text.draft_spans == ((1, 3),)
+    assert got.spans == (DraftSpan(1, 3),)
 
 
 def test_search_rename_delete() -> None:
@@ -287,7 +287,8 @@ def test_export_keeps_where_each_stretch_came_from_and_imports_back(tmp_path: Pa
         ("user", "the cat sat"),
         ("assistant", "Sure: the cat sat."),
     ]
-    assert messages[1].reply_text.draft_spans == ((6, 17),) and messages[1].stats == {"n_generated": 6}
+    assert [(s.start, s.end) for s in messages[1].spans] == [(6, 17)]
+    assert messages[1].stats == {"n_generated": 6}
 
 
 def test_export_says_each_draft_stretchs_source_and_imports_it_back(tmp_path: Path) -> None:
@@ -313,15 +314,16 @@ def test_export_says_each_draft_stretchs_source_and_imports_it_back(tmp_path: Pa
     path = tmp_path / "sources.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     imported = store.import_conversation(read_conversation_file(path))
-    again = store.messages(imported.id)[0].reply_text
-    assert again.draft_spans == ((0, 12), (19, 31)) and again.draft_sources == ("document", "model")
+    again = store.messages(imported.id)[0].spans
+    assert [(s.start, s.end) for s in again] == [(0, 12), (19, 31)]
+    assert known_sources(again) == ("document", "model")
     # A file from before sources were kept (or one that names a source not known): spans only.
     for part in data["messages"][0]["stretches"]:
         part.pop("source", None)
     data["messages"][0]["stretches"][0]["source"] = "somewhere"
     path.write_text(json.dumps(data), encoding="utf-8")
-    older = store.messages(store.import_conversation(read_conversation_file(path)).id)[0].reply_text
-    assert older.draft_spans == ((0, 12), (19, 31)) and older.draft_sources == ()
+    older = store.messages(store.import_conversation(read_conversation_file(path)).id)[0].spans
+    assert [(s.start, s.end) for s in older] == [(0, 12), (19, 31)] and known_sources(older) == ()
     store.close()
 
 

@@ -143,9 +143,7 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     rows = _rows(window)
     assert [(m.role, m.status) for m in rows] == [("user", "complete"), ("assistant", "complete")]
     reply = rows[-1]
-    assert reply.content and reply.reply_text.draft_spans, (
-        "tandem serve marked no drafted text on a repetitive reply"
-    )
+    assert reply.content and reply.spans, "tandem serve marked no drafted text on a repetitive reply"
     widget = window.chat.widget_for(reply.id)
     assert _tinted_text(widget.body.document())
     # The numbers are the server's own: its timings, shown in the indicator.
@@ -263,7 +261,7 @@ def test_window_shows_llama_servers_acceptance(qtbot, open_window, wait_reply, l
     assert rows["Guesses confirmed"] == f"{rate:.0%}"
     assert "Tokens a step" not in rows  # it does not say in how many steps: unknown, not 0
     # llama-server does not say which tokens were drafted: no tint, and the window says so.
-    assert not reply.reply_text.draft_spans
+    assert not reply.spans
     assert stats["note"] == NO_DRAFT_MARKS
     assert rows["Highlight"] == "the server does not say which words it reused"
 

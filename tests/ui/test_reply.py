@@ -30,7 +30,7 @@ def _reply(*pieces: tuple[str, bool]) -> Reply:
 def test_pieces_are_merged_once_into_text_and_drafted_ranges() -> None:
     reply = _reply(("Hel", False), ("lo", True), (" wor", True), ("ld", False), ("", True), ("!", True))
     assert reply.text == "Hello world!" and len(reply) == 12
-    assert reply.raw().draft_spans == ((3, 9), (11, 12))  # touching drafted pieces are one range
+    assert reply.raw().spans == (DraftSpan(3, 9), DraftSpan(11, 12))  # touching drafted pieces are one range
     assert reply.n_tokens == 6
     reply.add(TextPiece("?", 3, False))
     assert reply.text == "Hello world!?" and reply.n_tokens == 9  # read, appended, read again
@@ -49,11 +49,11 @@ def test_finished_text_is_authoritative_and_spans_stay_inside_it() -> None:
     final = _stats(3)
     reply.add(Finished("stop", "Answer here", (1, 2, 3), final))  # a stop string was cut
     assert reply.text == "Answer here" and len(reply) == 11
-    assert reply.raw().draft_spans == ((6, 11),)
+    assert reply.raw().spans == (DraftSpan(6, 11),)
     assert reply.finished is not None and reply.stats is final
     same = _reply(("ok", True))
     same.add(Finished("eos", "ok", (1,), final))
-    assert same.text == "ok" and same.raw().draft_spans == ((0, 2),)
+    assert same.text == "ok" and same.raw().spans == (DraftSpan(0, 2),)
 
 
 def test_shown_text_drops_the_leading_whitespace_and_shifts_the_spans() -> None:
@@ -156,7 +156,7 @@ def test_controller_builds_one_buffer_and_announces_only_what_is_new(qtbot, qapp
     host.deliver([ReplyEvents(request_id, (TextPiece(", friend", 2, True),))])
     qtbot.waitUntil(lambda: len(progress) == 2, timeout=5000)
     assert progress[1] == (11, ", friend", 0)
-    assert reply.raw().draft_spans == ((5, 19),)
+    assert reply.raw().spans == (DraftSpan(5, 19),)
 
     host.deliver([ReplyEvents(request_id, (Finished("eos", "Hello there, friend", (1,), _stats(6)),))])
     qtbot.waitUntil(lambda: bool(finished), timeout=5000)
@@ -180,7 +180,7 @@ def test_a_batch_that_ends_the_reply_shows_its_text_then_finishes(qtbot, qapp) -
     hosts[0].deliver([ReplyEvents(request_id, (*events, Finished("eos", "Hi you", (), _stats(2))))])
     qtbot.waitUntil(lambda: len(seen) == 2, timeout=5000)
     assert seen == [("Hi you", 1), ("finished", "Hi you")]
-    assert reply is not None and reply.raw().draft_spans == ((2, 6),)
+    assert reply is not None and reply.raw().spans == (DraftSpan(2, 6),)
     assert not controller.is_busy
 
 

@@ -37,15 +37,15 @@ def test_search_export_and_import(qtbot, open_window, wait_reply, tiny_target, t
     assert reply["role"] == "assistant" and "".join(s["text"] for s in reply["stretches"]) == reply["content"]
     stored = window.presenter.store.messages(first)[1]
     drafted = "".join(s["text"] for s in reply["stretches"] if s["from"] == "draft")
-    assert drafted == "".join(stored.content[a:b] for a, b in stored.reply_text.draft_spans)
+    assert drafted == "".join(stored.content[s.start : s.end] for s in stored.spans)
     assert "exported" in window.chat.notice.text().lower()
 
     # Imported back: a new conversation, shown, with the same text and highlight.
     new_id = window.conversation_actions.import_conversation(js)
     assert new_id is not None and new_id != first and window.presenter.conversation_id == new_id
     again = window.presenter.store.messages(new_id)
-    assert [(m.role, m.content, m.reply_text.draft_spans) for m in again] == [
-        (m.role, m.content, m.reply_text.draft_spans) for m in window.presenter.store.messages(first)
+    assert [(m.role, m.content, m.spans) for m in again] == [
+        (m.role, m.content, m.spans) for m in window.presenter.store.messages(first)
     ]
     assert len(window.conversations.titles()) == 3
 

@@ -107,11 +107,9 @@ def test_draft_tint_shows_accepted_tokens_and_toggles(qtbot, open_window, wait_r
         window.presenter.send("abc abc abc abc abc abc abc abc abc abc")
         wait_reply(window)
         reply = _last_reply(window)
-        if reply.reply_text.draft_spans:
+        if reply.spans:
             break
-    assert reply.reply_text.draft_spans, (
-        f"n-gram lookup accepted nothing on three repetitive replies: {reply.stats}"
-    )
+    assert reply.spans, f"n-gram lookup accepted nothing on three repetitive replies: {reply.stats}"
     widget = window.chat.widget_for(reply.id)
     assert _tinted_text(widget.body.document())
     # Streamed a piece at a time, the reply ends exactly as a full render of what was stored.

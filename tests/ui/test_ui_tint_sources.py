@@ -15,7 +15,7 @@ import pytest
 from PySide6.QtGui import QTextCharFormat, QTextDocument, QTextFormat
 
 from app.host.reply import Reply, ReplyText
-from engine.events import DraftSource, DraftSpan, TextPiece
+from engine.events import DraftSource, DraftSpan, TextPiece, known_sources
 from ui.chat.markdown_view import SOURCE_PROPERTY, UNRECORDED, render
 from ui.chat.message_widget import MessageWidget
 from ui.presenters.words import LEGEND
@@ -329,4 +329,4 @@ def test_the_legend_names_a_source_as_a_reply_streams_in(qtbot, open_window, wai
         saved = store.messages(window.presenter.conversation_id)[-1]
     finally:
         store.close()
-    assert saved.reply_text.draft_sources and set(saved.reply_text.draft_sources) <= {"text", "memory"}
+    assert known_sources(saved.spans) and set(known_sources(saved.spans)) <= {"text", "memory"}
