@@ -213,7 +213,8 @@ def test_window_stop_and_a_server_killed_mid_reply(
         # Stop: the reply ends where it was, marked stopped.
         window.presenter.send("Tell me a story")
         qtbot.waitUntil(
-            lambda: window.presenter.live is not None and len(window.presenter.live.text) > 5, timeout=30_000
+            lambda: window.presenter.live is not None and len(window.presenter.live.reply.text) > 5,
+            timeout=30_000,
         )
         window.chat.stop_requested.emit()
         wait_reply(window)
@@ -226,7 +227,8 @@ def test_window_stop_and_a_server_killed_mid_reply(
         # The server vanishes mid-reply while the user types the next message.
         window.presenter.send("Another one")
         qtbot.waitUntil(
-            lambda: window.presenter.live is not None and len(window.presenter.live.text) > 5, timeout=30_000
+            lambda: window.presenter.live is not None and len(window.presenter.live.reply.text) > 5,
+            timeout=30_000,
         )
         window.chat.input.setPlainText("my next question, half written")
         s.proc.kill()

@@ -24,7 +24,8 @@ def test_an_engine_dying_mid_reply_leaves_no_writing_line(qtbot, open_window, sl
     window = open_window(slow_target, max_tokens=3000)
     window.presenter.send("a long answer please")
     qtbot.waitUntil(
-        lambda: window.presenter.live is not None and len(window.presenter.live.text) > 20, timeout=60_000
+        lambda: window.presenter.live is not None and len(window.presenter.live.reply.text) > 20,
+        timeout=60_000,
     )
     qtbot.waitUntil(lambda: window.stats_label.text() == "Writing…", timeout=10_000)
     os.kill(window.controller.supervisor.pid, signal.SIGKILL)  # what the OOM killer or a native crash does

@@ -62,7 +62,8 @@ def test_send_streams_the_reply_and_stores_it_as_it_goes(qtbot, open_window, wai
     # Mid-reply the text is in the window and, within a second or so, in the database.
     started = time.monotonic()
     qtbot.waitUntil(
-        lambda: window.presenter.live is not None and len(window.presenter.live.text) > 40, timeout=60_000
+        lambda: window.presenter.live is not None and len(window.presenter.live.reply.text) > 40,
+        timeout=60_000,
     )
     widget = window.chat.widget_for(window.presenter.live.message_id)
     assert widget is not None and widget.text()
@@ -95,7 +96,8 @@ def test_stop_ends_the_reply_and_keeps_it(qtbot, open_window, wait_reply, slow_t
     window = open_window(slow_target, max_tokens=3000)
     window.presenter.send("Write a very long essay")
     qtbot.waitUntil(
-        lambda: window.presenter.live is not None and len(window.presenter.live.text) > 10, timeout=60_000
+        lambda: window.presenter.live is not None and len(window.presenter.live.reply.text) > 10,
+        timeout=60_000,
     )
     qtbot.mouseClick(window.chat.stop_button, Qt.MouseButton.LeftButton)
     wait_reply(window)

@@ -63,7 +63,8 @@ def test_stop_and_regenerate_keys(qtbot, open_window, wait_reply, slow_target) -
     window = open_window(slow_target, max_tokens=3000)
     window.presenter.send("Write a very long essay")
     qtbot.waitUntil(
-        lambda: window.presenter.live is not None and len(window.presenter.live.text) > 10, timeout=60_000
+        lambda: window.presenter.live is not None and len(window.presenter.live.reply.text) > 10,
+        timeout=60_000,
     )
     _press(qtbot, window, QKeySequence("Ctrl+."))
     wait_reply(window)
@@ -74,7 +75,8 @@ def test_stop_and_regenerate_keys(qtbot, open_window, wait_reply, slow_target) -
     window.presenter.settings = dataclasses.replace(window.settings, max_tokens=3000)
     window.presenter.regenerate()
     qtbot.waitUntil(
-        lambda: window.presenter.live is not None and len(window.presenter.live.text) > 10, timeout=60_000
+        lambda: window.presenter.live is not None and len(window.presenter.live.reply.text) > 10,
+        timeout=60_000,
     )
     window.chat.input.setFocus()
     qtbot.keyClick(window.chat.input, Qt.Key.Key_Escape)

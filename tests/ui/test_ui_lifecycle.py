@@ -59,7 +59,7 @@ def test_switching_away_while_a_reply_streams_keeps_it_going(
     window.presenter.send("long one")
     first = window.presenter.conversation_id
     qtbot.waitUntil(
-        lambda: window.presenter.live is not None and bool(window.presenter.live.text), timeout=60_000
+        lambda: window.presenter.live is not None and bool(window.presenter.live.reply.text), timeout=60_000
     )
     window.conversations.new_requested.emit()
     assert window.presenter.conversation_id != first
@@ -94,7 +94,8 @@ def test_engine_death_keeps_the_window_and_the_partial_reply(
     window = open_window(slow_target, max_tokens=3000)
     window.presenter.send("a long answer please")
     qtbot.waitUntil(
-        lambda: window.presenter.live is not None and len(window.presenter.live.text) > 20, timeout=60_000
+        lambda: window.presenter.live is not None and len(window.presenter.live.reply.text) > 20,
+        timeout=60_000,
     )
     pid = window.controller.supervisor.pid
     message_id = window.presenter.live.message_id

@@ -264,8 +264,8 @@ def test_a_failed_reply_says_why_under_it_and_again_when_shown_again(qtbot, open
     qtbot.waitUntil(
         lambda: (
             window.presenter.live is not None
-            and len(window.presenter.live.text) > 20
-            and window.presenter.live.stats is not None
+            and len(window.presenter.live.reply.text) > 20
+            and window.presenter.live.reply.stats is not None
         ),
         timeout=60_000,
     )

@@ -48,14 +48,6 @@ class LiveReply:
     reading: tuple[Reading, float] | None = None  # the engine's last report on its prompt, and when it came
     same_note: tuple[str, str] = ("", "")  # Regenerate: the text replaced, what to say if it comes again
 
-    @property
-    def text(self) -> str:
-        return self.reply.text
-
-    @property
-    def stats(self) -> Stats | None:
-        return self.reply.stats
-
 
 @dataclass(frozen=True)
 class MessageRow:
@@ -216,7 +208,7 @@ class ReplyPresenter(QObject):
         """Closing: stop the reply being generated and keep it, cut short, as interrupted."""
         if self.live is not None:
             self.controller.stop()
-            self._end_live(MessageStatus.INTERRUPTED, self.speed.partial_record(self.live.stats))
+            self._end_live(MessageStatus.INTERRUPTED, self.speed.partial_record(self.live.reply.stats))
 
     def _save_live(self, status: MessageStatus, stats: StatsRecord | None = None) -> None:
         live = self.live
@@ -265,7 +257,7 @@ class ReplyPresenter(QObject):
             )
 
     def on_controller_reply_reading(self, message: ReplyReading) -> None:
-        if self.live is None or message.request_id != self.live.reply.request_id or self.live.text:
+        if self.live is None or message.request_id != self.live.reply.request_id or self.live.reply.text:
             return
         self.live.reading = (message.reading, time.monotonic())
         self._show_reading(message.reading)
@@ -274,7 +266,7 @@ class ReplyPresenter(QObject):
 
     def _on_reading_tick(self) -> None:
         live = self.live
-        if live is None or live.text or live.reading is None:
+        if live is None or live.reply.text or live.reading is None:
             self._reading_tick.stop()  # ended, or writing: the reply says the rest
             return
         reading, at = live.reading
@@ -343,9 +335,9 @@ class ReplyPresenter(QObject):
         if live is None or request_id != live.reply.request_id:
             return
         sentence = failure_words(failure)
-        if has_engine_died or live.text:
+        if has_engine_died or live.reply.text:
             # How it ended, under it: interrupted, and why (the failure's sentence).
-            partial = self.speed.partial_record(live.stats, sentence)
+            partial = self.speed.partial_record(live.reply.stats, sentence)
             self._end_live(MessageStatus.INTERRUPTED, partial, sentence)
         else:
             # Nothing was written (the prompt did not fit, no model): the empty reply row is hidden.
@@ -360,7 +352,7 @@ class ReplyPresenter(QObject):
         self.speed_line_changed.emit("Ready")
         if not has_engine_died:
             # A reply cut short (a server lost mid-reply) is kept: the sentence says what happened.
-            self.notice_changed.emit(sentence if live.text else f"No reply: {sentence}", True)
+            self.notice_changed.emit(sentence if live.reply.text else f"No reply: {sentence}", True)
             if failure.context is not None and failure.context.n_ctx_offer:
                 self.context_offered.emit(failure.context.n_ctx_offer)
         raise_if_unexpected(failure)
