@@ -22,14 +22,14 @@ from app.cli.bench import load_prompts, render_prompt
 from app.library.documents import read_document, with_documents
 from app.library.model_spec import parse_model
 from app.paths import resources_dir
-from engine.chat import ChatEngine, ChatPrompt, build_chat_prompt, generate_reply
+from engine.chat import ChatPrompt, build_chat_prompt, generate_reply
 from engine.config import NGRAM_LOOKUP, EngineConfig, SamplingParams, default_threads
 from engine.events import Finished
 from engine.session import Engine
 from tools.lab.bench import copy_and_loop_shares
 
 
-def document_penalty_exempt(engine: ChatEngine, prompt: ChatPrompt) -> frozenset[int]:
+def document_penalty_exempt(engine: Engine, prompt: ChatPrompt) -> frozenset[int]:
     """The repetition penalty's exemptions for a prompt with documents: the engine's own (line
     breaks, speaker names) and every token of the documents (which a copy needs). Tried for the
     chat and not used: it made sampled replies repeat more, not copy more (docs/user/documents.md)."""
