@@ -133,7 +133,6 @@ class IncompatiblePairError(TandemError):
     kind = ErrorKind.INCOMPATIBLE_PAIR
 
     def __init__(self, rule: str, target_value: object, draft_value: object) -> None:
-        self.rule, self.target_value, self.draft_value = rule, target_value, draft_value
         self.refusal = PairRefusal(rule, target_value, draft_value)
         super().__init__(f"the draft model cannot draft for this target: {self.refusal.describe()}")
 

@@ -288,7 +288,7 @@ def pair_verdict(target: ModelFacts, draft: ModelFacts) -> PairVerdict:
     try:
         check_pair(target.info, draft.info)
     except IncompatiblePairError as e:
-        return PairVerdict(False, e.rule, e.target_value, e.draft_value)
+        return PairVerdict(False, e.refusal.rule, e.refusal.target_value, e.refusal.draft_value)
     return PairVerdict(True)
 
 

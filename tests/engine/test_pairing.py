@@ -21,7 +21,7 @@ def test_compatible_pair(tiny_target: Path, tiny_draft: Path) -> None:
 def test_token_text_rule_names_token_and_both_values(tiny_target: Path, tiny_incompatible: Path) -> None:
     with pytest.raises(IncompatiblePairError) as e:
         check_pair(read_gguf_info(tiny_target), read_gguf_info(tiny_incompatible))
-    assert e.value.rule == "text of token 40"
+    assert e.value.refusal.rule == "text of token 40"
     assert "target: '%'" in str(e.value) and "draft: '%_x'" in str(e.value)
 
 
