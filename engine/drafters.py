@@ -82,6 +82,13 @@ class Confidence:
         self._seen[b] = self.DECAY * self._seen[b] + 1.0
 
 
+def _find(tokens: list[int], part: tuple[int, ...], start: int) -> int:
+    for i in range(start, len(tokens) - len(part) + 1):
+        if tokens[i] == part[0] and tuple(tokens[i : i + len(part)]) == part:
+            return i
+    return -1
+
+
 class NgramDrafter:
     """Drafts what followed the longest earlier context that ends like the text so far, from one
     index over every source (engine.text_index): the conversation, its attached documents and
@@ -95,6 +102,11 @@ class NgramDrafter:
     COPY_MATCH = 16
     COPY_START = 4  # ...or this long, where it covers all of the reply so far
     MEMORY_MIN = 4  # an earlier segment's match shorter than this is a short match like any other
+    # A copy's edit (a rename) is drafted again where its source tokens recur, learned where a
+    # match of a phrase or longer resumes the copy just past it, of at most SUB_MAX tokens a side.
+    EDIT_MATCH = 5
+    SUB_MAX = 8
+    EDIT_SPAN = 80  # ...within a last draft's tokens (63 at most) and the edit
 
     @staticmethod
     def kind_of(match_len: int) -> DrafterKind:
@@ -130,6 +142,10 @@ class NgramDrafter:
         self._match_at = -1  # the stream position where the last match's continuation starts
         self.offer_at = -1  # ...the last offer's, as a position in ctx (< 0: an earlier segment)
         self._segment = 0  # the index's segment count when ctx was synced (another one since: resync)
+        # A copy's edits: where the copy last ran (the stream position its continuation started
+        # at, the text's length then) and the edits seen since (source tokens, the reply's).
+        self._anchor: tuple[int, int] | None = None
+        self.edits: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
 
     @property
     def memory(self) -> TextIndex | None:
@@ -150,6 +166,7 @@ class NgramDrafter:
         self._reply_start = len(ctx)
         self._start = self.index.sync(ctx)
         self._segment = len(self.index)
+        self._anchor, self.edits = None, []
 
     def lookup(self, ctx: list[int], k_max: int) -> tuple[list[int], int]:
         """The continuation of the longest earlier match of ctx's end, and the match length."""
@@ -173,13 +190,53 @@ class NgramDrafter:
             # whole period at least. The repetition is drafted on past the end, as far as asked:
             # one more step's worth of the same, kept while the target keeps repeating.
             tokens = [tokens[j % period] for j in range(k_max)]
+        matched = n
         if self.COPY_START <= n < self.COPY_MATCH and self._start + self._reply_start in range(end - n, end):
             # Everything this reply has said so far (one token or more: before its first, a match
             # of the prompt's end, such as a chat template's turn, says nothing) continues an
             # earlier stretch: a reply that starts by copying is copying, before it is 16 tokens long.
             n = self.COPY_MATCH
+        if matched >= self.EDIT_MATCH:
+            self._learn_edit(ctx, at, matched)
+            tokens = self._edited(tokens, k_max)
         self.match_len = n
         return tokens, n
+
+    def _learn_edit(self, ctx: list[int], at: int, n: int) -> None:
+        """A copy that ran on after an edit: what it wrote in place of the source's tokens, kept to
+        draft where those tokens come again (a rename). The anchor is where the copy last ran."""
+        anchor, self._anchor = self._anchor, (at, len(ctx))
+        if anchor is None or at - anchor[0] == len(ctx) - anchor[1]:
+            return
+        a0, l0 = anchor
+        n_src, n_out = at - n - a0, len(ctx) - n - l0  # what each wrote since (a draft, an edit)
+        if not 0 < n_src <= self.EDIT_SPAN or not 0 <= n_out <= self.EDIT_SPAN:
+            return
+        # (From the token before the anchor, which both share where the copy ran up to it.)
+        src, out = self.index.following(a0 - 1, n_src + 1), ctx[l0 - 1 : len(ctx) - n]
+        if len(src) != n_src + 1:
+            return
+        i = 0
+        while i < min(len(src), len(out)) and src[i] == out[i]:
+            i += 1
+        j = 0
+        while j < min(len(src), len(out)) - i and src[-1 - j] == out[-1 - j]:
+            j += 1
+        # Not aligned (i 0), nothing of the source replaced (an insertion), or too long to be an edit.
+        if i == 0 or len(src) - i - j < 1 or max(len(src), len(out)) - i - j > self.SUB_MAX:
+            return
+        edit = (tuple(src[i : len(src) - j]), tuple(out[i : len(out) - j]))
+        if edit not in self.edits:
+            self.edits.append(edit)
+
+    def _edited(self, tokens: list[int], k_max: int) -> list[int]:
+        """The continuation with the copy's edits made where their source tokens come again."""
+        for src, out in self.edits:
+            i = 0
+            while (i := _find(tokens, src, i)) >= 0:
+                tokens = [*tokens[:i], *out, *tokens[i + len(src) :]]
+                i += len(out)
+        return tokens[:k_max]
 
     def offer(self, ctx: list[int], k_max: int, use_memory: bool = True) -> tuple[list[int], DrafterKind]:
         """This step's candidates and their acceptance kind."""

@@ -311,3 +311,29 @@ def test_a_copy_an_edit_broke_is_resumed_where_its_source_went_on() -> None:
     # The edit ends at reply position 43; from 45 on the match holds 2 tokens or more of the source.
     after = [(p, kind) for p, kind, k in steps if 45 <= p < 43 + NgramDrafter.COPY_MATCH and k > 0]
     assert after and all(kind is DrafterKind.COPY for _, kind in after), steps
+
+
+def test_a_copy_drafts_its_rename_again_where_the_renamed_tokens_recur() -> None:
+    # A document naming something twice (tokens 50, 51), copied with the name changed (60): once
+    # the copy has run on past the first change, the draft at the second carries the new name.
+    a, b, c = list(range(100, 110)), list(range(200, 210)), list(range(300, 320))
+    document = [*a, 50, 51, *b, 50, 51, *c]
+    reply = [*a, 60, *b, 60, *c]
+    d = NgramDrafter()
+    ctx = [1, 2, 3, *document, 4, 5]
+    d.begin(ctx)
+    at_second = len(a) + 1 + len(b) - 3  # three tokens before the second mention
+    for token in reply[:at_second]:
+        d.lookup(ctx, 16)
+        ctx.append(token)
+    tokens, _ = d.lookup(ctx, 16)
+    assert tokens == [*b[-3:], 60, *c[:11]]  # (the source's 16 tokens, two of them now one)
+    assert d.edits == [((50, 51), (60,))]
+    # Not where a document's tokens were copied as they are: nothing is learned, nothing changed.
+    plain = NgramDrafter()
+    ctx = [1, 2, 3, *document, 4, 5]
+    plain.begin(ctx)
+    for token in document[: len(a) + 2 + len(b) - 3]:
+        plain.lookup(ctx, 16)
+        ctx.append(token)
+    assert plain.lookup(ctx, 16)[0] == [*b[-3:], 50, 51, *c[:11]] and not plain.edits
