@@ -114,10 +114,6 @@ class EngineSupervisor:
         worker = self._worker
         return worker.pid if worker else None
 
-    def n_pending(self) -> int:
-        """Replies asked for and not ended, of every user."""
-        return len(self._routes)
-
     def listen(self, listener: EngineListener) -> None:
         """Be told of every engine message (loads, drafts, deaths), for as long as the supervisor lives."""
         with self._lock:

@@ -125,8 +125,10 @@ def test_stop_in_the_window_spares_an_api_request_queued_behind_its_reply(
     )
     client.start()
     assert toggle.host is not None
-    qtbot.waitUntil(lambda: toggle.host.load()["generating"] == 1, timeout=10_000)  # queued in the engine
-    qtbot.waitUntil(lambda: window.controller.supervisor.n_pending() == 2, timeout=10_000)
+    # Both in the engine: the API request queued behind the window's reply, still generating.
+    qtbot.waitUntil(
+        lambda: toggle.host.load()["generating"] == 1 and window.controller.is_busy, timeout=10_000
+    )
     window.chat.stop_requested.emit()
     wait_reply(window)
     client.join(120)
@@ -152,7 +154,10 @@ def test_an_api_client_leaving_mid_stream_spares_the_windows_reply_queued_behind
         next(line for line in lines if line.startswith("data: ") and '"text"' in line)
         window.chat.input.setPlainText("Tell me a story")
         qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
-        qtbot.waitUntil(lambda: window.controller.supervisor.n_pending() == 2, timeout=10_000)
+        # Both in the engine: the window's reply queued behind the client's, still streaming.
+        qtbot.waitUntil(
+            lambda: window.controller.is_busy and toggle.host.load()["generating"] == 1, timeout=10_000
+        )
     # The client has left mid-stream: its reply stops, the window's runs to its end.
     wait_reply(window, timeout_ms=120_000)
     role, status, content = _reply_rows(window)[-1]
