@@ -107,6 +107,7 @@ class NgramDrafter:
     EDIT_MATCH = 5
     SUB_MAX = 8
     EDIT_SPAN = 80  # ...within a last draft's tokens (63 at most) and the edit
+    EDITS_MAX = 16  # the latest kept (each is looked for in every continuation: ~1.2 us a step each)
 
     @staticmethod
     def kind_of(match_len: int) -> DrafterKind:
@@ -206,7 +207,7 @@ class NgramDrafter:
         """A copy that ran on after an edit: what it wrote in place of the source's tokens, kept to
         draft where those tokens come again (a rename). The anchor is where the copy last ran."""
         anchor, self._anchor = self._anchor, (at, len(ctx))
-        if anchor is None or at - anchor[0] == len(ctx) - anchor[1]:
+        if anchor is None:
             return
         a0, l0 = anchor
         n_src, n_out = at - n - a0, len(ctx) - n - l0  # what each wrote since (a draft, an edit)
@@ -227,7 +228,7 @@ class NgramDrafter:
             return
         edit = (tuple(src[i : len(src) - j]), tuple(out[i : len(out) - j]))
         if edit not in self.edits:
-            self.edits.append(edit)
+            self.edits = [*self.edits[1 - self.EDITS_MAX :], edit]
 
     def _edited(self, tokens: list[int], k_max: int) -> list[int]:
         """The continuation with the copy's edits made where their source tokens come again."""

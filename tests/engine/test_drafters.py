@@ -337,3 +337,23 @@ def test_a_copy_drafts_its_rename_again_where_the_renamed_tokens_recur() -> None
         plain.lookup(ctx, 16)
         ctx.append(token)
     assert plain.lookup(ctx, 16)[0] == [*b[-3:], 50, 51, *c[:11]] and not plain.edits
+
+
+def test_a_copy_keeps_its_latest_edits_only() -> None:
+    # Twenty words each written otherwise in a copy: the latest EDITS_MAX edits are kept (each is
+    # looked for in every continuation, a cost every step).
+    fillers = [list(range(1000 + 10 * i, 1006 + 10 * i)) for i in range(20)]
+    document = [t for i, f in enumerate(fillers) for t in (500 + i, *f)]
+    reply = [t for i, f in enumerate(fillers) for t in (700 + i, *f)]
+    d = NgramDrafter()
+    ctx = [1, 2, *document, 3]
+    d.begin(ctx)
+    for token in reply:
+        d.lookup(ctx, 16)
+        ctx.append(token)
+    d.lookup(ctx, 16)
+    assert len(d.edits) == NgramDrafter.EDITS_MAX
+    assert d.edits[-1] == ((519,), (719,)) and d.edits[0] == (
+        (500 + 20 - NgramDrafter.EDITS_MAX,),
+        (700 + 20 - NgramDrafter.EDITS_MAX,),
+    )
