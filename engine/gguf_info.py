@@ -37,9 +37,9 @@ _SCALAR_FORMATS = {
     6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d",
 }  # fmt: skip
 _STRING, _ARRAY = 8, 9
+_INTEGER_TYPES = frozenset({0, 1, 2, 3, 4, 5, 10, 11})  # uint8 ... int64
 # Short integer arrays are kept: a model whose layers differ says so per layer (OpenELM's
 # attention.head_count and head_count_kv, one number a layer), and its KV cache is priced by them.
-_INTEGER_TYPES = frozenset({0, 1, 2, 3, 4, 5, 10, 11})
 MAX_KEPT_INTEGERS = 4096
 
 
@@ -157,7 +157,6 @@ WINDOW_BYTES = 1 << 20
 
 # The well-known keys Tandem reads, and the value types each may have: a wrong type is a bad file,
 # named as such, never a ValueError from deep inside.
-_INTEGER_TYPES = frozenset({0, 1, 2, 3, 4, 5, 10, 11})
 _EXPECTED: dict[str, tuple[str, frozenset[int]]] = {
     "general.architecture": ("a string", frozenset({_STRING})),
     "general.name": ("a string", frozenset({_STRING})),
