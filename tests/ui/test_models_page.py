@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import re
 import shutil
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,14 @@ GiB = 1024**3
 MACHINE = MachineInfo(total_ram_bytes=16 * GiB, has_gpu=False, gpu_label="")
 
 
+@pytest.fixture(autouse=True)
+def _quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A download the fake hub fails is tried again at once (by default a second later)."""
+    from app.library import downloads
+
+    monkeypatch.setattr(downloads, "download_files", partial(downloads.download_files, backoff_s=0.01))
+
+
 def make_page(qtbot, hub: FakeHub | None = None) -> ModelsPage:
     catalog = None
     if hub is not None:
@@ -42,7 +51,7 @@ def make_page(qtbot, hub: FakeHub | None = None) -> ModelsPage:
             hub.repos[REPO].files["tiny-target.gguf"], hub.repos[DRAFT_REPO].files["tiny-draft.gguf"]
         )
         catalog = parse_catalog(data)
-    page = ModelsPage(catalog=catalog, machine=MACHINE, download_options={"backoff_s": 0.01})
+    page = ModelsPage(catalog=catalog, machine=MACHINE)
     qtbot.addWidget(page)
     page.resize(1100, 800)
     page.show()

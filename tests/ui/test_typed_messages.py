@@ -168,7 +168,7 @@ def _page(qtbot, hub: FakeHub) -> ModelsPage:
         hub.repos[TINY_REPO].files["tiny-target.gguf"], hub.repos[TINY_DRAFT_REPO].files["tiny-draft.gguf"]
     )
     machine = MachineInfo(total_ram_bytes=16 * 1024**3, has_gpu=False, gpu_label="")
-    page = ModelsPage(catalog=parse_catalog(data), machine=machine, download_options={"backoff_s": 0.01})
+    page = ModelsPage(catalog=parse_catalog(data), machine=machine)
     qtbot.addWidget(page)
     page.show()
     return page

@@ -5,6 +5,7 @@ hub stand-in: search, check from headers only, drafts, download, chat; slow and 
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -31,12 +32,18 @@ from ui.models.pair_doctor_panel import PairDoctorPanel
 TIMEOUT_MS = 30_000
 
 
+@pytest.fixture(autouse=True)
+def _quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A download the fake hub fails is tried again at once (by default a second later)."""
+    from app.library import downloads
+
+    monkeypatch.setattr(downloads, "download_files", partial(downloads.download_files, backoff_s=0.01))
+
+
 def _page(qtbot, tmp_path: Path) -> ModelsPage:  # type: ignore[no-untyped-def]
     machine = MachineInfo(total_ram_bytes=16 * 1024**3, has_gpu=False, gpu_label="")
     catalog = parse_catalog({"models": {}, "pairs": [], "incompatible": []})
-    page = ModelsPage(
-        catalog=catalog, models_dir=tmp_path / "models", machine=machine, download_options={"backoff_s": 0.01}
-    )
+    page = ModelsPage(catalog=catalog, models_dir=tmp_path / "models", machine=machine)
     qtbot.addWidget(page)
     page.resize(1000, 900)
     page.show()

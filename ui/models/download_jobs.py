@@ -14,24 +14,13 @@ import threading
 from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import TypedDict
 
 from PySide6.QtCore import QObject, Signal
 
-from app.library.downloads import DownloadControl, DownloadProgress, DownloadStopped, FileRequest, FreeBytesFn
+from app.library.downloads import DownloadControl, DownloadProgress, DownloadStopped, FileRequest
 from engine.errors import TandemError
 
 RunFn = Callable[[DownloadControl, Callable[[DownloadProgress], None]], list[Path]]
-
-
-class DownloadOptions(TypedDict, total=False):
-    """How downloads are made, where not as app.library.downloads.download_files does by default
-    (the tests: a quick retry)."""
-
-    free_bytes: FreeBytesFn
-    n_retries: int
-    backoff_s: float
-    timeout_s: float
 
 
 class DownloadEnd(Enum):
@@ -85,10 +74,9 @@ class DownloadJobs(QObject):
     finished = Signal(str, object)  # key, list[str] of final paths
     failed = Signal(str, str, object)  # key, message, DownloadEnd
 
-    def __init__(self, models_dir: Path, options: DownloadOptions | None = None) -> None:
+    def __init__(self, models_dir: Path) -> None:
         super().__init__()
         self.models_dir = models_dir
-        self.options: DownloadOptions = {**options} if options else {}
         self.jobs: dict[str, DownloadJob] = {}
 
     def is_running(self, key: str) -> bool:
@@ -98,11 +86,11 @@ class DownloadJobs(QObject):
         """Download the files (resumable, verified) under key; False if that key is running."""
         from app.library.downloads import download_files
 
-        models_dir, options = self.models_dir, self.options
+        models_dir = self.models_dir
 
         def run(control: DownloadControl, on_progress: Callable[[DownloadProgress], None]) -> list[Path]:
             return download_files(
-                list(requests), models_dir=models_dir, control=control, on_progress=on_progress, **options
+                list(requests), models_dir=models_dir, control=control, on_progress=on_progress
             )
 
         return self.start_run(key, run)

@@ -21,7 +21,7 @@ from app.library.catalog import (
     scan_local_models,
 )
 from ui.models.catalog_section import CatalogSection, IncompatiblePairs
-from ui.models.download_jobs import DownloadJobs, DownloadOptions
+from ui.models.download_jobs import DownloadJobs
 from ui.models.local_models import LocalModelsBox, ModelImports, dropped_files
 from ui.models.model_downloads import ModelDownloads
 from ui.models.pair_doctor_panel import PairDoctorPanel
@@ -44,7 +44,6 @@ class ModelsPage(QWidget):
         catalog: Catalog | None = None,
         models_dir: Path | None = None,
         machine: MachineInfo | None = None,
-        download_options: DownloadOptions | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("modelsPage")
@@ -59,7 +58,7 @@ class ModelsPage(QWidget):
         self.picker.pair_chosen.connect(self.pair_chosen)
         self.catalog_section = CatalogSection(self.catalog, self.machine, self.models_dir)
         self.catalog_section.pair_chosen.connect(self.pair_chosen)
-        self.downloads = DownloadJobs(self.models_dir, download_options)
+        self.downloads = DownloadJobs(self.models_dir)
         self.download_view = ModelDownloads(self.downloads, self.models_dir, self)
         for card in self.catalog_section.cards.values():
             self.download_view.add_card(card)
