@@ -9,11 +9,18 @@ import shutil
 from pathlib import Path
 
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFileDialog
 
 from app import paths
 from app.library.model_spec import ModelSpec
 from engine.config import NGRAM_LOOKUP
+from ui.chat.draft_menu import DraftMenu
 from ui.chat.model_picker import OPEN_FILE_ITEM
+
+
+def _shown(window, kind):  # type: ignore[no-untyped-def]
+    """The dialog or menu of that kind the window shows now (those closed before are hidden)."""
+    return next(w for w in window.findChildren(kind) if w.isVisible())
 
 
 def _items(combo) -> list[str]:  # type: ignore[no-untyped-def]
@@ -41,7 +48,7 @@ def test_downloaded_models_by_name_and_size_and_open_a_file(
     assert not any("/" in text for text in items)  # names, not paths
     with qtbot.waitSignal(window.header.open_file_requested, timeout=5_000):
         window.header.on_model_combo_activated(window.header.model_combo.findData("open-file"))
-    dialog = window.model_choices.open_model_dialog
+    dialog = _shown(window, QFileDialog)
     assert dialog.isVisible() and "GGUF" in dialog.windowTitle()
     dialog.reject()
 
@@ -53,7 +60,7 @@ def test_draft_model_lists_the_drafts_that_pair_first_and_why_others_do_not(
     shutil.copy(tiny_incompatible, paths.models_dir() / "other-vocab.gguf")
     window = open_window(tiny_target, draft="none")
     window.on_header_speed_up_chosen("draft")  # no draft model chosen before
-    menu = window.model_choices.draft_menu
+    menu = _shown(window, DraftMenu)
     actions = [a for a in menu.actions() if not a.isSeparator() and a.text()]
     pairing = [a for a in actions if a.isEnabled() and a.text() != "Another GGUF file…"]
     refused = [a for a in actions if not a.isEnabled()]
@@ -311,7 +318,7 @@ def test_models_on_this_computer_lists_the_built_in_model_by_name_and_a_copy_onc
 def _open_file(qtbot, window, path: Path) -> None:  # type: ignore[no-untyped-def]
     """Model ▸ Open a GGUF file…, the file chosen in its dialog, loaded."""
     window.header.on_model_combo_activated(window.header.model_combo.findData("open-file"))
-    dialog = window.model_choices.open_model_dialog
+    dialog = _shown(window, QFileDialog)
     dialog.fileSelected.emit(str(path))
     dialog.reject()
     qtbot.waitUntil(lambda: getattr(window.controller.info, "target_path", None) == str(path), timeout=60_000)
@@ -338,7 +345,7 @@ def test_the_draft_list_offers_the_opened_files_that_pair(
     index = combo.findData("draft")
     qtbot.waitUntil(lambda: combo.model().item(index).isEnabled(), timeout=10_000)
     window.on_header_speed_up_chosen("draft")
-    menu = window.model_choices.draft_menu
+    menu = _shown(window, DraftMenu)
     pairing = [a for a in menu.actions() if a.isEnabled() and a.text().startswith("tiny-1-4L")]
     assert len(pairing) == 1 and pairing[0].toolTip().startswith("Pairs with the model in use")
     pairing[0].trigger()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from PySide6.QtWidgets import QFileDialog
+
 from app.library.catalog import MachineInfo, load_catalog
 from app.library.model_spec import ModelSpec
 from ui.chat.welcome import WelcomePanel
@@ -95,7 +97,7 @@ def test_a_base_model_opened_from_a_file_is_offered_no_task_and_each_greyed_one_
     chat = window.chat
     assert all(b.isEnabled() for b in chat.empty_state.suggestion_buttons)  # an instruct model: every task
     window.header.on_model_combo_activated(window.header.model_combo.findData("open-file"))
-    dialog = window.model_choices.open_model_dialog
+    dialog = next(d for d in window.findChildren(QFileDialog) if d.isVisible())
     dialog.fileSelected.emit(str(tiny_base))  # Model ▸ Open a GGUF file…, the file chosen
     dialog.reject()
     qtbot.waitUntil(

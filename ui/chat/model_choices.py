@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
@@ -20,9 +19,6 @@ from ui.chat.chat_header import ChatHeader
 from ui.chat.chat_view import ChatView
 from ui.presenters.presenter import ChatPresenter
 
-if TYPE_CHECKING:
-    from ui.chat.draft_menu import DraftMenu
-
 
 class ModelChoices(QObject):
     other_draft_requested = Signal()  # the draft menu's "another file…": the file dialog
@@ -34,8 +30,6 @@ class ModelChoices(QObject):
         picker and "Draft model"; chat: the tasks offered; parent: what menus and dialogs open over."""
         super().__init__(parent)
         self.presenter, self.header, self.chat, self.parent_widget = presenter, header, chat, parent
-        self.draft_menu: DraftMenu | None = None  # the last draft menu shown
-        self.open_model_dialog: QFileDialog | None = None  # the last "Open a GGUF file…" dialog
         chat.empty_state.small_model_requested.connect(self.on_chat_small_model_requested)
         presenter.controller.engine_failed.connect(self.on_controller_engine_failed)
 
@@ -65,9 +59,9 @@ class ModelChoices(QObject):
             self.header.set_stand_in(f"Did not load: {Path(key).name}", key)
         self.chat.set_model_tasks(None, "", unavailable=f"No model can answer yet: {why}.")
 
-    def show_draft_menu(self) -> DraftMenu:
+    def show_draft_menu(self) -> None:
         """ "Draft model" with none chosen yet: the local drafts that pair with the model in use
-        (ui/chat/draft_menu.py), under the speed-up picker; the menu, shown (not waited on)."""
+        (ui/chat/draft_menu.py), under the speed-up picker, shown (not waited on)."""
         from ui.chat.draft_menu import DraftMenu, draft_options
 
         info = self.presenter.controller.info
@@ -96,8 +90,6 @@ class ModelChoices(QObject):
         menu.aboutToHide.connect(lambda: QTimer.singleShot(0, on_menu_hidden))
         combo = self.header.speed_combo
         menu.popup(combo.mapToGlobal(combo.rect().bottomLeft()))
-        self.draft_menu = menu
-        return menu
 
     def _offer_tasks(self, info: EngineInfo | None) -> None:
         """The suggested tasks the model in use does; the others greyed, with the one-click
@@ -147,9 +139,9 @@ class ModelChoices(QObject):
         name = model_name(Path(info.target_path), info.target_name)
         self.header.set_draft_available(pairing, "" if pairing else no_draft_reason(name))
 
-    def open_file(self) -> QFileDialog:
+    def open_file(self) -> None:
         """The header's "Open a GGUF file…": any model file on this computer, loaded as chosen
-        (the dialog, shown without waiting on it)."""
+        (the dialog shown without waiting on it)."""
         dialog = QFileDialog(
             self.parent_widget, "Open a GGUF model", str(Path.home()), "GGUF models (*.gguf);;All files (*)"
         )
@@ -157,8 +149,6 @@ class ModelChoices(QObject):
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.fileSelected.connect(self.on_file_opened)
         dialog.open()
-        self.open_model_dialog = dialog
-        return dialog
 
     def on_file_opened(self, path: str) -> None:
         """A file chosen in "Open a GGUF file…": kept among the recent files (the pickers and the
