@@ -312,7 +312,6 @@ class MainWindow(QMainWindow):
                 info.server if info is not None else "",
             ),
         )
-        self.about_dialog = dialog
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.open()
 

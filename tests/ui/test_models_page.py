@@ -504,7 +504,7 @@ def test_a_long_models_folder_path_does_not_widen_the_page(qtbot, tmp_path: Path
     page = shipped_page(qtbot, models_dir=models_dir)
     page.resize(1000, 800)
     qtbot.waitUntil(lambda: assert_within_its_width(page), timeout=5_000)  # once laid out
-    hint = page.local_box.folder_hint
+    hint = page.local_box.findChild(QLabel, "modelsFolderHint")
     assert "Open the models folder" in hint.text() and hint.toolTip() == str(models_dir)
     shown = re.sub(r"<[^>]+>", "", hint.text())
     assert str(models_dir) not in shown  # a link to the folder, its path on hover

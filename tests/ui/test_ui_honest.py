@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QLabel
 from app.settings import load_settings
 from app.store import MessageStatus, Store
 from engine.events import DraftSource, DraftSpan, ReplyText, Stats, StatsRecord
+from ui.about import AboutDialog
 from ui.presenters import verdict
 from ui.qt import theme
 
@@ -105,7 +106,7 @@ def test_a_reply_stopped_in_a_loop_says_so_with_regenerate(qtbot, open_window, t
         reply = store.messages(looped)[-1]
         record = dict(reply.stats)
         record["stop_reason"] = "repetition"
-        store.save_reply(reply.id, reply.reply_text, MessageStatus.COMPLETE, record)
+        store.save_reply(reply.id, ReplyText(reply.content, reply.spans), MessageStatus.COMPLETE, record)
     finally:
         store.close()
     window = open_window(tiny_target)
@@ -322,10 +323,11 @@ def test_every_text_colour_of_the_theme_reads_at_aa_in_both_themes_after_a_switc
 def test_about_says_what_the_model_runs_on(qtbot, open_window, tiny_target) -> None:
     window = open_window(tiny_target)
     window.show_about()
-    text = window.about_dialog.findChild(QLabel, "aboutText").text()
+    about = window.findChild(AboutDialog)
+    text = about.findChild(QLabel, "aboutText").text()
     # This machine: a CPU build (tools/detect_gpu.sh found no GPU at setup).
     assert "Runs on: the CPU. This build of llama.cpp has no GPU backend" in text
-    window.about_dialog.close()
+    about.close()
 
 
 def test_a_checkbox_reads_in_both_themes(qtbot, open_window, tiny_target) -> None:

@@ -64,7 +64,6 @@ class LocalModelsBox(QGroupBox):
         named(hint, "modelsFolderHint", f"Open the models folder, {models_dir}", str(models_dir))
         hint.setOpenExternalLinks(True)
         hint.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
-        self.folder_hint = hint
         row.addWidget(self.import_button)
         row.addWidget(self.refresh_button)
         row.addWidget(hint, 1)
