@@ -11,6 +11,7 @@ import re
 import signal
 from pathlib import Path
 
+import pytest
 from documents_files import write_pdf
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QColor, QDragEnterEvent, QDropEvent, QGuiApplication
@@ -287,7 +288,9 @@ def test_the_diff_shows_changes_and_copies_and_saves_the_new_text(qtbot, tmp_pat
     assert (tmp_path / "note-fixed.txt").read_text() == "The cat sat.\nOn the mat.\n"
 
 
-def test_the_diff_of_a_long_document_keeps_the_lines_around_its_changes() -> None:
+def test_the_diff_of_a_long_document_keeps_the_lines_around_its_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     original = "".join(f"Line {i} of the report.\n" for i in range(40))
     edited = original.replace("Line 20 of", "Line 20, revised, of").replace("Line 39 of the report.\n", "")
     pieces = word_diff(original, edited)
@@ -301,9 +304,8 @@ def test_the_diff_of_a_long_document_keeps_the_lines_around_its_changes() -> Non
     assert diff_summary(word_diff("a b", "a, b")).startswith("1 change to punctuation.")
     assert diff_summary(word_diff("same", "same")) == "The reply is the same as the document."
     for colors in (theme.LIGHT, theme.DARK):  # text on the marks: 4.5:1 at least (WCAG AA)
-        for background in re.findall(
-            r"background-color:(#[0-9a-f]{6})", diff_html("a b", "a c", colors=colors)
-        ):
+        monkeypatch.setattr(theme, "_current", colors)  # the theme in use
+        for background in re.findall(r"background-color:(#[0-9a-f]{6})", diff_html("a b", "a c")):
             assert theme.contrast(colors.text, QColor(background)) >= 4.5
 
 

@@ -124,14 +124,11 @@ def _shorten_same(text: str, first: bool, last: bool) -> str:
     return "\n".join([*head, f"⋯ {hidden} unchanged lines ⋯", *tail])
 
 
-def diff_html(
-    original: str, edited: str, monospace: bool = False, colors: theme.ThemeColors | None = None
-) -> str:
+def diff_html(original: str, edited: str, monospace: bool = False) -> str:
     """The edited text with its changes marked in place: words taken out struck through on red,
     words put in underlined on green (a cue besides colour), white space and line breaks kept,
     long unchanged stretches shortened. A summary line first."""
-    look = colors or theme.colors()
-    removed_bg, added_bg = ("#6e2828", "#1e5a32") if look.is_dark else ("#ffcdcd", "#c8f0cd")
+    removed_bg, added_bg = ("#6e2828", "#1e5a32") if theme.colors().is_dark else ("#ffcdcd", "#c8f0cd")
     pieces = word_diff(original, edited)
     out = []
     for i, (kind, text) in enumerate(pieces):
