@@ -9,7 +9,7 @@ from PySide6.QtGui import QColor
 
 from app.store import Store
 from engine.events import Stats, StatsRecord
-from ui.chat.speed_panel import POINTS_KEY, SpeedPanel, windowed_rates
+from ui.chat.speed_panel import POINTS_KEY, RATE_WINDOW_S, SpeedPanel, windowed_rates
 from ui.qt import theme
 
 
@@ -36,7 +36,8 @@ def _stats(
 
 def test_windowed_rates() -> None:
     points = [(0.1, 10), (0.2, 20), (0.5, 50), (1.0, 150), (1.5, 200)]
-    rates = windowed_rates(points, window_s=0.5)
+    assert RATE_WINDOW_S == 0.5
+    rates = windowed_rates(points)
     assert [t for t, _ in rates] == [0.1, 0.2, 0.5, 1.0, 1.5]
     assert rates[0][1] == 100.0 and rates[1][1] == 100.0  # cumulative until half a second
     assert rates[3][1] == (150 - 50) / 0.5  # over the last half second

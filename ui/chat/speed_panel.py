@@ -56,18 +56,16 @@ def wrapped(text: str, metrics: QFontMetrics, width: int, max_lines: int) -> lis
     return lines
 
 
-def windowed_rates(
-    points: Sequence[tuple[float, int]], window_s: float = RATE_WINDOW_S
-) -> list[tuple[float, float]]:
-    """(decode time, tokens/s over the last window_s) for each (decode time, tokens) point;
-    the cumulative rate until window_s of decoding has passed."""
+def windowed_rates(points: Sequence[tuple[float, int]]) -> list[tuple[float, float]]:
+    """(decode time, tokens/s over the last RATE_WINDOW_S) for each (decode time, tokens) point;
+    the cumulative rate until RATE_WINDOW_S of decoding has passed."""
     out: list[tuple[float, float]] = []
     j = 0
     for t, n in points:
-        while j + 1 < len(points) and t - points[j + 1][0] >= window_s:
+        while j + 1 < len(points) and t - points[j + 1][0] >= RATE_WINDOW_S:
             j += 1
         t0, n0 = points[j]
-        if t - t0 >= window_s and t > t0:
+        if t - t0 >= RATE_WINDOW_S and t > t0:
             out.append((t, (n - n0) / (t - t0)))
         elif t > 0:
             out.append((t, n / t))
