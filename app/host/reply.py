@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.events import DraftSpan, Event, Finished, Stats, TextPiece
+from engine.events import DraftSpan, Finished, Stats, TextPiece
 from engine.events import ReplyText as ReplyText  # its home is engine.events; read here by the window
 
 
@@ -51,15 +51,10 @@ class Reply:
     def __len__(self) -> int:
         return self._length
 
-    def add(self, event: Event) -> None:
-        if isinstance(event, TextPiece):
-            self.add_piece(event)
-        elif isinstance(event, Stats):
-            self.stats = event
-        elif isinstance(event, Finished):
-            self.finish(event)
-
-    def add_piece(self, piece: TextPiece) -> None:
+    def add(self, piece: TextPiece | Stats) -> None:
+        if isinstance(piece, Stats):
+            self.stats = piece
+            return
         start, end = self._length, self._length + len(piece.text)
         if piece.is_draft:
             last = self.spans[-1] if self.spans else None

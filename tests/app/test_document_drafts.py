@@ -158,7 +158,7 @@ def test_each_drafted_stretch_keeps_its_source_in_the_saved_history(tmp_path: Pa
         TextPiece(" Then", 1, True, DraftSource.DOCUMENT),
         TextPiece(" again", 1, True, DraftSource.DOCUMENT),  # same source: one range
     ):
-        reply.add_piece(piece)
+        reply.add(piece)
     shown = reply.shown(is_final=True)
     assert [(s.start, s.end) for s in shown.spans] == [(4, 17), (17, 28), (29, 40)]
     assert known_sources(shown.spans) == ("document", "memory", "document")

@@ -44,7 +44,7 @@ def test_a_streamed_update_gives_what_the_whole_text_gives() -> None:
             if rng.random() < 0.5:
                 assert reply.shown() == _whole_text_shown(reply, False)
         if rng.random() < 0.3:  # a stop string cut from the end
-            reply.add(Finished("stop", reply.text[: rng.randint(0, len(reply.text))], (), Stats()))
+            reply.finish(Finished("stop", reply.text[: rng.randint(0, len(reply.text))], (), Stats()))
         assert reply.shown(is_final=True) == _whole_text_shown(reply, True)
         assert reply.shown() == _whole_text_shown(reply, False)
 

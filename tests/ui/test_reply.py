@@ -47,12 +47,12 @@ def test_stats_keep_the_newest_snapshot() -> None:
 def test_finished_text_is_authoritative_and_spans_stay_inside_it() -> None:
     reply = _reply(("Answer", False), (" here\nUse", True), ("r:", True))
     final = _stats(3)
-    reply.add(Finished("stop", "Answer here", (1, 2, 3), final))  # a stop string was cut
+    reply.finish(Finished("stop", "Answer here", (1, 2, 3), final))  # a stop string was cut
     assert reply.text == "Answer here" and len(reply) == 11
     assert reply.raw().spans == (DraftSpan(6, 11),)
     assert reply.finished is not None and reply.stats is final
     same = _reply(("ok", True))
-    same.add(Finished("eos", "ok", (1,), final))
+    same.finish(Finished("eos", "ok", (1,), final))
     assert same.text == "ok" and same.raw().spans == (DraftSpan(0, 2),)
 
 

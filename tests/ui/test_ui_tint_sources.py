@@ -165,7 +165,7 @@ def test_a_streaming_reply_is_tinted_by_source_as_it_arrives_and_at_its_end(qtbo
     widget.show()
     reply = Reply(request_id=1)
     for piece in _reply_pieces():
-        reply.add_piece(piece)
+        reply.add(piece)
         widget.stream(reply.shown(), True)
         if piece.source is DraftSource.DOCUMENT:  # tinted as it arrives, not only at the end
             assert _runs_by_source(widget.body.document()) == [("document", " from your notes")]
