@@ -64,7 +64,6 @@ class Headline:
     text: str  # the one line under a reply: "2.4× faster, 12 s saved", "3.1× slower"
     reason: str = ""  # NEUTRAL, SLOWER: why, in one plain line
     speedup: float | None = None  # whole request against plain decoding here
-    saved_s: float = 0.0
     is_estimate: bool = False  # the plain speed is the engine's estimate, not a measured run
     is_busy: bool = False  # the computer was busy: the ratio does not measure the speed-up
 
@@ -219,11 +218,11 @@ def headline(
         # plain, and they ran below the usual speed.
         reason = BUSY_REASON if busy or unexplained else neutral_reason(numbers, note_kind)
         return Headline(
-            Verdict.NEUTRAL, AS_USUAL, reason, min(speedup, 1.0), 0.0, is_estimate, busy or unexplained
+            Verdict.NEUTRAL, AS_USUAL, reason, min(speedup, 1.0), is_estimate, busy or unexplained
         )
     about = "about " if is_estimate else ""
     slower = _headline(f"{about}{1 / speedup:.1f}× slower")
-    figures = (speedup, saved, is_estimate)
+    figures = (speedup, is_estimate)
     if busy or unexplained:
         reason = BUSY_REASON if busy else UNEXPLAINED_REASON
         if speedup <= 1 / FASTER_AT:
