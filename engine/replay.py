@@ -114,7 +114,6 @@ def replay(
     curve: CostCurve,
     seed: dict[str, object] | None = None,
     python_scale: float = 1.0,
-    controller: DraftLengthController | None = None,
     noise: float = 0.0,
     noise_seed: int = 0,
 ) -> tuple[ReplayResult, DraftLengthController]:
@@ -124,10 +123,9 @@ def replay(
     noise: a shared machine's timings, as the controller sees them: each step's time scaled by
     exp(N(0, noise)), and one step in 50 stalled to 3x (another program); the decode time
     counts them too (plain decoding would have waited as long: its time is scaled alike)."""
-    if controller is None:
-        controller = DraftLengthController(K_MAX)
-        if seed is not None:
-            controller.seed(seed)
+    controller = DraftLengthController(K_MAX)
+    if seed is not None:
+        controller.seed(seed)
     policy = DraftPolicy(controller, NgramDrafter())
     policy.begin_reply(speculate=True, use_memory=False)
     ctx = list(trace.prompt)
