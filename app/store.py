@@ -12,7 +12,7 @@ store brings it up to SCHEMA_VERSION, one migration at a time, each in its own t
 file that cannot be read as a store (damaged, or not a database at all) is set aside, renamed
 beside itself and never deleted, and a fresh store is opened: `Store.set_aside` says where it went
 and `Store.notice` says so in a sentence for the user. A store a newer Tandem wrote is left where
-it is, untouched, and the session works in memory (`Store.is_in_memory`).
+it is, untouched, and the session works in memory.
 
 Why this file is long: the schema, its migrations and every query are one contract with the
 database file; the conversation file (export and import, at the end) is the part that could leave.
@@ -332,11 +332,6 @@ class Message:
     stats: dict[str, Any] | None
     spans: tuple[DraftSpan, ...] = ()  # the drafted stretches of content
 
-    @property
-    def reply_text(self) -> ReplyText:
-        """The content with its drafted stretches, as app.host.reply.Reply.shown() gave them."""
-        return ReplyText(self.content, self.spans)
-
 
 def _stored_json(text: str | None) -> object:
     """A JSON column as read back; None where it is missing or not JSON (a hand-edited row)."""
@@ -413,14 +408,14 @@ def _spans(content: str, spans: object, sources: object) -> tuple[DraftSpan, ...
 
 
 def _message(row: sqlite3.Row) -> Message:
-    """A stored row as a Message; whatever a hand-edited or older row holds, a Message the window
-    can show (the store is read as an edge: its JSON columns are checked like an imported file)."""
+    """A stored row of a role this build knows (_shown) as a Message; whatever else a hand-edited or
+    older row holds, a Message the window can show (the store is read as an edge: its JSON columns
+    are checked like an imported file)."""
     content = row["content"] if isinstance(row["content"], str) else ""
-    role = row["role"] if row["role"] in ("user", "assistant", "system") else "user"
     return Message(
         id=row["id"],
         conversation_id=row["conversation_id"],
-        role=role,
+        role=row["role"],
         content=content,
         status=_status(row["status"]),
         stats=clean_stats(_stored_json(row["stats_json"])),
@@ -655,7 +650,6 @@ class Store:
         self.set_aside: Path | None = None  # where an unusable file was moved at this opening
         self.notice = ""  # a sentence for the user about it, or ""
         self.last_import_skipped = 0  # versions the last import left out (their parent not in the file)
-        self.is_in_memory = False  # the file could not be written: this session's store is in memory
         rule_breaks: list[str] = []
         try:
             self._db = _connect(self.path, rule_breaks, busy_timeout_s)
@@ -669,7 +663,6 @@ class Store:
             # memory, and the notice says so.
             log.error("the conversation store %s cannot be used here (%s); working in memory", self.path, e)
             self._db = _memory_store(self.path, min(COPY_TIMEOUT_S, busy_timeout_s))
-            self.is_in_memory = True
             if isinstance(e, StoreFromNewerVersion):
                 self.notice = (
                     "Your conversation history was saved by a newer version of Tandem, which this one "
@@ -948,10 +941,6 @@ class Store:
                     time.time(),
                 ),
             )
-
-    def message(self, message_id: int) -> Message | None:
-        r = self._db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
-        return _message(r) if r else None
 
     # versions of a turn (schema v6)
 

@@ -18,7 +18,7 @@ from app.library.documents import document_from_text, with_documents
 from engine.chat import build_chat_prompt, document_token_spans, generate_reply
 from engine.config import NGRAM_LOOKUP, EngineConfig, SamplingParams
 from engine.drafters import NgramDrafter
-from engine.events import DraftSource, Finished, TextPiece, known_sources
+from engine.events import DraftSource, Finished, ReplyText, TextPiece, known_sources
 from engine.speaker_stop import SpeakerStop
 from engine.text_index import TextIndex
 
@@ -171,8 +171,8 @@ def test_each_drafted_stretch_keeps_its_source_in_the_saved_history(tmp_path: Pa
         store.close()
     store = Store(tmp_path / "t.db")  # reopened from the file
     try:
-        saved = store.message(message.id)
-        assert saved is not None and saved.reply_text == shown
+        (saved,) = store.messages(conversation.id)
+        assert saved.id == message.id and ReplyText(saved.content, saved.spans) == shown
         assert known_sources(saved.spans) == ("document", "memory", "document")
     finally:
         store.close()

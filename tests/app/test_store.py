@@ -53,10 +53,10 @@ def test_streaming_reply_left_by_a_crash_reads_as_interrupted_on_next_open() -> 
     store.close()  # the app "crashed" before the reply finished
 
     reopened = Store()
-    assert reopened.message(reply.id).status == "streaming"  # type: ignore[union-attr]
+    assert [(m.id, m.status) for m in reopened.messages(c.id)] == [(reply.id, "streaming")]
     assert reopened.mark_unfinished_interrupted() == 1  # what the window does when it opens
-    message = reopened.message(reply.id)
-    assert message is not None and message.status == "interrupted" and message.content == "half a rep"
+    (message,) = reopened.messages(c.id)
+    assert message.id == reply.id and message.status == "interrupted" and message.content == "half a rep"
 
 
 def test_superseded_messages_are_kept_but_hidden() -> None:
@@ -101,8 +101,8 @@ def test_stats_and_draft_spans_round_trip() -> None:
     m = store.add_message(c.id, "assistant", "")
     reply = ReplyText("abcdef", (DraftSpan(1, 3),))
     store.save_reply(m.id, reply, MessageStatus.COMPLETE, {"decode_tokens_per_s": 12.5})
-    got = store.message(m.id)
-    assert got is not None
+    (got,) = store.messages(c.id)
+    assert got.id == m.id
     assert got.stats == {"decode_tokens_per_s": 12.5}
     assert got.spans == (DraftSpan(1, 3),)
 

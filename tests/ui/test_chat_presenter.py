@@ -152,8 +152,8 @@ def test_a_reply_is_saved_as_it_streams_and_recorded_when_it_ends(qtbot, make, t
     _idle(qtbot, presenter)
     (ended,) = seen.of("reply_ended")
     assert isinstance(ended, ReplyEnded) and ended.status == "complete" and ended.text.text
-    reply = presenter.store.message(ended.message_id)
-    assert reply is not None and reply.status == "complete"
+    reply = {m.id: m for m in presenter.store.messages(presenter.conversation_id)}[ended.message_id]
+    assert reply.status == "complete"
     assert (
         reply.content == ended.text.text and ended.stats is not None and reply.stats == ended.stats.as_dict()
     )

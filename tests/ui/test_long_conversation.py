@@ -98,7 +98,8 @@ def test_a_20000_message_conversation_opens_in_a_page_and_answers(
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=60_000)
     window.presenter.send("and one more question")
     wait_reply(window)
-    assert window.presenter.store.message(window.chat.message_widgets()[-1].message_id).role == "assistant"
+    stored = {m.id: m for m in window.presenter.store.messages(conversation_id)}
+    assert stored[window.chat.message_widgets()[-1].message_id].role == "assistant"
     assert window.presenter.store.messages(conversation_id)[-1].content
     assert len(window.presenter.store.messages(conversation_id)) == N_MESSAGES + 2
     # A search's match further back than the messages shown: earlier pages come until it is shown.

@@ -78,9 +78,9 @@ def test_the_store_saves_and_gives_back_a_reply(tandem_home) -> None:  # type: i
     message = store.add_message(conversation.id, "assistant", "", status="streaming")
     reply = _reply((" ", False), ("Drafted", True), (" and not", False))
     store.save_reply(message.id, reply.shown(is_final=True), "complete", {"n_generated": 3})
-    saved = store.message(message.id)
-    assert saved is not None and saved.status == "complete" and saved.stats == {"n_generated": 3}
-    assert saved.reply_text == ReplyText("Drafted and not", (DraftSpan(0, 7),))
+    (saved,) = store.messages(conversation.id)
+    assert saved.id == message.id and saved.status == "complete" and saved.stats == {"n_generated": 3}
+    assert ReplyText(saved.content, saved.spans) == ReplyText("Drafted and not", (DraftSpan(0, 7),))
     store.close()
 
 

@@ -87,7 +87,7 @@ def test_dropped_files_become_chips_and_go_with_the_message(
     try:
         ((message_id, documents),) = store.attachments(conversation_id).items()
         assert [d.name for d in documents] == ["notes.md"] and "Tuesday" in documents[0].text
-        assert store.message(message_id).content == "Summarise it."
+        assert {m.id: m.content for m in store.messages(conversation_id)}[message_id] == "Summarise it."
     finally:
         store.close()
 

@@ -39,7 +39,7 @@ def test_versions_of_a_reply_switch_and_keep_their_branches() -> None:
     hidden, shown = store.choose_version(third, -2)
     assert hidden == [third] and [m.content for m in shown] == ["leek", "and then?", "cheese"]
     assert _texts(store, c.id) == ["a soup?", "leek", "and then?", "cheese"]
-    assert store.message(first).status == MessageStatus.CANCELLED
+    assert {m.id: m.status for m in store.messages(c.id)}[first] == MessageStatus.CANCELLED
     assert store.versions_shown(c.id) == {first: (1, 3)}
     # Continuing from it continues that branch.
     store.add_message(c.id, "user", "more?")
