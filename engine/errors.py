@@ -141,8 +141,6 @@ class PromptTooLongError(TandemError):
     kind = ErrorKind.PROMPT_TOO_LONG
 
     def __init__(self, n_prompt_tokens: int, n_ctx: int) -> None:
-        self.n_prompt_tokens = n_prompt_tokens
-        self.n_ctx = n_ctx
         super().__init__(
             f"the prompt is {n_prompt_tokens} tokens long but the context holds only {n_ctx}; "
             "shorten the prompt or raise --ctx"
