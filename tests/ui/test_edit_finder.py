@@ -21,7 +21,7 @@ def test_the_edit_as_prose_beside_a_fenced_remark() -> None:
 def test_no_copy_in_a_translation_or_an_answer() -> None:
     assert edited_copy("Le comité se réunira mardi. Apportez le budget.", NOTE) is None
     assert edited_copy("```\nFour words were misspelled.\n```", NOTE) is None
-    assert reply_body("Le comité se réunira mardi.", NOTE) is None
+    assert edited_copy("Le comité se réunira mardi.", NOTE) is None
 
 
 def test_without_a_document_the_one_fence_or_the_whole_reply() -> None:

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.document import Document, DocumentKind
-from ui.chat.edit_finder import reply_body
+from ui.chat.edit_finder import edited_copy, reply_body
 from ui.qt import theme
 from ui.qt.widgets import button, named
 
@@ -158,8 +158,8 @@ class DiffDialog(QDialog):
         super().__init__(parent)
         self.document = document
         # The part of the reply most like the document (ui/chat/edit_finder.py), or none close.
-        found = reply_body(reply, document.text)
-        self.edited = found if found is not None else reply_body(reply) or ""
+        found = edited_copy(reply, document.text)
+        self.edited = found if found is not None else reply_body(reply)
         self.setWindowTitle(f"Changes to {document.name}")
         self.resize(760, 560)
         layout = QVBoxLayout(self)

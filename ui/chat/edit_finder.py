@@ -76,11 +76,8 @@ def edited_copy(reply: str, original: str) -> str | None:
     return best
 
 
-def reply_body(reply: str, original: str | None = None) -> str | None:
-    """What a reply gives back as the document: with the original, its edited copy (None where
-    the reply holds none); without, the inside of its one fenced block where it has exactly one,
-    else the whole reply."""
-    if original is not None:
-        return edited_copy(reply, original)
+def reply_body(reply: str) -> str:
+    """What a reply gives back as a document, its original aside: the inside of its one fenced
+    block where it has exactly one, else the whole reply."""
     blocks = fenced_blocks(reply)
     return blocks[0] if len(blocks) == 1 else reply.strip()
