@@ -283,9 +283,6 @@ class _Child:
         self.token_counts = TokenCounts()  # messages' token counts, kept between replies
         self.last_read: ReadConversation | None = None  # the conversation the model read last
 
-    def send(self, message: WorkerMessage) -> None:
-        self.outbox.send(message)
-
     def _load_progress_reporter(self, what: str) -> Callable[[float], None]:
         """llama.cpp reports load progress many times a second: pass on every 5%."""
         last = [-1.0]
@@ -293,7 +290,7 @@ class _Child:
         def report(fraction: float) -> None:
             if fraction - last[0] >= 0.05 or fraction >= 1.0:
                 last[0] = fraction
-                self.send(LoadProgressed(f"Loading {what}…", fraction))
+                self.outbox.send(LoadProgressed(f"Loading {what}…", fraction))
 
         return report
 
@@ -375,7 +372,7 @@ class _Child:
             # `default` (or nothing), `smollm2`, a path: read as the command line reads it.
             target = parse_model(config.target_path)
             if target.embedded is not None:
-                self.send(LoadProgressed("Preparing the embedded model (first start only)…"))
+                self.outbox.send(LoadProgressed("Preparing the embedded model (first start only)…"))
             config = replace(config, target_path=target.resolve(), draft=resolve_draft(config.draft))
             size_mb = os.path.getsize(config.target_path) / 1e6 if os.path.exists(config.target_path) else 0
             what = f"{Path(config.target_path).name} ({size_mb:.0f} MB)"
@@ -383,7 +380,7 @@ class _Child:
                 what += f", its layers on {', '.join(config.rpc_servers)}"
             if config.draft.model:
                 what += f" and draft {Path(config.draft.model).name}"
-            self.send(LoadProgressed(f"Loading {what}…"))
+            self.outbox.send(LoadProgressed(f"Loading {what}…"))
             refusal: Failure | None = None
             # A draft that cannot be used must not cost the user their target model: the target
             # is kept, plain, and why the draft is off is shown as state rather than an error.
@@ -411,11 +408,11 @@ class _Child:
                     self.engine.grow_outputs()
                 except Exception:
                     log.exception("growing the logits buffer failed; the first long reply grows it")
-            self.send(EngineLoaded(_engine_info(self.engine, config, refusal)))
+            self.outbox.send(EngineLoaded(_engine_info(self.engine, config, refusal)))
         except Exception as e:
             failure = _failure(e)
             self.load_error = failure.sentence
-            self.send(EngineFailed(failure))
+            self.outbox.send(EngineFailed(failure))
 
     def remember(self, earlier: tuple[tuple[str, str], ...]) -> None:
         """Seed the engine's reply memory with earlier answers, after the load is reported; never
@@ -432,7 +429,7 @@ class _Child:
     def set_draft(self, draft: DraftChoice) -> None:
         if self.engine is None or self.config is None:
             sentence = f"speculation cannot change: {self.load_error}"
-            self.send(DraftFailed(Failure(ErrorKind.NO_ENGINE, sentence)))
+            self.outbox.send(DraftFailed(Failure(ErrorKind.NO_ENGINE, sentence)))
             return
         try:
             from app.library.model_spec import resolve_draft
@@ -440,14 +437,14 @@ class _Child:
             draft = resolve_draft(draft)
             self.engine.set_draft(draft)
             self.config = replace(self.config, draft=draft)
-            self.send(DraftChanged(_engine_info(self.engine, self.config)))
+            self.outbox.send(DraftChanged(_engine_info(self.engine, self.config)))
         except Exception as e:
-            self.send(DraftFailed(_failure(e)))
+            self.outbox.send(DraftFailed(_failure(e)))
 
     def reply(self, request: ReplyRequest) -> None:
         if self.engine is None:
             failure = Failure(ErrorKind.NO_ENGINE, f"no reply: {self.load_error}")
-            self.send(ReplyFailed(request.request_id, failure))
+            self.outbox.send(ReplyFailed(request.request_id, failure))
             return
         cancel = self.cancels.flag(request.request_id)
         try:
@@ -476,7 +473,7 @@ class _Child:
                     check_fits(self.engine.info_target, n_ctx, n_prompt, n_reply, True, n_dropped)
             if request.history_key:
                 self.n_dropped[request.history_key] = n_dropped
-            self.send(ReplyStarted(request.request_id, n_prompt, n_dropped, self.engine.speculation))
+            self.outbox.send(ReplyStarted(request.request_id, n_prompt, n_dropped, self.engine.speculation))
             args = (
                 request.params,
                 request.max_tokens,
@@ -492,14 +489,14 @@ class _Child:
             for event in self._watched(request, prompt, n_dropped, events):
                 self.outbox.send_event(request.request_id, event)
         except PromptCancelled:  # stopped while a long conversation was fitted to the context
-            self.send(ReplyStarted(request.request_id, 0, 0, self.engine.speculation))
+            self.outbox.send(ReplyStarted(request.request_id, 0, 0, self.engine.speculation))
             stopped = Finished("cancelled", "", (), Stats(self.engine.speculation))  # nothing read
             self.outbox.send_event(request.request_id, stopped)
             self.outbox.flush()
         except (BrokenPipeError, EOFError):
             raise
         except Exception as e:
-            self.send(ReplyFailed(request.request_id, _failure(e)))
+            self.outbox.send(ReplyFailed(request.request_id, _failure(e)))
         else:
             self.outbox.flush()  # nothing of the reply may wait once its events end
 
@@ -519,7 +516,7 @@ class _Child:
         def report(reading: Reading) -> None:
             if time.monotonic() - last_sent[0] >= READING_INTERVAL_S:
                 last_sent[0] = time.monotonic()
-                self.send(ReplyReading(request.request_id, reading))
+                self.outbox.send(ReplyReading(request.request_id, reading))
 
         tokens = prompt.tokens if isinstance(prompt, ChatPrompt) else prompt
         return watch_reading(self.engine.target, tokens, events, report, reread_reason(before, now))
@@ -568,7 +565,7 @@ def worker_main(
 
         # llama.cpp aborts the process when an RPC server is lost: say which one first.
         rpc.set_abort_reporter(
-            lambda sentence: child.send(
+            lambda sentence: child.outbox.send(
                 LastWords(
                     f"The engine stopped: {sentence}. Your conversation is saved; the next message "
                     "starts a fresh engine."
