@@ -394,7 +394,7 @@ class ChatView(QWidget):
     def set_tint(self, tint: bool) -> None:
         self._tint = tint
         for widget in self._widgets.values():
-            widget.set_tint(tint)
+            widget.body.set_tint(tint)
 
     def restyle(self) -> None:
         """The theme changed: every message in its colours."""

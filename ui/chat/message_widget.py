@@ -241,9 +241,6 @@ class MessageWidget(QFrame):
     def text(self) -> str:
         return self.body.source_text()
 
-    def set_tint(self, tint: bool) -> None:
-        self.body.set_tint(tint)
-
     def add_stats(
         self, snapshots: Sequence[Stats], plain_tokens_per_s: float | None, usual_steps: float | None = None
     ) -> None:
