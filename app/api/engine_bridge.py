@@ -89,7 +89,7 @@ class ApiEngine:
         self.created = int(time.time())
         self._job: Job | None = None
         self._occupied = 0  # the running request and those waiting (event loop only)
-        self._turn: asyncio.Lock | None = None
+        self.turn = asyncio.Lock()  # the reply generating holds it; the others wait their turn
 
     # -- the engine (owned)
 
@@ -144,12 +144,6 @@ class ApiEngine:
         """Requests generating now (0 or 1) and waiting for their turn."""
         generating = int(self._job is not None)
         return {"generating": generating, "waiting": max(0, self._occupied - generating)}
-
-    @property
-    def turn(self) -> asyncio.Lock:
-        if self._turn is None:
-            self._turn = asyncio.Lock()
-        return self._turn
 
     def submit(self, request: GenerationRequest, info: EngineInfo) -> Job:
         job = Job(asyncio.get_running_loop())
