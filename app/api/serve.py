@@ -320,11 +320,6 @@ class BackgroundServer:
             target=self._server.run, kwargs={"sockets": [sock]}, name="tandem-api", daemon=True
         )
 
-    @property
-    def url(self) -> str:
-        host, port = self.sock.getsockname()[:2]
-        return f"http://{host}:{port}/v1"
-
     def start(self) -> None:
         self._thread.start()
 

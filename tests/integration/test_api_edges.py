@@ -100,7 +100,9 @@ def test_a_stream_whose_client_takes_nothing_loses_its_turn_at_the_write_deadlin
         time.sleep(0.5)  # (its reply starts first: the plain request waits for the turn)
         started = time.monotonic()
         # Before: the stalled stream held the one turn until its client closed (this timed out).
-        r = httpx.post(f"{server.url}/completions", json={"prompt": "the", "max_tokens": 2}, timeout=60)
+        r = httpx.post(
+            f"http://127.0.0.1:{port}/v1/completions", json={"prompt": "the", "max_tokens": 2}, timeout=60
+        )
         waited = time.monotonic() - started
         print(
             f"\nbeside a stream that takes nothing, a plain request answered in {waited:.2f} s (under load)"
@@ -131,7 +133,7 @@ def test_health_says_error_with_the_reason_when_the_model_cannot_load(tmp_path: 
     server = BackgroundServer(ApiServer(host), listen("127.0.0.1", 0))
     server.start()
     try:
-        r = httpx.get(f"{server.url.removesuffix('/v1')}/health", timeout=30)
+        r = httpx.get(f"http://127.0.0.1:{server.sock.getsockname()[1]}/health", timeout=30)
         assert r.status_code == 503
         assert r.json()["status"] == "error", r.json()  # "loading" for ever before
         assert r.json()["reason"] and "\n" not in r.json()["reason"]

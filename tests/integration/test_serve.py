@@ -336,12 +336,13 @@ def test_a_client_leaving_during_the_prefill_stops_it(
     host.supervisor.wait_loaded(60)
     server = BackgroundServer(ApiServer(host), listen("127.0.0.1", 0))
     server.start()
+    url = f"http://127.0.0.1:{server.sock.getsockname()[1]}/v1"
     try:
         body = {"prompt": " ".join(f"line {i}: the cat sat on the mat." for i in range(75)), "max_tokens": 50}
         with pytest.raises(httpx.ReadTimeout):  # the full prefill takes seconds; the client leaves
-            httpx.post(f"{server.url}/completions", json={**body, "stream": True},
+            httpx.post(f"{url}/completions", json={**body, "stream": True},
                        timeout=httpx.Timeout(30, read=0.3))  # fmt: skip
-        r = httpx.post(f"{server.url}/completions", json={**body, "max_tokens": 1}, timeout=60)
+        r = httpx.post(f"{url}/completions", json={**body, "max_tokens": 1}, timeout=60)
         assert r.status_code == 200
         n_prompt, cached = r.json()["usage"]["prompt_tokens"], r.json()["timings"]["cache_n"]
         assert n_prompt > 1500 and 0 < cached < n_prompt - 1  # read in part, then stopped
