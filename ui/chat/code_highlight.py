@@ -198,7 +198,3 @@ class CodeHighlighter(QSyntaxHighlighter):
                 self._is_applying = False
         if self._queue:
             self._schedule()
-
-    def restyle(self) -> None:
-        """Colour every code line again (the theme changed)."""
-        self.rehighlight()

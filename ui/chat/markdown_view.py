@@ -538,7 +538,7 @@ class MessageBody(QTextBrowser):
             self.finish(self._reply, self._tint)
         else:
             self.set_content(self._reply, self._tint)
-        self.highlighter.restyle()
+        self.highlighter.rehighlight()
 
     # ---- code blocks: a Copy button on each (once the text is final) and "Copy code" in the menu
 
