@@ -257,12 +257,10 @@ def read_facts(
 ) -> ModelFacts:
     """Read one file's header: from disk, or from the hub without downloading the file."""
     if ref.path is not None:
-        return ModelFacts(**vars(read_local_header(ref.path, check_architecture=False)), ref=ref)
+        return ModelFacts(**vars(read_local_header(ref.path)), ref=ref)
     if not ref.filename:
         raise TandemError(f"give the file too: {ref.repo_id}/FILE.gguf (`tandem models search` lists them)")
-    header = read_remote_header(
-        ref.repo_id, ref.filename, ref.revision, timeout_s=timeout_s, cancel=cancel, check_architecture=False
-    )
+    header = read_remote_header(ref.repo_id, ref.filename, ref.revision, timeout_s=timeout_s, cancel=cancel)
     facts = ModelFacts(**vars(header), ref=ref)
     if len(shard_names(ref.filename)) > 1:
         # A split model: its first part holds the header; the weights are all the parts.

@@ -59,7 +59,7 @@ class RangeFile:
 
     Blocks of BLOCK_BYTES are fetched once and kept; a read that needs several missing blocks
     asks for them in one request. `fetched_bytes` counts what came over the network, and a read
-    that would take it past `max_bytes` raises HeaderTooLargeError instead.
+    that would take it past MAX_HEADER_BYTES raises HeaderTooLargeError instead.
     """
 
     def __init__(
@@ -67,19 +67,15 @@ class RangeFile:
         remote: RemoteFile,
         *,
         timeout_s: float = DEFAULT_TIMEOUT_S,
-        max_bytes: int = MAX_HEADER_BYTES,
         cancel: threading.Event | None = None,
-        deadline_s: float = HEADER_DEADLINE_S,
     ) -> None:
-        self._deadline = time.monotonic() + deadline_s
-        self._deadline_s = deadline_s
+        self._deadline = time.monotonic() + HEADER_DEADLINE_S
         self.remote = remote
         self.size = remote.size_bytes
         self.name = f"{remote.request.repo_id}/{remote.request.filename}"
         self.fetched_bytes = 0
         self._endpoint = hub_endpoint()
         self._timeout_s = timeout_s
-        self._max_bytes = max_bytes
         self._cancel = cancel
         self._blocks: dict[int, bytes] = {}
         self._pos = 0
@@ -104,7 +100,7 @@ class RangeFile:
         if missing:
             # A header is read front to back: read ahead, twice as far each time, within the budget.
             n_blocks = (self.size + BLOCK_BYTES - 1) // BLOCK_BYTES
-            budget_blocks = (self._max_bytes - self.fetched_bytes) // BLOCK_BYTES
+            budget_blocks = (MAX_HEADER_BYTES - self.fetched_bytes) // BLOCK_BYTES
             ahead = min(self._readahead_blocks, max(1, budget_blocks - (missing[-1] - missing[0] + 1)))
             upto = missing[-1]
             while upto + 1 < n_blocks and upto + 1 not in self._blocks and upto - missing[0] + 1 < ahead:
@@ -119,9 +115,9 @@ class RangeFile:
         start = first * BLOCK_BYTES
         end = min(self.size, (last + 1) * BLOCK_BYTES) - 1
         n_wanted = end - start + 1
-        if self.fetched_bytes + n_wanted > self._max_bytes:
+        if self.fetched_bytes + n_wanted > MAX_HEADER_BYTES:
             raise HeaderTooLargeError(
-                f"{self.name}: its header claims more than {self._max_bytes // 2**20} MB; "
+                f"{self.name}: its header claims more than {MAX_HEADER_BYTES // 2**20} MB; "
                 "a damaged or hostile file, not read further"
             )
         data = self._get_range(start, end)
@@ -151,7 +147,7 @@ class RangeFile:
                     if time.monotonic() > self._deadline:
                         raise HeaderReadError(
                             f"the hub sent the header of {self.name} too slowly (more than "
-                            f"{self._deadline_s:g} s in all); try again later"
+                            f"{HEADER_DEADLINE_S:g} s in all); try again later"
                         )
                     chunks.append(chunk[: n_wanted - n_got])
                     n_got += len(chunks[-1])
@@ -188,15 +184,12 @@ def read_remote_header(
     revision: str = "main",
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
-    max_bytes: int = MAX_HEADER_BYTES,
     cancel: threading.Event | None = None,
-    check_architecture: bool = True,
-    deadline_s: float = HEADER_DEADLINE_S,
 ) -> RemoteHeader:
     """Ask the hub where the file is (HEAD), then read its header with Range requests, through
     engine.gguf_info's reader, the one local files go through. It asks for small windows; the
     RangeFile reads ahead, more each time, so a 64 kB header costs one request and a 10 MB
-    vocabulary about eight."""
+    vocabulary about eight. Any architecture is read (the pair doctor says whether this build runs it)."""
     import httpx2
 
     request = FileRequest(repo_id, filename, revision)
@@ -212,17 +205,15 @@ def read_remote_header(
         from engine.errors import EmptyModelError
 
         raise EmptyModelError(f"{repo_id}/{filename} is empty (0 bytes)")
-    f = RangeFile(remote, timeout_s=timeout_s, max_bytes=max_bytes, cancel=cancel, deadline_s=deadline_s)
+    f = RangeFile(remote, timeout_s=timeout_s, cancel=cancel)
     source = cast(BinaryIO, f)  # seek() and read(): what the reader uses
-    info = read_gguf_header(
-        source, f.size, PurePosixPath(f.name), check_architecture, True, PARSER_WINDOW_BYTES
-    )
+    info = read_gguf_header(source, f.size, PurePosixPath(f.name), False, True, PARSER_WINDOW_BYTES)
     header = f.read_at(0, info.header_end)
     return RemoteHeader(info, remote.size_bytes, f.fetched_bytes, header)
 
 
-def read_local_header(path: Path, check_architecture: bool = True) -> RemoteHeader:
-    info = read_gguf_info(path, check_architecture=check_architecture)
+def read_local_header(path: Path) -> RemoteHeader:
+    info = read_gguf_info(path, check_architecture=False)
     try:
         with open(path, "rb") as f:
             header = f.read(info.header_end)

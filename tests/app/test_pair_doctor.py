@@ -18,7 +18,7 @@ from hub_server import FakeHub, HubFile, closed_port, go_online
 
 from app import paths
 from app.cli.cli import main as tandem_main
-from app.library import hub_search
+from app.library import hub_search, remote_gguf
 from app.library import pair_doctor as doctor
 from app.library.catalog import MachineInfo
 from app.library.remote_gguf import MAX_HEADER_BYTES, HeaderReadError, HeaderTooLargeError, read_remote_header
@@ -306,33 +306,30 @@ def test_bad_input_is_one_sentence_and_exit_2(
             assert hub.bytes_sent(f) <= MAX_HEADER_BYTES  # bounded: never the padded GBs
 
 
-def test_a_hostile_header_costs_a_bounded_read(hub: FakeHub) -> None:
+def test_a_hostile_header_costs_a_bounded_read(hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
     # An impossible length is refused before it is read: one block of a 3 GB file.
     f = file_of(hub, "tandem-test/odd-GGUF/hostile.gguf")
     with pytest.raises(NotGGUFError, match="claims 1,152,921,504,606,846,976 bytes"):
-        read_remote_header("tandem-test/odd-GGUF", "hostile.gguf", check_architecture=False)
+        read_remote_header("tandem-test/odd-GGUF", "hostile.gguf")
     assert hub.bytes_sent(f) <= 64 * 1024
     # A possible but long one stops at the reader's budget.
+    monkeypatch.setattr(remote_gguf, "MAX_HEADER_BYTES", 2**20)
     f = file_of(hub, "tandem-test/odd-GGUF/long-value.gguf")
     with pytest.raises(HeaderTooLargeError, match="damaged or hostile"):
-        read_remote_header(
-            "tandem-test/odd-GGUF", "long-value.gguf", max_bytes=2**20, check_architecture=False
-        )
+        read_remote_header("tandem-test/odd-GGUF", "long-value.gguf")
     assert hub.bytes_sent(f) <= 2**20
 
 
-def test_a_header_sent_too_slowly_stops_at_the_whole_reads_deadline(hub: FakeHub) -> None:
+def test_a_header_sent_too_slowly_stops_at_the_whole_reads_deadline(
+    hub: FakeHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each chunk comes well within the per-read timeout, yet the header would take seconds in
     all (review reliability-2, item 9: a server dripping bytes was bounded by nothing else)."""
     hub.throttle_s = 0.05  # 16 kB every 50 ms: its claimed value would take seconds
+    monkeypatch.setattr(remote_gguf, "HEADER_DEADLINE_S", 0.5)
     f = file_of(hub, "tandem-test/odd-GGUF/long-value.gguf")
     with pytest.raises(HeaderReadError, match="too slowly .more than 0.5 s in all.; try again later"):
-        read_remote_header(
-            "tandem-test/odd-GGUF",
-            "long-value.gguf",
-            check_architecture=False,
-            deadline_s=0.5,
-        )
+        read_remote_header("tandem-test/odd-GGUF", "long-value.gguf")
     assert hub.bytes_sent(f) < 4 * 2**20
 
 

@@ -77,7 +77,7 @@ def test_a_stand_in_from_a_header_copies_it_byte_for_byte(tmp_path: Path, tiny_t
         plan_from_shape("real", TINY_QWEN2, "Q4_K_M"), tmp_path / "real.gguf", seed=5
     )
     for source in (real, tiny_target):  # K-quants with Q6_K, and an F32 model with a real vocabulary
-        header = read_local_header(source, check_architecture=False)
+        header = read_local_header(source)
         plan = plan_from_header(source.name, header.header_bytes, header.info)
         copy = standin.write_standin(plan, tmp_path / f"copy-{source.stem}{standin.SUFFIX}")
         assert copy.stat().st_size == source.stat().st_size
@@ -95,7 +95,7 @@ def _bad_info(tmp_path: Path, **metadata: object) -> tuple[bytes, object]:
     import dataclasses
 
     real = standin.write_standin(plan_from_shape("real", TINY_LLAMA, "Q4_0"), tmp_path / "ok.gguf")
-    header = read_local_header(real, check_architecture=False)
+    header = read_local_header(real)
     info = dataclasses.replace(header.info, metadata={**header.info.metadata, **metadata})
     return header.header_bytes, info
 
@@ -123,7 +123,7 @@ def test_impossible_tensors_are_refused(tmp_path: Path) -> None:
     import dataclasses
 
     real = standin.write_standin(plan_from_shape("real", TINY_LLAMA, "Q4_0"), tmp_path / "ok.gguf")
-    header = read_local_header(real, check_architecture=False)
+    header = read_local_header(real)
     i = next(i for i, t in enumerate(header.info.tensors) if i and t.type_id == 2)  # a Q4_0 matrix
     t0 = header.info.tensors[i]
     for bad, fragment in [
