@@ -43,12 +43,11 @@ from engine.errors import DownloadError
 log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[["DownloadProgress"], None]
-FreeBytesFn = Callable[[Path], int]
 
 PROGRESS_INTERVAL_S = 0.1
 SPEED_WINDOW_S = 3.0
-DEFAULT_N_RETRIES = 4
-DEFAULT_BACKOFF_S = 1.0
+N_RETRIES = 4  # a dropped connection is tried again this many times in a row...
+BACKOFF_S = 1.0  # ...waiting this long, doubled each time
 DEFAULT_TIMEOUT_S = 30.0
 PART_SUFFIX = ".part"
 SIDECAR_SUFFIX = ".part.json"
@@ -543,9 +542,6 @@ def _download_one(
     file_index: int,
     tracker: _ProgressTracker,
     control: DownloadControl,
-    n_retries: int,
-    backoff_s: float,
-    timeout_s: float,
 ) -> Path:
     import httpx2
     from filelock import FileLock, Timeout
@@ -594,14 +590,14 @@ def _download_one(
                     if n_failures:
                         # A signed CDN address may have expired: ask the hub again, and start over
                         # if the file itself changed in the meantime.
-                        again = resolve_remote(remote.request, timeout_s=timeout_s)
+                        again = resolve_remote(remote.request)
                         if again.etag != remote.etag or again.size_bytes != size:
                             raise DownloadError(
                                 f"{remote.request.filename} changed on the hub during the download; "
                                 "start the download again"
                             )
                         remote = again
-                    with stream_bytes(remote, have, None, timeout_s) as response:
+                    with stream_bytes(remote, have, None, DEFAULT_TIMEOUT_S) as response:
                         if response.status_code == 206:
                             _check_content_range(response, have, size, remote.request.filename)
                         if have and response.status_code == 200:
@@ -632,14 +628,14 @@ def _download_one(
                     if have > have_at_attempt:
                         n_failures = 0  # progress was made: the connection is flaky, not dead
                     n_failures += 1
-                    if n_failures > n_retries:
+                    if n_failures > N_RETRIES:
                         out.flush()
                         raise DownloadError(
                             f"the connection to the hub dropped {n_failures} times while downloading "
                             f"{remote.request.filename}; {format_bytes(have)} of {format_bytes(size)} are kept: "
                             "download again to resume"
                         ) from e
-                    wait_s = backoff_s * 2 ** (n_failures - 1)
+                    wait_s = BACKOFF_S * 2 ** (n_failures - 1)
                     tracker.report(
                         remote,
                         file_index,
@@ -724,10 +720,6 @@ def download_files(
     models_dir: Path | None = None,
     on_progress: ProgressCallback | None = None,
     control: DownloadControl | None = None,
-    free_bytes: FreeBytesFn = lambda folder: shutil.disk_usage(folder).free,
-    n_retries: int = DEFAULT_N_RETRIES,
-    backoff_s: float = DEFAULT_BACKOFF_S,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> list[Path]:
     """Download every file (one after the other) and return their final paths, in order.
 
@@ -737,10 +729,10 @@ def download_files(
     models_dir = models_dir or paths.models_dir()
     models_dir.mkdir(parents=True, exist_ok=True)
     control = control or DownloadControl()
-    remotes = [resolve_remote(r, timeout_s=timeout_s) for r in requests]
+    remotes = [resolve_remote(r) for r in requests]
     plans = [_plan(remote, models_dir) for remote in remotes]
     remaining = sum(p.remote.size_bytes - p.have_bytes for p in plans if not p.is_complete)
-    if remaining > (free := free_bytes(models_dir)):
+    if remaining > (free := shutil.disk_usage(models_dir).free):
         raise DownloadError(
             f"not enough free disk space in {models_dir}: the download needs {format_bytes(remaining)} "
             f"more but only {format_bytes(free)} is free; free some space or set TANDEM_HOME to another disk"
@@ -754,7 +746,7 @@ def download_files(
             tracker.report(plan.remote, i, plan.remote.size_bytes, "done", message="already downloaded")
             done.append(plan.final_path)
             continue
-        done.append(_download_one(plan, models_dir, i, tracker, control, n_retries, backoff_s, timeout_s))
+        done.append(_download_one(plan, models_dir, i, tracker, control))
     return done
 
 

@@ -8,11 +8,13 @@ import hashlib
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hub_server import TINY_REPO, FakeHub
 
 from app import paths
+from app.library import downloads
 from app.library.downloads import FileRequest, download_files, local_path_for, part_path_for
 from engine.errors import DownloadError
 
@@ -34,15 +36,20 @@ def _grow(folder: Path, size: str) -> None:
     subprocess.run(["mount", "-o", f"remount,size={size}", str(folder)], check=True)
 
 
+def _plenty_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Free space as checked before the first byte: plenty (another program fills the disk after)."""
+    monkeypatch.setattr(downloads.shutil, "disk_usage", lambda folder: SimpleNamespace(free=10**12))
+
+
 def test_a_disk_that_fills_mid_download_keeps_the_part_and_the_next_start_resumes(
-    hub: FakeHub, small_disk: Path
+    hub: FakeHub, small_disk: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     f = hub.repos[TINY_REPO].files["tiny-target.gguf"]
     assert len(f.data) > 512 * 1024  # more than the disk holds
     request = FileRequest(TINY_REPO, "tiny-target.gguf")
-    # Free space as checked before the first byte: plenty (another program fills the disk after).
-    with pytest.raises(DownloadError) as e:
-        download_files([request], free_bytes=lambda folder: 10**12)
+    with monkeypatch.context() as m, pytest.raises(DownloadError) as e:
+        _plenty_free(m)
+        download_files([request])
     message = str(e.value)
     assert message.startswith("the disk is full: tiny-target.gguf stopped at ")
     assert message.endswith(
@@ -62,10 +69,13 @@ def test_a_disk_that_fills_mid_download_keeps_the_part_and_the_next_start_resume
     assert not part.exists()
 
 
-def test_a_disk_already_full_is_a_sentence_not_an_os_error(hub: FakeHub, small_disk: Path) -> None:
+def test_a_disk_already_full_is_a_sentence_not_an_os_error(
+    hub: FakeHub, small_disk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     filler = small_disk / "filler.bin"
     with pytest.raises(OSError), open(filler, "wb", buffering=0) as out:  # fill it
         while True:
             out.write(b"\0" * 4096)
+    _plenty_free(monkeypatch)
     with pytest.raises(DownloadError, match=r"^the disk is full: tiny-target.gguf stopped at 0 B"):
-        download_files([FileRequest(TINY_REPO, "tiny-target.gguf")], free_bytes=lambda folder: 10**12)
+        download_files([FileRequest(TINY_REPO, "tiny-target.gguf")])

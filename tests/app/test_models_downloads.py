@@ -8,11 +8,13 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from hub_server import FakeHub, HubFile, closed_port, go_online
 
+from app.library import downloads
 from app.library.downloads import (
     DownloadControl,
     DownloadProgress,
@@ -36,6 +38,17 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 def download_file(request: FileRequest, **kwargs: Any) -> Path:
     """One file, through the real entry point."""
     return download_files([request], **kwargs)[0]
+
+
+def retries(monkeypatch: pytest.MonkeyPatch, n: int = downloads.N_RETRIES, wait_s: float = 0.01) -> None:
+    """A dropped connection is tried again n times, the first after wait_s (not a second)."""
+    monkeypatch.setattr(downloads, "N_RETRIES", n)
+    monkeypatch.setattr(downloads, "BACKOFF_S", wait_s)
+
+
+def free_disk(monkeypatch: pytest.MonkeyPatch, n_bytes: int) -> None:
+    """The models folder's disk says it has n_bytes free."""
+    monkeypatch.setattr(downloads.shutil, "disk_usage", lambda folder: SimpleNamespace(free=n_bytes))
 
 
 @pytest.fixture(scope="module")
@@ -156,12 +169,13 @@ def test_download_killed_in_another_process_resumes_with_a_range_request(hub: Fa
     assert not part.exists()
 
 
-def test_dropped_connection_is_retried_and_resumed(hub: FakeHub) -> None:
+def test_dropped_connection_is_retried_and_resumed(hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
     f = target_file(hub)
     hub.drop_connection(f, after_bytes=300_000, times=2)
     events: list[DownloadProgress] = []
 
-    path = download_file(FileRequest(REPO, "tiny-target.gguf"), on_progress=events.append, backoff_s=0.01)
+    retries(monkeypatch)
+    path = download_file(FileRequest(REPO, "tiny-target.gguf"), on_progress=events.append)
 
     assert sha256_of(path) == f.sha256
     ranges = hub.range_headers(f)
@@ -171,13 +185,16 @@ def test_dropped_connection_is_retried_and_resumed(hub: FakeHub) -> None:
     assert sum(e.state == "retrying" for e in events) == 2
 
 
-def test_connection_that_keeps_dropping_gives_up_and_keeps_the_part(hub: FakeHub) -> None:
+def test_connection_that_keeps_dropping_gives_up_and_keeps_the_part(
+    hub: FakeHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     f = target_file(hub)
     hub.drop_connection(f, after_bytes=0, times=10)
+    retries(monkeypatch, 2)
     with pytest.raises(
         DownloadError, match=r"connection to the hub dropped 3 times.*download again to resume"
     ):
-        download_file(FileRequest(REPO, "tiny-target.gguf"), n_retries=2, backoff_s=0.01)
+        download_file(FileRequest(REPO, "tiny-target.gguf"))
     final = local_path_for(REPO, "tiny-target.gguf")
     assert not final.exists()
     assert sidecar_path_for(final).exists()
@@ -253,7 +270,7 @@ def test_unreachable_hub(hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
     dead = f"http://127.0.0.1:{closed_port()}"
     monkeypatch.setenv("HF_ENDPOINT", dead)
     with pytest.raises(DownloadError, match=rf"cannot reach the model hub at {dead}"):
-        download_file(FileRequest(REPO, "tiny-target.gguf"), timeout_s=5)
+        download_file(FileRequest(REPO, "tiny-target.gguf"))
 
 
 def test_offline_mode_refuses_with_a_sentence(hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -263,23 +280,27 @@ def test_offline_mode_refuses_with_a_sentence(hub: FakeHub, monkeypatch: pytest.
     assert hub.requests == []
 
 
-def test_not_enough_disk_space_is_refused_before_any_byte_moves(hub: FakeHub) -> None:
+def test_not_enough_disk_space_is_refused_before_any_byte_moves(
+    hub: FakeHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     requests = [FileRequest(REPO, "tiny-target.gguf"), FileRequest(DRAFT_REPO, "tiny-draft.gguf")]
+    free_disk(monkeypatch, 1_000_000)
     with pytest.raises(
         DownloadError, match=r"not enough free disk space .* needs 1\.\d MB more but only 1\.0 MB"
     ):
-        download_files(requests, free_bytes=lambda folder: 1_000_000)
+        download_files(requests)
     assert hub.recorded("cdn") == []
     assert not any(local_path_for(r.repo_id, r.filename).parent.exists() for r in requests)
 
 
-def test_disk_check_counts_only_what_is_left_to_fetch(hub: FakeHub) -> None:
+def test_disk_check_counts_only_what_is_left_to_fetch(hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
     f = target_file(hub)
     hub.drop_connection(f, after_bytes=500_000)
-    with pytest.raises(DownloadError):
-        download_file(FileRequest(REPO, "tiny-target.gguf"), n_retries=0)
-    left = len(f.data) - 500_000
-    path = download_file(FileRequest(REPO, "tiny-target.gguf"), free_bytes=lambda folder: left)
+    with monkeypatch.context() as m, pytest.raises(DownloadError):
+        retries(m, 0)
+        download_file(FileRequest(REPO, "tiny-target.gguf"))
+    free_disk(monkeypatch, len(f.data) - 500_000)
+    path = download_file(FileRequest(REPO, "tiny-target.gguf"))
     assert sha256_of(path) == f.sha256
 
 
@@ -325,12 +346,13 @@ def test_cancel_deletes_the_part(hub: FakeHub) -> None:
 
 
 def test_a_part_of_an_older_version_of_the_file_is_not_resumed(
-    hub: FakeHub, tiny_bytes: dict[str, bytes]
+    hub: FakeHub, tiny_bytes: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     f = target_file(hub)
     hub.drop_connection(f, after_bytes=400_000)
-    with pytest.raises(DownloadError):
-        download_file(FileRequest(REPO, "tiny-target.gguf"), n_retries=0)
+    with monkeypatch.context() as m, pytest.raises(DownloadError):
+        retries(m, 0)
+        download_file(FileRequest(REPO, "tiny-target.gguf"))
     new = hub.replace_file(f, tiny_bytes["other"])
 
     path = download_file(FileRequest(REPO, "tiny-target.gguf"))
@@ -339,11 +361,12 @@ def test_a_part_of_an_older_version_of_the_file_is_not_resumed(
     assert hub.range_headers(new) == [None]  # started over: the kept bytes belonged to the old file
 
 
-def test_server_ignoring_range_restarts_cleanly(hub: FakeHub) -> None:
+def test_server_ignoring_range_restarts_cleanly(hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
     f = target_file(hub)
     hub.drop_connection(f, after_bytes=250_000)
     hub.ignore_range = True
-    path = download_file(FileRequest(REPO, "tiny-target.gguf"), backoff_s=0.01)
+    retries(monkeypatch)
+    path = download_file(FileRequest(REPO, "tiny-target.gguf"))
     assert sha256_of(path) == f.sha256
     assert hub.range_headers(f) == [None, "bytes=250000-"]
 
@@ -392,8 +415,9 @@ def test_a_206_from_the_wrong_offset_is_refused(hub: FakeHub, monkeypatch: pytes
     f = target_file(hub)
     hub.drop_connection(f, after_bytes=100_000)
     hub.range_from_zero = True
+    retries(monkeypatch, 1)
     with pytest.raises(DownloadError, match="the server sent the wrong part of tiny-target.gguf"):
-        download_file(FileRequest(REPO, "tiny-target.gguf"), n_retries=1, backoff_s=0.01)
+        download_file(FileRequest(REPO, "tiny-target.gguf"))
     final = local_path_for(REPO, "tiny-target.gguf")
     assert not final.exists() and part_path_for(final).stat().st_size == 100_000  # the good part is kept
 
