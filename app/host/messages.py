@@ -107,7 +107,7 @@ class EngineInfo:
     n_ctx: int
     has_chat_template: bool
     gpu_offload_supported: bool
-    pair_note: str  # the pair and its compatibility, a sentence for the command line
+    pair_note: str = ""  # the pair and its compatibility, a sentence for the command line (a server: "")
     # The draft asked for but refused when loading (the target loaded alone), as data.
     draft_refusal: Failure | None = None
     server: str = ""  # a server used as the engine: its API root (it decides its speculation)

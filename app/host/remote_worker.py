@@ -264,19 +264,15 @@ class RemoteWorker:
         warning = cleartext_warning(self.base, self.target.api_key or None)
         if warning:
             log.warning("%s", warning)
-        draft_name = str(entry.get("draft_model") or "")
-        how = f", drafting with {draft_name}" if draft_name else ""
         info = EngineInfo(
             target_path=self.base,
             target_name=name,
             draft=PLAIN_DECODING,
-            draft_name=draft_name,
+            draft_name=str(entry.get("draft_model") or ""),
             speculation=self._speculation,
             n_ctx=n_ctx,
             has_chat_template=True,
             gpu_offload_supported=False,
-            pair_note=f"{name} on {self.base}{how} (the server decides its speculation)"
-            + (f". Warning: {warning}" if warning else ""),
             server=self.base,
         )
         self._on_message(EngineLoaded(info))
