@@ -150,7 +150,7 @@ def test_compare_runs_plain_then_speculative_side_by_side(
         f"with the speed-up {speculative.decode_tokens_per_s:.1f} tokens/s" in window.compare.details.text()
     )
     assert window.compare.plain.text and window.compare.speculative.text
-    assert window.compare.chart.series["plain"] and window.compare.chart.series["speculative"]
+    assert window.presenter.comparison.stats["plain"] and window.presenter.comparison.stats["speculative"]
     assert window.compare.chart.grab().width() > 0  # the QPainter chart paints
     # The chart ends where the headline and the panes say: on the same clock (prompt read once).
     from ui.presenters.words import compare_seconds

@@ -9,8 +9,6 @@ highlight's legend says the tinted text is the model's own, not a difference.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QPainter, QPainterPath, QPaintEvent, QPen
 from PySide6.QtWidgets import (
@@ -44,34 +42,20 @@ class TokensChart(QWidget):
     two readings: the second run finds it already read, as words.compare_seconds counts it), then
     each run's writing. So where the lines end is what the headline and the panes say."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, comparison: ComparePresenter, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        # name -> (seconds writing, tokens written) points; the prompt's reading is kept apart
-        self.series: dict[str, list[tuple[float, int]]] = {"plain": [], "speculative": []}
-        self.reading_s: dict[str, float] = {}
+        self.comparison = comparison  # its runs' figures as they came (ComparePresenter.stats)
         self.setMinimumHeight(140)
         self.setAccessibleName("Tokens written over time")
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
 
-    def clear(self) -> None:
-        for points in self.series.values():
-            points.clear()
-        self.reading_s.clear()
-        self.update()
-
-    def add_stats(self, name: str, stats: Sequence[Stats]) -> None:
-        """A run's progress: each figure's writing time and tokens, and its reading of the prompt."""
-        for s in stats:
-            self.reading_s[name] = max(self.reading_s.get(name, 0.0), s.prefill_s)
-            self.series[name].append((s.decode_s, s.n_generated))
-        self.update()
-
     def points(self, name: str) -> list[tuple[float, int]]:
         """(seconds since the request began, on the headline's clock, tokens written)."""
-        reading = max(self.reading_s.values(), default=0.0)
-        if not self.series[name]:
+        runs = self.comparison.stats
+        if not runs.get(name):
             return []
-        return [(0.0, 0), (reading, 0), *((reading + t, n) for t, n in self.series[name])]
+        reading = max((s.prefill_s for run in runs.values() for s in run), default=0.0)
+        return [(0.0, 0), (reading, 0), *((reading + s.decode_s, s.n_generated) for s in runs[name])]
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt's name)
         painter = QPainter(self)
@@ -81,7 +65,7 @@ class TokensChart(QWidget):
         plot = QRectF(left, top, max(10, self.width() - left - right), max(10, self.height() - top - bottom))
         painter.setPen(QPen(self.palette().mid().color()))
         painter.drawRect(plot)
-        all_points = [p for name in self.series for p in self.points(name)]
+        all_points = [p for name in ("plain", "speculative") for p in self.points(name)]
         max_t = max((t for t, _ in all_points), default=0.0) or 1.0
         max_n = max((n for _, n in all_points), default=0) or 1
         painter.setPen(self.palette().text().color())
@@ -226,7 +210,7 @@ class CompareView(QWidget):
         self.legend = label(words.LEGEND, "compareLegend")
         for line in (self.check, self.details, self.legend):
             layout.addWidget(line)
-        self.chart = TokensChart()
+        self.chart = TokensChart(comparison)
         layout.addWidget(self.chart)
         self.final_stats: dict[str, Stats] = {}
         self._is_busy = False
@@ -269,7 +253,7 @@ class CompareView(QWidget):
         self._was_stopped = False
         self.plain.reset()
         self.speculative.reset()
-        self.chart.clear()
+        self.chart.update()
         self.summary.setText("Writing the usual way first…")
         self.unfair.setVisible(False)
         self.check.setText("")
@@ -286,7 +270,7 @@ class CompareView(QWidget):
             pane.stream(progress.reply, self._tint)
         if progress.stats:
             pane.show_stats(progress.stats[-1])
-            self.chart.add_stats(name, progress.stats)
+            self.chart.update()
 
     def on_finished(self, name: str, reply: Reply) -> None:
         if reply.finished is None:
@@ -294,7 +278,7 @@ class CompareView(QWidget):
         pane, stats = self.pane(name), reply.finished.stats
         pane.finish(reply, self._tint)
         pane.show_stats(stats)
-        self.chart.add_stats(name, [stats])
+        self.chart.update()
         self.final_stats[name] = stats
         self._was_stopped |= reply.finished.stop_reason == "cancelled"
         self._show_summary()
@@ -317,8 +301,7 @@ class CompareView(QWidget):
         # A run that drafted nothing, stalled, or ran while the computer's speed changed does not
         # measure the speed-up: said so, with Run again, and no "N× slower" (the welcome's See it
         # showed "3.6× slower" for a run that drafted nothing while the computer stalled).
-        stalls = {name: words.longest_stall(points) for name, points in self.chart.series.items()}
-        problem = words.compare_problem(spec, words.compare_was_fair(plain, spec), stalls)
+        problem = self.comparison.problem  # (ui/presenters/compare_presenter.py judged the runs)
         self.summary.setText(words.compare_headline(plain, spec, is_measure=not problem) or DASH)
         self.unfair_label.setText(problem)
         self.unfair.setVisible(bool(problem))

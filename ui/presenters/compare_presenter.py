@@ -15,7 +15,7 @@ from app.host.messages import ChatTurn
 from app.host.reply import Reply, ReplyProgress
 from app.settings import Preset, Settings
 from engine.errors import Failure
-from engine.events import Finished
+from engine.events import Finished, Stats
 from ui.presenters.failures import failure_words, raise_if_unexpected
 from ui.presenters.speed_presenter import SpeedPresenter
 from ui.presenters.words import NOTHING_DRAFTED, compare_problem, compare_was_fair, longest_stall, task_preset
@@ -44,7 +44,9 @@ class ComparePresenter(QObject):
         self.is_greedy = True  # of the last run: same text is then a check, else by design
         self.task_preset: Preset | None = None  # of the last run: the preset its task ran with
         self._plain_run: Finished | None = None  # kept as the baseline once the runs prove fair
-        self._points: dict[str, list[tuple[float, int]]] = {}  # each run's (seconds, tokens): stalls
+        # Each run's figures as they came, its final ones last (the view's chart; the stalls).
+        self.stats: dict[str, list[Stats]] = {}
+        self.problem = ""  # of the last runs: why they do not measure the speed-up ("" where they do)
         controller.reply_progressed.connect(self.on_controller_reply_progressed)
         controller.reply_finished.connect(self.on_controller_reply_finished)
         controller.reply_failed.connect(self.on_controller_reply_failed)
@@ -80,7 +82,7 @@ class ComparePresenter(QObject):
         )
         self.runs = {plain_id: "plain", speculative_id: "speculative"}
         self._plain_run = None
-        self._points = {"plain": [], "speculative": []}
+        self.stats = {"plain": [], "speculative": []}
         self.started.emit()
         self.state_changed.emit("Compare: writing the usual way first…")
 
@@ -95,7 +97,7 @@ class ComparePresenter(QObject):
     def on_controller_reply_progressed(self, progress: ReplyProgress) -> None:
         name = self.runs.get(progress.request_id)
         if name is not None:
-            self._points.setdefault(name, []).extend((s.decode_s, s.n_generated) for s in progress.stats)
+            self.stats.setdefault(name, []).extend(progress.stats)
             self.progressed.emit(name, progress)
             if name == "speculative":
                 self.state_changed.emit("Compare: now with the speed-up…")
@@ -106,17 +108,20 @@ class ComparePresenter(QObject):
         name = self.runs.pop(reply.request_id, None)
         if name is None:
             return
+        self.stats.setdefault(name, []).append(finished.stats)
         if name == "plain":
             self._plain_run = finished
         elif self._plain_run is not None:
             # The plain run is this computer's plain speed only where Compare found the two runs
             # fair: a figure from a run it called too busy, or one that stalled, is never
             # "measured on this computer".
-            stalls = {name: longest_stall(points) for name, points in self._points.items()}
-            problem = compare_problem(
+            stalls = {
+                n: longest_stall([(s.decode_s, s.n_generated) for s in run]) for n, run in self.stats.items()
+            }
+            self.problem = compare_problem(
                 finished.stats, compare_was_fair(self._plain_run.stats, finished.stats), stalls
             )
-            if problem in ("", NOTHING_DRAFTED):
+            if self.problem in ("", NOTHING_DRAFTED):
                 self.speed.record_plain_speed(self._plain_run)
             self._plain_run = None
         self.finished.emit(name, reply)
