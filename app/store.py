@@ -8,11 +8,11 @@ order they were written (the autoincrement id). The GUI thread owns the connecti
 in WAL mode, well under a millisecond on a local disk.
 
 The schema has a version (SQLite's `PRAGMA user_version`) and a history, MIGRATIONS: opening a
-store brings it up to SCHEMA_VERSION, one migration at a time, each in its own transaction. A
-file that cannot be read as a store (damaged, or not a database at all) is set aside, renamed
-beside itself and never deleted, and a fresh store is opened: `Store.set_aside` says where it went
-and `Store.notice` says so in a sentence for the user. A store a newer Tandem wrote is left where
-it is, untouched, and the session works in memory.
+store brings it up to the version this build writes, len(MIGRATIONS), one migration at a time,
+each in its own transaction. A file that cannot be read as a store (damaged, or not a database
+at all) is set aside, renamed beside itself and never deleted, and a fresh store is opened:
+`Store.set_aside` says where it went and `Store.notice` says so in a sentence for the user. A
+store a newer Tandem wrote is left where it is, untouched, and the session works in memory.
 
 Why this file is long: the schema, its migrations and every query are one contract with the
 database file; the conversation file (export and import, at the end) is the part that could leave.
@@ -203,11 +203,6 @@ MIGRATIONS: list[str] = [
     SCHEMA_V5_PAIR_REPLIES,
     SCHEMA_V6_VERSIONS,
 ]
-
-
-def schema_version() -> int:
-    """The version this build writes: the number of migrations."""
-    return len(MIGRATIONS)
 
 
 MAX_SEARCH = 1000  # characters of a search that count (more finds nothing more)
@@ -605,15 +600,15 @@ def _memory_store(path: Path, busy_timeout_s: float = COPY_TIMEOUT_S) -> sqlite3
 
 
 def migrate(db: sqlite3.Connection) -> None:
-    """Bring a store up to schema_version(), one migration per transaction. A store of a newer
-    version (a later Tandem wrote it) is StoreDamaged: not ours to read."""
+    """Bring a store up to the version this build writes (one per migration), one migration per
+    transaction. A store of a newer version (a later Tandem wrote it) is StoreDamaged: not ours to read."""
     (version,) = db.execute("PRAGMA user_version").fetchone()
-    if version > schema_version():
+    if version > len(MIGRATIONS):
         raise StoreFromNewerVersion(
             f"it was written by a newer version of Tandem (schema {version}; this one reads up to "
-            f"{schema_version()})"
+            f"{len(MIGRATIONS)})"
         )
-    for n in range(version, schema_version()):
+    for n in range(version, len(MIGRATIONS)):
         try:
             # executescript commits whatever is open first; BEGIN..COMMIT inside makes the
             # statements and the new version one transaction.

@@ -17,6 +17,7 @@ from hub_server import FakeHub
 from app import paths
 from app.library import pair_doctor as doctor
 from app.store import (
+    MIGRATIONS,
     MIN_PAIR_REPLIES,
     SCHEMA_V1,
     SCHEMA_V2_SEARCH,
@@ -26,7 +27,6 @@ from app.store import (
     model_key,
     model_key_of_file,
     read_pair_measurement,
-    schema_version,
 )
 from engine.events import Speculation
 from tests.app.test_pair_doctor import (  # noqa: F401 - fixtures
@@ -64,7 +64,7 @@ def test_a_store_of_version_4_gains_the_pair_table_and_keeps_its_rows(tmp_path: 
     db.close()
     assert read_pair_measurement("t.gguf:1", Speculation.NGRAM, path) is None  # no table yet: nothing
     store = Store(path)
-    assert store._db.execute("PRAGMA user_version").fetchone()[0] == schema_version() > 4
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) > 4
     assert [c.title for c in store.conversations()] == ["kept"]
     keep(store, "t.gguf:1", Speculation.NGRAM, 2.0, 1.0, 3.0)
     measured = read_pair_measurement("t.gguf:1", Speculation.NGRAM, path)
