@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from documents_files import write_pdf
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
-from PySide6.QtGui import QColor, QDragEnterEvent, QDropEvent, QGuiApplication
+from PySide6.QtGui import QAction, QColor, QDragEnterEvent, QDropEvent, QGuiApplication
 from PySide6.QtWidgets import QApplication
 
 from app.library.documents import document_block, document_from_text, format_size
@@ -487,3 +487,26 @@ def test_changes_finds_the_edited_text_beside_a_fenced_remark(
     qtbot.addWidget(dialog)
     assert dialog.view.toPlainText() == "No edited copy of note.txt in this reply."
     assert not dialog.copy_button.isEnabled() and not dialog.save_button.isEnabled()
+
+
+def test_the_conversation_menu_compares_the_last_reply_with_its_document(
+    qtbot, open_window, wait_reply, tiny_target, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    # Bug: the menu's QAction handed its `checked` (False) to show_reply_diff as the reply's id,
+    # so Conversation ▸ Compare the reply with its document always said there was no such reply.
+    from ui.chat.changes import DiffDialog
+
+    note = tmp_path / "note.txt"
+    note.write_text(NOTE, encoding="utf-8")
+    window = open_window(tiny_target, max_tokens=4)
+    drop_files(window, [note])
+    window.chat.input.setPlainText("Fix the spelling and grammar in note.txt.")
+    qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
+    wait_reply(window)
+    action = next(
+        a for a in window.findChildren(QAction) if a.text() == "Compare the reply with its &document…"
+    )
+    action.trigger()
+    dialog = next(d for d in window.findChildren(DiffDialog) if d.isVisible())
+    qtbot.addWidget(dialog)
+    assert dialog.document.name == "note.txt" and not window.chat.notice.isVisible()

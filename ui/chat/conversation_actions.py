@@ -38,7 +38,8 @@ class ConversationActions(QObject):
             ("Export as &Markdown…", lambda: self.export_conversation(None, ExportFormat.MARKDOWN), ""),
             ("Export as &JSON…", lambda: self.export_conversation(None, ExportFormat.JSON), ""),
             ("&Import a conversation…", self.on_import_action_triggered, importing),
-            ("Compare the reply with its &document…", self.show_reply_diff, diff),
+            # (a lambda: the action's `checked` is no reply's id)
+            ("Compare the reply with its &document…", lambda: self.show_reply_diff(), diff),
         ):
             action = QAction(text, parent, toolTip=tip)
             action.triggered.connect(do)
