@@ -342,10 +342,7 @@ def _os_reason(e: OSError) -> str:
 
 def fence_for(text: str) -> str:
     """A Markdown fence longer than any run of backticks in the text."""
-    longest, run = 0, 0
-    for ch in text:
-        run = run + 1 if ch == "`" else 0
-        longest = max(longest, run)
+    longest = max(map(len, re.findall("`+", text)), default=0)
     return "`" * max(3, longest + 1)
 
 
