@@ -141,21 +141,12 @@ class _RequestFlag(threading.Event):
 # The child
 
 
-def _model_name(path: str) -> str:
-    try:
-        from engine.gguf_info import read_gguf_info
-
-        return read_gguf_info(path, check_architecture=False).name
-    except Exception:
-        return Path(path).stem
-
-
 def _engine_info(engine: Engine, config: EngineConfig, refusal: Failure | None = None) -> EngineInfo:
     speculation: Speculation = engine.speculation
     draft = config.draft if speculation is not Speculation.NONE else PLAIN_DECODING
-    target_name = _model_name(config.target_path)
-    if speculation is Speculation.DRAFT and draft.model:
-        draft_name = _model_name(draft.model)
+    target_name = engine.info_target.name  # (the headers the engine read: not read again)
+    if speculation is Speculation.DRAFT and engine.info_draft is not None:
+        draft_name = engine.info_draft.name
         pair = f"{target_name} drafted by {draft_name}: vocabularies compatible"
     elif speculation is Speculation.NGRAM:
         draft_name = "n-gram lookup"
