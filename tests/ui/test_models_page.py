@@ -5,7 +5,6 @@ from __future__ import annotations
 import html
 import re
 import shutil
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -41,7 +40,7 @@ def _quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     """A download the fake hub fails is tried again at once (by default a second later)."""
     from app.library import downloads
 
-    monkeypatch.setattr(downloads, "download_files", partial(downloads.download_files, backoff_s=0.01))
+    monkeypatch.setattr(downloads, "BACKOFF_S", 0.01)
 
 
 def make_page(qtbot, hub: FakeHub | None = None) -> ModelsPage:

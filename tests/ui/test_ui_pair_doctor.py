@@ -5,7 +5,6 @@ hub stand-in: search, check from headers only, drafts, download, chat; slow and 
 from __future__ import annotations
 
 import re
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -37,7 +36,7 @@ def _quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     """A download the fake hub fails is tried again at once (by default a second later)."""
     from app.library import downloads
 
-    monkeypatch.setattr(downloads, "download_files", partial(downloads.download_files, backoff_s=0.01))
+    monkeypatch.setattr(downloads, "BACKOFF_S", 0.01)
 
 
 def _page(qtbot, tmp_path: Path) -> ModelsPage:  # type: ignore[no-untyped-def]
