@@ -191,7 +191,7 @@ def test_a_download_job_reports_how_it_ended_as_data(qtbot, stop: Exception, end
 
     job = _Job("k", run)
     with qtbot.waitSignal(job.signals.failed, timeout=10_000) as failed:
-        job.start()
+        job.thread.start()
     assert failed.args == ["k", str(stop), end]
 
 

@@ -49,9 +49,6 @@ class DownloadJob:
         self._run = run
         self.thread = threading.Thread(target=self._main, name=f"download-{key}", daemon=True)
 
-    def start(self) -> None:
-        self.thread.start()
-
     def _main(self) -> None:
         key = self.key
         try:
@@ -103,7 +100,7 @@ class DownloadJobs(QObject):
         job.signals.finished.connect(self.on_job_finished)
         job.signals.failed.connect(self.on_job_failed)
         self.jobs[key] = job
-        job.start()
+        job.thread.start()
         return True
 
     def pause(self, key: str) -> bool:
