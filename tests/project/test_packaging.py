@@ -116,6 +116,26 @@ def test_spec_excludes_tests_dev_tools_and_unused_qt() -> None:
         assert used not in excludes, used
 
 
+def test_spec_excludes_no_runtime_dependency() -> None:
+    # pygments (code blocks' colours) was excluded after it became a dependency: a bundle would
+    # have shown no code colours. Every package a runtime dependency installs stays in the bundle.
+    import re
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    names = {re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0].lower().replace("_", "-") for d in deps}
+    installed = {
+        module
+        for module, dists in packages_distributions().items()
+        if any(d.lower().replace("_", "-") in names for d in dists)
+    }
+    assert {"pygments", "PySide6", "numpy", "llama_cpp", "docx", "pypdf"} <= installed
+    excludes = spec_assignments()["EXCLUDES"]
+    assert isinstance(excludes, list)
+    assert not installed & set(excludes), installed & set(excludes)
+
+
 def test_spec_carries_what_the_app_loads_by_name() -> None:
     text = (PACKAGING / "tandem.spec").read_text(encoding="utf-8")
     for needed in ("llama_cpp.llama_chat_format", "llama_cpp.llama_speculative", '"gguf"', '"resources"'):

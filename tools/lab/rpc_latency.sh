@@ -125,7 +125,7 @@ if [ "$CHECK" = 1 ]; then
     exit 0
 fi
 
-TARGET=$("$PY" -c "from app.library.default_model import ensure_default_f16; print(ensure_default_f16())")
+TARGET=$("$PY" -c "from tools.lab.models import ensure_default_f16; print(ensure_default_f16())")
 DRAFT=$("$PY" -c "from app.library.default_model import ensure_default_model; print(ensure_default_model())")
 SUMMARY="$OUT/summary.md"
 {
