@@ -5,7 +5,7 @@ step's wall time and the controller's limits. Answers "why is this reply slower 
     python -m tools.lab.trace_reply run PROMPT_NAME [HOME]    # HOME absent: a first use (empty home)
 
 TRACE_MAX_TOKENS sets the reply's length (256), TRACE_DRAFT the drafter (ngram), TRACE_DRAFT_MAX
-the longest draft, TRACE_TEXT=1 prints the reply's text, TRACE_PROMPTS names a JSONL file of more
+the longest draft, TRACE_TEXT=1 prints the reply's text, TRACE_CHAT=1 sends the prompt as a chat message, TRACE_PROMPTS names a JSONL file of more
 prompts (the bench's format).
 
 Prints one line a step (match length after the step, drafted, kept, the step's ms and llama.cpp's
@@ -139,6 +139,8 @@ def run(name: str, home: str | None, max_tokens: int = 256) -> None:
     argv += ["--max-tokens", str(max_tokens), "--json"]
     if os.environ.get("TRACE_DRAFT_MAX"):
         argv += ["--draft-max", os.environ["TRACE_DRAFT_MAX"]]
+    if os.environ.get("TRACE_CHAT"):
+        argv.append("--chat")
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out):
