@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli.cli_base import Parser, moved_flag
+from app.cli.cli_base import Parser
 from app.cli.options import add_draft_arg, add_engine_args
 from app.paths import resources_dir
 from engine.config import NGRAM_LOOKUP, DraftChoice, SamplingParams
@@ -43,23 +43,6 @@ WARM_UP_PROMPT = (
 # own drafts win on the copy prompt, and a user's first run would have measured the model on
 # fresh text (without it, the cache knows nothing of the model's acceptance).
 WARM_UP_FRESH_PROMPT = "Question: How do bees make honey, and why do they store it?\nAnswer:"
-# The flags the lab took over, each ending with one line saying where it went: the lab bench's
-# (tools/lab/bench.py), and the replay's (tools/lab/replay.py; `tandem bench dev COMMAND` before).
-LAB_FLAGS = ("--no-peer", "--no-lookup", "--no-server", "--no-process", "--again", "--turns")
-REPLAY_FLAGS: dict[str, str] = {
-    "--replay": "replay",
-    "--curves": "replay",
-    "--traces": "replay",
-    "--python-scale": "replay",
-    "--cost-curve": "cost-curve",
-    "--curve-name": "cost-curve",
-    "--standin": "cost-curve",
-    "--record-traces": "record-traces",
-}
-REPLAY_MOVED = (
-    "`tandem bench dev` (replay, cost-curve, record-traces) is the lab's, for maintainers: "
-    "`python -m tools.lab.replay COMMAND` in a checkout"
-)
 
 
 @dataclass(frozen=True)
@@ -322,18 +305,6 @@ def to_markdown(report: dict[str, object]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def lab_flag_message(flag: str) -> str:
-    if flag in REPLAY_FLAGS:
-        return (
-            f"`tandem bench {flag}` is the lab's, for maintainers: `python -m tools.lab.replay "
-            f"{REPLAY_FLAGS[flag]}` in a checkout"
-        )
-    return (
-        f"`tandem bench {flag}` is the lab bench's, for maintainers: `python -m tools.lab.bench "
-        f"{flag}` in a checkout (`make bench-lab`)"
-    )
-
-
 def add_bench_args(b: argparse.ArgumentParser, draft_help: str) -> None:
     """The options this bench and the lab bench share: the engine, the draft, the prompts and how
     each reply is sampled."""
@@ -356,7 +327,7 @@ def add_bench_args(b: argparse.ArgumentParser, draft_help: str) -> None:
 
 
 def add_bench_parser(sub: argparse._SubParsersAction[Parser]) -> argparse.ArgumentParser:
-    """`tandem bench` under the command line's subcommands (its lab flags hidden, each saying where it went)."""
+    """`tandem bench` under the command line's subcommands."""
     b = sub.add_parser(
         "bench",
         help="how much faster speculative decoding is here: plain against sped up, your model and prompts",
@@ -365,8 +336,6 @@ def add_bench_parser(sub: argparse._SubParsersAction[Parser]) -> argparse.Argume
     add_bench_args(b, "draft GGUF path or `ngram`")
     b.add_argument("--json", action="store_true", help="print the report as one JSON object")
     b.add_argument("--out", default=None, help="also write the report as Markdown here")
-    for flag in (*LAB_FLAGS, *REPLAY_FLAGS):
-        b.add_argument(flag, action=moved_flag(lab_flag_message), nargs="?", help=argparse.SUPPRESS)
     return b
 
 

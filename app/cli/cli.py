@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli.bench import REPLAY_MOVED, add_bench_parser
+from app.cli.bench import add_bench_parser
 from app.cli.cli_base import EXIT_BAD_INPUT, Parser, at_the_edge, fail
 from app.cli.generate import cmd_generate
 from app.cli.options import add_draft_arg, add_engine_args
@@ -97,8 +97,6 @@ def main(argv: list[str] | None = None) -> int:
     from app.cli.unknown import unknown_option
 
     given = sys.argv[1:] if argv is None else argv
-    if given[:2] == ["bench", "dev"]:  # the replay's, now the lab's
-        return fail(REPLAY_MOVED)
     if (unknown := unknown_option(parser, given)) is not None:
         return fail(unknown)  # as a command's other usage mistakes are said
     args = parser.parse_args(argv)

@@ -94,24 +94,6 @@ def fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def moved_flag(message: Callable[[str], str]) -> type[argparse.Action]:
-    """An argparse action for a flag that moved to another command: given, it ends with one
-    `error:` line, `message(flag)`, saying where the flag went."""
-
-    class MovedFlag(argparse.Action):
-        def __call__(
-            self,
-            parser: argparse.ArgumentParser,
-            namespace: argparse.Namespace,
-            values: object,
-            option_string: str | None = None,
-        ) -> None:
-            fail(message(self.option_strings[0]))
-            sys.exit(EXIT_BAD_INPUT)
-
-    return MovedFlag
-
-
 def _log_traceback() -> Path | None:
     try:
         from app import paths
