@@ -19,8 +19,8 @@ this is what only maintainers run around it.
 
 What they write lands in resources/replay (curves/, traces/, and a folder a set for other models).
 They were `tandem bench dev ...` (before that `tandem bench --replay`, `--cost-curve`,
-`--record-traces`); those now end with one line naming this command. A curve is measured on the
-machine it describes, so run it from a checkout there.
+`--record-traces`). A curve is measured on the machine it describes, so run it from a checkout
+there.
 """
 
 from __future__ import annotations
