@@ -210,7 +210,8 @@ def wait_reply(qtbot):  # type: ignore[no-untyped-def]
 
     def wait(window, timeout_ms: int = 60_000) -> None:  # type: ignore[no-untyped-def]
         qtbot.waitUntil(
-            lambda: not window.controller.is_busy and window.presenter.live is None, timeout=timeout_ms
+            lambda: not window.controller.is_busy and window.presenter.replies.live is None,
+            timeout=timeout_ms,
         )
 
     return wait

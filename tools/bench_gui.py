@@ -247,7 +247,7 @@ def measure(n_tokens: int, n_chars: int, tokens_per_s: float) -> dict[str, float
     last = time.perf_counter()
 
     def settled() -> bool:
-        if window.presenter.live is not None or controller.is_busy:
+        if window.presenter.replies.live is not None or controller.is_busy:
             return False
         widget = window.chat.message_widgets()[-1]
         return not widget.body.is_settling

@@ -83,7 +83,7 @@ def _shoot(out: Path, model: Path) -> int:
         for text in REQUESTS:
             window.presenter.send(text)
             wait_until(
-                lambda: not window.controller.is_busy and window.presenter.live is None,
+                lambda: not window.controller.is_busy and window.presenter.replies.live is None,
                 f"the reply to {text!r}",
             )
 

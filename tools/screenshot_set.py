@@ -149,7 +149,9 @@ def _scene(out_dir: Path, model: str) -> int:
 
     window.tabs.setCurrentIndex(0)
     window.presenter.send(task)
-    wait_until(lambda: not window.controller.is_busy and window.presenter.live is None, "the chat's reply")
+    wait_until(
+        lambda: not window.controller.is_busy and window.presenter.replies.live is None, "the chat's reply"
+    )
     settle()
 
     def render(page: QWidget, scale: int) -> QImage:

@@ -167,7 +167,11 @@ def test_the_window_shows_a_long_prompt_being_read_then_a_follow_up_reads_only_w
     shown: list[str] = []
 
     def on_line(line: str) -> None:  # what the reply itself shows, as it is shown
-        widget = window.chat.widget_for(window.presenter.live.message_id) if window.presenter.live else None
+        widget = (
+            window.chat.widget_for(window.presenter.replies.live.message_id)
+            if window.presenter.replies.live
+            else None
+        )
         if widget is not None and widget.reading.isVisibleTo(widget):
             shown.append(widget.reading.text())
 

@@ -471,7 +471,9 @@ def _lose_server_mid_reply(qtbot, window, wait_reply, cut: Callable[[], None], n
 
     window.presenter.send("Write a very long essay")
     qtbot.waitUntil(
-        lambda: window.presenter.live is not None and len(window.presenter.live.reply.text) > 10,
+        lambda: (
+            window.presenter.replies.live is not None and len(window.presenter.replies.live.reply.text) > 10
+        ),
         timeout=60_000,
     )
     cut()

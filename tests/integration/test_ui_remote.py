@@ -213,7 +213,10 @@ def test_window_stop_and_a_server_killed_mid_reply(
         # Stop: the reply ends where it was, marked stopped.
         window.presenter.send("Tell me a story")
         qtbot.waitUntil(
-            lambda: window.presenter.live is not None and len(window.presenter.live.reply.text) > 5,
+            lambda: (
+                window.presenter.replies.live is not None
+                and len(window.presenter.replies.live.reply.text) > 5
+            ),
             timeout=30_000,
         )
         window.chat.stop_requested.emit()
@@ -227,7 +230,10 @@ def test_window_stop_and_a_server_killed_mid_reply(
         # The server vanishes mid-reply while the user types the next message.
         window.presenter.send("Another one")
         qtbot.waitUntil(
-            lambda: window.presenter.live is not None and len(window.presenter.live.reply.text) > 5,
+            lambda: (
+                window.presenter.replies.live is not None
+                and len(window.presenter.replies.live.reply.text) > 5
+            ),
             timeout=30_000,
         )
         window.chat.input.setPlainText("my next question, half written")
@@ -444,7 +450,9 @@ def test_stop_answers_while_the_server_is_silent(qtbot, open_window, wait_reply,
     window = _remote_window(open_window, silent_server)
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=30_000)
     window.presenter.send("a question the server never answers")
-    qtbot.waitUntil(lambda: window.presenter.live is not None and window.controller.is_busy, timeout=5_000)
+    qtbot.waitUntil(
+        lambda: window.presenter.replies.live is not None and window.controller.is_busy, timeout=5_000
+    )
     window.chat.stop_requested.emit()
     wait_reply(window, timeout_ms=10_000)  # not the 600 s read timeout
     rows = _rows(window)

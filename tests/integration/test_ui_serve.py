@@ -79,7 +79,9 @@ def test_api_client_leaving_never_stops_the_windows_reply(
     toggle.action.trigger()
     window.chat.input.setPlainText("Tell me a story")
     qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: window.presenter.live is not None and window.controller.is_busy, timeout=30_000)
+    qtbot.waitUntil(
+        lambda: window.presenter.replies.live is not None and window.controller.is_busy, timeout=30_000
+    )
     body = {"prompt": "the", "max_tokens": 50, "temperature": 0}
     with pytest.raises(httpx.ReadTimeout):  # still queued behind the window's reply; the client leaves
         httpx.post(f"{toggle.url}/completions", json=body, timeout=httpx.Timeout(10, read=0.3))

@@ -117,7 +117,9 @@ def test_stop_in_the_window_spares_an_api_request_queued_behind_its_reply(
     toggle.action.trigger()
     window.chat.input.setPlainText("Tell me a story")
     qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: window.presenter.live is not None and window.controller.is_busy, timeout=30_000)
+    qtbot.waitUntil(
+        lambda: window.presenter.replies.live is not None and window.controller.is_busy, timeout=30_000
+    )
     out: dict[str, httpx.Response] = {}
     body = {"prompt": "the", "max_tokens": 20, "temperature": 0}
     client = threading.Thread(

@@ -93,7 +93,9 @@ def make(qtbot, tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def _idle(qtbot, presenter: ChatPresenter) -> None:  # type: ignore[no-untyped-def]
-    qtbot.waitUntil(lambda: not presenter.controller.is_busy and presenter.live is None, timeout=60_000)
+    qtbot.waitUntil(
+        lambda: not presenter.controller.is_busy and presenter.replies.live is None, timeout=60_000
+    )
 
 
 def test_switching_speculation_keeps_one_state(
@@ -142,7 +144,7 @@ def test_a_reply_is_saved_as_it_streams_and_recorded_when_it_ends(qtbot, make, t
     seen = Seen(presenter)
     presenter.view_extras = lambda message_id: {"kept_by_the_window": message_id}
     presenter.send("Say something")
-    assert presenter.live is not None and presenter.conversation_id is not None
+    assert presenter.replies.live is not None and presenter.conversation_id is not None
     rows = seen.of("message_added")
     assert [(r.role, r.status) for r in rows] == [("user", "complete"), ("assistant", "streaming")]
     assert rows[0] == MessageRow(rows[0].id, "user", "Say something")
@@ -229,7 +231,9 @@ def test_a_failed_load_arrives_as_its_kind_and_is_worded_by_the_window(qtbot, tm
         )
         # A reply asked of no engine fails as NO_ENGINE, kept out of the chat, said in the notice.
         presenter.send("hello?")
-        qtbot.waitUntil(lambda: presenter.live is None and not presenter.controller.is_busy, timeout=30_000)
+        qtbot.waitUntil(
+            lambda: presenter.replies.live is None and not presenter.controller.is_busy, timeout=30_000
+        )
         assert seen.of("messages_removed") and seen.of("notice_changed")[-1][0].startswith("No reply: ")
     finally:
         presenter.controller.shutdown()

@@ -24,12 +24,14 @@ def test_an_engine_dying_mid_reply_leaves_no_writing_line(qtbot, open_window, sl
     window = open_window(slow_target, max_tokens=3000)
     window.presenter.send("a long answer please")
     qtbot.waitUntil(
-        lambda: window.presenter.live is not None and len(window.presenter.live.reply.text) > 20,
+        lambda: (
+            window.presenter.replies.live is not None and len(window.presenter.replies.live.reply.text) > 20
+        ),
         timeout=60_000,
     )
     qtbot.waitUntil(lambda: window.stats_label.text() == "Writing…", timeout=10_000)
     os.kill(window.controller.supervisor.pid, signal.SIGKILL)  # what the OOM killer or a native crash does
-    qtbot.waitUntil(lambda: window.presenter.live is None, timeout=30_000)
+    qtbot.waitUntil(lambda: window.presenter.replies.live is None, timeout=30_000)
     qtbot.wait(200)  # the controller's last drain
 
     assert "killed" in window.chat.notice.text()

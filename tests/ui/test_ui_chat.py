@@ -62,13 +62,15 @@ def test_send_streams_the_reply_and_stores_it_as_it_goes(qtbot, open_window, wai
     # Mid-reply the text is in the window and, within a second or so, in the database.
     started = time.monotonic()
     qtbot.waitUntil(
-        lambda: window.presenter.live is not None and len(window.presenter.live.reply.text) > 40,
+        lambda: (
+            window.presenter.replies.live is not None and len(window.presenter.replies.live.reply.text) > 40
+        ),
         timeout=60_000,
     )
-    widget = window.chat.widget_for(window.presenter.live.message_id)
+    widget = window.chat.widget_for(window.presenter.replies.live.message_id)
     assert widget is not None and widget.text()
     qtbot.waitUntil(lambda: time.monotonic() - started > 1.2, timeout=5000)
-    if window.presenter.live is not None:  # still streaming: the partial reply must be stored already
+    if window.presenter.replies.live is not None:  # still streaming: the partial reply must be stored already
         reply = _db_messages(window)[-1]
         assert reply.status == "streaming" and reply.content
     wait_reply(window)
@@ -96,7 +98,9 @@ def test_stop_ends_the_reply_and_keeps_it(qtbot, open_window, wait_reply, slow_t
     window = open_window(slow_target, max_tokens=3000)
     window.presenter.send("Write a very long essay")
     qtbot.waitUntil(
-        lambda: window.presenter.live is not None and len(window.presenter.live.reply.text) > 10,
+        lambda: (
+            window.presenter.replies.live is not None and len(window.presenter.replies.live.reply.text) > 10
+        ),
         timeout=60_000,
     )
     qtbot.mouseClick(window.chat.stop_button, Qt.MouseButton.LeftButton)

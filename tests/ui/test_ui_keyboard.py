@@ -63,7 +63,9 @@ def test_stop_and_regenerate_keys(qtbot, open_window, wait_reply, slow_target) -
     window = open_window(slow_target, max_tokens=3000)
     window.presenter.send("Write a very long essay")
     qtbot.waitUntil(
-        lambda: window.presenter.live is not None and len(window.presenter.live.reply.text) > 10,
+        lambda: (
+            window.presenter.replies.live is not None and len(window.presenter.replies.live.reply.text) > 10
+        ),
         timeout=60_000,
     )
     _press(qtbot, window, QKeySequence("Ctrl+."))
@@ -75,7 +77,9 @@ def test_stop_and_regenerate_keys(qtbot, open_window, wait_reply, slow_target) -
     window.presenter.settings = dataclasses.replace(window.settings, max_tokens=3000)
     window.presenter.regenerate()
     qtbot.waitUntil(
-        lambda: window.presenter.live is not None and len(window.presenter.live.reply.text) > 10,
+        lambda: (
+            window.presenter.replies.live is not None and len(window.presenter.replies.live.reply.text) > 10
+        ),
         timeout=60_000,
     )
     window.chat.input.setFocus()
@@ -88,7 +92,8 @@ def test_stop_and_regenerate_keys(qtbot, open_window, wait_reply, slow_target) -
     before = _messages(window)[-1].id
     _press(qtbot, window, QKeySequence("Ctrl+R"))
     qtbot.waitUntil(
-        lambda: window.presenter.live is not None or _messages(window)[-1].id != before, timeout=10_000
+        lambda: window.presenter.replies.live is not None or _messages(window)[-1].id != before,
+        timeout=10_000,
     )
     wait_reply(window)
     everything = _messages(window)

@@ -59,7 +59,8 @@ def test_switching_away_while_a_reply_streams_keeps_it_going(
     window.presenter.send("long one")
     first = window.presenter.conversation_id
     qtbot.waitUntil(
-        lambda: window.presenter.live is not None and bool(window.presenter.live.reply.text), timeout=60_000
+        lambda: window.presenter.replies.live is not None and bool(window.presenter.replies.live.reply.text),
+        timeout=60_000,
     )
     window.conversations.new_requested.emit()
     assert window.presenter.conversation_id != first
@@ -94,13 +95,15 @@ def test_engine_death_keeps_the_window_and_the_partial_reply(
     window = open_window(slow_target, max_tokens=3000)
     window.presenter.send("a long answer please")
     qtbot.waitUntil(
-        lambda: window.presenter.live is not None and len(window.presenter.live.reply.text) > 20,
+        lambda: (
+            window.presenter.replies.live is not None and len(window.presenter.replies.live.reply.text) > 20
+        ),
         timeout=60_000,
     )
     pid = window.controller.supervisor.pid
-    message_id = window.presenter.live.message_id
+    message_id = window.presenter.replies.live.message_id
     os.kill(pid, signal.SIGKILL)  # what the OOM killer or a native crash does
-    qtbot.waitUntil(lambda: window.presenter.live is None, timeout=30_000)
+    qtbot.waitUntil(lambda: window.presenter.replies.live is None, timeout=30_000)
 
     assert window.isVisible()
     assert "killed" in window.chat.notice.text() and window.chat.notice.isVisible()
@@ -143,7 +146,9 @@ def test_a_model_that_cannot_load_is_explained(qtbot, open_window, tmp_path) -> 
     qtbot.waitUntil(lambda: window.chat.notice.isVisible(), timeout=30_000)
     assert "empty" in window.chat.notice.text()
     window.presenter.send("hello?")
-    qtbot.waitUntil(lambda: window.presenter.live is None and not window.controller.is_busy, timeout=30_000)
+    qtbot.waitUntil(
+        lambda: window.presenter.replies.live is None and not window.controller.is_busy, timeout=30_000
+    )
     assert "No reply" in window.chat.notice.text() and "empty" in window.chat.notice.text()
 
 

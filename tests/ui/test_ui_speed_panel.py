@@ -106,8 +106,8 @@ def test_live_panel_in_the_window_and_kept_with_the_reply(
 ) -> None:
     window = open_window(slow_target, draft="ngram", max_tokens=400, temperature=0.0)
     window.presenter.send("abcabcabcabc abcabcabcabc abcabcabcabc")
-    qtbot.waitUntil(lambda: window.presenter.live is not None, timeout=10_000)
-    message_id = window.presenter.live.message_id
+    qtbot.waitUntil(lambda: window.presenter.replies.live is not None, timeout=10_000)
+    message_id = window.presenter.replies.live.message_id
     widget = window.chat.widget_for(message_id)
     assert widget is not None
     qtbot.waitUntil(lambda: widget.speed.isVisible() and len(widget.speed.points) >= 3, timeout=60_000)

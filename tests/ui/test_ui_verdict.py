@@ -232,12 +232,12 @@ def test_a_live_reply_on_a_busy_computer_says_busy_while_it_streams_and_at_its_e
     speed = window.presenter.speed
     speed.note_steps(Finished("eos", "", (), _stats(n_generated=80, plain_tokens_per_s_est=1e6)))
     window.presenter.send("abcabcabcabc abcabcabcabc abcabcabcabc")
-    qtbot.waitUntil(lambda: window.presenter.live is not None, timeout=10_000)
-    widget = window.chat.widget_for(window.presenter.live.message_id)
+    qtbot.waitUntil(lambda: window.presenter.replies.live is not None, timeout=10_000)
+    widget = window.chat.widget_for(window.presenter.replies.live.message_id)
     live = []
 
     def streamed() -> bool:
-        if widget.speed.stats is not None and window.presenter.live is not None:
+        if widget.speed.stats is not None and window.presenter.replies.live is not None:
             live.append(widget.speed.headline())
         return bool(live) and live[-1].verdict is not Verdict.PENDING
 
@@ -263,15 +263,15 @@ def test_a_failed_reply_says_why_under_it_and_again_when_shown_again(qtbot, open
     # (Its numbers too: a reply killed before its first figures keeps none, nor an "Ended" row.)
     qtbot.waitUntil(
         lambda: (
-            window.presenter.live is not None
-            and len(window.presenter.live.reply.text) > 20
-            and window.presenter.live.reply.stats is not None
+            window.presenter.replies.live is not None
+            and len(window.presenter.replies.live.reply.text) > 20
+            and window.presenter.replies.live.reply.stats is not None
         ),
         timeout=60_000,
     )
-    message_id = window.presenter.live.message_id
+    message_id = window.presenter.replies.live.message_id
     os.kill(window.controller.supervisor.pid, signal.SIGKILL)  # what the OOM killer or a native crash does
-    qtbot.waitUntil(lambda: window.presenter.live is None, timeout=30_000)
+    qtbot.waitUntil(lambda: window.presenter.replies.live is None, timeout=30_000)
     note = window.chat.widget_for(message_id).note.text()
     assert "Interrupted" in note and "killed" in note, note
     assert dict(window.chat.widget_for(message_id).detail_rows)["Ended"] == "interrupted before it finished"

@@ -20,7 +20,7 @@ from app.store import Message, MessageStatus, Store, store_error_sentence
 from engine.events import StatsRecord
 from ui.presenters.compare_presenter import ComparePresenter
 from ui.presenters.engine_presenter import EnginePresenter
-from ui.presenters.reply_presenter import LiveReply, MessageRow, ReplyPresenter
+from ui.presenters.reply_presenter import MessageRow, ReplyPresenter
 from ui.presenters.speed_presenter import SpeedPresenter, engine_extras
 
 log = logging.getLogger(__name__)
@@ -109,11 +109,6 @@ class ChatPresenter(QObject):
         )
         self.replies.reply_finished.connect(self.conversations_changed.emit)
 
-    @property
-    def live(self) -> LiveReply | None:
-        """The chat's reply being generated (None: none)."""
-        return self.replies.live
-
     # ---- settings
 
     def update_settings(self, settings: Settings) -> None:
@@ -195,8 +190,8 @@ class ChatPresenter(QObject):
             row = MessageRow(
                 m.id, m.role, m.content, m.spans, m.status, stats, attachments.get(m.id, ()), version
             )
-            if self.live is not None and self.live.message_id == m.id:
-                shown = self.live.reply.shown()
+            if self.replies.live is not None and self.replies.live.message_id == m.id:
+                shown = self.replies.live.reply.shown()
                 row = replace(
                     row, text=shown.text, spans=shown.spans, status=MessageStatus.STREAMING, stats=None
                 )
