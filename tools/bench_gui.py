@@ -250,7 +250,7 @@ def measure(n_tokens: int, n_chars: int, tokens_per_s: float) -> dict[str, float
         if window.presenter.replies.live is not None or controller.is_busy:
             return False
         widget = window.chat.message_widgets()[-1]
-        return not widget.body.is_settling
+        return not widget.body._is_settling
 
     wait_until(settled, "the reply")
     wall_s = time.perf_counter() - started

@@ -138,7 +138,7 @@ def test_drafted_text_is_said_in_words(qtbot, open_window, wait_reply, tiny_targ
     window.presenter.send("abcabcabcabcabcabcabcabcabcabcabcabcabcabc")
     wait_reply(window)
     reply = window.chat.message_widgets()[-1]
-    qtbot.waitUntil(lambda: not reply.body.is_settling, timeout=5000)
+    qtbot.waitUntil(lambda: not reply.body._is_settling, timeout=5000)
     text, spans = reply.text(), reply._spans
     drafted = sum(s.end - s.start for s in spans)
     description = reply.body.accessibleDescription()

@@ -75,7 +75,7 @@ def test_the_open_block_is_coloured_once_closed(qtbot) -> None:
     body.stream(ReplyText("Intro.\n\n```python\nx = 1\nimport os\n```\n\nAfter."), tint=True)
     qtbot.waitUntil(lambda: all(_code_line_formats(body).values()), timeout=5000)
     body.finish(ReplyText("Intro.\n\n```python\nx = 1\nimport os\n```\n\nAfter."), tint=True)
-    qtbot.waitUntil(lambda: not body.is_settling and body.highlighter.pending == 0, timeout=5000)
+    qtbot.waitUntil(lambda: not body._is_settling and body.highlighter.pending == 0, timeout=5000)
     assert all(_code_line_formats(body).values())
     assert len([b for b in body._copy_buttons if b.isVisible()]) == 1
 

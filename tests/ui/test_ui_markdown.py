@@ -267,8 +267,8 @@ def test_streamed_reply_ends_exactly_as_a_full_render(qtbot, source_name: str) -
     # The end: one full render (in two turns of the event loop), identical to rendering the
     # reply from scratch.
     body.finish(ReplyText(source, _drafted(spans)), tint=True)
-    assert body.is_settling and body.source_text() == source
-    qtbot.waitUntil(lambda: not body.is_settling, timeout=5000)
+    assert body._is_settling and body.source_text() == source
+    qtbot.waitUntil(lambda: not body._is_settling, timeout=5000)
     assert streamed.toPlainText() == full.toPlainText()
     assert _tinted(streamed) == _tinted(full) and _tinted(full)
     assert _look(streamed) == _look(full)
@@ -348,7 +348,7 @@ def test_a_finish_under_way_gives_way_to_newer_content(qtbot) -> None:
     body.stream(ReplyText("Some *streamed* text"), tint=True)
     body.finish(ReplyText("Some *streamed* text", (DraftSpan(0, 4),)), tint=True)
     body.set_content(ReplyText("A stored message"), tint=True)  # e.g. the tint was switched meanwhile
-    assert not body.is_settling
+    assert not body._is_settling
     # Two turns of the event loop later the finish's steps have run (and must have done nothing).
     turns: list[int] = []
     QTimer.singleShot(0, lambda: QTimer.singleShot(0, lambda: QTimer.singleShot(0, lambda: turns.append(1))))
@@ -410,7 +410,7 @@ def test_a_reply_shows_its_line_breaks_and_its_tint_stays_on_the_same_characters
     assert len(soft) == len(shown)
     assert {(a, b) for a, b in zip(soft, shown, strict=True) if a != b} == {(" ", "\u2028")}
     body.finish(ReplyText(POEM, _drafted(drafted)), tint=True)
-    qtbot.waitUntil(lambda: not body.is_settling, timeout=5000)
+    qtbot.waitUntil(lambda: not body._is_settling, timeout=5000)
     assert body.source_text() == POEM  # the text (Copy, Edit, the store) as the model wrote it
     assert streamed.toPlainText().splitlines() == lines and _tinted(streamed) == before
     full = QTextDocument()

@@ -113,7 +113,7 @@ def test_draft_tint_shows_accepted_tokens_and_toggles(qtbot, open_window, wait_r
     widget = window.chat.widget_for(reply.id)
     assert _tinted_text(widget.body.document())
     # Streamed a piece at a time, the reply ends exactly as a full render of what was stored.
-    qtbot.waitUntil(lambda: not widget.body.is_settling, timeout=5000)
+    qtbot.waitUntil(lambda: not widget.body._is_settling, timeout=5000)
     full = QTextDocument()
     render(full, reply.content, reply.spans, tint=True)
     assert widget.body.document().toPlainText() == full.toPlainText()

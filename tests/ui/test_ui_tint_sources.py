@@ -179,7 +179,7 @@ def test_a_streaming_reply_is_tinted_by_source_as_it_arrives_and_at_its_end(qtbo
     streamed = widget.body.document()
     assert _runs_by_source(streamed) == expected
     widget.finish(reply.shown(is_final=True), True)
-    qtbot.waitUntil(lambda: not widget.body.is_settling, timeout=5000)
+    qtbot.waitUntil(lambda: not widget.body._is_settling, timeout=5000)
     assert _runs_by_source(streamed) == expected
     full = QTextDocument()
     shown = reply.shown(is_final=True)
@@ -315,7 +315,7 @@ def test_the_legend_names_a_source_as_a_reply_streams_in(qtbot, open_window, wai
         window.presenter.send("abc abc abc abc abc abc abc abc abc abc")
         wait_reply(window)
         widget = window.chat.message_widgets()[-1]
-        qtbot.waitUntil(lambda: not widget.body.is_settling, timeout=5000)  # noqa: B023
+        qtbot.waitUntil(lambda: not widget.body._is_settling, timeout=5000)  # noqa: B023
         if _runs_by_source(widget.body.document()):
             break
     runs = _runs_by_source(widget.body.document())

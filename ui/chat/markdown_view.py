@@ -369,7 +369,7 @@ class MessageBody(QTextBrowser):
         self._tint = True
         self._stream: _Stream | None = None  # set while a reply streams into this body
         self._settle_id = 0  # which finish() may still reach the window
-        self._is_settling = False
+        self._is_settling = False  # whether a finish() has not yet reached the window
         self._is_catching_up = False
         self._is_rendering = False
         self.highlighter = CodeHighlighter(self.document())
@@ -408,11 +408,6 @@ class MessageBody(QTextBrowser):
                 QTimer.singleShot(YIELD_MS, self, self._place_copy_buttons)
 
         QTimer.singleShot(YIELD_MS, self, render_step)
-
-    @property
-    def is_settling(self) -> bool:
-        """Whether a finish() has not yet reached the window."""
-        return self._is_settling
 
     def _show_rendered(self, rendered: QTextDocument) -> None:
         self._is_rendering = True  # one fit at the end, not one per layout change on the way
