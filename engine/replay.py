@@ -4,8 +4,8 @@ Greedy decoding writes the same text on every CPU, and an n-gram drafter's offer
 nothing but that text. So one recorded reply (a Trace: the prompt's tokens and the reply's)
 tells what drafting sees at every step on any machine; what differs between machines is what
 a step costs. A CostCurve says that: t(n), one verify batch of n rows, and the work outside
-llama.cpp per step (Python: a fixed part and a part per verified row, both scaled for slow
-cores). `replay` drives engine.policy.DraftPolicy, the very code a real reply runs, with a
+llama.cpp per step (Python: a fixed part and a part per verified row; the lab scales both for
+slow cores). `replay` drives engine.policy.DraftPolicy, the very code a real reply runs, with a
 simulated clock.
 
 `calibrated` adds what the app's worker times while idle (Engine.calibrate) to a seed.
@@ -85,8 +85,8 @@ class CostCurve:
             ms += per_k * (text - self.at_tokens) / 1000
         return ms / 1000
 
-    def step_s(self, n_rows: int, python_scale: float = 1.0, text: int | None = None) -> float:
-        return self.verify_s(n_rows, text) + python_scale * (self.fixed_ms + self.row_ms * n_rows) / 1000
+    def step_s(self, n_rows: int, text: int | None = None) -> float:
+        return self.verify_s(n_rows, text) + (self.fixed_ms + self.row_ms * n_rows) / 1000
 
 
 @dataclass
@@ -113,16 +113,10 @@ def replay(
     trace: Trace,
     curve: CostCurve,
     seed: dict[str, object] | None = None,
-    python_scale: float = 1.0,
-    noise: float = 0.0,
-    noise_seed: int = 0,
 ) -> tuple[ReplayResult, DraftLengthController]:
     """The reply decoded by the real policy against `curve`: its decode time, and the controller
     as the reply left it (its export seeds the next, as the cost cache does between processes).
-    seed: a cost cache's contents (DraftLengthController.export), None for a first process.
-    noise: a shared machine's timings, as the controller sees them: each step's time scaled by
-    exp(N(0, noise)), and one step in 50 stalled to 3x (another program); the decode time
-    counts them too (plain decoding would have waited as long: its time is scaled alike)."""
+    seed: a cost cache's contents (DraftLengthController.export), None for a first process."""
     controller = DraftLengthController(K_MAX)
     if seed is not None:
         controller.seed(seed)
@@ -134,53 +128,47 @@ def replay(
     # starts by copying (SpeculativeDecoder._time_first_batches): not part of the decode time.
     sizes = controller.first_reply_sizes(K_MAX + 1, len(trace.reply))
     if sizes and policy.starts_copying(ctx):
-        controller.note_timings(_timed(curve, sizes, python_scale, len(ctx)))
+        controller.note_timings(_timed(curve, sizes, len(ctx)))
     reply, pos, clock = trace.reply, 0, 0.0
     params, rng = SamplingParams(), np.random.default_rng(0)
-    jitter = np.random.default_rng(noise_seed)
     steps: list[tuple[int, int]] = []
     while pos < len(reply):
         proposal = policy.propose(ctx, len(reply) - pos, params, rng)
         k = len(proposal.tokens)
         n_accepted = _matched(proposal.tokens, reply, pos)
-        step_s = curve.step_s(k + 1, python_scale, len(ctx))
-        if noise > 0:
-            step_s *= float(np.exp(jitter.normal(0.0, noise))) * (3.0 if jitter.random() < 0.02 else 1.0)
+        step_s = curve.step_s(k + 1, len(ctx))
         emitted = list(reply[pos : pos + n_accepted + 1])
         policy.learn(proposal, n_accepted, emitted[0], step_s)
         ctx.extend(emitted)
         pos += len(emitted)
         clock += step_s
         steps.append((k, n_accepted))
+    return ReplayResult(clock, plain_s(trace, curve), steps), controller
+
+
+def plain_s(trace: Trace, curve: CostCurve) -> float:
+    """The reply decoded plainly against `curve`: one step of one row a token."""
     if curve.growth_ms:
-        plain_s = sum(curve.step_s(1, python_scale, len(trace.prompt) + i) for i in range(len(reply)))
-    else:
-        plain_s = len(reply) * curve.step_s(1, python_scale)
-    if noise > 0:  # the same noise's mean cost on plain decoding
-        plain_s *= float(np.exp(noise**2 / 2)) * (1 + 2 * 0.02)
-    return ReplayResult(clock, plain_s, steps), controller
+        return sum(curve.step_s(1, len(trace.prompt) + i) for i in range(len(trace.reply)))
+    return len(trace.reply) * curve.step_s(1)
 
 
-def calibrated(
-    seed: dict[str, object] | None, curve: CostCurve, python_scale: float = 1.0
-) -> dict[str, object]:
+def calibrated(seed: dict[str, object] | None, curve: CostCurve) -> dict[str, object]:
     """A cost cache's contents (seed) after Engine.calibrate has timed, on the curve's machine,
     the sizes of CALIBRATION_SIZES it did not hold: each a verify batch and the reading of its
     rows, without a step's fixed work (the app's worker does this while idle)."""
     controller = DraftLengthController(K_MAX)
     if seed is not None:
         controller.seed(seed)
-    controller.note_timings(_timed(curve, controller.costs.untimed(CALIBRATION_SIZES), python_scale))
+    controller.note_timings(_timed(curve, controller.costs.untimed(CALIBRATION_SIZES)))
     return controller.export()
 
 
-def _timed(
-    curve: CostCurve, sizes: Iterable[int], python_scale: float, text: int | None = None
-) -> dict[int, float]:
+def _timed(curve: CostCurve, sizes: Iterable[int], text: int | None = None) -> dict[int, float]:
     """Batches timed outside a reply on the curve's machine (LlamaRunner.time_batches), after
     `text` tokens (None: an idle calibration's short text): the batch and the reading of its
     rows, without a step's fixed work."""
-    return {n: curve.verify_s(n, text) + python_scale * curve.row_ms * n / 1000 for n in sizes}
+    return {n: curve.verify_s(n, text) + curve.row_ms * n / 1000 for n in sizes}
 
 
 def load_traces(directory: Path) -> list[Trace]:

@@ -1,7 +1,7 @@
 """A short copy on the real model is drafted even where a busy moment priced its batches (issue 48,
 Why 2: a reply that copies one sentence of its prompt drafted 3 and kept 0 through `tandem generate`,
 0 through `tandem serve`). A verify batch size is priced at the lowest of its timings; a size a reply
-drafted once is timed once, and a step slowed by another program (on a shared machine: engine.replay's noise)
+drafted once is timed once, and a step slowed by another program (on a shared machine: the lab's noisy replay)
 then priced it out for good, as an idle calibration timed while another program ran prices every
 size: the copy was observed right at every step and never drafted, in that process nor in the next
 ones seeded from its cost cache. The real Gemma 3 270M Q4_K_M, the real

@@ -14,7 +14,7 @@ from app.cli.cli import main
 from engine.adaptive import CALIBRATION_SIZES
 from engine.replay import CostCurve, Trace, calibrated, load_traces, replay
 from tests.cli_process import lab
-from tools.lab.replay import hindsight_best, load_curves
+from tools.lab.replay import hindsight_best, load_curves, noisy_replay
 from tools.lab.replay import main as lab_replay
 
 REPLAY = Path(__file__).resolve().parents[2] / "resources" / "replay"
@@ -279,8 +279,8 @@ def test_a_short_copy_in_a_chat_is_drafted_from_its_first_tokens_on_every_kept_c
 
 def test_a_short_copy_is_drafted_after_a_busy_moment_priced_the_batches_it_drafted() -> None:
     # Issue 48: the short copy drafted 3 and kept 0 (generate), 0 (serve). On a shared machine (the
-    # replay's noise: each step's time scaled by exp(N(0, 0.3)), one in 50 stalled 3x) a first reply
-    # times each size it drafts once; a stalled one priced that size out, nothing timed it again,
+    # lab's noisy replay: each step's time scaled by exp(N(0, 0.3)), one in 50 stalled 3x) a first
+    # reply times each size it drafts once; a stalled one priced that size out, nothing timed it again,
     # and the next reply, seeded from those costs as the cost cache and a server's next reply are,
     # was offered the copy at every step and drafted none: 0 kept at worst on 16 of the 17 kept
     # curves, at the median on two. A copy held back times its first draft again (_retime_copy).
@@ -288,8 +288,8 @@ def test_a_short_copy_is_drafted_after_a_busy_moment_priced_the_batches_it_draft
     for curve in load_curves(REPLAY / "curves") + load_curves(REPLAY / "standins" / "curves"):
         kept = []
         for seed in range(20):
-            _, first = replay(trace, curve, None, noise=0.3, noise_seed=seed)
-            result, _ = replay(trace, curve, first.export(), noise=0.3, noise_seed=100 + seed)
+            _, first = noisy_replay(trace, curve, None, 0.3, seed)
+            result, _ = noisy_replay(trace, curve, first.export(), 0.3, 100 + seed)
             kept.append(sum(a for _, a in result.steps))
         assert min(kept) >= 4 and sorted(kept)[len(kept) // 2] >= 7, (curve.name, kept)
 

@@ -34,12 +34,25 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from app.cli.cli_base import Parser
 from app.paths import resources_dir
+from engine.adaptive import DraftLengthController
 from engine.config import NGRAM_LOOKUP, PLAIN_DECODING, DraftChoice
 from engine.drafters import NgramDrafter
 from engine.kinds import COPY_KINDS
-from engine.replay import K_MAX, CostCurve, Trace, _matched, calibrated, load_traces, replay
+from engine.replay import (
+    K_MAX,
+    CostCurve,
+    ReplayResult,
+    Trace,
+    _matched,
+    calibrated,
+    load_traces,
+    plain_s,
+    replay,
+)
 from engine.session import Engine
 from tools.lab.bench import _run, measure_ceiling
 from tools.lab.models import known_shapes
@@ -84,6 +97,41 @@ def load_curves(directory: Path) -> list[CostCurve]:
     return [load_curve(p) for p in sorted(directory.glob("*.json"))]
 
 
+def slower_python(curve: CostCurve, scale: float) -> CostCurve:
+    """The curve on cores `scale` times slower at the work outside llama.cpp a step (Python)."""
+    return dataclasses.replace(curve, fixed_ms=scale * curve.fixed_ms, row_ms=scale * curve.row_ms)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NoisyCurve(CostCurve):
+    """A curve on a shared machine: each step's time scaled by exp(N(0, noise)), and one step in
+    50 stalled to 3x (another program)."""
+
+    noise: float
+    jitter: np.random.Generator
+
+    def step_s(self, n_rows: int, text: int | None = None) -> float:
+        factor = float(np.exp(self.jitter.normal(0.0, self.noise))) * (
+            3.0 if self.jitter.random() < 0.02 else 1.0
+        )
+        return super().step_s(n_rows, text) * factor
+
+
+def noisy_replay(
+    trace: Trace, curve: CostCurve, seed: dict[str, object] | None, noise: float, noise_seed: int
+) -> tuple[ReplayResult, DraftLengthController]:
+    """engine.replay.replay with a shared machine's timings (NoisyCurve, `noise` > 0), as the
+    controller sees them; the decode time counts them too (plain decoding would have waited as
+    long: its time is scaled alike, by the same noise's mean cost)."""
+    if noise <= 0:
+        return replay(trace, curve, seed)
+    jitter = np.random.default_rng(noise_seed)
+    result, controller = replay(trace, NoisyCurve(**vars(curve), noise=noise, jitter=jitter), seed)
+    # (replay's own plain time was drawn from the noisy curve too: plain decoding's is the clean one's)
+    result.plain_s = plain_s(trace, curve) * (float(np.exp(noise**2 / 2)) * (1 + 2 * 0.02))
+    return result, controller
+
+
 def ceiling(curve: CostCurve) -> float:
     """The lab bench's ceiling: max over the measured sizes of n·t(1)/t(n)."""
     return max(n * curve.t_ms[1] / t for n, t in curve.t_ms.items())
@@ -106,20 +154,20 @@ def offers(trace: Trace, k_max: int = K_MAX) -> list[tuple[int, int, int]]:
     return out
 
 
-def hindsight_best(trace: Trace, curve: CostCurve, python_scale: float = 1.0, k_max: int = K_MAX) -> float:
+def hindsight_best(trace: Trace, curve: CostCurve, k_max: int = K_MAX) -> float:
     """The least decode time any choice of draft lengths could reach on this reply, knowing what
     each offer will have accepted: dynamic programming over positions. A draft longer than what
     will be accepted only adds rows, though a batch of more rows may cost less (CPU kernels
     work in tiles), so every length the offer holds is tried."""
     held = offers(trace, k_max)
     n = len(trace.reply)
-    step = [curve.step_s(rows, python_scale) for rows in range(k_max + 2)]
+    step = [curve.step_s(rows) for rows in range(k_max + 2)]
     best = [0.0] * (n + 1)
     for pos in range(n - 1, -1, -1):
         available, m, _ = held[pos]
         if curve.growth_ms:  # (a step's cost grows with the text before it)
             text = len(trace.prompt) + pos
-            step = [curve.step_s(rows, python_scale, text) for rows in range(available + 2)]
+            step = [curve.step_s(rows, text) for rows in range(available + 2)]
         best[pos] = min(step[k + 1] + best[min(n, pos + min(k, m) + 1)] for k in range(available + 1))
     return best[0]
 
@@ -258,8 +306,6 @@ def standin_cost_curve(args: argparse.Namespace) -> CostCurve:
         (f"standin:{shape_name}:{quant}", plan), sizes=CURVE_SIZES, n_threads=args.threads, save=False
     )
     took_s = time.perf_counter() - t0
-    import numpy as np
-
     read_ms: dict[int, float] = {}
     rows = np.random.default_rng(0).standard_normal((63, shape.n_vocab)).astype(np.float32)
     for n in (8, 63):
@@ -336,17 +382,18 @@ def run_replay(
     rows = []
     for curve in curves:
         for scale in scales:
+            slower = slower_python(curve, scale)
             first_seed = None
             if warm is not None:
-                _, controller = replay(warm, curve, python_scale=scale)
+                _, controller = replay(warm, slower)
                 first_seed = controller.export()
-            seed = calibrated(first_seed, curve, scale)
+            seed = calibrated(first_seed, slower)
             for trace in traces:
                 if trace is warm:
                     continue
-                result, _ = replay(trace, curve, seed, scale)
-                first, _ = replay(trace, curve, first_seed, scale)
-                best = hindsight_best(trace, curve, scale)
+                result, _ = replay(trace, slower, seed)
+                first, _ = replay(trace, slower, first_seed)
+                best = hindsight_best(trace, slower)
                 rows.append(
                     ReplayRow(
                         curve.name,

@@ -3,8 +3,8 @@
 `tests/integration/test_replay.py` guards SmolLM2's slowest reply without noise (the test's 102 replays: 17
 replies, 3 curves, the warm-up's seed before and after the app times the batches). That minimum is
 one reply's luck: a change that moves which batch sizes the warm-up timed moves it by 0.02x. This
-replays the same replies under engine.replay's noise (each step's time scaled by exp(N(0, 0.08)),
-one step in 50 stalled 3x) for 5 seeds besides the noiseless run, 612 replays in all, and prints
+replays the same replies under the lab's noise (tools.lab.replay.noisy_replay: each step's time
+scaled by exp(N(0, 0.08)), one step in 50 stalled 3x) for 5 seeds besides the noiseless run, 612 replays in all, and prints
 the share of them under 0.95x and 0.97x plain, the 1st and 5th percentiles and the median: figures
 two versions of the controller can be compared by.
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.replay import calibrated, load_traces, replay
-from tools.lab.replay import load_curves, replay_sets
+from engine.replay import calibrated, load_traces
+from tools.lab.replay import load_curves, noisy_replay, replay_sets
 
 NOISE = 0.08
 SEEDS = 5
@@ -30,11 +30,11 @@ def speedups() -> list[float]:
     for curve in load_curves(folder / "curves"):
         for run in range(SEEDS + 1):
             noise = NOISE if run else 0.0
-            _, seeded = replay(warm, curve, noise=noise, noise_seed=100 + run)
+            _, seeded = noisy_replay(warm, curve, None, noise, 100 + run)
             for seed in (seeded.export(), calibrated(seeded.export(), curve)):
                 for trace in traces:
                     if trace is not warm:
-                        out.append(replay(trace, curve, seed, noise=noise, noise_seed=run)[0].speedup)
+                        out.append(noisy_replay(trace, curve, seed, noise, run)[0].speedup)
     return out
 
 

@@ -27,7 +27,7 @@ import statistics
 from engine.copies import RISK_DOUBT, RISK_PRIOR, RISK_PRIOR_EXPOSURE, Departures
 from engine.replay import K_MAX, CostCurve, Trace, load_traces
 from engine.reply_budget import RAMP_FIRST as FIRST_DRAFT  # a reply's allowance before it saves anything
-from tools.lab.replay import PYTHON_SCALES, hindsight_best, load_curves, offers, replay_dir
+from tools.lab.replay import PYTHON_SCALES, hindsight_best, load_curves, offers, replay_dir, slower_python
 
 
 def _pareto(states: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -41,11 +41,11 @@ def _pareto(states: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return kept
 
 
-def risk_limited_best(trace: Trace, curve: CostCurve, python_scale: float = 1.0) -> float:
+def risk_limited_best(trace: Trace, curve: CostCurve) -> float:
     """The least decode time of any choice of draft lengths that obeys the risk limit."""
     held = offers(trace, K_MAX)
     n = len(trace.reply)
-    step = [curve.step_s(rows, python_scale) for rows in range(K_MAX + 2)]
+    step = [curve.step_s(rows) for rows in range(K_MAX + 2)]
     t1 = step[1]
     loss = [step[k + 1] - t1 for k in range(K_MAX + 1)]
     base = loss[FIRST_DRAFT]
@@ -105,9 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|")
     for curve in curves:
         for scale in PYTHON_SCALES:
-            shares = {
-                t.name: hindsight_best(t, curve, scale) / risk_limited_best(t, curve, scale) for t in traces
-            }
+            slower = slower_python(curve, scale)
+            shares = {t.name: hindsight_best(t, slower) / risk_limited_best(t, slower) for t in traces}
             cells = ", ".join(f"{name} {100 * s:.1f}%" for name, s in shares.items())
             print(f"| {curve.name} | {scale:g} | {cells} | {100 * statistics.median(shares.values()):.1f}% |")
     return 0
