@@ -6,10 +6,10 @@ The window builds and wires widgets; what it shows and decides lives in its pres
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -85,7 +85,7 @@ class MainWindow(QMainWindow):
         self._answer_when_loaded = False  # a larger context chosen for a message that did not fit
         from ui.qt.theme import ThemeManager
 
-        self.theme = ThemeManager(self.settings.theme, self)  # before any text is rendered
+        self.theme = ThemeManager(self.presenter.settings.theme, self)  # before any text is rendered
         self._fit_to_screen()
 
         self._build_tabs()
@@ -107,7 +107,7 @@ class MainWindow(QMainWindow):
         install_theme_menu(
             self.menuBar(),
             self.theme,
-            lambda choice: self.presenter.update_settings(dataclasses.replace(self.settings, theme=choice)),
+            lambda choice: self.presenter.update_settings(replace(self.presenter.settings, theme=choice)),
         )
         self._build_file_actions()
         self._connect_controller()
@@ -125,11 +125,6 @@ class MainWindow(QMainWindow):
             self.chat.set_notice(store.notice, True)
         self.presenter.engine.start_engine()  # Settings → Engine: a server or this computer
 
-    @property
-    def settings(self) -> Settings:
-        """The presenter's (tools and tests read and write the presenter's own)."""
-        return self.presenter.settings
-
     # ---- building
 
     def _build_toolbar(self) -> None:
@@ -139,7 +134,7 @@ class MainWindow(QMainWindow):
 
         bar = named(QToolBar("Chat header", movable=False), "speculationToolbar")
         self.addToolBar(bar)
-        self.header = ChatHeader(self.settings.show_draft_tint)
+        self.header = ChatHeader(self.presenter.settings.show_draft_tint)
         bar.addWidget(self.header)
         self.chat.sources_shown.connect(self.header.set_sources)  # the legend names what the chat tints
         self.header.model_chosen.connect(self.on_header_model_chosen)
@@ -176,7 +171,7 @@ class MainWindow(QMainWindow):
 
         # The loaded engine on the OpenAI-compatible API.
         self.serve_toggle = ServeToggle(
-            self.controller, lambda: self.settings, self.header.add_switch, self.statusBar(), self
+            self.controller, lambda: self.presenter.settings, self.header.add_switch, self.statusBar(), self
         )
 
     def _build_tabs(self) -> None:
@@ -185,7 +180,7 @@ class MainWindow(QMainWindow):
         splitter = QSplitter()
         self.conversations = ConversationList()
         self.chat = ChatView()
-        self.chat.set_tint(self.settings.show_draft_tint)
+        self.chat.set_tint(self.presenter.settings.show_draft_tint)
         splitter.addWidget(self.conversations)
         splitter.addWidget(self.chat)
         splitter.setStretchFactor(1, 1)
@@ -200,7 +195,7 @@ class MainWindow(QMainWindow):
         chat_layout.addWidget(splitter, 1)
         self.tabs.addTab(chat_tab, "Chat")
         self.compare = CompareView(self.presenter.comparison)
-        self.compare.set_tint(self.settings.show_draft_tint)
+        self.compare.set_tint(self.presenter.settings.show_draft_tint)
         self.tabs.addTab(self.compare, "Compare")
         self.models_page = self._make_models_page()
         self.tabs.addTab(self.models_page, "Models")
@@ -266,11 +261,11 @@ class MainWindow(QMainWindow):
             return None
 
         def seen() -> None:
-            self.presenter.update_settings(dataclasses.replace(self.settings, has_seen_welcome=True))
+            self.presenter.update_settings(replace(self.presenter.settings, has_seen_welcome=True))
 
         panel.dismissed.connect(seen)
         panel.small_offer_shown.connect(self.chat.empty_state.set_download_offered_above)
-        if self.settings.has_seen_welcome:
+        if self.presenter.settings.has_seen_welcome:
             panel.hide()
         else:
             seen()  # shown by itself once
@@ -308,7 +303,7 @@ class MainWindow(QMainWindow):
             self,
             runs_on_words(
                 info.gpu_offload_supported if info is not None else None,
-                self.settings.n_gpu_layers,
+                self.presenter.settings.n_gpu_layers,
                 info.server if info is not None else "",
             ),
         )
@@ -381,8 +376,8 @@ class MainWindow(QMainWindow):
         )
 
     def use_context_and_answer(self, n_ctx: int) -> None:
-        after = dataclasses.replace(self.settings, n_ctx=n_ctx)
-        if needs_reload(self.settings, after):
+        after = replace(self.presenter.settings, n_ctx=n_ctx)
+        if needs_reload(self.presenter.settings, after):
             self._answer_when_loaded = True
             self.apply_settings(after)
         else:  # that context already (chosen in Settings meanwhile): answer now
@@ -507,25 +502,25 @@ class MainWindow(QMainWindow):
             self.presenter.engine.reshow_speculation()
 
     def on_tint_check_toggled(self, is_checked: bool) -> None:
-        self.presenter.update_settings(dataclasses.replace(self.settings, show_draft_tint=is_checked))
+        self.presenter.update_settings(replace(self.presenter.settings, show_draft_tint=is_checked))
         self.chat.set_tint(is_checked)
         self.compare.set_tint(is_checked)
 
     def on_settings_action_triggered(self) -> None:
         info = self.controller.info
-        dialog = SettingsDialog(self.settings, bool(info and info.gpu_offload_supported), self)
+        dialog = SettingsDialog(self.presenter.settings, bool(info and info.gpu_offload_supported), self)
         if dialog.exec():
             self.apply_settings(dialog.result_settings())
 
     def apply_settings(self, after: Settings) -> None:
         """Save new settings; reload the engine if an engine setting changed (sampling applies next reply)."""
-        before = self.settings
+        before = self.presenter.settings
         self.presenter.update_settings(after)
         if after.theme != self.theme.choice:
             self.theme.set_choice(after.theme)
         if needs_reload(before, after):
             self.presenter.engine.start_engine()
-        self.serve_toggle.apply_settings(self.settings)  # its port, key, who may connect
+        self.serve_toggle.apply_settings(self.presenter.settings)  # its port, key, who may connect
 
     def on_models_page_pair_chosen(self, target_path: str, draft: DraftChoice) -> None:
         self.presenter.engine.choose_pair(target_path, draft)
@@ -587,8 +582,8 @@ class MainWindow(QMainWindow):
         """The size the user left the window at, or the usual first size, within the screen's free
         area less the title bar (the status bar, where loading shows, stays on a 768-px screen)."""
         wanted = QSize(
-            self.settings.window_width or FIRST_SIZE.width(),
-            self.settings.window_height or FIRST_SIZE.height(),
+            self.presenter.settings.window_width or FIRST_SIZE.width(),
+            self.presenter.settings.window_height or FIRST_SIZE.height(),
         )
         screen = self.screen() or QGuiApplication.primaryScreen()
         if screen is not None:
@@ -614,7 +609,7 @@ class MainWindow(QMainWindow):
         self.presenter.replies.stop()
         size = self.normalGeometry().size() if self.isMaximized() else self.size()
         self.presenter.update_settings(
-            dataclasses.replace(self.settings, window_width=size.width(), window_height=size.height())
+            replace(self.presenter.settings, window_width=size.width(), window_height=size.height())
         )
         self.serve_toggle.stop()
         self.controller.shutdown()

@@ -178,8 +178,8 @@ def test_the_window_does_not_relay_a_remote_engine_to_callers_without_its_own_ke
         assert "refuses other programs until an API key is set" in toggle.label.text()
         assert httpx.get(f"{toggle.url}/models").status_code == 403
         # With a key of its own, its own callers may use it.
-        window.presenter.settings = dataclasses.replace(window.settings, serve_api_key="window-key")
-        toggle.apply_settings(window.settings)
+        window.presenter.settings = dataclasses.replace(window.presenter.settings, serve_api_key="window-key")
+        toggle.apply_settings(window.presenter.settings)
         r = httpx.post(
             f"{toggle.url}/completions", json=body, headers={"Authorization": "Bearer window-key"}, timeout=60
         )

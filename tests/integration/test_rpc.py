@@ -493,7 +493,7 @@ def _next_message_is_answered(window, wait_reply):  # type: ignore[no-untyped-de
     """A short next message is answered (a fresh engine); the conversation's messages, returned."""
     from app.store import Store
 
-    window.presenter.settings = dataclasses.replace(window.settings, max_tokens=16)
+    window.presenter.settings = dataclasses.replace(window.presenter.settings, max_tokens=16)
     window.presenter.send("Shorter please")
     wait_reply(window, timeout_ms=120_000)
     store = Store()

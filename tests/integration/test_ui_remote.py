@@ -120,7 +120,7 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     assert window.controller.supervisor.pid is not None
     window.apply_settings(
         dataclasses.replace(
-            window.settings,
+            window.presenter.settings,
             engine=EngineKind.REMOTE,
             remote_url=server.url,
             remote_api_key="k1",
@@ -192,7 +192,7 @@ def test_window_chats_through_tandem_serve(qtbot, open_window, wait_reply, tiny_
     window.tabs.setCurrentIndex(0)
 
     # Back to this computer: a local engine process again, the speculation switch back on.
-    window.apply_settings(dataclasses.replace(window.settings, engine=EngineKind.LOCAL))
+    window.apply_settings(dataclasses.replace(window.presenter.settings, engine=EngineKind.LOCAL))
     qtbot.waitUntil(lambda: window.controller.info is not None, timeout=60_000)
     assert window.controller.info.target_path == str(tiny_target) and window.controller.supervisor.pid
     assert window.header.speed_combo.isEnabled() and window.choose_draft_action.isEnabled()
@@ -285,7 +285,7 @@ def test_on_a_server_a_chip_keeps_its_estimate(qtbot, open_window, tiny_target, 
     assert " about " not in chip.label.text()
     window.apply_settings(
         dataclasses.replace(
-            window.settings,
+            window.presenter.settings,
             engine=EngineKind.REMOTE,
             remote_url=server.url,
             remote_api_key="k1",

@@ -125,7 +125,9 @@ def test_window_serve_follows_its_settings(qtbot, open_window, tiny_target) -> N
 
     # A new port and key while serving: the server moves; the old address answers nothing.
     new_port, new_key = free_port(), "other-key"
-    window.apply_settings(dataclasses.replace(window.settings, serve_port=new_port, serve_api_key=new_key))
+    window.apply_settings(
+        dataclasses.replace(window.presenter.settings, serve_port=new_port, serve_api_key=new_key)
+    )
     new_url = f"http://127.0.0.1:{new_port}/v1"
     assert toggle.action.isChecked() and toggle.url == new_url
     assert toggle.label.text() == f"API: {new_url} · key required"
@@ -137,7 +139,7 @@ def test_window_serve_follows_its_settings(qtbot, open_window, tiny_target) -> N
 
     # Only the key changes: the same server takes it from the next request.
     server = toggle.server
-    window.apply_settings(dataclasses.replace(window.settings, serve_api_key=""))
+    window.apply_settings(dataclasses.replace(window.presenter.settings, serve_api_key=""))
     assert toggle.server is server and toggle.label.text() == f"API: {new_url}"
     assert httpx.get(f"{new_url}/models").status_code == 200
 
@@ -146,7 +148,7 @@ def test_window_serve_follows_its_settings(qtbot, open_window, tiny_target) -> N
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         taken = busy.getsockname()[1]
-        window.apply_settings(dataclasses.replace(window.settings, serve_port=taken))
+        window.apply_settings(dataclasses.replace(window.presenter.settings, serve_port=taken))
         assert not toggle.action.isChecked() and toggle.url is None
         assert toggle.label.isVisible() and toggle.label.text() == (
             f"API not started: cannot listen on 127.0.0.1:{taken}: the port is in use by another program"
@@ -169,9 +171,9 @@ def test_window_serve_to_other_computers_warns_without_a_key(qtbot, open_window,
     assert f"On this computer: http://127.0.0.1:{port}/v1" in toggle.label.toolTip()
     assert httpx.get(f"{toggle.url}/models").json()["data"][0]["id"] == "target"
     # With a key the warning goes; back to this computer only, the server moves to 127.0.0.1.
-    window.apply_settings(dataclasses.replace(window.settings, serve_api_key="k"))
+    window.apply_settings(dataclasses.replace(window.presenter.settings, serve_api_key="k"))
     assert "warning" not in toggle.label.text() and toggle.label.text().endswith("· key required")
-    window.apply_settings(dataclasses.replace(window.settings, serve_public=False))
+    window.apply_settings(dataclasses.replace(window.presenter.settings, serve_public=False))
     assert toggle.server.sock.getsockname()[:2] == ("127.0.0.1", port)
     assert toggle.label.text() == f"API: http://127.0.0.1:{port}/v1 · key required"
     toggle.action.trigger()

@@ -72,7 +72,7 @@ def test_every_control_has_an_accessible_name(qtbot, open_window, wait_reply, ti
 
     from ui.settings.settings_dialog import SettingsDialog
 
-    dialog = SettingsDialog(window.settings, False, window)
+    dialog = SettingsDialog(window.presenter.settings, False, window)
     assert _unnamed(dialog) == []
     window.show_shortcuts()
     qtbot.waitUntil(lambda: window.findChild(QWidget, "shortcutsDialog") is not None, timeout=5000)

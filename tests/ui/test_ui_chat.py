@@ -110,7 +110,7 @@ def test_stop_ends_the_reply_and_keeps_it(qtbot, open_window, wait_reply, slow_t
     assert reply.stats["stop_reason"] == "cancelled" and reply.stats["n_generated"] < 3000
     assert "stopped" in window.chat.widget_for(reply.id).note.text()
     # The next message is answered normally.
-    window.presenter.settings = dataclasses.replace(window.settings, max_tokens=16)
+    window.presenter.settings = dataclasses.replace(window.presenter.settings, max_tokens=16)
     window.presenter.send("Shorter please")
     wait_reply(window)
     assert _db_messages(window)[-1].status == "complete"

@@ -74,7 +74,7 @@ def test_stop_and_regenerate_keys(qtbot, open_window, wait_reply, slow_target) -
     assert reply.status == "cancelled" and reply.stats["n_generated"] < 3000
 
     # Esc in the message box stops a reply too.
-    window.presenter.settings = dataclasses.replace(window.settings, max_tokens=3000)
+    window.presenter.settings = dataclasses.replace(window.presenter.settings, max_tokens=3000)
     window.presenter.regenerate()
     qtbot.waitUntil(
         lambda: (
@@ -88,7 +88,7 @@ def test_stop_and_regenerate_keys(qtbot, open_window, wait_reply, slow_target) -
     assert _messages(window)[-1].status == "cancelled"
 
     # Regenerate (F5 / Ctrl+R): the last reply is written again, the old one kept as superseded.
-    window.presenter.settings = dataclasses.replace(window.settings, max_tokens=8)
+    window.presenter.settings = dataclasses.replace(window.presenter.settings, max_tokens=8)
     before = _messages(window)[-1].id
     _press(qtbot, window, QKeySequence("Ctrl+R"))
     qtbot.waitUntil(
@@ -106,10 +106,12 @@ def test_switch_speculation_key_cycles_and_applies(qtbot, open_window, tiny_targ
     assert window.header.speed_combo.currentData() == "ngram"
     _press(qtbot, window, QKeySequence("Ctrl+D"))
     assert window.header.speed_combo.currentData() == "draft"
-    assert window.settings.draft.text == str(tiny_draft)
+    assert window.presenter.settings.draft.text == str(tiny_draft)
     qtbot.waitUntil(lambda: window.controller.info.speculation == "draft", timeout=60_000)
     _press(qtbot, window, QKeySequence("Ctrl+D"))
-    assert window.header.speed_combo.currentData() == "none" and window.settings.draft.text == "none"
+    assert (
+        window.header.speed_combo.currentData() == "none" and window.presenter.settings.draft.text == "none"
+    )
     qtbot.waitUntil(lambda: window.controller.info.speculation == "none", timeout=60_000)
     _press(qtbot, window, QKeySequence("Ctrl+D"))
     assert window.header.speed_combo.currentData() == "ngram"

@@ -114,7 +114,7 @@ def test_engine_death_keeps_the_window_and_the_partial_reply(
     assert window.chat.send_button.isEnabled()
 
     # The next message starts a fresh engine by itself.
-    window.presenter.settings = dataclasses.replace(window.settings, max_tokens=16)
+    window.presenter.settings = dataclasses.replace(window.presenter.settings, max_tokens=16)
     window.presenter.send("are you back?")
     wait_reply(window)
     assert window.controller.supervisor.pid not in (None, pid)
@@ -133,7 +133,10 @@ def test_corrupt_settings_file_opens_with_defaults_and_keeps_conversations(
     paths.settings_path().write_bytes(b"\x00\xff{ not json at all")
 
     window = open_window(tiny_target, write_settings=False, wait_loaded=False)
-    assert window.settings.n_ctx == 4096 and window.settings.temperature == Settings().temperature  # defaults
+    assert (
+        window.presenter.settings.n_ctx == 4096
+        and window.presenter.settings.temperature == Settings().temperature
+    )  # defaults
     assert window.conversations.titles() == ["kept"]
     assert [w.text() for w in window.chat.message_widgets()] == ["do not lose me"]
     assert (paths.home() / "settings.json.corrupt").exists()
@@ -179,7 +182,7 @@ def test_models_page_choice_reloads_the_engine(
         timeout=30_000,
     )
     assert window.controller.info.speculation == "none"
-    assert window.settings.model_path == str(tiny_draft)
+    assert window.presenter.settings.model_path == str(tiny_draft)
 
 
 def _stream_and_measure(window, wait_reply) -> tuple[float, int, float]:  # type: ignore[no-untyped-def]

@@ -93,10 +93,10 @@ def test_theme_choice_and_system_scheme(qtbot, open_window, tiny_target) -> None
         # Settings: Dark. The palette, the draft tint, code colours and the chart follow.
         from ui.settings.settings_dialog import SettingsDialog
 
-        dialog = SettingsDialog(window.settings, False, window)
+        dialog = SettingsDialog(window.presenter.settings, False, window)
         dialog.theme.setCurrentIndex(dialog.theme.findData("dark"))
         window.apply_settings(dialog.result_settings())
-        assert window.settings.theme == "dark" and theme.colors().is_dark and _window_is_dark()
+        assert window.presenter.settings.theme == "dark" and theme.colors().is_dark and _window_is_dark()
         assert (
             theme.colors().draft_look(DraftSource.NONE).tint
             == theme.DARK.draft_tint
@@ -107,7 +107,7 @@ def test_theme_choice_and_system_scheme(qtbot, open_window, tiny_target) -> None
         assert dark_code != light_code
 
         # Back to System: the desktop's scheme (light here) ...
-        window.apply_settings(dataclasses.replace(window.settings, theme=Theme.SYSTEM))
+        window.apply_settings(dataclasses.replace(window.presenter.settings, theme=Theme.SYSTEM))
         assert not _window_is_dark() and _tint_in(widget.body) == theme.LIGHT.draft_tint
         # ... and a desktop that turns dark is followed while the choice is System.
         QApplication.styleHints().colorSchemeChanged.emit(Qt.ColorScheme.Dark)

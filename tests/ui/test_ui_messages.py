@@ -100,7 +100,9 @@ def test_the_model_picker_lists_the_models_and_switches(qtbot, open_window, tiny
         lambda: window.controller.info is not None and window.controller.info.target_path == str(local),
         timeout=60_000,
     )
-    assert window.settings.model_path == str(local) and header.model_combo.currentData() == str(local)
+    assert window.presenter.settings.model_path == str(local) and header.model_combo.currentData() == str(
+        local
+    )
     # Each speed-up choice says in one line why to pick it.
     combo = header.speed_combo
     names = [combo.itemText(i) for i in range(combo.count())]

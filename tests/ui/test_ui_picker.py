@@ -69,7 +69,7 @@ def test_draft_model_lists_the_drafts_that_pair_first_and_why_others_do_not(
     assert "differs" in next(a.toolTip() for a in refused if a.text().endswith("· why?"))
     pairing[0].trigger()
     qtbot.waitUntil(lambda: window.header.speed_combo.currentData() == "draft", timeout=60_000)
-    assert window.settings.draft_model_path == str(paths.models_dir() / "draft.gguf")
+    assert window.presenter.settings.draft_model_path == str(paths.models_dir() / "draft.gguf")
     menu.close()
 
 
@@ -337,7 +337,7 @@ def test_the_draft_list_offers_the_opened_files_that_pair(
     window = open_window(tiny_incompatible, draft="none")
     _open_file(qtbot, window, draft)
     _open_file(qtbot, window, target)
-    assert window.settings.recent_models == [str(target), str(draft)]
+    assert window.presenter.settings.recent_models == [str(target), str(draft)]
     # Both stay in the model picker (an opened file left it when another was opened).
     window.header.refresh_models()
     assert window.header.model_combo.findData(str(draft)) >= 0
@@ -350,7 +350,7 @@ def test_the_draft_list_offers_the_opened_files_that_pair(
     assert len(pairing) == 1 and pairing[0].toolTip().startswith("Pairs with the model in use")
     pairing[0].trigger()
     qtbot.waitUntil(lambda: window.header.speed_combo.currentData() == "draft", timeout=60_000)
-    assert window.settings.draft_model_path == str(draft)
+    assert window.presenter.settings.draft_model_path == str(draft)
     menu.close()
     # The Models page's Draft list offers it too (it said "No other model here to draft with").
     page = window.models_page

@@ -25,7 +25,7 @@ def test_a_preset_applies_and_the_current_settings_save_as_one(qtbot, open_windo
     assert settings.speed_up is SpeedUp.AUTO and window.header.speed_combo.currentData() == "auto"
     assert window.chat.system_prompt.text() == ""  # exact and sped up; the request says what to do
 
-    window.apply_settings(dataclasses.replace(window.settings, temperature=0.3))
+    window.apply_settings(dataclasses.replace(window.presenter.settings, temperature=0.3))
     window.chat.system_prompt.setText("Answer in French.")
     window.preset_choices.save("French")
     (saved,) = load_presets()

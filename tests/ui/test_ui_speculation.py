@@ -236,7 +236,7 @@ def test_settings_dialog_values_and_engine_reload(qtbot, open_window, wait_reply
     from ui.settings.settings_dialog import SettingsDialog
 
     window = open_window(tiny_target)
-    dialog = SettingsDialog(window.settings, gpu_offload_supported=False)
+    dialog = SettingsDialog(window.presenter.settings, gpu_offload_supported=False)
     qtbot.addWidget(dialog)
     assert not dialog.gpu_layers.isEnabled()  # this build runs on the CPU only
     dialog.context.setValue(1024)
@@ -255,7 +255,7 @@ def test_settings_dialog_values_and_engine_reload(qtbot, open_window, wait_reply
     window.presenter.send("hello")
     wait_reply(window)
     assert _last_reply(window).status == "complete"
-    assert SettingsDialog(window.settings, gpu_offload_supported=True).gpu_layers.isEnabled()
+    assert SettingsDialog(window.presenter.settings, gpu_offload_supported=True).gpu_layers.isEnabled()
 
 
 def test_automatic_leaves_a_draft_model_that_measured_as_not_paying_here(

@@ -319,14 +319,14 @@ def test_a_regenerated_reply_the_same_as_the_one_it_replaces_says_so_and_why(
     )
     assert second.note.isVisible() and second.note.text().startswith(said)
     # Sampled but with one word to choose from: the same again, and no claim about temperature 0.
-    window.apply_settings(dataclasses.replace(window.settings, temperature=0.8, top_k=1))
+    window.apply_settings(dataclasses.replace(window.presenter.settings, temperature=0.8, top_k=1))
     window.presenter.regenerate()
     wait_reply(window)
     third = window.chat.message_widgets()[-1]
     assert third.text() == first.text()
     assert third.note.text().startswith("Same as version 2.") and "temperature 0" not in third.note.text()
     # A different reply (shorter) says nothing of the kind.
-    window.apply_settings(dataclasses.replace(window.settings, max_tokens=4))
+    window.apply_settings(dataclasses.replace(window.presenter.settings, max_tokens=4))
     window.presenter.regenerate()
     wait_reply(window)
     assert "Same as" not in window.chat.message_widgets()[-1].note.text()
