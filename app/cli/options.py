@@ -19,11 +19,6 @@ class UserError(TandemError):
     pass
 
 
-def resolve_model(spec: str) -> str:
-    """A model path, or `default` / `smollm2` (app/library/model_spec.py)."""
-    return parse_model(spec).resolve()
-
-
 def add_draft_arg(p: argparse.ArgumentParser, default: DraftChoice, help: str) -> None:
     """--draft, read once here into the typed choice every subcommand then passes on (`default`
     as is: argparse reads only a text default with `type`)."""
@@ -77,7 +72,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
     from engine.rpc import parse_servers
 
     return EngineConfig(
-        target_path=resolve_model(args.model),
+        target_path=parse_model(args.model).resolve(),
         draft=resolve_draft(args.draft),
         n_ctx=args.ctx,
         n_threads=args.threads or default_threads(),

@@ -47,10 +47,10 @@ def _runner(args: argparse.Namespace) -> Any:
 
     llama_cpp.llama_model_default_params = model_params
     llama_cpp.llama_context_default_params = context_params
-    from app.cli.options import resolve_model
+    from app.library.model_spec import parse_model
     from engine.backend import LlamaRunner
 
-    return LlamaRunner(resolve_model(args.model), n_ctx=4096, n_threads=2)
+    return LlamaRunner(parse_model(args.model).resolve(), n_ctx=4096, n_threads=2)
 
 
 def _plain(runner: Any, prompt_name: str, n: int) -> tuple[int, list[int], list[np.ndarray]]:
