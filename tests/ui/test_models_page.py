@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (  # noqa: E402
 
 from app import paths  # noqa: E402
 from app.library.catalog import MachineInfo, format_bytes, load_catalog, parse_catalog  # noqa: E402
+from app.settings import Theme  # noqa: E402
 from engine.config import NGRAM_LOOKUP, DraftChoice
 from ui.models.model_downloads import CUSTOM_KEY  # noqa: E402
 from ui.models.models_page import ModelsPage  # noqa: E402
@@ -396,13 +397,13 @@ def test_cards_follow_the_theme(qtbot) -> None:
 
     page = shipped_page(qtbot)
     card = card_named(page, "Qwen2.5 7B Instruct + Qwen2.5 0.5B Instruct")
-    manager = ThemeManager("light")
+    manager = ThemeManager(Theme.LIGHT)
     try:
         light_base = own_palette(is_dark=False).color(QPalette.ColorRole.Base).name()
         dark_base = own_palette(is_dark=True).color(QPalette.ColorRole.Base).name()
         assert f"background: {light_base}" in card.styleSheet()
         fit_light = card.findChild(QLabel, "pairFit").styleSheet()
-        manager.set_choice("dark")  # the palette change reaches widgets as posted events
+        manager.set_choice(Theme.DARK)  # the palette change reaches widgets as posted events
         qtbot.waitUntil(lambda: f"background: {dark_base}" in card.styleSheet(), timeout=5000)
         assert card.findChild(QLabel, "pairFit").styleSheet() != fit_light
         badge = card.findChild(QLabel, "recommendedBadge").styleSheet()
@@ -413,7 +414,7 @@ def test_cards_follow_the_theme(qtbot) -> None:
         link = own_palette(is_dark=True).color(QPalette.ColorRole.Link).name()
         assert f'style="color: {link}"' in speedup.text()
     finally:
-        manager.set_choice("system")
+        manager.set_choice(Theme.SYSTEM)
 
 
 def test_the_built_in_pair_in_use_says_so_and_offers_to_chat(

@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication
 from PySide6.QtWidgets import QLabel
 
-from app.settings import load_settings
+from app.settings import Theme, load_settings
 from app.store import MessageStatus, Store
 from engine.events import DraftSource, DraftSpan, ReplyText, Stats, StatsRecord
 from ui.about import AboutDialog
@@ -248,7 +248,7 @@ def test_errors_verdicts_tabs_and_status_take_the_theme_at_aa_after_a_switch(
     qtbot, open_window, tiny_target
 ) -> None:
     window = open_window(tiny_target)
-    for choice in ("dark", "light", "dark"):
+    for choice in (Theme.DARK, Theme.LIGHT, Theme.DARK):
         window.theme.set_choice(choice)
         colors = theme.colors()
         page = colors.page
@@ -269,12 +269,12 @@ def test_errors_verdicts_tabs_and_status_take_the_theme_at_aa_after_a_switch(
     # The pair doctor's verdict follows a switch too.
     from ui.models.pair_doctor_panel import WindowWords
 
-    window.theme.set_choice("light")
+    window.theme.set_choice(Theme.LIGHT)
     assert WindowWords().good == theme.LIGHT.ok_text
-    window.theme.set_choice("dark")
+    window.theme.set_choice(Theme.DARK)
     assert WindowWords().good == theme.DARK.ok_text
     assert WindowWords().bad == theme.DARK.error_text
-    window.theme.set_choice("system")  # the theme is the application's: leave it as found
+    window.theme.set_choice(Theme.SYSTEM)  # the theme is the application's: leave it as found
 
 
 def test_every_text_colour_of_the_theme_reads_at_aa_in_both_themes_after_a_switch(
@@ -289,7 +289,7 @@ def test_every_text_colour_of_the_theme_reads_at_aa_in_both_themes_after_a_switc
     window = open_window(tiny_target)
     roles = QPalette.ColorRole
     try:
-        for choice in ("dark", "light", "dark", "light"):
+        for choice in (Theme.DARK, Theme.LIGHT, Theme.DARK, Theme.LIGHT):
             window.theme.set_choice(choice)
             palette, colors = QGuiApplication.palette(), theme.colors()
             grounds = {
@@ -317,7 +317,7 @@ def test_every_text_colour_of_the_theme_reads_at_aa_in_both_themes_after_a_switc
             button = palette.color(roles.ButtonText), palette.color(roles.Button)
             assert theme.contrast(*button) >= theme.AA, choice
     finally:
-        window.theme.set_choice("system")
+        window.theme.set_choice(Theme.SYSTEM)
 
 
 def test_about_says_what_the_model_runs_on(qtbot, open_window, tiny_target) -> None:
@@ -335,7 +335,7 @@ def test_a_checkbox_reads_in_both_themes(qtbot, open_window, tiny_target) -> Non
     window = open_window(tiny_target)
     check = window.header.tint_check
     try:
-        for choice in ("dark", "light"):
+        for choice in (Theme.DARK, Theme.LIGHT):
             window.theme.set_choice(choice)
             for is_checked in (False, True):
                 check.setChecked(is_checked)
@@ -346,4 +346,4 @@ def test_a_checkbox_reads_in_both_themes(qtbot, open_window, tiny_target) -> Non
                 )
                 assert edge >= 3.0, (choice, is_checked, edge)  # WCAG 1.4.11: a control's edge
     finally:
-        window.theme.set_choice("system")
+        window.theme.set_choice(Theme.SYSTEM)

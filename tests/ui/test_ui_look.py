@@ -116,7 +116,7 @@ def test_theme_choice_and_system_scheme(qtbot, open_window, tiny_target) -> None
         QApplication.styleHints().colorSchemeChanged.emit(Qt.ColorScheme.Light)
         assert not theme.colors().is_dark and not _window_is_dark()
     finally:
-        window.theme.set_choice("system")
+        window.theme.set_choice(Theme.SYSTEM)
 
 
 def _tint_in(body: MessageBody):  # type: ignore[no-untyped-def]

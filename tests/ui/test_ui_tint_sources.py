@@ -15,6 +15,7 @@ import pytest
 from PySide6.QtGui import QTextCharFormat, QTextDocument, QTextFormat
 
 from app.host.reply import Reply, ReplyText
+from app.settings import Theme
 from engine.events import DraftSource, DraftSpan, TextPiece, known_sources
 from ui.chat.markdown_view import SOURCE_PROPERTY, UNRECORDED, render
 from ui.chat.message_widget import MessageWidget
@@ -252,14 +253,14 @@ def test_a_reopened_conversation_keeps_each_stretchs_tint_and_the_legend_names_t
     assert legend.buddy() is window.header.tint_check
 
     # Dark: the same stretches, in the dark theme's looks.
-    window.theme.set_choice("dark")
+    window.theme.set_choice(Theme.DARK)
     try:
         _assert_looks(
             sourced.body.document(), theme.DARK, [("document", "Copied words"), ("model", "guessed ones")]
         )
         _assert_swatch_looks(header, theme.DARK)
     finally:
-        window.theme.set_choice("system")
+        window.theme.set_choice(Theme.SYSTEM)
 
     # A new conversation: the legend says what the tint means, without sources to name.
     window.presenter.show_conversation(None)

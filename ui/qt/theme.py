@@ -353,7 +353,6 @@ class ThemeManager(QObject):
         return self._choice
 
     def set_choice(self, choice: Theme) -> None:
-        choice = Theme(choice)  # (a test or a tool may pass its string)
         self._choice = choice
         hints = self._app.styleHints()
         if choice is Theme.SYSTEM:
