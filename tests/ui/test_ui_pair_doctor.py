@@ -4,6 +4,7 @@ hub stand-in: search, check from headers only, drafts, download, chat; slow and 
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -243,10 +244,15 @@ def test_a_search_shows_its_progress(qtbot, hub: FakeHub, tmp_path: Path) -> Non
     assert any("files of 3 of 3 repositories" in text for text in shown)
 
 
-def test_a_slow_hub_times_out_with_a_sentence(qtbot, hub: FakeHub, tmp_path: Path) -> None:
+def test_a_slow_hub_times_out_with_a_sentence(
+    qtbot, hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.library import pair_doctor
+
     hub.delay_s = 3.0
     panel = _page(qtbot, tmp_path).doctor
-    panel.timeout_s = 0.5
+    # The panel's hub calls wait the library's default; this one half a second.
+    monkeypatch.setattr(pair_doctor, "check", functools.partial(pair_doctor.check, timeout_s=0.5))
     panel.target_edit.setText(TARGET)
     panel.check_button.click()
     qtbot.waitUntil(lambda: "0.5 s" in panel.status_label.text(), timeout=TIMEOUT_MS)

@@ -93,7 +93,6 @@ class PairDoctorPanel(QGroupBox):
         self.downloads = downloads
         self.models_dir = models_dir
         self.machine: MachineInfo | None = None  # read on first need (_machine)
-        self.timeout_s = 30.0  # each hub call's
         self._ticket = 0
         self._cancel = threading.Event()
         self._measuring = False  # the task running is the measurement (its own bar and Cancel)
@@ -301,12 +300,10 @@ class PairDoctorPanel(QGroupBox):
             return
         self.search_edit.setText(query)
         self.set_status(f"Searching the hub for “{query}”…")
-        timeout_s = self.timeout_s
         self._run(
             "search",
             lambda cancel, report: hub_search.search(
                 query,
-                timeout_s=timeout_s,
                 cancel=cancel,
                 on_listed=lambda n, total: report(
                     f"Searching the hub for “{query}”: files of {n} of {total} repositories…"
@@ -379,7 +376,7 @@ class PairDoctorPanel(QGroupBox):
         except TandemError as e:
             self.set_status(doctor.sentence(str(e)), is_error=True)
             return
-        n_ctx, timeout_s, machine = self.ctx_spin.value(), self.timeout_s, self._machine()
+        n_ctx, machine = self.ctx_spin.value(), self._machine()
         self.report = None
         self.report_label.clear()
         self.measure_button.setEnabled(False)
@@ -393,9 +390,7 @@ class PairDoctorPanel(QGroupBox):
 
         self._run(
             "check",
-            lambda cancel, _report: doctor.check(
-                target, draft, n_ctx=n_ctx, machine=machine, timeout_s=timeout_s, cancel=cancel
-            ),
+            lambda cancel, _report: doctor.check(target, draft, n_ctx=n_ctx, machine=machine, cancel=cancel),
             lambda report: self._show_report(report, look_for_drafts=draft is None),
         )
 
@@ -410,7 +405,7 @@ class PairDoctorPanel(QGroupBox):
 
     def _find_drafts(self, report: doctor.CheckReport) -> None:
         target, n_ctx = report.target.ref, report.memory.n_ctx
-        timeout_s, machine = self.timeout_s, self._machine()
+        machine = self._machine()
         self._drafts_for = target.label
         self.drafts_list.clear()
         ngram = QListWidgetItem(ngram_words(report))
@@ -421,7 +416,7 @@ class PairDoctorPanel(QGroupBox):
         self._run(
             "drafts",
             lambda cancel, _report: doctor.find_drafts(
-                target, report.target, n_ctx=n_ctx, machine=machine, timeout_s=timeout_s, cancel=cancel
+                target, report.target, n_ctx=n_ctx, machine=machine, cancel=cancel
             ),
             self._show_drafts,
         )
