@@ -122,7 +122,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         for c in candidates:
             print("  " + terminal_field(doctor.describe_candidate(c)))
     refs = [r for r in (target, draft) if r is not None and not r.is_local]
-    if refs and (report.verdict is None or report.verdict.is_compatible):
+    if refs and report.refusal is None:
         print(
             "download: "
             + "; ".join(
@@ -213,15 +213,15 @@ def _report_json(report: doctor.CheckReport, candidates: list[doctor.DraftCandid
             "fetched_bytes": f.fetched_bytes,
         }
 
-    v = report.verdict
+    r = report.refusal
     m = report.memory
     return {
         "target": facts(report.target),
         "draft": facts(report.draft),
-        "pairs": None if v is None else v.is_compatible,
-        "rule": None if v is None or v.is_compatible else v.rule,
-        "target_value": None if v is None else v.target_value,
-        "draft_value": None if v is None else v.draft_value,
+        "pairs": None if report.draft is None else r is None,
+        "rule": None if r is None else r.rule,
+        "target_value": None if r is None else r.target_value,
+        "draft_value": None if r is None else r.draft_value,
         "memory": {
             **dataclasses.asdict(m),
             "total_bytes": m.total_bytes,
@@ -239,8 +239,8 @@ def _report_json(report: doctor.CheckReport, candidates: list[doctor.DraftCandid
             {
                 "model": f"{c.file.repo_id}/{c.file.filename}",
                 "measured": _measured_json(c.measured),
-                "pairs": None if c.verdict is None else c.verdict.is_compatible,
-                "rule": None if c.verdict is None or c.verdict.is_compatible else c.verdict.rule,
+                "pairs": None if c.facts is None else c.refusal is None,
+                "rule": None if c.refusal is None else c.refusal.rule,
                 "fit": None if c.fit is None else c.fit.kind,
                 "problem": c.problem or None,
             }

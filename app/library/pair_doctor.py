@@ -56,7 +56,7 @@ from app.store import (
     shard_names,
 )
 from engine.config import DEFAULT_CTX
-from engine.errors import IncompatiblePairError, TandemError
+from engine.errors import IncompatiblePairError, PairRefusal, TandemError
 from engine.events import Speculation
 from engine.gguf_info import known_architectures
 from engine.pairing import check_pair
@@ -275,22 +275,6 @@ def read_facts(
 
 
 @dataclass(frozen=True)
-class PairVerdict:
-    is_compatible: bool
-    rule: str = ""  # llama.cpp's rule the pair breaks, "" when it pairs
-    target_value: object = None
-    draft_value: object = None
-
-
-def pair_verdict(target: ModelFacts, draft: ModelFacts) -> PairVerdict:
-    try:
-        check_pair(target.info, draft.info)
-    except IncompatiblePairError as e:
-        return PairVerdict(False, e.refusal.rule, e.refusal.target_value, e.refusal.draft_value)
-    return PairVerdict(True)
-
-
-@dataclass(frozen=True)
 class MemoryNeed:
     n_ctx: int
     weights_target_bytes: int
@@ -505,7 +489,7 @@ def describe_measured(m: PairMeasurement) -> str:
 class CheckReport:
     target: ModelFacts
     draft: ModelFacts | None
-    verdict: PairVerdict | None  # None without a draft
+    refusal: PairRefusal | None  # llama.cpp's rule the draft breaks (None: they pair, or no draft)
     memory: MemoryNeed
     machine: MachineInfo
     fit: Fit
@@ -539,7 +523,7 @@ def check(
     report = _judge_pair(
         facts_t, facts_d, n_ctx, machine or detect_machine(with_vram=True), measured_plain_speed(target)
     )
-    paired = report.draft if report.verdict is not None and report.verdict.is_compatible else None
+    paired = report.draft if report.refusal is None else None
     here = figures_here(facts_model_id(facts_t), facts_model_id(paired) if paired is not None else None)
     return replace(report, here=here)
 
@@ -554,8 +538,13 @@ def _judge_pair(
     """Headers read already, judged (a check, or a draft found for it): the verdict, memory and fit,
     the estimate (plain: the target's speed the chat measured) and what replies measured here."""
     need = memory_need(target, draft, n_ctx)
-    verdict = pair_verdict(target, draft) if draft else None
-    is_paired = verdict is None or verdict.is_compatible
+    refusal = None
+    if draft is not None:
+        try:
+            check_pair(target.info, draft.info)
+        except IncompatiblePairError as e:
+            refusal = e.refusal
+    is_paired = refusal is None
     estimate = None
     if draft is not None and is_paired:
         estimate = estimate_speedup(
@@ -563,7 +552,7 @@ def _judge_pair(
         )
     measured = measured_pair(target, draft) if is_paired else None
     return CheckReport(
-        target, draft, verdict, need, machine, fit_of(need.total_bytes, machine), estimate, measured
+        target, draft, refusal, need, machine, fit_of(need.total_bytes, machine), estimate, measured
     )
 
 
@@ -593,7 +582,7 @@ def measure_here(
     before any weight is downloaded. Raises StandinError (refused: one sentence) or MeasureCancelled."""
     target = (facts_model_id(report.target), standin_plan(report.target))
     draft = None
-    if report.draft is not None and report.verdict is not None and report.verdict.is_compatible:
+    if report.draft is not None and report.refusal is None:
         draft = (facts_model_id(report.draft), standin_plan(report.draft))
     return measure_pair(target, draft, cancel=cancel, on_progress=on_progress)
 
@@ -612,12 +601,13 @@ def describe_model(facts: ModelFacts) -> str:
     )
 
 
-def describe_verdict(verdict: PairVerdict) -> str:
-    if verdict.is_compatible:
+def describe_verdict(refusal: PairRefusal | None) -> str:
+    """Whether a draft pairs (refusal: the rule it breaks; None: it pairs), in one line."""
+    if refusal is None:
         return "pairs: the draft passes every llama.cpp vocabulary rule"
     return (
-        f"does not pair: llama.cpp's rule on the {verdict.rule} fails "
-        f"(target: {verdict.target_value!r}, draft: {verdict.draft_value!r})"
+        f"does not pair: llama.cpp's rule on the {refusal.rule} fails "
+        f"(target: {refusal.target_value!r}, draft: {refusal.draft_value!r})"
     )
 
 
@@ -626,7 +616,7 @@ class ReportWords(Protocol):
     lines (TerminalWords) or the window's rich text (ui/models/pair_doctor_panel.py); "" says nothing."""
 
     def model(self, role: str, facts: ModelFacts) -> str: ...
-    def verdict(self, verdict: PairVerdict) -> str: ...
+    def verdict(self, refusal: PairRefusal | None) -> str: ...
     def memory(self, need: MemoryNeed) -> str: ...
     def fit(self, fit: Fit) -> str: ...
     def measured(self, measured: PairMeasurement, with_draft: bool) -> str: ...
@@ -640,8 +630,8 @@ def report_parts(report: CheckReport, words: ReportWords) -> list[str]:
     the estimate; with the target alone, what n-gram lookup measured), then what stand-ins did."""
     roles = (("target", report.target), ("draft", report.draft))
     parts = [words.model(role, facts) for role, facts in roles if facts is not None]
-    if report.verdict is not None:
-        parts.append(words.verdict(report.verdict))
+    if report.draft is not None:
+        parts.append(words.verdict(report.refusal))
     parts += [words.memory(report.memory), words.fit(report.fit)]
     if report.draft is not None and report.measured is not None:
         parts.append(words.measured(report.measured, with_draft=True))
@@ -660,8 +650,8 @@ class TerminalWords:
     def model(self, role: str, facts: ModelFacts) -> str:
         return f"{role}: {facts.ref.label}\n  {describe_model(facts)}"
 
-    def verdict(self, verdict: PairVerdict) -> str:
-        return "pairing: " + describe_verdict(verdict)
+    def verdict(self, refusal: PairRefusal | None) -> str:
+        return "pairing: " + describe_verdict(refusal)
 
     def memory(self, need: MemoryNeed) -> str:
         return describe_memory(need)
@@ -697,7 +687,7 @@ def sentence(text: str) -> str:
 class DraftCandidate:
     file: HubGGUF
     facts: ModelFacts | None = None
-    verdict: PairVerdict | None = None
+    refusal: PairRefusal | None = None  # the rule it breaks (None: it pairs, or was not read)
     fit: Fit | None = None
     estimate: SpeedEstimate | None = None
     problem: str = ""  # why its header could not be read
@@ -705,12 +695,7 @@ class DraftCandidate:
 
     @property
     def is_usable(self) -> bool:
-        return (
-            self.verdict is not None
-            and self.verdict.is_compatible
-            and self.fit is not None
-            and self.fit.kind != FitKind.TOO_LARGE
-        )
+        return self.refusal is None and self.fit is not None and self.fit.kind != FitKind.TOO_LARGE
 
 
 _PREFERRED_DRAFT_QUANTS = ("Q8_0", "Q4_K_M", "Q4_0", "Q5_K_M", "Q6_K", "F16", "BF16")
@@ -770,7 +755,7 @@ def find_drafts(
         except TandemError as e:
             return DraftCandidate(f, problem=str(e))
         r = _judge_pair(target_facts, facts, n_ctx, machine)
-        return DraftCandidate(f, facts, r.verdict, r.fit, r.estimate, measured=r.measured)
+        return DraftCandidate(f, facts, r.refusal, r.fit, r.estimate, measured=r.measured)
 
     with ThreadPoolExecutor(4) as pool:
         judged = list(pool.map(judge, list(offered.values())[:MAX_DRAFT_CHECKS]))
@@ -779,9 +764,9 @@ def find_drafts(
         if c.is_usable:
             pays = c.measured.speedup if c.measured else c.estimate.high if c.estimate else 0.0
             return (0 if c.fit and c.fit.is_fitting else 1, -pays)
-        if c.verdict is not None and c.verdict.is_compatible:
+        if c.facts is not None and c.refusal is None:
             return (2, 0.0)
-        return (3 if c.verdict is not None else 4, 0.0)
+        return (3 if c.refusal is not None else 4, 0.0)
 
     return sorted(judged, key=rank)
 
@@ -791,9 +776,9 @@ def describe_candidate(c: DraftCandidate) -> str:
     label = f"{c.file.repo_id}/{c.file.filename} ({format_bytes(c.file.size_bytes)})"
     if c.problem:
         return f"{label}: could not be checked: {c.problem}"
-    assert c.verdict is not None and c.facts is not None
-    if not c.verdict.is_compatible:
-        return f"{label}: {describe_verdict(c.verdict)}"
+    assert c.facts is not None
+    if c.refusal is not None:
+        return f"{label}: {describe_verdict(c.refusal)}"
     fit = f"; {describe_fit(c.fit)}" if c.fit else ""
     if c.measured is not None:
         fit += f"; {describe_measured(c.measured)}"

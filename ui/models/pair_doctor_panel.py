@@ -48,7 +48,7 @@ from app.library.measure import ACCEPTANCE_SOURCE_WORDS, MeasureProgress, PairFi
 from app.settings import SpeedUp
 from app.store import PairMeasurement, shard_names
 from engine.config import DEFAULT_CTX, NGRAM_LOOKUP, DraftChoice
-from engine.errors import TandemError
+from engine.errors import PairRefusal, TandemError
 from ui.models.download_jobs import DownloadEnd, DownloadJobs
 from ui.models.pair_card import PROGRESS_STEPS
 from ui.presenters.words import choice_name, here_first_line
@@ -494,7 +494,7 @@ class PairDoctorPanel(QGroupBox):
 
     def _offer_download(self) -> None:
         report = self.report
-        pairs = report is not None and (report.verdict is None or report.verdict.is_compatible)
+        pairs = report is not None and report.refusal is None
         parts = [local_path_for(f.repo_id, f.filename, self.models_dir) for f in self._requests()]
         is_ready = pairs and all(p.is_file() for p in [*self._paths(), *parts])
         self.download_button.setEnabled(
@@ -570,9 +570,9 @@ class WindowWords:
         label, said = html.escape(facts.ref.label), html.escape(doctor.describe_model(facts))
         return f"<p><b>{role.capitalize()}: {label}</b><br>{doctor.sentence(said)}.</p>"
 
-    def verdict(self, verdict: doctor.PairVerdict) -> str:
-        v = verdict
-        if v.is_compatible:
+    def verdict(self, refusal: PairRefusal | None) -> str:
+        v = refusal
+        if v is None:
             return (
                 f"<p style='color:{self.good}'><b>They pair:</b> the draft passes every vocabulary rule.</p>"
             )
