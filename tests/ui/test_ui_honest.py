@@ -182,8 +182,14 @@ def test_compare_says_when_the_computer_was_too_busy_for_a_fair_run(qtbot, open_
     plain = _stats(speculation="none", n_drafted=0, n_accepted=0, decode_s=3.0)  # 102 tokens/s
     fair = _stats(decode_s=1.5, plain_tokens_per_s_est=100.0)
     unfair = _stats(decode_s=6.0, plain_tokens_per_s_est=30.0)  # its own plain steps 3x slower
-    compare.final_stats = {"plain": plain, "speculative": unfair}
-    compare._show_summary()
+    from ui.presenters.words import compare_problem, compare_was_fair
+
+    def judged(sped_up: Stats) -> None:  # as the compare presenter judges two finished runs
+        compare.comparison.problem = compare_problem(sped_up, compare_was_fair(plain, sped_up))
+        compare.final_stats = {"plain": plain, "speculative": sped_up}
+        compare._show_summary()
+
+    judged(unfair)
     assert not compare.unfair.isHidden()
     assert "too busy for a fair run" in compare.unfair_label.text()
     assert compare.again_button.text() == "Run again"
@@ -191,8 +197,7 @@ def test_compare_says_when_the_computer_was_too_busy_for_a_fair_run(qtbot, open_
     with qtbot.waitSignal(compare.compare_requested, timeout=5_000) as asked:
         qtbot.mouseClick(compare.again_button, Qt.MouseButton.LeftButton)
     assert asked.args == ["Repeat this"]
-    compare.final_stats = {"plain": plain, "speculative": fair}
-    compare._show_summary()
+    judged(fair)
     assert compare.unfair.isHidden()
     assert "so it arrived sooner" not in compare.legend.text()
 
