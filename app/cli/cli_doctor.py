@@ -160,31 +160,28 @@ def _measure_progress() -> Callable[[MeasureProgress], None]:
 
 
 def _check_pair(args: argparse.Namespace) -> int:
-    """`check --pair NAME [--measure]`: a catalog pair's figures on this computer, from stand-ins
-    of its models' known shapes (app.library.standin.CATALOG_SHAPES), no header read."""
+    """`check --pair NAME [--measure]`: a catalog pair's figures on this computer: those kept, or
+    (--measure) stand-ins of its models timed, from their headers as `check REF --measure` reads them."""
+    from app.library import pair_doctor as doctor
     from app.library.catalog import CatalogModel
+    from app.library.default_model import ensure_default_model
     from app.library.measure import describe_lines, figures_here, model_id
-    from app.library.measure_run import measure_pair
-    from app.library.standin import CATALOG_SHAPES, KNOWN_SHAPES, StandinPlan, plan_from_shape
 
     pair = load_catalog().find_pair(args.pair)
 
-    def plan(m: CatalogModel) -> tuple[str, StandinPlan]:
-        shape = CATALOG_SHAPES.get(m.key)
-        if shape is None:
-            where = f"{m.repo_id}/{m.filename}" if m.repo_id else "its file"
-            raise TandemError(
-                f"the shape of {m.name} is not known here; measure it from its header: "
-                f"tandem models check {where} --measure"
-            )
-        return model_id(m.repo_id, m.filename), plan_from_shape(m.name, KNOWN_SHAPES[shape], m.quantization)
+    def ref(m: CatalogModel) -> doctor.ModelRef:
+        if m.repo_id is None:  # the embedded model, shipped inside Tandem's own packages
+            return doctor.ModelRef(path=ensure_default_model())
+        return doctor.ModelRef(m.repo_id, m.filename, m.revision)
 
-    target = plan(pair.target)
-    draft = plan(pair.draft) if pair.draft is not None else None
     if args.measure:
-        fig = measure_pair(target, draft, on_progress=_measure_progress())
+        print("reading the headers (no download)…", file=sys.stderr)
+        draft = ref(pair.draft) if pair.draft is not None else None
+        report = doctor.check(ref(pair.target), draft, n_ctx=args.ctx, timeout_s=args.timeout)
+        fig = doctor.measure_here(report, on_progress=_measure_progress())
     else:
-        found = figures_here(target[0], draft[0] if draft else None)
+        draft_id = model_id(pair.draft.repo_id, pair.draft.filename) if pair.draft is not None else None
+        found = figures_here(model_id(pair.target.repo_id, pair.target.filename), draft_id)
         if found is None:
             print(f"{pair.title}: not measured on this computer yet; add --measure (about a minute for a 7B)")
             return EXIT_OK

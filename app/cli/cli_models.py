@@ -94,8 +94,8 @@ def add_models_parser(
     check.add_argument(
         "--pair",
         metavar="NAME",
-        help="a catalog pair instead of files: with --measure, stand-ins of its known shapes "
-        "(no header read, works offline)",
+        help="a catalog pair instead of files: what was measured here; with --measure, stand-ins "
+        "of its models (their headers read from the hub)",
     )
     check.add_argument("--draft", help="owner/repo/FILE.gguf, or a local path")
     check.add_argument(

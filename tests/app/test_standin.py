@@ -10,11 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hub_server import TINY_DRAFT_REPO, TINY_REPO, FakeHub, tiny_pair_catalog
 
 from app import paths
+from app.cli import cli_doctor
 from app.cli.cli import main as tandem_main
 from app.library import measure, measure_run, standin
-from app.library.catalog import scan_local_models
+from app.library.catalog import load_catalog, scan_local_models
 from app.library.remote_gguf import read_local_header
 from app.library.standin import KnownShape, StandinError, plan_from_header, plan_from_shape
 from engine.backend import LlamaRunner
@@ -290,13 +292,48 @@ def test_check_measure_refuses_an_impossible_header_in_one_line(
     assert not files_under(standin.standins_dir())
 
 
-def test_check_a_catalog_pair_by_its_known_shapes(capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_a_catalog_pair_from_its_headers(
+    hub: FakeHub, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `--pair P --measure` reads the pair's headers from the hub, as `check REF --measure` does.
+    catalog = tmp_path / "catalog.json"
+    files = (
+        hub.repos[TINY_REPO].files["tiny-target.gguf"],
+        hub.repos[TINY_DRAFT_REPO].files["tiny-draft.gguf"],
+    )
+    catalog.write_text(json.dumps(tiny_pair_catalog(*files)))
+    monkeypatch.setattr(cli_doctor, "load_catalog", lambda: load_catalog(catalog))
+    code = tandem_main(["models", "check", "--pair", "tiny-pair"])
+    out, _ = capsys.readouterr()
+    assert code == 0 and "not measured on this computer yet; add --measure" in out
+    code = tandem_main(["models", "check", "--pair", "tiny-pair", "--measure"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "measuring on this computer with stand-ins" in err and "timing the stand-in of the draft" in err
+    assert out.startswith("pair: Tiny target + tiny draft") and "plain replies at about " in out
+    assert "The draft model: about " in out
+    assert all(hub.bytes_sent(f) > 0 for f in files) and not files_under(paths.models_dir())  # headers only
+    assert not files_under(standin.standins_dir())
+    # Kept figures (as --measure keeps them) are shown without measuring, or reading the hub.
+    sent = [hub.bytes_sent(f) for f in files]
+    code = tandem_main(["models", "check", "--pair", "tiny-pair", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["pair"] == "tiny-pair" and data["here"]["draft"]["speedup"] > 0
+    assert [hub.bytes_sent(f) for f in files] == sent
+
+
+def test_check_a_catalog_pair_offline(capsys: pytest.CaptureFixture[str]) -> None:
     code = tandem_main(["models", "check", "--pair", "qwen2.5-7b-0.5b"])
     out, _ = capsys.readouterr()
     assert code == 0 and "not measured on this computer yet; add --measure" in out
-    code = tandem_main(["models", "check", "--pair", "gemma-3-12b-1b", "--measure"])
+    # Without the hub (conftest sets HF_HUB_OFFLINE=1): the hub path's one error line.
+    code = tandem_main(["models", "check", "--pair", "qwen2.5-7b-0.5b", "--measure"])
     err = capsys.readouterr().err.splitlines()
-    assert code == 2 and err[-1].startswith("error: the shape of Gemma 3 12B IT is not known here")
+    assert code == 2 and err[-1].startswith("error: ") and "HF_HUB_OFFLINE" in err[-1]
+    code = tandem_main(
+        ["models", "check", "bartowski/Qwen2.5-7B-Instruct-GGUF/Qwen2.5-7B-Instruct-Q4_K_M.gguf"]
+    )
+    assert capsys.readouterr().err.splitlines()[-1] == err[-1]
     assert not files_under(standin.standins_dir())
     code = tandem_main(["models", "check", "--pair", "qwen2.5-7b-0.5b", "some/repo/file.gguf"])
     assert code == 2 and "not both" in capsys.readouterr().err
