@@ -10,6 +10,8 @@ The comparison (`make bench-lab`):
   the hindsight-best beside it; measures a curve here (`cost-curve`, `--standin` for a real
   size) and records replies (`record-traces`). The simulation itself is engine/replay.py (the pair
   doctor's copy-work figure runs it).
+- shapes: stand-ins of a known shape (a config.json's), for `--standin` and the experiments
+  below; the product's are planned from a real file's header only.
 
 The experiments each answered one question once; kept to re-run. What each answered:
 

@@ -7,7 +7,7 @@ name; the product knows only `default`, `smollm2` and paths):
   per token as its Q4_K_M draft: the shape of a pair where a draft model can pay.
 
 Each is made on first use into the models folder (or the folder given) and found there later.
-Also the shapes the lab writes stand-ins of (known_shapes): the catalog's and two more.
+(The shapes the lab writes stand-ins of are in tools/lab/shapes.py.)
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from engine.config import DraftChoice
 
 if TYPE_CHECKING:
     import gguf  # imported where a copy is made: numpy and gguf load slowly
-
-    from app.library.standin import KnownShape
 
 F16 = "default-f16"
 COSTLY = "default-costly"
@@ -143,16 +141,3 @@ def lab_draft(draft: DraftChoice) -> DraftChoice:
     if draft.model in (F16, COSTLY):
         return DraftChoice.of_model(lab_model(draft.model))
     return draft
-
-
-def known_shapes() -> dict[str, KnownShape]:
-    """The shapes the lab writes stand-ins of, by name: the catalog's (app.library.standin's
-    KNOWN_SHAPES, read when asked: a test adds its own) and two Qwen2.5 sizes the catalog has not,
-    for the real-size curves of resources/replay/standins (from each model's config.json on the hub)."""
-    from app.library.standin import KNOWN_SHAPES, KnownShape
-
-    return {
-        **KNOWN_SHAPES,
-        "qwen2.5-3b": KnownShape("qwen2", 2048, 36, 16, 2, 11008, 151936, tied_embeddings=True),
-        "qwen2.5-14b": KnownShape("qwen2", 5120, 48, 40, 8, 13824, 152064),
-    }

@@ -18,7 +18,7 @@ from app.library import standin
 from engine.backend import LlamaRunner
 from engine.events import Event, Reading
 from engine.reading import watch_reading
-from tools.lab.models import known_shapes
+from tools.lab.shapes import KNOWN_SHAPES, plan_from_shape
 from ui.presenters.reading_words import reading_after
 from ui.presenters.reply_presenter import READING_TICK_MS
 
@@ -26,7 +26,7 @@ shape, n_prompt = sys.argv[1], int(sys.argv[2])
 path = Path(f"/tmp/read-chunks/{shape}.gguf")
 if not path.exists():
     path.parent.mkdir(parents=True, exist_ok=True)
-    standin.write_standin(standin.plan_from_shape(shape, known_shapes()[shape], "Q4_K_M"), path)
+    standin.write_standin(plan_from_shape(shape, KNOWN_SHAPES[shape], "Q4_K_M"), path)
 runner = LlamaRunner(str(path), n_ctx=n_prompt + 256, n_threads=2, n_batch=512)
 prompt = [(i * 7919) % 30000 + 100 for i in range(n_prompt)]
 reports: list[tuple[float, Reading]] = []

@@ -55,7 +55,7 @@ from engine.replay import (
 )
 from engine.session import Engine
 from tools.lab.bench import _run, measure_ceiling
-from tools.lab.models import known_shapes
+from tools.lab.shapes import KNOWN_SHAPES, plan_from_shape
 
 # --- curve and trace files; the hindsight-best ------------------------------------------------------
 
@@ -283,22 +283,20 @@ STANDIN_SET = "standins"  # resources/replay/standins/curves: real-size curves o
 
 def standin_cost_curve(args: argparse.Namespace) -> CostCurve:
     """A real-size model's curve on this machine, before any download: a stand-in of a known
-    shape (tools.lab.models.known_shapes, random weights) timed at every batch size 1-64 by
+    shape (tools.lab.shapes.KNOWN_SHAPES, random weights) timed at every batch size 1-64 by
     the pair doctor's measuring process. The work outside llama.cpp a step is the machine's, not
     the model's: reading rows is timed here on rows of the stand-in's vocabulary, the fixed part
     taken from this build's own curve where one is kept (else the curve's default)."""
     from app.cli.options import UserError
     from app.library.measure import CONTEXT_TOKENS
     from app.library.measure_run import measure_pair
-    from app.library.standin import plan_from_shape
     from engine.costcache import build_identity, cpu_identity
     from engine.speculative import greedy_choices
 
     shape_name, _, quant = str(args.standin).partition(":")
-    shapes = known_shapes()
-    shape = shapes.get(shape_name.lower())
+    shape = KNOWN_SHAPES.get(shape_name.lower())
     if shape is None:
-        raise UserError(f"no known shape '{shape_name}'; known: {', '.join(shapes)}")
+        raise UserError(f"no known shape '{shape_name}'; known: {', '.join(KNOWN_SHAPES)}")
     quant = quant or "Q4_K_M"
     plan = plan_from_shape(shape_name, shape, quant)
     t0 = time.perf_counter()

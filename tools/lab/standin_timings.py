@@ -83,9 +83,9 @@ def cancel_trial(shape: str, quant: str, after_s: float = 2.0) -> dict[str, obje
     """Cancel a measurement of a real-size stand-in `after_s` into its timing: how long until
     measure_pair returns, and what is left on disk."""
     from app.library import measure, measure_run, standin
-    from tools.lab.models import known_shapes
+    from tools.lab.shapes import KNOWN_SHAPES, plan_from_shape
 
-    plan = standin.plan_from_shape(shape, known_shapes()[shape], quant)
+    plan = plan_from_shape(shape, KNOWN_SHAPES[shape], quant)
     cancel = threading.Event()
     timing = threading.Event()
     took: list[float] = []

@@ -22,14 +22,14 @@ import llama_cpp
 from app.host.worker import CancelBoard
 from app.library import standin
 from engine.backend import DecodeCancelled, LlamaRunner
-from tools.lab.models import known_shapes
+from tools.lab.shapes import KNOWN_SHAPES, plan_from_shape
 
 shape, n_read, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 before = "--before" in sys.argv
 path = Path(f"/tmp/read-chunks/{shape}.gguf")
 if not path.exists():
     path.parent.mkdir(parents=True, exist_ok=True)
-    standin.write_standin(standin.plan_from_shape(shape, known_shapes()[shape], "Q4_K_M"), path)
+    standin.write_standin(plan_from_shape(shape, KNOWN_SHAPES[shape], "Q4_K_M"), path)
 if before:  # as before the callback: llama.cpp is never asked to stop inside a chunk
     llama_cpp.llama_set_abort_callback = lambda *args: None
 runner = LlamaRunner(str(path), n_ctx=4096, n_threads=2, n_batch=512)
