@@ -36,8 +36,9 @@ from engine.events import (
     StopReason,
     TextPiece,
 )
+from engine.kinds import DrafterKind
 from engine.loop_guard import LoopGuard
-from engine.policy import DraftPolicy, Proposal
+from engine.policy import NO_DRAFT, DraftPolicy, Proposal
 from engine.sampling import accept_draft, distribution, penalize
 
 STATS_INTERVAL_S = 0.1
@@ -220,11 +221,18 @@ class SpeculativeDecoder:
         except ContextFullError:
             r.stop_reason = "context"
             return
+        timed = not target.outputs_grew  # (a batch that grew llama.cpp's buffers: not its size's cost)
+        if not r.counters.n_generated and proposal.tokens and _near_tie(rows[0], r.params, proposal):
+            # The reply's first token, read with a draft from the text, nearly ties: read it again
+            # alone, as plain decoding reads it, so the reply starts as plain decoding's does (the
+            # draft is dropped). An earlier reply's draft waits for the second step (engine.policy).
+            target.truncate(n_before)
+            rows = target.decode(verified[:1], n_logits=1)
+            proposal, timed = NO_DRAFT, False
         emitted, n_accepted = accept(rows, proposal.draft, r.ctx, r.params, r.rng, r.seed)  # 3. accept
         target.truncate(n_before + 1 + n_accepted)  # 4. roll back
         step_s = time.perf_counter() - t0 - proposal.draft.catch_up_s
-        # A batch that grew llama.cpp's logits buffer is not what its size costs from now on.
-        policy.learn(proposal, n_accepted, emitted[0], step_s, timed=not target.outputs_grew)
+        policy.learn(proposal, n_accepted, emitted[0], step_s, timed=timed)
 
         r.counters.count_step(proposal, n_accepted)
         r.counters.step_overhead_s.append(time.perf_counter() - t0 - (self._llama_s() - llama_t0))
@@ -434,6 +442,21 @@ def greedy_choices(rows: np.ndarray, drafted: Sequence[int]) -> list[int]:
                 n_accepted = i
                 break
     return [*drafted[:n_accepted], int(rows[n_accepted].argmax())]
+
+
+# Two best logits of a row closer than this may trade places between a row computed alone and one
+# computed in a batch (llama.cpp's one-row and batched kernels round differently on a quantized
+# model: the two best of a reply's first row moved up to 0.35 apart (AVX-512) and 0.50 (AVX2) on
+# Gemma 3 270M Q4_K_M over the bench's 28 prompts, docs/design-engine.md).
+NEAR_TIE = 1.0
+
+
+def _near_tie(row: np.ndarray, params: SamplingParams, proposal: Proposal) -> bool:
+    """Greedy, an n-gram draft: are the row's two best logits within NEAR_TIE of each other?"""
+    if not params.is_greedy or params.repeat_penalty != 1.0 or proposal.kind is DrafterKind.MODEL:
+        return False
+    best, second = np.partition(row, -2)[-2:][::-1]
+    return bool(best - second < NEAR_TIE)
 
 
 def _first_max(row: np.ndarray, token: int, top: float) -> bool:

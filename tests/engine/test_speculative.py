@@ -557,3 +557,43 @@ def test_the_rows_a_decode_returns_are_the_rows_llama_cpp_holds(tiny_target: Pat
                 assert not llama_cpp.llama_get_logits_ith(runner.ctx, 0)  # NULL: no output asked
     finally:
         runner.close()
+
+
+@pytest.mark.parametrize("near_tie", [float("inf"), 0.0])
+def test_a_first_token_read_in_a_batch_near_a_tie_is_read_again_alone(
+    tiny_target: Path, monkeypatch: pytest.MonkeyPatch, near_tie: float
+) -> None:
+    # A copy begun in the prompt drafts at the reply's first step, its first token read in a batch
+    # with the draft. Where the row's two best logits nearly tie (every row, with NEAR_TIE infinite)
+    # the prompt's last token is read again alone, as plain decoding reads it, the draft dropped.
+    import engine.speculative as speculative
+
+    monkeypatch.setattr(speculative, "NEAR_TIE", near_tie)
+    source = "the river ran past the old mill and under the stone bridge into the town, "
+    prompt = f"Text: {source}\nCopy: {source[:40]}"
+    config = EngineConfig(
+        str(tiny_target), draft=DraftChoice.parse("ngram"), n_ctx=1024, draft_max=4, adaptive=False
+    )
+    engine = Engine(config)
+    calls: list[tuple[int, int]] = []  # each verify batch: where it starts, how many rows
+    decode = engine.target.decode
+
+    def recorded(tokens, n_logits, cancel=None):  # type: ignore[no-untyped-def]
+        if n_logits:
+            calls.append((len(engine.target.tokens), len(tokens)))
+        return decode(tokens, n_logits, cancel)
+
+    tokens = engine.tokenize(prompt)
+    try:
+        plain = run(engine, prompt, max_tokens=24, speculate=False)
+        engine.reset_cache()
+        calls.clear()
+        monkeypatch.setattr(engine.target, "decode", recorded)
+        fast = run(engine, prompt, max_tokens=24)
+    finally:
+        engine.close()
+    (start, rows), (again, again_rows) = calls[:2]
+    assert rows > 1  # the first step drafted
+    # ...and its first token was read again alone, at the same place, where it nearly tied
+    assert (again, again_rows) == (start, 1) if near_tie > 0 else again > start
+    assert_same_or_near_tie(tiny_target, tokens, plain.token_ids, fast.token_ids)
