@@ -20,7 +20,7 @@ from engine.config import SamplingParams
 from engine.copies import CopyTrail
 from engine.drafters import Draft, ModelDrafter, NgramDrafter
 from engine.events import DraftingState, DraftSource, Speculation
-from engine.kinds import COPY_KINDS, MEMORY_KINDS, DrafterKind, Offer
+from engine.kinds import COPY_KINDS, DrafterKind, Offer
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,6 @@ class DraftPolicy:
         self._text_copying = False
         # The reply's copy at its last offer, resumed after an edit (engine.copies.CopyTrail).
         self._trail = CopyTrail()
-        self._prompt_len = -1  # the reply's prompt length (start)
 
     @property
     def speculation(self) -> Speculation:
@@ -133,7 +132,6 @@ class DraftPolicy:
         """The reply's text begins (ctx: the prompt, extended in place as tokens are emitted;
         document_spans: its [start, end) ranges holding attached documents)."""
         self._trail.clear()
-        self._prompt_len = len(ctx)
         if self.controller is not None:
             self.controller.costs.note_text(len(ctx))
         if self._speculating and self.text is not None:
@@ -146,12 +144,6 @@ class DraftPolicy:
         (engine.copies.CopyTrail)."""
         candidates, kind = text.offer(ctx, k_max, self._use_memory)
         match_len, at = text.match_len, text.offer_at
-        if kind in MEMORY_KINDS and len(ctx) == self._prompt_len:
-            # An earlier reply's first token is drafted from the reply's second step: the first is
-            # computed from the prompt's last token alone, as plain decoding computes it, so that
-            # the same request (greedy) starts as it did. In a batch with the draft, a quantized
-            # model's near-tie at a reply's opening can go the other way (docs/design-engine.md).
-            return [], kind, match_len
         if candidates:
             breaks = 0 if self.controller is None else round(self.controller.copies.reply_breaks)
             kind, match_len = self._trail.resume(kind, match_len, at, len(ctx), breaks)

@@ -225,11 +225,13 @@ class SpeculativeDecoder:
         if not r.counters.n_generated and proposal.tokens and _near_tie(rows[0], r.params, proposal):
             # The reply's first token, read with a draft from the text, nearly ties: read it again
             # alone, as plain decoding reads it, so the reply starts as plain decoding's does (the
-            # draft is dropped). An earlier reply's draft waits for the second step (engine.policy).
+            # draft is dropped).
             target.truncate(n_before)
             rows = target.decode(verified[:1], n_logits=1)
             proposal, timed = NO_DRAFT, False
-        emitted, n_accepted = accept(rows, proposal.draft, r.ctx, r.params, r.rng, r.seed)  # 3. accept
+        # A reply given again keeps its earlier tokens within batch rounding of the target's best.
+        again = NEAR_TIE if proposal.kind is DrafterKind.MEMORY_COPY else 0.0
+        emitted, n_accepted = accept(rows, proposal.draft, r.ctx, r.params, r.rng, r.seed, again)  # 3. accept
         target.truncate(n_before + 1 + n_accepted)  # 4. roll back
         step_s = time.perf_counter() - t0 - proposal.draft.catch_up_s
         policy.learn(proposal, n_accepted, emitted[0], step_s, timed=timed)
@@ -357,11 +359,13 @@ def accept(
     params: SamplingParams,
     rng: np.random.Generator,
     seed: int,
+    tolerance: float = 0.0,
 ) -> tuple[list[int], int]:
     """Tokens this step emits (accepted drafts, then the target's own) and how many were drafted,
-    by the rules the module's docstring gives (rows[i]: the target's distribution after draft[:i])."""
+    by the rules the module's docstring gives (rows[i]: the target's distribution after draft[:i]).
+    tolerance (greedy): a drafted token within this much of its row's best logit is kept."""
     if params.is_greedy and params.repeat_penalty == 1.0:
-        choices = greedy_choices(rows, draft.tokens)  # the accepted drafts, then the target's own
+        choices = greedy_choices(rows, draft.tokens, tolerance)  # the accepted drafts, then the target's own
         return choices, len(choices) - 1
     emitted: list[int] = []
     history = ctx  # extended temporarily with accepted drafts (repetition penalty)
@@ -411,13 +415,17 @@ def _row_reader() -> ThreadPoolExecutor | None:
     return _ROW_READER
 
 
-def greedy_choices(rows: np.ndarray, drafted: Sequence[int]) -> list[int]:
+def greedy_choices(rows: np.ndarray, drafted: Sequence[int], tolerance: float = 0.0) -> list[int]:
     """The drafted tokens the target agrees with (rows[i] judges drafted[i]: kept while it is the
     row's first maximal index, as plain decoding's argmax takes it), then the target's own token.
     A row's max (~0.085 ms a 1 MB row) is cheaper than its argmax, so a short draft is judged row
     by row, never past its first rejection; a long one (a copy, mostly accepted whole) is read in
     two halves at once (numpy releases the GIL). A token at the maximum is checked for an exact
-    tie below it (`_first_max`)."""
+    tie below it (`_first_max`). tolerance: a token within it of the row's maximum is kept too (a
+    reply given again: its earlier tokens, which a batch's rounding may put just below the best)."""
+    if tolerance:
+        n = next((i for i, t in enumerate(drafted) if rows[i, t] < rows[i].max() - tolerance), len(drafted))
+        return [*drafted[:n], int(rows[n].argmax())]
     k = len(drafted)
     if k >= _PARALLEL_ROWS and (reader := _row_reader()) is not None:
         half = k // 2
@@ -451,9 +459,14 @@ def greedy_choices(rows: np.ndarray, drafted: Sequence[int]) -> list[int]:
 NEAR_TIE = 1.0
 
 
+# A draft model's first step is not read again (its draft is in the draft model's cache too); an
+# earlier reply's draft keeps its tokens within NEAR_TIE of the best (accept's tolerance).
+_NOT_REREAD = (DrafterKind.MODEL, DrafterKind.MEMORY_PHRASE, DrafterKind.MEMORY_COPY)
+
+
 def _near_tie(row: np.ndarray, params: SamplingParams, proposal: Proposal) -> bool:
-    """Greedy, an n-gram draft: are the row's two best logits within NEAR_TIE of each other?"""
-    if not params.is_greedy or params.repeat_penalty != 1.0 or proposal.kind is DrafterKind.MODEL:
+    """Greedy, an n-gram draft from the text: are the row's two best logits within NEAR_TIE?"""
+    if not params.is_greedy or params.repeat_penalty != 1.0 or proposal.kind in _NOT_REREAD:
         return False
     best, second = np.partition(row, -2)[-2:][::-1]
     return bool(best - second < NEAR_TIE)

@@ -114,31 +114,6 @@ def test_an_earlier_reply_is_drafted_from_the_first_token_of_its_regenerate() ->
     assert len(memory) == n_segments
 
 
-def test_a_reply_given_again_reads_its_first_token_alone_then_drafts_the_earlier_reply() -> None:
-    # The policy holds an earlier reply's draft back at the reply's first step: the prompt's last
-    # token is then read alone, as plain decoding reads it (tests/engine/test_gemma.py shows why).
-    from engine.adaptive import DraftLengthController
-    from engine.policy import DraftPolicy
-
-    memory = TextIndex()
-    prompt, reply = list(range(300, 340)), list(range(500, 530))
-    memory.add(prompt, reply)
-    controller = DraftLengthController(k_max=16)
-    controller.seed({"step_s": {str(n): 0.01 + 0.0001 * n for n in (1, 2, 4, 8, 16, 32)}})
-    policy = DraftPolicy(controller, NgramDrafter(memory))
-    policy.begin_reply(speculate=True, use_memory=True)
-    ctx = list(prompt)
-    policy.start(ctx)
-    rng = np.random.default_rng(0)
-    first = policy.propose(ctx, 30, SamplingParams(), rng)
-    assert first.tokens == []
-    policy.learn(first, 0, reply[0], 0.01)
-    ctx.append(reply[0])
-    second = policy.propose(ctx, 29, SamplingParams(), rng)
-    assert second.tokens and second.tokens == reply[1 : 1 + len(second.tokens)]
-    assert second.source is DraftSource.MEMORY
-
-
 def test_the_text_so_far_wins_over_an_earlier_reply_that_matches_as_long() -> None:
     memory = TextIndex()
     memory.add([9, 9, 9, 9], [1, 2, 3, 4, 5, 6, 40, 41])

@@ -81,8 +81,8 @@ def test_a_request_asked_again_starts_as_it_did(gemma_q4: Path) -> None:
     # The held-out chat copy on the quantized model: its reply's opening is a near-tie ("\n" and
     # " Write" within 0.13 of each other on the Intel Xeon's AVX-512 build), which the prompt's last
     # token read in a batch with an earlier reply's draft turned (the same request, served twice,
-    # answered "Write one sentence about rain." the second time, its memory draft rejected). The
-    # first token is read alone, as plain decoding reads it; the earlier reply drafts from the second.
+    # answered "Write one sentence about rain." the second time, its memory draft rejected). A reply
+    # given again keeps the earlier reply's tokens within batch rounding of the target's best.
     from app.cli.bench import load_prompts
     from engine.chat import ChatPrompt, generate_reply, tokenize_chat
 
