@@ -458,11 +458,8 @@ FIXED = (
 REMARK = "```\nThis is the complete text with the necessary changes to the original note.txt.\n```"
 
 
-def test_changes_finds_the_edited_text_beside_a_fenced_remark(
-    qtbot, open_window, wait_reply, tiny_target, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
-    # Issue 47 (review ux-3 #5): the reply gave the note back rewritten, then a one-line fenced
-    # remark; Changes took the remark as the edit ("32 words taken out, 0 put in").
+def _asked_to_fix_the_note(qtbot, open_window, wait_reply, tiny_target, tmp_path):  # type: ignore[no-untyped-def]
+    """A window whose conversation attached note.txt and asked for it fixed, the reply written."""
     note = tmp_path / "note.txt"
     note.write_text(NOTE, encoding="utf-8")
     window = open_window(tiny_target, max_tokens=4)
@@ -470,6 +467,15 @@ def test_changes_finds_the_edited_text_beside_a_fenced_remark(
     window.chat.input.setPlainText("Fix the spelling and grammar in note.txt.")
     qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
     wait_reply(window)
+    return window
+
+
+def test_changes_finds_the_edited_text_beside_a_fenced_remark(
+    qtbot, open_window, wait_reply, tiny_target, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    # Issue 47 (review ux-3 #5): the reply gave the note back rewritten, then a one-line fenced
+    # remark; Changes took the remark as the edit ("32 words taken out, 0 put in").
+    window = _asked_to_fix_the_note(qtbot, open_window, wait_reply, tiny_target, tmp_path)
     store = window.presenter.store
     reply = store.messages(window.presenter.conversation_id)[-1]
     store.save_reply(reply.id, ReplyText(f"Here is the corrected note:\n\n{FIXED}\n\n{REMARK}"), reply.status)
@@ -496,13 +502,7 @@ def test_the_conversation_menu_compares_the_last_reply_with_its_document(
     # so Conversation ▸ Compare the reply with its document always said there was no such reply.
     from ui.chat.changes import DiffDialog
 
-    note = tmp_path / "note.txt"
-    note.write_text(NOTE, encoding="utf-8")
-    window = open_window(tiny_target, max_tokens=4)
-    drop_files(window, [note])
-    window.chat.input.setPlainText("Fix the spelling and grammar in note.txt.")
-    qtbot.keyClick(window.chat.input, Qt.Key.Key_Return)
-    wait_reply(window)
+    window = _asked_to_fix_the_note(qtbot, open_window, wait_reply, tiny_target, tmp_path)
     action = next(
         a for a in window.findChildren(QAction) if a.text() == "Compare the reply with its &document…"
     )
