@@ -423,9 +423,6 @@ def greedy_choices(rows: np.ndarray, drafted: Sequence[int], tolerance: float = 
     two halves at once (numpy releases the GIL). A token at the maximum is checked for an exact
     tie below it (`_first_max`). tolerance: a token within it of the row's maximum is kept too (a
     reply given again: its earlier tokens, which a batch's rounding may put just below the best)."""
-    if tolerance:
-        n = next((i for i, t in enumerate(drafted) if rows[i, t] < rows[i].max() - tolerance), len(drafted))
-        return [*drafted[:n], int(rows[n].argmax())]
     k = len(drafted)
     if k >= _PARALLEL_ROWS and (reader := _row_reader()) is not None:
         half = k // 2
@@ -436,17 +433,18 @@ def greedy_choices(rows: np.ndarray, drafted: Sequence[int], tolerance: float = 
             # Always waited for: the rows are llama.cpp's buffer, rewritten by the next decode.
             second = later.result()
         top = np.concatenate([first, second])
-        agree = rows[np.arange(k), drafted] >= top
+        agree = rows[np.arange(k), drafted] >= top - tolerance
         n_accepted = k if agree.all() else int(np.argmin(agree))
-        n_accepted = next(
-            (i for i in range(n_accepted) if not _first_max(rows[i], drafted[i], top[i])), n_accepted
-        )
+        if not tolerance:
+            n_accepted = next(
+                (i for i in range(n_accepted) if not _first_max(rows[i], drafted[i], top[i])), n_accepted
+            )
     else:
         n_accepted = k
         for i, token in enumerate(drafted):
             row = rows[i]
             most = row.max()
-            if row[token] < most or not _first_max(row, token, most):
+            if row[token] < most - tolerance or (not tolerance and not _first_max(row, token, most)):
                 n_accepted = i
                 break
     return [*drafted[:n_accepted], int(rows[n_accepted].argmax())]

@@ -213,21 +213,23 @@ def test_greedy_verdicts_keep_the_drafts_the_target_agrees_with(k: int) -> None:
         assert greedy_choices(tied, drafted) == plain
 
 
-def test_a_reply_given_again_keeps_its_tokens_within_rounding_of_the_best() -> None:
+@pytest.mark.parametrize("k", [3, _PARALLEL_ROWS + 2])
+def test_a_reply_given_again_keeps_its_tokens_within_rounding_of_the_best(k: int) -> None:
     # An earlier reply's token a batch's rounding put 0.3 below the row's best (a near-tie): kept
     # with the tolerance a reply given again has (NEAR_TIE), rejected without; 1.5 below: rejected.
+    # Short drafts are judged row by row, long ones on two threads: both alike.
     from engine.speculative import NEAR_TIE
 
-    rows = np.zeros((4, 50), dtype=np.float32)
-    earlier = [7, 8, 9]
+    rows = np.zeros((k + 1, 50), dtype=np.float32)
+    earlier = [7 + i % 40 for i in range(k)]
     for i, token in enumerate(earlier):
         rows[i, token] = 10.0
-    rows[1, 30] = 10.3  # the batch's best at the second token, by rounding
-    rows[3, 11] = 10.0
-    assert greedy_choices(rows, earlier) == [7, 30]
-    assert greedy_choices(rows, earlier, NEAR_TIE) == [7, 8, 9, 11]
-    rows[1, 30] = 11.5  # a real preference
-    assert greedy_choices(rows, earlier, NEAR_TIE) == [7, 30]
+    rows[1, 49] = 10.3  # the batch's best at the second token, by rounding
+    rows[k, 48] = 10.0
+    assert greedy_choices(rows, earlier) == [earlier[0], 49]
+    assert greedy_choices(rows, earlier, NEAR_TIE) == [*earlier, 48]
+    rows[1, 49] = 11.5  # a real preference
+    assert greedy_choices(rows, earlier, NEAR_TIE) == [earlier[0], 49]
 
 
 def test_held_back_text_is_marked_drafted_only_if_all_its_tokens_were() -> None:
