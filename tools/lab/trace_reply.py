@@ -5,8 +5,8 @@ step's wall time and the controller's limits. Answers "why is this reply slower 
     python -m tools.lab.trace_reply run PROMPT_NAME [HOME]    # HOME absent: a first use (empty home)
 
 TRACE_MAX_TOKENS sets the reply's length (256), TRACE_DRAFT the drafter (ngram), TRACE_DRAFT_MAX
-the longest draft, TRACE_TEXT=1 prints the reply's text, TRACE_CHAT=1 sends the prompt as a chat message, TRACE_PROMPTS names a JSONL file of more
-prompts (the bench's format).
+the longest draft, TRACE_TEXT=1 prints the reply's text, TRACE_CHAT=1 sends the prompt as a chat
+message, TRACE_PROMPTS names a JSONL file of more prompts (the bench's format).
 
 Prints one line a step (match length after the step, drafted, kept, the step's ms and llama.cpp's
 part of it, the ramp, what the reply had saved before the step) and the reply's decode tok/s, to
@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 MODEL = "default"
@@ -71,15 +72,25 @@ def warm(home: str) -> None:
     engine.close()
 
 
+@contextlib.contextmanager
+def costs_kept(home: Path) -> Iterator[None]:
+    """A warmed home's cost cache as it was before, after whatever ran inside."""
+    saved = Path(tempfile.mkdtemp(prefix="tandem-costs-"))
+    shutil.copytree(home / "costs", saved, dirs_exist_ok=True)
+    try:
+        yield
+    finally:
+        shutil.rmtree(home / "costs")
+        shutil.copytree(saved, home / "costs")
+        shutil.rmtree(saved)
+
+
 def run(name: str, home: str | None, max_tokens: int = 256) -> None:
     from engine import speculative
 
-    tmp = saved = None
+    tmp = None
     if home is None:
         tmp = home = tempfile.mkdtemp(prefix="tandem-first-")
-    else:
-        saved = tempfile.mkdtemp(prefix="tandem-costs-")
-        shutil.copytree(Path(home) / "costs", saved, dirs_exist_ok=True)
     os.environ["TANDEM_HOME"] = home
     prompt_file = Path(tempfile.mkdtemp()) / "p.txt"
     prompt_file.write_text(_prompt(name), encoding="utf-8")
@@ -143,15 +154,14 @@ def run(name: str, home: str | None, max_tokens: int = 256) -> None:
         argv.append("--chat")
     out = io.StringIO()
     try:
-        with contextlib.redirect_stdout(out):
+        with (
+            contextlib.redirect_stdout(out),
+            costs_kept(Path(home)) if tmp is None else contextlib.nullcontext(),
+        ):
             main(argv)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-        if saved:
-            shutil.rmtree(Path(home) / "costs")
-            shutil.copytree(saved, Path(home) / "costs")
-            shutil.rmtree(saved)
     r = json.loads(out.getvalue().strip().splitlines()[-1])
     if os.environ.get("TRACE_TEXT"):
         print(r["text"], file=sys.stderr)

@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tools.lab.trace_reply import MODEL, _prompt, warm
+from tools.lab.trace_reply import MODEL, _prompt, costs_kept, warm
 
 MIXED_WORK = ("mixed-table", "mixed-html", "held-copy-python")
 COPIES = ("held-copy-prose", "copy-report")
@@ -44,14 +44,8 @@ def generate(home: Path, name: str) -> dict[str, object]:
 
 def measured(home: Path, name: str) -> float:
     """One run's decode tok/s, the folder's cost cache as it was before."""
-    saved = Path(tempfile.mkdtemp(prefix="tandem-costs-"))
-    shutil.copytree(home / "costs", saved, dirs_exist_ok=True)
-    try:
+    with costs_kept(home):
         r = generate(home, name)
-    finally:
-        shutil.rmtree(home / "costs")
-        shutil.copytree(saved, home / "costs")
-        shutil.rmtree(saved)
     return float(r["n_generated"]) / float(r["decode_s"])  # type: ignore[arg-type]
 
 
