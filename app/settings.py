@@ -49,11 +49,6 @@ class SpeedUp(StrEnum):
     NGRAM = str(Speculation.NGRAM)
     DRAFT = str(Speculation.DRAFT)
 
-    @classmethod
-    def of(cls, value: object) -> SpeedUp:
-        """A saved choice read back; one this build does not know reads as the text (n-gram)."""
-        return cls(value) if isinstance(value, str) and value in tuple(cls) else cls.NGRAM
-
 
 class Theme(StrEnum):
     """The window's colours: the desktop's light or dark scheme (SYSTEM), or one of them
@@ -199,9 +194,25 @@ def _accepts(type_text: str, value: Any) -> bool:
     return False
 
 
+def _read_fields(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
+    """The keys of raw that are fields of the dataclass cls and whose values have the field's type
+    (a StrEnum field: a value this build knows); the rest dropped."""
+    kept: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in raw:
+            continue
+        value = raw[f.name]
+        if isinstance(f.default, StrEnum):  # speed_up, theme, engine
+            kind = type(f.default)
+            if isinstance(value, str) and value in tuple(kind):
+                kept[f.name] = kind(value)
+        elif _accepts(str(f.type), value):
+            kept[f.name] = float(value) if str(f.type) == "float" else value
+    return kept
+
+
 def _coerce(raw: dict[str, Any]) -> Settings:
     """Keep the known keys whose values have the field's type; drop the rest."""
-    kept: dict[str, Any] = {}
     written_format = raw.get("format")
     old_format = not isinstance(written_format, int) or written_format < SETTINGS_FORMAT
     if old_format and raw.get("draft_max") == 16:
@@ -212,31 +223,20 @@ def _coerce(raw: dict[str, Any]) -> Settings:
         # Written before the chat sampling defaults, when every file said temperature 0 (greedy)
         # whether the user chose it or not: take the new defaults.
         raw = {k: v for k, v in raw.items() if k != "temperature"}
-    for f in dataclasses.fields(Settings):
-        if f.name not in raw:
-            continue
-        value = raw[f.name]
-        if f.name in ("plain_tokens_per_s", "quiet_steps_tokens_per_s"):
-            if isinstance(value, dict):
-                kept[f.name] = {
-                    str(k): float(v)
-                    for k, v in value.items()
-                    if isinstance(v, int | float) and not isinstance(v, bool) and v > 0
-                }
-        elif f.name == "recent_models":
-            if isinstance(value, list):
-                kept[f.name] = [v for v in value if isinstance(v, str) and v][:RECENT_MODELS]
-        elif f.name == "draft":
-            if isinstance(value, str):
-                kept[f.name] = DraftChoice.parse(value)
-        elif isinstance(f.default, StrEnum):  # speed_up, theme, engine: a value this build knows
-            kind = type(f.default)
-            if isinstance(value, str) and value in tuple(kind):
-                kept[f.name] = kind(value)
-        elif f.name == "serve_port" and _accepts("int", value) and not 1 <= value <= 65535:
-            continue  # hand-edited out of range: the default
-        elif _accepts(str(f.type), value):
-            kept[f.name] = float(value) if str(f.type) == "float" else value
+    kept = _read_fields(Settings, raw)
+    for name in ("plain_tokens_per_s", "quiet_steps_tokens_per_s"):
+        if isinstance(value := raw.get(name), dict):
+            kept[name] = {
+                str(k): float(v)
+                for k, v in value.items()
+                if isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+            }
+    if isinstance(value := raw.get("recent_models"), list):
+        kept["recent_models"] = [v for v in value if isinstance(v, str) and v][:RECENT_MODELS]
+    if isinstance(value := raw.get("draft"), str):
+        kept["draft"] = DraftChoice.parse(value)
+    if not 1 <= kept.get("serve_port", SERVE_PORT) <= 65535:
+        del kept["serve_port"]  # hand-edited out of range: the default
     if "speed_up" not in kept:  # written before the choice was one value: Automatic was a flag
         draft = kept.get("draft", NGRAM_LOOKUP)
         kept["speed_up"] = SpeedUp.AUTO if raw.get("speed_up_auto") is True else SpeedUp(draft.kind)
@@ -354,16 +354,11 @@ def load_presets(path: Path | None = None) -> list[Preset]:
     except (OSError, ValueError) as e:
         log.warning("presets file %s is unreadable (%s); kept it as it is", path, e)
         return []
-    names = {f.name: f for f in dataclasses.fields(Preset)}
-    presets = []
-    for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"].strip():
-            continue
-        kept = {k: v for k, v in item.items() if k in names and _accepts(str(names[k].type), v)}
-        if "speed_up" in item:
-            kept["speed_up"] = SpeedUp.of(item["speed_up"])
-        presets.append(Preset(**kept))
-    return presets
+    return [
+        Preset(**_read_fields(Preset, item))
+        for item in items
+        if isinstance(item, dict) and isinstance(item.get("name"), str) and item["name"].strip()
+    ]
 
 
 def save_presets(presets: list[Preset], path: Path | None = None) -> None:
