@@ -131,6 +131,12 @@ def test_live_panel_in_the_window_and_kept_with_the_reply(
     assert user.speed.isHidden()
 
 
+def _reason_shown(panel: SpeedPanel) -> tuple[str, bool]:
+    """The reason as drawn, its lines joined by a newline, and whether it is under the headline."""
+    lines, below = panel.reason_lines()
+    return "\n".join(lines), below
+
+
 def test_a_reason_that_does_not_fit_beside_the_headline_goes_under_it_whole(qtbot) -> None:
     # Bug: the reason was cut to fit beside the headline, under a reply of the usual width:
     # "The guesses cost about as much time as they…", its point lost.
@@ -141,14 +147,14 @@ def test_a_reason_that_does_not_fit_beside_the_headline_goes_under_it_whole(qtbo
     reason = panel.headline().reason
     assert panel.headline().text == "About as fast as usual" and reason
     panel.resize(1400, panel.height())
-    assert panel.reason_shown() == (reason, False)  # room beside it
+    assert _reason_shown(panel) == (reason, False)  # room beside it
     panel.resize(560, panel.height())
-    assert panel.reason_shown() == (reason, True)  # whole, on a line of its own
+    assert _reason_shown(panel) == (reason, True)  # whole, on a line of its own
     panel.resize(300, panel.height())
-    two, below = panel.reason_shown()
+    two, below = _reason_shown(panel)
     assert below and "\n" in two and two.replace("\n", " ") == reason  # whole, on two lines
     panel.resize(200, panel.height())
-    shown, below = panel.reason_shown()
+    shown, below = _reason_shown(panel)
     shown = shown.replace("\n", " ")  # wrapped to two lines, then cut
     assert below and shown.endswith("…") and reason.startswith(shown[:-1])  # cut only where it must be
     assert panel.toolTip() == reason  # and whole on hover
@@ -170,7 +176,7 @@ def test_a_reason_too_long_for_its_line_wraps_under_the_headline_in_the_window(
     qtbot.wait(100)  # laid out at the reply's width
     reason = panel.headline().reason
     assert reason.startswith("Nothing to reuse") and panel.width() < 700
-    shown, below = panel.reason_shown()
+    shown, below = _reason_shown(panel)
     assert below and shown.replace("\n", " ") == reason and "\n" in shown  # whole, on two lines
     assert panel.height() >= 3 * panel.fontMetrics().height()  # the panel grew to hold them
     image = panel.grab().toImage()  # and both are drawn: grey text low in the panel

@@ -90,7 +90,7 @@ class SpeedPanel(QWidget):
     def _height(self) -> int:
         """Room for the headline and a line of reason, and a line more where the reason wraps."""
         line = self.fontMetrics().height()
-        lines, below = self._reason_lines()
+        lines, below = self.reason_lines()
         extra = line * (len(lines) - 1) if below else 0
         return int(line * (2.0 if self.is_compact else 2.8)) + 6 + extra
 
@@ -105,9 +105,7 @@ class SpeedPanel(QWidget):
     def add_stats(
         self, snapshots: Sequence[Stats], plain_tokens_per_s: float | None, usual_steps: float | None = None
     ) -> None:
-        """Snapshots of the streaming reply (oldest first)."""
-        if not snapshots:
-            return
+        """Snapshots of the streaming reply (oldest first; at least one)."""
         for s in snapshots:
             if s.decode_s > 0 and (not self.points or s.decode_s > self.points[-1][0]):
                 self.points.append((s.decode_s, s.n_generated))
@@ -206,14 +204,10 @@ class SpeedPanel(QWidget):
         """Where the headline starts: after the sparkline, where there is one."""
         return 2.0 + ((110.0 if self.is_compact else 180.0) + 12 if windowed_rates(self.points) else 0.0)
 
-    def reason_shown(self) -> tuple[str, bool]:
-        """The reason as drawn, its lines joined by a newline, and whether it is under the headline:
-        beside it where it fits, else under it, wrapped to a second line (the panel grows) and
-        elided only where even two lines are too narrow."""
-        lines, below = self._reason_lines()
-        return "\n".join(lines), below
-
-    def _reason_lines(self) -> tuple[list[str], bool]:
+    def reason_lines(self) -> tuple[list[str], bool]:
+        """The reason as drawn, in lines, and whether it is under the headline: beside it where it
+        fits, else under it, wrapped to a second line (the panel grows) and elided only where even
+        two lines are too narrow."""
         headline = self.headline()
         if not headline.reason:
             return [], False
@@ -234,7 +228,7 @@ class SpeedPanel(QWidget):
             return
         painter.setFont(self._headline_font(headline))
         metrics = painter.fontMetrics()
-        lines, below = self._reason_lines()
+        lines, below = self.reason_lines()
         reason_metrics = QFontMetrics(self.font())
         y = (self.height() + metrics.ascent() - metrics.descent()) / 2
         if below:
