@@ -233,7 +233,7 @@ def test_a_chip_shows_the_models_own_token_count(qtbot, open_window, tiny_target
     exact = models_count(tiny_target, document_block(document))
     assert exact != estimate  # this vocabulary has about a token a character: the test can fail
     assert chip.label.text() == f"fib.py · {format_size(document.n_bytes)} · {exact:,} tokens"
-    assert chip.n_tokens == exact and window.chat.attachments.n_counts_pending == 0
+    assert chip.n_tokens == exact and not window.chat.attachments._counting
 
 
 def test_a_chip_added_before_the_engine_loads_is_counted_once_it_has(qtbot, open_window, tiny_target) -> None:  # type: ignore[no-untyped-def]
@@ -243,7 +243,7 @@ def test_a_chip_added_before_the_engine_loads_is_counted_once_it_has(qtbot, open
     (chip,) = window.chat.attachments.chips()
     # Nothing to ask yet: the estimate stands, and no count is waited for.
     assert chip.label.text().endswith(f" · about {about_tokens(chip.attachment.document):,} tokens")
-    assert window.chat.attachments.n_counts_pending == 0
+    assert not window.chat.attachments._counting
     qtbot.waitUntil(lambda: chip.n_tokens is not None, timeout=60_000)
     assert chip.n_tokens == models_count(tiny_target, document_block(chip.attachment.document))
 
@@ -260,7 +260,7 @@ def test_with_its_engine_dead_a_chip_keeps_its_estimate(qtbot, open_window, tiny
     assert (
         chip.label.text() == f"notes.md · 40 bytes · about {about_tokens(chip.attachment.document):,} tokens"
     )
-    assert window.chat.attachments.n_counts_pending == 0 and chip.n_tokens is None  # nothing will come
+    assert not window.chat.attachments._counting and chip.n_tokens is None  # nothing will come
     assert window.controller.supervisor.pid is None  # and no engine was started for a count
 
 

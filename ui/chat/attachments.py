@@ -276,11 +276,6 @@ class AttachmentTray(QWidget):
             chip.set_token_count(None)
             self._ask_count(chip)
 
-    @property
-    def n_counts_pending(self) -> int:
-        """Counts asked for and not answered (none: the chips keep what they show)."""
-        return len(self._counting)
-
     def on_controller_tokens_counted(self, request_id: int, counts: tuple[int, ...]) -> None:
         chip = self._counting.pop(request_id, None)
         if chip is not None and len(counts) == 1:
