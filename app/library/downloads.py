@@ -101,15 +101,11 @@ class RemoteFile:
         return None
 
     @property
-    def expected_git_sha1(self) -> str | None:
-        # Small files kept in git itself have their git blob id as ETag.
+    def expected_digest(self) -> str | None:
+        """The sha256 above, else the git blob id that small files kept in git itself have as ETag."""
         if self.expected_sha256 is None and self.etag and _GIT_SHA1_RE.match(self.etag):
             return self.etag
-        return None
-
-    @property
-    def expected_digest(self) -> str | None:
-        return self.expected_sha256 or self.expected_git_sha1
+        return self.expected_sha256
 
 
 @dataclass(frozen=True)
@@ -514,7 +510,7 @@ def _check_content_range(response: Any, have: int, size: int, name: str) -> None
 
 
 def _new_hasher(remote: RemoteFile) -> Any:
-    if remote.expected_sha256 is None and remote.expected_git_sha1 is not None:
+    if remote.expected_sha256 is None and remote.expected_digest is not None:  # a git blob id
         hasher = hashlib.sha1()
         hasher.update(f"blob {remote.size_bytes}\0".encode())
         return hasher
