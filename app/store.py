@@ -509,16 +509,22 @@ RULE_BREAK_NOTICE = (
 )
 
 
-def _only_rule_breaks(problems: Sequence[str]) -> bool:
-    return bool(problems) and all(_RULE_BREAK.match(p) for p in problems)
+def _rule_breaks(db: sqlite3.Connection) -> list[str]:
+    """quick_check's lines on rows that only break a CHECK or NOT NULL rule, [] where it finds
+    nothing; StoreDamaged where it finds more. It reads every page once (milliseconds for a chat
+    history): a damaged page is found now, while it can be set aside, not in the middle of a reply."""
+    problems = [str(row[0]) for row in db.execute("PRAGMA quick_check(3)")]
+    if problems == ["ok"]:
+        return []
+    if not all(_RULE_BREAK.match(p) for p in problems):
+        raise StoreDamaged("; ".join(problems))
+    return problems
 
 
-def _connect(
-    path: Path, rule_breaks: list[str] | None = None, busy_timeout_s: float = BUSY_TIMEOUT_S
-) -> sqlite3.Connection:
+def _connect(path: Path, busy_timeout_s: float = BUSY_TIMEOUT_S) -> tuple[sqlite3.Connection, list[str]]:
     """Open, check and migrate the store at path; StoreDamaged when it cannot be used. Rows that
-    only break a CHECK or NOT NULL rule are not damage: quick_check's lines on them go to
-    `rule_breaks` (the rows are skipped or cleaned as they are read)."""
+    only break a CHECK or NOT NULL rule are not damage: quick_check's lines on them are returned
+    with the connection (the rows are skipped or cleaned as they are read)."""
     _make_private(path)
     db = _open(path, busy_timeout_s)
     try:
@@ -526,24 +532,18 @@ def _connect(
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA secure_delete=ON")  # deleted words are zeroed on disk, not left in free pages
-            # quick_check reads every page once (milliseconds for a chat history): a damaged page
-            # is found now, while it can be set aside, not in the middle of a reply.
-            problems = [str(row[0]) for row in db.execute("PRAGMA quick_check(3)")]
+            rule_breaks = _rule_breaks(db)
         except sqlite3.DatabaseError as e:
             if _is_damage(e):
                 raise StoreDamaged(str(e)) from None
             raise
-        if problems != ["ok"]:
-            if not _only_rule_breaks(problems):
-                raise StoreDamaged("; ".join(problems))
-            log.warning("rows of %s break the schema's rules (skipped when read): %s", path, problems)
-            if rule_breaks is not None:
-                rule_breaks.extend(problems)
+        if rule_breaks:
+            log.warning("rows of %s break the schema's rules (skipped when read): %s", path, rule_breaks)
         migrate(db)
     except BaseException:
         db.close()
         raise
-    return db
+    return db, rule_breaks
 
 
 def _is_read_only(path: Path) -> bool:
@@ -588,9 +588,7 @@ def _memory_store(path: Path, busy_timeout_s: float = COPY_TIMEOUT_S) -> sqlite3
             log.warning("the store %s cannot be read (%s, %s)", path, query, e)
     try:
         # An immutable read of a file another program is writing may be torn: checked first.
-        problems = [str(row[0]) for row in db.execute("PRAGMA quick_check(3)")]
-        if problems != ["ok"] and not _only_rule_breaks(problems):
-            raise StoreDamaged("the copy is not whole")
+        _rule_breaks(db)
         migrate(db)
     except (sqlite3.Error, StoreDamaged):  # a copy this build cannot read: start empty
         db.close()
@@ -645,9 +643,8 @@ class Store:
         self.set_aside: Path | None = None  # where an unusable file was moved at this opening
         self.notice = ""  # a sentence for the user about it, or ""
         self.last_import_skipped = 0  # versions the last import left out (their parent not in the file)
-        rule_breaks: list[str] = []
         try:
-            self._db = _connect(self.path, rule_breaks, busy_timeout_s)
+            self._db, rule_breaks = _connect(self.path, busy_timeout_s)
             _check_writable(self._db)
             if rule_breaks:
                 self.notice = RULE_BREAK_NOTICE
@@ -684,7 +681,7 @@ class Store:
                 "Your conversation history is damaged and could not be read. It is kept, untouched, "
                 f"as {self.set_aside.name} beside a new, empty history in {self.path.parent}."
             )
-            self._db = _connect(self.path, busy_timeout_s=busy_timeout_s)
+            self._db, _ = _connect(self.path, busy_timeout_s)
 
     def mark_unfinished_interrupted(self) -> int:
         """At app start: a reply still "streaming" was cut off by a crash of the whole app."""
