@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 from app.settings import Settings, Theme
 from engine.chat import CHAT_SAMPLING
 from engine.config import default_threads
+from engine.rpc import RpcError, parse_servers
 from ui.qt import theme
 from ui.qt.widgets import button, label, named
 
@@ -164,8 +165,7 @@ class SettingsDialog(QDialog):
         self._gpu_offload_supported = gpu_offload_supported
         self.on_rpc_servers_text_changed(self.rpc_servers.text())
 
-        for box in (self.top_k, self.top_p, self.min_p):
-            box.setEnabled(not self.greedy.isChecked())
+        self.on_greedy_toggled(self.greedy.isChecked())  # top-k, top-p and min-p: off while exact
         # Read by the local engine only: greyed out, with a tooltip saying so, while "A server" is chosen.
         self.remote.set_local_only([self.threads, self.context, self.gpu_layers, self.rpc_servers,
                                     self.repeat_last_n, self.adaptive, self.draft_max])  # fmt: skip
@@ -199,7 +199,7 @@ class SettingsDialog(QDialog):
             n_threads=self.threads.value() or None,
             n_ctx=self.context.value(),
             n_gpu_layers=self.gpu_layers.value(),
-            rpc_servers=", ".join(self._parsed_rpc_servers()),
+            rpc_servers=", ".join(parse_servers(self.rpc_servers.text())),  # checked by accept()
             temperature=self.temperature.value(),
             top_k=self.top_k.value(),
             top_p=self.top_p.value(),
@@ -213,14 +213,6 @@ class SettingsDialog(QDialog):
         )
         return self.serve.applied_to(self.remote.applied_to(chosen))  # Engine's server, Serve API
 
-    def _parsed_rpc_servers(self) -> tuple[str, ...]:
-        from engine.rpc import RpcError, parse_servers
-
-        try:
-            return parse_servers(self.rpc_servers.text())
-        except RpcError:
-            return ()
-
     def on_rpc_servers_text_changed(self, text: str) -> None:
         # RPC servers are where the GPU layers go, in any build.
         self.gpu_layers.setEnabled(self._gpu_offload_supported or bool(text.strip()))
@@ -228,8 +220,6 @@ class SettingsDialog(QDialog):
 
     def accept(self) -> None:
         """Refuse an RPC server list that cannot work, with the reason under the field."""
-        from engine.rpc import RpcError, parse_servers
-
         if not self.remote.check():  # a server address that cannot work: said under it
             self.tabs.setCurrentIndex(ENGINE_TAB)
             return
