@@ -3,8 +3,8 @@
 A reply's first drafts are short (RAMP_FIRST tokens) until drafts are accepted whole: acceptance
 carried over from other text may not hold for this one. No draft may risk, were it rejected at its
 first token, more than the reply's drafts have saved so far plus what a first RAMP_FIRST-token
-draft risks (a short match past the reply's first tokens, until they have saved time: a 1-token
-draft), so a reply that drafts cannot end much slower than plain decoding. Short matches (an
+draft risks (a short match past the reply's first tokens, until its drafts accepted whole hold
+2 tokens: a 1-token draft), so a reply that drafts cannot end much slower than plain decoding. Short matches (an
 n-gram offer but a copy) are priced on this reply's evidence. Runs behind each rule:
 docs/design-engine.md ("A reply's caution").
 """
@@ -22,6 +22,7 @@ from engine.kinds import COPY_KINDS, PRIOR_ACCEPT
 RAMP_FIRST = 4  # a reply's first drafts risk at most this many tokens' batch...
 RAMP_STRETCH = 2  # ...free drafts up to this many times as long where their batch is no dearer
 SHORT_STREAK = 4  # short matches right at their first token this often in a row: the reply repeats itself
+GUESS_WHOLE = 2  # a short match is a guess until the reply's drafts accepted whole hold this many tokens
 
 
 @dataclass
@@ -109,10 +110,10 @@ class ReplyBudget:
             worst = worst + drafting[0] + np.arange(k_max) * drafting[1]
         loss = worst - np.minimum(np.arange(1, k_max + 1), sure) * rows[1]
         # A short match once the reply has gone on in words of its own (a reply that copies shows
-        # it in its first tokens) is a guess at fresh text: until the reply's drafts have saved
-        # time, it risks a 1-token draft's loss (SmolLM2 answering about a document, a 3-token
-        # phrase wrong at its first token 11 tokens in: 0.92x plain over a 19-token answer).
-        guess = short and self.saved_s <= 0 and self.written >= RAMP_FIRST
+        # it in its first tokens) is a guess at fresh text: it risks a 1-token draft's loss beyond
+        # what the reply's drafts saved, until its drafts accepted whole held GUESS_WHOLE tokens.
+        # One 1-token win (3 ms) let a 3-token phrase risk 16 ms: 0.91x plain over 16 tokens.
+        guess = short and self.written >= RAMP_FIRST and self.whole_tokens < GUESS_WHOLE
         first = worst[min(1 if guess else RAMP_FIRST, k_max) - 1]
         if self.saved_s <= 0:
             first *= 0.5 ** max(0.0, breaks)

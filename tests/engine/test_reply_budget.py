@@ -83,18 +83,24 @@ def test_a_reply_whose_short_matches_keep_being_right_repeats_itself() -> None:
     assert not budget.repeating
 
 
-def test_a_short_match_past_the_replys_first_tokens_risks_one_tokens_loss_until_drafts_save_time() -> None:
+def test_a_short_match_past_the_replys_first_tokens_risks_one_tokens_loss_until_drafts_agree() -> None:
     # SmolLM2 answering about a document (the replay's doc-question-port): a 3-token phrase, 11
     # tokens in, wrong at its first token, lost a plain step of a 19-token answer. Past the reply's
-    # first RAMP_FIRST tokens a short match risks what a 1-token draft does until the reply's drafts
-    # have saved time; in its first tokens (a reply that starts by copying) and for a copy, a
-    # RAMP_FIRST-token draft's allowance.
+    # first RAMP_FIRST tokens a short match risks what a 1-token draft does beyond what the reply's
+    # drafts saved, until its drafts accepted whole hold GUESS_WHOLE tokens (long-question-trademark:
+    # one 1-token win, 3 ms, let a 3-token phrase risk 16 ms). In its first tokens (a reply that
+    # starts by copying) and for a copy, a RAMP_FIRST-token draft's allowance.
     costs, budget = cpu(), ReplyBudget()
     assert budget.risk_limit(costs, 32, None, sure=0, breaks=0.0, keeps=False, short=True) == RAMP_FIRST
     budget.written = RAMP_FIRST
     assert budget.risk_limit(costs, 32, None, sure=0, breaks=0.0, keeps=False, short=True) == 1
     assert budget.risk_limit(costs, 32, None, sure=0, breaks=0.0, keeps=True) == RAMP_FIRST
-    budget.saved_s = 0.03  # the reply's drafts have saved time: the usual allowance, and what they saved
+    budget.note_draft(DrafterKind.MATCH_1, 1, 1, k_max=32, short=True)
+    budget.saved_s = 0.005  # one 1-token win: a copy's allowance grows by what it saved, a guess's stays 1
+    assert budget.risk_limit(costs, 32, None, sure=0, breaks=0.0, keeps=False, short=True) == 1
+    assert budget.risk_limit(costs, 32, None, sure=0, breaks=0.0, keeps=False) > RAMP_FIRST
+    budget.note_draft(DrafterKind.MATCH_2, 2, 2, k_max=32, short=True)
+    budget.saved_s = 0.03  # drafts accepted whole hold GUESS_WHOLE tokens: the usual allowance
     usual = budget.risk_limit(costs, 32, None, sure=0, breaks=0.0, keeps=False)
     assert (
         budget.risk_limit(costs, 32, None, sure=0, breaks=0.0, keeps=False, short=True) == usual > RAMP_FIRST
