@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from app.library.catalog import Catalog, CatalogPair, MachineInfo, format_bytes, gpu_memory_bytes
 from app.library.downloads import local_path_for, pair_requests
 from engine.config import NGRAM_LOOKUP, DraftChoice
-from ui.chat.welcome import Recommendation, figures_of, recommend_pair
+from ui.chat.welcome import figures_of, recommend_pair
 from ui.models.pair_card import CardGrid, PairCard, describe_fit, machine_note
 from ui.presenters.words import card_here_words
 from ui.qt.widgets import flush, label, named, tool_button
@@ -77,10 +77,6 @@ class CatalogSection(QWidget):
             self.gpu_backend = supported
             self.show_fit_and_recommendation()
 
-    def recommendation(self) -> Recommendation:
-        vram = self.vram_bytes if self.gpu_backend else 0
-        return recommend_pair(self.catalog, self.machine, self.gpu_backend, vram)
-
     def show_fit_and_recommendation(self) -> None:
         m = self.machine
         memory = format_bytes(m.total_ram_bytes) if m.total_ram_bytes else "unknown"
@@ -94,7 +90,7 @@ class CatalogSection(QWidget):
             f"This machine: {memory} of memory, {gpu}. {machine_note(m, self.gpu_backend)}"
         )
         vram = self.vram_bytes if self.gpu_backend else 0
-        rec = self.recommendation()
+        rec = recommend_pair(self.catalog, m, self.gpu_backend, vram)
         for name, card in self.cards.items():
             card.set_fit(*describe_fit(card.pair, m, self.gpu_backend, vram))
             card.set_recommended(rec.reason if rec.pair is not None and rec.pair.name == name else None)
