@@ -111,26 +111,15 @@ class _RunPane(QGroupBox):
         self.stats = label(DASH)
         layout.addWidget(self.body, 1)
         layout.addWidget(self.stats)
-        self.reply: Reply | None = None  # the controller's buffer of this run's reply
 
     @property
     def text(self) -> str:
-        return self.reply.text if self.reply is not None else ""
+        """The run's text so far, exactly as generated (its body's)."""
+        return self.body.source_text()
 
     def reset(self) -> None:
-        self.reply = None
         self.body.set_content(ReplyText(""), True)
         self.stats.setText(DASH)
-
-    def stream(self, reply: Reply, tint: bool) -> None:
-        """Show the reply so far, exactly as generated; only its new text is laid out."""
-        self.reply = reply
-        self.body.stream(reply.raw(), tint)
-
-    def finish(self, reply: Reply, tint: bool) -> None:
-        """The final text (stop strings trimmed), rendered once."""
-        self.reply = reply
-        self.body.finish(reply.raw(), tint)
 
     def show_stats(self, stats: Stats) -> None:
         """How long this run took, in words (the figures are the summary's details)."""
@@ -266,17 +255,16 @@ class CompareView(QWidget):
 
     def on_progress(self, name: str, progress: ReplyProgress) -> None:
         pane = self.pane(name)
-        if len(progress.reply) != progress.start:
-            pane.stream(progress.reply, self._tint)
+        if len(progress.reply) != progress.start:  # the reply so far; only its new text is laid out
+            pane.body.stream(progress.reply.raw(), self._tint)
         if progress.stats:
             pane.show_stats(progress.stats[-1])
             self.chart.update()
 
     def on_finished(self, name: str, reply: Reply) -> None:
-        if reply.finished is None:
-            return
+        assert reply.finished is not None  # (the presenter emits a run once it has finished)
         pane, stats = self.pane(name), reply.finished.stats
-        pane.finish(reply, self._tint)
+        pane.body.finish(reply.raw(), self._tint)  # the final text (stop strings trimmed), rendered once
         pane.show_stats(stats)
         self.chart.update()
         self.final_stats[name] = stats
