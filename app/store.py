@@ -208,6 +208,8 @@ MIGRATIONS: list[str] = [
 MAX_SEARCH = 1000  # characters of a search that count (more finds nothing more)
 EARLIER_VERSION = "earlier version: "  # a search's snippet from a version not shown (search_snippets)
 
+_WORD_BEFORE, _WORD_AFTER = re.compile(r"\S*\Z"), re.compile(r"\S*")  # a snippet's edge words
+
 MIN_PAIR_REPLIES = 3  # fewer measured replies than this: the pair doctor keeps its estimate
 PAIR_REPLIES_KEPT = 50  # the latest replies of a pair that its measured figure is made of
 
@@ -740,7 +742,12 @@ class Store:
             found = _found(self._db, conversation_id, search)
             if found is not None:
                 _, text, at, term = found
-                start, end = _whole_words(text, max(0, at - width // 3), at + len(term), width)
+                # Out to whole words (a word cut at either edge reads as another: "the lifeboat
+                # stati…"), at most 24 more characters at each edge, the match always inside.
+                start = max(0, at - width // 3)
+                start -= len(_WORD_BEFORE.findall(text, max(0, start - 24), start)[0])
+                end = max(start + width, at + len(term))
+                end += len(_WORD_AFTER.findall(text, end, end + 24)[0])
                 piece = " ".join(text[start:end].split())
                 snippet = ("…" if start else "") + piece + ("…" if end < len(text) else "")
                 out[conversation_id] = (EARLIER_VERSION if found[0] is not None else "") + snippet
@@ -1155,20 +1162,6 @@ def stretches(content: str, spans: Sequence[DraftSpan]) -> list[dict[str, str]]:
 
 
 STATUS_SAID = {"cancelled": "stopped", "interrupted": "interrupted: Tandem stopped before it was finished"}
-
-
-def _whole_words(text: str, start: int, match_end: int, width: int) -> tuple[int, int]:
-    """A snippet's bounds from `start`, about `width` characters, taken out to whole words (a
-    word cut at either edge read as another: "the lifeboat stati…"), the match always inside."""
-    slack = 24  # at most this much more at each edge for a word to end
-    limit = start
-    while start > 0 and not text[start - 1].isspace() and limit - start < slack:
-        start -= 1
-    end = max(start + width, match_end)
-    limit = end
-    while end < len(text) and not text[end].isspace() and end - limit < slack:
-        end += 1
-    return start, end
 
 
 def conversation_markdown(data: dict[str, Any]) -> str:
