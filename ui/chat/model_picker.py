@@ -109,7 +109,7 @@ def chat_models(
         # Before the folder's files (a copy of it there is the same entry: the file loaded keeps it).
         keys.insert(n_built_in, (in_use, model_name(Path(in_use), in_use_name or Path(in_use).stem)))
         files[in_use] = Path(in_use)
-    if any(k == "default" for k, _ in keys) and "default" not in files:  # not made yet
+    if "default" not in files:  # the built-in Gemma (always listed) not made yet
         copy = _copy_of_default([p for k, p in files.items() if k != "smollm2"])
         if copy is not None:  # an opened or downloaded copy of it: one entry, the built-in one
             files["default"] = copy
@@ -130,12 +130,19 @@ def chat_models(
             unique.insert(1, (key, name))
         else:
             unique.append((key, name))
-    unique = _told_apart(unique, files)
+    # The files' entries told apart among themselves (a built-in model keeps its own name).
+    built_in = dict(BUILT_IN_MODELS)
+    from_files = [(k, n) for k, n in unique if k not in built_in]
+    quantizations = [name_and_quantization(files[k])[1] for k, _ in from_files]
+    told = dict(
+        zip([k for k, _ in from_files], told_apart([n for _, n in from_files], quantizations), strict=True)
+    )
     machine = machine_memory()
     entries = []
     for key, name in unique:
         size = _file_size(files[key]) if key in files else 0
-        where = "built into Tandem, offline" if key in dict(BUILT_IN_MODELS) else key
+        where = "built into Tandem, offline" if key in built_in else key
+        name = told.get(key, name)
         fit = file_fit(size, machine) if size else None
         tip = f"{where}\n{describe_fit(fit)} (an estimate from its size)" if fit else where
         entries.append(ModelEntry(key, name, size, fit.kind if fit else "", tip, tuple(aliases[key])))
@@ -206,18 +213,6 @@ def told_apart(names: list[str], quantizations: list[str]) -> list[str]:
         kinds = {q for n, q in zip(names, quantizations, strict=True) if n == name}
         told.append(f"{name} - {quant}" if len(kinds) > 1 and quant else name)
     return told
-
-
-def _told_apart(entries: list[tuple[str, str]], files: dict[str, Path]) -> list[tuple[str, str]]:
-    """The files' entries told apart among themselves (a built-in model keeps its own name)."""
-    built_in = dict(BUILT_IN_MODELS)
-    names = told_apart(
-        [n if k not in built_in else f"{n}\0built-in" for k, n in entries],
-        [name_and_quantization(files[k])[1] if k in files and k not in built_in else "" for k, _ in entries],
-    )
-    return [
-        (key, name if key not in built_in else old) for (key, old), name in zip(entries, names, strict=True)
-    ]
 
 
 class FitDelegate(QStyledItemDelegate):
