@@ -259,14 +259,10 @@ def run_gui(argv: list[str]) -> int:
 
     immortalize_singletons()  # before any Qt call: see the module (PySide6 6.12 on Python 3.11)
     from PySide6.QtCore import QTimer
-    from PySide6.QtWidgets import QApplication
 
     from ui.main_window import MainWindow
 
-    existing = QApplication.instance()
-    app = (
-        existing if isinstance(existing, QApplication) else make_application([sys.argv[0] or "tandem", *argv])
-    )
+    app = make_application([sys.argv[0] or "tandem", *argv])
     app.setApplicationName("Tandem")
     # No applicationDisplayName: Qt would append it to titles that already start with "Tandem".
     home = paths.home()
@@ -284,16 +280,15 @@ def run_gui(argv: list[str]) -> int:
     stop_listening = listen_for_second_starts(window, window.open_link, home)
     if args.link:
         window.open_link(args.link)
-    if hasattr(app, "pending_links"):  # links the desktop sent as open events (macOS)
 
-        def open_sent_link(link: str) -> None:
-            bring_to_front(window)
-            window.open_link(link)
+    def open_sent_link(link: str) -> None:  # a link the desktop sent as an open event (macOS)
+        bring_to_front(window)
+        window.open_link(link)
 
-        setattr(app, "open_link", open_sent_link)  # noqa: B010 (TandemApplication's, made in make_application)
-        for link in app.pending_links:
-            open_sent_link(link)
-        app.pending_links.clear()
+    app.open_link = open_sent_link
+    for link in app.pending_links:
+        open_sent_link(link)
+    app.pending_links.clear()
     from app.library.links import register_at_start
 
     try:  # Windows, in a bundle: this tandem.exe opens tandem:// links where none does
