@@ -342,7 +342,8 @@ class PairDoctorPanel(QGroupBox):
     def restyle(self) -> None:
         """The report drawn again: the theme changed (the verdict's and the fit's colours), or "why"."""
         if self.report is not None:
-            self.report_label.setText(report_html(self.report, self.why_open))
+            parts = doctor.report_parts(self.report, WindowWords(self.why_open))  # in the window's words
+            self.report_label.setText("".join(parts))
 
     def on_results_item_activated(self, item: QTreeWidgetItem, _column: int = 0) -> None:
         ref = item.data(0, Qt.ItemDataRole.UserRole)
@@ -605,12 +606,6 @@ class WindowWords:
         return (
             f"<p>{first} <a href='why'>hide why</a><br>" + "<br>".join(html.escape(x) for x in lines) + "</p>"
         )
-
-
-def report_html(report: doctor.CheckReport, why_open: bool = False) -> str:
-    """The check as the window shows it: facts per model, the verdict, memory, fit, estimate, and
-    what was measured here (its figures shown where `why_open`)."""
-    return "".join(doctor.report_parts(report, WindowWords(why_open)))
 
 
 MEASURE_STAGES = {"write": "writing", "load": "loading", "time": "timing"}
