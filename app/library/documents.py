@@ -72,13 +72,25 @@ class DocumentProblem(StrEnum):
     TOO_MANY_TOKENS = "too_many_tokens"  # more tokens than the whole context
 
 
+# What is said of a problem that is always said alike.
+_SAID = {
+    DocumentProblem.MISSING: "there is no such file",
+    DocumentProblem.BINARY: "it is a binary file, not text (Tandem reads text, Markdown, source code, PDF and .docx)",
+    DocumentProblem.EMPTY: "it has no text",
+    DocumentProblem.SCANNED_PDF: (
+        "the PDF has no text layer (a scan or pictures only); run it through text recognition (OCR) first"
+    ),
+    DocumentProblem.ENCRYPTED_PDF: "the PDF is encrypted with a password; save an unlocked copy first",
+}
+
+
 class DocumentError(TandemError):
     kind = ErrorKind.DOCUMENT
 
-    def __init__(self, problem: DocumentProblem, name: str, sentence: str) -> None:
+    def __init__(self, problem: DocumentProblem, name: str, sentence: str = "") -> None:
         self.problem = problem
         self.name = name
-        super().__init__(f"cannot attach {name}: {sentence}")
+        super().__init__(f"cannot attach {name}: {sentence or _SAID[problem]}")
 
 
 def format_size(n_bytes: int) -> str:
@@ -96,7 +108,7 @@ def read_document(path: str | os.PathLike[str]) -> Document:
     try:
         st = os.stat(path)
     except FileNotFoundError as e:
-        raise DocumentError(DocumentProblem.MISSING, str(path), "there is no such file") from e
+        raise DocumentError(DocumentProblem.MISSING, str(path)) from e
     except OSError as e:
         raise DocumentError(DocumentProblem.UNREADABLE, str(path), _os_reason(e)) from e
     if stat.S_ISDIR(st.st_mode):
@@ -143,7 +155,7 @@ def read_bytes(data: bytes, name: str) -> Document:
 def document_from_text(text: str, name: str) -> Document:
     """A document from text already in hand (a long paste offered as an attachment)."""
     if not text.strip():
-        raise DocumentError(DocumentProblem.EMPTY, name, "it has no text")
+        raise DocumentError(DocumentProblem.EMPTY, name)
     n_bytes = len(text.encode("utf-8", "surrogatepass"))
     if n_bytes > MAX_TEXT_BYTES:
         raise _too_large(name, n_bytes, MAX_TEXT_BYTES)
@@ -161,7 +173,7 @@ def decode_text(data: bytes, name: str) -> tuple[str, str]:
         text, encoding = _decode(data, "utf-16"), "utf-16"
     else:
         if b"\x00" in data[:SNIFF_BYTES]:
-            raise _binary(name)
+            raise DocumentError(DocumentProblem.BINARY, name)
         for encoding in ("utf-8", "cp1252"):
             text = _decode(data, encoding)
             if text is not None:
@@ -169,14 +181,14 @@ def decode_text(data: bytes, name: str) -> tuple[str, str]:
         else:
             text, encoding = data.decode("latin-1"), "latin-1"
     if text is None:
-        raise _binary(name)
+        raise DocumentError(DocumentProblem.BINARY, name)
     sample = text[:SNIFF_BYTES]
     n_control = sum(1 for ch in sample if ord(ch) < 32 and ch not in "\t\n\r\f\v\x1b")
     if "\x00" in sample or n_control > MAX_CONTROL_SHARE * max(len(sample), 1):
-        raise _binary(name)
+        raise DocumentError(DocumentProblem.BINARY, name)
     text = _normalise(text)
     if not text.strip():
-        raise DocumentError(DocumentProblem.EMPTY, name, "it has no text")
+        raise DocumentError(DocumentProblem.EMPTY, name)
     return text, encoding
 
 
@@ -226,14 +238,14 @@ def _read_pdf(data: bytes, name: str) -> Document:
             try:
                 opened = reader.decrypt("")
             except (DependencyError, NotImplementedError) as e:
-                raise _encrypted(name) from e
+                raise DocumentError(DocumentProblem.ENCRYPTED_PDF, name) from e
             if not opened:
-                raise _encrypted(name)
+                raise DocumentError(DocumentProblem.ENCRYPTED_PDF, name)
         pages = _held_to_text_limit((page_text(page) for page in reader.pages), name)
     except DocumentError:
         raise
     except (FileNotDecryptedError, DependencyError) as e:
-        raise _encrypted(name) from e
+        raise DocumentError(DocumentProblem.ENCRYPTED_PDF, name) from e
     except LimitReachedError as e:  # a decompression bomb: pypdf stops before memory runs out
         raise DocumentError(
             DocumentProblem.TOO_LARGE, name, "it unpacks to more data than Tandem reads from a PDF"
@@ -253,11 +265,7 @@ def _read_pdf(data: bytes, name: str) -> Document:
         ) from e
     text = _normalise("\n\n".join(p.strip("\n") for p in pages)).strip()
     if not text:
-        raise DocumentError(
-            DocumentProblem.SCANNED_PDF,
-            name,
-            "the PDF has no text layer (a scan or pictures only); run it through text recognition (OCR) first",
-        )
+        raise DocumentError(DocumentProblem.SCANNED_PDF, name)
     return Document(name, text, DocumentKind.PDF, len(data))
 
 
@@ -286,7 +294,7 @@ def _read_docx(data: bytes, name: str) -> Document:
         raise DocumentError(DocumentProblem.DAMAGED, name, "it is not a .docx file that can be read") from e
     text = _normalise("\n".join(parts)).strip()
     if not text:
-        raise DocumentError(DocumentProblem.EMPTY, name, "it has no text")
+        raise DocumentError(DocumentProblem.EMPTY, name)
     return Document(name, text, DocumentKind.DOCX, len(data))
 
 
@@ -312,22 +320,6 @@ def _too_large(name: str, n_bytes: int, limit: int) -> DocumentError:
         name,
         f"it is {format_size(n_bytes)} and Tandem reads documents up to {format_size(limit)}"
         + (" (about a million tokens, more than any context)" if limit == MAX_TEXT_BYTES else ""),
-    )
-
-
-def _binary(name: str) -> DocumentError:
-    return DocumentError(
-        DocumentProblem.BINARY,
-        name,
-        "it is a binary file, not text (Tandem reads text, Markdown, source code, PDF and .docx)",
-    )
-
-
-def _encrypted(name: str) -> DocumentError:
-    return DocumentError(
-        DocumentProblem.ENCRYPTED_PDF,
-        name,
-        "the PDF is encrypted with a password; save an unlocked copy first",
     )
 
 
