@@ -369,13 +369,6 @@ class ThemeManager(QObject):
             self._has_own_palette = True
         self._settle(want_dark)
 
-    def _system_is_dark(self, scheme: Qt.ColorScheme) -> bool:
-        if scheme == Qt.ColorScheme.Dark:
-            return True
-        if scheme == Qt.ColorScheme.Light:
-            return False
-        return _is_dark(self._app.palette())
-
     def _settle(self, is_dark: bool) -> None:
         theme = DARK if is_dark else LIGHT
         is_change = theme is not colors()
@@ -389,7 +382,9 @@ class ThemeManager(QObject):
         if self._has_own_palette:
             self._app.setPalette(self._system_palette)
             self._has_own_palette = False
-        is_dark = self._system_is_dark(scheme)
+        is_dark = scheme == Qt.ColorScheme.Dark
+        if scheme == Qt.ColorScheme.Unknown:  # no hint: the palette's lightness says
+            is_dark = _is_dark(self._app.palette())
         if _is_dark(self._app.palette()) != is_dark:
             # The platform reports a scheme its palette does not follow (no platform theme).
             self._system_palette = QPalette(self._app.palette())
