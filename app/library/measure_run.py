@@ -207,8 +207,8 @@ def _time_in_worker(
                 error = str(msg["error"])
             elif "n" in msg:
                 n = int(msg["n"])
-                costs[n] = min(costs.get(n, float("inf")), float(msg["ms"]))  # 1 is timed twice
-                done_w += weights.get(n, 1) if msg.get("again") is None else 0
+                done_w += weights.get(n, 1) if n not in costs else 0  # 1 is timed again: counted once
+                costs[n] = min(costs.get(n, float("inf")), float(msg["ms"]))
                 report("time", done_w / total_w, w_time, start + w_load, n)
             elif "done" in msg:
                 is_open = False
@@ -256,12 +256,8 @@ def _worker(job: dict[str, Any], send: Any) -> None:
         context = [(7 + 7919 * i) % n_vocab for i in range(CONTEXT_TOKENS)]
         runner.decode(context, n_logits=0)
 
-        seen: set[int] = set()
-
         def timed(n: int, seconds: float) -> None:
-            again = {"again": True} if n in seen else {}
-            seen.add(n)
-            send.send({"n": n, "ms": seconds * 1000, **again})
+            send.send({"n": n, "ms": seconds * 1000})
 
         repeats = int(job["repeats"])
         # A plain step again after each size: every figure is in its units, and on a shared
