@@ -1363,12 +1363,11 @@ def _import_messages(db: sqlite3.Connection, conversation_id: int, data: dict[st
         ):
             skipped += 1
             continue
-        new_id = _import_message(db, conversation_id, m, now, MessageStatus.SUPERSEDED if is_other else None)
-        if is_other:
-            status = _status(str(m.get("status", MessageStatus.COMPLETE)))
+        new_id = _import_message(db, conversation_id, m, now)
+        if is_other:  # hidden behind the version shown (the trigger keeps its status to restore)
             db.execute(
-                "UPDATE messages SET parent_id = ?, kept_status = ?, chosen_at = 0 WHERE id = ?",
-                (ids.get(parent), status if status in IMPORTED_STATUSES else MessageStatus.COMPLETE, new_id),
+                "UPDATE messages SET parent_id = ?, status = 'superseded', chosen_at = 0 WHERE id = ?",
+                (ids.get(parent), new_id),
             )
         file_id = _file_id(m.get("id"))
         if file_id is not None and file_id not in ids:
@@ -1398,9 +1397,7 @@ def _message_problem(m: object, *, is_shown: bool) -> str | None:
     return None
 
 
-def _import_message(
-    db: sqlite3.Connection, conversation_id: int, m: dict[str, Any], now: float, status: str | None = None
-) -> int:
+def _import_message(db: sqlite3.Connection, conversation_id: int, m: dict[str, Any], now: float) -> int:
     """One message of a file, inserted (its parent: the message shown before it, the trigger's)."""
     content, at, spans, sources = "", 0, [], []
     for part in m["stretches"]:
@@ -1410,8 +1407,7 @@ def _import_message(
             sources.append(source if source in DRAFT_STRETCH_SOURCES else "")
         content += part["text"]
         at += len(part["text"])
-    kept = _status(str(m.get("status", MessageStatus.COMPLETE)))
-    status = status or (kept if kept in IMPORTED_STATUSES else MessageStatus.COMPLETE)
+    status = _status(str(m.get("status", MessageStatus.COMPLETE)))
     stats = clean_stats(m.get("stats"))
     cur = db.execute(
         "INSERT INTO messages (conversation_id, role, content, status, created_at, updated_at, "
@@ -1420,7 +1416,7 @@ def _import_message(
             conversation_id,
             m["role"],
             content,
-            status,
+            status if status in IMPORTED_STATUSES else MessageStatus.COMPLETE,
             now,
             now,
             json.dumps(stats, allow_nan=False) if stats is not None else None,
