@@ -54,7 +54,7 @@ class ModelsPage(QWidget):
         self.local_models: list[LocalModel] = []
         self.model_in_use: Path | None = None  # the engine's target, listed wherever it lives
 
-        self.picker = PairPicker()
+        self.picker = PairPicker(self.models_dir)
         self.picker.pair_chosen.connect(self.pair_chosen)
         self.catalog_section = CatalogSection(self.catalog, self.machine, self.models_dir)
         self.catalog_section.pair_chosen.connect(self.pair_chosen)
@@ -119,9 +119,7 @@ class ModelsPage(QWidget):
         ):
             self.local_models.insert(0, local_model(in_use))
         self.local_box.show_models(self.local_models, in_use)
-        self.picker.set_models(
-            self.local_models, in_use, select if isinstance(select, Path) else None, self.models_dir
-        )
+        self.picker.set_models(self.local_models, in_use, select if isinstance(select, Path) else None)
         self.catalog_section.show_card_states(in_use)
         self.models_changed.emit()
 

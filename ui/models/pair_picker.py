@@ -29,14 +29,15 @@ class PairPicker(QGroupBox):
 
     pair_chosen = Signal(str, object)  # target path, DraftChoice
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, models_dir: Path, parent: QWidget | None = None) -> None:
+        """models_dir: the models folder, whose files the target list names as the header does."""
         super().__init__("Chat with", parent)
         self.local_models: list[LocalModel] = []
         grid = QGridLayout(self)
         # The header's picker, the same list.
         self.target_combo = named(ModelPicker(with_open_file=False), "targetCombo", "Target model")
         self.target_combo.about_to_open.connect(self._relist)
-        self.models_dir: Path | None = None
+        self.models_dir = models_dir
         self.in_use: Path | None = None
         self.draft_combo = named(QComboBox(), "draftCombo", "Draft")
         self.use_pair_button = button(
@@ -56,18 +57,12 @@ class PairPicker(QGroupBox):
         grid.setColumnStretch(3, 2)
         self.target_combo.currentIndexChanged.connect(self.on_target_combo_current_index_changed)
 
-    def set_models(
-        self,
-        models: Sequence[LocalModel],
-        in_use: Path | None,
-        select: Path | None = None,
-        models_dir: Path | None = None,
-    ) -> None:
+    def set_models(self, models: Sequence[LocalModel], in_use: Path | None, select: Path | None) -> None:
         """The models to chat with, as the header lists them (the one in use says so); keeps the
         target chosen, or chooses `select` where it is among them. `models` (the local models)
         are the drafts."""
         self.local_models = list(models)
-        self.models_dir, self.in_use = models_dir, in_use
+        self.in_use = in_use
         self._relist(select)
 
     def _relist(self, select: Path | None = None) -> None:
