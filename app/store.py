@@ -680,8 +680,8 @@ class Store:
             )
             # SQLite's own words (quick_check's page list) go to the log only.
             self.notice = (
-                "Your conversation history is damaged and could not be read. It is kept, untouched, "
-                f"as {self.set_aside.name} beside a new, empty history in {self.path.parent}."
+                "Your conversation history could not be read, so a new one was started. The old file "
+                f"is kept, untouched, as {self.set_aside.name} in {self.set_aside.parent}."
             )
             self._db, _ = _connect(self.path, busy_timeout_s)
 
