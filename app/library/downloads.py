@@ -625,7 +625,6 @@ def _download_one(
                         n_failures = 0  # progress was made: the connection is flaky, not dead
                     n_failures += 1
                     if n_failures > N_RETRIES:
-                        out.flush()
                         raise DownloadError(
                             f"the connection to the hub dropped {n_failures} times while downloading "
                             f"{remote.request.filename}; {format_bytes(have)} of {format_bytes(size)} are kept: "
@@ -639,9 +638,7 @@ def _download_one(
                         "retrying",
                         message=f"connection dropped; retrying in {wait_s:.0f} s (attempt {n_failures + 1})",
                     )
-                    out.flush()
                     control.sleep(wait_s)
-            out.flush()
             os.fsync(out.fileno())
 
         if control.is_stop_requested:
