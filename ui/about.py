@@ -21,13 +21,9 @@ from ui.qt.widgets import label, named
 ABOUT_ICON_SIZE = 96  # logical pixels
 
 
-def icon_path() -> str:
-    return str(paths.resources_dir() / "tandem.svg")
-
-
 def app_icon() -> QIcon:
     """Tandem's icon, scalable (a null QIcon where Qt's SVG icon engine is missing)."""
-    return QIcon(icon_path())
+    return QIcon(str(paths.resources_dir() / "tandem.svg"))
 
 
 def _version(package: str) -> str:

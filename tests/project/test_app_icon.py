@@ -12,7 +12,8 @@ from PySide6.QtCore import QSize  # noqa: E402
 from PySide6.QtGui import QImage  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from ui.about import AboutDialog, app_icon, icon_path  # noqa: E402
+from app import paths  # noqa: E402
+from ui.about import AboutDialog, app_icon  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,7 +38,8 @@ def test_the_icon_is_drawn_for_each_scale_not_stretched(qtbot) -> None:
 
 def test_the_packaged_freedesktop_svg_is_the_same_drawing() -> None:
     packaged = ROOT / "packaging" / "linux" / "icons" / "hicolor" / "scalable" / "apps" / "tandem.svg"
-    assert packaged.read_bytes() == Path(icon_path()).read_bytes()  # render_icons.py copies it
+    drawn = paths.resources_dir() / "tandem.svg"  # what app_icon draws
+    assert packaged.read_bytes() == drawn.read_bytes()  # render_icons.py copies it
 
 
 def test_the_window_and_the_about_box_show_the_icon(qtbot, open_window, tiny_target) -> None:
