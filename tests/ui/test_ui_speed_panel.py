@@ -10,6 +10,7 @@ from PySide6.QtGui import QColor
 from app.store import Store
 from engine.events import Stats, StatsRecord
 from ui.chat.speed_panel import POINTS_KEY, RATE_WINDOW_S, SpeedPanel, windowed_rates
+from ui.presenters import verdict
 from ui.qt import theme
 
 
@@ -191,4 +192,26 @@ def _close(c: QColor, colour: QColor, tolerance: int = 60) -> bool:
     return (
         abs(c.red() - colour.red()) + abs(c.green() - colour.green()) + abs(c.blue() - colour.blue())
         < tolerance
+    )
+
+
+def test_a_finished_reply_reads_its_usual_speed_from_its_record_as_its_details_do(qtbot) -> None:
+    # No plain speed measured here: the usual speed is the quiet one-token steps', 150 tok/s while
+    # the reply streamed and 100 kept in its record at its end. The Details (and the reply shown
+    # again) read the record's; the headline above them read the streamed one.
+    panel = SpeedPanel()
+    qtbot.addWidget(panel)
+    snapshot = _stats(2.0, 200, drafted=150, accepted=120, steps_with_draft=60)
+    panel.add_stats([snapshot], None, 150.0)
+    streamed = panel.headline()
+    record = StatsRecord.of(snapshot, "eos", **{verdict.STEPS_KEY: 100.0})
+    panel.set_final(record)
+    shown_again = SpeedPanel()
+    qtbot.addWidget(shown_again)
+    shown_again.set_final(record)
+    assert panel.headline() == shown_again.headline() != streamed
+    usual = dict(verdict.details(record, None))["Usual speed"]
+    assert (
+        usual in panel.accessibleDescription()
+        and usual == dict(verdict.details(record, None, 100.0))["Usual speed"]
     )

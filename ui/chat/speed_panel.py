@@ -122,8 +122,11 @@ class SpeedPanel(QWidget):
         self.update()
 
     def set_final(self, stats: StatsRecord) -> None:
-        """The reply's final numbers (a finished reply, or one loaded from the store): drawn small."""
+        """The reply's final numbers (a finished reply, or one loaded from the store): drawn small.
+        Its usual speed is the one its record keeps, as its Details read it and as it reads when
+        shown again, not the last one streamed."""
         self.stats = stats
+        self.usual_steps = None
         plain = stats.plain_tokens_per_s
         if plain is not None and plain > 0:
             self.plain_tokens_per_s = plain
