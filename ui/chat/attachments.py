@@ -1,5 +1,5 @@
-"""Attachments in the composer: chips for the documents a message will carry, and the diff of a
-reply against the document it edits.
+"""Attachments in the composer: chips for the documents a message will carry (the diff of a reply
+against the document it edits is ui/chat/changes.py's).
 
 A chip shows a document's name, size and how many tokens it is, a menu of quick actions (each
 puts an editable request in the message box) and a remove button. The tokens are first an
