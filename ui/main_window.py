@@ -107,7 +107,7 @@ class MainWindow(QMainWindow):
         install_theme_menu(
             self.menuBar(),
             self.theme,
-            lambda choice: self.presenter.update_settings(replace(self.presenter.settings, theme=choice)),
+            lambda choice: self.apply_settings(replace(self.presenter.settings, theme=choice)),
         )
         self._build_file_actions()
         self._connect_controller()

@@ -14,11 +14,9 @@ from ui.qt.theme import ThemeManager
 THEME_CHOICES = ((Theme.SYSTEM, "Follow the &system"), (Theme.LIGHT, "&Light"), (Theme.DARK, "&Dark"))
 
 
-def install_theme_menu(
-    menu_bar: QMenuBar, theme: ThemeManager, save_choice: Callable[[Theme], None]
-) -> QMenu:
-    """Add Theme to the menu bar's View menu (ui/shortcuts.py made it); a choice is saved
-    (`save_choice`) and applied (`theme`)."""
+def install_theme_menu(menu_bar: QMenuBar, theme: ThemeManager, choose: Callable[[Theme], None]) -> QMenu:
+    """Add Theme to the menu bar's View menu (ui/shortcuts.py made it); a choice goes to `choose`
+    (the window saves and applies it as it does Settings'), and the menu checks `theme`'s choice."""
     view = next(m for a in menu_bar.actions() if a.text() == "&View" and isinstance(m := a.menu(), QMenu))
     view.addSeparator()
     menu = view.addMenu("&Theme")
@@ -28,7 +26,7 @@ def install_theme_menu(
         action = QAction(text, menu, checkable=True)
         action.setObjectName(f"theme-{choice}")
         action.setData(choice)
-        action.triggered.connect(lambda _=False, c=choice: _choose(theme, save_choice, c))
+        action.triggered.connect(lambda _=False, c=choice: choose(c))
         group.addAction(action)
         menu.addAction(action)
 
@@ -39,8 +37,3 @@ def install_theme_menu(
     menu.aboutToShow.connect(show_checked)
     show_checked()
     return menu
-
-
-def _choose(theme: ThemeManager, save_choice: Callable[[Theme], None], choice: Theme) -> None:
-    save_choice(choice)
-    theme.set_choice(choice)
