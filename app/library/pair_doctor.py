@@ -410,7 +410,6 @@ def estimate_speedup(
     draft_bytes: int,
     *,
     has_gpu: bool = False,
-    bandwidth_bytes_per_s: float | None = None,
     measured_plain_tokens_per_s: float | None = None,
 ) -> SpeedEstimate:
     """Decoding is bound by reading the weights: a draft token costs draft/target of a target
@@ -424,7 +423,7 @@ def estimate_speedup(
     c = draft_bytes / target_bytes if target_bytes else 1.0
     mid = (ACCEPTANCE_LOW + ACCEPTANCE_HIGH) / 2
     best_k = max(range(1, 9), key=lambda k: speculative_speedup(mid, k, c, verify))
-    bandwidth = bandwidth_bytes_per_s or memory_bandwidth_bytes_per_s()
+    bandwidth = memory_bandwidth_bytes_per_s()
     return SpeedEstimate(
         low=speculative_speedup(ACCEPTANCE_LOW, best_k, c, verify),
         high=speculative_speedup(ACCEPTANCE_HIGH, best_k, c, verify),
@@ -561,9 +560,7 @@ def _judge_pair(
 
 def facts_model_id(facts: ModelFacts) -> str:
     """The model as measurements on stand-ins know it (app.library.measure.model_id)."""
-    if facts.ref.path is not None:
-        return model_id(None, facts.ref.path.name)
-    return model_id(facts.ref.repo_id, facts.ref.filename)
+    return model_id(facts.ref.repo_id, str(facts.ref.path or facts.ref.filename))
 
 
 def standin_plan(facts: ModelFacts) -> StandinPlan:

@@ -216,8 +216,9 @@ def test_check_says_the_estimate_then_what_was_measured_here(
     assert "estimate" not in drafts[1]
 
 
-def test_the_estimate_says_what_replaces_it() -> None:
-    e = doctor.estimate_speedup(4 * 10**9, 5 * 10**8, bandwidth_bytes_per_s=20e9)
+def test_the_estimate_says_what_replaces_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(doctor, "memory_bandwidth_bytes_per_s", lambda: 20e9)
+    e = doctor.estimate_speedup(4 * 10**9, 5 * 10**8)
     assert e.describe().startswith("Estimate:")
     assert (
         f"After {MIN_PAIR_REPLIES} replies with this pair in the chat, the measured figure replaces it"
