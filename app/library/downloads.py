@@ -62,10 +62,9 @@ _GIT_SHA1_RE = re.compile(r"^[0-9a-f]{40}$")
 class DownloadStopped(DownloadError):
     """The user paused or cancelled; a pause keeps the .part file so the next start resumes."""
 
-    def __init__(self, message: str, *, is_paused: bool, kept_bytes: int) -> None:
+    def __init__(self, message: str, *, is_paused: bool) -> None:
         super().__init__(message)
         self.is_paused = is_paused
-        self.kept_bytes = kept_bytes
 
 
 class HubUnreachableError(DownloadError):
@@ -694,13 +693,12 @@ def _stop(
     if control.is_cancel_requested:
         _discard(part_path_for(final), sidecar_path_for(final))
         tracker.report(remote, file_index, have, "cancelled")
-        raise DownloadStopped(f"the download of {name} was cancelled", is_paused=False, kept_bytes=0)
+        raise DownloadStopped(f"the download of {name} was cancelled", is_paused=False)
     tracker.report(remote, file_index, have, "paused")
     raise DownloadStopped(
         f"the download of {name} is paused at {format_bytes(have)} of {format_bytes(remote.size_bytes)}; "
         "start it again to resume",
         is_paused=True,
-        kept_bytes=have,
     )
 
 

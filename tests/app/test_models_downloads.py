@@ -308,8 +308,10 @@ def test_pause_keeps_the_part_and_the_next_start_resumes(hub: FakeHub) -> None:
     f = target_file(hub)
     hub.throttle_s = 0.01
     control = DownloadControl()
+    seen: list[DownloadProgress] = []
 
     def pause_after_some_bytes(p: DownloadProgress) -> None:
+        seen.append(p)
         if p.file_done_bytes >= 200_000:
             control.pause()
 
@@ -320,7 +322,7 @@ def test_pause_keeps_the_part_and_the_next_start_resumes(hub: FakeHub) -> None:
     assert e.value.is_paused and "paused" in str(e.value)
     final = local_path_for(REPO, "tiny-target.gguf")
     kept = part_path_for(final).stat().st_size
-    assert kept == e.value.kept_bytes and 200_000 <= kept < len(f.data)
+    assert seen[-1].state == "paused" and kept == seen[-1].file_done_bytes and 200_000 <= kept < len(f.data)
 
     hub.throttle_s = 0.0
     path = download_file(FileRequest(REPO, "tiny-target.gguf"))

@@ -178,10 +178,10 @@ def _page(qtbot, hub: FakeHub) -> ModelsPage:
     ("stop", "end"),
     [
         (
-            DownloadStopped("the download of x was cancelled", is_paused=False, kept_bytes=0),
+            DownloadStopped("the download of x was cancelled", is_paused=False),
             DownloadEnd.CANCELLED,
         ),
-        (DownloadStopped("paused at 3 MB", is_paused=True, kept_bytes=3), DownloadEnd.PAUSED),
+        (DownloadStopped("paused at 3 MB", is_paused=True), DownloadEnd.PAUSED),
         (HubUnreachableError("the hub did not answer"), DownloadEnd.FAILED),
     ],
 )
