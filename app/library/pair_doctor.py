@@ -243,10 +243,6 @@ class ModelFacts(RemoteHeader):
 
     ref: ModelRef = ModelRef()
 
-    @property
-    def is_architecture_known(self) -> bool:
-        return self.info.architecture in known_architectures()
-
     def kv_bytes(self, n_ctx: int) -> int:
         """K and V for n_ctx tokens over every layer, at llama.cpp's default F16 cache type."""
         return kv_bytes_per_token(self.info.metadata, self.info.architecture) * n_ctx
@@ -588,7 +584,7 @@ def describe_model(facts: ModelFacts) -> str:
     """What one file's header says, in one line (the terminal's and the window's)."""
     info, size = facts.info, format_bytes(facts.size_bytes)
     ctx = f"{info.context_length:,} tokens" if info.context_length else "unknown"
-    known = "" if facts.is_architecture_known else " (this version of Tandem cannot run it)"
+    known = "" if info.architecture in known_architectures() else " (this version of Tandem cannot run it)"
     template = "has a chat template" if info.chat_template is not None else "no chat template (a base model)"
     read = f"read {format_bytes(facts.fetched_bytes)} of {size}" if facts.fetched_bytes else f"local, {size}"
     return (
