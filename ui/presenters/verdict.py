@@ -125,10 +125,8 @@ def was_busy(numbers: ReplyNumbers, measured_plain: float | None) -> bool:
     return bool(measured_plain and during and during < BUSY_SHARE * measured_plain)
 
 
-def slower_reason(numbers: ReplyNumbers, measured_plain: float | None, note_kind: object = "") -> str:
-    """One plain line: why this reply was slower than plain decoding here."""
-    if was_busy(numbers, measured_plain):
-        return BUSY_REASON
+def slower_reason(note_kind: object = "") -> str:
+    """One plain line: why this reply was slower than plain decoding here, the computer not busy."""
     state = member(DraftingState, note_kind)
     if state in (DraftingState.DRAFT_TOO_SLOW, DraftingState.DRAFT_LOAD_FAILED):
         return STATE_REASONS[state]
@@ -238,7 +236,7 @@ def headline(
             *figures,
         )
     if speedup <= 1 / FASTER_AT:
-        return Headline(Verdict.SLOWER, slower, slower_reason(numbers, None, note_kind), *figures)
+        return Headline(Verdict.SLOWER, slower, slower_reason(note_kind), *figures)
     return Headline(Verdict.NEUTRAL, AS_USUAL, neutral_reason(numbers, note_kind), *figures)
 
 
