@@ -115,13 +115,9 @@ class MainWindow(QMainWindow):
 
         self._refresh_conversations()
         self.presenter.open_last_conversation()
-        if store.set_aside is not None:  # unreadable: kept aside, a fresh one opened (app/store.py)
-            self.chat.set_notice(
-                "Your conversation history could not be read, so a new one was started. The old file "
-                f"is kept, untouched, as {store.set_aside.name} in {store.set_aside.parent}.",
-                True,
-            )
-        elif store.notice:  # locked or read-only: this session's history is kept in memory only
+        # Unreadable (kept aside, a fresh one opened), or locked or read-only (this session's history
+        # kept in memory only): app/store.py says so in a sentence.
+        if store.notice:
             self.chat.set_notice(store.notice, True)
         self.presenter.engine.start_engine()  # Settings → Engine: a server or this computer
 
