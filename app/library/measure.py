@@ -199,17 +199,12 @@ def measured_path() -> Path:
 
 
 def _read_all() -> dict[str, Any]:
-    try:
+    """What measured-here.json keeps; a file that cannot be read, or is not of this FORMAT, as empty."""
+    with contextlib.suppress(OSError, ValueError):
         data = json.loads(measured_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {"format": FORMAT, "machines": {}}
-    if (
-        not isinstance(data, dict)
-        or data.get("format") != FORMAT
-        or not isinstance(data.get("machines"), dict)
-    ):
-        return {"format": FORMAT, "machines": {}}
-    return data
+        if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("machines"), dict):
+            return data
+    return {"format": FORMAT, "machines": {}}
 
 
 def save_costs(costs: MeasuredCosts) -> None:
