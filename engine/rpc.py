@@ -270,9 +270,7 @@ def _register(endpoint: str) -> int:
     if reg is not None:
         return reg
     g = _ggml()
-    rpc_reg = g.ggml_backend_reg_by_name(b"RPC")
-    if not rpc_reg:
-        raise RpcError("this llama.cpp build has no RPC backend; `make setup` builds it with -DGGML_RPC=ON")
+    rpc_reg = g.ggml_backend_reg_by_name(b"RPC")  # not NULL: server_devices asked supported(), which is this
     address = g.ggml_backend_reg_get_proc_address(rpc_reg, b"ggml_backend_rpc_add_server")
     if not address:
         raise RpcError("this llama.cpp build's RPC backend has no ggml_backend_rpc_add_server")
