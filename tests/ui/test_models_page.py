@@ -99,7 +99,8 @@ def test_page_downloads_a_pair_with_live_progress_on_its_card_and_lists_the_file
         texts.append(text_of(card, "pairStatus"))
         return 0 < bar.value() < 1000
 
-    with qtbot.waitSignal(page.models_changed, timeout=60_000):
+    # The files are in and the page has listed them (files_arrived: the page refreshes first).
+    with qtbot.waitSignal(page.download_view.files_arrived, timeout=60_000):
         qtbot.mouseClick(download, Qt.MouseButton.LeftButton)
         assert not download.isEnabled()
         assert pause.isEnabled() and pause.isVisibleTo(page) and bar.isVisibleTo(page)
@@ -151,7 +152,8 @@ def test_pause_keeps_the_part_and_download_resumes_it(qtbot, hub: FakeHub) -> No
     assert kept > 0
 
     hub.throttle_s = 0.0
-    with qtbot.waitSignal(page.models_changed, timeout=60_000):
+    # The files are in and the page has listed them (files_arrived: the page refreshes first).
+    with qtbot.waitSignal(page.download_view.files_arrived, timeout=60_000):
         qtbot.mouseClick(page.download_view.rows["tiny-pair"].download_button, Qt.MouseButton.LeftButton)
     assert hub.range_headers(hub.repos[REPO].files["tiny-target.gguf"])[-1] == f"bytes={kept}-"
     assert page.local_box.table.rowCount() == 2
@@ -260,7 +262,7 @@ def test_import_by_drop_and_refusal_of_a_bad_file(qtbot, tmp_path: Path, tiny_dr
         Qt.MouseButton.LeftButton,
         Qt.KeyboardModifier.NoModifier,
     )
-    with qtbot.waitSignal(page.models_changed, timeout=30_000):
+    with qtbot.waitSignal(page.imports.imported, timeout=30_000):  # the page lists it first
         page.dropEvent(event)
     assert page.local_box.table.rowCount() == 1
     assert page.local_box.table.item(0, 0).text() == "imported/draft.gguf"

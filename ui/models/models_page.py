@@ -35,7 +35,6 @@ class ModelsPage(QWidget):
     """The "Models" tab. Emits pair_chosen(target_path, DraftChoice)."""
 
     pair_chosen = Signal(str, object)  # relays the picker's, the catalog's and the doctor's: one for three
-    models_changed = Signal()
 
     def __init__(
         self,
@@ -121,7 +120,6 @@ class ModelsPage(QWidget):
         self.local_box.show_models(self.local_models, in_use)
         self.picker.set_models(self.local_models, in_use, select if isinstance(select, Path) else None)
         self.catalog_section.show_card_states(in_use)
-        self.models_changed.emit()
 
     # --- the pair doctor ---------------------------------------------------------------------------
 
