@@ -166,7 +166,6 @@ def _time_in_worker(
 ) -> dict[int, float]:
     """Time the stand-in in a spawned process (as the chat's worker runs llama.cpp); Cancel kills it."""
     import multiprocessing
-    import multiprocessing.connection
 
     job = {
         "path": str(path),
@@ -186,18 +185,14 @@ def _time_in_worker(
     error = ""
     process.start()
     try:  # from here on, whatever happens, the process does not outlive this call
-        send.close()
-        is_open = True
-        while is_open:
+        send.close()  # the child's copy is then the only one: the pipe ends when the child does
+        while True:
             if cancel.is_set():
                 process.kill()
                 break
-            ready = multiprocessing.connection.wait([receive, process.sentinel], timeout=0.05)
-            if receive not in ready:
-                if process.sentinel in ready and not receive.poll():
-                    break
-                continue
             try:
+                if not receive.poll(0.05):
+                    continue
                 msg = receive.recv()
             except (EOFError, OSError):
                 break
@@ -211,7 +206,7 @@ def _time_in_worker(
                 costs[n] = min(costs.get(n, float("inf")), float(msg["ms"]))
                 report("time", done_w / total_w, w_time, start + w_load, n)
             elif "done" in msg:
-                is_open = False
+                break
         process.join(5)
     finally:
         receive.close()
