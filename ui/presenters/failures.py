@@ -50,8 +50,5 @@ def failure_words(failure: Failure) -> str:
         return context_words(failure.context)
     pair = failure.pair
     if failure.kind is ErrorKind.INCOMPATIBLE_PAIR and pair is not None:
-        return (
-            f"the draft model's vocabulary does not match the target's: {pair.rule} differs "
-            f"(target: {pair.target_value!r}, draft: {pair.draft_value!r})"
-        )
+        return f"the draft model's vocabulary does not match the target's: {pair.describe()}"
     return failure.sentence
