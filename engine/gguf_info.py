@@ -89,11 +89,6 @@ class GGUFInfo:
         return int(value) if value is not None else None
 
     @property
-    def n_layers(self) -> int | None:
-        value = self.metadata.get(f"{self.architecture}.block_count")
-        return int(value) if value is not None else None
-
-    @property
     def quantization(self) -> str:
         """The file type llama.cpp's quantizer wrote (Q4_K_M, F16...), or the dominant tensor type
         where there is none or where either says float weights and they disagree (a header copied

@@ -23,7 +23,7 @@ def test_reads_a_valid_model(tiny_target: Path) -> None:
     assert info.vocab_type == "gpt2"
     assert info.n_vocab == 269
     assert info.context_length == 2048
-    assert info.n_layers == 4
+    assert info.metadata["llama.block_count"] == 4
     assert info.quantization == "ALL_F32"
     assert info.n_params > 100_000
     assert info.chat_template and "messages" in info.chat_template
