@@ -63,7 +63,6 @@ class TensorInfo:
 class GGUFInfo:
     path: Path
     size_bytes: int
-    version: int
     architecture: str
     metadata: dict[str, Any]
     tensors: tuple[TensorInfo, ...] = field(repr=False)
@@ -475,7 +474,6 @@ def _parse(r: _Reader, p: Path, check_architecture: bool, with_tokens: bool) -> 
     return GGUFInfo(
         path=p,
         size_bytes=r.size,
-        version=version,
         architecture=arch,
         metadata=metadata,
         tensors=tuple(tensors),
