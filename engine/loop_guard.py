@@ -83,7 +83,6 @@ class LoopGuard:
         self._ring = np.full(MAX_PERIOD + 1, -1, dtype=np.int64)  # the last tokens, newest at _n % len
         self._n = 0
         self._run = np.zeros(MAX_PERIOD, dtype=np.int64)
-        self.period = 0  # the repeated stretch's length in tokens, once a loop is found
         self.lines = LineRepeats()
 
     def add(self, token: int, text: bytes = b"") -> bool:
@@ -100,11 +99,7 @@ class LoopGuard:
         self._run *= same
         ring[j] = token
         self._n += 1
-        looped = self._run >= self._run_needed
-        if not looped.any():
-            return False
-        self.period = int(np.argmax(looped)) + 1
-        return True
+        return bool((self._run >= self._run_needed).any())
 
     def tokens_before_loop(self, tokens: list[int]) -> int:
         """How many of these tokens, emitted next, the reply would keep: up to and including the

@@ -22,9 +22,9 @@ def test_a_sentence_told_again_and_again_is_stopped_at_its_fourth_telling() -> N
     tokens = opening + sentence * 30
     at = _first_stop(tokens)
     assert at == len(opening) + MIN_REPEATS * len(sentence) - 1  # the last token of the fourth
-    guard = LoopGuard()
-    _first_stop(tokens, guard)
-    assert guard.period == len(sentence)
+    # The stretch found is the sentence, whatever came before it: a loop of period p ends the reply
+    # at the last of max(MIN_REPEATS * p, MIN_SPAN) repeated tokens (two sentences: at 4 x 40).
+    assert _first_stop(sentence * 30) == MIN_REPEATS * len(sentence) - 1
 
 
 def test_a_short_motif_must_run_long_before_it_counts() -> None:
