@@ -409,8 +409,10 @@ class LlamaRunner:
             n1 = len(self.tokens)
             self.decode(filler[:1], n_logits=1)  # warm-up: first decodes allocate buffers
             self.truncate(n1)
-            # Largest first: only its first timing includes the logits buffer's growth.
-            for n in sorted(sizes, reverse=True):
+            # Largest first: only its first timing includes the logits buffer's growth. The rest
+            # in the order given: a size given again (Measure's plain step after each size, on a
+            # machine whose speed swings) is timed again, and its fastest kept.
+            for n in sorted(sizes, key=lambda n: n != max(sizes)):
                 best = float("inf")
                 for _ in range(repeats):  # the fastest: a busy machine only ever slows one down
                     if stop is not None and stop():
@@ -421,7 +423,7 @@ class LlamaRunner:
                         rows.max(axis=1)
                     best = min(best, time.perf_counter() - t0)
                     self.truncate(n1)
-                costs[n] = best
+                costs[n] = min(best, costs.get(n, best))
                 if on_timed is not None:
                     on_timed(n, best)
         finally:

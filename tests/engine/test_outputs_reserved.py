@@ -58,3 +58,22 @@ def test_plain_decoding_has_nothing_to_grow(tiny_target: Path, tmp_path: Path) -
         assert not engine.outputs_due and engine.grow_outputs()
     finally:
         engine.close()
+
+
+def test_timed_batches_start_with_the_largest_then_keep_the_order_given(tiny_target: Path) -> None:
+    # Measure (app/library/measure_run.py) times a plain step again after each size, so that on a
+    # machine whose speed swings every figure is in the units of its moment; the largest goes first
+    # (only its first timing grows llama.cpp's logits buffer), and a size timed again keeps its fastest.
+    from engine.backend import LlamaRunner
+
+    runner = LlamaRunner(str(tiny_target), n_ctx=256, n_threads=1)
+    try:
+        timed: list[tuple[int, float]] = []
+        costs = runner.time_batches(
+            [1, 2, 1, 4, 1, 8, 1], runner.tokenize("one two three"), repeats=1,
+            on_timed=lambda n, s: timed.append((n, s)),
+        )  # fmt: skip
+    finally:
+        runner.close()
+    assert [n for n, _ in timed] == [8, 1, 2, 1, 4, 1, 1]
+    assert costs[1] == min(s for n, s in timed if n == 1) and sorted(costs) == [1, 2, 4, 8]
