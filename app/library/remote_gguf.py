@@ -3,8 +3,8 @@
 A GGUF file starts with everything Tandem needs to judge it (architecture, sizes, the whole
 vocabulary and the chat template), then the weights. A 7B model's header is a few MB of a
 multi-GB file, so the pair doctor reads it with HTTP Range requests: `RangeFile` is a read-only,
-seekable file object of known size whose reads become `Range: bytes=a-b` requests, fetched in
-blocks and cached, and never more than a fixed budget in all (a hostile header that claims a
+seekable file object of known size whose reads become `Range: bytes=a-b` requests, read ahead
+and kept, and never more than a fixed budget in all (a hostile header that claims a
 string of a billion bytes costs at most that budget, then fails with a sentence).
 
 The header is parsed by engine.gguf_info's reader, the same one that checks local files (it
@@ -57,9 +57,10 @@ class RangeFile:
     """A remote file as what the GGUF reader asks of a file (seek and read): reads become HTTP
     Range requests.
 
-    Blocks of BLOCK_BYTES are fetched once and kept; a read that needs several missing blocks
-    asks for them in one request. `fetched_bytes` counts what came over the network, and a read
-    that would take it past MAX_HEADER_BYTES raises HeaderTooLargeError instead.
+    The reader reads a header front to back, so what came is kept as one run of bytes from the
+    file's start, and a read past its end asks for the bytes up to what it needs, and ahead, in
+    one request. `fetched_bytes` counts what came over the network, and a read that would take it
+    past MAX_HEADER_BYTES raises HeaderTooLargeError instead.
     """
 
     def __init__(
@@ -73,13 +74,16 @@ class RangeFile:
         self.remote = remote
         self.size = remote.size_bytes
         self.name = f"{remote.request.repo_id}/{remote.request.filename}"
-        self.fetched_bytes = 0
         self._endpoint = hub_endpoint()
         self._timeout_s = timeout_s
         self._cancel = cancel
-        self._blocks: dict[int, bytes] = {}
+        self._data = bytearray()  # the file's first fetched_bytes bytes
         self._pos = 0
-        self._readahead_blocks = 1
+        self._readahead = BLOCK_BYTES
+
+    @property
+    def fetched_bytes(self) -> int:
+        return len(self._data)
 
     def seek(self, offset: int) -> int:
         self._pos = max(0, offset)
@@ -95,35 +99,18 @@ class RangeFile:
         end = min(self.size, offset + max(0, n))
         if end <= offset:
             return b""
-        first, last = offset // BLOCK_BYTES, (end - 1) // BLOCK_BYTES
-        missing = [i for i in range(first, last + 1) if i not in self._blocks]
-        if missing:
+        have = len(self._data)
+        if end > have:
+            if end > MAX_HEADER_BYTES:
+                raise HeaderTooLargeError(
+                    f"{self.name}: its header claims more than {MAX_HEADER_BYTES // 2**20} MB; "
+                    "a damaged or hostile file, not read further"
+                )
             # A header is read front to back: read ahead, twice as far each time, within the budget.
-            n_blocks = (self.size + BLOCK_BYTES - 1) // BLOCK_BYTES
-            budget_blocks = (MAX_HEADER_BYTES - self.fetched_bytes) // BLOCK_BYTES
-            ahead = min(self._readahead_blocks, max(1, budget_blocks - (missing[-1] - missing[0] + 1)))
-            upto = missing[-1]
-            while upto + 1 < n_blocks and upto + 1 not in self._blocks and upto - missing[0] + 1 < ahead:
-                upto += 1
-            self._fetch_blocks(missing[0], upto)
-            self._readahead_blocks = min(self._readahead_blocks * 2, MAX_READAHEAD_BYTES // BLOCK_BYTES)
-        data = b"".join(self._blocks[i] for i in range(first, last + 1))
-        start = offset - first * BLOCK_BYTES
-        return data[start : start + (end - offset)]
-
-    def _fetch_blocks(self, first: int, last: int) -> None:
-        start = first * BLOCK_BYTES
-        end = min(self.size, (last + 1) * BLOCK_BYTES) - 1
-        n_wanted = end - start + 1
-        if self.fetched_bytes + n_wanted > MAX_HEADER_BYTES:
-            raise HeaderTooLargeError(
-                f"{self.name}: its header claims more than {MAX_HEADER_BYTES // 2**20} MB; "
-                "a damaged or hostile file, not read further"
-            )
-        data = self._get_range(start, end)
-        for i in range(first, last + 1):
-            lo = (i - first) * BLOCK_BYTES
-            self._blocks[i] = data[lo : lo + BLOCK_BYTES]
+            upto = min(self.size, max(end, min(have + self._readahead, MAX_HEADER_BYTES)))
+            self._data += self._get_range(have, upto - 1)
+            self._readahead = min(self._readahead * 2, MAX_READAHEAD_BYTES)
+        return bytes(self._data[offset:end])
 
     def _get_range(self, start: int, end: int) -> bytes:
         import httpx2
@@ -160,7 +147,6 @@ class RangeFile:
                     "try again later"
                 ) from e
             raise _hub_error(e, remote.request, self._endpoint, _has_token()) from e
-        self.fetched_bytes += n_got
         if n_got < n_wanted:
             raise HeaderReadError(f"the connection closed while reading the header of {self.name}; try again")
         return b"".join(chunks)
