@@ -215,3 +215,20 @@ def test_a_finished_reply_reads_its_usual_speed_from_its_record_as_its_details_d
         usual in panel.accessibleDescription()
         and usual == dict(verdict.details(record, None, 100.0))["Usual speed"]
     )
+
+
+def test_a_short_reply_with_guesses_kept_says_at_its_end_that_it_was_too_short_to_tell(qtbot) -> None:
+    # "A cat has long ears and short tail." (10 tokens, some of them guessed and kept): while it
+    # streams nothing is said (its first step weighs too much); it ended with no words beside its
+    # sparkline, where a reply with nothing kept said "About as fast as usual".
+    panel = SpeedPanel()
+    qtbot.addWidget(panel)
+    snapshot = _stats(0.1, 10, drafted=4, accepted=3, steps_with_draft=2, plain_tokens_per_s_est=80.0)
+    panel.add_stats([snapshot], None, 80.0)
+    assert panel.headline().verdict is verdict.Verdict.PENDING
+    panel.set_final(StatsRecord.of(snapshot, "eos"))
+    assert (panel.headline().text, panel.headline().reason) == (verdict.TOO_SHORT, verdict.TOO_SHORT_REASON)
+    assert verdict.TOO_SHORT in panel.accessibleDescription()
+    longer = _stats(0.25, 20, drafted=8, accepted=6, steps_with_draft=4, plain_tokens_per_s_est=80.0)
+    panel.set_final(StatsRecord.of(longer, "eos"))
+    assert panel.headline().text != verdict.TOO_SHORT  # 16 tokens or more: the usual verdict

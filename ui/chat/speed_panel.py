@@ -193,7 +193,12 @@ class SpeedPanel(QWidget):
         if self.stats is None:
             return verdict.Headline(verdict.Verdict.PENDING, "")
         return verdict.headline(
-            self.stats, self.plain_tokens_per_s, self.stats.note_kind, self.usual_steps, self.busy_seen
+            self.stats,
+            self.plain_tokens_per_s,
+            self.stats.note_kind,
+            self.usual_steps,
+            self.busy_seen,
+            ended=self.is_compact,  # (set_final: the reply's final numbers)
         )
 
     def _headline_font(self, headline: verdict.Headline) -> QFont:

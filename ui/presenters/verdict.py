@@ -15,6 +15,8 @@ The rule, in order:
   reply slower than usual says "N× slower" and that the computer was busy; any other says
   "About as fast as usual", the busy computer its reason.
 - no drafted token accepted: "About as fast as usual" with its reason, never "faster".
+- a reply under MIN_TOKENS tokens with guesses accepted: nothing while it streams (its first step
+  weighs too much), and once it has ended, that it was too short to tell.
 - otherwise the whole request against the usual speed, with two bounds from the reply's own
   numbers: it is never more "× faster" than the tokens it wrote a step (each step costs at least
   one plain step), and the guesses are never blamed for more than (written + drafted) / written
@@ -34,6 +36,8 @@ from engine.events import DraftingState, Speculation, Stats
 FASTER_AT = 1.1  # below this a reply is "about as fast as usual": the gain is within noise
 AS_USUAL = "About as fast as usual"
 MIN_TOKENS = 16  # shorter replies: too few steps to compare fairly (their first step weighs too much)
+TOO_SHORT = "Too short to tell"
+TOO_SHORT_REASON = f"Under {MIN_TOKENS} tokens: too few to compare with the usual speed."
 LOW_ACCEPTANCE = 0.4  # below this share of guesses confirmed, the guesses are the reason
 # The plain speed this reply's own plain steps ran at, against the usual one: below this share of
 # it, the computer itself was slower during the reply (something else ran).
@@ -181,9 +185,11 @@ def headline(
     note_kind: object = "",
     usual_steps: float | None = None,
     busy_seen: bool = False,
+    ended: bool = False,
 ) -> Headline:
     """The one line a reply gets: how much sooner the whole request ended than plain decoding
-    here, within what its own numbers allow (the module's docstring has the rule)."""
+    here, within what its own numbers allow (the module's docstring has the rule). ended: the
+    reply has ended (a short one then says so)."""
     if numbers.speculation == Speculation.NONE:
         return Headline(Verdict.OFF, "Speed-up off")
     if numbers.n_generated <= 0 or numbers.decode_s <= 0:
@@ -199,6 +205,8 @@ def headline(
             return Headline(Verdict.NEUTRAL, AS_USUAL, BUSY_REASON, is_busy=True)
         if member(DraftingState, note_kind) in STATE_REASONS or nothing_accepted:
             return Headline(Verdict.NEUTRAL, AS_USUAL, neutral_reason(numbers, note_kind))
+        if ended and numbers.n_generated < MIN_TOKENS:
+            return Headline(Verdict.NEUTRAL, TOO_SHORT, TOO_SHORT_REASON)
         return Headline(Verdict.PENDING, "")
     written, taken = numbers.n_generated, numbers.prefill_s + numbers.decode_s
     plain_decode_s = written / plain
