@@ -4,9 +4,9 @@ A reply's first drafts are short (RAMP_FIRST tokens) until drafts are accepted w
 carried over from other text may not hold for this one. No draft may risk, were it rejected at its
 first token, more than the reply's drafts have saved so far plus what a first RAMP_FIRST-token
 draft risks (a short match past the reply's first tokens, until its drafts accepted whole hold
-2 tokens: a 1-token draft), so a reply that drafts cannot end much slower than plain decoding. Short matches (an
-n-gram offer but a copy) are priced on this reply's evidence. Runs behind each rule:
-docs/design-engine.md ("A reply's caution").
+2 tokens: a 1-token draft), so a reply that drafts cannot end much slower than plain decoding.
+Short matches (an n-gram offer but a copy) are priced on this reply's evidence. Runs behind each
+rule: docs/design-engine.md ("A reply's caution").
 """
 
 from __future__ import annotations
