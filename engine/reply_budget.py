@@ -6,7 +6,7 @@ first token, more than the reply's drafts have saved so far plus what a first RA
 draft risks (a short match past the reply's first tokens, until its drafts accepted whole hold
 2 tokens: a 1-token draft), so a reply that drafts cannot end much slower than plain decoding.
 Short matches (an n-gram offer but a copy) are priced on this reply's evidence. Runs behind each
-rule: docs/design-engine.md ("A reply's caution").
+rule: docs/design-engine.md ("The controller's constants").
 """
 
 from __future__ import annotations
