@@ -93,7 +93,15 @@ class MeasuredCosts:
         t_ms = {int(n): float(ms) for n, ms in data["t_ms"].items()}
         if 1 not in t_ms or not all(0 < ms < 600_000 for ms in t_ms.values()):
             raise ValueError("no single-token cost")
-        return MeasuredCosts(**{**data, "t_ms": t_ms})  # to_json's fields: another key is a TypeError
+        return MeasuredCosts(
+            str(data["model"]),
+            t_ms,
+            int(data.get("size_bytes", 0)),
+            str(data.get("machine", "")),
+            str(data.get("measured_at", "")),
+            int(data.get("n_threads", 0)),
+            float(data["copy_speedup"]) if isinstance(data.get("copy_speedup"), int | float) else None,
+        )
 
 
 @dataclass(frozen=True)

@@ -378,3 +378,20 @@ def test_stand_ins_of_the_real_built_in_models_keep_their_tokenizer_and_shape(
     finally:
         for r in runners:
             r.close()
+
+
+def test_a_hand_edited_measurement_reads_its_odd_values_as_unknown_not_as_text() -> None:
+    # measured-here.json is the app's file, but a person may edit it: a speed-up that is not a
+    # number is no figure (the window formats it as one), and a size or thread count written as
+    # text is read as its number.
+    record = {
+        "model": "m.gguf", "t_ms": {"1": 20.0, "2": 25.0}, "size_bytes": "1000", "machine": "x",
+        "measured_at": "then", "n_threads": "2", "copy_speedup": "fast",
+    }  # fmt: skip
+    machine = measure.machine_identity(default_threads())
+    measure.measured_path().write_text(
+        json.dumps({"format": measure.FORMAT, "machines": {machine: {"m.gguf": record}}})
+    )
+    costs = measure.load_costs("m.gguf")
+    assert costs is not None and costs.copy_speedup is None
+    assert (costs.size_bytes, costs.n_threads) == (1000, 2)
