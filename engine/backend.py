@@ -400,10 +400,11 @@ class LlamaRunner:
         n0 = len(self.tokens)
         room = self.n_ctx - n0 - len(context_tokens) - 1
         sizes = [n for n in sizes if n <= min(self.n_batch, room)]
-        filler = list(context_tokens) * (1 + max(sizes, default=1) // max(len(context_tokens), 1))
         costs: dict[int, float] = {}
         if not sizes:
             return costs
+        largest = max(sizes)
+        filler = list(context_tokens) * (1 + largest // max(len(context_tokens), 1))
         try:
             self.decode(context_tokens, n_logits=0)
             n1 = len(self.tokens)
@@ -412,7 +413,7 @@ class LlamaRunner:
             # Largest first: only its first timing includes the logits buffer's growth. The rest
             # in the order given: a size given again (Measure's plain step after each size, on a
             # machine whose speed swings) is timed again, and its fastest kept.
-            for n in sorted(sizes, key=lambda n: n != max(sizes)):
+            for n in sorted(sizes, key=lambda n: n != largest):
                 best = float("inf")
                 for _ in range(repeats):  # the fastest: a busy machine only ever slows one down
                     if stop is not None and stop():
